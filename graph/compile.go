@@ -1,0 +1,406 @@
+package graph
+
+import (
+	"fmt"
+	"sort"
+
+	"gorgonia.org/tensor"
+)
+
+// Options control compilation.
+type Options struct {
+	// Training selects training behaviour for ops that differ between
+	// training and evaluation (dropout, FP8 amax recording).
+	Training bool
+}
+
+// Program is a compiled graph: a schedule of bound kernels over buffers
+// planned once. Run executes one step and allocates nothing after its
+// first call. A Program is not safe for concurrent use.
+type Program struct {
+	g        *Graph
+	store    *Store
+	opts     Options
+	schedule []*Node
+	kernels  []Kernel
+	values   map[*Node]*Value
+	inputs   []*Node
+	fed      []bool
+	inputIdx map[*Node]int
+	outputs  []*Node
+	tensors  map[*Node]*tensor.Dense
+	stepEnd  []func() error
+	stats    MemoryStats
+}
+
+// MemoryStats describes a program's buffer plan.
+type MemoryStats struct {
+	// ArenaBytes is the size of the planned activation buffers.
+	ArenaBytes int
+	// NaiveBytes is what one buffer per node would take.
+	NaiveBytes int
+	// InputBytes is the size of the fed input buffers.
+	InputBytes int
+}
+
+// Compile turns the part of g that outputs depend on into a Program.
+// Parameters are bound to their values in store (shared, not copied); every
+// parameter the outputs depend on must be present with its node's shape.
+func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, error) {
+	if g == nil {
+		return nil, fmt.Errorf("graph: compile: nil graph")
+	}
+	if err := g.Err(); err != nil {
+		return nil, fmt.Errorf("graph: compile: graph has errors: %w", err)
+	}
+	if len(outputs) == 0 {
+		return nil, fmt.Errorf("graph: compile: no outputs")
+	}
+	for i, o := range outputs {
+		if o == nil || o.g != g || !o.valid() {
+			return nil, fmt.Errorf("graph: compile: output %d is nil, invalid or from another graph", i)
+		}
+	}
+	if err := Verify(g); err != nil {
+		return nil, fmt.Errorf("graph: compile: %w", err)
+	}
+	p := &Program{
+		g: g, store: store, opts: opts,
+		values:   map[*Node]*Value{},
+		inputIdx: map[*Node]int{},
+		outputs:  append([]*Node(nil), outputs...),
+		tensors:  map[*Node]*tensor.Dense{},
+	}
+	p.schedule = ancestors(outputs)
+	if err := p.plan(); err != nil {
+		return nil, err
+	}
+	for _, n := range p.schedule {
+		if n.IsInput() || n.IsParam() {
+			p.kernels = append(p.kernels, nil)
+			continue
+		}
+		b := &Binding{Node: n, Out: p.values[n], Training: opts.Training, prog: p}
+		for _, in := range n.inputs {
+			b.In = append(b.In, p.values[in])
+		}
+		k, err := n.op.Bind(b)
+		if err != nil {
+			return nil, fmt.Errorf("graph: compile: node %q (%s): %w", n.name, n.op.Type(), err)
+		}
+		if k == nil {
+			return nil, fmt.Errorf("graph: compile: node %q (%s): op bound no kernel", n.name, n.op.Type())
+		}
+		p.kernels = append(p.kernels, k)
+	}
+	for _, o := range outputs {
+		p.tensors[o] = valueTensor(p.values[o])
+	}
+	return p, nil
+}
+
+// plan assigns every scheduled node a buffer: parameters use the store's
+// values, inputs get buffers of their own, and every other node a slice
+// of one arena per storage class, reused once the node's last consumer
+// has run.
+func (p *Program) plan() error {
+	pos := make(map[*Node]int, len(p.schedule))
+	for i, n := range p.schedule {
+		pos[n] = i
+	}
+	last := make(map[*Node]int, len(p.schedule))
+	for i, n := range p.schedule {
+		for _, in := range n.inputs {
+			last[in] = i
+		}
+	}
+	for _, o := range p.outputs {
+		last[o] = len(p.schedule)
+	}
+	freeAt := make([][]*Node, len(p.schedule)+1)
+	for n, i := range last {
+		freeAt[i] = append(freeAt[i], n)
+	}
+	var arenas [numStores]allocator
+	offset := map[*Node]int{}
+	for i, n := range p.schedule {
+		v := &Value{Shape: n.shape, DType: n.dtype}
+		p.values[n] = v
+		size := n.shape.Numel()
+		p.stats.NaiveBytes += size * n.dtype.Size()
+		switch {
+		case n.IsParam():
+			if p.store == nil {
+				return fmt.Errorf("graph: compile: parameter %q needs a store", n.name)
+			}
+			sh, ok := p.store.Shape(n.name)
+			if !ok {
+				return fmt.Errorf("graph: compile: parameter %q %v has no value in the store", n.name, n.shape)
+			}
+			if !sh.Equal(n.shape) {
+				return fmt.Errorf("graph: compile: parameter %q: stored shape %v, node wants %v", n.name, sh, n.shape)
+			}
+			v.F32 = p.store.Float32(n.name)
+		case n.IsInput():
+			p.inputIdx[n] = len(p.inputs)
+			p.inputs = append(p.inputs, n)
+			p.fed = append(p.fed, false)
+			switch n.dtype.storage() {
+			case storeF32:
+				v.F32 = make([]float32, size)
+			case storeI32:
+				v.I32 = make([]int32, size)
+			case storeU8:
+				v.U8 = make([]uint8, size)
+			}
+			p.stats.InputBytes += size * n.dtype.Size()
+		default:
+			offset[n] = arenas[n.dtype.storage()].alloc(size)
+		}
+		// Free after allocating, so a node never writes over its inputs.
+		for _, d := range freeAt[i] {
+			if o, ok := offset[d]; ok {
+				arenas[d.dtype.storage()].free(o, d.shape.Numel())
+			}
+		}
+	}
+	f32 := make([]float32, arenas[storeF32].size)
+	i32 := make([]int32, arenas[storeI32].size)
+	u8 := make([]uint8, arenas[storeU8].size)
+	p.stats.ArenaBytes = 4*len(f32) + 4*len(i32) + len(u8)
+	for n, o := range offset {
+		v, size := p.values[n], n.shape.Numel()
+		switch n.dtype.storage() {
+		case storeF32:
+			v.F32 = f32[o : o+size : o+size]
+		case storeI32:
+			v.I32 = i32[o : o+size : o+size]
+		case storeU8:
+			v.U8 = u8[o : o+size : o+size]
+		}
+	}
+	return nil
+}
+
+// allocator is a first-fit allocator over one arena, in elements.
+type allocator struct {
+	size  int
+	holes []span // sorted by offset, coalesced
+}
+
+type span struct{ off, n int }
+
+const align = 16 // elements: 64 bytes for float32
+
+func (a *allocator) alloc(n int) int {
+	n = (n + align - 1) / align * align
+	best := -1
+	for i, h := range a.holes {
+		if h.n >= n && (best < 0 || h.n < a.holes[best].n) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		h := &a.holes[best]
+		off := h.off
+		h.off += n
+		h.n -= n
+		if h.n == 0 {
+			a.holes = append(a.holes[:best], a.holes[best+1:]...)
+		}
+		return off
+	}
+	// Grow, absorbing a hole at the end of the arena.
+	if k := len(a.holes); k > 0 && a.holes[k-1].off+a.holes[k-1].n == a.size {
+		off := a.holes[k-1].off
+		a.holes = a.holes[:k-1]
+		a.size = off + n
+		return off
+	}
+	off := a.size
+	a.size += n
+	return off
+}
+
+func (a *allocator) free(off, n int) {
+	n = (n + align - 1) / align * align
+	i := sort.Search(len(a.holes), func(i int) bool { return a.holes[i].off > off })
+	a.holes = append(a.holes, span{})
+	copy(a.holes[i+1:], a.holes[i:])
+	a.holes[i] = span{off, n}
+	// Coalesce with neighbours.
+	if i+1 < len(a.holes) && a.holes[i].off+a.holes[i].n == a.holes[i+1].off {
+		a.holes[i].n += a.holes[i+1].n
+		a.holes = append(a.holes[:i+1], a.holes[i+2:]...)
+	}
+	if i > 0 && a.holes[i-1].off+a.holes[i-1].n == a.holes[i].off {
+		a.holes[i-1].n += a.holes[i].n
+		a.holes = append(a.holes[:i], a.holes[i+1:]...)
+	}
+}
+
+func valueTensor(v *Value) *tensor.Dense {
+	shape := v.Shape.Clone()
+	if len(shape) == 0 {
+		shape = Shape{1}
+	}
+	switch {
+	case v.F32 != nil:
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v.F32))
+	case v.I32 != nil:
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v.I32))
+	default:
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v.U8))
+	}
+}
+
+// Run executes one step: every kernel in schedule order, then the
+// step-end hooks (such as FP8 scaling updates). It fails if an input was
+// never fed.
+func (p *Program) Run() error {
+	for i, ok := range p.fed {
+		if !ok {
+			n := p.inputs[i]
+			return fmt.Errorf("graph: run: input %q %v %v was not fed", n.name, n.shape, n.dtype)
+		}
+	}
+	for i, k := range p.kernels {
+		if k == nil {
+			continue
+		}
+		if err := k(); err != nil {
+			n := p.schedule[i]
+			return fmt.Errorf("graph: run: node %q (%s): %w", n.name, n.op.Type(), err)
+		}
+	}
+	for _, fn := range p.stepEnd {
+		if err := fn(); err != nil {
+			return fmt.Errorf("graph: run: step end: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p *Program) input(n *Node) (*Value, error) {
+	i, ok := p.inputIdx[n]
+	if !ok {
+		if n == nil {
+			return nil, fmt.Errorf("graph: feed: nil node")
+		}
+		return nil, fmt.Errorf("graph: feed: %q is not an input of this program", n.name)
+	}
+	p.fed[i] = true
+	return p.values[n], nil
+}
+
+// Feed copies t into the buffer of input node n. Shape and dtype must match.
+func (p *Program) Feed(n *Node, t *tensor.Dense) error {
+	v, err := p.input(n)
+	if err != nil {
+		return err
+	}
+	if t == nil || !Shape(t.Shape()).Equal(v.Shape) && !(len(v.Shape) == 0 && t.Shape().TotalSize() == 1) {
+		var got any = "nil"
+		if t != nil {
+			got = Shape(t.Shape())
+		}
+		p.fed[p.inputIdx[n]] = false
+		return fmt.Errorf("graph: feed %q: shape %v, want %v", n.name, got, v.Shape)
+	}
+	switch data := t.Data().(type) {
+	case float32:
+		if v.F32 != nil {
+			v.F32[0] = data
+			return nil
+		}
+	case int32:
+		if v.I32 != nil {
+			v.I32[0] = data
+			return nil
+		}
+	case []float32:
+		if v.F32 != nil {
+			copy(v.F32, data)
+			return nil
+		}
+	case []int32:
+		if v.I32 != nil {
+			copy(v.I32, data)
+			return nil
+		}
+	case []uint8:
+		if v.U8 != nil {
+			copy(v.U8, data)
+			return nil
+		}
+	}
+	p.fed[p.inputIdx[n]] = false
+	return fmt.Errorf("graph: feed %q: tensor of %v, want %v", n.name, t.Dtype(), v.DType)
+}
+
+// FeedFloat32 copies data into the buffer of float32 input node n.
+func (p *Program) FeedFloat32(n *Node, data []float32) error {
+	v, err := p.input(n)
+	if err != nil {
+		return err
+	}
+	if v.F32 == nil || len(data) != len(v.F32) {
+		p.fed[p.inputIdx[n]] = false
+		return fmt.Errorf("graph: feed %q: %d float32 values, want %d %v", n.name, len(data), v.Shape.Numel(), v.DType)
+	}
+	copy(v.F32, data)
+	return nil
+}
+
+// FeedInt32 copies data into the buffer of int32 input node n.
+func (p *Program) FeedInt32(n *Node, data []int32) error {
+	v, err := p.input(n)
+	if err != nil {
+		return err
+	}
+	if v.I32 == nil || len(data) != len(v.I32) {
+		p.fed[p.inputIdx[n]] = false
+		return fmt.Errorf("graph: feed %q: %d int32 values, want %d %v", n.name, len(data), v.Shape.Numel(), v.DType)
+	}
+	copy(v.I32, data)
+	return nil
+}
+
+// Output returns the value of an output node as a tensor that views the
+// program's buffer: it changes with every Run.
+func (p *Program) Output(n *Node) (*tensor.Dense, error) {
+	t, ok := p.tensors[n]
+	if !ok {
+		return nil, fmt.Errorf("graph: output: %v is not an output of this program", n)
+	}
+	return t, nil
+}
+
+// Float32 returns the buffer of a float32 output (or input) node, a view
+// that changes with every Run; nil if n is neither.
+func (p *Program) Float32(n *Node) []float32 {
+	if _, ok := p.tensors[n]; !ok {
+		if _, ok := p.inputIdx[n]; !ok {
+			return nil
+		}
+	}
+	return p.values[n].F32
+}
+
+// Scalar returns the value of a one-element float32 output.
+func (p *Program) Scalar(n *Node) (float32, error) {
+	f := p.Float32(n)
+	if len(f) != 1 {
+		return 0, fmt.Errorf("graph: scalar: %v is not a one-element float32 output", n)
+	}
+	return f[0], nil
+}
+
+// Schedule returns the nodes the program runs, in order.
+func (p *Program) Schedule() []*Node { return append([]*Node(nil), p.schedule...) }
+
+// Graph returns the graph the program was compiled from.
+func (p *Program) Graph() *Graph { return p.g }
+
+// Stats returns the program's buffer plan figures.
+func (p *Program) Stats() MemoryStats { return p.stats }

@@ -1,0 +1,82 @@
+package graph
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DType is the element type of a node's value.
+type DType uint8
+
+// The element types a graph can carry. FP8 values are stored one byte per
+// element; their arithmetic is emulated by the fp8 package.
+const (
+	Invalid DType = iota
+	Float32
+	Int32
+	Float8E4M3
+	Float8E5M2
+)
+
+var dtypeNames = [...]string{
+	Invalid:    "invalid",
+	Float32:    "float32",
+	Int32:      "int32",
+	Float8E4M3: "float8_e4m3",
+	Float8E5M2: "float8_e5m2",
+}
+
+// String returns the dtype's name, e.g. "float32".
+func (d DType) String() string {
+	if int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return fmt.Sprintf("dtype(%d)", d)
+}
+
+// Valid reports whether d is one of the dtypes Octet knows.
+func (d DType) Valid() bool { return d > Invalid && int(d) < len(dtypeNames) }
+
+// Size returns the number of bytes one element occupies.
+func (d DType) Size() int {
+	switch d {
+	case Float32, Int32:
+		return 4
+	case Float8E4M3, Float8E5M2:
+		return 1
+	}
+	return 0
+}
+
+// IsFloat8 reports whether d is one of the FP8 formats.
+func (d DType) IsFloat8() bool { return d == Float8E4M3 || d == Float8E5M2 }
+
+// ParseDType maps a name such as "float32" or "float8_e4m3" to its DType.
+func ParseDType(s string) (DType, error) {
+	for i, n := range dtypeNames {
+		if i > 0 && strings.EqualFold(n, s) {
+			return DType(i), nil
+		}
+	}
+	return Invalid, fmt.Errorf("graph: unknown dtype %q (want one of float32, int32, float8_e4m3, float8_e5m2)", s)
+}
+
+// storage is the arena class a dtype's values live in.
+type storage uint8
+
+const (
+	storeF32 storage = iota
+	storeI32
+	storeU8
+	numStores
+)
+
+func (d DType) storage() storage {
+	switch d {
+	case Int32:
+		return storeI32
+	case Float8E4M3, Float8E5M2:
+		return storeU8
+	}
+	return storeF32
+}

@@ -1,0 +1,181 @@
+// Package graph is Octet's intermediate representation: a computation
+// graph of nodes, reverse-mode autodiff that appends the backward graph
+// (Grad), and a compiler (Compile) that schedules the nodes, plans their
+// buffers and binds kernels into a Program that runs a step without
+// allocating.
+//
+// Building a graph never panics on bad input. An op applied to inputs of
+// the wrong shape or dtype records an error in the graph that names the
+// node and the shapes involved, and returns a node marked invalid; later
+// ops on invalid nodes add nothing. Graph.Err reports what went wrong, and
+// Grad and Compile refuse a graph with errors.
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Graph holds the nodes of a model: its inputs, parameters and the ops
+// between them, forward and backward.
+type Graph struct {
+	nodes []*Node
+	names map[string]*Node
+	errs  []error
+}
+
+// New returns an empty graph.
+func New() *Graph { return &Graph{names: map[string]*Node{}} }
+
+// Nodes returns the graph's nodes in creation order.
+func (g *Graph) Nodes() []*Node { return append([]*Node(nil), g.nodes...) }
+
+// Len returns the number of nodes.
+func (g *Graph) Len() int { return len(g.nodes) }
+
+// Lookup returns the node with the given name, or nil.
+func (g *Graph) Lookup(name string) *Node { return g.names[name] }
+
+// Err returns the errors recorded while building the graph, joined, or nil.
+func (g *Graph) Err() error { return errors.Join(g.errs...) }
+
+// Fail records err in the graph. Ops use it for errors found while
+// building gradients or rewriting.
+func (g *Graph) Fail(err error) {
+	if err != nil {
+		g.errs = append(g.errs, err)
+	}
+}
+
+// Input adds a node whose value is fed to the program at run time.
+func (g *Graph) Input(name string, dt DType, shape ...int) *Node {
+	return g.leaf(inputOp{dt: dt, shape: Shape(shape).Clone()}, name)
+}
+
+// Param adds a float32 parameter whose value lives in a Store under the
+// node's name.
+func (g *Graph) Param(name string, shape ...int) *Node {
+	return g.leaf(paramOp{shape: Shape(shape).Clone()}, name)
+}
+
+// Const adds a float32 node of the given shape filled with v.
+func (g *Graph) Const(name string, v float32, shape ...int) *Node {
+	return g.leaf(fillOp{v: v, shape: Shape(shape).Clone()}, name)
+}
+
+func (g *Graph) leaf(op Op, name string) *Node {
+	if name == "" {
+		g.Fail(fmt.Errorf("graph: %s needs a name", op.Type()))
+		return &Node{g: g, op: op, name: "?"}
+	}
+	if g.names[name] != nil {
+		g.Fail(fmt.Errorf("graph: %s %q: name already used by %v", op.Type(), name, g.names[name]))
+		return &Node{g: g, op: op, name: name}
+	}
+	return g.Apply(op, name)
+}
+
+// Apply adds a node computing op on inputs. If name is empty one is made
+// from the op type; a name already in use gets a "#k" suffix. If the
+// inputs do not suit the op, the error is recorded (see Err) and an invalid
+// node is returned.
+func (g *Graph) Apply(op Op, name string, inputs ...*Node) *Node {
+	if name == "" {
+		name = op.Type()
+	}
+	n := &Node{g: g, op: op, inputs: inputs, name: name}
+	for i, in := range inputs {
+		if in == nil {
+			g.Fail(fmt.Errorf("graph: node %q (%s): input %d is nil", name, op.Type(), i))
+			return n
+		}
+		if in.g != g {
+			g.Fail(fmt.Errorf("graph: node %q (%s): input %d %q belongs to another graph", name, op.Type(), i, in.name))
+			return n
+		}
+		if !in.valid() {
+			return n // the error was recorded when the input was built
+		}
+	}
+	shape, dt, err := op.Infer(inputs)
+	if err == nil && !dt.Valid() {
+		err = fmt.Errorf("unknown dtype %v", dt)
+	}
+	if err == nil {
+		err = shape.Validate()
+	}
+	if err != nil {
+		g.Fail(fmt.Errorf("graph: node %q (%s): %w", name, op.Type(), err))
+		return n
+	}
+	if g.names[name] != nil {
+		base := name
+		for k := 1; g.names[name] != nil; k++ {
+			name = base + "#" + strconv.Itoa(k)
+		}
+	}
+	n.name, n.shape, n.dtype, n.id = name, shape, dt, len(g.nodes)
+	g.nodes = append(g.nodes, n)
+	g.names[name] = n
+	return n
+}
+
+// ReplaceUses makes every consumer of old read new instead (compiler
+// passes use it). The shapes and dtypes must match.
+func (g *Graph) ReplaceUses(old, new *Node) error {
+	if !old.shape.Equal(new.shape) || old.dtype != new.dtype {
+		return fmt.Errorf("graph: replace %q %v %v with %q %v %v: shape or dtype differs",
+			old.name, old.shape, old.dtype, new.name, new.shape, new.dtype)
+	}
+	for _, n := range g.nodes {
+		if n == new {
+			continue
+		}
+		for i, in := range n.inputs {
+			if in == old {
+				n.inputs[i] = new
+			}
+		}
+	}
+	return nil
+}
+
+// ancestors returns the nodes that outputs depend on, inputs before
+// consumers (a topological order), each once.
+func ancestors(outputs []*Node) []*Node {
+	const (
+		unseen = iota
+		open
+		done
+	)
+	state := map[*Node]uint8{}
+	var order []*Node
+	type frame struct {
+		n *Node
+		i int
+	}
+	for _, o := range outputs {
+		if state[o] != unseen {
+			continue
+		}
+		stack := []frame{{o, 0}}
+		state[o] = open
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			if f.i < len(f.n.inputs) {
+				in := f.n.inputs[f.i]
+				f.i++
+				if state[in] == unseen {
+					state[in] = open
+					stack = append(stack, frame{in, 0})
+				}
+				continue
+			}
+			state[f.n] = done
+			order = append(order, f.n)
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return order
+}

@@ -1,0 +1,59 @@
+package graph
+
+// Op is an operation: it infers its output's shape and dtype from its
+// inputs, and binds a kernel to concrete buffers at compile time. Concrete
+// ops live in package ops; the graph package knows only the structural
+// ones (inputs, parameters, constants, gradient accumulation).
+type Op interface {
+	// Type names the op kind, e.g. "MatMul".
+	Type() string
+	// Infer checks the inputs and returns the output shape and dtype.
+	Infer(in []*Node) (Shape, DType, error)
+	// Bind returns the kernel that computes the node from its inputs.
+	// Buffers are fixed for the life of the program, so a kernel may
+	// precompute anything that depends only on them.
+	Bind(b *Binding) (Kernel, error)
+}
+
+// Kernel computes one node. It must overwrite its whole output and must
+// not allocate.
+type Kernel func() error
+
+// Differentiable is implemented by ops that have a gradient rule.
+type Differentiable interface {
+	// Grad builds, in n's graph, the gradient of the loss with respect
+	// to each input of n, given dy, the gradient with respect to n.
+	// need[i] tells whether input i needs one; entries for inputs that
+	// do not may be nil. Errors are recorded in the graph.
+	Grad(n, dy *Node, need []bool) []*Node
+}
+
+// Attributer is implemented by ops that have attributes worth showing in
+// graph dumps, e.g. "transB" or "axes=[1]".
+type Attributer interface {
+	Attrs() string
+}
+
+// Binding is what a kernel is bound to: the node, its output buffer and
+// its input buffers.
+type Binding struct {
+	Node     *Node
+	Out      *Value
+	In       []*Value
+	Training bool
+	prog     *Program
+}
+
+// AtStepEnd registers fn to run at the end of every Program.Run, after all
+// kernels; FP8 scaling-state updates use it.
+func (b *Binding) AtStepEnd(fn func() error) { b.prog.stepEnd = append(b.prog.stepEnd, fn) }
+
+// Value is a node's buffer in a compiled program. Exactly one of the
+// slices is set, according to DType.
+type Value struct {
+	Shape Shape
+	DType DType
+	F32   []float32
+	I32   []int32
+	U8    []uint8
+}

@@ -1,0 +1,164 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/graph"
+)
+
+type binaryKind uint8
+
+const (
+	kindAdd binaryKind = iota
+	kindSub
+	kindMul
+	kindDiv
+)
+
+var binaryNames = [...]string{"Add", "Sub", "Mul", "Div"}
+
+// binaryOp is an elementwise function of two float32 inputs with
+// numpy-style broadcasting.
+type binaryOp struct{ kind binaryKind }
+
+func (o binaryOp) Type() string { return binaryNames[o.kind] }
+
+func (o binaryOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 2); err != nil {
+		return nil, graph.Invalid, err
+	}
+	s, err := graph.Broadcast(in[0].Shape(), in[1].Shape())
+	if err != nil {
+		return nil, graph.Invalid, fmt.Errorf("%q %v and %q %v: %w", in[0].Name(), in[0].Shape(), in[1].Name(), in[1].Shape(), err)
+	}
+	return s, graph.Float32, nil
+}
+
+func (o binaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	out := b.Out.F32
+	av, bv := b.In[0], b.In[1]
+	x, y := av.F32, bv.F32
+	if av.Shape.Equal(b.Out.Shape) && bv.Shape.Equal(b.Out.Shape) {
+		x, y = x[:len(out)], y[:len(out)]
+		return func() error { binaryRow(o.kind, out, x, y, 1, 1); return nil }, nil
+	}
+	p := newStridedPlan(b.Out.Shape, b.Out.Shape.Strides(), broadcastStrides(av.Shape, b.Out.Shape), broadcastStrides(bv.Shape, b.Out.Shape))
+	n, sa, sb := p.n, p.inner[1], p.inner[2]
+	kind := o.kind
+	row := func(oo, oa, ob int) {
+		binaryRow(kind, out[oo:oo+n], x[oa:], y[ob:], sa, sb)
+	}
+	return func() error { p.each(row); return nil }, nil
+}
+
+// binaryRow computes out[i] = x[i·sa] ∘ y[i·sb].
+func binaryRow(kind binaryKind, out, x, y []float32, sa, sb int) {
+	switch {
+	case sa == 1 && sb == 1:
+		x, y = x[:len(out)], y[:len(out)]
+		switch kind {
+		case kindAdd:
+			for i := range out {
+				out[i] = x[i] + y[i]
+			}
+		case kindSub:
+			for i := range out {
+				out[i] = x[i] - y[i]
+			}
+		case kindMul:
+			for i := range out {
+				out[i] = x[i] * y[i]
+			}
+		case kindDiv:
+			for i := range out {
+				out[i] = x[i] / y[i]
+			}
+		}
+	case sa == 1 && sb == 0:
+		x = x[:len(out)]
+		c := y[0]
+		switch kind {
+		case kindAdd:
+			for i := range out {
+				out[i] = x[i] + c
+			}
+		case kindSub:
+			for i := range out {
+				out[i] = x[i] - c
+			}
+		case kindMul:
+			for i := range out {
+				out[i] = x[i] * c
+			}
+		case kindDiv:
+			for i := range out {
+				out[i] = x[i] / c
+			}
+		}
+	default:
+		for i := range out {
+			a, b := x[i*sa], y[i*sb]
+			switch kind {
+			case kindAdd:
+				out[i] = a + b
+			case kindSub:
+				out[i] = a - b
+			case kindMul:
+				out[i] = a * b
+			case kindDiv:
+				out[i] = a / b
+			}
+		}
+	}
+}
+
+func (o binaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	a, b := n.Input(0), n.Input(1)
+	gs := make([]*graph.Node, 2)
+	switch o.kind {
+	case kindAdd:
+		gs[0], gs[1] = SumTo(dy, a.Shape()), SumTo(dy, b.Shape())
+	case kindSub:
+		gs[0] = SumTo(dy, a.Shape())
+		if need[1] {
+			gs[1] = SumTo(Neg(dy), b.Shape())
+		}
+	case kindMul:
+		if need[0] {
+			gs[0] = SumTo(Mul(dy, b), a.Shape())
+		}
+		if need[1] {
+			gs[1] = SumTo(Mul(dy, a), b.Shape())
+		}
+	case kindDiv:
+		if need[0] {
+			gs[0] = SumTo(Div(dy, b), a.Shape())
+		}
+		if need[1] { // d(a/b)/db = -(a/b)/b
+			gs[1] = SumTo(Neg(Div(Mul(dy, n), b)), b.Shape())
+		}
+	}
+	if !need[0] {
+		gs[0] = nil
+	}
+	if !need[1] {
+		gs[1] = nil
+	}
+	return gs
+}
+
+// Add returns a + b with broadcasting.
+func Add(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindAdd}, "", a, b) }
+
+// Sub returns a - b with broadcasting.
+func Sub(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindSub}, "", a, b) }
+
+// Mul returns a · b elementwise with broadcasting.
+func Mul(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindMul}, "", a, b) }
+
+// Div returns a / b elementwise with broadcasting.
+func Div(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindDiv}, "", a, b) }
+
+func shapeMismatch(a, b *graph.Node) error {
+	return fmt.Errorf("shape of %q %v differs from %q %v", a.Name(), a.Shape(), b.Name(), b.Shape())
+}

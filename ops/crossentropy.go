@@ -1,0 +1,116 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/chewxy/math32"
+	"github.com/octetml/octet/graph"
+)
+
+// crossEntropyOp is the mean softmax cross-entropy of logits [..., C]
+// against int32 class labels [...].
+type crossEntropyOp struct{}
+
+func (crossEntropyOp) Type() string { return "CrossEntropy" }
+
+func checkLogitsLabels(in []*graph.Node) error {
+	ls, ys := in[0].Shape(), in[1].Shape()
+	if len(ls) < 1 || !ls[:len(ls)-1].Equal(ys) {
+		return fmt.Errorf("labels %q %v do not match logits %q %v (want the logits' shape without its last axis)",
+			in[1].Name(), ys, in[0].Name(), ls)
+	}
+	return nil
+}
+
+func (crossEntropyOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := wantInputs(in, 2); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if err := wantDType(in, graph.Float32, graph.Int32); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if err := checkLogitsLabels(in); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return graph.Shape{}, graph.Float32, nil
+}
+
+func labelError(label int32, row, classes int) error {
+	return fmt.Errorf("label %d at row %d is outside [0, %d)", label, row, classes)
+}
+
+func (crossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	x, labels, out := b.In[0].F32, b.In[1].I32, b.Out.F32
+	s := b.In[0].Shape
+	c := s[len(s)-1]
+	return func() error {
+		var total float64
+		for r, label := range labels {
+			if label < 0 || int(label) >= c {
+				return labelError(label, r, c)
+			}
+			row := x[r*c : r*c+c]
+			m := row[0]
+			for _, v := range row[1:] {
+				m = max(m, v)
+			}
+			var sum float32
+			for _, v := range row {
+				sum += math32.Exp(v - m)
+			}
+			total += float64(m + math32.Log(sum) - row[label])
+		}
+		out[0] = float32(total / float64(len(labels)))
+		return nil
+	}, nil
+}
+
+func (crossEntropyOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	return []*graph.Node{apply(crossEntropyGradOp{}, "", n.Input(0), n.Input(1), dy), nil}
+}
+
+// crossEntropyGradOp computes (softmax(logits) − onehot(labels))·dloss/N.
+type crossEntropyGradOp struct{}
+
+func (crossEntropyGradOp) Type() string { return "CrossEntropyGrad" }
+
+func (crossEntropyGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := wantInputs(in, 3); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if err := wantDType(in, graph.Float32, graph.Int32, graph.Float32); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if err := checkLogitsLabels(in); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return in[0].Shape(), graph.Float32, nil
+}
+
+func (crossEntropyGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	x, labels, dl, dx := b.In[0].F32, b.In[1].I32, b.In[2].F32, b.Out.F32
+	s := b.In[0].Shape
+	c := s[len(s)-1]
+	return func() error {
+		scale := dl[0] / float32(len(labels))
+		for r, label := range labels {
+			if label < 0 || int(label) >= c {
+				return labelError(label, r, c)
+			}
+			row := dx[r*c : r*c+c]
+			softmaxRow(row, x[r*c:r*c+c], false)
+			row[label] -= 1
+			for i := range row {
+				row[i] *= scale
+			}
+		}
+		return nil
+	}, nil
+}
+
+// CrossEntropy returns the mean over rows of the softmax cross-entropy
+// between logits [..., C] and int32 labels [...] in [0, C). A label
+// outside that range makes Program.Run fail with an error naming the row.
+func CrossEntropy(logits, labels *graph.Node) *graph.Node {
+	return apply(crossEntropyOp{}, "", logits, labels)
+}

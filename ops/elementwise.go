@@ -1,0 +1,212 @@
+package ops
+
+import (
+	"strconv"
+
+	"github.com/chewxy/math32"
+	"github.com/octetml/octet/graph"
+)
+
+type unaryKind uint8
+
+const (
+	kindNeg unaryKind = iota
+	kindScale
+	kindReLU
+	kindGELU
+	kindTanh
+	kindExp
+	kindLog
+	kindSqrt
+)
+
+var unaryNames = [...]string{"Neg", "Scale", "ReLU", "GELU", "Tanh", "Exp", "Log", "Sqrt"}
+
+// unaryOp is an elementwise function of one float32 input.
+type unaryOp struct {
+	kind unaryKind
+	c    float32 // Scale's factor
+}
+
+func (o unaryOp) Type() string { return unaryNames[o.kind] }
+
+func (o unaryOp) Attrs() string {
+	if o.kind == kindScale {
+		return "c=" + strconv.FormatFloat(float64(o.c), 'g', -1, 32)
+	}
+	return ""
+}
+
+func (o unaryOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 1); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return in[0].Shape(), graph.Float32, nil
+}
+
+// geluC is √(2/π).
+const geluC = 0.7978845608028654
+
+func (o unaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	x, y := b.In[0].F32, b.Out.F32
+	x = x[:len(y)]
+	c := o.c
+	var k graph.Kernel
+	switch o.kind {
+	case kindNeg:
+		k = func() error {
+			for i, v := range x {
+				y[i] = -v
+			}
+			return nil
+		}
+	case kindScale:
+		k = func() error {
+			for i, v := range x {
+				y[i] = c * v
+			}
+			return nil
+		}
+	case kindReLU:
+		k = func() error {
+			for i, v := range x {
+				y[i] = max(v, 0)
+			}
+			return nil
+		}
+	case kindGELU:
+		k = func() error {
+			for i, v := range x {
+				y[i] = 0.5 * v * (1 + math32.Tanh(geluC*(v+0.044715*v*v*v)))
+			}
+			return nil
+		}
+	case kindTanh:
+		k = func() error {
+			for i, v := range x {
+				y[i] = math32.Tanh(v)
+			}
+			return nil
+		}
+	case kindExp:
+		k = func() error {
+			for i, v := range x {
+				y[i] = math32.Exp(v)
+			}
+			return nil
+		}
+	case kindLog:
+		k = func() error {
+			for i, v := range x {
+				y[i] = math32.Log(v)
+			}
+			return nil
+		}
+	case kindSqrt:
+		k = func() error {
+			for i, v := range x {
+				y[i] = math32.Sqrt(v)
+			}
+			return nil
+		}
+	}
+	return k, nil
+}
+
+func (o unaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	x := n.Input(0)
+	var dx *graph.Node
+	switch o.kind {
+	case kindNeg:
+		dx = Neg(dy)
+	case kindScale:
+		dx = Scale(dy, o.c)
+	case kindReLU:
+		dx = apply(unaryGradOp{kindReLU}, "", x, dy)
+	case kindGELU:
+		dx = apply(unaryGradOp{kindGELU}, "", x, dy)
+	case kindTanh:
+		dx = apply(unaryGradOp{kindTanh}, "", n, dy)
+	case kindExp:
+		dx = Mul(dy, n)
+	case kindLog:
+		dx = Div(dy, x)
+	case kindSqrt:
+		dx = Div(Scale(dy, 0.5), n)
+	}
+	return []*graph.Node{dx}
+}
+
+// unaryGradOp computes dx from (x or y, dy) for ReLU, GELU and Tanh.
+type unaryGradOp struct{ kind unaryKind }
+
+func (o unaryGradOp) Type() string { return unaryNames[o.kind] + "Grad" }
+
+func (o unaryGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 2); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if !in[0].Shape().Equal(in[1].Shape()) {
+		return nil, graph.Invalid, shapeMismatch(in[0], in[1])
+	}
+	return in[0].Shape(), graph.Float32, nil
+}
+
+func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	x, dy, dx := b.In[0].F32, b.In[1].F32, b.Out.F32
+	x, dy = x[:len(dx)], dy[:len(dx)]
+	switch o.kind {
+	case kindReLU:
+		return func() error {
+			for i, v := range x {
+				if v > 0 {
+					dx[i] = dy[i]
+				} else {
+					dx[i] = 0
+				}
+			}
+			return nil
+		}, nil
+	case kindGELU:
+		return func() error {
+			for i, v := range x {
+				u := geluC * (v + 0.044715*v*v*v)
+				t := math32.Tanh(u)
+				du := geluC * (1 + 3*0.044715*v*v)
+				dx[i] = dy[i] * (0.5*(1+t) + 0.5*v*(1-t*t)*du)
+			}
+			return nil
+		}, nil
+	default: // Tanh: x holds y = tanh(x)
+		return func() error {
+			for i, y := range x {
+				dx[i] = dy[i] * (1 - y*y)
+			}
+			return nil
+		}, nil
+	}
+}
+
+// Neg returns -x.
+func Neg(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindNeg}, "", x) }
+
+// Scale returns c·x.
+func Scale(x *graph.Node, c float32) *graph.Node { return apply(unaryOp{kind: kindScale, c: c}, "", x) }
+
+// ReLU returns max(x, 0).
+func ReLU(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindReLU}, "", x) }
+
+// GELU returns the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+func GELU(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindGELU}, "", x) }
+
+// Tanh returns tanh(x).
+func Tanh(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindTanh}, "", x) }
+
+// Exp returns eˣ.
+func Exp(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindExp}, "", x) }
+
+// Log returns the natural logarithm of x.
+func Log(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindLog}, "", x) }
+
+// Sqrt returns √x.
+func Sqrt(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindSqrt}, "", x) }

@@ -1,0 +1,120 @@
+package ops
+
+import (
+	"github.com/chewxy/math32"
+	"github.com/octetml/octet/graph"
+)
+
+// softmaxOp is softmax (or log-softmax) over the last axis.
+type softmaxOp struct{ log bool }
+
+func (o softmaxOp) Type() string {
+	if o.log {
+		return "LogSoftmax"
+	}
+	return "Softmax"
+}
+
+func (o softmaxOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 1); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return in[0].Shape(), graph.Float32, nil
+}
+
+func (o softmaxOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	x, y := b.In[0].F32, b.Out.F32
+	s := b.Out.Shape
+	d := 1
+	if len(s) > 0 {
+		d = s[len(s)-1]
+	}
+	log := o.log
+	return func() error {
+		for r := 0; r+d <= len(y); r += d {
+			softmaxRow(y[r:r+d], x[r:r+d], log)
+		}
+		return nil
+	}, nil
+}
+
+// softmaxRow writes softmax(x) (or log-softmax) into y.
+func softmaxRow(y, x []float32, log bool) {
+	m := x[0]
+	for _, v := range x[1:] {
+		m = max(m, v)
+	}
+	var sum float32
+	for i, v := range x {
+		e := math32.Exp(v - m)
+		y[i] = e
+		sum += e
+	}
+	if log {
+		lse := m + math32.Log(sum)
+		for i, v := range x {
+			y[i] = v - lse
+		}
+		return
+	}
+	inv := 1 / sum
+	for i := range y {
+		y[i] *= inv
+	}
+}
+
+func (o softmaxOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	return []*graph.Node{apply(softmaxGradOp(o), "", n, dy)}
+}
+
+// softmaxGradOp computes dx from (y, dy): y·(dy − Σdy·y) for softmax,
+// dy − exp(y)·Σdy for log-softmax.
+type softmaxGradOp struct{ log bool }
+
+func (o softmaxGradOp) Type() string { return softmaxOp(o).Type() + "Grad" }
+
+func (o softmaxGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 2); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if !in[0].Shape().Equal(in[1].Shape()) {
+		return nil, graph.Invalid, shapeMismatch(in[0], in[1])
+	}
+	return in[0].Shape(), graph.Float32, nil
+}
+
+func (o softmaxGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	y, dy, dx := b.In[0].F32, b.In[1].F32, b.Out.F32
+	s := b.Out.Shape
+	d := s[len(s)-1]
+	log := o.log
+	return func() error {
+		for r := 0; r+d <= len(dx); r += d {
+			yr, gr, xr := y[r:r+d], dy[r:r+d], dx[r:r+d]
+			if log {
+				var sum float32
+				for _, g := range gr {
+					sum += g
+				}
+				for i, v := range yr {
+					xr[i] = gr[i] - math32.Exp(v)*sum
+				}
+				continue
+			}
+			var dot float32
+			for i, v := range yr {
+				dot += v * gr[i]
+			}
+			for i, v := range yr {
+				xr[i] = v * (gr[i] - dot)
+			}
+		}
+		return nil
+	}, nil
+}
+
+// Softmax returns softmax over the last axis of x.
+func Softmax(x *graph.Node) *graph.Node { return apply(softmaxOp{}, "", x) }
+
+// LogSoftmax returns log-softmax over the last axis of x.
+func LogSoftmax(x *graph.Node) *graph.Node { return apply(softmaxOp{log: true}, "", x) }
