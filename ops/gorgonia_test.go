@@ -68,7 +68,7 @@ func randn(rng *rand.Rand, n int, std float64) []float32 {
 }
 
 type linearParams struct {
-	w, b   []float32
+	w, b    []float32
 	in, out int
 }
 
@@ -285,4 +285,3 @@ func TestLayerNormLinearAgainstGorgonia(t *testing.T) {
 		}
 	}
 }
-
