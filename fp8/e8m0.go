@@ -1,0 +1,86 @@
+package fp8
+
+import (
+	"fmt"
+	"math"
+)
+
+// E8M0 is the MXFP8 block scale: an unsigned power of two 2^(code−127),
+// code 0 standing for 2^−127 and 0xFF for NaN.
+type E8M0 uint8
+
+// E8M0NaN is the NaN scale.
+const E8M0NaN E8M0 = 0xFF
+
+// E8M0FromExp returns the scale 2^e, clamping e to [−127, 127].
+func E8M0FromExp(e int) E8M0 { return E8M0(min(max(e, -127), 127) + 127) }
+
+// Exp returns e for the scale 2^e.
+func (s E8M0) Exp() int { return int(s) - 127 }
+
+// Float32 returns the scale's value (NaN for 0xFF; 2^−127 is a float32
+// subnormal and exact).
+func (s E8M0) Float32() float32 {
+	if s == E8M0NaN {
+		return float32(math.NaN())
+	}
+	return float32(math.Ldexp(1, s.Exp()))
+}
+
+// String formats the scale as "2^e".
+func (s E8M0) String() string {
+	if s == E8M0NaN {
+		return "NaN"
+	}
+	return fmt.Sprintf("2^%d", s.Exp())
+}
+
+// ExpRule chooses an MXFP8 block's shared exponent from its amax.
+type ExpRule uint8
+
+const (
+	// ExpRoundUp is Transformer Engine's rule, e = ⌈log2(amax / max)⌉:
+	// the block never overflows and its scaled maximum lies in
+	// (max/2, max].
+	ExpRoundUp ExpRule = iota
+	// ExpOCPFloor is the OCP MX specification's rule,
+	// e = ⌊log2(amax)⌋ − emax of the element format (8 for E4M3, 15 for
+	// E5M2); the scaled block may exceed max and saturates.
+	ExpOCPFloor
+)
+
+// String names the rule.
+func (r ExpRule) String() string {
+	if r == ExpOCPFloor {
+		return "ocp_floor"
+	}
+	return "round_up"
+}
+
+// BlockScale returns the E8M0 scale of a block with the given amax: an
+// amax of 0 gives 2^0, a non-finite amax gives NaN.
+func BlockScale(amax float32, f Format, rule ExpRule) E8M0 {
+	a := float64(amax)
+	switch {
+	case math.IsNaN(a) || math.IsInf(a, 0):
+		return E8M0NaN
+	case a == 0:
+		return E8M0FromExp(0)
+	}
+	if rule == ExpOCPFloor {
+		_, e := math.Frexp(a) // a = frac·2^e, frac in [0.5, 1)
+		emax := formats[f].bias
+		if f == E4M3 {
+			emax = 8 // 448 = 1.75·2^8
+		}
+		return E8M0FromExp(e - 1 - emax)
+	}
+	// ⌈log2(r)⌉ for r = amax/max: r is a power of two exactly when frac is
+	// 0.5; the float64 quotient of a float32 by max cannot round onto a
+	// power of two otherwise.
+	frac, e := math.Frexp(a / float64(formats[f].max))
+	if frac == 0.5 {
+		e--
+	}
+	return E8M0FromExp(e)
+}

@@ -1,0 +1,190 @@
+// Package fp8 is Octet's FP8 numerics core: the OCP 8-bit formats E4M3
+// ("fn": no infinities) and E5M2 with exact round-to-nearest-even casts
+// in both saturating and non-saturating modes, the E8M0 block-scale type
+// of MXFP8, slice kernels that quantize (recording amax in the same pass)
+// and dequantize with tensorwise, rowwise or MXFP8 block scales, the
+// delayed-scaling state of Transformer Engine (Meta), the recipes
+// Accelerate exposes (TE, torchao, MS-AMP) and a scaled GEMM on slices.
+//
+// It knows no graph types; ops and compiler passes build on it. The
+// semantics follow ../shared/FP8_REFERENCE.md bit for bit.
+package fp8
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Format is an 8-bit floating-point format.
+type Format uint8
+
+// The two OCP FP8 formats.
+const (
+	// E4M3 is OCP E4M3 ("e4m3fn"): bias 7, max ±448, no infinities, NaN
+	// only at S.1111.111.
+	E4M3 Format = iota
+	// E5M2 is OCP E5M2: bias 15, max ±57344, ±inf at S.11111.00, NaN at
+	// S.11111.{01,10,11}.
+	E5M2
+)
+
+type formatInfo struct {
+	name    string
+	mbits   uint
+	bias    int
+	maxCode uint8 // largest finite magnitude code
+	nanCode uint8 // the NaN this package writes (sign added)
+	infCode uint8 // 0 when the format has no infinity
+	max     float32
+
+	// Encoder constants, set by init (see encodeAbs).
+	minNormBits uint32  // float32 bits of the smallest normal FP8 value
+	magic       float32 // 2^(emin − mbits + 23): its ulp is the subnormal quantum
+	magicBits   uint32
+	shift       uint32 // 23 − mbits
+	expOffset   uint32 // (127 − bias) << mbits
+}
+
+var formats = [...]formatInfo{
+	E4M3: {name: "E4M3", mbits: 3, bias: 7, maxCode: 0x7E, nanCode: 0x7F, max: 448},
+	E5M2: {name: "E5M2", mbits: 2, bias: 15, maxCode: 0x7B, nanCode: 0x7E, infCode: 0x7C, max: 57344},
+}
+
+var decodeTables [2][256]float32
+
+func init() {
+	for f := range formats {
+		fi := &formats[f]
+		emin := 1 - fi.bias
+		fi.minNormBits = math.Float32bits(float32(math.Ldexp(1, emin)))
+		fi.magic = float32(math.Ldexp(1, emin-int(fi.mbits)+23))
+		fi.magicBits = math.Float32bits(fi.magic)
+		fi.shift = 23 - uint32(fi.mbits)
+		fi.expOffset = uint32(127-fi.bias) << fi.mbits
+	}
+	for f := range formats {
+		for c := 0; c < 256; c++ {
+			decodeTables[f][c] = Format(f).decodeSlow(uint8(c))
+		}
+	}
+}
+
+// decodeSlow evaluates the format's definition for one code.
+func (f Format) decodeSlow(b uint8) float32 {
+	fi := &formats[f]
+	sign := float64(1)
+	if b&0x80 != 0 {
+		sign = -1
+	}
+	mag := b & 0x7F
+	if f.IsNaN(b) {
+		return float32(math.NaN())
+	}
+	if fi.infCode != 0 && mag == fi.infCode {
+		return float32(math.Inf(int(sign)))
+	}
+	e := int(mag >> fi.mbits)
+	m := float64(mag & (1<<fi.mbits - 1))
+	scale := float64(uint(1) << fi.mbits)
+	if e == 0 {
+		return float32(sign * m / scale * math.Ldexp(1, 1-fi.bias))
+	}
+	return float32(sign * (1 + m/scale) * math.Ldexp(1, e-fi.bias))
+}
+
+// String returns "E4M3" or "E5M2".
+func (f Format) String() string {
+	if int(f) < len(formats) {
+		return formats[f].name
+	}
+	return fmt.Sprintf("Format(%d)", f)
+}
+
+// ParseFormat maps "E4M3" or "E5M2" (any case) to a Format.
+func ParseFormat(s string) (Format, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "E4M3", "E4M3FN":
+		return E4M3, nil
+	case "E5M2":
+		return E5M2, nil
+	}
+	return 0, fmt.Errorf("fp8: unknown format %q (want E4M3 or E5M2)", s)
+}
+
+// Max returns the largest finite value: 448 for E4M3, 57344 for E5M2.
+func (f Format) Max() float32 { return formats[f].max }
+
+// MinNormal returns the smallest positive normal value.
+func (f Format) MinNormal() float32 { return float32(math.Ldexp(1, 1-formats[f].bias)) }
+
+// MinSubnormal returns the smallest positive value.
+func (f Format) MinSubnormal() float32 {
+	return float32(math.Ldexp(1, 1-formats[f].bias-int(formats[f].mbits)))
+}
+
+// IsNaN reports whether b encodes NaN.
+func (f Format) IsNaN(b uint8) bool {
+	mag := b & 0x7F
+	if f == E4M3 {
+		return mag == 0x7F
+	}
+	return mag > 0x7C
+}
+
+// Decode returns the exact float32 value of code b.
+func (f Format) Decode(b uint8) float32 { return decodeTables[f][b] }
+
+// DecodeTable returns the 256-entry decode table of the format.
+func (f Format) DecodeTable() *[256]float32 { return &decodeTables[f] }
+
+// Encode rounds x to the nearest FP8 value, ties to even, saturating:
+// finite values beyond the format's range and ±inf become ±max, NaN stays
+// NaN, the sign of zero is kept and subnormals are exact.
+func (f Format) Encode(x float32) uint8 { return f.encode(x, true) }
+
+// EncodeNoSat rounds like Encode but does not saturate (OCP NONSAT, a
+// plain PyTorch cast): overflow and ±inf become NaN in E4M3 and ±inf in
+// E5M2.
+func (f Format) EncodeNoSat(x float32) uint8 { return f.encode(x, false) }
+
+func (f Format) encode(x float32, sat bool) uint8 {
+	fi := &formats[f]
+	bits := math.Float32bits(x)
+	sign := uint8(bits>>24) & 0x80
+	abs := bits & 0x7FFFFFFF
+	if abs > 0x7F800000 { // NaN
+		return sign | fi.nanCode
+	}
+	c := fi.encodeAbs(abs)
+	if c <= uint32(fi.maxCode) {
+		return sign | uint8(c)
+	}
+	switch {
+	case sat:
+		return sign | fi.maxCode
+	case fi.infCode != 0:
+		return sign | fi.infCode
+	default:
+		return sign | fi.nanCode
+	}
+}
+
+// encodeAbs rounds the non-NaN magnitude with float32 bits abs to the
+// nearest FP8 code, ties to even. A result above maxCode means overflow
+// (infinity included).
+//
+// Below the smallest normal, adding a magic constant whose ulp is the
+// subnormal quantum lets the FPU round to nearest even, and the number of
+// quanta is the code. Above it, the FP8 code is the float32 bit pattern
+// with the exponent rebiased and the mantissa cut to mbits bits; adding
+// half an ulp minus one, plus the kept lsb, before the cut rounds to
+// nearest even, and a mantissa that carries over bumps the exponent as
+// it should.
+func (fi *formatInfo) encodeAbs(abs uint32) uint32 {
+	if abs < fi.minNormBits {
+		return math.Float32bits(math.Float32frombits(abs)+fi.magic) - fi.magicBits
+	}
+	r := abs + (1<<(fi.shift-1) - 1) + (abs>>fi.shift)&1
+	return r>>fi.shift - fi.expOffset
+}

@@ -1,0 +1,313 @@
+package fp8
+
+import (
+	"fmt"
+	"math"
+)
+
+// Amax returns max|x| over src, or NaN if src holds a NaN (so that a
+// non-finite step is seen and counted, rather than skipped).
+func Amax(src []float32) float32 {
+	var m float32
+	nan := false
+	for _, v := range src {
+		a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+		if a > m {
+			m = a
+		} else if a != a {
+			nan = true
+		}
+	}
+	if nan {
+		return float32(math.NaN())
+	}
+	return m
+}
+
+// Quantize writes Encode(x·scale) (saturating, in float32 as Transformer
+// Engine and torchao compute it) of every x in src to dst and returns the
+// amax of the unscaled input, in one pass. dst must be at least as long as
+// src.
+func Quantize(dst []uint8, src []float32, f Format, scale float32) float32 {
+	fi := &formats[f]
+	dst = dst[:len(src)]
+	maxCode, nanCode := uint32(fi.maxCode), fi.nanCode
+	var m uint32 // max |x| as bits: NaN patterns sort above +inf
+	for i, v := range src {
+		if a := math.Float32bits(v) &^ (1 << 31); a > m {
+			m = a
+		}
+		y := math.Float32bits(v * scale)
+		sign := uint8(y>>24) & 0x80
+		ya := y &^ (1 << 31)
+		c := fi.encodeAbs(ya)
+		switch {
+		case ya > 0x7F800000:
+			dst[i] = sign | nanCode
+		case c > maxCode:
+			dst[i] = sign | uint8(maxCode)
+		default:
+			dst[i] = sign | uint8(c)
+		}
+	}
+	if m > 0x7F800000 {
+		return float32(math.NaN())
+	}
+	return math.Float32frombits(m)
+}
+
+// Dequantize writes Decode(q)·scaleInv for every q in src to dst
+// (Transformer Engine's form).
+func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) {
+	t := &decodeTables[f]
+	dst = dst[:len(src)]
+	for i, q := range src {
+		dst[i] = t[q] * scaleInv
+	}
+}
+
+// DequantizeDiv writes Decode(q)/scale for every q in src to dst
+// (torchao's form; it equals Dequantize with 1/scale when scale is a power
+// of two).
+func DequantizeDiv(dst []float32, src []uint8, f Format, scale float32) {
+	t := &decodeTables[f]
+	dst = dst[:len(src)]
+	for i, q := range src {
+		dst[i] = t[q] / scale
+	}
+}
+
+// minAmax is the floor torchao puts under an amax before dividing.
+const minAmax = 1e-12
+
+// CurrentScale returns torchao's dynamic scale for an amax:
+// max / max(amax, 1e-12), computed in float64 and stored as float32,
+// optionally rounded down to a power of two. A NaN amax gives NaN.
+func CurrentScale(amax float32, f Format, pow2 bool) float32 {
+	s := float32(float64(formats[f].max) / math.Max(float64(amax), minAmax))
+	if math.IsNaN(float64(amax)) {
+		return float32(math.NaN())
+	}
+	if pow2 {
+		s = RoundDownPow2(s)
+	}
+	return s
+}
+
+// RoundDownPow2 returns the largest power of two ≤ s, for positive finite
+// s (+inf stays +inf).
+func RoundDownPow2(s float32) float32 {
+	b := math.Float32bits(s)
+	if b&0x7F800000 == 0x7F800000 || s <= 0 {
+		return s
+	}
+	if b&0x7F800000 == 0 { // subnormal
+		_, e := math.Frexp(float64(s))
+		return float32(math.Ldexp(1, e-1))
+	}
+	return math.Float32frombits(b & 0xFF800000)
+}
+
+// checkMatrix verifies slice lengths of a [rows cols] matrix operation.
+func checkMatrix(op string, rows, cols int, lens map[string][2]int) error {
+	if rows < 0 || cols < 0 {
+		return fmt.Errorf("fp8: %s: negative shape [%d %d]", op, rows, cols)
+	}
+	for name, l := range lens {
+		if l[0] < l[1] {
+			return fmt.Errorf("fp8: %s: %s has %d elements, want %d for shape [%d %d]", op, name, l[0], l[1], rows, cols)
+		}
+	}
+	return nil
+}
+
+// QuantizeAxiswise quantizes a row-major [rows cols] matrix with one
+// dynamic scale per slice along axis, torchao's axiswise ("rowwise")
+// granularity: axis 1 gives one scale per row (amax over the row), axis 0
+// one per column. scales receives the scales (len rows or cols), amaxes
+// (if not nil) the amaxes; dequantize with DequantizeAxiswise.
+func QuantizeAxiswise(dst []uint8, scales, amaxes []float32, src []float32, rows, cols, axis int, f Format, pow2 bool) error {
+	outer := rows
+	if axis == 0 {
+		outer = cols
+	} else if axis != 1 {
+		return fmt.Errorf("fp8: quantize axiswise: axis %d, want 0 or 1", axis)
+	}
+	lens := map[string][2]int{"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), outer}}
+	if amaxes != nil {
+		lens["amaxes"] = [2]int{len(amaxes), outer}
+	}
+	if err := checkMatrix("quantize axiswise", rows, cols, lens); err != nil {
+		return err
+	}
+	if axis == 1 {
+		for r := 0; r < rows; r++ {
+			row := src[r*cols : r*cols+cols]
+			a := Amax(row)
+			s := CurrentScale(a, f, pow2)
+			scales[r] = s
+			if amaxes != nil {
+				amaxes[r] = a
+			}
+			Quantize(dst[r*cols:r*cols+cols], row, f, s)
+		}
+		return nil
+	}
+	for c := 0; c < cols; c++ {
+		var m float32
+		nan := false
+		for r := 0; r < rows; r++ {
+			a := float32(math.Abs(float64(src[r*cols+c])))
+			if a > m {
+				m = a
+			} else if a != a {
+				nan = true
+			}
+		}
+		if nan {
+			m = float32(math.NaN())
+		}
+		scales[c] = CurrentScale(m, f, pow2)
+		if amaxes != nil {
+			amaxes[c] = m
+		}
+	}
+	for r := 0; r < rows; r++ {
+		row, out := src[r*cols:r*cols+cols], dst[r*cols:r*cols+cols]
+		for c, v := range row {
+			out[c] = f.Encode(v * scales[c])
+		}
+	}
+	return nil
+}
+
+// DequantizeAxiswise inverts QuantizeAxiswise: Decode(q)/scale of the
+// element's row (axis 1) or column (axis 0).
+func DequantizeAxiswise(dst []float32, src []uint8, scales []float32, rows, cols, axis int, f Format) error {
+	outer := rows
+	if axis == 0 {
+		outer = cols
+	} else if axis != 1 {
+		return fmt.Errorf("fp8: dequantize axiswise: axis %d, want 0 or 1", axis)
+	}
+	if err := checkMatrix("dequantize axiswise", rows, cols, map[string][2]int{
+		"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), outer}}); err != nil {
+		return err
+	}
+	t := &decodeTables[f]
+	for r := 0; r < rows; r++ {
+		row, out := src[r*cols:r*cols+cols], dst[r*cols:r*cols+cols]
+		for c, q := range row {
+			s := scales[r]
+			if axis == 0 {
+				s = scales[c]
+			}
+			out[c] = t[q] / s
+		}
+	}
+	return nil
+}
+
+// BlockSize is the number of consecutive values that share one MXFP8
+// scale.
+const BlockSize = 32
+
+// MXScaleCount returns how many E8M0 scales an MXFP8 [rows cols] matrix
+// blocked along axis needs: one per 32 values along axis for every slice
+// across it, stored slice by slice ([rows][⌈cols/32⌉] for axis 1,
+// [cols][⌈rows/32⌉] for axis 0).
+func MXScaleCount(rows, cols, axis int) int {
+	if axis == 0 {
+		return cols * ((rows + BlockSize - 1) / BlockSize)
+	}
+	return rows * ((cols + BlockSize - 1) / BlockSize)
+}
+
+// QuantizeMX quantizes a row-major [rows cols] matrix in MXFP8: each run
+// of 32 consecutive values along axis (1: within a row, 0: within a
+// column; the last block may be shorter) shares the E8M0 scale 2^e chosen
+// by rule from the block's amax, and each value is stored as
+// Encode(x / 2^e), saturating. It returns the amax of the whole input.
+func QuantizeMX(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int, f Format, rule ExpRule) (float32, error) {
+	if axis != 0 && axis != 1 {
+		return 0, fmt.Errorf("fp8: quantize MXFP8: axis %d, want 0 or 1", axis)
+	}
+	if err := checkMatrix("quantize MXFP8", rows, cols, map[string][2]int{
+		"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), MXScaleCount(rows, cols, axis)}}); err != nil {
+		return 0, err
+	}
+	var total float32
+	nan := false
+	forEachBlock(rows, cols, axis, func(k, start, stride, n int) {
+		var m float32
+		bn := false
+		for i := 0; i < n; i++ {
+			a := float32(math.Abs(float64(src[start+i*stride])))
+			if a > m {
+				m = a
+			} else if a != a {
+				bn = true
+			}
+		}
+		if bn {
+			m = float32(math.NaN())
+			nan = true
+		} else if m > total {
+			total = m
+		}
+		s := BlockScale(m, f, rule)
+		scales[k] = s
+		inv := float32(math.Ldexp(1, -s.Exp()))
+		if s == E8M0NaN {
+			inv = float32(math.NaN())
+		}
+		for i := 0; i < n; i++ {
+			dst[start+i*stride] = f.Encode(src[start+i*stride] * inv)
+		}
+	})
+	if nan {
+		return float32(math.NaN()), nil
+	}
+	return total, nil
+}
+
+// DequantizeMX inverts QuantizeMX: Decode(q)·2^e of the element's block.
+func DequantizeMX(dst []float32, src []uint8, scales []E8M0, rows, cols, axis int, f Format) error {
+	if axis != 0 && axis != 1 {
+		return fmt.Errorf("fp8: dequantize MXFP8: axis %d, want 0 or 1", axis)
+	}
+	if err := checkMatrix("dequantize MXFP8", rows, cols, map[string][2]int{
+		"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), MXScaleCount(rows, cols, axis)}}); err != nil {
+		return err
+	}
+	t := &decodeTables[f]
+	forEachBlock(rows, cols, axis, func(k, start, stride, n int) {
+		s := scales[k].Float32()
+		for i := 0; i < n; i++ {
+			dst[start+i*stride] = t[src[start+i*stride]] * s
+		}
+	})
+	return nil
+}
+
+// forEachBlock calls fn for every MXFP8 block of a [rows cols] matrix
+// blocked along axis, with the block's scale index, its first element,
+// the stride between its elements and its length.
+func forEachBlock(rows, cols, axis int, fn func(k, start, stride, n int)) {
+	k := 0
+	if axis == 1 {
+		for r := 0; r < rows; r++ {
+			for c := 0; c < cols; c += BlockSize {
+				fn(k, r*cols+c, 1, min(BlockSize, cols-c))
+				k++
+			}
+		}
+		return
+	}
+	for c := 0; c < cols; c++ {
+		for r := 0; r < rows; r += BlockSize {
+			fn(k, r*cols+c, cols, min(BlockSize, rows-r))
+			k++
+		}
+	}
+}

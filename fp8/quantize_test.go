@@ -1,0 +1,342 @@
+package fp8
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func sqnr(ref []float64, out []float32) float64 {
+	var num, den float64
+	for i := range ref {
+		d := ref[i] - float64(out[i])
+		num += d * d
+		den += ref[i] * ref[i]
+	}
+	return 10 * math.Log10(den/num)
+}
+
+func normal(rng *rand.Rand, n int, std float64) ([]float32, []float64) {
+	s := make([]float32, n)
+	r := make([]float64, n)
+	for i := range s {
+		s[i] = float32(rng.NormFloat64() * std)
+		r[i] = float64(s[i])
+	}
+	return s, r
+}
+
+func TestQuantizeRoundTripSQNR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const rows, cols = 64, 96
+	src, ref := normal(rng, rows*cols, 3)
+	// Give rows very different magnitudes, where axiswise scaling helps.
+	for r := 0; r < rows; r++ {
+		f := float32(math.Pow(2, 2*float64(r%13-6)))
+		for c := 0; c < cols; c++ {
+			src[r*cols+c] *= f
+			ref[r*cols+c] = float64(src[r*cols+c])
+		}
+	}
+	q := make([]uint8, len(src))
+	out := make([]float32, len(src))
+	// The references' 25 dB bar is for E4M3; E5M2's two mantissa bits
+	// give about 26 dB at best, so it gets a 22 dB floor.
+	bar := map[Format]float64{E4M3: 25, E5M2: 22}
+	for _, f := range []Format{E4M3, E5M2} {
+		// Tensorwise, current scaling.
+		amax := Amax(src)
+		s := CurrentScale(amax, f, false)
+		if got := Quantize(q, src, f, s); got != amax {
+			t.Fatalf("Quantize returned amax %v, Amax says %v", got, amax)
+		}
+		Dequantize(out, q, f, 1/s)
+		tw := sqnr(ref, out)
+		qTW := append([]uint8(nil), q...)
+		// Axiswise along both axes.
+		scales := make([]float32, max(rows, cols))
+		for _, axis := range []int{0, 1} {
+			if err := QuantizeAxiswise(q, scales, nil, src, rows, cols, axis, f, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := DequantizeAxiswise(out, q, scales, rows, cols, axis, f); err != nil {
+				t.Fatal(err)
+			}
+			ax := sqnr(ref, out)
+			if ax < bar[f] {
+				t.Errorf("%v axiswise(axis %d) round trip SQNR %.1f dB < %v", f, axis, ax, bar[f])
+			}
+			t.Logf("%v axiswise axis %d SQNR %.1f dB", f, axis, ax)
+			if axis == 1 && f == E4M3 {
+				// On the rows scaled by 2^-12, tensorwise scaling
+				// underflows while rowwise keeps full precision.
+				small := func(o []float32) float64 {
+					var rr []float64
+					var oo []float32
+					for r := 0; r < rows; r += 13 {
+						rr = append(rr, ref[r*cols:r*cols+cols]...)
+						oo = append(oo, o[r*cols:r*cols+cols]...)
+					}
+					return sqnr(rr, oo)
+				}
+				smallAx := small(out)
+				Dequantize(out, qTW, f, 1/s)
+				smallTW := small(out)
+				if smallAx < 25 || smallTW > 10 {
+					t.Errorf("small rows: rowwise SQNR %.1f dB (want ≥ 25), tensorwise %.1f dB (want < 10)", smallAx, smallTW)
+				}
+			}
+		}
+		// MXFP8 along both axes, both exponent rules.
+		for _, rule := range []ExpRule{ExpRoundUp, ExpOCPFloor} {
+			for _, axis := range []int{0, 1} {
+				bs := make([]E8M0, MXScaleCount(rows, cols, axis))
+				a, err := QuantizeMX(q, bs, src, rows, cols, axis, f, rule)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a != amax {
+					t.Fatalf("QuantizeMX amax %v, want %v", a, amax)
+				}
+				if err := DequantizeMX(out, q, bs, rows, cols, axis, f); err != nil {
+					t.Fatal(err)
+				}
+				mx := sqnr(ref, out)
+				if mx < bar[f] {
+					t.Errorf("%v MXFP8 %v axis %d round trip SQNR %.1f dB < %v", f, rule, axis, mx, bar[f])
+				}
+				t.Logf("%v MXFP8 %v axis %d SQNR %.1f dB", f, rule, axis, mx)
+			}
+		}
+		if f == E4M3 && tw < bar[f] {
+			t.Errorf("E4M3 tensorwise round trip SQNR %.1f dB < 25", tw)
+		}
+		t.Logf("%v tensorwise SQNR %.1f dB", f, tw)
+	}
+}
+
+func TestQuantizeMatchesEncode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	src, _ := normal(rng, 4096, 100)
+	src = append(src, float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)), 1e30)
+	q := make([]uint8, len(src))
+	for _, f := range []Format{E4M3, E5M2} {
+		for _, scale := range []float32{1, 0.37, 3.5} {
+			Quantize(q, src, f, scale)
+			for i, v := range src {
+				if want := f.Encode(v * scale); q[i] != want {
+					t.Fatalf("%v: Quantize(%v·%v) = %#02x, Encode gives %#02x", f, v, scale, q[i], want)
+				}
+			}
+		}
+	}
+	// A NaN anywhere makes the amax NaN.
+	if a := Quantize(q[:3], []float32{1, float32(math.NaN()), 2}, E4M3, 1); !math.IsNaN(float64(a)) {
+		t.Fatalf("amax with a NaN input = %v", a)
+	}
+	if a := Amax([]float32{-7, 3, float32(math.NaN())}); !math.IsNaN(float64(a)) {
+		t.Fatalf("Amax with NaN = %v", a)
+	}
+	if a := Amax([]float32{-7, 3}); a != 7 {
+		t.Fatalf("Amax = %v", a)
+	}
+}
+
+func TestCurrentScale(t *testing.T) {
+	if s := CurrentScale(2, E4M3, false); s != 224 {
+		t.Errorf("scale %v", s)
+	}
+	if s := CurrentScale(3, E4M3, true); s != 128 { // 149.33 rounded down
+		t.Errorf("pow2 scale %v", s)
+	}
+	if s := CurrentScale(0, E4M3, false); s != float32(448/1e-12) {
+		t.Errorf("zero amax scale %v, want 448/1e-12", s)
+	}
+	if s := CurrentScale(3, E5M2, false); s != float32(57344.0/3) {
+		t.Errorf("E5M2 scale %v", s)
+	}
+	for _, v := range []float32{1, 1.5, 1000, 3e-40, 0.75} {
+		p := RoundDownPow2(v)
+		if p > v || p*2 <= v {
+			t.Errorf("RoundDownPow2(%v) = %v", v, p)
+		}
+	}
+}
+
+func TestMXBlockExponent(t *testing.T) {
+	// One block whose amax is 448·2^3 gets 2^3 under the round-up rule and
+	// its largest value maps to 448 exactly; scaled maxima lie in (224, 448].
+	src := make([]float32, 64)
+	for i := range src {
+		src[i] = float32(i+1) * 0.01
+	}
+	src[5] = 448 * 8
+	q := make([]uint8, 64)
+	bs := make([]E8M0, 2)
+	if _, err := QuantizeMX(q, bs, src, 1, 64, 1, E4M3, ExpRoundUp); err != nil {
+		t.Fatal(err)
+	}
+	if bs[0].Exp() != 3 || E4M3.Decode(q[5]) != 448 {
+		t.Fatalf("block 0 scale %v, value %v", bs[0], E4M3.Decode(q[5]))
+	}
+	if bs[1].Exp() != int(math.Ceil(math.Log2(0.64/448))) {
+		t.Fatalf("block 1 scale %v", bs[1])
+	}
+	// Bad shapes are errors, not panics.
+	if _, err := QuantizeMX(q, bs[:1], src, 1, 64, 1, E4M3, ExpRoundUp); err == nil {
+		t.Fatal("too few scales accepted")
+	}
+	if err := QuantizeAxiswise(q, make([]float32, 1), nil, src, 2, 32, 1, E4M3, false); err == nil {
+		t.Fatal("too few axiswise scales accepted")
+	}
+	if err := QuantizeAxiswise(q, make([]float32, 2), nil, src, 2, 32, 2, E4M3, false); err == nil {
+		t.Fatal("axis 2 accepted")
+	}
+}
+
+func refMatMul(a []float32, b []float32, m, n, k int, ta, tb bool) []float64 {
+	out := make([]float64, m*n)
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				av := a[i*k+p]
+				if ta {
+					av = a[p*m+i]
+				}
+				bv := b[p*n+j]
+				if tb {
+					bv = b[j*k+p]
+				}
+				s += float64(av) * float64(bv)
+			}
+			out[i*n+j] = s
+		}
+	}
+	return out
+}
+
+func TestScaledGEMMSQNR(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	const m, n, k = 48, 40, 96
+	g := NewScaledGEMM()
+	for _, ta := range []bool{false, true} {
+		for _, tb := range []bool{false, true} {
+			a, _ := normal(rng, m*k, 1)
+			b, _ := normal(rng, k*n, 0.05)
+			ref := refMatMul(a, b, m, n, k, ta, tb)
+			c := make([]float32, m*n)
+			qa, qb := make([]uint8, m*k), make([]uint8, k*n)
+
+			// Tensorwise.
+			sa, sb := CurrentScale(Amax(a), E4M3, false), CurrentScale(Amax(b), E4M3, false)
+			Quantize(qa, a, E4M3, sa)
+			Quantize(qb, b, E4M3, sb)
+			if err := g.Run(m, n, k, Operand{Codes: qa, Format: E4M3, Trans: ta, ScaleInv: 1 / sa},
+				Operand{Codes: qb, Format: E4M3, Trans: tb, ScaleInv: 1 / sb}, c); err != nil {
+				t.Fatal(err)
+			}
+			if s := sqnr(ref, c); s < 25 {
+				t.Errorf("tensorwise ta=%v tb=%v: SQNR %.1f dB < 25", ta, tb, s)
+			}
+
+			// Axiswise: scales per row of op(A) and per column of op(B).
+			ra, rb := make([]float32, m), make([]float32, n)
+			arows, acols, aaxis := m, k, 1
+			if ta {
+				arows, acols, aaxis = k, m, 0
+			}
+			brows, bcols, baxis := k, n, 0
+			if tb {
+				brows, bcols, baxis = n, k, 1
+			}
+			if err := QuantizeAxiswise(qa, ra, nil, a, arows, acols, aaxis, E4M3, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := QuantizeAxiswise(qb, rb, nil, b, brows, bcols, baxis, E4M3, true); err != nil {
+				t.Fatal(err)
+			}
+			inv := func(s []float32) []float32 {
+				o := make([]float32, len(s))
+				for i, v := range s {
+					o[i] = 1 / v
+				}
+				return o
+			}
+			if err := g.Run(m, n, k, Operand{Codes: qa, Format: E4M3, Trans: ta, AxisScaleInv: inv(ra)},
+				Operand{Codes: qb, Format: E4M3, Trans: tb, AxisScaleInv: inv(rb)}, c); err != nil {
+				t.Fatal(err)
+			}
+			if s := sqnr(ref, c); s < 25 {
+				t.Errorf("axiswise ta=%v tb=%v: SQNR %.1f dB < 25", ta, tb, s)
+			}
+
+			// MXFP8, blocked along k for each operand.
+			ba, bb := make([]E8M0, MXScaleCount(arows, acols, aaxis)), make([]E8M0, MXScaleCount(brows, bcols, baxis))
+			if _, err := QuantizeMX(qa, ba, a, arows, acols, aaxis, E4M3, ExpRoundUp); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := QuantizeMX(qb, bb, b, brows, bcols, baxis, E4M3, ExpRoundUp); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Run(m, n, k, Operand{Codes: qa, Format: E4M3, Trans: ta, Block: ba},
+				Operand{Codes: qb, Format: E4M3, Trans: tb, Block: bb}, c); err != nil {
+				t.Fatal(err)
+			}
+			if s := sqnr(ref, c); s < 25 {
+				t.Errorf("MXFP8 ta=%v tb=%v: SQNR %.1f dB < 25", ta, tb, s)
+			}
+
+			// B kept in float32 (a precision override): better still.
+			if err := g.Run(m, n, k, Operand{Codes: qa, Format: E4M3, Trans: ta, Block: ba},
+				Operand{F32: b, Trans: tb}, c); err != nil {
+				t.Fatal(err)
+			}
+			if s := sqnr(ref, c); s < 28 {
+				t.Errorf("MXFP8·float32 ta=%v tb=%v: SQNR %.1f dB < 28", ta, tb, s)
+			}
+		}
+	}
+	// Errors instead of panics.
+	if err := g.Run(4, 4, 4, Operand{Codes: make([]uint8, 3)}, Operand{F32: make([]float32, 16)}, make([]float32, 16)); err == nil {
+		t.Error("short operand accepted")
+	}
+	if err := g.Run(4, 4, 4, Operand{F32: make([]float32, 16)}, Operand{F32: make([]float32, 16)}, make([]float32, 15)); err == nil {
+		t.Error("short C accepted")
+	}
+	if err := g.Run(4, 4, 32, Operand{Codes: make([]uint8, 128), Block: make([]E8M0, 4)}, Operand{Codes: make([]uint8, 128), ScaleInv: 1}, make([]float32, 16)); err == nil {
+		t.Error("MXFP8 mixed with tensorwise accepted")
+	}
+}
+
+func BenchmarkQuantizeAmax(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	src, _ := normal(rng, 1<<20, 1)
+	dst := make([]uint8, len(src))
+	b.SetBytes(int64(4 * len(src)))
+	for i := 0; i < b.N; i++ {
+		Quantize(dst, src, E4M3, 100)
+	}
+}
+
+func BenchmarkCopy(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	src, _ := normal(rng, 1<<20, 1)
+	dst := make([]float32, len(src))
+	b.SetBytes(int64(4 * len(src)))
+	for i := 0; i < b.N; i++ {
+		copy(dst, src)
+	}
+}
+
+func BenchmarkDequantize(b *testing.B) {
+	q := make([]uint8, 1<<20)
+	for i := range q {
+		q[i] = uint8(i)
+	}
+	dst := make([]float32, len(q))
+	b.SetBytes(int64(4 * len(q)))
+	for i := 0; i < b.N; i++ {
+		Dequantize(dst, q, E4M3, 0.01)
+	}
+}

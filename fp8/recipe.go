@@ -1,0 +1,484 @@
+package fp8
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// FormatRecipe chooses the FP8 format of each tensor of a linear layer.
+type FormatRecipe uint8
+
+const (
+	// Hybrid uses E4M3 for forward tensors (input, weight, output) and
+	// E5M2 for backward ones (grad_output, grad_input). The default.
+	Hybrid FormatRecipe = iota
+	// AllE4M3 uses E4M3 for every tensor.
+	AllE4M3
+	// AllE5M2 uses E5M2 for every tensor. Transformer Engine refuses it;
+	// Octet allows it, but E5M2's 2-bit mantissa makes forward GEMMs
+	// coarse and training may diverge.
+	AllE5M2
+)
+
+// String returns "HYBRID", "E4M3" or "E5M2".
+func (r FormatRecipe) String() string {
+	switch r {
+	case AllE4M3:
+		return "E4M3"
+	case AllE5M2:
+		return "E5M2"
+	}
+	return "HYBRID"
+}
+
+// ParseFormatRecipe maps "HYBRID", "E4M3" or "E5M2" (any case) to a
+// FormatRecipe.
+func ParseFormatRecipe(s string) (FormatRecipe, error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "HYBRID":
+		return Hybrid, nil
+	case "E4M3":
+		return AllE4M3, nil
+	case "E5M2":
+		return AllE5M2, nil
+	}
+	return 0, fmt.Errorf("fp8: unknown fp8_format %q (want HYBRID, E4M3 or E5M2)", s)
+}
+
+// Forward returns the format of forward tensors.
+func (r FormatRecipe) Forward() Format {
+	if r == AllE5M2 {
+		return E5M2
+	}
+	return E4M3
+}
+
+// Backward returns the format of backward tensors (gradients).
+func (r FormatRecipe) Backward() Format {
+	if r == AllE4M3 {
+		return E4M3
+	}
+	return E5M2
+}
+
+// Override keeps some of a linear layer's GEMMs in high precision
+// (Accelerate's override_linear_precision = (fprop, dgrad, wgrad)).
+type Override struct {
+	Fprop, Dgrad, Wgrad bool
+}
+
+// String formats the override as "(fprop=false, dgrad=false, wgrad=true)".
+func (o Override) String() string {
+	return fmt.Sprintf("(fprop=%v, dgrad=%v, wgrad=%v)", o.Fprop, o.Dgrad, o.Wgrad)
+}
+
+// TERecipe is Transformer Engine delayed scaling as Accelerate's
+// TERecipeKwargs configures it. The zero value is the documented default:
+// margin 0, interval 1, HYBRID, a 1024-step history, most_recent, no
+// precision override, no FP8 in evaluation, no MXFP8.
+type TERecipe struct {
+	// Margin divides the scale by 2^Margin.
+	Margin int
+	// Interval is how many steps pass between scale updates; 0 means 1.
+	Interval int
+	// Format chooses E4M3/E5M2 per tensor.
+	Format FormatRecipe
+	// AmaxHistoryLen is the length of the amax window; 0 means 1024.
+	AmaxHistoryLen int
+	// AmaxComputeAlgo is most_recent (the zero value) or max.
+	AmaxComputeAlgo AmaxAlgo
+	// OverrideLinearPrecision keeps the named GEMMs in float32.
+	OverrideLinearPrecision Override
+	// UseAutocastDuringEval runs FP8 in evaluation programs too.
+	UseAutocastDuringEval bool
+	// UseMXFP8BlockScaling replaces delayed scaling with MXFP8 block
+	// scaling (32 values per E8M0 scale, elements in Format's forward
+	// format). The amax settings do not apply and must stay unset.
+	UseMXFP8BlockScaling bool
+	// MXFP8Rule chooses the block exponent rule (TE's round-up by
+	// default).
+	MXFP8Rule ExpRule
+
+	amaxSet bool // an amax setting came from the environment
+}
+
+// DefaultAmaxHistoryLen is the window length when none is given.
+const DefaultAmaxHistoryLen = 1024
+
+// HistoryLen returns the effective amax window length.
+func (r TERecipe) HistoryLen() int {
+	if r.AmaxHistoryLen == 0 {
+		return DefaultAmaxHistoryLen
+	}
+	return r.AmaxHistoryLen
+}
+
+// EffectiveInterval returns the effective update interval.
+func (r TERecipe) EffectiveInterval() int { return max(r.Interval, 1) }
+
+// Validate reports settings that cannot work, naming the field.
+func (r TERecipe) Validate() error {
+	switch {
+	case r.Margin < 0:
+		return fmt.Errorf("fp8: TE recipe: margin %d, want ≥ 0", r.Margin)
+	case r.Interval < 0:
+		return fmt.Errorf("fp8: TE recipe: interval %d, want ≥ 1", r.Interval)
+	case r.AmaxHistoryLen < 0:
+		return fmt.Errorf("fp8: TE recipe: amax_history_len %d, want ≥ 1", r.AmaxHistoryLen)
+	case r.Format > AllE5M2:
+		return fmt.Errorf("fp8: TE recipe: fp8_format %d, want HYBRID, E4M3 or E5M2", r.Format)
+	case r.AmaxComputeAlgo > MaxAlgo:
+		return fmt.Errorf("fp8: TE recipe: amax_compute_algo %d, want max or most_recent", r.AmaxComputeAlgo)
+	case r.MXFP8Rule > ExpOCPFloor:
+		return fmt.Errorf("fp8: TE recipe: MXFP8 exponent rule %d, want round_up or ocp_floor", r.MXFP8Rule)
+	}
+	if r.UseMXFP8BlockScaling && (r.AmaxHistoryLen != 0 || r.AmaxComputeAlgo != MostRecent || r.amaxSet) {
+		return fmt.Errorf("fp8: TE recipe: amax_history_len and amax_compute_algo do not apply to MXFP8 block scaling; unset them or set use_mxfp8_block_scaling=false")
+	}
+	return nil
+}
+
+// NewMeta returns the delayed-scaling state for one tensor of this
+// recipe; backward selects the gradient format.
+func (r TERecipe) NewMeta(backward bool) *Meta {
+	f := r.Format.Forward()
+	if backward {
+		f = r.Format.Backward()
+	}
+	return NewMeta(f, r.HistoryLen(), r.Margin, r.AmaxComputeAlgo, r.EffectiveInterval())
+}
+
+// Granularity is how many scales a cast uses.
+type Granularity uint8
+
+const (
+	// Tensorwise uses one scale for the whole tensor.
+	Tensorwise Granularity = iota
+	// Axiswise uses one scale per slice along the GEMM's contraction
+	// dimension ("rowwise").
+	Axiswise
+)
+
+// String returns "tensorwise" or "axiswise".
+func (g Granularity) String() string {
+	if g == Axiswise {
+		return "axiswise"
+	}
+	return "tensorwise"
+}
+
+// CastConfig says how one GEMM operand is cast (torchao's CastConfig).
+type CastConfig struct {
+	// Disabled keeps the operand in high precision (ScalingType.DISABLED).
+	Disabled bool
+	// Granularity is tensorwise or axiswise.
+	Granularity Granularity
+	// Format is the target format.
+	Format Format
+}
+
+// String formats the config as "E4M3/tensorwise" or "disabled".
+func (c CastConfig) String() string {
+	if c.Disabled {
+		return "disabled"
+	}
+	return c.Format.String() + "/" + c.Granularity.String()
+}
+
+// AORecipe is torchao's Float8LinearConfig as Accelerate's AORecipeKwargs
+// passes it: dynamic (current) scaling with one cast config per GEMM
+// operand. Build one with NewAORecipe; the zero value is not valid.
+type AORecipe struct {
+	// Name is "tensorwise", "rowwise", "rowwise_with_gw_hp" or "custom".
+	Name string
+	// Input, Weight and GradOutput are the casts of the three tensors.
+	Input, Weight, GradOutput CastConfig
+	// InputForGradWeight, WeightForGradInput and GradOutputForGradWeight
+	// override the cast of a tensor for one backward GEMM.
+	InputForGradWeight, WeightForGradInput, GradOutputForGradWeight CastConfig
+	// RoundScalesToPowerOf2 rounds every scale down to a power of two.
+	RoundScalesToPowerOf2 bool
+	// PadInnerDim zero-pads inner dimensions to a multiple of 16 so that
+	// any shape runs in FP8 (Accelerate defaults it to true).
+	PadInnerDim bool
+	// EnableFSDPFloat8AllGather casts sharded weights to FP8 before the
+	// all-gather (Accelerate defaults it to true; tensorwise weights only).
+	EnableFSDPFloat8AllGather bool
+	// ModuleFilter, if set, decides which layers convert: it gets the
+	// layer (a *graph.Node in Octet's passes) and its fully qualified name.
+	// When nil, the default keeps the first and last linear layers and any
+	// layer whose dims are not divisible by 16 in high precision.
+	ModuleFilter func(layer any, fqn string) bool
+}
+
+// AO recipe names.
+const (
+	AOTensorwise       = "tensorwise"
+	AORowwise          = "rowwise"
+	AORowwiseWithGWHP  = "rowwise_with_gw_hp"
+	aoCustom           = "custom"
+	aoRecipeNamesHuman = "tensorwise, rowwise or rowwise_with_gw_hp"
+)
+
+// NewAORecipe returns one of torchao's named recipes with Accelerate's
+// defaults (pad_inner_dim and enable_fsdp_float8_all_gather on, the latter
+// off for rowwise recipes whose weights are not tensorwise):
+//
+//   - tensorwise: input and weight E4M3, grad_output E5M2, one scale each.
+//   - rowwise: every tensor E4M3 with axiswise scales, rounded down to
+//     powers of two.
+//   - rowwise_with_gw_hp: every tensor E4M3 with axiswise scales, but the
+//     weight for grad_input is tensorwise and the grad_weight GEMM runs in
+//     high precision; scales are not rounded (as in current torchao).
+func NewAORecipe(name string) (AORecipe, error) {
+	e4 := CastConfig{Format: E4M3}
+	switch name {
+	case AOTensorwise, "":
+		r := AORecipe{Name: AOTensorwise, Input: e4, Weight: e4, GradOutput: CastConfig{Format: E5M2},
+			PadInnerDim: true, EnableFSDPFloat8AllGather: true}
+		r.fillDefaults()
+		return r, nil
+	case AORowwise:
+		ax := CastConfig{Format: E4M3, Granularity: Axiswise}
+		r := AORecipe{Name: AORowwise, Input: ax, Weight: ax, GradOutput: ax, RoundScalesToPowerOf2: true, PadInnerDim: true}
+		r.fillDefaults()
+		return r, nil
+	case AORowwiseWithGWHP:
+		ax := CastConfig{Format: E4M3, Granularity: Axiswise}
+		r := AORecipe{Name: AORowwiseWithGWHP, Input: ax, Weight: ax, GradOutput: ax,
+			WeightForGradInput:      e4,
+			InputForGradWeight:      CastConfig{Disabled: true, Format: E4M3},
+			GradOutputForGradWeight: CastConfig{Disabled: true, Format: E4M3},
+			PadInnerDim:             true}
+		return r, nil
+	}
+	return AORecipe{}, fmt.Errorf("fp8: unknown AO recipe %q (want %s)", name, aoRecipeNamesHuman)
+}
+
+// fillDefaults makes the per-GEMM overrides equal to the tensors' casts.
+func (r *AORecipe) fillDefaults() {
+	r.InputForGradWeight = r.Input
+	r.WeightForGradInput = r.Weight
+	r.GradOutputForGradWeight = r.GradOutput
+}
+
+// Validate reports combinations torchao refuses, saying what to change.
+func (r AORecipe) Validate() error {
+	gemms := []struct {
+		name string
+		a, b CastConfig
+	}{
+		{"output (fprop)", r.Input, r.Weight},
+		{"grad_input (dgrad)", r.GradOutput, r.WeightForGradInput},
+		{"grad_weight (wgrad)", r.GradOutputForGradWeight, r.InputForGradWeight},
+	}
+	for _, g := range gemms {
+		if g.a.Disabled != g.b.Disabled {
+			return fmt.Errorf("fp8: AO recipe %q: the %s GEMM has one operand in high precision and one in FP8 (%v, %v); disable both or neither", r.Name, g.name, g.a, g.b)
+		}
+		if !g.a.Disabled && g.a.Format == E5M2 && g.b.Format == E5M2 {
+			return fmt.Errorf("fp8: AO recipe %q: the %s GEMM has both operands in E5M2; make at least one E4M3", r.Name, g.name)
+		}
+	}
+	for _, c := range []CastConfig{r.Input, r.Weight, r.GradOutput, r.InputForGradWeight, r.WeightForGradInput, r.GradOutputForGradWeight} {
+		if c.Format > E5M2 || c.Granularity > Axiswise {
+			return fmt.Errorf("fp8: AO recipe %q: cast config %+v is not valid", r.Name, c)
+		}
+	}
+	if r.EnableFSDPFloat8AllGather && (r.Weight.Disabled || r.Weight.Granularity != Tensorwise) {
+		return fmt.Errorf("fp8: AO recipe %q: enable_fsdp_float8_all_gather needs tensorwise FP8 weights (weight cast is %v); turn it off or use the tensorwise recipe", r.Name, r.Weight)
+	}
+	return nil
+}
+
+// MSAMPRecipe is MS-AMP's optimization level as Accelerate's
+// MSAMPRecipeKwargs sets it. The zero value is O2.
+type MSAMPRecipe struct {
+	// OptLevel is "O1" or "O2"; "" means O2.
+	OptLevel string
+}
+
+// Level returns the effective level, "O1" or "O2".
+func (r MSAMPRecipe) Level() string {
+	if r.OptLevel == "" {
+		return "O2"
+	}
+	return strings.ToUpper(r.OptLevel)
+}
+
+// Validate accepts O1 and O2 and explains why O3 is not offered.
+func (r MSAMPRecipe) Validate() error {
+	switch r.Level() {
+	case "O1", "O2":
+		return nil
+	case "O3":
+		return fmt.Errorf("fp8: MS-AMP opt_level O3 (ZeRO with FP8 weights) exists only through DeepSpeed and Accelerate does not offer it; use O2, or FSDP with float8 all-gather for sharded FP8 weights")
+	}
+	return fmt.Errorf("fp8: MS-AMP opt_level %q, want O1 or O2", r.OptLevel)
+}
+
+// EnvPrefix starts the names of the environment variables recipes read.
+const EnvPrefix = "OCTET_FP8_"
+
+// envReader reads OCTET_FP8_* variables through lookup, keeping the first
+// error, which names the variable and its allowed values.
+type envReader struct {
+	lookup func(string) (string, bool)
+	err    error
+	seen   bool
+}
+
+func (e *envReader) get(field string) (string, string, bool) {
+	name := EnvPrefix + field
+	v, ok := e.lookup(name)
+	if ok {
+		e.seen = true
+	}
+	return name, strings.TrimSpace(v), ok && e.err == nil
+}
+
+func (e *envReader) fail(name, val, allowed string) {
+	if e.err == nil {
+		e.err = fmt.Errorf("fp8: environment variable %s=%q is not valid (want %s)", name, val, allowed)
+	}
+}
+
+func (e *envReader) int(field string, dst *int, min int) bool {
+	name, v, ok := e.get(field)
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		e.fail(name, v, fmt.Sprintf("an integer ≥ %d", min))
+		return false
+	}
+	*dst = n
+	return true
+}
+
+func (e *envReader) bool(field string, dst *bool) {
+	name, v, ok := e.get(field)
+	if !ok {
+		return
+	}
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "on":
+		*dst = true
+	case "0", "false", "no", "off", "":
+		*dst = false
+	default:
+		e.fail(name, v, "true or false (1/0, yes/no, on/off)")
+	}
+}
+
+// TERecipeFromEnv returns base with every field that has an environment
+// variable (OCTET_FP8_MARGIN, _INTERVAL, _FORMAT, _AMAX_HISTORY_LEN,
+// _AMAX_COMPUTE_ALGO, _OVERRIDE_FPROP, _OVERRIDE_DGRAD, _OVERRIDE_WGRAD,
+// _USE_AUTOCAST_DURING_EVAL, _USE_MXFP8_BLOCK_SCALING, _MXFP8_RULE)
+// replaced by its value, then validated.
+func TERecipeFromEnv(base TERecipe) (TERecipe, error) {
+	return teRecipeFrom(base, os.LookupEnv)
+}
+
+func teRecipeFrom(r TERecipe, lookup func(string) (string, bool)) (TERecipe, error) {
+	e := &envReader{lookup: lookup}
+	e.int("MARGIN", &r.Margin, 0)
+	e.int("INTERVAL", &r.Interval, 1)
+	if name, v, ok := e.get("FORMAT"); ok {
+		f, err := ParseFormatRecipe(v)
+		if err != nil {
+			e.fail(name, v, "HYBRID, E4M3 or E5M2")
+		}
+		r.Format = f
+	}
+	if e.int("AMAX_HISTORY_LEN", &r.AmaxHistoryLen, 1) {
+		r.amaxSet = true
+	}
+	if name, v, ok := e.get("AMAX_COMPUTE_ALGO"); ok {
+		a, err := ParseAmaxAlgo(v)
+		if err != nil {
+			e.fail(name, v, "max or most_recent")
+		}
+		r.AmaxComputeAlgo = a
+		r.amaxSet = true
+	}
+	e.bool("OVERRIDE_FPROP", &r.OverrideLinearPrecision.Fprop)
+	e.bool("OVERRIDE_DGRAD", &r.OverrideLinearPrecision.Dgrad)
+	e.bool("OVERRIDE_WGRAD", &r.OverrideLinearPrecision.Wgrad)
+	e.bool("USE_AUTOCAST_DURING_EVAL", &r.UseAutocastDuringEval)
+	e.bool("USE_MXFP8_BLOCK_SCALING", &r.UseMXFP8BlockScaling)
+	if name, v, ok := e.get("MXFP8_RULE"); ok {
+		switch v {
+		case "round_up":
+			r.MXFP8Rule = ExpRoundUp
+		case "ocp_floor":
+			r.MXFP8Rule = ExpOCPFloor
+		default:
+			e.fail(name, v, "round_up or ocp_floor")
+		}
+	}
+	if e.err != nil {
+		return TERecipe{}, e.err
+	}
+	if err := r.Validate(); err != nil {
+		return TERecipe{}, err
+	}
+	return r, nil
+}
+
+// AORecipeFromEnv returns base, or the named recipe given by
+// OCTET_FP8_RECIPE_NAME, with OCTET_FP8_PAD_INNER_DIM,
+// _ENABLE_FSDP_FLOAT8_ALL_GATHER and _ROUND_SCALES_TO_POWER_OF_2 applied,
+// then validated.
+func AORecipeFromEnv(base AORecipe) (AORecipe, error) { return aoRecipeFrom(base, os.LookupEnv) }
+
+func aoRecipeFrom(r AORecipe, lookup func(string) (string, bool)) (AORecipe, error) {
+	e := &envReader{lookup: lookup}
+	if name, v, ok := e.get("RECIPE_NAME"); ok {
+		named, err := NewAORecipe(strings.ToLower(v))
+		if err != nil {
+			e.fail(name, v, aoRecipeNamesHuman)
+		} else {
+			named.ModuleFilter = r.ModuleFilter
+			r = named
+		}
+	}
+	e.bool("PAD_INNER_DIM", &r.PadInnerDim)
+	e.bool("ENABLE_FSDP_FLOAT8_ALL_GATHER", &r.EnableFSDPFloat8AllGather)
+	e.bool("ROUND_SCALES_TO_POWER_OF_2", &r.RoundScalesToPowerOf2)
+	if e.err != nil {
+		return AORecipe{}, e.err
+	}
+	if err := r.Validate(); err != nil {
+		return AORecipe{}, err
+	}
+	return r, nil
+}
+
+// MSAMPRecipeFromEnv returns base with OCTET_FP8_OPT_LEVEL applied, then
+// validated.
+func MSAMPRecipeFromEnv(base MSAMPRecipe) (MSAMPRecipe, error) {
+	return msampRecipeFrom(base, os.LookupEnv)
+}
+
+func msampRecipeFrom(r MSAMPRecipe, lookup func(string) (string, bool)) (MSAMPRecipe, error) {
+	e := &envReader{lookup: lookup}
+	if name, v, ok := e.get("OPT_LEVEL"); ok {
+		switch strings.ToUpper(v) {
+		case "O1", "O2", "O3":
+			r.OptLevel = strings.ToUpper(v)
+		default:
+			e.fail(name, v, "O1 or O2")
+		}
+	}
+	if e.err != nil {
+		return MSAMPRecipe{}, e.err
+	}
+	if err := r.Validate(); err != nil {
+		return MSAMPRecipe{}, err
+	}
+	return r, nil
+}
