@@ -1,0 +1,67 @@
+package fp8_test
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/fp8"
+)
+
+func ExampleFormat_Encode() {
+	for _, x := range []float32{1, 0.3, 464, 465, -1e9} {
+		b := fp8.E4M3.Encode(x)
+		fmt.Printf("%g -> %#02x -> %g\n", x, b, fp8.E4M3.Decode(b))
+	}
+	fmt.Printf("no saturation: %#02x %#02x\n", fp8.E4M3.EncodeNoSat(465), fp8.E5M2.EncodeNoSat(61440))
+	// Output:
+	// 1 -> 0x38 -> 1
+	// 0.3 -> 0x2a -> 0.3125
+	// 464 -> 0x7e -> 448
+	// 465 -> 0x7e -> 448
+	// -1e+09 -> 0xfe -> -448
+	// no saturation: 0x7f 0x7c
+}
+
+// Delayed scaling: each step quantizes with the scale computed from the
+// amaxes of earlier steps.
+func ExampleMeta() {
+	recipe := fp8.TERecipe{Margin: 2} // HYBRID, history 1024, most_recent
+	input := recipe.NewMeta(false)
+	q := make([]uint8, 4)
+	for step := 0; step < 3; step++ {
+		x := []float32{float32(step) + 0.25, 0, 0, 0}
+		input.Record(fp8.Quantize(q, x, input.Format, input.Scale))
+		input.Update()
+		fmt.Printf("step %d: scale %.4g\n", step, input.Scale)
+	}
+	// Output:
+	// step 0: scale 448
+	// step 1: scale 89.6
+	// step 2: scale 49.78
+}
+
+func ExampleScaledGEMM() {
+	a := []float32{1, 2, 3, 4} // 2×2
+	b := []float32{0.5, 0, 0, 0.25}
+	qa, qb := make([]uint8, 4), make([]uint8, 4)
+	sa := fp8.CurrentScale(fp8.Amax(a), fp8.E4M3, true) // torchao-style, power of two
+	sb := fp8.CurrentScale(fp8.Amax(b), fp8.E4M3, true)
+	fp8.Quantize(qa, a, fp8.E4M3, sa)
+	fp8.Quantize(qb, b, fp8.E4M3, sb)
+	c := make([]float32, 4)
+	err := fp8.NewScaledGEMM().Run(2, 2, 2,
+		fp8.Operand{Codes: qa, Format: fp8.E4M3, ScaleInv: 1 / sa},
+		fp8.Operand{Codes: qb, Format: fp8.E4M3, ScaleInv: 1 / sb}, c)
+	fmt.Println(c, err)
+	// Output:
+	// [0.5 0.5 1.5 1] <nil>
+}
+
+func ExampleNewAORecipe() {
+	r, _ := fp8.NewAORecipe("rowwise")
+	fmt.Println(r.Input, r.GradOutput, r.RoundScalesToPowerOf2)
+	r.EnableFSDPFloat8AllGather = true
+	fmt.Println(r.Validate())
+	// Output:
+	// E4M3/axiswise E4M3/axiswise true
+	// fp8: AO recipe "rowwise": enable_fsdp_float8_all_gather needs tensorwise FP8 weights (weight cast is E4M3/axiswise); turn it off or use the tensorwise recipe
+}
