@@ -57,6 +57,8 @@ type Meta struct {
 	Margin   int
 	Algo     AmaxAlgo
 	Interval int
+	// Pow2 rounds every new scale down to a power of two (MS-AMP).
+	Pow2 bool
 
 	// Steps counts updates that saw a recorded amax.
 	Steps int
@@ -137,6 +139,9 @@ func (m *Meta) Update() {
 			if math.IsInf(float64(s), 1) {
 				s = math.MaxFloat32
 				m.Overflows++
+			}
+			if m.Pow2 {
+				s = RoundDownPow2(s)
 			}
 			m.Scale = s
 			m.ScaleInv = 1 / s

@@ -7,6 +7,24 @@ import (
 	"strings"
 )
 
+// Recipe is one of TERecipe, AORecipe and MSAMPRecipe: what
+// passes.Prepare needs to choose a backend.
+type Recipe interface {
+	// Backend names the backend: "te", "ao" or "msamp".
+	Backend() string
+	// Validate reports settings that cannot work.
+	Validate() error
+}
+
+// Backend returns "te".
+func (TERecipe) Backend() string { return "te" }
+
+// Backend returns "ao".
+func (AORecipe) Backend() string { return "ao" }
+
+// Backend returns "msamp".
+func (MSAMPRecipe) Backend() string { return "msamp" }
+
 // FormatRecipe chooses the FP8 format of each tensor of a linear layer.
 type FormatRecipe uint8
 
@@ -306,6 +324,13 @@ func (r MSAMPRecipe) Level() string {
 		return "O2"
 	}
 	return strings.ToUpper(r.OptLevel)
+}
+
+// GEMMRecipe returns the delayed-scaling recipe MS-AMP's FP8 linear
+// layers follow: HYBRID formats, the most recent amax (a one-step window)
+// and power-of-two scales (see NewMeta's Pow2).
+func (r MSAMPRecipe) GEMMRecipe() TERecipe {
+	return TERecipe{Format: Hybrid, AmaxHistoryLen: 1, AmaxComputeAlgo: MostRecent}
 }
 
 // Validate accepts O1 and O2 and explains why O3 is not offered.

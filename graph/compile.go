@@ -64,14 +64,16 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 	if err := Verify(g); err != nil {
 		return nil, fmt.Errorf("graph: compile: %w", err)
 	}
+	handles := outputs
+	outputs = g.resolveAll(outputs)
 	p := &Program{
 		g: g, store: store, opts: opts,
 		values:   map[*Node]*Value{},
 		inputIdx: map[*Node]int{},
-		outputs:  append([]*Node(nil), outputs...),
+		outputs:  outputs,
 		tensors:  map[*Node]*tensor.Dense{},
 	}
-	p.schedule = ancestors(outputs)
+	p.schedule = live(outputs, &opts)
 	if err := p.plan(); err != nil {
 		return nil, err
 	}
@@ -80,9 +82,9 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 			p.kernels = append(p.kernels, nil)
 			continue
 		}
-		b := &Binding{Node: n, Out: p.values[n], Training: opts.Training, prog: p}
+		b := &Binding{Node: n, Out: p.values[n], Training: opts.Training, Options: opts, prog: p}
 		for _, in := range n.inputs {
-			b.In = append(b.In, p.values[in])
+			b.In = append(b.In, p.values[in]) // nil for an untaken Switch branch
 		}
 		k, err := n.op.Bind(b)
 		if err != nil {
@@ -93,8 +95,14 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 		}
 		p.kernels = append(p.kernels, k)
 	}
-	for _, o := range outputs {
-		p.tensors[o] = valueTensor(p.values[o])
+	for i, o := range outputs {
+		t, ok := p.tensors[o]
+		if !ok {
+			t = valueTensor(p.values[o])
+			p.tensors[o] = t
+		}
+		p.tensors[handles[i]] = t
+		p.values[handles[i]] = p.values[o]
 	}
 	return p, nil
 }
@@ -111,7 +119,9 @@ func (p *Program) plan() error {
 	last := make(map[*Node]int, len(p.schedule))
 	for i, n := range p.schedule {
 		for _, in := range n.inputs {
-			last[in] = i
+			if _, ok := pos[in]; ok {
+				last[in] = i
+			}
 		}
 	}
 	for _, o := range p.outputs {

@@ -11,7 +11,7 @@ func dumpNodes(g *Graph, outputs []*Node) []*Node {
 	if len(outputs) == 0 {
 		return g.nodes
 	}
-	return ancestors(outputs)
+	return ancestors(g.resolveAll(outputs))
 }
 
 func describe(n *Node) (op string, args string) {

@@ -20,13 +20,49 @@ import (
 // Graph holds the nodes of a model: its inputs, parameters and the ops
 // between them, forward and backward.
 type Graph struct {
-	nodes []*Node
-	names map[string]*Node
-	errs  []error
+	nodes   []*Node
+	names   map[string]*Node
+	errs    []error
+	attrs   map[string]any
+	forward map[*Node]*Node // replaced node → its replacement
 }
 
 // New returns an empty graph.
-func New() *Graph { return &Graph{names: map[string]*Node{}} }
+func New() *Graph {
+	return &Graph{names: map[string]*Node{}, attrs: map[string]any{}, forward: map[*Node]*Node{}}
+}
+
+// Resolve returns the node that stands for n now: n itself, or, if a
+// rewrite replaced n (ReplaceUses), its replacement, followed to the end.
+// Compile, Live and the dumps resolve the output handles they are given,
+// so a user's handle on, say, a gradient keeps working after a compiler
+// pass swapped the GEMM that computes it.
+func (g *Graph) Resolve(n *Node) *Node {
+	for i := 0; n != nil && i <= len(g.nodes); i++ {
+		next, ok := g.forward[n]
+		if !ok {
+			return n
+		}
+		n = next
+	}
+	return n
+}
+
+func (g *Graph) resolveAll(ns []*Node) []*Node {
+	out := make([]*Node, len(ns))
+	for i, n := range ns {
+		out[i] = g.Resolve(n)
+	}
+	return out
+}
+
+// Attr returns the annotation stored under key, or nil. Compiler passes
+// keep what they know about a graph (for example which layers they
+// converted) as annotations.
+func (g *Graph) Attr(key string) any { return g.attrs[key] }
+
+// SetAttr stores an annotation under key.
+func (g *Graph) SetAttr(key string, v any) { g.attrs[key] = v }
 
 // Nodes returns the graph's nodes in creation order.
 func (g *Graph) Nodes() []*Node { return append([]*Node(nil), g.nodes...) }
@@ -138,12 +174,30 @@ func (g *Graph) ReplaceUses(old, new *Node) error {
 			}
 		}
 	}
+	delete(g.forward, new)
+	if old != new {
+		g.forward[old] = new
+	}
 	return nil
 }
 
+// Live returns the nodes a program compiled with opts for outputs would
+// run, inputs before consumers: the outputs' ancestors, following only
+// the taken branch of each Switch.
+func Live(opts Options, outputs ...*Node) []*Node {
+	if len(outputs) == 0 {
+		return nil
+	}
+	return live(outputs[0].g.resolveAll(outputs), &opts)
+}
+
 // ancestors returns the nodes that outputs depend on, inputs before
-// consumers (a topological order), each once.
-func ancestors(outputs []*Node) []*Node {
+// consumers (a topological order), each once, following every branch.
+func ancestors(outputs []*Node) []*Node { return live(outputs, nil) }
+
+// live is ancestors that, given options, follows only the taken branch
+// of each Switch.
+func live(outputs []*Node, opts *Options) []*Node {
 	const (
 		unseen = iota
 		open
@@ -166,6 +220,9 @@ func ancestors(outputs []*Node) []*Node {
 			if f.i < len(f.n.inputs) {
 				in := f.n.inputs[f.i]
 				f.i++
+				if opts != nil && !takes(f.n, f.i-1, opts) {
+					continue
+				}
 				if state[in] == unseen {
 					state[in] = open
 					stack = append(stack, frame{in, 0})
@@ -178,4 +235,18 @@ func ancestors(outputs []*Node) []*Node {
 		}
 	}
 	return order
+}
+
+// SetInput makes input i of n read in instead (compiler passes use it).
+// The new input must have the shape and dtype of the old one.
+func SetInput(n *Node, i int, in *Node) error {
+	if i < 0 || i >= len(n.inputs) {
+		return fmt.Errorf("graph: set input %d of %q: it has %d inputs", i, n.name, len(n.inputs))
+	}
+	old := n.inputs[i]
+	if in == nil || in.g != n.g || !in.shape.Equal(old.shape) || in.dtype != old.dtype {
+		return fmt.Errorf("graph: set input %d of %q to %v: want %v %v", i, n.name, in, old.shape, old.dtype)
+	}
+	n.inputs[i] = in
+	return nil
 }

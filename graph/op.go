@@ -41,6 +41,7 @@ type Binding struct {
 	Out      *Value
 	In       []*Value
 	Training bool
+	Options  Options
 	prog     *Program
 }
 
@@ -56,4 +57,7 @@ type Value struct {
 	F32   []float32
 	I32   []int32
 	U8    []uint8
+	// Aux is metadata the producing kernel attaches at bind time for its
+	// consumers, such as the scales that travel with an FP8 value.
+	Aux any
 }

@@ -1,0 +1,62 @@
+package graph
+
+import "fmt"
+
+// switchOp forwards one of its two inputs, chosen per program at compile
+// time; the other branch is not scheduled.
+type switchOp struct {
+	label string
+	pred  func(Options) bool
+}
+
+func (o switchOp) Type() string  { return "Switch" }
+func (o switchOp) Attrs() string { return o.label }
+
+func (o switchOp) Infer(in []*Node) (Shape, DType, error) {
+	if len(in) != 2 {
+		return nil, Invalid, fmt.Errorf("got %d inputs, want 2", len(in))
+	}
+	if !in[0].shape.Equal(in[1].shape) || in[0].dtype != in[1].dtype {
+		return nil, Invalid, fmt.Errorf("branches differ: %q %v %v and %q %v %v",
+			in[0].name, in[0].shape, in[0].dtype, in[1].name, in[1].shape, in[1].dtype)
+	}
+	return in[0].shape, in[0].dtype, nil
+}
+
+func (o switchOp) Bind(b *Binding) (Kernel, error) {
+	src := b.In[1]
+	if o.pred(b.Options) {
+		src = b.In[0]
+	}
+	dst := b.Out
+	switch {
+	case dst.F32 != nil:
+		return func() error { copy(dst.F32, src.F32); return nil }, nil
+	case dst.I32 != nil:
+		return func() error { copy(dst.I32, src.I32); return nil }, nil
+	default:
+		dst.Aux = src.Aux
+		return func() error { copy(dst.U8, src.U8); return nil }, nil
+	}
+}
+
+// takes reports whether a program compiled with opts reads input i of n.
+func takes(n *Node, i int, opts *Options) bool {
+	s, ok := n.op.(switchOp)
+	if !ok {
+		return true
+	}
+	return s.pred(*opts) == (i == 0)
+}
+
+// Switch returns a node whose value, in a program compiled with options
+// opts, is ifTrue's when pred(opts) holds and ifFalse's otherwise; the
+// branch not taken is not run. label describes the choice in dumps.
+// Compiler passes use it to give training and evaluation programs
+// different paths through one graph.
+func (g *Graph) Switch(name, label string, pred func(Options) bool, ifTrue, ifFalse *Node) *Node {
+	return g.Apply(switchOp{label: label, pred: pred}, name, ifTrue, ifFalse)
+}
+
+// IsSwitch reports whether n is a Switch node.
+func (n *Node) IsSwitch() bool { _, ok := n.op.(switchOp); return ok }

@@ -1,0 +1,97 @@
+package ops
+
+import (
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+)
+
+// layerNormQuantizeOp is LayerNorm computed in float32 with its output
+// cast to FP8 in the same kernel (Transformer Engine's LayerNormLinear
+// front half).
+type layerNormQuantizeOp struct {
+	ln layerNormOp
+	q  QuantizeConfig
+}
+
+func (o layerNormQuantizeOp) Type() string { return "LayerNormQuantize" }
+func (o layerNormQuantizeOp) Attrs() string {
+	return o.ln.Attrs() + "," + quantizeOp{o.q}.Attrs()
+}
+
+func (o layerNormQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	s, _, err := o.ln.Infer(in)
+	if err != nil {
+		return nil, graph.Invalid, err
+	}
+	if err := validateQuantize(o.q); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return s, formatDType(o.q.Format), nil
+}
+
+func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	x, gamma, beta := b.In[0].F32, b.In[1].F32, b.In[2].F32
+	d := len(gamma)
+	eps, zc := o.ln.cfg.eps(), o.ln.cfg.ZeroCenteredGamma
+	sc := newScales(o.q, b.In[0].Shape)
+	b.Out.Aux = sc
+	record := b.Training && o.q.Scaling == Delayed
+	if record {
+		b.AtStepEnd(func() error { o.q.Meta.Update(); return nil })
+	}
+	// The float32 rows live in scratch: one row at a time for tensorwise
+	// delayed scaling (cast as soon as normalised), the whole tensor when
+	// the scale depends on all of it.
+	if o.q.Scaling == Delayed {
+		row := make([]float32, d)
+		out := b.Out.U8
+		m := o.q.Meta
+		f := o.q.Format
+		return func() error {
+			sc.ScaleInv = m.ScaleInv
+			sc.Amax = 0
+			for r := 0; r+d <= len(x); r += d {
+				LayerNormRow(row, x[r:r+d], gamma, beta, eps, zc)
+				a := fp8.Quantize(out[r:r+d], row, f, m.Scale)
+				if a > sc.Amax || a != a {
+					sc.Amax = a
+				}
+			}
+			if record {
+				m.Record(sc.Amax)
+			}
+			return nil
+		}, nil
+	}
+	tmp := make([]float32, len(x))
+	cast := castKernel(o.q, sc, b.Out.U8, tmp, record)
+	return func() error {
+		for r := 0; r+d <= len(x); r += d {
+			LayerNormRow(tmp[r:r+d], x[r:r+d], gamma, beta, eps, zc)
+		}
+		return cast()
+	}, nil
+}
+
+func (o layerNormQuantizeOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	return o.ln.Grad(n, dy, need)
+}
+
+// LayerNormQuantize is LayerNorm (float32 statistics and arithmetic)
+// whose output is cast to FP8 per q inside the kernel, with no float32
+// tensor in between.
+func LayerNormQuantize(name string, x, gamma, beta *graph.Node, cfg LayerNormConfig, q QuantizeConfig) *graph.Node {
+	return apply(layerNormQuantizeOp{ln: layerNormOp{cfg}, q: q}, name, x, gamma, beta)
+}
+
+// LayerNormParts returns the LayerNorm config of a LayerNorm or
+// LayerNormQuantize node.
+func LayerNormParts(n *graph.Node) (LayerNormConfig, bool) {
+	switch op := n.Op().(type) {
+	case layerNormOp:
+		return op.cfg, true
+	case layerNormQuantizeOp:
+		return op.ln.cfg, true
+	}
+	return LayerNormConfig{}, false
+}

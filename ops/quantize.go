@@ -1,0 +1,245 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+)
+
+// Scaling is how a Quantize node picks its scale.
+type Scaling uint8
+
+const (
+	// Delayed uses the scale of an fp8.Meta computed from earlier steps
+	// and records the amax of this step into it (Transformer Engine).
+	Delayed Scaling = iota
+	// Current computes one scale from this tensor's amax (torchao
+	// tensorwise dynamic scaling).
+	Current
+	// Axiswise computes one scale per slice along the GEMM's contraction
+	// axis (torchao rowwise).
+	Axiswise
+	// Block is MXFP8: one E8M0 scale per 32 values along the contraction
+	// axis.
+	Block
+)
+
+var scalingNames = [...]string{"delayed", "current", "axiswise", "mxfp8"}
+
+// String names the scaling.
+func (s Scaling) String() string {
+	if int(s) < len(scalingNames) {
+		return scalingNames[s]
+	}
+	return fmt.Sprintf("Scaling(%d)", s)
+}
+
+// QuantizeConfig describes one cast to FP8.
+type QuantizeConfig struct {
+	Scaling Scaling
+	Format  fp8.Format
+	// Meta is the delayed-scaling state (Delayed only). Several nodes may
+	// share one; it is updated once at the end of each training step.
+	Meta *fp8.Meta
+	// Pow2 rounds current and axiswise scales down to powers of two.
+	Pow2 bool
+	// Axis is the contraction axis of the tensor's 2-D view [rows, last]
+	// for Axiswise and Block: 1 when the GEMM contracts over the last
+	// axis, 0 when it contracts over the rows.
+	Axis int
+	// Rule is the MXFP8 exponent rule (Block only).
+	Rule fp8.ExpRule
+	// Tensor names the role of the tensor ("input", "weight",
+	// "grad_output") in dumps and reports.
+	Tensor string
+}
+
+// Equal reports whether two configs cast identically (same state).
+func (c QuantizeConfig) Equal(o QuantizeConfig) bool { return c == o }
+
+// FP8Scales travel with an FP8 value in a compiled program (as its
+// graph.Value's Aux): what a consumer needs to decode it.
+type FP8Scales struct {
+	Config QuantizeConfig
+	// Rows and Cols are the value's 2-D view.
+	Rows, Cols int
+	// ScaleInv is the tensorwise factor (Delayed, Current).
+	ScaleInv float32
+	// AxisScaleInv has one factor per slice along Config.Axis (Axiswise).
+	AxisScaleInv []float32
+	// Block holds MXFP8 scales (Block).
+	Block []fp8.E8M0
+	// Amax is the amax of the last cast.
+	Amax float32
+}
+
+// Operand returns the fp8.Operand for codes, transposed or not.
+func (s *FP8Scales) Operand(codes []uint8, trans bool) fp8.Operand {
+	return fp8.Operand{Codes: codes, Format: s.Config.Format, Trans: trans,
+		ScaleInv: s.ScaleInv, AxisScaleInv: s.AxisScaleInv, Block: s.Block}
+}
+
+func formatDType(f fp8.Format) graph.DType {
+	if f == fp8.E5M2 {
+		return graph.Float8E5M2
+	}
+	return graph.Float8E4M3
+}
+
+// view2D returns the [rows, last] view of a shape.
+func view2D(s graph.Shape) (rows, cols int) {
+	if len(s) == 0 {
+		return 1, 1
+	}
+	cols = s[len(s)-1]
+	return s.Numel() / cols, cols
+}
+
+// quantizeOp casts a float32 tensor to FP8 per its config.
+type quantizeOp struct{ cfg QuantizeConfig }
+
+func (o quantizeOp) Type() string { return "Quantize" }
+func (o quantizeOp) Attrs() string {
+	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.Scaling)
+	if o.cfg.Scaling == Axiswise || o.cfg.Scaling == Block {
+		s += fmt.Sprintf(",axis=%d", o.cfg.Axis)
+	}
+	if o.cfg.Tensor != "" {
+		s += "," + o.cfg.Tensor
+	}
+	return s
+}
+
+// Config returns the cast's configuration.
+func (o quantizeOp) Config() QuantizeConfig { return o.cfg }
+
+func validateQuantize(cfg QuantizeConfig) error {
+	switch {
+	case cfg.Format > fp8.E5M2:
+		return fmt.Errorf("unknown FP8 format %v", cfg.Format)
+	case cfg.Scaling > Block:
+		return fmt.Errorf("unknown scaling %v", cfg.Scaling)
+	case cfg.Scaling == Delayed && cfg.Meta == nil:
+		return fmt.Errorf("delayed scaling needs an fp8.Meta")
+	case cfg.Scaling == Delayed && cfg.Meta.Format != cfg.Format:
+		return fmt.Errorf("meta format %v differs from cast format %v", cfg.Meta.Format, cfg.Format)
+	case (cfg.Scaling == Axiswise || cfg.Scaling == Block) && cfg.Axis != 0 && cfg.Axis != 1:
+		return fmt.Errorf("axis %d, want 0 or 1", cfg.Axis)
+	}
+	return nil
+}
+
+func (o quantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 1); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if in[0].Shape().Rank() == 0 {
+		return nil, graph.Invalid, fmt.Errorf("input %q is a scalar", in[0].Name())
+	}
+	if err := validateQuantize(o.cfg); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return in[0].Shape(), formatDType(o.cfg.Format), nil
+}
+
+// newScales allocates the scales of a value of shape s cast per cfg.
+func newScales(cfg QuantizeConfig, s graph.Shape) *FP8Scales {
+	rows, cols := view2D(s)
+	sc := &FP8Scales{Config: cfg, Rows: rows, Cols: cols, ScaleInv: 1}
+	switch cfg.Scaling {
+	case Axiswise:
+		n := rows
+		if cfg.Axis == 0 {
+			n = cols
+		}
+		sc.AxisScaleInv = make([]float32, n)
+	case Block:
+		sc.Block = make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, cfg.Axis))
+	}
+	return sc
+}
+
+// castKernel returns the function that casts src into dst and fills sc,
+// recording amaxes into a delayed meta when record is set. Quantize and
+// the fused LayerNormQuantize share it.
+func castKernel(cfg QuantizeConfig, sc *FP8Scales, dst []uint8, src []float32, record bool) func() error {
+	rows, cols, f := sc.Rows, sc.Cols, cfg.Format
+	switch cfg.Scaling {
+	case Delayed:
+		m := cfg.Meta
+		return func() error {
+			sc.ScaleInv = m.ScaleInv
+			sc.Amax = fp8.Quantize(dst, src, f, m.Scale)
+			if record {
+				m.Record(sc.Amax)
+			}
+			return nil
+		}
+	case Current:
+		return func() error {
+			sc.Amax = fp8.Amax(src)
+			s := fp8.CurrentScale(sc.Amax, f, cfg.Pow2)
+			fp8.Quantize(dst, src, f, s)
+			sc.ScaleInv = 1 / s
+			return nil
+		}
+	case Axiswise:
+		inv := sc.AxisScaleInv
+		return func() error {
+			if err := fp8.QuantizeAxiswise(dst, inv, nil, src, rows, cols, cfg.Axis, f, cfg.Pow2); err != nil {
+				return err
+			}
+			for i, s := range inv { // QuantizeAxiswise wrote the scales
+				inv[i] = 1 / s
+			}
+			return nil
+		}
+	default:
+		return func() error {
+			a, err := fp8.QuantizeMX(dst, sc.Block, src, rows, cols, cfg.Axis, f, cfg.Rule)
+			sc.Amax = a
+			return err
+		}
+	}
+}
+
+func (o quantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	sc := newScales(o.cfg, b.In[0].Shape)
+	b.Out.Aux = sc
+	record := b.Training && o.cfg.Scaling == Delayed
+	if record {
+		b.AtStepEnd(func() error { o.cfg.Meta.Update(); return nil })
+	}
+	return castKernel(o.cfg, sc, b.Out.U8, b.In[0].F32, record), nil
+}
+
+// Grad is the straight-through estimator: the cast's gradient is dy.
+func (o quantizeOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	return []*graph.Node{dy}
+}
+
+// Quantize casts x to FP8 per cfg. The result carries its scales to the
+// ScaledMatMul nodes that read it. In a training program a Delayed cast
+// records its amax and updates its meta at the end of each step; in an
+// evaluation program it records nothing.
+func Quantize(x *graph.Node, cfg QuantizeConfig) *graph.Node {
+	return apply(quantizeOp{cfg}, "", x)
+}
+
+// QuantizeNamed is Quantize with an explicit node name.
+func QuantizeNamed(name string, x *graph.Node, cfg QuantizeConfig) *graph.Node {
+	return apply(quantizeOp{cfg}, name, x)
+}
+
+// QuantizeConfigOf returns the config of a Quantize or LayerNormQuantize
+// node.
+func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
+	switch op := n.Op().(type) {
+	case quantizeOp:
+		return op.cfg, true
+	case layerNormQuantizeOp:
+		return op.q, true
+	}
+	return QuantizeConfig{}, false
+}

@@ -1,0 +1,143 @@
+package ops
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+)
+
+// scaledMatMulOp multiplies FP8 operands with float32 accumulation:
+// op(A)·op(B) (+ bias), float32 out. A may have rank > 2 when not
+// transposed (its leading axes are flattened, as in Linear).
+type scaledMatMulOp struct {
+	transA, transB bool
+}
+
+func (o scaledMatMulOp) Type() string { return "ScaledMatMul" }
+func (o scaledMatMulOp) Attrs() string {
+	var a []string
+	if o.transA {
+		a = append(a, "transA")
+	}
+	if o.transB {
+		a = append(a, "transB")
+	}
+	return strings.Join(a, ",")
+}
+
+// dims reads each operand as its 2-D view [numel/last, last]; the
+// output keeps A's leading axes when A is not transposed.
+func (o scaledMatMulOp) dims(as, bs graph.Shape) (out graph.Shape, m, n, k int, err error) {
+	if len(as) < 2 || len(bs) < 2 {
+		return nil, 0, 0, 0, fmt.Errorf("ScaledMatMul wants operands of rank ≥ 2, got %v and %v", as, bs)
+	}
+	ar, ac := view2D(as)
+	br, bc := view2D(bs)
+	m, k = ar, ac
+	if o.transA {
+		m, k = ac, ar
+	}
+	kb, n := br, bc
+	if o.transB {
+		kb, n = bc, br
+	}
+	if k != kb {
+		return nil, 0, 0, 0, fmt.Errorf("inner dimensions differ: %v%s · %v%s (%d vs %d)", as, tmark(o.transA), bs, tmark(o.transB), k, kb)
+	}
+	if !o.transA && len(as) > 2 {
+		return append(as[:len(as)-1].Clone(), n), m, n, k, nil
+	}
+	return graph.Shape{m, n}, m, n, k, nil
+}
+
+func (o scaledMatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if len(in) != 2 && len(in) != 3 {
+		return nil, graph.Invalid, fmt.Errorf("got %d inputs, want A, B and an optional bias", len(in))
+	}
+	for i := 0; i < 2; i++ {
+		if !in[i].DType().IsFloat8() {
+			return nil, graph.Invalid, fmt.Errorf("operand %d %q is %v, want an FP8 dtype", i, in[i].Name(), in[i].DType())
+		}
+	}
+	out, _, n, _, err := o.dims(in[0].Shape(), in[1].Shape())
+	if err != nil {
+		return nil, graph.Invalid, fmt.Errorf("%q and %q: %w", in[0].Name(), in[1].Name(), err)
+	}
+	if len(in) == 3 {
+		if in[2].DType() != graph.Float32 || !in[2].Shape().Equal(graph.Shape{n}) {
+			return nil, graph.Invalid, fmt.Errorf("bias %q is %v %v, want float32 [%d]", in[2].Name(), in[2].Shape(), in[2].DType(), n)
+		}
+	}
+	return out, graph.Float32, nil
+}
+
+// checkAxis verifies that an axiswise or block-scaled operand was cast
+// along the contraction dimension of this GEMM.
+func checkAxis(name string, sc *FP8Scales, wantAxis int) error {
+	switch sc.Config.Scaling {
+	case Axiswise, Block:
+		if sc.Config.Axis != wantAxis {
+			return fmt.Errorf("operand %s was cast with %v scales along axis %d, but this GEMM contracts along axis %d", name, sc.Config.Scaling, sc.Config.Axis, wantAxis)
+		}
+	}
+	return nil
+}
+
+func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	_, m, n, k, err := o.dims(b.In[0].Shape, b.In[1].Shape)
+	if err != nil {
+		return nil, err
+	}
+	sa, okA := b.In[0].Aux.(*FP8Scales)
+	sb, okB := b.In[1].Aux.(*FP8Scales)
+	if !okA || !okB {
+		return nil, fmt.Errorf("operands must come from Quantize nodes (they carry the scales)")
+	}
+	axisA, axisB := 1, 0
+	if o.transA {
+		axisA = 0
+	}
+	if o.transB {
+		axisB = 1
+	}
+	if err := checkAxis("A", sa, axisA); err != nil {
+		return nil, err
+	}
+	if err := checkAxis("B", sb, axisB); err != nil {
+		return nil, err
+	}
+	if (sa.Config.Scaling == Block) != (sb.Config.Scaling == Block) {
+		return nil, fmt.Errorf("MXFP8 needs block scales on both operands (A is %v, B is %v)", sa.Config.Scaling, sb.Config.Scaling)
+	}
+	a, bb, c := b.In[0].U8, b.In[1].U8, b.Out.F32
+	var bias []float32
+	if len(b.In) == 3 {
+		bias = b.In[2].F32
+	}
+	g := fp8.NewScaledGEMM()
+	tA, tB := o.transA, o.transB
+	return func() error {
+		if err := g.Run(m, n, k, sa.Operand(a, tA), sb.Operand(bb, tB), c); err != nil {
+			return err
+		}
+		if bias != nil {
+			AddBias(c, bias)
+		}
+		return nil
+	}, nil
+}
+
+// ScaledMatMul multiplies FP8 values (outputs of Quantize or
+// LayerNormQuantize) with float32 accumulation and output: op(a)·op(b),
+// plus bias if it is not nil. Each operand is read as its 2-D view
+// [numel/last, last]; when a is not transposed its leading axes are kept
+// in the output. Axiswise and MXFP8 operands must have been cast along
+// the contraction dimension.
+func ScaledMatMul(name string, a, b *graph.Node, transA, transB bool, bias *graph.Node) *graph.Node {
+	if bias == nil {
+		return apply(scaledMatMulOp{transA: transA, transB: transB}, name, a, b)
+	}
+	return apply(scaledMatMulOp{transA: transA, transB: transB}, name, a, b, bias)
+}

@@ -1,0 +1,83 @@
+package passes
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+)
+
+// AutowrapConfig configures Autowrap.
+type AutowrapConfig struct {
+	// EvalFP8 runs the FP8 path in evaluation programs too (TE's
+	// use_autocast_during_eval). Evaluation never records amaxes either
+	// way.
+	EvalFP8 bool
+}
+
+// Autowrap binds the FP8 region to training and evaluation programs, as
+// Accelerate's apply_fp8_autowrap and contextual_fp8_autocast do: each
+// converted layer's output becomes a Switch that a training program (or,
+// with EvalFP8, an evaluation program) resolves to the FP8 path and an
+// evaluation program otherwise resolves to the original float32 layer.
+// Scaling states update at the end of every training step (the casts
+// register the updates when a training program is compiled); evaluation
+// programs neither update nor record. Applying it twice changes nothing
+// and says so in the report.
+func Autowrap(g *graph.Graph, cfg AutowrapConfig) (Report, error) {
+	rep := Report{Backend: "autowrap"}
+	reg := registryOf(g)
+	if reg.wrapped {
+		rep.Notes = append(rep.Notes, "autowrap was already applied; nothing changed")
+		return rep, nil
+	}
+	evalFP8 := cfg.EvalFP8
+	label := "fp8 if training"
+	if evalFP8 {
+		label = "fp8 always"
+	}
+	pred := func(o graph.Options) bool { return o.Training || evalFP8 }
+	wrapped := 0
+	for _, name := range reg.order {
+		l := reg.layers[name]
+		if !l.fp8 || l.fpFprop == nil || l.autocast != nil {
+			continue
+		}
+		sw := g.Switch(l.fqn+".autocast", label, pred, l.fpFprop, l.hpFprop)
+		if err := g.Err(); err != nil {
+			return rep, fmt.Errorf("passes: autowrap %q: %w", l.fqn, err)
+		}
+		if err := g.ReplaceUses(l.fpFprop, sw); err != nil {
+			return rep, fmt.Errorf("passes: autowrap %q: %w", l.fqn, err)
+		}
+		l.autocast = sw
+		wrapped++
+	}
+	reg.wrapped = true
+	rep.Notes = append(rep.Notes, fmt.Sprintf("%d layer(s) wrapped; evaluation runs %s", wrapped, map[bool]string{true: "FP8", false: "float32"}[evalFP8]))
+	return rep, nil
+}
+
+// checkFP8Graph states what a legal graph looks like once linear layers
+// are converted: every ScaledMatMul reads values that carry scales (casts
+// or Switches of them), and FP8 values feed only ScaledMatMul or Switch
+// nodes.
+func checkFP8Graph(g *graph.Graph) error {
+	for _, n := range g.Nodes() {
+		for i := 0; i < n.NumInputs(); i++ {
+			in := n.Input(i)
+			if !in.DType().IsFloat8() {
+				continue
+			}
+			switch n.Op().Type() {
+			case "ScaledMatMul", "Switch":
+			default:
+				return fmt.Errorf("check: FP8 value %q feeds %q (%s); only ScaledMatMul and Switch read FP8", in.Name(), n.Name(), n.Op().Type())
+			}
+			if _, ok := ops.QuantizeConfigOf(in); !ok && !in.IsSwitch() {
+				return fmt.Errorf("check: %q reads FP8 value %q, which no cast produced", n.Name(), in.Name())
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,449 @@
+package passes
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+)
+
+// LinearConfig configures ConvertLinear.
+type LinearConfig struct {
+	// Recipe is an fp8.TERecipe, fp8.AORecipe or fp8.MSAMPRecipe.
+	Recipe fp8.Recipe
+	// Filter, if set, must accept a layer for it to convert; it gets the
+	// layer's forward node and fully qualified name. With the AO recipe
+	// it replaces torchao's default filter (first and last linear layers
+	// and layers with dims not divisible by 16 stay in high precision);
+	// the recipe's own ModuleFilter is used when Filter is nil.
+	Filter func(n *graph.Node, fqn string) bool
+}
+
+// converter holds the state of one ConvertLinear run.
+type converter struct {
+	g      *graph.Graph
+	store  *graph.Store
+	cfg    LinearConfig
+	reg    *registry
+	report *Report
+	te     fp8.TERecipe
+	ao     fp8.AORecipe
+	msamp  bool
+	first  *graph.Node
+	last   *graph.Node
+	quant  map[quantKey]*graph.Node
+	rows   map[string]int // report index by fqn
+}
+
+type quantKey struct {
+	x   *graph.Node
+	cfg ops.QuantizeConfig
+}
+
+// ConvertLinear rewrites, in a joint forward+backward graph, each
+// eligible linear layer's three GEMMs (its Linear node, role Fprop, and
+// the MatMul nodes with roles Dgrad and Wgrad linked to it) into Quantize
+// and ScaledMatMul nodes per the recipe:
+//
+//   - TE: delayed scaling with one fp8.Meta per tensor (input, weight,
+//     grad_output) stored in store under StateKey(fqn); HYBRID casts the
+//     forward tensors to E4M3 and grad_output to E5M2;
+//     OverrideLinearPrecision keeps any of fprop, dgrad and wgrad in
+//     float32; UseMXFP8BlockScaling casts every operand in MXFP8 blocks
+//     along its GEMM's contraction dimension instead.
+//   - AO: current scaling per operand cast config (tensorwise or
+//     axiswise; a disabled pair keeps that GEMM in float32).
+//   - MS-AMP: delayed scaling as TE's HYBRID with a one-step window and
+//     power-of-two scales.
+//
+// A layer is eligible when both weight dims are divisible by 16 (with the
+// AO recipe, torchao's default filter or the given one decides, and
+// PadInnerDim admits other sizes). A layer that is not eligible is
+// skipped alone and the report says why. The original nodes stay in the
+// graph, unused, so ConvertModel can convert back. Converting a layer a
+// second time changes nothing and is reported.
+func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report, error) {
+	if cfg.Recipe == nil {
+		return Report{}, fmt.Errorf("passes: convert linear: no recipe")
+	}
+	if err := cfg.Recipe.Validate(); err != nil {
+		return Report{}, fmt.Errorf("passes: convert linear: %w", err)
+	}
+	if store == nil {
+		return Report{}, fmt.Errorf("passes: convert linear: no parameter store")
+	}
+	if err := g.Err(); err != nil {
+		return Report{}, fmt.Errorf("passes: convert linear: graph has errors: %w", err)
+	}
+	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend()},
+		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}}
+	switch r := cfg.Recipe.(type) {
+	case fp8.TERecipe:
+		c.te = r
+	case fp8.AORecipe:
+		c.ao = r
+	case fp8.MSAMPRecipe:
+		c.te, c.msamp = r.GEMMRecipe(), true
+	default:
+		return Report{}, fmt.Errorf("passes: convert linear: unsupported recipe %T", cfg.Recipe)
+	}
+	nodes := g.Nodes()
+	for _, n := range nodes {
+		if isLinear(n) {
+			if c.first == nil {
+				c.first = n
+			}
+			c.last = n
+		}
+	}
+	_, err := Rewrite(g, nodes,
+		Rule{Name: "fprop", Pattern: &Pattern{Op: "Linear", Roles: []graph.Role{graph.Fprop}}, Apply: c.fprop},
+		Rule{Name: "dgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Dgrad}}, Apply: c.backward},
+		Rule{Name: "wgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Wgrad}}, Apply: c.backward},
+	)
+	if err != nil {
+		return *c.report, fmt.Errorf("passes: convert linear: %w", err)
+	}
+	return *c.report, nil
+}
+
+func isLinear(n *graph.Node) bool { return n.Op().Type() == "Linear" && n.Role() == graph.Fprop }
+
+func (c *converter) backend() string { return c.cfg.Recipe.Backend() }
+
+// eligible decides whether a layer converts, and why not.
+func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
+	fqn := n.Name()
+	divisible := out%16 == 0 && in%16 == 0
+	dimsWhy := fmt.Sprintf("weight dims [%d %d] are not both divisible by 16", out, in)
+	if c.backend() != "ao" {
+		if !divisible {
+			return false, dimsWhy
+		}
+		if c.cfg.Filter != nil && !c.cfg.Filter(n, fqn) {
+			return false, "excluded by the filter"
+		}
+		return true, ""
+	}
+	switch {
+	case c.cfg.Filter != nil:
+		if !c.cfg.Filter(n, fqn) {
+			return false, "excluded by the filter"
+		}
+	case c.ao.ModuleFilter != nil:
+		if !c.ao.ModuleFilter(n, fqn) {
+			return false, "excluded by the recipe's module filter"
+		}
+	default:
+		if n == c.first {
+			return false, "first linear layer stays in high precision (torchao default filter)"
+		}
+		if n == c.last {
+			return false, "last linear layer stays in high precision (torchao default filter)"
+		}
+		if !divisible {
+			return false, dimsWhy + " (torchao default filter)"
+		}
+	}
+	if !divisible && !c.ao.PadInnerDim {
+		return false, dimsWhy + " and pad_inner_dim is off"
+	}
+	return true, ""
+}
+
+// gemm identifies one of a layer's three products.
+type gemm uint8
+
+const (
+	gemmFprop gemm = iota
+	gemmDgrad
+	gemmWgrad
+)
+
+var gemmNames = [...]string{"fprop", "dgrad", "wgrad"}
+
+// casts returns the configs of a GEMM's two operands, or ok = false when
+// the recipe keeps the GEMM in float32. axisA and axisB are the
+// contraction axes of the operands' 2-D views.
+func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.QuantizeConfig, ok bool) {
+	if c.backend() == "ao" {
+		var ca, cb fp8.CastConfig
+		tensors := [2]string{}
+		switch which {
+		case gemmFprop:
+			ca, cb, tensors = c.ao.Input, c.ao.Weight, [2]string{"input", "weight"}
+		case gemmDgrad:
+			ca, cb, tensors = c.ao.GradOutput, c.ao.WeightForGradInput, [2]string{"grad_output", "weight"}
+		default:
+			ca, cb, tensors = c.ao.GradOutputForGradWeight, c.ao.InputForGradWeight, [2]string{"grad_output", "input"}
+		}
+		if ca.Disabled || cb.Disabled {
+			return a, b, false
+		}
+		conv := func(cc fp8.CastConfig, axis int, tensor string) ops.QuantizeConfig {
+			q := ops.QuantizeConfig{Scaling: ops.Current, Format: cc.Format, Pow2: c.ao.RoundScalesToPowerOf2, Tensor: tensor}
+			if cc.Granularity == fp8.Axiswise {
+				q.Scaling, q.Axis = ops.Axiswise, axis
+			}
+			return q
+		}
+		return conv(ca, axisA, tensors[0]), conv(cb, axisB, tensors[1]), true
+	}
+	ov := c.te.OverrideLinearPrecision
+	if (which == gemmFprop && ov.Fprop) || (which == gemmDgrad && ov.Dgrad) || (which == gemmWgrad && ov.Wgrad) {
+		return a, b, false
+	}
+	fwd, bwd := c.te.Format.Forward(), c.te.Format.Backward()
+	mk := func(tensor string, axis int) ops.QuantizeConfig {
+		f, meta := fwd, (*fp8.Meta)(nil)
+		switch tensor {
+		case "input":
+			meta = l.state.Input
+		case "weight":
+			meta = l.state.Weight
+		default:
+			f, meta = bwd, l.state.GradOutput
+		}
+		if c.te.UseMXFP8BlockScaling {
+			return ops.QuantizeConfig{Scaling: ops.Block, Format: f, Axis: axis, Rule: c.te.MXFP8Rule, Tensor: tensor}
+		}
+		return ops.QuantizeConfig{Scaling: ops.Delayed, Format: f, Meta: meta, Tensor: tensor}
+	}
+	switch which {
+	case gemmFprop:
+		return mk("input", axisA), mk("weight", axisB), true
+	case gemmDgrad:
+		return mk("grad_output", axisA), mk("weight", axisB), true
+	default:
+		return mk("grad_output", axisA), mk("input", axisB), true
+	}
+}
+
+// quantize returns the (shared) Quantize node casting x per cfg.
+func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *graph.Node {
+	k := quantKey{x, cfg}
+	if q, ok := c.quant[k]; ok {
+		return q
+	}
+	name := l.fqn + "/quantize." + cfg.Tensor
+	if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block {
+		name += fmt.Sprintf(".axis%d", cfg.Axis)
+	}
+	q := ops.QuantizeNamed(name, x, cfg)
+	c.quant[k] = q
+	return q
+}
+
+// layerState returns the layer's scaling state, creating it in the store
+// (or reusing one already there, e.g. from a checkpoint).
+func (c *converter) layerState(fqn string) (*LayerState, error) {
+	key := StateKey(fqn)
+	if st, ok := c.store.State(key).(*LayerState); ok && st != nil {
+		if st.Backend != c.backend() {
+			return nil, fmt.Errorf("layer %q already has %s scaling state; it cannot convert with the %s recipe", fqn, st.Backend, c.backend())
+		}
+		return st, nil
+	}
+	st := &LayerState{Backend: c.backend()}
+	if c.backend() != "ao" && !c.te.UseMXFP8BlockScaling {
+		st.Input, st.Weight, st.GradOutput = c.te.NewMeta(false), c.te.NewMeta(false), c.te.NewMeta(true)
+		if c.msamp {
+			st.Input.Pow2, st.Weight.Pow2, st.GradOutput.Pow2 = true, true, true
+		}
+	}
+	c.store.SetState(key, st)
+	return st, nil
+}
+
+func (c *converter) addReport(lr LayerReport) {
+	c.rows[lr.FQN] = len(c.report.Layers)
+	c.report.Layers = append(c.report.Layers, lr)
+}
+
+// fprop converts a layer's forward GEMM, deciding eligibility.
+func (c *converter) fprop(n *graph.Node, _ Match) (*graph.Node, error) {
+	fqn := n.Name()
+	w := n.Input(1)
+	out, in := w.Shape()[0], w.Shape()[1]
+	lr := LayerReport{FQN: fqn, Out: out, In: in}
+	if l, ok := c.reg.byNode[n]; ok {
+		if l.fp8 {
+			lr.Converted, lr.FP8, lr.Reason = true, l.gemmsFP8(), "already FP8 (unchanged)"
+			c.addReport(lr)
+			return nil, nil
+		}
+		if l.fpFprop != nil || l.fpDgrad != nil || l.fpWgrad != nil { // converted before, then reverted
+			if err := l.point(c.g, true); err != nil {
+				return nil, err
+			}
+			lr.Converted, lr.FP8, lr.Reason = true, l.gemmsFP8(), "converted again (earlier FP8 nodes reused)"
+			c.addReport(lr)
+			return nil, nil
+		}
+	}
+	ok, why := c.eligible(n, out, in)
+	if !ok {
+		lr.Reason = why
+		c.addReport(lr)
+		return nil, nil
+	}
+	st, err := c.layerState(fqn)
+	if err != nil {
+		return nil, err
+	}
+	l := &layer{fqn: fqn, hpFprop: n, state: st, fp8: true}
+	c.reg.add(l)
+	lr.Converted = true
+	c.addReport(lr)
+	qa, qb, fp := c.casts(l, gemmFprop, 1, 1)
+	if !fp {
+		c.noteKept(l, "fprop")
+		return nil, nil
+	}
+	x := n.Input(0)
+	var bias *graph.Node
+	if n.NumInputs() == 3 {
+		bias = n.Input(2)
+	}
+	y := ops.ScaledMatMul(fqn+".fp8", c.quantize(l, x, qa), c.quantize(l, w, qb), false, true, bias)
+	if y == nil || y.DType() == graph.Invalid {
+		return nil, fmt.Errorf("layer %q: %w", fqn, c.g.Err())
+	}
+	y.SetRole(graph.Fprop, nil)
+	l.fpFprop = y
+	c.report.Layers[c.rows[fqn]].FP8 = l.gemmsFP8()
+	return y, nil
+}
+
+func (c *converter) noteKept(l *layer, gemmName string) {
+	i := c.rows[l.fqn]
+	r := &c.report.Layers[i]
+	msg := gemmName + " kept in float32 by the recipe"
+	if r.Reason == "" {
+		r.Reason = msg
+	} else {
+		r.Reason += "; " + msg
+	}
+	r.FP8 = l.gemmsFP8()
+}
+
+// backward converts a Dgrad or Wgrad GEMM of a converted layer.
+func (c *converter) backward(n *graph.Node, _ Match) (*graph.Node, error) {
+	l, ok := c.reg.byNode[n.Forward()]
+	if !ok {
+		return nil, nil
+	}
+	dgrad := n.Role() == graph.Dgrad
+	if (dgrad && l.hpDgrad != nil) || (!dgrad && l.hpWgrad != nil) {
+		return nil, nil // converted earlier (this is the same node)
+	}
+	if _, fresh := c.rows[l.fqn]; !fresh || !l.fp8 {
+		return nil, nil
+	}
+	tA, tB, isMM := ops.MatMulFlags(n)
+	if !isMM {
+		return nil, nil
+	}
+	dy2 := n.Input(0)
+	fwd := l.fpFprop
+	if fwd == nil {
+		fwd = l.hpFprop
+	}
+	if dgrad {
+		l.hpDgrad = n
+		// dx = dy·W: dy contracts over its last axis, W over its rows.
+		if tA || tB {
+			return nil, fmt.Errorf("layer %q: unexpected dgrad layout %v", l.fqn, n)
+		}
+		qa, qb, fp := c.casts(l, gemmDgrad, 1, 0)
+		if !fp {
+			c.noteKept(l, "dgrad")
+			return nil, nil
+		}
+		dx := ops.ScaledMatMul(l.fqn+".dgrad.fp8", c.quantize(l, dy2, qa), c.quantize(l, l.hpFprop.Input(1), qb), false, false, nil)
+		dx.SetRole(graph.Dgrad, fwd)
+		l.fpDgrad = dx
+		c.report.Layers[c.rows[l.fqn]].FP8 = l.gemmsFP8()
+		return dx, nil
+	}
+	l.hpWgrad = n
+	// dW = dyᵀ·x: both contract over the rows.
+	if !tA || tB {
+		return nil, fmt.Errorf("layer %q: unexpected wgrad layout %v", l.fqn, n)
+	}
+	qa, qb, fp := c.casts(l, gemmWgrad, 0, 0)
+	if !fp {
+		c.noteKept(l, "wgrad")
+		return nil, nil
+	}
+	dw := ops.ScaledMatMul(l.fqn+".wgrad.fp8", c.quantize(l, dy2, qa), c.quantize(l, l.hpFprop.Input(0), qb), true, false, nil)
+	dw.SetRole(graph.Wgrad, fwd)
+	l.fpWgrad = dw
+	c.report.Layers[c.rows[l.fqn]].FP8 = l.gemmsFP8()
+	return dw, nil
+}
+
+// gemmsFP8 lists the layer's GEMMs that have FP8 replacements.
+func (l *layer) gemmsFP8() []string {
+	var out []string
+	for i, n := range []*graph.Node{l.fpFprop, l.fpDgrad, l.fpWgrad} {
+		if n != nil {
+			out = append(out, gemmNames[i])
+		}
+	}
+	return out
+}
+
+// point makes the layer's consumers read its FP8 nodes (toFP8) or the
+// original ones.
+func (l *layer) point(g *graph.Graph, toFP8 bool) error {
+	pairs := [][2]*graph.Node{{l.hpFprop, l.fpFprop}, {l.hpDgrad, l.fpDgrad}, {l.hpWgrad, l.fpWgrad}}
+	for i, p := range pairs {
+		hp, fp := p[0], p[1]
+		if hp == nil || fp == nil {
+			continue
+		}
+		if i == 0 && l.autocast != nil {
+			// Consumers read the Switch; it keeps both branches.
+			continue
+		}
+		from, to := fp, hp
+		if toFP8 {
+			from, to = hp, fp
+		}
+		if err := g.ReplaceUses(from, to); err != nil {
+			return fmt.Errorf("layer %q: %w", l.fqn, err)
+		}
+	}
+	if l.autocast != nil {
+		from, to := l.autocast, l.hpFprop
+		if toFP8 {
+			from, to = l.hpFprop, l.autocast
+		}
+		if err := replaceUsesExcept(g, from, to, l.autocast); err != nil {
+			return err
+		}
+	}
+	l.fp8 = toFP8
+	return nil
+}
+
+// replaceUsesExcept is ReplaceUses that leaves the inputs of skip alone.
+func replaceUsesExcept(g *graph.Graph, old, new, skip *graph.Node) error {
+	if skip == nil {
+		return g.ReplaceUses(old, new)
+	}
+	keep := skip.Inputs()
+	if err := g.ReplaceUses(old, new); err != nil {
+		return err
+	}
+	for i, in := range keep {
+		if skip.Input(i) != in {
+			if err := graph.SetInput(skip, i, in); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

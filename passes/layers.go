@@ -1,0 +1,162 @@
+package passes
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+)
+
+// LayerState is the FP8 scaling state of one linear layer, shared by all
+// its casts and kept in the parameter store (under StateKey(fqn)) so that
+// training and evaluation programs share it and checkpoints save it.
+// Metas are nil for recipes without delayed scaling.
+type LayerState struct {
+	Backend                   string
+	Input, Weight, GradOutput *fp8.Meta
+}
+
+// StateKey is the store key of a layer's LayerState.
+func StateKey(fqn string) string { return fqn + ".fp8_state" }
+
+// layer is what the passes know about one linear layer of a graph.
+type layer struct {
+	fqn                       string
+	hpFprop, hpDgrad, hpWgrad *graph.Node // the original GEMMs
+	fpFprop, fpDgrad, fpWgrad *graph.Node // their FP8 replacements (nil: kept in high precision)
+	autocast                  *graph.Node // Autowrap's Switch, if any
+	fp8                       bool        // consumers currently read the FP8 nodes
+	state                     *LayerState
+}
+
+// lnFusion records one LayerNorm fused into an FP8 cast.
+type lnFusion struct {
+	ln, quantize, fused *graph.Node
+	active              bool
+}
+
+// registry is kept as a graph annotation.
+type registry struct {
+	layers  map[string]*layer
+	order   []string
+	byNode  map[*graph.Node]*layer // original fprop node → layer
+	ln      []*lnFusion
+	wrapped bool
+}
+
+const registryKey = "passes.registry"
+
+func registryOf(g *graph.Graph) *registry {
+	if r, ok := g.Attr(registryKey).(*registry); ok {
+		return r
+	}
+	r := &registry{layers: map[string]*layer{}, byNode: map[*graph.Node]*layer{}}
+	g.SetAttr(registryKey, r)
+	return r
+}
+
+func (r *registry) add(l *layer) {
+	if _, ok := r.layers[l.fqn]; !ok {
+		r.order = append(r.order, l.fqn)
+	}
+	r.layers[l.fqn] = l
+	r.byNode[l.hpFprop] = l
+}
+
+// LayerReport says what a pass did with one linear layer.
+type LayerReport struct {
+	// FQN is the layer's fully qualified name.
+	FQN string
+	// Out and In are the weight's dimensions.
+	Out, In int
+	// Converted reports whether the layer now runs in FP8.
+	Converted bool
+	// FP8 lists the GEMMs that run in FP8 ("fprop", "dgrad", "wgrad").
+	FP8 []string
+	// Reason explains a skip or a partial conversion.
+	Reason string
+}
+
+// Report is the outcome of a conversion, one entry per linear layer in
+// graph order.
+type Report struct {
+	Backend string
+	Layers  []LayerReport
+	// Notes holds pass-level remarks (fusions, repeated application).
+	Notes []string
+}
+
+// Converted returns the names of the converted layers.
+func (r Report) Converted() []string {
+	var out []string
+	for _, l := range r.Layers {
+		if l.Converted {
+			out = append(out, l.FQN)
+		}
+	}
+	return out
+}
+
+// Layer returns the entry for fqn.
+func (r Report) Layer(fqn string) (LayerReport, bool) {
+	for _, l := range r.Layers {
+		if l.FQN == fqn {
+			return l, true
+		}
+	}
+	return LayerReport{}, false
+}
+
+// String formats the report as a table.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "FP8 conversion (%s backend):\n", r.Backend)
+	w := 5
+	for _, l := range r.Layers {
+		w = max(w, len(l.FQN))
+	}
+	for _, l := range r.Layers {
+		status := "kept float32"
+		if l.Converted {
+			status = "FP8 " + strings.Join(l.FP8, "+")
+		}
+		fmt.Fprintf(&b, "  %-*s  [%d %d]  %-22s %s\n", w, l.FQN, l.Out, l.In, status, l.Reason)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	return b.String()
+}
+
+// HasFP8Layers reports whether any linear layer of g currently runs in
+// FP8 (Accelerate's has_transformer_engine_layers / has_ao_layers).
+func HasFP8Layers(g *graph.Graph) bool {
+	r, ok := g.Attr(registryKey).(*registry)
+	if !ok {
+		return false
+	}
+	for _, l := range r.layers {
+		if l.fp8 {
+			return true
+		}
+	}
+	return false
+}
+
+// FP8Layers returns the names of the layers of g that run in FP8, sorted.
+func FP8Layers(g *graph.Graph) []string {
+	r, ok := g.Attr(registryKey).(*registry)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for name, l := range r.layers {
+		if l.fp8 {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

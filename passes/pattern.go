@@ -1,0 +1,103 @@
+// Package passes is Octet's FP8 graph compiler: rewrites of a joint
+// forward+backward graph that turn eligible linear layers into FP8
+// operations carrying their scaling state (ConvertLinear), fuse a
+// LayerNorm into the FP8 cast that follows it (ConvertLN), give training
+// and evaluation programs their FP8 behaviour (Autowrap), convert a model
+// either way (ConvertModel, HasFP8Layers), and do all of it in one call
+// the way Accelerate's prepare does (Prepare).
+//
+// A rewrite is a small table of rules, each a pattern over nodes and a
+// function that builds the replacement (Rewrite); passes run in a named
+// pipeline that verifies the graph between stages and can dump it before
+// and after each one (Pipeline).
+package passes
+
+import (
+	"slices"
+
+	"github.com/octetml/octet/graph"
+)
+
+// Pattern matches a node and, optionally, its inputs.
+type Pattern struct {
+	// Op is the op type to match ("Linear"); empty matches any op.
+	Op string
+	// Roles lists the roles that match; empty matches any role.
+	Roles []graph.Role
+	// Bind names the matched node in the Match.
+	Bind string
+	// Inputs, if not nil, must match the node's inputs one for one.
+	Inputs []*Pattern
+	// Where is an extra condition.
+	Where func(*graph.Node) bool
+}
+
+// Match maps the Bind names of a pattern to the nodes they matched.
+type Match map[string]*graph.Node
+
+// match reports whether n matches p, filling m.
+func (p *Pattern) match(n *graph.Node, m Match) bool {
+	if n == nil {
+		return false
+	}
+	if p.Op != "" && n.Op().Type() != p.Op {
+		return false
+	}
+	if len(p.Roles) > 0 && !slices.Contains(p.Roles, n.Role()) {
+		return false
+	}
+	if p.Inputs != nil {
+		if len(p.Inputs) != n.NumInputs() {
+			return false
+		}
+		for i, ip := range p.Inputs {
+			if ip != nil && !ip.match(n.Input(i), m) {
+				return false
+			}
+		}
+	}
+	if p.Where != nil && !p.Where(n) {
+		return false
+	}
+	if p.Bind != "" {
+		m[p.Bind] = n
+	}
+	return true
+}
+
+// Rule is one rewrite: nodes matching Pattern are handed to Apply, which
+// returns the node that replaces the match's root in every consumer, or
+// nil to leave it (for example when the layer is not eligible).
+type Rule struct {
+	Name    string
+	Pattern *Pattern
+	Apply   func(root *graph.Node, m Match) (*graph.Node, error)
+}
+
+// Rewrite applies rules in order, each to every node of nodes that
+// matches it, and returns how many replacements each rule made. Replaced
+// nodes stay in the graph (unused), so a rewrite can be undone by
+// pointing consumers back at them.
+func Rewrite(g *graph.Graph, nodes []*graph.Node, rules ...Rule) (map[string]int, error) {
+	counts := map[string]int{}
+	for _, r := range rules {
+		for _, n := range nodes {
+			m := Match{}
+			if !r.Pattern.match(n, m) {
+				continue
+			}
+			repl, err := r.Apply(n, m)
+			if err != nil {
+				return counts, err
+			}
+			if repl == nil || repl == n {
+				continue
+			}
+			if err := g.ReplaceUses(n, repl); err != nil {
+				return counts, err
+			}
+			counts[r.Name]++
+		}
+	}
+	return counts, g.Err()
+}

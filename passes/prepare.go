@@ -1,0 +1,95 @@
+package passes
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+)
+
+// Config configures Prepare.
+type Config struct {
+	// Recipe chooses the backend: fp8.TERecipe, fp8.AORecipe or
+	// fp8.MSAMPRecipe.
+	Recipe fp8.Recipe
+	// TrainOutputs are the training program's outputs (the loss and the
+	// gradients); EvalOutputs the evaluation program's.
+	TrainOutputs, EvalOutputs []*graph.Node
+	// Filter restricts which linear layers convert (see LinearConfig).
+	Filter func(n *graph.Node, fqn string) bool
+	// NoLayerNormFusion skips ConvertLN.
+	NoLayerNormFusion bool
+	// Dump, DOTDir and Log are the pipeline's (see Pipeline).
+	Dump   io.Writer
+	DOTDir string
+	Log    io.Writer
+}
+
+// Prepared is what Prepare returns.
+type Prepared struct {
+	// Train and Eval are the compiled programs; they share the store.
+	Train, Eval *graph.Program
+	// Report says what happened to each linear layer.
+	Report Report
+}
+
+// Prepare does for a graph what Accelerate's
+// Accelerator(mixed_precision="fp8", kwargs_handlers=[recipe]).prepare
+// does for a model: it picks the backend from the recipe, runs the FP8
+// pipeline (ConvertLinear, ConvertLN, Autowrap) with a verifier between
+// stages, and compiles a training and an evaluation program. Evaluation
+// runs float32 unless a TE recipe sets UseAutocastDuringEval; AO and
+// MS-AMP layers stay FP8 in evaluation, as their module swaps do.
+func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) {
+	if cfg.Recipe == nil {
+		return nil, fmt.Errorf("passes: prepare: no recipe")
+	}
+	if len(cfg.TrainOutputs) == 0 {
+		return nil, fmt.Errorf("passes: prepare: no training outputs")
+	}
+	evalFP8 := true
+	if te, ok := cfg.Recipe.(fp8.TERecipe); ok {
+		evalFP8 = te.UseAutocastDuringEval
+	}
+	var rep Report
+	pl := Pipeline{
+		Outputs: cfg.TrainOutputs, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log,
+		Passes: []Pass{
+			{Name: "ConvertLinear", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
+				r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter})
+				rep = r
+				return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
+			}},
+		},
+	}
+	if !cfg.NoLayerNormFusion {
+		pl.Passes = append(pl.Passes, Pass{Name: "ConvertLN", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
+			r, err := ConvertLN(g, cfg.TrainOutputs...)
+			rep.Notes = append(rep.Notes, r.Notes...)
+			return fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)), err
+		}})
+	}
+	pl.Passes = append(pl.Passes, Pass{Name: "Autowrap", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
+		r, err := Autowrap(g, AutowrapConfig{EvalFP8: evalFP8})
+		rep.Notes = append(rep.Notes, r.Notes...)
+		if len(r.Notes) > 0 {
+			return r.Notes[0], err
+		}
+		return "", err
+	}})
+	if err := pl.Run(g); err != nil {
+		return nil, err
+	}
+	train, err := graph.Compile(g, store, graph.Options{Training: true}, cfg.TrainOutputs...)
+	if err != nil {
+		return nil, fmt.Errorf("passes: prepare: training program: %w", err)
+	}
+	p := &Prepared{Train: train, Report: rep}
+	if len(cfg.EvalOutputs) > 0 {
+		if p.Eval, err = graph.Compile(g, store, graph.Options{}, cfg.EvalOutputs...); err != nil {
+			return nil, fmt.Errorf("passes: prepare: evaluation program: %w", err)
+		}
+	}
+	return p, nil
+}
