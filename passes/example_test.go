@@ -1,0 +1,44 @@
+package passes_test
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
+)
+
+// Prepare converts a model's eligible linear layers to FP8 and compiles
+// its training and evaluation programs, like Accelerate's prepare.
+func ExamplePrepare() {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 4, 32)
+	y := g.Input("labels", graph.Int32, 4)
+	w1, w2 := g.Param("mlp.fc1.weight", 64, 32), g.Param("mlp.fc2.weight", 10, 64)
+	logits := ops.Linear("mlp.fc2", ops.ReLU(ops.Linear("mlp.fc1", x, w1, nil)), w2, nil)
+	loss := ops.CrossEntropy(logits, y)
+	grads, _ := graph.Grad(loss, w1, w2)
+
+	store := graph.NewStore()
+	_ = store.Init(g, func(_ *graph.Node, v []float32) {
+		for i := range v {
+			v[i] = float32(i%7-3) * 0.05
+		}
+	})
+	prep, err := passes.Prepare(g, store, passes.Config{
+		Recipe:       fp8.TERecipe{Margin: 0}, // Accelerate's TERecipeKwargs defaults
+		TrainOutputs: []*graph.Node{loss, grads[0], grads[1]},
+		EvalOutputs:  []*graph.Node{logits},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(prep.Report.Converted())
+	l, _ := prep.Report.Layer("mlp.fc2")
+	fmt.Println(l.Reason)
+	// Output:
+	// [mlp.fc1]
+	// weight dims [10 64] are not both divisible by 16
+}
