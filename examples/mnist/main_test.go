@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/octetml/octet/data/mnist"
+	"github.com/stretchr/testify/require"
+)
+
+// A few hundred steps on a subset: the loss falls, held-out accuracy
+// passes a bar in float32 and FP8, the plot is a PNG and the last line is
+// the JSON summary.
+func TestShortTraining(t *testing.T) {
+	plotPath := filepath.Join(t.TempDir(), "loss.png")
+	cfg := config{precision: "both", recipe: "te", format: "HYBRID", aoRecipe: "tensorwise", epochs: 5, batch: 64,
+		hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, plot: plotPath, json: true, limit: 4000}
+	var out bytes.Buffer
+	require.NoError(t, run(cfg, &out))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var summary struct {
+		Precision       string   `json:"precision"`
+		Recipe          string   `json:"recipe"`
+		TestAccuracy    float64  `json:"test_accuracy"`
+		FinalLoss       float64  `json:"final_loss"`
+		MsPerStep       float64  `json:"ms_per_step"`
+		Steps           int      `json:"steps"`
+		ConvertedLayers []string `json:"converted_layers"`
+		Runs            []struct {
+			Precision    string  `json:"precision"`
+			TestAccuracy float64 `json:"test_accuracy"`
+			FinalLoss    float64 `json:"final_loss"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &summary))
+	require.Equal(t, "fp8", summary.Precision)
+	require.Equal(t, "te/HYBRID", summary.Recipe)
+	require.Equal(t, 5*(4000/64), summary.Steps)
+	require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, summary.ConvertedLayers, "the 64→10 head stays float32")
+	require.Len(t, summary.Runs, 2)
+	for _, r := range summary.Runs {
+		require.GreaterOrEqual(t, r.TestAccuracy, 0.9, r.Precision)
+		require.Less(t, r.FinalLoss, 0.5, r.Precision)
+	}
+	require.InDelta(t, summary.Runs[0].TestAccuracy, summary.Runs[1].TestAccuracy, 0.02)
+	require.Greater(t, summary.MsPerStep, 0.0)
+
+	f, err := os.Open(plotPath)
+	require.NoError(t, err)
+	defer f.Close()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	require.Greater(t, img.Bounds().Dx(), 300)
+}
+
+func TestLossFalls(t *testing.T) {
+	train, test, err := mnist.Load("")
+	require.NoError(t, err)
+	cfg := config{epochs: 3, batch: 64, hidden: []int{64}, lr: 3e-3, seed: 5, recipe: "ao", aoRecipe: "tensorwise"}
+	r, err := trainOne(cfg, "fp8", train.Subset(4000), test)
+	require.NoError(t, err)
+	mean := func(s []float32) float64 {
+		var m float64
+		for _, v := range s {
+			m += float64(v)
+		}
+		return m / float64(len(s))
+	}
+	first, last := mean(r.Losses[:20]), mean(r.Losses[len(r.Losses)-20:])
+	require.Less(t, last, first/3, "loss falls: %.3f → %.3f", first, last)
+	require.Empty(t, r.Converted, "AO's default filter keeps the first and last (here: only) linear layers high precision")
+	require.GreaterOrEqual(t, r.TestAccuracy, 0.88)
+}
+
+func TestBadFlags(t *testing.T) {
+	base := config{precision: "fp8", recipe: "te", format: "HYBRID", epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3}
+	for _, c := range []struct {
+		mut  func(*config)
+		says string
+	}{
+		{func(c *config) { c.precision = "bf16" }, "-precision"},
+		{func(c *config) { c.recipe = "msamp" }, "msamp"},
+		{func(c *config) { c.recipe = "xx" }, "-recipe"},
+		{func(c *config) { c.format = "E3M4" }, "E3M4"},
+		{func(c *config) { c.dataDir = "/nonexistent" }, mnist.TrainImages},
+	} {
+		cfg := base
+		c.mut(&cfg)
+		err := run(cfg, &bytes.Buffer{})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), c.says)
+	}
+	_, err := parseHidden("512,x")
+	require.ErrorContains(t, err, "x")
+	h, err := parseHidden("512, 256")
+	require.NoError(t, err)
+	require.Equal(t, []int{512, 256}, h)
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/octetml/octet/data/mnist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// evalBatch divides the 10 000 test images evenly.
+const evalBatch = 1000
+
+// result is one training run.
+type result struct {
+	Precision    string
+	Recipe       string
+	TestAccuracy float64
+	FinalLoss    float64
+	MsPerStep    float64
+	Steps        int
+	Converted    []string
+	Losses       []float32 // per step
+}
+
+func (r *result) fields() map[string]any {
+	conv := r.Converted
+	if conv == nil {
+		conv = []string{}
+	}
+	return map[string]any{
+		"precision": r.Precision, "recipe": r.Recipe, "test_accuracy": r.TestAccuracy,
+		"final_loss": r.FinalLoss, "ms_per_step": r.MsPerStep, "steps": r.Steps, "converted_layers": conv,
+	}
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+func makeRecipe(cfg config) (fp8.Recipe, error) {
+	switch cfg.recipe {
+	case "te":
+		f, err := fp8.ParseFormatRecipe(cfg.format)
+		if err != nil {
+			return nil, fmt.Errorf("-format: %w", err)
+		}
+		return fp8.TERecipeFromEnv(fp8.TERecipe{Format: f})
+	case "ao":
+		r, err := fp8.NewAORecipe(cfg.aoRecipe)
+		if err != nil {
+			return nil, fmt.Errorf("-ao: %w", err)
+		}
+		return fp8.AORecipeFromEnv(r)
+	}
+	return nil, fmt.Errorf("-recipe %q: want te or ao", cfg.recipe)
+}
+
+func recipeLabel(cfg config, precision string) string {
+	switch {
+	case precision == "fp32":
+		return "-"
+	case cfg.recipe == "te":
+		return "te/" + cfg.format
+	default:
+		return "ao/" + cfg.aoRecipe
+	}
+}
+
+// model builds the MLP on a new graph for a batch size.
+type model struct {
+	g       *graph.Graph
+	b       *nn.Builder
+	x, y    *graph.Node
+	logits  *graph.Node
+	loss    *graph.Node
+	params  []*graph.Node
+	grads   []*graph.Node
+	trainOf []*graph.Node
+}
+
+func buildModel(cfg config, batch int, withLoss bool) (*model, error) {
+	m := &model{g: graph.New()}
+	m.b = nn.NewBuilder(m.g)
+	m.x = m.g.Input("x", graph.Float32, batch, mnist.Pixels)
+	sizes := append(append([]int{mnist.Pixels}, cfg.hidden...), 10)
+	mlp, err := nn.NewMLP(m.b, "mlp", sizes, nn.ReLU, nn.Dropout{})
+	if err != nil {
+		return nil, err
+	}
+	m.logits = mlp.Forward(m.x)
+	m.params = m.b.Params()
+	if withLoss {
+		m.y = m.g.Input("labels", graph.Int32, batch)
+		m.loss = ops.CrossEntropy(m.logits, m.y)
+		if m.grads, err = graph.Grad(m.loss, m.params...); err != nil {
+			return nil, err
+		}
+		m.trainOf = append([]*graph.Node{m.loss}, m.grads...)
+	}
+	return m, m.g.Err()
+}
+
+// trainOne trains and evaluates one precision.
+func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, error) {
+	tm, err := buildModel(cfg, cfg.batch, true)
+	if err != nil {
+		return nil, err
+	}
+	em, err := buildModel(cfg, evalBatch, false)
+	if err != nil {
+		return nil, err
+	}
+	store := graph.NewStore()
+	if err := tm.b.Init(store, cfg.seed); err != nil {
+		return nil, err
+	}
+	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
+	var trainProg, evalProg *graph.Program
+	if precision == "fp8" {
+		recipe, err := makeRecipe(cfg)
+		if err != nil {
+			return nil, err
+		}
+		prep, err := passes.Prepare(tm.g, store, passes.Config{Recipe: recipe, TrainOutputs: tm.trainOf})
+		if err != nil {
+			return nil, err
+		}
+		trainProg, res.Converted = prep.Train, prep.Report.Converted()
+		eprep, err := passes.Prepare(em.g, store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{em.logits}})
+		if err != nil {
+			return nil, err
+		}
+		evalProg = eprep.Eval
+	} else {
+		if trainProg, err = graph.Compile(tm.g, store, graph.Options{Training: true}, tm.trainOf...); err != nil {
+			return nil, err
+		}
+		if evalProg, err = graph.Compile(em.g, store, graph.Options{}, em.logits); err != nil {
+			return nil, err
+		}
+	}
+	params, err := optim.Bind(store, trainProg, tm.params, tm.grads)
+	if err != nil {
+		return nil, err
+	}
+	opt := optim.NewAdamW(params, float32(cfg.weightDecay))
+	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed)
+	if err != nil {
+		return nil, err
+	}
+	steps := cfg.epochs * loader.BatchesPerEpoch()
+	if steps == 0 {
+		return nil, fmt.Errorf("no training steps (epochs %d, batch %d, %d examples)", cfg.epochs, cfg.batch, train.Len())
+	}
+	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, steps/10), Total: steps}
+	var bar *progressbar.ProgressBar
+	if cfg.progress {
+		bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionShowIts(), progressbar.OptionSetItsString("steps"),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
+	res.Losses = make([]float32, 0, steps)
+	var busy time.Duration
+	for step := 0; step < steps; step++ {
+		loader.Next(xb, yb)
+		start := time.Now()
+		if err := trainProg.FeedFloat32(tm.x, xb); err != nil {
+			return nil, err
+		}
+		if err := trainProg.FeedInt32(tm.y, yb); err != nil {
+			return nil, err
+		}
+		if err := trainProg.Run(); err != nil {
+			return nil, err
+		}
+		opt.Step(sched.LR(step))
+		busy += time.Since(start)
+		l, _ := trainProg.Scalar(tm.loss)
+		res.Losses = append(res.Losses, l)
+		if bar != nil {
+			if step%20 == 0 {
+				bar.Describe(fmt.Sprintf("%s epoch %d/%d loss %.4f", precision, loader.Epoch()+1, cfg.epochs, l))
+			}
+			_ = bar.Add(1)
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	res.Steps = steps
+	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(steps)
+	tail := res.Losses[max(0, len(res.Losses)-100):]
+	var sum float64
+	for _, l := range tail {
+		sum += float64(l)
+	}
+	res.FinalLoss = sum / float64(len(tail))
+	res.TestAccuracy, err = evaluate(evalProg, em, test)
+	return res, err
+}
+
+// evaluate returns the accuracy on the test set.
+func evaluate(p *graph.Program, m *model, test *mnist.Set) (float64, error) {
+	correct, total := 0, 0
+	for start := 0; start+evalBatch <= test.Len(); start += evalBatch {
+		if err := p.FeedFloat32(m.x, test.Images[start*mnist.Pixels:(start+evalBatch)*mnist.Pixels]); err != nil {
+			return 0, err
+		}
+		if err := p.Run(); err != nil {
+			return 0, err
+		}
+		out := p.Float32(m.logits)
+		for i := 0; i < evalBatch; i++ {
+			row := out[i*10 : i*10+10]
+			best := 0
+			for c := range row {
+				if row[c] > row[best] {
+					best = c
+				}
+			}
+			if int32(best) == test.Labels[start+i] {
+				correct++
+			}
+			total++
+		}
+	}
+	if total == 0 {
+		return 0, fmt.Errorf("the test set has fewer than %d images", evalBatch)
+	}
+	return float64(correct) / float64(total), nil
+}

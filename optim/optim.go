@@ -1,0 +1,214 @@
+// Package optim updates parameters in place from their gradients: SGD
+// (momentum, Nesterov), Adam and AdamW with bias correction, global-norm
+// gradient clipping and learning-rate schedules. Optimizers allocate
+// their state once and nothing per step.
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/octetml/octet/graph"
+)
+
+// Param is one parameter: its values, its gradient (same length) and
+// whether weight decay applies to it.
+type Param struct {
+	Name  string
+	W, G  []float32
+	Decay bool
+}
+
+// Bind pairs each parameter node with its value in store and the buffer
+// of its gradient in prog (an output of the program). Weight decay is on
+// for parameters of rank ≥ 2 (weights, not biases or norms).
+func Bind(store *graph.Store, prog *graph.Program, params, grads []*graph.Node) ([]Param, error) {
+	if len(params) != len(grads) {
+		return nil, fmt.Errorf("optim: bind: %d parameters, %d gradients", len(params), len(grads))
+	}
+	out := make([]Param, len(params))
+	for i, p := range params {
+		w := store.Float32(p.Name())
+		if w == nil {
+			return nil, fmt.Errorf("optim: bind: parameter %q has no value in the store", p.Name())
+		}
+		g := prog.Float32(grads[i])
+		if g == nil {
+			return nil, fmt.Errorf("optim: bind: the gradient of %q is not an output of the program", p.Name())
+		}
+		if len(g) != len(w) {
+			return nil, fmt.Errorf("optim: bind: %q has %d values, its gradient %d", p.Name(), len(w), len(g))
+		}
+		out[i] = Param{Name: p.Name(), W: w, G: g, Decay: p.Shape().Rank() >= 2}
+	}
+	return out, nil
+}
+
+// Optimizer updates parameters from their gradients.
+type Optimizer interface {
+	// Step applies one update with learning rate lr.
+	Step(lr float32)
+	// Steps returns how many updates were applied.
+	Steps() int
+}
+
+// ClipGradNorm scales all gradients so that their global L2 norm is at
+// most maxNorm (PyTorch's clip_grad_norm_: factor maxNorm/(norm+1e-6)
+// when norm > maxNorm) and returns the norm before clipping. A
+// non-finite norm is returned as is and nothing is scaled.
+func ClipGradNorm(params []Param, maxNorm float32) float32 {
+	var s float64
+	for _, p := range params {
+		for _, g := range p.G {
+			s += float64(g) * float64(g)
+		}
+	}
+	norm := float32(math.Sqrt(s))
+	if norm <= maxNorm || math.IsNaN(float64(norm)) || math.IsInf(float64(norm), 0) {
+		return norm
+	}
+	f := maxNorm / (norm + 1e-6)
+	for _, p := range params {
+		for i := range p.G {
+			p.G[i] *= f
+		}
+	}
+	return norm
+}
+
+func state(params []Param) [][]float32 {
+	s := make([][]float32, len(params))
+	for i, p := range params {
+		s[i] = make([]float32, len(p.W))
+	}
+	return s
+}
+
+// SGD is stochastic gradient descent with optional momentum, Nesterov
+// momentum and L2 weight decay, in PyTorch's formulation.
+type SGD struct {
+	Params      []Param
+	Momentum    float32
+	Dampening   float32
+	Nesterov    bool
+	WeightDecay float32
+	buf         [][]float32
+	steps       int
+}
+
+// NewSGD returns SGD over params.
+func NewSGD(params []Param, momentum, weightDecay float32, nesterov bool) *SGD {
+	o := &SGD{Params: params, Momentum: momentum, Nesterov: nesterov, WeightDecay: weightDecay}
+	if momentum != 0 {
+		o.buf = state(params)
+	}
+	return o
+}
+
+// Steps returns the number of updates applied.
+func (o *SGD) Steps() int { return o.steps }
+
+// Step applies w -= lr·d, d being the (decayed) gradient or its momentum
+// buffer b = μ·b + (1−dampening)·g (b = g on the first step), with
+// Nesterov d = g + μ·b.
+func (o *SGD) Step(lr float32) {
+	first := o.steps == 0
+	o.steps++
+	mu, damp, wd := o.Momentum, 1-o.Dampening, o.WeightDecay
+	for pi, p := range o.Params {
+		w, g := p.W, p.G[:len(p.W)]
+		if o.buf == nil {
+			for i := range w {
+				d := g[i]
+				if p.Decay {
+					d += wd * w[i]
+				}
+				w[i] -= lr * d
+			}
+			continue
+		}
+		b := o.buf[pi][:len(w)]
+		for i := range w {
+			d := g[i]
+			if p.Decay {
+				d += wd * w[i]
+			}
+			if first {
+				b[i] = d
+			} else {
+				b[i] = mu*b[i] + damp*d
+			}
+			if o.Nesterov {
+				d += mu * b[i]
+			} else {
+				d = b[i]
+			}
+			w[i] -= lr * d
+		}
+	}
+}
+
+// Adam is Adam (L2 weight decay added to the gradient) or, with
+// Decoupled, AdamW (decay applied to the weights directly), with bias
+// correction, in PyTorch's formulation.
+type Adam struct {
+	Params       []Param
+	Beta1, Beta2 float32
+	Eps          float32
+	WeightDecay  float32
+	Decoupled    bool
+	m, v         [][]float32
+	steps        int
+}
+
+// NewAdam returns Adam with β = (0.9, 0.999), ε = 1e-8.
+func NewAdam(params []Param, weightDecay float32) *Adam {
+	return &Adam{Params: params, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: weightDecay, m: state(params), v: state(params)}
+}
+
+// NewAdamW returns AdamW with β = (0.9, 0.999), ε = 1e-8.
+func NewAdamW(params []Param, weightDecay float32) *Adam {
+	o := NewAdam(params, weightDecay)
+	o.Decoupled = true
+	return o
+}
+
+// Steps returns the number of updates applied.
+func (o *Adam) Steps() int { return o.steps }
+
+// Moments returns the first and second moment buffers of parameter i.
+func (o *Adam) Moments(i int) (m, v []float32) { return o.m[i], o.v[i] }
+
+// Step applies one update:
+//
+//	m = β1·m + (1−β1)·g,  v = β2·v + (1−β2)·g²
+//	w -= lr/(1−β1ᵗ) · m / (√v/√(1−β2ᵗ) + ε)
+//
+// with g += wd·w first (Adam) or w *= 1 − lr·wd first (AdamW).
+func (o *Adam) Step(lr float32) {
+	o.steps++
+	t := float64(o.steps)
+	bc1 := 1 - math.Pow(float64(o.Beta1), t)
+	bc2 := 1 - math.Pow(float64(o.Beta2), t)
+	stepSize := float32(float64(lr) / bc1)
+	bc2s := float32(math.Sqrt(bc2))
+	b1, b2, eps, wd := o.Beta1, o.Beta2, o.Eps, o.WeightDecay
+	for pi, p := range o.Params {
+		w := p.W
+		g, m, v := p.G[:len(w)], o.m[pi][:len(w)], o.v[pi][:len(w)]
+		decay := p.Decay && wd != 0
+		for i := range w {
+			gi := g[i]
+			if decay {
+				if o.Decoupled {
+					w[i] *= 1 - lr*wd
+				} else {
+					gi += wd * w[i]
+				}
+			}
+			m[i] = b1*m[i] + (1-b1)*gi
+			v[i] = b2*v[i] + (1-b2)*gi*gi
+			w[i] -= stepSize * m[i] / (float32(math.Sqrt(float64(v[i])))/bc2s + eps)
+		}
+	}
+}
