@@ -17,7 +17,9 @@ func plotLosses(path string, results []*result) error {
 	p := plot.New()
 	p.Title.Text = "MNIST MLP training loss"
 	p.X.Label.Text = "step"
-	p.Y.Label.Text = "cross-entropy (50-step average)"
+	p.Y.Label.Text = "cross-entropy (50-step average, log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Add(plotter.NewGrid())
 	colors := []color.Color{color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}, color.RGBA{G: 128, A: 255}}
 	for i, r := range results {
