@@ -39,15 +39,16 @@ func (o *Operand) kind() string {
 }
 
 // ScaledGEMM multiplies FP8 operands with float32 accumulation and a
-// float32 result, emulating a scaled FP8 matrix engine: operands are
-// decoded exactly (MXFP8 block scales, being powers of two, folded in
-// exactly), multiplied by the float32 GEMM, and tensorwise or axiswise
-// factors applied to the accumulated products, as torch._scaled_mm does.
-// It keeps its decode buffers, so Run allocates only when shapes grow.
+// float32 result, emulating a scaled FP8 matrix engine: the codes are
+// decoded to float32 while the GEMM packs its panels, with every scale
+// (tensorwise, axiswise or MXFP8 block) folded into the decoded value,
+// and the float32 micro-kernel does the rest. Each operand is read once,
+// one byte per element. Run allocates only when operand shapes grow.
 type ScaledGEMM struct {
-	gemm *kernels.Gemm
-	bufA []float32
-	bufB []float32
+	gemm           *kernels.Gemm
+	opA, opB       kernels.Operand
+	tabA, tabB     [256]float32
+	blockA, blockB []float32
 }
 
 // NewScaledGEMM returns a ScaledGEMM.
@@ -64,12 +65,10 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	if (a.Block != nil) != (b.Block != nil) && a.Codes != nil && b.Codes != nil {
 		return fmt.Errorf("fp8: scaled GEMM: MXFP8 needs block scales on both operands (A is %s, B is %s)", a.kind(), b.kind())
 	}
-	pa, err := g.prepare(&g.bufA, "A", &a, m, k, true)
-	if err != nil {
+	if err := prepare(&g.opA, &g.tabA, &g.blockA, "A", &a, m, k); err != nil {
 		return err
 	}
-	pb, err := g.prepare(&g.bufB, "B", &b, n, k, false)
-	if err != nil {
+	if err := prepare(&g.opB, &g.tabB, &g.blockB, "B", &b, n, k); err != nil {
 		return err
 	}
 	lda, ldb := k, n
@@ -79,76 +78,51 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	if b.Trans {
 		ldb = k
 	}
-	alpha := float32(1)
-	if a.Codes != nil && a.Block == nil && a.AxisScaleInv == nil {
-		alpha *= a.ScaleInv
-	}
-	if b.Codes != nil && b.Block == nil && b.AxisScaleInv == nil {
-		alpha *= b.ScaleInv
-	}
-	g.gemm.Run(a.Trans, b.Trans, m, n, k, alpha, pa, lda, pb, ldb, 0, c, n)
-	ra, rb := a.AxisScaleInv, b.AxisScaleInv
-	if a.Codes == nil || a.Block != nil {
-		ra = nil
-	}
-	if b.Codes == nil || b.Block != nil {
-		rb = nil
-	}
-	if ra != nil || rb != nil {
-		for i := 0; i < m; i++ {
-			row := c[i*n : i*n+n]
-			fa := float32(1)
-			if ra != nil {
-				fa = ra[i]
-			}
-			for j := range row {
-				f := fa
-				if rb != nil {
-					f = fa * rb[j]
-				}
-				row[j] *= f
-			}
-		}
-	}
+	g.gemm.RunOperands(a.Trans, b.Trans, m, n, k, 1, &g.opA, lda, &g.opB, ldb, 0, c, n)
 	return nil
 }
 
-// prepare returns the operand as float32 ready for the GEMM: F32 as it
-// is, FP8 decoded into buf (with MXFP8 scales folded in). outer is m for
-// A and n for B.
-func (g *ScaledGEMM) prepare(buf *[]float32, name string, o *Operand, outer, k int, isA bool) ([]float32, error) {
+// prepare fills the kernel operand for o: outer is m for A and n for B.
+func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, name string, o *Operand, outer, k int) error {
 	size := outer * k
+	*dst = kernels.Operand{}
 	if o.Codes == nil {
 		if len(o.F32) < size {
-			return nil, fmt.Errorf("fp8: scaled GEMM: float32 operand %s has %d elements, want %d", name, len(o.F32), size)
+			return fmt.Errorf("fp8: scaled GEMM: float32 operand %s has %d elements, want %d", name, len(o.F32), size)
 		}
-		return o.F32, nil
+		dst.F32 = o.F32
+		return nil
 	}
 	if len(o.Codes) < size {
-		return nil, fmt.Errorf("fp8: scaled GEMM: operand %s has %d codes, want %d", name, len(o.Codes), size)
+		return fmt.Errorf("fp8: scaled GEMM: operand %s has %d codes, want %d", name, len(o.Codes), size)
 	}
-	if o.AxisScaleInv != nil && o.Block == nil && len(o.AxisScaleInv) < outer {
-		return nil, fmt.Errorf("fp8: scaled GEMM: operand %s has %d axiswise scales, want %d", name, len(o.AxisScaleInv), outer)
-	}
-	if cap(*buf) < size {
-		*buf = make([]float32, size)
-	}
-	dst := (*buf)[:size]
-	if o.Block == nil {
-		t := &decodeTables[o.Format]
-		for i, q := range o.Codes[:size] {
-			dst[i] = t[q]
+	dst.Codes, dst.Table = o.Codes, tab
+	src := &decodeTables[o.Format]
+	switch {
+	case o.Block != nil:
+		blocks := (k + BlockSize - 1) / BlockSize
+		if len(o.Block) < outer*blocks {
+			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d block scales, want %d", name, len(o.Block), outer*blocks)
 		}
-		return dst, nil
+		if cap(*block) < outer*blocks {
+			*block = make([]float32, outer*blocks)
+		}
+		f := (*block)[:outer*blocks]
+		for i, s := range o.Block[:outer*blocks] {
+			f[i] = s.Float32()
+		}
+		*tab = *src
+		dst.Block, dst.Blocks = f, blocks
+	case o.AxisScaleInv != nil:
+		if len(o.AxisScaleInv) < outer {
+			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d axiswise scales, want %d", name, len(o.AxisScaleInv), outer)
+		}
+		*tab = *src
+		dst.Outer = o.AxisScaleInv[:outer]
+	default:
+		for i, v := range src {
+			tab[i] = v * o.ScaleInv
+		}
 	}
-	// Stored shape and blocking axis: the reduction dimension k is the
-	// stored columns of A and of Bᵀ, the stored rows otherwise.
-	rows, cols, axis := outer, k, 1
-	if o.Trans == isA {
-		rows, cols, axis = k, outer, 0
-	}
-	if err := DequantizeMX(dst, o.Codes[:size], o.Block, rows, cols, axis, o.Format); err != nil {
-		return nil, fmt.Errorf("fp8: scaled GEMM: operand %s: %w", name, err)
-	}
-	return dst, nil
+	return nil
 }

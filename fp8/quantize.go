@@ -3,6 +3,8 @@ package fp8
 import (
 	"fmt"
 	"math"
+
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // Amax returns max|x| over src, or NaN if src holds a NaN (so that a
@@ -29,26 +31,39 @@ func Amax(src []float32) float32 {
 // amax of the unscaled input, in one pass. dst must be at least as long as
 // src.
 func Quantize(dst []uint8, src []float32, f Format, scale float32) float32 {
-	fi := &formats[f]
 	dst = dst[:len(src)]
-	maxCode, nanCode := uint32(fi.maxCode), fi.nanCode
-	var m uint32 // max |x| as bits: NaN patterns sort above +inf
+	done, m := kernels.QuantizeFP8(int(f), dst, src, scale)
+	return quantizeTail(dst[done:], src[done:], f, scale, m)
+}
+
+// quantizeTail is the scalar cast loop, the twin of the vector kernel; m
+// is the amax bits of the part already cast.
+func quantizeTail(dst []uint8, src []float32, f Format, scale float32, m uint32) float32 {
+	fi := &formats[f]
+	// The encoder's constants in locals, so the loop keeps them in
+	// registers (this is encodeAbs, inlined by hand, plus the clamp).
+	maxCode, nanCode := uint32(fi.maxCode), uint32(fi.nanCode)
+	minNorm, magic, magicBits := fi.minNormBits, fi.magic, fi.magicBits
+	shift, off := fi.shift, fi.expOffset
+	half := uint32(1)<<(shift-1) - 1
+	// m is max |x| as bits: NaN patterns sort above +inf.
 	for i, v := range src {
 		if a := math.Float32bits(v) &^ (1 << 31); a > m {
 			m = a
 		}
 		y := math.Float32bits(v * scale)
-		sign := uint8(y>>24) & 0x80
 		ya := y &^ (1 << 31)
-		c := fi.encodeAbs(ya)
-		switch {
-		case ya > 0x7F800000:
-			dst[i] = sign | nanCode
-		case c > maxCode:
-			dst[i] = sign | uint8(maxCode)
-		default:
-			dst[i] = sign | uint8(c)
+		var c uint32
+		if ya < minNorm {
+			c = math.Float32bits(math.Float32frombits(ya)+magic) - magicBits
+		} else {
+			c = (ya+half+(ya>>shift)&1)>>shift - off
 		}
+		c = min(c, maxCode)
+		if ya > 0x7F800000 {
+			c = nanCode
+		}
+		dst[i] = uint8(y>>24)&0x80 | uint8(c)
 	}
 	if m > 0x7F800000 {
 		return float32(math.NaN())

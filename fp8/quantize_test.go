@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/octetml/octet/internal/kernels"
 )
 
 func sqnr(ref []float64, out []float32) float64 {
@@ -339,4 +341,73 @@ func BenchmarkDequantize(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		Dequantize(dst, q, E4M3, 0.01)
 	}
+}
+
+// TestQuantizeVectorMatchesScalar checks the vector cast against its
+// scalar twin on every kind of value, including NaN, ±inf, subnormals and
+// ties, at lengths that leave a scalar tail.
+func TestQuantizeVectorMatchesScalar(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 464, 465, 61440, 1.0 / 1024, 3.0 / 1024,
+		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3}
+	for _, n := range []int{1, 15, 16, 17, 100, 4099} {
+		src := make([]float32, n)
+		for i := range src {
+			switch rng.IntN(4) {
+			case 0:
+				src[i] = special[rng.IntN(len(special))]
+			case 1:
+				src[i] = math.Float32frombits(rng.Uint32()) // any bit pattern, NaNs included
+			default:
+				src[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(40)-20)))
+			}
+		}
+		for _, f := range []Format{E4M3, E5M2} {
+			for _, scale := range []float32{1, 0.37, 1e4} {
+				got, want := make([]uint8, n), make([]uint8, n)
+				ga := Quantize(got, src, f, scale)
+				wa := quantizeTail(want, src, f, scale, 0)
+				for i := range got {
+					if got[i] != want[i] && !(f.IsNaN(got[i]) && f.IsNaN(want[i])) {
+						t.Fatalf("%v n=%d scale=%v: [%d] %v → %#02x, scalar %#02x", f, n, scale, i, src[i], got[i], want[i])
+					}
+				}
+				if math.Float32bits(ga) != math.Float32bits(wa) && !(math.IsNaN(float64(ga)) && math.IsNaN(float64(wa))) {
+					t.Fatalf("%v n=%d: amax %v, scalar %v", f, n, ga, wa)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkGEMM1024 compares, in one run, the float32 GEMM with the FP8
+// GEMM including the quantization of both inputs (delayed scaling: scale
+// known, cast and amax in one pass).
+func BenchmarkGEMM1024(b *testing.B) {
+	const n = 1024
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, _ := normal(rng, n*n, 1)
+	w, _ := normal(rng, n*n, 0.05)
+	c := make([]float32, n*n)
+	flops := 2 * float64(n) * n * n
+	b.Run("fp32", func(b *testing.B) {
+		g := kernels.NewGemm()
+		for i := 0; i < b.N; i++ {
+			g.Run(false, true, n, n, n, 1, x, n, w, n, 0, c, n)
+		}
+		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	b.Run("fp8", func(b *testing.B) {
+		g := NewScaledGEMM()
+		qx, qw := make([]uint8, n*n), make([]uint8, n*n)
+		sx, sw := CurrentScale(Amax(x), E4M3, false), CurrentScale(Amax(w), E4M3, false)
+		for i := 0; i < b.N; i++ {
+			Quantize(qx, x, E4M3, sx)
+			Quantize(qw, w, E4M3, sw)
+			if err := g.Run(n, n, n, Operand{Codes: qx, Format: E4M3, ScaleInv: 1 / sx}, Operand{Codes: qw, Format: E4M3, Trans: true, ScaleInv: 1 / sw}, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
 }

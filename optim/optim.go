@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // Param is one parameter: its values, its gradient (same length) and
@@ -190,25 +191,17 @@ func (o *Adam) Step(lr float32) {
 	t := float64(o.steps)
 	bc1 := 1 - math.Pow(float64(o.Beta1), t)
 	bc2 := 1 - math.Pow(float64(o.Beta2), t)
-	stepSize := float32(float64(lr) / bc1)
-	bc2s := float32(math.Sqrt(bc2))
-	b1, b2, eps, wd := o.Beta1, o.Beta2, o.Eps, o.WeightDecay
+	c := kernels.AdamConsts{0, 1, o.Beta1, 1 - o.Beta1, o.Beta2, 1 - o.Beta2,
+		float32(float64(lr) / bc1), float32(math.Sqrt(bc2)), o.Eps}
 	for pi, p := range o.Params {
-		w := p.W
-		g, m, v := p.G[:len(w)], o.m[pi][:len(w)], o.v[pi][:len(w)]
-		decay := p.Decay && wd != 0
-		for i := range w {
-			gi := g[i]
-			if decay {
-				if o.Decoupled {
-					w[i] *= 1 - lr*wd
-				} else {
-					gi += wd * w[i]
-				}
+		c[0], c[1] = 0, 1
+		if p.Decay && o.WeightDecay != 0 {
+			if o.Decoupled {
+				c[1] = 1 - lr*o.WeightDecay
+			} else {
+				c[0] = o.WeightDecay
 			}
-			m[i] = b1*m[i] + (1-b1)*gi
-			v[i] = b2*v[i] + (1-b2)*gi*gi
-			w[i] -= stepSize * m[i] / (float32(math.Sqrt(float64(v[i])))/bc2s + eps)
 		}
+		kernels.Adam(p.W, p.G, o.m[pi], o.v[pi], &c)
 	}
 }

@@ -10,14 +10,28 @@ import (
 )
 
 // Blocking parameters (elements). A packed A block is mc×kc, a packed B
-// panel kc×nc; the micro-kernel computes an mr×nr tile of C.
+// panel kc×nc; the micro-kernel (chosen at start-up, see kern) computes an
+// mr×nr tile of C, and mc is the multiple of mr nearest 128.
 const (
-	mr = 4
-	nr = 4
-	kc = 256
-	mc = 64
-	nc = 1024
+	kc = 384
+	nc = 3840
 )
+
+// microKernel computes one register tile C[mr×nr] += alpha·A·B from
+// packed slivers: a holds mr values per step of k, b holds nr. c starts
+// at the tile's first element and its rows are ldc apart.
+type microKernel struct {
+	name   string
+	mr, nr int
+	run    func(k int, a, b, c []float32, ldc int, alpha float32)
+}
+
+// mc returns the A block height for the kernel.
+func (m *microKernel) mc() int { return max(1, 128/m.mr) * m.mr }
+
+// Kernel names the micro-kernel in use ("avx512 12x32", "avx2 6x16" or
+// "go 4x4").
+func Kernel() string { return kern.name }
 
 // serialFlops is the size below which a GEMM runs on one goroutine.
 const serialFlops = 1 << 18
@@ -28,11 +42,14 @@ const serialFlops = 1 << 18
 // one at bind time) and Run never allocates. Run calls on one Gemm must
 // not overlap.
 type Gemm struct {
-	group parallel.Group
-	parts []*gemmPart
-	work  func(int)
-	batch func(int)
-	args  gemmArgs
+	group  parallel.Group
+	parts  []*gemmPart
+	work   func(int)
+	batch  func(int)
+	packer func(int)
+	args   gemmArgs
+	// sharedA holds op(A) packed once for all workers when they split N.
+	sharedA []float32
 }
 
 type gemmArgs struct {
@@ -40,9 +57,11 @@ type gemmArgs struct {
 	m, n, k        int
 	alpha, beta    float32
 	a, b, c        []float32
+	qa, qb         *Operand // FP8 operands (decoded while packing), or nil
 	lda, ldb, ldc  int
 	splitN         bool
 	chunk          int
+	packedA        []float32 // op(A) packed for every (pc, ic) block, or nil
 	// batched form
 	count                   int
 	strideA, strideB, strid int
@@ -51,6 +70,7 @@ type gemmArgs struct {
 type gemmPart struct {
 	packA []float32
 	packB []float32
+	tile  []float32
 }
 
 // Packing buffers are shared by all Gemms through a free list, so that a
@@ -68,7 +88,7 @@ func getParts(dst []*gemmPart) {
 			dst[i] = freeParts[k-1]
 			freeParts = freeParts[:k-1]
 		} else {
-			dst[i] = &gemmPart{packA: make([]float32, mc*kc), packB: make([]float32, kc*nc)}
+			dst[i] = &gemmPart{packA: make([]float32, kern.mc()*kc), packB: make([]float32, kc*nc), tile: make([]float32, kern.mr*kern.nr)}
 		}
 	}
 	partsMu.Unlock()
@@ -86,6 +106,7 @@ func NewGemm() *Gemm {
 	g := &Gemm{parts: make([]*gemmPart, parallel.Workers())}
 	g.work = g.runPart
 	g.batch = g.runBatch
+	g.packer = g.packPart
 	return g
 }
 
@@ -99,6 +120,28 @@ func (g *Gemm) Run(transA, transB bool, m, n, k int, alpha float32, a []float32,
 	}
 	g.args = gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
 		a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
+	g.run()
+}
+
+// RunOperands is Run for operands that may be FP8 codes (see Operand),
+// decoded to float32 while the panels are packed.
+func (g *Gemm) RunOperands(transA, transB bool, m, n, k int, alpha float32, a *Operand, lda int, b *Operand, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	g.args = gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta,
+		a: a.F32, b: b.F32, c: c, lda: lda, ldb: ldb, ldc: ldc}
+	if a.isFP8() {
+		g.args.qa = a
+	}
+	if b.isFP8() {
+		g.args.qb = b
+	}
+	g.run()
+}
+
+func (g *Gemm) run() {
+	m, n, k := g.args.m, g.args.n, g.args.k
 	parts := len(g.parts)
 	getParts(g.parts)
 	defer putParts(g.parts)
@@ -107,12 +150,22 @@ func (g *Gemm) Run(transA, transB bool, m, n, k int, alpha float32, a []float32,
 		g.runPart(0)
 		return
 	}
-	if n >= m {
+	if n >= 4*m { // split M when it is not much smaller than N: B packs by copy, A by gathering
 		g.args.splitN = true
-		g.args.chunk = roundUp((n+parts-1)/parts, nr)
+		g.args.chunk = roundUp((n+parts-1)/parts, kern.nr)
 		parts = (n + g.args.chunk - 1) / g.args.chunk
+		if parts > 1 && m*k <= maxSharedA {
+			// Every worker would pack the same A: pack it once, the
+			// workers splitting the slivers, then share it.
+			size := roundUp(m, kern.mr) * k
+			if cap(g.sharedA) < size {
+				g.sharedA = make([]float32, size)
+			}
+			g.args.packedA = g.sharedA[:size]
+			g.group.For(len(g.parts), g.packer)
+		}
 	} else {
-		g.args.chunk = roundUp((m+parts-1)/parts, mr)
+		g.args.chunk = roundUp((m+parts-1)/parts, kern.mr)
 		parts = (m + g.args.chunk - 1) / g.args.chunk
 	}
 	g.group.For(parts, g.work)
@@ -148,51 +201,93 @@ func (g *Gemm) RunBatched(count int, transA, transB bool, m, n, k int, alpha flo
 
 func (g *Gemm) runBatch(part int) {
 	a := &g.args
+	one := *a
 	for i := part * a.chunk; i < min((part+1)*a.chunk, a.count); i++ {
-		gemmSerial(g.parts[part], a.transA, a.transB, a.m, a.n, a.k, a.alpha, a.a[i*a.strideA:], a.lda, a.b[i*a.strideB:], a.ldb, a.beta, a.c[i*a.strid:], a.ldc)
+		one.a, one.b, one.c = a.a[i*a.strideA:], a.b[i*a.strideB:], a.c[i*a.strid:]
+		gemmSerial(g.parts[part], &one, 0, a.m, 0, a.n)
 	}
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// maxSharedA bounds the elements of A packed once and shared.
+const maxSharedA = 1 << 22
+
+// packedABlock returns the offset of block (pc, ic) in a fully packed A of
+// m rows: blocks are laid out by pc, then ic, each roundUp(mb)·kb long.
+func packedABlock(m, pc, ic, kb int) int { return pc*roundUp(m, kern.mr) + ic*kb }
+
+// packPart packs worker i's share of the mr-row slivers of A for every
+// (pc, ic) block into g.args.packedA.
+func (g *Gemm) packPart(i int) {
+	a := &g.args
+	mr, mc := kern.mr, kern.mc()
+	slivers := (a.m + mr - 1) / mr
+	per := (slivers + len(g.parts) - 1) / len(g.parts)
+	lo, hi := i*per*mr, min((i+1)*per*mr, a.m)
+	for pc := 0; pc < a.k; pc += kc {
+		kb := min(kc, a.k-pc)
+		for ic := 0; ic < a.m; ic += mc {
+			mb := min(mc, a.m-ic)
+			// The slivers of this block that fall in [lo, hi).
+			s0, s1 := max(ic, lo), min(ic+mb, hi)
+			if s0 >= s1 {
+				continue
+			}
+			dst := a.packedA[packedABlock(a.m, pc, ic, kb)+(s0-ic)*kb:]
+			if a.qa != nil {
+				packA8(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb)
+			} else {
+				packA(dst, mr, a.transA, a.a, a.lda, s0, pc, s1-s0, kb)
+			}
+		}
+	}
+}
 
 func (g *Gemm) runPart(i int) {
 	a := &g.args
 	lo := i * a.chunk
 	if a.splitN {
 		hi := min(lo+a.chunk, a.n)
-		// Columns lo:hi of op(B) and C.
-		boff := lo // op(B)[p][j] = B[p][j] or B[j][p]
-		if a.transB {
-			boff = lo * a.ldb
-		}
-		gemmSerial(g.parts[i], a.transA, a.transB, a.m, hi-lo, a.k, a.alpha, a.a, a.lda, a.b[boff:], a.ldb, a.beta, a.c[lo:], a.ldc)
+		gemmSerial(g.parts[i], a, 0, a.m, lo, hi)
 		return
 	}
-	hi := min(lo+a.chunk, a.m)
-	aoff := lo * a.lda
-	if a.transA {
-		aoff = lo
-	}
-	gemmSerial(g.parts[i], a.transA, a.transB, hi-lo, a.n, a.k, a.alpha, a.a[aoff:], a.lda, a.b, a.ldb, a.beta, a.c[lo*a.ldc:], a.ldc)
+	gemmSerial(g.parts[i], a, lo, min(lo+a.chunk, a.m), 0, a.n)
 }
 
 // gemmSerial is the blocked GEMM on one goroutine: loop over nc-wide
 // column panels of B, kc-deep slices of the inner dimension and mc-tall
 // blocks of A, packing each so the micro-kernel reads contiguous memory.
-func gemmSerial(w *gemmPart, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	scaleC(m, n, beta, c, ldc)
-	if k == 0 || alpha == 0 {
+func gemmSerial(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
+	ldc := g.ldc
+	c := g.c[m0*ldc+n0:]
+	m, n, k := m1-m0, n1-n0, g.k
+	scaleC(m, n, g.beta, c, ldc)
+	if k == 0 || g.alpha == 0 {
 		return
 	}
+	mr, nr, mc := kern.mr, kern.nr, kern.mc()
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
-			packB(w.packB, transB, b, ldb, pc, jc, kb, nb)
+			if g.qb != nil {
+				packB8(w.packB, nr, g.transB, g.qb, g.ldb, pc, n0+jc, kb, nb)
+			} else {
+				packB(w.packB, nr, g.transB, g.b, g.ldb, pc, n0+jc, kb, nb)
+			}
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
-				packA(w.packA, transA, a, lda, ic, pc, mb, kb)
-				macroKernel(mb, nb, kb, alpha, w.packA, w.packB, c[ic*ldc+jc:], ldc)
+				pa := w.packA
+				switch {
+				case g.packedA != nil: // packed once for all workers (m0 = 0)
+					pa = g.packedA[packedABlock(g.m, pc, ic, kb):]
+				case g.qa != nil:
+					packA8(w.packA, mr, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb)
+				default:
+					packA(w.packA, mr, g.transA, g.a, g.lda, m0+ic, pc, mb, kb)
+				}
+				macroKernel(w.tile, mb, nb, kb, g.alpha, pa, w.packB, c[ic*ldc+jc:], ldc)
 			}
 		}
 	}
@@ -217,11 +312,33 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 // packA copies op(A)[ic:ic+mb, pc:pc+kb] into mr-row slivers: sliver s
 // holds, for each p, the mr values op(A)[ic+s·mr+r][pc+p]; missing rows
 // are zero.
-func packA(dst []float32, trans bool, a []float32, lda, ic, pc, mb, kb int) {
+func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb int) {
 	for s := 0; s < mb; s += mr {
 		d := dst[s*kb : s*kb+mr*kb]
 		rows := min(mr, mb-s)
-		for r := 0; r < mr; r++ {
+		if trans && rows == mr {
+			// op(A) = Aᵀ: the mr values for one p are contiguous in A.
+			for p := 0; p < kb; p++ {
+				o := (pc+p)*lda + ic + s
+				copy(d[p*mr:p*mr+mr], a[o:o+mr])
+			}
+			continue
+		}
+		r := 0
+		if !trans {
+			for ; r+4 <= rows; r += 4 {
+				i := ic + s + r
+				r0 := a[i*lda+pc : i*lda+pc+kb]
+				r1 := a[(i+1)*lda+pc : (i+1)*lda+pc+kb]
+				r2 := a[(i+2)*lda+pc : (i+2)*lda+pc+kb]
+				r3 := a[(i+3)*lda+pc : (i+3)*lda+pc+kb]
+				for p := range r0 {
+					q := d[p*mr+r : p*mr+r+4 : p*mr+r+4]
+					q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
+				}
+			}
+		}
+		for ; r < mr; r++ {
 			if r >= rows {
 				for p := 0; p < kb; p++ {
 					d[p*mr+r] = 0
@@ -246,20 +363,34 @@ func packA(dst []float32, trans bool, a []float32, lda, ic, pc, mb, kb int) {
 // packB copies op(B)[pc:pc+kb, jc:jc+nb] into nr-column slivers: sliver
 // s holds, for each p, the nr values op(B)[pc+p][jc+s·nr+c]; missing
 // columns are zero.
-func packB(dst []float32, trans bool, b []float32, ldb, pc, jc, kb, nb int) {
+func packB(dst []float32, nr int, trans bool, b []float32, ldb, pc, jc, kb, nb int) {
 	for s := 0; s < nb; s += nr {
 		d := dst[s*kb : s*kb+nr*kb]
 		cols := min(nr, nb-s)
 		if !trans && cols == nr {
 			for p := 0; p < kb; p++ {
 				o := (pc+p)*ldb + jc + s
-				src := b[o : o+nr : o+nr]
-				dp := d[p*nr : p*nr+nr : p*nr+nr]
-				dp[0], dp[1], dp[2], dp[3] = src[0], src[1], src[2], src[3]
+				copy(d[p*nr:p*nr+nr], b[o:o+nr])
 			}
 			continue
 		}
-		for cc := 0; cc < nr; cc++ {
+		cc := 0
+		if trans {
+			// Four columns of op(B) (rows of B) at a time: four
+			// sequential reads, four adjacent writes per step.
+			for ; cc+4 <= cols; cc += 4 {
+				j := jc + s + cc
+				r0 := b[j*ldb+pc : j*ldb+pc+kb]
+				r1 := b[(j+1)*ldb+pc : (j+1)*ldb+pc+kb]
+				r2 := b[(j+2)*ldb+pc : (j+2)*ldb+pc+kb]
+				r3 := b[(j+3)*ldb+pc : (j+3)*ldb+pc+kb]
+				for p := range r0 {
+					q := d[p*nr+cc : p*nr+cc+4 : p*nr+cc+4]
+					q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
+				}
+			}
+		}
+		for ; cc < nr; cc++ {
 			if cc >= cols {
 				for p := 0; p < kb; p++ {
 					d[p*nr+cc] = 0
@@ -282,55 +413,30 @@ func packB(dst []float32, trans bool, b []float32, ldb, pc, jc, kb, nb int) {
 }
 
 // macroKernel runs the micro-kernel over every mr×nr tile of an mb×nb
-// block of C, accumulating alpha·packA·packB.
-func macroKernel(mb, nb, kb int, alpha float32, pa, pb []float32, c []float32, ldc int) {
-	var tile [mr * nr]float32
+// block of C, accumulating alpha·packA·packB. Full tiles are updated in
+// place; edge tiles go through tile and only their valid part is added.
+func macroKernel(tile []float32, mb, nb, kb int, alpha float32, pa, pb []float32, c []float32, ldc int) {
+	mr, nr := kern.mr, kern.nr
 	for j := 0; j < nb; j += nr {
 		bs := pb[j*kb : j*kb+nr*kb]
 		cols := min(nr, nb-j)
 		for i := 0; i < mb; i += mr {
 			as := pa[i*kb : i*kb+mr*kb]
 			rows := min(mr, mb-i)
-			microKernel(kb, as, bs, &tile)
+			if rows == mr && cols == nr {
+				kern.run(kb, as, bs, c[i*ldc+j:], ldc, alpha)
+				continue
+			}
+			clear(tile)
+			kern.run(kb, as, bs, tile, nr, alpha)
 			for r := 0; r < rows; r++ {
 				crow := c[(i+r)*ldc+j : (i+r)*ldc+j+cols]
 				for cc := range crow {
-					crow[cc] += alpha * tile[r*nr+cc]
+					crow[cc] += tile[r*nr+cc]
 				}
 			}
 		}
 	}
-}
-
-// microKernel computes the 4×4 tile Σ_p a[p]·b[p]ᵀ from packed slivers.
-func microKernel(kb int, a, b []float32, t *[mr * nr]float32) {
-	var c00, c01, c02, c03, c10, c11, c12, c13 float32
-	var c20, c21, c22, c23, c30, c31, c32, c33 float32
-	a = a[:kb*mr]
-	b = b[:kb*nr]
-	for p := 0; p < kb; p++ {
-		ap := a[p*mr : p*mr+4 : p*mr+4]
-		bp := b[p*nr : p*nr+4 : p*nr+4]
-		a0, a1, a2, a3 := ap[0], ap[1], ap[2], ap[3]
-		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
-		c00 += a0 * b0
-		c01 += a0 * b1
-		c02 += a0 * b2
-		c03 += a0 * b3
-		c10 += a1 * b0
-		c11 += a1 * b1
-		c12 += a1 * b2
-		c13 += a1 * b3
-		c20 += a2 * b0
-		c21 += a2 * b1
-		c22 += a2 * b2
-		c23 += a2 * b3
-		c30 += a3 * b0
-		c31 += a3 * b1
-		c32 += a3 * b2
-		c33 += a3 * b3
-	}
-	*t = [mr * nr]float32{c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33}
 }
 
 // Sgemm is a convenience form of Gemm.Run that makes its own buffers; use

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/blas"
@@ -37,7 +38,52 @@ func refGemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []
 
 const guard = float32(-12345.5)
 
-func TestGemmAgainstFloat64(t *testing.T) {
+// withKernel runs f once with each micro-kernel this CPU supports.
+func withKernel(t *testing.T, f func(t *testing.T)) {
+	saved := kern
+	defer func() { kern = saved; partsMu.Lock(); freeParts = nil; partsMu.Unlock() }()
+	for _, k := range availableKernels() {
+		kern = k
+		partsMu.Lock()
+		freeParts = nil // buffers are sized for a kernel
+		partsMu.Unlock()
+		t.Run(k.name, f)
+	}
+}
+
+// TestMicroKernelsMatchReference checks each micro-kernel against the
+// loop it replaces, with guard values around the tile.
+func TestMicroKernelsMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, k := range availableKernels() {
+		for _, depth := range []int{1, 2, 7, 256} {
+			a, b := randSlice(rng, k.mr*depth), randSlice(rng, k.nr*depth)
+			ldc := k.nr + 3
+			c := make([]float32, k.mr*ldc+5)
+			for i := range c {
+				c[i] = guard
+			}
+			want := append([]float32(nil), c...)
+			for r := 0; r < k.mr; r++ {
+				for j := 0; j < k.nr; j++ {
+					c[r*ldc+j] = float32(rng.NormFloat64())
+					want[r*ldc+j] = c[r*ldc+j]
+				}
+			}
+			microKernelRef(k.mr, k.nr, depth, a, b, want, ldc, 0.5)
+			k.run(depth, a, b, c, ldc, 0.5)
+			for i := range c {
+				if math.Abs(float64(c[i]-want[i])) > 1e-5*math.Sqrt(float64(depth))*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("%s k=%d: c[%d] = %v, reference %v", k.name, depth, i, c[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestGemmAgainstFloat64(t *testing.T) { withKernel(t, testGemmAgainstFloat64) }
+
+func testGemmAgainstFloat64(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {4, 4, 4}, {17, 33, 65}, {64, 64, 300}, {130, 70, 257}, {257, 1030, 20}, {200, 300, 520}}
 	g := NewGemm()
@@ -121,6 +167,17 @@ func randSlice(rng *rand.Rand, n int) []float32 {
 	return s
 }
 
+// BenchmarkKernels runs the n=1024 GEMM with each available micro-kernel.
+func BenchmarkKernels(b *testing.B) {
+	saved := kern
+	defer func() { kern = saved; freeParts = nil }()
+	for _, k := range availableKernels() {
+		kern = k
+		freeParts = nil
+		b.Run(strings.ReplaceAll(k.name, " ", "_"), BenchmarkGemm1024)
+	}
+}
+
 func BenchmarkGemm1024(b *testing.B) {
 	const n = 1024
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -145,4 +202,79 @@ func BenchmarkGonumSgemm1024(b *testing.B) {
 		blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, x, y, 0, z)
 	}
 	b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// TestFP8OperandsDecodeInPack checks that packing FP8 codes (with outer
+// and block factors) gives exactly the GEMM of the decoded float32
+// matrices.
+func TestFP8OperandsDecodeInPack(t *testing.T) { withKernel(t, testFP8Operands) }
+
+func testFP8Operands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var table [256]float32
+	for i := range table {
+		table[i] = float32(i%37-18) * 0.125
+	}
+	g := NewGemm()
+	for _, s := range [][3]int{{5, 7, 33}, {70, 50, 100}, {130, 97, 300}} {
+		m, n, k := s[0], s[1], s[2]
+		blocks := (k + 31) / 32
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, mode := range []string{"plain", "outer", "block"} {
+					codes := func(l int) []uint8 {
+						c := make([]uint8, l)
+						for i := range c {
+							c[i] = uint8(rng.IntN(256))
+						}
+						return c
+					}
+					qa := &Operand{Codes: codes(m * k), Table: &table}
+					qb := &Operand{Codes: codes(k * n), Table: &table}
+					switch mode {
+					case "outer":
+						qa.Outer, qb.Outer = randSlice(rng, m), randSlice(rng, n)
+					case "block":
+						qa.Block, qa.Blocks = randSlice(rng, m*blocks), blocks
+						qb.Block, qb.Blocks = randSlice(rng, n*blocks), blocks
+					}
+					// Decode to float32 matrices as stored.
+					da, db := make([]float32, m*k), make([]float32, k*n)
+					for i := 0; i < m; i++ {
+						for p := 0; p < k; p++ {
+							idx := i*k + p
+							if tA {
+								idx = p*m + i
+							}
+							da[idx] = table[qa.Codes[idx]] * qa.factor(i, p)
+						}
+					}
+					for p := 0; p < k; p++ {
+						for j := 0; j < n; j++ {
+							idx := p*n + j
+							if tB {
+								idx = j*k + p
+							}
+							db[idx] = table[qb.Codes[idx]] * qb.factor(j, p)
+						}
+					}
+					lda, ldb := k, n
+					if tA {
+						lda = m
+					}
+					if tB {
+						ldb = k
+					}
+					want, got := make([]float32, m*n), make([]float32, m*n)
+					g.Run(tA, tB, m, n, k, 1, da, lda, db, ldb, 0, want, n)
+					g.RunOperands(tA, tB, m, n, k, 1, qa, lda, qb, ldb, 0, got, n)
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%dx%dx%d tA=%v tB=%v %s: C[%d] = %v, want %v", m, n, k, tA, tB, mode, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
 }

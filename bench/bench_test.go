@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The same figures as the command, as Go benchmarks:
+//
+//	go test -run xxx -bench . ./bench/
+func benchStep(b *testing.B, step func() error) {
+	for i := 0; i < 2; i++ {
+		if err := step(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := step(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMLPStepFP32(b *testing.B) {
+	step, err := octetMLP(128, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchStep(b, step)
+}
+
+func BenchmarkMLPStepFP8(b *testing.B) {
+	step, err := octetMLP(128, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchStep(b, step)
+}
+
+func BenchmarkMLPStepGorgonia(b *testing.B) {
+	step, cleanup, err := gorgoniaMLP(128)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cleanup()
+	benchStep(b, step)
+}
+
+// TestRunSmall runs the whole command on small sizes: every figure is
+// measured and positive, and the JSON has the documented keys.
+func TestRunSmall(t *testing.T) {
+	r, err := run(128, 16, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(r)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"gemm_gflops_fp32", "gemm_gflops_fp8", "gemm_gflops_gonum", "mlp_step_ms_fp32", "mlp_step_ms_fp8",
+		"mlp_step_ms_gorgonia", "ratio_gemm_fp32_over_gonum", "ratio_gemm_fp8_over_fp32", "ratio_mlp_gorgonia_over_fp32", "ratio_mlp_fp8_over_fp32"} {
+		v, ok := m[k].(float64)
+		if !ok || !(v > 0) {
+			t.Errorf("%s = %v", k, m[k])
+		}
+	}
+}

@@ -1,0 +1,323 @@
+// Command asmgen generates the amd64 GEMM micro-kernels of package
+// kernels with avo:
+//
+//	cd internal/kernels/asmgen && go run . -pkg kernels -out ../gemm_amd64.s -stubs ../gemm_stubs_amd64.go
+//
+// Each kernel computes one register tile C[mr×nr] += alpha·A·B from packed
+// slivers (A: mr values per step of k, B: nr values per step) and is
+// documented by its pure-Go twin, kernels.microKernelRef.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	ConstraintExpr("amd64,!purego")
+	avx512()
+	avx512x48()
+	avx2()
+	quantize("quantizeE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
+	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	adam()
+	Generate()
+}
+
+// adam emits the 16-lane Adam update, the twin of kernels.adamRef: the
+// same multiplies, adds, square root and divides in the same order (no
+// fused multiply-add), so results match the Go loop bit for bit.
+// c holds l2, df, b1, 1−b1, b2, 1−b2, stepSize, bc2s, eps.
+func adam() {
+	TEXT("adamAVX512", NOSPLIT, "func(w, grad, mom, vel *float32, blocks int, c *[9]float32)")
+	Pragma("noescape")
+	Doc("adamAVX512 applies the Adam update to 16·blocks parameters (AVX-512F).")
+	w := Load(Param("w"), GP64())
+	g := Load(Param("grad"), GP64()) // "g" is the assembler's goroutine register
+	m := Load(Param("mom"), GP64())
+	v := Load(Param("vel"), GP64())
+	n := Load(Param("blocks"), GP64())
+	c := Load(Param("c"), GP64())
+	consts := []VecPhysical{Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28}
+	for i, z := range consts {
+		VBROADCASTSS(Mem{Base: c, Disp: 4 * i}, z)
+	}
+	l2, df, b1, c1, b2, c2, step, bc2s, eps := Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28
+	TESTQ(n, n)
+	JZ(LabelRef("adam_done"))
+	Label("adam_loop")
+	zw, zg, zm, zv, t, u := Z0, Z1, Z2, Z3, Z4, Z5
+	VMOVUPS(Mem{Base: w}, zw)
+	VMOVUPS(Mem{Base: g}, zg)
+	VMOVUPS(Mem{Base: m}, zm)
+	VMOVUPS(Mem{Base: v}, zv)
+	VMULPS(zw, l2, t) // gi = g + l2·w
+	VADDPS(t, zg, zg)
+	VMULPS(df, zw, zw) // w = w·df
+	VMULPS(zm, b1, zm) // m = b1·m + (1−b1)·gi
+	VMULPS(zg, c1, t)
+	VADDPS(t, zm, zm)
+	VMULPS(zv, b2, zv) // v = b2·v + ((1−b2)·gi)·gi
+	VMULPS(zg, c2, t)
+	VMULPS(zg, t, t)
+	VADDPS(t, zv, zv)
+	VSQRTPS(zv, t) // den = √v / bc2s + eps
+	VDIVPS(bc2s, t, t)
+	VADDPS(eps, t, t)
+	VMULPS(zm, step, u) // w = w − (step·m)/den
+	VDIVPS(t, u, u)
+	VSUBPS(u, zw, zw)
+	VMOVUPS(zw, Mem{Base: w})
+	VMOVUPS(zm, Mem{Base: m})
+	VMOVUPS(zv, Mem{Base: v})
+	ADDQ(U32(64), w)
+	ADDQ(U32(64), g)
+	ADDQ(U32(64), m)
+	ADDQ(U32(64), v)
+	DECQ(n)
+	JNZ(LabelRef("adam_loop"))
+	Label("adam_done")
+	VZEROUPPER()
+	RET()
+}
+
+// quantize emits a 16-lane version of fp8.Quantize's loop for one format:
+// scale, saturating round-to-nearest-even cast and the running amax (as
+// float32 bits, so NaN sorts above +inf). shift is 23 − mantissa bits,
+// minNorm the float32 bits of the smallest normal, magicExp the exponent
+// of the magic constant whose ulp is the subnormal quantum (emin −
+// mbits + 23), off the exponent rebias (127 − bias) << mbits. It handles
+// n/16 blocks and stores the lane-wise amax bits to amax.
+func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
+	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)")
+	Pragma("noescape")
+	Doc(name + " casts 16·blocks values to FP8 with a scale and records their amax (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("amax"), GP64())
+	bcast := func(v uint32, z VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		VPBROADCASTD(r, z)
+	}
+	zScale, zAbs, zMagic, zMagicBits := Z20, Z21, Z22, Z23
+	zHalf, zOne, zOff, zMax, zNaN, zMinNorm, zInf, zSignMask, zAmax := Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31, Z19
+	VBROADCASTSS(NewParamAddr("scale", 24), zScale)
+	bcast(0x7FFFFFFF, zAbs)
+	magic := uint32(127+magicExp) << 23
+	bcast(magic, zMagic)
+	bcast(magic, zMagicBits)
+	bcast(1<<(shift-1)-1, zHalf)
+	bcast(1, zOne)
+	bcast(off, zOff)
+	bcast(maxCode, zMax)
+	bcast(nanCode, zNaN)
+	bcast(minNorm, zMinNorm)
+	bcast(0x7F800000, zInf)
+	bcast(0x80, zSignMask)
+	VPXORD(zAmax, zAmax, zAmax)
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	x, ya, y, sub, t, c := Z0, Z1, Z2, Z3, Z4, Z5
+	VMOVUPS(Mem{Base: src}, x)
+	VPANDD(zAbs, x, t)
+	VPMAXUD(t, zAmax, zAmax)
+	VMULPS(zScale, x, y)
+	VPANDD(zAbs, y, ya)
+	// Subnormal targets: let the FPU round ya + magic.
+	VADDPS(zMagic, ya, sub)
+	VPSUBD(zMagicBits, sub, sub)
+	// Normal targets: rebias and round half to even at bit shift.
+	VPSRLD(U8(shift), ya, t)
+	VPANDD(zOne, t, t)
+	VPADDD(zHalf, t, t)
+	VPADDD(ya, t, t)
+	VPSRLD(U8(shift), t, t)
+	VPSUBD(zOff, t, c)
+	VPCMPUD(U8(1), zMinNorm, ya, K1) // K1: ya < smallest normal
+	VPBLENDMD(sub, c, K1, c)
+	VPMINUD(zMax, c, c)
+	VPCMPUD(U8(6), zInf, ya, K2) // K2: ya > +inf bits, a NaN
+	VPBLENDMD(zNaN, c, K2, c)
+	VPSRLD(U8(24), y, t)
+	VPANDD(zSignMask, t, t)
+	VPORD(t, c, c)
+	VPMOVDB(c, Mem{Base: dst})
+	ADDQ(U32(64), src)
+	ADDQ(U32(16), dst)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VMOVDQU32(zAmax, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// avx512x48 is an 8×48 variant: 24 accumulators (three per row), three
+// zmm for the B sliver and rotating broadcast registers; fewer loads per
+// FMA than 12×32.
+func avx512x48() {
+	const mr, nr = 8, 48
+	TEXT("sgemmKernelAVX512x48", NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("sgemmKernelAVX512x48 computes C[%d×%d] += alpha·A·B from packed slivers (AVX-512F).", mr, nr))
+	k := Load(Param("k"), GP64())
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	for i := 0; i < 3*mr; i++ {
+		VPXORD(zmm(i), zmm(i), zmm(i))
+	}
+	b0, b1, b2 := zmm(24), zmm(25), zmm(26)
+	TESTQ(k, k)
+	JZ(LabelRef("store48"))
+	Label("loop48")
+	VMOVUPS(Mem{Base: b}, b0)
+	VMOVUPS(Mem{Base: b, Disp: 64}, b1)
+	VMOVUPS(Mem{Base: b, Disp: 128}, b2)
+	for r := 0; r < mr; r++ {
+		av := zmm(27 + r%5)
+		VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, av)
+		VFMADD231PS(av, b0, zmm(3*r))
+		VFMADD231PS(av, b1, zmm(3*r+1))
+		VFMADD231PS(av, b2, zmm(3*r+2))
+	}
+	ADDQ(U32(4*mr), a)
+	ADDQ(U32(4*nr), b)
+	DECQ(k)
+	JNZ(LabelRef("loop48"))
+	Label("store48")
+	alpha := zmm(27)
+	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
+	for r := 0; r < mr; r++ {
+		for j := 0; j < 3; j++ {
+			VMOVUPS(Mem{Base: c, Disp: 64 * j}, b0)
+			VFMADD231PS(zmm(3*r+j), alpha, b0)
+			VMOVUPS(b0, Mem{Base: c, Disp: 64 * j})
+		}
+		if r+1 < mr {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// zmm returns the physical register Zi.
+func zmm(i int) VecPhysical {
+	return []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
+		Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31}[i]
+}
+
+func ymm(i int) VecPhysical {
+	return []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}[i]
+}
+
+// avx512 is the 12×32 kernel: 24 zmm accumulators (two per row), two zmm
+// for the B sliver, and six for broadcast A values.
+func avx512() {
+	const mr, nr = 12, 32
+	TEXT("sgemmKernelAVX512", NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("sgemmKernelAVX512 computes C[%d×%d] += alpha·A·B from packed slivers (AVX-512F).", mr, nr))
+	k := Load(Param("k"), GP64())
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	for i := 0; i < 2*mr; i++ {
+		VPXORD(zmm(i), zmm(i), zmm(i))
+	}
+	b0, b1 := zmm(24), zmm(25)
+	TESTQ(k, k)
+	JZ(LabelRef("store512"))
+	Label("loop512")
+	VMOVUPS(Mem{Base: b}, b0)
+	VMOVUPS(Mem{Base: b, Disp: 64}, b1)
+	// One broadcast load of each A value feeds both FMAs of its row;
+	// rotating over six registers lets the loads run ahead.
+	for r := 0; r < mr; r++ {
+		av := zmm(26 + r%6)
+		VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, av)
+		VFMADD231PS(av, b0, zmm(2*r))
+		VFMADD231PS(av, b1, zmm(2*r+1))
+	}
+	ADDQ(U32(4*mr), a)
+	ADDQ(U32(4*nr), b)
+	DECQ(k)
+	JNZ(LabelRef("loop512"))
+	Label("store512")
+	alpha := zmm(26)
+	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
+	t0, t1 := zmm(24), zmm(25)
+	for r := 0; r < mr; r++ {
+		VMOVUPS(Mem{Base: c}, t0)
+		VMOVUPS(Mem{Base: c, Disp: 64}, t1)
+		VFMADD231PS(zmm(2*r), alpha, t0)
+		VFMADD231PS(zmm(2*r+1), alpha, t1)
+		VMOVUPS(t0, Mem{Base: c})
+		VMOVUPS(t1, Mem{Base: c, Disp: 64})
+		if r+1 < mr {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// avx2 is the 6×16 kernel: 12 ymm accumulators, two ymm for the B
+// sliver, one for the broadcast A value.
+func avx2() {
+	const mr, nr = 6, 16
+	TEXT("sgemmKernelAVX2", NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("sgemmKernelAVX2 computes C[%d×%d] += alpha·A·B from packed slivers (AVX2 and FMA).", mr, nr))
+	k := Load(Param("k"), GP64())
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	for i := 0; i < 2*mr; i++ {
+		VXORPS(ymm(i), ymm(i), ymm(i))
+	}
+	b0, b1, av := ymm(12), ymm(13), ymm(14)
+	TESTQ(k, k)
+	JZ(LabelRef("store2"))
+	Label("loop2")
+	VMOVUPS(Mem{Base: b}, b0)
+	VMOVUPS(Mem{Base: b, Disp: 32}, b1)
+	for r := 0; r < mr; r++ {
+		VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, av)
+		VFMADD231PS(av, b0, ymm(2*r))
+		VFMADD231PS(av, b1, ymm(2*r+1))
+	}
+	ADDQ(U32(4*mr), a)
+	ADDQ(U32(4*nr), b)
+	DECQ(k)
+	JNZ(LabelRef("loop2"))
+	Label("store2")
+	alpha := ymm(14)
+	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
+	for r := 0; r < mr; r++ {
+		VMOVUPS(Mem{Base: c}, b0)
+		VMOVUPS(Mem{Base: c, Disp: 32}, b1)
+		VFMADD231PS(ymm(2*r), alpha, b0)
+		VFMADD231PS(ymm(2*r+1), alpha, b1)
+		VMOVUPS(b0, Mem{Base: c})
+		VMOVUPS(b1, Mem{Base: c, Disp: 32})
+		if r+1 < mr {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

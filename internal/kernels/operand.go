@@ -1,0 +1,132 @@
+package kernels
+
+// Operand is a GEMM input as stored: float32 values, or FP8 codes that
+// the packing routines decode to float32 on the fly (so an FP8 GEMM reads
+// one byte per element and runs the same micro-kernel as float32).
+//
+// A code c of the element at (i, p) of op(X) — i the row of op(A) or the
+// column of op(B), p the position along k — decodes to
+// Table[c]·Outer[i]·Block[i·Blocks + p/32], each factor present only when
+// its slice is set. A tensorwise scale is folded into Table by the caller.
+type Operand struct {
+	F32   []float32
+	Codes []uint8
+	Table *[256]float32
+	// Outer holds one factor per row of op(A) or column of op(B).
+	Outer []float32
+	// Block holds one factor per 32 values along k for each row of op(A)
+	// or column of op(B); Blocks is the number of blocks per row (⌈k/32⌉).
+	Block  []float32
+	Blocks int
+}
+
+// isFP8 reports whether the operand holds FP8 codes.
+func (o *Operand) isFP8() bool { return o.Codes != nil }
+
+// factor returns the scale of element (i, p) of op(X).
+func (o *Operand) factor(i, p int) float32 {
+	f := float32(1)
+	if o.Outer != nil {
+		f = o.Outer[i]
+	}
+	if o.Block != nil {
+		f *= o.Block[i*o.Blocks+p/32]
+	}
+	return f
+}
+
+// decodeRun decodes kb codes read at src[0], src[step], … (the values
+// (i, pc) … (i, pc+kb−1) of op(X)) into dst[0], dst[stride], …, applying
+// the element's factors, which are constant over runs of 32 along k.
+func (o *Operand) decodeRun(dst []float32, stride int, src []uint8, step, i, pc, kb int) {
+	t := o.Table
+	if o.Block == nil {
+		f := float32(1)
+		if o.Outer != nil {
+			f = o.Outer[i]
+		}
+		if f == 1 {
+			for p := 0; p < kb; p++ {
+				dst[p*stride] = t[src[p*step]]
+			}
+			return
+		}
+		for p := 0; p < kb; p++ {
+			dst[p*stride] = t[src[p*step]] * f
+		}
+		return
+	}
+	for p0 := 0; p0 < kb; {
+		end := min(kb, p0+32-(pc+p0)%32)
+		f := o.factor(i, pc+p0)
+		for p := p0; p < end; p++ {
+			dst[p*stride] = t[src[p*step]] * f
+		}
+		p0 = end
+	}
+}
+
+// packA8 is packA for FP8 codes: it decodes op(A)[ic:ic+mb, pc:pc+kb]
+// into mr-row slivers.
+func packA8(dst []float32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb int) {
+	for s := 0; s < mb; s += mr {
+		d := dst[s*kb : s*kb+mr*kb]
+		rows := min(mr, mb-s)
+		for r := 0; r < mr; r++ {
+			if r >= rows {
+				for p := 0; p < kb; p++ {
+					d[p*mr+r] = 0
+				}
+				continue
+			}
+			i := ic + s + r
+			if !trans {
+				a.decodeRun(d[r:], mr, a.Codes[i*lda+pc:], 1, i, pc, kb)
+			} else {
+				a.decodeRun(d[r:], mr, a.Codes[pc*lda+i:], lda, i, pc, kb)
+			}
+		}
+	}
+}
+
+// packB8 is packB for FP8 codes: it decodes op(B)[pc:pc+kb, jc:jc+nb]
+// into nr-column slivers.
+func packB8(dst []float32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb int) {
+	t := b.Table
+	for s := 0; s < nb; s += nr {
+		d := dst[s*kb : s*kb+nr*kb]
+		cols := min(nr, nb-s)
+		if !trans && cols == nr && b.Block == nil {
+			// Rows of B are contiguous: decode nr codes per step of k.
+			for p := 0; p < kb; p++ {
+				o := (pc+p)*ldb + jc + s
+				src, dp := b.Codes[o:o+nr], d[p*nr:p*nr+nr]
+				if b.Outer == nil {
+					for c, q := range src {
+						dp[c] = t[q]
+					}
+				} else {
+					f := b.Outer[jc+s : jc+s+nr]
+					for c, q := range src {
+						dp[c] = t[q] * f[c]
+					}
+				}
+			}
+			continue
+		}
+		for cc := 0; cc < nr; cc++ {
+			if cc >= cols {
+				for p := 0; p < kb; p++ {
+					d[p*nr+cc] = 0
+				}
+				continue
+			}
+			j := jc + s + cc
+			if trans {
+				b.decodeRun(d[cc:], nr, b.Codes[j*ldb+pc:], 1, j, pc, kb)
+			} else {
+				b.decodeRun(d[cc:], nr, b.Codes[pc*ldb+j:], ldb, j, pc, kb)
+			}
+		}
+	}
+}

@@ -1,0 +1,42 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+var hasAVX512 = cpu.X86.HasAVX512F
+
+// QuantizeFP8 casts the longest prefix of src that it can vectorise
+// (a multiple of 16 values) to FP8 format (0: E4M3, 1: E5M2) with scale,
+// writing codes to dst, and returns how many values it did and the
+// float32 bits of their amax (a NaN pattern if any was NaN). The caller
+// finishes the rest with the scalar loop (fp8.Quantize), whose results
+// it matches bit for bit.
+func QuantizeFP8(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
+		return 0, 0
+	}
+	var lanes [16]uint32
+	if format == 0 {
+		quantizeE4M3AVX512(&dst[0], &src[0], blocks, scale, &lanes)
+	} else {
+		quantizeE5M2AVX512(&dst[0], &src[0], blocks, scale, &lanes)
+	}
+	for _, l := range lanes {
+		amaxBits = max(amaxBits, l)
+	}
+	return blocks * 16, amaxBits
+}
+
+// adamVector runs the AVX-512 Adam kernel over the longest multiple of
+// 16 and returns how many values it updated.
+func adamVector(w, g, m, v []float32, c *AdamConsts) int {
+	blocks := len(w) / 16
+	if !hasAVX512 || blocks == 0 {
+		return 0
+	}
+	_, _, _ = g[blocks*16-1], m[blocks*16-1], v[blocks*16-1]
+	adamAVX512(&w[0], &g[0], &m[0], &v[0], blocks, (*[9]float32)(c))
+	return blocks * 16
+}

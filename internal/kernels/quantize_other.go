@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// QuantizeFP8 has no vector path on this build: it does nothing and the
+// caller's scalar loop casts everything.
+func QuantizeFP8(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
+	return 0, 0
+}
+
+func adamVector(w, g, m, v []float32, c *AdamConsts) int { return 0 }
