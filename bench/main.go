@@ -8,7 +8,9 @@
 // casting both inputs (delayed scaling: scale known, cast and amax in one
 // pass). The MLP step is 784-512-512-10 with ReLU, softmax cross-entropy
 // and one Adam(W) update at batch 128: feed, forward, backward, update.
-// Each figure is the median of -reps timed runs after warm-up.
+// Each figure is the median of -reps timed runs after warm-up, the
+// contenders of a table section interleaved so they share machine
+// conditions.
 package main
 
 import (
@@ -66,23 +68,33 @@ type Results struct {
 	StepFP8OverFP32   float64 `json:"ratio_mlp_fp8_over_fp32"`
 }
 
-// median times f reps times after two warm-up calls.
-func median(reps int, f func() error) (time.Duration, error) {
+// medians times each of fs reps times, interleaved (f0, f1, …, f0, f1,
+// …) so that all of them see the same machine conditions, after warm-up
+// calls, and returns each one's median.
+func medians(reps int, fs ...func() error) ([]time.Duration, error) {
 	for i := 0; i < 2; i++ {
-		if err := f(); err != nil {
-			return 0, err
+		for _, f := range fs {
+			if err := f(); err != nil {
+				return nil, err
+			}
 		}
 	}
-	ts := make([]time.Duration, reps)
-	for i := range ts {
-		start := time.Now()
-		if err := f(); err != nil {
-			return 0, err
+	ts := make([][]time.Duration, len(fs))
+	for r := 0; r < reps; r++ {
+		for i, f := range fs {
+			start := time.Now()
+			if err := f(); err != nil {
+				return nil, err
+			}
+			ts[i] = append(ts[i], time.Since(start))
 		}
-		ts[i] = time.Since(start)
 	}
-	sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
-	return ts[reps/2], nil
+	out := make([]time.Duration, len(fs))
+	for i, t := range ts {
+		sort.Slice(t, func(a, b int) bool { return t[a] < t[b] })
+		out[i] = t[len(t)/2]
+	}
+	return out, nil
 }
 
 func gflops(n int, d time.Duration) float64 {
@@ -103,59 +115,48 @@ func run(n, batch, reps int) (*Results, error) {
 	a, b, c := randn(rng, n*n, 1), randn(rng, n*n, 0.05), make([]float32, n*n)
 
 	g := kernels.NewGemm()
-	d, err := median(reps, func() error { g.Run(false, false, n, n, n, 1, a, n, b, n, 0, c, n); return nil })
-	if err != nil {
-		return nil, err
-	}
-	r.GemmFP32 = gflops(n, d)
-
+	gemm32 := func() error { g.Run(false, false, n, n, n, 1, a, n, b, n, 0, c, n); return nil }
 	sg := fp8.NewScaledGEMM()
 	qa, qb := make([]uint8, n*n), make([]uint8, n*n)
 	sa, sb := fp8.CurrentScale(fp8.Amax(a), fp8.E4M3, false), fp8.CurrentScale(fp8.Amax(b), fp8.E4M3, false)
-	d, err = median(reps, func() error {
+	gemm8 := func() error {
 		fp8.Quantize(qa, a, fp8.E4M3, sa)
 		fp8.Quantize(qb, b, fp8.E4M3, sb)
 		return sg.Run(n, n, n, fp8.Operand{Codes: qa, Format: fp8.E4M3, ScaleInv: 1 / sa}, fp8.Operand{Codes: qb, Format: fp8.E4M3, ScaleInv: 1 / sb}, c)
-	})
-	if err != nil {
-		return nil, err
 	}
-	r.GemmFP8 = gflops(n, d)
-
 	ga := blas32.General{Rows: n, Cols: n, Stride: n, Data: a}
 	gb := blas32.General{Rows: n, Cols: n, Stride: n, Data: b}
 	gc := blas32.General{Rows: n, Cols: n, Stride: n, Data: c}
-	d, err = median(max(3, reps/3), func() error { blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, ga, gb, 0, gc); return nil })
+	gonum := func() error { blas32.Gemm(blas.NoTrans, blas.NoTrans, 1, ga, gb, 0, gc); return nil }
+	// Warm the cores up before the first timed figure.
+	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		_ = gemm32()
+	}
+	d, err := medians(reps, gemm32, gemm8, gonum)
 	if err != nil {
 		return nil, err
 	}
-	r.GemmGonum = gflops(n, d)
+	r.GemmFP32, r.GemmFP8, r.GemmGonum = gflops(n, d[0]), gflops(n, d[1]), gflops(n, d[2])
 
-	for _, prec := range []string{"fp32", "fp8"} {
-		step, err := octetMLP(batch, prec == "fp8")
-		if err != nil {
-			return nil, err
-		}
-		d, err := median(reps, step)
-		if err != nil {
-			return nil, err
-		}
-		if prec == "fp8" {
-			r.MLPFP8 = float64(d.Microseconds()) / 1000
-		} else {
-			r.MLPFP32 = float64(d.Microseconds()) / 1000
-		}
-	}
-	step, cleanup, err := gorgoniaMLP(batch)
+	step32, err := octetMLP(batch, false)
 	if err != nil {
 		return nil, err
 	}
-	d, err = median(max(3, reps/3), step)
-	cleanup()
+	step8, err := octetMLP(batch, true)
 	if err != nil {
 		return nil, err
 	}
-	r.MLPGorgonia = float64(d.Microseconds()) / 1000
+	stepG, cleanup, err := gorgoniaMLP(batch)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	d, err = medians(reps, step32, step8, stepG)
+	if err != nil {
+		return nil, err
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	r.MLPFP32, r.MLPFP8, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2])
 
 	r.FP32OverGonum = r.GemmFP32 / r.GemmGonum
 	r.FP8OverFP32 = r.GemmFP8 / r.GemmFP32
