@@ -159,11 +159,14 @@ func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	case kindReLU:
 		return func() error {
 			for i, v := range x {
-				if v > 0 {
-					dx[i] = dy[i]
-				} else {
-					dx[i] = 0
+				// A select the compiler turns into a conditional move:
+				// the sign of activations is a coin flip for a branch
+				// predictor.
+				g := dy[i]
+				if !(v > 0) {
+					g = 0
 				}
+				dx[i] = g
 			}
 			return nil
 		}, nil
