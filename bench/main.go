@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sort"
 	"time"
 
@@ -82,6 +83,10 @@ func medians(reps int, fs ...func() error) ([]time.Duration, error) {
 	ts := make([][]time.Duration, len(fs))
 	for r := 0; r < reps; r++ {
 		for i, f := range fs {
+			// Collect outside the timed region, so one contender's
+			// garbage (gorgonia allocates every step) is not collected on
+			// another's time.
+			runtime.GC()
 			start := time.Now()
 			if err := f(); err != nil {
 				return nil, err
