@@ -78,7 +78,7 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 		return nil, err
 	}
 	for _, n := range p.schedule {
-		if n.IsInput() || n.IsParam() {
+		if n.IsInput() || n.IsParam() || isAlias(n) {
 			p.kernels = append(p.kernels, nil)
 			continue
 		}
@@ -107,25 +107,37 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 	return p, nil
 }
 
+func isAlias(n *Node) bool {
+	a, ok := n.op.(Aliaser)
+	return ok && a.AliasesInput() && len(n.inputs) > 0 && n.inputs[0].dtype == n.dtype
+}
+
 // plan assigns every scheduled node a buffer: parameters use the store's
-// values, inputs get buffers of their own, and every other node a slice
-// of one arena per storage class, reused once the node's last consumer
-// has run.
+// values, inputs get buffers of their own, views share their input's, and
+// every other node a slice of one arena per storage class, reused once
+// the last consumer of the node (or of any view of it) has run.
 func (p *Program) plan() error {
 	pos := make(map[*Node]int, len(p.schedule))
 	for i, n := range p.schedule {
 		pos[n] = i
 	}
+	// root maps a view to the node that owns its buffer.
+	root := func(n *Node) *Node {
+		for isAlias(n) {
+			n = n.inputs[0]
+		}
+		return n
+	}
 	last := make(map[*Node]int, len(p.schedule))
 	for i, n := range p.schedule {
 		for _, in := range n.inputs {
 			if _, ok := pos[in]; ok {
-				last[in] = i
+				last[root(in)] = i
 			}
 		}
 	}
 	for _, o := range p.outputs {
-		last[o] = len(p.schedule)
+		last[root(o)] = len(p.schedule)
 	}
 	freeAt := make([][]*Node, len(p.schedule)+1)
 	for n, i := range last {
@@ -133,12 +145,20 @@ func (p *Program) plan() error {
 	}
 	var arenas [numStores]allocator
 	offset := map[*Node]int{}
+	var aliases []*Node
 	for i, n := range p.schedule {
 		v := &Value{Shape: n.shape, DType: n.dtype}
 		p.values[n] = v
 		size := n.shape.Numel()
 		p.stats.NaiveBytes += size * n.dtype.Size()
 		switch {
+		case isAlias(n):
+			src := p.values[n.inputs[0]]
+			size := n.shape.Numel()
+			v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
+			v.Aux = src.Aux
+			p.stats.NaiveBytes -= size * n.dtype.Size()
+			aliases = append(aliases, n)
 		case n.IsParam():
 			if p.store == nil {
 				return fmt.Errorf("graph: compile: parameter %q needs a store", n.name)
@@ -189,7 +209,22 @@ func (p *Program) plan() error {
 			v.U8 = u8[o : o+size : o+size]
 		}
 	}
+	// Views take their slices now that the arena exists (in schedule
+	// order, so a view of a view finds its input's slices set).
+	for _, n := range aliases {
+		src, v, size := p.values[n.inputs[0]], p.values[n], n.shape.Numel()
+		v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
+		v.Aux = src.Aux
+	}
 	return nil
+}
+
+// sub returns s[:n:n], or nil for a nil s.
+func sub[T any](s []T, n int) []T {
+	if s == nil {
+		return nil
+	}
+	return s[:n:n]
 }
 
 // allocator is a first-fit allocator over one arena, in elements.

@@ -28,6 +28,14 @@ type Differentiable interface {
 	Grad(n, dy *Node, need []bool) []*Node
 }
 
+// Aliaser is implemented by ops whose output is a view of their first
+// input's buffer (a reshape): the compiler gives the node no buffer and no
+// kernel of its own, and keeps the input's buffer alive as long as the
+// view is used. Bind is not called for them.
+type Aliaser interface {
+	AliasesInput() bool
+}
+
 // Attributer is implemented by ops that have attributes worth showing in
 // graph dumps, e.g. "transB" or "axes=[1]".
 type Attributer interface {

@@ -298,3 +298,27 @@ func TestGradReuse(t *testing.T) {
 	checkGrad(t, gradCase{name: "reuse", params: []graph.Shape{s(3, 3)},
 		build: func(ps, _ []*graph.Node) *graph.Node { return ops.Add(ops.Mul(ps[0], ps[0]), ops.Tanh(ps[0])) }})
 }
+
+func TestGradSlice(t *testing.T) {
+	checkGrad(t, gradCase{name: "Slice last axis", params: []graph.Shape{s(2, 3, 9)},
+		build: func(ps, _ []*graph.Node) *graph.Node { return ops.Slice(ps[0], -1, 3, 7) }})
+	checkGrad(t, gradCase{name: "Slice middle axis", params: []graph.Shape{s(2, 5, 4)},
+		build: func(ps, _ []*graph.Node) *graph.Node { return ops.Slice(ps[0], 1, 1, 3) }})
+	// q, k, v split of one tensor: gradients of the three slices add up.
+	checkGrad(t, gradCase{name: "Slice split", params: []graph.Shape{s(4, 6)},
+		build: func(ps, _ []*graph.Node) *graph.Node {
+			return ops.Add(ops.Mul(ops.Slice(ps[0], 1, 0, 2), ops.Slice(ps[0], 1, 2, 4)), ops.Tanh(ops.Slice(ps[0], 1, 4, 6)))
+		}})
+}
+
+func TestFastTanhAccuracy(t *testing.T) {
+	worst := 0.0
+	for x := -8.0; x <= 8; x += 1e-3 {
+		d := math.Abs(float64(ops.FastTanhForTest(float32(x))) - math.Tanh(x))
+		worst = math.Max(worst, d)
+	}
+	if worst > 3e-7 {
+		t.Fatalf("fastTanh max error %.3g", worst)
+	}
+	t.Logf("fastTanh max abs error %.3g", worst)
+}

@@ -49,6 +49,9 @@ func resolveShape(shape []int, numel int) (graph.Shape, error) {
 	return s, nil
 }
 
+// AliasesInput makes a reshape a view: no copy, no buffer of its own.
+func (o reshapeOp) AliasesInput() bool { return true }
+
 func (o reshapeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	in, out := b.In[0], b.Out
 	switch {

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// stdlibPackages is the default corpus: the non-test .go files of these
+// packages of the installed Go toolchain, in this order, each package's
+// files sorted by name.
+var stdlibPackages = []string{
+	"bufio", "bytes", "container/heap", "container/list", "container/ring", "errors",
+	"io", "path", "sort", "strconv", "strings", "text/tabwriter", "unicode/utf8",
+}
+
+// goroot returns the toolchain's GOROOT.
+func goroot() string {
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		if r := strings.TrimSpace(string(out)); r != "" {
+			return r
+		}
+	}
+	return runtime.GOROOT()
+}
+
+// loadCorpus reads file, or the default standard-library corpus when file
+// is empty.
+func loadCorpus(file string) (string, string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", "", fmt.Errorf("-data: %w", err)
+		}
+		if !utf8.Valid(b) {
+			return "", "", fmt.Errorf("-data %s: not UTF-8 text", file)
+		}
+		return string(b), file, nil
+	}
+	root := filepath.Join(goroot(), "src")
+	var sb strings.Builder
+	for _, pkg := range stdlibPackages {
+		files, err := filepath.Glob(filepath.Join(root, pkg, "*.go"))
+		if err != nil {
+			return "", "", err
+		}
+		sort.Strings(files)
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return "", "", fmt.Errorf("corpus: %w", err)
+			}
+			sb.Write(b)
+			sb.WriteByte('\n')
+		}
+	}
+	if sb.Len() == 0 {
+		return "", "", fmt.Errorf("corpus: no Go sources under %s (pass -data FILE)", root)
+	}
+	return sb.String(), fmt.Sprintf("Go %d standard-library packages under %s", len(stdlibPackages), root), nil
+}
+
+// vocab maps each distinct character of a text to a token id, in rune
+// order.
+type vocab struct {
+	runes []rune
+	ids   map[rune]int32
+}
+
+func newVocab(text string) *vocab {
+	set := map[rune]bool{}
+	for _, r := range text {
+		set[r] = true
+	}
+	v := &vocab{ids: map[rune]int32{}}
+	for r := range set {
+		v.runes = append(v.runes, r)
+	}
+	sort.Slice(v.runes, func(i, j int) bool { return v.runes[i] < v.runes[j] })
+	for i, r := range v.runes {
+		v.ids[r] = int32(i)
+	}
+	return v
+}
+
+func (v *vocab) encode(text string) []int32 {
+	out := make([]int32, 0, len(text))
+	for _, r := range text {
+		out = append(out, v.ids[r])
+	}
+	return out
+}
+
+func (v *vocab) decode(ids []int32) string {
+	var sb strings.Builder
+	for _, id := range ids {
+		sb.WriteRune(v.runes[id])
+	}
+	return sb.String()
+}

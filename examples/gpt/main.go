@@ -1,0 +1,135 @@
+// Command gpt trains a character-level GPT in float32 and in FP8 from one
+// Go script and prints both side by side, then samples text.
+//
+//	go run ./examples/gpt                       # the "baby GPT": 4 layers, 4 heads, 128 wide, 2000 iterations, both precisions
+//	go run ./examples/gpt -precision fp8 -sample 500
+//	go run ./examples/gpt -data input.txt -iters 5000 -plot loss.png
+//	go run ./examples/gpt -dump -iters 1        # print the compiled FP8 graph: LayerNorms write FP8 into the next GEMM
+//
+// The default corpus is the Go source of a fixed list of standard-library
+// packages of the installed toolchain (see stdlibPackages); the last 10%
+// is the validation split.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+type config struct {
+	layers, heads, embd, block, batch, iters int
+	lr                                       float64
+	dropout                                  float64
+	seed                                     uint64
+	precision, recipe, format, aoRecipe      string
+	sample                                   int
+	plot, data                               string
+	json, dump, progress                     bool
+	evalEvery, evalBatches                   int
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.layers, "layers", 4, "transformer blocks")
+	flag.IntVar(&cfg.heads, "heads", 4, "attention heads")
+	flag.IntVar(&cfg.embd, "embd", 128, "embedding size")
+	flag.IntVar(&cfg.block, "block", 64, "context length")
+	flag.IntVar(&cfg.batch, "batch", 12, "sequences per batch")
+	flag.IntVar(&cfg.iters, "iters", 2000, "training iterations")
+	flag.Float64Var(&cfg.lr, "lr", 1e-3, "peak learning rate (AdamW, warmup then cosine decay)")
+	flag.Float64Var(&cfg.dropout, "dropout", 0, "dropout probability")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed")
+	flag.StringVar(&cfg.precision, "precision", "both", "fp32, fp8 or both")
+	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te or ao (msamp arrives with the MS-AMP optimizer)")
+	flag.StringVar(&cfg.format, "format", "HYBRID", "TE fp8_format: HYBRID, E4M3 or E5M2")
+	flag.StringVar(&cfg.aoRecipe, "ao", "tensorwise", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
+	flag.IntVar(&cfg.sample, "sample", 300, "characters to generate after training (0: none)")
+	flag.StringVar(&cfg.plot, "plot", "", "write the loss curves to this PNG file")
+	flag.StringVar(&cfg.data, "data", "", "train on this UTF-8 text file instead of the Go sources")
+	flag.BoolVar(&cfg.json, "json", false, "print one JSON object as the last line")
+	flag.BoolVar(&cfg.dump, "dump", false, "print the compiled FP8 training graph")
+	flag.IntVar(&cfg.evalEvery, "eval-every", 250, "iterations between validation-loss estimates")
+	flag.IntVar(&cfg.evalBatches, "eval-batches", 20, "batches per loss estimate")
+	flag.Parse()
+	cfg.progress = !cfg.json && isTerminal(os.Stderr)
+	if err := run(cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gpt:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config, w io.Writer) error {
+	var precisions []string
+	switch cfg.precision {
+	case "fp32", "fp8":
+		precisions = []string{cfg.precision}
+	case "both":
+		precisions = []string{"fp32", "fp8"}
+	default:
+		return fmt.Errorf("-precision %q: want fp32, fp8 or both", cfg.precision)
+	}
+	if cfg.recipe == "msamp" {
+		return fmt.Errorf("-recipe msamp needs MS-AMP's low-bit optimizer states, which are not built yet; use te or ao")
+	}
+	if _, err := makeRecipe(cfg); err != nil {
+		return err
+	}
+	text, source, err := loadCorpus(cfg.data)
+	if err != nil {
+		return err
+	}
+	voc := newVocab(text)
+	tokens := voc.encode(text)
+	split := len(tokens) * 9 / 10
+	train, val := tokens[:split], tokens[split:]
+	if len(val) <= cfg.block+1 || len(train) <= cfg.block+1 {
+		return fmt.Errorf("corpus of %d characters is too short for a context of %d", len(tokens), cfg.block)
+	}
+	if !cfg.json {
+		fmt.Fprintf(w, "corpus: %s: %d characters, vocabulary %d, %d train / %d validation\n", source, len(tokens), len(voc.runes), len(train), len(val))
+	}
+	var results []*result
+	for _, p := range precisions {
+		r, err := trainOne(cfg, p, voc, train, val, w)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		results = append(results, r)
+	}
+	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %9s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "FP8 layers")
+	for _, r := range results {
+		fmt.Fprintf(w, "%-9s %-12s %10.4f %9.4f %9.1f %10.0f %9d  %d of %d linear layers\n", r.Precision, r.Recipe, r.TrainLoss, r.ValLoss, r.MsPerIter, r.TokensPerS, r.Params, len(r.Converted), r.Linears)
+	}
+	if len(results) == 2 {
+		fmt.Fprintf(w, "FP8 validation loss vs float32: %+.2f%%\n", 100*(results[1].ValLoss/results[0].ValLoss-1))
+	}
+	for _, r := range results {
+		if r.Sample != "" && !cfg.json {
+			fmt.Fprintf(w, "\n--- %s sample (%d characters) ---\n%s\n", r.Precision, cfg.sample, r.Sample)
+		}
+	}
+	if cfg.plot != "" {
+		if err := plotLosses(cfg.plot, results); err != nil {
+			return err
+		}
+	}
+	if cfg.json {
+		last := results[len(results)-1]
+		out := last.fields()
+		if len(results) > 1 {
+			var runs []map[string]any
+			for _, r := range results {
+				runs = append(runs, r.fields())
+			}
+			out["runs"] = runs
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	return nil
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "⏎") }

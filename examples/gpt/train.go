@@ -1,0 +1,323 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/octetml/octet/examples/internal/lossplot"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+type result struct {
+	Precision, Recipe  string
+	TrainLoss, ValLoss float64
+	MsPerIter          float64
+	TokensPerS         float64
+	Params             int
+	Converted          []string
+	Linears            int
+	Losses             []float32
+	Sample             string
+}
+
+func (r *result) fields() map[string]any {
+	conv := r.Converted
+	if conv == nil {
+		conv = []string{}
+	}
+	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
+		"tokens_per_s": r.TokensPerS, "ms_per_iter": r.MsPerIter, "params": r.Params, "converted_layers": conv}
+}
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+func makeRecipe(cfg config) (fp8.Recipe, error) {
+	switch cfg.recipe {
+	case "te":
+		f, err := fp8.ParseFormatRecipe(cfg.format)
+		if err != nil {
+			return nil, fmt.Errorf("-format: %w", err)
+		}
+		return fp8.TERecipeFromEnv(fp8.TERecipe{Format: f})
+	case "ao":
+		r, err := fp8.NewAORecipe(cfg.aoRecipe)
+		if err != nil {
+			return nil, fmt.Errorf("-ao: %w", err)
+		}
+		return fp8.AORecipeFromEnv(r)
+	}
+	return nil, fmt.Errorf("-recipe %q: want te or ao", cfg.recipe)
+}
+
+// model is a GPT built on its own graph for a batch size and length.
+type model struct {
+	g                *graph.Graph
+	b                *nn.Builder
+	gpt              *nn.GPT
+	ids, pos, labels *graph.Node
+	logits, loss     *graph.Node
+	grads            []*graph.Node
+	batch, seq       int
+}
+
+func buildModel(cfg config, vocab, batch, seq int, train bool) (*model, error) {
+	m := &model{g: graph.New(), batch: batch, seq: seq}
+	m.b = nn.NewBuilder(m.g)
+	gpt, err := nn.NewGPT(m.b, "gpt", nn.GPTConfig{Layers: cfg.layers, Heads: cfg.heads, Embd: cfg.embd, Block: cfg.block,
+		Vocab: vocab, Dropout: float32(cfg.dropout), Seed: cfg.seed})
+	if err != nil {
+		return nil, err
+	}
+	m.gpt = gpt
+	m.ids = m.g.Input("ids", graph.Int32, batch, seq)
+	m.pos = m.g.Input("pos", graph.Int32, seq)
+	m.logits = gpt.Forward(m.ids, m.pos)
+	if train {
+		m.labels = m.g.Input("labels", graph.Int32, batch, seq)
+		m.loss = ops.CrossEntropy(m.logits, m.labels)
+		if m.grads, err = graph.Grad(m.loss, m.b.Params()...); err != nil {
+			return nil, err
+		}
+	}
+	return m, m.g.Err()
+}
+
+// batcher draws random windows of a token stream.
+type batcher struct {
+	data   []int32
+	rng    *rand.Rand
+	x, y   []int32
+	block  int
+	nBatch int
+}
+
+func newBatcher(data []int32, batch, block int, seed uint64) *batcher {
+	return &batcher{data: data, rng: rand.New(rand.NewPCG(seed, 77)), x: make([]int32, batch*block), y: make([]int32, batch*block), block: block, nBatch: batch}
+}
+
+func (b *batcher) next() {
+	for i := 0; i < b.nBatch; i++ {
+		off := b.rng.IntN(len(b.data) - b.block - 1)
+		copy(b.x[i*b.block:(i+1)*b.block], b.data[off:off+b.block])
+		copy(b.y[i*b.block:(i+1)*b.block], b.data[off+1:off+b.block+1])
+	}
+}
+
+func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io.Writer) (*result, error) {
+	m, err := buildModel(cfg, len(voc.runes), cfg.batch, cfg.block, true)
+	if err != nil {
+		return nil, err
+	}
+	store := graph.NewStore()
+	if err := m.b.Init(store, cfg.seed); err != nil {
+		return nil, err
+	}
+	res := &result{Precision: precision, Recipe: "-", Params: m.b.NumParams()}
+	outs := append([]*graph.Node{m.loss}, m.grads...)
+	var trainProg, evalProg *graph.Program
+	var recipe fp8.Recipe
+	if precision == "fp8" {
+		if recipe, err = makeRecipe(cfg); err != nil {
+			return nil, err
+		}
+		res.Recipe = cfg.recipe + "/" + map[bool]string{true: cfg.format, false: cfg.aoRecipe}[cfg.recipe == "te"]
+		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
+		if err != nil {
+			return nil, err
+		}
+		trainProg, evalProg = prep.Train, prep.Eval
+		res.Converted, res.Linears = prep.Report.Converted(), len(prep.Report.Layers)
+		if cfg.dump {
+			fmt.Fprintln(w, "== compiled FP8 training graph ==")
+			if err := m.g.WriteText(w, outs...); err != nil {
+				return nil, err
+			}
+			fmt.Fprint(w, prep.Report)
+		}
+	} else {
+		if trainProg, err = graph.Compile(m.g, store, graph.Options{Training: true}, outs...); err != nil {
+			return nil, err
+		}
+		if evalProg, err = graph.Compile(m.g, store, graph.Options{}, m.loss); err != nil {
+			return nil, err
+		}
+		res.Linears = 4*cfg.layers + 1
+	}
+	params, err := optim.Bind(store, trainProg, m.b.Params(), m.grads)
+	if err != nil {
+		return nil, err
+	}
+	opt := optim.NewAdamW(params, 0.1)
+	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
+	pos := make([]int32, cfg.block)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	for _, p := range []*graph.Program{trainProg, evalProg} {
+		if err := p.FeedInt32(m.pos, pos); err != nil {
+			return nil, err
+		}
+	}
+	tb := newBatcher(train, cfg.batch, cfg.block, cfg.seed)
+	estimate := func(data []int32, seed uint64) (float64, error) {
+		eb := newBatcher(data, cfg.batch, cfg.block, seed)
+		var sum float64
+		for i := 0; i < cfg.evalBatches; i++ {
+			eb.next()
+			if err := evalProg.FeedInt32(m.ids, eb.x); err != nil {
+				return 0, err
+			}
+			if err := evalProg.FeedInt32(m.labels, eb.y); err != nil {
+				return 0, err
+			}
+			if err := evalProg.Run(); err != nil {
+				return 0, err
+			}
+			l, _ := evalProg.Scalar(m.loss)
+			sum += float64(l)
+		}
+		return sum / float64(cfg.evalBatches), nil
+	}
+	var bar *progressbar.ProgressBar
+	if cfg.progress {
+		bar = progressbar.NewOptions(cfg.iters, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("iters"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+	var busy time.Duration
+	for it := 0; it < cfg.iters; it++ {
+		tb.next()
+		start := time.Now()
+		if err := trainProg.FeedInt32(m.ids, tb.x); err != nil {
+			return nil, err
+		}
+		if err := trainProg.FeedInt32(m.labels, tb.y); err != nil {
+			return nil, err
+		}
+		if err := trainProg.Run(); err != nil {
+			return nil, err
+		}
+		optim.ClipGradNorm(params, 1)
+		opt.Step(sched.LR(it))
+		busy += time.Since(start)
+		l, _ := trainProg.Scalar(m.loss)
+		if math.IsNaN(float64(l)) {
+			return nil, fmt.Errorf("iteration %d: the loss is NaN", it)
+		}
+		res.Losses = append(res.Losses, l)
+		if bar != nil {
+			if it%10 == 0 {
+				bar.Describe(fmt.Sprintf("%s loss %.3f", precision, l))
+			}
+			_ = bar.Add(1)
+		}
+		if !cfg.json && !cfg.progress && cfg.evalEvery > 0 && (it+1)%cfg.evalEvery == 0 && it+1 < cfg.iters {
+			v, err := estimate(val, 99)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(w, "%s iter %5d  train loss %.4f  val loss %.4f\n", precision, it+1, l, v)
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	res.MsPerIter = float64(busy.Microseconds()) / 1000 / float64(cfg.iters)
+	res.TokensPerS = float64(cfg.batch*cfg.block) / (res.MsPerIter / 1000)
+	if res.TrainLoss, err = estimate(train, 98); err != nil {
+		return nil, err
+	}
+	if res.ValLoss, err = estimate(val, 99); err != nil {
+		return nil, err
+	}
+	if cfg.sample > 0 {
+		if res.Sample, err = sample(cfg, voc, store, recipe, val, cfg.sample); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// sample generates n characters, starting from the first context-length
+// window of the validation text, at temperature 0.8, with a batch-1
+// program that shares the trained parameters.
+func sample(cfg config, voc *vocab, store *graph.Store, recipe fp8.Recipe, prompt []int32, n int) (string, error) {
+	m, err := buildModel(cfg, len(voc.runes), 1, cfg.block, false)
+	if err != nil {
+		return "", err
+	}
+	var p *graph.Program
+	if recipe != nil {
+		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{m.logits}})
+		if err != nil {
+			return "", err
+		}
+		p = prep.Eval
+	} else if p, err = graph.Compile(m.g, store, graph.Options{}, m.logits); err != nil {
+		return "", err
+	}
+	pos := make([]int32, cfg.block)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	if err := p.FeedInt32(m.pos, pos); err != nil {
+		return "", err
+	}
+	ctx := append([]int32(nil), prompt[:cfg.block]...)
+	rng := rand.New(rand.NewPCG(cfg.seed, 5))
+	out := make([]int32, 0, n)
+	vocabN := len(voc.runes)
+	probs := make([]float64, vocabN)
+	for len(out) < n {
+		if err := p.FeedInt32(m.ids, ctx); err != nil {
+			return "", err
+		}
+		if err := p.Run(); err != nil {
+			return "", err
+		}
+		logits := p.Float32(m.logits)[(cfg.block-1)*vocabN : cfg.block*vocabN]
+		mx := float64(logits[0])
+		for _, l := range logits {
+			mx = math.Max(mx, float64(l))
+		}
+		var sum float64
+		for i, l := range logits {
+			probs[i] = math.Exp((float64(l) - mx) / 0.8)
+			sum += probs[i]
+		}
+		u, next := rng.Float64()*sum, vocabN-1
+		for i, pr := range probs {
+			if u < pr {
+				next = i
+				break
+			}
+			u -= pr
+		}
+		out = append(out, int32(next))
+		copy(ctx, ctx[1:])
+		ctx[len(ctx)-1] = int32(next)
+	}
+	return voc.decode(out), nil
+}
+
+func plotLosses(path string, results []*result) error {
+	var curves []lossplot.Curve
+	for _, r := range results {
+		label := r.Precision
+		if r.Recipe != "-" {
+			label += " " + r.Recipe
+		}
+		curves = append(curves, lossplot.Curve{Label: fmt.Sprintf("%s (val %.4f)", label, r.ValLoss), Losses: r.Losses})
+	}
+	return lossplot.Write(path, "character-level GPT training loss", "cross-entropy, 50-step average", 50, curves)
+}

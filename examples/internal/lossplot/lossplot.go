@@ -1,0 +1,76 @@
+// Package lossplot draws training-loss curves to a PNG with gonum/plot,
+// for the example programs.
+package lossplot
+
+import (
+	"image/color"
+	"os"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// Curve is one labelled series of per-step losses.
+type Curve struct {
+	Label  string
+	Losses []float32
+}
+
+var palette = []color.Color{
+	color.RGBA{R: 31, G: 119, B: 180, A: 255},
+	color.RGBA{R: 214, G: 39, B: 40, A: 255},
+	color.RGBA{G: 128, A: 255},
+	color.RGBA{R: 148, G: 103, B: 189, A: 255},
+}
+
+// Write plots each curve as a moving average over window steps on a log
+// scale and writes the PNG to path through a temporary file.
+func Write(path, title, ylabel string, window int, curves []Curve) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "step"
+	p.Y.Label.Text = ylabel + " (log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	for i, c := range curves {
+		pts := make(plotter.XYs, 0, len(c.Losses))
+		var sum float64
+		for s, l := range c.Losses {
+			sum += float64(l)
+			if s >= window {
+				sum -= float64(c.Losses[s-window])
+			}
+			pts = append(pts, plotter.XY{X: float64(s), Y: sum / float64(min(s+1, window))})
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return err
+		}
+		line.Color = palette[i%len(palette)]
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(c.Label, line)
+	}
+	p.Legend.Top = true
+	w, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".plot-*.png")
+	if err != nil {
+		return err
+	}
+	if _, err := w.WriteTo(tmp); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,4 @@
+package ops
+
+// FastTanhForTest exposes fastTanh to the external tests.
+var FastTanhForTest = fastTanh
