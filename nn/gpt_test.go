@@ -2,8 +2,8 @@ package nn
 
 import (
 	"math"
-	"strings"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/octetml/octet/graph"

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A CI-sized run on the Go-source corpus: the loss falls well below its
+// starting value in both precisions, the JSON summary is the last line,
+// and the sample has the requested length.
+func TestShortTraining(t *testing.T) {
+	cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 8, iters: 500, lr: 3e-3, seed: 2,
+		precision: "both", recipe: "te", format: "HYBRID", aoRecipe: "tensorwise", sample: 40, json: true,
+		evalBatches: 5, plot: filepath.Join(t.TempDir(), "loss.png")}
+	var out bytes.Buffer
+	require.NoError(t, run(cfg, &out))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var s struct {
+		Precision string  `json:"precision"`
+		TrainLoss float64 `json:"train_loss"`
+		ValLoss   float64 `json:"val_loss"`
+		TokensPS  float64 `json:"tokens_per_s"`
+		Params    int     `json:"params"`
+		Runs      []struct {
+			Precision string  `json:"precision"`
+			ValLoss   float64 `json:"val_loss"`
+		} `json:"runs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+	require.Equal(t, "fp8", s.Precision)
+	require.Len(t, s.Runs, 2)
+	for _, r := range s.Runs {
+		require.Less(t, r.ValLoss, 3.0, r.Precision) // from ln(vocab) ≈ 4.6 at the start
+	}
+	require.Greater(t, s.TokensPS, 0.0)
+	require.Greater(t, s.Params, 10000)
+	_, err := os.Stat(cfg.plot)
+	require.NoError(t, err)
+}
+
+func TestDumpShowsLayerNormFusion(t *testing.T) {
+	cfg := config{layers: 2, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, seed: 1,
+		precision: "fp8", recipe: "te", format: "HYBRID", dump: true, evalBatches: 1}
+	var out bytes.Buffer
+	require.NoError(t, run(cfg, &out))
+	dump := out.String()
+	// Each pre-attention and pre-MLP LayerNorm writes FP8 straight into the
+	// following linear: 2 per block.
+	require.Equal(t, 4, strings.Count(dump, "= LayerNormQuantize"))
+	require.Contains(t, dump, `"gpt.h.0.ln1/fp8"`)
+	require.Contains(t, dump, `"gpt.h.1.ln2/fp8"`)
+	// The LM head's vocabulary is not a multiple of 16: it stays float32.
+	require.Contains(t, dump, "gpt.lm_head")
+	require.Regexp(t, `gpt\.lm_head +\[\d+ 32\] +kept float32`, dump)
+}
+
+func TestCorpusAndFlags(t *testing.T) {
+	text, src, err := loadCorpus("")
+	require.NoError(t, err)
+	require.Contains(t, src, "standard-library")
+	require.Contains(t, text, "package strings")
+	v := newVocab("hello, gopher")
+	require.Equal(t, "gopher", v.decode(v.encode("gopher")))
+	_, _, err = loadCorpus("/nonexistent/file.txt")
+	require.ErrorContains(t, err, "/nonexistent/file.txt")
+	bad := filepath.Join(t.TempDir(), "bad.txt")
+	require.NoError(t, os.WriteFile(bad, []byte{0xff, 0xfe, 0x00}, 0o644))
+	_, _, err = loadCorpus(bad)
+	require.ErrorContains(t, err, "UTF-8")
+	for _, c := range []struct {
+		mut  func(*config)
+		says string
+	}{
+		{func(c *config) { c.precision = "bf16" }, "-precision"},
+		{func(c *config) { c.recipe = "msamp" }, "msamp"},
+		{func(c *config) { c.heads = 3 }, "heads"},
+	} {
+		cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1}
+		c.mut(&cfg)
+		err := run(cfg, &bytes.Buffer{})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), c.says)
+	}
+}
