@@ -31,7 +31,14 @@ type Program struct {
 	tensors  map[*Node]*tensor.Dense
 	stepEnd  []func() error
 	stats    MemoryStats
+	step     int64
 }
+
+// Step returns the number of completed Runs (or the value set by SetStep).
+func (p *Program) Step() int64 { return p.step }
+
+// SetStep sets the step counter, as when resuming from a checkpoint.
+func (p *Program) SetStep(n int64) { p.step = n }
 
 // MemoryStats describes a program's buffer plan.
 type MemoryStats struct {
@@ -323,6 +330,7 @@ func (p *Program) Run() error {
 			return fmt.Errorf("graph: run: step end: %w", err)
 		}
 	}
+	p.step++
 	return nil
 }
 

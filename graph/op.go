@@ -53,6 +53,11 @@ type Binding struct {
 	prog     *Program
 }
 
+// Step returns the program's step counter: the number of completed
+// Runs, or the value SetStep gave it. Kernels whose randomness must
+// resume exactly from a checkpoint (dropout) derive it from the step.
+func (b *Binding) Step() *int64 { return &b.prog.step }
+
 // AtStepEnd registers fn to run at the end of every Program.Run, after all
 // kernels; FP8 scaling-state updates use it.
 func (b *Binding) AtStepEnd(fn func() error) { b.prog.stepEnd = append(b.prog.stepEnd, fn) }

@@ -33,10 +33,17 @@ func (o dropoutMaskOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if !b.Training {
 		return func() error { return nil }, nil // unused in evaluation
 	}
-	rng := rand.New(rand.NewPCG(o.seed, uint64(b.Node.ID())))
+	src := rand.NewPCG(0, 0)
+	rng := rand.New(src)
 	keep := 1 / (1 - o.p)
 	p := o.p
+	step := b.Step()
+	id := uint64(b.Node.ID())
 	return func() error {
+		// The mask of a step depends only on the seed, the node and the
+		// step number, so a run resumed from a checkpoint draws the same
+		// masks as an uninterrupted one.
+		src.Seed(o.seed, id<<40^uint64(*step))
 		for i := range mask {
 			if rng.Float32() < p {
 				mask[i] = 0
@@ -84,8 +91,9 @@ func (dropoutOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 
 // Dropout zeroes each element of x with probability p while training and
 // scales the rest by 1/(1−p); in an evaluation program it passes x
-// through. The mask comes from a generator seeded with seed (and the
-// node's id), so runs are reproducible. p = 0 returns x.
+// through. The mask comes from a generator seeded with seed, the node's
+// id and the program's step, so runs are reproducible and resume exactly.
+// p = 0 returns x.
 func Dropout(x *graph.Node, p float32, seed uint64) *graph.Node {
 	if x == nil || p == 0 {
 		return x

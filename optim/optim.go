@@ -205,3 +205,44 @@ func (o *Adam) Step(lr float32) {
 		kernels.Adam(p.W, p.G, o.m[pi], o.v[pi], &c)
 	}
 }
+
+// Stateful is an optimizer whose state can be saved and restored
+// (checkpoints): named buffers aligned with the parameters, and the step
+// count that drives bias correction.
+type Stateful interface {
+	Optimizer
+	// StateBuffers returns the optimizer's buffers by name; loading
+	// writes into them.
+	StateBuffers() map[string][]float32
+	// SetSteps sets the number of updates already applied.
+	SetSteps(n int)
+}
+
+// StateBuffers returns the moment buffers, "adam.m/<param>" and
+// "adam.v/<param>".
+func (o *Adam) StateBuffers() map[string][]float32 {
+	out := make(map[string][]float32, 2*len(o.Params))
+	for i, p := range o.Params {
+		out["adam.m/"+p.Name] = o.m[i]
+		out["adam.v/"+p.Name] = o.v[i]
+	}
+	return out
+}
+
+// SetSteps sets the number of updates already applied.
+func (o *Adam) SetSteps(n int) { o.steps = n }
+
+// StateBuffers returns the momentum buffers, "sgd.momentum/<param>" (none
+// without momentum).
+func (o *SGD) StateBuffers() map[string][]float32 {
+	out := map[string][]float32{}
+	for i, p := range o.Params {
+		if o.buf != nil {
+			out["sgd.momentum/"+p.Name] = o.buf[i]
+		}
+	}
+	return out
+}
+
+// SetSteps sets the number of updates already applied.
+func (o *SGD) SetSteps(n int) { o.steps = n }

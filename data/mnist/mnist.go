@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -168,10 +169,54 @@ type Loader struct {
 	set     *Set
 	batch   int
 	shuffle bool
+	src     *rand.PCG
 	rng     *rand.Rand
 	perm    []int
 	pos     int
 	epoch   int
+}
+
+// loaderState is what MarshalBinary saves.
+type loaderState struct {
+	PCG   []byte
+	Perm  []int
+	Pos   int
+	Epoch int
+}
+
+// MarshalBinary saves the loader's position: generator state, current
+// order, position and epoch, so a resumed run serves the same batches.
+func (l *Loader) MarshalBinary() ([]byte, error) {
+	pcg, err := l.src.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(loaderState{PCG: pcg, Perm: l.perm, Pos: l.pos, Epoch: l.epoch})
+}
+
+// UnmarshalBinary restores a position saved by MarshalBinary for a set of
+// the same size.
+func (l *Loader) UnmarshalBinary(b []byte) error {
+	var st loaderState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("mnist: loader state: %w", err)
+	}
+	if len(st.Perm) != len(l.perm) || st.Pos < 0 || st.Pos > len(l.perm) {
+		return fmt.Errorf("mnist: loader state is for a set of %d examples at position %d, this set has %d", len(st.Perm), st.Pos, len(l.perm))
+	}
+	seen := make([]bool, len(st.Perm))
+	for _, k := range st.Perm {
+		if k < 0 || k >= len(seen) || seen[k] {
+			return fmt.Errorf("mnist: loader state: order is not a permutation")
+		}
+		seen[k] = true
+	}
+	if err := l.src.UnmarshalBinary(st.PCG); err != nil {
+		return fmt.Errorf("mnist: loader state: %w", err)
+	}
+	copy(l.perm, st.Perm)
+	l.pos, l.epoch = st.Pos, st.Epoch
+	return nil
 }
 
 // NewLoader returns a loader over set.
@@ -179,7 +224,8 @@ func NewLoader(set *Set, batch int, shuffle bool, seed uint64) (*Loader, error) 
 	if batch <= 0 || batch > set.Len() {
 		return nil, fmt.Errorf("mnist: batch size %d for a set of %d", batch, set.Len())
 	}
-	l := &Loader{set: set, batch: batch, shuffle: shuffle, rng: rand.New(rand.NewPCG(seed, 0x6d6e697374)), perm: make([]int, set.Len())}
+	src := rand.NewPCG(seed, 0x6d6e697374)
+	l := &Loader{set: set, batch: batch, shuffle: shuffle, src: src, rng: rand.New(src), perm: make([]int, set.Len())}
 	for i := range l.perm {
 		l.perm[i] = i
 	}

@@ -1,0 +1,221 @@
+// Package checkpoint saves and restores a training run exactly:
+// parameters, optimizer state, every FP8 scaling state (scales, amax
+// histories and their counters), the step counter and named generator
+// states, with a JSON metadata header (model config, recipe, versions).
+//
+// Files use the safetensors layout (an 8-byte header length, a JSON
+// header, then little-endian tensor data), so other tools can read the
+// weights: parameters are stored as "param/<name>". Writes go to a
+// temporary file that is synced and renamed over the target, so a crash
+// mid-write leaves the previous checkpoint intact. Loading checks every
+// name, shape, dtype and the recipe before touching the model, and
+// refuses truncated or corrupted files with an error naming the tensor or
+// byte offset: a model is loaded whole or not at all.
+package checkpoint
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nlpodyssey/safetensors"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+)
+
+// Format identifies the checkpoint layout in the metadata.
+const Format = "octet-checkpoint/1"
+
+// State is what a checkpoint holds, and, for Load, what it must fit.
+type State struct {
+	// Store holds the parameters and the FP8 layer states.
+	Store *graph.Store
+	// Optimizer, if set, has its buffers and step count saved.
+	Optimizer optim.Stateful
+	// Step is the training step (the number of completed steps).
+	Step int64
+	// RNG holds named generator states (for example a data loader's).
+	// Load fills the entries present in the file.
+	RNG map[string][]byte
+	// Meta is free-form metadata (model config, recipe, …). On Load, the
+	// keys "model" and "recipe", when set, must equal the file's.
+	Meta map[string]string
+}
+
+// metaState is the integer part of one fp8.Meta, kept in the header.
+type metaState struct {
+	Format    string `json:"format"`
+	Steps     int    `json:"steps"`
+	NonFinite int    `json:"nonfinite"`
+	Overflows int    `json:"overflows"`
+	Margin    int    `json:"margin"`
+	Algo      string `json:"algo"`
+	Interval  int    `json:"interval"`
+	Pow2      bool   `json:"pow2"`
+}
+
+// layerMeta is the header record of one FP8 layer.
+type layerMeta struct {
+	Backend string                `json:"backend"`
+	Metas   map[string]*metaState `json:"metas"`
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+// fp8Layers returns the FP8 layer states in the store by layer name.
+func fp8Layers(store *graph.Store) map[string]*passes.LayerState {
+	out := map[string]*passes.LayerState{}
+	for _, k := range store.StateKeys() {
+		if st, ok := store.State(k).(*passes.LayerState); ok && strings.HasSuffix(k, passes.StateKey("")) {
+			out[strings.TrimSuffix(k, passes.StateKey(""))] = st
+		}
+	}
+	return out
+}
+
+func metasOf(st *passes.LayerState) map[string]*fp8.Meta {
+	out := map[string]*fp8.Meta{}
+	for name, m := range map[string]*fp8.Meta{"input": st.Input, "weight": st.Weight, "grad_output": st.GradOutput} {
+		if m != nil {
+			out[name] = m
+		}
+	}
+	return out
+}
+
+// build returns the tensors and metadata of s.
+func build(s *State) (map[string]safetensors.TensorView, map[string]string, error) {
+	if s.Store == nil {
+		return nil, nil, fmt.Errorf("checkpoint: no store")
+	}
+	views := map[string]safetensors.TensorView{}
+	add := func(name string, dt safetensors.DType, shape []int, data []byte) error {
+		sh := make([]uint64, len(shape))
+		for i, d := range shape {
+			sh[i] = uint64(d)
+		}
+		v, err := safetensors.NewTensorView(dt, sh, data)
+		if err != nil {
+			return fmt.Errorf("checkpoint: tensor %q: %w", name, err)
+		}
+		views[name] = v
+		return nil
+	}
+	for _, name := range s.Store.Names() {
+		sh, _ := s.Store.Shape(name)
+		if err := add("param/"+name, safetensors.F32, sh, f32Bytes(s.Store.Float32(name))); err != nil {
+			return nil, nil, err
+		}
+	}
+	meta := map[string]string{}
+	for k, v := range s.Meta {
+		meta[k] = v
+	}
+	meta["octet.format"] = Format
+	meta["octet.go"] = runtime.Version()
+	meta["octet.step"] = strconv.FormatInt(s.Step, 10)
+	if s.Optimizer != nil {
+		meta["octet.optimizer.steps"] = strconv.Itoa(s.Optimizer.Steps())
+		for name, buf := range s.Optimizer.StateBuffers() {
+			if err := add("optim/"+name, safetensors.F32, []int{len(buf)}, f32Bytes(buf)); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	layers := map[string]*layerMeta{}
+	for fqn, st := range fp8Layers(s.Store) {
+		lm := &layerMeta{Backend: st.Backend, Metas: map[string]*metaState{}}
+		for tensor, m := range metasOf(st) {
+			p := "fp8/" + fqn + "/" + tensor + "/"
+			if err := add(p+"scale", safetensors.F32, []int{1}, f32Bytes([]float32{m.Scale})); err != nil {
+				return nil, nil, err
+			}
+			if err := add(p+"scale_inv", safetensors.F32, []int{1}, f32Bytes([]float32{m.ScaleInv})); err != nil {
+				return nil, nil, err
+			}
+			if err := add(p+"amax_history", safetensors.F32, []int{len(m.History)}, f32Bytes(m.History)); err != nil {
+				return nil, nil, err
+			}
+			lm.Metas[tensor] = &metaState{Format: m.Format.String(), Steps: m.Steps, NonFinite: m.NonFinite, Overflows: m.Overflows,
+				Margin: m.Margin, Algo: m.Algo.String(), Interval: m.Interval, Pow2: m.Pow2}
+		}
+		layers[fqn] = lm
+	}
+	j, err := json.Marshal(layers)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta["octet.fp8"] = string(j)
+	names := make([]string, 0, len(s.RNG))
+	for name := range s.RNG {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := add("rng/"+name, safetensors.U8, []int{len(s.RNG[name])}, s.RNG[name]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return views, meta, nil
+}
+
+// Save writes s to path atomically: to a temporary file in the same
+// directory, synced, then renamed over path.
+func Save(path string, s *State) error { return save(path, s, nil) }
+
+// save is Save with a hook that may wrap the file's writer (tests use it
+// to simulate a crash mid-write).
+func save(path string, s *State, wrap func(io.Writer) io.Writer) (err error) {
+	views, meta, err := build(s)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	var w io.Writer = f
+	if wrap != nil {
+		w = wrap(f)
+	}
+	if err := safetensors.SerializeToWriter(views, meta, w); err != nil {
+		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil { // make the rename durable
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,302 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/octetml/octet/data/mnist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+	"github.com/stretchr/testify/require"
+)
+
+// run is a small training run: an MLP on synthetic digits, AdamW, a
+// shuffling loader, dropout, in float32 or FP8.
+type run struct {
+	store  *graph.Store
+	prog   *graph.Program
+	opt    *optim.Adam
+	loader *mnist.Loader
+	x, y   *graph.Node
+	loss   *graph.Node
+	xb     []float32
+	yb     []int32
+	losses []float32
+}
+
+func synthetic() *mnist.Set {
+	rng := rand.New(rand.NewPCG(4, 4))
+	s := &mnist.Set{Images: make([]float32, 256*mnist.Pixels), Labels: make([]int32, 256)}
+	for i := range s.Labels {
+		s.Labels[i] = int32(i % 10)
+		for p := 0; p < mnist.Pixels; p++ {
+			s.Images[i*mnist.Pixels+p] = float32(rng.NormFloat64()) + 0.5*float32(i%10)*float32(p%10)/10
+		}
+	}
+	return s
+}
+
+func newRun(t *testing.T, recipe fp8.Recipe) *run {
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	r := &run{}
+	r.x = g.Input("x", graph.Float32, 16, mnist.Pixels)
+	r.y = g.Input("labels", graph.Int32, 16)
+	mlp, err := nn.NewMLP(b, "mlp", []int{mnist.Pixels, 64, 32, 10}, nn.ReLU, nn.Dropout{P: 0.1, Seed: 3})
+	require.NoError(t, err)
+	r.loss = ops.CrossEntropy(mlp.Forward(r.x), r.y)
+	grads, err := graph.Grad(r.loss, b.Params()...)
+	require.NoError(t, err)
+	r.store = graph.NewStore()
+	require.NoError(t, b.Init(r.store, 9))
+	outs := append([]*graph.Node{r.loss}, grads...)
+	if recipe != nil {
+		prep, err := passes.Prepare(g, r.store, passes.Config{Recipe: recipe, TrainOutputs: outs, Filter: func(*graph.Node, string) bool { return true }})
+		require.NoError(t, err)
+		r.prog = prep.Train
+	} else {
+		r.prog, err = graph.Compile(g, r.store, graph.Options{Training: true}, outs...)
+		require.NoError(t, err)
+	}
+	params, err := optim.Bind(r.store, r.prog, b.Params(), grads)
+	require.NoError(t, err)
+	r.opt = optim.NewAdamW(params, 0.01)
+	r.loader, err = mnist.NewLoader(synthetic(), 16, true, 5)
+	require.NoError(t, err)
+	r.xb, r.yb = make([]float32, 16*mnist.Pixels), make([]int32, 16)
+	return r
+}
+
+func (r *run) steps(t *testing.T, n int) {
+	for i := 0; i < n; i++ {
+		r.loader.Next(r.xb, r.yb)
+		require.NoError(t, r.prog.FeedFloat32(r.x, r.xb))
+		require.NoError(t, r.prog.FeedInt32(r.y, r.yb))
+		require.NoError(t, r.prog.Run())
+		r.opt.Step(1e-3)
+		l, _ := r.prog.Scalar(r.loss)
+		r.losses = append(r.losses, l)
+	}
+}
+
+func (r *run) state(t *testing.T) *State {
+	lb, err := r.loader.MarshalBinary()
+	require.NoError(t, err)
+	return &State{Store: r.store, Optimizer: r.opt, Step: r.prog.Step(), RNG: map[string][]byte{"loader": lb},
+		Meta: map[string]string{"model": "mlp-784-64-32-10"}}
+}
+
+func (r *run) restore(t *testing.T, path string) {
+	st := r.state(t)
+	require.NoError(t, Load(path, st))
+	require.NoError(t, r.loader.UnmarshalBinary(st.RNG["loader"]))
+	r.prog.SetStep(st.Step)
+}
+
+func bits(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = math.Float32bits(x)
+	}
+	return out
+}
+
+// TestResumeIsExact trains N+M steps straight, and N steps, a save, a
+// fresh model that loads the checkpoint and M more steps: parameters, FP8
+// scales and histories, optimizer moments and the losses agree to the bit.
+func TestResumeIsExact(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		recipe fp8.Recipe
+	}{{"float32", nil}, {"FP8 TE delayed", fp8.TERecipe{AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo, Interval: 2}}, {"FP8 MS-AMP GEMMs", fp8.MSAMPRecipe{}}} {
+		const n, m = 7, 6
+		straight := newRun(t, c.recipe)
+		straight.steps(t, n+m)
+
+		first := newRun(t, c.recipe)
+		first.steps(t, n)
+		path := filepath.Join(t.TempDir(), "ckpt.safetensors")
+		require.NoError(t, Save(path, first.state(t)))
+		resumed := newRun(t, c.recipe)
+		resumed.restore(t, path)
+		resumed.steps(t, m)
+
+		require.Equal(t, bits(straight.losses[n:]), bits(resumed.losses), "%s: losses after resuming", c.name)
+		for _, name := range straight.store.Names() {
+			require.Equal(t, bits(straight.store.Float32(name)), bits(resumed.store.Float32(name)), "%s: %s", c.name, name)
+		}
+		for k, v := range straight.opt.StateBuffers() {
+			require.Equal(t, bits(v), bits(resumed.opt.StateBuffers()[k]), "%s: %s", c.name, k)
+		}
+		for fqn, st := range fp8Layers(straight.store) {
+			rs := fp8Layers(resumed.store)[fqn]
+			for tensor, mt := range metasOf(st) {
+				mr := metasOf(rs)[tensor]
+				require.Equal(t, math.Float32bits(mt.Scale), math.Float32bits(mr.Scale), "%s %s %s scale", c.name, fqn, tensor)
+				require.Equal(t, bits(mt.History), bits(mr.History), "%s %s %s history", c.name, fqn, tensor)
+				require.Equal(t, mt.Steps, mr.Steps)
+			}
+		}
+		if c.recipe != nil {
+			require.NotEmpty(t, fp8Layers(straight.store))
+		}
+	}
+}
+
+type failingWriter struct {
+	w    io.Writer
+	left int
+}
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.left {
+		n, _ := f.w.Write(p[:f.left])
+		f.left = 0
+		return n, errors.New("simulated crash")
+	}
+	f.left -= len(p)
+	return f.w.Write(p)
+}
+
+func TestCrashMidSaveKeepsOldCheckpoint(t *testing.T) {
+	r := newRun(t, fp8.TERecipe{})
+	r.steps(t, 2)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ckpt.safetensors")
+	require.NoError(t, Save(path, r.state(t)))
+	old, err := os.ReadFile(path)
+	require.NoError(t, err)
+	r.steps(t, 2)
+	err = save(path, r.state(t), func(w io.Writer) io.Writer { return &failingWriter{w: w, left: 5000} })
+	require.ErrorContains(t, err, "simulated crash")
+	now, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, old, now, "the previous checkpoint is untouched")
+	entries, _ := os.ReadDir(dir)
+	require.Len(t, entries, 1, "no temporary file is left behind")
+	fresh := newRun(t, fp8.TERecipe{})
+	fresh.restore(t, path)
+	require.Equal(t, int64(2), fresh.prog.Step())
+}
+
+func TestCorruptFilesAreRefusedWhole(t *testing.T) {
+	r := newRun(t, fp8.TERecipe{})
+	r.steps(t, 3)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ckpt.safetensors")
+	require.NoError(t, Save(path, r.state(t)))
+	good, _ := os.ReadFile(path)
+	target := newRun(t, fp8.TERecipe{})
+	before := bits(target.store.Float32("mlp.fc1.weight"))
+	for name, data := range map[string][]byte{
+		"empty":          {},
+		"short header":   good[:5],
+		"truncated head": good[:100],
+		"truncated data": good[:len(good)-10],
+		"huge length":    append([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0}, good[8:]...),
+		"not json":       append(append([]byte(nil), good[:8]...), bytes.Repeat([]byte("x"), len(good)-8)...),
+	} {
+		bad := filepath.Join(dir, "bad")
+		require.NoError(t, os.WriteFile(bad, data, 0o644))
+		err := Load(bad, target.state(t))
+		require.Error(t, err, name)
+		require.Contains(t, err.Error(), bad, name)
+		require.Equal(t, before, bits(target.store.Float32("mlp.fc1.weight")), "%s: nothing is half-loaded", name)
+	}
+	// A wrong shape names the tensor.
+	other := graph.NewStore()
+	require.NoError(t, other.SetFloat32("mlp.fc1.weight", make([]float32, 10), 10))
+	err := Load(path, &State{Store: other})
+	require.ErrorContains(t, err, `"param/mlp.fc1.weight"`)
+	require.ErrorContains(t, err, "[10]")
+	// An FP8 checkpoint does not load into a float32 run, and vice versa.
+	fp32 := newRun(t, nil)
+	require.ErrorContains(t, Load(path, fp32.state(t)), "FP8 scaling state")
+	p32 := filepath.Join(dir, "fp32.safetensors")
+	require.NoError(t, Save(p32, fp32.state(t)))
+	require.ErrorContains(t, Load(p32, target.state(t)), "no FP8 state")
+	// Another fp8_format is refused.
+	e4 := newRun(t, fp8.TERecipe{Format: fp8.AllE4M3})
+	require.ErrorContains(t, Load(path, e4.state(t)), "fp8_format")
+	// The recipe named in the metadata must match.
+	st := target.state(t)
+	st.Meta["recipe"] = "te/E4M3"
+	require.ErrorContains(t, Load(path, st), "recipe")
+}
+
+// TestOtherReader reads the file with a hand-written safetensors parser
+// (length, JSON header, little-endian data), independent of the library
+// the package writes with.
+func TestOtherReader(t *testing.T) {
+	r := newRun(t, fp8.TERecipe{})
+	r.steps(t, 1)
+	path := filepath.Join(t.TempDir(), "ckpt.safetensors")
+	require.NoError(t, Save(path, r.state(t)))
+	b, _ := os.ReadFile(path)
+	n := binary.LittleEndian.Uint64(b)
+	var header map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b[8:8+n], &header))
+	data := b[8+n:]
+	var meta map[string]string
+	require.NoError(t, json.Unmarshal(header["__metadata__"], &meta))
+	require.Equal(t, Format, meta["octet.format"])
+	for _, name := range r.store.Names() {
+		var info struct {
+			DType   string    `json:"dtype"`
+			Shape   []int     `json:"shape"`
+			Offsets [2]uint64 `json:"data_offsets"`
+		}
+		require.NoError(t, json.Unmarshal(header["param/"+name], &info), name)
+		require.Equal(t, "F32", info.DType)
+		sh, _ := r.store.Shape(name)
+		require.Equal(t, []int(sh), info.Shape)
+		raw := data[info.Offsets[0]:info.Offsets[1]]
+		got := make([]float32, len(raw)/4)
+		for i := range got {
+			got[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+		require.Equal(t, r.store.Float32(name), got, name)
+	}
+}
+
+func FuzzLoad(f *testing.F) {
+	r := newRun(&testing.T{}, fp8.TERecipe{})
+	path := filepath.Join(f.TempDir(), "seed.safetensors")
+	if err := Save(path, r.state(&testing.T{})); err != nil {
+		f.Fatal(err)
+	}
+	good, _ := os.ReadFile(path)
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	f.Add([]byte("\x10\x00\x00\x00\x00\x00\x00\x00{}"))
+	target := newRun(&testing.T{}, fp8.TERecipe{})
+	st := target.state(&testing.T{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		before := bits(target.store.Float32("mlp.fc2.weight"))
+		if err := loadBytes("fuzz", data, st); err != nil {
+			if !bytes.Equal(u32bytes(before), u32bytes(bits(target.store.Float32("mlp.fc2.weight")))) {
+				t.Fatal("a failed load changed the model")
+			}
+		}
+	})
+}
+
+func u32bytes(v []uint32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], x)
+	}
+	return b
+}

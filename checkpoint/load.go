@@ -1,0 +1,224 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+
+	"github.com/nlpodyssey/safetensors"
+	"github.com/octetml/octet/fp8"
+)
+
+// maxFileSize bounds what Load reads into memory.
+const maxFileSize = 1 << 34
+
+// Load reads path into s. Everything is checked before anything is
+// written: the file's format, every parameter of the store (name, dtype,
+// shape), the optimizer's buffers and step count, each FP8 layer's state
+// (the layers, backend, formats and history lengths must match the
+// store's, which decides the recipe), and the "model" and "recipe"
+// metadata when s.Meta sets them. Any mismatch, truncation or corruption
+// is an error naming the tensor, field or byte offset, and s is left as
+// it was.
+func Load(path string, s *State) (err error) {
+	defer func() {
+		if r := recover(); r != nil { // a corrupt file must never panic the caller
+			err = fmt.Errorf("checkpoint: %s: corrupt file: %v", path, r)
+		}
+	}()
+	if s.Store == nil {
+		return fmt.Errorf("checkpoint: no store to load into")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if fi.Size() > maxFileSize {
+		return fmt.Errorf("checkpoint: %s: %d bytes is more than this reader takes", path, fi.Size())
+	}
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return loadBytes(path, buf, s)
+}
+
+func loadBytes(path string, buf []byte, s *State) error {
+	if len(buf) < 8 {
+		return fmt.Errorf("checkpoint: %s: %d bytes, too short for a header length at offset 0", path, len(buf))
+	}
+	if n := binary.LittleEndian.Uint64(buf); n > uint64(len(buf)-8) {
+		return fmt.Errorf("checkpoint: %s: header length %d at offset 0 runs past the end of the file (%d bytes)", path, n, len(buf))
+	}
+	st, err := safetensors.Deserialize(buf)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	_, md, err := safetensors.ReadMetadata(buf)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	meta := md.Metadata()
+	if meta["octet.format"] != Format {
+		return fmt.Errorf("checkpoint: %s: metadata octet.format is %q, want %q", path, meta["octet.format"], Format)
+	}
+	for _, key := range []string{"model", "recipe"} {
+		if want, ok := s.Meta[key]; ok && meta[key] != want {
+			return fmt.Errorf("checkpoint: %s: saved with %s %q, this run uses %q", path, key, meta[key], want)
+		}
+	}
+	step, err := strconv.ParseInt(meta["octet.step"], 10, 64)
+	if err != nil || step < 0 {
+		return fmt.Errorf("checkpoint: %s: metadata octet.step %q is not a step count", path, meta["octet.step"])
+	}
+
+	// Stage every value first; commit only when all checks pass.
+	type copyJob struct {
+		dst []float32
+		src []byte
+	}
+	var jobs []copyJob
+	f32 := func(name string, want []int) ([]byte, error) {
+		t, ok := st.Tensor(name)
+		if !ok {
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q is missing", path, name)
+		}
+		if t.DType() != safetensors.F32 {
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q is %v, want F32", path, name, t.DType())
+		}
+		sh := t.Shape()
+		ok = len(sh) == len(want)
+		for i := 0; ok && i < len(sh); i++ {
+			ok = sh[i] == uint64(want[i])
+		}
+		if !ok {
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q has shape %v, the model wants %v", path, name, sh, want)
+		}
+		return t.Data(), nil
+	}
+	for _, name := range s.Store.Names() {
+		sh, _ := s.Store.Shape(name)
+		data, err := f32("param/"+name, sh)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, copyJob{s.Store.Float32(name), data})
+	}
+	optSteps := 0
+	if s.Optimizer != nil {
+		if optSteps, err = strconv.Atoi(meta["octet.optimizer.steps"]); err != nil || optSteps < 0 {
+			return fmt.Errorf("checkpoint: %s: metadata octet.optimizer.steps %q is not a step count (was it saved without an optimizer?)", path, meta["octet.optimizer.steps"])
+		}
+		names := make([]string, 0)
+		bufs := s.Optimizer.StateBuffers()
+		for name := range bufs {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			data, err := f32("optim/"+name, []int{len(bufs[name])})
+			if err != nil {
+				return err
+			}
+			jobs = append(jobs, copyJob{bufs[name], data})
+		}
+	}
+	var layers map[string]*layerMeta
+	if err := json.Unmarshal([]byte(meta["octet.fp8"]), &layers); err != nil {
+		return fmt.Errorf("checkpoint: %s: metadata octet.fp8 is not valid: %w", path, err)
+	}
+	have := fp8Layers(s.Store)
+	for fqn := range layers {
+		if _, ok := have[fqn]; !ok {
+			return fmt.Errorf("checkpoint: %s: layer %q has FP8 scaling state (backend %s) but this model does not convert it; use the recipe it was saved with", path, fqn, layers[fqn].Backend)
+		}
+	}
+	type metaJob struct {
+		m     *fp8.Meta
+		ms    *metaState
+		scale []byte
+		inv   []byte
+		hist  []byte
+	}
+	var metaJobs []metaJob
+	for fqn, ls := range have {
+		lm, ok := layers[fqn]
+		if !ok {
+			return fmt.Errorf("checkpoint: %s: this model converts layer %q to FP8 (%s) but the checkpoint has no FP8 state for it (saved in float32 or with another filter?)", path, fqn, ls.Backend)
+		}
+		if lm.Backend != ls.Backend {
+			return fmt.Errorf("checkpoint: %s: layer %q was saved with the %s backend, this run uses %s", path, fqn, lm.Backend, ls.Backend)
+		}
+		metas := metasOf(ls)
+		if len(metas) != len(lm.Metas) {
+			return fmt.Errorf("checkpoint: %s: layer %q has %d scaling states, the checkpoint %d", path, fqn, len(metas), len(lm.Metas))
+		}
+		for tensor, m := range metas {
+			ms, ok := lm.Metas[tensor]
+			if !ok {
+				return fmt.Errorf("checkpoint: %s: layer %q: no %s scaling state", path, fqn, tensor)
+			}
+			if ms.Format != m.Format.String() {
+				return fmt.Errorf("checkpoint: %s: layer %q %s was cast to %s, this run casts to %v (fp8_format differs)", path, fqn, tensor, ms.Format, m.Format)
+			}
+			if ms.Steps < 0 || ms.NonFinite < 0 || ms.Overflows < 0 {
+				return fmt.Errorf("checkpoint: %s: layer %q %s: negative counters", path, fqn, tensor)
+			}
+			p := "fp8/" + fqn + "/" + tensor + "/"
+			j := metaJob{m: m, ms: ms}
+			if j.scale, err = f32(p+"scale", []int{1}); err != nil {
+				return err
+			}
+			if j.inv, err = f32(p+"scale_inv", []int{1}); err != nil {
+				return err
+			}
+			if j.hist, err = f32(p+"amax_history", []int{len(m.History)}); err != nil {
+				return err
+			}
+			metaJobs = append(metaJobs, j)
+		}
+	}
+	rng := map[string][]byte{}
+	for name := range s.RNG {
+		t, ok := st.Tensor("rng/" + name)
+		if !ok {
+			return fmt.Errorf("checkpoint: %s: generator state %q is missing", path, name)
+		}
+		if t.DType() != safetensors.U8 {
+			return fmt.Errorf("checkpoint: %s: tensor %q is %v, want U8", path, "rng/"+name, t.DType())
+		}
+		rng[name] = append([]byte(nil), t.Data()...)
+	}
+
+	// Commit.
+	for _, j := range jobs {
+		decode(j.dst, j.src)
+	}
+	for _, j := range metaJobs {
+		var v [1]float32
+		decode(v[:], j.scale)
+		j.m.Scale = v[0]
+		decode(v[:], j.inv)
+		j.m.ScaleInv = v[0]
+		decode(j.m.History, j.hist)
+		j.m.Steps, j.m.NonFinite, j.m.Overflows = j.ms.Steps, j.ms.NonFinite, j.ms.Overflows
+	}
+	if s.Optimizer != nil {
+		s.Optimizer.SetSteps(optSteps)
+	}
+	for name, b := range rng {
+		s.RNG[name] = b
+	}
+	s.Step = step
+	return nil
+}
+
+func decode(dst []float32, src []byte) {
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	}
+}
