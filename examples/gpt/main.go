@@ -30,6 +30,8 @@ type config struct {
 	plot, data                               string
 	json, dump, progress                     bool
 	evalEvery, evalBatches                   int
+	saveDir, resumeDir                       string
+	saveEvery, stopAfter                     int
 }
 
 func main() {
@@ -54,6 +56,10 @@ func main() {
 	flag.BoolVar(&cfg.dump, "dump", false, "print the compiled FP8 training graph")
 	flag.IntVar(&cfg.evalEvery, "eval-every", 250, "iterations between validation-loss estimates")
 	flag.IntVar(&cfg.evalBatches, "eval-batches", 20, "batches per loss estimate")
+	flag.StringVar(&cfg.saveDir, "save", "", "write checkpoints (one file per precision) to this directory")
+	flag.StringVar(&cfg.resumeDir, "resume", "", "resume from the checkpoints in this directory")
+	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N iterations (0: at the end only)")
+	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many iterations of the schedule, as if interrupted")
 	flag.Parse()
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
 	if err := run(cfg, os.Stdout); err != nil {

@@ -88,3 +88,27 @@ func TestCorpusAndFlags(t *testing.T) {
 		require.Contains(t, err.Error(), c.says)
 	}
 }
+
+// Stopping, checkpointing and resuming reproduces the uninterrupted run.
+func TestSaveResume(t *testing.T) {
+	base := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 4, iters: 30, lr: 3e-3, seed: 2,
+		precision: "fp8", recipe: "te", format: "HYBRID", json: true, evalBatches: 3}
+	var straight bytes.Buffer
+	require.NoError(t, run(base, &straight))
+	dir := t.TempDir()
+	half := base
+	half.stopAfter, half.saveDir = 13, dir
+	require.NoError(t, run(half, &bytes.Buffer{}))
+	rest := base
+	rest.resumeDir = dir
+	var resumed bytes.Buffer
+	require.NoError(t, run(rest, &resumed))
+	last := func(b *bytes.Buffer) map[string]any {
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &m))
+		return m
+	}
+	require.Equal(t, last(&straight)["val_loss"], last(&resumed)["val_loss"])
+	require.Equal(t, last(&straight)["train_loss"], last(&resumed)["train_loss"])
+}

@@ -6,8 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/examples/internal/lossplot"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -96,6 +98,7 @@ func buildModel(cfg config, vocab, batch, seq int, train bool) (*model, error) {
 // batcher draws random windows of a token stream.
 type batcher struct {
 	data   []int32
+	src    *rand.PCG
 	rng    *rand.Rand
 	x, y   []int32
 	block  int
@@ -103,7 +106,8 @@ type batcher struct {
 }
 
 func newBatcher(data []int32, batch, block int, seed uint64) *batcher {
-	return &batcher{data: data, rng: rand.New(rand.NewPCG(seed, 77)), x: make([]int32, batch*block), y: make([]int32, batch*block), block: block, nBatch: batch}
+	src := rand.NewPCG(seed, 77)
+	return &batcher{data: data, src: src, rng: rand.New(src), x: make([]int32, batch*block), y: make([]int32, batch*block), block: block, nBatch: batch}
 }
 
 func (b *batcher) next() {
@@ -170,6 +174,34 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		}
 	}
 	tb := newBatcher(train, cfg.batch, cfg.block, cfg.seed)
+	ckptPath := func(dir string) string { return filepath.Join(dir, "gpt-"+precision+".safetensors") }
+	ckptMeta := map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes)), "recipe": res.Recipe}
+	saveCkpt := func(dir string) error {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("-save: %w", err)
+		}
+		b, err := tb.src.MarshalBinary()
+		if err != nil {
+			return err
+		}
+		return checkpoint.Save(ckptPath(dir), &checkpoint.State{Store: store, Optimizer: opt, Step: trainProg.Step(), RNG: map[string][]byte{"batches": b}, Meta: ckptMeta})
+	}
+	first := 0
+	if cfg.resumeDir != "" {
+		st := &checkpoint.State{Store: store, Optimizer: opt, RNG: map[string][]byte{"batches": nil}, Meta: ckptMeta}
+		if err := checkpoint.Load(ckptPath(cfg.resumeDir), st); err != nil {
+			return nil, fmt.Errorf("-resume: %w", err)
+		}
+		if err := tb.src.UnmarshalBinary(st.RNG["batches"]); err != nil {
+			return nil, fmt.Errorf("-resume: %w", err)
+		}
+		trainProg.SetStep(st.Step)
+		first = int(st.Step)
+	}
+	end := cfg.iters
+	if cfg.stopAfter > 0 {
+		end = min(end, cfg.stopAfter)
+	}
 	estimate := func(data []int32, seed uint64) (float64, error) {
 		eb := newBatcher(data, cfg.batch, cfg.block, seed)
 		var sum float64
@@ -195,7 +227,7 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 			progressbar.OptionSetItsString("iters"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
 	}
 	var busy time.Duration
-	for it := 0; it < cfg.iters; it++ {
+	for it := first; it < end; it++ {
 		tb.next()
 		start := time.Now()
 		if err := trainProg.FeedInt32(m.ids, tb.x); err != nil {
@@ -221,6 +253,11 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 			}
 			_ = bar.Add(1)
 		}
+		if cfg.saveDir != "" && cfg.saveEvery > 0 && (it+1)%cfg.saveEvery == 0 && it+1 < end {
+			if err := saveCkpt(cfg.saveDir); err != nil {
+				return nil, err
+			}
+		}
 		if !cfg.json && !cfg.progress && cfg.evalEvery > 0 && (it+1)%cfg.evalEvery == 0 && it+1 < cfg.iters {
 			v, err := estimate(val, 99)
 			if err != nil {
@@ -232,7 +269,15 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	res.MsPerIter = float64(busy.Microseconds()) / 1000 / float64(cfg.iters)
+	if cfg.saveDir != "" {
+		if err := saveCkpt(cfg.saveDir); err != nil {
+			return nil, err
+		}
+	}
+	if first >= end {
+		return nil, fmt.Errorf("-resume: the checkpoint is at iteration %d, nothing left to train", first)
+	}
+	res.MsPerIter = float64(busy.Microseconds()) / 1000 / float64(end-first)
 	res.TokensPerS = float64(cfg.batch*cfg.block) / (res.MsPerIter / 1000)
 	if res.TrainLoss, err = estimate(train, 98); err != nil {
 		return nil, err

@@ -39,6 +39,10 @@ type config struct {
 	dataDir     string
 	limit       int // use only the first limit training examples (0: all)
 	progress    bool
+	saveDir     string
+	resumeDir   string
+	saveEvery   int
+	stopAfter   int
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -74,6 +78,10 @@ func main() {
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object as the last line")
 	flag.StringVar(&cfg.dataDir, "data", "", "directory with the MNIST IDX files (default: the GoMNIST module)")
 	flag.IntVar(&cfg.limit, "limit", 0, "train on the first N examples only (0: all 60000)")
+	flag.StringVar(&cfg.saveDir, "save", "", "write checkpoints (one file per precision) to this directory")
+	flag.StringVar(&cfg.resumeDir, "resume", "", "resume from the checkpoints in this directory")
+	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N steps (0: at the end only)")
+	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
 	var err error
 	if cfg.hidden, err = parseHidden(hidden); err != nil {

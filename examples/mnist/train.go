@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -159,6 +161,17 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if steps == 0 {
 		return nil, fmt.Errorf("no training steps (epochs %d, batch %d, %d examples)", cfg.epochs, cfg.batch, train.Len())
 	}
+	ckpt := &checkpointer{store: store, opt: opt, loader: loader, prog: trainProg, name: "mnist-" + precision,
+		meta: map[string]string{"model": fmt.Sprintf("mlp %v", append(append([]int{mnist.Pixels}, cfg.hidden...), 10)), "recipe": res.Recipe}}
+	first := 0
+	if cfg.resumeDir != "" {
+		if first, err = ckpt.resume(cfg.resumeDir); err != nil {
+			return nil, err
+		}
+		if first > steps {
+			return nil, fmt.Errorf("-resume: the checkpoint is at step %d, past the %d steps of this run", first, steps)
+		}
+	}
 	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, steps/10), Total: steps}
 	var bar *progressbar.ProgressBar
 	if cfg.progress {
@@ -169,7 +182,11 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
 	res.Losses = make([]float32, 0, steps)
 	var busy time.Duration
-	for step := 0; step < steps; step++ {
+	end := steps
+	if cfg.stopAfter > 0 {
+		end = min(end, cfg.stopAfter)
+	}
+	for step := first; step < end; step++ {
 		loader.Next(xb, yb)
 		start := time.Now()
 		if err := trainProg.FeedFloat32(tm.x, xb); err != nil {
@@ -185,6 +202,11 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 		busy += time.Since(start)
 		l, _ := trainProg.Scalar(tm.loss)
 		res.Losses = append(res.Losses, l)
+		if cfg.saveDir != "" && cfg.saveEvery > 0 && (step+1)%cfg.saveEvery == 0 && step+1 < end {
+			if err := ckpt.save(cfg.saveDir); err != nil {
+				return nil, err
+			}
+		}
 		if bar != nil {
 			if step%20 == 0 {
 				bar.Describe(fmt.Sprintf("%s epoch %d/%d loss %.4f", precision, loader.Epoch()+1, cfg.epochs, l))
@@ -195,8 +217,16 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if bar != nil {
 		_ = bar.Finish()
 	}
+	if cfg.saveDir != "" {
+		if err := ckpt.save(cfg.saveDir); err != nil {
+			return nil, err
+		}
+	}
 	res.Steps = steps
-	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(steps)
+	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(max(1, end-first))
+	if len(res.Losses) == 0 {
+		return nil, fmt.Errorf("-resume: the checkpoint is at step %d, nothing left to train", first)
+	}
 	tail := res.Losses[max(0, len(res.Losses)-100):]
 	var sum float64
 	for _, l := range tail {
@@ -205,6 +235,44 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	res.FinalLoss = sum / float64(len(tail))
 	res.TestAccuracy, err = evaluate(evalProg, em, test)
 	return res, err
+}
+
+// checkpointer saves and restores one run: parameters, FP8 state,
+// optimizer, step and the loader's position.
+type checkpointer struct {
+	store  *graph.Store
+	opt    *optim.Adam
+	loader *mnist.Loader
+	prog   *graph.Program
+	name   string
+	meta   map[string]string
+}
+
+func (c *checkpointer) path(dir string) string { return filepath.Join(dir, c.name+".safetensors") }
+
+func (c *checkpointer) save(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("-save: %w", err)
+	}
+	lb, err := c.loader.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	return checkpoint.Save(c.path(dir), &checkpoint.State{Store: c.store, Optimizer: c.opt, Step: c.prog.Step(),
+		RNG: map[string][]byte{"loader": lb}, Meta: c.meta})
+}
+
+// resume loads the checkpoint and returns the step to continue from.
+func (c *checkpointer) resume(dir string) (int, error) {
+	st := &checkpoint.State{Store: c.store, Optimizer: c.opt, RNG: map[string][]byte{"loader": nil}, Meta: c.meta}
+	if err := checkpoint.Load(c.path(dir), st); err != nil {
+		return 0, fmt.Errorf("-resume: %w", err)
+	}
+	if err := c.loader.UnmarshalBinary(st.RNG["loader"]); err != nil {
+		return 0, fmt.Errorf("-resume: %w", err)
+	}
+	c.prog.SetStep(st.Step)
+	return int(st.Step), nil
 }
 
 // evaluate returns the accuracy on the test set.
