@@ -1,0 +1,221 @@
+// Package fsdp trains data-parallel with every parameter sharded across
+// ranks, as PyTorch's FSDP (and torchao's float8 all-gather) do: each rank
+// keeps only its shard of every parameter and of the optimizer state,
+// gathers full parameters as the step needs them, reduce-scatters the
+// gradients after backward, and updates its shard only.
+//
+// Shard is the graph rewrite (a pass over one rank's graph): every
+// parameter read goes through an AllGather node, and with float8
+// all-gather the weight cast of each FP8 layer with tensorwise current
+// scaling becomes an FP8AllGather node that casts the shard with one
+// global scale and gathers one byte per element. Rank is the training
+// driver. Ranks run as goroutines over a dist.Communicator; see package
+// dist for running them across machines.
+package fsdp
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/optim"
+)
+
+// Config configures sharding.
+type Config struct {
+	// Float8AllGather gathers the weights of FP8 layers (tensorwise
+	// current scaling, torchao's tensorwise recipe) in FP8.
+	Float8AllGather bool
+	// Precompute computes all layers' float8 all-gather scales in one
+	// all-reduce after the optimizer step instead of one per layer in the
+	// step.
+	Precompute bool
+}
+
+// Report says what Shard did.
+type Report struct {
+	Params        int // parameters sharded
+	Float8Weights int // weights gathered in FP8
+	Float8Bytes   int // bytes per step those gathers move (numel × 1)
+	Float32Bytes  int // bytes per step of the float32 gathers that training runs (numel × 4)
+}
+
+// Sharded is one rank's sharded parameters.
+type Sharded struct {
+	comm   dist.Communicator
+	cfg    Config
+	params []*graph.Node
+	shards []*ops.Shard
+	fp8    []*ops.Shard
+}
+
+// Shard rewrites one rank's graph g for sharded training: the rank keeps
+// the segment dist.Split gives it of each parameter of params (flattened,
+// taken from store, whose full values must be the same on every rank),
+// and every reader of a parameter reads its all-gathered value instead.
+// With cfg.Float8AllGather, FP8 weight casts with tensorwise current
+// scaling become FP8 all-gathers; other scalings are refused. The store
+// keeps its full buffers only because programs need one per parameter;
+// the shards are authoritative.
+func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []*graph.Node, cfg Config) (*Sharded, Report, error) {
+	var rep Report
+	s := &Sharded{comm: comm, cfg: cfg, params: params}
+	if err := g.Err(); err != nil {
+		return nil, rep, fmt.Errorf("fsdp: graph has errors: %w", err)
+	}
+	consumers := map[*graph.Node][]*graph.Node{}
+	for _, n := range g.Nodes() {
+		for i := 0; i < n.NumInputs(); i++ {
+			consumers[n.Input(i)] = append(consumers[n.Input(i)], n)
+		}
+	}
+	rank, size := comm.Rank(), comm.Size()
+	for _, p := range params {
+		full := store.Float32(p.Name())
+		if full == nil {
+			return nil, rep, fmt.Errorf("fsdp: parameter %q has no value in the store", p.Name())
+		}
+		counts := dist.Split(len(full), size)
+		off := dist.Offsets(counts)[rank]
+		sh := &ops.Shard{Comm: comm, Counts: counts, Data: append([]float32(nil), full[off:off+counts[rank]]...)}
+		s.shards = append(s.shards, sh)
+		rep.Params++
+		keep := map[*graph.Node]bool{}
+		if cfg.Float8AllGather {
+			for _, c := range consumers[p] {
+				qc, ok := ops.QuantizeConfigOf(c)
+				if !ok || c.Op().Type() != "Quantize" || qc.Tensor != "weight" {
+					continue
+				}
+				if qc.Scaling != ops.Current {
+					return nil, rep, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe), its cast is %v; turn float8 all-gather off or use the tensorwise recipe", p.Name(), qc.Scaling)
+				}
+				ag := ops.FP8AllGather(p, sh, qc)
+				if err := g.Err(); err != nil {
+					return nil, rep, err
+				}
+				if err := g.ReplaceUses(c, ag); err != nil {
+					return nil, rep, err
+				}
+				keep[ag] = true
+				if len(s.fp8) == 0 || s.fp8[len(s.fp8)-1] != sh {
+					s.fp8 = append(s.fp8, sh)
+					rep.Float8Weights++
+					rep.Float8Bytes += len(full)
+				}
+			}
+		}
+		ag := ops.AllGather(p, sh)
+		if err := g.Err(); err != nil {
+			return nil, rep, err
+		}
+		keep[ag] = true
+		for _, n := range g.Nodes() {
+			if keep[n] {
+				continue
+			}
+			for i := 0; i < n.NumInputs(); i++ {
+				if n.Input(i) == p {
+					if err := graph.SetInput(n, i, ag); err != nil {
+						return nil, rep, err
+					}
+				}
+			}
+		}
+	}
+	return s, rep, graph.Verify(g)
+}
+
+// Rank drives one rank's training: run the step (gathers happen inside),
+// reduce-scatter and average the gradients into the shards, update the
+// shards, and with Precompute refresh the float8 scales.
+type Rank struct {
+	s          *Sharded
+	prog       *graph.Program
+	grads      []*graph.Node
+	gradShards [][]float32
+	params     []optim.Param
+	amaxes     []float32
+	scale      float32
+}
+
+// NewRank prepares the driver for a compiled training program whose
+// outputs include grads (one per sharded parameter, in order).
+func NewRank(s *Sharded, prog *graph.Program, grads []*graph.Node) (*Rank, error) {
+	if len(grads) != len(s.params) {
+		return nil, fmt.Errorf("fsdp: %d gradients for %d parameters", len(grads), len(s.params))
+	}
+	r := &Rank{s: s, prog: prog, grads: grads, scale: 1 / float32(s.comm.Size()), amaxes: make([]float32, len(s.fp8))}
+	for i, p := range s.params {
+		if prog.Float32(grads[i]) == nil {
+			return nil, fmt.Errorf("fsdp: the gradient of %q is not an output of the program", p.Name())
+		}
+		g := make([]float32, len(s.shards[i].Data))
+		r.gradShards = append(r.gradShards, g)
+		r.params = append(r.params, optim.Param{Name: p.Name(), W: s.shards[i].Data, G: g, Decay: p.Shape().Rank() >= 2})
+	}
+	if s.cfg.Precompute {
+		if err := r.precompute(); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Params returns the shard parameters, for an optimizer.
+func (r *Rank) Params() []optim.Param { return r.params }
+
+// Run runs the step and leaves each shard's averaged gradient in Params.
+func (r *Rank) Run() error {
+	if err := r.prog.Run(); err != nil {
+		return err
+	}
+	for i, g := range r.grads {
+		sh := r.s.shards[i]
+		if err := r.s.comm.ReduceScatterF32(r.gradShards[i], r.prog.Float32(g), sh.Counts, dist.Sum); err != nil {
+			return fmt.Errorf("fsdp: reduce-scatter of %q: %w", r.params[i].Name, err)
+		}
+		for j := range r.gradShards[i] {
+			r.gradShards[i][j] *= r.scale
+		}
+	}
+	return nil
+}
+
+// AfterUpdate is called after the optimizer step: with Precompute, it
+// computes every FP8 weight's global amax in one all-reduce.
+func (r *Rank) AfterUpdate() error {
+	if !r.s.cfg.Precompute {
+		return nil
+	}
+	return r.precompute()
+}
+
+func (r *Rank) precompute() error {
+	for i, sh := range r.s.fp8 {
+		r.amaxes[i] = fp8.Amax(sh.Data)
+	}
+	if len(r.amaxes) > 0 {
+		if err := r.s.comm.AllReduceF32(r.amaxes, dist.Max); err != nil {
+			return fmt.Errorf("fsdp: precomputed amax all-reduce: %w", err)
+		}
+	}
+	for i, sh := range r.s.fp8 {
+		sh.Amax, sh.Precomputed = r.amaxes[i], true
+	}
+	return nil
+}
+
+// Gather writes the full parameters into store (for evaluation or a
+// checkpoint on one rank); every rank must call it.
+func (s *Sharded) Gather(store *graph.Store) error {
+	for i, p := range s.params {
+		sh := s.shards[i]
+		if err := s.comm.AllGatherF32(store.Float32(p.Name()), sh.Data, sh.Counts); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,263 @@
+package fsdp
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+	"github.com/stretchr/testify/require"
+)
+
+var sizes = []int{784, 64, 48, 16}
+
+const global = 24 // divides by 1, 2, 3 and 4
+
+// data returns the global batch of step s.
+func data(s int) ([]float32, []int32) {
+	rng := rand.New(rand.NewPCG(uint64(s), 1))
+	x := make([]float32, global*sizes[0])
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	y := make([]int32, global)
+	for i := range y {
+		y[i] = rng.Int32N(int32(sizes[len(sizes)-1]))
+	}
+	return x, y
+}
+
+type replica struct {
+	store  *graph.Store
+	prog   *graph.Program
+	params []*graph.Node
+	grads  []*graph.Node
+	x, y   *graph.Node
+	loss   *graph.Node
+}
+
+// build makes the MLP for a batch, converted to FP8 (AO tensorwise, every
+// layer) when fp is set.
+func build(t *testing.T, batch int, fp bool, shard func(g *graph.Graph, s *graph.Store, params []*graph.Node)) *replica {
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	r := &replica{}
+	r.x = g.Input("x", graph.Float32, batch, sizes[0])
+	r.y = g.Input("labels", graph.Int32, batch)
+	mlp, err := nn.NewMLP(b, "mlp", sizes, nn.ReLU, nn.Dropout{})
+	require.NoError(t, err)
+	r.loss = ops.CrossEntropy(mlp.Forward(r.x), r.y)
+	r.params = b.Params()
+	r.grads, err = graph.Grad(r.loss, r.params...)
+	require.NoError(t, err)
+	r.store = graph.NewStore()
+	require.NoError(t, b.Init(r.store, 7))
+	outs := append([]*graph.Node{r.loss}, r.grads...)
+	if fp {
+		ao, _ := fp8.NewAORecipe("tensorwise")
+		_, err := passes.ConvertLinear(g, r.store, passes.LinearConfig{Recipe: ao, Filter: func(*graph.Node, string) bool { return true }})
+		require.NoError(t, err)
+		require.True(t, passes.HasFP8Layers(g))
+	}
+	if shard != nil {
+		shard(g, r.store, r.params)
+	}
+	r.prog, err = graph.Compile(g, r.store, graph.Options{Training: true}, outs...)
+	require.NoError(t, err)
+	return r
+}
+
+// reference trains single-process: the global batch at once, or (micro >
+// 1) as micro-batches whose gradients are averaged, which is what the
+// ranks of a sharded run compute.
+func reference(t *testing.T, steps, micro int, fp bool) []float64 {
+	r := build(t, global/micro, fp, nil)
+	params, err := optim.Bind(r.store, r.prog, r.params, r.grads)
+	require.NoError(t, err)
+	acc := make([][]float32, len(params))
+	accParams := make([]optim.Param, len(params))
+	for i, p := range params {
+		acc[i] = make([]float32, len(p.W))
+		accParams[i] = optim.Param{Name: p.Name, W: p.W, G: acc[i], Decay: p.Decay}
+	}
+	opt := optim.NewAdamW(accParams, 0.01)
+	var losses []float64
+	local := global / micro
+	for s := 0; s < steps; s++ {
+		x, y := data(s)
+		for i := range acc {
+			clear(acc[i])
+		}
+		var loss float64
+		for m := 0; m < micro; m++ {
+			require.NoError(t, r.prog.FeedFloat32(r.x, x[m*local*sizes[0]:(m+1)*local*sizes[0]]))
+			require.NoError(t, r.prog.FeedInt32(r.y, y[m*local:(m+1)*local]))
+			require.NoError(t, r.prog.Run())
+			l, _ := r.prog.Scalar(r.loss)
+			loss += float64(l)
+			for i, p := range params {
+				for j, g := range p.G {
+					acc[i][j] += g
+				}
+			}
+		}
+		for i := range acc {
+			for j := range acc[i] {
+				acc[i][j] /= float32(micro)
+			}
+		}
+		opt.Step(1e-3)
+		losses = append(losses, loss/float64(micro))
+	}
+	return losses
+}
+
+type result struct {
+	losses   []float64
+	stats    []dist.Stats // per step, rank 0, collectives inside the step
+	report   Report
+	precompS []dist.Stats
+}
+
+// sharded trains with n in-process ranks.
+func sharded(t *testing.T, n, steps int, fp bool, cfg Config) result {
+	comms, err := dist.NewLocal(n)
+	require.NoError(t, err)
+	var res result
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for rank := 0; rank < n; rank++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			errs[rank] = func() error {
+				comm := comms[rank]
+				var sh *Sharded
+				var rep Report
+				var serr error
+				r := build(t, global/n, fp, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
+					sh, rep, serr = Shard(g, s, comm, params, cfg)
+				})
+				if serr != nil {
+					return serr
+				}
+				drv, err := NewRank(sh, r.prog, r.grads)
+				if err != nil {
+					return err
+				}
+				opt := optim.NewAdamW(drv.Params(), 0.01)
+				local := global / n
+				for s := 0; s < steps; s++ {
+					x, y := data(s)
+					if err := r.prog.FeedFloat32(r.x, x[rank*local*sizes[0]:(rank+1)*local*sizes[0]]); err != nil {
+						return err
+					}
+					if err := r.prog.FeedInt32(r.y, y[rank*local:(rank+1)*local]); err != nil {
+						return err
+					}
+					comm.ResetStats()
+					if err := drv.Run(); err != nil {
+						return err
+					}
+					opt.Step(1e-3)
+					if err := drv.AfterUpdate(); err != nil {
+						return err
+					}
+					st := comm.Stats()
+					l, _ := r.prog.Scalar(r.loss)
+					buf := []float32{l}
+					if err := comm.AllReduceF32(buf, dist.Sum); err != nil {
+						return err
+					}
+					if rank == 0 {
+						mu.Lock()
+						res.losses = append(res.losses, float64(buf[0])/float64(n))
+						res.stats = append(res.stats, st)
+						res.report = rep
+						mu.Unlock()
+					}
+				}
+				return nil
+			}()
+		}(rank)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	return res
+}
+
+func relErr(a, b float64) float64 { return math.Abs(a-b) / math.Max(math.Abs(b), 1e-12) }
+
+func TestFloat32MatchesSingleProcess(t *testing.T) {
+	ref := reference(t, 20, 1, false)
+	for _, n := range []int{1, 2, 3, 4} {
+		got := sharded(t, n, 20, false, Config{})
+		for s := range ref {
+			require.Less(t, relErr(got.losses[s], ref[s]), 1e-5, "N=%d step %d: %v vs %v", n, s, got.losses[s], ref[s])
+		}
+		// Every parameter is gathered in float32: numel × 4 bytes a step.
+		want := 0
+		for i := 0; i+1 < len(sizes); i++ {
+			want += 4 * (sizes[i]*sizes[i+1] + sizes[i+1])
+		}
+		require.Equal(t, int64(want), got.stats[0].AllGatherBytes, "N=%d", n)
+	}
+}
+
+func TestFloat8AllGatherMatchesSingleProcessFP8(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4} {
+		ref := reference(t, 10, n, true)
+		for _, pre := range []bool{false, true} {
+			got := sharded(t, n, 10, true, Config{Float8AllGather: true, Precompute: pre})
+			for s := range ref {
+				require.Less(t, relErr(got.losses[s], ref[s]), 1e-5, "N=%d precompute=%v step %d: %v vs %v", n, pre, s, got.losses[s], ref[s])
+			}
+			// Weights move one byte per element, biases four.
+			w, b := 0, 0
+			for i := 0; i+1 < len(sizes); i++ {
+				w += sizes[i] * sizes[i+1]
+				b += 4 * sizes[i+1]
+			}
+			require.Equal(t, int64(w+b), got.stats[0].AllGatherBytes, "N=%d", n)
+			require.Equal(t, w, got.report.Float8Bytes)
+			require.Equal(t, len(sizes)-1, got.report.Float8Weights)
+			// One amax all-reduce per layer per step, or one per step
+			// (after the update) with precompute.
+			want := len(sizes) - 1
+			if pre {
+				want = 1
+			}
+			require.Equal(t, want, got.stats[1].AllReduceCalls, fmt.Sprintf("N=%d precompute=%v", n, pre))
+		}
+	}
+}
+
+func TestRowwiseWeightsRefused(t *testing.T) {
+	comms, _ := dist.NewLocal(1)
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	x := g.Input("x", graph.Float32, 4, 32)
+	y := g.Input("labels", graph.Int32, 4)
+	mlp, _ := nn.NewMLP(b, "mlp", []int{32, 32, 16}, nn.ReLU, nn.Dropout{})
+	loss := ops.CrossEntropy(mlp.Forward(x), y)
+	_, err := graph.Grad(loss, b.Params()...)
+	require.NoError(t, err)
+	store := graph.NewStore()
+	require.NoError(t, b.Init(store, 1))
+	rw, _ := fp8.NewAORecipe("rowwise")
+	_, err = passes.ConvertLinear(g, store, passes.LinearConfig{Recipe: rw, Filter: func(*graph.Node, string) bool { return true }})
+	require.NoError(t, err)
+	_, _, err = Shard(g, store, comms[0], b.Params(), Config{Float8AllGather: true})
+	require.ErrorContains(t, err, "tensorwise")
+}

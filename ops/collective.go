@@ -1,0 +1,111 @@
+package ops
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+)
+
+// Shard is one rank's part of a flattened parameter in sharded
+// (FSDP-style) training: this rank owns Data, the values at its offset;
+// the full tensor exists only while a step gathers it.
+type Shard struct {
+	Comm   dist.Communicator
+	Counts []int
+	Data   []float32
+	// Amax, when Precomputed is set, is the parameter's global amax for
+	// the FP8 all-gather, computed with every other layer's in one
+	// all-reduce after the optimizer step.
+	Amax        float32
+	Precomputed bool
+}
+
+// allGatherOp gathers a float32 parameter from its shards. Its input is
+// the parameter node, which gives the shape; the values come from the
+// shards.
+type allGatherOp struct{ sh *Shard }
+
+func (o allGatherOp) Type() string { return "AllGather" }
+func (o allGatherOp) Attrs() string {
+	return fmt.Sprintf("rank=%d/%d", o.sh.Comm.Rank(), o.sh.Comm.Size())
+}
+
+func (o allGatherOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 1); err != nil {
+		return nil, graph.Invalid, err
+	}
+	n := 0
+	for _, c := range o.sh.Counts {
+		n += c
+	}
+	if n != in[0].Shape().Numel() {
+		return nil, graph.Invalid, fmt.Errorf("shards hold %d values, %q has %d", n, in[0].Name(), in[0].Shape().Numel())
+	}
+	return in[0].Shape(), graph.Float32, nil
+}
+
+func (o allGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	out, sh := b.Out.F32, o.sh
+	return func() error { return sh.Comm.AllGatherF32(out, sh.Data, sh.Counts) }, nil
+}
+
+// AllGather returns the full value of parameter p gathered from shards.
+func AllGather(p *graph.Node, sh *Shard) *graph.Node {
+	return apply(allGatherOp{sh}, p.Name()+"/all_gather", p)
+}
+
+// fp8AllGatherOp is torchao's float8 all-gather: every rank casts its
+// float32 shard with one global tensorwise scale (from the amax
+// all-reduced with MAX, or precomputed), the ranks gather one byte per
+// element, and the result feeds the FP8 GEMM with no second cast.
+type fp8AllGatherOp struct {
+	sh  *Shard
+	cfg QuantizeConfig
+}
+
+func (o fp8AllGatherOp) Type() string { return "FP8AllGather" }
+func (o fp8AllGatherOp) Attrs() string {
+	return fmt.Sprintf("%v,rank=%d/%d", o.cfg.Format, o.sh.Comm.Rank(), o.sh.Comm.Size())
+}
+
+func (o fp8AllGatherOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	s, _, err := allGatherOp{o.sh}.Infer(in)
+	if err != nil {
+		return nil, graph.Invalid, err
+	}
+	if o.cfg.Scaling != Current {
+		return nil, graph.Invalid, fmt.Errorf("float8 all-gather needs tensorwise current scaling, not %v", o.cfg.Scaling)
+	}
+	return s, formatDType(o.cfg.Format), nil
+}
+
+func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	sh, cfg := o.sh, o.cfg
+	sc := newScales(cfg, b.Out.Shape)
+	b.Out.Aux = sc
+	codes := make([]uint8, len(sh.Data))
+	amax := make([]float32, 1)
+	out := b.Out.U8
+	return func() error {
+		if sh.Precomputed {
+			amax[0] = sh.Amax
+		} else {
+			amax[0] = fp8.Amax(sh.Data)
+			if err := sh.Comm.AllReduceF32(amax, dist.Max); err != nil {
+				return err
+			}
+		}
+		s := fp8.CurrentScale(amax[0], cfg.Format, cfg.Pow2)
+		fp8.Quantize(codes, sh.Data, cfg.Format, s)
+		sc.ScaleInv, sc.Amax = 1/s, amax[0]
+		return sh.Comm.AllGatherU8(out, codes, sh.Counts)
+	}, nil
+}
+
+// FP8AllGather returns parameter p cast to FP8 per cfg (tensorwise
+// current scaling) and gathered from shards one byte per element.
+func FP8AllGather(p *graph.Node, sh *Shard, cfg QuantizeConfig) *graph.Node {
+	return apply(fp8AllGatherOp{sh: sh, cfg: cfg}, p.Name()+"/fp8_all_gather", p)
+}
