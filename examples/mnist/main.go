@@ -43,6 +43,7 @@ type config struct {
 	resumeDir   string
 	saveEvery   int
 	stopAfter   int
+	fsdp        int
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -81,6 +82,7 @@ func main() {
 	flag.StringVar(&cfg.saveDir, "save", "", "write checkpoints (one file per precision) to this directory")
 	flag.StringVar(&cfg.resumeDir, "resume", "", "resume from the checkpoints in this directory")
 	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N steps (0: at the end only)")
+	flag.IntVar(&cfg.fsdp, "fsdp", 0, "train sharded over N in-process ranks (FSDP; float8 all-gather with -recipe ao)")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
 	var err error
@@ -103,6 +105,9 @@ func run(cfg config, w io.Writer) error {
 	precisions, err := precisionsOf(cfg.precision)
 	if err != nil {
 		return err
+	}
+	if cfg.fsdp > 0 && (cfg.saveDir != "" || cfg.resumeDir != "") {
+		return fmt.Errorf("-fsdp does not combine with -save/-resume yet")
 	}
 	if cfg.recipe == "msamp" {
 		return fmt.Errorf("-recipe msamp needs MS-AMP's low-bit optimizer states, which are not built yet; use te or ao")
@@ -173,6 +178,9 @@ func printSummary(w io.Writer, results []*result) {
 			conv = "-"
 		}
 		fmt.Fprintf(w, "%-9s %-16s %8.2f%% %10.4f %8.1f %6d  %s\n", r.Precision, r.Recipe, 100*r.TestAccuracy, r.FinalLoss, r.MsPerStep, r.Steps, conv)
+		if r.AllGatherBytes > 0 {
+			fmt.Fprintf(w, "          all-gathered per step and rank: %d bytes (%d of them FP8 weights, 1 byte each)\n", r.AllGatherBytes, r.Float8AllGatherBytes)
+		}
 	}
 	if len(results) == 2 {
 		fmt.Fprintf(w, "FP8 − float32 test accuracy: %+.2f percentage points\n", 100*(results[1].TestAccuracy-results[0].TestAccuracy))

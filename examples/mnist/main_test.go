@@ -140,3 +140,21 @@ func TestSaveResume(t *testing.T) {
 	err = run(rest, &bytes.Buffer{})
 	require.ErrorContains(t, err, "-resume")
 }
+
+func TestFSDPFlag(t *testing.T) {
+	cfg := config{precision: "fp8", recipe: "ao", format: "HYBRID", aoRecipe: "tensorwise", epochs: 1, batch: 64,
+		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, fsdp: 2}
+	var out bytes.Buffer
+	require.NoError(t, run(cfg, &out))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+	// AO's default filter converts only the middle layer (64×64): its
+	// weight is gathered at one byte per element, the rest at four.
+	require.Equal(t, float64(64*64), s["fp8_allgather_bytes_per_step"])
+	total := 4*(784*64+64+64*64+64+64*10+10) - 3*64*64
+	require.Equal(t, float64(total), s["allgather_bytes_per_step"])
+	require.Greater(t, s["test_accuracy"].(float64), 0.7)
+	cfg.batch = 63
+	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-fsdp")
+}

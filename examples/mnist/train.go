@@ -31,6 +31,9 @@ type result struct {
 	Steps        int
 	Converted    []string
 	Losses       []float32 // per step
+	// With -fsdp: bytes all-gathered per step by each rank, and the part
+	// of them that is FP8 weights.
+	AllGatherBytes, Float8AllGatherBytes int64
 }
 
 func (r *result) fields() map[string]any {
@@ -38,10 +41,15 @@ func (r *result) fields() map[string]any {
 	if conv == nil {
 		conv = []string{}
 	}
-	return map[string]any{
+	f := map[string]any{
 		"precision": r.Precision, "recipe": r.Recipe, "test_accuracy": r.TestAccuracy,
 		"final_loss": r.FinalLoss, "ms_per_step": r.MsPerStep, "steps": r.Steps, "converted_layers": conv,
 	}
+	if r.AllGatherBytes > 0 {
+		f["allgather_bytes_per_step"] = r.AllGatherBytes
+		f["fp8_allgather_bytes_per_step"] = r.Float8AllGatherBytes
+	}
+	return f
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
@@ -111,6 +119,9 @@ func buildModel(cfg config, batch int, withLoss bool) (*model, error) {
 
 // trainOne trains and evaluates one precision.
 func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, error) {
+	if cfg.fsdp > 0 {
+		return trainFSDP(cfg, precision, train, test)
+	}
 	tm, err := buildModel(cfg, cfg.batch, true)
 	if err != nil {
 		return nil, err

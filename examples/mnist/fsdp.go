@@ -1,0 +1,167 @@
+package main
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/octetml/octet/data/mnist"
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/fsdp"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+)
+
+// trainFSDP trains with cfg.fsdp in-process ranks, each holding a shard of
+// every parameter and a 1/N slice of each global batch; rank 0 evaluates.
+// With the AO tensorwise recipe (and enable_fsdp_float8_all_gather, its
+// default) FP8 weights are gathered one byte per element.
+func trainFSDP(cfg config, precision string, train, test *mnist.Set) (*result, error) {
+	n := cfg.fsdp
+	if cfg.batch%n != 0 {
+		return nil, fmt.Errorf("-fsdp %d: the batch of %d does not split evenly", n, cfg.batch)
+	}
+	var recipe fp8.Recipe
+	if precision == "fp8" {
+		var err error
+		if recipe, err = makeRecipe(cfg); err != nil {
+			return nil, err
+		}
+	}
+	float8AG := false
+	if ao, ok := recipe.(fp8.AORecipe); ok {
+		float8AG = ao.EnableFSDPFloat8AllGather
+	}
+	comms, err := dist.NewLocal(n)
+	if err != nil {
+		return nil, err
+	}
+	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
+	var (
+		wg     sync.WaitGroup
+		errs   = make([]error, n)
+		store0 *graph.Store
+	)
+	for rank := 0; rank < n; rank++ {
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			errs[rank] = func() error {
+				comm := comms[rank]
+				m, err := buildModel(cfg, cfg.batch/n, true)
+				if err != nil {
+					return err
+				}
+				store := graph.NewStore()
+				if err := m.b.Init(store, cfg.seed); err != nil { // the same full values on every rank
+					return err
+				}
+				outs := append([]*graph.Node{m.loss}, m.grads...)
+				if recipe != nil {
+					rep, err := passes.ConvertLinear(m.g, store, passes.LinearConfig{Recipe: recipe})
+					if err != nil {
+						return err
+					}
+					if _, err := passes.ConvertLN(m.g, outs...); err != nil {
+						return err
+					}
+					if rank == 0 {
+						res.Converted = rep.Converted()
+					}
+				}
+				sh, rep, err := fsdp.Shard(m.g, store, comm, m.params, fsdp.Config{Float8AllGather: float8AG, Precompute: true})
+				if err != nil {
+					return err
+				}
+				prog, err := graph.Compile(m.g, store, graph.Options{Training: true}, outs...)
+				if err != nil {
+					return err
+				}
+				drv, err := fsdp.NewRank(sh, prog, m.grads)
+				if err != nil {
+					return err
+				}
+				opt := optim.NewAdamW(drv.Params(), float32(cfg.weightDecay))
+				loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed) // every rank draws the same global batches
+				if err != nil {
+					return err
+				}
+				steps := cfg.epochs * loader.BatchesPerEpoch()
+				sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, steps/10), Total: steps}
+				local := cfg.batch / n
+				xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
+				lossBuf := make([]float32, 1)
+				var busy time.Duration
+				var gathered int64
+				for step := 0; step < steps; step++ {
+					loader.Next(xb, yb)
+					start := time.Now()
+					if err := prog.FeedFloat32(m.x, xb[rank*local*mnist.Pixels:(rank+1)*local*mnist.Pixels]); err != nil {
+						return err
+					}
+					if err := prog.FeedInt32(m.y, yb[rank*local:(rank+1)*local]); err != nil {
+						return err
+					}
+					comm.ResetStats()
+					if err := drv.Run(); err != nil {
+						return err
+					}
+					opt.Step(sched.LR(step))
+					if err := drv.AfterUpdate(); err != nil {
+						return err
+					}
+					busy += time.Since(start)
+					gathered = comm.Stats().AllGatherBytes
+					lossBuf[0], _ = prog.Scalar(m.loss)
+					if err := comm.AllReduceF32(lossBuf, dist.Sum); err != nil {
+						return err
+					}
+					if rank == 0 {
+						res.Losses = append(res.Losses, lossBuf[0]/float32(n))
+					}
+				}
+				if err := sh.Gather(store); err != nil {
+					return err
+				}
+				if rank == 0 {
+					res.Steps = steps
+					res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(steps)
+					res.AllGatherBytes = gathered
+					res.Float8AllGatherBytes = int64(rep.Float8Bytes)
+					store0 = store
+				}
+				return nil
+			}()
+		}(rank)
+	}
+	wg.Wait()
+	for rank, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("rank %d: %w", rank, err)
+		}
+	}
+	em, err := buildModel(cfg, evalBatch, false)
+	if err != nil {
+		return nil, err
+	}
+	var evalProg *graph.Program
+	if recipe != nil {
+		eprep, err := passes.Prepare(em.g, store0, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{em.logits}})
+		if err != nil {
+			return nil, err
+		}
+		evalProg = eprep.Eval
+	} else if evalProg, err = graph.Compile(em.g, store0, graph.Options{}, em.logits); err != nil {
+		return nil, err
+	}
+	tail := res.Losses[max(0, len(res.Losses)-100):]
+	var sum float64
+	for _, l := range tail {
+		sum += float64(l)
+	}
+	res.FinalLoss = sum / float64(len(tail))
+	res.TestAccuracy, err = evaluate(evalProg, em, test)
+	return res, err
+}
