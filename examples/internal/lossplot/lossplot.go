@@ -33,7 +33,7 @@ func Write(path, title, ylabel string, window int, curves []Curve) error {
 	p.X.Label.Text = "step"
 	p.Y.Label.Text = ylabel + " (log scale)"
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = plot.DefaultTicks{} // labelled ticks inside a decade
 	p.Add(plotter.NewGrid())
 	for i, c := range curves {
 		pts := make(plotter.XYs, 0, len(c.Losses))
