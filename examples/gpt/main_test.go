@@ -78,7 +78,7 @@ func TestCorpusAndFlags(t *testing.T) {
 		says string
 	}{
 		{func(c *config) { c.precision = "bf16" }, "-precision"},
-		{func(c *config) { c.recipe = "msamp" }, "msamp"},
+		{func(c *config) { c.recipe, c.saveDir = "msamp", "/tmp/x" }, "msamp"},
 		{func(c *config) { c.heads = 3 }, "heads"},
 	} {
 		cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1}

@@ -31,6 +31,7 @@ type result struct {
 	Linears            int
 	Losses             []float32
 	Sample             string
+	StateBytes         float64 // optimizer state per parameter value
 }
 
 func (r *result) fields() map[string]any {
@@ -39,7 +40,8 @@ func (r *result) fields() map[string]any {
 		conv = []string{}
 	}
 	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
-		"tokens_per_s": r.TokensPerS, "ms_per_iter": r.MsPerIter, "params": r.Params, "converted_layers": conv}
+		"tokens_per_s": r.TokensPerS, "ms_per_iter": r.MsPerIter, "params": r.Params, "converted_layers": conv,
+		"optimizer_state_bytes_per_param": r.StateBytes}
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
@@ -58,8 +60,14 @@ func makeRecipe(cfg config) (fp8.Recipe, error) {
 			return nil, fmt.Errorf("-ao: %w", err)
 		}
 		return fp8.AORecipeFromEnv(r)
+	case "msamp":
+		r, err := fp8.MSAMPRecipeFromEnv(fp8.MSAMPRecipe{OptLevel: cfg.optLevel})
+		if err != nil {
+			return nil, fmt.Errorf("-opt-level: %w", err)
+		}
+		return r, nil
 	}
-	return nil, fmt.Errorf("-recipe %q: want te or ao", cfg.recipe)
+	return nil, fmt.Errorf("-recipe %q: want te, ao or msamp", cfg.recipe)
 }
 
 // model is a GPT built on its own graph for a batch size and length.
@@ -135,7 +143,7 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		if recipe, err = makeRecipe(cfg); err != nil {
 			return nil, err
 		}
-		res.Recipe = cfg.recipe + "/" + map[bool]string{true: cfg.format, false: cfg.aoRecipe}[cfg.recipe == "te"]
+		res.Recipe = cfg.recipe + "/" + map[string]string{"te": cfg.format, "ao": cfg.aoRecipe, "msamp": cfg.optLevel}[cfg.recipe]
 		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
 		if err != nil {
 			return nil, err
@@ -162,7 +170,20 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 	if err != nil {
 		return nil, err
 	}
-	opt := optim.NewAdamW(params, 0.1)
+	var opt optim.Optimizer
+	var adam *optim.Adam
+	if precision == "fp8" && cfg.recipe == "msamp" {
+		lb, err := optim.NewLowBitAdam(params, cfg.optLevel, 0.1, nil)
+		if err != nil {
+			return nil, err
+		}
+		opt = lb
+		res.StateBytes = lb.MemoryStats().StateBytes
+	} else {
+		adam = optim.NewAdamW(params, 0.1)
+		opt = adam
+		res.StateBytes = optim.Float32MemoryStats().StateBytes
+	}
 	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
 	pos := make([]int32, cfg.block)
 	for i := range pos {
@@ -184,11 +205,11 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		if err != nil {
 			return err
 		}
-		return checkpoint.Save(ckptPath(dir), &checkpoint.State{Store: store, Optimizer: opt, Step: trainProg.Step(), RNG: map[string][]byte{"batches": b}, Meta: ckptMeta})
+		return checkpoint.Save(ckptPath(dir), &checkpoint.State{Store: store, Optimizer: adam, Step: trainProg.Step(), RNG: map[string][]byte{"batches": b}, Meta: ckptMeta})
 	}
 	first := 0
 	if cfg.resumeDir != "" {
-		st := &checkpoint.State{Store: store, Optimizer: opt, RNG: map[string][]byte{"batches": nil}, Meta: ckptMeta}
+		st := &checkpoint.State{Store: store, Optimizer: adam, RNG: map[string][]byte{"batches": nil}, Meta: ckptMeta}
 		if err := checkpoint.Load(ckptPath(cfg.resumeDir), st); err != nil {
 			return nil, fmt.Errorf("-resume: %w", err)
 		}

@@ -44,6 +44,7 @@ type config struct {
 	saveEvery   int
 	stopAfter   int
 	fsdp        int
+	optLevel    string
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -66,7 +67,8 @@ func main() {
 	var cfg config
 	var hidden string
 	flag.StringVar(&cfg.precision, "precision", "both", "fp32, fp8 or both (same seed, side by side)")
-	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te or ao (msamp arrives with the MS-AMP optimizer)")
+	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te, ao or msamp")
+	flag.StringVar(&cfg.optLevel, "opt-level", "O2", "MS-AMP optimization level with -recipe msamp: O1 or O2")
 	flag.StringVar(&cfg.format, "format", "HYBRID", "TE fp8_format: HYBRID, E4M3 or E5M2")
 	flag.StringVar(&cfg.aoRecipe, "ao", "tensorwise", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
 	flag.IntVar(&cfg.epochs, "epochs", 5, "training epochs")
@@ -109,8 +111,8 @@ func run(cfg config, w io.Writer) error {
 	if cfg.fsdp > 0 && (cfg.saveDir != "" || cfg.resumeDir != "") {
 		return fmt.Errorf("-fsdp does not combine with -save/-resume yet")
 	}
-	if cfg.recipe == "msamp" {
-		return fmt.Errorf("-recipe msamp needs MS-AMP's low-bit optimizer states, which are not built yet; use te or ao")
+	if cfg.recipe == "msamp" && (cfg.saveDir != "" || cfg.resumeDir != "" || cfg.fsdp > 0) {
+		return fmt.Errorf("-recipe msamp does not combine with -save/-resume or -fsdp yet (its low-bit states are not checkpointed)")
 	}
 	if _, err := makeRecipe(cfg); err != nil {
 		return err
@@ -172,6 +174,13 @@ func jsonSummary(results []*result) map[string]any {
 
 func printSummary(w io.Writer, results []*result) {
 	fmt.Fprintf(w, "\n%-9s %-16s %9s %10s %8s %6s  %s\n", "precision", "recipe", "test acc", "final loss", "ms/step", "steps", "FP8 layers")
+	defer func() {
+		for _, r := range results {
+			if r.Memory != nil {
+				fmt.Fprintf(w, "%s optimizer memory per parameter: weights %.0f B, gradients %.0f B, states %.0f B %v\n", r.Precision, r.Memory.WeightBytes, r.Memory.GradBytes, r.Memory.StateBytes, r.Memory.States)
+			}
+		}
+	}()
 	for _, r := range results {
 		conv := strings.Join(r.Converted, ",")
 		if conv == "" {

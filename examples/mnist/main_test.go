@@ -84,7 +84,8 @@ func TestBadFlags(t *testing.T) {
 		says string
 	}{
 		{func(c *config) { c.precision = "bf16" }, "-precision"},
-		{func(c *config) { c.recipe = "msamp" }, "msamp"},
+		{func(c *config) { c.recipe, c.saveDir = "msamp", "/tmp/x" }, "msamp"},
+		{func(c *config) { c.recipe, c.optLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.recipe = "xx" }, "-recipe"},
 		{func(c *config) { c.format = "E3M4" }, "E3M4"},
 		{func(c *config) { c.dataDir = "/nonexistent" }, mnist.TrainImages},
@@ -157,4 +158,28 @@ func TestFSDPFlag(t *testing.T) {
 	require.Greater(t, s["test_accuracy"].(float64), 0.7)
 	cfg.batch = 63
 	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-fsdp")
+}
+
+// MS-AMP O1 and O2 train on a subset in step with float32 AdamW and report
+// their state size: 8 and 3 bytes per parameter.
+func TestMSAMPLevels(t *testing.T) {
+	acc := map[string]float64{}
+	for _, c := range []struct{ precision, level string }{{"fp32", ""}, {"fp8", "O1"}, {"fp8", "O2"}} {
+		cfg := config{precision: c.precision, recipe: "msamp", optLevel: c.level, format: "HYBRID", epochs: 3, batch: 64,
+			hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 3200}
+		var out bytes.Buffer
+		require.NoError(t, run(cfg, &out))
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		var s map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+		acc[c.precision+c.level] = s["test_accuracy"].(float64)
+		want := map[string]float64{"": 8, "O1": 8, "O2": 3}[c.level]
+		require.Equal(t, want, s["optimizer_state_bytes_per_param"], c.level)
+		if c.level != "" {
+			require.Equal(t, 2.0, s["weight_bytes_per_param"])
+		}
+	}
+	for _, l := range []string{"fp8O1", "fp8O2"} {
+		require.InDelta(t, acc["fp32"], acc[l], 0.02, l)
+	}
 }

@@ -34,6 +34,8 @@ type result struct {
 	// With -fsdp: bytes all-gathered per step by each rank, and the part
 	// of them that is FP8 weights.
 	AllGatherBytes, Float8AllGatherBytes int64
+	// Memory is the optimizer's storage per parameter value.
+	Memory *optim.MemoryStats
 }
 
 func (r *result) fields() map[string]any {
@@ -44,6 +46,10 @@ func (r *result) fields() map[string]any {
 	f := map[string]any{
 		"precision": r.Precision, "recipe": r.Recipe, "test_accuracy": r.TestAccuracy,
 		"final_loss": r.FinalLoss, "ms_per_step": r.MsPerStep, "steps": r.Steps, "converted_layers": conv,
+	}
+	if r.Memory != nil {
+		f["optimizer_state_bytes_per_param"] = r.Memory.StateBytes
+		f["weight_bytes_per_param"] = r.Memory.WeightBytes
 	}
 	if r.AllGatherBytes > 0 {
 		f["allgather_bytes_per_step"] = r.AllGatherBytes
@@ -68,8 +74,14 @@ func makeRecipe(cfg config) (fp8.Recipe, error) {
 			return nil, fmt.Errorf("-ao: %w", err)
 		}
 		return fp8.AORecipeFromEnv(r)
+	case "msamp":
+		r, err := fp8.MSAMPRecipeFromEnv(fp8.MSAMPRecipe{OptLevel: cfg.optLevel})
+		if err != nil {
+			return nil, fmt.Errorf("-opt-level: %w", err)
+		}
+		return r, nil
 	}
-	return nil, fmt.Errorf("-recipe %q: want te or ao", cfg.recipe)
+	return nil, fmt.Errorf("-recipe %q: want te, ao or msamp", cfg.recipe)
 }
 
 func recipeLabel(cfg config, precision string) string {
@@ -78,6 +90,8 @@ func recipeLabel(cfg config, precision string) string {
 		return "-"
 	case cfg.recipe == "te":
 		return "te/" + cfg.format
+	case cfg.recipe == "msamp":
+		return "msamp/" + cfg.optLevel
 	default:
 		return "ao/" + cfg.aoRecipe
 	}
@@ -163,7 +177,20 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if err != nil {
 		return nil, err
 	}
-	opt := optim.NewAdamW(params, float32(cfg.weightDecay))
+	var opt optim.Optimizer
+	var adam *optim.Adam
+	if precision == "fp8" && cfg.recipe == "msamp" {
+		lb, err := optim.NewLowBitAdam(params, cfg.optLevel, float32(cfg.weightDecay), nil)
+		if err != nil {
+			return nil, err
+		}
+		ms := lb.MemoryStats()
+		res.Memory, opt = &ms, lb
+	} else {
+		adam = optim.NewAdamW(params, float32(cfg.weightDecay))
+		ms := optim.Float32MemoryStats()
+		res.Memory, opt = &ms, adam
+	}
 	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed)
 	if err != nil {
 		return nil, err
@@ -172,7 +199,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if steps == 0 {
 		return nil, fmt.Errorf("no training steps (epochs %d, batch %d, %d examples)", cfg.epochs, cfg.batch, train.Len())
 	}
-	ckpt := &checkpointer{store: store, opt: opt, loader: loader, prog: trainProg, name: "mnist-" + precision,
+	ckpt := &checkpointer{store: store, opt: adam, loader: loader, prog: trainProg, name: "mnist-" + precision,
 		meta: map[string]string{"model": fmt.Sprintf("mlp %v", append(append([]int{mnist.Pixels}, cfg.hidden...), 10)), "recipe": res.Recipe}}
 	first := 0
 	if cfg.resumeDir != "" {

@@ -1,0 +1,296 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/x448/float16"
+)
+
+// fp16Max is the largest finite FP16 value.
+const fp16Max = 65504
+
+// pow2Scale returns the power-of-two scale that maps amax to at most max
+// (1 when amax is 0 or not finite), as MS-AMP's scaling does.
+func pow2Scale(amax, max float32) float32 {
+	if !(amax > 0) || math.IsInf(float64(amax), 0) {
+		return 1
+	}
+	return fp8.RoundDownPow2(max / amax)
+}
+
+// FP16Tensor is a tensor stored as FP16 with a per-tensor power-of-two
+// scale: value ≈ FP16(bits)/Scale.
+type FP16Tensor struct {
+	Bits  []uint16
+	Scale float32
+}
+
+// Encode stores src with a scale chosen from its amax.
+func (t *FP16Tensor) Encode(src []float32) {
+	t.Scale = pow2Scale(fp8.Amax(src), fp16Max)
+	for i, v := range src {
+		t.Bits[i] = float16.Fromfloat32(v * t.Scale).Bits()
+	}
+}
+
+// Decode writes the values to dst.
+func (t *FP16Tensor) Decode(dst []float32) {
+	inv := 1 / t.Scale
+	for i, b := range t.Bits {
+		dst[i] = float16.Frombits(b).Float32() * inv
+	}
+}
+
+// FP8Tensor is a tensor stored as FP8 E4M3 codes with a per-tensor
+// power-of-two scale.
+type FP8Tensor struct {
+	Codes []uint8
+	Scale float32
+}
+
+// Encode stores src with a scale chosen from its amax.
+func (t *FP8Tensor) Encode(src []float32) {
+	t.Scale = pow2Scale(fp8.Amax(src), fp8.E4M3.Max())
+	fp8.Quantize(t.Codes, src, fp8.E4M3, t.Scale)
+}
+
+// Decode writes the values to dst.
+func (t *FP8Tensor) Decode(dst []float32) { fp8.Dequantize(dst, t.Codes, fp8.E4M3, 1/t.Scale) }
+
+// MemoryStats is an optimizer's persistent storage per parameter value.
+type MemoryStats struct {
+	// WeightBytes, GradBytes and StateBytes are bytes per parameter
+	// value: the master weights, the weight gradients and the optimizer
+	// state (all buffers together).
+	WeightBytes, GradBytes, StateBytes float64
+	// States gives the bytes per value of each state buffer.
+	States map[string]float64
+}
+
+// LowBitAdam is MS-AMP's Adam/AdamW at optimization level O1 or O2:
+//
+//   - O1: master weights in FP16 with a per-tensor power-of-two scale
+//     (no float32 master copy), weight gradients in FP8 E4M3 with a
+//     per-tensor scale, moments in float32 (8 bytes of state per value);
+//   - O2: as O1, and the first moment in FP8 E4M3, the second in FP16,
+//     each with a per-tensor power-of-two scale (3 bytes per value).
+//
+// Each Param's W is the float32 buffer the model computes with; after
+// every step it holds the decoded FP16 master weights. With Comm set,
+// gradients are averaged across data-parallel ranks by MS-AMP's FP8
+// all-reduce (see AllReduceFP8).
+type LowBitAdam struct {
+	Params       []Param
+	Level        string
+	Beta1, Beta2 float32
+	Eps          float32
+	WeightDecay  float32
+	Decoupled    bool
+	Comm         dist.Communicator
+
+	w          []FP16Tensor
+	g          []FP8Tensor
+	m32, v32   [][]float32 // O1
+	m8         []FP8Tensor // O2
+	v16        []FP16Tensor
+	wf, gf     []float32 // scratch
+	mf, vf     []float32
+	steps      int
+	reduce     *FP8AllReduce
+	Overflows  int
+	Underflows int
+	err        error
+}
+
+// Err returns the first error of a data-parallel gradient all-reduce (a
+// collective that failed); the update of that step was skipped.
+func (o *LowBitAdam) Err() error { return o.err }
+
+// NewLowBitAdam returns MS-AMP's AdamW (decoupled weight decay) for level
+// "O1" or "O2"; the weights in params are rounded to their FP16 master
+// form at once.
+func NewLowBitAdam(params []Param, level string, weightDecay float32, comm dist.Communicator) (*LowBitAdam, error) {
+	r := fp8.MSAMPRecipe{OptLevel: level}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	o := &LowBitAdam{Params: params, Level: r.Level(), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: weightDecay, Decoupled: true, Comm: comm}
+	maxLen := 0
+	for _, p := range params {
+		n := len(p.W)
+		maxLen = max(maxLen, n)
+		w := FP16Tensor{Bits: make([]uint16, n)}
+		w.Encode(p.W)
+		w.Decode(p.W)
+		o.w = append(o.w, w)
+		o.g = append(o.g, FP8Tensor{Codes: make([]uint8, n), Scale: 1})
+		if o.Level == "O1" {
+			o.m32 = append(o.m32, make([]float32, n))
+			o.v32 = append(o.v32, make([]float32, n))
+		} else {
+			o.m8 = append(o.m8, FP8Tensor{Codes: make([]uint8, n), Scale: 1})
+			o.v16 = append(o.v16, FP16Tensor{Bits: make([]uint16, n), Scale: 1})
+		}
+	}
+	o.wf, o.gf, o.mf, o.vf = make([]float32, maxLen), make([]float32, maxLen), make([]float32, maxLen), make([]float32, maxLen)
+	if comm != nil {
+		o.reduce = NewFP8AllReduce(comm, maxLen)
+	}
+	return o, nil
+}
+
+// Steps returns the number of updates applied.
+func (o *LowBitAdam) Steps() int { return o.steps }
+
+// SetSteps sets the number of updates already applied.
+func (o *LowBitAdam) SetSteps(n int) { o.steps = n }
+
+// StateBuffers is not offered for the low-bit states: checkpoints of
+// LowBitAdam use its own encoded buffers (see LowBitState).
+func (o *LowBitAdam) StateBuffers() map[string][]float32 { return map[string][]float32{} }
+
+// MemoryStats reports the bytes per parameter value of the master
+// weights (2, FP16), the gradients (1, FP8) and the states (8 at O1,
+// 3 at O2); per-tensor scales are not counted.
+func (o *LowBitAdam) MemoryStats() MemoryStats {
+	if o.Level == "O1" {
+		return MemoryStats{WeightBytes: 2, GradBytes: 1, StateBytes: 8, States: map[string]float64{"exp_avg": 4, "exp_avg_sq": 4}}
+	}
+	return MemoryStats{WeightBytes: 2, GradBytes: 1, StateBytes: 3, States: map[string]float64{"exp_avg": 1, "exp_avg_sq": 2}}
+}
+
+// Float32MemoryStats is what plain AdamW keeps: float32 weights,
+// gradients and two float32 moments.
+func Float32MemoryStats() MemoryStats {
+	return MemoryStats{WeightBytes: 4, GradBytes: 4, StateBytes: 8, States: map[string]float64{"exp_avg": 4, "exp_avg_sq": 4}}
+}
+
+// Step applies one update with learning rate lr.
+func (o *LowBitAdam) Step(lr float32) {
+	o.steps++
+	t := float64(o.steps)
+	bc1 := 1 - math.Pow(float64(o.Beta1), t)
+	bc2s := float32(math.Sqrt(1 - math.Pow(float64(o.Beta2), t)))
+	step := float32(float64(lr) / bc1)
+	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
+	for i, p := range o.Params {
+		n := len(p.W)
+		w, g := o.wf[:n], o.gf[:n]
+		// Weight gradient in FP8 E4M3 (averaged across ranks with the
+		// FP8 all-reduce when data-parallel).
+		if o.reduce != nil {
+			ov, un, err := o.reduce.Average(p.G[:n], g)
+			if err != nil {
+				if o.err == nil {
+					o.err = fmt.Errorf("optim: %s: %w", p.Name, err)
+				}
+				return
+			}
+			o.Overflows += ov
+			o.Underflows += un
+		} else {
+			o.g[i].Encode(p.G[:n])
+			o.g[i].Decode(g)
+		}
+		o.w[i].Decode(w)
+		var m, v []float32
+		if o.Level == "O1" {
+			m, v = o.m32[i], o.v32[i]
+		} else {
+			m, v = o.mf[:n], o.vf[:n]
+			o.m8[i].Decode(m)
+			o.v16[i].Decode(v)
+		}
+		decay := p.Decay && o.WeightDecay != 0
+		for j := range w {
+			gj := g[j]
+			if decay {
+				if o.Decoupled {
+					w[j] *= 1 - lr*o.WeightDecay
+				} else {
+					gj += o.WeightDecay * w[j]
+				}
+			}
+			m[j] = b1*m[j] + (1-b1)*gj
+			v[j] = b2*v[j] + (1-b2)*gj*gj
+			w[j] -= step * m[j] / (float32(math.Sqrt(float64(v[j])))/bc2s + eps)
+		}
+		if o.Level == "O2" {
+			o.m8[i].Encode(m)
+			o.v16[i].Encode(v)
+		}
+		o.w[i].Encode(w)
+		o.w[i].Decode(p.W)
+	}
+}
+
+// FP8AllReduce averages gradients across data-parallel ranks the way
+// MS-AMP does: every rank's amax is all-reduced with MAX into one shared
+// power-of-two scale, multiplied by 1/√N before the cast so that the sum
+// of N values has headroom; the FP8 values are summed (in rank order,
+// the result cast to FP8 again, as an FP8 wire format would), and the
+// sum is divided by N through the inverse scale. Casts that saturate
+// (overflow) or flush a non-zero value to zero (underflow) are counted.
+type FP8AllReduce struct {
+	comm     dist.Communicator
+	amax     []float32
+	codes    []uint8
+	gathered []uint8
+	counts   []int
+}
+
+// NewFP8AllReduce prepares buffers for gradients of up to n values.
+func NewFP8AllReduce(comm dist.Communicator, n int) *FP8AllReduce {
+	return &FP8AllReduce{comm: comm, amax: make([]float32, 1), codes: make([]uint8, n),
+		gathered: make([]uint8, n*comm.Size()), counts: make([]int, comm.Size())}
+}
+
+// Average writes the rank average of every rank's g to out and returns
+// the overflow and underflow counts of this rank's casts.
+func (r *FP8AllReduce) Average(g, out []float32) (overflows, underflows int, err error) {
+	n, size := len(g), r.comm.Size()
+	if n > len(r.codes) {
+		return 0, 0, fmt.Errorf("FP8 all-reduce: %d values, buffers for %d", n, len(r.codes))
+	}
+	r.amax[0] = fp8.Amax(g)
+	if err := r.comm.AllReduceF32(r.amax, dist.Max); err != nil {
+		return 0, 0, fmt.Errorf("FP8 all-reduce: %w", err)
+	}
+	scale := pow2Scale(r.amax[0], fp8.E4M3.Max()) / float32(math.Sqrt(float64(size)))
+	codes := r.codes[:n]
+	fp8.Quantize(codes, g, fp8.E4M3, scale)
+	max := fp8.E4M3.Max()
+	for i, v := range g {
+		d := fp8.E4M3.Decode(codes[i])
+		if d == max || d == -max {
+			if math.Abs(float64(v*scale)) > float64(max) {
+				overflows++
+			}
+		} else if d == 0 && v != 0 {
+			underflows++
+		}
+	}
+	for i := range r.counts {
+		r.counts[i] = n
+	}
+	all := r.gathered[:n*size]
+	if err := r.comm.AllGatherU8(all, codes, r.counts); err != nil {
+		return 0, 0, fmt.Errorf("FP8 all-reduce: %w", err)
+	}
+	inv := 1 / (scale * float32(size))
+	for i := 0; i < n; i++ {
+		var s float32
+		for rk := 0; rk < size; rk++ {
+			s += fp8.E4M3.Decode(all[rk*n+i])
+		}
+		q := fp8.E4M3.Encode(s)
+		if d := fp8.E4M3.Decode(q); (d == max || d == -max) && math.Abs(float64(s)) > float64(max) {
+			overflows++
+		}
+		out[i] = fp8.E4M3.Decode(q) * inv
+	}
+	return overflows, underflows, nil
+}
