@@ -157,7 +157,9 @@ func TestLowBitAdamTracksAdamW(t *testing.T) {
 		}
 		return p[0].W
 	}
-	mk := func() []Param { return []Param{{Name: "w", W: make([]float32, 256), G: make([]float32, 256), Decay: true}} }
+	mk := func() []Param {
+		return []Param{{Name: "w", W: make([]float32, 256), G: make([]float32, 256), Decay: true}}
+	}
 	pf := mk()
 	ref := train(NewAdamW(pf, 0.001), pf)
 	for _, level := range []string{"O1", "O2"} {
