@@ -121,80 +121,78 @@ func reference(t *testing.T, steps, micro int, fp bool) []float64 {
 }
 
 type result struct {
-	losses   []float64
-	stats    []dist.Stats // per step, rank 0, collectives inside the step
-	report   Report
-	precompS []dist.Stats
+	losses []float64
+	stats  []dist.Stats // per step, collectives inside the step
+	report Report
 }
 
-// sharded trains with n in-process ranks.
+// trainRank trains one rank of a sharded run over comm and returns, on
+// every rank, the mean loss and this rank's in-step collective counters
+// for each step.
+func trainRank(t *testing.T, comm dist.Communicator, steps int, fp bool, cfg Config) (result, error) {
+	var res result
+	n, rank := comm.Size(), comm.Rank()
+	var sh *Sharded
+	var serr error
+	r := build(t, global/n, fp, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
+		sh, res.report, serr = Shard(g, s, comm, params, cfg)
+	})
+	if serr != nil {
+		return res, serr
+	}
+	drv, err := NewRank(sh, r.prog, r.grads)
+	if err != nil {
+		return res, err
+	}
+	opt := optim.NewAdamW(drv.Params(), 0.01)
+	local := global / n
+	for s := 0; s < steps; s++ {
+		x, y := data(s)
+		if err := r.prog.FeedFloat32(r.x, x[rank*local*sizes[0]:(rank+1)*local*sizes[0]]); err != nil {
+			return res, err
+		}
+		if err := r.prog.FeedInt32(r.y, y[rank*local:(rank+1)*local]); err != nil {
+			return res, err
+		}
+		comm.ResetStats()
+		if err := drv.Run(); err != nil {
+			return res, err
+		}
+		opt.Step(1e-3)
+		if err := drv.AfterUpdate(); err != nil {
+			return res, err
+		}
+		st := comm.Stats()
+		l, _ := r.prog.Scalar(r.loss)
+		buf := []float32{l}
+		if err := comm.AllReduceF32(buf, dist.Sum); err != nil {
+			return res, err
+		}
+		res.losses = append(res.losses, float64(buf[0])/float64(n))
+		res.stats = append(res.stats, st)
+	}
+	return res, nil
+}
+
+// sharded trains with n in-process ranks and returns rank 0's result.
 func sharded(t *testing.T, n, steps int, fp bool, cfg Config) result {
 	comms, err := dist.NewLocal(n)
 	require.NoError(t, err)
-	var res result
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	results := make([]result, n)
 	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for rank := 0; rank < n; rank++ {
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
-			errs[rank] = func() error {
-				comm := comms[rank]
-				var sh *Sharded
-				var rep Report
-				var serr error
-				r := build(t, global/n, fp, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
-					sh, rep, serr = Shard(g, s, comm, params, cfg)
-				})
-				if serr != nil {
-					return serr
-				}
-				drv, err := NewRank(sh, r.prog, r.grads)
-				if err != nil {
-					return err
-				}
-				opt := optim.NewAdamW(drv.Params(), 0.01)
-				local := global / n
-				for s := 0; s < steps; s++ {
-					x, y := data(s)
-					if err := r.prog.FeedFloat32(r.x, x[rank*local*sizes[0]:(rank+1)*local*sizes[0]]); err != nil {
-						return err
-					}
-					if err := r.prog.FeedInt32(r.y, y[rank*local:(rank+1)*local]); err != nil {
-						return err
-					}
-					comm.ResetStats()
-					if err := drv.Run(); err != nil {
-						return err
-					}
-					opt.Step(1e-3)
-					if err := drv.AfterUpdate(); err != nil {
-						return err
-					}
-					st := comm.Stats()
-					l, _ := r.prog.Scalar(r.loss)
-					buf := []float32{l}
-					if err := comm.AllReduceF32(buf, dist.Sum); err != nil {
-						return err
-					}
-					if rank == 0 {
-						mu.Lock()
-						res.losses = append(res.losses, float64(buf[0])/float64(n))
-						res.stats = append(res.stats, st)
-						res.report = rep
-						mu.Unlock()
-					}
-				}
-				return nil
-			}()
+			results[rank], errs[rank] = trainRank(t, comms[rank], steps, fp, cfg)
 		}(rank)
 	}
 	wg.Wait()
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	return res
+	return results[0]
 }
 
 func relErr(a, b float64) float64 { return math.Abs(a-b) / math.Max(math.Abs(b), 1e-12) }

@@ -18,8 +18,11 @@ import (
 // every parameter and a 1/N slice of each global batch; rank 0 evaluates.
 // With the AO tensorwise recipe (and enable_fsdp_float8_all_gather, its
 // default) FP8 weights are gathered one byte per element.
-func trainFSDP(cfg config, precision string, train, test *mnist.Set) (*result, error) {
+func trainFSDP(cfg config, precision string, train, test *mnist.Set, mpiComm dist.Communicator) (*result, error) {
 	n := cfg.fsdp
+	if mpiComm != nil {
+		n = mpiComm.Size()
+	}
 	if cfg.batch%n != 0 {
 		return nil, fmt.Errorf("-fsdp %d: the batch of %d does not split evenly", n, cfg.batch)
 	}
@@ -34,113 +37,40 @@ func trainFSDP(cfg config, precision string, train, test *mnist.Set) (*result, e
 	if ao, ok := recipe.(fp8.AORecipe); ok {
 		float8AG = ao.EnableFSDPFloat8AllGather
 	}
-	comms, err := dist.NewLocal(n)
-	if err != nil {
-		return nil, err
-	}
 	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
-	var (
-		wg     sync.WaitGroup
-		errs   = make([]error, n)
-		store0 *graph.Store
-	)
-	for rank := 0; rank < n; rank++ {
-		wg.Add(1)
-		go func(rank int) {
-			defer wg.Done()
-			errs[rank] = func() error {
-				comm := comms[rank]
-				m, err := buildModel(cfg, cfg.batch/n, true)
-				if err != nil {
-					return err
-				}
-				store := graph.NewStore()
-				if err := m.b.Init(store, cfg.seed); err != nil { // the same full values on every rank
-					return err
-				}
-				outs := append([]*graph.Node{m.loss}, m.grads...)
-				if recipe != nil {
-					rep, err := passes.ConvertLinear(m.g, store, passes.LinearConfig{Recipe: recipe})
-					if err != nil {
-						return err
-					}
-					if _, err := passes.ConvertLN(m.g, outs...); err != nil {
-						return err
-					}
-					if rank == 0 {
-						res.Converted = rep.Converted()
-					}
-				}
-				sh, rep, err := fsdp.Shard(m.g, store, comm, m.params, fsdp.Config{Float8AllGather: float8AG, Precompute: true})
-				if err != nil {
-					return err
-				}
-				prog, err := graph.Compile(m.g, store, graph.Options{Training: true}, outs...)
-				if err != nil {
-					return err
-				}
-				drv, err := fsdp.NewRank(sh, prog, m.grads)
-				if err != nil {
-					return err
-				}
-				opt := optim.NewAdamW(drv.Params(), float32(cfg.weightDecay))
-				loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed) // every rank draws the same global batches
-				if err != nil {
-					return err
-				}
-				steps := cfg.epochs * loader.BatchesPerEpoch()
-				sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, steps/10), Total: steps}
-				local := cfg.batch / n
-				xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
-				lossBuf := make([]float32, 1)
-				var busy time.Duration
-				var gathered int64
-				for step := 0; step < steps; step++ {
-					loader.Next(xb, yb)
-					start := time.Now()
-					if err := prog.FeedFloat32(m.x, xb[rank*local*mnist.Pixels:(rank+1)*local*mnist.Pixels]); err != nil {
-						return err
-					}
-					if err := prog.FeedInt32(m.y, yb[rank*local:(rank+1)*local]); err != nil {
-						return err
-					}
-					comm.ResetStats()
-					if err := drv.Run(); err != nil {
-						return err
-					}
-					opt.Step(sched.LR(step))
-					if err := drv.AfterUpdate(); err != nil {
-						return err
-					}
-					busy += time.Since(start)
-					gathered = comm.Stats().AllGatherBytes
-					lossBuf[0], _ = prog.Scalar(m.loss)
-					if err := comm.AllReduceF32(lossBuf, dist.Sum); err != nil {
-						return err
-					}
-					if rank == 0 {
-						res.Losses = append(res.Losses, lossBuf[0]/float32(n))
-					}
-				}
-				if err := sh.Gather(store); err != nil {
-					return err
-				}
-				if rank == 0 {
-					res.Steps = steps
-					res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(steps)
-					res.AllGatherBytes = gathered
-					res.Float8AllGatherBytes = int64(rep.Float8Bytes)
-					store0 = store
-				}
-				return nil
-			}()
-		}(rank)
-	}
-	wg.Wait()
-	for rank, err := range errs {
+	var store0 *graph.Store
+	if mpiComm != nil { // this process is one rank of an MPI job
+		store, err := fsdpRank(cfg, precision, recipe, float8AG, mpiComm, train, res)
 		if err != nil {
-			return nil, fmt.Errorf("rank %d: %w", rank, err)
+			return nil, fmt.Errorf("rank %d: %w", mpiComm.Rank(), err)
 		}
+		store0 = store
+	} else {
+		comms, err := dist.NewLocal(n)
+		if err != nil {
+			return nil, err
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		stores := make([]*graph.Store, n)
+		for rank := 0; rank < n; rank++ {
+			wg.Add(1)
+			go func(rank int) {
+				defer wg.Done()
+				r := res
+				if rank > 0 {
+					r = &result{}
+				}
+				stores[rank], errs[rank] = fsdpRank(cfg, precision, recipe, float8AG, comms[rank], train, r)
+			}(rank)
+		}
+		wg.Wait()
+		for rank, err := range errs {
+			if err != nil {
+				return nil, fmt.Errorf("rank %d: %w", rank, err)
+			}
+		}
+		store0 = stores[0]
 	}
 	em, err := buildModel(cfg, evalBatch, false)
 	if err != nil {
@@ -164,4 +94,86 @@ func trainFSDP(cfg config, precision string, train, test *mnist.Set) (*result, e
 	res.FinalLoss = sum / float64(len(tail))
 	res.TestAccuracy, err = evaluate(evalProg, em, test)
 	return res, err
+}
+
+// fsdpRank trains one rank over comm; rank 0 fills res. It returns the
+// rank's store holding the gathered full parameters.
+func fsdpRank(cfg config, precision string, recipe fp8.Recipe, float8AG bool, comm dist.Communicator, train *mnist.Set, res *result) (*graph.Store, error) {
+	n, rank := comm.Size(), comm.Rank()
+	m, err := buildModel(cfg, cfg.batch/n, true)
+	if err != nil {
+		return nil, err
+	}
+	store := graph.NewStore()
+	if err := m.b.Init(store, cfg.seed); err != nil { // the same full values on every rank
+		return nil, err
+	}
+	outs := append([]*graph.Node{m.loss}, m.grads...)
+	if recipe != nil {
+		rep, err := passes.ConvertLinear(m.g, store, passes.LinearConfig{Recipe: recipe})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := passes.ConvertLN(m.g, outs...); err != nil {
+			return nil, err
+		}
+		res.Converted = rep.Converted()
+	}
+	sh, rep, err := fsdp.Shard(m.g, store, comm, m.params, fsdp.Config{Float8AllGather: float8AG, Precompute: true})
+	if err != nil {
+		return nil, err
+	}
+	prog, err := graph.Compile(m.g, store, graph.Options{Training: true}, outs...)
+	if err != nil {
+		return nil, err
+	}
+	drv, err := fsdp.NewRank(sh, prog, m.grads)
+	if err != nil {
+		return nil, err
+	}
+	opt := optim.NewAdamW(drv.Params(), float32(cfg.weightDecay))
+	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed) // every rank draws the same global batches
+	if err != nil {
+		return nil, err
+	}
+	steps := cfg.epochs * loader.BatchesPerEpoch()
+	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, steps/10), Total: steps}
+	local := cfg.batch / n
+	xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
+	lossBuf := make([]float32, 1)
+	var busy time.Duration
+	var gathered int64
+	for step := 0; step < steps; step++ {
+		loader.Next(xb, yb)
+		start := time.Now()
+		if err := prog.FeedFloat32(m.x, xb[rank*local*mnist.Pixels:(rank+1)*local*mnist.Pixels]); err != nil {
+			return nil, err
+		}
+		if err := prog.FeedInt32(m.y, yb[rank*local:(rank+1)*local]); err != nil {
+			return nil, err
+		}
+		comm.ResetStats()
+		if err := drv.Run(); err != nil {
+			return nil, err
+		}
+		opt.Step(sched.LR(step))
+		if err := drv.AfterUpdate(); err != nil {
+			return nil, err
+		}
+		busy += time.Since(start)
+		gathered = comm.Stats().AllGatherBytes
+		lossBuf[0], _ = prog.Scalar(m.loss)
+		if err := comm.AllReduceF32(lossBuf, dist.Sum); err != nil {
+			return nil, err
+		}
+		res.Losses = append(res.Losses, lossBuf[0]/float32(n))
+	}
+	if err := sh.Gather(store); err != nil {
+		return nil, err
+	}
+	res.Steps = steps
+	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(steps)
+	res.AllGatherBytes = gathered
+	res.Float8AllGatherBytes = int64(rep.Float8Bytes)
+	return store, nil
 }

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/octetml/octet/dist"
+
 	"github.com/octetml/octet/data/mnist"
 )
 
@@ -45,6 +47,9 @@ type config struct {
 	stopAfter   int
 	fsdp        int
 	optLevel    string
+	// mpi is set by -fsdp mpi: this process is one rank of an MPI job.
+	mpi     bool
+	mpiComm dist.Communicator
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -84,12 +89,21 @@ func main() {
 	flag.StringVar(&cfg.saveDir, "save", "", "write checkpoints (one file per precision) to this directory")
 	flag.StringVar(&cfg.resumeDir, "resume", "", "resume from the checkpoints in this directory")
 	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N steps (0: at the end only)")
-	flag.IntVar(&cfg.fsdp, "fsdp", 0, "train sharded over N in-process ranks (FSDP; float8 all-gather with -recipe ao)")
+	fsdpFlag := flag.String("fsdp", "", "train sharded (FSDP; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
 	var err error
 	if cfg.hidden, err = parseHidden(hidden); err != nil {
 		fatal(err)
+	}
+	switch *fsdpFlag {
+	case "":
+	case "mpi":
+		cfg.mpi = true
+	default:
+		if cfg.fsdp, err = strconv.Atoi(*fsdpFlag); err != nil || cfg.fsdp < 1 {
+			fatal(fmt.Errorf("-fsdp %q: want a number of ranks or mpi", *fsdpFlag))
+		}
 	}
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
 	if err := run(cfg, os.Stdout); err != nil {
@@ -104,11 +118,23 @@ func fatal(err error) {
 
 // run trains every requested precision and reports to w.
 func run(cfg config, w io.Writer) error {
+	if cfg.mpi {
+		comm, err := dist.NewMPI(0)
+		if err != nil {
+			return err
+		}
+		defer dist.FinalizeMPI()
+		cfg.mpiComm = comm
+		if comm.Rank() != 0 {
+			w = io.Discard // rank 0 reports
+			cfg.plot = ""
+		}
+	}
 	precisions, err := precisionsOf(cfg.precision)
 	if err != nil {
 		return err
 	}
-	if cfg.fsdp > 0 && (cfg.saveDir != "" || cfg.resumeDir != "") {
+	if (cfg.fsdp > 0 || cfg.mpi) && (cfg.saveDir != "" || cfg.resumeDir != "") {
 		return fmt.Errorf("-fsdp does not combine with -save/-resume yet")
 	}
 	if cfg.recipe == "msamp" && (cfg.saveDir != "" || cfg.resumeDir != "" || cfg.fsdp > 0) {

@@ -133,8 +133,8 @@ func buildModel(cfg config, batch int, withLoss bool) (*model, error) {
 
 // trainOne trains and evaluates one precision.
 func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, error) {
-	if cfg.fsdp > 0 {
-		return trainFSDP(cfg, precision, train, test)
+	if cfg.fsdp > 0 || cfg.mpiComm != nil {
+		return trainFSDP(cfg, precision, train, test, cfg.mpiComm)
 	}
 	tm, err := buildModel(cfg, cfg.batch, true)
 	if err != nil {
