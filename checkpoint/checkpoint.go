@@ -52,6 +52,19 @@ type State struct {
 	Meta map[string]string
 }
 
+// RawStateful is implemented by optimizers with encoded (non-float32)
+// state, such as MS-AMP's low-bit Adam: the buffers are saved as bytes
+// ("optim_raw/<name>") and loaded in place.
+type RawStateful interface {
+	RawStateBuffers() map[string][]byte
+}
+
+// StateLoader is implemented by optimizers that must act after a load has
+// written into their buffers (for example to take scales back).
+type StateLoader interface {
+	StateLoaded()
+}
+
 // metaState is the integer part of one fp8.Meta, kept in the header.
 type metaState struct {
 	Format    string `json:"format"`
@@ -135,6 +148,13 @@ func build(s *State) (map[string]safetensors.TensorView, map[string]string, erro
 		for name, buf := range s.Optimizer.StateBuffers() {
 			if err := add("optim/"+name, safetensors.F32, []int{len(buf)}, f32Bytes(buf)); err != nil {
 				return nil, nil, err
+			}
+		}
+		if raw, ok := s.Optimizer.(RawStateful); ok {
+			for name, buf := range raw.RawStateBuffers() {
+				if err := add("optim_raw/"+name, safetensors.U8, []int{len(buf)}, append([]byte(nil), buf...)); err != nil {
+					return nil, nil, err
+				}
 			}
 		}
 	}

@@ -27,7 +27,7 @@ import (
 type run struct {
 	store  *graph.Store
 	prog   *graph.Program
-	opt    *optim.Adam
+	opt    optim.Stateful
 	loader *mnist.Loader
 	x, y   *graph.Node
 	loss   *graph.Node
@@ -48,7 +48,11 @@ func synthetic() *mnist.Set {
 	return s
 }
 
-func newRun(t *testing.T, recipe fp8.Recipe) *run {
+func newRun(t *testing.T, recipe fp8.Recipe) *run { return newRunLevel(t, recipe, "") }
+
+// newRunLevel is newRun with MS-AMP's low-bit AdamW at level (O1, O2) when
+// level is set.
+func newRunLevel(t *testing.T, recipe fp8.Recipe, level string) *run {
 	g := graph.New()
 	b := nn.NewBuilder(g)
 	r := &run{}
@@ -72,7 +76,12 @@ func newRun(t *testing.T, recipe fp8.Recipe) *run {
 	}
 	params, err := optim.Bind(r.store, r.prog, b.Params(), grads)
 	require.NoError(t, err)
-	r.opt = optim.NewAdamW(params, 0.01)
+	if level != "" {
+		r.opt, err = optim.NewLowBitAdam(params, level, 0.01, nil)
+		require.NoError(t, err)
+	} else {
+		r.opt = optim.NewAdamW(params, 0.01)
+	}
 	r.loader, err = mnist.NewLoader(synthetic(), 16, true, 5)
 	require.NoError(t, err)
 	r.xb, r.yb = make([]float32, 16*mnist.Pixels), make([]int32, 16)
@@ -120,16 +129,18 @@ func TestResumeIsExact(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		recipe fp8.Recipe
-	}{{"float32", nil}, {"FP8 TE delayed", fp8.TERecipe{AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo, Interval: 2}}, {"FP8 MS-AMP GEMMs", fp8.MSAMPRecipe{}}} {
+		level  string
+	}{{"float32", nil, ""}, {"FP8 TE delayed", fp8.TERecipe{AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo, Interval: 2}, ""},
+		{"MS-AMP O1", fp8.MSAMPRecipe{OptLevel: "O1"}, "O1"}, {"MS-AMP O2", fp8.MSAMPRecipe{}, "O2"}} {
 		const n, m = 7, 6
-		straight := newRun(t, c.recipe)
+		straight := newRunLevel(t, c.recipe, c.level)
 		straight.steps(t, n+m)
 
-		first := newRun(t, c.recipe)
+		first := newRunLevel(t, c.recipe, c.level)
 		first.steps(t, n)
 		path := filepath.Join(t.TempDir(), "ckpt.safetensors")
 		require.NoError(t, Save(path, first.state(t)))
-		resumed := newRun(t, c.recipe)
+		resumed := newRunLevel(t, c.recipe, c.level)
 		resumed.restore(t, path)
 		resumed.steps(t, m)
 
@@ -139,6 +150,11 @@ func TestResumeIsExact(t *testing.T) {
 		}
 		for k, v := range straight.opt.StateBuffers() {
 			require.Equal(t, bits(v), bits(resumed.opt.StateBuffers()[k]), "%s: %s", c.name, k)
+		}
+		if raw, ok := straight.opt.(RawStateful); ok {
+			for k, v := range raw.RawStateBuffers() {
+				require.Equal(t, v, resumed.opt.(RawStateful).RawStateBuffers()[k], "%s: %s", c.name, k)
+			}
 		}
 		for fqn, st := range fp8Layers(straight.store) {
 			rs := fp8Layers(resumed.store)[fqn]

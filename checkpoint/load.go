@@ -127,6 +127,22 @@ func loadBytes(path string, buf []byte, s *State) error {
 			jobs = append(jobs, copyJob{bufs[name], data})
 		}
 	}
+	type rawJob struct {
+		dst, src []byte
+	}
+	var rawJobs []rawJob
+	if raw, ok := s.Optimizer.(RawStateful); ok && s.Optimizer != nil {
+		for name, buf := range raw.RawStateBuffers() {
+			t, ok := st.Tensor("optim_raw/" + name)
+			if !ok {
+				return fmt.Errorf("checkpoint: %s: optimizer state %q is missing (saved with another optimizer or MS-AMP level?)", path, "optim_raw/"+name)
+			}
+			if t.DType() != safetensors.U8 || len(t.Data()) != len(buf) {
+				return fmt.Errorf("checkpoint: %s: tensor %q has %d bytes of %v, want %d of U8", path, "optim_raw/"+name, len(t.Data()), t.DType(), len(buf))
+			}
+			rawJobs = append(rawJobs, rawJob{buf, t.Data()})
+		}
+	}
 	var layers map[string]*layerMeta
 	if err := json.Unmarshal([]byte(meta["octet.fp8"]), &layers); err != nil {
 		return fmt.Errorf("checkpoint: %s: metadata octet.fp8 is not valid: %w", path, err)
@@ -207,8 +223,14 @@ func loadBytes(path string, buf []byte, s *State) error {
 		decode(j.m.History, j.hist)
 		j.m.Steps, j.m.NonFinite, j.m.Overflows = j.ms.Steps, j.ms.NonFinite, j.ms.Overflows
 	}
+	for _, j := range rawJobs {
+		copy(j.dst, j.src)
+	}
 	if s.Optimizer != nil {
 		s.Optimizer.SetSteps(optSteps)
+		if l, ok := s.Optimizer.(StateLoader); ok {
+			l.StateLoaded()
+		}
 	}
 	for name, b := range rng {
 		s.RNG[name] = b

@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
@@ -103,6 +104,7 @@ type LowBitAdam struct {
 	Overflows  int
 	Underflows int
 	err        error
+	scaleBufs  map[string][]float32 // handed to a checkpoint loader
 }
 
 // Err returns the first error of a data-parallel gradient all-reduce (a
@@ -148,9 +150,65 @@ func (o *LowBitAdam) Steps() int { return o.steps }
 // SetSteps sets the number of updates already applied.
 func (o *LowBitAdam) SetSteps(n int) { o.steps = n }
 
-// StateBuffers is not offered for the low-bit states: checkpoints of
-// LowBitAdam use its own encoded buffers (see LowBitState).
-func (o *LowBitAdam) StateBuffers() map[string][]float32 { return map[string][]float32{} }
+// StateBuffers returns the float32 state for checkpoints: the moments at
+// O1 ("msamp.m/<p>", "msamp.v/<p>") and, at both levels, each parameter's
+// scales ("msamp.scales/<p>": weight, first moment, second moment). A
+// loader writes into these buffers and then calls StateLoaded.
+func (o *LowBitAdam) StateBuffers() map[string][]float32 {
+	out := map[string][]float32{}
+	o.scaleBufs = map[string][]float32{}
+	for i, p := range o.Params {
+		sc := []float32{o.w[i].Scale, 1, 1}
+		if o.Level == "O1" {
+			out["msamp.m/"+p.Name], out["msamp.v/"+p.Name] = o.m32[i], o.v32[i]
+		} else {
+			sc[1], sc[2] = o.m8[i].Scale, o.v16[i].Scale
+		}
+		out["msamp.scales/"+p.Name] = sc
+		o.scaleBufs[p.Name] = sc
+	}
+	return out
+}
+
+// RawStateBuffers returns the encoded state as bytes, for checkpoints: the
+// FP16 master weights ("msamp.w16/<p>", little-endian) and at O2 the FP8
+// first moment ("msamp.m8/<p>") and FP16 second moment ("msamp.v16/<p>").
+// A loader writes into these buffers.
+func (o *LowBitAdam) RawStateBuffers() map[string][]byte {
+	out := map[string][]byte{}
+	for i, p := range o.Params {
+		out["msamp.w16/"+p.Name] = u16Bytes(o.w[i].Bits)
+		if o.Level == "O2" {
+			out["msamp.m8/"+p.Name] = o.m8[i].Codes
+			out["msamp.v16/"+p.Name] = u16Bytes(o.v16[i].Bits)
+		}
+	}
+	return out
+}
+
+// StateLoaded takes the scales a checkpoint loader wrote into the buffers
+// StateBuffers returned.
+func (o *LowBitAdam) StateLoaded() {
+	for i, p := range o.Params {
+		sc, ok := o.scaleBufs[p.Name]
+		if !ok {
+			continue
+		}
+		o.w[i].Scale = sc[0]
+		if o.Level == "O2" {
+			o.m8[i].Scale, o.v16[i].Scale = sc[1], sc[2]
+		}
+	}
+}
+
+// u16Bytes views FP16 bits as little-endian bytes (the layout of every
+// platform Octet builds for).
+func u16Bytes(b []uint16) []byte {
+	if len(b) == 0 {
+		return []byte{}
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&b[0])), 2*len(b))
+}
 
 // MemoryStats reports the bytes per parameter value of the master
 // weights (2, FP16), the gradients (1, FP8) and the states (8 at O1,

@@ -80,9 +80,7 @@ func run(cfg config, w io.Writer) error {
 	default:
 		return fmt.Errorf("-precision %q: want fp32, fp8 or both", cfg.precision)
 	}
-	if cfg.recipe == "msamp" && (cfg.saveDir != "" || cfg.resumeDir != "") {
-		return fmt.Errorf("-recipe msamp does not combine with -save/-resume yet (its low-bit states are not checkpointed)")
-	}
+
 	if _, err := makeRecipe(cfg); err != nil {
 		return err
 	}

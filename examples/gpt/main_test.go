@@ -78,7 +78,7 @@ func TestCorpusAndFlags(t *testing.T) {
 		says string
 	}{
 		{func(c *config) { c.precision = "bf16" }, "-precision"},
-		{func(c *config) { c.recipe, c.saveDir = "msamp", "/tmp/x" }, "msamp"},
+		{func(c *config) { c.recipe, c.optLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.heads = 3 }, "heads"},
 	} {
 		cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1}
@@ -91,8 +91,14 @@ func TestCorpusAndFlags(t *testing.T) {
 
 // Stopping, checkpointing and resuming reproduces the uninterrupted run.
 func TestSaveResume(t *testing.T) {
+	for _, recipe := range []string{"te", "msamp"} {
+		testSaveResume(t, recipe)
+	}
+}
+
+func testSaveResume(t *testing.T, recipe string) {
 	base := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 4, iters: 30, lr: 3e-3, seed: 2,
-		precision: "fp8", recipe: "te", format: "HYBRID", json: true, evalBatches: 3}
+		precision: "fp8", recipe: recipe, format: "HYBRID", optLevel: "O2", json: true, evalBatches: 3}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 	dir := t.TempDir()

@@ -170,8 +170,7 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 	if err != nil {
 		return nil, err
 	}
-	var opt optim.Optimizer
-	var adam *optim.Adam
+	var opt optim.Stateful
 	if precision == "fp8" && cfg.recipe == "msamp" {
 		lb, err := optim.NewLowBitAdam(params, cfg.optLevel, 0.1, nil)
 		if err != nil {
@@ -180,8 +179,7 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		opt = lb
 		res.StateBytes = lb.MemoryStats().StateBytes
 	} else {
-		adam = optim.NewAdamW(params, 0.1)
-		opt = adam
+		opt = optim.NewAdamW(params, 0.1)
 		res.StateBytes = optim.Float32MemoryStats().StateBytes
 	}
 	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
@@ -205,11 +203,11 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		if err != nil {
 			return err
 		}
-		return checkpoint.Save(ckptPath(dir), &checkpoint.State{Store: store, Optimizer: adam, Step: trainProg.Step(), RNG: map[string][]byte{"batches": b}, Meta: ckptMeta})
+		return checkpoint.Save(ckptPath(dir), &checkpoint.State{Store: store, Optimizer: opt, Step: trainProg.Step(), RNG: map[string][]byte{"batches": b}, Meta: ckptMeta})
 	}
 	first := 0
 	if cfg.resumeDir != "" {
-		st := &checkpoint.State{Store: store, Optimizer: adam, RNG: map[string][]byte{"batches": nil}, Meta: ckptMeta}
+		st := &checkpoint.State{Store: store, Optimizer: opt, RNG: map[string][]byte{"batches": nil}, Meta: ckptMeta}
 		if err := checkpoint.Load(ckptPath(cfg.resumeDir), st); err != nil {
 			return nil, fmt.Errorf("-resume: %w", err)
 		}

@@ -137,8 +137,8 @@ func run(cfg config, w io.Writer) error {
 	if (cfg.fsdp > 0 || cfg.mpi) && (cfg.saveDir != "" || cfg.resumeDir != "") {
 		return fmt.Errorf("-fsdp does not combine with -save/-resume yet")
 	}
-	if cfg.recipe == "msamp" && (cfg.saveDir != "" || cfg.resumeDir != "" || cfg.fsdp > 0) {
-		return fmt.Errorf("-recipe msamp does not combine with -save/-resume or -fsdp yet (its low-bit states are not checkpointed)")
+	if cfg.recipe == "msamp" && (cfg.fsdp > 0 || cfg.mpi) {
+		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
 	}
 	if _, err := makeRecipe(cfg); err != nil {
 		return err

@@ -84,7 +84,7 @@ func TestBadFlags(t *testing.T) {
 		says string
 	}{
 		{func(c *config) { c.precision = "bf16" }, "-precision"},
-		{func(c *config) { c.recipe, c.saveDir = "msamp", "/tmp/x" }, "msamp"},
+		{func(c *config) { c.recipe, c.fsdp = "msamp", 2 }, "msamp"},
 		{func(c *config) { c.recipe, c.optLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.recipe = "xx" }, "-recipe"},
 		{func(c *config) { c.format = "E3M4" }, "E3M4"},

@@ -177,8 +177,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if err != nil {
 		return nil, err
 	}
-	var opt optim.Optimizer
-	var adam *optim.Adam
+	var opt optim.Stateful
 	if precision == "fp8" && cfg.recipe == "msamp" {
 		lb, err := optim.NewLowBitAdam(params, cfg.optLevel, float32(cfg.weightDecay), nil)
 		if err != nil {
@@ -187,9 +186,8 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 		ms := lb.MemoryStats()
 		res.Memory, opt = &ms, lb
 	} else {
-		adam = optim.NewAdamW(params, float32(cfg.weightDecay))
 		ms := optim.Float32MemoryStats()
-		res.Memory, opt = &ms, adam
+		res.Memory, opt = &ms, optim.NewAdamW(params, float32(cfg.weightDecay))
 	}
 	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed)
 	if err != nil {
@@ -199,7 +197,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if steps == 0 {
 		return nil, fmt.Errorf("no training steps (epochs %d, batch %d, %d examples)", cfg.epochs, cfg.batch, train.Len())
 	}
-	ckpt := &checkpointer{store: store, opt: adam, loader: loader, prog: trainProg, name: "mnist-" + precision,
+	ckpt := &checkpointer{store: store, opt: opt, loader: loader, prog: trainProg, name: "mnist-" + precision,
 		meta: map[string]string{"model": fmt.Sprintf("mlp %v", append(append([]int{mnist.Pixels}, cfg.hidden...), 10)), "recipe": res.Recipe}}
 	first := 0
 	if cfg.resumeDir != "" {
@@ -279,7 +277,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 // optimizer, step and the loader's position.
 type checkpointer struct {
 	store  *graph.Store
-	opt    *optim.Adam
+	opt    optim.Stateful
 	loader *mnist.Loader
 	prog   *graph.Program
 	name   string
