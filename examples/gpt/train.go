@@ -11,6 +11,7 @@ import (
 
 	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/examples/internal/lossplot"
+	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
@@ -47,27 +48,7 @@ func (r *result) fields() map[string]any {
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func makeRecipe(cfg config) (fp8.Recipe, error) {
-	switch cfg.recipe {
-	case "te":
-		f, err := fp8.ParseFormatRecipe(cfg.format)
-		if err != nil {
-			return nil, fmt.Errorf("-format: %w", err)
-		}
-		return fp8.TERecipeFromEnv(fp8.TERecipe{Format: f})
-	case "ao":
-		r, err := fp8.NewAORecipe(cfg.aoRecipe)
-		if err != nil {
-			return nil, fmt.Errorf("-ao: %w", err)
-		}
-		return fp8.AORecipeFromEnv(r)
-	case "msamp":
-		r, err := fp8.MSAMPRecipeFromEnv(fp8.MSAMPRecipe{OptLevel: cfg.optLevel})
-		if err != nil {
-			return nil, fmt.Errorf("-opt-level: %w", err)
-		}
-		return r, nil
-	}
-	return nil, fmt.Errorf("-recipe %q: want te, ao or msamp", cfg.recipe)
+	return recipes.Make(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
 }
 
 // model is a GPT built on its own graph for a batch size and length.
@@ -143,7 +124,7 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		if recipe, err = makeRecipe(cfg); err != nil {
 			return nil, err
 		}
-		res.Recipe = cfg.recipe + "/" + map[string]string{"te": cfg.format, "ao": cfg.aoRecipe, "msamp": cfg.optLevel}[cfg.recipe]
+		res.Recipe = recipes.Label(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
 		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/fsdp"
 	"github.com/octetml/octet/graph"
@@ -86,12 +87,7 @@ func trainFSDP(cfg config, precision string, train, test *mnist.Set, mpiComm dis
 	} else if evalProg, err = graph.Compile(em.g, store0, graph.Options{}, em.logits); err != nil {
 		return nil, err
 	}
-	tail := res.Losses[max(0, len(res.Losses)-100):]
-	var sum float64
-	for _, l := range tail {
-		sum += float64(l)
-	}
-	res.FinalLoss = sum / float64(len(tail))
+	res.FinalLoss = recipes.MeanTail(res.Losses, 100)
 	res.TestAccuracy, err = evaluate(evalProg, em, test)
 	return res, err
 }

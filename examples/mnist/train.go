@@ -8,6 +8,7 @@ import (
 
 	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/data/mnist"
+	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
@@ -61,40 +62,14 @@ func (r *result) fields() map[string]any {
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func makeRecipe(cfg config) (fp8.Recipe, error) {
-	switch cfg.recipe {
-	case "te":
-		f, err := fp8.ParseFormatRecipe(cfg.format)
-		if err != nil {
-			return nil, fmt.Errorf("-format: %w", err)
-		}
-		return fp8.TERecipeFromEnv(fp8.TERecipe{Format: f})
-	case "ao":
-		r, err := fp8.NewAORecipe(cfg.aoRecipe)
-		if err != nil {
-			return nil, fmt.Errorf("-ao: %w", err)
-		}
-		return fp8.AORecipeFromEnv(r)
-	case "msamp":
-		r, err := fp8.MSAMPRecipeFromEnv(fp8.MSAMPRecipe{OptLevel: cfg.optLevel})
-		if err != nil {
-			return nil, fmt.Errorf("-opt-level: %w", err)
-		}
-		return r, nil
-	}
-	return nil, fmt.Errorf("-recipe %q: want te, ao or msamp", cfg.recipe)
+	return recipes.Make(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
 }
 
 func recipeLabel(cfg config, precision string) string {
-	switch {
-	case precision == "fp32":
+	if precision == "fp32" {
 		return "-"
-	case cfg.recipe == "te":
-		return "te/" + cfg.format
-	case cfg.recipe == "msamp":
-		return "msamp/" + cfg.optLevel
-	default:
-		return "ao/" + cfg.aoRecipe
 	}
+	return recipes.Label(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
 }
 
 // model builds the MLP on a new graph for a batch size.
@@ -263,12 +238,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if len(res.Losses) == 0 {
 		return nil, fmt.Errorf("-resume: the checkpoint is at step %d, nothing left to train", first)
 	}
-	tail := res.Losses[max(0, len(res.Losses)-100):]
-	var sum float64
-	for _, l := range tail {
-		sum += float64(l)
-	}
-	res.FinalLoss = sum / float64(len(tail))
+	res.FinalLoss = recipes.MeanTail(res.Losses, 100)
 	res.TestAccuracy, err = evaluate(evalProg, em, test)
 	return res, err
 }
