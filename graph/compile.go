@@ -85,7 +85,7 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 		return nil, err
 	}
 	for _, n := range p.schedule {
-		if n.IsInput() || n.IsParam() || isAlias(n) {
+		if n.IsInput() || n.IsParam() || p.isAlias(n) {
 			p.kernels = append(p.kernels, nil)
 			continue
 		}
@@ -114,10 +114,20 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 	return p, nil
 }
 
-func isAlias(n *Node) bool {
+// aliasOf returns the input n's output views in this program, or nil.
+func (p *Program) aliasOf(n *Node) *Node {
 	a, ok := n.op.(Aliaser)
-	return ok && a.AliasesInput() && len(n.inputs) > 0 && n.inputs[0].dtype == n.dtype
+	if !ok {
+		return nil
+	}
+	i := a.AliasOf(p.opts)
+	if i < 0 || i >= len(n.inputs) || n.inputs[i].dtype != n.dtype {
+		return nil
+	}
+	return n.inputs[i]
 }
+
+func (p *Program) isAlias(n *Node) bool { return p.aliasOf(n) != nil }
 
 // plan assigns every scheduled node a buffer: parameters use the store's
 // values, inputs get buffers of their own, views share their input's, and
@@ -130,8 +140,8 @@ func (p *Program) plan() error {
 	}
 	// root maps a view to the node that owns its buffer.
 	root := func(n *Node) *Node {
-		for isAlias(n) {
-			n = n.inputs[0]
+		for src := p.aliasOf(n); src != nil; src = p.aliasOf(n) {
+			n = src
 		}
 		return n
 	}
@@ -159,8 +169,8 @@ func (p *Program) plan() error {
 		size := n.shape.Numel()
 		p.stats.NaiveBytes += size * n.dtype.Size()
 		switch {
-		case isAlias(n):
-			src := p.values[n.inputs[0]]
+		case p.isAlias(n):
+			src := p.values[p.aliasOf(n)]
 			size := n.shape.Numel()
 			v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
 			v.Aux = src.Aux
@@ -219,7 +229,7 @@ func (p *Program) plan() error {
 	// Views take their slices now that the arena exists (in schedule
 	// order, so a view of a view finds its input's slices set).
 	for _, n := range aliases {
-		src, v, size := p.values[n.inputs[0]], p.values[n], n.shape.Numel()
+		src, v, size := p.values[p.aliasOf(n)], p.values[n], n.shape.Numel()
 		v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
 		v.Aux = src.Aux
 	}

@@ -28,12 +28,14 @@ type Differentiable interface {
 	Grad(n, dy *Node, need []bool) []*Node
 }
 
-// Aliaser is implemented by ops whose output is a view of their first
-// input's buffer (a reshape): the compiler gives the node no buffer and no
-// kernel of its own, and keeps the input's buffer alive as long as the
-// view is used. Bind is not called for them.
+// Aliaser is implemented by ops whose output can be a view of one of
+// their inputs' buffers (a reshape, a resolved Switch): the compiler gives
+// the node no buffer and no kernel of its own, and keeps the input's
+// buffer alive as long as the view is used. Bind is not called for them.
 type Aliaser interface {
-	AliasesInput() bool
+	// AliasOf returns the index of the input the output views in a
+	// program compiled with opts, or -1.
+	AliasOf(opts Options) int
 }
 
 // Attributer is implemented by ops that have attributes worth showing in

@@ -23,6 +23,14 @@ func (o switchOp) Infer(in []*Node) (Shape, DType, error) {
 	return in[0].shape, in[0].dtype, nil
 }
 
+// AliasOf makes a Switch a view of the branch the program takes: no copy.
+func (o switchOp) AliasOf(opts Options) int {
+	if o.pred(opts) {
+		return 0
+	}
+	return 1
+}
+
 func (o switchOp) Bind(b *Binding) (Kernel, error) {
 	src := b.In[1]
 	if o.pred(b.Options) {

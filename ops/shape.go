@@ -49,8 +49,8 @@ func resolveShape(shape []int, numel int) (graph.Shape, error) {
 	return s, nil
 }
 
-// AliasesInput makes a reshape a view: no copy, no buffer of its own.
-func (o reshapeOp) AliasesInput() bool { return true }
+// AliasOf makes a reshape a view of its input: no copy, no buffer.
+func (o reshapeOp) AliasOf(graph.Options) int { return 0 }
 
 func (o reshapeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	in, out := b.In[0], b.Out
