@@ -82,69 +82,61 @@ func fastExp(x float32) float32 {
 }
 
 func (o unaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	x, y := b.In[0].F32, b.Out.F32
-	x = x[:len(y)]
+	xAll, yAll := b.In[0].F32, b.Out.F32
+	xAll = xAll[:len(yAll)]
 	c := o.c
-	var k graph.Kernel
+	var k func(x, y []float32)
 	switch o.kind {
 	case kindNeg:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = -v
 			}
-			return nil
 		}
 	case kindScale:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = c * v
 			}
-			return nil
 		}
 	case kindReLU:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = max(v, 0)
 			}
-			return nil
 		}
 	case kindGELU:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = 0.5 * v * (1 + fastTanh(geluC*(v+0.044715*v*v*v)))
 			}
-			return nil
 		}
 	case kindTanh:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = math32.Tanh(v)
 			}
-			return nil
 		}
 	case kindExp:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = math32.Exp(v)
 			}
-			return nil
 		}
 	case kindLog:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = math32.Log(v)
 			}
-			return nil
 		}
 	case kindSqrt:
-		k = func() error {
+		k = func(x, y []float32) {
 			for i, v := range x {
 				y[i] = math32.Sqrt(v)
 			}
-			return nil
 		}
 	}
-	return k, nil
+	return newChunker(len(yAll), func(lo, hi int) { k(xAll[lo:hi], yAll[lo:hi]) }).kernel(), nil
 }
 
 func (o unaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
@@ -187,11 +179,13 @@ func (o unaryGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 }
 
 func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	x, dy, dx := b.In[0].F32, b.In[1].F32, b.Out.F32
-	x, dy = x[:len(dx)], dy[:len(dx)]
+	xAll, dyAll, dxAll := b.In[0].F32, b.In[1].F32, b.Out.F32
+	xAll, dyAll = xAll[:len(dxAll)], dyAll[:len(dxAll)]
+	var k func(x, dy, dx []float32)
 	switch o.kind {
 	case kindReLU:
-		return func() error {
+		k = func(x, dy, dx []float32) {
+			dy, dx = dy[:len(x)], dx[:len(x)]
 			for i, v := range x {
 				// A select the compiler turns into a conditional move:
 				// the sign of activations is a coin flip for a branch
@@ -202,26 +196,26 @@ func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 				}
 				dx[i] = g
 			}
-			return nil
-		}, nil
+		}
 	case kindGELU:
-		return func() error {
+		k = func(x, dy, dx []float32) {
+			dy, dx = dy[:len(x)], dx[:len(x)]
 			for i, v := range x {
 				u := geluC * (v + 0.044715*v*v*v)
 				t := fastTanh(u)
 				du := geluC * (1 + 3*0.044715*v*v)
 				dx[i] = dy[i] * (0.5*(1+t) + 0.5*v*(1-t*t)*du)
 			}
-			return nil
-		}, nil
+		}
 	default: // Tanh: x holds y = tanh(x)
-		return func() error {
+		k = func(x, dy, dx []float32) {
+			dy, dx = dy[:len(x)], dx[:len(x)]
 			for i, y := range x {
 				dx[i] = dy[i] * (1 - y*y)
 			}
-			return nil
-		}, nil
+		}
 	}
+	return newChunker(len(dxAll), func(lo, hi int) { k(xAll[lo:hi], dyAll[lo:hi], dxAll[lo:hi]) }).kernel(), nil
 }
 
 // Neg returns -x.

@@ -46,10 +46,14 @@ func (linearOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		bias = b.In[2].F32
 	}
 	g := kernels.NewGemm()
+	var addBias func() error
+	if bias != nil {
+		addBias = newChunkerCost(rows, rows*outF, func(lo, hi int) { AddBias(y[lo*outF:hi*outF], bias) }).kernel()
+	}
 	return func() error {
 		g.Run(false, true, rows, outF, inF, 1, x, inF, w, inF, 0, y, outF)
-		if bias != nil {
-			AddBias(y, bias)
+		if addBias != nil {
+			return addBias()
 		}
 		return nil
 	}, nil
