@@ -208,6 +208,26 @@ func (r *Rank) precompute() error {
 	return nil
 }
 
+// Precomputed reports whether float8 all-gather scales are precomputed.
+func (s *Sharded) Precomputed() bool { return s.cfg.Precompute }
+
+// ShardStore returns a store that holds this rank's shards (no copies,
+// "<param>" with the shard's length) and the FP8 layer states of store,
+// for checkpoint.Save and checkpoint.Load: each rank checkpoints its own
+// part of the parameters and of the optimizer state.
+func (s *Sharded) ShardStore(store *graph.Store) (*graph.Store, error) {
+	out := graph.NewStore()
+	for i, p := range s.params {
+		if err := out.Bind(p.Name(), s.shards[i].Data, len(s.shards[i].Data)); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range store.StateKeys() {
+		out.SetState(k, store.State(k))
+	}
+	return out, nil
+}
+
 // Gather writes the full parameters into store (for evaluation or a
 // checkpoint on one rank); every rank must call it.
 func (s *Sharded) Gather(store *graph.Store) error {

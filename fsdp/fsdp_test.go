@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -258,4 +259,82 @@ func TestRowwiseWeightsRefused(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = Shard(g, store, comms[0], b.Params(), Config{Float8AllGather: true})
 	require.ErrorContains(t, err, "tensorwise")
+}
+
+// TestShardCheckpoint saves every rank's shards and optimizer state,
+// restores them into fresh ranks and continues: the losses equal an
+// uninterrupted run's.
+func TestShardCheckpoint(t *testing.T) {
+	const n, steps, cut = 3, 8, 4
+	straight := sharded(t, n, steps, true, Config{Float8AllGather: true})
+	dir := t.TempDir()
+	run := func(resume bool, from, to int) []float64 {
+		comms, _ := dist.NewLocal(n)
+		losses := make([][]float64, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for rank := 0; rank < n; rank++ {
+			wg.Add(1)
+			go func(rank int) {
+				defer wg.Done()
+				errs[rank] = func() error {
+					comm := comms[rank]
+					var sh *Sharded
+					var serr error
+					r := build(t, global/n, true, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
+						sh, _, serr = Shard(g, s, comm, params, Config{Float8AllGather: true})
+					})
+					if serr != nil {
+						return serr
+					}
+					drv, err := NewRank(sh, r.prog, r.grads)
+					if err != nil {
+						return err
+					}
+					opt := optim.NewAdamW(drv.Params(), 0.01)
+					ss, err := sh.ShardStore(r.store)
+					if err != nil {
+						return err
+					}
+					path := fmt.Sprintf("%s/rank%d.safetensors", dir, rank)
+					if resume {
+						st := &checkpoint.State{Store: ss, Optimizer: opt}
+						if err := checkpoint.Load(path, st); err != nil {
+							return err
+						}
+						r.prog.SetStep(st.Step)
+					}
+					local := global / n
+					for s := from; s < to; s++ {
+						x, y := data(s)
+						_ = r.prog.FeedFloat32(r.x, x[rank*local*sizes[0]:(rank+1)*local*sizes[0]])
+						_ = r.prog.FeedInt32(r.y, y[rank*local:(rank+1)*local])
+						if err := drv.Run(); err != nil {
+							return err
+						}
+						opt.Step(1e-3)
+						l, _ := r.prog.Scalar(r.loss)
+						buf := []float32{l}
+						if err := comm.AllReduceF32(buf, dist.Sum); err != nil {
+							return err
+						}
+						losses[rank] = append(losses[rank], float64(buf[0])/n)
+					}
+					if !resume {
+						return checkpoint.Save(path, &checkpoint.State{Store: ss, Optimizer: opt, Step: r.prog.Step()})
+					}
+					return nil
+				}()
+			}(rank)
+		}
+		wg.Wait()
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		return losses[0]
+	}
+	first := run(false, 0, cut)
+	require.Equal(t, straight.losses[:cut], first)
+	second := run(true, cut, steps)
+	require.Equal(t, straight.losses[cut:], second, "resumed sharded run")
 }

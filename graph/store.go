@@ -54,6 +54,31 @@ func (s *Store) Float32(name string) []float32 {
 	return nil
 }
 
+// Bind stores data under name without copying it: the store, the programs
+// compiled against it and checkpoints read and write data itself (for
+// example a rank's shard of a parameter). A name already stored is an
+// error.
+func (s *Store) Bind(name string, data []float32, shape ...int) error {
+	sh := Shape(shape)
+	if sh.Numel() != len(data) {
+		return fmt.Errorf("graph: store %q: %d values do not fill shape %v", name, len(data), sh)
+	}
+	if _, ok := s.vals[name]; ok {
+		return fmt.Errorf("graph: store %q: already stored", name)
+	}
+	e := &entry{shape: sh.Clone(), data: data}
+	ts := e.shape
+	if len(ts) == 0 {
+		ts = Shape{1}
+	}
+	if len(data) > 0 {
+		e.t = tensor.New(tensor.WithShape(ts...), tensor.WithBacking(data))
+	}
+	s.vals[name] = e
+	s.order = append(s.order, name)
+	return nil
+}
+
 // denseFloat32 returns t's values, whether t is a scalar or not.
 func denseFloat32(t *tensor.Dense) ([]float32, bool) {
 	switch d := t.Data().(type) {

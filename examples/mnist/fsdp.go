@@ -135,11 +135,34 @@ func fsdpRank(cfg config, precision string, recipe fp8.Recipe, float8AG bool, co
 	steps := cfg.epochs * loader.BatchesPerEpoch()
 	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, steps/10), Total: steps}
 	local := cfg.batch / n
+	// Each rank checkpoints its own shards, optimizer state and loader.
+	shardStore, err := sh.ShardStore(store)
+	if err != nil {
+		return nil, err
+	}
+	ckpt := &checkpointer{store: shardStore, opt: opt, loader: loader, prog: prog,
+		name: fmt.Sprintf("mnist-%s-rank%d-of-%d", precision, rank, n),
+		meta: map[string]string{"model": fmt.Sprintf("mlp %v fsdp %d", append(append([]int{mnist.Pixels}, cfg.hidden...), 10), n), "recipe": recipeLabel(cfg, precision)}}
+	first := 0
+	if cfg.resumeDir != "" {
+		if first, err = ckpt.resume(cfg.resumeDir); err != nil {
+			return nil, err
+		}
+		if sh.Precomputed() {
+			if err := drv.AfterUpdate(); err != nil { // scales from the loaded shards
+				return nil, err
+			}
+		}
+	}
+	end := steps
+	if cfg.stopAfter > 0 {
+		end = min(end, cfg.stopAfter)
+	}
 	xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
 	lossBuf := make([]float32, 1)
 	var busy time.Duration
 	var gathered int64
-	for step := 0; step < steps; step++ {
+	for step := first; step < end; step++ {
 		loader.Next(xb, yb)
 		start := time.Now()
 		if err := prog.FeedFloat32(m.x, xb[rank*local*mnist.Pixels:(rank+1)*local*mnist.Pixels]); err != nil {
@@ -163,12 +186,25 @@ func fsdpRank(cfg config, precision string, recipe fp8.Recipe, float8AG bool, co
 			return nil, err
 		}
 		res.Losses = append(res.Losses, lossBuf[0]/float32(n))
+		if cfg.saveDir != "" && cfg.saveEvery > 0 && (step+1)%cfg.saveEvery == 0 && step+1 < end {
+			if err := ckpt.save(cfg.saveDir); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.saveDir != "" {
+		if err := ckpt.save(cfg.saveDir); err != nil {
+			return nil, err
+		}
+	}
+	if first >= end {
+		return nil, fmt.Errorf("-resume: the checkpoint is at step %d, nothing left to train", first)
 	}
 	if err := sh.Gather(store); err != nil {
 		return nil, err
 	}
 	res.Steps = steps
-	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(steps)
+	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(end-first)
 	res.AllGatherBytes = gathered
 	res.Float8AllGatherBytes = int64(rep.Float8Bytes)
 	return store, nil

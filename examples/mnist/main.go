@@ -134,9 +134,6 @@ func run(cfg config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if (cfg.fsdp > 0 || cfg.mpi) && (cfg.saveDir != "" || cfg.resumeDir != "") {
-		return fmt.Errorf("-fsdp does not combine with -save/-resume yet")
-	}
 	if cfg.recipe == "msamp" && (cfg.fsdp > 0 || cfg.mpi) {
 		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/json"
 	"image/png"
 	"os"
@@ -182,4 +183,31 @@ func TestMSAMPLevels(t *testing.T) {
 	for _, l := range []string{"fp8O1", "fp8O2"} {
 		require.InDelta(t, acc["fp32"], acc[l], 0.02, l)
 	}
+}
+
+// A sharded run checkpoints one file per rank and resumes exactly.
+func TestFSDPSaveResume(t *testing.T) {
+	base := config{precision: "fp8", recipe: "ao", format: "HYBRID", aoRecipe: "tensorwise", epochs: 2, batch: 64,
+		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 640, fsdp: 2}
+	var straight bytes.Buffer
+	require.NoError(t, run(base, &straight))
+	dir := t.TempDir()
+	half := base
+	half.stopAfter, half.saveDir = 9, dir
+	require.NoError(t, run(half, &bytes.Buffer{}))
+	for r := 0; r < 2; r++ {
+		_, err := os.Stat(filepath.Join(dir, fmt.Sprintf("mnist-fp8-rank%d-of-2.safetensors", r)))
+		require.NoError(t, err)
+	}
+	rest := base
+	rest.resumeDir = dir
+	var resumed bytes.Buffer
+	require.NoError(t, run(rest, &resumed))
+	last := func(b *bytes.Buffer) map[string]any {
+		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &m))
+		return m
+	}
+	require.Equal(t, last(&straight)["test_accuracy"], last(&resumed)["test_accuracy"])
 }
