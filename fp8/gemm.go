@@ -49,6 +49,7 @@ type ScaledGEMM struct {
 	opA, opB       kernels.Operand
 	tabA, tabB     [256]float32
 	blockA, blockB []float32
+	decA, decB     []float32
 }
 
 // NewScaledGEMM returns a ScaledGEMM.
@@ -71,6 +72,13 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	if err := prepare(&g.opB, &g.tabB, &g.blockB, "B", &b, n, k); err != nil {
 		return err
 	}
+	// A tensorwise operand that the packing would have to gather code by
+	// code (A, or a transposed B) is decoded up front with the vector
+	// kernel instead, then packed like float32: the same values.
+	predecode(&g.opA, &g.decA, m*k)
+	if b.Trans {
+		predecode(&g.opB, &g.decB, n*k)
+	}
 	lda, ldb := k, n
 	if a.Trans {
 		lda = m
@@ -80,6 +88,25 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	}
 	g.gemm.RunOperands(a.Trans, b.Trans, m, n, k, 1, &g.opA, lda, &g.opB, ldb, 0, c, n)
 	return nil
+}
+
+// predecode turns a vector-decodable FP8 operand into float32 in buf.
+func predecode(op *kernels.Operand, buf *[]float32, size int) {
+	if !op.Vector || op.Codes == nil {
+		return
+	}
+	if cap(*buf) < size {
+		*buf = make([]float32, size)
+	}
+	dst := (*buf)[:size]
+	done := kernels.DecodeFP8(op.Format, dst, op.Codes[:size], op.Scale)
+	if done == 0 && size >= 16 {
+		return // no vector kernel here: keep decoding while packing
+	}
+	for i, q := range op.Codes[done:size] {
+		dst[done+i] = op.Table[q]
+	}
+	*op = kernels.Operand{F32: dst}
 }
 
 // prepare fills the kernel operand for o: outer is m for A and n for B.
@@ -123,6 +150,7 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, name str
 		for i, v := range src {
 			tab[i] = v * o.ScaleInv
 		}
+		dst.Vector, dst.Format, dst.Scale = true, int(o.Format), o.ScaleInv
 	}
 	return nil
 }

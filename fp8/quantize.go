@@ -76,8 +76,9 @@ func quantizeTail(dst []uint8, src []float32, f Format, scale float32, m uint32)
 func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) {
 	t := &decodeTables[f]
 	dst = dst[:len(src)]
-	for i, q := range src {
-		dst[i] = t[q] * scaleInv
+	done := kernels.DecodeFP8(int(f), dst, src, scaleInv) // vector prefix, same results
+	for i, q := range src[done:] {
+		dst[done+i] = t[q] * scaleInv
 	}
 }
 

@@ -618,3 +618,91 @@ adam_loop:
 adam_done:
 	VZEROUPPER
 	RET
+
+// func decodeE4M3AVX512(dst *float32, src *uint8, blocks int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeE4M3AVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Z20
+	MOVL         $0x7b800000, BX
+	VPBROADCASTD BX, Z21
+	MOVL         $0x0000007f, BX
+	VPBROADCASTD BX, Z22
+	MOVL         $0x00000080, BX
+	VPBROADCASTD BX, Z23
+	MOVL         $0x7fc00000, BX
+	VPBROADCASTD BX, Z24
+	MOVL         $0x7f800000, BX
+	VPBROADCASTD BX, Z25
+	MOVL         $0x0000007f, BX
+	VPBROADCASTD BX, Z26
+	TESTQ        DX, DX
+	JZ           decodeE4M3AVX512_done
+
+decodeE4M3AVX512_loop:
+	VPMOVZXBD (CX), Z0
+	VPANDD    Z22, Z0, Z1
+	VPSLLD    $0x14, Z1, Z2
+	VMULPS    Z21, Z2, Z2
+	VPCMPUD   $0x00, Z26, Z1, K1
+	VPBLENDMD Z24, Z2, K1, Z2
+	VPANDD    Z23, Z0, Z3
+	VPSLLD    $0x18, Z3, Z3
+	VPORD     Z3, Z2, Z2
+	VMULPS    Z20, Z2, Z2
+	VMOVUPS   Z2, (AX)
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000040, AX
+	DECQ      DX
+	JNZ       decodeE4M3AVX512_loop
+
+decodeE4M3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func decodeE5M2AVX512(dst *float32, src *uint8, blocks int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·decodeE5M2AVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Z20
+	MOVL         $0x77800000, BX
+	VPBROADCASTD BX, Z21
+	MOVL         $0x0000007f, BX
+	VPBROADCASTD BX, Z22
+	MOVL         $0x00000080, BX
+	VPBROADCASTD BX, Z23
+	MOVL         $0x7fc00000, BX
+	VPBROADCASTD BX, Z24
+	MOVL         $0x7f800000, BX
+	VPBROADCASTD BX, Z25
+	MOVL         $0x0000007c, BX
+	VPBROADCASTD BX, Z27
+	TESTQ        DX, DX
+	JZ           decodeE5M2AVX512_done
+
+decodeE5M2AVX512_loop:
+	VPMOVZXBD (CX), Z0
+	VPANDD    Z22, Z0, Z1
+	VPSLLD    $0x15, Z1, Z2
+	VMULPS    Z21, Z2, Z2
+	VPCMPUD   $0x00, Z27, Z1, K1
+	VPBLENDMD Z25, Z2, K1, Z2
+	VPCMPUD   $0x06, Z27, Z1, K2
+	VPBLENDMD Z24, Z2, K2, Z2
+	VPANDD    Z23, Z0, Z3
+	VPSLLD    $0x18, Z3, Z3
+	VPORD     Z3, Z2, Z2
+	VMULPS    Z20, Z2, Z2
+	VMOVUPS   Z2, (AX)
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000040, AX
+	DECQ      DX
+	JNZ       decodeE5M2AVX512_loop
+
+decodeE5M2AVX512_done:
+	VZEROUPPER
+	RET

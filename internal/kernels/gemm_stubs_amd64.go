@@ -33,3 +33,13 @@ func quantizeE5M2AVX512(dst *uint8, src *float32, blocks int, scale float32, ama
 //
 //go:noescape
 func adamAVX512(w *float32, grad *float32, mom *float32, vel *float32, blocks int, c *[9]float32)
+
+// decodeE4M3AVX512 decodes 16·blocks FP8 codes to float32 times scale (AVX-512F).
+//
+//go:noescape
+func decodeE4M3AVX512(dst *float32, src *uint8, blocks int, scale float32)
+
+// decodeE5M2AVX512 decodes 16·blocks FP8 codes to float32 times scale (AVX-512F).
+//
+//go:noescape
+func decodeE5M2AVX512(dst *float32, src *uint8, blocks int, scale float32)

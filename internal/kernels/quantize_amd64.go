@@ -40,3 +40,19 @@ func adamVector(w, g, m, v []float32, c *AdamConsts) int {
 	adamAVX512(&w[0], &g[0], &m[0], &v[0], blocks, (*[9]float32)(c))
 	return blocks * 16
 }
+
+// DecodeFP8 decodes the longest prefix of src it can vectorise (a
+// multiple of 16) from format (0: E4M3, 1: E5M2) to float32 times scale,
+// exactly as the decode tables do, and returns how many it did.
+func DecodeFP8(format int, dst []float32, src []uint8, scale float32) int {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
+		return 0
+	}
+	if format == 0 {
+		decodeE4M3AVX512(&dst[0], &src[0], blocks, scale)
+	} else {
+		decodeE5M2AVX512(&dst[0], &src[0], blocks, scale)
+	}
+	return blocks * 16
+}

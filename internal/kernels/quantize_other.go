@@ -9,3 +9,6 @@ func QuantizeFP8(format int, dst []uint8, src []float32, scale float32) (done in
 }
 
 func adamVector(w, g, m, v []float32, c *AdamConsts) int { return 0 }
+
+// DecodeFP8 has no vector path on this build.
+func DecodeFP8(format int, dst []float32, src []uint8, scale float32) int { return 0 }

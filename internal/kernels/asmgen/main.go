@@ -24,7 +24,71 @@ func main() {
 	quantize("quantizeE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	adam()
+	decode("decodeE4M3AVX512", 20, 120, false)
+	decode("decodeE5M2AVX512", 21, 112, true)
 	Generate()
+}
+
+// decode emits the 16-lane FP8 → float32 decode with a scale: the 7
+// magnitude bits shifted into float32 position (exponent field low bits,
+// mantissa high bits) read as a float32 that is 2^rebias too small — a
+// normal or denormal float32 of exactly the right significand — times
+// 2^rebias gives the value exactly; NaN (and, for E5M2, infinity) codes
+// are fixed up; the sign is copied to bit 31; the result is multiplied by
+// scale. It is the twin of the decode tables in package fp8.
+func decode(name string, shift int, rebias int, e5m2 bool) {
+	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
+	Pragma("noescape")
+	Doc(name + " decodes 16·blocks FP8 codes to float32 times scale (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	bcast := func(v uint32, z VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		VPBROADCASTD(r, z)
+	}
+	zScale, zMagic, z7F, z80, zNaN, zInf, zNaNMag, zInfMag := Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27
+	VBROADCASTSS(NewParamAddr("scale", 24), zScale)
+	bcast(uint32(127+rebias)<<23, zMagic)
+	bcast(0x7F, z7F)
+	bcast(0x80, z80)
+	bcast(0x7FC00000, zNaN)
+	bcast(0x7F800000, zInf)
+	if e5m2 {
+		bcast(0x7C, zInfMag)
+	} else {
+		bcast(0x7F, zNaNMag)
+	}
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	Label(name + "_loop")
+	c, mag, f, sign := Z0, Z1, Z2, Z3
+	VPMOVZXBD(Mem{Base: src}, c)
+	VPANDD(z7F, c, mag)
+	VPSLLD(U8(shift), mag, f)
+	VMULPS(zMagic, f, f)
+	if e5m2 {
+		VPCMPUD(U8(0), zInfMag, mag, K1) // == 0x7C: infinity
+		VPBLENDMD(zInf, f, K1, f)
+		VPCMPUD(U8(6), zInfMag, mag, K2) // > 0x7C: NaN
+		VPBLENDMD(zNaN, f, K2, f)
+	} else {
+		VPCMPUD(U8(0), zNaNMag, mag, K1) // == 0x7F: NaN
+		VPBLENDMD(zNaN, f, K1, f)
+	}
+	VPANDD(z80, c, sign)
+	VPSLLD(U8(24), sign, sign)
+	VPORD(sign, f, f)
+	VMULPS(zScale, f, f)
+	VMOVUPS(f, Mem{Base: dst})
+	ADDQ(U32(16), src)
+	ADDQ(U32(64), dst)
+	DECQ(n)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
 
 // adam emits the 16-lane Adam update, the twin of kernels.adamRef: the
