@@ -50,6 +50,7 @@ type config struct {
 	// mpi is set by -fsdp mpi: this process is one rank of an MPI job.
 	mpi     bool
 	mpiComm dist.Communicator
+	dp      int
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -89,6 +90,7 @@ func main() {
 	flag.StringVar(&cfg.saveDir, "save", "", "write checkpoints (one file per precision) to this directory")
 	flag.StringVar(&cfg.resumeDir, "resume", "", "resume from the checkpoints in this directory")
 	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N steps (0: at the end only)")
+	flag.IntVar(&cfg.dp, "dp", 0, "train data-parallel over N in-process replicas (with -recipe msamp: MS-AMP's FP8 gradient all-reduce)")
 	fsdpFlag := flag.String("fsdp", "", "train sharded (FSDP; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
@@ -133,6 +135,9 @@ func run(cfg config, w io.Writer) error {
 	precisions, err := precisionsOf(cfg.precision)
 	if err != nil {
 		return err
+	}
+	if cfg.dp > 0 && (cfg.fsdp > 0 || cfg.mpi || cfg.saveDir != "" || cfg.resumeDir != "") {
+		return fmt.Errorf("-dp does not combine with -fsdp, -save or -resume")
 	}
 	if cfg.recipe == "msamp" && (cfg.fsdp > 0 || cfg.mpi) {
 		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
@@ -210,6 +215,9 @@ func printSummary(w io.Writer, results []*result) {
 			conv = "-"
 		}
 		fmt.Fprintf(w, "%-9s %-16s %8.2f%% %10.4f %8.1f %6d  %s\n", r.Precision, r.Recipe, 100*r.TestAccuracy, r.FinalLoss, r.MsPerStep, r.Steps, conv)
+		if r.dp {
+			fmt.Fprintf(w, "          FP8 gradient all-reduce: %d overflows, %d underflows\n", r.FP8AllReduceOverflows, r.FP8AllReduceUnderflows)
+		}
 		if r.AllGatherBytes > 0 {
 			fmt.Fprintf(w, "          all-gathered per step and rank: %d bytes (%d of them FP8 weights, 1 byte each)\n", r.AllGatherBytes, r.Float8AllGatherBytes)
 		}

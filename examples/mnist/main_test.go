@@ -211,3 +211,21 @@ func TestFSDPSaveResume(t *testing.T) {
 	}
 	require.Equal(t, last(&straight)["test_accuracy"], last(&resumed)["test_accuracy"])
 }
+
+// Data-parallel MS-AMP: gradients averaged by the FP8 all-reduce keep the
+// replicas identical, and the casts' overflows and underflows are
+// reported.
+func TestDataParallelMSAMP(t *testing.T) {
+	cfg := config{precision: "fp8", recipe: "msamp", optLevel: "O2", format: "HYBRID", epochs: 1, batch: 64,
+		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, dp: 4}
+	var out bytes.Buffer
+	require.NoError(t, run(cfg, &out))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var s map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+	require.Contains(t, s, "fp8_allreduce_overflows")
+	require.Contains(t, s, "fp8_allreduce_underflows")
+	require.Greater(t, s["test_accuracy"].(float64), 0.6)
+	cfg.fsdp = 2
+	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-dp")
+}

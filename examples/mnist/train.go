@@ -37,6 +37,10 @@ type result struct {
 	AllGatherBytes, Float8AllGatherBytes int64
 	// Memory is the optimizer's storage per parameter value.
 	Memory *optim.MemoryStats
+	// With -dp and -recipe msamp: casts of MS-AMP's FP8 gradient
+	// all-reduce that saturated or flushed a non-zero value to zero.
+	FP8AllReduceOverflows, FP8AllReduceUnderflows int
+	dp                                            bool
 }
 
 func (r *result) fields() map[string]any {
@@ -51,6 +55,10 @@ func (r *result) fields() map[string]any {
 	if r.Memory != nil {
 		f["optimizer_state_bytes_per_param"] = r.Memory.StateBytes
 		f["weight_bytes_per_param"] = r.Memory.WeightBytes
+	}
+	if r.dp {
+		f["fp8_allreduce_overflows"] = r.FP8AllReduceOverflows
+		f["fp8_allreduce_underflows"] = r.FP8AllReduceUnderflows
 	}
 	if r.AllGatherBytes > 0 {
 		f["allgather_bytes_per_step"] = r.AllGatherBytes
@@ -110,6 +118,13 @@ func buildModel(cfg config, batch int, withLoss bool) (*model, error) {
 func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, error) {
 	if cfg.fsdp > 0 || cfg.mpiComm != nil {
 		return trainFSDP(cfg, precision, train, test, cfg.mpiComm)
+	}
+	if cfg.dp > 0 {
+		r, err := trainDP(cfg, precision, train, test)
+		if r != nil {
+			r.dp = cfg.recipe == "msamp" && precision == "fp8"
+		}
+		return r, err
 	}
 	tm, err := buildModel(cfg, cfg.batch, true)
 	if err != nil {
