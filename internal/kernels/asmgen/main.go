@@ -18,9 +18,9 @@ import (
 
 func main() {
 	ConstraintExpr("amd64,!purego")
-	avx512()
-	avx512x48()
-	avx2()
+	gemmKernel("sgemmKernelAVX512", "AVX-512F", 12, 2, 6, zmm, 64)
+	gemmKernel("sgemmKernelAVX512x48", "AVX-512F", 8, 3, 5, zmm, 64)
+	gemmKernel("sgemmKernelAVX2", "AVX2 and FMA", 6, 2, 1, ymm, 32)
 	quantize("quantizeE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	adam()
@@ -222,58 +222,6 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	RET()
 }
 
-// avx512x48 is an 8×48 variant: 24 accumulators (three per row), three
-// zmm for the B sliver and rotating broadcast registers; fewer loads per
-// FMA than 12×32.
-func avx512x48() {
-	const mr, nr = 8, 48
-	TEXT("sgemmKernelAVX512x48", NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("sgemmKernelAVX512x48 computes C[%d×%d] += alpha·A·B from packed slivers (AVX-512F).", mr, nr))
-	k := Load(Param("k"), GP64())
-	a := Load(Param("a"), GP64())
-	b := Load(Param("b"), GP64())
-	c := Load(Param("c"), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(U8(2), ldc)
-	for i := 0; i < 3*mr; i++ {
-		VPXORD(zmm(i), zmm(i), zmm(i))
-	}
-	b0, b1, b2 := zmm(24), zmm(25), zmm(26)
-	TESTQ(k, k)
-	JZ(LabelRef("store48"))
-	Label("loop48")
-	VMOVUPS(Mem{Base: b}, b0)
-	VMOVUPS(Mem{Base: b, Disp: 64}, b1)
-	VMOVUPS(Mem{Base: b, Disp: 128}, b2)
-	for r := 0; r < mr; r++ {
-		av := zmm(27 + r%5)
-		VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, av)
-		VFMADD231PS(av, b0, zmm(3*r))
-		VFMADD231PS(av, b1, zmm(3*r+1))
-		VFMADD231PS(av, b2, zmm(3*r+2))
-	}
-	ADDQ(U32(4*mr), a)
-	ADDQ(U32(4*nr), b)
-	DECQ(k)
-	JNZ(LabelRef("loop48"))
-	Label("store48")
-	alpha := zmm(27)
-	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
-	for r := 0; r < mr; r++ {
-		for j := 0; j < 3; j++ {
-			VMOVUPS(Mem{Base: c, Disp: 64 * j}, b0)
-			VFMADD231PS(zmm(3*r+j), alpha, b0)
-			VMOVUPS(b0, Mem{Base: c, Disp: 64 * j})
-		}
-		if r+1 < mr {
-			ADDQ(ldc, c)
-		}
-	}
-	VZEROUPPER()
-	RET()
-}
-
 // zmm returns the physical register Zi.
 func zmm(i int) VecPhysical {
 	return []VecPhysical{Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15,
@@ -284,100 +232,59 @@ func ymm(i int) VecPhysical {
 	return []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}[i]
 }
 
-// avx512 is the 12×32 kernel: 24 zmm accumulators (two per row), two zmm
-// for the B sliver, and six for broadcast A values.
-func avx512() {
-	const mr, nr = 12, 32
-	TEXT("sgemmKernelAVX512", NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
+// gemmKernel emits an mr × (nv·lanes) register-tile kernel: mr·nv
+// accumulators (nv vectors per row of C), nv registers for the B sliver,
+// and nb rotating registers for broadcast A values (rotating lets the
+// loads run ahead of the FMAs). vec maps a register number to a physical
+// register of the kernel's width (64 bytes for zmm, 32 for ymm).
+func gemmKernel(name, isa string, mr, nv, nb int, vec func(int) VecPhysical, width int) {
+	nr := nv * width / 4
+	TEXT(name, NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("sgemmKernelAVX512 computes C[%d×%d] += alpha·A·B from packed slivers (AVX-512F).", mr, nr))
+	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B from packed slivers (%s).", name, mr, nr, isa))
 	k := Load(Param("k"), GP64())
 	a := Load(Param("a"), GP64())
 	b := Load(Param("b"), GP64())
 	c := Load(Param("c"), GP64())
 	ldc := Load(Param("ldc"), GP64())
 	SHLQ(U8(2), ldc)
-	for i := 0; i < 2*mr; i++ {
-		VPXORD(zmm(i), zmm(i), zmm(i))
-	}
-	b0, b1 := zmm(24), zmm(25)
-	TESTQ(k, k)
-	JZ(LabelRef("store512"))
-	Label("loop512")
-	VMOVUPS(Mem{Base: b}, b0)
-	VMOVUPS(Mem{Base: b, Disp: 64}, b1)
-	// One broadcast load of each A value feeds both FMAs of its row;
-	// rotating over six registers lets the loads run ahead.
+	acc := func(r, j int) VecPhysical { return vec(r*nv + j) }
+	breg := func(j int) VecPhysical { return vec(mr*nv + j) }
+	areg := func(r int) VecPhysical { return vec(mr*nv + nv + r%nb) }
 	for r := 0; r < mr; r++ {
-		av := zmm(26 + r%6)
-		VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, av)
-		VFMADD231PS(av, b0, zmm(2*r))
-		VFMADD231PS(av, b1, zmm(2*r+1))
-	}
-	ADDQ(U32(4*mr), a)
-	ADDQ(U32(4*nr), b)
-	DECQ(k)
-	JNZ(LabelRef("loop512"))
-	Label("store512")
-	alpha := zmm(26)
-	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
-	t0, t1 := zmm(24), zmm(25)
-	for r := 0; r < mr; r++ {
-		VMOVUPS(Mem{Base: c}, t0)
-		VMOVUPS(Mem{Base: c, Disp: 64}, t1)
-		VFMADD231PS(zmm(2*r), alpha, t0)
-		VFMADD231PS(zmm(2*r+1), alpha, t1)
-		VMOVUPS(t0, Mem{Base: c})
-		VMOVUPS(t1, Mem{Base: c, Disp: 64})
-		if r+1 < mr {
-			ADDQ(ldc, c)
+		for j := 0; j < nv; j++ {
+			if width == 64 {
+				VPXORD(acc(r, j), acc(r, j), acc(r, j)) // AVX-512F (VXORPS on zmm needs DQ)
+			} else {
+				VXORPS(acc(r, j), acc(r, j), acc(r, j))
+			}
 		}
 	}
-	VZEROUPPER()
-	RET()
-}
-
-// avx2 is the 6×16 kernel: 12 ymm accumulators, two ymm for the B
-// sliver, one for the broadcast A value.
-func avx2() {
-	const mr, nr = 6, 16
-	TEXT("sgemmKernelAVX2", NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("sgemmKernelAVX2 computes C[%d×%d] += alpha·A·B from packed slivers (AVX2 and FMA).", mr, nr))
-	k := Load(Param("k"), GP64())
-	a := Load(Param("a"), GP64())
-	b := Load(Param("b"), GP64())
-	c := Load(Param("c"), GP64())
-	ldc := Load(Param("ldc"), GP64())
-	SHLQ(U8(2), ldc)
-	for i := 0; i < 2*mr; i++ {
-		VXORPS(ymm(i), ymm(i), ymm(i))
-	}
-	b0, b1, av := ymm(12), ymm(13), ymm(14)
 	TESTQ(k, k)
-	JZ(LabelRef("store2"))
-	Label("loop2")
-	VMOVUPS(Mem{Base: b}, b0)
-	VMOVUPS(Mem{Base: b, Disp: 32}, b1)
+	JZ(LabelRef(name + "_store"))
+	Label(name + "_loop")
+	for j := 0; j < nv; j++ {
+		VMOVUPS(Mem{Base: b, Disp: width * j}, breg(j))
+	}
 	for r := 0; r < mr; r++ {
-		VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, av)
-		VFMADD231PS(av, b0, ymm(2*r))
-		VFMADD231PS(av, b1, ymm(2*r+1))
+		VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, areg(r))
+		for j := 0; j < nv; j++ {
+			VFMADD231PS(areg(r), breg(j), acc(r, j))
+		}
 	}
 	ADDQ(U32(4*mr), a)
 	ADDQ(U32(4*nr), b)
 	DECQ(k)
-	JNZ(LabelRef("loop2"))
-	Label("store2")
-	alpha := ymm(14)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_store")
+	alpha := areg(0)
 	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
 	for r := 0; r < mr; r++ {
-		VMOVUPS(Mem{Base: c}, b0)
-		VMOVUPS(Mem{Base: c, Disp: 32}, b1)
-		VFMADD231PS(ymm(2*r), alpha, b0)
-		VFMADD231PS(ymm(2*r+1), alpha, b1)
-		VMOVUPS(b0, Mem{Base: c})
-		VMOVUPS(b1, Mem{Base: c, Disp: 32})
+		for j := 0; j < nv; j++ {
+			VMOVUPS(Mem{Base: c, Disp: width * j}, breg(j))
+			VFMADD231PS(acc(r, j), alpha, breg(j))
+			VMOVUPS(breg(j), Mem{Base: c, Disp: width * j})
+		}
 		if r+1 < mr {
 			ADDQ(ldc, c)
 		}
