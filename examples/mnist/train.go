@@ -227,6 +227,9 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 		opt.Step(sched.LR(step))
 		busy += time.Since(start)
 		l, _ := trainProg.Scalar(tm.loss)
+		if l != l {
+			return nil, fmt.Errorf("step %d: the loss is NaN (learning rate %g too high?)", step, cfg.lr)
+		}
 		res.Losses = append(res.Losses, l)
 		if cfg.saveDir != "" && cfg.saveEvery > 0 && (step+1)%cfg.saveEvery == 0 && step+1 < end {
 			if err := ckpt.save(cfg.saveDir); err != nil {
