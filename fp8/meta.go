@@ -116,14 +116,17 @@ func (m *Meta) Amax() float32 {
 	return best
 }
 
-// Update ends a step. A meta no cast recorded into (its layer did not
-// run) is left as it is. Otherwise, if the step count is a multiple of
+// Update ends a step. A meta whose layer did not run in the step — no
+// cast recorded into it, or only an amax of exactly 0 — is left as it is
+// (FP8_REFERENCE.md: "a meta whose layer did not run (amax 0) is not
+// rolled"). Otherwise, if the step count is a multiple of
 // Interval, the scale becomes (fmt_max / amax) / 2^margin when amax is
 // finite and positive, and is kept otherwise (a scale that overflows
 // float32 is clamped to its largest value); then the window rolls: the
 // current amax becomes the newest entry and the current slot is cleared.
 func (m *Meta) Update() {
-	if !m.recorded {
+	if !m.recorded || m.History[0] == 0 {
+		m.recorded = false
 		return
 	}
 	m.recorded = false

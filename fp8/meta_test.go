@@ -69,10 +69,16 @@ func TestKeepScaleOnZeroInfNaN(t *testing.T) {
 		if base != 224 {
 			t.Fatalf("scale %v", base)
 		}
-		m.Record(0) // ran, but all zeros: keep, and roll
+		hist := append([]float32(nil), m.History...)
+		m.Record(0) // amax 0: as if the layer did not run — kept, not rolled
 		m.Update()
-		if algo == MostRecent && m.Scale != base {
-			t.Errorf("%v: amax 0 changed the scale to %v", algo, m.Scale)
+		if m.Scale != base || m.Steps != 1 {
+			t.Errorf("%v: amax 0 changed the state: scale %v, steps %d", algo, m.Scale, m.Steps)
+		}
+		for i := range hist {
+			if m.History[i] != hist[i] {
+				t.Fatalf("%v: amax 0 rolled the history: %v → %v", algo, hist, m.History)
+			}
 		}
 		m.Record(float32(math.Inf(1)))
 		m.Update()
