@@ -6,6 +6,7 @@ import (
 
 	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 type unaryKind uint8
@@ -82,7 +83,11 @@ func fastExp(x float32) float32 {
 }
 
 func (o unaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	xAll, yAll := b.In[0].F32, b.Out.F32
+	return o.bindSlices(b.In[0].F32, b.Out.F32)
+}
+
+// bindSlices returns the kernel computing yAll from xAll.
+func (o unaryOp) bindSlices(xAll, yAll []float32) (graph.Kernel, error) {
 	xAll = xAll[:len(yAll)]
 	c := o.c
 	var k func(x, y []float32)
@@ -107,6 +112,8 @@ func (o unaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}
 	case kindGELU:
 		k = func(x, y []float32) {
+			done := kernels.GELU(y, x) // vector prefix, same results as this loop
+			x, y = x[done:], y[done:]
 			for i, v := range x {
 				y[i] = 0.5 * v * (1 + fastTanh(geluC*(v+0.044715*v*v*v)))
 			}
@@ -179,7 +186,11 @@ func (o unaryGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 }
 
 func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	xAll, dyAll, dxAll := b.In[0].F32, b.In[1].F32, b.Out.F32
+	return o.bindSlices(b.In[0].F32, b.In[1].F32, b.Out.F32)
+}
+
+// bindSlices returns the kernel computing dxAll from xAll and dyAll.
+func (o unaryGradOp) bindSlices(xAll, dyAll, dxAll []float32) (graph.Kernel, error) {
 	xAll, dyAll = xAll[:len(dxAll)], dyAll[:len(dxAll)]
 	var k func(x, dy, dx []float32)
 	switch o.kind {
@@ -199,7 +210,8 @@ func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}
 	case kindGELU:
 		k = func(x, dy, dx []float32) {
-			dy, dx = dy[:len(x)], dx[:len(x)]
+			done := kernels.GELUGrad(dx, x, dy) // vector prefix, same results as this loop
+			x, dy, dx = x[done:], dy[done:len(x)], dx[done:len(x)]
 			for i, v := range x {
 				u := geluC * (v + 0.044715*v*v*v)
 				t := fastTanh(u)

@@ -2,3 +2,20 @@ package ops
 
 // FastTanhForTest exposes fastTanh to the external tests.
 var FastTanhForTest = fastTanh
+
+// GELUForTest runs the GELU kernel over x (vector head, Go tail).
+func GELUForTest(x []float32) []float32 {
+	y := make([]float32, len(x))
+	op := unaryOp{kind: kindGELU}
+	k, _ := op.bindSlices(x, y)
+	k()
+	return y
+}
+
+// GELUGradForTest runs the GELU gradient kernel.
+func GELUGradForTest(x, dy []float32) []float32 {
+	dx := make([]float32, len(x))
+	k, _ := unaryGradOp{kind: kindGELU}.bindSlices(x, dy, dx)
+	k()
+	return dx
+}

@@ -43,3 +43,13 @@ func decodeE4M3AVX512(dst *float32, src *uint8, blocks int, scale float32)
 //
 //go:noescape
 func decodeE5M2AVX512(dst *float32, src *uint8, blocks int, scale float32)
+
+// geluAVX512 is the vector twin of GELU's Go loop in package ops (AVX-512F).
+//
+//go:noescape
+func geluAVX512(y *float32, x *float32, blocks int)
+
+// geluGradAVX512 is the vector twin of GELU's Go loop in package ops (AVX-512F).
+//
+//go:noescape
+func geluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)

@@ -56,3 +56,25 @@ func DecodeFP8(format int, dst []float32, src []uint8, scale float32) int {
 	}
 	return blocks * 16
 }
+
+// GELU runs the vector GELU over the longest multiple of 16 of x into y
+// and returns how many values it did (the caller's Go loop, its twin,
+// does the rest).
+func GELU(y, x []float32) int {
+	blocks := len(x) / 16
+	if !hasAVX512 || blocks == 0 || len(y) < len(x) {
+		return 0
+	}
+	geluAVX512(&y[0], &x[0], blocks)
+	return blocks * 16
+}
+
+// GELUGrad is GELU's backward: dx = dy·GELU'(x), vectorised likewise.
+func GELUGrad(dx, x, dy []float32) int {
+	blocks := len(x) / 16
+	if !hasAVX512 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
+		return 0
+	}
+	geluGradAVX512(&dx[0], &x[0], &dy[0], blocks)
+	return blocks * 16
+}

@@ -12,3 +12,9 @@ func adamVector(w, g, m, v []float32, c *AdamConsts) int { return 0 }
 
 // DecodeFP8 has no vector path on this build.
 func DecodeFP8(format int, dst []float32, src []uint8, scale float32) int { return 0 }
+
+// GELU has no vector path on this build.
+func GELU(y, x []float32) int { return 0 }
+
+// GELUGrad has no vector path on this build.
+func GELUGrad(dx, x, dy []float32) int { return 0 }
