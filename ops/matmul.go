@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/kernels"
@@ -24,14 +23,20 @@ func (o matMulOp) Type() string {
 }
 
 func (o matMulOp) Attrs() string {
-	var a []string
-	if o.transA {
-		a = append(a, "transA")
+	return transAttrs(o.transA, o.transB)
+}
+
+// transAttrs renders the transpose flags of a GEMM for dumps.
+func transAttrs(transA, transB bool) string {
+	switch {
+	case transA && transB:
+		return "transA,transB"
+	case transA:
+		return "transA"
+	case transB:
+		return "transB"
 	}
-	if o.transB {
-		a = append(a, "transB")
-	}
-	return strings.Join(a, ",")
+	return ""
 }
 
 // dims returns batch count and m, n, k for inputs of shapes as, bs.

@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -17,14 +16,7 @@ type scaledMatMulOp struct {
 
 func (o scaledMatMulOp) Type() string { return "ScaledMatMul" }
 func (o scaledMatMulOp) Attrs() string {
-	var a []string
-	if o.transA {
-		a = append(a, "transA")
-	}
-	if o.transB {
-		a = append(a, "transB")
-	}
-	return strings.Join(a, ",")
+	return transAttrs(o.transA, o.transB)
 }
 
 // dims reads each operand as its 2-D view [numel/last, last]; the

@@ -350,38 +350,30 @@ func (c *converter) backward(n *graph.Node, _ Match) (*graph.Node, error) {
 	if fwd == nil {
 		fwd = l.hpFprop
 	}
-	if dgrad {
-		l.hpDgrad = n
-		// dx = dy·W: dy contracts over its last axis, W over its rows.
-		if tA || tB {
-			return nil, fmt.Errorf("layer %q: unexpected dgrad layout %v", l.fqn, n)
-		}
-		qa, qb, fp := c.casts(l, gemmDgrad, 1, 0)
-		if !fp {
-			c.noteKept(l, "dgrad")
-			return nil, nil
-		}
-		dx := ops.ScaledMatMul(l.fqn+".dgrad.fp8", c.quantize(l, dy2, qa), c.quantize(l, l.hpFprop.Input(1), qb), false, false, nil)
-		dx.SetRole(graph.Dgrad, fwd)
-		l.fpDgrad = dx
-		c.report.Layers[c.rows[l.fqn]].FP8 = l.gemmsFP8()
-		return dx, nil
-	}
-	l.hpWgrad = n
+	// dx = dy·W: dy contracts over its last axis, W over its rows.
 	// dW = dyᵀ·x: both contract over the rows.
-	if !tA || tB {
-		return nil, fmt.Errorf("layer %q: unexpected wgrad layout %v", l.fqn, n)
+	kind, name, role, suffix := gemmWgrad, "wgrad", graph.Wgrad, ".wgrad.fp8"
+	axisA, other, wantTA, slot := 0, l.hpFprop.Input(0), true, &l.fpWgrad
+	if dgrad {
+		kind, name, role, suffix = gemmDgrad, "dgrad", graph.Dgrad, ".dgrad.fp8"
+		axisA, other, wantTA, slot = 1, l.hpFprop.Input(1), false, &l.fpDgrad
+		l.hpDgrad = n
+	} else {
+		l.hpWgrad = n
 	}
-	qa, qb, fp := c.casts(l, gemmWgrad, 0, 0)
+	if tA != wantTA || tB {
+		return nil, fmt.Errorf("layer %q: unexpected %s layout %v", l.fqn, name, n)
+	}
+	qa, qb, fp := c.casts(l, kind, axisA, 0)
 	if !fp {
-		c.noteKept(l, "wgrad")
+		c.noteKept(l, name)
 		return nil, nil
 	}
-	dw := ops.ScaledMatMul(l.fqn+".wgrad.fp8", c.quantize(l, dy2, qa), c.quantize(l, l.hpFprop.Input(0), qb), true, false, nil)
-	dw.SetRole(graph.Wgrad, fwd)
-	l.fpWgrad = dw
+	out := ops.ScaledMatMul(l.fqn+suffix, c.quantize(l, dy2, qa), c.quantize(l, other, qb), wantTA, false, nil)
+	out.SetRole(role, fwd)
+	*slot = out
 	c.report.Layers[c.rows[l.fqn]].FP8 = l.gemmsFP8()
-	return dw, nil
+	return out, nil
 }
 
 // gemmsFP8 lists the layer's GEMMs that have FP8 replacements.

@@ -327,15 +327,7 @@ func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb i
 		r := 0
 		if !trans {
 			for ; r+4 <= rows; r += 4 {
-				i := ic + s + r
-				r0 := a[i*lda+pc : i*lda+pc+kb]
-				r1 := a[(i+1)*lda+pc : (i+1)*lda+pc+kb]
-				r2 := a[(i+2)*lda+pc : (i+2)*lda+pc+kb]
-				r3 := a[(i+3)*lda+pc : (i+3)*lda+pc+kb]
-				for p := range r0 {
-					q := d[p*mr+r : p*mr+r+4 : p*mr+r+4]
-					q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
-				}
+				interleave4(d, mr, r, a, lda, ic+s+r, pc, kb)
 			}
 		}
 		for ; r < mr; r++ {
@@ -360,6 +352,20 @@ func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb i
 	}
 }
 
+// interleave4 transposes four consecutive source rows src[i..i+3][pc:pc+kb]
+// (leading dimension ld) into columns c..c+3 of the width-w panel d:
+// four sequential reads and four adjacent writes per step.
+func interleave4(d []float32, w, c int, src []float32, ld, i, pc, kb int) {
+	r0 := src[i*ld+pc : i*ld+pc+kb]
+	r1 := src[(i+1)*ld+pc : (i+1)*ld+pc+kb]
+	r2 := src[(i+2)*ld+pc : (i+2)*ld+pc+kb]
+	r3 := src[(i+3)*ld+pc : (i+3)*ld+pc+kb]
+	for p := range r0 {
+		q := d[p*w+c : p*w+c+4 : p*w+c+4]
+		q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
+	}
+}
+
 // packB copies op(B)[pc:pc+kb, jc:jc+nb] into nr-column slivers: sliver
 // s holds, for each p, the nr values op(B)[pc+p][jc+s·nr+c]; missing
 // columns are zero.
@@ -379,15 +385,7 @@ func packB(dst []float32, nr int, trans bool, b []float32, ldb, pc, jc, kb, nb i
 			// Four columns of op(B) (rows of B) at a time: four
 			// sequential reads, four adjacent writes per step.
 			for ; cc+4 <= cols; cc += 4 {
-				j := jc + s + cc
-				r0 := b[j*ldb+pc : j*ldb+pc+kb]
-				r1 := b[(j+1)*ldb+pc : (j+1)*ldb+pc+kb]
-				r2 := b[(j+2)*ldb+pc : (j+2)*ldb+pc+kb]
-				r3 := b[(j+3)*ldb+pc : (j+3)*ldb+pc+kb]
-				for p := range r0 {
-					q := d[p*nr+cc : p*nr+cc+4 : p*nr+cc+4]
-					q[0], q[1], q[2], q[3] = r0[p], r1[p], r2[p], r3[p]
-				}
+				interleave4(d, nr, cc, b, ldb, jc+s+cc, pc, kb)
 			}
 		}
 		for ; cc < nr; cc++ {
