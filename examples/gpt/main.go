@@ -18,6 +18,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/octetml/octet/examples/internal/report"
 )
 
 type config struct {
@@ -124,16 +126,11 @@ func run(cfg config, w io.Writer) error {
 		}
 	}
 	if cfg.json {
-		last := results[len(results)-1]
-		out := last.fields()
-		if len(results) > 1 {
-			var runs []map[string]any
-			for _, r := range results {
-				runs = append(runs, r.fields())
-			}
-			out["runs"] = runs
+		runs := make([]map[string]any, len(results))
+		for i, r := range results {
+			runs[i] = r.fields()
 		}
-		return json.NewEncoder(w).Encode(out)
+		return json.NewEncoder(w).Encode(report.Summary(runs))
 	}
 	return nil
 }

@@ -124,7 +124,7 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		if recipe, err = makeRecipe(cfg); err != nil {
 			return nil, err
 		}
-		res.Recipe = recipes.Label(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+		res.Recipe = recipes.Label(recipe)
 		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
 		if err != nil {
 			return nil, err

@@ -25,12 +25,9 @@ func trainDP(cfg config, precision string, train, test *mnist.Set) (*result, err
 	if cfg.batch%n != 0 {
 		return nil, fmt.Errorf("-dp %d: the batch of %d does not split evenly", n, cfg.batch)
 	}
-	var recipe fp8.Recipe
-	if precision == "fp8" {
-		var err error
-		if recipe, err = makeRecipe(cfg); err != nil {
-			return nil, err
-		}
+	recipe, err := makeRecipe(cfg, precision)
+	if err != nil {
+		return nil, err
 	}
 	comms, err := dist.NewLocal(n)
 	if err != nil {

@@ -27,12 +27,9 @@ func trainFSDP(cfg config, precision string, train, test *mnist.Set, mpiComm dis
 	if cfg.batch%n != 0 {
 		return nil, fmt.Errorf("-fsdp %d: the batch of %d does not split evenly", n, cfg.batch)
 	}
-	var recipe fp8.Recipe
-	if precision == "fp8" {
-		var err error
-		if recipe, err = makeRecipe(cfg); err != nil {
-			return nil, err
-		}
+	recipe, err := makeRecipe(cfg, precision)
+	if err != nil {
+		return nil, err
 	}
 	float8AG := false
 	if ao, ok := recipe.(fp8.AORecipe); ok {

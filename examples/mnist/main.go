@@ -19,9 +19,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/octetml/octet/dist"
-
 	"github.com/octetml/octet/data/mnist"
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/examples/internal/report"
 )
 
 // config holds the command's settings.
@@ -142,7 +142,7 @@ func run(cfg config, w io.Writer) error {
 	if cfg.recipe == "msamp" && (cfg.fsdp > 0 || cfg.mpi) {
 		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
 	}
-	if _, err := makeRecipe(cfg); err != nil {
+	if _, err := makeRecipe(cfg, "fp8"); err != nil {
 		return err
 	}
 	train, test, err := mnist.Load(cfg.dataDir)
@@ -185,19 +185,13 @@ func precisionsOf(s string) ([]string, error) {
 	return nil, fmt.Errorf("-precision %q: want fp32, fp8 or both", s)
 }
 
-// jsonSummary is the object -json prints: the last run's fields at the
-// top level, and every run under "runs".
+// jsonSummary is the object -json prints (see report.Summary).
 func jsonSummary(results []*result) map[string]any {
-	last := results[len(results)-1]
-	out := last.fields()
-	if len(results) > 1 {
-		var runs []map[string]any
-		for _, r := range results {
-			runs = append(runs, r.fields())
-		}
-		out["runs"] = runs
+	runs := make([]map[string]any, len(results))
+	for i, r := range results {
+		runs[i] = r.fields()
 	}
-	return out
+	return report.Summary(runs)
 }
 
 func printSummary(w io.Writer, results []*result) {

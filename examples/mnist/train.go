@@ -69,15 +69,21 @@ func (r *result) fields() map[string]any {
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-func makeRecipe(cfg config) (fp8.Recipe, error) {
+// makeRecipe returns the FP8 recipe the flags ask for, or nil for the
+// float32 run.
+func makeRecipe(cfg config, precision string) (fp8.Recipe, error) {
+	if precision != "fp8" {
+		return nil, nil
+	}
 	return recipes.Make(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
 }
 
 func recipeLabel(cfg config, precision string) string {
-	if precision == "fp32" {
-		return "-"
+	r, err := makeRecipe(cfg, precision)
+	if err != nil {
+		return "-" // run() has already refused bad recipe flags
 	}
-	return recipes.Label(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+	return recipes.Label(r)
 }
 
 // model builds the MLP on a new graph for a batch size.
@@ -141,7 +147,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
 	var trainProg, evalProg *graph.Program
 	if precision == "fp8" {
-		recipe, err := makeRecipe(cfg)
+		recipe, err := makeRecipe(cfg, precision)
 		if err != nil {
 			return nil, err
 		}

@@ -34,16 +34,24 @@ func Make(backend, format, ao, level string) (fp8.Recipe, error) {
 	return nil, fmt.Errorf("-recipe %q: want te, ao or msamp", backend)
 }
 
-// Label names the recipe in summaries ("te/HYBRID", "ao/rowwise",
-// "msamp/O2").
-func Label(backend, format, ao, level string) string {
-	switch backend {
-	case "te":
-		return "te/" + format
-	case "msamp":
-		return "msamp/" + level
+// Label names a recipe in summaries, as it is after the environment
+// overrides: "te/HYBRID", "te/E4M3/mxfp8", "ao/rowwise", "msamp/O2";
+// "-" for no recipe (the float32 run).
+func Label(r fp8.Recipe) string {
+	switch r := r.(type) {
+	case fp8.TERecipe:
+		if r.UseMXFP8BlockScaling {
+			return "te/" + r.Format.String() + "/mxfp8"
+		}
+		return "te/" + r.Format.String()
+	case fp8.AORecipe:
+		return "ao/" + r.Name
+	case fp8.MSAMPRecipe:
+		return "msamp/" + r.Level()
+	case nil:
+		return "-"
 	}
-	return "ao/" + ao
+	return r.Backend()
 }
 
 // MeanTail returns the mean of the last n values (all if fewer).

@@ -1,0 +1,58 @@
+package recipes
+
+import (
+	"testing"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMakeAndLabel(t *testing.T) {
+	cases := []struct {
+		backend, format, ao, level string
+		label                      string
+	}{
+		{"te", "HYBRID", "", "", "te/HYBRID"},
+		{"te", "e4m3", "", "", "te/E4M3"},
+		{"ao", "", fp8.AORowwise, "", "ao/" + fp8.AORowwise},
+		{"ao", "", "", "", "ao/" + fp8.AOTensorwise},
+		{"msamp", "", "", "O1", "msamp/O1"},
+		{"msamp", "", "", "", "msamp/O2"},
+	}
+	for _, c := range cases {
+		r, err := Make(c.backend, c.format, c.ao, c.level)
+		require.NoError(t, err, c.label)
+		require.Equal(t, c.backend, r.Backend())
+		require.Equal(t, c.label, Label(r))
+	}
+	require.Equal(t, "-", Label(nil))
+	require.Equal(t, "te/E5M2/mxfp8", Label(fp8.TERecipe{Format: fp8.AllE5M2, UseMXFP8BlockScaling: true}))
+}
+
+func TestMakeErrorsNameTheFlag(t *testing.T) {
+	for _, c := range []struct{ backend, format, ao, level, flag string }{
+		{"te", "E3M4", "", "", "-format"},
+		{"ao", "", "blockwise", "", "-ao"},
+		{"msamp", "", "", "O3", "-opt-level"},
+		{"deepspeed", "", "", "", "-recipe"},
+	} {
+		_, err := Make(c.backend, c.format, c.ao, c.level)
+		require.ErrorContains(t, err, c.flag)
+	}
+}
+
+func TestLabelFollowsEnvironment(t *testing.T) {
+	t.Setenv(fp8.EnvPrefix+"FORMAT", "E4M3")
+	r, err := Make("te", "HYBRID", "", "")
+	require.NoError(t, err)
+	require.Equal(t, "te/E4M3", Label(r))
+	t.Setenv(fp8.EnvPrefix+"FORMAT", "E9M9")
+	_, err = Make("te", "HYBRID", "", "")
+	require.ErrorContains(t, err, fp8.EnvPrefix+"FORMAT")
+}
+
+func TestMeanTail(t *testing.T) {
+	require.Zero(t, MeanTail(nil, 3))
+	require.InDelta(t, 2.5, MeanTail([]float32{9, 2, 3}, 2), 1e-12)
+	require.InDelta(t, 14.0/3, MeanTail([]float32{9, 2, 3}, 10), 1e-12)
+}

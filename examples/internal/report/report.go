@@ -1,0 +1,19 @@
+// Package report shapes the example programs' -json output.
+package report
+
+// Summary is the object -json prints for the fields of each run, in
+// order: the last run's fields at the top level, and, when there was
+// more than one run, every run under "runs".
+func Summary(runs []map[string]any) map[string]any {
+	if len(runs) == 0 {
+		return map[string]any{}
+	}
+	out := make(map[string]any, len(runs[len(runs)-1])+1)
+	for k, v := range runs[len(runs)-1] {
+		out[k] = v
+	}
+	if len(runs) > 1 {
+		out["runs"] = runs
+	}
+	return out
+}
