@@ -3,7 +3,9 @@
 package lossplot
 
 import (
+	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -27,7 +29,23 @@ var palette = []color.Color{
 
 // Write plots each curve as a moving average over window steps on a log
 // scale and writes the PNG to path through a temporary file.
+// A log scale needs positive values: a curve with a loss that is not a
+// positive finite number is refused with an error naming the curve and
+// step.
 func Write(path, title, ylabel string, window int, curves []Curve) error {
+	if window < 1 {
+		return fmt.Errorf("lossplot: moving-average window %d, want ≥ 1", window)
+	}
+	if len(curves) == 0 {
+		return fmt.Errorf("lossplot: no curves to plot")
+	}
+	for _, c := range curves {
+		for s, l := range c.Losses {
+			if !(l > 0) || math.IsInf(float64(l), 1) {
+				return fmt.Errorf("lossplot: curve %q step %d: loss %v cannot go on a log scale", c.Label, s, l)
+			}
+		}
+	}
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "step"
@@ -53,6 +71,11 @@ func Write(path, title, ylabel string, window int, curves []Curve) error {
 		line.Width = vg.Points(1.5)
 		p.Add(line)
 		p.Legend.Add(c.Label, line)
+	}
+	if p.Y.Min == p.Y.Max {
+		// A flat curve (or a single step): gonum/plot would widen the
+		// range by ±1, below zero on a log scale; widen it by ×2 instead.
+		p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
 	}
 	p.Legend.Top = true
 	w, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
