@@ -22,6 +22,9 @@ type Shard struct {
 	Precomputed bool
 }
 
+// invalid reports a missing shard or communicator.
+func (sh *Shard) invalid() bool { return sh == nil || sh.Comm == nil }
+
 // allGatherOp gathers a float32 parameter from its shards. Its input is
 // the parameter node, which gives the shape; the values come from the
 // shards.
@@ -29,12 +32,18 @@ type allGatherOp struct{ sh *Shard }
 
 func (o allGatherOp) Type() string { return "AllGather" }
 func (o allGatherOp) Attrs() string {
+	if o.sh.invalid() {
+		return "no shard"
+	}
 	return fmt.Sprintf("rank=%d/%d", o.sh.Comm.Rank(), o.sh.Comm.Size())
 }
 
 func (o allGatherOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 1); err != nil {
 		return nil, graph.Invalid, err
+	}
+	if o.sh.invalid() {
+		return nil, graph.Invalid, fmt.Errorf("%q has no shard with a communicator to gather from", in[0].Name())
 	}
 	n := 0
 	for _, c := range o.sh.Counts {
@@ -53,7 +62,7 @@ func (o allGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 
 // AllGather returns the full value of parameter p gathered from shards.
 func AllGather(p *graph.Node, sh *Shard) *graph.Node {
-	return apply(allGatherOp{sh}, p.Name()+"/all_gather", p)
+	return apply(allGatherOp{sh}, scopedName(p, "all_gather"), p)
 }
 
 // fp8AllGatherOp is torchao's float8 all-gather: every rank casts its
@@ -67,6 +76,9 @@ type fp8AllGatherOp struct {
 
 func (o fp8AllGatherOp) Type() string { return "FP8AllGather" }
 func (o fp8AllGatherOp) Attrs() string {
+	if o.sh.invalid() {
+		return "no shard"
+	}
 	return fmt.Sprintf("%v,rank=%d/%d", o.cfg.Format, o.sh.Comm.Rank(), o.sh.Comm.Size())
 }
 
@@ -107,5 +119,5 @@ func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 // FP8AllGather returns parameter p cast to FP8 per cfg (tensorwise
 // current scaling) and gathered from shards one byte per element.
 func FP8AllGather(p *graph.Node, sh *Shard, cfg QuantizeConfig) *graph.Node {
-	return apply(fp8AllGatherOp{sh: sh, cfg: cfg}, p.Name()+"/fp8_all_gather", p)
+	return apply(fp8AllGatherOp{sh: sh, cfg: cfg}, scopedName(p, "fp8_all_gather"), p)
 }

@@ -35,6 +35,15 @@ func apply(op graph.Op, name string, inputs ...*graph.Node) *graph.Node {
 	return g.Apply(op, name, inputs...)
 }
 
+// scopedName returns n's name followed by "/" and suffix ("" for nil n,
+// which apply refuses).
+func scopedName(n *graph.Node, suffix string) string {
+	if n == nil {
+		return ""
+	}
+	return n.Name() + "/" + suffix
+}
+
 // scopeOf returns the prefix under which ops on n are named: n's name up
 // to its last '/', or n's name, followed by '/'.
 func scopeOf(n *graph.Node) string {

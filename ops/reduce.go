@@ -53,6 +53,9 @@ func (o reduceOp) shapes(xs graph.Shape) (keep, out graph.Shape, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		if reduced[ax] {
+			return nil, nil, fmt.Errorf("axis %d is listed twice in %v", a, o.axes)
+		}
 		reduced[ax] = true
 	}
 	keep = xs.Clone()

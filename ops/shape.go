@@ -79,7 +79,12 @@ func Reshape(x *graph.Node, shape ...int) *graph.Node {
 }
 
 // permuteOp reorders axes: output axis i is input axis perm[i].
-type permuteOp struct{ perm []int }
+type permuteOp struct {
+	perm []int
+	// transpose marks a Transpose of fewer than two axes, refused in
+	// Infer with a message that says so.
+	transpose bool
+}
 
 func (o permuteOp) Type() string  { return "Permute" }
 func (o permuteOp) Attrs() string { return fmt.Sprintf("perm=%v", o.perm) }
@@ -89,6 +94,9 @@ func (o permuteOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 		return nil, graph.Invalid, err
 	}
 	xs := in[0].Shape()
+	if o.transpose {
+		return nil, graph.Invalid, fmt.Errorf("Transpose swaps the last two axes; %q %v has fewer than two", in[0].Name(), xs)
+	}
 	if len(o.perm) != len(xs) {
 		return nil, graph.Invalid, fmt.Errorf("permutation %v does not fit %q %v", o.perm, in[0].Name(), xs)
 	}
@@ -132,21 +140,22 @@ func (o permuteOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 
 // Permute reorders the axes of x: output axis i is input axis perm[i].
 func Permute(x *graph.Node, perm ...int) *graph.Node {
-	return apply(permuteOp{append([]int(nil), perm...)}, "", x)
+	return apply(permuteOp{perm: append([]int(nil), perm...)}, "", x)
 }
 
-// Transpose swaps the last two axes of x.
+// Transpose swaps the last two axes of x, which must have at least two.
 func Transpose(x *graph.Node) *graph.Node {
 	if x == nil {
 		return nil
 	}
 	r := x.Shape().Rank()
+	if r < 2 {
+		return apply(permuteOp{transpose: true}, "", x)
+	}
 	perm := make([]int, r)
 	for i := range perm {
 		perm[i] = i
 	}
-	if r >= 2 {
-		perm[r-1], perm[r-2] = r-2, r-1
-	}
+	perm[r-1], perm[r-2] = r-2, r-1
 	return Permute(x, perm...)
 }

@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"fmt"
+
 	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
 )
@@ -18,6 +20,9 @@ func (o softmaxOp) Type() string {
 func (o softmaxOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 1); err != nil {
 		return nil, graph.Invalid, err
+	}
+	if len(in[0].Shape()) == 0 {
+		return nil, graph.Invalid, fmt.Errorf("input %q is a scalar; softmax runs over the last axis", in[0].Name())
 	}
 	return in[0].Shape(), graph.Float32, nil
 }
