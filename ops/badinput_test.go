@@ -75,13 +75,23 @@ func TestEveryConstructorRefusesBadInput(t *testing.T) {
 		"Dropout p":              func(o operands) *graph.Node { return ops.Dropout(o.m23, 1.5, 1) },
 		"Dropout negative p":     func(o operands) *graph.Node { return ops.Dropout(o.m23, -0.1, 1) },
 		"LayerNorm gamma":        func(o operands) *graph.Node { return ops.LayerNorm("ln", o.m23, o.vec, o.vec, ops.LayerNormConfig{}) },
-		"LayerNorm eps":          func(o operands) *graph.Node { return ops.LayerNorm("ln", o.m23, nil, nil, ops.LayerNormConfig{Eps: -1}) },
-		"LayerNormQuantize":      func(o operands) *graph.Node { return ops.LayerNormQuantize("ln", o.m23, o.vec, o.vec, ops.LayerNormConfig{}, q) },
-		"Quantize int32":         func(o operands) *graph.Node { return ops.Quantize(o.ids, q) },
-		"Quantize delayed nil":   func(o operands) *graph.Node { return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E4M3}) },
-		"Quantize format":        func(o operands) *graph.Node { return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.Format(9)}) },
-		"Quantize axis":          func(o operands) *graph.Node { return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 3}) },
-		"ScaledMatMul float":     func(o operands) *graph.Node { return ops.ScaledMatMul("s", o.m23, o.m45, false, true, nil) },
+		"LayerNorm eps": func(o operands) *graph.Node {
+			return ops.LayerNorm("ln", o.m23, nil, nil, ops.LayerNormConfig{Eps: -1})
+		},
+		"LayerNormQuantize": func(o operands) *graph.Node {
+			return ops.LayerNormQuantize("ln", o.m23, o.vec, o.vec, ops.LayerNormConfig{}, q)
+		},
+		"Quantize int32": func(o operands) *graph.Node { return ops.Quantize(o.ids, q) },
+		"Quantize delayed nil": func(o operands) *graph.Node {
+			return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E4M3})
+		},
+		"Quantize format": func(o operands) *graph.Node {
+			return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.Format(9)})
+		},
+		"Quantize axis": func(o operands) *graph.Node {
+			return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 3})
+		},
+		"ScaledMatMul float": func(o operands) *graph.Node { return ops.ScaledMatMul("s", o.m23, o.m45, false, true, nil) },
 		"ScaledMatMul shapes": func(o operands) *graph.Node {
 			return ops.ScaledMatMul("s", ops.Quantize(o.m23, q), ops.Quantize(o.m45, q), false, true, nil)
 		},
