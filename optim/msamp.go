@@ -7,7 +7,6 @@ import (
 
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
-	"github.com/x448/float16"
 )
 
 // fp16Max is the largest finite FP16 value.
@@ -32,16 +31,26 @@ type FP16Tensor struct {
 // Encode stores src with a scale chosen from its amax.
 func (t *FP16Tensor) Encode(src []float32) {
 	t.Scale = pow2Scale(fp8.Amax(src), fp16Max)
-	for i, v := range src {
-		t.Bits[i] = float16.Fromfloat32(v * t.Scale).Bits()
-	}
+	encode16(t.Bits, src, t.Scale)
 }
 
 // Decode writes the values to dst.
-func (t *FP16Tensor) Decode(dst []float32) {
-	inv := 1 / t.Scale
-	for i, b := range t.Bits {
-		dst[i] = float16.Frombits(b).Float32() * inv
+func (t *FP16Tensor) Decode(dst []float32) { decode16(dst, t.Bits, t.Scale) }
+
+// encode16 stores src·scale as FP16 (round to nearest even).
+func encode16(dst []uint16, src []float32, scale float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = toFP16(v * scale)
+	}
+}
+
+// decode16 writes FP16 values divided by scale to dst.
+func decode16(dst []float32, src []uint16, scale float32) {
+	inv := 1 / scale
+	dst = dst[:len(src)]
+	for i, b := range src {
+		dst[i] = fp16Table[b] * inv
 	}
 }
 
@@ -105,6 +114,22 @@ type LowBitAdam struct {
 	Underflows int
 	err        error
 	scaleBufs  map[string][]float32 // handed to a checkpoint loader
+
+	// The update runs split over the cores (see splitter); cur holds the
+	// operands of the parameter being updated, and the three bodies are
+	// method values made once, so a step allocates nothing.
+	split                  *splitter
+	cur                    stepOperands
+	gradAmax, update, save func(k, lo, hi int)
+}
+
+// stepOperands are one parameter's buffers and constants during Step.
+type stepOperands struct {
+	i                   int
+	w, g, m, v, wOut, G []float32
+	castGrad, decay     bool
+	lr, step, bc2s      float32
+	mMax, vMax          []float32 // partial maxima per part
 }
 
 // Err returns the first error of a data-parallel gradient all-reduce (a
@@ -138,6 +163,9 @@ func NewLowBitAdam(params []Param, level string, weightDecay float32, comm dist.
 		}
 	}
 	o.wf, o.gf, o.mf, o.vf = make([]float32, maxLen), make([]float32, maxLen), make([]float32, maxLen), make([]float32, maxLen)
+	o.split = newSplitter()
+	o.cur.mMax, o.cur.vMax = make([]float32, o.split.parts), make([]float32, o.split.parts)
+	o.gradAmax, o.update, o.save = o.gradAmaxPart, o.updatePart, o.savePart
 	if comm != nil {
 		o.reduce = NewFP8AllReduce(comm, maxLen)
 	}
@@ -231,16 +259,25 @@ func (o *LowBitAdam) Step(lr float32) {
 	o.steps++
 	t := float64(o.steps)
 	bc1 := 1 - math.Pow(float64(o.Beta1), t)
-	bc2s := float32(math.Sqrt(1 - math.Pow(float64(o.Beta2), t)))
-	step := float32(float64(lr) / bc1)
-	b1, b2, eps := o.Beta1, o.Beta2, o.Eps
+	c := &o.cur
+	c.lr = lr
+	c.bc2s = float32(math.Sqrt(1 - math.Pow(float64(o.Beta2), t)))
+	c.step = float32(float64(lr) / bc1)
 	for i, p := range o.Params {
 		n := len(p.W)
-		w, g := o.wf[:n], o.gf[:n]
+		c.i, c.G, c.wOut = i, p.G[:n], p.W
+		c.w, c.g = o.wf[:n], o.gf[:n]
+		c.decay = p.Decay && o.WeightDecay != 0
+		if o.Level == "O1" {
+			c.m, c.v = o.m32[i], o.v32[i]
+		} else {
+			c.m, c.v = o.mf[:n], o.vf[:n]
+		}
 		// Weight gradient in FP8 E4M3 (averaged across ranks with the
 		// FP8 all-reduce when data-parallel).
+		c.castGrad = o.reduce == nil
 		if o.reduce != nil {
-			ov, un, err := o.reduce.Average(p.G[:n], g)
+			ov, un, err := o.reduce.Average(c.G, c.g)
 			if err != nil {
 				if o.err == nil {
 					o.err = fmt.Errorf("optim: %s: %w", p.Name, err)
@@ -250,38 +287,82 @@ func (o *LowBitAdam) Step(lr float32) {
 			o.Overflows += ov
 			o.Underflows += un
 		} else {
-			o.g[i].Encode(p.G[:n])
-			o.g[i].Decode(g)
+			parts := o.split.do(n, o.gradAmax)
+			o.g[i].Scale = pow2Scale(o.split.maxOf(parts), fp8.E4M3.Max())
 		}
-		o.w[i].Decode(w)
-		var m, v []float32
-		if o.Level == "O1" {
-			m, v = o.m32[i], o.v32[i]
-		} else {
-			m, v = o.mf[:n], o.vf[:n]
-			o.m8[i].Decode(m)
-			o.v16[i].Decode(v)
-		}
-		decay := p.Decay && o.WeightDecay != 0
-		for j := range w {
-			gj := g[j]
-			if decay {
-				if o.Decoupled {
-					w[j] *= 1 - lr*o.WeightDecay
-				} else {
-					gj += o.WeightDecay * w[j]
-				}
-			}
-			m[j] = b1*m[j] + (1-b1)*gj
-			v[j] = b2*v[j] + (1-b2)*gj*gj
-			w[j] -= step * m[j] / (float32(math.Sqrt(float64(v[j])))/bc2s + eps)
-		}
+		parts := o.split.do(n, o.update)
+		o.w[i].Scale = pow2Scale(o.split.maxOf(parts), fp16Max)
 		if o.Level == "O2" {
-			o.m8[i].Encode(m)
-			o.v16[i].Encode(v)
+			copy(o.split.maxes, c.mMax[:parts])
+			o.m8[i].Scale = pow2Scale(o.split.maxOf(parts), fp8.E4M3.Max())
+			copy(o.split.maxes, c.vMax[:parts])
+			o.v16[i].Scale = pow2Scale(o.split.maxOf(parts), fp16Max)
 		}
-		o.w[i].Encode(w)
-		o.w[i].Decode(p.W)
+		o.split.do(n, o.save)
+	}
+}
+
+// gradAmaxPart is the amax of part k of the float32 gradient.
+func (o *LowBitAdam) gradAmaxPart(k, lo, hi int) {
+	o.split.maxes[k] = fp8.Amax(o.cur.G[lo:hi])
+}
+
+// updatePart casts part of the gradient to FP8 and back (unless the
+// all-reduce did), decodes the master weights and moments, applies the
+// Adam update in float32 and records the amaxes that choose the new
+// scales.
+func (o *LowBitAdam) updatePart(k, lo, hi int) {
+	c, i := &o.cur, o.cur.i
+	w, g, m, v := c.w[lo:hi], c.g[lo:hi], c.m[lo:hi], c.v[lo:hi]
+	if c.castGrad {
+		gt := &o.g[i]
+		fp8.Quantize(gt.Codes[lo:hi], c.G[lo:hi], fp8.E4M3, gt.Scale)
+		fp8.Dequantize(g, gt.Codes[lo:hi], fp8.E4M3, 1/gt.Scale)
+	}
+	decode16(w, o.w[i].Bits[lo:hi], o.w[i].Scale)
+	if o.Level == "O2" {
+		fp8.Dequantize(m, o.m8[i].Codes[lo:hi], fp8.E4M3, 1/o.m8[i].Scale)
+		decode16(v, o.v16[i].Bits[lo:hi], o.v16[i].Scale)
+	}
+	b1, b2, eps, step, bc2s := o.Beta1, o.Beta2, o.Eps, c.step, c.bc2s
+	wd, decoupled := o.WeightDecay, o.Decoupled
+	// The amaxes of the new w, m and v are taken in the same pass (NaN
+	// if any value is NaN, as fp8.Amax).
+	var wMax, mMax, vMax amax
+	o2 := o.Level == "O2"
+	for j := range w {
+		gj := g[j]
+		if c.decay {
+			if decoupled {
+				w[j] *= 1 - c.lr*wd
+			} else {
+				gj += wd * w[j]
+			}
+		}
+		mj := b1*m[j] + (1-b1)*gj
+		vj := b2*v[j] + (1-b2)*gj*gj
+		wj := w[j] - step*mj/(float32(math.Sqrt(float64(vj)))/bc2s+eps)
+		m[j], v[j], w[j] = mj, vj, wj
+		wMax.add(wj)
+		if o2 {
+			mMax.add(mj)
+			vMax.add(vj)
+		}
+	}
+	o.split.maxes[k] = wMax.value()
+	c.mMax[k], c.vMax[k] = mMax.value(), vMax.value()
+}
+
+// savePart encodes part of the updated state with the new scales and
+// writes the decoded FP16 master weights to the model's buffer.
+func (o *LowBitAdam) savePart(_, lo, hi int) {
+	c, i := &o.cur, o.cur.i
+	wt := &o.w[i]
+	encode16(wt.Bits[lo:hi], c.w[lo:hi], wt.Scale)
+	decode16(c.wOut[lo:hi], wt.Bits[lo:hi], wt.Scale)
+	if o.Level == "O2" {
+		fp8.Quantize(o.m8[i].Codes[lo:hi], c.m[lo:hi], fp8.E4M3, o.m8[i].Scale)
+		encode16(o.v16[i].Bits[lo:hi], c.v[lo:hi], o.v16[i].Scale)
 	}
 }
 

@@ -1,0 +1,46 @@
+package optim
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// benchParams returns the MNIST MLP's parameter set (784-512-512-10,
+// 669,706 values) with random weights and gradients.
+func benchParams() []Param {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var ps []Param
+	for i, n := range []int{784 * 512, 512, 512 * 512, 512, 512 * 10, 10} {
+		w, g := make([]float32, n), make([]float32, n)
+		for j := range w {
+			w[j] = float32(rng.NormFloat64() * 0.05)
+			g[j] = float32(rng.NormFloat64() * 1e-3)
+		}
+		ps = append(ps, Param{Name: string(rune('a' + i)), W: w, G: g, Decay: i%2 == 0})
+	}
+	return ps
+}
+
+// BenchmarkOptimizerStep compares one update of float32 AdamW with
+// MS-AMP's low-bit Adam at O1 and O2 on the MNIST MLP's parameters.
+func BenchmarkOptimizerStep(b *testing.B) {
+	b.Run("AdamW", func(b *testing.B) {
+		o := NewAdamW(benchParams(), 0.01)
+		b.ReportAllocs()
+		for b.Loop() {
+			o.Step(1e-3)
+		}
+	})
+	for _, level := range []string{"O1", "O2"} {
+		b.Run("LowBit"+level, func(b *testing.B) {
+			o, err := NewLowBitAdam(benchParams(), level, 0.01, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				o.Step(1e-3)
+			}
+		})
+	}
+}

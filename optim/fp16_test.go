@@ -1,0 +1,49 @@
+package optim
+
+import (
+	"math"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/x448/float16"
+)
+
+// TestToFP16MatchesX448 compares toFP16 with x448/float16 on every
+// float32 with OCTET_EXHAUSTIVE=1, else on a stride through all bit
+// patterns plus every value near each FP16 rounding boundary.
+func TestToFP16MatchesX448(t *testing.T) {
+	check := func(u uint32) {
+		x := math.Float32frombits(u)
+		if got, want := toFP16(x), float16.Fromfloat32(x).Bits(); got != want {
+			t.Fatalf("toFP16(%g = %#08x) = %#04x, x448 gives %#04x", x, u, got, want)
+		}
+	}
+	if os.Getenv("OCTET_EXHAUSTIVE") == "1" {
+		for u := uint64(0); u < 1<<32; u++ {
+			check(uint32(u))
+		}
+		return
+	}
+	for u := uint64(0); u < 1<<32; u += 4099 {
+		check(uint32(u))
+	}
+	// Every FP16 value, the midpoints between neighbours (ties) and one
+	// float32 ulp either side, both signs.
+	for h := 0; h < 1<<15; h++ {
+		v := float16.Frombits(uint16(h)).Float32()
+		next := float16.Frombits(uint16(h + 1)).Float32()
+		mid := math.Float32bits(v/2 + next/2)
+		for _, u := range []uint32{math.Float32bits(v), mid - 1, mid, mid + 1} {
+			check(u)
+			check(u | 1<<31)
+		}
+	}
+	require.Equal(t, uint16(0x7c00), toFP16(65520))
+	require.Equal(t, uint16(0x7bff), toFP16(65519.996))
+	require.Equal(t, uint16(0xfc00), toFP16(float32(math.Inf(-1))))
+	require.Equal(t, uint16(0x0001), toFP16(float32(math.Ldexp(1, -24))))
+	require.Equal(t, uint16(0x0000), toFP16(float32(math.Ldexp(1, -25))))   // tie to even (0)
+	require.Equal(t, uint16(0x0002), toFP16(float32(math.Ldexp(3, -25))))   // tie to even (2)
+	require.Equal(t, uint16(0x8000), toFP16(float32(math.Copysign(0, -1)))) // −0 kept
+}
