@@ -10,20 +10,27 @@ import (
 // Amax returns max|x| over src, or NaN if src holds a NaN (so that a
 // non-finite step is seen and counted, rather than skipped).
 func Amax(src []float32) float32 {
-	var m float32
-	nan := false
-	for _, v := range src {
-		a := math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
-		if a > m {
-			m = a
-		} else if a != a {
-			nan = true
-		}
+	// The largest bit pattern of |x| is the largest |x| (the integer
+	// order of non-negative floats is their order) and lies above +inf
+	// when any x is NaN; four running maxima (conditional moves) keep
+	// the loop free of branches and of a single dependency chain.
+	const abs = 1<<31 - 1
+	var a0, a1, a2, a3 uint32
+	for len(src) >= 4 {
+		a0 = max(a0, math.Float32bits(src[0])&abs)
+		a1 = max(a1, math.Float32bits(src[1])&abs)
+		a2 = max(a2, math.Float32bits(src[2])&abs)
+		a3 = max(a3, math.Float32bits(src[3])&abs)
+		src = src[4:]
 	}
-	if nan {
+	for _, v := range src {
+		a0 = max(a0, math.Float32bits(v)&abs)
+	}
+	m := max(a0, a1, a2, a3)
+	if m > 0x7f800000 {
 		return float32(math.NaN())
 	}
-	return m
+	return math.Float32frombits(m)
 }
 
 // Quantize writes Encode(x·scale) (saturating, in float32 as Transformer

@@ -411,3 +411,48 @@ func BenchmarkGEMM1024(b *testing.B) {
 		b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
 }
+
+// TestAmaxAgainstPlainLoop checks Amax on every length up to 11 and
+// every position of a NaN, an infinity and a negative zero against the
+// plain definition.
+func TestAmaxAgainstPlainLoop(t *testing.T) {
+	plain := func(v []float32) float32 {
+		var m float64
+		for _, x := range v {
+			if x != x {
+				return float32(math.NaN())
+			}
+			m = math.Max(m, math.Abs(float64(x)))
+		}
+		return float32(m)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	specials := []float32{float32(math.NaN()), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), -1e30, 1e-45}
+	for n := 0; n <= 11; n++ {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		check := func() {
+			got, want := Amax(v), plain(v)
+			if want != want {
+				if got == got {
+					t.Fatalf("Amax(%v) = %v, want NaN", v, got)
+				}
+				return
+			}
+			if math.Float32bits(got) != math.Float32bits(want) {
+				t.Fatalf("Amax(%v) = %v, want %v", v, got, want)
+			}
+		}
+		check()
+		for pos := 0; pos < n; pos++ {
+			for _, s := range specials {
+				old := v[pos]
+				v[pos] = s
+				check()
+				v[pos] = old
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // fp16Max is the largest finite FP16 value.
@@ -324,33 +325,12 @@ func (o *LowBitAdam) updatePart(k, lo, hi int) {
 		fp8.Dequantize(m, o.m8[i].Codes[lo:hi], fp8.E4M3, 1/o.m8[i].Scale)
 		decode16(v, o.v16[i].Bits[lo:hi], o.v16[i].Scale)
 	}
-	b1, b2, eps, step, bc2s := o.Beta1, o.Beta2, o.Eps, c.step, c.bc2s
-	wd, decoupled := o.WeightDecay, o.Decoupled
-	// The amaxes of the new w, m and v are taken in the same pass (NaN
-	// if any value is NaN, as fp8.Amax).
-	var wMax, mMax, vMax amax
-	o2 := o.Level == "O2"
-	for j := range w {
-		gj := g[j]
-		if c.decay {
-			if decoupled {
-				w[j] *= 1 - c.lr*wd
-			} else {
-				gj += wd * w[j]
-			}
-		}
-		mj := b1*m[j] + (1-b1)*gj
-		vj := b2*v[j] + (1-b2)*gj*gj
-		wj := w[j] - step*mj/(float32(math.Sqrt(float64(vj)))/bc2s+eps)
-		m[j], v[j], w[j] = mj, vj, wj
-		wMax.add(wj)
-		if o2 {
-			mMax.add(mj)
-			vMax.add(vj)
-		}
+	kc := adamConsts(o.Beta1, o.Beta2, o.Eps, c.step, c.bc2s, c.lr, o.WeightDecay, c.decay, o.Decoupled)
+	kernels.Adam(w, g, m, v, &kc) // AdamW's kernel: one update rule for both
+	o.split.maxes[k] = fp8.Amax(w)
+	if o.Level == "O2" {
+		c.mMax[k], c.vMax[k] = fp8.Amax(m), fp8.Amax(v)
 	}
-	o.split.maxes[k] = wMax.value()
-	c.mMax[k], c.vMax[k] = mMax.value(), vMax.value()
 }
 
 // savePart encodes part of the updated state with the new scales and

@@ -191,19 +191,26 @@ func (o *Adam) Step(lr float32) {
 	t := float64(o.steps)
 	bc1 := 1 - math.Pow(float64(o.Beta1), t)
 	bc2 := 1 - math.Pow(float64(o.Beta2), t)
-	c := kernels.AdamConsts{0, 1, o.Beta1, 1 - o.Beta1, o.Beta2, 1 - o.Beta2,
-		float32(float64(lr) / bc1), float32(math.Sqrt(bc2)), o.Eps}
+	step, bc2s := float32(float64(lr)/bc1), float32(math.Sqrt(bc2))
 	for pi, p := range o.Params {
-		c[0], c[1] = 0, 1
-		if p.Decay && o.WeightDecay != 0 {
-			if o.Decoupled {
-				c[1] = 1 - lr*o.WeightDecay
-			} else {
-				c[0] = o.WeightDecay
-			}
-		}
+		c := adamConsts(o.Beta1, o.Beta2, o.Eps, step, bc2s, lr, o.WeightDecay, p.Decay, o.Decoupled)
 		kernels.Adam(p.W, p.G, o.m[pi], o.v[pi], &c)
 	}
+}
+
+// adamConsts returns the kernel constants of one Adam update: step is
+// lr/(1−β1ᵗ), bc2s is √(1−β2ᵗ); with decay, wd is an L2 term on the
+// gradient, or with decoupled a factor 1 − lr·wd on the weight.
+func adamConsts(beta1, beta2, eps, step, bc2s, lr, wd float32, decay, decoupled bool) kernels.AdamConsts {
+	c := kernels.AdamConsts{0, 1, beta1, 1 - beta1, beta2, 1 - beta2, step, bc2s, eps}
+	if decay && wd != 0 {
+		if decoupled {
+			c[1] = 1 - lr*wd
+		} else {
+			c[0] = wd
+		}
+	}
+	return c
 }
 
 // Stateful is an optimizer whose state can be saved and restored

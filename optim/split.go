@@ -102,13 +102,3 @@ func toFP16(x float32) uint16 {
 	u = u - (127-15)<<23 + 0xfff + odd // rebias the exponent, round to nearest even
 	return sign | uint16(u>>13)
 }
-
-// amax accumulates max |x| over a stream; the builtin max makes it NaN
-// once any value is NaN, so value() equals fp8.Amax of the same values.
-type amax struct{ m float32 }
-
-func (a *amax) add(x float32) {
-	a.m = max(a.m, math.Float32frombits(math.Float32bits(x)&^(1<<31)))
-}
-
-func (a *amax) value() float32 { return a.m }
