@@ -15,7 +15,9 @@ func Amax(src []float32) float32 {
 	// when any x is NaN; four running maxima (conditional moves) keep
 	// the loop free of branches and of a single dependency chain.
 	const abs = 1<<31 - 1
-	var a0, a1, a2, a3 uint32
+	done, a0 := kernels.AmaxBits(src) // vector prefix, same result
+	src = src[done:]
+	var a1, a2, a3 uint32
 	for len(src) >= 4 {
 		a0 = max(a0, math.Float32bits(src[0])&abs)
 		a1 = max(a1, math.Float32bits(src[1])&abs)

@@ -412,9 +412,10 @@ func BenchmarkGEMM1024(b *testing.B) {
 	})
 }
 
-// TestAmaxAgainstPlainLoop checks Amax on every length up to 11 and
-// every position of a NaN, an infinity and a negative zero against the
-// plain definition.
+// TestAmaxAgainstPlainLoop checks Amax on every length up to 11 and on
+// lengths around the vector kernel's 64-value blocks, with a NaN, an
+// infinity, a negative zero, a huge and a tiny value at every position,
+// against the plain definition.
 func TestAmaxAgainstPlainLoop(t *testing.T) {
 	plain := func(v []float32) float32 {
 		var m float64
@@ -428,7 +429,7 @@ func TestAmaxAgainstPlainLoop(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	specials := []float32{float32(math.NaN()), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), -1e30, 1e-45}
-	for n := 0; n <= 11; n++ {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 63, 64, 65, 128, 200, 257} {
 		v := make([]float32, n)
 		for i := range v {
 			v[i] = float32(rng.NormFloat64())

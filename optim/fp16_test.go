@@ -47,3 +47,35 @@ func TestToFP16MatchesX448(t *testing.T) {
 	require.Equal(t, uint16(0x0002), toFP16(float32(math.Ldexp(3, -25))))   // tie to even (2)
 	require.Equal(t, uint16(0x8000), toFP16(float32(math.Copysign(0, -1)))) // −0 kept
 }
+
+// TestEncode16MatchesX448 runs encode16 (vector kernel plus scalar tail)
+// over float32 bit patterns in slices of 4096 and compares every value
+// with x448/float16: all 2^32 with OCTET_EXHAUSTIVE=1, else a stride.
+func TestEncode16MatchesX448(t *testing.T) {
+	const chunk = 4096
+	src, dst := make([]float32, chunk), make([]uint16, chunk)
+	step := uint64(7919)
+	if os.Getenv("OCTET_EXHAUSTIVE") == "1" {
+		step = 1
+	}
+	for base := uint64(0); base < 1<<32; base += chunk * step {
+		for i := range src {
+			src[i] = math.Float32frombits(uint32(base + uint64(i)*step))
+		}
+		encode16(dst, src, 1)
+		for i, x := range src {
+			if want := float16.Fromfloat32(x).Bits(); dst[i] != want {
+				t.Fatalf("encode16(%g = %#08x) = %#04x, x448 gives %#04x", x, math.Float32bits(x), dst[i], want)
+			}
+		}
+	}
+	// A scale is applied before rounding, as the scalar loop does.
+	src = src[:37]
+	for i := range src {
+		src[i] = float32(i)*0.37 - 5
+	}
+	encode16(dst, src, 1024)
+	for i, x := range src {
+		require.Equal(t, float16.Fromfloat32(x*1024).Bits(), dst[i], "value %d", i)
+	}
+}

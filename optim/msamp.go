@@ -38,11 +38,13 @@ func (t *FP16Tensor) Encode(src []float32) {
 // Decode writes the values to dst.
 func (t *FP16Tensor) Decode(dst []float32) { decode16(dst, t.Bits, t.Scale) }
 
-// encode16 stores src·scale as FP16 (round to nearest even).
+// encode16 stores src·scale as FP16 (round to nearest even), the
+// vector kernel doing the longest prefix it can with the same bits.
 func encode16(dst []uint16, src []float32, scale float32) {
 	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = toFP16(v * scale)
+	done := kernels.EncodeFP16(dst, src, scale)
+	for i, v := range src[done:] {
+		dst[done+i] = toFP16(v * scale)
 	}
 }
 

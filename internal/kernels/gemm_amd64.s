@@ -947,3 +947,61 @@ geluGradAVX512_loop:
 geluGradAVX512_done:
 	VZEROUPPER
 	RET
+
+// func amaxAVX512(src *float32, blocks int, out *[16]uint32)
+// Requires: AVX, AVX512F
+TEXT ·amaxAVX512(SB), NOSPLIT, $0-24
+	MOVQ         src+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	VPBROADCASTD BX, Z20
+	VPXORD       Z0, Z0, Z0
+	VPXORD       Z1, Z1, Z1
+	VPXORD       Z2, Z2, Z2
+	VPXORD       Z3, Z3, Z3
+	TESTQ        CX, CX
+	JZ           amax_done
+
+amax_loop:
+	VPANDD  (AX), Z20, Z4
+	VPMAXUD Z4, Z0, Z0
+	VPANDD  64(AX), Z20, Z5
+	VPMAXUD Z5, Z1, Z1
+	VPANDD  128(AX), Z20, Z6
+	VPMAXUD Z6, Z2, Z2
+	VPANDD  192(AX), Z20, Z7
+	VPMAXUD Z7, Z3, Z3
+	ADDQ    $0x00000100, AX
+	DECQ    CX
+	JNZ     amax_loop
+
+amax_done:
+	VPMAXUD   Z1, Z0, Z0
+	VPMAXUD   Z3, Z2, Z2
+	VPMAXUD   Z2, Z0, Z0
+	VMOVDQU32 Z0, (DX)
+	VZEROUPPER
+	RET
+
+// func fp16EncodeAVX512(dst *uint16, src *float32, blocks int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·fp16EncodeAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Z20
+	TESTQ        DX, DX
+	JZ           fp16enc_done
+
+fp16enc_loop:
+	VMULPS    (CX), Z20, Z0
+	VCVTPS2PH $0x00, Z0, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       fp16enc_loop
+
+fp16enc_done:
+	VZEROUPPER
+	RET

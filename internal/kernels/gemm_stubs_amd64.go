@@ -53,3 +53,13 @@ func geluAVX512(y *float32, x *float32, blocks int)
 //
 //go:noescape
 func geluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
+
+// amaxAVX512 records the lane-wise max of |x| bits over 64·blocks values (AVX-512F).
+//
+//go:noescape
+func amaxAVX512(src *float32, blocks int, out *[16]uint32)
+
+// fp16EncodeAVX512 stores 16·blocks values times scale as FP16, rounding to nearest even (AVX-512F).
+//
+//go:noescape
+func fp16EncodeAVX512(dst *uint16, src *float32, blocks int, scale float32)

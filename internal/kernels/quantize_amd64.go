@@ -78,3 +78,33 @@ func GELUGrad(dx, x, dy []float32) int {
 	geluGradAVX512(&dx[0], &x[0], &dy[0], blocks)
 	return blocks * 16
 }
+
+// AmaxBits reads the longest prefix of src it can vectorise (a multiple
+// of 64 values) and returns how many it read and the float32 bits of
+// their max |x|: a pattern above +inf (0x7f800000) if any was NaN. The
+// caller finishes the rest (fp8.Amax).
+func AmaxBits(src []float32) (done int, bits uint32) {
+	blocks := len(src) / 64
+	if !hasAVX512 || blocks == 0 {
+		return 0, 0
+	}
+	var lanes [16]uint32
+	amaxAVX512(&src[0], blocks, &lanes)
+	for _, l := range lanes {
+		bits = max(bits, l)
+	}
+	return blocks * 64, bits
+}
+
+// EncodeFP16 stores the longest prefix of src·scale it can vectorise (a
+// multiple of 16) as FP16 bits in dst, rounding to nearest even, and
+// returns how many it did. For every non-NaN input the bits equal
+// x448/float16's (tested on all float32s in package optim).
+func EncodeFP16(dst []uint16, src []float32, scale float32) int {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
+		return 0
+	}
+	fp16EncodeAVX512(&dst[0], &src[0], blocks, scale)
+	return blocks * 16
+}

@@ -29,6 +29,8 @@ func main() {
 	decode("decodeE5M2AVX512", 21, 112, true)
 	gelu(false)
 	gelu(true)
+	amax()
+	fp16Encode()
 	Generate()
 }
 
@@ -353,6 +355,70 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	VMOVDQU32(zAmax, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// amax emits the running max of |x| as float32 bits over 64·blocks
+// values, four lanes-wide accumulators at a time (an unsigned max of the
+// bits orders non-negative floats and puts NaNs above +inf), storing the
+// 16 lane maxima to out.
+func amax() {
+	TEXT("amaxAVX512", NOSPLIT, "func(src *float32, blocks int, out *[16]uint32)")
+	Pragma("noescape")
+	Doc("amaxAVX512 records the lane-wise max of |x| bits over 64·blocks values (AVX-512F).")
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("out"), GP64())
+	zAbs := Z20
+	r := GP32()
+	MOVL(U32(0x7FFFFFFF), r)
+	VPBROADCASTD(r, zAbs)
+	acc := []VecPhysical{Z0, Z1, Z2, Z3}
+	for _, a := range acc {
+		VPXORD(a, a, a)
+	}
+	TESTQ(n, n)
+	JZ(LabelRef("amax_done"))
+	Label("amax_loop")
+	for i, a := range acc {
+		t := []VecPhysical{Z4, Z5, Z6, Z7}[i]
+		VPANDD(Mem{Base: src, Disp: 64 * i}, zAbs, t)
+		VPMAXUD(t, a, a)
+	}
+	ADDQ(U32(256), src)
+	DECQ(n)
+	JNZ(LabelRef("amax_loop"))
+	Label("amax_done")
+	VPMAXUD(Z1, Z0, Z0)
+	VPMAXUD(Z3, Z2, Z2)
+	VPMAXUD(Z2, Z0, Z0)
+	VMOVDQU32(Z0, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// fp16Encode emits dst = FP16(src·scale) for 16·blocks values with
+// VCVTPS2PH, rounding to nearest even (imm8 0).
+func fp16Encode() {
+	TEXT("fp16EncodeAVX512", NOSPLIT, "func(dst *uint16, src *float32, blocks int, scale float32)")
+	Pragma("noescape")
+	Doc("fp16EncodeAVX512 stores 16·blocks values times scale as FP16, rounding to nearest even (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	zScale := Z20
+	VBROADCASTSS(NewParamAddr("scale", 24), zScale)
+	TESTQ(n, n)
+	JZ(LabelRef("fp16enc_done"))
+	Label("fp16enc_loop")
+	VMULPS(Mem{Base: src}, zScale, Z0)
+	VCVTPS2PH(U8(0), Z0, Mem{Base: dst})
+	ADDQ(U32(64), src)
+	ADDQ(U32(32), dst)
+	DECQ(n)
+	JNZ(LabelRef("fp16enc_loop"))
+	Label("fp16enc_done")
 	VZEROUPPER()
 	RET()
 }
