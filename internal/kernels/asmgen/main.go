@@ -81,87 +81,83 @@ func gelu(backward bool) {
 		p0: reg(f32(1.0 / 5040)), p1: reg(f32(1.0 / 720)), p2: reg(f32(1.0 / 120)), p3: reg(f32(1.0 / 24)),
 		p4: reg(f32(1.0 / 6)), p5: reg(f32(1.0 / 2)), zp5: reg(f32(0.5)), znp5: reg(f32(-0.5)), b127: reg(127),
 	}
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	v, u, t, e, r, nn, tmp, tmp2 := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7
-	VMOVUPS(Mem{Base: x}, v)
-	// u = geluC·(v + ((0.044715·v)·v)·v)
-	VMULPS(v, k.c3, u)
-	VMULPS(v, u, u)
-	VMULPS(v, u, u)
-	VADDPS(u, v, u)
-	VMULPS(u, k.geluC, u)
-	// fastExp(2u): xx = max(min(2u, 87), −87)
-	VMULPS(k.two, u, e)
-	VMINPS(k.lim, e, e)
-	VMAXPS(k.negLim, e, e)
-	VMULPS(k.log2e, e, t) // t = xx·log2e
-	// n = trunc(t+0.5), or trunc(t−0.5) where t < −0.5
-	VADDPS(k.zp5, t, tmp)
-	VCVTTPS2DQ(tmp, tmp)
-	VSUBPS(k.zp5, t, tmp2)
-	VCVTTPS2DQ(tmp2, tmp2)
-	VCMPPS(U8(1), k.znp5, t, K1) // t < −0.5
-	VPBLENDMD(tmp2, tmp, K1, tmp)
-	VCVTDQ2PS(tmp, nn)
-	// r = (xx − n·ln2hi) − n·ln2lo
-	VMULPS(k.ln2hi, nn, r)
-	VSUBPS(r, e, r)
-	VMULPS(k.ln2lo, nn, tmp2)
-	VSUBPS(tmp2, r, r)
-	// p = 1 + r·(1 + r·(1/2 + r·(1/6 + r·(1/24 + r·(1/120 + r·(1/720 + r/5040))))))
-	VMULPS(k.p0, r, e)
-	VADDPS(k.p1, e, e)
-	for _, c := range []VecPhysical{k.p2, k.p3, k.p4, k.p5, k.one} {
+	loop(name, n, func() {
+		v, u, t, e, r, nn, tmp, tmp2 := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7
+		VMOVUPS(Mem{Base: x}, v)
+		// u = geluC·(v + ((0.044715·v)·v)·v)
+		VMULPS(v, k.c3, u)
+		VMULPS(v, u, u)
+		VMULPS(v, u, u)
+		VADDPS(u, v, u)
+		VMULPS(u, k.geluC, u)
+		// fastExp(2u): xx = max(min(2u, 87), −87)
+		VMULPS(k.two, u, e)
+		VMINPS(k.lim, e, e)
+		VMAXPS(k.negLim, e, e)
+		VMULPS(k.log2e, e, t) // t = xx·log2e
+		// n = trunc(t+0.5), or trunc(t−0.5) where t < −0.5
+		VADDPS(k.zp5, t, tmp)
+		VCVTTPS2DQ(tmp, tmp)
+		VSUBPS(k.zp5, t, tmp2)
+		VCVTTPS2DQ(tmp2, tmp2)
+		VCMPPS(U8(1), k.znp5, t, K1) // t < −0.5
+		VPBLENDMD(tmp2, tmp, K1, tmp)
+		VCVTDQ2PS(tmp, nn)
+		// r = (xx − n·ln2hi) − n·ln2lo
+		VMULPS(k.ln2hi, nn, r)
+		VSUBPS(r, e, r)
+		VMULPS(k.ln2lo, nn, tmp2)
+		VSUBPS(tmp2, r, r)
+		// p = 1 + r·(1 + r·(1/2 + r·(1/6 + r·(1/24 + r·(1/120 + r·(1/720 + r/5040))))))
+		VMULPS(k.p0, r, e)
+		VADDPS(k.p1, e, e)
+		for _, c := range []VecPhysical{k.p2, k.p3, k.p4, k.p5, k.one} {
+			VMULPS(e, r, e)
+			VADDPS(c, e, e)
+		}
 		VMULPS(e, r, e)
-		VADDPS(c, e, e)
-	}
-	VMULPS(e, r, e)
-	VADDPS(k.one, e, e)
-	// ·2^n
-	VPADDD(k.b127, tmp, tmp)
-	VPSLLD(U8(23), tmp, tmp)
-	VMULPS(tmp, e, e)
-	// t = 1 − 2/(e+1), ±1 beyond |u| > 9
-	VADDPS(k.one, e, e)
-	VDIVPS(e, k.two, t)
-	VSUBPS(t, k.one, t)
-	VCMPPS(U8(14), k.nine, u, K1) // u > 9
-	VPBLENDMD(k.one, t, K1, t)
-	VCMPPS(U8(1), k.negNine, u, K2) // u < −9
-	VPBLENDMD(k.negOne, t, K2, t)
-	if !backward {
-		// y = (0.5·v)·(1+t)
-		VMULPS(k.half, v, tmp)
-		VADDPS(k.one, t, t)
-		VMULPS(t, tmp, t)
-		VMOVUPS(t, Mem{Base: out})
-	} else {
-		// du = geluC·(1 + (0.134145·v)·v)
-		VMULPS(v, k.c3b, e)
-		VMULPS(v, e, e)
 		VADDPS(k.one, e, e)
-		VMULPS(e, k.geluC, e)
-		// g = 0.5·(1+t) + ((0.5·v)·(1 − t·t))·du
-		VMULPS(t, t, tmp)
-		VSUBPS(tmp, k.one, tmp)
-		VMULPS(k.half, v, tmp2)
-		VMULPS(tmp, tmp2, tmp2)
-		VMULPS(e, tmp2, tmp2)
-		VADDPS(k.one, t, t)
-		VMULPS(t, k.half, t)
-		VADDPS(tmp2, t, t)
-		VMOVUPS(Mem{Base: dy}, tmp)
-		VMULPS(t, tmp, t)
-		VMOVUPS(t, Mem{Base: out})
-		ADDQ(U32(64), dy)
-	}
-	ADDQ(U32(64), x)
-	ADDQ(U32(64), out)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
+		// ·2^n
+		VPADDD(k.b127, tmp, tmp)
+		VPSLLD(U8(23), tmp, tmp)
+		VMULPS(tmp, e, e)
+		// t = 1 − 2/(e+1), ±1 beyond |u| > 9
+		VADDPS(k.one, e, e)
+		VDIVPS(e, k.two, t)
+		VSUBPS(t, k.one, t)
+		VCMPPS(U8(14), k.nine, u, K1) // u > 9
+		VPBLENDMD(k.one, t, K1, t)
+		VCMPPS(U8(1), k.negNine, u, K2) // u < −9
+		VPBLENDMD(k.negOne, t, K2, t)
+		if !backward {
+			// y = (0.5·v)·(1+t)
+			VMULPS(k.half, v, tmp)
+			VADDPS(k.one, t, t)
+			VMULPS(t, tmp, t)
+			VMOVUPS(t, Mem{Base: out})
+		} else {
+			// du = geluC·(1 + (0.134145·v)·v)
+			VMULPS(v, k.c3b, e)
+			VMULPS(v, e, e)
+			VADDPS(k.one, e, e)
+			VMULPS(e, k.geluC, e)
+			// g = 0.5·(1+t) + ((0.5·v)·(1 − t·t))·du
+			VMULPS(t, t, tmp)
+			VSUBPS(tmp, k.one, tmp)
+			VMULPS(k.half, v, tmp2)
+			VMULPS(tmp, tmp2, tmp2)
+			VMULPS(e, tmp2, tmp2)
+			VADDPS(k.one, t, t)
+			VMULPS(t, k.half, t)
+			VADDPS(tmp2, t, t)
+			VMOVUPS(Mem{Base: dy}, tmp)
+			VMULPS(t, tmp, t)
+			VMOVUPS(t, Mem{Base: out})
+			ADDQ(U32(64), dy)
+		}
+		ADDQ(U32(64), x)
+		ADDQ(U32(64), out)
+	})
 	VZEROUPPER()
 	RET()
 }
@@ -197,33 +193,29 @@ func decode(name string, shift int, rebias int, e5m2 bool) {
 	} else {
 		bcast(0x7F, zNaNMag)
 	}
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	c, mag, f, sign := Z0, Z1, Z2, Z3
-	VPMOVZXBD(Mem{Base: src}, c)
-	VPANDD(z7F, c, mag)
-	VPSLLD(U8(shift), mag, f)
-	VMULPS(zMagic, f, f)
-	if e5m2 {
-		VPCMPUD(U8(0), zInfMag, mag, K1) // == 0x7C: infinity
-		VPBLENDMD(zInf, f, K1, f)
-		VPCMPUD(U8(6), zInfMag, mag, K2) // > 0x7C: NaN
-		VPBLENDMD(zNaN, f, K2, f)
-	} else {
-		VPCMPUD(U8(0), zNaNMag, mag, K1) // == 0x7F: NaN
-		VPBLENDMD(zNaN, f, K1, f)
-	}
-	VPANDD(z80, c, sign)
-	VPSLLD(U8(24), sign, sign)
-	VPORD(sign, f, f)
-	VMULPS(zScale, f, f)
-	VMOVUPS(f, Mem{Base: dst})
-	ADDQ(U32(16), src)
-	ADDQ(U32(64), dst)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
+	loop(name, n, func() {
+		c, mag, f, sign := Z0, Z1, Z2, Z3
+		VPMOVZXBD(Mem{Base: src}, c)
+		VPANDD(z7F, c, mag)
+		VPSLLD(U8(shift), mag, f)
+		VMULPS(zMagic, f, f)
+		if e5m2 {
+			VPCMPUD(U8(0), zInfMag, mag, K1) // == 0x7C: infinity
+			VPBLENDMD(zInf, f, K1, f)
+			VPCMPUD(U8(6), zInfMag, mag, K2) // > 0x7C: NaN
+			VPBLENDMD(zNaN, f, K2, f)
+		} else {
+			VPCMPUD(U8(0), zNaNMag, mag, K1) // == 0x7F: NaN
+			VPBLENDMD(zNaN, f, K1, f)
+		}
+		VPANDD(z80, c, sign)
+		VPSLLD(U8(24), sign, sign)
+		VPORD(sign, f, f)
+		VMULPS(zScale, f, f)
+		VMOVUPS(f, Mem{Base: dst})
+		ADDQ(U32(16), src)
+		ADDQ(U32(64), dst)
+	})
 	VZEROUPPER()
 	RET()
 }
@@ -247,40 +239,36 @@ func adam() {
 		VBROADCASTSS(Mem{Base: c, Disp: 4 * i}, z)
 	}
 	l2, df, b1, c1, b2, c2, step, bc2s, eps := Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28
-	TESTQ(n, n)
-	JZ(LabelRef("adam_done"))
-	Label("adam_loop")
-	zw, zg, zm, zv, t, u := Z0, Z1, Z2, Z3, Z4, Z5
-	VMOVUPS(Mem{Base: w}, zw)
-	VMOVUPS(Mem{Base: g}, zg)
-	VMOVUPS(Mem{Base: m}, zm)
-	VMOVUPS(Mem{Base: v}, zv)
-	VMULPS(zw, l2, t) // gi = g + l2·w
-	VADDPS(t, zg, zg)
-	VMULPS(df, zw, zw) // w = w·df
-	VMULPS(zm, b1, zm) // m = b1·m + (1−b1)·gi
-	VMULPS(zg, c1, t)
-	VADDPS(t, zm, zm)
-	VMULPS(zv, b2, zv) // v = b2·v + ((1−b2)·gi)·gi
-	VMULPS(zg, c2, t)
-	VMULPS(zg, t, t)
-	VADDPS(t, zv, zv)
-	VSQRTPS(zv, t) // den = √v / bc2s + eps
-	VDIVPS(bc2s, t, t)
-	VADDPS(eps, t, t)
-	VMULPS(zm, step, u) // w = w − (step·m)/den
-	VDIVPS(t, u, u)
-	VSUBPS(u, zw, zw)
-	VMOVUPS(zw, Mem{Base: w})
-	VMOVUPS(zm, Mem{Base: m})
-	VMOVUPS(zv, Mem{Base: v})
-	ADDQ(U32(64), w)
-	ADDQ(U32(64), g)
-	ADDQ(U32(64), m)
-	ADDQ(U32(64), v)
-	DECQ(n)
-	JNZ(LabelRef("adam_loop"))
-	Label("adam_done")
+	loop("adam", n, func() {
+		zw, zg, zm, zv, t, u := Z0, Z1, Z2, Z3, Z4, Z5
+		VMOVUPS(Mem{Base: w}, zw)
+		VMOVUPS(Mem{Base: g}, zg)
+		VMOVUPS(Mem{Base: m}, zm)
+		VMOVUPS(Mem{Base: v}, zv)
+		VMULPS(zw, l2, t) // gi = g + l2·w
+		VADDPS(t, zg, zg)
+		VMULPS(df, zw, zw) // w = w·df
+		VMULPS(zm, b1, zm) // m = b1·m + (1−b1)·gi
+		VMULPS(zg, c1, t)
+		VADDPS(t, zm, zm)
+		VMULPS(zv, b2, zv) // v = b2·v + ((1−b2)·gi)·gi
+		VMULPS(zg, c2, t)
+		VMULPS(zg, t, t)
+		VADDPS(t, zv, zv)
+		VSQRTPS(zv, t) // den = √v / bc2s + eps
+		VDIVPS(bc2s, t, t)
+		VADDPS(eps, t, t)
+		VMULPS(zm, step, u) // w = w − (step·m)/den
+		VDIVPS(t, u, u)
+		VSUBPS(u, zw, zw)
+		VMOVUPS(zw, Mem{Base: w})
+		VMOVUPS(zm, Mem{Base: m})
+		VMOVUPS(zv, Mem{Base: v})
+		ADDQ(U32(64), w)
+		ADDQ(U32(64), g)
+		ADDQ(U32(64), m)
+		ADDQ(U32(64), v)
+	})
 	VZEROUPPER()
 	RET()
 }
@@ -321,39 +309,35 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	bcast(0x7F800000, zInf)
 	bcast(0x80, zSignMask)
 	VPXORD(zAmax, zAmax, zAmax)
-	TESTQ(n, n)
-	JZ(LabelRef(name + "_done"))
-	Label(name + "_loop")
-	x, ya, y, sub, t, c := Z0, Z1, Z2, Z3, Z4, Z5
-	VMOVUPS(Mem{Base: src}, x)
-	VPANDD(zAbs, x, t)
-	VPMAXUD(t, zAmax, zAmax)
-	VMULPS(zScale, x, y)
-	VPANDD(zAbs, y, ya)
-	// Subnormal targets: let the FPU round ya + magic.
-	VADDPS(zMagic, ya, sub)
-	VPSUBD(zMagicBits, sub, sub)
-	// Normal targets: rebias and round half to even at bit shift.
-	VPSRLD(U8(shift), ya, t)
-	VPANDD(zOne, t, t)
-	VPADDD(zHalf, t, t)
-	VPADDD(ya, t, t)
-	VPSRLD(U8(shift), t, t)
-	VPSUBD(zOff, t, c)
-	VPCMPUD(U8(1), zMinNorm, ya, K1) // K1: ya < smallest normal
-	VPBLENDMD(sub, c, K1, c)
-	VPMINUD(zMax, c, c)
-	VPCMPUD(U8(6), zInf, ya, K2) // K2: ya > +inf bits, a NaN
-	VPBLENDMD(zNaN, c, K2, c)
-	VPSRLD(U8(24), y, t)
-	VPANDD(zSignMask, t, t)
-	VPORD(t, c, c)
-	VPMOVDB(c, Mem{Base: dst})
-	ADDQ(U32(64), src)
-	ADDQ(U32(16), dst)
-	DECQ(n)
-	JNZ(LabelRef(name + "_loop"))
-	Label(name + "_done")
+	loop(name, n, func() {
+		x, ya, y, sub, t, c := Z0, Z1, Z2, Z3, Z4, Z5
+		VMOVUPS(Mem{Base: src}, x)
+		VPANDD(zAbs, x, t)
+		VPMAXUD(t, zAmax, zAmax)
+		VMULPS(zScale, x, y)
+		VPANDD(zAbs, y, ya)
+		// Subnormal targets: let the FPU round ya + magic.
+		VADDPS(zMagic, ya, sub)
+		VPSUBD(zMagicBits, sub, sub)
+		// Normal targets: rebias and round half to even at bit shift.
+		VPSRLD(U8(shift), ya, t)
+		VPANDD(zOne, t, t)
+		VPADDD(zHalf, t, t)
+		VPADDD(ya, t, t)
+		VPSRLD(U8(shift), t, t)
+		VPSUBD(zOff, t, c)
+		VPCMPUD(U8(1), zMinNorm, ya, K1) // K1: ya < smallest normal
+		VPBLENDMD(sub, c, K1, c)
+		VPMINUD(zMax, c, c)
+		VPCMPUD(U8(6), zInf, ya, K2) // K2: ya > +inf bits, a NaN
+		VPBLENDMD(zNaN, c, K2, c)
+		VPSRLD(U8(24), y, t)
+		VPANDD(zSignMask, t, t)
+		VPORD(t, c, c)
+		VPMOVDB(c, Mem{Base: dst})
+		ADDQ(U32(64), src)
+		ADDQ(U32(16), dst)
+	})
 	VMOVDQU32(zAmax, Mem{Base: out})
 	VZEROUPPER()
 	RET()
@@ -378,18 +362,14 @@ func amax() {
 	for _, a := range acc {
 		VPXORD(a, a, a)
 	}
-	TESTQ(n, n)
-	JZ(LabelRef("amax_done"))
-	Label("amax_loop")
-	for i, a := range acc {
-		t := []VecPhysical{Z4, Z5, Z6, Z7}[i]
-		VPANDD(Mem{Base: src, Disp: 64 * i}, zAbs, t)
-		VPMAXUD(t, a, a)
-	}
-	ADDQ(U32(256), src)
-	DECQ(n)
-	JNZ(LabelRef("amax_loop"))
-	Label("amax_done")
+	loop("amax", n, func() {
+		for i, a := range acc {
+			t := []VecPhysical{Z4, Z5, Z6, Z7}[i]
+			VPANDD(Mem{Base: src, Disp: 64 * i}, zAbs, t)
+			VPMAXUD(t, a, a)
+		}
+		ADDQ(U32(256), src)
+	})
 	VPMAXUD(Z1, Z0, Z0)
 	VPMAXUD(Z3, Z2, Z2)
 	VPMAXUD(Z2, Z0, Z0)
@@ -409,18 +389,26 @@ func fp16Encode() {
 	n := Load(Param("blocks"), GP64())
 	zScale := Z20
 	VBROADCASTSS(NewParamAddr("scale", 24), zScale)
-	TESTQ(n, n)
-	JZ(LabelRef("fp16enc_done"))
-	Label("fp16enc_loop")
-	VMULPS(Mem{Base: src}, zScale, Z0)
-	VCVTPS2PH(U8(0), Z0, Mem{Base: dst})
-	ADDQ(U32(64), src)
-	ADDQ(U32(32), dst)
-	DECQ(n)
-	JNZ(LabelRef("fp16enc_loop"))
-	Label("fp16enc_done")
+	loop("fp16enc", n, func() {
+		VMULPS(Mem{Base: src}, zScale, Z0)
+		VCVTPS2PH(U8(0), Z0, Mem{Base: dst})
+		ADDQ(U32(64), src)
+		ADDQ(U32(32), dst)
+	})
 	VZEROUPPER()
 	RET()
+}
+
+// loop emits a counted loop: body runs n times (n ≥ 0, counted down),
+// with labels prefix_loop and prefix_done.
+func loop(prefix string, n Register, body func()) {
+	TESTQ(n, n)
+	JZ(LabelRef(prefix + "_done"))
+	Label(prefix + "_loop")
+	body()
+	DECQ(n)
+	JNZ(LabelRef(prefix + "_loop"))
+	Label(prefix + "_done")
 }
 
 // zmm returns the physical register Zi.
