@@ -2,12 +2,12 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/octetml/octet/examples/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,7 +20,6 @@ func TestShortTraining(t *testing.T) {
 		evalBatches: 5, plot: filepath.Join(t.TempDir(), "loss.png")}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var s struct {
 		Precision string  `json:"precision"`
 		TrainLoss float64 `json:"train_loss"`
@@ -32,7 +31,7 @@ func TestShortTraining(t *testing.T) {
 			ValLoss   float64 `json:"val_loss"`
 		} `json:"runs"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+	require.NoError(t, report.DecodeLast(out.String(), &s))
 	require.Equal(t, "fp8", s.Precision)
 	require.Len(t, s.Runs, 2)
 	for _, r := range s.Runs {
@@ -110,9 +109,8 @@ func testSaveResume(t *testing.T, recipe string) {
 	var resumed bytes.Buffer
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
-		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &m))
+		require.NoError(t, report.DecodeLast(b.String(), &m))
 		return m
 	}
 	require.Equal(t, last(&straight)["val_loss"], last(&resumed)["val_loss"])

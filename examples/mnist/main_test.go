@@ -2,15 +2,14 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/octetml/octet/data/mnist"
+	"github.com/octetml/octet/examples/internal/report"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +22,6 @@ func TestShortTraining(t *testing.T) {
 		hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, plot: plotPath, json: true, limit: 4000}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var summary struct {
 		Precision       string   `json:"precision"`
 		Recipe          string   `json:"recipe"`
@@ -38,7 +36,7 @@ func TestShortTraining(t *testing.T) {
 			FinalLoss    float64 `json:"final_loss"`
 		} `json:"runs"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &summary))
+	require.NoError(t, report.DecodeLast(out.String(), &summary))
 	require.Equal(t, "fp8", summary.Precision)
 	require.Equal(t, "te/HYBRID", summary.Recipe)
 	require.Equal(t, 5*(4000/64), summary.Steps)
@@ -123,9 +121,8 @@ func TestSaveResume(t *testing.T) {
 	var resumed bytes.Buffer
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
-		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &m))
+		require.NoError(t, report.DecodeLast(b.String(), &m))
 		return m
 	}
 	s, r := last(&straight), last(&resumed)
@@ -148,9 +145,8 @@ func TestFSDPFlag(t *testing.T) {
 		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, fsdp: 2}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var s map[string]any
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+	require.NoError(t, report.DecodeLast(out.String(), &s))
 	// AO's default filter converts only the middle layer (64×64): its
 	// weight is gathered at one byte per element, the rest at four.
 	require.Equal(t, float64(64*64), s["fp8_allgather_bytes_per_step"])
@@ -170,9 +166,8 @@ func TestMSAMPLevels(t *testing.T) {
 			hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 3200}
 		var out bytes.Buffer
 		require.NoError(t, run(cfg, &out))
-		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 		var s map[string]any
-		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+		require.NoError(t, report.DecodeLast(out.String(), &s))
 		acc[c.precision+c.level] = s["test_accuracy"].(float64)
 		want := map[string]float64{"": 8, "O1": 8, "O2": 3}[c.level]
 		require.Equal(t, want, s["optimizer_state_bytes_per_param"], c.level)
@@ -204,9 +199,8 @@ func TestFSDPSaveResume(t *testing.T) {
 	var resumed bytes.Buffer
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
-		lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 		var m map[string]any
-		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &m))
+		require.NoError(t, report.DecodeLast(b.String(), &m))
 		return m
 	}
 	require.Equal(t, last(&straight)["test_accuracy"], last(&resumed)["test_accuracy"])
@@ -220,9 +214,8 @@ func TestDataParallelMSAMP(t *testing.T) {
 		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, dp: 4}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	var s map[string]any
-	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &s))
+	require.NoError(t, report.DecodeLast(out.String(), &s))
 	require.Contains(t, s, "fp8_allreduce_overflows")
 	require.Contains(t, s, "fp8_allreduce_underflows")
 	require.Greater(t, s["test_accuracy"].(float64), 0.6)

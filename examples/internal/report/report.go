@@ -1,6 +1,12 @@
 // Package report shapes the example programs' -json output.
 package report
 
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
 // Summary is the object -json prints for the fields of each run, in
 // order: the last run's fields at the top level, and, when there was
 // more than one run, every run under "runs".
@@ -16,4 +22,15 @@ func Summary(runs []map[string]any) map[string]any {
 		out["runs"] = runs
 	}
 	return out
+}
+
+// DecodeLast decodes the last non-empty line of a program's output (the
+// object -json prints) into v.
+func DecodeLast(out string, v any) error {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	if err := json.Unmarshal([]byte(last), v); err != nil {
+		return fmt.Errorf("report: last output line %q: %w", last, err)
+	}
+	return nil
 }

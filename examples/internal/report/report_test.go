@@ -18,3 +18,10 @@ func TestSummary(t *testing.T) {
 	// The top level is a copy: the last run's own map is left alone.
 	require.NotContains(t, runs[1], "runs")
 }
+
+func TestDecodeLast(t *testing.T) {
+	var m map[string]any
+	require.NoError(t, DecodeLast("epoch 1\nepoch 2\n{\"acc\": 0.5}\n\n", &m))
+	require.Equal(t, 0.5, m["acc"])
+	require.ErrorContains(t, DecodeLast("no json here", &m), "no json here")
+}
