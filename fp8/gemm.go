@@ -2,6 +2,7 @@ package fp8
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/octetml/octet/internal/kernels"
 )
@@ -39,11 +40,29 @@ func (o *Operand) kind() string {
 }
 
 // ScaledGEMM multiplies FP8 operands with float32 accumulation and a
-// float32 result, emulating a scaled FP8 matrix engine: the codes are
-// decoded to float32 while the GEMM packs its panels, with every scale
-// (tensorwise, axiswise or MXFP8 block) folded into the decoded value,
-// and the float32 micro-kernel does the rest. Each operand is read once,
-// one byte per element. Run allocates only when operand shapes grow.
+// float32 result, emulating a scaled FP8 matrix engine. Each operand is
+// read once, one byte per element. Run allocates only when operand
+// shapes grow.
+//
+// Where the CPU has AVX512_BF16 (kernels.HasBF16), the product runs on
+// the bf16 dot-product units: every FP8 value is exactly a bf16 value,
+// the codes decode straight to bf16 while the panels are packed, the
+// products are exact and accumulate in float32. Scales stay out of the
+// values: the two tensorwise scales multiply the accumulators as C is
+// stored (one rounding), axiswise scales are per-row and per-column
+// factors applied after the accumulation (one rounding), and MXFP8's
+// E8M0 block scales, which change along k, are folded into the values —
+// exact, as they are powers of two, shifted by each operand's largest
+// block exponent (moved into the store's factor) so that the values stay
+// normal bf16 numbers. VDPBF16PS reads denormal inputs as zero and
+// flushes denormal results; plain FP8 values (at least 2^-16, products
+// at least 2^-32) never come near, and a block-scaled GEMM whose folded
+// values would (block exponents spread by more than about 100 within an
+// operand) runs on the float32 path instead.
+//
+// Elsewhere, and when an operand is float32, the codes are decoded to
+// float32 while the GEMM packs its panels, every scale folded into the
+// decoded value, and the float32 micro-kernel does the rest.
 type ScaledGEMM struct {
 	gemm           *kernels.Gemm
 	opA, opB       kernels.Operand
@@ -66,18 +85,11 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	if (a.Block != nil) != (b.Block != nil) && a.Codes != nil && b.Codes != nil {
 		return fmt.Errorf("fp8: scaled GEMM: MXFP8 needs block scales on both operands (A is %s, B is %s)", a.kind(), b.kind())
 	}
-	if err := prepare(&g.opA, &g.tabA, &g.blockA, "A", &a, m, k); err != nil {
+	if err := checkOperand("A", &a, m, k); err != nil {
 		return err
 	}
-	if err := prepare(&g.opB, &g.tabB, &g.blockB, "B", &b, n, k); err != nil {
+	if err := checkOperand("B", &b, n, k); err != nil {
 		return err
-	}
-	// A tensorwise operand that the packing would have to gather code by
-	// code (A, or a transposed B) is decoded up front with the vector
-	// kernel instead, then packed like float32: the same values.
-	predecode(&g.opA, &g.decA, m*k)
-	if b.Trans {
-		predecode(&g.opB, &g.decB, n*k)
 	}
 	lda, ldb := k, n
 	if a.Trans {
@@ -86,8 +98,133 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	if b.Trans {
 		ldb = k
 	}
+	if kernels.HasBF16() && a.Codes != nil && b.Codes != nil {
+		if ep, ok := g.prepareBF16(m, n, k, &a, &b); ok {
+			g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, lda, &g.opB, ldb, c, n, ep)
+			return nil
+		}
+	}
+	prepare(&g.opA, &g.tabA, &g.blockA, &a, m, k)
+	prepare(&g.opB, &g.tabB, &g.blockB, &b, n, k)
+	// A tensorwise operand that the packing would have to gather code by
+	// code (A, or a transposed B) is decoded up front with the vector
+	// kernel instead, then packed like float32: the same values.
+	predecode(&g.opA, &g.decA, m*k)
+	if b.Trans {
+		predecode(&g.opB, &g.decB, n*k)
+	}
 	g.gemm.RunOperands(a.Trans, b.Trans, m, n, k, 1, &g.opA, lda, &g.opB, ldb, 0, c, n)
 	return nil
+}
+
+// checkOperand verifies that an operand has the elements and scales
+// its shape needs: outer is m for A and n for B.
+func checkOperand(name string, o *Operand, outer, k int) error {
+	size := outer * k
+	switch {
+	case o.Codes == nil:
+		if len(o.F32) < size {
+			return fmt.Errorf("fp8: scaled GEMM: float32 operand %s has %d elements, want %d", name, len(o.F32), size)
+		}
+	case len(o.Codes) < size:
+		return fmt.Errorf("fp8: scaled GEMM: operand %s has %d codes, want %d", name, len(o.Codes), size)
+	case o.Block != nil:
+		if want := outer * ((k + BlockSize - 1) / BlockSize); len(o.Block) < want {
+			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d block scales, want %d", name, len(o.Block), want)
+		}
+	case o.AxisScaleInv != nil:
+		if len(o.AxisScaleInv) < outer {
+			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d axiswise scales, want %d", name, len(o.AxisScaleInv), outer)
+		}
+	}
+	return nil
+}
+
+// prepareBF16 sets up both FP8 operands for the bf16 kernels and returns
+// the epilogue, or ok = false when MXFP8 block scales cannot be folded
+// exactly (see ScaledGEMM).
+func (g *ScaledGEMM) prepareBF16(m, n, k int, a, b *Operand) (ep kernels.Epilogue, ok bool) {
+	ep.Alpha = 1
+	if a.Block != nil {
+		shiftA, minA, okA := g.foldBlocks(&g.opA, &g.decA, a, m, k, !a.Trans)
+		shiftB, minB, okB := g.foldBlocks(&g.opB, &g.decB, b, n, k, b.Trans)
+		// Folded values and their products must stay normal floats.
+		if !okA || !okB || minA+minB < -126 {
+			return ep, false
+		}
+		ep.Alpha = math.Ldexp(1, shiftA+shiftB)
+		return ep, true
+	}
+	for _, x := range []struct {
+		dst *kernels.Operand
+		o   *Operand
+		row bool
+	}{{&g.opA, a, true}, {&g.opB, b, false}} {
+		*x.dst = kernels.Operand{Codes: x.o.Codes, Table: &decodeTables[x.o.Format], Vector: true, Format: int(x.o.Format), Scale: 1}
+		switch {
+		case x.o.AxisScaleInv != nil && x.row:
+			ep.Row = x.o.AxisScaleInv[:m]
+		case x.o.AxisScaleInv != nil:
+			ep.Col = x.o.AxisScaleInv[:n]
+		default:
+			ep.Alpha *= float64(x.o.ScaleInv)
+		}
+	}
+	return ep, true
+}
+
+// foldBlocks decodes an MXFP8 operand to float32 with each block's scale
+// 2^e folded in as 2^(e−shift), shift being the operand's largest block
+// exponent (NaN scales aside), and points dst at the values. It returns
+// shift and the exponent of the smallest non-zero folded magnitude, and
+// ok = false if some value would not be a normal float. rowMajor says
+// the operand is stored [outer][k] (A as op(A), B as op(B)ᵀ).
+func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand, outer, k int, rowMajor bool) (shift, minExp int, ok bool) {
+	blocks := (k + BlockSize - 1) / BlockSize
+	scales := o.Block[:outer*blocks]
+	shift = math.MinInt
+	for _, s := range scales {
+		if s != E8M0NaN {
+			shift = max(shift, s.Exp())
+		}
+	}
+	if shift == math.MinInt {
+		shift = 0 // every scale NaN: so is every value
+	}
+	size := outer * k
+	if cap(*buf) < size {
+		*buf = make([]float32, size)
+	}
+	d := (*buf)[:size]
+	tab := &decodeTables[o.Format]
+	minAbs := float32(math.Inf(1))
+	for i := 0; i < outer; i++ {
+		for bi := 0; bi < blocks; bi++ {
+			s := scales[i*blocks+bi]
+			f := float32(math.NaN())
+			if s != E8M0NaN {
+				f = float32(math.Ldexp(1, s.Exp()-shift))
+			}
+			for p := bi * BlockSize; p < min(k, (bi+1)*BlockSize); p++ {
+				idx := i*k + p
+				if !rowMajor {
+					idx = p*outer + i
+				}
+				v := tab[o.Codes[idx]] * f
+				d[idx] = v
+				if a := float32(math.Abs(float64(v))); a != 0 && a < minAbs {
+					minAbs = a
+				}
+			}
+		}
+	}
+	*dst = kernels.Operand{F32: d}
+	if math.IsInf(float64(minAbs), 1) {
+		return shift, 0, true // no non-zero value
+	}
+	_, e := math.Frexp(float64(minAbs))
+	minExp = e - 1
+	return shift, minExp, minExp >= -126
 }
 
 // predecode turns a vector-decodable FP8 operand into float32 in buf.
@@ -109,28 +246,19 @@ func predecode(op *kernels.Operand, buf *[]float32, size int) {
 	*op = kernels.Operand{F32: dst}
 }
 
-// prepare fills the kernel operand for o: outer is m for A and n for B.
-func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, name string, o *Operand, outer, k int) error {
-	size := outer * k
+// prepare fills the kernel operand of the float32 path for o (checked
+// by checkOperand): outer is m for A and n for B.
+func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, o *Operand, outer, k int) {
 	*dst = kernels.Operand{}
 	if o.Codes == nil {
-		if len(o.F32) < size {
-			return fmt.Errorf("fp8: scaled GEMM: float32 operand %s has %d elements, want %d", name, len(o.F32), size)
-		}
 		dst.F32 = o.F32
-		return nil
-	}
-	if len(o.Codes) < size {
-		return fmt.Errorf("fp8: scaled GEMM: operand %s has %d codes, want %d", name, len(o.Codes), size)
+		return
 	}
 	dst.Codes, dst.Table = o.Codes, tab
 	src := &decodeTables[o.Format]
 	switch {
 	case o.Block != nil:
 		blocks := (k + BlockSize - 1) / BlockSize
-		if len(o.Block) < outer*blocks {
-			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d block scales, want %d", name, len(o.Block), outer*blocks)
-		}
 		if cap(*block) < outer*blocks {
 			*block = make([]float32, outer*blocks)
 		}
@@ -141,9 +269,6 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, name str
 		*tab = *src
 		dst.Block, dst.Blocks = f, blocks
 	case o.AxisScaleInv != nil:
-		if len(o.AxisScaleInv) < outer {
-			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d axiswise scales, want %d", name, len(o.AxisScaleInv), outer)
-		}
 		*tab = *src
 		dst.Outer = o.AxisScaleInv[:outer]
 	default:
@@ -152,5 +277,4 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, name str
 		}
 		dst.Vector, dst.Format, dst.Scale = true, int(o.Format), o.ScaleInv
 	}
-	return nil
 }

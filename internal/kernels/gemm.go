@@ -50,6 +50,10 @@ type Gemm struct {
 	args   gemmArgs
 	// sharedA holds op(A) packed once for all workers when they split N.
 	sharedA []float32
+	// post is the epilogue of the running bf16 GEMM; roundA and roundB
+	// hold bf16-rounded operands where no bf16 kernel exists.
+	post           Epilogue
+	roundA, roundB []float32
 }
 
 type gemmArgs struct {
@@ -58,10 +62,16 @@ type gemmArgs struct {
 	alpha, beta    float32
 	a, b, c        []float32
 	qa, qb         *Operand // FP8 operands (decoded while packing), or nil
-	lda, ldb, ldc  int
-	splitN         bool
-	chunk          int
-	packedA        []float32 // op(A) packed for every (pc, ic) block, or nil
+	// bf16 form (RunBF16): both operands in qa, qb; the store's two-part
+	// alpha; post set when the epilogue applies row or column factors
+	// after the accumulation.
+	bf16          bool
+	alphaLo       float32
+	post          *Epilogue
+	lda, ldb, ldc int
+	splitN        bool
+	chunk         int
+	packedA       []float32 // op(A) packed for every (pc, ic) block, or nil
 	// batched form
 	count                   int
 	strideA, strideB, strid int
@@ -71,6 +81,7 @@ type gemmPart struct {
 	packA []float32
 	packB []float32
 	tile  []float32
+	tmp16 []uint32 // staging for the bf16 packs
 }
 
 // Packing buffers are shared by all Gemms through a free list, so that a
@@ -88,10 +99,22 @@ func getParts(dst []*gemmPart) {
 			dst[i] = freeParts[k-1]
 			freeParts = freeParts[:k-1]
 		} else {
-			dst[i] = &gemmPart{packA: make([]float32, kern.mc()*kc), packB: make([]float32, kc*nc), tile: make([]float32, kern.mr*kern.nr)}
+			dst[i] = newPart()
 		}
 	}
 	partsMu.Unlock()
+}
+
+// newPart makes packing buffers large enough for the float32 kernel and
+// the bf16 kernel in use (a bf16 pack takes one lane per pair of k).
+func newPart() *gemmPart {
+	mcr, tile, tmp := kern.mc(), kern.mr*kern.nr, 4*kc
+	if kern16 != nil {
+		mcr = max(mcr, (kern16.mc()+1)/2)
+		tile = max(tile, kern16.mr*kern16.nr)
+		tmp = max(tmp, 2*kern16.mc())
+	}
+	return &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp)}
 }
 
 func putParts(src []*gemmPart) {
@@ -142,6 +165,7 @@ func (g *Gemm) RunOperands(transA, transB bool, m, n, k int, alpha float32, a *O
 
 func (g *Gemm) run() {
 	m, n, k := g.args.m, g.args.n, g.args.k
+	mr, nr, _ := g.args.geometry()
 	parts := len(g.parts)
 	getParts(g.parts)
 	defer putParts(g.parts)
@@ -152,12 +176,15 @@ func (g *Gemm) run() {
 	}
 	if n >= 4*m { // split M when it is not much smaller than N: B packs by copy, A by gathering
 		g.args.splitN = true
-		g.args.chunk = roundUp((n+parts-1)/parts, kern.nr)
+		g.args.chunk = roundUp((n+parts-1)/parts, nr)
 		parts = (n + g.args.chunk - 1) / g.args.chunk
 		if parts > 1 && m*k <= maxSharedA {
 			// Every worker would pack the same A: pack it once, the
 			// workers splitting the slivers, then share it.
-			size := roundUp(m, kern.mr) * k
+			size := roundUp(m, mr) * k
+			if g.args.bf16 {
+				size = roundUp(m, mr) * ((k+1)/2 + 1)
+			}
 			if cap(g.sharedA) < size {
 				g.sharedA = make([]float32, size)
 			}
@@ -165,10 +192,19 @@ func (g *Gemm) run() {
 			g.group.For(len(g.parts), g.packer)
 		}
 	} else {
-		g.args.chunk = roundUp((m+parts-1)/parts, kern.mr)
+		g.args.chunk = roundUp((m+parts-1)/parts, mr)
 		parts = (m + g.args.chunk - 1) / g.args.chunk
 	}
 	g.group.For(parts, g.work)
+}
+
+// geometry returns the register tile (mr × nr) and A block height of the
+// micro-kernel the GEMM runs.
+func (a *gemmArgs) geometry() (mr, nr, mc int) {
+	if a.bf16 {
+		return kern16.mr, kern16.nr, kern16.mc()
+	}
+	return kern.mr, kern.nr, kern.mc()
 }
 
 // RunBatched computes count independent products C_i = alpha·op(A_i)·op(B_i)
@@ -214,14 +250,21 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 const maxSharedA = 1 << 22
 
 // packedABlock returns the offset of block (pc, ic) in a fully packed A of
-// m rows: blocks are laid out by pc, then ic, each roundUp(mb)·kb long.
-func packedABlock(m, pc, ic, kb int) int { return pc*roundUp(m, kern.mr) + ic*kb }
+// m rows: blocks are laid out by pc, then ic, each roundUp(mb)·kb long
+// (kb counted in pairs of k for bf16, whose packs take one lane a pair).
+func (a *gemmArgs) packedABlock(pc, ic, kb int) int {
+	mr, _, _ := a.geometry()
+	if a.bf16 {
+		return pc/2*roundUp(a.m, mr) + ic*((kb+1)/2)
+	}
+	return pc*roundUp(a.m, mr) + ic*kb
+}
 
 // packPart packs worker i's share of the mr-row slivers of A for every
 // (pc, ic) block into g.args.packedA.
 func (g *Gemm) packPart(i int) {
 	a := &g.args
-	mr, mc := kern.mr, kern.mc()
+	mr, _, mc := a.geometry()
 	slivers := (a.m + mr - 1) / mr
 	per := (slivers + len(g.parts) - 1) / len(g.parts)
 	lo, hi := i*per*mr, min((i+1)*per*mr, a.m)
@@ -234,7 +277,12 @@ func (g *Gemm) packPart(i int) {
 			if s0 >= s1 {
 				continue
 			}
-			dst := a.packedA[packedABlock(a.m, pc, ic, kb)+(s0-ic)*kb:]
+			if a.bf16 {
+				dst := asU32(a.packedA[a.packedABlock(pc, ic, kb)+(s0-ic)*((kb+1)/2):])
+				packA16(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, g.parts[i].tmp16)
+				continue
+			}
+			dst := a.packedA[a.packedABlock(pc, ic, kb)+(s0-ic)*kb:]
 			if a.qa != nil {
 				packA8(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb)
 			} else {
@@ -259,6 +307,10 @@ func (g *Gemm) runPart(i int) {
 // column panels of B, kc-deep slices of the inner dimension and mc-tall
 // blocks of A, packing each so the micro-kernel reads contiguous memory.
 func gemmSerial(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
+	if g.bf16 {
+		gemmSerial16(w, g, m0, m1, n0, n1)
+		return
+	}
 	ldc := g.ldc
 	c := g.c[m0*ldc+n0:]
 	m, n, k := m1-m0, n1-n0, g.k
@@ -281,7 +333,7 @@ func gemmSerial(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 				pa := w.packA
 				switch {
 				case g.packedA != nil: // packed once for all workers (m0 = 0)
-					pa = g.packedA[packedABlock(g.m, pc, ic, kb):]
+					pa = g.packedA[g.packedABlock(pc, ic, kb):]
 				case g.qa != nil:
 					packA8(w.packA, mr, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb)
 				default:
@@ -355,7 +407,7 @@ func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb i
 // interleave4 transposes four consecutive source rows src[i..i+3][pc:pc+kb]
 // (leading dimension ld) into columns c..c+3 of the width-w panel d:
 // four sequential reads and four adjacent writes per step.
-func interleave4(d []float32, w, c int, src []float32, ld, i, pc, kb int) {
+func interleave4[T float32 | uint32](d []T, w, c int, src []T, ld, i, pc, kb int) {
 	r0 := src[i*ld+pc : i*ld+pc+kb]
 	r1 := src[(i+1)*ld+pc : (i+1)*ld+pc+kb]
 	r2 := src[(i+2)*ld+pc : (i+2)*ld+pc+kb]

@@ -49,4 +49,71 @@ func availableKernels() []microKernel {
 	return append(ks, goKernel)
 }
 
-var kern = chooseKernel(availableKernels())
+var avx512bf16Kernel = bf16Kernel{name: "avx512bf16 12x32", mr: 12, nr: 32,
+	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+		_, _, _ = a[12*k-1], b[32*k-1], c[11*ldc+31]
+		bf16KernelAVX512(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo)
+	}}
+
+var avx512bf16x48Kernel = bf16Kernel{name: "avx512bf16 8x48", mr: 8, nr: 48,
+	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+		_, _, _ = a[8*k-1], b[48*k-1], c[7*ldc+47]
+		bf16KernelAVX512x48(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo)
+	}}
+
+// hasBF16 says whether the CPU runs the AVX512_BF16 kernels (the packing
+// kernels also need AVX512BW's VPERMW).
+var hasBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512BF16
+
+// availableBF16Kernels lists the bf16 micro-kernels this CPU runs, fastest
+// first; none without AVX512_BF16 (FP8 GEMMs then decode to float32).
+func availableBF16Kernels() []bf16Kernel {
+	if !hasBF16 {
+		return nil
+	}
+	return []bf16Kernel{avx512bf16Kernel, avx512bf16x48Kernel}
+}
+
+// pairsVector does the longest multiple of 16 of Operand.pairs16 with
+// the vector kernel and returns how many lanes it wrote.
+func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int {
+	blocks := n / 16
+	if !hasBF16 || blocks == 0 || (x.Codes != nil && !x.Vector) {
+		return 0
+	}
+	_ = dst[blocks*16-1]
+	if x.Codes == nil {
+		_, _ = x.F32[o0+blocks*16-1], x.F32[o1+blocks*16-1]
+		bf16PairsF32(&dst[0], &x.F32[o0], &x.F32[o1], blocks)
+	} else {
+		_, _ = x.Codes[o0+blocks*16-1], x.Codes[o1+blocks*16-1]
+		if x.Format == 0 {
+			bf16PairsE4M3(&dst[0], &x.Codes[o0], &x.Codes[o1], blocks, x.Scale)
+		} else {
+			bf16PairsE5M2(&dst[0], &x.Codes[o0], &x.Codes[o1], blocks, x.Scale)
+		}
+	}
+	return blocks * 16
+}
+
+// rowVector does the longest multiple of 32 values of Operand.row16 with
+// the vector kernel and returns how many pairs it wrote.
+func rowVector(x *Operand, dst []uint32, o, n int) int {
+	blocks := n / 32
+	if !hasBF16 || blocks == 0 || (x.Codes != nil && !x.Vector) {
+		return 0
+	}
+	_ = dst[blocks*16-1]
+	if x.Codes == nil {
+		_ = x.F32[o+blocks*32-1]
+		bf16RowF32(&dst[0], &x.F32[o], blocks)
+	} else {
+		_ = x.Codes[o+blocks*32-1]
+		if x.Format == 0 {
+			bf16RowE4M3(&dst[0], &x.Codes[o], blocks, x.Scale)
+		} else {
+			bf16RowE5M2(&dst[0], &x.Codes[o], blocks, x.Scale)
+		}
+	}
+	return blocks * 16
+}

@@ -4,4 +4,10 @@ package kernels
 
 func availableKernels() []microKernel { return []microKernel{goKernel} }
 
-var kern = chooseKernel(availableKernels())
+// availableBF16Kernels is the pure-Go twin of the AVX512_BF16 kernel:
+// slow, but it gives the portable build the same bf16 and FP8 numerics.
+func availableBF16Kernels() []bf16Kernel { return []bf16Kernel{goBF16Kernel} }
+
+// pairsVector and rowVector have no vector path on this build.
+func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int { return 0 }
+func rowVector(x *Operand, dst []uint32, o, n int) int        { return 0 }

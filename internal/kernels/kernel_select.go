@@ -1,25 +1,75 @@
 package kernels
 
 import (
+	"fmt"
 	"os"
 	"strings"
 )
 
-// KernelEnv names the environment variable that forces a micro-kernel
-// ("avx512 12x32", "avx512 8x48", "avx2 6x16" or "go 4x4"; spaces may be
-// written as underscores).
+// KernelEnv names the environment variable that chooses micro-kernels:
+// a comma-separated list of kernel names (spaces may be written as
+// underscores), each naming a float32 kernel ("avx512 8x48", "avx512
+// 12x32", "avx2 6x16", "go 4x4") or a bf16 kernel ("avx512bf16 12x32",
+// "avx512bf16 8x48", "go bf16 4x16"), or "fp32", which turns the bf16
+// kernels off (FP8 GEMMs then decode to float32 as on CPUs without
+// AVX512_BF16). Only kernels this CPU can run are accepted; CheckEnv
+// reports anything else.
 const KernelEnv = "OCTET_GEMM_KERNEL"
 
-// chooseKernel picks the micro-kernel: the one KernelEnv names, or else
-// the first candidate (availableKernels lists them by measured speed on
-// the development machine, fastest first).
-func chooseKernel(cands []microKernel) microKernel {
-	if want := strings.ReplaceAll(os.Getenv(KernelEnv), "_", " "); want != "" {
-		for _, k := range cands {
-			if k.name == want {
-				return k
+// CheckEnv reports an invalid KernelEnv value, listing the values this
+// CPU accepts. The kernels stay at their defaults when it is invalid, so
+// callers (graph.Compile) refuse to run instead.
+func CheckEnv() error { return envErr }
+
+// chooseKernels picks the micro-kernels: those KernelEnv names, or else
+// the first candidate of each kind (the lists are ordered by measured
+// speed, fastest first). A nil bf16 list means no bf16 kernel.
+func chooseKernels(f32 []microKernel, b16 []bf16Kernel) (microKernel, *bf16Kernel, error) {
+	k := f32[0]
+	var k16 *bf16Kernel
+	if len(b16) > 0 {
+		k16 = &b16[0]
+	}
+	env := os.Getenv(KernelEnv)
+	if env == "" {
+		return k, k16, nil
+	}
+	valid := []string{"fp32"}
+	for _, c := range f32 {
+		valid = append(valid, c.name)
+	}
+	for _, c := range b16 {
+		valid = append(valid, c.name)
+	}
+	for _, item := range strings.Split(env, ",") {
+		want := strings.TrimSpace(strings.ReplaceAll(item, "_", " "))
+		found := false
+		if want == "fp32" {
+			k16, found = nil, true
+		}
+		for _, c := range f32 {
+			if c.name == want {
+				k, found = c, true
 			}
 		}
+		for i, c := range b16 {
+			if c.name == want {
+				k16, found = &b16[i], true
+			}
+		}
+		if !found {
+			return f32[0], first(b16), fmt.Errorf("kernels: %s=%q: unknown or unsupported kernel %q; this CPU accepts a comma-separated list of: %s",
+				KernelEnv, env, strings.TrimSpace(item), strings.Join(valid, ", "))
+		}
 	}
-	return cands[0]
+	return k, k16, nil
 }
+
+func first(ks []bf16Kernel) *bf16Kernel {
+	if len(ks) == 0 {
+		return nil
+	}
+	return &ks[0]
+}
+
+var kern, kern16, envErr = chooseKernels(availableKernels(), availableBF16Kernels())

@@ -31,6 +31,12 @@ func main() {
 	gelu(true)
 	amax()
 	fp16Encode()
+	pairIndexData()
+	bf16GemmKernel("bf16KernelAVX512", 12, 2, 6)
+	bf16GemmKernel("bf16KernelAVX512x48", 8, 3, 5)
+	bf16Pack("F32")
+	bf16Pack("E4M3")
+	bf16Pack("E5M2")
 	Generate()
 }
 

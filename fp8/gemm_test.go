@@ -1,0 +1,216 @@
+package fp8
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/octetml/octet/internal/kernels"
+)
+
+// decodedAt returns element (i, p) of op(X) as the GEMM must see it: the
+// decoded code times its scale, in float64 (exact). outer is m for A and
+// n for B; rowMajor says X is stored [outer][k].
+func decodedAt(o *Operand, outer, k, i, p int, rowMajor bool) float64 {
+	idx := i*k + p
+	if !rowMajor {
+		idx = p*outer + i
+	}
+	v := float64(o.Format.Decode(o.Codes[idx]))
+	switch {
+	case o.Block != nil:
+		blocks := (k + BlockSize - 1) / BlockSize
+		v *= float64(o.Block[i*blocks+p/BlockSize].Float32())
+	case o.AxisScaleInv != nil:
+		v *= float64(o.AxisScaleInv[i])
+	default:
+		v *= float64(o.ScaleInv)
+	}
+	return v
+}
+
+// TestScaledGEMMAccumulationBound checks ScaledGEMM against the float64
+// product of the decoded operands (codes times scales): every element
+// within the float32 accumulation bound k·2⁻²⁴·Σ|a·b|, for every layout,
+// tensorwise, axiswise and MXFP8 scales, both formats, sizes that are
+// not multiples of the tile, and C's guard band untouched. On CPUs with
+// AVX512_BF16 this is the bf16 kernel; on the purego build its twin. The
+// float32 path (no bf16 kernel) rounds each scaled value and product
+// once more, so it is held to (k+2)·2⁻²⁴·Σ|a·b|.
+func TestScaledGEMMAccumulationBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	extra := 0.0
+	if !kernels.HasBF16() {
+		extra = 2
+	}
+	g := NewScaledGEMM()
+	codes := func(n int, f Format) []uint8 {
+		c := make([]uint8, n)
+		for i := range c {
+			for {
+				c[i] = uint8(rng.IntN(256))
+				if v := f.Decode(c[i]); !math.IsNaN(float64(v)) && !math.IsInf(float64(v), 0) {
+					break
+				}
+			}
+		}
+		return c
+	}
+	scales := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(0.001 + rng.Float64())
+		}
+		return s
+	}
+	blocks := func(n int) []E8M0 {
+		s := make([]E8M0, n)
+		for i := range s {
+			s[i] = E8M0FromExp(rng.IntN(40) - 20)
+		}
+		return s
+	}
+	for _, size := range [][3]int{{1, 1, 1}, {16, 48, 1}, {9, 33, 2}, {5, 7, 33}, {13, 50, 64}, {70, 33, 100}, {130, 97, 300}, {40, 260, 900}} {
+		m, n, k := size[0], size[1], size[2]
+		for _, kind := range []string{"tensorwise", "axiswise", "mxfp8"} {
+			for _, f := range []Format{E4M3, E5M2} {
+				for _, ta := range []bool{false, true} {
+					for _, tb := range []bool{false, true} {
+						a := Operand{Codes: codes(m*k, f), Format: f, Trans: ta}
+						b := Operand{Codes: codes(k*n, E4M3), Format: E4M3, Trans: tb}
+						switch kind {
+						case "tensorwise":
+							a.ScaleInv, b.ScaleInv = scales(1)[0], scales(1)[0]
+						case "axiswise":
+							a.AxisScaleInv, b.AxisScaleInv = scales(m), scales(n)
+						default:
+							nb := (k + BlockSize - 1) / BlockSize
+							a.Block, b.Block = blocks(m*nb), blocks(n*nb)
+						}
+						c := make([]float32, m*n+7)
+						for i := range c {
+							c[i] = -777
+						}
+						if err := g.Run(m, n, k, a, b, c); err != nil {
+							t.Fatal(err)
+						}
+						name := fmt.Sprintf("%dx%dx%d %s %v ta=%v tb=%v", m, n, k, kind, f, ta, tb)
+						for i := 0; i < m; i++ {
+							for j := 0; j < n; j++ {
+								var s, abs float64
+								for p := 0; p < k; p++ {
+									v := decodedAt(&a, m, k, i, p, !ta) * decodedAt(&b, n, k, j, p, tb)
+									s += v
+									abs += math.Abs(v)
+								}
+								got := float64(c[i*n+j])
+								bound := (float64(k) + extra) * 0x1p-24 * abs
+								if d := math.Abs(got - s); d > 0 && d > bound {
+									t.Fatalf("%s: C[%d,%d] = %v, want %v (error %.3g > bound %.3g)", name, i, j, got, s, d, bound)
+								}
+							}
+						}
+						for _, v := range c[m*n:] {
+							if v != -777 {
+								t.Fatalf("%s: wrote past C", name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestScaledGEMMDecodesExactly multiplies every code of both formats by
+// a one-hot B, with every E8M0 block scale on A (and a tensorwise scale
+// of 1), and checks C is exactly each decoded value times its scale:
+// FP8 → bf16 is exact alone and with every block scale whose products
+// stay normal floats.
+func TestScaledGEMMDecodesExactly(t *testing.T) {
+	g := NewScaledGEMM()
+	const m, k, n = 8, 32, 32 // 256 codes in A's 8 rows of one block
+	a := Operand{Codes: make([]uint8, m*k)}
+	for i := range a.Codes {
+		a.Codes[i] = uint8(i)
+	}
+	one := E4M3.Encode(1)
+	bCodes := make([]uint8, k*n)
+	for p := 0; p < k; p++ {
+		bCodes[p*n+p] = one // B = I
+	}
+	c := make([]float32, m*n)
+	for _, f := range []Format{E4M3, E5M2} {
+		a.Format = f
+		// Non-finite codes would spread over their row through the zeros
+		// of B (NaN·0, inf·0); they are left out (code 0 in their place).
+		for i := range a.Codes {
+			a.Codes[i] = uint8(i)
+			if v := float64(f.Decode(uint8(i))); math.IsNaN(v) || math.IsInf(v, 0) {
+				a.Codes[i] = 0
+			}
+		}
+		check := func(name string, scale float64) {
+			for i := 0; i < m; i++ {
+				for j := 0; j < n; j++ {
+					want := float64(f.Decode(a.Codes[i*k+j])) * scale
+					got := float64(c[i*n+j])
+					if got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
+						t.Fatalf("%v %s: code %#x gave %v, want %v", f, name, a.Codes[i*k+j], got, want)
+					}
+				}
+			}
+		}
+		a.ScaleInv, a.Block = 1, nil
+		if err := g.Run(m, n, k, a, Operand{Codes: bCodes, Format: E4M3, ScaleInv: 1}, c); err != nil {
+			t.Fatal(err)
+		}
+		check("tensorwise", 1)
+		minExp, maxExp := -9, 8
+		if f == E5M2 {
+			minExp, maxExp = -16, 15
+		}
+		bBlock := make([]E8M0, n)
+		for i := range bBlock {
+			bBlock[i] = E8M0FromExp(0)
+		}
+		for e := -126 - minExp; e+maxExp <= 127; e++ {
+			a.Block = make([]E8M0, m)
+			for i := range a.Block {
+				a.Block[i] = E8M0FromExp(e)
+			}
+			if err := g.Run(m, n, k, a, Operand{Codes: bCodes, Format: E4M3, Block: bBlock}, c); err != nil {
+				t.Fatal(err)
+			}
+			check(fmt.Sprintf("block 2^%d", e), math.Ldexp(1, e))
+		}
+	}
+}
+
+// TestScaledGEMMWideBlockSpread checks MXFP8 operands whose block
+// exponents are too far apart to fold into normal bf16 values (they run
+// on the float32 path): still the exact products.
+func TestScaledGEMMWideBlockSpread(t *testing.T) {
+	g := NewScaledGEMM()
+	const m, n, k = 2, 16, 64
+	a := Operand{Codes: make([]uint8, m*k), Format: E4M3, Block: []E8M0{E8M0FromExp(100), E8M0FromExp(-100), E8M0FromExp(0), E8M0FromExp(0)}}
+	b := Operand{Codes: make([]uint8, k*n), Format: E4M3, Block: make([]E8M0, n*2)}
+	for i := range a.Codes {
+		a.Codes[i] = E4M3.Encode(1)
+	}
+	for i := range b.Codes {
+		b.Codes[i] = E4M3.Encode(1)
+	}
+	for i := range b.Block {
+		b.Block[i] = E8M0FromExp(-20)
+	}
+	c := make([]float32, m*n)
+	if err := g.Run(m, n, k, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	want0 := float32(32*math.Ldexp(1, 80) + 32*math.Ldexp(1, -120))
+	if c[0] != want0 || c[n] != 64*float32(math.Ldexp(1, -20)) {
+		t.Fatalf("C = %v, %v; want %v, %v", c[0], c[n], want0, 64*math.Ldexp(1, -20))
+	}
+}

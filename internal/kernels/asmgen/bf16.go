@@ -1,0 +1,293 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Neither Go's assembler nor avo knows the AVX512_BF16 instructions, so
+// the generator encodes them itself and emits the bytes. Only the
+// register-to-register, 512-bit, unmasked forms are used:
+//
+//	VDPBF16PS      zmm1, zmm2, zmm3   EVEX.512.F3.0F38.W0 52 /r
+//	VCVTNE2PS2BF16 zmm1, zmm2, zmm3   EVEX.512.F2.0F38.W0 72 /r
+//
+// (Intel operand order: zmm1 is ModRM.reg, zmm2 EVEX.vvvv, zmm3
+// ModRM.rm.) TestEVEXEncoding checks the bytes against GNU as.
+
+// EVEX pp field values (the implied legacy prefix).
+const (
+	ppF3 = 0b10
+	ppF2 = 0b11
+)
+
+// evex512 encodes a register-only EVEX.512.pp.0F38.W0 instruction with
+// the given opcode: dst in ModRM.reg, src1 in vvvv, src2 in ModRM.rm
+// (register numbers 0–31).
+func evex512(opcode byte, pp byte, dst, src1, src2 int) []byte {
+	inv := func(v, bit int) byte { return byte(^(v >> bit) & 1) }
+	// P0: R̄ X̄ B̄ R̄' 0 0 m m, with mm = 10 selecting the 0F38 map. For a
+	// register rm, X̄ carries bit 4 of its number and B̄ bit 3.
+	p0 := inv(dst, 3)<<7 | inv(src2, 4)<<6 | inv(src2, 3)<<5 | inv(dst, 4)<<4 | 0b10
+	// P1: W v̄v̄v̄v̄ 1 p p, W = 0.
+	p1 := byte(^src1&0xF)<<3 | 1<<2 | pp
+	// P2: z L'L b V̄' a a a: no zeroing, 512-bit, no broadcast, no mask.
+	p2 := byte(0b10)<<5 | inv(src1, 4)<<3
+	modrm := byte(0xC0) | byte(dst&7)<<3 | byte(src2&7)
+	return []byte{0x62, p0, p1, p2, opcode, modrm}
+}
+
+// rawInstruction emits encoded bytes, preceded by a comment giving the
+// instruction in Intel syntax.
+func rawInstruction(text string, code []byte) {
+	Comment(text)
+	for _, b := range code {
+		Instruction(&ir.Instruction{Opcode: "BYTE", Operands: []Op{U8(b)}})
+	}
+}
+
+func zname(r VecPhysical) string { return strings.ToLower(r.Asm()) }
+
+// vdpbf16ps emits acc += src1.bf16[2i+1]·src2.bf16[2i+1] then
+// += src1.bf16[2i]·src2.bf16[2i] for each of the 16 float32 lanes.
+func vdpbf16ps(acc, src1, src2 VecPhysical) {
+	rawInstruction(fmt.Sprintf("VDPBF16PS %s, %s, %s", zname(acc), zname(src1), zname(src2)),
+		evex512(0x52, ppF3, int(acc.PhysicalIndex()), int(src1.PhysicalIndex()), int(src2.PhysicalIndex())))
+}
+
+// vcvtne2ps2bf16 emits dst.word[0:16] = bf16(src2), dst.word[16:32] =
+// bf16(src1), rounding to nearest even (denormal inputs become zero).
+func vcvtne2ps2bf16(dst, src1, src2 VecPhysical) {
+	rawInstruction(fmt.Sprintf("VCVTNE2PS2BF16 %s, %s, %s", zname(dst), zname(src1), zname(src2)),
+		evex512(0x72, ppF2, int(dst.PhysicalIndex()), int(src1.PhysicalIndex()), int(src2.PhysicalIndex())))
+}
+
+// bf16GemmKernel emits an mr × (16·nv) register-tile kernel on
+// VDPBF16PS: A and B are packed in bf16 pairs (two consecutive k values
+// per 32-bit lane), k counts pairs; mr·nv accumulators, nv registers for
+// the B sliver, and nb rotating registers for broadcast A pairs. The
+// store adds acc·alphaLo (unless alphaLo is 0) and then acc·alpha to C,
+// each a fused multiply-add, so a two-part alpha (the product of two
+// float32 scales, split hi + lo) costs one rounding. The twin is
+// kernels.bf16KernelRef.
+func bf16GemmKernel(name string, mr, nv, nb int) {
+	nr := nv * 16
+	TEXT(name, NOSPLIT, "func(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B from bf16-pair slivers (AVX512_BF16).", name, mr, nr))
+	k := Load(Param("k"), GP64())
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	acc := func(r, j int) VecPhysical { return zmm(r*nv + j) }
+	breg := func(j int) VecPhysical { return zmm(mr*nv + j) }
+	areg := func(r int) VecPhysical { return zmm(mr*nv + nv + r%nb) }
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VPXORD(acc(r, j), acc(r, j), acc(r, j))
+		}
+	}
+	TESTQ(k, k)
+	JZ(LabelRef(name + "_store"))
+	Label(name + "_loop")
+	for j := 0; j < nv; j++ {
+		VMOVDQU32(Mem{Base: b, Disp: 64 * j}, breg(j))
+	}
+	for r := 0; r < mr; r++ {
+		VPBROADCASTD(Mem{Base: a, Disp: 4 * r}, areg(r))
+		for j := 0; j < nv; j++ {
+			vdpbf16ps(acc(r, j), breg(j), areg(r))
+		}
+	}
+	ADDQ(U32(4*mr), a)
+	ADDQ(U32(4*nr), b)
+	DECQ(k)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_store")
+	// With alphaLo = 0 (a one-part alpha) the store is one multiply-add:
+	// adding acc·0 would turn an infinite accumulator into NaN.
+	alpha, alphaLo := areg(0), areg(1)
+	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
+	lo := GP32()
+	MOVL(NewParamAddr("alphaLo", 44), lo)
+	TESTL(lo, lo)
+	JZ(LabelRef(name + "_store1"))
+	VBROADCASTSS(NewParamAddr("alphaLo", 44), alphaLo)
+	store := func(two bool) {
+		for r := 0; r < mr; r++ {
+			for j := 0; j < nv; j++ {
+				VMOVUPS(Mem{Base: c, Disp: 64 * j}, breg(j))
+				if two {
+					VFMADD231PS(acc(r, j), alphaLo, breg(j))
+				}
+				VFMADD231PS(acc(r, j), alpha, breg(j))
+				VMOVUPS(breg(j), Mem{Base: c, Disp: 64 * j})
+			}
+			if r+1 < mr {
+				ADDQ(ldc, c)
+			}
+		}
+		VZEROUPPER()
+		RET()
+	}
+	store(true)
+	Label(name + "_store1")
+	store(false)
+}
+
+// pairIndexData defines the VPERMW index that interleaves the low and
+// high halves of a register: word 2j ← word j, word 2j+1 ← word 16+j.
+func pairIndexData() {
+	pairIndexMem = GLOBL("bf16PairIndex", RODATA|NOPTR)
+	for j := 0; j < 16; j++ {
+		DATA(4*j, U32(uint32(j)|uint32(16+j)<<16))
+	}
+}
+
+// pairIndex loads the index defined by pairIndexData into dst.
+func pairIndex(dst VecPhysical) {
+	VMOVDQU32(pairIndexMem, dst)
+}
+
+var pairIndexMem Mem
+
+// fp8Decoder holds the constants of the 16-lane FP8 → float32 decode
+// (see decode) for one format, with a scale.
+type fp8Decoder struct {
+	e5m2                                     bool
+	shift                                    int
+	scale, magic, m7F, m80, nan, inf, nanMag VecPhysical
+}
+
+// newFP8Decoder broadcasts the decode constants into Z20–Z26 (the scale
+// from the parameter at scaleOff).
+func newFP8Decoder(e5m2 bool, scaleOff int) *fp8Decoder {
+	d := &fp8Decoder{e5m2: e5m2, shift: 20, scale: Z20, magic: Z21, m7F: Z22, m80: Z23, nan: Z24, inf: Z25, nanMag: Z26}
+	rebias := 120
+	mag := uint32(0x7F)
+	if e5m2 {
+		d.shift, rebias, mag = 21, 112, 0x7C
+	}
+	bcast := func(v uint32, z VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		VPBROADCASTD(r, z)
+	}
+	VBROADCASTSS(NewParamAddr("scale", scaleOff), d.scale)
+	bcast(uint32(127+rebias)<<23, d.magic)
+	bcast(0x7F, d.m7F)
+	bcast(0x80, d.m80)
+	bcast(0x7FC00000, d.nan)
+	bcast(0x7F800000, d.inf)
+	bcast(mag, d.nanMag) // E4M3: the NaN magnitude; E5M2: infinity's
+	return d
+}
+
+// decode16 decodes the 16 codes at src into f (float32 times scale),
+// using t and Z27 as scratch: the same operations as decode.
+func (d *fp8Decoder) decode16(src Mem, f, t VecPhysical) {
+	VPMOVZXBD(src, t)
+	VPANDD(d.m7F, t, Z27)
+	VPSLLD(U8(d.shift), Z27, f)
+	VMULPS(d.magic, f, f)
+	if d.e5m2 {
+		VPCMPUD(U8(0), d.nanMag, Z27, K1) // == 0x7C: infinity
+		VPBLENDMD(d.inf, f, K1, f)
+		VPCMPUD(U8(6), d.nanMag, Z27, K2) // > 0x7C: NaN
+		VPBLENDMD(d.nan, f, K2, f)
+	} else {
+		VPCMPUD(U8(0), d.nanMag, Z27, K1) // == 0x7F: NaN
+		VPBLENDMD(d.nan, f, K1, f)
+	}
+	VPANDD(d.m80, t, t)
+	VPSLLD(U8(24), t, t)
+	VPORD(t, f, f)
+	VMULPS(d.scale, f, f)
+}
+
+// bf16Pack emits the two bf16 packing kernels for one source type
+// (float32, or FP8 codes in one format):
+//
+//   - pairs: dst[j] = bf16(r0[j]) | bf16(r1[j])<<16 for 16·blocks j —
+//     two rows of op(X) along k interleaved, as the kernel reads them;
+//   - row: dst[q] = bf16(s[2q]) | bf16(s[2q+1])<<16 for 16·blocks q —
+//     32·blocks consecutive values, which is already pairs when k runs
+//     along the row.
+//
+// float32 rounds to nearest even (VCVTNE2PS2BF16); FP8 codes decode
+// exactly, times scale (a power of two, exact, or 1).
+func bf16Pack(kind string) {
+	fp8 := kind != "F32"
+	e5m2 := kind == "E5M2"
+	elem, width := "float32", 64
+	scaleSig, scaleDoc := "", ""
+	if fp8 {
+		elem, width = "uint8", 16
+		scaleSig, scaleDoc = ", scale float32", " times scale"
+	}
+	// pairs
+	name := "bf16Pairs" + kind
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, blocks int%s)", elem, scaleSig))
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s interleaves two rows of 16·blocks values%s as bf16 pairs (AVX512_BF16).", name, scaleDoc))
+	dst := Load(Param("dst"), GP64())
+	r0 := Load(Param("r0"), GP64())
+	r1 := Load(Param("r1"), GP64())
+	n := Load(Param("blocks"), GP64())
+	var dec *fp8Decoder
+	if fp8 {
+		dec = newFP8Decoder(e5m2, 32)
+	}
+	pairIndex(Z31)
+	loop(name, n, func() {
+		if fp8 {
+			dec.decode16(Mem{Base: r0}, Z0, Z2)
+			dec.decode16(Mem{Base: r1}, Z1, Z3)
+		} else {
+			VMOVUPS(Mem{Base: r0}, Z0)
+			VMOVUPS(Mem{Base: r1}, Z1)
+		}
+		vcvtne2ps2bf16(Z4, Z1, Z0) // words 0–15 from r0, 16–31 from r1
+		VPERMW(Z4, Z31, Z4)
+		VMOVDQU32(Z4, Mem{Base: dst})
+		ADDQ(U32(width), r0)
+		ADDQ(U32(width), r1)
+		ADDQ(U32(64), dst)
+	})
+	VZEROUPPER()
+	RET()
+
+	// row
+	name = "bf16Row" + kind
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, src *%s, blocks int%s)", elem, scaleSig))
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s converts 32·blocks consecutive values%s to bf16 pairs (AVX512_BF16).", name, scaleDoc))
+	dst = Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n = Load(Param("blocks"), GP64())
+	if fp8 {
+		dec = newFP8Decoder(e5m2, 24)
+	}
+	loop(name, n, func() {
+		if fp8 {
+			dec.decode16(Mem{Base: src}, Z0, Z2)
+			dec.decode16(Mem{Base: src, Disp: 16}, Z1, Z3)
+		} else {
+			VMOVUPS(Mem{Base: src}, Z0)
+			VMOVUPS(Mem{Base: src, Disp: 64}, Z1)
+		}
+		vcvtne2ps2bf16(Z4, Z1, Z0)
+		VMOVDQU32(Z4, Mem{Base: dst})
+		ADDQ(U32(2*width), src)
+		ADDQ(U32(64), dst)
+	})
+	VZEROUPPER()
+	RET()
+}

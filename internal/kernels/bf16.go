@@ -1,0 +1,122 @@
+package kernels
+
+import "math"
+
+// bfloat16 helpers and the pure-Go twins of the AVX512_BF16 instructions
+// the bf16 GEMM uses. A bf16 value is the upper half of a float32: sign,
+// 8 exponent bits, 7 mantissa bits.
+
+// BF16FromFloat32 rounds x to bfloat16 as VCVTNE2PS2BF16 does: to
+// nearest even, NaN kept quiet, and — unlike IEEE rounding — a denormal
+// input becomes a zero of its sign (the instruction treats denormal
+// inputs as zero). Overflow rounds to infinity.
+func BF16FromFloat32(x float32) uint16 {
+	b := math.Float32bits(x)
+	switch {
+	case b&0x7F800000 == 0: // zero or denormal
+		return uint16(b>>16) & 0x8000
+	case b&0x7FFFFFFF > 0x7F800000: // NaN
+		return uint16(b>>16) | 0x40
+	}
+	return uint16((b + 0x7FFF + (b>>16)&1) >> 16)
+}
+
+// BF16ToFloat32 widens a bfloat16 value exactly.
+func BF16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// bf16Pair packs two bf16 values into one 32-bit lane: lo is the even k
+// index, hi the odd one.
+func bf16Pair(lo, hi uint16) uint32 { return uint32(lo) | uint32(hi)<<16 }
+
+// dazF32 widens a bf16 input as VDPBF16PS reads it: a denormal is zero.
+func dazF32(h uint16) float64 {
+	if h&0x7F80 == 0 {
+		if h&0x8000 != 0 {
+			return math.Copysign(0, -1)
+		}
+		return 0
+	}
+	return float64(BF16ToFloat32(h))
+}
+
+// fmaFTZ is one float32 fused multiply-add acc + a·b as VDPBF16PS does
+// it: rounded once to nearest even, a denormal result flushed to a zero
+// of its sign. a·b (two bf16 values) is exact in float64, and the sum of
+// it and a float32 rounds correctly through float64 (see bf16KernelRef).
+func fmaFTZ(acc float32, a, b float64) float32 {
+	r := float32(a*b + float64(acc))
+	if b := math.Float32bits(r); b&0x7F800000 == 0 {
+		return math.Float32frombits(b & 0x80000000)
+	}
+	return r
+}
+
+// dpbf16 is one lane of VDPBF16PS: acc += a.hi·b.hi, then acc += a.lo·b.lo,
+// each a fused multiply-add with denormal inputs read as zero and a
+// denormal result flushed to zero (Intel SDM, VDPBF16PS; MXCSR is neither
+// read nor written).
+func dpbf16(acc float32, a, b uint32) float32 {
+	if acc64 := math.Float32bits(acc); acc64&0x7F800000 == 0 {
+		acc = math.Float32frombits(acc64 & 0x80000000)
+	}
+	acc = fmaFTZ(acc, dazF32(uint16(a>>16)), dazF32(uint16(b>>16)))
+	return fmaFTZ(acc, dazF32(uint16(a)), dazF32(uint16(b)))
+}
+
+// fma32 is a float32 fused multiply-add a·b + c, rounded once.
+func fma32(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
+}
+
+// bf16KernelRef is the reference every bf16 micro-kernel is checked
+// against and the loop the assembly replaces: C[mr×nr] += alpha·A·B from
+// slivers packed in bf16 pairs (k counts pairs: A holds mr lanes per
+// pair of k, B nr), the accumulation in VDPBF16PS order (per pair, the
+// odd k first). The store is C = fma(acc, alpha, fma(acc, alphaLo, C)),
+// the inner one skipped when alphaLo is 0 (so an infinite accumulator
+// stays infinite).
+//
+// Why float64 gives the float32 fused result: a product of two bf16
+// values has at most 16 significant bits, so it is exact in float64; the
+// float64 sum of it and a 24-bit float32 is exact unless one addend is
+// below 2^-24 of the other, and then the smaller one is under half a
+// float32 ulp of the larger and cannot reach a float32 rounding midpoint,
+// so rounding twice (to float64, then to float32) equals rounding once.
+// The two-part store uses math.FMA (one float64 rounding, then float32):
+// it can differ from the hardware's single rounding in the last bit in
+// rare ties, so the store is compared with a tolerance and the
+// accumulation bit for bit.
+func bf16KernelRef(mr, nr, k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nr; j++ {
+			var acc float32
+			for p := 0; p < k; p++ {
+				acc = dpbf16(acc, b[p*nr+j], a[p*mr+r])
+			}
+			o := r*ldc + j
+			if alphaLo != 0 {
+				c[o] = fma32(acc, alphaLo, c[o])
+			}
+			c[o] = fma32(acc, alpha, c[o])
+		}
+	}
+}
+
+// goBF16Kernel4x16 is the portable bf16 micro-kernel: the reference on a
+// 4×16 tile.
+func goBF16Kernel4x16(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	bf16KernelRef(4, 16, k, a, b, c, ldc, alpha, alphaLo)
+}
+
+var goBF16Kernel = bf16Kernel{name: "go bf16 4x16", mr: 4, nr: 16, run: goBF16Kernel4x16}
+
+// bf16Kernel is a micro-kernel on bf16 pairs: C[mr×nr] += alpha·A·B with
+// a two-part alpha (see bf16KernelRef); k counts pairs.
+type bf16Kernel struct {
+	name   string
+	mr, nr int
+	run    func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32)
+}
+
+// mc returns the A block height for the kernel.
+func (m *bf16Kernel) mc() int { return max(1, 128/m.mr) * m.mr }

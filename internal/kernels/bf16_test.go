@@ -1,0 +1,461 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// withBF16Kernel runs f once with each bf16 micro-kernel this build has
+// (the assembly ones where the CPU has AVX512_BF16, and the pure-Go twin
+// always), then once with none (the rounded float32 fallback).
+func withBF16Kernel(t *testing.T, f func(t *testing.T)) {
+	saved := kern16
+	defer func() { kern16 = saved; resetParts() }()
+	ks := append(availableBF16Kernels(), goBF16Kernel)
+	for i := range ks {
+		kern16 = &ks[i]
+		resetParts()
+		t.Run(ks[i].name, f)
+	}
+	kern16 = nil
+	resetParts()
+	t.Run("fallback", f)
+}
+
+func resetParts() {
+	partsMu.Lock()
+	freeParts = nil // buffers are sized for the kernels in use
+	partsMu.Unlock()
+}
+
+// bf16Ref is an independent rounding: nearest even on the dropped 16
+// bits, computed with float64 arithmetic on the neighbours.
+func bf16Ref(x float32) float32 {
+	b := math.Float32bits(x)
+	if b&0x7F800000 == 0 {
+		return float32(math.Copysign(0, float64(x)))
+	}
+	if x != x {
+		return x
+	}
+	lo := math.Float32frombits(b &^ 0xFFFF)
+	hi := math.Float32frombits((b &^ 0xFFFF) + 0x10000)
+	// The next bf16 value up in magnitude, as a real number (2^128 past
+	// the largest finite one).
+	hi64 := float64(lo) + math.Copysign(math.Ldexp(1, int(b>>23&0xFF)-127-7), float64(x))
+	dl, dh := math.Abs(float64(x)-float64(lo)), math.Abs(hi64-float64(x))
+	switch {
+	case dl < dh:
+		return lo
+	case dh < dl:
+		return hi
+	}
+	if (math.Float32bits(lo)>>16)&1 == 0 {
+		return lo
+	}
+	return hi
+}
+
+func TestBF16Rounding(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	check := func(x float32) {
+		got := BF16ToFloat32(BF16FromFloat32(x))
+		want := bf16Ref(x)
+		if x != x {
+			if got == got || math.Float32bits(got)&0x00400000 == 0 {
+				t.Fatalf("NaN %#x became %#x, want a quiet NaN", math.Float32bits(x), math.Float32bits(got))
+			}
+			return
+		}
+		if math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("bf16(%g = %#x) = %#x, want %#x", x, math.Float32bits(x), math.Float32bits(got), math.Float32bits(want))
+		}
+	}
+	specials := []uint32{0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x3F808000, 0x3F818000, 0x3F808001, 0x7F7FFFFF, 0x7F7F7FFF,
+		0x7F800000, 0xFF800000, 0x7F800001, 0x7FC00000, 0xFFFFFFFF}
+	for _, b := range specials {
+		check(math.Float32frombits(b))
+	}
+	for i := 0; i < 1<<20; i++ {
+		check(math.Float32frombits(rng.Uint32()))
+	}
+}
+
+// TestBF16KernelsMatchReference runs each bf16 micro-kernel against the
+// twin: the accumulation bit for bit (alpha 1, C zero), and the two-part
+// store within one ulp, with guard values around the tile.
+func TestBF16KernelsMatchReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	ks := append(availableBF16Kernels(), goBF16Kernel)
+	pairs := func(n int, wild bool) []uint32 {
+		p := make([]uint32, n)
+		for i := range p {
+			lo := BF16FromFloat32(float32(rng.NormFloat64()))
+			hi := BF16FromFloat32(float32(rng.NormFloat64()))
+			if wild && rng.IntN(8) == 0 {
+				lo = uint16(rng.Uint32()) // any bit pattern: denormals, huge, NaN
+			}
+			p[i] = bf16Pair(lo, hi)
+		}
+		return p
+	}
+	for _, k := range ks {
+		for _, depth := range []int{1, 2, 7, 192} {
+			for _, wild := range []bool{false, true} {
+				a, b := pairs(k.mr*depth, wild), pairs(k.nr*depth, wild)
+				ldc := k.nr + 3
+				exact := make([]float32, k.mr*ldc+5)
+				want := make([]float32, len(exact))
+				for i := range exact {
+					exact[i], want[i] = guard, guard
+				}
+				for r := 0; r < k.mr; r++ {
+					clear(exact[r*ldc : r*ldc+k.nr])
+					clear(want[r*ldc : r*ldc+k.nr])
+				}
+				bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, 1, 0)
+				k.run(depth, a, b, exact, ldc, 1, 0)
+				for i := range exact {
+					g, w := exact[i], want[i]
+					if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+						t.Fatalf("%s k=%d wild=%v: c[%d] = %v (%#x), reference %v (%#x)", k.name, depth, wild, i, g, math.Float32bits(g), w, math.Float32bits(w))
+					}
+				}
+				if wild {
+					continue
+				}
+				// The two-part store onto a C that is not zero.
+				c := append([]float32(nil), exact...)
+				for r := 0; r < k.mr; r++ {
+					for j := 0; j < k.nr; j++ {
+						c[r*ldc+j] = float32(rng.NormFloat64())
+					}
+				}
+				want = append(want[:0], c...)
+				hi, lo, _ := splitAlpha(float64(float32(0.3)) * float64(float32(1.7)))
+				bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, hi, lo)
+				k.run(depth, a, b, c, ldc, hi, lo)
+				for i := range c {
+					if d := math.Abs(float64(c[i] - want[i])); d > 0 && d > 0x1p-23*math.Abs(float64(want[i])) {
+						t.Fatalf("%s k=%d store: c[%d] = %v, reference %v", k.name, depth, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestBF16KernelSpecialCases pins down what VDPBF16PS does at the edges,
+// on each kernel and the twin: a denormal input reads as zero, a
+// denormal result is flushed to zero, the odd element is added first,
+// and infinities and NaN propagate.
+func TestBF16KernelSpecialCases(t *testing.T) {
+	one, big := BF16FromFloat32(1), BF16FromFloat32(0x1p100)
+	small := BF16FromFloat32(0x1p-70)
+	cases := []struct {
+		name     string
+		aLo, aHi uint16
+		bLo, bHi uint16
+		want     float32
+	}{
+		{"denormal input is zero", 0x0040, 0, big, 0, 0},
+		{"denormal input is zero (odd)", 0, 0x8040, 0, big, 0},
+		{"denormal result flushed", small, 0, small, 0, 0},
+		{"odd first", BF16FromFloat32(0x1p-30), BF16FromFloat32(0x1p30), one, one, 0x1p30}, // (0 + 2^30) + 2^-30 rounds to 2^30
+		{"cancellation after odd", one, BF16FromFloat32(0x1p30), BF16FromFloat32(0x1p-30), BF16FromFloat32(1), 0x1p30},
+		{"inf", 0x7F80, 0, one, 0, float32(math.Inf(1))},
+		{"inf·0 is NaN", 0x7F80, 0, 0, 0, float32(math.NaN())},
+	}
+	ks := append(availableBF16Kernels(), goBF16Kernel)
+	for _, k := range ks {
+		for _, tc := range cases {
+			a, b := make([]uint32, k.mr), make([]uint32, k.nr)
+			for i := range a {
+				a[i] = bf16Pair(tc.aLo, tc.aHi)
+			}
+			for i := range b {
+				b[i] = bf16Pair(tc.bLo, tc.bHi)
+			}
+			c := make([]float32, k.mr*k.nr)
+			k.run(1, a, b, c, k.nr, 1, 0)
+			for i, v := range c {
+				if math.Float32bits(v) != math.Float32bits(tc.want) && !(v != v && tc.want != tc.want) {
+					t.Fatalf("%s, %s: c[%d] = %v, want %v", k.name, tc.name, i, v, tc.want)
+				}
+			}
+		}
+	}
+}
+
+// TestBF16PackKernels checks the vector packing kernels against their Go
+// loops on float32 values with every kind of special value, and on every
+// FP8 code of both formats with power-of-two scales.
+func TestBF16PackKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n = 96
+	f := make([]float32, 2*n)
+	specials := []uint32{0, 0x80000000, 1, 0x807FFFFF, 0x3F808000, 0x3F818000, 0x7F7FFFFF, 0x7F800000, 0xFF800000, 0x7F800001, 0xFFC00001}
+	for i := range f {
+		if i < len(specials) {
+			f[i] = math.Float32frombits(specials[i])
+		} else {
+			f[i] = math.Float32frombits(rng.Uint32())
+		}
+	}
+	ops := []*Operand{{F32: f}}
+	for format := 0; format < 2; format++ {
+		codes := make([]uint8, 2*n+256)
+		for i := range codes {
+			codes[i] = uint8(i)
+		}
+		for _, scale := range []float32{1, 0x1p-20, 0x1p30} {
+			tab := fp8TableForTest(format, scale)
+			ops = append(ops, &Operand{Codes: codes, Table: tab, Vector: true, Format: format, Scale: scale})
+		}
+	}
+	same := func(a, b uint32) bool {
+		for _, h := range [2]uint16{uint16(a), uint16(a >> 16)} {
+			_ = h
+		}
+		nan := func(h uint16) bool { return h&0x7F80 == 0x7F80 && h&0x7F != 0 }
+		return a == b || (nan(uint16(a)) && nan(uint16(b)) && (nan(uint16(a>>16)) && nan(uint16(b>>16)) || uint16(a>>16) == uint16(b>>16))) ||
+			(nan(uint16(a>>16)) && nan(uint16(b>>16)) && uint16(a) == uint16(b))
+	}
+	for oi, x := range ops {
+		for _, length := range []int{16, 32, 48, 64, 80} {
+			for off := 0; off < 3; off++ {
+				got, want := make([]uint32, length+4), make([]uint32, length+4)
+				x.pairs16(got, off, off+length+off, length)
+				for j := 0; j < length; j++ {
+					want[j] = bf16Pair(x.bf16At(off+j), x.bf16At(off+length+off+j))
+				}
+				for j := range want {
+					if !same(got[j], want[j]) {
+						t.Fatalf("operand %d pairs len %d off %d: lane %d = %#x, want %#x", oi, length, off, j, got[j], want[j])
+					}
+				}
+				got, want = make([]uint32, length/2+4), make([]uint32, length/2+4)
+				x.row16(got, off, length)
+				for q := 0; q < length/2; q++ {
+					want[q] = bf16Pair(x.bf16At(off+2*q), x.bf16At(off+2*q+1))
+				}
+				for q := range want {
+					if !same(got[q], want[q]) {
+						t.Fatalf("operand %d row len %d off %d: lane %d = %#x, want %#x", oi, length, off, q, got[q], want[q])
+					}
+				}
+			}
+		}
+	}
+}
+
+// fp8TableForTest decodes every code of a format times scale, with the
+// independent decoder of TestDecodeFP8MatchesTables.
+func fp8TableForTest(format int, scale float32) *[256]float32 {
+	var t [256]float32
+	for c := range t {
+		t[c] = float32(fp8Ref(format, uint8(c)) * float64(scale))
+	}
+	return &t
+}
+
+// TestFP8CodesAreExactBF16 checks that every FP8 code of both formats,
+// times every power of two that keeps it a normal bf16 value, packs to
+// exactly its value.
+func TestFP8CodesAreExactBF16(t *testing.T) {
+	codes := make([]uint8, 256)
+	for i := range codes {
+		codes[i] = uint8(i)
+	}
+	for format := 0; format < 2; format++ {
+		minExp, maxExp := -9, 8 // E4M3: 2^-9 … 448
+		if format == 1 {
+			minExp, maxExp = -16, 15
+		}
+		for e := -126 - minExp; e+maxExp <= 127; e++ {
+			scale := float32(math.Ldexp(1, e))
+			x := &Operand{Codes: codes, Table: fp8TableForTest(format, scale), Vector: true, Format: format, Scale: scale}
+			got := make([]uint32, 128)
+			x.row16(got, 0, 256)
+			for c := 0; c < 256; c++ {
+				h := uint16(got[c/2] >> (16 * (c % 2)))
+				v := fp8Ref(format, uint8(c)) * float64(scale)
+				g := float64(BF16ToFloat32(h))
+				if g != v && !(math.IsNaN(g) && math.IsNaN(v)) {
+					t.Fatalf("format %d scale 2^%d code %#x: bf16 %v, want %v", format, e, c, g, v)
+				}
+			}
+		}
+	}
+}
+
+// TestGemmBF16AgainstFloat64 checks RunBF16 against a float64 product of
+// the bf16-rounded operands, within the float32 accumulation bound, for
+// every layout, sizes that are not multiples of the tile, each epilogue
+// form, with guard values around C.
+func TestGemmBF16AgainstFloat64(t *testing.T) { withBF16Kernel(t, testGemmBF16) }
+
+func testGemmBF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {13, 33, 2}, {17, 33, 65}, {64, 64, 300}, {130, 70, 257}, {257, 1030, 20}, {200, 300, 801}}
+	g := NewGemm()
+	for _, s := range sizes {
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, epi := range []string{"alpha", "alpha2", "rowcol"} {
+					m, n, k := s[0], s[1], s[2]
+					lda, ldb, ldc := k+3, n+2, n+5
+					arows, brows := m, k
+					if tA {
+						lda, arows = m+3, k
+					}
+					if tB {
+						ldb, brows = k+2, n
+					}
+					a := &Operand{F32: randSlice(rng, arows*lda)}
+					b := &Operand{F32: randSlice(rng, brows*ldb)}
+					c := make([]float32, m*ldc+8)
+					for i := range c {
+						c[i] = guard
+					}
+					ep := Epilogue{Alpha: 1}
+					switch epi {
+					case "alpha2":
+						ep.Alpha = float64(float32(1.1)) * float64(float32(0.37))
+					case "rowcol":
+						ep.Alpha = 0.5
+						ep.Row, ep.Col = randSlice(rng, m), randSlice(rng, n)
+					}
+					g.RunBF16(tA, tB, m, n, k, a, lda, b, ldb, c, ldc, ep)
+					name := fmt.Sprintf("%dx%dx%d tA=%v tB=%v %s", m, n, k, tA, tB, epi)
+					checkBF16Result(t, name, tA, tB, m, n, k, a, lda, b, ldb, c, ldc, ep)
+				}
+			}
+		}
+	}
+}
+
+// checkBF16Result compares C with the float64 product of the operands
+// as bf16, scaled by the epilogue: each element within k·2⁻²⁴·Σ|a·b|
+// (k − 1 accumulation roundings and one for the store), and C's guard
+// bands untouched.
+func checkBF16Result(t *testing.T, name string, tA, tB bool, m, n, k int, a *Operand, lda int, b *Operand, ldb int, c []float32, ldc int, ep Epilogue) {
+	t.Helper()
+	// op(A) row-major and op(B) column-major, as float64 bf16 values.
+	av, bv := make([]float64, m*k), make([]float64, n*k)
+	for i := 0; i < m; i++ {
+		for p := 0; p < k; p++ {
+			o := i*lda + p
+			if tA {
+				o = p*lda + i
+			}
+			av[i*k+p] = float64(BF16ToFloat32(a.bf16At(o)))
+		}
+	}
+	for j := 0; j < n; j++ {
+		for p := 0; p < k; p++ {
+			o := p*ldb + j
+			if tB {
+				o = j*ldb + p
+			}
+			bv[j*k+p] = float64(BF16ToFloat32(b.bf16At(o)))
+		}
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < ldc; j++ {
+			got := c[i*ldc+j]
+			if j >= n {
+				if got != guard {
+					t.Fatalf("%s: wrote outside C at (%d,%d)", name, i, j)
+				}
+				continue
+			}
+			f := ep.Alpha
+			if ep.Row != nil {
+				f *= float64(ep.Row[i])
+			}
+			if ep.Col != nil {
+				f *= float64(ep.Col[j])
+			}
+			var s, abs float64
+			ar, bc := av[i*k:(i+1)*k], bv[j*k:(j+1)*k]
+			for p, x := range ar {
+				v := x * bc[p]
+				s += v
+				abs += math.Abs(v)
+			}
+			want, bound := s*f, float64(k)*0x1p-24*abs*math.Abs(f)
+			if d := math.Abs(float64(got) - want); d > bound*(1+1e-6) && d > 0 {
+				t.Fatalf("%s: C[%d,%d] = %v, want %v (error %.3g, bound %.3g)", name, i, j, got, want, d, bound)
+			}
+		}
+	}
+	for _, v := range c[m*ldc:] {
+		if v != guard {
+			t.Fatalf("%s: wrote past the end of C", name)
+		}
+	}
+}
+
+// TestKernelEnv checks that OCTET_GEMM_KERNEL accepts the kernels this
+// CPU runs (comma-separated, underscores for spaces) and refuses anything
+// else, listing what it accepts.
+func TestKernelEnv(t *testing.T) {
+	f32, b16 := availableKernels(), append(availableBF16Kernels(), goBF16Kernel)
+	for _, tc := range []struct {
+		env, k, k16, err string
+	}{
+		{"", f32[0].name, b16[0].name, ""},
+		{"go_4x4", "go 4x4", b16[0].name, ""},
+		{"fp32", f32[0].name, "none", ""},
+		{"go 4x4, go bf16 4x16", "go 4x4", "go bf16 4x16", ""},
+		{"bogus", f32[0].name, b16[0].name, `unknown or unsupported kernel "bogus"`},
+		{"go 4x4,", f32[0].name, b16[0].name, `kernel ""`},
+	} {
+		t.Setenv(KernelEnv, tc.env)
+		k, k16, err := chooseKernels(f32, b16)
+		name := "none"
+		if k16 != nil {
+			name = k16.name
+		}
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "go 4x4") {
+				t.Fatalf("%q: error %v, want one containing %q and the valid names", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || k.name != tc.k || name != tc.k16 {
+			t.Fatalf("%q: %s / %s / %v, want %s / %s", tc.env, k.name, name, err, tc.k, tc.k16)
+		}
+	}
+}
+
+// BenchmarkGemmBF16 runs the n=1024 bf16 GEMM with float32 operands
+// (rounded while packing) and with FP8 codes.
+func BenchmarkGemmBF16(b *testing.B) {
+	const n = 1024
+	rng := rand.New(rand.NewPCG(1, 2))
+	x, y, z := randSlice(rng, n*n), randSlice(rng, n*n), make([]float32, n*n)
+	codes := make([]uint8, n*n)
+	for i := range codes {
+		codes[i] = uint8(rng.IntN(0x7E))
+	}
+	for _, src := range []string{"f32", "e4m3"} {
+		b.Run(src, func(b *testing.B) {
+			a, bb := &Operand{F32: x}, &Operand{F32: y}
+			if src == "e4m3" {
+				tab := fp8TableForTest(0, 1)
+				a = &Operand{Codes: codes, Table: tab, Vector: true, Scale: 1}
+				bb = a
+			}
+			g := NewGemm()
+			for i := 0; i < b.N; i++ {
+				g.RunBF16(false, false, n, n, n, a, n, bb, n, z, n, Epilogue{Alpha: 1})
+			}
+			b.ReportMetric(2*n*n*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}

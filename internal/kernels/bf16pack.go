@@ -1,0 +1,174 @@
+package kernels
+
+import "unsafe"
+
+// Packing for the bf16 GEMM. A packed sliver holds, for each pair q of k
+// values (2q, 2q+1), one 32-bit lane per row of op(A) (or column of
+// op(B)): the bf16 of the even value in the low half, the odd one in the
+// high half, as VDPBF16PS reads them. An odd k pads the last pair with
+// zero. Sources are Operands: float32 values round to nearest even
+// (BF16FromFloat32); FP8 codes decode exactly through Table (the decoded
+// value times a power-of-two Scale, so every value is a bf16 value).
+
+// asU32 views a float32 packing buffer as 32-bit lanes (same size, no
+// pointers: the bf16 packs reuse the float32 buffers).
+func asU32(f []float32) []uint32 {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(f))), len(f))
+}
+
+// bf16At returns element o of the operand as bf16.
+func (x *Operand) bf16At(o int) uint16 {
+	if x.Codes == nil {
+		return BF16FromFloat32(x.F32[o])
+	}
+	return BF16FromFloat32(x.Table[x.Codes[o]])
+}
+
+// pairs16 writes dst[j] = pair(x[o0+j], x[o1+j]) for j < n; o1 < 0 pads
+// with zeros. The vector kernel does what it can; the loop is its twin.
+func (x *Operand) pairs16(dst []uint32, o0, o1, n int) {
+	dst = dst[:n]
+	j := 0
+	if o1 >= 0 {
+		j = pairsVector(x, dst, o0, o1, n)
+		for ; j < n; j++ {
+			dst[j] = bf16Pair(x.bf16At(o0+j), x.bf16At(o1+j))
+		}
+		return
+	}
+	for ; j < n; j++ {
+		dst[j] = uint32(x.bf16At(o0 + j))
+	}
+}
+
+// row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
+func (x *Operand) row16(dst []uint32, o, n int) {
+	q := rowVector(x, dst, o, n)
+	for ; 2*q+1 < n; q++ {
+		dst[q] = bf16Pair(x.bf16At(o+2*q), x.bf16At(o+2*q+1))
+	}
+	if 2*q < n {
+		dst[q] = uint32(x.bf16At(o + 2*q))
+	}
+}
+
+// packA16 packs op(A)[ic:ic+mb, pc:pc+kb] into mr-row bf16-pair slivers
+// (sliver s at dst[s·kp:], kp = ⌈kb/2⌉ pairs of mr lanes); missing rows
+// are zero. tmp must hold max(4·kp, mb) lanes.
+func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb int, tmp []uint32) {
+	kp := (kb + 1) / 2
+	if trans {
+		// op(A)[r][p] = A[p][r]: rows p and p+1 of A are contiguous
+		// over r; pair them across the whole block, then split.
+		t := tmp[:mb]
+		for q := 0; q < kp; q++ {
+			o0, o1 := (pc+2*q)*lda+ic, -1
+			if 2*q+1 < kb {
+				o1 = o0 + lda
+			}
+			a.pairs16(t, o0, o1, mb)
+			for s := 0; s < mb; s += mr {
+				rows := min(mr, mb-s)
+				d := dst[s*kp+q*mr : s*kp+q*mr+mr]
+				copy(d, t[s:s+rows])
+				clear(d[rows:])
+			}
+		}
+		return
+	}
+	for s := 0; s < mb; s += mr {
+		d := dst[s*kp : s*kp+mr*kp]
+		rows := min(mr, mb-s)
+		r := 0
+		for ; r+4 <= rows; r += 4 {
+			for i := 0; i < 4; i++ {
+				a.row16(tmp[i*kp:(i+1)*kp], (ic+s+r+i)*lda+pc, kb)
+			}
+			interleave4(d, mr, r, tmp, kp, 0, 0, kp)
+		}
+		for ; r < mr; r++ {
+			if r >= rows {
+				for q := 0; q < kp; q++ {
+					d[q*mr+r] = 0
+				}
+				continue
+			}
+			a.row16(tmp[:kp], (ic+s+r)*lda+pc, kb)
+			for q, v := range tmp[:kp] {
+				d[q*mr+r] = v
+			}
+		}
+	}
+}
+
+// packB16 packs op(B)[pc:pc+kb, jc:jc+nb] into nr-column bf16-pair
+// slivers; missing columns are zero. tmp must hold 4·kp lanes.
+func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb int, tmp []uint32) {
+	kp := (kb + 1) / 2
+	for s := 0; s < nb; s += nr {
+		d := dst[s*kp : s*kp+nr*kp]
+		cols := min(nr, nb-s)
+		if !trans {
+			// Rows p and p+1 of B are contiguous over the columns.
+			for q := 0; q < kp; q++ {
+				o0, o1 := (pc+2*q)*ldb+jc+s, -1
+				if 2*q+1 < kb {
+					o1 = o0 + ldb
+				}
+				dq := d[q*nr : q*nr+nr]
+				b.pairs16(dq, o0, o1, cols)
+				clear(dq[cols:])
+			}
+			continue
+		}
+		// op(B)[p][j] = B[j][p]: a column of op(B) is a row of B, whose
+		// consecutive values are already pairs.
+		cc := 0
+		for ; cc+4 <= cols; cc += 4 {
+			for i := 0; i < 4; i++ {
+				b.row16(tmp[i*kp:(i+1)*kp], (jc+s+cc+i)*ldb+pc, kb)
+			}
+			interleave4(d, nr, cc, tmp, kp, 0, 0, kp)
+		}
+		for ; cc < nr; cc++ {
+			if cc >= cols {
+				for q := 0; q < kp; q++ {
+					d[q*nr+cc] = 0
+				}
+				continue
+			}
+			b.row16(tmp[:kp], (jc+s+cc)*ldb+pc, kb)
+			for q, v := range tmp[:kp] {
+				d[q*nr+cc] = v
+			}
+		}
+	}
+}
+
+// macroKernel16 is macroKernel for the bf16 kernel: kp pairs of k.
+func macroKernel16(tile []float32, mb, nb, kp int, alpha, alphaLo float32, pa, pb []uint32, c []float32, ldc int) {
+	mr, nr := kern16.mr, kern16.nr
+	for j := 0; j < nb; j += nr {
+		bs := pb[j*kp : j*kp+nr*kp]
+		cols := min(nr, nb-j)
+		for i := 0; i < mb; i += mr {
+			as := pa[i*kp : i*kp+mr*kp]
+			rows := min(mr, mb-i)
+			if rows == mr && cols == nr {
+				kern16.run(kp, as, bs, c[i*ldc+j:], ldc, alpha, alphaLo)
+				continue
+			}
+			t := tile[:mr*nr]
+			for r := 0; r < rows; r++ {
+				copy(t[r*nr:r*nr+cols], c[(i+r)*ldc+j:])
+			}
+			kern16.run(kp, as, bs, t, nr, alpha, alphaLo)
+			for r := 0; r < rows; r++ {
+				copy(c[(i+r)*ldc+j:(i+r)*ldc+j+cols], t[r*nr:r*nr+cols])
+			}
+		}
+	}
+}
