@@ -131,7 +131,7 @@ func TestResumeIsExact(t *testing.T) {
 		recipe fp8.Recipe
 		level  string
 	}{{"float32", nil, ""}, {"FP8 TE delayed", fp8.TERecipe{AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo, Interval: 2}, ""},
-		{"MS-AMP O1", fp8.MSAMPRecipe{OptLevel: "O1"}, "O1"}, {"MS-AMP O2", fp8.MSAMPRecipe{}, "O2"}} {
+		{"MS-AMP O1", fp8.MSAMPRecipe{OptLevel: "O1"}, "O1"}, {"MS-AMP O2", fp8.MSAMPRecipe{}, "O2"}, {"bf16", fp8.BF16Recipe{}, ""}} {
 		const n, m = 7, 6
 		straight := newRunLevel(t, c.recipe, c.level)
 		straight.steps(t, n+m)
@@ -239,10 +239,19 @@ func TestCorruptFilesAreRefusedWhole(t *testing.T) {
 	require.ErrorContains(t, err, "[10]")
 	// An FP8 checkpoint does not load into a float32 run, and vice versa.
 	fp32 := newRun(t, nil)
-	require.ErrorContains(t, Load(path, fp32.state(t)), "FP8 scaling state")
+	require.ErrorContains(t, Load(path, fp32.state(t)), "was converted with the te backend")
 	p32 := filepath.Join(dir, "fp32.safetensors")
 	require.NoError(t, Save(p32, fp32.state(t)))
-	require.ErrorContains(t, Load(p32, target.state(t)), "no FP8 state")
+	require.ErrorContains(t, Load(p32, target.state(t)), "has no state for it")
+	// A bf16 checkpoint records its layers: it loads into a bf16 run
+	// only.
+	b16 := newRun(t, fp8.BF16Recipe{})
+	pb16 := filepath.Join(dir, "bf16.safetensors")
+	require.NoError(t, Save(pb16, b16.state(t)))
+	require.NoError(t, Load(pb16, newRun(t, fp8.BF16Recipe{}).state(t)))
+	require.ErrorContains(t, Load(pb16, fp32.state(t)), "was converted with the bf16 backend")
+	require.ErrorContains(t, Load(pb16, target.state(t)), "bf16 backend")
+	require.ErrorContains(t, Load(path, b16.state(t)), "saved with the te backend, this run uses bf16")
 	// Another fp8_format is refused.
 	e4 := newRun(t, fp8.TERecipe{Format: fp8.AllE4M3})
 	require.ErrorContains(t, Load(path, e4.state(t)), "fp8_format")

@@ -150,7 +150,7 @@ func loadBytes(path string, buf []byte, s *State) error {
 	have := fp8Layers(s.Store)
 	for fqn := range layers {
 		if _, ok := have[fqn]; !ok {
-			return fmt.Errorf("checkpoint: %s: layer %q has FP8 scaling state (backend %s) but this model does not convert it; use the recipe it was saved with", path, fqn, layers[fqn].Backend)
+			return fmt.Errorf("checkpoint: %s: layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", path, fqn, layers[fqn].Backend)
 		}
 	}
 	type metaJob struct {
@@ -164,7 +164,7 @@ func loadBytes(path string, buf []byte, s *State) error {
 	for fqn, ls := range have {
 		lm, ok := layers[fqn]
 		if !ok {
-			return fmt.Errorf("checkpoint: %s: this model converts layer %q to FP8 (%s) but the checkpoint has no FP8 state for it (saved in float32 or with another filter?)", path, fqn, ls.Backend)
+			return fmt.Errorf("checkpoint: %s: this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", path, fqn, ls.Backend)
 		}
 		if lm.Backend != ls.Backend {
 			return fmt.Errorf("checkpoint: %s: layer %q was saved with the %s backend, this run uses %s", path, fqn, lm.Backend, ls.Backend)

@@ -10,7 +10,7 @@ import (
 // Recipe is one of TERecipe, AORecipe and MSAMPRecipe: what
 // passes.Prepare needs to choose a backend.
 type Recipe interface {
-	// Backend names the backend: "te", "ao" or "msamp".
+	// Backend names the backend: "te", "ao", "msamp" or "bf16".
 	Backend() string
 	// Validate reports settings that cannot work.
 	Validate() error
@@ -24,6 +24,23 @@ func (AORecipe) Backend() string { return "ao" }
 
 // Backend returns "msamp".
 func (MSAMPRecipe) Backend() string { return "msamp" }
+
+// BF16Recipe is bf16 mixed precision, Accelerate's mixed_precision="bf16"
+// for linear layers: each converted layer's three GEMMs (fprop, dgrad,
+// wgrad) read their float32 operands rounded to bfloat16 (nearest even)
+// and accumulate in float32; weights, gradients and optimizer states stay
+// float32 (the master copy), and nothing else changes. Unlike the FP8
+// recipes there is no scaling state and no shape condition: every linear
+// layer converts unless a filter excludes it, and evaluation runs in bf16
+// too, as under Accelerate's autocast. On CPUs with AVX512_BF16 the
+// GEMMs run on the bf16 dot-product units at about twice the float32 rate.
+type BF16Recipe struct{}
+
+// Backend returns "bf16".
+func (BF16Recipe) Backend() string { return "bf16" }
+
+// Validate accepts the recipe (it has no settings).
+func (BF16Recipe) Validate() error { return nil }
 
 // FormatRecipe chooses the FP8 format of each tensor of a linear layer.
 type FormatRecipe uint8

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/octetml/octet/internal/kernels"
+
 	"gorgonia.org/tensor"
 )
 
@@ -62,6 +64,9 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 	}
 	if len(outputs) == 0 {
 		return nil, fmt.Errorf("graph: compile: no outputs")
+	}
+	if err := kernels.CheckEnv(); err != nil {
+		return nil, fmt.Errorf("graph: compile: %w", err)
 	}
 	for i, o := range outputs {
 		if o == nil || o.g != g || !o.valid() {

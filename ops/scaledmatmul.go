@@ -22,23 +22,31 @@ func (o scaledMatMulOp) Attrs() string {
 // dims reads each operand as its 2-D view [numel/last, last]; the
 // output keeps A's leading axes when A is not transposed.
 func (o scaledMatMulOp) dims(as, bs graph.Shape) (out graph.Shape, m, n, k int, err error) {
+	return gemm2D("ScaledMatMul", as, bs, o.transA, o.transB)
+}
+
+// gemm2D is the shape rule of the GEMMs the passes emit (ScaledMatMul,
+// BF16MatMul): each operand read as its 2-D view [numel/last, last],
+// op(A)·op(B), the output keeping A's leading axes when A is not
+// transposed.
+func gemm2D(op string, as, bs graph.Shape, transA, transB bool) (out graph.Shape, m, n, k int, err error) {
 	if len(as) < 2 || len(bs) < 2 {
-		return nil, 0, 0, 0, fmt.Errorf("ScaledMatMul wants operands of rank ≥ 2, got %v and %v", as, bs)
+		return nil, 0, 0, 0, fmt.Errorf("%s wants operands of rank ≥ 2, got %v and %v", op, as, bs)
 	}
 	ar, ac := view2D(as)
 	br, bc := view2D(bs)
 	m, k = ar, ac
-	if o.transA {
+	if transA {
 		m, k = ac, ar
 	}
 	kb, n := br, bc
-	if o.transB {
+	if transB {
 		kb, n = bc, br
 	}
 	if k != kb {
-		return nil, 0, 0, 0, fmt.Errorf("inner dimensions differ: %v%s · %v%s (%d vs %d)", as, tmark(o.transA), bs, tmark(o.transB), k, kb)
+		return nil, 0, 0, 0, fmt.Errorf("inner dimensions differ: %v%s · %v%s (%d vs %d)", as, tmark(transA), bs, tmark(transB), k, kb)
 	}
-	if !o.transA && len(as) > 2 {
+	if !transA && len(as) > 2 {
 		return append(as[:len(as)-1].Clone(), n), m, n, k, nil
 	}
 	return graph.Shape{m, n}, m, n, k, nil

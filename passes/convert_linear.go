@@ -2,6 +2,7 @@ package passes
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -30,6 +31,7 @@ type converter struct {
 	te     fp8.TERecipe
 	ao     fp8.AORecipe
 	msamp  bool
+	bf16   bool // bf16 mixed precision: BF16MatMul instead of casts
 	first  *graph.Node
 	last   *graph.Node
 	quant  map[quantKey]*graph.Node
@@ -56,6 +58,9 @@ type quantKey struct {
 //     axiswise; a disabled pair keeps that GEMM in float32).
 //   - MS-AMP: delayed scaling as TE's HYBRID with a one-step window and
 //     power-of-two scales.
+//   - BF16: each GEMM becomes a BF16MatMul reading the same float32
+//     operands rounded to bf16 (no casts, no scaling state; any layer
+//     size).
 //
 // A layer is eligible when both weight dims are divisible by 16 (with the
 // AO recipe, torchao's default filter or the given one decides, and
@@ -85,6 +90,8 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 		c.ao = r
 	case fp8.MSAMPRecipe:
 		c.te, c.msamp = r.GEMMRecipe(), true
+	case fp8.BF16Recipe:
+		c.bf16 = true
 	default:
 		return Report{}, fmt.Errorf("passes: convert linear: unsupported recipe %T", cfg.Recipe)
 	}
@@ -117,6 +124,12 @@ func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
 	fqn := n.Name()
 	divisible := out%16 == 0 && in%16 == 0
 	dimsWhy := fmt.Sprintf("weight dims [%d %d] are not both divisible by 16", out, in)
+	if c.bf16 {
+		if c.cfg.Filter != nil && !c.cfg.Filter(n, fqn) {
+			return false, "excluded by the filter"
+		}
+		return true, ""
+	}
 	if c.backend() != "ao" {
 		if !divisible {
 			return false, dimsWhy
@@ -246,7 +259,7 @@ func (c *converter) layerState(fqn string) (*LayerState, error) {
 		return st, nil
 	}
 	st := &LayerState{Backend: c.backend()}
-	if c.backend() != "ao" && !c.te.UseMXFP8BlockScaling {
+	if c.backend() != "ao" && !c.bf16 && !c.te.UseMXFP8BlockScaling {
 		st.Input, st.Weight, st.GradOutput = c.te.NewMeta(false), c.te.NewMeta(false), c.te.NewMeta(true)
 		if c.msamp {
 			st.Input.Pow2, st.Weight.Pow2, st.GradOutput.Pow2 = true, true, true
@@ -268,6 +281,9 @@ func (c *converter) fprop(n *graph.Node, _ Match) (*graph.Node, error) {
 	out, in := w.Shape()[0], w.Shape()[1]
 	lr := LayerReport{FQN: fqn, Out: out, In: in}
 	if l, ok := c.reg.byNode[n]; ok {
+		if l.state.Backend != c.backend() {
+			return nil, fmt.Errorf("layer %q was converted with the %s backend; convert it back (ConvertModel) and drop its state before using the %s recipe", fqn, l.state.Backend, c.backend())
+		}
 		if l.fp8 {
 			lr.Converted, lr.FP8, lr.Reason = true, l.gemmsFP8(), "already FP8 (unchanged)"
 			c.addReport(lr)
@@ -296,17 +312,22 @@ func (c *converter) fprop(n *graph.Node, _ Match) (*graph.Node, error) {
 	c.reg.add(l)
 	lr.Converted = true
 	c.addReport(lr)
-	qa, qb, fp := c.casts(l, gemmFprop, 1, 1)
-	if !fp {
-		c.noteKept(l, "fprop")
-		return nil, nil
-	}
 	x := n.Input(0)
 	var bias *graph.Node
 	if n.NumInputs() == 3 {
 		bias = n.Input(2)
 	}
-	y := ops.ScaledMatMul(fqn+".fp8", c.quantize(l, x, qa), c.quantize(l, w, qb), false, true, bias)
+	var y *graph.Node
+	if c.bf16 {
+		y = ops.BF16MatMul(fqn+".bf16", x, w, false, true, bias)
+	} else {
+		qa, qb, fp := c.casts(l, gemmFprop, 1, 1)
+		if !fp {
+			c.noteKept(l, "fprop")
+			return nil, nil
+		}
+		y = ops.ScaledMatMul(fqn+".fp8", c.quantize(l, x, qa), c.quantize(l, w, qb), false, true, bias)
+	}
 	if y == nil || y.DType() == graph.Invalid {
 		return nil, fmt.Errorf("layer %q: %w", fqn, c.g.Err())
 	}
@@ -364,12 +385,17 @@ func (c *converter) backward(n *graph.Node, _ Match) (*graph.Node, error) {
 	if tA != wantTA || tB {
 		return nil, fmt.Errorf("layer %q: unexpected %s layout %v", l.fqn, name, n)
 	}
-	qa, qb, fp := c.casts(l, kind, axisA, 0)
-	if !fp {
-		c.noteKept(l, name)
-		return nil, nil
+	var out *graph.Node
+	if c.bf16 {
+		out = ops.BF16MatMul(l.fqn+strings.Replace(suffix, ".fp8", ".bf16", 1), dy2, other, wantTA, false, nil)
+	} else {
+		qa, qb, fp := c.casts(l, kind, axisA, 0)
+		if !fp {
+			c.noteKept(l, name)
+			return nil, nil
+		}
+		out = ops.ScaledMatMul(l.fqn+suffix, c.quantize(l, dy2, qa), c.quantize(l, other, qb), wantTA, false, nil)
 	}
-	out := ops.ScaledMatMul(l.fqn+suffix, c.quantize(l, dy2, qa), c.quantize(l, other, qb), wantTA, false, nil)
 	out.SetRole(role, fwd)
 	*slot = out
 	c.report.Layers[c.rows[l.fqn]].FP8 = l.gemmsFP8()

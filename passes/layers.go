@@ -12,7 +12,8 @@ import (
 // LayerState is the FP8 scaling state of one linear layer, shared by all
 // its casts and kept in the parameter store (under StateKey(fqn)) so that
 // training and evaluation programs share it and checkpoints save it.
-// Metas are nil for recipes without delayed scaling.
+// Metas are nil for recipes without delayed scaling (and for bf16 mixed
+// precision, whose state only records the backend).
 type LayerState struct {
 	Backend                   string
 	Input, Weight, GradOutput *fp8.Meta
@@ -112,7 +113,11 @@ func (r Report) Layer(fqn string) (LayerReport, bool) {
 // String formats the report as a table.
 func (r Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "FP8 conversion (%s backend):\n", r.Backend)
+	kind := "FP8"
+	if r.Backend == "bf16" {
+		kind = "bf16"
+	}
+	fmt.Fprintf(&b, "%s conversion (%s backend):\n", kind, r.Backend)
 	w := 5
 	for _, l := range r.Layers {
 		w = max(w, len(l.FQN))
@@ -120,7 +125,7 @@ func (r Report) String() string {
 	for _, l := range r.Layers {
 		status := "kept float32"
 		if l.Converted {
-			status = "FP8 " + strings.Join(l.FP8, "+")
+			status = kind + " " + strings.Join(l.FP8, "+")
 		}
 		fmt.Fprintf(&b, "  %-*s  [%d %d]  %-22s %s\n", w, l.FQN, l.Out, l.In, status, l.Reason)
 	}
@@ -132,28 +137,24 @@ func (r Report) String() string {
 
 // HasFP8Layers reports whether any linear layer of g currently runs in
 // FP8 (Accelerate's has_transformer_engine_layers / has_ao_layers).
-func HasFP8Layers(g *graph.Graph) bool {
-	r, ok := g.Attr(registryKey).(*registry)
-	if !ok {
-		return false
-	}
-	for _, l := range r.layers {
-		if l.fp8 {
-			return true
-		}
-	}
-	return false
-}
+// Layers in bf16 mixed precision do not count (see BF16Layers).
+func HasFP8Layers(g *graph.Graph) bool { return len(FP8Layers(g)) > 0 }
 
 // FP8Layers returns the names of the layers of g that run in FP8, sorted.
-func FP8Layers(g *graph.Graph) []string {
+func FP8Layers(g *graph.Graph) []string { return convertedLayers(g, false) }
+
+// BF16Layers returns the names of the layers of g that run in bf16 mixed
+// precision, sorted.
+func BF16Layers(g *graph.Graph) []string { return convertedLayers(g, true) }
+
+func convertedLayers(g *graph.Graph, bf16 bool) []string {
 	r, ok := g.Attr(registryKey).(*registry)
 	if !ok {
 		return nil
 	}
 	var out []string
 	for name, l := range r.layers {
-		if l.fp8 {
+		if l.fp8 && (l.state.Backend == "bf16") == bf16 {
 			out = append(out, name)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 
 // Config configures Prepare.
 type Config struct {
-	// Recipe chooses the backend: fp8.TERecipe, fp8.AORecipe or
-	// fp8.MSAMPRecipe.
+	// Recipe chooses the backend: fp8.TERecipe, fp8.AORecipe,
+	// fp8.MSAMPRecipe, or fp8.BF16Recipe for bf16 mixed precision.
 	Recipe fp8.Recipe
 	// TrainOutputs are the training program's outputs (the loss and the
 	// gradients); EvalOutputs the evaluation program's.
@@ -41,7 +41,9 @@ type Prepared struct {
 // pipeline (ConvertLinear, ConvertLN, Autowrap) with a verifier between
 // stages, and compiles a training and an evaluation program. Evaluation
 // runs float32 unless a TE recipe sets UseAutocastDuringEval; AO and
-// MS-AMP layers stay FP8 in evaluation, as their module swaps do.
+// MS-AMP layers stay FP8 in evaluation, as their module swaps do, and
+// bf16 layers stay bf16, as under Accelerate's autocast. With
+// fp8.BF16Recipe it is Accelerator(mixed_precision="bf16").prepare.
 func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) {
 	if cfg.Recipe == nil {
 		return nil, fmt.Errorf("passes: prepare: no recipe")

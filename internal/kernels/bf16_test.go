@@ -14,7 +14,7 @@ import (
 func withBF16Kernel(t *testing.T, f func(t *testing.T)) {
 	saved := kern16
 	defer func() { kern16 = saved; resetParts() }()
-	ks := append(availableBF16Kernels(), goBF16Kernel)
+	ks := availableBF16Kernels()
 	for i := range ks {
 		kern16 = &ks[i]
 		resetParts()
@@ -89,7 +89,7 @@ func TestBF16Rounding(t *testing.T) {
 // store within one ulp, with guard values around the tile.
 func TestBF16KernelsMatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 9))
-	ks := append(availableBF16Kernels(), goBF16Kernel)
+	ks := availableBF16Kernels()
 	pairs := func(n int, wild bool) []uint32 {
 		p := make([]uint32, n)
 		for i := range p {
@@ -169,7 +169,7 @@ func TestBF16KernelSpecialCases(t *testing.T) {
 		{"inf", 0x7F80, 0, one, 0, float32(math.Inf(1))},
 		{"inf·0 is NaN", 0x7F80, 0, 0, 0, float32(math.NaN())},
 	}
-	ks := append(availableBF16Kernels(), goBF16Kernel)
+	ks := availableBF16Kernels()
 	for _, k := range ks {
 		for _, tc := range cases {
 			a, b := make([]uint32, k.mr), make([]uint32, k.nr)
@@ -404,7 +404,7 @@ func checkBF16Result(t *testing.T, name string, tA, tB bool, m, n, k int, a *Ope
 // CPU runs (comma-separated, underscores for spaces) and refuses anything
 // else, listing what it accepts.
 func TestKernelEnv(t *testing.T) {
-	f32, b16 := availableKernels(), append(availableBF16Kernels(), goBF16Kernel)
+	f32, b16 := availableKernels(), availableBF16Kernels()
 	for _, tc := range []struct {
 		env, k, k16, err string
 	}{
@@ -416,7 +416,7 @@ func TestKernelEnv(t *testing.T) {
 		{"go 4x4,", f32[0].name, b16[0].name, `kernel ""`},
 	} {
 		t.Setenv(KernelEnv, tc.env)
-		k, k16, err := chooseKernels(f32, b16)
+		k, k16, err := chooseKernels(f32, b16, true)
 		name := "none"
 		if k16 != nil {
 			name = k16.name
@@ -430,6 +430,15 @@ func TestKernelEnv(t *testing.T) {
 		if err != nil || k.name != tc.k || name != tc.k16 {
 			t.Fatalf("%q: %s / %s / %v, want %s / %s", tc.env, k.name, name, err, tc.k, tc.k16)
 		}
+	}
+	// A CPU without AVX512_BF16 uses no bf16 kernel unless told to.
+	t.Setenv(KernelEnv, "")
+	if _, k16, _ := chooseKernels(f32, b16, false); k16 != nil {
+		t.Fatalf("default without AVX512_BF16: %s, want none", k16.name)
+	}
+	t.Setenv(KernelEnv, "go bf16 4x16")
+	if _, k16, _ := chooseKernels(f32, b16, false); k16 == nil || k16.name != "go bf16 4x16" {
+		t.Fatalf("forced twin without AVX512_BF16: %v", k16)
 	}
 }
 

@@ -66,13 +66,17 @@ var avx512bf16x48Kernel = bf16Kernel{name: "avx512bf16 8x48", mr: 8, nr: 48,
 var hasBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512BF16
 
 // availableBF16Kernels lists the bf16 micro-kernels this CPU runs, fastest
-// first; none without AVX512_BF16 (FP8 GEMMs then decode to float32).
+// first, and the pure-Go twin (which KernelEnv may choose). Without
+// AVX512_BF16 no bf16 kernel is used by default (defaultBF16): FP8 GEMMs
+// decode to float32 and bf16 GEMMs round into the float32 kernel.
 func availableBF16Kernels() []bf16Kernel {
 	if !hasBF16 {
-		return nil
+		return []bf16Kernel{goBF16Kernel}
 	}
-	return []bf16Kernel{avx512bf16Kernel, avx512bf16x48Kernel}
+	return []bf16Kernel{avx512bf16Kernel, avx512bf16x48Kernel, goBF16Kernel}
 }
+
+var defaultBF16 = hasBF16
 
 // pairsVector does the longest multiple of 16 of Operand.pairs16 with
 // the vector kernel and returns how many lanes it wrote.

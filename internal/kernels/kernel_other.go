@@ -8,6 +8,9 @@ func availableKernels() []microKernel { return []microKernel{goKernel} }
 // slow, but it gives the portable build the same bf16 and FP8 numerics.
 func availableBF16Kernels() []bf16Kernel { return []bf16Kernel{goBF16Kernel} }
 
+// defaultBF16: the twin is used by default here.
+const defaultBF16 = true
+
 // pairsVector and rowVector have no vector path on this build.
 func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int { return 0 }
 func rowVector(x *Operand, dst []uint32, o, n int) int        { return 0 }

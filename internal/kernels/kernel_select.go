@@ -23,13 +23,15 @@ func CheckEnv() error { return envErr }
 
 // chooseKernels picks the micro-kernels: those KernelEnv names, or else
 // the first candidate of each kind (the lists are ordered by measured
-// speed, fastest first). A nil bf16 list means no bf16 kernel.
-func chooseKernels(f32 []microKernel, b16 []bf16Kernel) (microKernel, *bf16Kernel, error) {
+// speed, fastest first), the bf16 one only if useBF16 (otherwise there
+// is no bf16 kernel unless KernelEnv names one).
+func chooseKernels(f32 []microKernel, b16 []bf16Kernel, useBF16 bool) (microKernel, *bf16Kernel, error) {
 	k := f32[0]
 	var k16 *bf16Kernel
-	if len(b16) > 0 {
+	if len(b16) > 0 && useBF16 {
 		k16 = &b16[0]
 	}
+	def := k16
 	env := os.Getenv(KernelEnv)
 	if env == "" {
 		return k, k16, nil
@@ -58,18 +60,11 @@ func chooseKernels(f32 []microKernel, b16 []bf16Kernel) (microKernel, *bf16Kerne
 			}
 		}
 		if !found {
-			return f32[0], first(b16), fmt.Errorf("kernels: %s=%q: unknown or unsupported kernel %q; this CPU accepts a comma-separated list of: %s",
+			return f32[0], def, fmt.Errorf("kernels: %s=%q: unknown or unsupported kernel %q; this CPU accepts a comma-separated list of: %s",
 				KernelEnv, env, strings.TrimSpace(item), strings.Join(valid, ", "))
 		}
 	}
 	return k, k16, nil
 }
 
-func first(ks []bf16Kernel) *bf16Kernel {
-	if len(ks) == 0 {
-		return nil
-	}
-	return &ks[0]
-}
-
-var kern, kern16, envErr = chooseKernels(availableKernels(), availableBF16Kernels())
+var kern, kern16, envErr = chooseKernels(availableKernels(), availableBF16Kernels(), defaultBF16)
