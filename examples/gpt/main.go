@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
 )
 
@@ -48,7 +49,7 @@ func main() {
 	flag.Float64Var(&cfg.lr, "lr", 1e-3, "peak learning rate (AdamW, warmup then cosine decay)")
 	flag.Float64Var(&cfg.dropout, "dropout", 0, "dropout probability")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed")
-	flag.StringVar(&cfg.precision, "precision", "both", "fp32, fp8 or both")
+	flag.StringVar(&cfg.precision, "precision", "both", "fp32, bf16, fp8, both (fp32 and fp8) or all (the three, same seed)")
 	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te, ao or msamp")
 	flag.StringVar(&cfg.optLevel, "opt-level", "O2", "MS-AMP optimization level with -recipe msamp: O1 or O2")
 	flag.StringVar(&cfg.format, "format", "HYBRID", "TE fp8_format: HYBRID, E4M3 or E5M2")
@@ -73,17 +74,12 @@ func main() {
 }
 
 func run(cfg config, w io.Writer) error {
-	var precisions []string
-	switch cfg.precision {
-	case "fp32", "fp8":
-		precisions = []string{cfg.precision}
-	case "both":
-		precisions = []string{"fp32", "fp8"}
-	default:
-		return fmt.Errorf("-precision %q: want fp32, fp8 or both", cfg.precision)
+	precisions, err := recipes.Precisions(cfg.precision)
+	if err != nil {
+		return err
 	}
 
-	if _, err := makeRecipe(cfg); err != nil {
+	if _, err := makeRecipe(cfg, "fp8"); err != nil {
 		return err
 	}
 	text, source, err := loadCorpus(cfg.data)
@@ -108,12 +104,14 @@ func run(cfg config, w io.Writer) error {
 		}
 		results = append(results, r)
 	}
-	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %9s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "FP8 layers")
+	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %9s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "converted")
 	for _, r := range results {
 		fmt.Fprintf(w, "%-9s %-12s %10.4f %9.4f %9.1f %10.0f %9d  %d of %d linear layers\n", r.Precision, r.Recipe, r.TrainLoss, r.ValLoss, r.MsPerIter, r.TokensPerS, r.Params, len(r.Converted), r.Linears)
 	}
-	if len(results) == 2 {
-		fmt.Fprintf(w, "FP8 validation loss vs float32: %+.2f%%\n", 100*(results[1].ValLoss/results[0].ValLoss-1))
+	if len(results) > 1 && results[0].Precision == "fp32" {
+		for _, r := range results[1:] {
+			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", recipes.PrecisionName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
+		}
 	}
 	for _, r := range results {
 		if r.Sample != "" && !cfg.json {

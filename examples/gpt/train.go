@@ -47,8 +47,8 @@ func (r *result) fields() map[string]any {
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-func makeRecipe(cfg config) (fp8.Recipe, error) {
-	return recipes.Make(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+func makeRecipe(cfg config, precision string) (fp8.Recipe, error) {
+	return recipes.ForPrecision(precision, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
 }
 
 // model is a GPT built on its own graph for a batch size and length.
@@ -119,11 +119,11 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 	res := &result{Precision: precision, Recipe: "-", Params: m.b.NumParams()}
 	outs := append([]*graph.Node{m.loss}, m.grads...)
 	var trainProg, evalProg *graph.Program
-	var recipe fp8.Recipe
-	if precision == "fp8" {
-		if recipe, err = makeRecipe(cfg); err != nil {
-			return nil, err
-		}
+	recipe, err := makeRecipe(cfg, precision)
+	if err != nil {
+		return nil, err
+	}
+	if recipe != nil {
 		res.Recipe = recipes.Label(recipe)
 		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
 		if err != nil {
@@ -132,7 +132,7 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 		trainProg, evalProg = prep.Train, prep.Eval
 		res.Converted, res.Linears = prep.Report.Converted(), len(prep.Report.Layers)
 		if cfg.dump {
-			fmt.Fprintln(w, "== compiled FP8 training graph ==")
+			fmt.Fprintf(w, "== compiled %s training graph ==\n", recipes.PrecisionName(precision))
 			if err := m.g.WriteText(w, outs...); err != nil {
 				return nil, err
 			}

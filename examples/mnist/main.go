@@ -21,6 +21,7 @@ import (
 
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
 )
 
@@ -72,7 +73,7 @@ func parseHidden(s string) ([]int, error) {
 func main() {
 	var cfg config
 	var hidden string
-	flag.StringVar(&cfg.precision, "precision", "both", "fp32, fp8 or both (same seed, side by side)")
+	flag.StringVar(&cfg.precision, "precision", "both", "fp32, bf16, fp8, both (fp32 and fp8) or all (the three; same seed, side by side)")
 	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te, ao or msamp")
 	flag.StringVar(&cfg.optLevel, "opt-level", "O2", "MS-AMP optimization level with -recipe msamp: O1 or O2")
 	flag.StringVar(&cfg.format, "format", "HYBRID", "TE fp8_format: HYBRID, E4M3 or E5M2")
@@ -175,15 +176,7 @@ func run(cfg config, w io.Writer) error {
 	return nil
 }
 
-func precisionsOf(s string) ([]string, error) {
-	switch s {
-	case "fp32", "fp8":
-		return []string{s}, nil
-	case "both":
-		return []string{"fp32", "fp8"}, nil
-	}
-	return nil, fmt.Errorf("-precision %q: want fp32, fp8 or both", s)
-}
+func precisionsOf(s string) ([]string, error) { return recipes.Precisions(s) }
 
 // jsonSummary is the object -json prints (see report.Summary).
 func jsonSummary(results []*result) map[string]any {
@@ -195,7 +188,7 @@ func jsonSummary(results []*result) map[string]any {
 }
 
 func printSummary(w io.Writer, results []*result) {
-	fmt.Fprintf(w, "\n%-9s %-16s %9s %10s %8s %6s  %s\n", "precision", "recipe", "test acc", "final loss", "ms/step", "steps", "FP8 layers")
+	fmt.Fprintf(w, "\n%-9s %-16s %9s %10s %8s %6s  %s\n", "precision", "recipe", "test acc", "final loss", "ms/step", "steps", "converted layers")
 	defer func() {
 		for _, r := range results {
 			if r.Memory != nil {
@@ -216,7 +209,9 @@ func printSummary(w io.Writer, results []*result) {
 			fmt.Fprintf(w, "          all-gathered per step and rank: %d bytes (%d of them FP8 weights, 1 byte each)\n", r.AllGatherBytes, r.Float8AllGatherBytes)
 		}
 	}
-	if len(results) == 2 {
-		fmt.Fprintf(w, "FP8 − float32 test accuracy: %+.2f percentage points\n", 100*(results[1].TestAccuracy-results[0].TestAccuracy))
+	if len(results) > 1 && results[0].Precision == "fp32" {
+		for _, r := range results[1:] {
+			fmt.Fprintf(w, "%s − float32 test accuracy: %+.2f percentage points\n", recipes.PrecisionName(r.Precision), 100*(r.TestAccuracy-results[0].TestAccuracy))
+		}
 	}
 }

@@ -14,11 +14,11 @@ import (
 )
 
 // A few hundred steps on a subset: the loss falls, held-out accuracy
-// passes a bar in float32 and FP8, the plot is a PNG and the last line is
-// the JSON summary.
+// passes a bar in float32, bf16 and FP8, the plot is a PNG and the last
+// line is the JSON summary.
 func TestShortTraining(t *testing.T) {
 	plotPath := filepath.Join(t.TempDir(), "loss.png")
-	cfg := config{precision: "both", recipe: "te", format: "HYBRID", aoRecipe: "tensorwise", epochs: 5, batch: 64,
+	cfg := config{precision: "all", recipe: "te", format: "HYBRID", aoRecipe: "tensorwise", epochs: 5, batch: 64,
 		hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, plot: plotPath, json: true, limit: 4000}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
@@ -31,9 +31,11 @@ func TestShortTraining(t *testing.T) {
 		Steps           int      `json:"steps"`
 		ConvertedLayers []string `json:"converted_layers"`
 		Runs            []struct {
-			Precision    string  `json:"precision"`
-			TestAccuracy float64 `json:"test_accuracy"`
-			FinalLoss    float64 `json:"final_loss"`
+			Precision       string   `json:"precision"`
+			Recipe          string   `json:"recipe"`
+			TestAccuracy    float64  `json:"test_accuracy"`
+			FinalLoss       float64  `json:"final_loss"`
+			ConvertedLayers []string `json:"converted_layers"`
 		} `json:"runs"`
 	}
 	require.NoError(t, report.DecodeLast(out.String(), &summary))
@@ -41,12 +43,16 @@ func TestShortTraining(t *testing.T) {
 	require.Equal(t, "te/HYBRID", summary.Recipe)
 	require.Equal(t, 5*(4000/64), summary.Steps)
 	require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, summary.ConvertedLayers, "the 64→10 head stays float32")
-	require.Len(t, summary.Runs, 2)
+	require.Len(t, summary.Runs, 3)
 	for _, r := range summary.Runs {
 		require.GreaterOrEqual(t, r.TestAccuracy, 0.9, r.Precision)
 		require.Less(t, r.FinalLoss, 0.5, r.Precision)
+		require.InDelta(t, summary.Runs[0].TestAccuracy, r.TestAccuracy, 0.02, r.Precision)
 	}
-	require.InDelta(t, summary.Runs[0].TestAccuracy, summary.Runs[1].TestAccuracy, 0.02)
+	require.Equal(t, "bf16", summary.Runs[1].Precision)
+	require.Equal(t, "bf16", summary.Runs[1].Recipe)
+	require.Equal(t, []string{"mlp.fc1", "mlp.fc2", "mlp.fc3"}, summary.Runs[1].ConvertedLayers, "bf16 converts every layer")
+	require.NotEqual(t, summary.Runs[0].FinalLoss, summary.Runs[1].FinalLoss, "bf16 is not float32")
 	require.Greater(t, summary.MsPerStep, 0.0)
 
 	f, err := os.Open(plotPath)
@@ -82,7 +88,7 @@ func TestBadFlags(t *testing.T) {
 		mut  func(*config)
 		says string
 	}{
-		{func(c *config) { c.precision = "bf16" }, "-precision"},
+		{func(c *config) { c.precision = "fp16" }, "-precision"},
 		{func(c *config) { c.recipe, c.fsdp = "msamp", 2 }, "msamp"},
 		{func(c *config) { c.recipe, c.optLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.recipe = "xx" }, "-recipe"},

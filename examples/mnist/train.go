@@ -69,13 +69,10 @@ func (r *result) fields() map[string]any {
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-// makeRecipe returns the FP8 recipe the flags ask for, or nil for the
-// float32 run.
+// makeRecipe returns the recipe of a precision: the FP8 recipe the flags
+// ask for, bf16 mixed precision, or nil for the float32 run.
 func makeRecipe(cfg config, precision string) (fp8.Recipe, error) {
-	if precision != "fp8" {
-		return nil, nil
-	}
-	return recipes.Make(cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+	return recipes.ForPrecision(precision, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
 }
 
 func recipeLabel(cfg config, precision string) string {
@@ -146,11 +143,11 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	}
 	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
 	var trainProg, evalProg *graph.Program
-	if precision == "fp8" {
-		recipe, err := makeRecipe(cfg, precision)
-		if err != nil {
-			return nil, err
-		}
+	recipe, err := makeRecipe(cfg, precision)
+	if err != nil {
+		return nil, err
+	}
+	if recipe != nil {
 		prep, err := passes.Prepare(tm.g, store, passes.Config{Recipe: recipe, TrainOutputs: tm.trainOf})
 		if err != nil {
 			return nil, err

@@ -1,5 +1,5 @@
-// Package recipes turns the example programs' recipe flags into an FP8
-// recipe, applying the OCTET_FP8_* environment variables.
+// Package recipes turns the example programs' -precision and recipe
+// flags into recipes, applying the OCTET_FP8_* environment variables.
 package recipes
 
 import (
@@ -34,6 +34,47 @@ func Make(backend, format, ao, level string) (fp8.Recipe, error) {
 	return nil, fmt.Errorf("-recipe %q: want te, ao or msamp", backend)
 }
 
+// Precisions expands a -precision value into the runs it asks for:
+// fp32, bf16, fp8, both (fp32 and fp8) or all (fp32, bf16 and fp8).
+func Precisions(s string) ([]string, error) {
+	switch s {
+	case "fp32", "bf16", "fp8":
+		return []string{s}, nil
+	case "both":
+		return []string{"fp32", "fp8"}, nil
+	case "all":
+		return []string{"fp32", "bf16", "fp8"}, nil
+	}
+	return nil, fmt.Errorf("-precision %q: want fp32, bf16, fp8, both or all", s)
+}
+
+// ForPrecision returns the recipe of one run: nil for fp32,
+// fp8.BF16Recipe for bf16, and for fp8 the one Make builds from the
+// recipe flags.
+func ForPrecision(precision, backend, format, ao, level string) (fp8.Recipe, error) {
+	switch precision {
+	case "fp32":
+		return nil, nil
+	case "bf16":
+		return fp8.BF16Recipe{}, nil
+	case "fp8":
+		return Make(backend, format, ao, level)
+	}
+	return nil, fmt.Errorf("-precision %q: want fp32, bf16 or fp8", precision)
+}
+
+// PrecisionName is the name of a precision in summary lines: "FP8",
+// "bf16" or "float32".
+func PrecisionName(p string) string {
+	switch p {
+	case "fp8":
+		return "FP8"
+	case "fp32":
+		return "float32"
+	}
+	return p
+}
+
 // Label names a recipe in summaries, as it is after the environment
 // overrides: "te/HYBRID", "te/E4M3/mxfp8", "ao/rowwise", "msamp/O2";
 // "-" for no recipe (the float32 run).
@@ -48,6 +89,8 @@ func Label(r fp8.Recipe) string {
 		return "ao/" + r.Name
 	case fp8.MSAMPRecipe:
 		return "msamp/" + r.Level()
+	case fp8.BF16Recipe:
+		return "bf16"
 	case nil:
 		return "-"
 	}

@@ -56,3 +56,28 @@ func TestMeanTail(t *testing.T) {
 	require.InDelta(t, 2.5, MeanTail([]float32{9, 2, 3}, 2), 1e-12)
 	require.InDelta(t, 14.0/3, MeanTail([]float32{9, 2, 3}, 10), 1e-12)
 }
+
+func TestPrecisions(t *testing.T) {
+	for s, want := range map[string][]string{"fp32": {"fp32"}, "bf16": {"bf16"}, "fp8": {"fp8"}, "both": {"fp32", "fp8"}, "all": {"fp32", "bf16", "fp8"}} {
+		got, err := Precisions(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, got, s)
+	}
+	_, err := Precisions("fp16")
+	require.ErrorContains(t, err, "-precision")
+	r, err := ForPrecision("bf16", "te", "HYBRID", "", "")
+	require.NoError(t, err)
+	require.Equal(t, fp8.BF16Recipe{}, r)
+	require.Equal(t, "bf16", Label(r))
+	r, err = ForPrecision("fp32", "te", "HYBRID", "", "")
+	require.NoError(t, err)
+	require.Nil(t, r)
+	r, err = ForPrecision("fp8", "te", "HYBRID", "", "")
+	require.NoError(t, err)
+	require.Equal(t, "te/HYBRID", Label(r))
+	_, err = ForPrecision("both", "te", "HYBRID", "", "")
+	require.ErrorContains(t, err, "-precision")
+	require.Equal(t, "FP8", PrecisionName("fp8"))
+	require.Equal(t, "float32", PrecisionName("fp32"))
+	require.Equal(t, "bf16", PrecisionName("bf16"))
+}
