@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/octetml/octet/fp8"
 )
 
 // The same figures as the command, as Go benchmarks:
@@ -22,20 +24,38 @@ func benchStep(b *testing.B, step func() error) {
 	}
 }
 
-func BenchmarkMLPStepFP32(b *testing.B) {
-	step, err := octetMLP(128, false)
-	if err != nil {
-		b.Fatal(err)
+func BenchmarkMLPStep(b *testing.B) {
+	for _, rec := range precisions {
+		b.Run(recipeName(rec), func(b *testing.B) {
+			step, err := octetMLP(128, rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchStep(b, step)
+		})
 	}
-	benchStep(b, step)
 }
 
-func BenchmarkMLPStepFP8(b *testing.B) {
-	step, err := octetMLP(128, true)
-	if err != nil {
-		b.Fatal(err)
+func BenchmarkGPTIteration(b *testing.B) {
+	for _, rec := range precisions {
+		b.Run(recipeName(rec), func(b *testing.B) {
+			step, err := octetGPT(rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchStep(b, step)
+		})
 	}
-	benchStep(b, step)
+}
+
+func recipeName(r fp8.Recipe) string {
+	if r == nil {
+		return "fp32"
+	}
+	if r.Backend() == "bf16" {
+		return "bf16"
+	}
+	return "fp8"
 }
 
 func BenchmarkMLPStepGorgonia(b *testing.B) {
@@ -50,7 +70,7 @@ func BenchmarkMLPStepGorgonia(b *testing.B) {
 // TestRunSmall runs the whole command on small sizes: every figure is
 // measured and positive, and the JSON has the documented keys.
 func TestRunSmall(t *testing.T) {
-	r, err := run(128, 16, 3)
+	r, err := run(128, 16, 3, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +79,9 @@ func TestRunSmall(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"gemm_gflops_fp32", "gemm_gflops_fp8", "gemm_gflops_gonum", "mlp_step_ms_fp32", "mlp_step_ms_fp8",
-		"mlp_step_ms_gorgonia", "ratio_gemm_fp32_over_gonum", "ratio_gemm_fp8_over_fp32", "ratio_mlp_gorgonia_over_fp32", "ratio_mlp_fp8_over_fp32"} {
+	for _, k := range []string{"gemm_gflops_fp32", "gemm_gflops_bf16", "gemm_gflops_fp8", "gemm_gflops_gonum", "mlp_step_ms_fp32", "mlp_step_ms_bf16", "mlp_step_ms_fp8",
+		"mlp_step_ms_gorgonia", "gpt_iter_ms_fp32", "gpt_iter_ms_bf16", "gpt_iter_ms_fp8", "ratio_gemm_fp32_over_gonum", "ratio_gemm_bf16_over_fp32",
+		"ratio_gemm_fp8_over_fp32", "ratio_mlp_gorgonia_over_fp32", "ratio_mlp_bf16_over_fp32", "ratio_mlp_fp8_over_fp32", "ratio_gpt_bf16_over_fp32", "ratio_gpt_fp8_over_fp32"} {
 		v, ok := m[k].(float64)
 		if !ok || !(v > 0) {
 			t.Errorf("%s = %v", k, m[k])

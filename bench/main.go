@@ -6,8 +6,13 @@
 //
 // GEMMs are square (n = 1024 by default), C = A·B. The FP8 GEMM includes
 // casting both inputs (delayed scaling: scale known, cast and amax in one
-// pass). The MLP step is 784-512-512-10 with ReLU, softmax cross-entropy
-// and one Adam(W) update at batch 128: feed, forward, backward, update.
+// pass); the bf16 GEMM reads float32 operands and rounds them to bf16 as
+// it packs them. The MLP step is 784-512-512-10 with ReLU, softmax
+// cross-entropy and one Adam(W) update at batch 128: feed, forward,
+// backward, update. The GPT iteration is examples/gpt's baby GPT (4
+// layers, 4 heads, width 128, context 64, batch 12, vocabulary 104):
+// feed, forward, backward, AdamW. Each precision runs the same model:
+// float32, bf16 mixed precision (fp8.BF16Recipe) and FP8 (TE, HYBRID).
 // Each figure is the median of -reps timed runs after warm-up, the
 // contenders of a table section interleaved so they share machine
 // conditions.
@@ -39,8 +44,9 @@ func main() {
 	batch := flag.Int("batch", 128, "MLP batch size")
 	reps := flag.Int("reps", 15, "timed repetitions per figure (median reported)")
 	asJSON := flag.Bool("json", false, "print one JSON object")
+	noGPT := flag.Bool("no-gpt", false, "skip the baby-GPT iterations")
 	flag.Parse()
-	res, err := run(*n, *batch, *reps)
+	res, err := run(*n, *batch, *reps, !*noGPT)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -55,18 +61,28 @@ func main() {
 // Results are the figures of one run.
 type Results struct {
 	Kernel            string  `json:"gemm_kernel"`
+	KernelBF16        string  `json:"gemm_kernel_bf16"`
 	N                 int     `json:"gemm_n"`
 	GemmFP32          float64 `json:"gemm_gflops_fp32"`
+	GemmBF16          float64 `json:"gemm_gflops_bf16"`
 	GemmFP8           float64 `json:"gemm_gflops_fp8"`
 	GemmGonum         float64 `json:"gemm_gflops_gonum"`
 	Batch             int     `json:"mlp_batch"`
 	MLPFP32           float64 `json:"mlp_step_ms_fp32"`
+	MLPBF16           float64 `json:"mlp_step_ms_bf16"`
 	MLPFP8            float64 `json:"mlp_step_ms_fp8"`
 	MLPGorgonia       float64 `json:"mlp_step_ms_gorgonia"`
+	GPTFP32           float64 `json:"gpt_iter_ms_fp32"`
+	GPTBF16           float64 `json:"gpt_iter_ms_bf16"`
+	GPTFP8            float64 `json:"gpt_iter_ms_fp8"`
 	FP32OverGonum     float64 `json:"ratio_gemm_fp32_over_gonum"`
+	BF16OverFP32      float64 `json:"ratio_gemm_bf16_over_fp32"`
 	FP8OverFP32       float64 `json:"ratio_gemm_fp8_over_fp32"`
 	GorgoniaOverOctet float64 `json:"ratio_mlp_gorgonia_over_fp32"`
+	StepBF16OverFP32  float64 `json:"ratio_mlp_bf16_over_fp32"`
 	StepFP8OverFP32   float64 `json:"ratio_mlp_fp8_over_fp32"`
+	GPTBF16OverFP32   float64 `json:"ratio_gpt_bf16_over_fp32"`
+	GPTFP8OverFP32    float64 `json:"ratio_gpt_fp8_over_fp32"`
 }
 
 // medians times each of fs reps times, interleaved (f0, f1, …, f0, f1,
@@ -114,13 +130,25 @@ func randn(rng *rand.Rand, size int, std float64) []float32 {
 	return s
 }
 
-func run(n, batch, reps int) (*Results, error) {
-	r := &Results{Kernel: kernels.Kernel(), N: n, Batch: batch}
+// precisions are the recipes the model figures compare: float32 (nil),
+// bf16 mixed precision and FP8 (TE, HYBRID).
+var precisions = []fp8.Recipe{nil, fp8.BF16Recipe{}, fp8.TERecipe{}}
+
+func run(n, batch, reps int, withGPT bool) (*Results, error) {
+	if err := kernels.CheckEnv(); err != nil {
+		return nil, err
+	}
+	r := &Results{Kernel: kernels.Kernel(), KernelBF16: kernels.KernelBF16(), N: n, Batch: batch}
 	rng := rand.New(rand.NewPCG(1, 2))
 	a, b, c := randn(rng, n*n, 1), randn(rng, n*n, 0.05), make([]float32, n*n)
 
 	g := kernels.NewGemm()
 	gemm32 := func() error { g.Run(false, false, n, n, n, 1, a, n, b, n, 0, c, n); return nil }
+	oa, ob := &kernels.Operand{F32: a}, &kernels.Operand{F32: b}
+	gemm16 := func() error {
+		g.RunBF16(false, false, n, n, n, oa, n, ob, n, c, n, kernels.Epilogue{Alpha: 1})
+		return nil
+	}
 	sg := fp8.NewScaledGEMM()
 	qa, qb := make([]uint8, n*n), make([]uint8, n*n)
 	sa, sb := fp8.CurrentScale(fp8.Amax(a), fp8.E4M3, false), fp8.CurrentScale(fp8.Amax(b), fp8.E4M3, false)
@@ -137,44 +165,75 @@ func run(n, batch, reps int) (*Results, error) {
 	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
 		_ = gemm32()
 	}
-	d, err := medians(reps, gemm32, gemm8, gonum)
+	d, err := medians(reps, gemm32, gemm16, gemm8, gonum)
 	if err != nil {
 		return nil, err
 	}
-	r.GemmFP32, r.GemmFP8, r.GemmGonum = gflops(n, d[0]), gflops(n, d[1]), gflops(n, d[2])
+	r.GemmFP32, r.GemmBF16, r.GemmFP8, r.GemmGonum = gflops(n, d[0]), gflops(n, d[1]), gflops(n, d[2]), gflops(n, d[3])
 
-	step32, err := octetMLP(batch, false)
-	if err != nil {
-		return nil, err
-	}
-	step8, err := octetMLP(batch, true)
-	if err != nil {
-		return nil, err
+	var steps []func() error
+	for _, rec := range precisions {
+		step, err := octetMLP(batch, rec)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, step)
 	}
 	stepG, cleanup, err := gorgoniaMLP(batch)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	d, err = medians(reps, step32, step8, stepG)
+	d, err = medians(reps, append(steps, stepG)...)
 	if err != nil {
 		return nil, err
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	r.MLPFP32, r.MLPFP8, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2])
+	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3])
+
+	if withGPT {
+		steps = steps[:0]
+		for _, rec := range precisions {
+			step, err := octetGPT(rec)
+			if err != nil {
+				return nil, err
+			}
+			steps = append(steps, step)
+		}
+		if d, err = medians(max(3, reps/3), steps...); err != nil {
+			return nil, err
+		}
+		r.GPTFP32, r.GPTBF16, r.GPTFP8 = ms(d[0]), ms(d[1]), ms(d[2])
+		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = r.GPTBF16/r.GPTFP32, r.GPTFP8/r.GPTFP32
+	}
 
 	r.FP32OverGonum = r.GemmFP32 / r.GemmGonum
+	r.BF16OverFP32 = r.GemmBF16 / r.GemmFP32
 	r.FP8OverFP32 = r.GemmFP8 / r.GemmFP32
 	r.GorgoniaOverOctet = r.MLPGorgonia / r.MLPFP32
+	r.StepBF16OverFP32 = r.MLPBF16 / r.MLPFP32
 	r.StepFP8OverFP32 = r.MLPFP8 / r.MLPFP32
 	return r, nil
 }
 
 var mlpSizes = []int{784, 512, 512, 10}
 
-// octetMLP returns one training step of the MLP, in float32 or FP8 (TE
-// recipe, HYBRID).
-func octetMLP(batch int, useFP8 bool) (func() error, error) {
+// compile returns the training program of outs: plain float32 for a nil
+// recipe, otherwise through passes.Prepare.
+func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*graph.Node) (*graph.Program, error) {
+	if recipe == nil {
+		return graph.Compile(g, store, graph.Options{Training: true}, outs...)
+	}
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs})
+	if err != nil {
+		return nil, err
+	}
+	return prep.Train, nil
+}
+
+// octetMLP returns one training step of the MLP with a recipe (nil:
+// float32).
+func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
 	g := graph.New()
 	b := nn.NewBuilder(g)
 	x := g.Input("x", graph.Float32, batch, mlpSizes[0])
@@ -192,15 +251,8 @@ func octetMLP(batch int, useFP8 bool) (func() error, error) {
 	if err := b.Init(store, 1); err != nil {
 		return nil, err
 	}
-	outs := append([]*graph.Node{loss}, grads...)
-	var prog *graph.Program
-	if useFP8 {
-		prep, err := passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: outs})
-		if err != nil {
-			return nil, err
-		}
-		prog = prep.Train
-	} else if prog, err = graph.Compile(g, store, graph.Options{Training: true}, outs...); err != nil {
+	prog, err := compile(g, store, recipe, append([]*graph.Node{loss}, grads...))
+	if err != nil {
 		return nil, err
 	}
 	params, err := optim.Bind(store, prog, b.Params(), grads)
@@ -229,13 +281,81 @@ func octetMLP(batch int, useFP8 bool) (func() error, error) {
 	}, nil
 }
 
+// gptConfig is examples/gpt's baby GPT on its default corpus's vocabulary.
+var gptConfig = nn.GPTConfig{Layers: 4, Heads: 4, Embd: 128, Block: 64, Vocab: 104, Seed: 1}
+
+const gptBatch = 12
+
+// octetGPT returns one training iteration of the baby GPT with a recipe
+// (nil: float32) on a fixed random batch.
+func octetGPT(recipe fp8.Recipe) (func() error, error) {
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	gpt, err := nn.NewGPT(b, "gpt", gptConfig)
+	if err != nil {
+		return nil, err
+	}
+	t := gptConfig.Block
+	ids, pos, labels := g.Input("ids", graph.Int32, gptBatch, t), g.Input("pos", graph.Int32, t), g.Input("labels", graph.Int32, gptBatch, t)
+	loss := ops.CrossEntropy(gpt.Forward(ids, pos), labels)
+	grads, err := graph.Grad(loss, b.Params()...)
+	if err != nil {
+		return nil, err
+	}
+	store := graph.NewStore()
+	if err := b.Init(store, 1); err != nil {
+		return nil, err
+	}
+	prog, err := compile(g, store, recipe, append([]*graph.Node{loss}, grads...))
+	if err != nil {
+		return nil, err
+	}
+	params, err := optim.Bind(store, prog, b.Params(), grads)
+	if err != nil {
+		return nil, err
+	}
+	opt := optim.NewAdamW(params, 0.1)
+	rng := rand.New(rand.NewPCG(4, 4))
+	xs, ys, ps := make([]int32, gptBatch*t), make([]int32, gptBatch*t), make([]int32, t)
+	for i := range xs {
+		xs[i], ys[i] = rng.Int32N(int32(gptConfig.Vocab)), rng.Int32N(int32(gptConfig.Vocab))
+	}
+	for i := range ps {
+		ps[i] = int32(i)
+	}
+	if err := prog.FeedInt32(pos, ps); err != nil {
+		return nil, err
+	}
+	return func() error {
+		if err := prog.FeedInt32(ids, xs); err != nil {
+			return err
+		}
+		if err := prog.FeedInt32(labels, ys); err != nil {
+			return err
+		}
+		if err := prog.Run(); err != nil {
+			return err
+		}
+		opt.Step(3e-4)
+		return nil
+	}, nil
+}
+
 func printTable(r *Results) {
-	fmt.Printf("GEMM n=%d (micro-kernel %s)\n", r.N, r.Kernel)
+	fmt.Printf("GEMM n=%d (micro-kernels %s, bf16 %s)\n", r.N, r.Kernel, r.KernelBF16)
 	fmt.Printf("  %-34s %8.1f GFLOP/s\n", "Octet float32", r.GemmFP32)
+	fmt.Printf("  %-34s %8.1f GFLOP/s  (%.2f× float32)\n", "Octet bf16 (float32 operands)", r.GemmBF16, r.BF16OverFP32)
 	fmt.Printf("  %-34s %8.1f GFLOP/s  (%.2f× float32)\n", "Octet FP8 E4M3 (casts included)", r.GemmFP8, r.FP8OverFP32)
 	fmt.Printf("  %-34s %8.1f GFLOP/s  (Octet is %.1f× gonum)\n", "gonum blas32.Gemm", r.GemmGonum, r.FP32OverGonum)
 	fmt.Printf("MLP 784-512-512-10 training step, batch %d\n", r.Batch)
 	fmt.Printf("  %-34s %8.2f ms\n", "Octet float32 (AdamW)", r.MLPFP32)
+	fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision (AdamW)", r.MLPBF16, r.StepBF16OverFP32)
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID (AdamW)", r.MLPFP8, r.StepFP8OverFP32)
 	fmt.Printf("  %-34s %8.2f ms  (Octet float32 is %.1f× faster)\n", "gorgonia v0.9.18 (Adam)", r.MLPGorgonia, r.GorgoniaOverOctet)
+	if r.GPTFP32 > 0 {
+		fmt.Printf("Baby GPT iteration (4 layers, 4 heads, 128 wide, context 64, batch %d)\n", gptBatch)
+		fmt.Printf("  %-34s %8.2f ms\n", "Octet float32", r.GPTFP32)
+		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision", r.GPTBF16, r.GPTBF16OverFP32)
+		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPTFP8, r.GPTFP8OverFP32)
+	}
 }
