@@ -252,6 +252,39 @@ func TestBF16PackKernels(t *testing.T) {
 	}
 }
 
+// TestBF16PairsGroups checks the grouped form of the pairs kernel (one
+// group per sliver, groups stride lanes apart) against pairs16 run by
+// run, leaving the lanes between groups untouched.
+func TestBF16PairsGroups(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	f := randSlice(rng, 2048)
+	codes := make([]uint8, 2048)
+	for i := range codes {
+		codes[i] = uint8(rng.IntN(256))
+	}
+	for _, x := range []*Operand{{F32: f}, {Codes: codes, Table: fp8TableForTest(1, 0.5), Vector: true, Format: 1, Scale: 0.5}} {
+		for _, width := range []int{16, 32, 48, 40} {
+			for _, groups := range []int{1, 3, 7} {
+				stride := width*5 + 3
+				got := make([]uint32, groups*stride+8)
+				for i := range got {
+					got[i] = 0xDEADBEEF
+				}
+				want := append([]uint32(nil), got...)
+				x.pairs16Groups(got, 5, 5+groups*width+9, groups, width, stride)
+				for g := 0; g < groups; g++ {
+					x.pairs16(want[g*stride:], 5+g*width, 5+groups*width+9+g*width, width)
+				}
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("width %d groups %d: lane %d = %#x, want %#x", width, groups, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // fp8TableForTest decodes every code of a format times scale, with the
 // independent decoder of TestDecodeFP8MatchesTables.
 func fp8TableForTest(format int, scale float32) *[256]float32 {

@@ -44,6 +44,22 @@ func (x *Operand) pairs16(dst []uint32, o0, o1, n int) {
 	}
 }
 
+// pairs16Groups is pairs16 for groups runs of width lanes: run g reads
+// x[o0+g·width:] and x[o1+g·width:] and writes dst[g·stride:] (one run
+// per sliver of a packed panel).
+func (x *Operand) pairs16Groups(dst []uint32, o0, o1, groups, width, stride int) {
+	if o1 >= 0 && groupsVector(x, dst, o0, o1, groups, width, stride) {
+		return
+	}
+	for g := 0; g < groups; g++ {
+		o := -1
+		if o1 >= 0 {
+			o = o1 + g*width
+		}
+		x.pairs16(dst[g*stride:], o0+g*width, o, width)
+	}
+}
+
 // row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
 func (x *Operand) row16(dst []uint32, o, n int) {
 	q := rowVector(x, dst, o, n)
@@ -108,22 +124,31 @@ func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb i
 // slivers; missing columns are zero. tmp must hold 4·kp lanes.
 func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb int, tmp []uint32) {
 	kp := (kb + 1) / 2
+	if !trans {
+		// Rows p and p+1 of B are contiguous over the columns: pair them
+		// across every full sliver at once, then the partial one.
+		full := nb / nr
+		for q := 0; q < kp; q++ {
+			o0, o1 := (pc+2*q)*ldb+jc, -1
+			if 2*q+1 < kb {
+				o1 = o0 + ldb
+			}
+			b.pairs16Groups(dst[q*nr:], o0, o1, full, nr, kp*nr)
+			if cols := nb - full*nr; cols > 0 {
+				o := -1
+				if o1 >= 0 {
+					o = o1 + full*nr
+				}
+				dq := dst[full*nr*kp+q*nr : full*nr*kp+q*nr+nr]
+				b.pairs16(dq, o0+full*nr, o, cols)
+				clear(dq[cols:])
+			}
+		}
+		return
+	}
 	for s := 0; s < nb; s += nr {
 		d := dst[s*kp : s*kp+nr*kp]
 		cols := min(nr, nb-s)
-		if !trans {
-			// Rows p and p+1 of B are contiguous over the columns.
-			for q := 0; q < kp; q++ {
-				o0, o1 := (pc+2*q)*ldb+jc+s, -1
-				if 2*q+1 < kb {
-					o1 = o0 + ldb
-				}
-				dq := d[q*nr : q*nr+nr]
-				b.pairs16(dq, o0, o1, cols)
-				clear(dq[cols:])
-			}
-			continue
-		}
 		// op(B)[p][j] = B[j][p]: a column of op(B) is a row of B, whose
 		// consecutive values are already pairs.
 		cc := 0

@@ -1915,16 +1915,23 @@ bf16KernelAVX512x48_store1:
 	VZEROUPPER
 	RET
 
-// func bf16PairsF32(dst *uint32, r0 *float32, r1 *float32, blocks int)
+// func bf16PairsF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, stride int)
 // Requires: AVX, AVX512BW, AVX512F
-TEXT ·bf16PairsF32(SB), NOSPLIT, $0-32
+TEXT ·bf16PairsF32(SB), NOSPLIT, $0-48
 	MOVQ      dst+0(FP), AX
 	MOVQ      r0+8(FP), CX
 	MOVQ      r1+16(FP), DX
-	MOVQ      blocks+24(FP), BX
+	MOVQ      groups+24(FP), BX
+	MOVQ      stride+40(FP), SI
 	VMOVDQU32 bf16PairIndex<>+0(SB), Z31
 	TESTQ     BX, BX
-	JZ        bf16PairsF32_done
+	JZ        bf16PairsF32_g_done
+
+bf16PairsF32_g_loop:
+	MOVQ  group+32(FP), DI
+	MOVQ  AX, R8
+	TESTQ DI, DI
+	JZ    bf16PairsF32_done
 
 bf16PairsF32_loop:
 	VMOVUPS (CX), Z0
@@ -1938,14 +1945,19 @@ bf16PairsF32_loop:
 	BYTE      $0x72
 	BYTE      $0xe0
 	VPERMW    Z4, Z31, Z4
-	VMOVDQU32 Z4, (AX)
+	VMOVDQU32 Z4, (R8)
 	ADDQ      $0x00000040, CX
 	ADDQ      $0x00000040, DX
-	ADDQ      $0x00000040, AX
-	DECQ      BX
+	ADDQ      $0x00000040, R8
+	DECQ      DI
 	JNZ       bf16PairsF32_loop
 
 bf16PairsF32_done:
+	ADDQ SI, AX
+	DECQ BX
+	JNZ  bf16PairsF32_g_loop
+
+bf16PairsF32_g_done:
 	VZEROUPPER
 	RET
 
@@ -1979,29 +1991,36 @@ bf16RowF32_done:
 	VZEROUPPER
 	RET
 
-// func bf16PairsE4M3(dst *uint32, r0 *uint8, r1 *uint8, blocks int, scale float32)
+// func bf16PairsE4M3(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
 // Requires: AVX, AVX512BW, AVX512F
-TEXT ·bf16PairsE4M3(SB), NOSPLIT, $0-36
+TEXT ·bf16PairsE4M3(SB), NOSPLIT, $0-52
 	MOVQ         dst+0(FP), AX
 	MOVQ         r0+8(FP), CX
 	MOVQ         r1+16(FP), DX
-	MOVQ         blocks+24(FP), BX
-	VBROADCASTSS scale+32(FP), Z20
-	MOVL         $0x7b800000, SI
-	VPBROADCASTD SI, Z21
-	MOVL         $0x0000007f, SI
-	VPBROADCASTD SI, Z22
-	MOVL         $0x00000080, SI
-	VPBROADCASTD SI, Z23
-	MOVL         $0x7fc00000, SI
-	VPBROADCASTD SI, Z24
-	MOVL         $0x7f800000, SI
-	VPBROADCASTD SI, Z25
-	MOVL         $0x0000007f, SI
-	VPBROADCASTD SI, Z26
+	MOVQ         groups+24(FP), BX
+	MOVQ         stride+40(FP), SI
+	VBROADCASTSS scale+48(FP), Z20
+	MOVL         $0x7b800000, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x0000007f, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x00000080, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x7fc00000, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x0000007f, DI
+	VPBROADCASTD DI, Z26
 	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
 	TESTQ        BX, BX
-	JZ           bf16PairsE4M3_done
+	JZ           bf16PairsE4M3_g_done
+
+bf16PairsE4M3_g_loop:
+	MOVQ  group+32(FP), DI
+	MOVQ  AX, R8
+	TESTQ DI, DI
+	JZ    bf16PairsE4M3_done
 
 bf16PairsE4M3_loop:
 	VPMOVZXBD (CX), Z2
@@ -2033,14 +2052,19 @@ bf16PairsE4M3_loop:
 	BYTE      $0x72
 	BYTE      $0xe0
 	VPERMW    Z4, Z31, Z4
-	VMOVDQU32 Z4, (AX)
+	VMOVDQU32 Z4, (R8)
 	ADDQ      $0x00000010, CX
 	ADDQ      $0x00000010, DX
-	ADDQ      $0x00000040, AX
-	DECQ      BX
+	ADDQ      $0x00000040, R8
+	DECQ      DI
 	JNZ       bf16PairsE4M3_loop
 
 bf16PairsE4M3_done:
+	ADDQ SI, AX
+	DECQ BX
+	JNZ  bf16PairsE4M3_g_loop
+
+bf16PairsE4M3_g_done:
 	VZEROUPPER
 	RET
 
@@ -2105,29 +2129,36 @@ bf16RowE4M3_done:
 	VZEROUPPER
 	RET
 
-// func bf16PairsE5M2(dst *uint32, r0 *uint8, r1 *uint8, blocks int, scale float32)
+// func bf16PairsE5M2(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
 // Requires: AVX, AVX512BW, AVX512F
-TEXT ·bf16PairsE5M2(SB), NOSPLIT, $0-36
+TEXT ·bf16PairsE5M2(SB), NOSPLIT, $0-52
 	MOVQ         dst+0(FP), AX
 	MOVQ         r0+8(FP), CX
 	MOVQ         r1+16(FP), DX
-	MOVQ         blocks+24(FP), BX
-	VBROADCASTSS scale+32(FP), Z20
-	MOVL         $0x77800000, SI
-	VPBROADCASTD SI, Z21
-	MOVL         $0x0000007f, SI
-	VPBROADCASTD SI, Z22
-	MOVL         $0x00000080, SI
-	VPBROADCASTD SI, Z23
-	MOVL         $0x7fc00000, SI
-	VPBROADCASTD SI, Z24
-	MOVL         $0x7f800000, SI
-	VPBROADCASTD SI, Z25
-	MOVL         $0x0000007c, SI
-	VPBROADCASTD SI, Z26
+	MOVQ         groups+24(FP), BX
+	MOVQ         stride+40(FP), SI
+	VBROADCASTSS scale+48(FP), Z20
+	MOVL         $0x77800000, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x0000007f, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x00000080, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x7fc00000, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x0000007c, DI
+	VPBROADCASTD DI, Z26
 	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
 	TESTQ        BX, BX
-	JZ           bf16PairsE5M2_done
+	JZ           bf16PairsE5M2_g_done
+
+bf16PairsE5M2_g_loop:
+	MOVQ  group+32(FP), DI
+	MOVQ  AX, R8
+	TESTQ DI, DI
+	JZ    bf16PairsE5M2_done
 
 bf16PairsE5M2_loop:
 	VPMOVZXBD (CX), Z2
@@ -2163,14 +2194,19 @@ bf16PairsE5M2_loop:
 	BYTE      $0x72
 	BYTE      $0xe0
 	VPERMW    Z4, Z31, Z4
-	VMOVDQU32 Z4, (AX)
+	VMOVDQU32 Z4, (R8)
 	ADDQ      $0x00000010, CX
 	ADDQ      $0x00000010, DX
-	ADDQ      $0x00000040, AX
-	DECQ      BX
+	ADDQ      $0x00000040, R8
+	DECQ      DI
 	JNZ       bf16PairsE5M2_loop
 
 bf16PairsE5M2_done:
+	ADDQ SI, AX
+	DECQ BX
+	JNZ  bf16PairsE5M2_g_loop
+
+bf16PairsE5M2_g_done:
 	VZEROUPPER
 	RET
 

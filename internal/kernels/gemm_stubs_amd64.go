@@ -74,30 +74,30 @@ func bf16KernelAVX512(k int, a *uint32, b *uint32, c *float32, ldc int, alpha fl
 //go:noescape
 func bf16KernelAVX512x48(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32)
 
-// bf16PairsF32 interleaves two rows of 16·blocks values as bf16 pairs (AVX512_BF16).
+// bf16PairsF32 interleaves two rows of 16·group·groups values as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
 //
 //go:noescape
-func bf16PairsF32(dst *uint32, r0 *float32, r1 *float32, blocks int)
+func bf16PairsF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, stride int)
 
 // bf16RowF32 converts 32·blocks consecutive values to bf16 pairs (AVX512_BF16).
 //
 //go:noescape
 func bf16RowF32(dst *uint32, src *float32, blocks int)
 
-// bf16PairsE4M3 interleaves two rows of 16·blocks values times scale as bf16 pairs (AVX512_BF16).
+// bf16PairsE4M3 interleaves two rows of 16·group·groups values times scale as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
 //
 //go:noescape
-func bf16PairsE4M3(dst *uint32, r0 *uint8, r1 *uint8, blocks int, scale float32)
+func bf16PairsE4M3(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
 
 // bf16RowE4M3 converts 32·blocks consecutive values times scale to bf16 pairs (AVX512_BF16).
 //
 //go:noescape
 func bf16RowE4M3(dst *uint32, src *uint8, blocks int, scale float32)
 
-// bf16PairsE5M2 interleaves two rows of 16·blocks values times scale as bf16 pairs (AVX512_BF16).
+// bf16PairsE5M2 interleaves two rows of 16·group·groups values times scale as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
 //
 //go:noescape
-func bf16PairsE5M2(dst *uint32, r0 *uint8, r1 *uint8, blocks int, scale float32)
+func bf16PairsE5M2(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
 
 // bf16RowE5M2 converts 32·blocks consecutive values times scale to bf16 pairs (AVX512_BF16).
 //

@@ -82,22 +82,32 @@ var defaultBF16 = hasBF16
 // the vector kernel and returns how many lanes it wrote.
 func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int {
 	blocks := n / 16
-	if !hasBF16 || blocks == 0 || (x.Codes != nil && !x.Vector) {
+	if blocks == 0 || !groupsVector(x, dst, o0, o1, 1, 16*blocks, 0) {
 		return 0
 	}
-	_ = dst[blocks*16-1]
+	return blocks * 16
+}
+
+// groupsVector does Operand.pairs16Groups with the vector kernel when it
+// can (width a multiple of 16) and reports whether it did.
+func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) bool {
+	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && !x.Vector) {
+		return false
+	}
+	_ = dst[(groups-1)*stride+width-1]
+	n := groups * width
 	if x.Codes == nil {
-		_, _ = x.F32[o0+blocks*16-1], x.F32[o1+blocks*16-1]
-		bf16PairsF32(&dst[0], &x.F32[o0], &x.F32[o1], blocks)
+		_, _ = x.F32[o0+n-1], x.F32[o1+n-1]
+		bf16PairsF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride)
 	} else {
-		_, _ = x.Codes[o0+blocks*16-1], x.Codes[o1+blocks*16-1]
+		_, _ = x.Codes[o0+n-1], x.Codes[o1+n-1]
 		if x.Format == 0 {
-			bf16PairsE4M3(&dst[0], &x.Codes[o0], &x.Codes[o1], blocks, x.Scale)
+			bf16PairsE4M3(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.Scale)
 		} else {
-			bf16PairsE5M2(&dst[0], &x.Codes[o0], &x.Codes[o1], blocks, x.Scale)
+			bf16PairsE5M2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.Scale)
 		}
 	}
-	return blocks * 16
+	return true
 }
 
 // rowVector does the longest multiple of 32 values of Operand.row16 with

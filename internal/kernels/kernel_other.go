@@ -13,4 +13,7 @@ const defaultBF16 = true
 
 // pairsVector and rowVector have no vector path on this build.
 func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int { return 0 }
-func rowVector(x *Operand, dst []uint32, o, n int) int        { return 0 }
+func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) bool {
+	return false
+}
+func rowVector(x *Operand, dst []uint32, o, n int) int { return 0 }

@@ -216,7 +216,9 @@ func (d *fp8Decoder) decode16(src Mem, f, t VecPhysical) {
 // (float32, or FP8 codes in one format):
 //
 //   - pairs: dst[j] = bf16(r0[j]) | bf16(r1[j])<<16 for 16·blocks j —
-//     two rows of op(X) along k interleaved, as the kernel reads them;
+//     two rows of op(X) along k interleaved, as the kernel reads them,
+//     written in groups (one per sliver of the packed panel) that lie
+//     stride bytes apart;
 //   - row: dst[q] = bf16(s[2q]) | bf16(s[2q+1])<<16 for 16·blocks q —
 //     32·blocks consecutive values, which is already pairs when k runs
 //     along the row.
@@ -234,32 +236,39 @@ func bf16Pack(kind string) {
 	}
 	// pairs
 	name := "bf16Pairs" + kind
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, blocks int%s)", elem, scaleSig))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, groups, group, stride int%s)", elem, scaleSig))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s interleaves two rows of 16·blocks values%s as bf16 pairs (AVX512_BF16).", name, scaleDoc))
+	Doc(fmt.Sprintf("%s interleaves two rows of 16·group·groups values%s as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).", name, scaleDoc))
 	dst := Load(Param("dst"), GP64())
 	r0 := Load(Param("r0"), GP64())
 	r1 := Load(Param("r1"), GP64())
-	n := Load(Param("blocks"), GP64())
+	ng := Load(Param("groups"), GP64())
+	stride := Load(Param("stride"), GP64())
 	var dec *fp8Decoder
 	if fp8 {
-		dec = newFP8Decoder(e5m2, 32)
+		dec = newFP8Decoder(e5m2, 48)
 	}
 	pairIndex(Z31)
-	loop(name, n, func() {
-		if fp8 {
-			dec.decode16(Mem{Base: r0}, Z0, Z2)
-			dec.decode16(Mem{Base: r1}, Z1, Z3)
-		} else {
-			VMOVUPS(Mem{Base: r0}, Z0)
-			VMOVUPS(Mem{Base: r1}, Z1)
-		}
-		vcvtne2ps2bf16(Z4, Z1, Z0) // words 0–15 from r0, 16–31 from r1
-		VPERMW(Z4, Z31, Z4)
-		VMOVDQU32(Z4, Mem{Base: dst})
-		ADDQ(U32(width), r0)
-		ADDQ(U32(width), r1)
-		ADDQ(U32(64), dst)
+	loop(name+"_g", ng, func() {
+		n := Load(Param("group"), GP64())
+		d := GP64()
+		MOVQ(dst, d)
+		loop(name, n, func() {
+			if fp8 {
+				dec.decode16(Mem{Base: r0}, Z0, Z2)
+				dec.decode16(Mem{Base: r1}, Z1, Z3)
+			} else {
+				VMOVUPS(Mem{Base: r0}, Z0)
+				VMOVUPS(Mem{Base: r1}, Z1)
+			}
+			vcvtne2ps2bf16(Z4, Z1, Z0) // words 0–15 from r0, 16–31 from r1
+			VPERMW(Z4, Z31, Z4)
+			VMOVDQU32(Z4, Mem{Base: d})
+			ADDQ(U32(width), r0)
+			ADDQ(U32(width), r1)
+			ADDQ(U32(64), d)
+		})
+		ADDQ(stride, dst)
 	})
 	VZEROUPPER()
 	RET()
@@ -271,7 +280,7 @@ func bf16Pack(kind string) {
 	Doc(fmt.Sprintf("%s converts 32·blocks consecutive values%s to bf16 pairs (AVX512_BF16).", name, scaleDoc))
 	dst = Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
-	n = Load(Param("blocks"), GP64())
+	n := Load(Param("blocks"), GP64())
 	if fp8 {
 		dec = newFP8Decoder(e5m2, 24)
 	}
