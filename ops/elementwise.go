@@ -196,7 +196,8 @@ func (o unaryGradOp) bindSlices(xAll, dyAll, dxAll []float32) (graph.Kernel, err
 	switch o.kind {
 	case kindReLU:
 		k = func(x, dy, dx []float32) {
-			dy, dx = dy[:len(x)], dx[:len(x)]
+			done := kernels.ReLUGrad(dx, x, dy) // vector prefix, same results as this loop
+			x, dy, dx = x[done:], dy[done:len(x)], dx[done:len(x)]
 			for i, v := range x {
 				// A select the compiler turns into a conditional move:
 				// the sign of activations is a coin flip for a branch

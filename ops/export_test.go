@@ -13,9 +13,14 @@ func GELUForTest(x []float32) []float32 {
 }
 
 // GELUGradForTest runs the GELU gradient kernel.
-func GELUGradForTest(x, dy []float32) []float32 {
+func GELUGradForTest(x, dy []float32) []float32 { return unaryGradForTest(kindGELU, x, dy) }
+
+// ReLUGradForTest runs the ReLU gradient kernel.
+func ReLUGradForTest(x, dy []float32) []float32 { return unaryGradForTest(kindReLU, x, dy) }
+
+func unaryGradForTest(kind unaryKind, x, dy []float32) []float32 {
 	dx := make([]float32, len(x))
-	k, _ := unaryGradOp{kind: kindGELU}.bindSlices(x, dy, dx)
+	k, _ := unaryGradOp{kind: kind}.bindSlices(x, dy, dx)
 	k()
 	return dx
 }

@@ -348,3 +348,33 @@ func TestGELUVectorMatchesScalar(t *testing.T) {
 		}
 	}
 }
+
+// TestReLUGradVectorMatchesScalar compares the vector ReLU backward with
+// the Go loop bit for bit, on every kind of x (zeros of both signs,
+// denormals, infinities, NaN) and dy.
+func TestReLUGradVectorMatchesScalar(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	specials := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1e-45, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 3, -3}
+	for i := 0; i < 2000; i++ {
+		x := specials[rng.IntN(len(specials))]
+		if i%2 == 0 {
+			x = float32(rng.NormFloat64())
+		}
+		dy := float32(rng.NormFloat64())
+		if i%7 == 0 {
+			dy = specials[rng.IntN(len(specials))]
+		}
+		xs, ds := make([]float32, 17), make([]float32, 17)
+		for j := range xs {
+			xs[j], ds[j] = x, dy
+		}
+		g := ops.ReLUGradForTest(xs, ds)
+		want := dy
+		if !(x > 0) {
+			want = 0
+		}
+		if math.Float32bits(g[0]) != math.Float32bits(g[16]) || math.Float32bits(g[16]) != math.Float32bits(want) {
+			t.Fatalf("x=%v dy=%v: vector %v, Go %v, want %v", x, dy, g[0], g[16], want)
+		}
+	}
+}

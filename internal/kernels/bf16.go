@@ -118,5 +118,7 @@ type bf16Kernel struct {
 	run    func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32)
 }
 
-// mc returns the A block height for the kernel.
-func (m *bf16Kernel) mc() int { return max(1, 128/m.mr) * m.mr }
+// mc returns the A block height for the kernel: a multiple of 16 as
+// well as of mr, so that pairing the rows of a transposed A runs whole
+// vectors.
+func (m *bf16Kernel) mc() int { return max(1, 192/m.mr) * m.mr }

@@ -1006,6 +1006,32 @@ fp16enc_done:
 	VZEROUPPER
 	RET
 
+// func reluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·reluGradAVX512(SB), NOSPLIT, $0-32
+	MOVQ   dx+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   dy+16(FP), DX
+	MOVQ   blocks+24(FP), BX
+	VPXORD Z20, Z20, Z20
+	TESTQ  BX, BX
+	JZ     relugrad_done
+
+relugrad_loop:
+	VMOVUPS   (CX), Z0
+	VCMPPS    $0x1e, Z20, Z0, K1
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS   Z1, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, AX
+	DECQ      BX
+	JNZ       relugrad_loop
+
+relugrad_done:
+	VZEROUPPER
+	RET
+
 DATA bf16PairIndex<>+0(SB)/4, $0x00100000
 DATA bf16PairIndex<>+4(SB)/4, $0x00110001
 DATA bf16PairIndex<>+8(SB)/4, $0x00120002

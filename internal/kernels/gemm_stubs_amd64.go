@@ -64,6 +64,11 @@ func amaxAVX512(src *float32, blocks int, out *[16]uint32)
 //go:noescape
 func fp16EncodeAVX512(dst *uint16, src *float32, blocks int, scale float32)
 
+// reluGradAVX512 is the vector twin of ReLU's backward loop in package ops (AVX-512F).
+//
+//go:noescape
+func reluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
+
 // bf16KernelAVX512 computes C[12×32] += alpha·A·B from bf16-pair slivers (AVX512_BF16).
 //
 //go:noescape

@@ -79,6 +79,18 @@ func GELUGrad(dx, x, dy []float32) int {
 	return blocks * 16
 }
 
+// ReLUGrad sets dx = dy where x > 0 and +0 elsewhere (NaN x included)
+// over the longest multiple of 16 it can vectorise and returns how many
+// it did; the caller's loop, its twin, does the rest.
+func ReLUGrad(dx, x, dy []float32) int {
+	blocks := len(x) / 16
+	if !hasAVX512 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
+		return 0
+	}
+	reluGradAVX512(&dx[0], &x[0], &dy[0], blocks)
+	return blocks * 16
+}
+
 // AmaxBits reads the longest prefix of src it can vectorise (a multiple
 // of 64 values) and returns how many it read and the float32 bits of
 // their max |x|: a pattern above +inf (0x7f800000) if any was NaN. The

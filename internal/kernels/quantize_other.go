@@ -19,6 +19,9 @@ func GELU(y, x []float32) int { return 0 }
 // GELUGrad has no vector path on this build.
 func GELUGrad(dx, x, dy []float32) int { return 0 }
 
+// ReLUGrad has no vector path on this build.
+func ReLUGrad(dx, x, dy []float32) int { return 0 }
+
 // AmaxBits has no vector path on this build.
 func AmaxBits(src []float32) (done int, bits uint32) { return 0, 0 }
 

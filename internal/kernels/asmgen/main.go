@@ -31,6 +31,7 @@ func main() {
 	gelu(true)
 	amax()
 	fp16Encode()
+	reluGrad()
 	pairIndexData()
 	bf16GemmKernel("bf16KernelAVX512", 12, 2, 6)
 	bf16GemmKernel("bf16KernelAVX512x48", 8, 3, 5)
@@ -400,6 +401,30 @@ func fp16Encode() {
 		VCVTPS2PH(U8(0), Z0, Mem{Base: dst})
 		ADDQ(U32(64), src)
 		ADDQ(U32(32), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// reluGrad emits dx = dy where x > 0, else +0 (NaN x gives 0), 16 lanes
+// at a time: the twin of ReLU's backward loop in package ops.
+func reluGrad() {
+	TEXT("reluGradAVX512", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
+	Pragma("noescape")
+	Doc("reluGradAVX512 is the vector twin of ReLU's backward loop in package ops (AVX-512F).")
+	dx := Load(Param("dx"), GP64())
+	x := Load(Param("x"), GP64())
+	dy := Load(Param("dy"), GP64())
+	n := Load(Param("blocks"), GP64())
+	VPXORD(Z20, Z20, Z20)
+	loop("relugrad", n, func() {
+		VMOVUPS(Mem{Base: x}, Z0)
+		VCMPPS(U8(0x1E), Z20, Z0, K1) // x > 0, ordered: false for NaN
+		VMOVUPS_Z(Mem{Base: dy}, K1, Z1)
+		VMOVUPS(Z1, Mem{Base: dx})
+		ADDQ(U32(64), x)
+		ADDQ(U32(64), dy)
+		ADDQ(U32(64), dx)
 	})
 	VZEROUPPER()
 	RET()
