@@ -42,3 +42,33 @@ func ExamplePrepare() {
 	// [mlp.fc1]
 	// weight dims [10 64] are not both divisible by 16
 }
+
+// With fp8.BF16Recipe, Prepare is Accelerate's mixed_precision="bf16":
+// every linear layer's GEMMs read bf16-rounded operands (no size
+// condition, no scaling state), and evaluation runs in bf16 too.
+func ExamplePrepare_bf16() {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 4, 32)
+	y := g.Input("labels", graph.Int32, 4)
+	w1, w2 := g.Param("mlp.fc1.weight", 64, 32), g.Param("mlp.fc2.weight", 10, 64)
+	logits := ops.Linear("mlp.fc2", ops.ReLU(ops.Linear("mlp.fc1", x, w1, nil)), w2, nil)
+	loss := ops.CrossEntropy(logits, y)
+	grads, _ := graph.Grad(loss, w1, w2)
+	store := graph.NewStore()
+	_ = store.Init(g, func(_ *graph.Node, v []float32) {
+		for i := range v {
+			v[i] = float32(i%7-3) * 0.05
+		}
+	})
+	prep, err := passes.Prepare(g, store, passes.Config{
+		Recipe:       fp8.BF16Recipe{},
+		TrainOutputs: []*graph.Node{loss, grads[0], grads[1]},
+		EvalOutputs:  []*graph.Node{logits},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(prep.Report.Converted(), passes.BF16Layers(g), passes.HasFP8Layers(g))
+	// Output: [mlp.fc1 mlp.fc2] [mlp.fc1 mlp.fc2] false
+}

@@ -501,3 +501,52 @@ func BenchmarkGemmBF16(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGemmShapes runs the GEMMs of the baby GPT's and the MLP's
+// linear layers (m, n, k; the transposes their GEMMs use) in float32 and
+// on the bf16 kernel with FP8 codes.
+func BenchmarkGemmShapes(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, s := range []struct {
+		name           string
+		m, n, k        int
+		transA, transB bool
+	}{
+		{"gpt_qkv_fprop", 768, 384, 128, false, true}, {"gpt_fc_fprop", 768, 512, 128, false, true},
+		{"gpt_proj2_fprop", 768, 128, 512, false, true}, {"gpt_fc_dgrad", 768, 128, 512, false, false},
+		{"gpt_fc_wgrad", 512, 128, 768, true, false}, {"mlp_fc1_fprop", 128, 512, 784, false, true},
+		{"mlp_fc1_wgrad", 512, 784, 128, true, false}, {"mlp_fc2_dgrad", 128, 512, 512, false, false},
+	} {
+		x, y, z := randSlice(rng, s.m*s.k), randSlice(rng, s.k*s.n), make([]float32, s.m*s.n)
+		codes := make([]uint8, max(s.m, s.n)*s.k)
+		for i := range codes {
+			codes[i] = uint8(rng.IntN(0x7E))
+		}
+		lda, ldb := s.k, s.n
+		if s.transA {
+			lda = s.m
+		}
+		if s.transB {
+			ldb = s.k
+		}
+		flops := 2 * float64(s.m*s.n*s.k)
+		g := NewGemm()
+		b.Run(s.name+"/f32", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				g.Run(s.transA, s.transB, s.m, s.n, s.k, 1, x, lda, y, ldb, 0, z, s.n)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		if kern16 == nil {
+			continue
+		}
+		tab := fp8TableForTest(0, 1)
+		op := &Operand{Codes: codes, Table: tab, Vector: true, Scale: 1}
+		b.Run(s.name+"/fp8", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				g.RunBF16(s.transA, s.transB, s.m, s.n, s.k, op, lda, op, ldb, z, s.n, Epilogue{Alpha: 0.5})
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
