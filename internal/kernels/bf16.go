@@ -74,7 +74,8 @@ func fma32(a, b, c float32) float32 {
 // pair of k, B nr), the accumulation in VDPBF16PS order (per pair, the
 // odd k first). The store is C = fma(acc, alpha, fma(acc, alphaLo, C)),
 // the inner one skipped when alphaLo is 0 (so an infinite accumulator
-// stays infinite).
+// stays infinite); with overwrite, C is not read: C = fma(acc, alpha,
+// acc·alphaLo), or acc·alpha.
 //
 // Why float64 gives the float32 fused result: a product of two bf16
 // values has at most 16 significant bits, so it is exact in float64; the
@@ -86,7 +87,7 @@ func fma32(a, b, c float32) float32 {
 // it can differ from the hardware's single rounding in the last bit in
 // rare ties, so the store is compared with a tolerance and the
 // accumulation bit for bit.
-func bf16KernelRef(mr, nr, k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+func bf16KernelRef(mr, nr, k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
 	for r := 0; r < mr; r++ {
 		for j := 0; j < nr; j++ {
 			var acc float32
@@ -94,28 +95,36 @@ func bf16KernelRef(mr, nr, k int, a, b []uint32, c []float32, ldc int, alpha, al
 				acc = dpbf16(acc, b[p*nr+j], a[p*mr+r])
 			}
 			o := r*ldc + j
-			if alphaLo != 0 {
-				c[o] = fma32(acc, alphaLo, c[o])
+			switch {
+			case overwrite && alphaLo != 0:
+				c[o] = fma32(acc, alpha, acc*alphaLo)
+			case overwrite:
+				c[o] = acc * alpha
+			default:
+				if alphaLo != 0 {
+					c[o] = fma32(acc, alphaLo, c[o])
+				}
+				c[o] = fma32(acc, alpha, c[o])
 			}
-			c[o] = fma32(acc, alpha, c[o])
 		}
 	}
 }
 
 // goBF16Kernel4x16 is the portable bf16 micro-kernel: the reference on a
 // 4×16 tile.
-func goBF16Kernel4x16(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
-	bf16KernelRef(4, 16, k, a, b, c, ldc, alpha, alphaLo)
+func goBF16Kernel4x16(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
+	bf16KernelRef(4, 16, k, a, b, c, ldc, alpha, alphaLo, overwrite)
 }
 
 var goBF16Kernel = bf16Kernel{name: "go bf16 4x16", mr: 4, nr: 16, run: goBF16Kernel4x16}
 
-// bf16Kernel is a micro-kernel on bf16 pairs: C[mr×nr] += alpha·A·B with
-// a two-part alpha (see bf16KernelRef); k counts pairs.
+// bf16Kernel is a micro-kernel on bf16 pairs: C[mr×nr] += alpha·A·B (or
+// C = alpha·A·B with overwrite) with a two-part alpha (see
+// bf16KernelRef); k counts pairs.
 type bf16Kernel struct {
 	name   string
 	mr, nr int
-	run    func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32)
+	run    func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool)
 }
 
 // mc returns the A block height for the kernel: a multiple of 16 as

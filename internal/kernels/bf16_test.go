@@ -116,31 +116,49 @@ func TestBF16KernelsMatchReference(t *testing.T) {
 					clear(exact[r*ldc : r*ldc+k.nr])
 					clear(want[r*ldc : r*ldc+k.nr])
 				}
-				bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, 1, 0)
-				k.run(depth, a, b, exact, ldc, 1, 0)
-				for i := range exact {
-					g, w := exact[i], want[i]
-					if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
-						t.Fatalf("%s k=%d wild=%v: c[%d] = %v (%#x), reference %v (%#x)", k.name, depth, wild, i, g, math.Float32bits(g), w, math.Float32bits(w))
+				bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, 1, 0, false)
+				k.run(depth, a, b, exact, ldc, 1, 0, false)
+				same := func(what string, got []float32) {
+					t.Helper()
+					for i := range got {
+						g, w := got[i], want[i]
+						if math.Float32bits(g) != math.Float32bits(w) && !(g != g && w != w) {
+							t.Fatalf("%s k=%d wild=%v %s: c[%d] = %v (%#x), reference %v (%#x)", k.name, depth, wild, what, i, g, math.Float32bits(g), w, math.Float32bits(w))
+						}
 					}
 				}
+				same("accumulate", exact)
+				// Overwriting: C's old values (NaN here) are not read.
+				over := make([]float32, len(exact))
+				for i := range over {
+					over[i] = guard
+				}
+				for r := 0; r < k.mr; r++ {
+					for j := 0; j < k.nr; j++ {
+						over[r*ldc+j] = float32(math.NaN())
+					}
+				}
+				k.run(depth, a, b, over, ldc, 1, 0, true)
+				same("overwrite", over)
 				if wild {
 					continue
 				}
-				// The two-part store onto a C that is not zero.
-				c := append([]float32(nil), exact...)
-				for r := 0; r < k.mr; r++ {
-					for j := 0; j < k.nr; j++ {
-						c[r*ldc+j] = float32(rng.NormFloat64())
-					}
-				}
-				want = append(want[:0], c...)
+				// The two-part store, onto a C that is not zero and over it.
 				hi, lo, _ := splitAlpha(float64(float32(0.3)) * float64(float32(1.7)))
-				bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, hi, lo)
-				k.run(depth, a, b, c, ldc, hi, lo)
-				for i := range c {
-					if d := math.Abs(float64(c[i] - want[i])); d > 0 && d > 0x1p-23*math.Abs(float64(want[i])) {
-						t.Fatalf("%s k=%d store: c[%d] = %v, reference %v", k.name, depth, i, c[i], want[i])
+				for _, overwrite := range []bool{false, true} {
+					c := append([]float32(nil), exact...)
+					for r := 0; r < k.mr; r++ {
+						for j := 0; j < k.nr; j++ {
+							c[r*ldc+j] = float32(rng.NormFloat64())
+						}
+					}
+					want = append(want[:0], c...)
+					bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, hi, lo, overwrite)
+					k.run(depth, a, b, c, ldc, hi, lo, overwrite)
+					for i := range c {
+						if d := math.Abs(float64(c[i] - want[i])); d > 0 && d > 0x1p-23*math.Abs(float64(want[i])) {
+							t.Fatalf("%s k=%d store overwrite=%v: c[%d] = %v, reference %v", k.name, depth, overwrite, i, c[i], want[i])
+						}
 					}
 				}
 			}
@@ -179,11 +197,13 @@ func TestBF16KernelSpecialCases(t *testing.T) {
 			for i := range b {
 				b[i] = bf16Pair(tc.bLo, tc.bHi)
 			}
-			c := make([]float32, k.mr*k.nr)
-			k.run(1, a, b, c, k.nr, 1, 0)
-			for i, v := range c {
-				if math.Float32bits(v) != math.Float32bits(tc.want) && !(v != v && tc.want != tc.want) {
-					t.Fatalf("%s, %s: c[%d] = %v, want %v", k.name, tc.name, i, v, tc.want)
+			for _, overwrite := range []bool{false, true} {
+				c := make([]float32, k.mr*k.nr)
+				k.run(1, a, b, c, k.nr, 1, 0, overwrite)
+				for i, v := range c {
+					if math.Float32bits(v) != math.Float32bits(tc.want) && !(v != v && tc.want != tc.want) {
+						t.Fatalf("%s, %s, overwrite %v: c[%d] = %v, want %v", k.name, tc.name, overwrite, i, v, tc.want)
+					}
 				}
 			}
 		}

@@ -173,8 +173,9 @@ func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb i
 	}
 }
 
-// macroKernel16 is macroKernel for the bf16 kernel: kp pairs of k.
-func macroKernel16(tile []float32, mb, nb, kp int, alpha, alphaLo float32, pa, pb []uint32, c []float32, ldc int) {
+// macroKernel16 is macroKernel for the bf16 kernel: kp pairs of k; with
+// overwrite (the first block of k) C is written, not added to.
+func macroKernel16(tile []float32, mb, nb, kp int, alpha, alphaLo float32, overwrite bool, pa, pb []uint32, c []float32, ldc int) {
 	mr, nr := kern16.mr, kern16.nr
 	for j := 0; j < nb; j += nr {
 		bs := pb[j*kp : j*kp+nr*kp]
@@ -183,14 +184,16 @@ func macroKernel16(tile []float32, mb, nb, kp int, alpha, alphaLo float32, pa, p
 			as := pa[i*kp : i*kp+mr*kp]
 			rows := min(mr, mb-i)
 			if rows == mr && cols == nr {
-				kern16.run(kp, as, bs, c[i*ldc+j:], ldc, alpha, alphaLo)
+				kern16.run(kp, as, bs, c[i*ldc+j:], ldc, alpha, alphaLo, overwrite)
 				continue
 			}
 			t := tile[:mr*nr]
-			for r := 0; r < rows; r++ {
-				copy(t[r*nr:r*nr+cols], c[(i+r)*ldc+j:])
+			if !overwrite {
+				for r := 0; r < rows; r++ {
+					copy(t[r*nr:r*nr+cols], c[(i+r)*ldc+j:])
+				}
 			}
-			kern16.run(kp, as, bs, t, nr, alpha, alphaLo)
+			kern16.run(kp, as, bs, t, nr, alpha, alphaLo, overwrite)
 			for r := 0; r < rows; r++ {
 				copy(c[(i+r)*ldc+j:(i+r)*ldc+j+cols], t[r*nr:r*nr+cols])
 			}

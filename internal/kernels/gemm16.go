@@ -131,10 +131,12 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 	ldc := g.ldc
 	c := g.c[m0*ldc+n0:]
 	m, n, k := m1-m0, n1-n0, g.k
-	scaleC(m, n, 0, c, ldc)
 	if k == 0 {
+		scaleC(m, n, 0, c, ldc)
 		return
 	}
+	// The first block of k overwrites C (no clearing, no read); the
+	// others add to it.
 	mr, nr, mc := kern16.mr, kern16.nr, kern16.mc()
 	pa16, pb16 := asU32(w.packA), asU32(w.packB)
 	for jc := 0; jc < n; jc += nc {
@@ -151,7 +153,7 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 				} else {
 					packA16(pa16, mr, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, w.tmp16)
 				}
-				macroKernel16(w.tile, mb, nb, kp, g.alpha, g.alphaLo, pa, pb16, c[ic*ldc+jc:], ldc)
+				macroKernel16(w.tile, mb, nb, kp, g.alpha, g.alphaLo, pc == 0, pa, pb16, c[ic*ldc+jc:], ldc)
 			}
 		}
 	}

@@ -72,12 +72,12 @@ func reluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
 // bf16KernelAVX512 computes C[12×32] += alpha·A·B from bf16-pair slivers (AVX512_BF16).
 //
 //go:noescape
-func bf16KernelAVX512(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32)
+func bf16KernelAVX512(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32, overwrite int)
 
 // bf16KernelAVX512x48 computes C[8×48] += alpha·A·B from bf16-pair slivers (AVX512_BF16).
 //
 //go:noescape
-func bf16KernelAVX512x48(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32)
+func bf16KernelAVX512x48(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32, overwrite int)
 
 // bf16PairsF32 interleaves two rows of 16·group·groups values as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
 //

@@ -50,16 +50,23 @@ func availableKernels() []microKernel {
 }
 
 var avx512bf16Kernel = bf16Kernel{name: "avx512bf16 12x32", mr: 12, nr: 32,
-	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
 		_, _, _ = a[12*k-1], b[32*k-1], c[11*ldc+31]
-		bf16KernelAVX512(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo)
+		bf16KernelAVX512(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo, b2i(overwrite))
 	}}
 
 var avx512bf16x48Kernel = bf16Kernel{name: "avx512bf16 8x48", mr: 8, nr: 48,
-	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
 		_, _, _ = a[8*k-1], b[48*k-1], c[7*ldc+47]
-		bf16KernelAVX512x48(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo)
+		bf16KernelAVX512x48(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo, b2i(overwrite))
 	}}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // hasBF16 says whether the CPU runs the AVX512_BF16 kernels (the packing
 // kernels also need AVX512BW's VPERMW).

@@ -73,11 +73,12 @@ func vcvtne2ps2bf16(dst, src1, src2 VecPhysical) {
 // the B sliver, and nb rotating registers for broadcast A pairs. The
 // store adds acc·alphaLo (unless alphaLo is 0) and then acc·alpha to C,
 // each a fused multiply-add, so a two-part alpha (the product of two
-// float32 scales, split hi + lo) costs one rounding. The twin is
+// float32 scales, split hi + lo) costs one rounding; with overwrite set
+// it writes C = acc·alpha without reading C. The twin is
 // kernels.bf16KernelRef.
 func bf16GemmKernel(name string, mr, nv, nb int) {
 	nr := nv * 16
-	TEXT(name, NOSPLIT, "func(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32)")
+	TEXT(name, NOSPLIT, "func(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32, overwrite int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B from bf16-pair slivers (AVX512_BF16).", name, mr, nr))
 	k := Load(Param("k"), GP64())
@@ -111,24 +112,36 @@ func bf16GemmKernel(name string, mr, nv, nb int) {
 	DECQ(k)
 	JNZ(LabelRef(name + "_loop"))
 	Label(name + "_store")
-	// With alphaLo = 0 (a one-part alpha) the store is one multiply-add:
-	// adding acc·0 would turn an infinite accumulator into NaN.
+	// Four stores: C += acc·alpha or C = acc·alpha (overwrite, the first
+	// block of k: C is neither cleared nor read, so its NaNs do not
+	// propagate), each with a two-part alpha or, when alphaLo = 0, a
+	// one-part one (adding acc·0 would turn an infinite accumulator into
+	// NaN).
 	alpha, alphaLo := areg(0), areg(1)
 	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
-	lo := GP32()
-	MOVL(NewParamAddr("alphaLo", 44), lo)
-	TESTL(lo, lo)
-	JZ(LabelRef(name + "_store1"))
 	VBROADCASTSS(NewParamAddr("alphaLo", 44), alphaLo)
-	store := func(two bool) {
+	lo, ow := GP32(), GP64()
+	MOVL(NewParamAddr("alphaLo", 44), lo)
+	MOVQ(NewParamAddr("overwrite", 48), ow)
+	store := func(two, overwrite bool) {
 		for r := 0; r < mr; r++ {
 			for j := 0; j < nv; j++ {
-				VMOVUPS(Mem{Base: c, Disp: 64 * j}, breg(j))
-				if two {
-					VFMADD231PS(acc(r, j), alphaLo, breg(j))
+				t, m := breg(j), Mem{Base: c, Disp: 64 * j}
+				switch {
+				case overwrite && two:
+					VMULPS(alphaLo, acc(r, j), t)
+					VFMADD231PS(acc(r, j), alpha, t)
+				case overwrite:
+					VMULPS(alpha, acc(r, j), t)
+				case two:
+					VMOVUPS(m, t)
+					VFMADD231PS(acc(r, j), alphaLo, t)
+					VFMADD231PS(acc(r, j), alpha, t)
+				default:
+					VMOVUPS(m, t)
+					VFMADD231PS(acc(r, j), alpha, t)
 				}
-				VFMADD231PS(acc(r, j), alpha, breg(j))
-				VMOVUPS(breg(j), Mem{Base: c, Disp: 64 * j})
+				VMOVUPS(t, m)
 			}
 			if r+1 < mr {
 				ADDQ(ldc, c)
@@ -137,9 +150,19 @@ func bf16GemmKernel(name string, mr, nv, nb int) {
 		VZEROUPPER()
 		RET()
 	}
-	store(true)
-	Label(name + "_store1")
-	store(false)
+	TESTQ(ow, ow)
+	JNZ(LabelRef(name + "_overwrite"))
+	TESTL(lo, lo)
+	JZ(LabelRef(name + "_add1"))
+	store(true, false)
+	Label(name + "_add1")
+	store(false, false)
+	Label(name + "_overwrite")
+	TESTL(lo, lo)
+	JZ(LabelRef(name + "_set1"))
+	store(true, true)
+	Label(name + "_set1")
+	store(false, true)
 }
 
 // pairIndexData defines the VPERMW index that interleaves the low and
