@@ -305,6 +305,44 @@ func TestBF16PairsGroups(t *testing.T) {
 	}
 }
 
+// TestTransposeInto checks the vector transpose (and its scalar tail)
+// for every row count up to 16 and pair counts around the 16-lane
+// blocks: each lane where the loop puts it, nothing else written.
+func TestTransposeInto(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for rows := 1; rows <= 16; rows++ {
+		for _, kp := range []int{1, 15, 16, 17, 33, 64} {
+			for _, w := range []int{rows, 12, 32, 48} {
+				if w < rows {
+					continue
+				}
+				for _, c := range []int{0, w - rows} {
+					src := make([]uint32, 16*kp)
+					for i := range src {
+						src[i] = rng.Uint32()
+					}
+					got := make([]uint32, kp*w+5)
+					for i := range got {
+						got[i] = 0xDEADBEEF
+					}
+					want := append([]uint32(nil), got...)
+					transposeInto(got, w, c, src, kp, rows)
+					for q := 0; q < kp; q++ {
+						for i := 0; i < rows; i++ {
+							want[q*w+c+i] = src[i*kp+q]
+						}
+					}
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("rows %d kp %d w %d c %d: lane %d = %#x, want %#x", rows, kp, w, c, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // fp8TableForTest decodes every code of a format times scale, with the
 // independent decoder of TestDecodeFP8MatchesTables.
 func fp8TableForTest(format int, scale float32) *[256]float32 {

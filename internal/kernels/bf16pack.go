@@ -73,7 +73,7 @@ func (x *Operand) row16(dst []uint32, o, n int) {
 
 // packA16 packs op(A)[ic:ic+mb, pc:pc+kb] into mr-row bf16-pair slivers
 // (sliver s at dst[s·kp:], kp = ⌈kb/2⌉ pairs of mr lanes); missing rows
-// are zero. tmp must hold max(4·kp, mb) lanes.
+// are zero. tmp must hold max(16·kp, mb) lanes.
 func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb int, tmp []uint32) {
 	kp := (kb + 1) / 2
 	if trans {
@@ -96,32 +96,52 @@ func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb i
 		return
 	}
 	for s := 0; s < mb; s += mr {
-		d := dst[s*kp : s*kp+mr*kp]
 		rows := min(mr, mb-s)
-		r := 0
-		for ; r+4 <= rows; r += 4 {
-			for i := 0; i < 4; i++ {
-				a.row16(tmp[i*kp:(i+1)*kp], (ic+s+r+i)*lda+pc, kb)
+		rowsTransposed(dst[s*kp:s*kp+mr*kp], mr, a, lda, ic+s, pc, kb, rows, tmp)
+	}
+}
+
+// rowsTransposed packs rows i0 … i0+rows−1 of a stored operand, along
+// which k runs from pc, into the w lanes of a sliver d (lane q·w+r holds
+// pair q of row r); lanes of missing rows are zero. Up to 16 rows are
+// converted into tmp at a time, then transposed into place.
+func rowsTransposed(d []uint32, w int, x *Operand, ld, i0, pc, kb, rows int, tmp []uint32) {
+	kp := (kb + 1) / 2
+	for r0 := 0; r0 < w; r0 += 16 {
+		n := min(16, rows-r0)
+		if n <= 0 {
+			for q := 0; q < kp; q++ {
+				clear(d[q*w+r0 : q*w+min(w, r0+16)])
 			}
-			interleave4(d, mr, r, tmp, kp, 0, 0, kp)
+			continue
 		}
-		for ; r < mr; r++ {
-			if r >= rows {
-				for q := 0; q < kp; q++ {
-					d[q*mr+r] = 0
-				}
-				continue
-			}
-			a.row16(tmp[:kp], (ic+s+r)*lda+pc, kb)
-			for q, v := range tmp[:kp] {
-				d[q*mr+r] = v
+		for i := 0; i < n; i++ {
+			x.row16(tmp[i*kp:(i+1)*kp], (i0+r0+i)*ld+pc, kb)
+		}
+		transposeInto(d, w, r0, tmp, kp, n)
+		if r0+n < w && n < 16 {
+			for q := 0; q < kp; q++ {
+				clear(d[q*w+r0+n : q*w+min(w, r0+16)])
 			}
 		}
 	}
 }
 
+// transposeInto writes d[q·w+c+i] = t[i·kp+q] for i < rows and q < kp:
+// the vector kernel for whole blocks of 16 pairs, this loop (its twin)
+// for the rest. t holds 16 rows of kp lanes.
+func transposeInto(d []uint32, w, c int, t []uint32, kp, rows int) {
+	q0 := transposeVector(d[c:], w, t, kp, rows, kp)
+	for q := q0; q < kp; q++ {
+		dq := d[q*w+c : q*w+c+rows]
+		for i := range dq {
+			dq[i] = t[i*kp+q]
+		}
+	}
+}
+
 // packB16 packs op(B)[pc:pc+kb, jc:jc+nb] into nr-column bf16-pair
-// slivers; missing columns are zero. tmp must hold 4·kp lanes.
+// slivers; missing columns are zero. tmp must hold 16·kp lanes.
 func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb int, tmp []uint32) {
 	kp := (kb + 1) / 2
 	if !trans {
@@ -146,30 +166,10 @@ func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb i
 		}
 		return
 	}
+	// op(B)[p][j] = B[j][p]: a column of op(B) is a row of B, whose
+	// consecutive values are already pairs.
 	for s := 0; s < nb; s += nr {
-		d := dst[s*kp : s*kp+nr*kp]
-		cols := min(nr, nb-s)
-		// op(B)[p][j] = B[j][p]: a column of op(B) is a row of B, whose
-		// consecutive values are already pairs.
-		cc := 0
-		for ; cc+4 <= cols; cc += 4 {
-			for i := 0; i < 4; i++ {
-				b.row16(tmp[i*kp:(i+1)*kp], (jc+s+cc+i)*ldb+pc, kb)
-			}
-			interleave4(d, nr, cc, tmp, kp, 0, 0, kp)
-		}
-		for ; cc < nr; cc++ {
-			if cc >= cols {
-				for q := 0; q < kp; q++ {
-					d[q*nr+cc] = 0
-				}
-				continue
-			}
-			b.row16(tmp[:kp], (jc+s+cc)*ldb+pc, kb)
-			for q, v := range tmp[:kp] {
-				d[q*nr+cc] = v
-			}
-		}
+		rowsTransposed(dst[s*kp:s*kp+nr*kp], nr, b, ldb, jc+s, pc, kb, min(nr, nb-s), tmp)
 	}
 }
 

@@ -141,7 +141,7 @@ func getParts(dst []*gemmPart) {
 // newPart makes packing buffers large enough for the float32 kernel and
 // the bf16 kernel in use (a bf16 pack takes one lane per pair of k).
 func newPart() *gemmPart {
-	mcr, tile, tmp := kern.mc(), kern.mr*kern.nr, 4*kc
+	mcr, tile, tmp := kern.mc(), kern.mr*kern.nr, 8*kc
 	if kern16 != nil {
 		mcr = max(mcr, (kern16.mc()+1)/2)
 		tile = max(tile, kern16.mr*kern16.nr)
@@ -440,7 +440,7 @@ func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb i
 // interleave4 transposes four consecutive source rows src[i..i+3][pc:pc+kb]
 // (leading dimension ld) into columns c..c+3 of the width-w panel d:
 // four sequential reads and four adjacent writes per step.
-func interleave4[T float32 | uint32](d []T, w, c int, src []T, ld, i, pc, kb int) {
+func interleave4(d []float32, w, c int, src []float32, ld, i, pc, kb int) {
 	r0 := src[i*ld+pc : i*ld+pc+kb]
 	r1 := src[(i+1)*ld+pc : (i+1)*ld+pc+kb]
 	r2 := src[(i+2)*ld+pc : (i+2)*ld+pc+kb]

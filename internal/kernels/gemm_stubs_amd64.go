@@ -108,3 +108,8 @@ func bf16PairsE5M2(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, str
 //
 //go:noescape
 func bf16RowE5M2(dst *uint32, src *uint8, blocks int, scale float32)
+
+// bf16Transpose16 transposes blocks of 16×16 32-bit lanes, storing the masked lanes of each row (AVX-512F).
+//
+//go:noescape
+func bf16Transpose16(dst *uint32, src *uint32, mask int, blocks int, srcStride int, dstStride int)

@@ -117,6 +117,19 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 	return true
 }
 
+// transposeVector does the longest multiple of 16 of transposeInto's
+// columns with the vector kernel and returns how many it did: dst[q·w+i]
+// = src[i·ld+q] for i < rows (at most 16; src must hold 16 rows of ld).
+func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
+	blocks := n / 16
+	if !hasBF16 || blocks == 0 || rows == 0 {
+		return 0
+	}
+	_, _ = src[15*ld+16*blocks-1], dst[(16*blocks-1)*w+rows-1]
+	bf16Transpose16(&dst[0], &src[0], 1<<rows-1, blocks, 4*ld, 4*w)
+	return 16 * blocks
+}
+
 // rowVector does the longest multiple of 32 values of Operand.row16 with
 // the vector kernel and returns how many pairs it wrote.
 func rowVector(x *Operand, dst []uint32, o, n int) int {

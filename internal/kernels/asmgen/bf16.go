@@ -323,3 +323,83 @@ func bf16Pack(kind string) {
 	VZEROUPPER()
 	RET()
 }
+
+// transpose16 emits bf16Transpose16: for each of blocks blocks of 16
+// columns, the 16×16 lanes src[i][16b+j] (row i at i·srcStride bytes)
+// are stored transposed, to dst row 16b+j (at (16b+j)·dstStride bytes)
+// lane i, only the lanes set in mask (rows beyond it are loaded but not
+// stored). It is the packing transpose for operands whose k runs along
+// their rows; the twin is the scalar loop in packA16 and packB16.
+func transpose16() {
+	TEXT("bf16Transpose16", NOSPLIT, "func(dst, src *uint32, mask, blocks, srcStride, dstStride int)")
+	Pragma("noescape")
+	Doc("bf16Transpose16 transposes blocks of 16×16 32-bit lanes, storing the masked lanes of each row (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	mask := Load(Param("mask"), GP64())
+	n := Load(Param("blocks"), GP64())
+	ss := Load(Param("srcStride"), GP64())
+	ds := Load(Param("dstStride"), GP64())
+	KMOVQ(mask, K1)
+	loop("transpose16", n, func() {
+		p := GP64()
+		MOVQ(src, p)
+		r := make([]VecPhysical, 16)
+		for i := range r {
+			r[i] = zmm(i)
+			VMOVDQU32(Mem{Base: p}, r[i])
+			if i < 15 {
+				ADDQ(ss, p)
+			}
+		}
+		// 32-bit interleave of row pairs, within 128-bit lanes.
+		a := make([]VecPhysical, 16)
+		for k := 0; k < 8; k++ {
+			a[2*k], a[2*k+1] = zmm(16+2*k), zmm(17+2*k)
+			VPUNPCKLDQ(r[2*k+1], r[2*k], a[2*k])
+			VPUNPCKHDQ(r[2*k+1], r[2*k], a[2*k+1])
+		}
+		// 64-bit interleave: b[4k+m] lane L holds rows 4k…4k+3 of
+		// column 4L+m.
+		b := make([]VecPhysical, 16)
+		for k := 0; k < 4; k++ {
+			for m := 0; m < 4; m++ {
+				b[4*k+m] = zmm(4*k + m)
+			}
+			VPUNPCKLQDQ(a[4*k+2], a[4*k], b[4*k+0])
+			VPUNPCKHQDQ(a[4*k+2], a[4*k], b[4*k+1])
+			VPUNPCKLQDQ(a[4*k+3], a[4*k+1], b[4*k+2])
+			VPUNPCKHQDQ(a[4*k+3], a[4*k+1], b[4*k+3])
+		}
+		// 128-bit lane shuffles: column 4L+m gathers lane L of
+		// b[m], b[4+m], b[8+m], b[12+m].
+		out := make([]VecPhysical, 16)
+		for m := 0; m < 4; m++ {
+			p0, q0, p1, q1 := zmm(16+4*m), zmm(17+4*m), zmm(18+4*m), zmm(19+4*m)
+			VSHUFI32X4(U8(0x88), b[4+m], b[m], p0)
+			VSHUFI32X4(U8(0xDD), b[4+m], b[m], q0)
+			VSHUFI32X4(U8(0x88), b[12+m], b[8+m], p1)
+			VSHUFI32X4(U8(0xDD), b[12+m], b[8+m], q1)
+		}
+		// b is consumed: the outputs go back into Z0–Z15.
+		for m := 0; m < 4; m++ {
+			p0, q0, p1, q1 := zmm(16+4*m), zmm(17+4*m), zmm(18+4*m), zmm(19+4*m)
+			o0, o1, o2, o3 := zmm(4*m), zmm(4*m+1), zmm(4*m+2), zmm(4*m+3)
+			VSHUFI32X4(U8(0x88), p1, p0, o0) // L = 0
+			VSHUFI32X4(U8(0x88), q1, q0, o1) // L = 1
+			VSHUFI32X4(U8(0xDD), p1, p0, o2) // L = 2
+			VSHUFI32X4(U8(0xDD), q1, q0, o3) // L = 3
+			out[0+m], out[4+m], out[8+m], out[12+m] = o0, o1, o2, o3
+		}
+		d := GP64()
+		MOVQ(dst, d)
+		for j := 0; j < 16; j++ {
+			VMOVDQU32(out[j], K1, Mem{Base: d})
+			ADDQ(ds, d)
+		}
+		MOVQ(d, dst)
+		ADDQ(U32(64), src)
+	})
+	VZEROUPPER()
+	RET()
+}

@@ -38,6 +38,7 @@ func main() {
 	bf16Pack("F32")
 	bf16Pack("E4M3")
 	bf16Pack("E5M2")
+	transpose16()
 	Generate()
 }
 
