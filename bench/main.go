@@ -200,7 +200,7 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 			}
 			steps = append(steps, step)
 		}
-		if d, err = medians(max(3, reps/3), steps...); err != nil {
+		if d, err = medians(reps, steps...); err != nil {
 			return nil, err
 		}
 		r.GPTFP32, r.GPTBF16, r.GPTFP8 = ms(d[0]), ms(d[1]), ms(d[2])

@@ -232,8 +232,7 @@ func TestBF16PackKernels(t *testing.T) {
 			codes[i] = uint8(i)
 		}
 		for _, scale := range []float32{1, 0x1p-20, 0x1p30} {
-			tab := fp8TableForTest(format, scale)
-			ops = append(ops, &Operand{Codes: codes, Table: tab, Vector: true, Format: format, Scale: scale})
+			ops = append(ops, fp8OperandForTest(codes, format, scale))
 		}
 	}
 	same := func(a, b uint32) bool {
@@ -282,7 +281,7 @@ func TestBF16PairsGroups(t *testing.T) {
 	for i := range codes {
 		codes[i] = uint8(rng.IntN(256))
 	}
-	for _, x := range []*Operand{{F32: f}, {Codes: codes, Table: fp8TableForTest(1, 0.5), Vector: true, Format: 1, Scale: 0.5}} {
+	for _, x := range []*Operand{{F32: f}, fp8OperandForTest(codes, 1, 0.5)} {
 		for _, width := range []int{16, 32, 48, 40} {
 			for _, groups := range []int{1, 3, 7} {
 				stride := width*5 + 3
@@ -343,6 +342,18 @@ func TestTransposeInto(t *testing.T) {
 	}
 }
 
+// fp8OperandForTest is an FP8 operand with its bf16 table, as RunBF16
+// prepares it for the vector packs.
+func fp8OperandForTest(codes []uint8, format int, scale float32) *Operand {
+	x := &Operand{Codes: codes, Table: fp8TableForTest(format, scale), Vector: true, Format: format, Scale: scale}
+	var t [128]uint16
+	if !bf16Table(&t, x.Table) {
+		panic("table not usable")
+	}
+	x.bf16Tab = &t
+	return x
+}
+
 // fp8TableForTest decodes every code of a format times scale, with the
 // independent decoder of TestDecodeFP8MatchesTables.
 func fp8TableForTest(format int, scale float32) *[256]float32 {
@@ -368,7 +379,7 @@ func TestFP8CodesAreExactBF16(t *testing.T) {
 		}
 		for e := -126 - minExp; e+maxExp <= 127; e++ {
 			scale := float32(math.Ldexp(1, e))
-			x := &Operand{Codes: codes, Table: fp8TableForTest(format, scale), Vector: true, Format: format, Scale: scale}
+			x := fp8OperandForTest(codes, format, scale)
 			got := make([]uint32, 128)
 			x.row16(got, 0, 256)
 			for c := 0; c < 256; c++ {

@@ -87,6 +87,10 @@ type Gemm struct {
 	// hold bf16-rounded operands where no bf16 kernel exists.
 	post           Epilogue
 	roundA, roundB []float32
+	// ops16 and tabs16 are RunBF16's copies of its operands and the bf16
+	// tables of their FP8 codes.
+	ops16  [2]Operand
+	tabs16 [2][128]uint16
 }
 
 type gemmArgs struct {

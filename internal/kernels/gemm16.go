@@ -56,7 +56,7 @@ func (g *Gemm) RunBF16(transA, transB bool, m, n, k int, a *Operand, lda int, b 
 		return
 	}
 	g.args = gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: 1,
-		c: c, lda: lda, ldb: ldb, ldc: ldc, qa: a, qb: b, bf16: true}
+		c: c, lda: lda, ldb: ldb, ldc: ldc, qa: g.op16(0, a), qb: g.op16(1, b), bf16: true}
 	if hi, lo, ok := splitAlpha(ep.Alpha); ok && ep.Row == nil && ep.Col == nil {
 		g.args.alpha, g.args.alphaLo = hi, lo
 	} else {
@@ -64,6 +64,41 @@ func (g *Gemm) RunBF16(transA, transB bool, m, n, k int, a *Operand, lda int, b 
 		g.args.post = &g.post
 	}
 	g.run()
+}
+
+// op16 returns the Gemm's copy i of operand x for the bf16 packs, with
+// the bf16 table of its FP8 codes when the vector packs can use one.
+func (g *Gemm) op16(i int, x *Operand) *Operand {
+	d := &g.ops16[i]
+	*d = *x
+	d.bf16Tab = nil
+	if x.Codes != nil && bf16Table(&g.tabs16[i], x.Table) {
+		d.bf16Tab = &g.tabs16[i]
+	}
+	return d
+}
+
+// bf16Table fills t with the bf16 bits of tab[0:128] and reports whether
+// the vector packs may use it: every value exactly a bf16 value (NaN
+// aside) and tab[c|0x80] the negation of tab[c], so that a code's sign
+// bit can be moved to bit 15.
+func bf16Table(t *[128]uint16, tab *[256]float32) bool {
+	for c := range t {
+		v, neg := tab[c], tab[c|0x80]
+		h := BF16FromFloat32(v)
+		if v != v {
+			if neg == neg {
+				return false
+			}
+			t[c] = h &^ 0x8000
+			continue
+		}
+		if BF16ToFloat32(h) != v || math.Float32bits(neg) != math.Float32bits(v)^0x80000000 {
+			return false
+		}
+		t[c] = h
+	}
+	return true
 }
 
 // runRounded is RunBF16 on the float32 kernel, for CPUs without a bf16

@@ -2319,287 +2319,103 @@ bf16RowF32_done:
 	VZEROUPPER
 	RET
 
-// func bf16PairsE4M3(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
-// Requires: AVX, AVX512BW, AVX512F
-TEXT ·bf16PairsE4M3(SB), NOSPLIT, $0-52
+// func bf16PairsFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, table *[128]uint16)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·bf16PairsFP8(SB), NOSPLIT, $0-56
 	MOVQ         dst+0(FP), AX
 	MOVQ         r0+8(FP), CX
 	MOVQ         r1+16(FP), DX
 	MOVQ         groups+24(FP), BX
 	MOVQ         stride+40(FP), SI
-	VBROADCASTSS scale+48(FP), Z20
-	MOVL         $0x7b800000, DI
-	VPBROADCASTD DI, Z21
-	MOVL         $0x0000007f, DI
-	VPBROADCASTD DI, Z22
-	MOVL         $0x00000080, DI
-	VPBROADCASTD DI, Z23
-	MOVL         $0x7fc00000, DI
+	MOVQ         table+48(FP), DI
+	VMOVDQU32    (DI), Z20
+	VMOVDQU32    64(DI), Z21
+	VMOVDQU32    128(DI), Z22
+	VMOVDQU32    192(DI), Z23
+	MOVL         $0x007f007f, DI
 	VPBROADCASTD DI, Z24
-	MOVL         $0x7f800000, DI
+	MOVL         $0x00800080, DI
 	VPBROADCASTD DI, Z25
-	MOVL         $0x0000007f, DI
+	MOVL         $0x00400040, DI
 	VPBROADCASTD DI, Z26
 	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
 	TESTQ        BX, BX
-	JZ           bf16PairsE4M3_g_done
+	JZ           bf16PairsFP8_g_done
 
-bf16PairsE4M3_g_loop:
+bf16PairsFP8_g_loop:
 	MOVQ  group+32(FP), DI
 	MOVQ  AX, R8
 	TESTQ DI, DI
-	JZ    bf16PairsE4M3_done
+	JZ    bf16PairsFP8_done
 
-bf16PairsE4M3_loop:
-	VPMOVZXBD (CX), Z2
-	VPANDD    Z22, Z2, Z27
-	VPSLLD    $0x14, Z27, Z0
-	VMULPS    Z21, Z0, Z0
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z24, Z0, K1, Z0
-	VPANDD    Z23, Z2, Z2
-	VPSLLD    $0x18, Z2, Z2
-	VPORD     Z2, Z0, Z0
-	VMULPS    Z20, Z0, Z0
-	VPMOVZXBD (DX), Z3
-	VPANDD    Z22, Z3, Z27
-	VPSLLD    $0x14, Z27, Z1
-	VMULPS    Z21, Z1, Z1
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z24, Z1, K1, Z1
-	VPANDD    Z23, Z3, Z3
-	VPSLLD    $0x18, Z3, Z3
-	VPORD     Z3, Z1, Z1
-	VMULPS    Z20, Z1, Z1
+bf16PairsFP8_loop:
+	VPMOVZXBW    (CX), Y0
+	VPMOVZXBW    (DX), Y1
+	VINSERTI64X4 $0x01, Y1, Z0, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPERMW       Z4, Z31, Z4
+	VMOVDQU32    Z4, (R8)
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000010, DX
+	ADDQ         $0x00000040, R8
+	DECQ         DI
+	JNZ          bf16PairsFP8_loop
 
-	// VCVTNE2PS2BF16 z4, z1, z0
-	BYTE      $0x62
-	BYTE      $0xf2
-	BYTE      $0x77
-	BYTE      $0x48
-	BYTE      $0x72
-	BYTE      $0xe0
-	VPERMW    Z4, Z31, Z4
-	VMOVDQU32 Z4, (R8)
-	ADDQ      $0x00000010, CX
-	ADDQ      $0x00000010, DX
-	ADDQ      $0x00000040, R8
-	DECQ      DI
-	JNZ       bf16PairsE4M3_loop
-
-bf16PairsE4M3_done:
+bf16PairsFP8_done:
 	ADDQ SI, AX
 	DECQ BX
-	JNZ  bf16PairsE4M3_g_loop
+	JNZ  bf16PairsFP8_g_loop
 
-bf16PairsE4M3_g_done:
+bf16PairsFP8_g_done:
 	VZEROUPPER
 	RET
 
-// func bf16RowE4M3(dst *uint32, src *uint8, blocks int, scale float32)
-// Requires: AVX, AVX512F
-TEXT ·bf16RowE4M3(SB), NOSPLIT, $0-28
-	MOVQ         dst+0(FP), AX
-	MOVQ         src+8(FP), CX
-	MOVQ         blocks+16(FP), DX
-	VBROADCASTSS scale+24(FP), Z20
-	MOVL         $0x7b800000, BX
-	VPBROADCASTD BX, Z21
-	MOVL         $0x0000007f, BX
-	VPBROADCASTD BX, Z22
-	MOVL         $0x00000080, BX
-	VPBROADCASTD BX, Z23
-	MOVL         $0x7fc00000, BX
-	VPBROADCASTD BX, Z24
-	MOVL         $0x7f800000, BX
-	VPBROADCASTD BX, Z25
-	MOVL         $0x0000007f, BX
-	VPBROADCASTD BX, Z26
-	TESTQ        DX, DX
-	JZ           bf16RowE4M3_done
-
-bf16RowE4M3_loop:
-	VPMOVZXBD (CX), Z2
-	VPANDD    Z22, Z2, Z27
-	VPSLLD    $0x14, Z27, Z0
-	VMULPS    Z21, Z0, Z0
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z24, Z0, K1, Z0
-	VPANDD    Z23, Z2, Z2
-	VPSLLD    $0x18, Z2, Z2
-	VPORD     Z2, Z0, Z0
-	VMULPS    Z20, Z0, Z0
-	VPMOVZXBD 16(CX), Z3
-	VPANDD    Z22, Z3, Z27
-	VPSLLD    $0x14, Z27, Z1
-	VMULPS    Z21, Z1, Z1
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z24, Z1, K1, Z1
-	VPANDD    Z23, Z3, Z3
-	VPSLLD    $0x18, Z3, Z3
-	VPORD     Z3, Z1, Z1
-	VMULPS    Z20, Z1, Z1
-
-	// VCVTNE2PS2BF16 z4, z1, z0
-	BYTE      $0x62
-	BYTE      $0xf2
-	BYTE      $0x77
-	BYTE      $0x48
-	BYTE      $0x72
-	BYTE      $0xe0
-	VMOVDQU32 Z4, (AX)
-	ADDQ      $0x00000020, CX
-	ADDQ      $0x00000040, AX
-	DECQ      DX
-	JNZ       bf16RowE4M3_loop
-
-bf16RowE4M3_done:
-	VZEROUPPER
-	RET
-
-// func bf16PairsE5M2(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
+// func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
 // Requires: AVX, AVX512BW, AVX512F
-TEXT ·bf16PairsE5M2(SB), NOSPLIT, $0-52
-	MOVQ         dst+0(FP), AX
-	MOVQ         r0+8(FP), CX
-	MOVQ         r1+16(FP), DX
-	MOVQ         groups+24(FP), BX
-	MOVQ         stride+40(FP), SI
-	VBROADCASTSS scale+48(FP), Z20
-	MOVL         $0x77800000, DI
-	VPBROADCASTD DI, Z21
-	MOVL         $0x0000007f, DI
-	VPBROADCASTD DI, Z22
-	MOVL         $0x00000080, DI
-	VPBROADCASTD DI, Z23
-	MOVL         $0x7fc00000, DI
-	VPBROADCASTD DI, Z24
-	MOVL         $0x7f800000, DI
-	VPBROADCASTD DI, Z25
-	MOVL         $0x0000007c, DI
-	VPBROADCASTD DI, Z26
-	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
-	TESTQ        BX, BX
-	JZ           bf16PairsE5M2_g_done
-
-bf16PairsE5M2_g_loop:
-	MOVQ  group+32(FP), DI
-	MOVQ  AX, R8
-	TESTQ DI, DI
-	JZ    bf16PairsE5M2_done
-
-bf16PairsE5M2_loop:
-	VPMOVZXBD (CX), Z2
-	VPANDD    Z22, Z2, Z27
-	VPSLLD    $0x15, Z27, Z0
-	VMULPS    Z21, Z0, Z0
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z25, Z0, K1, Z0
-	VPCMPUD   $0x06, Z26, Z27, K2
-	VPBLENDMD Z24, Z0, K2, Z0
-	VPANDD    Z23, Z2, Z2
-	VPSLLD    $0x18, Z2, Z2
-	VPORD     Z2, Z0, Z0
-	VMULPS    Z20, Z0, Z0
-	VPMOVZXBD (DX), Z3
-	VPANDD    Z22, Z3, Z27
-	VPSLLD    $0x15, Z27, Z1
-	VMULPS    Z21, Z1, Z1
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z25, Z1, K1, Z1
-	VPCMPUD   $0x06, Z26, Z27, K2
-	VPBLENDMD Z24, Z1, K2, Z1
-	VPANDD    Z23, Z3, Z3
-	VPSLLD    $0x18, Z3, Z3
-	VPORD     Z3, Z1, Z1
-	VMULPS    Z20, Z1, Z1
-
-	// VCVTNE2PS2BF16 z4, z1, z0
-	BYTE      $0x62
-	BYTE      $0xf2
-	BYTE      $0x77
-	BYTE      $0x48
-	BYTE      $0x72
-	BYTE      $0xe0
-	VPERMW    Z4, Z31, Z4
-	VMOVDQU32 Z4, (R8)
-	ADDQ      $0x00000010, CX
-	ADDQ      $0x00000010, DX
-	ADDQ      $0x00000040, R8
-	DECQ      DI
-	JNZ       bf16PairsE5M2_loop
-
-bf16PairsE5M2_done:
-	ADDQ SI, AX
-	DECQ BX
-	JNZ  bf16PairsE5M2_g_loop
-
-bf16PairsE5M2_g_done:
-	VZEROUPPER
-	RET
-
-// func bf16RowE5M2(dst *uint32, src *uint8, blocks int, scale float32)
-// Requires: AVX, AVX512F
-TEXT ·bf16RowE5M2(SB), NOSPLIT, $0-28
+TEXT ·bf16RowFP8(SB), NOSPLIT, $0-32
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
 	MOVQ         blocks+16(FP), DX
-	VBROADCASTSS scale+24(FP), Z20
-	MOVL         $0x77800000, BX
-	VPBROADCASTD BX, Z21
-	MOVL         $0x0000007f, BX
-	VPBROADCASTD BX, Z22
-	MOVL         $0x00000080, BX
-	VPBROADCASTD BX, Z23
-	MOVL         $0x7fc00000, BX
+	MOVQ         table+24(FP), BX
+	VMOVDQU32    (BX), Z20
+	VMOVDQU32    64(BX), Z21
+	VMOVDQU32    128(BX), Z22
+	VMOVDQU32    192(BX), Z23
+	MOVL         $0x007f007f, BX
 	VPBROADCASTD BX, Z24
-	MOVL         $0x7f800000, BX
+	MOVL         $0x00800080, BX
 	VPBROADCASTD BX, Z25
-	MOVL         $0x0000007c, BX
+	MOVL         $0x00400040, BX
 	VPBROADCASTD BX, Z26
 	TESTQ        DX, DX
-	JZ           bf16RowE5M2_done
+	JZ           bf16RowFP8_done
 
-bf16RowE5M2_loop:
-	VPMOVZXBD (CX), Z2
-	VPANDD    Z22, Z2, Z27
-	VPSLLD    $0x15, Z27, Z0
-	VMULPS    Z21, Z0, Z0
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z25, Z0, K1, Z0
-	VPCMPUD   $0x06, Z26, Z27, K2
-	VPBLENDMD Z24, Z0, K2, Z0
-	VPANDD    Z23, Z2, Z2
-	VPSLLD    $0x18, Z2, Z2
-	VPORD     Z2, Z0, Z0
-	VMULPS    Z20, Z0, Z0
-	VPMOVZXBD 16(CX), Z3
-	VPANDD    Z22, Z3, Z27
-	VPSLLD    $0x15, Z27, Z1
-	VMULPS    Z21, Z1, Z1
-	VPCMPUD   $0x00, Z26, Z27, K1
-	VPBLENDMD Z25, Z1, K1, Z1
-	VPCMPUD   $0x06, Z26, Z27, K2
-	VPBLENDMD Z24, Z1, K2, Z1
-	VPANDD    Z23, Z3, Z3
-	VPSLLD    $0x18, Z3, Z3
-	VPORD     Z3, Z1, Z1
-	VMULPS    Z20, Z1, Z1
-
-	// VCVTNE2PS2BF16 z4, z1, z0
-	BYTE      $0x62
-	BYTE      $0xf2
-	BYTE      $0x77
-	BYTE      $0x48
-	BYTE      $0x72
-	BYTE      $0xe0
+bf16RowFP8_loop:
+	VPMOVZXBW (CX), Z0
+	VPANDD    Z24, Z0, Z1
+	VPANDD    Z25, Z0, Z2
+	VPSLLW    $0x08, Z2, Z2
+	VMOVDQA64 Z1, Z4
+	VPERMI2W  Z21, Z20, Z4
+	VPERMI2W  Z23, Z22, Z1
+	VPTESTMW  Z26, Z0, K1
+	VPBLENDMW Z1, Z4, K1, Z4
+	VPORD     Z2, Z4, Z4
 	VMOVDQU32 Z4, (AX)
 	ADDQ      $0x00000020, CX
 	ADDQ      $0x00000040, AX
 	DECQ      DX
-	JNZ       bf16RowE5M2_loop
+	JNZ       bf16RowFP8_loop
 
-bf16RowE5M2_done:
+bf16RowFP8_done:
 	VZEROUPPER
 	RET
 

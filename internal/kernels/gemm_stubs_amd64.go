@@ -89,25 +89,15 @@ func bf16PairsF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, 
 //go:noescape
 func bf16RowF32(dst *uint32, src *float32, blocks int)
 
-// bf16PairsE4M3 interleaves two rows of 16·group·groups values times scale as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
+// bf16PairsFP8 interleaves two rows of 16·group·groups values (FP8 codes through a bf16 table) as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
 //
 //go:noescape
-func bf16PairsE4M3(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
+func bf16PairsFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, table *[128]uint16)
 
-// bf16RowE4M3 converts 32·blocks consecutive values times scale to bf16 pairs (AVX512_BF16).
+// bf16RowFP8 converts 32·blocks consecutive values (FP8 codes through a bf16 table) to bf16 pairs (AVX512_BF16).
 //
 //go:noescape
-func bf16RowE4M3(dst *uint32, src *uint8, blocks int, scale float32)
-
-// bf16PairsE5M2 interleaves two rows of 16·group·groups values times scale as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
-//
-//go:noescape
-func bf16PairsE5M2(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, scale float32)
-
-// bf16RowE5M2 converts 32·blocks consecutive values times scale to bf16 pairs (AVX512_BF16).
-//
-//go:noescape
-func bf16RowE5M2(dst *uint32, src *uint8, blocks int, scale float32)
+func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
 
 // bf16Transpose16 transposes blocks of 16×16 32-bit lanes, storing the masked lanes of each row (AVX-512F).
 //

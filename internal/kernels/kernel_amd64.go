@@ -98,7 +98,7 @@ func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int {
 // groupsVector does Operand.pairs16Groups with the vector kernel when it
 // can (width a multiple of 16) and reports whether it did.
 func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) bool {
-	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && !x.Vector) {
+	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) {
 		return false
 	}
 	_ = dst[(groups-1)*stride+width-1]
@@ -108,11 +108,7 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 		bf16PairsF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride)
 	} else {
 		_, _ = x.Codes[o0+n-1], x.Codes[o1+n-1]
-		if x.Format == 0 {
-			bf16PairsE4M3(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.Scale)
-		} else {
-			bf16PairsE5M2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.Scale)
-		}
+		bf16PairsFP8(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.bf16Tab)
 	}
 	return true
 }
@@ -134,7 +130,7 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 // the vector kernel and returns how many pairs it wrote.
 func rowVector(x *Operand, dst []uint32, o, n int) int {
 	blocks := n / 32
-	if !hasBF16 || blocks == 0 || (x.Codes != nil && !x.Vector) {
+	if !hasBF16 || blocks == 0 || (x.Codes != nil && x.bf16Tab == nil) {
 		return 0
 	}
 	_ = dst[blocks*16-1]
@@ -143,11 +139,7 @@ func rowVector(x *Operand, dst []uint32, o, n int) int {
 		bf16RowF32(&dst[0], &x.F32[o], blocks)
 	} else {
 		_ = x.Codes[o+blocks*32-1]
-		if x.Format == 0 {
-			bf16RowE4M3(&dst[0], &x.Codes[o], blocks, x.Scale)
-		} else {
-			bf16RowE5M2(&dst[0], &x.Codes[o], blocks, x.Scale)
-		}
+		bf16RowFP8(&dst[0], &x.Codes[o], blocks, x.bf16Tab)
 	}
 	return blocks * 16
 }

@@ -24,6 +24,10 @@ type Operand struct {
 	// or column of op(B); Blocks is the number of blocks per row (⌈k/32⌉).
 	Block  []float32
 	Blocks int
+	// bf16Tab holds the bf16 bits of Table[0:128], set by RunBF16 on its
+	// own copy of the operand when the table allows the vector packs
+	// (every value a bf16 value, Table[c|0x80] = −Table[c]).
+	bf16Tab *[128]uint16
 }
 
 // isFP8 reports whether the operand holds FP8 codes.

@@ -181,62 +181,7 @@ func pairIndex(dst VecPhysical) {
 
 var pairIndexMem Mem
 
-// fp8Decoder holds the constants of the 16-lane FP8 → float32 decode
-// (see decode) for one format, with a scale.
-type fp8Decoder struct {
-	e5m2                                     bool
-	shift                                    int
-	scale, magic, m7F, m80, nan, inf, nanMag VecPhysical
-}
-
-// newFP8Decoder broadcasts the decode constants into Z20–Z26 (the scale
-// from the parameter at scaleOff).
-func newFP8Decoder(e5m2 bool, scaleOff int) *fp8Decoder {
-	d := &fp8Decoder{e5m2: e5m2, shift: 20, scale: Z20, magic: Z21, m7F: Z22, m80: Z23, nan: Z24, inf: Z25, nanMag: Z26}
-	rebias := 120
-	mag := uint32(0x7F)
-	if e5m2 {
-		d.shift, rebias, mag = 21, 112, 0x7C
-	}
-	bcast := func(v uint32, z VecPhysical) {
-		r := GP32()
-		MOVL(U32(v), r)
-		VPBROADCASTD(r, z)
-	}
-	VBROADCASTSS(NewParamAddr("scale", scaleOff), d.scale)
-	bcast(uint32(127+rebias)<<23, d.magic)
-	bcast(0x7F, d.m7F)
-	bcast(0x80, d.m80)
-	bcast(0x7FC00000, d.nan)
-	bcast(0x7F800000, d.inf)
-	bcast(mag, d.nanMag) // E4M3: the NaN magnitude; E5M2: infinity's
-	return d
-}
-
-// decode16 decodes the 16 codes at src into f (float32 times scale),
-// using t and Z27 as scratch: the same operations as decode.
-func (d *fp8Decoder) decode16(src Mem, f, t VecPhysical) {
-	VPMOVZXBD(src, t)
-	VPANDD(d.m7F, t, Z27)
-	VPSLLD(U8(d.shift), Z27, f)
-	VMULPS(d.magic, f, f)
-	if d.e5m2 {
-		VPCMPUD(U8(0), d.nanMag, Z27, K1) // == 0x7C: infinity
-		VPBLENDMD(d.inf, f, K1, f)
-		VPCMPUD(U8(6), d.nanMag, Z27, K2) // > 0x7C: NaN
-		VPBLENDMD(d.nan, f, K2, f)
-	} else {
-		VPCMPUD(U8(0), d.nanMag, Z27, K1) // == 0x7F: NaN
-		VPBLENDMD(d.nan, f, K1, f)
-	}
-	VPANDD(d.m80, t, t)
-	VPSLLD(U8(24), t, t)
-	VPORD(t, f, f)
-	VMULPS(d.scale, f, f)
-}
-
-// bf16Pack emits the two bf16 packing kernels for one source type
-// (float32, or FP8 codes in one format):
+// bf16Pack emits the bf16 packing kernels for one source type:
 //
 //   - pairs: dst[j] = bf16(r0[j]) | bf16(r1[j])<<16 for 16·blocks j —
 //     two rows of op(X) along k interleaved, as the kernel reads them,
@@ -246,30 +191,30 @@ func (d *fp8Decoder) decode16(src Mem, f, t VecPhysical) {
 //     32·blocks consecutive values, which is already pairs when k runs
 //     along the row.
 //
-// float32 rounds to nearest even (VCVTNE2PS2BF16); FP8 codes decode
-// exactly, times scale (a power of two, exact, or 1).
+// float32 values round to nearest even (VCVTNE2PS2BF16). FP8 codes
+// (kind "FP8", any format) are looked up in a 128-entry table of the
+// bf16 bits of each magnitude (VPERMI2W on two pairs of registers, bit
+// 6 choosing the pair) and take their sign from bit 7.
 func bf16Pack(kind string) {
-	fp8 := kind != "F32"
-	e5m2 := kind == "E5M2"
+	fp8 := kind == "FP8"
 	elem, width := "float32", 64
-	scaleSig, scaleDoc := "", ""
+	tabSig, tabDoc := "", ""
 	if fp8 {
 		elem, width = "uint8", 16
-		scaleSig, scaleDoc = ", scale float32", " times scale"
+		tabSig, tabDoc = ", table *[128]uint16", " (FP8 codes through a bf16 table)"
 	}
 	// pairs
 	name := "bf16Pairs" + kind
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, groups, group, stride int%s)", elem, scaleSig))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, groups, group, stride int%s)", elem, tabSig))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s interleaves two rows of 16·group·groups values%s as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).", name, scaleDoc))
+	Doc(fmt.Sprintf("%s interleaves two rows of 16·group·groups values%s as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).", name, tabDoc))
 	dst := Load(Param("dst"), GP64())
 	r0 := Load(Param("r0"), GP64())
 	r1 := Load(Param("r1"), GP64())
 	ng := Load(Param("groups"), GP64())
 	stride := Load(Param("stride"), GP64())
-	var dec *fp8Decoder
 	if fp8 {
-		dec = newFP8Decoder(e5m2, 48)
+		loadTable(48)
 	}
 	pairIndex(Z31)
 	loop(name+"_g", ng, func() {
@@ -278,13 +223,16 @@ func bf16Pack(kind string) {
 		MOVQ(dst, d)
 		loop(name, n, func() {
 			if fp8 {
-				dec.decode16(Mem{Base: r0}, Z0, Z2)
-				dec.decode16(Mem{Base: r1}, Z1, Z3)
+				// 16 codes of each row → 32 words, rows side by side.
+				VPMOVZXBW(Mem{Base: r0}, Y0)
+				VPMOVZXBW(Mem{Base: r1}, Y1)
+				VINSERTI64X4(U8(1), Y1, Z0, Z0)
+				lookup(Z0, Z4)
 			} else {
 				VMOVUPS(Mem{Base: r0}, Z0)
 				VMOVUPS(Mem{Base: r1}, Z1)
+				vcvtne2ps2bf16(Z4, Z1, Z0) // words 0–15 from r0, 16–31 from r1
 			}
-			vcvtne2ps2bf16(Z4, Z1, Z0) // words 0–15 from r0, 16–31 from r1
 			VPERMW(Z4, Z31, Z4)
 			VMOVDQU32(Z4, Mem{Base: d})
 			ADDQ(U32(width), r0)
@@ -298,30 +246,60 @@ func bf16Pack(kind string) {
 
 	// row
 	name = "bf16Row" + kind
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, src *%s, blocks int%s)", elem, scaleSig))
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, src *%s, blocks int%s)", elem, tabSig))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s converts 32·blocks consecutive values%s to bf16 pairs (AVX512_BF16).", name, scaleDoc))
+	Doc(fmt.Sprintf("%s converts 32·blocks consecutive values%s to bf16 pairs (AVX512_BF16).", name, tabDoc))
 	dst = Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
 	if fp8 {
-		dec = newFP8Decoder(e5m2, 24)
+		loadTable(24)
 	}
 	loop(name, n, func() {
 		if fp8 {
-			dec.decode16(Mem{Base: src}, Z0, Z2)
-			dec.decode16(Mem{Base: src, Disp: 16}, Z1, Z3)
+			VPMOVZXBW(Mem{Base: src}, Z0)
+			lookup(Z0, Z4)
 		} else {
 			VMOVUPS(Mem{Base: src}, Z0)
 			VMOVUPS(Mem{Base: src, Disp: 64}, Z1)
+			vcvtne2ps2bf16(Z4, Z1, Z0)
 		}
-		vcvtne2ps2bf16(Z4, Z1, Z0)
 		VMOVDQU32(Z4, Mem{Base: dst})
 		ADDQ(U32(2*width), src)
 		ADDQ(U32(64), dst)
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// loadTable loads the 128-word bf16 table whose pointer is the
+// parameter at off into Z20–Z23 and the word masks 0x7F, 0x80 and 0x40
+// into Z24–Z26.
+func loadTable(off int) {
+	t := GP64()
+	MOVQ(NewParamAddr("table", off), t)
+	for i, z := range []VecPhysical{Z20, Z21, Z22, Z23} {
+		VMOVDQU32(Mem{Base: t, Disp: 64 * i}, z)
+	}
+	for i, v := range []uint32{0x007F007F, 0x00800080, 0x00400040} {
+		r := GP32()
+		MOVL(U32(v), r)
+		VPBROADCASTD(r, []VecPhysical{Z24, Z25, Z26}[i])
+	}
+}
+
+// lookup turns 32 word-wide FP8 codes in c into their bf16 bits in out
+// (c, Z1–Z3 and K1 are scratch).
+func lookup(c, out VecPhysical) {
+	VPANDD(Z24, c, Z1)      // magnitude
+	VPANDD(Z25, c, Z2)      // sign, at bit 7
+	VPSLLW(U8(8), Z2, Z2)   // … to bit 15
+	VMOVDQA64(Z1, out)      // VPERMI2W overwrites its index
+	VPERMI2W(Z21, Z20, out) // magnitudes 0–63 (index bits 0–5)
+	VPERMI2W(Z23, Z22, Z1)  // magnitudes 64–127
+	VPTESTMW(Z26, c, K1)    // bit 6: the upper half of the table
+	VPBLENDMW(Z1, out, K1, out)
+	VPORD(Z2, out, out)
 }
 
 // transpose16 emits bf16Transpose16: for each of blocks blocks of 16

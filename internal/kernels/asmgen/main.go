@@ -36,8 +36,7 @@ func main() {
 	bf16GemmKernel("bf16KernelAVX512", 12, 2, 6)
 	bf16GemmKernel("bf16KernelAVX512x48", 8, 3, 5)
 	bf16Pack("F32")
-	bf16Pack("E4M3")
-	bf16Pack("E5M2")
+	bf16Pack("FP8")
 	transpose16()
 	Generate()
 }
