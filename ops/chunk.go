@@ -20,12 +20,18 @@ func newChunker(n int, body func(lo, hi int)) *chunker { return newChunkerCost(n
 // newChunkerCost is newChunker for n items that cost elems element
 // operations in all (rows of a matrix, say).
 func newChunkerCost(n, elems int, body func(lo, hi int)) *chunker {
+	return newPartChunker(n, elems, func(_, lo, hi int) { body(lo, hi) })
+}
+
+// newPartChunker is newChunkerCost whose body also gets the index of its
+// piece (below Workers()), for kernels that reduce per piece.
+func newPartChunker(n, elems int, body func(part, lo, hi int)) *chunker {
 	c := &chunker{parts: 1}
 	if elems >= parallelMin && n >= parallel.Workers() {
 		c.parts = parallel.Workers()
 	}
 	parts := c.parts
-	c.run = func(i int) { body(i*n/parts, (i+1)*n/parts) }
+	c.run = func(i int) { body(i, i*n/parts, (i+1)*n/parts) }
 	return c
 }
 

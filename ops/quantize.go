@@ -2,9 +2,11 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/parallel"
 )
 
 // Scaling is how a Quantize node picks its scale.
@@ -165,12 +167,30 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *FP8Scales {
 // the fused LayerNormQuantize share it.
 func castKernel(cfg QuantizeConfig, sc *FP8Scales, dst []uint8, src []float32, record bool) func() error {
 	rows, cols, f := sc.Rows, sc.Cols, cfg.Format
+	// Tensorwise casts split over the workers, each piece keeping its
+	// amax (as float32 bits, so that NaN sorts above +inf).
+	var scale float32
+	amax := make([]uint32, parallel.Workers())
+	cast := newPartChunker(len(src), len(src), func(p, lo, hi int) {
+		amax[p] = math.Float32bits(fp8.Quantize(dst[lo:hi], src[lo:hi], f, scale))
+	})
+	measure := newPartChunker(len(src), len(src), func(p, lo, hi int) {
+		amax[p] = math.Float32bits(fp8.Amax(src[lo:hi]))
+	})
+	run := func(c *chunker) float32 {
+		c.group.For(c.parts, c.run)
+		m := amax[0]
+		for _, a := range amax[1:c.parts] {
+			m = max(m, a)
+		}
+		return math.Float32frombits(m)
+	}
 	switch cfg.Scaling {
 	case Delayed:
 		m := cfg.Meta
 		return func() error {
-			sc.ScaleInv = m.ScaleInv
-			sc.Amax = fp8.Quantize(dst, src, f, m.Scale)
+			sc.ScaleInv, scale = m.ScaleInv, m.Scale
+			sc.Amax = run(cast)
 			if record {
 				m.Record(sc.Amax)
 			}
@@ -178,10 +198,10 @@ func castKernel(cfg QuantizeConfig, sc *FP8Scales, dst []uint8, src []float32, r
 		}
 	case Current:
 		return func() error {
-			sc.Amax = fp8.Amax(src)
-			s := fp8.CurrentScale(sc.Amax, f, cfg.Pow2)
-			fp8.Quantize(dst, src, f, s)
-			sc.ScaleInv = 1 / s
+			sc.Amax = run(measure)
+			scale = fp8.CurrentScale(sc.Amax, f, cfg.Pow2)
+			run(cast)
+			sc.ScaleInv = 1 / scale
 			return nil
 		}
 	case Axiswise:
