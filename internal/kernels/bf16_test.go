@@ -354,6 +354,44 @@ func fp8OperandForTest(codes []uint8, format int, scale float32) *Operand {
 	return x
 }
 
+// TestPostScaleVectorMatchesLoop compares the epilogue pass's vector
+// kernel with its loop bit for bit (the loop runs on a tail shorter than
+// 8), with and without per-column factors.
+func TestPostScaleVectorMatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for trial := 0; trial < 200; trial++ {
+		v, col := randSlice(rng, 9), randSlice(rng, 9)
+		if trial%10 == 0 {
+			v[3] = float32(math.Inf(1))
+			col[5] = float32(math.NaN())
+		}
+		f := rng.NormFloat64() * math.Ldexp(1, rng.IntN(60)-30)
+		for _, withCol := range []bool{false, true} {
+			ep := Epilogue{Alpha: f}
+			if withCol {
+				ep.Col = col
+			}
+			// One row of 9: lanes 0–7 go through the kernel, lane 8
+			// through the loop; both must match the plain formula.
+			c := append([]float32(nil), v...)
+			postScale(&ep, c, 9, 0, 1, 0, 9)
+			ref := append([]float32(nil), v...)
+			for j := range ref {
+				x := float64(ref[j]) * f
+				if withCol {
+					x = float64(ref[j]) * (f * float64(col[j]))
+				}
+				ref[j] = float32(x)
+			}
+			for j := 0; j < 9; j++ {
+				if math.Float32bits(c[j]) != math.Float32bits(ref[j]) && !(c[j] != c[j] && ref[j] != ref[j]) {
+					t.Fatalf("trial %d col=%v lane %d: %v, want %v", trial, withCol, j, c[j], ref[j])
+				}
+			}
+		}
+	}
+}
+
 // fp8TableForTest decodes every code of a format times scale, with the
 // independent decoder of TestDecodeFP8MatchesTables.
 func fp8TableForTest(format int, scale float32) *[256]float32 {

@@ -148,14 +148,16 @@ func postScale(ep *Epilogue, c []float32, ldc, m0, m1, n0, n1 int) {
 		}
 		row := c[i*ldc+n0 : i*ldc+n1]
 		if ep.Col == nil {
-			for j, v := range row {
-				row[j] = float32(float64(v) * f)
+			done := scaleRowVector(row, nil, f) // the loop's twin, bit for bit
+			for j, v := range row[done:] {
+				row[done+j] = float32(float64(v) * f)
 			}
 			continue
 		}
 		col := ep.Col[n0:n1]
-		for j, v := range row {
-			row[j] = float32(float64(v) * (f * float64(col[j])))
+		done := scaleRowVector(row, col, f)
+		for j, v := range row[done:] {
+			row[done+j] = float32(float64(v) * (f * float64(col[done+j])))
 		}
 	}
 }

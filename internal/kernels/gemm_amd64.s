@@ -1032,6 +1032,54 @@ relugrad_done:
 	VZEROUPPER
 	RET
 
+// func scaleRowAVX512(c *float32, blocks int, f float64)
+// Requires: AVX, AVX512F
+TEXT ·scaleRowAVX512(SB), NOSPLIT, $0-24
+	MOVQ         c+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	VBROADCASTSD f+16(FP), Z20
+	TESTQ        CX, CX
+	JZ           scaleRowAVX512_done
+
+scaleRowAVX512_loop:
+	VCVTPS2PD (AX), Z0
+	VMULPD    Z20, Z0, Z0
+	VCVTPD2PS Z0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x00000020, AX
+	DECQ      CX
+	JNZ       scaleRowAVX512_loop
+
+scaleRowAVX512_done:
+	VZEROUPPER
+	RET
+
+// func scaleRowColAVX512(c *float32, col *float32, blocks int, f float64)
+// Requires: AVX, AVX512F
+TEXT ·scaleRowColAVX512(SB), NOSPLIT, $0-32
+	MOVQ         c+0(FP), AX
+	MOVQ         col+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSD f+24(FP), Z20
+	TESTQ        DX, DX
+	JZ           scaleRowColAVX512_done
+
+scaleRowColAVX512_loop:
+	VCVTPS2PD (AX), Z0
+	VCVTPS2PD (CX), Z1
+	VMULPD    Z1, Z20, Z1
+	VMULPD    Z1, Z0, Z0
+	ADDQ      $0x00000020, CX
+	VCVTPD2PS Z0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       scaleRowColAVX512_loop
+
+scaleRowColAVX512_done:
+	VZEROUPPER
+	RET
+
 DATA bf16PairIndex<>+0(SB)/4, $0x00100000
 DATA bf16PairIndex<>+4(SB)/4, $0x00110001
 DATA bf16PairIndex<>+8(SB)/4, $0x00120002

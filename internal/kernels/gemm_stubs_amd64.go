@@ -69,6 +69,16 @@ func fp16EncodeAVX512(dst *uint16, src *float32, blocks int, scale float32)
 //go:noescape
 func reluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
 
+// scaleRowAVX512 multiplies 8·blocks accumulators by the epilogue's factors in float64 (AVX-512F).
+//
+//go:noescape
+func scaleRowAVX512(c *float32, blocks int, f float64)
+
+// scaleRowColAVX512 multiplies 8·blocks accumulators by the epilogue's factors in float64 (AVX-512F).
+//
+//go:noescape
+func scaleRowColAVX512(c *float32, col *float32, blocks int, f float64)
+
 // bf16KernelAVX512 computes C[12×32] += alpha·A·B from bf16-pair slivers (AVX512_BF16).
 //
 //go:noescape

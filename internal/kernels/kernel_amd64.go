@@ -143,3 +143,19 @@ func rowVector(x *Operand, dst []uint32, o, n int) int {
 	}
 	return blocks * 16
 }
+
+// scaleRowVector does the longest multiple of 8 of postScale's loop over
+// one row with the vector kernel and returns how many it did.
+func scaleRowVector(row, col []float32, f float64) int {
+	blocks := len(row) / 8
+	if !hasAVX512 || blocks == 0 {
+		return 0
+	}
+	if col == nil {
+		scaleRowAVX512(&row[0], blocks, f)
+	} else {
+		_ = col[8*blocks-1]
+		scaleRowColAVX512(&row[0], &col[0], blocks, f)
+	}
+	return 8 * blocks
+}

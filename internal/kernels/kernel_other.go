@@ -20,3 +20,6 @@ func rowVector(x *Operand, dst []uint32, o, n int) int { return 0 }
 
 // transposeVector has no vector path on this build.
 func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int { return 0 }
+
+// scaleRowVector has no vector path on this build.
+func scaleRowVector(row, col []float32, f float64) int { return 0 }

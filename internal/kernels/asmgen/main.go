@@ -32,6 +32,8 @@ func main() {
 	amax()
 	fp16Encode()
 	reluGrad()
+	scaleRow(false)
+	scaleRow(true)
 	pairIndexData()
 	bf16GemmKernel("bf16KernelAVX512", 12, 2, 6)
 	bf16GemmKernel("bf16KernelAVX512x48", 8, 3, 5)
@@ -425,6 +427,44 @@ func reluGrad() {
 		ADDQ(U32(64), x)
 		ADDQ(U32(64), dy)
 		ADDQ(U32(64), dx)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// scaleRow emits the bf16 GEMM's epilogue pass over one row of C, 8
+// lanes at a time in float64: c[j] = float32(float64(c[j]) · f), or with
+// col, float32(float64(c[j]) · (f · float64(col[j]))) — the operations
+// of kernels.postScale's loop, in its order, rounded once at the end.
+func scaleRow(withCol bool) {
+	name, sig := "scaleRowAVX512", "func(c *float32, blocks int, f float64)"
+	if withCol {
+		name, sig = "scaleRowColAVX512", "func(c, col *float32, blocks int, f float64)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(name + " multiplies 8·blocks accumulators by the epilogue's factors in float64 (AVX-512F).")
+	c := Load(Param("c"), GP64())
+	var col Register
+	off := 16
+	if withCol {
+		col, off = Load(Param("col"), GP64()), 24
+	}
+	n := Load(Param("blocks"), GP64())
+	VBROADCASTSD(NewParamAddr("f", off), Z20)
+	loop(name, n, func() {
+		VCVTPS2PD(Mem{Base: c}, Z0)
+		if withCol {
+			VCVTPS2PD(Mem{Base: col}, Z1)
+			VMULPD(Z1, Z20, Z1) // f · col
+			VMULPD(Z1, Z0, Z0)
+			ADDQ(U32(32), col)
+		} else {
+			VMULPD(Z20, Z0, Z0)
+		}
+		VCVTPD2PS(Z0, Y0)
+		VMOVUPS(Y0, Mem{Base: c})
+		ADDQ(U32(32), c)
 	})
 	VZEROUPPER()
 	RET()
