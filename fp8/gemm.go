@@ -69,6 +69,7 @@ type ScaledGEMM struct {
 	tabA, tabB     [256]float32
 	blockA, blockB []float32
 	decA, decB     []float32
+	fold           []float32 // MXFP8 block factors being folded
 }
 
 // NewScaledGEMM returns a ScaledGEMM.
@@ -176,9 +177,11 @@ func (g *ScaledGEMM) prepareBF16(m, n, k int, a, b *Operand) (ep kernels.Epilogu
 // foldBlocks decodes an MXFP8 operand to float32 with each block's scale
 // 2^e folded in as 2^(e−shift), shift being the operand's largest block
 // exponent (NaN scales aside), and points dst at the values. It returns
-// shift and the exponent of the smallest non-zero folded magnitude, and
-// ok = false if some value would not be a normal float. rowMajor says
-// the operand is stored [outer][k] (A as op(A), B as op(B)ᵀ).
+// shift and a lower bound on the exponent of the smallest non-zero
+// folded magnitude (the format's smallest subnormal in the block with
+// the smallest scale that holds a non-zero code), and ok = false if some
+// value might not be a normal float. rowMajor says the operand is stored
+// [outer][k] (A as op(A), B as op(B)ᵀ).
 func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand, outer, k int, rowMajor bool) (shift, minExp int, ok bool) {
 	blocks := (k + BlockSize - 1) / BlockSize
 	scales := o.Block[:outer*blocks]
@@ -196,35 +199,79 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 		*buf = make([]float32, size)
 	}
 	d := (*buf)[:size]
-	tab := &decodeTables[o.Format]
-	minAbs := float32(math.Inf(1))
+	// One factor per block, transposed to [blocks][outer] when k runs
+	// down the stored rows (each stored row is one k, all outer indices).
+	if cap(g.fold) < outer*blocks {
+		g.fold = make([]float32, outer*blocks)
+	}
+	f := g.fold[:outer*blocks]
+	minE := math.MaxInt
 	for i := 0; i < outer; i++ {
 		for bi := 0; bi < blocks; bi++ {
 			s := scales[i*blocks+bi]
-			f := float32(math.NaN())
+			v := float32(math.NaN())
 			if s != E8M0NaN {
-				f = float32(math.Ldexp(1, s.Exp()-shift))
+				v = float32(math.Ldexp(1, s.Exp()-shift))
+				if s.Exp() < minE && !zeroBlock(o.Codes, i, bi, outer, k, rowMajor) {
+					minE = s.Exp()
+				}
 			}
-			for p := bi * BlockSize; p < min(k, (bi+1)*BlockSize); p++ {
-				idx := i*k + p
-				if !rowMajor {
-					idx = p*outer + i
-				}
-				v := tab[o.Codes[idx]] * f
-				d[idx] = v
-				if a := float32(math.Abs(float64(v))); a != 0 && a < minAbs {
-					minAbs = a
-				}
+			if rowMajor {
+				f[i*blocks+bi] = v
+			} else {
+				f[bi*outer+i] = v
+			}
+		}
+	}
+	tab := &decodeTables[o.Format]
+	if rowMajor {
+		for i := 0; i < outer; i++ {
+			for bi := 0; bi < blocks; bi++ {
+				lo, hi := i*k+bi*BlockSize, i*k+min(k, (bi+1)*BlockSize)
+				decodeScaled(d[lo:hi], o.Codes[lo:hi], o.Format, tab, f[i*blocks+bi])
+			}
+		}
+	} else {
+		for p := 0; p < k; p++ {
+			row, codes := d[p*outer:(p+1)*outer], o.Codes[p*outer:(p+1)*outer]
+			decodeScaled(row, codes, o.Format, tab, 1)
+			for i, v := range f[(p/BlockSize)*outer : (p/BlockSize+1)*outer] {
+				row[i] *= v
 			}
 		}
 	}
 	*dst = kernels.Operand{F32: d}
-	if math.IsInf(float64(minAbs), 1) {
+	if minE == math.MaxInt {
 		return shift, 0, true // no non-zero value
 	}
-	_, e := math.Frexp(float64(minAbs))
-	minExp = e - 1
+	_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
+	minExp = minE - shift + sub - 1
 	return shift, minExp, minExp >= -126
+}
+
+// decodeScaled writes dst[i] = decode(src[i])·scale (exact for a power of
+// two that keeps the values normal): the vector kernel where it can, the
+// table for the rest.
+func decodeScaled(dst []float32, src []uint8, f Format, tab *[256]float32, scale float32) {
+	done := kernels.DecodeFP8(int(f), dst, src, scale)
+	for i, c := range src[done:] {
+		dst[done+i] = tab[c] * scale
+	}
+}
+
+// zeroBlock reports whether MXFP8 block bi of outer index i holds only
+// zeros (of either sign), whose scale does not matter.
+func zeroBlock(codes []uint8, i, bi, outer, k int, rowMajor bool) bool {
+	for p := bi * BlockSize; p < min(k, (bi+1)*BlockSize); p++ {
+		idx := i*k + p
+		if !rowMajor {
+			idx = p*outer + i
+		}
+		if codes[idx]&0x7F != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // predecode turns a vector-decodable FP8 operand into float32 in buf.
