@@ -214,3 +214,73 @@ func TestScaledGEMMWideBlockSpread(t *testing.T) {
 		t.Fatalf("C = %v, %v; want %v, %v", c[0], c[n], want0, 64*math.Ldexp(1, -20))
 	}
 }
+
+// TestQuantizeMXMatchesEncode checks every code QuantizeMX writes, along
+// either axis, against Encode of the value times its block's inverse
+// scale, and every scale against BlockScale of its block's amax, on
+// shapes that are not multiples of 32 with NaN, infinities, zero blocks
+// and tiny values.
+func TestQuantizeMXMatchesEncode(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, f := range []Format{E4M3, E5M2} {
+		for _, axis := range []int{0, 1} {
+			rows, cols := 45, 70
+			src := make([]float32, rows*cols)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(40)-20))
+			}
+			src[3], src[100], src[777] = float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))
+			for i := 40 * cols; i < rows*cols; i++ {
+				src[i] = 0 // zero blocks along axis 1
+			}
+			dst := make([]uint8, len(src))
+			scales := make([]E8M0, MXScaleCount(rows, cols, axis))
+			if _, err := QuantizeMX(dst, scales, src, rows, cols, axis, f, ExpRoundUp); err != nil {
+				t.Fatal(err)
+			}
+			blocksPerLine := (cols + BlockSize - 1) / BlockSize
+			if axis == 0 {
+				blocksPerLine = (rows + BlockSize - 1) / BlockSize
+			}
+			amax := make([]float32, len(scales))
+			nan := make([]bool, len(scales))
+			block := func(r, c int) int {
+				if axis == 1 {
+					return r*blocksPerLine + c/BlockSize
+				}
+				return c*blocksPerLine + r/BlockSize
+			}
+			for r := 0; r < rows; r++ {
+				for c := 0; c < cols; c++ {
+					b, v := block(r, c), src[r*cols+c]
+					if v != v {
+						nan[b] = true
+					} else {
+						amax[b] = max(amax[b], float32(math.Abs(float64(v))))
+					}
+				}
+			}
+			for b := range scales {
+				want := BlockScale(amax[b], f, ExpRoundUp)
+				if nan[b] {
+					want = BlockScale(float32(math.NaN()), f, ExpRoundUp)
+				}
+				if scales[b] != want {
+					t.Fatalf("%v axis %d block %d: scale %v, want %v", f, axis, b, scales[b], want)
+				}
+			}
+			for r := 0; r < rows; r++ {
+				for c := 0; c < cols; c++ {
+					s := scales[block(r, c)]
+					inv := float32(math.Ldexp(1, -s.Exp()))
+					if s == E8M0NaN {
+						inv = float32(math.NaN())
+					}
+					if want := f.Encode(src[r*cols+c] * inv); dst[r*cols+c] != want {
+						t.Fatalf("%v axis %d (%d,%d): code %#x, want %#x", f, axis, r, c, dst[r*cols+c], want)
+					}
+				}
+			}
+		}
+	}
+}

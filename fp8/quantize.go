@@ -286,6 +286,10 @@ func QuantizeMX(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int,
 		if s == E8M0NaN {
 			inv = float32(math.NaN())
 		}
+		if stride == 1 { // a contiguous block: the vector cast, same codes
+			Quantize(dst[start:start+n], src[start:start+n], f, inv)
+			return
+		}
 		for i := 0; i < n; i++ {
 			dst[start+i*stride] = f.Encode(src[start+i*stride] * inv)
 		}
