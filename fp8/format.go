@@ -13,7 +13,6 @@ package fp8
 import (
 	"fmt"
 	"math"
-	"strings"
 )
 
 // Format is an 8-bit floating-point format.
@@ -99,17 +98,6 @@ func (f Format) String() string {
 		return formats[f].name
 	}
 	return fmt.Sprintf("Format(%d)", f)
-}
-
-// ParseFormat maps "E4M3" or "E5M2" (any case) to a Format.
-func ParseFormat(s string) (Format, error) {
-	switch strings.ToUpper(strings.TrimSpace(s)) {
-	case "E4M3", "E4M3FN":
-		return E4M3, nil
-	case "E5M2":
-		return E5M2, nil
-	}
-	return 0, fmt.Errorf("fp8: unknown format %q (want E4M3 or E5M2)", s)
 }
 
 // Max returns the largest finite value: 448 for E4M3, 57344 for E5M2.

@@ -94,9 +94,6 @@ func (m *Meta) Record(amax float32) {
 	}
 }
 
-// Recorded reports whether any cast recorded an amax this step.
-func (m *Meta) Recorded() bool { return m.recorded }
-
 // Amax returns the amax the next update would use: the current slot
 // (most_recent) or the window maximum skipping NaN entries, as CUDA's
 // fmaxf does (max).

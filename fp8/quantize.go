@@ -91,17 +91,6 @@ func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) {
 	}
 }
 
-// DequantizeDiv writes Decode(q)/scale for every q in src to dst
-// (torchao's form; it equals Dequantize with 1/scale when scale is a power
-// of two).
-func DequantizeDiv(dst []float32, src []uint8, f Format, scale float32) {
-	t := &decodeTables[f]
-	dst = dst[:len(src)]
-	for i, q := range src {
-		dst[i] = t[q] / scale
-	}
-}
-
 // minAmax is the floor torchao puts under an amax before dividing.
 const minAmax = 1e-12
 

@@ -369,15 +369,11 @@ const EnvPrefix = "OCTET_FP8_"
 type envReader struct {
 	lookup func(string) (string, bool)
 	err    error
-	seen   bool
 }
 
 func (e *envReader) get(field string) (string, string, bool) {
 	name := EnvPrefix + field
 	v, ok := e.lookup(name)
-	if ok {
-		e.seen = true
-	}
 	return name, strings.TrimSpace(v), ok && e.err == nil
 }
 

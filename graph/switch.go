@@ -31,21 +31,10 @@ func (o switchOp) AliasOf(opts Options) int {
 	return 1
 }
 
+// Bind is never called: a Switch is always a view of the branch it
+// takes (see AliasOf), so it has no kernel of its own.
 func (o switchOp) Bind(b *Binding) (Kernel, error) {
-	src := b.In[1]
-	if o.pred(b.Options) {
-		src = b.In[0]
-	}
-	dst := b.Out
-	switch {
-	case dst.F32 != nil:
-		return func() error { copy(dst.F32, src.F32); return nil }, nil
-	case dst.I32 != nil:
-		return func() error { copy(dst.I32, src.I32); return nil }, nil
-	default:
-		dst.Aux = src.Aux
-		return func() error { copy(dst.U8, src.U8); return nil }, nil
-	}
+	return nil, fmt.Errorf("a Switch is a view of its taken branch and has no kernel")
 }
 
 // takes reports whether a program compiled with opts reads input i of n.

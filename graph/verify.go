@@ -12,7 +12,6 @@ import (
 // run it between stages.
 func Verify(g *Graph) error {
 	var errs []error
-	seen := make(map[*Node]bool, len(g.nodes))
 	names := make(map[string]*Node, len(g.nodes))
 	for _, n := range g.nodes {
 		if o := names[n.name]; o != nil {
@@ -27,7 +26,6 @@ func Verify(g *Graph) error {
 				errs = append(errs, fmt.Errorf("verify: node %q: input %d %q is invalid", n.name, i, in.name))
 			}
 		}
-		seen[n] = true
 		shape, dt, err := n.op.Infer(n.inputs)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("verify: node %q (%s): %w", n.name, n.op.Type(), err))

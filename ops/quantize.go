@@ -57,9 +57,6 @@ type QuantizeConfig struct {
 	Tensor string
 }
 
-// Equal reports whether two configs cast identically (same state).
-func (c QuantizeConfig) Equal(o QuantizeConfig) bool { return c == o }
-
 // FP8Scales travel with an FP8 value in a compiled program (as its
 // graph.Value's Aux): what a consumer needs to decode it.
 type FP8Scales struct {

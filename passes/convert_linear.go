@@ -447,12 +447,6 @@ func (l *layer) point(g *graph.Graph, toFP8 bool) error {
 	return nil
 }
 
-// ReplaceUsesExcept is graph.Graph.ReplaceUses that leaves the inputs of
-// skip alone (nil: none).
-func ReplaceUsesExcept(g *graph.Graph, old, new, skip *graph.Node) error {
-	return replaceUsesExcept(g, old, new, skip)
-}
-
 // replaceUsesExcept is ReplaceUses that leaves the inputs of skip alone.
 func replaceUsesExcept(g *graph.Graph, old, new, skip *graph.Node) error {
 	if skip == nil {
