@@ -3,10 +3,6 @@ package graph
 import (
 	"fmt"
 	"sort"
-
-	"github.com/octetml/octet/internal/kernels"
-
-	"gorgonia.org/tensor"
 )
 
 // Options control compilation.
@@ -30,7 +26,7 @@ type Program struct {
 	fed      []bool
 	inputIdx map[*Node]int
 	outputs  []*Node
-	tensors  map[*Node]*tensor.Dense
+	isOutput map[*Node]bool // outputs and the handles that resolve to them
 	stepEnd  []func() error
 	stats    MemoryStats
 	step     int64
@@ -65,9 +61,6 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 	if len(outputs) == 0 {
 		return nil, fmt.Errorf("graph: compile: no outputs")
 	}
-	if err := kernels.CheckEnv(); err != nil {
-		return nil, fmt.Errorf("graph: compile: %w", err)
-	}
 	for i, o := range outputs {
 		if o == nil || o.g != g || !o.valid() {
 			return nil, fmt.Errorf("graph: compile: output %d is nil, invalid or from another graph", i)
@@ -83,7 +76,7 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 		values:   map[*Node]*Value{},
 		inputIdx: map[*Node]int{},
 		outputs:  outputs,
-		tensors:  map[*Node]*tensor.Dense{},
+		isOutput: map[*Node]bool{},
 	}
 	p.schedule = live(outputs, &opts)
 	if err := p.plan(); err != nil {
@@ -108,12 +101,7 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 		p.kernels = append(p.kernels, k)
 	}
 	for i, o := range outputs {
-		t, ok := p.tensors[o]
-		if !ok {
-			t = valueTensor(p.values[o])
-			p.tensors[o] = t
-		}
-		p.tensors[handles[i]] = t
+		p.isOutput[o], p.isOutput[handles[i]] = true, true
 		p.values[handles[i]] = p.values[o]
 	}
 	return p, nil
@@ -306,21 +294,6 @@ func (a *allocator) free(off, n int) {
 	}
 }
 
-func valueTensor(v *Value) *tensor.Dense {
-	shape := v.Shape.Clone()
-	if len(shape) == 0 {
-		shape = Shape{1}
-	}
-	switch {
-	case v.F32 != nil:
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v.F32))
-	case v.I32 != nil:
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v.I32))
-	default:
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(v.U8))
-	}
-}
-
 // Run executes one step: every kernel in schedule order, then the
 // step-end hooks (such as FP8 scaling updates). It fails if an input was
 // never fed.
@@ -361,51 +334,6 @@ func (p *Program) input(n *Node) (*Value, error) {
 	return p.values[n], nil
 }
 
-// Feed copies t into the buffer of input node n. Shape and dtype must match.
-func (p *Program) Feed(n *Node, t *tensor.Dense) error {
-	v, err := p.input(n)
-	if err != nil {
-		return err
-	}
-	if t == nil || !Shape(t.Shape()).Equal(v.Shape) && !(len(v.Shape) == 0 && t.Shape().TotalSize() == 1) {
-		var got any = "nil"
-		if t != nil {
-			got = Shape(t.Shape())
-		}
-		p.fed[p.inputIdx[n]] = false
-		return fmt.Errorf("graph: feed %q: shape %v, want %v", n.name, got, v.Shape)
-	}
-	switch data := t.Data().(type) {
-	case float32:
-		if v.F32 != nil {
-			v.F32[0] = data
-			return nil
-		}
-	case int32:
-		if v.I32 != nil {
-			v.I32[0] = data
-			return nil
-		}
-	case []float32:
-		if v.F32 != nil {
-			copy(v.F32, data)
-			return nil
-		}
-	case []int32:
-		if v.I32 != nil {
-			copy(v.I32, data)
-			return nil
-		}
-	case []uint8:
-		if v.U8 != nil {
-			copy(v.U8, data)
-			return nil
-		}
-	}
-	p.fed[p.inputIdx[n]] = false
-	return fmt.Errorf("graph: feed %q: tensor of %v, want %v", n.name, t.Dtype(), v.DType)
-}
-
 // FeedFloat32 copies data into the buffer of float32 input node n.
 func (p *Program) FeedFloat32(n *Node, data []float32) error {
 	v, err := p.input(n)
@@ -417,6 +345,21 @@ func (p *Program) FeedFloat32(n *Node, data []float32) error {
 		return fmt.Errorf("graph: feed %q: %d float32 values, want %d %v", n.name, len(data), v.Shape.Numel(), v.DType)
 	}
 	copy(v.F32, data)
+	return nil
+}
+
+// FeedUint8 copies data (FP8 codes) into the buffer of an FP8 input
+// node n.
+func (p *Program) FeedUint8(n *Node, data []uint8) error {
+	v, err := p.input(n)
+	if err != nil {
+		return err
+	}
+	if v.U8 == nil || len(data) != len(v.U8) {
+		p.fed[p.inputIdx[n]] = false
+		return fmt.Errorf("graph: feed %q: %d uint8 values, want %d %v", n.name, len(data), v.Shape.Numel(), v.DType)
+	}
+	copy(v.U8, data)
 	return nil
 }
 
@@ -434,25 +377,26 @@ func (p *Program) FeedInt32(n *Node, data []int32) error {
 	return nil
 }
 
-// Output returns the value of an output node as a tensor that views the
-// program's buffer: it changes with every Run.
-func (p *Program) Output(n *Node) (*tensor.Dense, error) {
-	t, ok := p.tensors[n]
-	if !ok {
-		return nil, fmt.Errorf("graph: output: %v is not an output of this program", n)
+// Value returns the buffer of an output (or input) node: a view that
+// changes with every Run (or Feed). The package dense wraps it as a
+// gorgonia tensor.
+func (p *Program) Value(n *Node) (*Value, error) {
+	if !p.isOutput[n] {
+		if _, ok := p.inputIdx[n]; !ok {
+			return nil, fmt.Errorf("graph: value: %v is neither an output nor an input of this program", n)
+		}
 	}
-	return t, nil
+	return p.values[n], nil
 }
 
 // Float32 returns the buffer of a float32 output (or input) node, a view
 // that changes with every Run; nil if n is neither.
 func (p *Program) Float32(n *Node) []float32 {
-	if _, ok := p.tensors[n]; !ok {
-		if _, ok := p.inputIdx[n]; !ok {
-			return nil
-		}
+	v, err := p.Value(n)
+	if err != nil {
+		return nil
 	}
-	return p.values[n].F32
+	return v.F32
 }
 
 // Scalar returns the value of a one-element float32 output.

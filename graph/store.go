@@ -1,14 +1,11 @@
 package graph
 
-import (
-	"fmt"
-
-	"gorgonia.org/tensor"
-)
+import "fmt"
 
 // Store holds parameter values by name, outside any graph, so that a
 // training program and an evaluation program compiled from the same graph
-// share them. Values are float32 *tensor.Dense.
+// share them. Values are float32 slices with a shape (the package dense
+// adapts them to gorgonia tensors).
 type Store struct {
 	vals  map[string]*entry
 	order []string
@@ -18,7 +15,6 @@ type Store struct {
 type entry struct {
 	shape Shape
 	data  []float32
-	t     *tensor.Dense
 }
 
 // NewStore returns an empty store.
@@ -26,16 +22,6 @@ func NewStore() *Store { return &Store{vals: map[string]*entry{}, state: map[str
 
 // Names returns the parameter names in the order they were first set.
 func (s *Store) Names() []string { return append([]string(nil), s.order...) }
-
-// Get returns the value stored under name, a tensor that shares the
-// store's memory (a scalar is returned with shape [1]).
-func (s *Store) Get(name string) (*tensor.Dense, bool) {
-	e, ok := s.vals[name]
-	if !ok {
-		return nil, false
-	}
-	return e.t, true
-}
 
 // Shape returns the shape of the value stored under name.
 func (s *Store) Shape(name string) (Shape, bool) {
@@ -66,45 +52,14 @@ func (s *Store) Bind(name string, data []float32, shape ...int) error {
 	if _, ok := s.vals[name]; ok {
 		return fmt.Errorf("graph: store %q: already stored", name)
 	}
-	e := &entry{shape: sh.Clone(), data: data}
-	ts := e.shape
-	if len(ts) == 0 {
-		ts = Shape{1}
-	}
-	if len(data) > 0 {
-		e.t = tensor.New(tensor.WithShape(ts...), tensor.WithBacking(data))
-	}
-	s.vals[name] = e
+	s.vals[name] = &entry{shape: sh.Clone(), data: data}
 	s.order = append(s.order, name)
 	return nil
 }
 
-// denseFloat32 returns t's values, whether t is a scalar or not.
-func denseFloat32(t *tensor.Dense) ([]float32, bool) {
-	switch d := t.Data().(type) {
-	case []float32:
-		return d, true
-	case float32:
-		return []float32{d}, true
-	}
-	return nil, false
-}
-
-// Set stores a float32 tensor under name. If a value of the same shape is
-// already stored, t is copied into it, so that compiled programs (which
-// hold the stored buffer) see the new value.
-func (s *Store) Set(name string, t *tensor.Dense) error {
-	if t == nil {
-		return fmt.Errorf("graph: store %q: nil tensor", name)
-	}
-	data, ok := denseFloat32(t)
-	if !ok {
-		return fmt.Errorf("graph: store %q: tensor of %v, want float32", name, t.Dtype())
-	}
-	return s.SetFloat32(name, data, t.Shape()...)
-}
-
-// SetFloat32 stores data with the given shape under name (see Set).
+// SetFloat32 stores data with the given shape under name. If a value of
+// the same shape is already stored, data is copied into it, so that
+// compiled programs (which hold the stored buffer) see the new value.
 func (s *Store) SetFloat32(name string, data []float32, shape ...int) error {
 	sh := Shape(shape)
 	if sh.Numel() != len(data) {
@@ -117,13 +72,7 @@ func (s *Store) SetFloat32(name string, data []float32, shape ...int) error {
 		copy(old.data, data)
 		return nil
 	}
-	e := &entry{shape: sh.Clone(), data: append([]float32(nil), data...)}
-	ts := e.shape
-	if len(ts) == 0 {
-		ts = Shape{1}
-	}
-	e.t = tensor.New(tensor.WithShape(ts...), tensor.WithBacking(e.data))
-	s.vals[name] = e
+	s.vals[name] = &entry{shape: sh.Clone(), data: append([]float32(nil), data...)}
 	s.order = append(s.order, name)
 	return nil
 }

@@ -69,7 +69,7 @@ func (b *Builder) Init(store *graph.Store, seed uint64) error {
 	}
 	for _, p := range *b.params {
 		name := p.node.Name()
-		if _, ok := store.Get(name); ok {
+		if _, ok := store.Shape(name); ok {
 			if sh, _ := store.Shape(name); !sh.Equal(p.node.Shape()) {
 				return fmt.Errorf("nn: init: stored %q has shape %v, the model wants %v", name, sh, p.node.Shape())
 			}

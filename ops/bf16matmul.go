@@ -57,7 +57,10 @@ func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		bias := b.In[2].F32
 		addBias = newChunkerCost(m, m*n, func(lo, hi int) { AddBias(c[lo*n:hi*n], bias) }).kernel()
 	}
-	g := kernels.NewGemm()
+	g, err := newGemm()
+	if err != nil {
+		return nil, err
+	}
 	tA, tB := o.transA, o.transB
 	return func() error {
 		g.RunBF16(tA, tB, m, n, k, a, lda, bb, ldb, c, n, kernels.Epilogue{Alpha: 1})

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/octetml/octet/graph"
-	"github.com/octetml/octet/internal/kernels"
 )
 
 // linearOp is a fully connected layer: y = x·Wᵀ + b with x [..., in],
@@ -45,7 +44,10 @@ func (linearOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if len(b.In) == 3 {
 		bias = b.In[2].F32
 	}
-	g := kernels.NewGemm()
+	g, err := newGemm()
+	if err != nil {
+		return nil, err
+	}
 	var addBias func() error
 	if bias != nil {
 		addBias = newChunkerCost(rows, rows*outF, func(lo, hi int) { AddBias(y[lo*outF:hi*outF], bias) }).kernel()

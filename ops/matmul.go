@@ -26,6 +26,15 @@ func (o matMulOp) Attrs() string {
 	return transAttrs(o.transA, o.transB)
 }
 
+// newGemm returns a GEMM for a kernel to bind, or the error of a bad
+// OCTET_GEMM_KERNEL (so that compiling, not running, refuses it).
+func newGemm() (*kernels.Gemm, error) {
+	if err := kernels.CheckEnv(); err != nil {
+		return nil, err
+	}
+	return kernels.NewGemm(), nil
+}
+
 // transAttrs renders the transpose flags of a GEMM for dumps.
 func transAttrs(transA, transB bool) string {
 	switch {
@@ -87,7 +96,10 @@ func (o matMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, err
 	}
 	a, bb, c := b.In[0].F32, b.In[1].F32, b.Out.F32
-	g := kernels.NewGemm()
+	g, err := newGemm()
+	if err != nil {
+		return nil, err
+	}
 	tA, tB := o.transA, o.transB
 	if !o.batched {
 		lda, ldb := k, n

@@ -5,6 +5,7 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // scaledMatMulOp multiplies FP8 operands with float32 accumulation:
@@ -115,6 +116,9 @@ func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	var bias []float32
 	if len(b.In) == 3 {
 		bias = b.In[2].F32
+	}
+	if err := kernels.CheckEnv(); err != nil {
+		return nil, err
 	}
 	g := fp8.NewScaledGEMM()
 	tA, tB := o.transA, o.transB
