@@ -52,7 +52,7 @@ func recipeName(r fp8.Recipe) string {
 	if r == nil {
 		return "fp32"
 	}
-	if r.Backend() == "bf16" {
+	if r.Backend() == fp8.BackendBF16 {
 		return "bf16"
 	}
 	return "fp8"

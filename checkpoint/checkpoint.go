@@ -24,13 +24,11 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/nlpodyssey/safetensors"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/optim"
-	"github.com/octetml/octet/passes"
 )
 
 // Format identifies the checkpoint layout in the metadata.
@@ -79,7 +77,7 @@ type metaState struct {
 
 // layerMeta is the header record of one FP8 layer.
 type layerMeta struct {
-	Backend string                `json:"backend"`
+	Backend fp8.Backend           `json:"backend"`
 	Metas   map[string]*metaState `json:"metas"`
 }
 
@@ -91,22 +89,24 @@ func f32Bytes(v []float32) []byte {
 	return b
 }
 
-// fp8Layers returns the FP8 layer states in the store by layer name.
-func fp8Layers(store *graph.Store) map[string]*passes.LayerState {
-	out := map[string]*passes.LayerState{}
+// fp8Layers returns the layer states in the store (fp8.LayerState, under
+// fp8.LayerStateKey of their layer) by layer name.
+func fp8Layers(store *graph.Store) map[string]*fp8.LayerState {
+	out := map[string]*fp8.LayerState{}
 	for _, k := range store.StateKeys() {
-		if st, ok := store.State(k).(*passes.LayerState); ok && strings.HasSuffix(k, passes.StateKey("")) {
-			out[strings.TrimSuffix(k, passes.StateKey(""))] = st
+		if st, ok := store.State(k).(*fp8.LayerState); ok && k == fp8.LayerStateKey(st.FQN) {
+			out[st.FQN] = st
 		}
 	}
 	return out
 }
 
-func metasOf(st *passes.LayerState) map[string]*fp8.Meta {
+// metasOf returns a layer's delayed-scaling states by tensor role name.
+func metasOf(st *fp8.LayerState) map[string]*fp8.Meta {
 	out := map[string]*fp8.Meta{}
-	for name, m := range map[string]*fp8.Meta{"input": st.Input, "weight": st.Weight, "grad_output": st.GradOutput} {
-		if m != nil {
-			out[name] = m
+	for _, r := range fp8.Roles {
+		if m := st.Meta(r); m != nil {
+			out[r.String()] = m
 		}
 	}
 	return out

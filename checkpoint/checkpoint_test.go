@@ -303,7 +303,7 @@ func tinyState(t testing.TB) *State {
 	require.NoError(t, store.SetFloat32("w", []float32{1, 2, 3, 4, 5, 6}, 2, 3))
 	require.NoError(t, store.SetFloat32("b", []float32{0.5, -0.5}, 2))
 	te := fp8.TERecipe{AmaxHistoryLen: 3}
-	store.SetState(passes.StateKey("fc"), &passes.LayerState{Backend: "te", Input: te.NewMeta(false), Weight: te.NewMeta(false), GradOutput: te.NewMeta(true)})
+	store.SetState(fp8.LayerStateKey("fc"), &fp8.LayerState{FQN: "fc", Backend: fp8.BackendTE, Input: te.NewMeta(false), Weight: te.NewMeta(false), GradOutput: te.NewMeta(true)})
 	params := []optim.Param{{Name: "w", W: store.Float32("w"), G: make([]float32, 6), Decay: true}, {Name: "b", W: store.Float32("b"), G: make([]float32, 2)}}
 	return &State{Store: store, Optimizer: optim.NewAdamW(params, 0.01), Step: 3, RNG: map[string][]byte{"loader": {1, 2, 3}}}
 }

@@ -10,20 +10,20 @@ import (
 // Recipe is one of TERecipe, AORecipe and MSAMPRecipe: what
 // passes.Prepare needs to choose a backend.
 type Recipe interface {
-	// Backend names the backend: "te", "ao", "msamp" or "bf16".
-	Backend() string
+	// Backend names the backend.
+	Backend() Backend
 	// Validate reports settings that cannot work.
 	Validate() error
 }
 
-// Backend returns "te".
-func (TERecipe) Backend() string { return "te" }
+// Backend returns BackendTE.
+func (TERecipe) Backend() Backend { return BackendTE }
 
-// Backend returns "ao".
-func (AORecipe) Backend() string { return "ao" }
+// Backend returns BackendAO.
+func (AORecipe) Backend() Backend { return BackendAO }
 
-// Backend returns "msamp".
-func (MSAMPRecipe) Backend() string { return "msamp" }
+// Backend returns BackendMSAMP.
+func (MSAMPRecipe) Backend() Backend { return BackendMSAMP }
 
 // BF16Recipe is bf16 mixed precision, Accelerate's mixed_precision="bf16"
 // for linear layers: each converted layer's three GEMMs (fprop, dgrad,
@@ -36,8 +36,8 @@ func (MSAMPRecipe) Backend() string { return "msamp" }
 // GEMMs run on the bf16 dot-product units at about twice the float32 rate.
 type BF16Recipe struct{}
 
-// Backend returns "bf16".
-func (BF16Recipe) Backend() string { return "bf16" }
+// Backend returns BackendBF16.
+func (BF16Recipe) Backend() Backend { return BackendBF16 }
 
 // Validate accepts the recipe (it has no settings).
 func (BF16Recipe) Validate() error { return nil }

@@ -86,7 +86,7 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 		if cfg.Float8AllGather {
 			for _, c := range consumers[p] {
 				qc, ok := ops.QuantizeConfigOf(c)
-				if !ok || c.Op().Type() != "Quantize" || qc.Tensor != "weight" {
+				if !ok || c.Op().Type() != "Quantize" || qc.Tensor != fp8.RoleWeight {
 					continue
 				}
 				if qc.Scaling != ops.Current {

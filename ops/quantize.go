@@ -52,9 +52,9 @@ type QuantizeConfig struct {
 	Axis int
 	// Rule is the MXFP8 exponent rule (Block only).
 	Rule fp8.ExpRule
-	// Tensor names the role of the tensor ("input", "weight",
-	// "grad_output") in dumps and reports.
-	Tensor string
+	// Tensor is the role of the tensor in its layer (input, weight,
+	// grad_output), shown in dumps and reports; zero for none.
+	Tensor fp8.TensorRole
 }
 
 // FP8Scales travel with an FP8 value in a compiled program (as its
@@ -104,8 +104,8 @@ func (o quantizeOp) Attrs() string {
 	if o.cfg.Scaling == Axiswise || o.cfg.Scaling == Block {
 		s += fmt.Sprintf(",axis=%d", o.cfg.Axis)
 	}
-	if o.cfg.Tensor != "" {
-		s += "," + o.cfg.Tensor
+	if o.cfg.Tensor != 0 {
+		s += "," + o.cfg.Tensor.String()
 	}
 	return s
 }

@@ -49,7 +49,7 @@ type quantKey struct {
 // and ScaledMatMul nodes per the recipe:
 //
 //   - TE: delayed scaling with one fp8.Meta per tensor (input, weight,
-//     grad_output) stored in store under StateKey(fqn); HYBRID casts the
+//     grad_output) stored in store under fp8.LayerStateKey(fqn); HYBRID casts the
 //     forward tensors to E4M3 and grad_output to E5M2;
 //     OverrideLinearPrecision keeps any of fprop, dgrad and wgrad in
 //     float32; UseMXFP8BlockScaling casts every operand in MXFP8 blocks
@@ -81,7 +81,7 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	if err := g.Err(); err != nil {
 		return Report{}, fmt.Errorf("passes: convert linear: graph has errors: %w", err)
 	}
-	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend()},
+	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend().String()},
 		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}}
 	switch r := cfg.Recipe.(type) {
 	case fp8.TERecipe:
@@ -117,7 +117,7 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 
 func isLinear(n *graph.Node) bool { return n.Op().Type() == "Linear" && n.Role() == graph.Fprop }
 
-func (c *converter) backend() string { return c.cfg.Recipe.Backend() }
+func (c *converter) backend() fp8.Backend { return c.cfg.Recipe.Backend() }
 
 // eligible decides whether a layer converts, and why not.
 func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
@@ -130,7 +130,7 @@ func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
 		}
 		return true, ""
 	}
-	if c.backend() != "ao" {
+	if c.backend() != fp8.BackendAO {
 		if !divisible {
 			return false, dimsWhy
 		}
@@ -180,21 +180,21 @@ var gemmNames = [...]string{"fprop", "dgrad", "wgrad"}
 // the recipe keeps the GEMM in float32. axisA and axisB are the
 // contraction axes of the operands' 2-D views.
 func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.QuantizeConfig, ok bool) {
-	if c.backend() == "ao" {
+	if c.backend() == fp8.BackendAO {
 		var ca, cb fp8.CastConfig
-		tensors := [2]string{}
+		var tensors [2]fp8.TensorRole
 		switch which {
 		case gemmFprop:
-			ca, cb, tensors = c.ao.Input, c.ao.Weight, [2]string{"input", "weight"}
+			ca, cb, tensors = c.ao.Input, c.ao.Weight, [2]fp8.TensorRole{fp8.RoleInput, fp8.RoleWeight}
 		case gemmDgrad:
-			ca, cb, tensors = c.ao.GradOutput, c.ao.WeightForGradInput, [2]string{"grad_output", "weight"}
+			ca, cb, tensors = c.ao.GradOutput, c.ao.WeightForGradInput, [2]fp8.TensorRole{fp8.RoleGradOutput, fp8.RoleWeight}
 		default:
-			ca, cb, tensors = c.ao.GradOutputForGradWeight, c.ao.InputForGradWeight, [2]string{"grad_output", "input"}
+			ca, cb, tensors = c.ao.GradOutputForGradWeight, c.ao.InputForGradWeight, [2]fp8.TensorRole{fp8.RoleGradOutput, fp8.RoleInput}
 		}
 		if ca.Disabled || cb.Disabled {
 			return a, b, false
 		}
-		conv := func(cc fp8.CastConfig, axis int, tensor string) ops.QuantizeConfig {
+		conv := func(cc fp8.CastConfig, axis int, tensor fp8.TensorRole) ops.QuantizeConfig {
 			q := ops.QuantizeConfig{Scaling: ops.Current, Format: cc.Format, Pow2: c.ao.RoundScalesToPowerOf2, Tensor: tensor}
 			if cc.Granularity == fp8.Axiswise {
 				q.Scaling, q.Axis = ops.Axiswise, axis
@@ -208,15 +208,10 @@ func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.Quan
 		return a, b, false
 	}
 	fwd, bwd := c.te.Format.Forward(), c.te.Format.Backward()
-	mk := func(tensor string, axis int) ops.QuantizeConfig {
-		f, meta := fwd, (*fp8.Meta)(nil)
-		switch tensor {
-		case "input":
-			meta = l.state.Input
-		case "weight":
-			meta = l.state.Weight
-		default:
-			f, meta = bwd, l.state.GradOutput
+	mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
+		f, meta := fwd, l.state.Meta(tensor)
+		if tensor.IsBackward() {
+			f = bwd
 		}
 		if c.te.UseMXFP8BlockScaling {
 			return ops.QuantizeConfig{Scaling: ops.Block, Format: f, Axis: axis, Rule: c.te.MXFP8Rule, Tensor: tensor}
@@ -225,11 +220,11 @@ func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.Quan
 	}
 	switch which {
 	case gemmFprop:
-		return mk("input", axisA), mk("weight", axisB), true
+		return mk(fp8.RoleInput, axisA), mk(fp8.RoleWeight, axisB), true
 	case gemmDgrad:
-		return mk("grad_output", axisA), mk("weight", axisB), true
+		return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleWeight, axisB), true
 	default:
-		return mk("grad_output", axisA), mk("input", axisB), true
+		return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleInput, axisB), true
 	}
 }
 
@@ -239,7 +234,7 @@ func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *g
 	if q, ok := c.quant[k]; ok {
 		return q
 	}
-	name := l.fqn + "/quantize." + cfg.Tensor
+	name := l.fqn + "/quantize." + cfg.Tensor.String()
 	if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block {
 		name += fmt.Sprintf(".axis%d", cfg.Axis)
 	}
@@ -250,16 +245,16 @@ func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *g
 
 // layerState returns the layer's scaling state, creating it in the store
 // (or reusing one already there, e.g. from a checkpoint).
-func (c *converter) layerState(fqn string) (*LayerState, error) {
-	key := StateKey(fqn)
-	if st, ok := c.store.State(key).(*LayerState); ok && st != nil {
+func (c *converter) layerState(fqn string) (*fp8.LayerState, error) {
+	key := fp8.LayerStateKey(fqn)
+	if st, ok := c.store.State(key).(*fp8.LayerState); ok && st != nil {
 		if st.Backend != c.backend() {
 			return nil, fmt.Errorf("layer %q already has %s scaling state; it cannot convert with the %s recipe", fqn, st.Backend, c.backend())
 		}
 		return st, nil
 	}
-	st := &LayerState{Backend: c.backend()}
-	if c.backend() != "ao" && !c.bf16 && !c.te.UseMXFP8BlockScaling {
+	st := &fp8.LayerState{FQN: fqn, Backend: c.backend()}
+	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling {
 		st.Input, st.Weight, st.GradOutput = c.te.NewMeta(false), c.te.NewMeta(false), c.te.NewMeta(true)
 		if c.msamp {
 			st.Input.Pow2, st.Weight.Pow2, st.GradOutput.Pow2 = true, true, true

@@ -9,19 +9,6 @@ import (
 	"github.com/octetml/octet/graph"
 )
 
-// LayerState is the FP8 scaling state of one linear layer, shared by all
-// its casts and kept in the parameter store (under StateKey(fqn)) so that
-// training and evaluation programs share it and checkpoints save it.
-// Metas are nil for recipes without delayed scaling (and for bf16 mixed
-// precision, whose state only records the backend).
-type LayerState struct {
-	Backend                   string
-	Input, Weight, GradOutput *fp8.Meta
-}
-
-// StateKey is the store key of a layer's LayerState.
-func StateKey(fqn string) string { return fqn + ".fp8_state" }
-
 // layer is what the passes know about one linear layer of a graph.
 type layer struct {
 	fqn                       string
@@ -29,7 +16,7 @@ type layer struct {
 	fpFprop, fpDgrad, fpWgrad *graph.Node // their FP8 replacements (nil: kept in high precision)
 	autocast                  *graph.Node // Autowrap's Switch, if any
 	fp8                       bool        // consumers currently read the FP8 nodes
-	state                     *LayerState
+	state                     *fp8.LayerState
 }
 
 // lnFusion records one LayerNorm fused into an FP8 cast.
@@ -114,7 +101,7 @@ func (r Report) Layer(fqn string) (LayerReport, bool) {
 func (r Report) String() string {
 	var b strings.Builder
 	kind := "FP8"
-	if r.Backend == "bf16" {
+	if r.Backend == fp8.BackendBF16.String() {
 		kind = "bf16"
 	}
 	fmt.Fprintf(&b, "%s conversion (%s backend):\n", kind, r.Backend)
@@ -154,7 +141,7 @@ func convertedLayers(g *graph.Graph, bf16 bool) []string {
 	}
 	var out []string
 	for name, l := range r.layers {
-		if l.fp8 && (l.state.Backend == "bf16") == bf16 {
+		if l.fp8 && (l.state.Backend == fp8.BackendBF16) == bf16 {
 			out = append(out, name)
 		}
 	}

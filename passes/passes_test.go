@@ -166,11 +166,11 @@ func TestConvertLinearMLPTE(t *testing.T) {
 			continue
 		}
 		want := graph.Float8E4M3
-		if cfg.Tensor == "grad_output" {
+		if cfg.Tensor == fp8.RoleGradOutput {
 			want = graph.Float8E5M2
 		}
 		require.Equal(t, want, n.DType(), n.Name())
-		st := m.store.State(passes.StateKey(strings.Split(n.Name(), "/")[0])).(*passes.LayerState)
+		st := m.store.State(fp8.LayerStateKey(strings.Split(n.Name(), "/")[0])).(*fp8.LayerState)
 		require.Contains(t, []*fp8.Meta{st.Input, st.Weight, st.GradOutput}, cfg.Meta)
 	}
 	// Backward FP8 GEMMs link to the FP8 forward node of their layer.
@@ -374,7 +374,7 @@ func TestLayerNormQuantizeMatchesUnfused(t *testing.T) {
 		mk := func() ops.QuantizeConfig {
 			meta := fp8.NewMeta(fp8.E4M3, 4, 0, fp8.MostRecent, 1)
 			meta.Scale, meta.ScaleInv = 32, 1.0/32
-			return ops.QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: meta, Axis: 1, Tensor: "input"}
+			return ops.QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: meta, Axis: 1, Tensor: fp8.RoleInput}
 		}
 		a := ops.Quantize(ops.LayerNorm("ln", x, gm, bt, ops.LayerNormConfig{}), mk())
 		b := ops.LayerNormQuantize("ln.fused", x, gm, bt, ops.LayerNormConfig{}, mk())
@@ -405,7 +405,7 @@ func TestWorkedExampleThroughGraph(t *testing.T) {
 	store := initStore(t, g, 1)
 	prep, err := passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{Margin: 2}, TrainOutputs: []*graph.Node{loss, grads[0]}})
 	require.NoError(t, err)
-	st := store.State(passes.StateKey("fc")).(*passes.LayerState)
+	st := store.State(fp8.LayerStateKey("fc")).(*fp8.LayerState)
 	want := map[string][4]float64{
 		"input":       {448, 89.6, 49.778, 34.4615},
 		"weight":      {224, 74.667, 44.8, 32},
@@ -515,7 +515,7 @@ func TestEvalPrograms(t *testing.T) {
 			TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits}})
 		require.NoError(t, err)
 		m.run(t, prep.Train)
-		st := m.store.State(passes.StateKey("mlp.fc1")).(*passes.LayerState)
+		st := m.store.State(fp8.LayerStateKey("mlp.fc1")).(*fp8.LayerState)
 		before := st.Input.Clone()
 		// Switch outputs to compare the eval logits with the training
 		// program's FP8 logits.

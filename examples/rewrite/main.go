@@ -127,7 +127,7 @@ func run(recipe fp8.Recipe, dotDir string, dump bool) error {
 		}
 		l, _ := prep.Train.Scalar(loss)
 		fmt.Printf("training step %d: loss %.4f", step, l)
-		if st, ok := store.State(passes.StateKey("block.fc1")).(*passes.LayerState); ok && st.Input != nil {
+		if st, ok := store.State(fp8.LayerStateKey("block.fc1")).(*fp8.LayerState); ok && st.Input != nil {
 			fmt.Printf("  block.fc1 scales: input %.4g weight %.4g grad_output %.4g", st.Input.Scale, st.Weight.Scale, st.GradOutput.Scale)
 		}
 		fmt.Println()

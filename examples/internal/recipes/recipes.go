@@ -94,7 +94,7 @@ func Label(r fp8.Recipe) string {
 	case nil:
 		return "-"
 	}
-	return r.Backend()
+	return r.Backend().String()
 }
 
 // MeanTail returns the mean of the last n values (all if fewer).

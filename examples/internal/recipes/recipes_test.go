@@ -22,7 +22,7 @@ func TestMakeAndLabel(t *testing.T) {
 	for _, c := range cases {
 		r, err := Make(c.backend, c.format, c.ao, c.level)
 		require.NoError(t, err, c.label)
-		require.Equal(t, c.backend, r.Backend())
+		require.Equal(t, c.backend, r.Backend().String())
 		require.Equal(t, c.label, Label(r))
 	}
 	require.Equal(t, "-", Label(nil))
