@@ -5,9 +5,9 @@
 //
 // # Packages, lowest first
 //
-// A package imports only packages above it in this list (checked by the
-// compiler: Go forbids cycles; CI also checks that graph imports the
-// standard library only).
+// A package imports only packages above it in this list; graph imports
+// the standard library only (CI checks it), and checkpoint does not import
+// passes (the layer state it saves lives in fp8).
 //
 //   - internal/parallel: the allocation-free worker pool kernels split
 //     their loops over.
