@@ -77,7 +77,7 @@ func newRunLevel(t *testing.T, recipe fp8.Recipe, level string) *run {
 	params, err := optim.Bind(r.store, r.prog, b.Params(), grads)
 	require.NoError(t, err)
 	if level != "" {
-		r.opt, err = optim.NewLowBitAdam(params, level, 0.01, nil)
+		r.opt, err = optim.NewLowBitAdam(params, fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil)
 		require.NoError(t, err)
 	} else {
 		r.opt = optim.NewAdamW(params, 0.01)

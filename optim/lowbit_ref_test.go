@@ -105,10 +105,10 @@ func TestLowBitStepMatchesReference(t *testing.T) {
 					}
 				}
 			}
-			o, err := NewLowBitAdam(ps, level, 0.01, nil)
+			o, err := NewLowBitAdam(ps, fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil)
 			require.NoError(t, err)
 			o.Decoupled = decoupled
-			ref, err := NewLowBitAdam(rps, level, 0.01, nil) // only for its settings
+			ref, err := NewLowBitAdam(rps, fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil) // only for its settings
 			require.NoError(t, err)
 			ref.Decoupled = decoupled
 			st := &refState{}

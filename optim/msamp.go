@@ -139,11 +139,11 @@ type stepOperands struct {
 // collective that failed); the update of that step was skipped.
 func (o *LowBitAdam) Err() error { return o.err }
 
-// NewLowBitAdam returns MS-AMP's AdamW (decoupled weight decay) for level
-// "O1" or "O2"; the weights in params are rounded to their FP16 master
-// form at once.
-func NewLowBitAdam(params []Param, level string, weightDecay float32, comm dist.Communicator) (*LowBitAdam, error) {
-	r := fp8.MSAMPRecipe{OptLevel: level}
+// NewLowBitAdam returns MS-AMP's AdamW (decoupled weight decay) at the
+// recipe's level (O1 or O2), the recipe the model's GEMMs were converted
+// with; the weights in params are rounded to their FP16 master form at
+// once.
+func NewLowBitAdam(params []Param, r fp8.MSAMPRecipe, weightDecay float32, comm dist.Communicator) (*LowBitAdam, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/fp8"
 )
 
 type config struct {
@@ -79,8 +80,14 @@ func run(cfg config, w io.Writer) error {
 		return err
 	}
 
-	if _, err := makeRecipe(cfg, "fp8"); err != nil {
-		return err
+	// Each precision's recipe, built once (reading OCTET_FP8_* once).
+	recs := map[string]fp8.Recipe{}
+	for _, p := range append([]string{"fp8"}, precisions...) {
+		r, err := recipes.ForPrecision(p, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+		if err != nil {
+			return err
+		}
+		recs[p] = r
 	}
 	text, source, err := loadCorpus(cfg.data)
 	if err != nil {
@@ -98,7 +105,7 @@ func run(cfg config, w io.Writer) error {
 	}
 	var results []*result
 	for _, p := range precisions {
-		r, err := trainOne(cfg, p, voc, train, val, w)
+		r, err := trainOne(cfg, p, recs[p], voc, train, val, w)
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}

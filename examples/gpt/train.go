@@ -47,10 +47,6 @@ func (r *result) fields() map[string]any {
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-func makeRecipe(cfg config, precision string) (fp8.Recipe, error) {
-	return recipes.ForPrecision(precision, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
-}
-
 // model is a GPT built on its own graph for a batch size and length.
 type model struct {
 	g                *graph.Graph
@@ -107,7 +103,7 @@ func (b *batcher) next() {
 	}
 }
 
-func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io.Writer) (*result, error) {
+func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train, val []int32, w io.Writer) (*result, error) {
 	m, err := buildModel(cfg, len(voc.runes), cfg.batch, cfg.block, true)
 	if err != nil {
 		return nil, err
@@ -119,10 +115,6 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 	res := &result{Precision: precision, Recipe: "-", Params: m.b.NumParams()}
 	outs := append([]*graph.Node{m.loss}, m.grads...)
 	var trainProg, evalProg *graph.Program
-	recipe, err := makeRecipe(cfg, precision)
-	if err != nil {
-		return nil, err
-	}
 	if recipe != nil {
 		res.Recipe = recipes.Label(recipe)
 		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
@@ -151,18 +143,11 @@ func trainOne(cfg config, precision string, voc *vocab, train, val []int32, w io
 	if err != nil {
 		return nil, err
 	}
-	var opt optim.Stateful
-	if precision == "fp8" && cfg.recipe == "msamp" {
-		lb, err := optim.NewLowBitAdam(params, cfg.optLevel, 0.1, nil)
-		if err != nil {
-			return nil, err
-		}
-		opt = lb
-		res.StateBytes = lb.MemoryStats().StateBytes
-	} else {
-		opt = optim.NewAdamW(params, 0.1)
-		res.StateBytes = optim.Float32MemoryStats().StateBytes
+	opt, ms, err := recipes.Optimizer(recipe, params, 0.1, nil)
+	if err != nil {
+		return nil, err
 	}
+	res.StateBytes = ms.StateBytes
 	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
 	pos := make([]int32, cfg.block)
 	for i := range pos {

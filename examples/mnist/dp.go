@@ -25,7 +25,7 @@ func trainDP(cfg config, precision string, train, test *mnist.Set) (*result, err
 	if cfg.batch%n != 0 {
 		return nil, fmt.Errorf("-dp %d: the batch of %d does not split evenly", n, cfg.batch)
 	}
-	recipe, err := makeRecipe(cfg, precision)
+	recipe, err := cfg.recipeFor(precision)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func trainDP(cfg config, precision string, train, test *mnist.Set) (*result, err
 
 func dpRank(cfg config, precision string, recipe fp8.Recipe, comm dist.Communicator, train *mnist.Set) (*result, *graph.Store, error) {
 	n, rank := comm.Size(), comm.Rank()
-	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
+	res := &result{Precision: precision, Recipe: recipes.Label(recipe)}
 	m, err := buildModel(cfg, cfg.batch/n, true)
 	if err != nil {
 		return nil, nil, err
@@ -108,18 +108,12 @@ func dpRank(cfg config, precision string, recipe fp8.Recipe, comm dist.Communica
 	if err != nil {
 		return nil, nil, err
 	}
-	var opt optim.Optimizer
-	var lowBit *optim.LowBitAdam
-	if precision == "fp8" && cfg.recipe == "msamp" {
-		if lowBit, err = optim.NewLowBitAdam(params, cfg.optLevel, float32(cfg.weightDecay), comm); err != nil {
-			return nil, nil, err
-		}
-		ms := lowBit.MemoryStats()
-		res.Memory, opt = &ms, lowBit
-	} else {
-		ms := optim.Float32MemoryStats()
-		res.Memory, opt = &ms, optim.NewAdamW(params, float32(cfg.weightDecay))
+	opt, ms, err := recipes.Optimizer(recipe, params, float32(cfg.weightDecay), comm)
+	if err != nil {
+		return nil, nil, err
 	}
+	res.Memory = &ms
+	lowBit, _ := opt.(*optim.LowBitAdam) // it all-reduces the gradients itself
 	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed)
 	if err != nil {
 		return nil, nil, err

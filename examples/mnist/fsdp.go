@@ -27,7 +27,7 @@ func trainFSDP(cfg config, precision string, train, test *mnist.Set, mpiComm dis
 	if cfg.batch%n != 0 {
 		return nil, fmt.Errorf("-fsdp %d: the batch of %d does not split evenly", n, cfg.batch)
 	}
-	recipe, err := makeRecipe(cfg, precision)
+	recipe, err := cfg.recipeFor(precision)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func trainFSDP(cfg config, precision string, train, test *mnist.Set, mpiComm dis
 	if ao, ok := recipe.(fp8.AORecipe); ok {
 		float8AG = ao.EnableFSDPFloat8AllGather
 	}
-	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
+	res := &result{Precision: precision, Recipe: recipes.Label(recipe)}
 	var store0 *graph.Store
 	if mpiComm != nil { // this process is one rank of an MPI job
 		store, err := fsdpRank(cfg, precision, recipe, float8AG, mpiComm, train, res)
@@ -139,7 +139,7 @@ func fsdpRank(cfg config, precision string, recipe fp8.Recipe, float8AG bool, co
 	}
 	ckpt := &checkpointer{store: shardStore, opt: opt, loader: loader, prog: prog,
 		name: fmt.Sprintf("mnist-%s-rank%d-of-%d", precision, rank, n),
-		meta: map[string]string{"model": fmt.Sprintf("mlp %v fsdp %d", append(append([]int{mnist.Pixels}, cfg.hidden...), 10), n), "recipe": recipeLabel(cfg, precision)}}
+		meta: map[string]string{"model": fmt.Sprintf("mlp %v fsdp %d", append(append([]int{mnist.Pixels}, cfg.hidden...), 10), n), "recipe": recipes.Label(recipe)}}
 	first := 0
 	if cfg.resumeDir != "" {
 		if first, err = ckpt.resume(cfg.resumeDir); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/fp8"
 )
 
 // config holds the command's settings.
@@ -52,6 +53,18 @@ type config struct {
 	mpi     bool
 	mpiComm dist.Communicator
 	dp      int
+	// recipes holds each precision's recipe, built once per run (nil
+	// for fp32).
+	recipes map[string]fp8.Recipe
+}
+
+// recipeFor returns the recipe of a precision: the one run built, or (for
+// a config made by hand, as in tests) one built from the flags now.
+func (c config) recipeFor(precision string) (fp8.Recipe, error) {
+	if r, ok := c.recipes[precision]; ok {
+		return r, nil
+	}
+	return recipes.ForPrecision(precision, c.recipe, c.format, c.aoRecipe, c.optLevel)
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -140,11 +153,17 @@ func run(cfg config, w io.Writer) error {
 	if cfg.dp > 0 && (cfg.fsdp > 0 || cfg.mpi || cfg.saveDir != "" || cfg.resumeDir != "") {
 		return fmt.Errorf("-dp does not combine with -fsdp, -save or -resume")
 	}
-	if cfg.recipe == "msamp" && (cfg.fsdp > 0 || cfg.mpi) {
-		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
+	// Each precision's recipe, built once (reading OCTET_FP8_* once).
+	cfg.recipes = map[string]fp8.Recipe{}
+	for _, p := range append([]string{"fp8"}, precisions...) {
+		r, err := recipes.ForPrecision(p, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+		if err != nil {
+			return err
+		}
+		cfg.recipes[p] = r
 	}
-	if _, err := makeRecipe(cfg, "fp8"); err != nil {
-		return err
+	if _, ms := cfg.recipes["fp8"].(fp8.MSAMPRecipe); ms && (cfg.fsdp > 0 || cfg.mpi) {
+		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
 	}
 	train, test, err := mnist.Load(cfg.dataDir)
 	if err != nil {

@@ -69,20 +69,6 @@ func (r *result) fields() map[string]any {
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
-// makeRecipe returns the recipe of a precision: the FP8 recipe the flags
-// ask for, bf16 mixed precision, or nil for the float32 run.
-func makeRecipe(cfg config, precision string) (fp8.Recipe, error) {
-	return recipes.ForPrecision(precision, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
-}
-
-func recipeLabel(cfg config, precision string) string {
-	r, err := makeRecipe(cfg, precision)
-	if err != nil {
-		return "-" // run() has already refused bad recipe flags
-	}
-	return recipes.Label(r)
-}
-
 // model builds the MLP on a new graph for a batch size.
 type model struct {
 	g       *graph.Graph
@@ -125,7 +111,8 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if cfg.dp > 0 {
 		r, err := trainDP(cfg, precision, train, test)
 		if r != nil {
-			r.dp = cfg.recipe == "msamp" && precision == "fp8"
+			rec, _ := cfg.recipeFor(precision)
+			_, r.dp = rec.(fp8.MSAMPRecipe)
 		}
 		return r, err
 	}
@@ -141,12 +128,12 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if err := tm.b.Init(store, cfg.seed); err != nil {
 		return nil, err
 	}
-	res := &result{Precision: precision, Recipe: recipeLabel(cfg, precision)}
-	var trainProg, evalProg *graph.Program
-	recipe, err := makeRecipe(cfg, precision)
+	recipe, err := cfg.recipeFor(precision)
 	if err != nil {
 		return nil, err
 	}
+	res := &result{Precision: precision, Recipe: recipes.Label(recipe)}
+	var trainProg, evalProg *graph.Program
 	if recipe != nil {
 		prep, err := passes.Prepare(tm.g, store, passes.Config{Recipe: recipe, TrainOutputs: tm.trainOf})
 		if err != nil {
@@ -170,18 +157,11 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if err != nil {
 		return nil, err
 	}
-	var opt optim.Stateful
-	if precision == "fp8" && cfg.recipe == "msamp" {
-		lb, err := optim.NewLowBitAdam(params, cfg.optLevel, float32(cfg.weightDecay), nil)
-		if err != nil {
-			return nil, err
-		}
-		ms := lb.MemoryStats()
-		res.Memory, opt = &ms, lb
-	} else {
-		ms := optim.Float32MemoryStats()
-		res.Memory, opt = &ms, optim.NewAdamW(params, float32(cfg.weightDecay))
+	opt, ms, err := recipes.Optimizer(recipe, params, float32(cfg.weightDecay), nil)
+	if err != nil {
+		return nil, err
 	}
+	res.Memory = &ms
 	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,9 @@ package recipes
 import (
 	"fmt"
 
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/optim"
 )
 
 // Make returns the recipe for backend "te" (fp8_format format), "ao"
@@ -61,6 +63,21 @@ func ForPrecision(precision, backend, format, ao, level string) (fp8.Recipe, err
 		return Make(backend, format, ao, level)
 	}
 	return nil, fmt.Errorf("-precision %q: want fp32, bf16 or fp8", precision)
+}
+
+// Optimizer is the one place the examples choose their optimizer: MS-AMP's
+// low-bit AdamW at the recipe's level for an fp8.MSAMPRecipe (its FP8
+// gradient all-reduce over comm when comm is set), AdamW otherwise; with
+// the optimizer's storage per parameter.
+func Optimizer(recipe fp8.Recipe, params []optim.Param, weightDecay float32, comm dist.Communicator) (optim.Stateful, optim.MemoryStats, error) {
+	if ms, ok := recipe.(fp8.MSAMPRecipe); ok {
+		lb, err := optim.NewLowBitAdam(params, ms, weightDecay, comm)
+		if err != nil {
+			return nil, optim.MemoryStats{}, err
+		}
+		return lb, lb.MemoryStats(), nil
+	}
+	return optim.NewAdamW(params, weightDecay), optim.Float32MemoryStats(), nil
 }
 
 // PrecisionName is the name of a precision in summary lines: "FP8",
