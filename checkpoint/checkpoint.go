@@ -19,8 +19,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -28,6 +26,7 @@ import (
 	"github.com/nlpodyssey/safetensors"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/atomicfile"
 	"github.com/octetml/octet/optim"
 )
 
@@ -206,36 +205,17 @@ func save(path string, s *State, wrap func(io.Writer) io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	err = atomicfile.Write(path, func(w io.Writer) error {
+		if wrap != nil {
+			w = wrap(w)
+		}
+		if err := safetensors.SerializeToWriter(views, meta, w); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	var w io.Writer = f
-	if wrap != nil {
-		w = wrap(f)
-	}
-	if err := safetensors.SerializeToWriter(views, meta, w); err != nil {
-		return fmt.Errorf("checkpoint: writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil { // make the rename durable
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

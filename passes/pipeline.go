@@ -3,11 +3,11 @@ package passes
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/atomicfile"
 )
 
 // Pass is one named stage of a pipeline.
@@ -44,30 +44,11 @@ func (p *Pipeline) dump(g *graph.Graph, i int, stage string) error {
 	}
 	if p.DOTDir != "" {
 		name := filepath.Join(p.DOTDir, fmt.Sprintf("%02d-%s.dot", i, strings.ReplaceAll(stage, " ", "_")))
-		if err := writeFileAtomic(name, func(w io.Writer) error { return g.WriteDOT(w, p.Outputs...) }); err != nil {
+		if err := atomicfile.Write(name, func(w io.Writer) error { return g.WriteDOT(w, p.Outputs...) }); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// writeFileAtomic writes through a temporary file and renames it, so a
-// failure never leaves a half-written file under name.
-func writeFileAtomic(name string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(name), ".tmp-"+filepath.Base(name))
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return os.Rename(f.Name(), name)
 }
 
 // Run applies the passes to g.

@@ -5,13 +5,13 @@ package lossplot
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"math"
-	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"github.com/octetml/octet/internal/atomicfile"
 )
 
 // Curve is one labelled series of per-step losses.
@@ -82,18 +82,8 @@ func Write(path, title, ylabel string, window int, curves []Curve) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".plot-*.png")
-	if err != nil {
+	return atomicfile.Write(path, func(f io.Writer) error {
+		_, err := w.WriteTo(f)
 		return err
-	}
-	if _, err := w.WriteTo(tmp); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	})
 }
