@@ -8,10 +8,10 @@ import (
 	"io"
 	"math"
 
+	"github.com/octetml/octet/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"github.com/octetml/octet/internal/atomicfile"
 )
 
 // Curve is one labelled series of per-step losses.
