@@ -1,7 +1,7 @@
-// Command asmgen generates the amd64 GEMM micro-kernels of package
+// Command asmgen generates the amd64 assembly of package
 // kernels with avo:
 //
-//	cd internal/kernels/asmgen && go run . -pkg kernels -out ../gemm_amd64.s -stubs ../gemm_stubs_amd64.go
+//	cd internal/kernels/asmgen && go run . -pkg kernels -out ../asm_amd64.s -stubs ../asm_stubs_amd64.go
 //
 // Each kernel computes one register tile C[mr×nr] += alpha·A·B from packed
 // slivers (A: mr values per step of k, B: nr values per step) and is

@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-//go:generate sh -c "cd asmgen && go run . -pkg kernels -out ../gemm_amd64.s -stubs ../gemm_stubs_amd64.go"
+//go:generate sh -c "cd asmgen && go run . -pkg kernels -out ../asm_amd64.s -stubs ../asm_stubs_amd64.go"
 
 // The assembly kernels read and write through raw pointers; the wrappers
 // touch the last element of each slice first (k ≥ 1 always) so that a

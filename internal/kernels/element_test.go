@@ -1,0 +1,115 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestElementKernelsStayInBounds runs every element kernel on every
+// length up to 130 with the destination a slice of a larger buffer
+// filled with guard values: the kernel may write only its slice's prefix
+// of the length it reports done, and the guards before and after stay
+// untouched.
+func TestElementKernelsStayInBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	const pad = 40
+	f32 := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+		return s
+	}
+	guardF := float32(-31.5)
+	checkF := func(t *testing.T, name string, buf []float32, n, done int) {
+		t.Helper()
+		if done < 0 || done > n {
+			t.Fatalf("%s n=%d: done %d", name, n, done)
+		}
+		for i, v := range buf {
+			inside := i >= pad && i < pad+done
+			if !inside && v != guardF {
+				t.Fatalf("%s n=%d done=%d: wrote element %d outside [%d, %d)", name, n, done, i-pad, 0, done)
+			}
+		}
+	}
+	newF := func(n int) []float32 {
+		buf := make([]float32, n+2*pad)
+		for i := range buf {
+			buf[i] = guardF
+		}
+		return buf
+	}
+	for n := 0; n <= 130; n++ {
+		x, dy := f32(n), f32(n)
+		// float32 outputs
+		for _, k := range []struct {
+			name string
+			run  func(dst []float32) int
+		}{
+			{"GELU", func(d []float32) int { return GELU(d, x) }},
+			{"GELUGrad", func(d []float32) int { return GELUGrad(d, x, dy) }},
+			{"ReLUGrad", func(d []float32) int { return ReLUGrad(d, x, dy) }},
+			{"DecodeFP8", func(d []float32) int {
+				codes := make([]uint8, n)
+				for i := range codes {
+					codes[i] = uint8(rng.IntN(256))
+				}
+				return DecodeFP8(0, d, codes, 1)
+			}},
+		} {
+			buf := newF(n)
+			done := k.run(buf[pad : pad+n])
+			checkF(t, k.name, buf, n, done)
+		}
+		// byte and uint16 outputs
+		q := make([]uint8, n+2*pad)
+		for i := range q {
+			q[i] = 0xA5
+		}
+		done, _ := QuantizeFP8(0, q[pad:pad+n], x, 3)
+		for i, v := range q {
+			if (i < pad || i >= pad+done) && v != 0xA5 {
+				t.Fatalf("QuantizeFP8 n=%d done=%d: wrote byte %d", n, done, i-pad)
+			}
+		}
+		h := make([]uint16, n+2*pad)
+		for i := range h {
+			h[i] = 0xBEEF
+		}
+		done = EncodeFP16(h[pad:pad+n], x, 1)
+		for i, v := range h {
+			if (i < pad || i >= pad+done) && v != 0xBEEF {
+				t.Fatalf("EncodeFP16 n=%d done=%d: wrote half %d", n, done, i-pad)
+			}
+		}
+		// Adam updates w, m, v in place: every element of the slices, none
+		// beyond.
+		ws, ms, vs := newF(n), newF(n), newF(n)
+		for i := pad; i < pad+n; i++ {
+			ws[i], ms[i], vs[i] = 1, 0, 0
+		}
+		c := AdamConsts{0, 1, 0.9, 0.1, 0.999, 0.001, 0.01, 0.0316, 1e-8}
+		Adam(ws[pad:pad+n], dy, ms[pad:pad+n], vs[pad:pad+n], &c)
+		for _, b := range [][]float32{ws, ms, vs} {
+			for i, v := range b {
+				if (i < pad || i >= pad+n) && v != guardF {
+					t.Fatalf("Adam n=%d: wrote element %d", n, i-pad)
+				}
+				if i >= pad && i < pad+n && math.IsNaN(float64(v)) {
+					t.Fatalf("Adam n=%d: NaN at %d", n, i-pad)
+				}
+			}
+		}
+		// AmaxBits reads only its slice: NaN guards around must not leak in.
+		nanBuf := make([]float32, n+2*pad)
+		for i := range nanBuf {
+			nanBuf[i] = float32(math.NaN())
+		}
+		copy(nanBuf[pad:], x)
+		if done, bits := AmaxBits(nanBuf[pad : pad+n]); done > 0 && bits > 0x7F800000 {
+			t.Fatalf("AmaxBits n=%d: read a NaN outside its slice", n)
+		}
+	}
+}
