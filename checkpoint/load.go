@@ -148,7 +148,9 @@ func loadBytes(path string, buf []byte, s *State) error {
 		return fmt.Errorf("checkpoint: %s: metadata octet.fp8 is not valid: %w", path, err)
 	}
 	have := fp8Layers(s.Store)
-	for fqn := range layers {
+	// Layers in name order, so that the first problem reported does not
+	// depend on map order.
+	for _, fqn := range sortedKeys(layers) {
 		if _, ok := have[fqn]; !ok {
 			return fmt.Errorf("checkpoint: %s: layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", path, fqn, layers[fqn].Backend)
 		}
@@ -161,7 +163,8 @@ func loadBytes(path string, buf []byte, s *State) error {
 		hist  []byte
 	}
 	var metaJobs []metaJob
-	for fqn, ls := range have {
+	for _, fqn := range sortedKeys(have) {
+		ls := have[fqn]
 		lm, ok := layers[fqn]
 		if !ok {
 			return fmt.Errorf("checkpoint: %s: this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", path, fqn, ls.Backend)
@@ -243,4 +246,14 @@ func decode(dst []float32, src []byte) {
 	for i := range dst {
 		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
 	}
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
