@@ -181,6 +181,45 @@ func (g *Graph) ReplaceUses(old, new *Node) error {
 	return nil
 }
 
+// Rewire points every consumer of old except new (and those keep
+// accepts, if keep is not nil) at new. Unlike ReplaceUses it forwards no
+// handle: old stays what it is for its other readers (a parameter read
+// through a gather, say).
+func (g *Graph) Rewire(old, new *Node, keep func(consumer *Node) bool) error {
+	if !old.shape.Equal(new.shape) || old.dtype != new.dtype {
+		return fmt.Errorf("graph: rewire %q %v %v to %q %v %v: shape or dtype differs",
+			old.name, old.shape, old.dtype, new.name, new.shape, new.dtype)
+	}
+	for _, n := range g.nodes {
+		if n == new || (keep != nil && keep(n)) {
+			continue
+		}
+		for i, in := range n.inputs {
+			if in == old {
+				n.inputs[i] = new
+			}
+		}
+	}
+	return nil
+}
+
+// Consumers indexes, for the nodes given (all of g's with none), the
+// nodes that read each one, in node order.
+func (g *Graph) Consumers(nodes ...*Node) map[*Node][]*Node {
+	if len(nodes) == 0 {
+		nodes = g.nodes
+	}
+	out := make(map[*Node][]*Node, len(nodes))
+	for _, n := range nodes {
+		for _, in := range n.inputs {
+			if l := out[in]; len(l) == 0 || l[len(l)-1] != n {
+				out[in] = append(l, n)
+			}
+		}
+	}
+	return out
+}
+
 // Live returns the nodes a program compiled with opts for outputs would
 // run, inputs before consumers: the outputs' ancestors, following only
 // the taken branch of each Switch.

@@ -249,14 +249,16 @@ func QuantizeNamed(name string, x *graph.Node, cfg QuantizeConfig) *graph.Node {
 	return apply(quantizeOp{cfg}, name, x)
 }
 
-// QuantizeConfigOf returns the config of a Quantize or LayerNormQuantize
-// node.
+// QuantizeConfigOf returns the config of a node that casts to FP8: a
+// Quantize, a LayerNormQuantize or an FP8AllGather.
 func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
 	switch op := n.Op().(type) {
 	case quantizeOp:
 		return op.cfg, true
 	case layerNormQuantizeOp:
 		return op.q, true
+	case fp8AllGatherOp:
+		return op.cfg, true
 	}
 	return QuantizeConfig{}, false
 }

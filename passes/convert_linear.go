@@ -104,10 +104,14 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 			c.last = n
 		}
 	}
+	// A layer's forward GEMM x·Wᵀ (+ b), then its backward GEMMs dy·W
+	// and dyᵀ·x; the rules bind the operands they use.
+	fprop := []graph.Role{graph.Fprop}
 	_, err := Rewrite(g, nodes,
-		Rule{Name: "fprop", Pattern: &Pattern{Op: "Linear", Roles: []graph.Role{graph.Fprop}}, Apply: c.fprop},
-		Rule{Name: "dgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Dgrad}}, Apply: c.backward},
-		Rule{Name: "wgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Wgrad}}, Apply: c.backward},
+		Rule{Name: "fprop", Pattern: &Pattern{Op: "Linear", Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}}}, Apply: c.fprop},
+		Rule{Name: "fprop+bias", Pattern: &Pattern{Op: "Linear", Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}, {Bind: "b"}}}, Apply: c.fprop},
+		Rule{Name: "dgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Dgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
+		Rule{Name: "wgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Wgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
 	)
 	if err != nil {
 		return *c.report, fmt.Errorf("passes: convert linear: %w", err)
@@ -270,9 +274,9 @@ func (c *converter) addReport(lr LayerReport) {
 }
 
 // fprop converts a layer's forward GEMM, deciding eligibility.
-func (c *converter) fprop(n *graph.Node, _ Match) (*graph.Node, error) {
+func (c *converter) fprop(n *graph.Node, m Match) (*graph.Node, error) {
 	fqn := n.Name()
-	w := n.Input(1)
+	x, w, bias := m["x"], m["w"], m["b"]
 	out, in := w.Shape()[0], w.Shape()[1]
 	lr := LayerReport{FQN: fqn, Out: out, In: in}
 	if l, ok := c.reg.byNode[n]; ok {
@@ -307,11 +311,6 @@ func (c *converter) fprop(n *graph.Node, _ Match) (*graph.Node, error) {
 	c.reg.add(l)
 	lr.Converted = true
 	c.addReport(lr)
-	x := n.Input(0)
-	var bias *graph.Node
-	if n.NumInputs() == 3 {
-		bias = n.Input(2)
-	}
 	var y *graph.Node
 	if c.bf16 {
 		y = ops.BF16MatMul(fqn+".bf16", x, w, false, true, bias)
@@ -345,7 +344,7 @@ func (c *converter) noteKept(l *layer, gemmName string) {
 }
 
 // backward converts a Dgrad or Wgrad GEMM of a converted layer.
-func (c *converter) backward(n *graph.Node, _ Match) (*graph.Node, error) {
+func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 	l, ok := c.reg.byNode[n.Forward()]
 	if !ok {
 		return nil, nil
@@ -361,7 +360,7 @@ func (c *converter) backward(n *graph.Node, _ Match) (*graph.Node, error) {
 	if !isMM {
 		return nil, nil
 	}
-	dy2 := n.Input(0)
+	dy2 := m["dy"]
 	fwd := l.fpFprop
 	if fwd == nil {
 		fwd = l.hpFprop

@@ -25,45 +25,36 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	if len(outputs) > 0 {
 		nodes = graph.Live(graph.Options{Training: true}, outputs...)
 	}
-	consumers := map[*graph.Node][]*graph.Node{}
-	for _, n := range nodes {
-		for i := 0; i < n.NumInputs(); i++ {
-			consumers[n.Input(i)] = append(consumers[n.Input(i)], n)
+	consumers := g.Consumers(nodes...)
+	// The first cast of each LayerNorm takes its place; later casts and
+	// float32 readers keep reading the LayerNorm.
+	firstCast := func(q *graph.Node) bool {
+		for _, c := range consumers[q.Input(0)] {
+			if c.Op().Type() == "Quantize" {
+				return c == q
+			}
 		}
+		return false
 	}
 	_, err := Rewrite(g, nodes, Rule{
-		Name:    "layernorm-quantize",
-		Pattern: &Pattern{Op: "LayerNorm"},
-		Apply: func(ln *graph.Node, _ Match) (*graph.Node, error) {
-			var casts []*graph.Node
-			others := 0
-			for _, c := range consumers[ln] {
-				if c.Op().Type() == "Quantize" {
-					casts = append(casts, c)
-				} else {
-					others++
-				}
-			}
-			if len(casts) == 0 {
-				return nil, nil
-			}
-			q := casts[0]
+		Name: "layernorm-quantize",
+		Pattern: &Pattern{Op: "Quantize", Bind: "cast", Where: firstCast,
+			Inputs: []*Pattern{{Op: "LayerNorm", Bind: "ln"}}},
+		Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
+			ln := m["ln"]
 			qcfg, _ := ops.QuantizeConfigOf(q)
 			lncfg, _ := ops.LayerNormParts(ln)
 			fused := ops.LayerNormQuantize(ln.Name()+"/fp8", ln.Input(0), ln.Input(1), ln.Input(2), lncfg, qcfg)
 			if err := g.Err(); err != nil {
 				return nil, err
 			}
-			if err := g.ReplaceUses(q, fused); err != nil {
-				return nil, err
-			}
 			reg.ln = append(reg.ln, &lnFusion{ln: ln, quantize: q, fused: fused, active: true})
 			note := fmt.Sprintf("%s: LayerNorm fused into its %s cast (%s)", ln.Name(), qcfg.Tensor, q.Name())
-			if rest := others + len(casts) - 1; rest > 0 {
+			if rest := len(consumers[ln]) - 1; rest > 0 {
 				note += fmt.Sprintf("; float32 output kept for %d other consumer(s)", rest)
 			}
 			rep.Notes = append(rep.Notes, note)
-			return nil, nil // the LayerNorm itself stays for any other consumer
+			return fused, nil // the LayerNorm itself stays for any other consumer
 		},
 	})
 	return rep, err

@@ -65,13 +65,19 @@ func (p *Pattern) match(n *graph.Node, m Match) bool {
 	return true
 }
 
-// Rule is one rewrite: nodes matching Pattern are handed to Apply, which
-// returns the node that replaces the match's root in every consumer, or
-// nil to leave it (for example when the layer is not eligible).
+// Rule is one rewrite: nodes matching Pattern are handed to Apply with
+// the nodes the pattern bound, and Apply returns the node that replaces
+// the match's root in every consumer, or nil to leave it (for example
+// when the layer is not eligible).
 type Rule struct {
 	Name    string
 	Pattern *Pattern
 	Apply   func(root *graph.Node, m Match) (*graph.Node, error)
+	// Keep, if set, names consumers that go on reading the root, and the
+	// root is rewired rather than replaced: handles to it are not
+	// forwarded (graph.Graph.Rewire). Sharding uses it: a parameter stays
+	// itself for the gathers that read it.
+	Keep func(consumer *graph.Node) bool
 }
 
 // Rewrite applies rules in order, each to every node of nodes that
@@ -93,7 +99,12 @@ func Rewrite(g *graph.Graph, nodes []*graph.Node, rules ...Rule) (map[string]int
 			if repl == nil || repl == n {
 				continue
 			}
-			if err := g.ReplaceUses(n, repl); err != nil {
+			if r.Keep != nil {
+				err = g.Rewire(n, repl, r.Keep)
+			} else {
+				err = g.ReplaceUses(n, repl)
+			}
+			if err != nil {
 				return counts, err
 			}
 			counts[r.Name]++
