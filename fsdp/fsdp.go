@@ -21,6 +21,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
 )
 
 // Config configures sharding.
@@ -65,13 +66,8 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 	if err := g.Err(); err != nil {
 		return nil, rep, fmt.Errorf("fsdp: graph has errors: %w", err)
 	}
-	consumers := map[*graph.Node][]*graph.Node{}
-	for _, n := range g.Nodes() {
-		for i := 0; i < n.NumInputs(); i++ {
-			consumers[n.Input(i)] = append(consumers[n.Input(i)], n)
-		}
-	}
 	rank, size := comm.Rank(), comm.Size()
+	shardOf := map[*graph.Node]*ops.Shard{}
 	for _, p := range params {
 		full := store.Float32(p.Name())
 		if full == nil {
@@ -81,51 +77,86 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 		off := dist.Offsets(counts)[rank]
 		sh := &ops.Shard{Comm: comm, Counts: counts, Data: append([]float32(nil), full[off:off+counts[rank]]...)}
 		s.shards = append(s.shards, sh)
+		shardOf[p] = sh
 		rep.Params++
-		keep := map[*graph.Node]bool{}
-		if cfg.Float8AllGather {
-			for _, c := range consumers[p] {
-				qc, ok := ops.QuantizeConfigOf(c)
-				if !ok || c.Op().Type() != "Quantize" || qc.Tensor != fp8.RoleWeight {
-					continue
-				}
+	}
+	sharded := func(n *graph.Node) bool { return shardOf[n] != nil }
+	if cfg.Float8AllGather {
+		// A weight cast of a sharded parameter becomes a float8 all-gather.
+		weightCast := func(n *graph.Node) bool {
+			qc, _ := ops.QuantizeConfigOf(n)
+			return qc.Tensor == fp8.RoleWeight
+		}
+		_, err := passes.Rewrite(g, g.Nodes(), passes.Rule{
+			Name:    "float8-allgather",
+			Pattern: &passes.Pattern{Op: "Quantize", Where: weightCast, Inputs: []*passes.Pattern{{Bind: "w", Where: sharded}}},
+			Apply: func(q *graph.Node, m passes.Match) (*graph.Node, error) {
+				p := m["w"]
+				qc, _ := ops.QuantizeConfigOf(q)
 				if qc.Scaling != ops.Current {
-					return nil, rep, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe), its cast is %v; turn float8 all-gather off or use the tensorwise recipe", p.Name(), qc.Scaling)
+					return nil, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe), its cast is %v; turn float8 all-gather off or use the tensorwise recipe", p.Name(), qc.Scaling)
 				}
+				sh := shardOf[p]
 				ag := ops.FP8AllGather(p, sh, qc)
-				if err := g.Err(); err != nil {
-					return nil, rep, err
-				}
-				if err := g.ReplaceUses(c, ag); err != nil {
-					return nil, rep, err
-				}
-				keep[ag] = true
 				if len(s.fp8) == 0 || s.fp8[len(s.fp8)-1] != sh {
 					s.fp8 = append(s.fp8, sh)
 					rep.Float8Weights++
-					rep.Float8Bytes += len(full)
+					rep.Float8Bytes += p.Shape().Numel()
 				}
-			}
-		}
-		ag := ops.AllGather(p, sh)
-		if err := g.Err(); err != nil {
+				return ag, g.Err()
+			},
+		})
+		if err != nil {
 			return nil, rep, err
 		}
-		keep[ag] = true
-		for _, n := range g.Nodes() {
-			if keep[n] {
-				continue
+	}
+	// Every other reader of a sharded parameter reads its all-gather; the
+	// parameter itself stays for the gathers.
+	_, err := passes.Rewrite(g, params, passes.Rule{
+		Name:    "allgather",
+		Pattern: &passes.Pattern{Where: sharded},
+		Apply: func(p *graph.Node, _ passes.Match) (*graph.Node, error) {
+			return ops.AllGather(p, shardOf[p]), g.Err()
+		},
+		Keep: func(c *graph.Node) bool { return c.Op().Type() == "FP8AllGather" },
+	})
+	if err != nil {
+		return nil, rep, err
+	}
+	return s, rep, graph.Verify(g)
+}
+
+// Pass returns sharding as a stage of passes.Prepare's pipeline (run
+// after the FP8 passes, checked like them): it shards params over comm,
+// sets *out and *rep, and its check states that no sharded parameter is
+// read other than through a gather.
+func Pass(store *graph.Store, comm dist.Communicator, params []*graph.Node, cfg Config, out **Sharded, rep *Report) passes.Pass {
+	return passes.Pass{
+		Name: "Shard",
+		Run: func(g *graph.Graph) (string, error) {
+			s, r, err := Shard(g, store, comm, params, cfg)
+			*out, *rep = s, r
+			return fmt.Sprintf("%d parameters sharded over %d ranks, %d weights gathered in FP8", r.Params, comm.Size(), r.Float8Weights), err
+		},
+		Check: func(g *graph.Graph) error {
+			set := map[*graph.Node]bool{}
+			for _, p := range params {
+				set[p] = true
 			}
-			for i := 0; i < n.NumInputs(); i++ {
-				if n.Input(i) == p {
-					if err := graph.SetInput(n, i, ag); err != nil {
-						return nil, rep, err
+			for _, n := range g.Nodes() {
+				switch n.Op().Type() {
+				case "AllGather", "FP8AllGather":
+					continue
+				}
+				for i := 0; i < n.NumInputs(); i++ {
+					if set[n.Input(i)] {
+						return fmt.Errorf("check: %q reads sharded parameter %q directly, not through a gather", n.Name(), n.Input(i).Name())
 					}
 				}
 			}
-		}
+			return nil
+		},
 	}
-	return s, rep, graph.Verify(g)
 }
 
 // Rank drives one rank's training: run the step (gathers happen inside),

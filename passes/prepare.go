@@ -20,6 +20,9 @@ type Config struct {
 	Filter func(n *graph.Node, fqn string) bool
 	// NoLayerNormFusion skips ConvertLN.
 	NoLayerNormFusion bool
+	// Passes run after Autowrap, in the same checked pipeline (for example
+	// fsdp.Pass, which shards the parameters).
+	Passes []Pass
 	// Dump, DOTDir and Log are the pipeline's (see Pipeline).
 	Dump   io.Writer
 	DOTDir string
@@ -88,6 +91,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		}
 		return "", err
 	}})
+	pl.Passes = append(pl.Passes, cfg.Passes...)
 	if err := pl.Run(g); err != nil {
 		return nil, err
 	}

@@ -102,23 +102,26 @@ func fsdpRank(cfg config, precision string, recipe fp8.Recipe, float8AG bool, co
 		return nil, err
 	}
 	outs := append([]*graph.Node{m.loss}, m.grads...)
+	// Sharding is the last stage of the checked pipeline, after the FP8
+	// passes.
+	var sh *fsdp.Sharded
+	var rep fsdp.Report
+	shard := fsdp.Pass(store, comm, m.params, fsdp.Config{Float8AllGather: float8AG, Precompute: true}, &sh, &rep)
+	var prog *graph.Program
 	if recipe != nil {
-		rep, err := passes.ConvertLinear(m.g, store, passes.LinearConfig{Recipe: recipe})
+		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Passes: []passes.Pass{shard}})
 		if err != nil {
 			return nil, err
 		}
-		if _, err := passes.ConvertLN(m.g, outs...); err != nil {
+		prog, res.Converted = prep.Train, prep.Report.Converted()
+	} else {
+		pl := passes.Pipeline{Outputs: outs, Passes: []passes.Pass{shard}}
+		if err := pl.Run(m.g); err != nil {
 			return nil, err
 		}
-		res.Converted = rep.Converted()
-	}
-	sh, rep, err := fsdp.Shard(m.g, store, comm, m.params, fsdp.Config{Float8AllGather: float8AG, Precompute: true})
-	if err != nil {
-		return nil, err
-	}
-	prog, err := graph.Compile(m.g, store, graph.Options{Training: true}, outs...)
-	if err != nil {
-		return nil, err
+		if prog, err = graph.Compile(m.g, store, graph.Options{Training: true}, outs...); err != nil {
+			return nil, err
+		}
 	}
 	drv, err := fsdp.NewRank(sh, prog, m.grads)
 	if err != nil {
