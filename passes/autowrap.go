@@ -81,3 +81,65 @@ func checkFP8Graph(g *graph.Graph) error {
 	}
 	return nil
 }
+
+// checkConverted is the check after ConvertLinear: checkFP8Graph, and no
+// node reads the original GEMM of a converted layer that has a
+// low-precision replacement.
+func checkConverted(g *graph.Graph) error {
+	if err := checkFP8Graph(g); err != nil {
+		return err
+	}
+	cons := g.Consumers()
+	for _, name := range registryOf(g).order {
+		l := registryOf(g).layers[name]
+		if !l.fp8 {
+			continue
+		}
+		for _, p := range [][2]*graph.Node{{l.hpFprop, l.fpFprop}, {l.hpDgrad, l.fpDgrad}, {l.hpWgrad, l.fpWgrad}} {
+			if p[0] == nil || p[1] == nil || l.autocast != nil && p[0] == l.hpFprop {
+				continue
+			}
+			if c := cons[p[0]]; len(c) > 0 {
+				return fmt.Errorf("check: %q still reads %q, which layer %q replaced with %q", c[0].Name(), p[0].Name(), name, p[1].Name())
+			}
+		}
+	}
+	return nil
+}
+
+// checkFused is the check after ConvertLN: checkConverted, and each
+// active LayerNorm fusion's cast is read by nobody (its fused node took
+// its place).
+func checkFused(g *graph.Graph) error {
+	if err := checkConverted(g); err != nil {
+		return err
+	}
+	cons := g.Consumers()
+	for _, f := range registryOf(g).ln {
+		if f.active && len(cons[f.quantize]) > 0 {
+			return fmt.Errorf("check: %q still reads %q, which LayerNorm %q was fused into (%q)", cons[f.quantize][0].Name(), f.quantize.Name(), f.ln.Name(), f.fused.Name())
+		}
+	}
+	return nil
+}
+
+// checkWrapped is the check after Autowrap: checkFused, and every
+// wrapped layer's FP8 output is read only through its Switch.
+func checkWrapped(g *graph.Graph) error {
+	if err := checkFused(g); err != nil {
+		return err
+	}
+	cons := g.Consumers()
+	for _, name := range registryOf(g).order {
+		l := registryOf(g).layers[name]
+		if l.autocast == nil || !l.fp8 {
+			continue
+		}
+		for _, c := range cons[l.fpFprop] {
+			if c != l.autocast {
+				return fmt.Errorf("check: %q reads %q around its autocast Switch %q", c.Name(), l.fpFprop.Name(), l.autocast.Name())
+			}
+		}
+	}
+	return nil
+}

@@ -69,7 +69,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	pl := Pipeline{
 		Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log,
 		Passes: []Pass{
-			{Name: "ConvertLinear", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
+			{Name: "ConvertLinear", Check: checkConverted, Run: func(g *graph.Graph) (string, error) {
 				r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter})
 				rep = r
 				return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
@@ -77,13 +77,13 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		},
 	}
 	if !cfg.NoLayerNormFusion {
-		pl.Passes = append(pl.Passes, Pass{Name: "ConvertLN", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
+		pl.Passes = append(pl.Passes, Pass{Name: "ConvertLN", Check: checkFused, Run: func(g *graph.Graph) (string, error) {
 			r, err := ConvertLN(g, live...)
 			rep.Notes = append(rep.Notes, r.Notes...)
 			return fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)), err
 		}})
 	}
-	pl.Passes = append(pl.Passes, Pass{Name: "Autowrap", Check: checkFP8Graph, Run: func(g *graph.Graph) (string, error) {
+	pl.Passes = append(pl.Passes, Pass{Name: "Autowrap", Check: checkWrapped, Run: func(g *graph.Graph) (string, error) {
 		r, err := Autowrap(g, AutowrapConfig{EvalFP8: evalFP8})
 		rep.Notes = append(rep.Notes, r.Notes...)
 		if len(r.Notes) > 0 {
