@@ -141,6 +141,32 @@ type local struct {
 	scratch []float32
 }
 
+// RunLocal runs fn once per rank of size in-process ranks, each in its
+// own goroutine with its communicator, and waits for all of them. It
+// returns the error of the lowest-numbered rank that failed, naming it.
+func RunLocal(size int, fn func(c Communicator) error) error {
+	comms, err := NewLocal(size)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, size)
+	var wg sync.WaitGroup
+	for r, c := range comms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(c)
+		}()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
 // NewLocal returns size communicators that talk through shared memory;
 // give each to its own goroutine.
 func NewLocal(size int) ([]Communicator, error) {

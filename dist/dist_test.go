@@ -1,7 +1,7 @@
 package dist
 
 import (
-	"sync"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,15 +10,11 @@ import (
 // onRanks runs f on every rank of an in-process group and returns the
 // ranks' errors.
 func onRanks(t *testing.T, n int, f func(c Communicator) error) []error {
-	cs, err := NewLocal(n)
-	require.NoError(t, err)
 	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r, c := range cs {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[r] = f(c) }()
-	}
-	wg.Wait()
+	require.NoError(t, RunLocal(n, func(c Communicator) error {
+		errs[c.Rank()] = f(c)
+		return nil
+	}))
 	return errs
 }
 
@@ -145,4 +141,23 @@ func TestSplit(t *testing.T) {
 	require.Equal(t, []int{0, 3, 5}, Offsets([]int{3, 2, 2}))
 	_, err := NewLocal(0)
 	require.Error(t, err)
+}
+
+// TestRunLocal runs a function on every in-process rank and reports the
+// lowest failing rank's error, naming it.
+func TestRunLocal(t *testing.T) {
+	seen := make([]bool, 3)
+	require.NoError(t, RunLocal(3, func(c Communicator) error {
+		seen[c.Rank()] = c.Size() == 3
+		return nil
+	}))
+	require.Equal(t, []bool{true, true, true}, seen)
+	err := RunLocal(3, func(c Communicator) error {
+		if c.Rank() > 0 {
+			return fmt.Errorf("boom %d", c.Rank())
+		}
+		return nil
+	})
+	require.EqualError(t, err, "rank 1: boom 1")
+	require.Error(t, RunLocal(0, func(Communicator) error { return nil }))
 }

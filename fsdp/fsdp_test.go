@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sync"
 	"testing"
 
 	"github.com/octetml/octet/checkpoint"
@@ -177,22 +176,11 @@ func trainRank(t *testing.T, comm dist.Communicator, steps int, fp bool, cfg Con
 
 // sharded trains with n in-process ranks and returns rank 0's result.
 func sharded(t *testing.T, n, steps int, fp bool, cfg Config) result {
-	comms, err := dist.NewLocal(n)
-	require.NoError(t, err)
 	results := make([]result, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := 0; rank < n; rank++ {
-		wg.Add(1)
-		go func(rank int) {
-			defer wg.Done()
-			results[rank], errs[rank] = trainRank(t, comms[rank], steps, fp, cfg)
-		}(rank)
-	}
-	wg.Wait()
-	for _, err := range errs {
-		require.NoError(t, err)
-	}
+	require.NoError(t, dist.RunLocal(n, func(c dist.Communicator) (err error) {
+		results[c.Rank()], err = trainRank(t, c, steps, fp, cfg)
+		return err
+	}))
 	return results[0]
 }
 
@@ -269,68 +257,55 @@ func TestShardCheckpoint(t *testing.T) {
 	straight := sharded(t, n, steps, true, Config{Float8AllGather: true})
 	dir := t.TempDir()
 	run := func(resume bool, from, to int) []float64 {
-		comms, _ := dist.NewLocal(n)
 		losses := make([][]float64, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for rank := 0; rank < n; rank++ {
-			wg.Add(1)
-			go func(rank int) {
-				defer wg.Done()
-				errs[rank] = func() error {
-					comm := comms[rank]
-					var sh *Sharded
-					var serr error
-					r := build(t, global/n, true, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
-						sh, _, serr = Shard(g, s, comm, params, Config{Float8AllGather: true})
-					})
-					if serr != nil {
-						return serr
-					}
-					drv, err := NewRank(sh, r.prog, r.grads)
-					if err != nil {
-						return err
-					}
-					opt := optim.NewAdamW(drv.Params(), 0.01)
-					ss, err := sh.ShardStore(r.store)
-					if err != nil {
-						return err
-					}
-					path := fmt.Sprintf("%s/rank%d.safetensors", dir, rank)
-					if resume {
-						st := &checkpoint.State{Store: ss, Optimizer: opt}
-						if err := checkpoint.Load(path, st); err != nil {
-							return err
-						}
-						r.prog.SetStep(st.Step)
-					}
-					local := global / n
-					for s := from; s < to; s++ {
-						x, y := data(s)
-						_ = r.prog.FeedFloat32(r.x, x[rank*local*sizes[0]:(rank+1)*local*sizes[0]])
-						_ = r.prog.FeedInt32(r.y, y[rank*local:(rank+1)*local])
-						if err := drv.Run(); err != nil {
-							return err
-						}
-						opt.Step(1e-3)
-						l, _ := r.prog.Scalar(r.loss)
-						buf := []float32{l}
-						if err := comm.AllReduceF32(buf, dist.Sum); err != nil {
-							return err
-						}
-						losses[rank] = append(losses[rank], float64(buf[0])/n)
-					}
-					if !resume {
-						return checkpoint.Save(path, &checkpoint.State{Store: ss, Optimizer: opt, Step: r.prog.Step()})
-					}
-					return nil
-				}()
-			}(rank)
-		}
-		wg.Wait()
-		for _, err := range errs {
-			require.NoError(t, err)
-		}
+		require.NoError(t, dist.RunLocal(n, func(comm dist.Communicator) error {
+			rank := comm.Rank()
+			var sh *Sharded
+			var serr error
+			r := build(t, global/n, true, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
+				sh, _, serr = Shard(g, s, comm, params, Config{Float8AllGather: true})
+			})
+			if serr != nil {
+				return serr
+			}
+			drv, err := NewRank(sh, r.prog, r.grads)
+			if err != nil {
+				return err
+			}
+			opt := optim.NewAdamW(drv.Params(), 0.01)
+			ss, err := sh.ShardStore(r.store)
+			if err != nil {
+				return err
+			}
+			path := fmt.Sprintf("%s/rank%d.safetensors", dir, rank)
+			if resume {
+				st := &checkpoint.State{Store: ss, Optimizer: opt}
+				if err := checkpoint.Load(path, st); err != nil {
+					return err
+				}
+				r.prog.SetStep(st.Step)
+			}
+			local := global / n
+			for s := from; s < to; s++ {
+				x, y := data(s)
+				_ = r.prog.FeedFloat32(r.x, x[rank*local*sizes[0]:(rank+1)*local*sizes[0]])
+				_ = r.prog.FeedInt32(r.y, y[rank*local:(rank+1)*local])
+				if err := drv.Run(); err != nil {
+					return err
+				}
+				opt.Step(1e-3)
+				l, _ := r.prog.Scalar(r.loss)
+				buf := []float32{l}
+				if err := comm.AllReduceF32(buf, dist.Sum); err != nil {
+					return err
+				}
+				losses[rank] = append(losses[rank], float64(buf[0])/n)
+			}
+			if !resume {
+				return checkpoint.Save(path, &checkpoint.State{Store: ss, Optimizer: opt, Step: r.prog.Step()})
+			}
+			return nil
+		}))
 		return losses[0]
 	}
 	first := run(false, 0, cut)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
 	"github.com/octetml/octet/data/mnist"
@@ -29,26 +28,13 @@ func trainDP(cfg config, precision string, train, test *mnist.Set) (*result, err
 	if err != nil {
 		return nil, err
 	}
-	comms, err := dist.NewLocal(n)
-	if err != nil {
-		return nil, err
-	}
 	results := make([]*result, n)
 	stores := make([]*graph.Store, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := 0; rank < n; rank++ {
-		wg.Add(1)
-		go func(rank int) {
-			defer wg.Done()
-			results[rank], stores[rank], errs[rank] = dpRank(cfg, precision, recipe, comms[rank], train)
-		}(rank)
-	}
-	wg.Wait()
-	for rank, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("rank %d: %w", rank, err)
-		}
+	if err := dist.RunLocal(n, func(c dist.Communicator) (err error) {
+		results[c.Rank()], stores[c.Rank()], err = dpRank(cfg, precision, recipe, c, train)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	// Every rank applied the same averaged gradients: the replicas must be
 	// identical to the bit.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/octetml/octet/data/mnist"
@@ -44,29 +43,16 @@ func trainFSDP(cfg config, precision string, train, test *mnist.Set, mpiComm dis
 		}
 		store0 = store
 	} else {
-		comms, err := dist.NewLocal(n)
-		if err != nil {
-			return nil, err
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, n)
 		stores := make([]*graph.Store, n)
-		for rank := 0; rank < n; rank++ {
-			wg.Add(1)
-			go func(rank int) {
-				defer wg.Done()
-				r := res
-				if rank > 0 {
-					r = &result{}
-				}
-				stores[rank], errs[rank] = fsdpRank(cfg, precision, recipe, float8AG, comms[rank], train, r)
-			}(rank)
-		}
-		wg.Wait()
-		for rank, err := range errs {
-			if err != nil {
-				return nil, fmt.Errorf("rank %d: %w", rank, err)
+		if err := dist.RunLocal(n, func(c dist.Communicator) (err error) {
+			r := res // rank 0 reports
+			if c.Rank() > 0 {
+				r = &result{}
 			}
+			stores[c.Rank()], err = fsdpRank(cfg, precision, recipe, float8AG, c, train, r)
+			return err
+		}); err != nil {
+			return nil, err
 		}
 		store0 = stores[0]
 	}
