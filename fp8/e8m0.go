@@ -58,14 +58,16 @@ func (r ExpRule) String() string {
 }
 
 // BlockScale returns the E8M0 scale of a block with the given amax: an
-// amax of 0 gives 2^0, a non-finite amax gives NaN.
+// amax of 0 gives code 0 (2^-127), a non-finite amax gives NaN.
 func BlockScale(amax float32, f Format, rule ExpRule) E8M0 {
 	a := float64(amax)
 	switch {
 	case math.IsNaN(a) || math.IsInf(a, 0):
 		return E8M0NaN
 	case a == 0:
-		return E8M0FromExp(0)
+		// An all-zero block: code 0 (2^-127), as Transformer Engine's
+		// float_to_e8m0 and torchao give; its elements are all zero.
+		return 0
 	}
 	if rule == ExpOCPFloor {
 		_, e := math.Frexp(a) // a = frac·2^e, frac in [0.5, 1)

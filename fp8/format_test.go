@@ -325,7 +325,7 @@ func TestE8M0(t *testing.T) {
 	}{
 		{448, ExpRoundUp, 0}, {449, ExpRoundUp, 1}, {224, ExpRoundUp, -1}, {225, ExpRoundUp, 0}, {1, ExpRoundUp, -8},
 		{448, ExpOCPFloor, 0}, {511, ExpOCPFloor, 0}, {512, ExpOCPFloor, 1}, {1, ExpOCPFloor, -8},
-		{1e-38, ExpRoundUp, -127}, {0, ExpRoundUp, 0},
+		{1e-38, ExpRoundUp, -127}, {0, ExpRoundUp, -127}, {0, ExpOCPFloor, -127}, // a zero block: code 0, as TE and torchao
 	} {
 		if got := BlockScale(c.amax, E4M3, c.rule).Exp(); got != c.want {
 			t.Errorf("BlockScale(%v, %v) = 2^%d, want 2^%d", c.amax, c.rule, got, c.want)

@@ -132,7 +132,7 @@ func (m *Meta) Update() {
 	if math.IsNaN(float64(cur)) || math.IsInf(float64(cur), 0) {
 		m.NonFinite++
 	}
-	if m.Steps%m.Interval == 0 {
+	if m.Steps%max(m.Interval, 1) == 0 { // an Interval set to 0 or less means every step
 		amax := m.Amax()
 		if amax > 0 && !math.IsInf(float64(amax), 0) { // false for NaN too
 			s := (formats[m.Format].max / amax) / float32(math.Ldexp(1, m.Margin))

@@ -209,3 +209,18 @@ func TestIntervalAndOverflow(t *testing.T) {
 		t.Fatalf("overflowing scale %v (overflows %d), want FLT_MAX", o.Scale, o.Overflows)
 	}
 }
+
+// TestIntervalZeroOnAnExistingMeta sets Interval to 0 (or less) on a Meta
+// after construction: Update treats it as every step instead of dividing
+// by zero.
+func TestIntervalZeroOnAnExistingMeta(t *testing.T) {
+	for _, iv := range []int{0, -3} {
+		m := TERecipe{}.NewMeta(false)
+		m.Interval = iv
+		m.Record(2)
+		m.Update()
+		if m.Scale != 224 {
+			t.Fatalf("Interval %d: scale %v after one step, want 224", iv, m.Scale)
+		}
+	}
+}

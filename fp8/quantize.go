@@ -96,12 +96,17 @@ const minAmax = 1e-12
 
 // CurrentScale returns torchao's dynamic scale for an amax:
 // max / max(amax, 1e-12), computed in float64 and stored as float32,
-// optionally rounded down to a power of two. A NaN amax gives NaN.
+// optionally rounded down to a power of two. Non-finite cases follow
+// Transformer Engine's compute_scale_from_amax, so that the inverse scale
+// is never infinite: an infinite or NaN amax gives scale 1, and a scale
+// beyond float32 (not reachable with the 1e-12 floor) would be the
+// largest float32.
 func CurrentScale(amax float32, f Format, pow2 bool) float32 {
-	s := float32(float64(formats[f].max) / math.Max(float64(amax), minAmax))
-	if math.IsNaN(float64(amax)) {
-		return float32(math.NaN())
+	a := float64(amax)
+	if math.IsNaN(a) || math.IsInf(a, 0) {
+		return 1
 	}
+	s := float32(min(float64(formats[f].max)/math.Max(a, minAmax), math.MaxFloat32))
 	if pow2 {
 		s = RoundDownPow2(s)
 	}

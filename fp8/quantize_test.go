@@ -157,6 +157,18 @@ func TestCurrentScale(t *testing.T) {
 	if s := CurrentScale(3, E5M2, false); s != float32(57344.0/3) {
 		t.Errorf("E5M2 scale %v", s)
 	}
+	// Transformer Engine's rule for non-finite amaxes: scale 1, so the
+	// inverse scale stays finite.
+	for _, a := range []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())} {
+		for _, pow2 := range []bool{false, true} {
+			if s := CurrentScale(a, E4M3, pow2); s != 1 || math.IsInf(float64(1/s), 0) {
+				t.Errorf("CurrentScale(%v, pow2=%v) = %v, want 1", a, pow2, s)
+			}
+		}
+	}
+	if s := CurrentScale(math.SmallestNonzeroFloat32, E5M2, false); math.IsInf(float64(s), 0) || s <= 0 {
+		t.Errorf("CurrentScale of the smallest amax = %v, want a finite scale", s)
+	}
 	for _, v := range []float32{1, 1.5, 1000, 3e-40, 0.75} {
 		p := RoundDownPow2(v)
 		if p > v || p*2 <= v {
