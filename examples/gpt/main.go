@@ -60,7 +60,7 @@ func main() {
 	flag.StringVar(&cfg.data, "data", "", "train on this UTF-8 text file instead of the Go sources")
 	flag.BoolVar(&cfg.json, "json", false, "print one JSON object as the last line")
 	flag.BoolVar(&cfg.dump, "dump", false, "print the compiled FP8 training graph")
-	flag.IntVar(&cfg.evalEvery, "eval-every", 250, "iterations between validation-loss estimates")
+	flag.IntVar(&cfg.evalEvery, "eval-every", 250, "iterations between validation-loss estimates printed while training (0: none)")
 	flag.IntVar(&cfg.evalBatches, "eval-batches", 20, "batches per loss estimate")
 	flag.StringVar(&cfg.saveDir, "save", "", "write checkpoints (one file per precision) to this directory")
 	flag.StringVar(&cfg.resumeDir, "resume", "", "resume from the checkpoints in this directory")
@@ -74,7 +74,35 @@ func main() {
 	}
 }
 
+// validate refuses flag values that cannot train, before any work.
+func (c config) validate() error {
+	var ch recipes.Checks
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"layers", c.layers}, {"heads", c.heads}, {"embd", c.embd}, {"block", c.block}, {"batch", c.batch}, {"iters", c.iters}, {"eval-batches", c.evalBatches}} {
+		ch.AtLeast(f.name, f.v, 1)
+	}
+	ch.AtLeast("sample", c.sample, 0)
+	ch.AtLeast("eval-every", c.evalEvery, 0)
+	ch.AtLeast("save-every", c.saveEvery, 0)
+	ch.AtLeast("stop-after", c.stopAfter, 0)
+	ch.Positive("lr", c.lr)
+	ch.Fraction("dropout", c.dropout)
+	// Parameters with gradients and Adam moments, and the step's
+	// activations: attention's T×T scores per head and a dozen width-
+	// sized buffers per block and token.
+	e, t := float64(c.embd), float64(c.block)
+	params := float64(c.layers) * 12 * e * e
+	acts := float64(c.layers) * float64(c.batch) * t * (float64(c.heads)*t*3 + 20*e)
+	ch.CheckMemory(fmt.Sprintf("the model (%d layers, width %d, context %d)", c.layers, c.embd, c.block), 16*params+4*acts)
+	return ch.Err()
+}
+
 func run(cfg config, w io.Writer) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
 	precisions, err := recipes.Precisions(cfg.precision)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,4 +119,30 @@ func testSaveResume(t *testing.T, recipe string) {
 	}
 	require.Equal(t, last(&straight)["val_loss"], last(&resumed)["val_loss"])
 	require.Equal(t, last(&straight)["train_loss"], last(&resumed)["train_loss"])
+}
+
+// TestBadNumbersAreRefusedBeforeWork: values that used to print NaN
+// losses, nothing at all, or crash are refused naming the flag.
+func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
+	base := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1, data: "/nonexistent"}
+	for _, c := range []struct {
+		mut  func(*config)
+		says string
+	}{
+		{func(c *config) { c.iters = 0 }, "-iters 0"},
+		{func(c *config) { c.evalBatches = 0 }, "-eval-batches 0"},
+		{func(c *config) { c.sample = -5 }, "-sample -5"},
+		{func(c *config) { c.evalEvery = -1 }, "-eval-every -1"},
+		{func(c *config) { c.lr = math.Inf(1) }, "-lr +Inf"},
+		{func(c *config) { c.dropout = 1 }, "-dropout 1"},
+		{func(c *config) { c.batch = -3 }, "-batch -3"},
+		{func(c *config) { c.embd, c.layers, c.block = 1<<16, 64, 4096 }, "GiB are available"},
+	} {
+		cfg := base
+		c.mut(&cfg)
+		err := run(cfg, &bytes.Buffer{})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), c.says)
+		require.NotContains(t, err.Error(), "/nonexistent", "refused before reading data")
+	}
 }

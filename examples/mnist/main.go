@@ -69,10 +69,13 @@ func (c config) recipeFor(precision string) (fp8.Recipe, error) {
 
 func parseHidden(s string) ([]int, error) {
 	var out []int
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("-hidden %q: want at least one layer size, such as 512,512", s)
+	}
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
-			continue
+			return nil, fmt.Errorf("-hidden %q: an empty layer size", s)
 		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
@@ -81,6 +84,33 @@ func parseHidden(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// validate refuses flag values that cannot train, before any work.
+func (c config) validate() error {
+	var ch recipes.Checks
+	ch.AtLeast("epochs", c.epochs, 1)
+	ch.AtLeast("batch", c.batch, 1)
+	ch.Positive("lr", c.lr)
+	ch.NonNegative("wd", c.weightDecay)
+	ch.AtLeast("limit", c.limit, 0)
+	ch.AtLeast("dp", c.dp, 0)
+	ch.AtLeast("save-every", c.saveEvery, 0)
+	ch.AtLeast("stop-after", c.stopAfter, 0)
+	if len(c.hidden) == 0 {
+		ch.Fail("-hidden: want at least one layer size")
+	}
+	// Parameters, their gradients and two Adam moments (16 bytes each),
+	// and the step's activations (a few buffers per layer and row, for
+	// the training batch and the evaluation batch).
+	sizes := append(append([]int{784}, c.hidden...), 10)
+	var params, acts float64
+	for i := 0; i+1 < len(sizes); i++ {
+		params += float64(sizes[i]+1) * float64(sizes[i+1])
+		acts += float64(sizes[i+1])
+	}
+	ch.CheckMemory(fmt.Sprintf("the model (-hidden %v: %.3g parameters)", c.hidden, params), 16*params+4*4*acts*float64(max(c.batch, evalBatch)))
+	return ch.Err()
 }
 
 func main() {
@@ -134,6 +164,9 @@ func fatal(err error) {
 
 // run trains every requested precision and reports to w.
 func run(cfg config, w io.Writer) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
 	if cfg.mpi {
 		comm, err := dist.NewMPI(0)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -227,4 +228,38 @@ func TestDataParallelMSAMP(t *testing.T) {
 	require.Greater(t, s["test_accuracy"].(float64), 0.6)
 	cfg.fsdp = 2
 	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-dp")
+}
+
+// TestBadNumbersAreRefusedBeforeWork runs the example with values that
+// used to crash it or train nonsense: each is refused with a message
+// naming the flag, before any data is read.
+func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
+	base := config{precision: "fp32", recipe: "te", format: "HYBRID", epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3, dataDir: "/nonexistent"}
+	nan := math.NaN()
+	for _, c := range []struct {
+		mut  func(*config)
+		says string
+	}{
+		{func(c *config) { c.epochs = -1 }, "-epochs -1"},
+		{func(c *config) { c.epochs = 0 }, "-epochs 0"},
+		{func(c *config) { c.batch = 0 }, "-batch 0"},
+		{func(c *config) { c.lr = -1 }, "-lr -1"},
+		{func(c *config) { c.lr = nan }, "-lr NaN"},
+		{func(c *config) { c.weightDecay = nan }, "-wd NaN"},
+		{func(c *config) { c.dp = -2 }, "-dp -2"},
+		{func(c *config) { c.limit = -5 }, "-limit -5"},
+		{func(c *config) { c.hidden = nil }, "-hidden"},
+		{func(c *config) { c.hidden = []int{100000000} }, "GiB are available"},
+	} {
+		cfg := base
+		c.mut(&cfg)
+		err := run(cfg, &bytes.Buffer{})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), c.says)
+		require.NotContains(t, err.Error(), "/nonexistent", "refused before reading data")
+	}
+	for _, s := range []string{"", ",", "512,,512", " "} {
+		_, err := parseHidden(s)
+		require.ErrorContains(t, err, "-hidden", "%q", s)
+	}
 }

@@ -1,0 +1,82 @@
+package recipes
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Checks collects flag problems, so an example can refuse bad values
+// before any work, naming each flag.
+type Checks struct{ errs []string }
+
+// AtLeast requires flag's value to be at least lo.
+func (c *Checks) AtLeast(flag string, v, lo int) {
+	if v < lo {
+		c.errs = append(c.errs, fmt.Sprintf("-%s %d: want at least %d", flag, v, lo))
+	}
+}
+
+// Positive requires a finite value above zero.
+func (c *Checks) Positive(flag string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+		c.errs = append(c.errs, fmt.Sprintf("-%s %v: want a finite value above 0", flag, v))
+	}
+}
+
+// NonNegative requires a finite value of at least zero.
+func (c *Checks) NonNegative(flag string, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		c.errs = append(c.errs, fmt.Sprintf("-%s %v: want a finite value of at least 0", flag, v))
+	}
+}
+
+// Fraction requires a value in [0, 1).
+func (c *Checks) Fraction(flag string, v float64) {
+	if math.IsNaN(v) || v < 0 || v >= 1 {
+		c.errs = append(c.errs, fmt.Sprintf("-%s %v: want a probability in [0, 1)", flag, v))
+	}
+}
+
+// Fail records a problem of its own.
+func (c *Checks) Fail(format string, args ...any) { c.errs = append(c.errs, fmt.Sprintf(format, args...)) }
+
+// Err returns every problem found, or nil.
+func (c *Checks) Err() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", strings.Join(c.errs, "; "))
+}
+
+// MemoryAvailable returns the memory the system reports available
+// (MemAvailable in /proc/meminfo), or 0 when it cannot tell.
+func MemoryAvailable() uint64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseUint(fields[1], 10, 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
+
+// CheckMemory refuses a run whose estimated need exceeds the memory
+// available, with both figures.
+func (c *Checks) CheckMemory(what string, need float64) {
+	if avail := MemoryAvailable(); avail > 0 && need > float64(avail) {
+		c.errs = append(c.errs, fmt.Sprintf("%s needs about %.1f GiB, and %.1f GiB are available", what, need/(1<<30), float64(avail)/(1<<30)))
+	}
+}
