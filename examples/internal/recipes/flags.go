@@ -42,7 +42,9 @@ func (c *Checks) Fraction(flag string, v float64) {
 }
 
 // Fail records a problem of its own.
-func (c *Checks) Fail(format string, args ...any) { c.errs = append(c.errs, fmt.Sprintf(format, args...)) }
+func (c *Checks) Fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+}
 
 // Err returns every problem found, or nil.
 func (c *Checks) Err() error {
