@@ -113,8 +113,8 @@ func metasOf(st *fp8.LayerState) map[string]*fp8.Meta {
 
 // build returns the tensors and metadata of s.
 func build(s *State) (map[string]safetensors.TensorView, map[string]string, error) {
-	if s.Store == nil {
-		return nil, nil, fmt.Errorf("checkpoint: no store")
+	if s == nil || s.Store == nil {
+		return nil, nil, fmt.Errorf("checkpoint: save: no state (or no store) to save")
 	}
 	views := map[string]safetensors.TensorView{}
 	add := func(name string, dt safetensors.DType, shape []int, data []byte) error {

@@ -336,3 +336,14 @@ func u32bytes(v []uint32) []byte {
 	}
 	return b
 }
+
+// TestNilStateIsTheCallersError: Save and Load of a nil state are errors
+// that blame the call, not a panic or a "corrupt file".
+func TestNilStateIsTheCallersError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.safetensors")
+	require.ErrorContains(t, Save(path, nil), "no state")
+	require.NoError(t, Save(path, tinyState(t)))
+	err := Load(path, nil)
+	require.ErrorContains(t, err, "no state")
+	require.NotContains(t, err.Error(), "corrupt")
+}

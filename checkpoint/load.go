@@ -30,8 +30,8 @@ func Load(path string, s *State) (err error) {
 			err = fmt.Errorf("checkpoint: %s: corrupt file: %v", path, r)
 		}
 	}()
-	if s.Store == nil {
-		return fmt.Errorf("checkpoint: no store to load into")
+	if s == nil || s.Store == nil {
+		return fmt.Errorf("checkpoint: load %s: no state (or no store) to load into", path)
 	}
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -29,7 +29,12 @@ func ExampleMeta() {
 	q := make([]uint8, 4)
 	for step := 0; step < 3; step++ {
 		x := []float32{float32(step) + 0.25, 0, 0, 0}
-		input.Record(fp8.Quantize(q, x, input.Format, input.Scale))
+		amax, err := fp8.Quantize(q, x, input.Format, input.Scale)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		input.Record(amax)
 		input.Update()
 		fmt.Printf("step %d: scale %.4g\n", step, input.Scale)
 	}

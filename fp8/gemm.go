@@ -129,6 +129,8 @@ func checkOperand(name string, o *Operand, outer, k int) error {
 		}
 	case len(o.Codes) < size:
 		return fmt.Errorf("fp8: scaled GEMM: operand %s has %d codes, want %d", name, len(o.Codes), size)
+	case o.Format != E4M3 && o.Format != E5M2:
+		return fmt.Errorf("fp8: scaled GEMM: operand %s has format %v (want E4M3 or E5M2)", name, o.Format)
 	case o.Block != nil:
 		if want := outer * ((k + BlockSize - 1) / BlockSize); len(o.Block) < want {
 			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d block scales, want %d", name, len(o.Block), want)

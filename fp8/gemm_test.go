@@ -284,3 +284,43 @@ func TestQuantizeMXMatchesEncode(t *testing.T) {
 		}
 	}
 }
+
+// TestSliceFunctionsRefuseShortDestinations holds every slice-taking
+// entry point to one rule: a destination shorter than its source, or a
+// format that is not E4M3 or E5M2, is an error, not a panic, and nothing
+// is written.
+func TestSliceFunctionsRefuseShortDestinations(t *testing.T) {
+	src := []float32{1, 2, 3, 4}
+	codes := []uint8{0x38, 0x40, 0x44, 0x48}
+	short8, short32 := []uint8{0xAA, 0xAA}, []float32{-1, -1}
+	if _, err := Quantize(short8, src, E4M3, 1); err == nil || short8[0] != 0xAA {
+		t.Fatalf("Quantize into a short dst: %v, dst %v", err, short8)
+	}
+	if err := Dequantize(short32, codes, E4M3, 1); err == nil || short32[0] != -1 {
+		t.Fatalf("Dequantize into a short dst: %v, dst %v", err, short32)
+	}
+	if _, err := Quantize(make([]uint8, 4), src, Format(7), 1); err == nil {
+		t.Fatal("Quantize accepted Format(7)")
+	}
+	if err := Dequantize(make([]float32, 4), codes, Format(7), 1); err == nil {
+		t.Fatal("Dequantize accepted Format(7)")
+	}
+	if _, err := QuantizeMX(short8, make([]E8M0, 1), src, 1, 4, 1, E4M3, ExpRoundUp); err == nil {
+		t.Fatal("QuantizeMX into a short dst")
+	}
+	if err := QuantizeAxiswise(short8, make([]float32, 1), nil, src, 1, 4, 1, E4M3, false); err == nil {
+		t.Fatal("QuantizeAxiswise into a short dst")
+	}
+	if err := NewScaledGEMM().Run(2, 2, 2, Operand{Codes: codes, Format: Format(9), ScaleInv: 1}, Operand{Codes: codes, Format: E4M3, ScaleInv: 1}, make([]float32, 4)); err == nil {
+		t.Fatal("ScaledGEMM accepted Format(9)")
+	}
+	if err := NewScaledGEMM().Run(2, 2, 2, Operand{Codes: codes, Format: E4M3, ScaleInv: 1}, Operand{Codes: codes, Format: E4M3, ScaleInv: 1}, short32[:1]); err == nil {
+		t.Fatal("ScaledGEMM into a short C")
+	}
+	if err := NewScaledGEMM().Run(2, 2, 2, Operand{Codes: codes, Format: E4M3, Block: []E8M0{127}}, Operand{Codes: codes, Format: E4M3, Block: []E8M0{127, 127}}, make([]float32, 4)); err == nil {
+		t.Fatal("ScaledGEMM with too few block scales")
+	}
+	if err := NewScaledGEMM().Run(2, 2, 2, Operand{Codes: codes, Format: E4M3, AxisScaleInv: []float32{1}}, Operand{Codes: codes, Format: E4M3, AxisScaleInv: []float32{1, 1}}, make([]float32, 4)); err == nil {
+		t.Fatal("ScaledGEMM with too few axiswise scales")
+	}
+}

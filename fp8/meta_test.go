@@ -32,7 +32,7 @@ func TestWorkedExample(t *testing.T) {
 		for k := 0; k < 4; k++ {
 			for name, m := range metas {
 				src := fill(256, float32(k)+offsets[name])
-				m.Record(Quantize(q, src, m.Format, m.Scale))
+				m.Record(quantize(q, src, m.Format, m.Scale))
 			}
 			for name, m := range metas {
 				m.Update()
@@ -50,7 +50,7 @@ func TestWorkedExample(t *testing.T) {
 func TestFirstStepUsesScaleOneAndSaturates(t *testing.T) {
 	m := TERecipe{}.NewMeta(false)
 	q := make([]uint8, 1)
-	m.Record(Quantize(q, []float32{1000}, m.Format, m.Scale))
+	m.Record(quantize(q, []float32{1000}, m.Format, m.Scale))
 	if E4M3.Decode(q[0]) != 448 {
 		t.Fatalf("first step: 1000 cast to %v, want 448 (saturated with scale 1)", E4M3.Decode(q[0]))
 	}

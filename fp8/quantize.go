@@ -37,12 +37,40 @@ func Amax(src []float32) float32 {
 
 // Quantize writes Encode(x·scale) (saturating, in float32 as Transformer
 // Engine and torchao compute it) of every x in src to dst and returns the
-// amax of the unscaled input, in one pass. dst must be at least as long as
-// src.
-func Quantize(dst []uint8, src []float32, f Format, scale float32) float32 {
+// amax of the unscaled input, in one pass. A dst shorter than src is an
+// error (the rule of every slice-taking function of this package), and
+// nothing is written.
+func Quantize(dst []uint8, src []float32, f Format, scale float32) (float32, error) {
+	if err := checkLen("quantize", len(dst), len(src)); err != nil {
+		return 0, err
+	}
+	if err := checkFormat("quantize", f); err != nil {
+		return 0, err
+	}
+	return quantize(dst, src, f, scale), nil
+}
+
+// quantize is Quantize for callers that have checked the lengths.
+func quantize(dst []uint8, src []float32, f Format, scale float32) float32 {
 	dst = dst[:len(src)]
 	done, m := kernels.QuantizeFP8(int(f), dst, src, scale)
 	return quantizeTail(dst[done:], src[done:], f, scale, m)
+}
+
+// checkLen refuses a destination shorter than its source.
+func checkLen(op string, dst, src int) error {
+	if dst < src {
+		return fmt.Errorf("fp8: %s: dst has %d elements, src %d", op, dst, src)
+	}
+	return nil
+}
+
+// checkFormat refuses a Format that is neither E4M3 nor E5M2.
+func checkFormat(op string, f Format) error {
+	if f != E4M3 && f != E5M2 {
+		return fmt.Errorf("fp8: %s: %v is not a format (want E4M3 or E5M2)", op, f)
+	}
+	return nil
 }
 
 // quantizeTail is the scalar cast loop, the twin of the vector kernel; m
@@ -81,14 +109,22 @@ func quantizeTail(dst []uint8, src []float32, f Format, scale float32, m uint32)
 }
 
 // Dequantize writes Decode(q)·scaleInv for every q in src to dst
-// (Transformer Engine's form).
-func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) {
+// (Transformer Engine's form). A dst shorter than src is an error, and
+// nothing is written.
+func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) error {
+	if err := checkLen("dequantize", len(dst), len(src)); err != nil {
+		return err
+	}
+	if err := checkFormat("dequantize", f); err != nil {
+		return err
+	}
 	t := &decodeTables[f]
 	dst = dst[:len(src)]
 	done := kernels.DecodeFP8(int(f), dst, src, scaleInv) // vector prefix, same results
 	for i, q := range src[done:] {
 		dst[done+i] = t[q] * scaleInv
 	}
+	return nil
 }
 
 // minAmax is the floor torchao puts under an amax before dividing.
@@ -168,7 +204,7 @@ func QuantizeAxiswise(dst []uint8, scales, amaxes []float32, src []float32, rows
 			if amaxes != nil {
 				amaxes[r] = a
 			}
-			Quantize(dst[r*cols:r*cols+cols], row, f, s)
+			quantize(dst[r*cols:r*cols+cols], row, f, s)
 		}
 		return nil
 	}
@@ -281,7 +317,7 @@ func QuantizeMX(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int,
 			inv = float32(math.NaN())
 		}
 		if stride == 1 { // a contiguous block: the vector cast, same codes
-			Quantize(dst[start:start+n], src[start:start+n], f, inv)
+			quantize(dst[start:start+n], src[start:start+n], f, inv)
 			return
 		}
 		for i := 0; i < n; i++ {

@@ -49,7 +49,7 @@ func TestQuantizeRoundTripSQNR(t *testing.T) {
 		// Tensorwise, current scaling.
 		amax := Amax(src)
 		s := CurrentScale(amax, f, false)
-		if got := Quantize(q, src, f, s); got != amax {
+		if got := quantize(q, src, f, s); got != amax {
 			t.Fatalf("Quantize returned amax %v, Amax says %v", got, amax)
 		}
 		Dequantize(out, q, f, 1/s)
@@ -133,7 +133,7 @@ func TestQuantizeMatchesEncode(t *testing.T) {
 		}
 	}
 	// A NaN anywhere makes the amax NaN.
-	if a := Quantize(q[:3], []float32{1, float32(math.NaN()), 2}, E4M3, 1); !math.IsNaN(float64(a)) {
+	if a := quantize(q[:3], []float32{1, float32(math.NaN()), 2}, E4M3, 1); !math.IsNaN(float64(a)) {
 		t.Fatalf("amax with a NaN input = %v", a)
 	}
 	if a := Amax([]float32{-7, 3, float32(math.NaN())}); !math.IsNaN(float64(a)) {
@@ -377,7 +377,7 @@ func TestQuantizeVectorMatchesScalar(t *testing.T) {
 		for _, f := range []Format{E4M3, E5M2} {
 			for _, scale := range []float32{1, 0.37, 1e4} {
 				got, want := make([]uint8, n), make([]uint8, n)
-				ga := Quantize(got, src, f, scale)
+				ga := quantize(got, src, f, scale)
 				wa := quantizeTail(want, src, f, scale, 0)
 				for i := range got {
 					if got[i] != want[i] && !(f.IsNaN(got[i]) && f.IsNaN(want[i])) {

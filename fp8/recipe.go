@@ -142,6 +142,11 @@ type TERecipe struct {
 // DefaultAmaxHistoryLen is the window length when none is given.
 const DefaultAmaxHistoryLen = 1024
 
+// MaxAmaxHistoryLen bounds the window (64 Ki entries, 256 KiB per
+// tensor): far beyond what delayed scaling uses (TE's default is 1024),
+// and a guard against a typo allocating gigabytes per layer.
+const MaxAmaxHistoryLen = 1 << 16
+
 // HistoryLen returns the effective amax window length.
 func (r TERecipe) HistoryLen() int {
 	if r.AmaxHistoryLen == 0 {
@@ -162,6 +167,8 @@ func (r TERecipe) Validate() error {
 		return fmt.Errorf("fp8: TE recipe: interval %d, want ≥ 1", r.Interval)
 	case r.AmaxHistoryLen < 0:
 		return fmt.Errorf("fp8: TE recipe: amax_history_len %d, want ≥ 1", r.AmaxHistoryLen)
+	case r.AmaxHistoryLen > MaxAmaxHistoryLen:
+		return fmt.Errorf("fp8: TE recipe: amax_history_len %d is above the maximum %d", r.AmaxHistoryLen, MaxAmaxHistoryLen)
 	case r.Format > AllE5M2:
 		return fmt.Errorf("fp8: TE recipe: fp8_format %d, want HYBRID, E4M3 or E5M2", r.Format)
 	case r.AmaxComputeAlgo > MaxAlgo:
@@ -434,6 +441,9 @@ func teRecipeFrom(r TERecipe, lookup func(string) (string, bool)) (TERecipe, err
 	}
 	if e.int("AMAX_HISTORY_LEN", &r.AmaxHistoryLen, 1) {
 		r.amaxSet = true
+		if r.AmaxHistoryLen > MaxAmaxHistoryLen {
+			e.fail(EnvPrefix+"AMAX_HISTORY_LEN", strconv.Itoa(r.AmaxHistoryLen), fmt.Sprintf("an integer from 1 to %d", MaxAmaxHistoryLen))
+		}
 	}
 	if name, v, ok := e.get("AMAX_COMPUTE_ALGO"); ok {
 		a, err := ParseAmaxAlgo(v)

@@ -174,3 +174,19 @@ func FuzzRecipeFromEnv(f *testing.F) {
 		}
 	})
 }
+
+// TestAmaxHistoryLenBound refuses a window above MaxAmaxHistoryLen from
+// the recipe and from the environment, naming the variable, and accepts
+// the maximum.
+func TestAmaxHistoryLenBound(t *testing.T) {
+	if err := (TERecipe{AmaxHistoryLen: MaxAmaxHistoryLen + 1}).Validate(); err == nil {
+		t.Fatal("a window above the maximum validated")
+	}
+	if err := (TERecipe{AmaxHistoryLen: MaxAmaxHistoryLen}).Validate(); err != nil {
+		t.Fatalf("the maximum window: %v", err)
+	}
+	t.Setenv(EnvPrefix+"AMAX_HISTORY_LEN", "100000000000")
+	if _, err := TERecipeFromEnv(TERecipe{}); err == nil || !strings.Contains(err.Error(), EnvPrefix+"AMAX_HISTORY_LEN") {
+		t.Fatalf("huge OCTET_FP8_AMAX_HISTORY_LEN: %v", err)
+	}
+}

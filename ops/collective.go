@@ -110,7 +110,9 @@ func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			}
 		}
 		s := fp8.CurrentScale(amax[0], cfg.Format, cfg.Pow2)
-		fp8.Quantize(codes, sh.Data, cfg.Format, s)
+		if _, err := fp8.Quantize(codes, sh.Data, cfg.Format, s); err != nil {
+			return err
+		}
 		sc.ScaleInv, sc.Amax = 1/s, amax[0]
 		return sh.Comm.AllGatherU8(out, codes, sh.Counts)
 	}, nil

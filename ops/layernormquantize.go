@@ -52,7 +52,10 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			sc.Amax = 0
 			for r := 0; r+d <= len(x); r += d {
 				LayerNormRow(row, x[r:r+d], gamma, beta, eps, zc)
-				a := fp8.Quantize(out[r:r+d], row, f, m.Scale)
+				a, err := fp8.Quantize(out[r:r+d], row, f, m.Scale)
+				if err != nil {
+					return err
+				}
 				if a > sc.Amax || a != a {
 					sc.Amax = a
 				}

@@ -168,8 +168,12 @@ func castKernel(cfg QuantizeConfig, sc *FP8Scales, dst []uint8, src []float32, r
 	// amax (as float32 bits, so that NaN sorts above +inf).
 	var scale float32
 	amax := make([]uint32, parallel.Workers())
+	if len(dst) < len(src) {
+		return func() error { return fmt.Errorf("FP8 buffer of %d values for %d inputs", len(dst), len(src)) }
+	}
 	cast := newPartChunker(len(src), len(src), func(p, lo, hi int) {
-		amax[p] = math.Float32bits(fp8.Quantize(dst[lo:hi], src[lo:hi], f, scale))
+		a, _ := fp8.Quantize(dst[lo:hi], src[lo:hi], f, scale) // lengths checked above, format by the op
+		amax[p] = math.Float32bits(a)
 	})
 	measure := newPartChunker(len(src), len(src), func(p, lo, hi int) {
 		amax[p] = math.Float32bits(fp8.Amax(src[lo:hi]))

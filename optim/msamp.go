@@ -64,14 +64,21 @@ type FP8Tensor struct {
 	Scale float32
 }
 
-// Encode stores src with a scale chosen from its amax.
-func (t *FP8Tensor) Encode(src []float32) {
+// Encode stores src with a scale chosen from its amax; src longer than
+// Codes is an error.
+func (t *FP8Tensor) Encode(src []float32) error {
+	if len(t.Codes) < len(src) {
+		return fmt.Errorf("optim: FP8 tensor of %d codes for %d values", len(t.Codes), len(src))
+	}
 	t.Scale = pow2Scale(fp8.Amax(src), fp8.E4M3.Max())
-	fp8.Quantize(t.Codes, src, fp8.E4M3, t.Scale)
+	_, err := fp8.Quantize(t.Codes, src, fp8.E4M3, t.Scale)
+	return err
 }
 
-// Decode writes the values to dst.
-func (t *FP8Tensor) Decode(dst []float32) { fp8.Dequantize(dst, t.Codes, fp8.E4M3, 1/t.Scale) }
+// Decode writes the values to dst (at least as long as Codes).
+func (t *FP8Tensor) Decode(dst []float32) error {
+	return fp8.Dequantize(dst, t.Codes, fp8.E4M3, 1/t.Scale)
+}
 
 // MemoryStats is an optimizer's persistent storage per parameter value.
 type MemoryStats struct {
@@ -317,14 +324,15 @@ func (o *LowBitAdam) gradAmaxPart(k, lo, hi int) {
 func (o *LowBitAdam) updatePart(k, lo, hi int) {
 	c, i := &o.cur, o.cur.i
 	w, g, m, v := c.w[lo:hi], c.g[lo:hi], c.m[lo:hi], c.v[lo:hi]
+	// The buffers were made for these parameters: the casts cannot fail.
 	if c.castGrad {
 		gt := &o.g[i]
-		fp8.Quantize(gt.Codes[lo:hi], c.G[lo:hi], fp8.E4M3, gt.Scale)
-		fp8.Dequantize(g, gt.Codes[lo:hi], fp8.E4M3, 1/gt.Scale)
+		_, _ = fp8.Quantize(gt.Codes[lo:hi], c.G[lo:hi], fp8.E4M3, gt.Scale)
+		_ = fp8.Dequantize(g, gt.Codes[lo:hi], fp8.E4M3, 1/gt.Scale)
 	}
 	decode16(w, o.w[i].Bits[lo:hi], o.w[i].Scale)
 	if o.Level == "O2" {
-		fp8.Dequantize(m, o.m8[i].Codes[lo:hi], fp8.E4M3, 1/o.m8[i].Scale)
+		_ = fp8.Dequantize(m, o.m8[i].Codes[lo:hi], fp8.E4M3, 1/o.m8[i].Scale)
 		decode16(v, o.v16[i].Bits[lo:hi], o.v16[i].Scale)
 	}
 	kc := adamConsts(o.Beta1, o.Beta2, o.Eps, c.step, c.bc2s, c.lr, o.WeightDecay, c.decay, o.Decoupled)
@@ -343,7 +351,7 @@ func (o *LowBitAdam) savePart(_, lo, hi int) {
 	encode16(wt.Bits[lo:hi], c.w[lo:hi], wt.Scale)
 	decode16(c.wOut[lo:hi], wt.Bits[lo:hi], wt.Scale)
 	if o.Level == "O2" {
-		fp8.Quantize(o.m8[i].Codes[lo:hi], c.m[lo:hi], fp8.E4M3, o.m8[i].Scale)
+		_, _ = fp8.Quantize(o.m8[i].Codes[lo:hi], c.m[lo:hi], fp8.E4M3, o.m8[i].Scale) // sized at construction
 		encode16(o.v16[i].Bits[lo:hi], c.v[lo:hi], o.v16[i].Scale)
 	}
 }
@@ -382,7 +390,9 @@ func (r *FP8AllReduce) Average(g, out []float32) (overflows, underflows int, err
 	}
 	scale := pow2Scale(r.amax[0], fp8.E4M3.Max()) / float32(math.Sqrt(float64(size)))
 	codes := r.codes[:n]
-	fp8.Quantize(codes, g, fp8.E4M3, scale)
+	if _, err := fp8.Quantize(codes, g, fp8.E4M3, scale); err != nil {
+		return 0, 0, fmt.Errorf("FP8 all-reduce: %w", err)
+	}
 	max := fp8.E4M3.Max()
 	for i, v := range g {
 		d := fp8.E4M3.Decode(codes[i])

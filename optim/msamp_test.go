@@ -52,9 +52,9 @@ func TestLowBitRoundTrips(t *testing.T) {
 		ref[i] = float64(src[i])
 	}
 	m := FP8Tensor{Codes: make([]uint8, n)}
-	m.Encode(src)
+	require.NoError(t, m.Encode(src))
 	out := make([]float32, n)
-	m.Decode(out)
+	require.NoError(t, m.Decode(out))
 	s := sqnrDB(ref, out)
 	t.Logf("first moment (FP8 E4M3, pow2 scale): SQNR %.1f dB", s)
 	require.GreaterOrEqual(t, s, 25.0)
