@@ -1,13 +1,3 @@
-// Package fp8 is Octet's FP8 numerics core: the OCP 8-bit formats E4M3
-// ("fn": no infinities) and E5M2 with exact round-to-nearest-even casts
-// in both saturating and non-saturating modes, the E8M0 block-scale type
-// of MXFP8, slice kernels that quantize (recording amax in the same pass)
-// and dequantize with tensorwise, rowwise or MXFP8 block scales, the
-// delayed-scaling state of Transformer Engine (Meta), the recipes
-// Accelerate exposes (TE, torchao, MS-AMP) and a scaled GEMM on slices.
-//
-// It knows no graph types; ops and compiler passes build on it. The
-// semantics follow ../shared/FP8_REFERENCE.md bit for bit.
 package fp8
 
 import (

@@ -115,7 +115,7 @@ func (m *Meta) Amax() float32 {
 
 // Update ends a step. A meta whose layer did not run in the step — no
 // cast recorded into it, or only an amax of exactly 0 — is left as it is
-// (FP8_REFERENCE.md: "a meta whose layer did not run (amax 0) is not
+// (the package doc: "a meta whose layer did not run (amax 0) is not
 // rolled"). Otherwise, if the step count is a multiple of
 // Interval, the scale becomes (fmt_max / amax) / 2^margin when amax is
 // finite and positive, and is kept otherwise (a scale that overflows

@@ -15,7 +15,7 @@ func fill(n int, v float32) []float32 {
 	return s
 }
 
-// TestWorkedExample reproduces FP8_REFERENCE.md's worked example: margin
+// TestWorkedExample reproduces the worked example of the package doc: margin
 // 2, HYBRID; at step k, x is filled with k+0.25, w with k+0.5 and dy with
 // k+0.75.
 func TestWorkedExample(t *testing.T) {

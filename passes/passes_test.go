@@ -391,7 +391,7 @@ func TestLayerNormQuantizeMatchesUnfused(t *testing.T) {
 	}
 }
 
-// TestWorkedExampleThroughGraph reproduces FP8_REFERENCE.md's worked
+// TestWorkedExampleThroughGraph reproduces fp8's package-doc worked
 // example (16×16 linear, margin 2, HYBRID) through a compiled program.
 func TestWorkedExampleThroughGraph(t *testing.T) {
 	g := graph.New()
