@@ -2,6 +2,7 @@ package fp8
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -179,7 +180,22 @@ func (r TERecipe) Validate() error {
 	if r.UseMXFP8BlockScaling && (r.AmaxHistoryLen != 0 || r.AmaxComputeAlgo != MostRecent || r.amaxSet) {
 		return fmt.Errorf("fp8: TE recipe: amax_history_len and amax_compute_algo do not apply to MXFP8 block scaling; unset them or set use_mxfp8_block_scaling=false")
 	}
+	if !r.UseMXFP8BlockScaling {
+		for _, f := range []Format{r.Format.Forward(), r.Format.Backward()} {
+			if m := f.MaxMargin(); r.Margin > m {
+				return fmt.Errorf("fp8: TE recipe: margin %d divides every scale by 2^%d, which sends a tensor's largest value below %v's smallest subnormal (every cast would be zero); at most %d", r.Margin, r.Margin, f, m)
+			}
+		}
+	}
 	return nil
+}
+
+// MaxMargin is the largest delayed-scaling margin that keeps a tensor's
+// amax representable: with margin m the amax casts to max/2^m, which must
+// not fall below the smallest subnormal (17 for E4M3, 31 for E5M2).
+func (f Format) MaxMargin() int {
+	_, e := math.Frexp(float64(f.Max()) / float64(f.MinSubnormal()))
+	return e - 1
 }
 
 // NewMeta returns the delayed-scaling state for one tensor of this

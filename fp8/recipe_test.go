@@ -190,3 +190,27 @@ func TestAmaxHistoryLenBound(t *testing.T) {
 		t.Fatalf("huge OCTET_FP8_AMAX_HISTORY_LEN: %v", err)
 	}
 }
+
+// TestMarginBound refuses a margin that would send every tensor's amax
+// below the smallest subnormal, from the recipe and the environment.
+func TestMarginBound(t *testing.T) {
+	if E4M3.MaxMargin() != 17 || E5M2.MaxMargin() != 31 {
+		t.Fatalf("max margins %d, %d; want 17, 31", E4M3.MaxMargin(), E5M2.MaxMargin())
+	}
+	for _, c := range []struct {
+		r  TERecipe
+		ok bool
+	}{
+		{TERecipe{Margin: 17}, true}, {TERecipe{Margin: 18}, false},
+		{TERecipe{Margin: 31, Format: AllE5M2}, true}, {TERecipe{Margin: 32, Format: AllE5M2}, false},
+		{TERecipe{Margin: 1000, UseMXFP8BlockScaling: true}, true}, // MXFP8 has no margin
+	} {
+		if err := c.r.Validate(); (err == nil) != c.ok {
+			t.Fatalf("%+v: %v", c.r, err)
+		}
+	}
+	t.Setenv(EnvPrefix+"MARGIN", "1000")
+	if _, err := TERecipeFromEnv(TERecipe{}); err == nil || !strings.Contains(err.Error(), "margin 1000") {
+		t.Fatalf("OCTET_FP8_MARGIN=1000: %v", err)
+	}
+}
