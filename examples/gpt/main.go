@@ -37,6 +37,7 @@ type config struct {
 	saveDir, resumeDir                       string
 	saveEvery, stopAfter                     int
 	optLevel                                 string
+	given                                    map[string]string // flags set on the command line
 }
 
 func main() {
@@ -67,6 +68,7 @@ func main() {
 	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N iterations (0: at the end only)")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many iterations of the schedule, as if interrupted")
 	flag.Parse()
+	cfg.given = recipes.GivenFlags()
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
 	if err := run(cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "gpt:", err)
@@ -89,6 +91,9 @@ func (c config) validate() error {
 	ch.AtLeast("stop-after", c.stopAfter, 0)
 	ch.Positive("lr", c.lr)
 	ch.Fraction("dropout", c.dropout)
+	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
+		ch.Fail("%v", err)
+	}
 	// Parameters with gradients and Adam moments, and the step's
 	// activations: attention's T×T scores per head and a dozen width-
 	// sized buffers per block and token.

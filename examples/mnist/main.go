@@ -56,6 +56,8 @@ type config struct {
 	// recipes holds each precision's recipe, built once per run (nil
 	// for fp32).
 	recipes map[string]fp8.Recipe
+	// given holds the flags set on the command line and their values.
+	given map[string]string
 }
 
 // recipeFor returns the recipe of a precision: the one run built, or (for
@@ -100,6 +102,9 @@ func (c config) validate() error {
 	if len(c.hidden) == 0 {
 		ch.Fail("-hidden: want at least one layer size")
 	}
+	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
+		ch.Fail("%v", err)
+	}
 	// Parameters, their gradients and two Adam moments (16 bytes each),
 	// and the step's activations (a few buffers per layer and row, for
 	// the training batch and the evaluation batch).
@@ -138,6 +143,7 @@ func main() {
 	fsdpFlag := flag.String("fsdp", "", "train sharded (FSDP; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
+	cfg.given = recipes.GivenFlags()
 	var err error
 	if cfg.hidden, err = parseHidden(hidden); err != nil {
 		fatal(err)

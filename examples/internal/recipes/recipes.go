@@ -3,7 +3,10 @@
 package recipes
 
 import (
+	"flag"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
@@ -29,11 +32,56 @@ func Make(backend, format, ao, level string) (fp8.Recipe, error) {
 	case "msamp":
 		r, err := fp8.MSAMPRecipeFromEnv(fp8.MSAMPRecipe{OptLevel: level})
 		if err != nil {
+			if _, fromEnv := os.LookupEnv(fp8.EnvPrefix + "OPT_LEVEL"); fromEnv {
+				return nil, err // the error names the variable
+			}
 			return nil, fmt.Errorf("-opt-level: %w", err)
 		}
 		return r, nil
 	}
 	return nil, fmt.Errorf("-recipe %q: want te, ao or msamp", backend)
+}
+
+// recipeFlags are the flags that set one backend's recipe, with the
+// environment variable that sets the same field.
+var recipeFlags = []struct{ flag, backend, env string }{
+	{"format", "te", fp8.EnvPrefix + "FORMAT"},
+	{"ao", "ao", fp8.EnvPrefix + "RECIPE_NAME"},
+	{"opt-level", "msamp", fp8.EnvPrefix + "OPT_LEVEL"},
+}
+
+// GivenFlags returns the flags of the command line's FlagSet that were
+// set explicitly, with their values.
+func GivenFlags() map[string]string {
+	given := map[string]string{}
+	flag.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
+	return given
+}
+
+// CheckRecipeFlags refuses recipe flags given on the command line (given
+// maps their names to their values) that the chosen backend does not
+// read, saying which flag it does read, and a flag whose environment
+// variable says otherwise (the variable would win).
+func CheckRecipeFlags(backend string, given map[string]string) error {
+	var mine string
+	for _, f := range recipeFlags {
+		if f.backend == backend {
+			mine = f.flag
+		}
+	}
+	for _, f := range recipeFlags {
+		v, ok := given[f.flag]
+		if !ok {
+			continue
+		}
+		if f.backend != backend {
+			return fmt.Errorf("-%s applies to -recipe %s only; -recipe %s reads -%s", f.flag, f.backend, backend, mine)
+		}
+		if env, ok := os.LookupEnv(f.env); ok && !strings.EqualFold(strings.TrimSpace(env), v) {
+			return fmt.Errorf("-%s %s and %s=%s disagree; set one of them", f.flag, v, f.env, env)
+		}
+	}
+	return nil
 }
 
 // Precisions expands a -precision value into the runs it asks for:

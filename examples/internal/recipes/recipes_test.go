@@ -81,3 +81,18 @@ func TestPrecisions(t *testing.T) {
 	require.Equal(t, "float32", PrecisionName("fp32"))
 	require.Equal(t, "bf16", PrecisionName("bf16"))
 }
+
+func TestCheckRecipeFlags(t *testing.T) {
+	require.NoError(t, CheckRecipeFlags("te", nil))
+	require.NoError(t, CheckRecipeFlags("te", map[string]string{"format": "E4M3", "epochs": "3"}))
+	require.ErrorContains(t, CheckRecipeFlags("te", map[string]string{"opt-level": "O1"}), "-opt-level applies to -recipe msamp only; -recipe te reads -format")
+	require.ErrorContains(t, CheckRecipeFlags("te", map[string]string{"ao": "rowwise"}), "-ao applies to -recipe ao")
+	require.ErrorContains(t, CheckRecipeFlags("ao", map[string]string{"format": "E4M3"}), "-recipe ao reads -ao")
+	t.Setenv(fp8.EnvPrefix+"FORMAT", "E5M2")
+	require.ErrorContains(t, CheckRecipeFlags("te", map[string]string{"format": "E4M3"}), "OCTET_FP8_FORMAT=E5M2 disagree")
+	require.NoError(t, CheckRecipeFlags("te", map[string]string{"format": "e5m2"}), "the same value is no conflict")
+	t.Setenv(fp8.EnvPrefix+"OPT_LEVEL", "O3")
+	_, err := Make("msamp", "", "", "O2")
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "-opt-level", "an environment error does not blame the flag")
+}
