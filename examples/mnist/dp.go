@@ -143,6 +143,9 @@ func dpRank(cfg config, precision string, recipe fp8.Recipe, comm dist.Communica
 			return nil, nil, err
 		}
 		res.Losses = append(res.Losses, lossBuf[0]*inv)
+		if err := checkLoss(step, lossBuf[0], cfg.lr); err != nil {
+			return nil, nil, err
+		}
 	}
 	res.Steps = steps
 	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(steps)

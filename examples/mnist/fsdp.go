@@ -172,6 +172,9 @@ func fsdpRank(cfg config, precision string, recipe fp8.Recipe, float8AG bool, co
 			return nil, err
 		}
 		res.Losses = append(res.Losses, lossBuf[0]/float32(n))
+		if err := checkLoss(step, lossBuf[0], cfg.lr); err != nil {
+			return nil, err
+		}
 		if cfg.saveDir != "" && cfg.saveEvery > 0 && (step+1)%cfg.saveEvery == 0 && step+1 < end {
 			if err := ckpt.save(cfg.saveDir); err != nil {
 				return nil, err

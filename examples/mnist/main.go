@@ -105,6 +105,12 @@ func (c config) validate() error {
 	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
 		ch.Fail("%v", err)
 	}
+	if v, ok := c.given["dp"]; ok && c.dp == 0 {
+		ch.Fail("-dp %s: want at least 1 replica (leave -dp out for one process)", v)
+	}
+	if c.dp > 0 && c.stopAfter > 0 {
+		ch.Fail("-stop-after does not combine with -dp (a data-parallel run saves no checkpoint to resume)")
+	}
 	// Parameters, their gradients and two Adam moments (16 bytes each),
 	// and the step's activations (a few buffers per layer and row, for
 	// the training batch and the evaluation batch).

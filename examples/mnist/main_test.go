@@ -263,3 +263,22 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 		require.ErrorContains(t, err, "-hidden", "%q", s)
 	}
 }
+
+// TestParallelRunsStopOnNaN: a data-parallel or sharded run whose loss
+// turns NaN stops with an error naming the step, instead of exiting 0
+// with a NaN final loss; -dp 0 and -dp with -stop-after are refused.
+func TestParallelRunsStopOnNaN(t *testing.T) {
+	base := config{precision: "fp32", recipe: "te", format: "HYBRID", epochs: 1, batch: 16, hidden: []int{16}, lr: 1e30, seed: 1, limit: 640}
+	for _, mut := range []func(*config){func(c *config) { c.dp = 2 }, func(c *config) { c.fsdp = 2 }} {
+		cfg := base
+		mut(&cfg)
+		err := run(cfg, &bytes.Buffer{})
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "the loss is")
+	}
+	cfg := base
+	cfg.lr, cfg.given = 1e-3, map[string]string{"dp": "0"}
+	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-dp 0")
+	cfg.given, cfg.dp, cfg.stopAfter = nil, 2, 3
+	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-stop-after does not combine with -dp")
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -210,8 +211,8 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 		opt.Step(sched.LR(step))
 		busy += time.Since(start)
 		l, _ := trainProg.Scalar(tm.loss)
-		if l != l {
-			return nil, fmt.Errorf("step %d: the loss is NaN (learning rate %g too high?)", step, cfg.lr)
+		if err := checkLoss(step, l, cfg.lr); err != nil {
+			return nil, err
 		}
 		res.Losses = append(res.Losses, l)
 		if cfg.saveDir != "" && cfg.saveEvery > 0 && (step+1)%cfg.saveEvery == 0 && step+1 < end {
@@ -311,4 +312,13 @@ func evaluate(p *graph.Program, m *model, test *mnist.Set) (float64, error) {
 		return 0, fmt.Errorf("the test set has fewer than %d images", evalBatch)
 	}
 	return float64(correct) / float64(total), nil
+}
+
+// checkLoss stops training at a loss that is not finite (every rank of a
+// parallel run sees the same reduced loss, so all stop together).
+func checkLoss(step int, l float32, lr float64) error {
+	if l != l || math.IsInf(float64(l), 0) {
+		return fmt.Errorf("step %d: the loss is %v (learning rate %g too high?)", step, l, lr)
+	}
+	return nil
 }
