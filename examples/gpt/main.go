@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/octetml/octet/examples/internal/recipes"
@@ -93,6 +94,16 @@ func (c config) validate() error {
 	ch.Fraction("dropout", c.dropout)
 	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
 		ch.Fail("%v", err)
+	}
+	// Paths, before the first step, so that no finished run is lost.
+	ch.OutputFile("plot", c.plot)
+	ch.OutputDir("save", c.saveDir)
+	if c.resumeDir != "" {
+		if ps, err := recipes.Precisions(c.precision); err == nil {
+			for _, p := range ps {
+				ch.InputFiles("resume", filepath.Join(c.resumeDir, "gpt-"+p+".safetensors"))
+			}
+		}
 	}
 	// Parameters with gradients and Adam moments, and the step's
 	// activations: attention's T×T scores per head and a dozen width-

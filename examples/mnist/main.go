@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -107,6 +108,17 @@ func (c config) validate() error {
 	}
 	if v, ok := c.given["dp"]; ok && c.dp == 0 {
 		ch.Fail("-dp %s: want at least 1 replica (leave -dp out for one process)", v)
+	}
+	// Paths, before the first step, so that no finished run is lost to
+	// a bad one.
+	ch.OutputFile("plot", c.plot)
+	ch.OutputDir("save", c.saveDir)
+	if c.resumeDir != "" && c.fsdp == 0 && !c.mpi && c.dp == 0 {
+		if ps, err := recipes.Precisions(c.precision); err == nil {
+			for _, p := range ps {
+				ch.InputFiles("resume", filepath.Join(c.resumeDir, "mnist-"+p+".safetensors"))
+			}
+		}
 	}
 	if c.dp > 0 && c.stopAfter > 0 {
 		ch.Fail("-stop-after does not combine with -dp (a data-parallel run saves no checkpoint to resume)")

@@ -6,17 +6,34 @@
 package atomicfile
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 )
 
-// Write creates or replaces path with what write writes.
+// Write creates or replaces path with what write writes. Errors name
+// path (not the temporary file); temporaries left for path by an earlier
+// write that was killed are removed first.
 func Write(path string, write func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("write %s: %w", path, err)
+		}
+	}()
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("it is a directory")
+	}
+	dir, pattern := filepath.Dir(path), "."+filepath.Base(path)+".tmp-"
+	if stale, _ := filepath.Glob(filepath.Join(dir, pattern+"*")); len(stale) > 0 {
+		for _, s := range stale {
+			os.Remove(s)
+		}
+	}
+	f, err := os.CreateTemp(dir, pattern+"*")
 	if err != nil {
-		return err
+		return errors.Unwrap(err) // the cause, without the temporary's name
 	}
 	defer func() {
 		if err != nil {

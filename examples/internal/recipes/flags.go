@@ -2,9 +2,11 @@ package recipes
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -80,5 +82,48 @@ func MemoryAvailable() uint64 {
 func (c *Checks) CheckMemory(what string, need float64) {
 	if avail := MemoryAvailable(); avail > 0 && need > float64(avail) {
 		c.errs = append(c.errs, fmt.Sprintf("%s needs about %.1f GiB, and %.1f GiB are available", what, need/(1<<30), float64(avail)/(1<<30)))
+	}
+}
+
+// OutputFile checks, before any work, that path can be written: its
+// directory exists and path is not a directory.
+func (c *Checks) OutputFile(flag, path string) {
+	if path == "" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		c.Fail("-%s %s: is a directory; give a file name", flag, path)
+		return
+	}
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		c.Fail("-%s %s: directory %s does not exist", flag, path, filepath.Dir(path))
+	}
+}
+
+// OutputDir checks, before any work, that dir is (or can be made) a
+// directory this process can write into.
+func (c *Checks) OutputDir(flag, dir string) {
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		c.Fail("-%s %s: %v", flag, dir, err)
+		return
+	}
+	f, err := os.CreateTemp(dir, ".write-check-*")
+	if err != nil {
+		c.Fail("-%s %s: cannot write there: %v", flag, dir, errors.Unwrap(err))
+		return
+	}
+	f.Close()
+	os.Remove(f.Name())
+}
+
+// InputFiles checks, before any work, that each of paths exists.
+func (c *Checks) InputFiles(flag string, paths ...string) {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			c.Fail("-%s: %s: %v", flag, p, errors.Unwrap(err))
+		}
 	}
 }
