@@ -137,6 +137,8 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 		{func(c *config) { c.dropout = 1 }, "-dropout 1"},
 		{func(c *config) { c.batch = -3 }, "-batch -3"},
 		{func(c *config) { c.embd, c.layers, c.block = 1<<16, 64, 4096 }, "GiB are available"},
+		{func(c *config) { c.plot = "/no-such-dir/loss.png" }, "-plot /no-such-dir/loss.png: directory"},
+		{func(c *config) { c.resumeDir = filepath.Join(os.TempDir(), "no-such-octet-ckpt") }, "gpt-fp32.safetensors"},
 	} {
 		cfg := base
 		c.mut(&cfg)

@@ -250,7 +250,7 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 		{func(c *config) { c.limit = -5 }, "-limit -5"},
 		{func(c *config) { c.hidden = nil }, "-hidden"},
 		{func(c *config) { c.hidden = []int{100000000} }, "GiB are available"},
-		{func(c *config) { c.plot = "/nonexistent/loss.png" }, "-plot /nonexistent/loss.png: directory"},
+		{func(c *config) { c.plot = "/no-such-dir/loss.png" }, "-plot /no-such-dir/loss.png: directory"},
 		{func(c *config) { c.plot = os.TempDir() }, "is a directory"},
 		{func(c *config) { c.resumeDir = filepath.Join(os.TempDir(), "no-such-octet-ckpt") }, "mnist-fp32.safetensors"},
 		{func(c *config) { c.saveDir = "/proc/no-such" }, "-save /proc/no-such"},
