@@ -10,13 +10,18 @@
 // mid-write leaves the previous checkpoint intact. Loading checks every
 // name, shape, dtype and the recipe before touching the model, and
 // refuses truncated or corrupted files with an error naming the tensor or
-// byte offset: a model is loaded whole or not at all.
+// byte offset: a model is loaded whole or not at all. Every tensor
+// carries a CRC-32C (Castagnoli) in the metadata, so flipped bytes in the
+// data are refused; parameters must be finite and FP8 scales finite,
+// positive and each other's inverse. Files saved before the checksums
+// load with State.Unverified set.
 package checkpoint
 
 import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"math"
 	"runtime"
@@ -47,6 +52,9 @@ type State struct {
 	// Meta is free-form metadata (model config, recipe, …). On Load, the
 	// keys "model" and "recipe", when set, must equal the file's.
 	Meta map[string]string
+	// Unverified is set by Load for a file saved before checkpoints
+	// carried per-tensor checksums (its data could not be checked).
+	Unverified bool
 }
 
 // RawStateful is implemented by optimizers with encoded (non-float32)
@@ -117,7 +125,9 @@ func build(s *State) (map[string]safetensors.TensorView, map[string]string, erro
 		return nil, nil, fmt.Errorf("checkpoint: save: no state (or no store) to save")
 	}
 	views := map[string]safetensors.TensorView{}
+	sums := map[string]uint32{}
 	add := func(name string, dt safetensors.DType, shape []int, data []byte) error {
+		sums[name] = crc32.Checksum(data, castagnoli)
 		sh := make([]uint64, len(shape))
 		for i, d := range shape {
 			sh[i] = uint64(d)
@@ -191,8 +201,22 @@ func build(s *State) (map[string]safetensors.TensorView, map[string]string, erro
 			return nil, nil, err
 		}
 	}
+	// One CRC-32C per tensor, so that flipped bytes in tensor data are
+	// found on load.
+	sj, err := json.Marshal(sums)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta[crcKey] = string(sj)
 	return views, meta, nil
 }
+
+// castagnoli is the CRC-32C table the per-tensor checksums use.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcKey is the metadata key of the per-tensor checksums (a JSON object
+// from tensor name to CRC-32C).
+const crcKey = "octet.crc32c"
 
 // Save writes s to path atomically: to a temporary file in the same
 // directory, synced, then renamed over path.

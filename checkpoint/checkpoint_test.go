@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nlpodyssey/safetensors"
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -346,4 +347,121 @@ func TestNilStateIsTheCallersError(t *testing.T) {
 	err := Load(path, nil)
 	require.ErrorContains(t, err, "no state")
 	require.NotContains(t, err.Error(), "corrupt")
+}
+
+// snapshot is everything a load writes into a tinyState.
+func snapshot(s *State) string {
+	var b bytes.Buffer
+	for _, name := range s.Store.Names() {
+		b.Write(u32bytes(bits(s.Store.Float32(name))))
+	}
+	for _, name := range []string{"exp_avg/w", "exp_avg_sq/w"} {
+		b.Write(u32bytes(bits(s.Optimizer.StateBuffers()[name])))
+	}
+	st := fp8Layers(s.Store)["fc"]
+	for _, r := range fp8.Roles {
+		m := st.Meta(r)
+		b.Write(u32bytes(bits(append([]float32{m.Scale, m.ScaleInv}, m.History...))))
+	}
+	b.Write(s.RNG["loader"])
+	return b.String()
+}
+
+// FuzzFlippedBytes flips one byte anywhere in a saved checkpoint (header
+// or tensor data): the load must be refused, leaving the target as it
+// was, or give exactly what an untouched file gives — never a silent
+// difference.
+func FuzzFlippedBytes(f *testing.F) {
+	src := tinyState(f)
+	src.Store.Float32("w")[0] = 7
+	path := filepath.Join(f.TempDir(), "seed.safetensors")
+	if err := Save(path, src); err != nil {
+		f.Fatal(err)
+	}
+	good, _ := os.ReadFile(path)
+	ref := tinyState(f)
+	if err := loadBytes("good", good, ref); err != nil {
+		f.Fatal(err)
+	}
+	want := snapshot(ref)
+	for _, pos := range []int{0, 9, len(good) / 2, len(good) - 1} {
+		f.Add(pos, byte(1))
+	}
+	f.Fuzz(func(t *testing.T, pos int, x byte) {
+		if x == 0 || pos < 0 || pos >= len(good) {
+			return
+		}
+		data := append([]byte(nil), good...)
+		data[pos] ^= x
+		target := tinyState(t)
+		before := snapshot(target)
+		err := loadBytes("flipped", data, target)
+		switch got := snapshot(target); {
+		case err != nil && got != before:
+			t.Fatalf("byte %d ^ %#x: refused (%v) but the target changed", pos, x, err)
+		case err == nil && got != want:
+			t.Fatalf("byte %d ^ %#x: loaded something other than the saved state", pos, x)
+		}
+	})
+}
+
+// TestEveryTensorByteIsChecked flips each byte of the tensor data of a
+// saved checkpoint in turn: every flip is refused, naming the tensor.
+func TestEveryTensorByteIsChecked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.safetensors")
+	require.NoError(t, Save(path, tinyState(t)))
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	header := 8 + int(binary.LittleEndian.Uint64(good))
+	for pos := header; pos < len(good); pos++ {
+		data := append([]byte(nil), good...)
+		data[pos] ^= 0x10
+		err := loadBytes("flipped", data, tinyState(t))
+		require.Error(t, err, "byte %d", pos)
+		require.Contains(t, err.Error(), "CRC-32C", "byte %d", pos)
+	}
+}
+
+// TestCorruptStateValuesAreRefused saves non-finite weights and broken
+// FP8 scaling states (with valid checksums, as a buggy writer would) and
+// expects each load refused; a file without checksums loads, marked
+// unverified.
+func TestCorruptStateValuesAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	for name, spoil := range map[string]func(s *State){
+		"NaN weight":      func(s *State) { s.Store.Float32("w")[2] = float32(math.NaN()) },
+		"infinite weight": func(s *State) { s.Store.Float32("b")[0] = float32(math.Inf(-1)) },
+		"zero scale": func(s *State) {
+			st := fp8Layers(s.Store)["fc"]
+			st.Input.Scale, st.Input.ScaleInv = 0, float32(math.Inf(1))
+		},
+		"negative scale":     func(s *State) { st := fp8Layers(s.Store)["fc"]; st.Weight.Scale, st.Weight.ScaleInv = -1, -1 },
+		"NaN scale":          func(s *State) { st := fp8Layers(s.Store)["fc"]; st.GradOutput.Scale = float32(math.NaN()) },
+		"mismatched inverse": func(s *State) { st := fp8Layers(s.Store)["fc"]; st.Input.ScaleInv = 3 },
+		"negative amax":      func(s *State) { st := fp8Layers(s.Store)["fc"]; st.Input.History[1] = -2 },
+	} {
+		s := tinyState(t)
+		spoil(s)
+		path := filepath.Join(dir, "x.safetensors")
+		require.NoError(t, Save(path, s), name)
+		require.Error(t, Load(path, tinyState(t)), name)
+	}
+	// An inf amax in the history is what the spec keeps (and counts).
+	s := tinyState(t)
+	fp8Layers(s.Store)["fc"].Input.History[0] = float32(math.Inf(1))
+	path := filepath.Join(dir, "inf.safetensors")
+	require.NoError(t, Save(path, s))
+	target := tinyState(t)
+	require.NoError(t, Load(path, target))
+	require.False(t, target.Unverified)
+
+	// A file written before checksums: its metadata has no octet.crc32c.
+	views, meta, err := build(tinyState(t))
+	require.NoError(t, err)
+	delete(meta, crcKey)
+	var buf bytes.Buffer
+	require.NoError(t, safetensors.SerializeToWriter(views, meta, &buf))
+	old := tinyState(t)
+	require.NoError(t, loadBytes("old", buf.Bytes(), old))
+	require.True(t, old.Unverified)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"os"
 	"sort"
@@ -63,6 +64,10 @@ func loadBytes(path string, buf []byte, s *State) error {
 		return fmt.Errorf("checkpoint: %s: %w", path, err)
 	}
 	meta := md.Metadata()
+	if err := verifySums(path, st, meta); err != nil {
+		return err
+	}
+	s.Unverified = meta[crcKey] == ""
 	if meta["octet.format"] != Format {
 		return fmt.Errorf("checkpoint: %s: metadata octet.format is %q, want %q", path, meta["octet.format"], Format)
 	}
@@ -105,6 +110,9 @@ func loadBytes(path string, buf []byte, s *State) error {
 		data, err := f32("param/"+name, sh)
 		if err != nil {
 			return err
+		}
+		if i := firstNonFinite(data); i >= 0 {
+			return fmt.Errorf("checkpoint: %s: parameter %q holds a non-finite value at element %d", path, name, i)
 		}
 		jobs = append(jobs, copyJob{s.Store.Float32(name), data})
 	}
@@ -198,6 +206,22 @@ func loadBytes(path string, buf []byte, s *State) error {
 			if j.hist, err = f32(p+"amax_history", []int{len(m.History)}); err != nil {
 				return err
 			}
+			// Scales are finite and positive, the inverse the reciprocal;
+			// histories hold amaxes (≥ 0, or the inf and NaN the spec
+			// keeps counting).
+			var sc, inv [1]float32
+			decode(sc[:], j.scale)
+			decode(inv[:], j.inv)
+			if !(sc[0] > 0) || math.IsInf(float64(sc[0]), 0) || !(inv[0] > 0) || math.IsInf(float64(inv[0]), 0) || inv[0] != 1/sc[0] {
+				return fmt.Errorf("checkpoint: %s: layer %q %s: scale %v and scale_inv %v are not a finite positive pair", path, fqn, tensor, sc[0], inv[0])
+			}
+			hist := make([]float32, len(m.History))
+			decode(hist, j.hist)
+			for i, a := range hist {
+				if a < 0 {
+					return fmt.Errorf("checkpoint: %s: layer %q %s: amax_history[%d] is %v, an amax is never negative", path, fqn, tensor, i, a)
+				}
+			}
 			metaJobs = append(metaJobs, j)
 		}
 	}
@@ -256,4 +280,46 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// verifySums checks every tensor against the CRC-32C the file records for
+// it. A file saved before checksums existed has none and loads
+// unverified (State.Unverified).
+func verifySums(path string, st safetensors.SafeTensors, meta map[string]string) error {
+	raw, ok := meta[crcKey]
+	if !ok {
+		return nil
+	}
+	var sums map[string]uint32
+	if err := json.Unmarshal([]byte(raw), &sums); err != nil {
+		return fmt.Errorf("checkpoint: %s: metadata %s is not valid: %w", path, crcKey, err)
+	}
+	names := st.Names()
+	if len(names) != len(sums) {
+		return fmt.Errorf("checkpoint: %s: %d tensors but %d checksums", path, len(names), len(sums))
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t, _ := st.Tensor(name)
+		want, ok := sums[name]
+		if !ok {
+			return fmt.Errorf("checkpoint: %s: tensor %q has no checksum", path, name)
+		}
+		if got := crc32.Checksum(t.Data(), castagnoli); got != want {
+			return fmt.Errorf("checkpoint: %s: tensor %q fails its CRC-32C check (%08x, saved %08x): the file is corrupt", path, name, got, want)
+		}
+	}
+	return nil
+}
+
+// firstNonFinite returns the index of the first non-finite float32 of little-endian data, or
+// -1.
+func firstNonFinite(data []byte) int {
+	for i := 0; i+4 <= len(data); i += 4 {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(data[i:]))
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return i / 4
+		}
+	}
+	return -1
 }

@@ -177,6 +177,9 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 		if err := checkpoint.Load(ckptPath(cfg.resumeDir), st); err != nil {
 			return nil, fmt.Errorf("-resume: %w", err)
 		}
+		if st.Unverified {
+			fmt.Fprintf(os.Stderr, "gpt: note: %s was saved without checksums; its data could not be verified\n", ckptPath(cfg.resumeDir))
+		}
 		if err := tb.src.UnmarshalBinary(st.RNG["batches"]); err != nil {
 			return nil, fmt.Errorf("-resume: %w", err)
 		}

@@ -276,6 +276,9 @@ func (c *checkpointer) resume(dir string) (int, error) {
 	if err := checkpoint.Load(c.path(dir), st); err != nil {
 		return 0, fmt.Errorf("-resume: %w", err)
 	}
+	if st.Unverified {
+		fmt.Fprintf(os.Stderr, "mnist: note: %s was saved without checksums; its data could not be verified\n", c.path(dir))
+	}
 	if err := c.loader.UnmarshalBinary(st.RNG["loader"]); err != nil {
 		return 0, fmt.Errorf("-resume: %w", err)
 	}
