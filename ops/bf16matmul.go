@@ -52,10 +52,10 @@ func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if o.transB {
 		ldb = k
 	}
-	var addBias func() error
+	var withBias func() error
 	if len(b.In) == 3 {
 		bias := b.In[2].F32
-		addBias = newChunkerCost(m, m*n, func(lo, hi int) { AddBias(c[lo*n:hi*n], bias) }).kernel()
+		withBias = newChunkerCost(m, m*n, func(lo, hi int) { addBias(c[lo*n:hi*n], bias) }).kernel()
 	}
 	g, err := newGemm()
 	if err != nil {
@@ -64,8 +64,8 @@ func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	tA, tB := o.transA, o.transB
 	return func() error {
 		g.RunBF16(tA, tB, m, n, k, a, lda, bb, ldb, c, n, kernels.Epilogue{Alpha: 1})
-		if addBias != nil {
-			return addBias()
+		if withBias != nil {
+			return withBias()
 		}
 		return nil
 	}, nil

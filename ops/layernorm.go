@@ -60,10 +60,10 @@ func (o layerNormOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	return in[0].Shape(), graph.Float32, nil
 }
 
-// LayerNormRow normalises one row: y = x̂·γ' + β with γ' = γ or 1+γ. It
+// layerNormRow normalises one row: y = x̂·γ' + β with γ' = γ or 1+γ. It
 // returns the row's mean and reciprocal standard deviation. Fused FP8
 // kernels reuse it.
-func LayerNormRow(y, x, gamma, beta []float32, eps float32, zeroCentered bool) (mean, rstd float32) {
+func layerNormRow(y, x, gamma, beta []float32, eps float32, zeroCentered bool) (mean, rstd float32) {
 	mu, r := rowStats(x, eps)
 	g0 := float32(0)
 	if zeroCentered {
@@ -96,7 +96,7 @@ func (o layerNormOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	eps, zc := o.cfg.eps(), o.cfg.ZeroCenteredGamma
 	return func() error {
 		for r := 0; r+d <= len(y); r += d {
-			LayerNormRow(y[r:r+d], x[r:r+d], gamma, beta, eps, zc)
+			layerNormRow(y[r:r+d], x[r:r+d], gamma, beta, eps, zc)
 		}
 		return nil
 	}, nil

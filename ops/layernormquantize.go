@@ -51,7 +51,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			sc.ScaleInv = m.ScaleInv
 			sc.Amax = 0
 			for r := 0; r+d <= len(x); r += d {
-				LayerNormRow(row, x[r:r+d], gamma, beta, eps, zc)
+				layerNormRow(row, x[r:r+d], gamma, beta, eps, zc)
 				a, err := fp8.Quantize(out[r:r+d], row, f, m.Scale)
 				if err != nil {
 					return err
@@ -70,7 +70,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	cast := castKernel(o.q, sc, b.Out.U8, tmp, record)
 	return func() error {
 		for r := 0; r+d <= len(x); r += d {
-			LayerNormRow(tmp[r:r+d], x[r:r+d], gamma, beta, eps, zc)
+			layerNormRow(tmp[r:r+d], x[r:r+d], gamma, beta, eps, zc)
 		}
 		return cast()
 	}, nil

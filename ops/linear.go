@@ -48,21 +48,21 @@ func (linearOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	var addBias func() error
+	var withBias func() error
 	if bias != nil {
-		addBias = newChunkerCost(rows, rows*outF, func(lo, hi int) { AddBias(y[lo*outF:hi*outF], bias) }).kernel()
+		withBias = newChunkerCost(rows, rows*outF, func(lo, hi int) { addBias(y[lo*outF:hi*outF], bias) }).kernel()
 	}
 	return func() error {
 		g.Run(false, true, rows, outF, inF, 1, x, inF, w, inF, 0, y, outF)
-		if addBias != nil {
-			return addBias()
+		if withBias != nil {
+			return withBias()
 		}
 		return nil
 	}, nil
 }
 
-// AddBias adds bias to every row of y (len(y) a multiple of len(bias)).
-func AddBias(y, bias []float32) {
+// addBias adds bias to every row of y (len(y) a multiple of len(bias)).
+func addBias(y, bias []float32) {
 	n := len(bias)
 	for r := 0; r+n <= len(y); r += n {
 		row := y[r : r+n]

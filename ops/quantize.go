@@ -57,9 +57,9 @@ type QuantizeConfig struct {
 	Tensor fp8.TensorRole
 }
 
-// FP8Scales travel with an FP8 value in a compiled program (as its
+// fp8Scales travel with an FP8 value in a compiled program (as its
 // graph.Value's Aux): what a consumer needs to decode it.
-type FP8Scales struct {
+type fp8Scales struct {
 	Config QuantizeConfig
 	// Rows and Cols are the value's 2-D view.
 	Rows, Cols int
@@ -74,7 +74,7 @@ type FP8Scales struct {
 }
 
 // Operand returns the fp8.Operand for codes, transposed or not.
-func (s *FP8Scales) Operand(codes []uint8, trans bool) fp8.Operand {
+func (s *fp8Scales) Operand(codes []uint8, trans bool) fp8.Operand {
 	return fp8.Operand{Codes: codes, Format: s.Config.Format, Trans: trans,
 		ScaleInv: s.ScaleInv, AxisScaleInv: s.AxisScaleInv, Block: s.Block}
 }
@@ -143,9 +143,9 @@ func (o quantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 }
 
 // newScales allocates the scales of a value of shape s cast per cfg.
-func newScales(cfg QuantizeConfig, s graph.Shape) *FP8Scales {
+func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 	rows, cols := view2D(s)
-	sc := &FP8Scales{Config: cfg, Rows: rows, Cols: cols, ScaleInv: 1}
+	sc := &fp8Scales{Config: cfg, Rows: rows, Cols: cols, ScaleInv: 1}
 	switch cfg.Scaling {
 	case Axiswise:
 		n := rows
@@ -162,7 +162,7 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *FP8Scales {
 // castKernel returns the function that casts src into dst and fills sc,
 // recording amaxes into a delayed meta when record is set. Quantize and
 // the fused LayerNormQuantize share it.
-func castKernel(cfg QuantizeConfig, sc *FP8Scales, dst []uint8, src []float32, record bool) func() error {
+func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, record bool) func() error {
 	rows, cols, f := sc.Rows, sc.Cols, cfg.Format
 	// Tensorwise casts split over the workers, each piece keeping its
 	// amax (as float32 bits, so that NaN sorts above +inf).

@@ -76,7 +76,7 @@ func (o scaledMatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 
 // checkAxis verifies that an axiswise or block-scaled operand was cast
 // along the contraction dimension of this GEMM.
-func checkAxis(name string, sc *FP8Scales, wantAxis int) error {
+func checkAxis(name string, sc *fp8Scales, wantAxis int) error {
 	switch sc.Config.Scaling {
 	case Axiswise, Block:
 		if sc.Config.Axis != wantAxis {
@@ -91,8 +91,8 @@ func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	sa, okA := b.In[0].Aux.(*FP8Scales)
-	sb, okB := b.In[1].Aux.(*FP8Scales)
+	sa, okA := b.In[0].Aux.(*fp8Scales)
+	sb, okB := b.In[1].Aux.(*fp8Scales)
 	if !okA || !okB {
 		return nil, fmt.Errorf("operands must come from Quantize nodes (they carry the scales)")
 	}
@@ -127,7 +127,7 @@ func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			return err
 		}
 		if bias != nil {
-			AddBias(c, bias)
+			addBias(c, bias)
 		}
 		return nil
 	}, nil
