@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -464,4 +465,19 @@ func TestCorruptStateValuesAreRefused(t *testing.T) {
 	old := tinyState(t)
 	require.NoError(t, loadBytes("old", buf.Bytes(), old))
 	require.True(t, old.Unverified)
+}
+
+// TestTruncatedAndTrailing names the problem of a file one byte short or
+// one byte long, with the offset.
+func TestTruncatedAndTrailing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.safetensors")
+	require.NoError(t, Save(path, tinyState(t)))
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	err = loadBytes(path, good[:len(good)-1], tinyState(t))
+	require.ErrorContains(t, err, "truncated")
+	require.ErrorContains(t, err, fmt.Sprint(len(good)))
+	err = loadBytes(path, append(append([]byte(nil), good...), 0), tinyState(t))
+	require.ErrorContains(t, err, "trailing data: 1 byte(s)")
+	require.NoError(t, loadBytes(path, good, tinyState(t)))
 }

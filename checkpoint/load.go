@@ -55,6 +55,9 @@ func loadBytes(path string, buf []byte, s *State) error {
 	if n := binary.LittleEndian.Uint64(buf); n > uint64(len(buf)-8) {
 		return fmt.Errorf("checkpoint: %s: header length %d at offset 0 runs past the end of the file (%d bytes)", path, n, len(buf))
 	}
+	if err := checkExtent(path, buf); err != nil {
+		return err
+	}
 	st, err := safetensors.Deserialize(buf)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %s: %w", path, err)
@@ -322,4 +325,36 @@ func firstNonFinite(data []byte) int {
 		}
 	}
 	return -1
+}
+
+// checkExtent compares the file's size with the end of its last tensor,
+// as its header records them, so that a short file is called truncated
+// and a long one has trailing data, each with the offset.
+func checkExtent(path string, buf []byte) error {
+	n := binary.LittleEndian.Uint64(buf)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(buf[8:8+n], &header); err != nil {
+		return fmt.Errorf("checkpoint: %s: the header at offset 8 is not JSON: %w", path, err)
+	}
+	var end uint64
+	for name, raw := range header {
+		if name == "__metadata__" {
+			continue
+		}
+		var t struct {
+			Offsets []uint64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil || len(t.Offsets) != 2 {
+			return fmt.Errorf("checkpoint: %s: header entry %q has no data offsets", path, name)
+		}
+		end = max(end, t.Offsets[1])
+	}
+	data := uint64(len(buf)) - 8 - n
+	switch {
+	case data < end:
+		return fmt.Errorf("checkpoint: %s: truncated: the tensors end at offset %d, the file at %d", path, 8+n+end, len(buf))
+	case data > end:
+		return fmt.Errorf("checkpoint: %s: trailing data: %d byte(s) after the last tensor (offset %d)", path, data-end, 8+n+end)
+	}
+	return nil
 }
