@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +74,12 @@ func loadCorpus(file string) (string, string, error) {
 type vocab struct {
 	runes []rune
 	ids   map[rune]int32
+}
+
+// checksum identifies the vocabulary: the CRC-32C of its characters in
+// id order.
+func (v *vocab) checksum() uint32 {
+	return crc32.Checksum([]byte(string(v.runes)), crc32.MakeTable(crc32.Castagnoli))
 }
 
 func newVocab(text string) *vocab {

@@ -148,3 +148,22 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 		require.NotContains(t, err.Error(), "/nonexistent", "refused before reading data")
 	}
 }
+
+// TestResumeRefusesAnotherVocabulary: a checkpoint trained on one corpus
+// does not resume on another whose vocabulary has as many characters.
+func TestResumeRefusesAnotherVocabulary(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
+	require.NoError(t, os.WriteFile(a, []byte(strings.Repeat("abcdefgh ", 400)), 0o644))
+	require.NoError(t, os.WriteFile(b, []byte(strings.Repeat("abcdefgx ", 400)), 0o644))
+	cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 4, lr: 1e-3, seed: 1, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1, json: true}
+	save := cfg
+	save.data, save.saveDir, save.stopAfter = a, filepath.Join(dir, "ckpt"), 2
+	require.NoError(t, run(save, &bytes.Buffer{}))
+	resume := cfg
+	resume.data, resume.resumeDir = b, save.saveDir
+	err := run(resume, &bytes.Buffer{})
+	require.ErrorContains(t, err, "model")
+	resume.data = a
+	require.NoError(t, run(resume, &bytes.Buffer{}), "the same corpus resumes")
+}

@@ -160,7 +160,9 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 	}
 	tb := newBatcher(train, cfg.batch, cfg.block, cfg.seed)
 	ckptPath := func(dir string) string { return filepath.Join(dir, "gpt-"+precision+".safetensors") }
-	ckptMeta := map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes)), "recipe": res.Recipe}
+	// The model key names the vocabulary itself (its characters' CRC-32C),
+	// so a checkpoint of another corpus with as many characters is refused.
+	ckptMeta := map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d/%08x", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes), voc.checksum()), "recipe": res.Recipe}
 	saveCkpt := func(dir string) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("-save: %w", err)
