@@ -481,3 +481,23 @@ func TestTruncatedAndTrailing(t *testing.T) {
 	require.ErrorContains(t, err, "trailing data: 1 byte(s)")
 	require.NoError(t, loadBytes(path, good, tinyState(t)))
 }
+
+// TestResumeRefusesChangedScalingSettings: a checkpoint saved with one
+// delayed-scaling recipe does not load into a run whose margin, interval,
+// algorithm or history length differ.
+func TestResumeRefusesChangedScalingSettings(t *testing.T) {
+	saved := fp8.TERecipe{Margin: 1, Interval: 2, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo}
+	src := newRun(t, saved)
+	src.steps(t, 2)
+	path := filepath.Join(t.TempDir(), "c.safetensors")
+	require.NoError(t, Save(path, src.state(t)))
+	require.NoError(t, Load(path, newRun(t, saved).state(t)))
+	for want, r := range map[string]fp8.TERecipe{
+		"margin":            {Margin: 2, Interval: 2, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo},
+		"interval":          {Margin: 1, Interval: 3, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo},
+		"amax_compute_algo": {Margin: 1, Interval: 2, AmaxHistoryLen: 4},
+		"amax_history":      {Margin: 1, Interval: 2, AmaxHistoryLen: 8, AmaxComputeAlgo: fp8.MaxAlgo},
+	} {
+		require.ErrorContains(t, Load(path, newRun(t, r).state(t)), want)
+	}
+}

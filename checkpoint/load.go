@@ -198,6 +198,17 @@ func loadBytes(path string, buf []byte, s *State) error {
 			if ms.Steps < 0 || ms.NonFinite < 0 || ms.Overflows < 0 {
 				return fmt.Errorf("checkpoint: %s: layer %q %s: negative counters", path, fqn, tensor)
 			}
+			// The recipe's scaling settings must be the ones it was saved
+			// with: a changed margin, interval, algorithm or power-of-two
+			// rule would silently change the run.
+			for _, d := range []struct {
+				field      string
+				saved, now any
+			}{{"margin", ms.Margin, m.Margin}, {"interval", ms.Interval, m.Interval}, {"amax_compute_algo", ms.Algo, m.Algo.String()}, {"power-of-two scales", ms.Pow2, m.Pow2}} {
+				if d.saved != d.now {
+					return fmt.Errorf("checkpoint: %s: layer %q %s was saved with %s %v, this run uses %v; resume with the recipe it was saved with", path, fqn, tensor, d.field, d.saved, d.now)
+				}
+			}
 			p := "fp8/" + fqn + "/" + tensor + "/"
 			j := metaJob{m: m, ms: ms}
 			if j.scale, err = f32(p+"scale", []int{1}); err != nil {
