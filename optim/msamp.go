@@ -3,6 +3,8 @@ package optim
 import (
 	"fmt"
 	"math"
+	"sort"
+	"strings"
 	"unsafe"
 
 	"github.com/octetml/octet/dist"
@@ -88,6 +90,21 @@ type MemoryStats struct {
 	WeightBytes, GradBytes, StateBytes float64
 	// States gives the bytes per value of each state buffer.
 	States map[string]float64
+}
+
+// StatesString lists the state buffers' bytes per value by name, in
+// name order: "exp_avg 4 B, exp_avg_sq 4 B".
+func (m MemoryStats) StatesString() string {
+	names := make([]string, 0, len(m.States))
+	for n := range m.States {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %g B", n, m.States[n])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // LowBitAdam is MS-AMP's Adam/AdamW at optimization level O1 or O2:

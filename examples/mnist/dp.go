@@ -86,7 +86,7 @@ func dpRank(cfg config, precision string, recipe fp8.Recipe, comm dist.Communica
 		if err != nil {
 			return nil, nil, err
 		}
-		prog, res.Converted = prep.Train, prep.Report.Converted()
+		prog, res.Converted, res.Kept = prep.Train, prep.Report.Converted(), keptLayers(prep.Report)
 	} else if prog, err = graph.Compile(m.g, store, graph.Options{Training: true}, outs...); err != nil {
 		return nil, nil, err
 	}

@@ -99,7 +99,7 @@ func fsdpRank(cfg config, precision string, recipe fp8.Recipe, float8AG bool, co
 		if err != nil {
 			return nil, err
 		}
-		prog, res.Converted = prep.Train, prep.Report.Converted()
+		prog, res.Converted, res.Kept = prep.Train, prep.Report.Converted(), keptLayers(prep.Report)
 	} else {
 		pl := passes.Pipeline{Outputs: outs, Passes: []passes.Pass{shard}}
 		if err := pl.Run(m.g); err != nil {

@@ -268,7 +268,7 @@ func printSummary(w io.Writer, results []*result) {
 	defer func() {
 		for _, r := range results {
 			if r.Memory != nil {
-				fmt.Fprintf(w, "%s optimizer memory per parameter: weights %.0f B, gradients %.0f B, states %.0f B %v\n", r.Precision, r.Memory.WeightBytes, r.Memory.GradBytes, r.Memory.StateBytes, r.Memory.States)
+				fmt.Fprintf(w, "%s optimizer memory per parameter: weights %.0f B, gradients %.0f B, states %.0f B (%s)\n", r.Precision, r.Memory.WeightBytes, r.Memory.GradBytes, r.Memory.StateBytes, r.Memory.StatesString())
 			}
 		}
 	}()
@@ -278,6 +278,9 @@ func printSummary(w io.Writer, results []*result) {
 			conv = "-"
 		}
 		fmt.Fprintf(w, "%-9s %-16s %8.2f%% %10.4f %8.1f %6d  %s\n", r.Precision, r.Recipe, 100*r.TestAccuracy, r.FinalLoss, r.MsPerStep, r.Steps, conv)
+		for _, k := range r.Kept {
+			fmt.Fprintf(w, "          kept float32: %s\n", k)
+		}
 		if r.dp {
 			fmt.Fprintf(w, "          FP8 gradient all-reduce: %d overflows, %d underflows\n", r.FP8AllReduceOverflows, r.FP8AllReduceUnderflows)
 		}

@@ -32,6 +32,7 @@ type result struct {
 	MsPerStep    float64
 	Steps        int
 	Converted    []string
+	Kept         []string  // "layer: why" for the layers the recipe kept float32
 	Losses       []float32 // per step
 	// With -fsdp: bytes all-gathered per step by each rank, and the part
 	// of them that is FP8 weights.
@@ -140,7 +141,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 		if err != nil {
 			return nil, err
 		}
-		trainProg, res.Converted = prep.Train, prep.Report.Converted()
+		trainProg, res.Converted, res.Kept = prep.Train, prep.Report.Converted(), keptLayers(prep.Report)
 		eprep, err := passes.Prepare(em.g, store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{em.logits}})
 		if err != nil {
 			return nil, err
@@ -324,4 +325,15 @@ func checkLoss(step int, l float32, lr float64) error {
 		return fmt.Errorf("step %d: the loss is %v (learning rate %g too high?)", step, l, lr)
 	}
 	return nil
+}
+
+// keptLayers says, for each layer a conversion left in float32, why.
+func keptLayers(r passes.Report) []string {
+	var out []string
+	for _, l := range r.Layers {
+		if !l.Converted {
+			out = append(out, l.FQN+": "+l.Reason)
+		}
+	}
+	return out
 }
