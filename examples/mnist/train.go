@@ -20,6 +20,10 @@ import (
 	"golang.org/x/term"
 )
 
+// progressEvery is how often a run whose stderr is not a terminal prints
+// a progress line.
+const progressEvery = 5 * time.Second
+
 // evalBatch divides the 10 000 test images evenly.
 const evalBatch = 1000
 
@@ -197,6 +201,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	if cfg.stopAfter > 0 {
 		end = min(end, cfg.stopAfter)
 	}
+	lastLine := time.Now()
 	for step := first; step < end; step++ {
 		loader.Next(xb, yb)
 		start := time.Now()
@@ -226,6 +231,11 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 				bar.Describe(fmt.Sprintf("%s epoch %d/%d loss %.4f", precision, loader.Epoch()+1, cfg.epochs, l))
 			}
 			_ = bar.Add(1)
+		} else if !cfg.json && time.Since(lastLine) >= progressEvery {
+			// Not a terminal: a plain line every few seconds instead of
+			// silence.
+			fmt.Fprintf(os.Stderr, "mnist: %s epoch %d/%d step %d/%d loss %.4f\n", precision, loader.Epoch()+1, cfg.epochs, step+1, steps, l)
+			lastLine = time.Now()
 		}
 	}
 	if bar != nil {
