@@ -48,214 +48,289 @@ func Load(path string, s *State) (err error) {
 	return loadBytes(path, buf, s)
 }
 
+// loadBytes loads a checkpoint held in buf into s: it opens the file
+// (header, checksums, metadata), stages every value the state wants,
+// checking each, and only then commits them all.
 func loadBytes(path string, buf []byte, s *State) error {
+	l, err := open(path, buf, s)
+	if err != nil {
+		return err
+	}
+	for _, stage := range []func() error{l.params, l.optimizer, l.rawOptimizer, l.scalingStates, l.generators} {
+		if err := stage(); err != nil {
+			return err
+		}
+	}
+	l.commit()
+	return nil
+}
+
+// loader is one load in progress: the opened file and the values staged
+// for the commit.
+type loader struct {
+	path     string
+	st       safetensors.SafeTensors
+	meta     map[string]string
+	s        *State
+	step     int64
+	optSteps int
+	jobs     []copyJob
+	rawJobs  []rawJob
+	metaJobs []metaJob
+	rng      map[string][]byte
+}
+
+type copyJob struct {
+	dst []float32
+	src []byte
+}
+
+type rawJob struct {
+	dst, src []byte
+}
+
+type metaJob struct {
+	m                *fp8.Meta
+	ms               *metaState
+	scale, inv, hist []byte
+}
+
+// errorf formats an error about the file.
+func (l *loader) errorf(format string, args ...any) error {
+	return fmt.Errorf("checkpoint: %s: "+format, append([]any{l.path}, args...)...)
+}
+
+// open checks the file's framing, checksums and metadata against s.
+func open(path string, buf []byte, s *State) (*loader, error) {
+	l := &loader{path: path, s: s}
 	if len(buf) < 8 {
-		return fmt.Errorf("checkpoint: %s: %d bytes, too short for a header length at offset 0", path, len(buf))
+		return nil, l.errorf("%d bytes, too short for a header length at offset 0", len(buf))
 	}
 	if n := binary.LittleEndian.Uint64(buf); n > uint64(len(buf)-8) {
-		return fmt.Errorf("checkpoint: %s: header length %d at offset 0 runs past the end of the file (%d bytes)", path, n, len(buf))
+		return nil, l.errorf("header length %d at offset 0 runs past the end of the file (%d bytes)", n, len(buf))
 	}
 	if err := checkExtent(path, buf); err != nil {
-		return err
+		return nil, err
 	}
 	st, err := safetensors.Deserialize(buf)
 	if err != nil {
-		return fmt.Errorf("checkpoint: %s: %w", path, err)
+		return nil, l.errorf("%w", err)
 	}
 	_, md, err := safetensors.ReadMetadata(buf)
 	if err != nil {
-		return fmt.Errorf("checkpoint: %s: %w", path, err)
+		return nil, l.errorf("%w", err)
 	}
-	meta := md.Metadata()
-	if err := verifySums(path, st, meta); err != nil {
-		return err
+	l.st, l.meta = st, md.Metadata()
+	if err := verifySums(path, st, l.meta); err != nil {
+		return nil, err
 	}
-	s.Unverified = meta[crcKey] == ""
-	if meta["octet.format"] != Format {
-		return fmt.Errorf("checkpoint: %s: metadata octet.format is %q, want %q", path, meta["octet.format"], Format)
+	if l.meta["octet.format"] != Format {
+		return nil, l.errorf("metadata octet.format is %q, want %q", l.meta["octet.format"], Format)
 	}
 	for _, key := range []string{"model", "recipe"} {
-		if want, ok := s.Meta[key]; ok && meta[key] != want {
-			return fmt.Errorf("checkpoint: %s: saved with %s %q, this run uses %q", path, key, meta[key], want)
+		if want, ok := s.Meta[key]; ok && l.meta[key] != want {
+			return nil, l.errorf("saved with %s %q, this run uses %q", key, l.meta[key], want)
 		}
 	}
-	step, err := strconv.ParseInt(meta["octet.step"], 10, 64)
-	if err != nil || step < 0 {
-		return fmt.Errorf("checkpoint: %s: metadata octet.step %q is not a step count", path, meta["octet.step"])
+	if l.step, err = strconv.ParseInt(l.meta["octet.step"], 10, 64); err != nil || l.step < 0 {
+		return nil, l.errorf("metadata octet.step %q is not a step count", l.meta["octet.step"])
 	}
+	return l, nil
+}
 
-	// Stage every value first; commit only when all checks pass.
-	type copyJob struct {
-		dst []float32
-		src []byte
+// f32 returns the data of float32 tensor name, which must have shape want.
+func (l *loader) f32(name string, want []int) ([]byte, error) {
+	t, ok := l.st.Tensor(name)
+	if !ok {
+		return nil, l.errorf("tensor %q is missing", name)
 	}
-	var jobs []copyJob
-	f32 := func(name string, want []int) ([]byte, error) {
-		t, ok := st.Tensor(name)
-		if !ok {
-			return nil, fmt.Errorf("checkpoint: %s: tensor %q is missing", path, name)
-		}
-		if t.DType() != safetensors.F32 {
-			return nil, fmt.Errorf("checkpoint: %s: tensor %q is %v, want F32", path, name, t.DType())
-		}
-		sh := t.Shape()
-		ok = len(sh) == len(want)
-		for i := 0; ok && i < len(sh); i++ {
-			ok = sh[i] == uint64(want[i])
-		}
-		if !ok {
-			return nil, fmt.Errorf("checkpoint: %s: tensor %q has shape %v, the model wants %v", path, name, sh, want)
-		}
-		return t.Data(), nil
+	if t.DType() != safetensors.F32 {
+		return nil, l.errorf("tensor %q is %v, want F32", name, t.DType())
 	}
-	for _, name := range s.Store.Names() {
-		sh, _ := s.Store.Shape(name)
-		data, err := f32("param/"+name, sh)
+	sh := t.Shape()
+	ok = len(sh) == len(want)
+	for i := 0; ok && i < len(sh); i++ {
+		ok = sh[i] == uint64(want[i])
+	}
+	if !ok {
+		return nil, l.errorf("tensor %q has shape %v, the model wants %v", name, sh, want)
+	}
+	return t.Data(), nil
+}
+
+// params stages every parameter of the store, which must be finite.
+func (l *loader) params() error {
+	for _, name := range l.s.Store.Names() {
+		sh, _ := l.s.Store.Shape(name)
+		data, err := l.f32("param/"+name, sh)
 		if err != nil {
 			return err
 		}
 		if i := firstNonFinite(data); i >= 0 {
-			return fmt.Errorf("checkpoint: %s: parameter %q holds a non-finite value at element %d", path, name, i)
+			return l.errorf("parameter %q holds a non-finite value at element %d", name, i)
 		}
-		jobs = append(jobs, copyJob{s.Store.Float32(name), data})
+		l.jobs = append(l.jobs, copyJob{l.s.Store.Float32(name), data})
 	}
-	optSteps := 0
-	if s.Optimizer != nil {
-		if optSteps, err = strconv.Atoi(meta["octet.optimizer.steps"]); err != nil || optSteps < 0 {
-			return fmt.Errorf("checkpoint: %s: metadata octet.optimizer.steps %q is not a step count (was it saved without an optimizer?)", path, meta["octet.optimizer.steps"])
-		}
-		names := make([]string, 0)
-		bufs := s.Optimizer.StateBuffers()
-		for name := range bufs {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
-			data, err := f32("optim/"+name, []int{len(bufs[name])})
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, copyJob{bufs[name], data})
-		}
+	return nil
+}
+
+// optimizer stages the optimizer's float32 buffers and step count.
+func (l *loader) optimizer() error {
+	if l.s.Optimizer == nil {
+		return nil
 	}
-	type rawJob struct {
-		dst, src []byte
+	var err error
+	if l.optSteps, err = strconv.Atoi(l.meta["octet.optimizer.steps"]); err != nil || l.optSteps < 0 {
+		return l.errorf("metadata octet.optimizer.steps %q is not a step count (was it saved without an optimizer?)", l.meta["octet.optimizer.steps"])
 	}
-	var rawJobs []rawJob
-	if raw, ok := s.Optimizer.(RawStateful); ok && s.Optimizer != nil {
-		for name, buf := range raw.RawStateBuffers() {
-			t, ok := st.Tensor("optim_raw/" + name)
-			if !ok {
-				return fmt.Errorf("checkpoint: %s: optimizer state %q is missing (saved with another optimizer or MS-AMP level?)", path, "optim_raw/"+name)
-			}
-			if t.DType() != safetensors.U8 || len(t.Data()) != len(buf) {
-				return fmt.Errorf("checkpoint: %s: tensor %q has %d bytes of %v, want %d of U8", path, "optim_raw/"+name, len(t.Data()), t.DType(), len(buf))
-			}
-			rawJobs = append(rawJobs, rawJob{buf, t.Data()})
+	bufs := l.s.Optimizer.StateBuffers()
+	for _, name := range sortedKeys(bufs) {
+		data, err := l.f32("optim/"+name, []int{len(bufs[name])})
+		if err != nil {
+			return err
 		}
+		l.jobs = append(l.jobs, copyJob{bufs[name], data})
 	}
+	return nil
+}
+
+// rawOptimizer stages the encoded buffers of an optimizer that has some
+// (MS-AMP's low-bit states).
+func (l *loader) rawOptimizer() error {
+	raw, ok := l.s.Optimizer.(RawStateful)
+	if !ok || l.s.Optimizer == nil {
+		return nil
+	}
+	bufs := raw.RawStateBuffers()
+	for _, name := range sortedKeys(bufs) {
+		buf := bufs[name]
+		t, ok := l.st.Tensor("optim_raw/" + name)
+		if !ok {
+			return l.errorf("optimizer state %q is missing (saved with another optimizer or MS-AMP level?)", "optim_raw/"+name)
+		}
+		if t.DType() != safetensors.U8 || len(t.Data()) != len(buf) {
+			return l.errorf("tensor %q has %d bytes of %v, want %d of U8", "optim_raw/"+name, len(t.Data()), t.DType(), len(buf))
+		}
+		l.rawJobs = append(l.rawJobs, rawJob{buf, t.Data()})
+	}
+	return nil
+}
+
+// scalingStates stages every layer's scaling state: the same layers,
+// backends, formats and delayed-scaling settings as the file's, with
+// finite positive scales and amaxes that are not negative.
+func (l *loader) scalingStates() error {
 	var layers map[string]*layerMeta
-	if err := json.Unmarshal([]byte(meta["octet.fp8"]), &layers); err != nil {
-		return fmt.Errorf("checkpoint: %s: metadata octet.fp8 is not valid: %w", path, err)
+	if err := json.Unmarshal([]byte(l.meta["octet.fp8"]), &layers); err != nil {
+		return l.errorf("metadata octet.fp8 is not valid: %w", err)
 	}
-	have := fp8Layers(s.Store)
+	have := fp8Layers(l.s.Store)
 	// Layers in name order, so that the first problem reported does not
 	// depend on map order.
 	for _, fqn := range sortedKeys(layers) {
 		if _, ok := have[fqn]; !ok {
-			return fmt.Errorf("checkpoint: %s: layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", path, fqn, layers[fqn].Backend)
+			return l.errorf("layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", fqn, layers[fqn].Backend)
 		}
 	}
-	type metaJob struct {
-		m     *fp8.Meta
-		ms    *metaState
-		scale []byte
-		inv   []byte
-		hist  []byte
-	}
-	var metaJobs []metaJob
 	for _, fqn := range sortedKeys(have) {
 		ls := have[fqn]
 		lm, ok := layers[fqn]
 		if !ok {
-			return fmt.Errorf("checkpoint: %s: this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", path, fqn, ls.Backend)
+			return l.errorf("this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", fqn, ls.Backend)
 		}
 		if lm.Backend != ls.Backend {
-			return fmt.Errorf("checkpoint: %s: layer %q was saved with the %s backend, this run uses %s", path, fqn, lm.Backend, ls.Backend)
+			return l.errorf("layer %q was saved with the %s backend, this run uses %s", fqn, lm.Backend, ls.Backend)
 		}
 		metas := metasOf(ls)
 		if len(metas) != len(lm.Metas) {
-			return fmt.Errorf("checkpoint: %s: layer %q has %d scaling states, the checkpoint %d", path, fqn, len(metas), len(lm.Metas))
+			return l.errorf("layer %q has %d scaling states, the checkpoint %d", fqn, len(metas), len(lm.Metas))
 		}
-		for tensor, m := range metas {
-			ms, ok := lm.Metas[tensor]
-			if !ok {
-				return fmt.Errorf("checkpoint: %s: layer %q: no %s scaling state", path, fqn, tensor)
-			}
-			if ms.Format != m.Format.String() {
-				return fmt.Errorf("checkpoint: %s: layer %q %s was cast to %s, this run casts to %v (fp8_format differs)", path, fqn, tensor, ms.Format, m.Format)
-			}
-			if ms.Steps < 0 || ms.NonFinite < 0 || ms.Overflows < 0 {
-				return fmt.Errorf("checkpoint: %s: layer %q %s: negative counters", path, fqn, tensor)
-			}
-			// The recipe's scaling settings must be the ones it was saved
-			// with: a changed margin, interval, algorithm or power-of-two
-			// rule would silently change the run.
-			for _, d := range []struct {
-				field      string
-				saved, now any
-			}{{"margin", ms.Margin, m.Margin}, {"interval", ms.Interval, m.Interval}, {"amax_compute_algo", ms.Algo, m.Algo.String()}, {"power-of-two scales", ms.Pow2, m.Pow2}} {
-				if d.saved != d.now {
-					return fmt.Errorf("checkpoint: %s: layer %q %s was saved with %s %v, this run uses %v; resume with the recipe it was saved with", path, fqn, tensor, d.field, d.saved, d.now)
-				}
-			}
-			p := "fp8/" + fqn + "/" + tensor + "/"
-			j := metaJob{m: m, ms: ms}
-			if j.scale, err = f32(p+"scale", []int{1}); err != nil {
+		for _, tensor := range sortedKeys(metas) {
+			if err := l.scalingState(fqn, tensor, metas[tensor], lm.Metas[tensor]); err != nil {
 				return err
 			}
-			if j.inv, err = f32(p+"scale_inv", []int{1}); err != nil {
-				return err
-			}
-			if j.hist, err = f32(p+"amax_history", []int{len(m.History)}); err != nil {
-				return err
-			}
-			// Scales are finite and positive, the inverse the reciprocal;
-			// histories hold amaxes (≥ 0, or the inf and NaN the spec
-			// keeps counting).
-			var sc, inv [1]float32
-			decode(sc[:], j.scale)
-			decode(inv[:], j.inv)
-			if !(sc[0] > 0) || math.IsInf(float64(sc[0]), 0) || !(inv[0] > 0) || math.IsInf(float64(inv[0]), 0) || inv[0] != 1/sc[0] {
-				return fmt.Errorf("checkpoint: %s: layer %q %s: scale %v and scale_inv %v are not a finite positive pair", path, fqn, tensor, sc[0], inv[0])
-			}
-			hist := make([]float32, len(m.History))
-			decode(hist, j.hist)
-			for i, a := range hist {
-				if a < 0 {
-					return fmt.Errorf("checkpoint: %s: layer %q %s: amax_history[%d] is %v, an amax is never negative", path, fqn, tensor, i, a)
-				}
-			}
-			metaJobs = append(metaJobs, j)
 		}
 	}
-	rng := map[string][]byte{}
-	for name := range s.RNG {
-		t, ok := st.Tensor("rng/" + name)
+	return nil
+}
+
+// scalingState stages one tensor's delayed-scaling state.
+func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) error {
+	if ms == nil {
+		return l.errorf("layer %q: no %s scaling state", fqn, tensor)
+	}
+	if ms.Format != m.Format.String() {
+		return l.errorf("layer %q %s was cast to %s, this run casts to %v (fp8_format differs)", fqn, tensor, ms.Format, m.Format)
+	}
+	if ms.Steps < 0 || ms.NonFinite < 0 || ms.Overflows < 0 {
+		return l.errorf("layer %q %s: negative counters", fqn, tensor)
+	}
+	// The recipe's scaling settings must be the ones it was saved with: a
+	// changed margin, interval, algorithm or power-of-two rule would
+	// silently change the run.
+	for _, d := range []struct {
+		field      string
+		saved, now any
+	}{{"margin", ms.Margin, m.Margin}, {"interval", ms.Interval, m.Interval}, {"amax_compute_algo", ms.Algo, m.Algo.String()}, {"power-of-two scales", ms.Pow2, m.Pow2}} {
+		if d.saved != d.now {
+			return l.errorf("layer %q %s was saved with %s %v, this run uses %v; resume with the recipe it was saved with", fqn, tensor, d.field, d.saved, d.now)
+		}
+	}
+	p := "fp8/" + fqn + "/" + tensor + "/"
+	j := metaJob{m: m, ms: ms}
+	var err error
+	if j.scale, err = l.f32(p+"scale", []int{1}); err != nil {
+		return err
+	}
+	if j.inv, err = l.f32(p+"scale_inv", []int{1}); err != nil {
+		return err
+	}
+	if j.hist, err = l.f32(p+"amax_history", []int{len(m.History)}); err != nil {
+		return err
+	}
+	// Scales are finite and positive, the inverse the reciprocal;
+	// histories hold amaxes (≥ 0, or the inf and NaN the spec keeps
+	// counting).
+	var sc, inv [1]float32
+	decode(sc[:], j.scale)
+	decode(inv[:], j.inv)
+	if !(sc[0] > 0) || math.IsInf(float64(sc[0]), 0) || !(inv[0] > 0) || math.IsInf(float64(inv[0]), 0) || inv[0] != 1/sc[0] {
+		return l.errorf("layer %q %s: scale %v and scale_inv %v are not a finite positive pair", fqn, tensor, sc[0], inv[0])
+	}
+	hist := make([]float32, len(m.History))
+	decode(hist, j.hist)
+	for i, a := range hist {
+		if a < 0 {
+			return l.errorf("layer %q %s: amax_history[%d] is %v, an amax is never negative", fqn, tensor, i, a)
+		}
+	}
+	l.metaJobs = append(l.metaJobs, j)
+	return nil
+}
+
+// generators stages the named generator states the caller asks for.
+func (l *loader) generators() error {
+	l.rng = map[string][]byte{}
+	for _, name := range sortedKeys(l.s.RNG) {
+		t, ok := l.st.Tensor("rng/" + name)
 		if !ok {
-			return fmt.Errorf("checkpoint: %s: generator state %q is missing", path, name)
+			return l.errorf("generator state %q is missing", name)
 		}
 		if t.DType() != safetensors.U8 {
-			return fmt.Errorf("checkpoint: %s: tensor %q is %v, want U8", path, "rng/"+name, t.DType())
+			return l.errorf("tensor %q is %v, want U8", "rng/"+name, t.DType())
 		}
-		rng[name] = append([]byte(nil), t.Data()...)
+		l.rng[name] = append([]byte(nil), t.Data()...)
 	}
+	return nil
+}
 
-	// Commit.
-	for _, j := range jobs {
+// commit writes every staged value into the state.
+func (l *loader) commit() {
+	s := l.s
+	for _, j := range l.jobs {
 		decode(j.dst, j.src)
 	}
-	for _, j := range metaJobs {
+	for _, j := range l.metaJobs {
 		var v [1]float32
 		decode(v[:], j.scale)
 		j.m.Scale = v[0]
@@ -264,20 +339,20 @@ func loadBytes(path string, buf []byte, s *State) error {
 		decode(j.m.History, j.hist)
 		j.m.Steps, j.m.NonFinite, j.m.Overflows = j.ms.Steps, j.ms.NonFinite, j.ms.Overflows
 	}
-	for _, j := range rawJobs {
+	for _, j := range l.rawJobs {
 		copy(j.dst, j.src)
 	}
 	if s.Optimizer != nil {
-		s.Optimizer.SetSteps(optSteps)
-		if l, ok := s.Optimizer.(StateLoader); ok {
-			l.StateLoaded()
+		s.Optimizer.SetSteps(l.optSteps)
+		if o, ok := s.Optimizer.(StateLoader); ok {
+			o.StateLoaded()
 		}
 	}
-	for name, b := range rng {
+	for name, b := range l.rng {
 		s.RNG[name] = b
 	}
-	s.Step = step
-	return nil
+	s.Step = l.step
+	s.Unverified = l.meta[crcKey] == ""
 }
 
 func decode(dst []float32, src []byte) {
