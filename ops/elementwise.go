@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"math"
 	"strconv"
 
 	"github.com/chewxy/math32"
@@ -46,42 +45,6 @@ func (o unaryOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	return in[0].Shape(), graph.Float32, nil
 }
 
-// geluC is √(2/π).
-const geluC = 0.7978845608028654
-
-// fastTanh is tanh(u) = 1 − 2/(e^{2u}+1) with fastExp: within about
-// 2e-7 of tanh and several times faster than math32.Tanh, which is all
-// GELU needs (ops.Tanh keeps the library function).
-func fastTanh(u float32) float32 {
-	if u > 9 {
-		return 1
-	}
-	if u < -9 {
-		return -1
-	}
-	return 1 - 2/(fastExp(2*u)+1)
-}
-
-// fastExp is e^x for |x| < 87: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split
-// in two for an exact reduction), e^r by its Taylor polynomial to degree
-// 7 (truncation below 1e-8), and 2^n put into the exponent bits.
-func fastExp(x float32) float32 {
-	const (
-		log2e = 1.4426950408889634
-		ln2hi = 0.693145751953125
-		ln2lo = 1.428606765330187e-06
-	)
-	x = max(min(x, 87), -87)
-	t := x * log2e
-	n := float32(int32(t + 0.5))
-	if t < -0.5 {
-		n = float32(int32(t - 0.5))
-	}
-	r := x - n*ln2hi - n*ln2lo
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
-	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
-}
-
 func (o unaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	return o.bindSlices(b.In[0].F32, b.Out.F32)
 }
@@ -111,13 +74,7 @@ func (o unaryOp) bindSlices(xAll, yAll []float32) (graph.Kernel, error) {
 			}
 		}
 	case kindGELU:
-		k = func(x, y []float32) {
-			done := kernels.GELU(y, x) // vector prefix, same results as this loop
-			x, y = x[done:], y[done:]
-			for i, v := range x {
-				y[i] = 0.5 * v * (1 + fastTanh(geluC*(v+0.044715*v*v*v)))
-			}
-		}
+		k = func(x, y []float32) { kernels.GELU(y, x) }
 	case kindTanh:
 		k = func(x, y []float32) {
 			for i, v := range x {
@@ -195,31 +152,9 @@ func (o unaryGradOp) bindSlices(xAll, dyAll, dxAll []float32) (graph.Kernel, err
 	var k func(x, dy, dx []float32)
 	switch o.kind {
 	case kindReLU:
-		k = func(x, dy, dx []float32) {
-			done := kernels.ReLUGrad(dx, x, dy) // vector prefix, same results as this loop
-			x, dy, dx = x[done:], dy[done:len(x)], dx[done:len(x)]
-			for i, v := range x {
-				// A select the compiler turns into a conditional move:
-				// the sign of activations is a coin flip for a branch
-				// predictor.
-				g := dy[i]
-				if !(v > 0) {
-					g = 0
-				}
-				dx[i] = g
-			}
-		}
+		k = func(x, dy, dx []float32) { kernels.ReLUGrad(dx, x, dy) }
 	case kindGELU:
-		k = func(x, dy, dx []float32) {
-			done := kernels.GELUGrad(dx, x, dy) // vector prefix, same results as this loop
-			x, dy, dx = x[done:], dy[done:len(x)], dx[done:len(x)]
-			for i, v := range x {
-				u := geluC * (v + 0.044715*v*v*v)
-				t := fastTanh(u)
-				du := geluC * (1 + 3*0.044715*v*v)
-				dx[i] = dy[i] * (0.5*(1+t) + 0.5*v*(1-t*t)*du)
-			}
-		}
+		k = func(x, dy, dx []float32) { kernels.GELUGrad(dx, x, dy) }
 	default: // Tanh: x holds y = tanh(x)
 		k = func(x, dy, dx []float32) {
 			dy, dx = dy[:len(x)], dx[:len(x)]

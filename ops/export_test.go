@@ -1,7 +1,9 @@
 package ops
 
-// FastTanhForTest exposes fastTanh to the external tests.
-var FastTanhForTest = fastTanh
+import "github.com/octetml/octet/internal/kernels"
+
+// FastTanhForTest exposes the kernels' tanh to the external tests.
+var FastTanhForTest = kernels.FastTanh
 
 // GELUForTest runs the GELU kernel over x (vector head, Go tail).
 func GELUForTest(x []float32) []float32 {

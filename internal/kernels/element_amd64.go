@@ -57,10 +57,9 @@ func DecodeFP8(format int, dst []float32, src []uint8, scale float32) int {
 	return blocks * 16
 }
 
-// GELU runs the vector GELU over the longest multiple of 16 of x into y
-// and returns how many values it did (the caller's Go loop, its twin,
-// does the rest).
-func GELU(y, x []float32) int {
+// geluVector runs the vector GELU over the longest multiple of 16 of x
+// into y and returns how many values it did (GELU's loop does the rest).
+func geluVector(y, x []float32) int {
 	blocks := len(x) / 16
 	if !hasAVX512 || blocks == 0 || len(y) < len(x) {
 		return 0
@@ -69,8 +68,8 @@ func GELU(y, x []float32) int {
 	return blocks * 16
 }
 
-// GELUGrad is GELU's backward: dx = dy·GELU'(x), vectorised likewise.
-func GELUGrad(dx, x, dy []float32) int {
+// geluGradVector is geluVector for the backward, dx = dy·GELU'(x).
+func geluGradVector(dx, x, dy []float32) int {
 	blocks := len(x) / 16
 	if !hasAVX512 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
 		return 0
@@ -79,10 +78,10 @@ func GELUGrad(dx, x, dy []float32) int {
 	return blocks * 16
 }
 
-// ReLUGrad sets dx = dy where x > 0 and +0 elsewhere (NaN x included)
-// over the longest multiple of 16 it can vectorise and returns how many
-// it did; the caller's loop, its twin, does the rest.
-func ReLUGrad(dx, x, dy []float32) int {
+// reluGradVector sets dx = dy where x > 0 and +0 elsewhere (NaN x
+// included) over the longest multiple of 16 it can vectorise and returns
+// how many it did; ReLUGrad's loop does the rest.
+func reluGradVector(dx, x, dy []float32) int {
 	blocks := len(x) / 16
 	if !hasAVX512 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
 		return 0

@@ -13,14 +13,10 @@ func adamVector(w, g, m, v []float32, c *AdamConsts) int { return 0 }
 // DecodeFP8 has no vector path on this build.
 func DecodeFP8(format int, dst []float32, src []uint8, scale float32) int { return 0 }
 
-// GELU has no vector path on this build.
-func GELU(y, x []float32) int { return 0 }
-
-// GELUGrad has no vector path on this build.
-func GELUGrad(dx, x, dy []float32) int { return 0 }
-
-// ReLUGrad has no vector path on this build.
-func ReLUGrad(dx, x, dy []float32) int { return 0 }
+// The activations have no vector path on this build.
+func geluVector(y, x []float32) int          { return 0 }
+func geluGradVector(dx, x, dy []float32) int { return 0 }
+func reluGradVector(dx, x, dy []float32) int { return 0 }
 
 // AmaxBits has no vector path on this build.
 func AmaxBits(src []float32) (done int, bits uint32) { return 0, 0 }

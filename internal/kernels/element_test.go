@@ -48,9 +48,9 @@ func TestElementKernelsStayInBounds(t *testing.T) {
 			name string
 			run  func(dst []float32) int
 		}{
-			{"GELU", func(d []float32) int { return GELU(d, x) }},
-			{"GELUGrad", func(d []float32) int { return GELUGrad(d, x, dy) }},
-			{"ReLUGrad", func(d []float32) int { return ReLUGrad(d, x, dy) }},
+			{"GELU", func(d []float32) int { return geluVector(d, x) }},
+			{"GELUGrad", func(d []float32) int { return geluGradVector(d, x, dy) }},
+			{"ReLUGrad", func(d []float32) int { return reluGradVector(d, x, dy) }},
 			{"DecodeFP8", func(d []float32) int {
 				codes := make([]uint8, n)
 				for i := range codes {
