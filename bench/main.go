@@ -231,6 +231,39 @@ func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*grap
 	return prep.Train, nil
 }
 
+// trainStep makes one training step of the model b built with loss:
+// gradients, parameter values from seed 1, the program for the recipe
+// (nil: float32) and AdamW; the step feeds the batch, runs and updates.
+func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, error) {
+	grads, err := graph.Grad(loss, b.Params()...)
+	if err != nil {
+		return nil, err
+	}
+	store := graph.NewStore()
+	if err := b.Init(store, 1); err != nil {
+		return nil, err
+	}
+	prog, err := compile(b.Graph(), store, recipe, append([]*graph.Node{loss}, grads...))
+	if err != nil {
+		return nil, err
+	}
+	params, err := optim.Bind(store, prog, b.Params(), grads)
+	if err != nil {
+		return nil, err
+	}
+	opt := optim.NewAdamW(params, weightDecay)
+	return func() error {
+		if err := feed(prog); err != nil {
+			return err
+		}
+		if err := prog.Run(); err != nil {
+			return err
+		}
+		opt.Step(lr)
+		return nil
+	}, nil
+}
+
 // octetMLP returns one training step of the MLP with a recipe (nil:
 // float32).
 func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
@@ -242,43 +275,18 @@ func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	loss := ops.CrossEntropy(mlp.Forward(x), y)
-	grads, err := graph.Grad(loss, b.Params()...)
-	if err != nil {
-		return nil, err
-	}
-	store := graph.NewStore()
-	if err := b.Init(store, 1); err != nil {
-		return nil, err
-	}
-	prog, err := compile(g, store, recipe, append([]*graph.Node{loss}, grads...))
-	if err != nil {
-		return nil, err
-	}
-	params, err := optim.Bind(store, prog, b.Params(), grads)
-	if err != nil {
-		return nil, err
-	}
-	opt := optim.NewAdamW(params, 0.01)
 	rng := rand.New(rand.NewPCG(3, 3))
 	xs := randn(rng, batch*mlpSizes[0], 1)
 	ys := make([]int32, batch)
 	for i := range ys {
 		ys[i] = int32(i % 10)
 	}
-	return func() error {
-		if err := prog.FeedFloat32(x, xs); err != nil {
+	return trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, 0.01, 1e-3, func(p *graph.Program) error {
+		if err := p.FeedFloat32(x, xs); err != nil {
 			return err
 		}
-		if err := prog.FeedInt32(y, ys); err != nil {
-			return err
-		}
-		if err := prog.Run(); err != nil {
-			return err
-		}
-		opt.Step(1e-3)
-		return nil
-	}, nil
+		return p.FeedInt32(y, ys)
+	})
 }
 
 // gptConfig is examples/gpt's baby GPT on its default corpus's vocabulary.
@@ -297,24 +305,6 @@ func octetGPT(recipe fp8.Recipe) (func() error, error) {
 	}
 	t := gptConfig.Block
 	ids, pos, labels := g.Input("ids", graph.Int32, gptBatch, t), g.Input("pos", graph.Int32, t), g.Input("labels", graph.Int32, gptBatch, t)
-	loss := ops.CrossEntropy(gpt.Forward(ids, pos), labels)
-	grads, err := graph.Grad(loss, b.Params()...)
-	if err != nil {
-		return nil, err
-	}
-	store := graph.NewStore()
-	if err := b.Init(store, 1); err != nil {
-		return nil, err
-	}
-	prog, err := compile(g, store, recipe, append([]*graph.Node{loss}, grads...))
-	if err != nil {
-		return nil, err
-	}
-	params, err := optim.Bind(store, prog, b.Params(), grads)
-	if err != nil {
-		return nil, err
-	}
-	opt := optim.NewAdamW(params, 0.1)
 	rng := rand.New(rand.NewPCG(4, 4))
 	xs, ys, ps := make([]int32, gptBatch*t), make([]int32, gptBatch*t), make([]int32, t)
 	for i := range xs {
@@ -323,22 +313,17 @@ func octetGPT(recipe fp8.Recipe) (func() error, error) {
 	for i := range ps {
 		ps[i] = int32(i)
 	}
-	if err := prog.FeedInt32(pos, ps); err != nil {
-		return nil, err
-	}
-	return func() error {
-		if err := prog.FeedInt32(ids, xs); err != nil {
-			return err
+	return trainStep(b, ops.CrossEntropy(gpt.Forward(ids, pos), labels), recipe, 0.1, 3e-4, func(p *graph.Program) error {
+		for _, f := range []struct {
+			n *graph.Node
+			v []int32
+		}{{ids, xs}, {labels, ys}, {pos, ps}} {
+			if err := p.FeedInt32(f.n, f.v); err != nil {
+				return err
+			}
 		}
-		if err := prog.FeedInt32(labels, ys); err != nil {
-			return err
-		}
-		if err := prog.Run(); err != nil {
-			return err
-		}
-		opt.Step(3e-4)
 		return nil
-	}, nil
+	})
 }
 
 func printTable(r *Results) {
