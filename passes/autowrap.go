@@ -89,7 +89,11 @@ func checkConverted(g *graph.Graph) error {
 	if err := checkFP8Graph(g); err != nil {
 		return err
 	}
-	cons := g.Consumers()
+	return convertedReaders(g, g.Consumers())
+}
+
+// convertedReaders is checkConverted's own rule, over a consumers index.
+func convertedReaders(g *graph.Graph, cons map[*graph.Node][]*graph.Node) error {
 	for _, name := range registryOf(g).order {
 		l := registryOf(g).layers[name]
 		if !l.fp8 {
@@ -111,10 +115,18 @@ func checkConverted(g *graph.Graph) error {
 // active LayerNorm fusion's cast is read by nobody (its fused node took
 // its place).
 func checkFused(g *graph.Graph) error {
-	if err := checkConverted(g); err != nil {
+	if err := checkFP8Graph(g); err != nil {
 		return err
 	}
-	cons := g.Consumers()
+	return fusedReaders(g, g.Consumers())
+}
+
+// fusedReaders is checkFused's rules (and checkConverted's), over a
+// consumers index.
+func fusedReaders(g *graph.Graph, cons map[*graph.Node][]*graph.Node) error {
+	if err := convertedReaders(g, cons); err != nil {
+		return err
+	}
 	for _, f := range registryOf(g).ln {
 		if f.active && len(cons[f.quantize]) > 0 {
 			return fmt.Errorf("check: %q still reads %q, which LayerNorm %q was fused into (%q)", cons[f.quantize][0].Name(), f.quantize.Name(), f.ln.Name(), f.fused.Name())
@@ -126,10 +138,13 @@ func checkFused(g *graph.Graph) error {
 // checkWrapped is the check after Autowrap: checkFused, and every
 // wrapped layer's FP8 output is read only through its Switch.
 func checkWrapped(g *graph.Graph) error {
-	if err := checkFused(g); err != nil {
+	if err := checkFP8Graph(g); err != nil {
 		return err
 	}
-	cons := g.Consumers()
+	cons := g.Consumers() // one index for all three stages' rules
+	if err := fusedReaders(g, cons); err != nil {
+		return err
+	}
 	for _, name := range registryOf(g).order {
 		l := registryOf(g).layers[name]
 		if l.autocast == nil || !l.fp8 {
