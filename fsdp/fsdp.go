@@ -170,6 +170,9 @@ type Rank struct {
 	params     []optim.Param
 	amaxes     []float32
 	scale      float32
+	// weight, when set, multiplies this rank's gradients before the sum
+	// (in place of scale after it).
+	weight float32
 }
 
 // NewRank prepares the driver for a compiled training program whose
@@ -198,6 +201,23 @@ func NewRank(s *Sharded, prog *graph.Program, grads []*graph.Node) (*Rank, error
 // Params returns the shard parameters, for an optimizer.
 func (r *Rank) Params() []optim.Param { return r.params }
 
+// SetBatchShare says that this rank's loss averages rows of a global batch
+// of batch rows, when ranks hold different numbers of rows: its gradients
+// are then weighted by rows/batch before they are summed, so that the
+// shards receive the gradient of the global batch's mean loss. Without it
+// (or with an even split) the gradients are summed and divided by the
+// number of ranks.
+func (r *Rank) SetBatchShare(rows, batch int) error {
+	if rows < 1 || batch < rows {
+		return fmt.Errorf("fsdp: batch share %d of %d rows", rows, batch)
+	}
+	r.weight = 0
+	if rows*r.s.comm.Size() != batch {
+		r.weight = float32(rows) / float32(batch)
+	}
+	return nil
+}
+
 // Run runs the step and leaves each shard's averaged gradient in Params.
 func (r *Rank) Run() error {
 	if err := r.prog.Run(); err != nil {
@@ -205,11 +225,19 @@ func (r *Rank) Run() error {
 	}
 	for i, g := range r.grads {
 		sh := r.s.shards[i]
-		if err := r.s.comm.ReduceScatterF32(r.gradShards[i], r.prog.Float32(g), sh.Counts, dist.Sum); err != nil {
+		full := r.prog.Float32(g)
+		if r.weight != 0 {
+			for j := range full {
+				full[j] *= r.weight
+			}
+		}
+		if err := r.s.comm.ReduceScatterF32(r.gradShards[i], full, sh.Counts, dist.Sum); err != nil {
 			return fmt.Errorf("fsdp: reduce-scatter of %q: %w", r.params[i].Name, err)
 		}
-		for j := range r.gradShards[i] {
-			r.gradShards[i][j] *= r.scale
+		if r.weight == 0 {
+			for j := range r.gradShards[i] {
+				r.gradShards[i][j] *= r.scale
+			}
 		}
 	}
 	return nil

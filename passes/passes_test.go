@@ -607,3 +607,25 @@ func TestFP8TrainingStepAllocatesNothing(t *testing.T) {
 		require.Zero(t, allocs)
 	}
 }
+
+// Prepare without a recipe converts nothing (Accelerate's
+// mixed_precision="no"): the programs compute what graph.Compile's do,
+// and further passes still run in the checked pipeline.
+func TestPrepareWithoutRecipe(t *testing.T) {
+	m := mlp(t, 16)
+	_, ref := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
+	ran := false
+	probe := passes.Pass{Name: "Probe", Run: func(*graph.Graph) (string, error) { ran = true; return "", nil }}
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits}, Passes: []passes.Pass{probe}})
+	require.NoError(t, err)
+	require.True(t, ran, "further passes run")
+	require.Empty(t, prep.Report.Layers)
+	require.Empty(t, m.store.StateKeys(), "no FP8 state")
+	kinds, _ := live(m)
+	require.Zero(t, kinds["ScaledMatMul"]+kinds["Quantize"])
+	require.NotNil(t, prep.Eval)
+	m.run(t, prep.Train)
+	for i, o := range m.trainOf {
+		require.Equal(t, ref[i], prep.Train.Float32(o), o.Name())
+	}
+}

@@ -11,7 +11,9 @@ import (
 // Config configures Prepare.
 type Config struct {
 	// Recipe chooses the backend: fp8.TERecipe, fp8.AORecipe,
-	// fp8.MSAMPRecipe, or fp8.BF16Recipe for bf16 mixed precision.
+	// fp8.MSAMPRecipe, or fp8.BF16Recipe for bf16 mixed precision. A nil
+	// Recipe converts nothing (float32 training, Accelerate's
+	// mixed_precision="no"): only Passes run before compiling.
 	Recipe fp8.Recipe
 	// TrainOutputs are the training program's outputs (the loss and the
 	// gradients); EvalOutputs the evaluation program's.
@@ -46,11 +48,9 @@ type Prepared struct {
 // runs float32 unless a TE recipe sets UseAutocastDuringEval; AO and
 // MS-AMP layers stay FP8 in evaluation, as their module swaps do, and
 // bf16 layers stay bf16, as under Accelerate's autocast. With
-// fp8.BF16Recipe it is Accelerator(mixed_precision="bf16").prepare.
+// fp8.BF16Recipe it is Accelerator(mixed_precision="bf16").prepare, and
+// with no recipe Accelerator(mixed_precision="no").prepare.
 func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) {
-	if cfg.Recipe == nil {
-		return nil, fmt.Errorf("passes: prepare: no recipe")
-	}
 	if len(cfg.TrainOutputs) == 0 && len(cfg.EvalOutputs) == 0 {
 		return nil, fmt.Errorf("passes: prepare: no outputs")
 	}
@@ -66,31 +66,10 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		evalFP8 = te.UseAutocastDuringEval
 	}
 	var rep Report
-	pl := Pipeline{
-		Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log,
-		Passes: []Pass{
-			{Name: "ConvertLinear", Check: checkConverted, Run: func(g *graph.Graph) (string, error) {
-				r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter})
-				rep = r
-				return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
-			}},
-		},
+	pl := Pipeline{Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log}
+	if cfg.Recipe != nil {
+		pl.Passes = fp8Passes(store, cfg, live, evalFP8, &rep)
 	}
-	if !cfg.NoLayerNormFusion {
-		pl.Passes = append(pl.Passes, Pass{Name: "ConvertLN", Check: checkFused, Run: func(g *graph.Graph) (string, error) {
-			r, err := ConvertLN(g, live...)
-			rep.Notes = append(rep.Notes, r.Notes...)
-			return fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)), err
-		}})
-	}
-	pl.Passes = append(pl.Passes, Pass{Name: "Autowrap", Check: checkWrapped, Run: func(g *graph.Graph) (string, error) {
-		r, err := Autowrap(g, AutowrapConfig{EvalFP8: evalFP8})
-		rep.Notes = append(rep.Notes, r.Notes...)
-		if len(r.Notes) > 0 {
-			return r.Notes[0], err
-		}
-		return "", err
-	}})
 	pl.Passes = append(pl.Passes, cfg.Passes...)
 	if err := pl.Run(g); err != nil {
 		return nil, err
@@ -108,4 +87,30 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		}
 	}
 	return p, nil
+}
+
+// fp8Passes is the conversion pipeline of a recipe: ConvertLinear,
+// ConvertLN (unless switched off) and Autowrap, each with its stage
+// check; the passes fill rep.
+func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool, rep *Report) []Pass {
+	ps := []Pass{{Name: "ConvertLinear", Check: checkConverted, Run: func(g *graph.Graph) (string, error) {
+		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter})
+		*rep = r
+		return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
+	}}}
+	if !cfg.NoLayerNormFusion {
+		ps = append(ps, Pass{Name: "ConvertLN", Check: checkFused, Run: func(g *graph.Graph) (string, error) {
+			r, err := ConvertLN(g, live...)
+			rep.Notes = append(rep.Notes, r.Notes...)
+			return fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)), err
+		}})
+	}
+	return append(ps, Pass{Name: "Autowrap", Check: checkWrapped, Run: func(g *graph.Graph) (string, error) {
+		r, err := Autowrap(g, AutowrapConfig{EvalFP8: evalFP8})
+		rep.Notes = append(rep.Notes, r.Notes...)
+		if len(r.Notes) > 0 {
+			return r.Notes[0], err
+		}
+		return "", err
+	}})
 }

@@ -158,6 +158,9 @@ func run(cfg config, w io.Writer) error {
 	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %9s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "converted")
 	for _, r := range results {
 		fmt.Fprintf(w, "%-9s %-12s %10.4f %9.4f %9.1f %10.0f %9d  %d of %d linear layers\n", r.Precision, r.Recipe, r.TrainLoss, r.ValLoss, r.MsPerIter, r.TokensPerS, r.Params, len(r.Converted), r.Linears)
+		if r.Ran != r.Iters || r.Iters != r.Planned {
+			fmt.Fprintf(w, "          ran iterations %d–%d of %d\n", r.Iters-r.Ran+1, r.Iters, r.Planned)
+		}
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {
 		for _, r := range results[1:] {
@@ -172,6 +175,9 @@ func run(cfg config, w io.Writer) error {
 	if cfg.plot != "" {
 		if err := plotLosses(cfg.plot, results); err != nil {
 			return err
+		}
+		if !cfg.json {
+			fmt.Fprintf(w, "loss curves written to %s\n", cfg.plot)
 		}
 	}
 	if cfg.json {

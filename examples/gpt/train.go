@@ -6,33 +6,34 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/examples/internal/lossplot"
 	"github.com/octetml/octet/examples/internal/recipes"
+	"github.com/octetml/octet/examples/internal/trainloop"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
 type result struct {
-	Precision, Recipe  string
-	TrainLoss, ValLoss float64
-	MsPerIter          float64
-	TokensPerS         float64
-	Params             int
-	Converted          []string
-	Linears            int
-	Losses             []float32
-	Sample             string
-	StateBytes         float64 // optimizer state per parameter value
+	// Iters is the iteration the run reached, Planned the schedule's
+	// length, Ran the iterations this process ran.
+	Iters, Planned, Ran int
+	Precision, Recipe   string
+	TrainLoss, ValLoss  float64
+	MsPerIter           float64
+	TokensPerS          float64
+	Params              int
+	Converted           []string
+	Linears             int
+	Losses              []float32
+	Sample              string
+	StateBytes          float64 // optimizer state per parameter value
 }
 
 func (r *result) fields() map[string]any {
@@ -42,7 +43,8 @@ func (r *result) fields() map[string]any {
 	}
 	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
 		"tokens_per_s": r.TokensPerS, "ms_per_iter": r.MsPerIter, "params": r.Params, "converted_layers": conv,
-		"optimizer_state_bytes_per_param": r.StateBytes}
+		"optimizer_state_bytes_per_param": r.StateBytes,
+		"iters":                           r.Iters, "planned_iters": r.Planned, "iters_run": r.Ran}
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
@@ -103,6 +105,9 @@ func (b *batcher) next() {
 	}
 }
 
+// trainOne trains and evaluates one precision: compile, bind the
+// optimizer, run the loop (with checkpoints and evaluation lines), then
+// estimate the losses and sample.
 func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train, val []int32, w io.Writer) (*result, error) {
 	m, err := buildModel(cfg, len(voc.runes), cfg.batch, cfg.block, true)
 	if err != nil {
@@ -112,32 +117,23 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 	if err := m.b.Init(store, cfg.seed); err != nil {
 		return nil, err
 	}
-	res := &result{Precision: precision, Recipe: "-", Params: m.b.NumParams()}
+	res := &result{Precision: precision, Recipe: recipes.Label(recipe), Params: m.b.NumParams()}
 	outs := append([]*graph.Node{m.loss}, m.grads...)
-	var trainProg, evalProg *graph.Program
-	if recipe != nil {
-		res.Recipe = recipes.Label(recipe)
-		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
-		if err != nil {
-			return nil, err
-		}
-		trainProg, evalProg = prep.Train, prep.Eval
-		res.Converted, res.Linears = prep.Report.Converted(), len(prep.Report.Layers)
-		if cfg.dump {
-			fmt.Fprintf(w, "== compiled %s training graph ==\n", recipes.PrecisionName(precision))
-			if err := m.g.WriteText(w, outs...); err != nil {
-				return nil, err
-			}
-			fmt.Fprint(w, prep.Report)
-		}
-	} else {
-		if trainProg, err = graph.Compile(m.g, store, graph.Options{Training: true}, outs...); err != nil {
-			return nil, err
-		}
-		if evalProg, err = graph.Compile(m.g, store, graph.Options{}, m.loss); err != nil {
-			return nil, err
-		}
+	prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
+	if err != nil {
+		return nil, err
+	}
+	trainProg, evalProg := prep.Train, prep.Eval
+	res.Converted, res.Linears = prep.Report.Converted(), len(prep.Report.Layers)
+	if recipe == nil {
 		res.Linears = 4*cfg.layers + 1
+	}
+	if cfg.dump && recipe != nil {
+		fmt.Fprintf(w, "== compiled %s training graph ==\n", recipes.PrecisionName(precision))
+		if err := m.g.WriteText(w, outs...); err != nil {
+			return nil, err
+		}
+		fmt.Fprint(w, prep.Report)
 	}
 	params, err := optim.Bind(store, trainProg, m.b.Params(), m.grads)
 	if err != nil {
@@ -148,126 +144,72 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 		return nil, err
 	}
 	res.StateBytes = ms.StateBytes
-	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
-	pos := make([]int32, cfg.block)
-	for i := range pos {
-		pos[i] = int32(i)
-	}
-	for _, p := range []*graph.Program{trainProg, evalProg} {
-		if err := p.FeedInt32(m.pos, pos); err != nil {
-			return nil, err
-		}
+	if err := feedPositions(cfg, m, trainProg, evalProg); err != nil {
+		return nil, err
 	}
 	tb := newBatcher(train, cfg.batch, cfg.block, cfg.seed)
-	ckptPath := func(dir string) string { return filepath.Join(dir, "gpt-"+precision+".safetensors") }
 	// The model key names the vocabulary itself (its characters' CRC-32C),
 	// so a checkpoint of another corpus with as many characters is refused.
-	ckptMeta := map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d/%08x", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes), voc.checksum()), "recipe": res.Recipe}
-	saveCkpt := func(dir string) error {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("-save: %w", err)
-		}
-		b, err := tb.src.MarshalBinary()
-		if err != nil {
-			return err
-		}
-		return checkpoint.Save(ckptPath(dir), &checkpoint.State{Store: store, Optimizer: opt, Step: trainProg.Step(), RNG: map[string][]byte{"batches": b}, Meta: ckptMeta})
-	}
-	first := 0
-	if cfg.resumeDir != "" {
-		st := &checkpoint.State{Store: store, Optimizer: opt, RNG: map[string][]byte{"batches": nil}, Meta: ckptMeta}
-		if err := checkpoint.Load(ckptPath(cfg.resumeDir), st); err != nil {
-			return nil, fmt.Errorf("-resume: %w", err)
-		}
-		if st.Unverified {
-			fmt.Fprintf(os.Stderr, "gpt: note: %s was saved without checksums; its data could not be verified\n", ckptPath(cfg.resumeDir))
-		}
-		if err := tb.src.UnmarshalBinary(st.RNG["batches"]); err != nil {
-			return nil, fmt.Errorf("-resume: %w", err)
-		}
-		trainProg.SetStep(st.Step)
-		first = int(st.Step)
-	}
-	end := cfg.iters
+	ckpt := &trainloop.Checkpoint{Name: "gpt-" + precision, Store: store, Opt: opt, Prog: trainProg,
+		RNG: map[string]trainloop.RNG{"batches": tb.src}, Notes: os.Stderr,
+		Meta: map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d/%08x", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes), voc.checksum()), "recipe": res.Recipe}}
+	estimate := func(data []int32, seed uint64) (float64, error) { return estimateLoss(cfg, m, evalProg, data, seed) }
+	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
+	l := &trainloop.Loop{Name: "gpt: " + precision, Total: cfg.iters, End: cfg.iters, Unit: "iteration",
+		Hint: fmt.Sprintf("learning rate %g too high?", cfg.lr)}
 	if cfg.stopAfter > 0 {
-		end = min(end, cfg.stopAfter)
+		l.End = min(l.End, cfg.stopAfter)
 	}
-	estimate := func(data []int32, seed uint64) (float64, error) {
-		eb := newBatcher(data, cfg.batch, cfg.block, seed)
-		var sum float64
-		for i := 0; i < cfg.evalBatches; i++ {
-			eb.next()
-			if err := evalProg.FeedInt32(m.ids, eb.x); err != nil {
-				return 0, err
-			}
-			if err := evalProg.FeedInt32(m.labels, eb.y); err != nil {
-				return 0, err
-			}
-			if err := evalProg.Run(); err != nil {
-				return 0, err
-			}
-			l, _ := evalProg.Scalar(m.loss)
-			sum += float64(l)
-		}
-		return sum / float64(cfg.evalBatches), nil
-	}
-	var bar *progressbar.ProgressBar
-	if cfg.progress {
-		bar = progressbar.NewOptions(cfg.iters, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("iters"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	}
-	var busy time.Duration
-	for it := first; it < end; it++ {
-		tb.next()
-		start := time.Now()
-		if err := trainProg.FeedInt32(m.ids, tb.x); err != nil {
+	if cfg.resumeDir != "" {
+		if l.First, err = ckpt.Resume(cfg.resumeDir); err != nil {
 			return nil, err
+		}
+	}
+	if cfg.saveDir != "" {
+		l.Save, l.SaveEvery = func() error { return ckpt.Save(cfg.saveDir) }, cfg.saveEvery
+	}
+	l.Batch = func(int) error { tb.next(); return nil }
+	l.Step = func(it int) (float32, error) {
+		if err := trainProg.FeedInt32(m.ids, tb.x); err != nil {
+			return 0, err
 		}
 		if err := trainProg.FeedInt32(m.labels, tb.y); err != nil {
-			return nil, err
+			return 0, err
 		}
 		if err := trainProg.Run(); err != nil {
-			return nil, err
+			return 0, err
 		}
 		optim.ClipGradNorm(params, 1)
 		opt.Step(sched.LR(it))
-		busy += time.Since(start)
-		l, _ := trainProg.Scalar(m.loss)
-		if math.IsNaN(float64(l)) {
-			return nil, fmt.Errorf("iteration %d: the loss is NaN", it)
-		}
-		res.Losses = append(res.Losses, l)
-		if bar != nil {
-			if it%10 == 0 {
-				bar.Describe(fmt.Sprintf("%s loss %.3f", precision, l))
+		return trainProg.Scalar(m.loss)
+	}
+	l.Diagnose = func() string { return trainloop.Diagnosis(params, store) }
+	l.Describe = func(_ int, loss float32) string { return fmt.Sprintf("%s loss %.3f", precision, loss) }
+	switch {
+	case cfg.progress:
+		l.Progress = os.Stderr
+	case !cfg.json && cfg.evalEvery > 0:
+		l.After = func(it int, loss float32) error {
+			if (it+1)%cfg.evalEvery != 0 || it+1 >= cfg.iters {
+				return nil
 			}
-			_ = bar.Add(1)
-		}
-		if cfg.saveDir != "" && cfg.saveEvery > 0 && (it+1)%cfg.saveEvery == 0 && it+1 < end {
-			if err := saveCkpt(cfg.saveDir); err != nil {
-				return nil, err
-			}
-		}
-		if !cfg.json && !cfg.progress && cfg.evalEvery > 0 && (it+1)%cfg.evalEvery == 0 && it+1 < cfg.iters {
 			v, err := estimate(val, 99)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			fmt.Fprintf(w, "%s iter %5d  train loss %.4f  val loss %.4f\n", precision, it+1, l, v)
+			fmt.Fprintf(w, "%s iter %5d  train loss %.4f  val loss %.4f\n", precision, it+1, loss, v)
+			return nil
 		}
+	case !cfg.json:
+		l.Lines, l.LineEvery = os.Stderr, 5*time.Second
 	}
-	if bar != nil {
-		_ = bar.Finish()
+	st, err := l.Run()
+	if err != nil {
+		return nil, err
 	}
-	if cfg.saveDir != "" {
-		if err := saveCkpt(cfg.saveDir); err != nil {
-			return nil, err
-		}
-	}
-	if first >= end {
-		return nil, fmt.Errorf("-resume: the checkpoint is at iteration %d, nothing left to train", first)
-	}
-	res.MsPerIter = float64(busy.Microseconds()) / 1000 / float64(end-first)
+	res.Losses = st.Losses
+	res.Iters, res.Planned, res.Ran = st.End, l.Total, st.Ran()
+	res.MsPerIter = st.MsPerStep()
 	res.TokensPerS = float64(cfg.batch*cfg.block) / (res.MsPerIter / 1000)
 	if res.TrainLoss, err = estimate(train, 98); err != nil {
 		return nil, err
@@ -283,6 +225,42 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 	return res, nil
 }
 
+// feedPositions feeds the position ids 0…block-1 to programs of a model.
+func feedPositions(cfg config, m *model, progs ...*graph.Program) error {
+	pos := make([]int32, cfg.block)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	for _, p := range progs {
+		if err := p.FeedInt32(m.pos, pos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// estimateLoss is the mean loss of the evaluation program over
+// cfg.evalBatches random windows of data, drawn from seed.
+func estimateLoss(cfg config, m *model, evalProg *graph.Program, data []int32, seed uint64) (float64, error) {
+	eb := newBatcher(data, cfg.batch, cfg.block, seed)
+	var sum float64
+	for i := 0; i < cfg.evalBatches; i++ {
+		eb.next()
+		if err := evalProg.FeedInt32(m.ids, eb.x); err != nil {
+			return 0, err
+		}
+		if err := evalProg.FeedInt32(m.labels, eb.y); err != nil {
+			return 0, err
+		}
+		if err := evalProg.Run(); err != nil {
+			return 0, err
+		}
+		l, _ := evalProg.Scalar(m.loss)
+		sum += float64(l)
+	}
+	return sum / float64(cfg.evalBatches), nil
+}
+
 // sample generates n characters, starting from the first context-length
 // window of the validation text, at temperature 0.8, with a batch-1
 // program that shares the trained parameters.
@@ -291,21 +269,12 @@ func sample(cfg config, voc *vocab, store *graph.Store, recipe fp8.Recipe, promp
 	if err != nil {
 		return "", err
 	}
-	var p *graph.Program
-	if recipe != nil {
-		prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{m.logits}})
-		if err != nil {
-			return "", err
-		}
-		p = prep.Eval
-	} else if p, err = graph.Compile(m.g, store, graph.Options{}, m.logits); err != nil {
+	prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{m.logits}})
+	if err != nil {
 		return "", err
 	}
-	pos := make([]int32, cfg.block)
-	for i := range pos {
-		pos[i] = int32(i)
-	}
-	if err := p.FeedInt32(m.pos, pos); err != nil {
+	p := prep.Eval
+	if err := feedPositions(cfg, m, p); err != nil {
 		return "", err
 	}
 	ctx := append([]int32(nil), prompt[:cfg.block]...)

@@ -268,7 +268,11 @@ func printSummary(w io.Writer, results []*result) {
 	defer func() {
 		for _, r := range results {
 			if r.Memory != nil {
-				fmt.Fprintf(w, "%s optimizer memory per parameter: weights %.0f B, gradients %.0f B, states %.0f B (%s)\n", r.Precision, r.Memory.WeightBytes, r.Memory.GradBytes, r.Memory.StateBytes, r.Memory.StatesString())
+				shared := ""
+				if r.Ranks > 1 && r.AllGatherBytes > 0 {
+					shared = fmt.Sprintf("; sharded: each of the %d ranks keeps about 1/%d of the parameters", r.Ranks, r.Ranks)
+				}
+				fmt.Fprintf(w, "%s optimizer memory per parameter: weights %.0f B, gradients %.0f B, states %.0f B (%s)%s\n", r.Precision, r.Memory.WeightBytes, r.Memory.GradBytes, r.Memory.StateBytes, r.Memory.StatesString(), shared)
 			}
 		}
 	}()
@@ -278,6 +282,9 @@ func printSummary(w io.Writer, results []*result) {
 			conv = "-"
 		}
 		fmt.Fprintf(w, "%-9s %-16s %8.2f%% %10.4f %8.1f %6d  %s\n", r.Precision, r.Recipe, 100*r.TestAccuracy, r.FinalLoss, r.MsPerStep, r.Steps, conv)
+		if r.Ran != r.Steps || r.Steps != r.Planned {
+			fmt.Fprintf(w, "          ran steps %d–%d of %d; final loss: mean of steps %d–%d\n", r.Steps-r.Ran+1, r.Steps, r.Planned, r.LossFrom+1, r.LossTo)
+		}
 		for _, k := range r.Kept {
 			fmt.Fprintf(w, "          kept float32: %s\n", k)
 		}

@@ -160,8 +160,35 @@ func TestFSDPFlag(t *testing.T) {
 	total := 4*(784*64+64+64*64+64+64*10+10) - 3*64*64
 	require.Equal(t, float64(total), s["allgather_bytes_per_step"])
 	require.Greater(t, s["test_accuracy"].(float64), 0.7)
-	cfg.batch = 63
-	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-fsdp")
+	cfg.batch, cfg.fsdp = 1, 2
+	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-fsdp 2: the batch of 1 leaves ranks without rows")
+}
+
+// A batch that does not split evenly over the ranks (64 rows over 3: 22,
+// 21, 21) trains as one process does on the whole batch: each rank's
+// gradients and loss are weighted by its rows.
+func TestUnevenSplits(t *testing.T) {
+	train, test, err := mnist.Load("")
+	require.NoError(t, err)
+	train = train.Subset(640)
+	base := config{precision: "fp32", recipe: "te", epochs: 1, batch: 64, hidden: []int{32}, lr: 3e-3, weightDecay: 0.01, seed: 5}
+	one, err := trainOne(base, "fp32", train, test)
+	require.NoError(t, err)
+	for _, mut := range []func(*config){func(c *config) { c.fsdp = 3 }, func(c *config) { c.dp = 3 }} {
+		cfg := base
+		mut(&cfg)
+		r, err := trainOne(cfg, "fp32", train, test)
+		require.NoError(t, err)
+		require.Equal(t, 3, r.Ranks)
+		require.Len(t, r.Losses, len(one.Losses))
+		for i := range one.Losses {
+			require.InEpsilon(t, one.Losses[i], r.Losses[i], 1e-5, "step %d", i)
+		}
+	}
+	require.Equal(t, shard{0, 22, 64}, shardOf(64, 3, 0))
+	require.Equal(t, shard{22, 43, 64}, shardOf(64, 3, 1))
+	require.Equal(t, shard{43, 64, 64}, shardOf(64, 3, 2))
+	require.Equal(t, shard{32, 64, 64}, shardOf(64, 2, 1))
 }
 
 // MS-AMP O1 and O2 train on a subset in step with float32 AdamW and report

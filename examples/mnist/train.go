@@ -2,21 +2,19 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/data/mnist"
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/examples/internal/recipes"
+	"github.com/octetml/octet/examples/internal/trainloop"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
 
@@ -33,14 +31,20 @@ type result struct {
 	Recipe       string
 	TestAccuracy float64
 	FinalLoss    float64
-	MsPerStep    float64
-	Steps        int
-	Converted    []string
-	Kept         []string  // "layer: why" for the layers the recipe kept float32
-	Losses       []float32 // per step
+	// LossFrom and LossTo are the steps FinalLoss averages: [from, to).
+	LossFrom, LossTo int
+	MsPerStep        float64
+	// Steps is the step the run reached (the schedule's end unless it
+	// stopped early), Planned the schedule's length, Ran the steps this
+	// process ran (fewer than Steps after a resume).
+	Steps, Planned, Ran int
+	Converted           []string
+	Kept                []string  // "layer: why" for the layers the recipe kept float32
+	Losses              []float32 // per step run
 	// With -fsdp: bytes all-gathered per step by each rank, and the part
-	// of them that is FP8 weights.
+	// of them that is FP8 weights; Ranks is the number of ranks.
 	AllGatherBytes, Float8AllGatherBytes int64
+	Ranks                                int
 	// Memory is the optimizer's storage per parameter value.
 	Memory *optim.MemoryStats
 	// With -dp and -recipe msamp: casts of MS-AMP's FP8 gradient
@@ -56,7 +60,8 @@ func (r *result) fields() map[string]any {
 	}
 	f := map[string]any{
 		"precision": r.Precision, "recipe": r.Recipe, "test_accuracy": r.TestAccuracy,
-		"final_loss": r.FinalLoss, "ms_per_step": r.MsPerStep, "steps": r.Steps, "converted_layers": conv,
+		"final_loss": r.FinalLoss, "final_loss_steps": []int{r.LossFrom, r.LossTo}, "ms_per_step": r.MsPerStep,
+		"steps": r.Steps, "planned_steps": r.Planned, "steps_run": r.Ran, "converted_layers": conv,
 	}
 	if r.Memory != nil {
 		f["optimizer_state_bytes_per_param"] = r.Memory.StateBytes
@@ -71,6 +76,16 @@ func (r *result) fields() map[string]any {
 		f["fp8_allgather_bytes_per_step"] = r.Float8AllGatherBytes
 	}
 	return f
+}
+
+// record fills the step counts, timing and final loss from a loop.
+func (r *result) record(l *trainloop.Loop, st trainloop.Stats) {
+	r.Losses = st.Losses
+	r.Steps, r.Planned, r.Ran = st.End, l.Total, st.Ran()
+	r.MsPerStep = st.MsPerStep()
+	r.FinalLoss = recipes.MeanTail(st.Losses, 100)
+	r.LossTo = st.End
+	r.LossFrom = st.End - min(100, len(st.Losses))
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
@@ -91,8 +106,7 @@ func buildModel(cfg config, batch int, withLoss bool) (*model, error) {
 	m := &model{g: graph.New()}
 	m.b = nn.NewBuilder(m.g)
 	m.x = m.g.Input("x", graph.Float32, batch, mnist.Pixels)
-	sizes := append(append([]int{mnist.Pixels}, cfg.hidden...), 10)
-	mlp, err := nn.NewMLP(m.b, "mlp", sizes, nn.ReLU, nn.Dropout{})
+	mlp, err := nn.NewMLP(m.b, "mlp", cfg.sizes(), nn.ReLU, nn.Dropout{})
 	if err != nil {
 		return nil, err
 	}
@@ -109,196 +123,230 @@ func buildModel(cfg config, batch int, withLoss bool) (*model, error) {
 	return m, m.g.Err()
 }
 
+// sizes lists the layer widths, input to output.
+func (c config) sizes() []int { return append(append([]int{mnist.Pixels}, c.hidden...), 10) }
+
 // trainOne trains and evaluates one precision.
 func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, error) {
-	if cfg.fsdp > 0 || cfg.mpiComm != nil {
-		return trainFSDP(cfg, precision, train, test, cfg.mpiComm)
-	}
-	if cfg.dp > 0 {
-		r, err := trainDP(cfg, precision, train, test)
-		if r != nil {
-			rec, _ := cfg.recipeFor(precision)
-			_, r.dp = rec.(fp8.MSAMPRecipe)
-		}
-		return r, err
-	}
-	tm, err := buildModel(cfg, cfg.batch, true)
-	if err != nil {
-		return nil, err
-	}
-	em, err := buildModel(cfg, evalBatch, false)
-	if err != nil {
-		return nil, err
-	}
-	store := graph.NewStore()
-	if err := tm.b.Init(store, cfg.seed); err != nil {
-		return nil, err
-	}
 	recipe, err := cfg.recipeFor(precision)
 	if err != nil {
 		return nil, err
 	}
-	res := &result{Precision: precision, Recipe: recipes.Label(recipe)}
-	var trainProg, evalProg *graph.Program
-	if recipe != nil {
-		prep, err := passes.Prepare(tm.g, store, passes.Config{Recipe: recipe, TrainOutputs: tm.trainOf})
-		if err != nil {
-			return nil, err
-		}
-		trainProg, res.Converted, res.Kept = prep.Train, prep.Report.Converted(), keptLayers(prep.Report)
-		eprep, err := passes.Prepare(em.g, store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{em.logits}})
-		if err != nil {
-			return nil, err
-		}
-		evalProg = eprep.Eval
-	} else {
-		if trainProg, err = graph.Compile(tm.g, store, graph.Options{Training: true}, tm.trainOf...); err != nil {
-			return nil, err
-		}
-		if evalProg, err = graph.Compile(em.g, store, graph.Options{}, em.logits); err != nil {
-			return nil, err
-		}
+	switch {
+	case cfg.fsdp > 0 || cfg.mpiComm != nil:
+		return trainFSDP(cfg, precision, recipe, train, test)
+	case cfg.dp > 0:
+		return trainDP(cfg, precision, recipe, train, test)
 	}
-	params, err := optim.Bind(store, trainProg, tm.params, tm.grads)
+	rep, err := newReplica(cfg, recipe, cfg.batch, nil)
 	if err != nil {
 		return nil, err
 	}
-	opt, ms, err := recipes.Optimizer(recipe, params, float32(cfg.weightDecay), nil)
+	res := rep.result(precision, recipe)
+	opt, ms, err := recipes.Optimizer(recipe, rep.params, float32(cfg.weightDecay), nil)
 	if err != nil {
 		return nil, err
 	}
 	res.Memory = &ms
-	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed)
+	ckpt := &trainloop.Checkpoint{Name: "mnist-" + precision, Store: rep.store, Opt: opt, Prog: rep.prog, Meta: cfg.checkpointMeta(res.Recipe, ""), Notes: os.Stderr}
+	err = rep.train(cfg, train, res, shard{0, cfg.batch, cfg.batch}, nil, ckpt, func() error {
+		if err := rep.prog.Run(); err != nil {
+			return err
+		}
+		opt.Step(rep.lr)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	steps := cfg.epochs * loader.BatchesPerEpoch()
-	if steps == 0 {
-		return nil, fmt.Errorf("no training steps (epochs %d, batch %d, %d examples)", cfg.epochs, cfg.batch, train.Len())
-	}
-	ckpt := &checkpointer{store: store, opt: opt, loader: loader, prog: trainProg, name: "mnist-" + precision,
-		meta: map[string]string{"model": fmt.Sprintf("mlp %v", append(append([]int{mnist.Pixels}, cfg.hidden...), 10)), "recipe": res.Recipe}}
-	first := 0
-	if cfg.resumeDir != "" {
-		if first, err = ckpt.resume(cfg.resumeDir); err != nil {
-			return nil, err
-		}
-		if first > steps {
-			return nil, fmt.Errorf("-resume: the checkpoint is at step %d, past the %d steps of this run", first, steps)
-		}
-	}
-	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, steps/10), Total: steps}
-	var bar *progressbar.ProgressBar
-	if cfg.progress {
-		bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(os.Stderr),
-			progressbar.OptionShowIts(), progressbar.OptionSetItsString("steps"),
-			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
-	}
-	xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
-	res.Losses = make([]float32, 0, steps)
-	var busy time.Duration
-	end := steps
-	if cfg.stopAfter > 0 {
-		end = min(end, cfg.stopAfter)
-	}
-	lastLine := time.Now()
-	for step := first; step < end; step++ {
-		loader.Next(xb, yb)
-		start := time.Now()
-		if err := trainProg.FeedFloat32(tm.x, xb); err != nil {
-			return nil, err
-		}
-		if err := trainProg.FeedInt32(tm.y, yb); err != nil {
-			return nil, err
-		}
-		if err := trainProg.Run(); err != nil {
-			return nil, err
-		}
-		opt.Step(sched.LR(step))
-		busy += time.Since(start)
-		l, _ := trainProg.Scalar(tm.loss)
-		if err := checkLoss(step, l, cfg.lr); err != nil {
-			return nil, err
-		}
-		res.Losses = append(res.Losses, l)
-		if cfg.saveDir != "" && cfg.saveEvery > 0 && (step+1)%cfg.saveEvery == 0 && step+1 < end {
-			if err := ckpt.save(cfg.saveDir); err != nil {
-				return nil, err
-			}
-		}
-		if bar != nil {
-			if step%20 == 0 {
-				bar.Describe(fmt.Sprintf("%s epoch %d/%d loss %.4f", precision, loader.Epoch()+1, cfg.epochs, l))
-			}
-			_ = bar.Add(1)
-		} else if !cfg.json && time.Since(lastLine) >= progressEvery {
-			// Not a terminal: a plain line every few seconds instead of
-			// silence.
-			fmt.Fprintf(os.Stderr, "mnist: %s epoch %d/%d step %d/%d loss %.4f\n", precision, loader.Epoch()+1, cfg.epochs, step+1, steps, l)
-			lastLine = time.Now()
-		}
-	}
-	if bar != nil {
-		_ = bar.Finish()
-	}
-	if cfg.saveDir != "" {
-		if err := ckpt.save(cfg.saveDir); err != nil {
-			return nil, err
-		}
-	}
-	res.Steps = steps
-	res.MsPerStep = float64(busy.Microseconds()) / 1000 / float64(max(1, end-first))
-	if len(res.Losses) == 0 {
-		return nil, fmt.Errorf("-resume: the checkpoint is at step %d, nothing left to train", first)
-	}
-	res.FinalLoss = recipes.MeanTail(res.Losses, 100)
-	res.TestAccuracy, err = evaluate(evalProg, em, test)
-	return res, err
+	return res, rep.evaluate(cfg, recipe, res, test)
 }
 
-// checkpointer saves and restores one run: parameters, FP8 state,
-// optimizer, step and the loader's position.
-type checkpointer struct {
+// checkpointMeta is what a checkpoint records of the run, so that a
+// resume into another model or recipe is refused.
+func (c config) checkpointMeta(recipe, extra string) map[string]string {
+	return map[string]string{"model": fmt.Sprintf("mlp %v%s", c.sizes(), extra), "recipe": recipe}
+}
+
+// shard is the rows [lo, hi) of each global batch of size of that one
+// rank trains on.
+type shard struct{ lo, hi, of int }
+
+// shardOf splits a global batch over n ranks: the first batch%n ranks take
+// one row more than the others.
+func shardOf(batch, n, rank int) shard {
+	q, r := batch/n, batch%n
+	lo := rank*q + min(rank, r)
+	hi := lo + q
+	if rank < r {
+		hi++
+	}
+	return shard{lo, hi, batch}
+}
+
+// even reports whether every rank of n has the same rows.
+func (s shard) even(n int) bool { return s.of%n == 0 }
+
+// weight is the rank's share of a gradient or loss average over n ranks
+// whose terms are averaged with equal weights: rows·n/batch (1 when the
+// split is even).
+func (s shard) weight(n int) float32 { return float32(s.hi-s.lo) * float32(n) / float32(s.of) }
+
+// replica is one process's (or one rank's) model, store, compiled
+// training program and optimizer parameters.
+type replica struct {
+	m      *model
 	store  *graph.Store
-	opt    optim.Stateful
-	loader *mnist.Loader
 	prog   *graph.Program
-	name   string
-	meta   map[string]string
+	report passes.Report
+	params []optim.Param
+	lr     float32 // the learning rate of the step being run
+	// resumed, if set, runs after a checkpoint has been loaded.
+	resumed func() error
 }
 
-func (c *checkpointer) path(dir string) string { return filepath.Join(dir, c.name+".safetensors") }
-
-func (c *checkpointer) save(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("-save: %w", err)
+// newReplica builds the model for a batch of rows, initialises its
+// parameters (the same values on every rank) and compiles the training
+// program through Prepare, with extra passes (FSDP sharding) after the
+// recipe's.
+func newReplica(cfg config, recipe fp8.Recipe, rows int, extra func(m *model, store *graph.Store) []passes.Pass) (*replica, error) {
+	if rows < 1 {
+		return nil, fmt.Errorf("a rank with no rows of the batch of %d", cfg.batch)
 	}
-	lb, err := c.loader.MarshalBinary()
+	m, err := buildModel(cfg, rows, true)
+	if err != nil {
+		return nil, err
+	}
+	r := &replica{m: m, store: graph.NewStore()}
+	if err := m.b.Init(r.store, cfg.seed); err != nil {
+		return nil, err
+	}
+	pc := passes.Config{Recipe: recipe, TrainOutputs: m.trainOf}
+	if extra != nil {
+		pc.Passes = extra(m, r.store)
+	}
+	prep, err := passes.Prepare(m.g, r.store, pc)
+	if err != nil {
+		return nil, err
+	}
+	r.prog, r.report = prep.Train, prep.Report
+	if extra != nil {
+		return r, nil // sharded: the caller's driver owns the parameters
+	}
+	if r.params, err = optim.Bind(r.store, r.prog, m.params, m.grads); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// result starts a run's result with what the conversion did.
+func (r *replica) result(precision string, recipe fp8.Recipe) *result {
+	return &result{Precision: precision, Recipe: recipes.Label(recipe), Converted: r.report.Converted(), Kept: keptLayers(r.report), Ranks: 1}
+}
+
+// train runs the schedule on this replica: each step feeds the replica's
+// rows of the global batch, runs update (program and optimizer), and with comm
+// averages the loss over the ranks. It fills res.
+func (r *replica) train(cfg config, train *mnist.Set, res *result, rows shard, comm dist.Communicator, ckpt *trainloop.Checkpoint, update func() error) error {
+	loader, err := mnist.NewLoader(train, cfg.batch, true, cfg.seed) // every rank draws the same global batches
 	if err != nil {
 		return err
 	}
-	return checkpoint.Save(c.path(dir), &checkpoint.State{Store: c.store, Optimizer: c.opt, Step: c.prog.Step(),
-		RNG: map[string][]byte{"loader": lb}, Meta: c.meta})
+	total := cfg.epochs * loader.BatchesPerEpoch()
+	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 50, Warmup: min(200, total/10), Total: total}
+	l := &trainloop.Loop{Name: "mnist: " + res.Precision, Total: total, End: total, Unit: "step",
+		Hint: fmt.Sprintf("learning rate %g too high?", cfg.lr)}
+	if cfg.stopAfter > 0 {
+		l.End = min(total, cfg.stopAfter)
+	}
+	if ckpt != nil {
+		ckpt.RNG = map[string]trainloop.RNG{"loader": loader}
+		if cfg.resumeDir != "" {
+			if l.First, err = ckpt.Resume(cfg.resumeDir); err != nil {
+				return err
+			}
+			if r.resumed != nil {
+				if err := r.resumed(); err != nil {
+					return err
+				}
+			}
+		}
+		if cfg.saveDir != "" {
+			l.Save, l.SaveEvery = func() error { return ckpt.Save(cfg.saveDir) }, cfg.saveEvery
+		}
+	}
+	if err := l.Check(); err != nil {
+		return err
+	}
+	xb, yb := make([]float32, cfg.batch*mnist.Pixels), make([]int32, cfg.batch)
+	xs, ys := xb[rows.lo*mnist.Pixels:rows.hi*mnist.Pixels], yb[rows.lo:rows.hi]
+	lossBuf := make([]float32, 1)
+	n := 1
+	if comm != nil {
+		n = comm.Size()
+	}
+	wLoss := rows.weight(n)
+	l.Batch = func(int) error { loader.Next(xb, yb); return nil }
+	l.Step = func(step int) (float32, error) {
+		if err := r.prog.FeedFloat32(r.m.x, xs); err != nil {
+			return 0, err
+		}
+		if err := r.prog.FeedInt32(r.m.y, ys); err != nil {
+			return 0, err
+		}
+		r.lr = sched.LR(step)
+		if err := update(); err != nil {
+			return 0, err
+		}
+		loss, err := r.prog.Scalar(r.m.loss)
+		if err != nil || comm == nil {
+			return loss, err
+		}
+		// The global batch's mean loss: an even split sums and divides,
+		// an uneven one weights each rank by its rows.
+		lossBuf[0] = loss
+		if !rows.even(n) {
+			lossBuf[0] *= wLoss
+		}
+		if err := comm.AllReduceF32(lossBuf, dist.Sum); err != nil {
+			return 0, err
+		}
+		return lossBuf[0] / float32(n), nil
+	}
+	l.Diagnose = func() string { return trainloop.Diagnosis(r.params, r.store) }
+	if cfg.progress && (comm == nil || comm.Rank() == 0) {
+		l.Progress = os.Stderr
+	} else if !cfg.json && (comm == nil || comm.Rank() == 0) {
+		l.Lines, l.LineEvery = os.Stderr, progressEvery
+	}
+	l.Describe = func(step int, loss float32) string {
+		return fmt.Sprintf("epoch %d/%d loss %.4f", loader.Epoch()+1, cfg.epochs, loss)
+	}
+	st, err := l.Run()
+	if err != nil {
+		return err
+	}
+	res.record(l, st)
+	return nil
 }
 
-// resume loads the checkpoint and returns the step to continue from.
-func (c *checkpointer) resume(dir string) (int, error) {
-	st := &checkpoint.State{Store: c.store, Optimizer: c.opt, RNG: map[string][]byte{"loader": nil}, Meta: c.meta}
-	if err := checkpoint.Load(c.path(dir), st); err != nil {
-		return 0, fmt.Errorf("-resume: %w", err)
+// evaluate compiles the evaluation program on the replica's store (the
+// trained parameters) and fills res.TestAccuracy.
+func (r *replica) evaluate(cfg config, recipe fp8.Recipe, res *result, test *mnist.Set) error {
+	em, err := buildModel(cfg, evalBatch, false)
+	if err != nil {
+		return err
 	}
-	if st.Unverified {
-		fmt.Fprintf(os.Stderr, "mnist: note: %s was saved without checksums; its data could not be verified\n", c.path(dir))
+	prep, err := passes.Prepare(em.g, r.store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{em.logits}})
+	if err != nil {
+		return err
 	}
-	if err := c.loader.UnmarshalBinary(st.RNG["loader"]); err != nil {
-		return 0, fmt.Errorf("-resume: %w", err)
-	}
-	c.prog.SetStep(st.Step)
-	return int(st.Step), nil
+	res.TestAccuracy, err = accuracy(prep.Eval, em, test)
+	return err
 }
 
-// evaluate returns the accuracy on the test set.
-func evaluate(p *graph.Program, m *model, test *mnist.Set) (float64, error) {
+// accuracy returns the accuracy on the test set.
+func accuracy(p *graph.Program, m *model, test *mnist.Set) (float64, error) {
 	correct, total := 0, 0
 	for start := 0; start+evalBatch <= test.Len(); start += evalBatch {
 		if err := p.FeedFloat32(m.x, test.Images[start*mnist.Pixels:(start+evalBatch)*mnist.Pixels]); err != nil {
@@ -326,15 +374,6 @@ func evaluate(p *graph.Program, m *model, test *mnist.Set) (float64, error) {
 		return 0, fmt.Errorf("the test set has fewer than %d images", evalBatch)
 	}
 	return float64(correct) / float64(total), nil
-}
-
-// checkLoss stops training at a loss that is not finite (every rank of a
-// parallel run sees the same reduced loss, so all stop together).
-func checkLoss(step int, l float32, lr float64) error {
-	if l != l || math.IsInf(float64(l), 0) {
-		return fmt.Errorf("step %d: the loss is %v (learning rate %g too high?)", step, l, lr)
-	}
-	return nil
 }
 
 // keptLayers says, for each layer a conversion left in float32, why.
