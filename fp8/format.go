@@ -3,6 +3,8 @@ package fp8
 import (
 	"fmt"
 	"math"
+
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // Format is an 8-bit floating-point format.
@@ -27,12 +29,9 @@ type formatInfo struct {
 	infCode uint8 // 0 when the format has no infinity
 	max     float32
 
-	// Encoder constants, set by init (see encodeAbs).
-	minNormBits uint32  // float32 bits of the smallest normal FP8 value
-	magic       float32 // 2^(emin − mbits + 23): its ulp is the subnormal quantum
-	magicBits   uint32
-	shift       uint32 // 23 − mbits
-	expOffset   uint32 // (127 − bias) << mbits
+	// cast holds the rounding cast's constants and the decode table,
+	// shared with the vector kernels; set by init.
+	cast *kernels.FP8Cast
 }
 
 var formats = [...]formatInfo{
@@ -40,24 +39,15 @@ var formats = [...]formatInfo{
 	E5M2: {name: "E5M2", mbits: 2, bias: 15, maxCode: 0x7B, nanCode: 0x7E, infCode: 0x7C, max: 57344},
 }
 
-var decodeTables [2][256]float32
-
 func init() {
 	for f := range formats {
 		fi := &formats[f]
-		emin := 1 - fi.bias
-		fi.minNormBits = math.Float32bits(float32(math.Ldexp(1, emin)))
-		fi.magic = float32(math.Ldexp(1, emin-int(fi.mbits)+23))
-		fi.magicBits = math.Float32bits(fi.magic)
-		fi.shift = 23 - uint32(fi.mbits)
-		fi.expOffset = uint32(127-fi.bias) << fi.mbits
-	}
-	for f := range formats {
-		for c := 0; c < 256; c++ {
-			decodeTables[f][c] = Format(f).decodeSlow(uint8(c))
-		}
+		fi.cast = kernels.NewFP8Cast(f, int(fi.mbits), fi.bias, fi.maxCode, fi.nanCode, Format(f).decodeSlow)
 	}
 }
+
+// decodeTable returns the exact float32 value of every code of f.
+func decodeTable(f Format) *[256]float32 { return &formats[f].cast.Decode }
 
 // decodeSlow evaluates the format's definition for one code.
 func (f Format) decodeSlow(b uint8) float32 {
@@ -111,10 +101,10 @@ func (f Format) IsNaN(b uint8) bool {
 }
 
 // Decode returns the exact float32 value of code b.
-func (f Format) Decode(b uint8) float32 { return decodeTables[f][b] }
+func (f Format) Decode(b uint8) float32 { return formats[f].cast.Decode[b] }
 
 // DecodeTable returns the 256-entry decode table of the format.
-func (f Format) DecodeTable() *[256]float32 { return &decodeTables[f] }
+func (f Format) DecodeTable() *[256]float32 { return decodeTable(f) }
 
 // Encode rounds x to the nearest FP8 value, ties to even, saturating:
 // finite values beyond the format's range and ±inf become ±max, NaN stays
@@ -134,7 +124,7 @@ func (f Format) encode(x float32, sat bool) uint8 {
 	if abs > 0x7F800000 { // NaN
 		return sign | fi.nanCode
 	}
-	c := fi.encodeAbs(abs)
+	c := fi.cast.EncodeAbs(abs)
 	if c <= uint32(fi.maxCode) {
 		return sign | uint8(c)
 	}
@@ -146,23 +136,4 @@ func (f Format) encode(x float32, sat bool) uint8 {
 	default:
 		return sign | fi.nanCode
 	}
-}
-
-// encodeAbs rounds the non-NaN magnitude with float32 bits abs to the
-// nearest FP8 code, ties to even. A result above maxCode means overflow
-// (infinity included).
-//
-// Below the smallest normal, adding a magic constant whose ulp is the
-// subnormal quantum lets the FPU round to nearest even, and the number of
-// quanta is the code. Above it, the FP8 code is the float32 bit pattern
-// with the exponent rebiased and the mantissa cut to mbits bits; adding
-// half an ulp minus one, plus the kept lsb, before the cut rounds to
-// nearest even, and a mantissa that carries over bumps the exponent as
-// it should.
-func (fi *formatInfo) encodeAbs(abs uint32) uint32 {
-	if abs < fi.minNormBits {
-		return math.Float32bits(math.Float32frombits(abs)+fi.magic) - fi.magicBits
-	}
-	r := abs + (1<<(fi.shift-1) - 1) + (abs>>fi.shift)&1
-	return r>>fi.shift - fi.expOffset
 }

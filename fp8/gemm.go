@@ -163,7 +163,7 @@ func (g *ScaledGEMM) prepareBF16(m, n, k int, a, b *Operand) (ep kernels.Epilogu
 		o   *Operand
 		row bool
 	}{{&g.opA, a, true}, {&g.opB, b, false}} {
-		*x.dst = kernels.Operand{Codes: x.o.Codes, Table: &decodeTables[x.o.Format], Vector: true, Format: int(x.o.Format), Scale: 1}
+		*x.dst = kernels.Operand{Codes: x.o.Codes, Table: decodeTable(x.o.Format), Cast: formats[x.o.Format].cast, Scale: 1}
 		switch {
 		case x.o.AxisScaleInv != nil && x.row:
 			ep.Row = x.o.AxisScaleInv[:m]
@@ -225,18 +225,17 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 			}
 		}
 	}
-	tab := &decodeTables[o.Format]
 	if rowMajor {
 		for i := 0; i < outer; i++ {
 			for bi := 0; bi < blocks; bi++ {
 				lo, hi := i*k+bi*BlockSize, i*k+min(k, (bi+1)*BlockSize)
-				decodeScaled(d[lo:hi], o.Codes[lo:hi], o.Format, tab, f[i*blocks+bi])
+				decodeScaled(d[lo:hi], o.Codes[lo:hi], o.Format, f[i*blocks+bi])
 			}
 		}
 	} else {
 		for p := 0; p < k; p++ {
 			row, codes := d[p*outer:(p+1)*outer], o.Codes[p*outer:(p+1)*outer]
-			decodeScaled(row, codes, o.Format, tab, 1)
+			decodeScaled(row, codes, o.Format, 1)
 			for i, v := range f[(p/BlockSize)*outer : (p/BlockSize+1)*outer] {
 				row[i] *= v
 			}
@@ -252,13 +251,9 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 }
 
 // decodeScaled writes dst[i] = decode(src[i])·scale (exact for a power of
-// two that keeps the values normal): the vector kernel where it can, the
-// table for the rest.
-func decodeScaled(dst []float32, src []uint8, f Format, tab *[256]float32, scale float32) {
-	done := kernels.DecodeFP8(int(f), dst, src, scale)
-	for i, c := range src[done:] {
-		dst[done+i] = tab[c] * scale
-	}
+// two that keeps the values normal).
+func decodeScaled(dst []float32, src []uint8, f Format, scale float32) {
+	kernels.DecodeFP8(formats[f].cast, dst, src, scale)
 }
 
 // zeroBlock reports whether MXFP8 block bi of outer index i holds only
@@ -276,22 +271,18 @@ func zeroBlock(codes []uint8, i, bi, outer, k int, rowMajor bool) bool {
 	return true
 }
 
-// predecode turns a vector-decodable FP8 operand into float32 in buf.
+// predecode turns an FP8 operand whose table is a scaled decode table
+// into float32 in buf, when the vector decode makes that cheaper than
+// decoding while packing.
 func predecode(op *kernels.Operand, buf *[]float32, size int) {
-	if !op.Vector || op.Codes == nil {
+	if op.Cast == nil || op.Codes == nil || !kernels.VectorDecode() || size < 16 {
 		return
 	}
 	if cap(*buf) < size {
 		*buf = make([]float32, size)
 	}
 	dst := (*buf)[:size]
-	done := kernels.DecodeFP8(op.Format, dst, op.Codes[:size], op.Scale)
-	if done == 0 && size >= 16 {
-		return // no vector kernel here: keep decoding while packing
-	}
-	for i, q := range op.Codes[done:size] {
-		dst[done+i] = op.Table[q]
-	}
+	kernels.DecodeFP8(op.Cast, dst, op.Codes[:size], op.Scale)
 	*op = kernels.Operand{F32: dst}
 }
 
@@ -304,7 +295,7 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, o *Opera
 		return
 	}
 	dst.Codes, dst.Table = o.Codes, tab
-	src := &decodeTables[o.Format]
+	src := decodeTable(o.Format)
 	switch {
 	case o.Block != nil:
 		blocks := (k + BlockSize - 1) / BlockSize
@@ -324,6 +315,6 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, o *Opera
 		for i, v := range src {
 			tab[i] = v * o.ScaleInv
 		}
-		dst.Vector, dst.Format, dst.Scale = true, int(o.Format), o.ScaleInv
+		dst.Cast, dst.Scale = formats[o.Format].cast, o.ScaleInv
 	}
 }

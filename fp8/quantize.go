@@ -9,27 +9,12 @@ import (
 
 // Amax returns max|x| over src, or NaN if src holds a NaN (so that a
 // non-finite step is seen and counted, rather than skipped).
-func Amax(src []float32) float32 {
-	// The largest bit pattern of |x| is the largest |x| (the integer
-	// order of non-negative floats is their order) and lies above +inf
-	// when any x is NaN; four running maxima (conditional moves) keep
-	// the loop free of branches and of a single dependency chain.
-	const abs = 1<<31 - 1
-	done, a0 := kernels.AmaxBits(src) // vector prefix, same result
-	src = src[done:]
-	var a1, a2, a3 uint32
-	for len(src) >= 4 {
-		a0 = max(a0, math.Float32bits(src[0])&abs)
-		a1 = max(a1, math.Float32bits(src[1])&abs)
-		a2 = max(a2, math.Float32bits(src[2])&abs)
-		a3 = max(a3, math.Float32bits(src[3])&abs)
-		src = src[4:]
-	}
-	for _, v := range src {
-		a0 = max(a0, math.Float32bits(v)&abs)
-	}
-	m := max(a0, a1, a2, a3)
-	if m > 0x7f800000 {
+func Amax(src []float32) float32 { return fromAmaxBits(kernels.AmaxBits(src)) }
+
+// fromAmaxBits turns the bits of max|x| from a kernel into the amax: NaN
+// for a NaN pattern.
+func fromAmaxBits(m uint32) float32 {
+	if m > 0x7F800000 {
 		return float32(math.NaN())
 	}
 	return math.Float32frombits(m)
@@ -52,9 +37,7 @@ func Quantize(dst []uint8, src []float32, f Format, scale float32) (float32, err
 
 // quantize is Quantize for callers that have checked the lengths.
 func quantize(dst []uint8, src []float32, f Format, scale float32) float32 {
-	dst = dst[:len(src)]
-	done, m := kernels.QuantizeFP8(int(f), dst, src, scale)
-	return quantizeTail(dst[done:], src[done:], f, scale, m)
+	return fromAmaxBits(kernels.QuantizeFP8(formats[f].cast, dst, src, scale))
 }
 
 // checkLen refuses a destination shorter than its source.
@@ -73,41 +56,6 @@ func checkFormat(op string, f Format) error {
 	return nil
 }
 
-// quantizeTail is the scalar cast loop, the twin of the vector kernel; m
-// is the amax bits of the part already cast.
-func quantizeTail(dst []uint8, src []float32, f Format, scale float32, m uint32) float32 {
-	fi := &formats[f]
-	// The encoder's constants in locals, so the loop keeps them in
-	// registers (this is encodeAbs, inlined by hand, plus the clamp).
-	maxCode, nanCode := uint32(fi.maxCode), uint32(fi.nanCode)
-	minNorm, magic, magicBits := fi.minNormBits, fi.magic, fi.magicBits
-	shift, off := fi.shift, fi.expOffset
-	half := uint32(1)<<(shift-1) - 1
-	// m is max |x| as bits: NaN patterns sort above +inf.
-	for i, v := range src {
-		if a := math.Float32bits(v) &^ (1 << 31); a > m {
-			m = a
-		}
-		y := math.Float32bits(v * scale)
-		ya := y &^ (1 << 31)
-		var c uint32
-		if ya < minNorm {
-			c = math.Float32bits(math.Float32frombits(ya)+magic) - magicBits
-		} else {
-			c = (ya+half+(ya>>shift)&1)>>shift - off
-		}
-		c = min(c, maxCode)
-		if ya > 0x7F800000 {
-			c = nanCode
-		}
-		dst[i] = uint8(y>>24)&0x80 | uint8(c)
-	}
-	if m > 0x7F800000 {
-		return float32(math.NaN())
-	}
-	return math.Float32frombits(m)
-}
-
 // Dequantize writes Decode(q)·scaleInv for every q in src to dst
 // (Transformer Engine's form). A dst shorter than src is an error, and
 // nothing is written.
@@ -118,12 +66,7 @@ func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) error {
 	if err := checkFormat("dequantize", f); err != nil {
 		return err
 	}
-	t := &decodeTables[f]
-	dst = dst[:len(src)]
-	done := kernels.DecodeFP8(int(f), dst, src, scaleInv) // vector prefix, same results
-	for i, q := range src[done:] {
-		dst[done+i] = t[q] * scaleInv
-	}
+	kernels.DecodeFP8(formats[f].cast, dst, src, scaleInv)
 	return nil
 }
 
@@ -249,7 +192,7 @@ func DequantizeAxiswise(dst []float32, src []uint8, scales []float32, rows, cols
 		"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), outer}}); err != nil {
 		return err
 	}
-	t := &decodeTables[f]
+	t := decodeTable(f)
 	for r := 0; r < rows; r++ {
 		row, out := src[r*cols:r*cols+cols], dst[r*cols:r*cols+cols]
 		for c, q := range row {
@@ -339,7 +282,7 @@ func DequantizeMX(dst []float32, src []uint8, scales []E8M0, rows, cols, axis in
 		"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), MXScaleCount(rows, cols, axis)}}); err != nil {
 		return err
 	}
-	t := &decodeTables[f]
+	t := decodeTable(f)
 	forEachBlock(rows, cols, axis, func(k, start, stride, n int) {
 		s := scales[k].Float32()
 		for i := 0; i < n; i++ {

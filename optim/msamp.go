@@ -40,24 +40,11 @@ func (t *FP16Tensor) Encode(src []float32) {
 // Decode writes the values to dst.
 func (t *FP16Tensor) Decode(dst []float32) { decode16(dst, t.Bits, t.Scale) }
 
-// encode16 stores src·scale as FP16 (round to nearest even), the
-// vector kernel doing the longest prefix it can with the same bits.
-func encode16(dst []uint16, src []float32, scale float32) {
-	dst = dst[:len(src)]
-	done := kernels.EncodeFP16(dst, src, scale)
-	for i, v := range src[done:] {
-		dst[done+i] = toFP16(v * scale)
-	}
-}
+// encode16 stores src·scale as FP16 (round to nearest even).
+func encode16(dst []uint16, src []float32, scale float32) { kernels.EncodeFP16(dst, src, scale) }
 
 // decode16 writes FP16 values divided by scale to dst.
-func decode16(dst []float32, src []uint16, scale float32) {
-	inv := 1 / scale
-	dst = dst[:len(src)]
-	for i, b := range src {
-		dst[i] = fp16Table[b] * inv
-	}
-}
+func decode16(dst []float32, src []uint16, scale float32) { kernels.DecodeFP16(dst, src, 1/scale) }
 
 // FP8Tensor is a tensor stored as FP8 E4M3 codes with a per-tensor
 // power-of-two scale.

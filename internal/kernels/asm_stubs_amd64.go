@@ -19,62 +19,62 @@ func sgemmKernelAVX512x48(k int, a *float32, b *float32, c *float32, ldc int, al
 //go:noescape
 func sgemmKernelAVX2(k int, a *float32, b *float32, c *float32, ldc int, alpha float32)
 
-// quantizeE4M3AVX512 casts 16·blocks values to FP8 with a scale and records their amax (AVX-512F).
+// quantizeE4M3AVX512 casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape
 func quantizeE4M3AVX512(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)
 
-// quantizeE5M2AVX512 casts 16·blocks values to FP8 with a scale and records their amax (AVX-512F).
+// quantizeE5M2AVX512 casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape
 func quantizeE5M2AVX512(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)
 
-// adamAVX512 applies the Adam update to 16·blocks parameters (AVX-512F).
+// adamAVX512 applies the Adam update to 16·blocks parameters; its Go twin is the loop in Adam (adam.go) (AVX-512F).
 //
 //go:noescape
 func adamAVX512(w *float32, grad *float32, mom *float32, vel *float32, blocks int, c *[9]float32)
 
-// decodeE4M3AVX512 decodes 16·blocks FP8 codes to float32 times scale (AVX-512F).
+// decodeE4M3AVX512 decodes 16·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape
 func decodeE4M3AVX512(dst *float32, src *uint8, blocks int, scale float32)
 
-// decodeE5M2AVX512 decodes 16·blocks FP8 codes to float32 times scale (AVX-512F).
+// decodeE5M2AVX512 decodes 16·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape
 func decodeE5M2AVX512(dst *float32, src *uint8, blocks int, scale float32)
 
-// geluAVX512 is the vector twin of GELU's Go loop in package ops (AVX-512F).
+// geluAVX512 is the vector form of the Go loop in GELU or GELUGrad (activation.go), bit for bit (AVX-512F).
 //
 //go:noescape
 func geluAVX512(y *float32, x *float32, blocks int)
 
-// geluGradAVX512 is the vector twin of GELU's Go loop in package ops (AVX-512F).
+// geluGradAVX512 is the vector form of the Go loop in GELU or GELUGrad (activation.go), bit for bit (AVX-512F).
 //
 //go:noescape
 func geluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
 
-// amaxAVX512 records the lane-wise max of |x| bits over 64·blocks values (AVX-512F).
+// amaxAVX512 records the lane-wise max of |x| bits over 64·blocks values; its Go twin is amaxBitsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape
 func amaxAVX512(src *float32, blocks int, out *[16]uint32)
 
-// fp16EncodeAVX512 stores 16·blocks values times scale as FP16, rounding to nearest even (AVX-512F).
+// fp16EncodeAVX512 stores 16·blocks values times scale as FP16, rounding to nearest even; its Go twin is encodeFP16Go (fp16.go) (AVX-512F).
 //
 //go:noescape
 func fp16EncodeAVX512(dst *uint16, src *float32, blocks int, scale float32)
 
-// reluGradAVX512 is the vector twin of ReLU's backward loop in package ops (AVX-512F).
+// reluGradAVX512 is the vector form of the Go loop in ReLUGrad (activation.go) (AVX-512F).
 //
 //go:noescape
 func reluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
 
-// scaleRowAVX512 multiplies 8·blocks accumulators by the epilogue's factors in float64 (AVX-512F).
+// scaleRowAVX512 multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (AVX-512F).
 //
 //go:noescape
 func scaleRowAVX512(c *float32, blocks int, f float64)
 
-// scaleRowColAVX512 multiplies 8·blocks accumulators by the epilogue's factors in float64 (AVX-512F).
+// scaleRowColAVX512 multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (AVX-512F).
 //
 //go:noescape
 func scaleRowColAVX512(c *float32, col *float32, blocks int, f float64)

@@ -345,7 +345,7 @@ func TestTransposeInto(t *testing.T) {
 // fp8OperandForTest is an FP8 operand with its bf16 table, as RunBF16
 // prepares it for the vector packs.
 func fp8OperandForTest(codes []uint8, format int, scale float32) *Operand {
-	x := &Operand{Codes: codes, Table: fp8TableForTest(format, scale), Vector: true, Format: format, Scale: scale}
+	x := &Operand{Codes: codes, Table: fp8TableForTest(format, scale), Cast: testCasts[format], Scale: scale}
 	var t [128]uint16
 	if !bf16Table(&t, x.Table) {
 		panic("table not usable")
@@ -597,7 +597,7 @@ func BenchmarkGemmBF16(b *testing.B) {
 			a, bb := &Operand{F32: x}, &Operand{F32: y}
 			if src == "e4m3" {
 				tab := fp8TableForTest(0, 1)
-				a = &Operand{Codes: codes, Table: tab, Vector: true, Scale: 1}
+				a = &Operand{Codes: codes, Table: tab, Cast: testCasts[0], Scale: 1}
 				bb = a
 			}
 			g := NewGemm()
@@ -648,7 +648,7 @@ func BenchmarkGemmShapes(b *testing.B) {
 			continue
 		}
 		tab := fp8TableForTest(0, 1)
-		op := &Operand{Codes: codes, Table: tab, Vector: true, Scale: 1}
+		op := &Operand{Codes: codes, Table: tab, Cast: testCasts[0], Scale: 1}
 		b.Run(s.name+"/fp8", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				g.RunBF16(s.transA, s.transB, s.m, s.n, s.k, op, lda, op, ldb, z, s.n, Epilogue{Alpha: 0.5})

@@ -6,13 +6,12 @@ import "golang.org/x/sys/cpu"
 
 var hasAVX512 = cpu.X86.HasAVX512F
 
-// QuantizeFP8 casts the longest prefix of src that it can vectorise
+// quantizeFP8Vector casts the longest prefix of src that it can vectorise
 // (a multiple of 16 values) to FP8 format (0: E4M3, 1: E5M2) with scale,
 // writing codes to dst, and returns how many values it did and the
-// float32 bits of their amax (a NaN pattern if any was NaN). The caller
-// finishes the rest with the scalar loop (fp8.Quantize), whose results
-// it matches bit for bit.
-func QuantizeFP8(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
+// float32 bits of their amax (a NaN pattern if any was NaN);
+// quantizeFP8Go does the rest with the same bits.
+func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
 	blocks := len(src) / 16
 	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
 		return 0, 0
@@ -41,10 +40,10 @@ func adamVector(w, g, m, v []float32, c *AdamConsts) int {
 	return blocks * 16
 }
 
-// DecodeFP8 decodes the longest prefix of src it can vectorise (a
+// decodeFP8Vector decodes the longest prefix of src it can vectorise (a
 // multiple of 16) from format (0: E4M3, 1: E5M2) to float32 times scale,
-// exactly as the decode tables do, and returns how many it did.
-func DecodeFP8(format int, dst []float32, src []uint8, scale float32) int {
+// exactly as decodeFP8Go does, and returns how many it did.
+func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int {
 	blocks := len(src) / 16
 	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
 		return 0
@@ -90,11 +89,11 @@ func reluGradVector(dx, x, dy []float32) int {
 	return blocks * 16
 }
 
-// AmaxBits reads the longest prefix of src it can vectorise (a multiple
-// of 64 values) and returns how many it read and the float32 bits of
-// their max |x|: a pattern above +inf (0x7f800000) if any was NaN. The
-// caller finishes the rest (fp8.Amax).
-func AmaxBits(src []float32) (done int, bits uint32) {
+// amaxBitsVector reads the longest prefix of src it can vectorise (a
+// multiple of 64 values) and returns how many it read and the float32
+// bits of their max |x|: a pattern above +inf (0x7f800000) if any was
+// NaN. amaxBitsGo reads the rest.
+func amaxBitsVector(src []float32) (done int, bits uint32) {
 	blocks := len(src) / 64
 	if !hasAVX512 || blocks == 0 {
 		return 0, 0
@@ -107,11 +106,11 @@ func AmaxBits(src []float32) (done int, bits uint32) {
 	return blocks * 64, bits
 }
 
-// EncodeFP16 stores the longest prefix of src·scale it can vectorise (a
-// multiple of 16) as FP16 bits in dst, rounding to nearest even, and
-// returns how many it did. For every non-NaN input the bits equal
-// x448/float16's (tested on all float32s in package optim).
-func EncodeFP16(dst []uint16, src []float32, scale float32) int {
+// encodeFP16Vector stores the longest prefix of src·scale it can
+// vectorise (a multiple of 16) as FP16 bits in dst, rounding to nearest
+// even, and returns how many it did. For every non-NaN input the bits
+// equal ToFP16's.
+func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 	blocks := len(src) / 16
 	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
 		return 0

@@ -56,7 +56,28 @@ func TestElementKernelsStayInBounds(t *testing.T) {
 				for i := range codes {
 					codes[i] = uint8(rng.IntN(256))
 				}
-				return DecodeFP8(0, d, codes, 1)
+				return decodeFP8Vector(0, d, codes, 1)
+			}},
+			// The whole kernels (vector part and Go twin) write exactly
+			// their n elements.
+			{"GELU+twin", func(d []float32) int { GELU(d, x); return n }},
+			{"GELUGrad+twin", func(d []float32) int { GELUGrad(d, x, dy); return n }},
+			{"ReLUGrad+twin", func(d []float32) int { ReLUGrad(d, x, dy); return n }},
+			{"DecodeFP8+twin", func(d []float32) int {
+				codes := make([]uint8, n)
+				for i := range codes {
+					codes[i] = uint8(rng.IntN(256))
+				}
+				DecodeFP8(testCasts[1], d, codes, 2)
+				return n
+			}},
+			{"DecodeFP16", func(d []float32) int {
+				bits := make([]uint16, n)
+				for i := range bits {
+					bits[i] = uint16(rng.IntN(0x7c00))
+				}
+				DecodeFP16(d, bits, 0.5)
+				return n
 			}},
 		} {
 			buf := newF(n)
@@ -68,20 +89,38 @@ func TestElementKernelsStayInBounds(t *testing.T) {
 		for i := range q {
 			q[i] = 0xA5
 		}
-		done, _ := QuantizeFP8(0, q[pad:pad+n], x, 3)
+		done, _ := quantizeFP8Vector(0, q[pad:pad+n], x, 3)
 		for i, v := range q {
 			if (i < pad || i >= pad+done) && v != 0xA5 {
 				t.Fatalf("QuantizeFP8 n=%d done=%d: wrote byte %d", n, done, i-pad)
+			}
+		}
+		for i := range q {
+			q[i] = 0xA5
+		}
+		QuantizeFP8(testCasts[0], q[pad:pad+n], x, 3)
+		for i, v := range q {
+			if (i < pad || i >= pad+n) && v != 0xA5 {
+				t.Fatalf("QuantizeFP8+twin n=%d: wrote byte %d", n, i-pad)
 			}
 		}
 		h := make([]uint16, n+2*pad)
 		for i := range h {
 			h[i] = 0xBEEF
 		}
-		done = EncodeFP16(h[pad:pad+n], x, 1)
+		done = encodeFP16Vector(h[pad:pad+n], x, 1)
 		for i, v := range h {
 			if (i < pad || i >= pad+done) && v != 0xBEEF {
 				t.Fatalf("EncodeFP16 n=%d done=%d: wrote half %d", n, done, i-pad)
+			}
+		}
+		for i := range h {
+			h[i] = 0xBEEF
+		}
+		EncodeFP16(h[pad:pad+n], x, 1)
+		for i, v := range h {
+			if (i < pad || i >= pad+n) && v != 0xBEEF {
+				t.Fatalf("EncodeFP16+twin n=%d: wrote half %d", n, i-pad)
 			}
 		}
 		// Adam updates w, m, v in place: every element of the slices, none
@@ -108,8 +147,11 @@ func TestElementKernelsStayInBounds(t *testing.T) {
 			nanBuf[i] = float32(math.NaN())
 		}
 		copy(nanBuf[pad:], x)
-		if done, bits := AmaxBits(nanBuf[pad : pad+n]); done > 0 && bits > 0x7F800000 {
+		if done, bits := amaxBitsVector(nanBuf[pad : pad+n]); done > 0 && bits > 0x7F800000 {
 			t.Fatalf("AmaxBits n=%d: read a NaN outside its slice", n)
+		}
+		if bits := AmaxBits(nanBuf[pad : pad+n]); bits > 0x7F800000 {
+			t.Fatalf("AmaxBits+twin n=%d: read a NaN outside its slice", n)
 		}
 	}
 }

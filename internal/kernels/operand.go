@@ -12,12 +12,11 @@ type Operand struct {
 	F32   []float32
 	Codes []uint8
 	Table *[256]float32
-	// Format (0: E4M3, 1: E5M2) and Scale, when Vector is set, describe
-	// Table (Table[c] = decode(c)·Scale) so that runs of codes can be
-	// decoded with the vector kernel instead of table lookups.
-	Vector bool
-	Format int
-	Scale  float32
+	// Cast and Scale, when Cast is set, describe Table (Table[c] =
+	// Cast.Decode[c]·Scale) so that runs of codes can be decoded with the
+	// vector kernel instead of table lookups.
+	Cast  *FP8Cast
+	Scale float32
 	// Outer holds one factor per row of op(A) or column of op(B).
 	Outer []float32
 	// Block holds one factor per 32 values along k for each row of op(A)
@@ -111,11 +110,8 @@ func packB8(dst []float32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb i
 			for p := 0; p < kb; p++ {
 				o := (pc+p)*ldb + jc + s
 				src, dp := b.Codes[o:o+nr], d[p*nr:p*nr+nr]
-				if b.Outer == nil && b.Vector {
-					done := DecodeFP8(b.Format, dp, src, b.Scale)
-					for c, q := range src[done:] {
-						dp[done+c] = t[q]
-					}
+				if b.Outer == nil && b.Cast != nil {
+					DecodeFP8(b.Cast, dp, src, b.Scale)
 				} else if b.Outer == nil {
 					for c, q := range src {
 						dp[c] = t[q]

@@ -65,7 +65,7 @@ func gelu(backward bool) {
 	}
 	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " is the vector twin of GELU's Go loop in package ops (AVX-512F).")
+	Doc(name + " is the vector form of the Go loop in GELU or GELUGrad (activation.go), bit for bit (AVX-512F).")
 	var out, x, dy, n Register
 	if backward {
 		out, x, dy = Load(Param("dx"), GP64()), Load(Param("x"), GP64()), Load(Param("dy"), GP64())
@@ -181,7 +181,7 @@ func gelu(backward bool) {
 func decode(name string, shift int, rebias int, e5m2 bool) {
 	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
 	Pragma("noescape")
-	Doc(name + " decodes 16·blocks FP8 codes to float32 times scale (AVX-512F).")
+	Doc(name + " decodes 16·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX-512F).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
@@ -236,7 +236,7 @@ func decode(name string, shift int, rebias int, e5m2 bool) {
 func adam() {
 	TEXT("adamAVX512", NOSPLIT, "func(w, grad, mom, vel *float32, blocks int, c *[9]float32)")
 	Pragma("noescape")
-	Doc("adamAVX512 applies the Adam update to 16·blocks parameters (AVX-512F).")
+	Doc("adamAVX512 applies the Adam update to 16·blocks parameters; its Go twin is the loop in Adam (adam.go) (AVX-512F).")
 	w := Load(Param("w"), GP64())
 	g := Load(Param("grad"), GP64()) // "g" is the assembler's goroutine register
 	m := Load(Param("mom"), GP64())
@@ -292,7 +292,7 @@ func adam() {
 func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)")
 	Pragma("noescape")
-	Doc(name + " casts 16·blocks values to FP8 with a scale and records their amax (AVX-512F).")
+	Doc(name + " casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
@@ -359,7 +359,7 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 func amax() {
 	TEXT("amaxAVX512", NOSPLIT, "func(src *float32, blocks int, out *[16]uint32)")
 	Pragma("noescape")
-	Doc("amaxAVX512 records the lane-wise max of |x| bits over 64·blocks values (AVX-512F).")
+	Doc("amaxAVX512 records the lane-wise max of |x| bits over 64·blocks values; its Go twin is amaxBitsGo (fp8cast.go) (AVX-512F).")
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
 	out := Load(Param("out"), GP64())
@@ -392,7 +392,7 @@ func amax() {
 func fp16Encode() {
 	TEXT("fp16EncodeAVX512", NOSPLIT, "func(dst *uint16, src *float32, blocks int, scale float32)")
 	Pragma("noescape")
-	Doc("fp16EncodeAVX512 stores 16·blocks values times scale as FP16, rounding to nearest even (AVX-512F).")
+	Doc("fp16EncodeAVX512 stores 16·blocks values times scale as FP16, rounding to nearest even; its Go twin is encodeFP16Go (fp16.go) (AVX-512F).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
@@ -413,7 +413,7 @@ func fp16Encode() {
 func reluGrad() {
 	TEXT("reluGradAVX512", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
 	Pragma("noescape")
-	Doc("reluGradAVX512 is the vector twin of ReLU's backward loop in package ops (AVX-512F).")
+	Doc("reluGradAVX512 is the vector form of the Go loop in ReLUGrad (activation.go) (AVX-512F).")
 	dx := Load(Param("dx"), GP64())
 	x := Load(Param("x"), GP64())
 	dy := Load(Param("dy"), GP64())
@@ -443,7 +443,7 @@ func scaleRow(withCol bool) {
 	}
 	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " multiplies 8·blocks accumulators by the epilogue's factors in float64 (AVX-512F).")
+	Doc(name + " multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (AVX-512F).")
 	c := Load(Param("c"), GP64())
 	var col Register
 	off := 16

@@ -1,4 +1,4 @@
-package optim
+package kernels
 
 import (
 	"math"
@@ -9,14 +9,14 @@ import (
 	"github.com/x448/float16"
 )
 
-// TestToFP16MatchesX448 compares toFP16 with x448/float16 on every
+// TestToFP16MatchesX448 compares ToFP16 with x448/float16 on every
 // float32 with OCTET_EXHAUSTIVE=1, else on a stride through all bit
 // patterns plus every value near each FP16 rounding boundary.
 func TestToFP16MatchesX448(t *testing.T) {
 	check := func(u uint32) {
 		x := math.Float32frombits(u)
-		if got, want := toFP16(x), float16.Fromfloat32(x).Bits(); got != want {
-			t.Fatalf("toFP16(%g = %#08x) = %#04x, x448 gives %#04x", x, u, got, want)
+		if got, want := ToFP16(x), float16.Fromfloat32(x).Bits(); got != want {
+			t.Fatalf("ToFP16(%g = %#08x) = %#04x, x448 gives %#04x", x, u, got, want)
 		}
 	}
 	if os.Getenv("OCTET_EXHAUSTIVE") == "1" {
@@ -39,16 +39,16 @@ func TestToFP16MatchesX448(t *testing.T) {
 			check(u | 1<<31)
 		}
 	}
-	require.Equal(t, uint16(0x7c00), toFP16(65520))
-	require.Equal(t, uint16(0x7bff), toFP16(65519.996))
-	require.Equal(t, uint16(0xfc00), toFP16(float32(math.Inf(-1))))
-	require.Equal(t, uint16(0x0001), toFP16(float32(math.Ldexp(1, -24))))
-	require.Equal(t, uint16(0x0000), toFP16(float32(math.Ldexp(1, -25))))   // tie to even (0)
-	require.Equal(t, uint16(0x0002), toFP16(float32(math.Ldexp(3, -25))))   // tie to even (2)
-	require.Equal(t, uint16(0x8000), toFP16(float32(math.Copysign(0, -1)))) // −0 kept
+	require.Equal(t, uint16(0x7c00), ToFP16(65520))
+	require.Equal(t, uint16(0x7bff), ToFP16(65519.996))
+	require.Equal(t, uint16(0xfc00), ToFP16(float32(math.Inf(-1))))
+	require.Equal(t, uint16(0x0001), ToFP16(float32(math.Ldexp(1, -24))))
+	require.Equal(t, uint16(0x0000), ToFP16(float32(math.Ldexp(1, -25))))   // tie to even (0)
+	require.Equal(t, uint16(0x0002), ToFP16(float32(math.Ldexp(3, -25))))   // tie to even (2)
+	require.Equal(t, uint16(0x8000), ToFP16(float32(math.Copysign(0, -1)))) // −0 kept
 }
 
-// TestEncode16MatchesX448 runs encode16 (vector kernel plus scalar tail)
+// TestEncode16MatchesX448 runs EncodeFP16 (vector kernel plus its Go twin)
 // over float32 bit patterns in slices of 4096 and compares every value
 // with x448/float16: all 2^32 with OCTET_EXHAUSTIVE=1, else a stride.
 func TestEncode16MatchesX448(t *testing.T) {
@@ -62,10 +62,10 @@ func TestEncode16MatchesX448(t *testing.T) {
 		for i := range src {
 			src[i] = math.Float32frombits(uint32(base + uint64(i)*step))
 		}
-		encode16(dst, src, 1)
+		EncodeFP16(dst, src, 1)
 		for i, x := range src {
 			if want := float16.Fromfloat32(x).Bits(); dst[i] != want {
-				t.Fatalf("encode16(%g = %#08x) = %#04x, x448 gives %#04x", x, math.Float32bits(x), dst[i], want)
+				t.Fatalf("EncodeFP16(%g = %#08x) = %#04x, x448 gives %#04x", x, math.Float32bits(x), dst[i], want)
 			}
 		}
 	}
@@ -74,7 +74,7 @@ func TestEncode16MatchesX448(t *testing.T) {
 	for i := range src {
 		src[i] = float32(i)*0.37 - 5
 	}
-	encode16(dst, src, 1024)
+	EncodeFP16(dst, src, 1024)
 	for i, x := range src {
 		require.Equal(t, float16.Fromfloat32(x*1024).Bits(), dst[i], "value %d", i)
 	}

@@ -1,0 +1,147 @@
+package kernels
+
+import "math"
+
+// FP8Cast holds what the float32 ↔ FP8 kernels need of one format: the
+// constants of the rounding cast (see EncodeAbs) and the decode table.
+// Package fp8 builds one per format with NewFP8Cast; every cast of the
+// module goes through it.
+type FP8Cast struct {
+	// Format selects the vector kernels: 0 E4M3, 1 E5M2.
+	Format int
+	// MaxCode is the largest finite magnitude code, NaNCode the NaN the
+	// cast writes (sign added).
+	MaxCode, NaNCode uint32
+	minNormBits      uint32  // float32 bits of the smallest normal FP8 value
+	magic            float32 // 2^(emin − mbits + 23): its ulp is the subnormal quantum
+	magicBits        uint32
+	shift            uint32 // 23 − mbits
+	expOffset        uint32 // (127 − bias) << mbits
+	// Decode maps every code to its exact float32 value.
+	Decode [256]float32
+}
+
+// NewFP8Cast returns the cast of the format with mbits mantissa bits and
+// exponent bias, whose codes decode as decode says.
+func NewFP8Cast(format, mbits, bias int, maxCode, nanCode uint8, decode func(uint8) float32) *FP8Cast {
+	emin := 1 - bias
+	c := &FP8Cast{Format: format, MaxCode: uint32(maxCode), NaNCode: uint32(nanCode)}
+	c.minNormBits = math.Float32bits(float32(math.Ldexp(1, emin)))
+	c.magic = float32(math.Ldexp(1, emin-mbits+23))
+	c.magicBits = math.Float32bits(c.magic)
+	c.shift = 23 - uint32(mbits)
+	c.expOffset = uint32(127-bias) << mbits
+	for b := range c.Decode {
+		c.Decode[b] = decode(uint8(b))
+	}
+	return c
+}
+
+// EncodeAbs rounds the non-NaN magnitude with float32 bits abs to the
+// nearest FP8 code, ties to even. A result above MaxCode means overflow
+// (infinity included).
+//
+// Below the smallest normal, adding a magic constant whose ulp is the
+// subnormal quantum lets the FPU round to nearest even, and the number of
+// quanta is the code. Above it, the FP8 code is the float32 bit pattern
+// with the exponent rebiased and the mantissa cut to mbits bits; adding
+// half an ulp minus one, plus the kept lsb, before the cut rounds to
+// nearest even, and a mantissa that carries over bumps the exponent as
+// it should.
+func (c *FP8Cast) EncodeAbs(abs uint32) uint32 {
+	if abs < c.minNormBits {
+		return math.Float32bits(math.Float32frombits(abs)+c.magic) - c.magicBits
+	}
+	r := abs + (1<<(c.shift-1) - 1) + (abs>>c.shift)&1
+	return r>>c.shift - c.expOffset
+}
+
+// QuantizeFP8 writes the saturating cast of x·scale of every x in src to
+// dst (at least as long as src) and returns the float32 bits of max|x|
+// over src: a pattern above +inf (0x7f800000) if any x is NaN. The
+// vector kernel casts the longest multiple of 16 it can; quantizeFP8Go,
+// its twin, the rest, with the same bits.
+func QuantizeFP8(c *FP8Cast, dst []uint8, src []float32, scale float32) (amaxBits uint32) {
+	dst = dst[:len(src)]
+	done, m := quantizeFP8Vector(c.Format, dst, src, scale)
+	return max(m, quantizeFP8Go(c, dst[done:], src[done:], scale))
+}
+
+// quantizeFP8Go is the cast loop the vector kernels replace: EncodeAbs
+// inlined by hand with its constants in locals (so they stay in
+// registers), the clamp to MaxCode as a min, NaN last.
+func quantizeFP8Go(c *FP8Cast, dst []uint8, src []float32, scale float32) uint32 {
+	maxCode, nanCode := c.MaxCode, c.NaNCode
+	minNorm, magic, magicBits := c.minNormBits, c.magic, c.magicBits
+	shift, off := c.shift, c.expOffset
+	half := uint32(1)<<(shift-1) - 1
+	var m uint32 // max |x| as bits: NaN patterns sort above +inf
+	for i, v := range src {
+		if a := math.Float32bits(v) &^ (1 << 31); a > m {
+			m = a
+		}
+		y := math.Float32bits(v * scale)
+		ya := y &^ (1 << 31)
+		var code uint32
+		if ya < minNorm {
+			code = math.Float32bits(math.Float32frombits(ya)+magic) - magicBits
+		} else {
+			code = (ya+half+(ya>>shift)&1)>>shift - off
+		}
+		code = min(code, maxCode)
+		if ya > 0x7F800000 {
+			code = nanCode
+		}
+		dst[i] = uint8(y>>24)&0x80 | uint8(code)
+	}
+	return m
+}
+
+// DecodeFP8 writes Decode[q]·scale for every code q in src to dst (at
+// least as long as src). The vector kernel decodes the longest multiple
+// of 16 it can, the table loop (its twin) the rest, with the same bits.
+func DecodeFP8(c *FP8Cast, dst []float32, src []uint8, scale float32) {
+	dst = dst[:len(src)]
+	done := decodeFP8Vector(c.Format, dst, src, scale)
+	decodeFP8Go(c, dst[done:], src[done:], scale)
+}
+
+// decodeFP8Go is the loop the vector decode replaces.
+func decodeFP8Go(c *FP8Cast, dst []float32, src []uint8, scale float32) {
+	for i, q := range src {
+		dst[i] = c.Decode[q] * scale
+	}
+}
+
+// VectorDecode reports whether DecodeFP8 runs a vector kernel on this
+// CPU (so that decoding a whole operand ahead of a GEMM pays).
+func VectorDecode() bool { return hasAVX512 }
+
+// AmaxBits returns the float32 bits of max|x| over src: a pattern above
+// +inf (0x7f800000) if any x is NaN. The vector kernel reads the longest
+// multiple of 64 it can, amaxBitsGo (its twin) the rest.
+func AmaxBits(src []float32) uint32 {
+	done, m := amaxBitsVector(src)
+	return max(m, amaxBitsGo(src[done:]))
+}
+
+// amaxBitsGo is the loop the vector kernel replaces. The largest bit
+// pattern of |x| is the largest |x| (the integer order of non-negative
+// floats is their order) and lies above +inf when any x is NaN; four
+// running maxima (conditional moves) keep the loop free of branches and
+// of a single dependency chain.
+func amaxBitsGo(src []float32) uint32 {
+	const abs = 1<<31 - 1
+	var a0, a1, a2, a3 uint32
+	for len(src) >= 4 {
+		a0 = max(a0, math.Float32bits(src[0])&abs)
+		a1 = max(a1, math.Float32bits(src[1])&abs)
+		a2 = max(a2, math.Float32bits(src[2])&abs)
+		a3 = max(a3, math.Float32bits(src[3])&abs)
+		src = src[4:]
+	}
+	for _, v := range src {
+		a0 = max(a0, math.Float32bits(v)&abs)
+	}
+	return max(a0, a1, a2, a3)
+}
