@@ -127,11 +127,54 @@ func (p *Program) isAlias(n *Node) bool { return p.aliasOf(n) != nil }
 // every other node a slice of one arena per storage class, reused once
 // the last consumer of the node (or of any view of it) has run.
 func (p *Program) plan() error {
+	freeAt := p.lastUses()
+	var arenas [numStores]allocator
+	offset := map[*Node]int{}
+	var aliases []*Node
+	for i, n := range p.schedule {
+		v := &Value{Shape: n.shape, DType: n.dtype}
+		p.values[n] = v
+		size := n.shape.Numel()
+		p.stats.NaiveBytes += size * n.dtype.Size()
+		switch {
+		case p.isAlias(n):
+			p.stats.NaiveBytes -= size * n.dtype.Size()
+			aliases = append(aliases, n)
+		case n.IsParam():
+			if err := p.bindParam(n, v); err != nil {
+				return err
+			}
+		case n.IsInput():
+			p.bindInput(n, v)
+		default:
+			offset[n] = arenas[n.dtype.storage()].alloc(size)
+		}
+		// Free after allocating, so a node never writes over its inputs.
+		for _, d := range freeAt[i] {
+			if o, ok := offset[d]; ok {
+				arenas[d.dtype.storage()].free(o, d.shape.Numel())
+			}
+		}
+	}
+	p.bindArenas(&arenas, offset)
+	// Views take their slices now that the arena exists (in schedule
+	// order, so a view of a view finds its input's slices set).
+	for _, n := range aliases {
+		src, v, size := p.values[p.aliasOf(n)], p.values[n], n.shape.Numel()
+		v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
+		v.Aux = src.Aux
+	}
+	return nil
+}
+
+// lastUses lists, for each position of the schedule (and one past it, for
+// the outputs), the buffer owners whose last reader runs there: a view's
+// readers count for the node whose buffer it shares.
+func (p *Program) lastUses() [][]*Node {
 	pos := make(map[*Node]int, len(p.schedule))
 	for i, n := range p.schedule {
 		pos[n] = i
 	}
-	// root maps a view to the node that owns its buffer.
 	root := func(n *Node) *Node {
 		for src := p.aliasOf(n); src != nil; src = p.aliasOf(n) {
 			n = src
@@ -153,57 +196,47 @@ func (p *Program) plan() error {
 	for n, i := range last {
 		freeAt[i] = append(freeAt[i], n)
 	}
-	var arenas [numStores]allocator
-	offset := map[*Node]int{}
-	var aliases []*Node
-	for i, n := range p.schedule {
-		v := &Value{Shape: n.shape, DType: n.dtype}
-		p.values[n] = v
-		size := n.shape.Numel()
-		p.stats.NaiveBytes += size * n.dtype.Size()
-		switch {
-		case p.isAlias(n):
-			src := p.values[p.aliasOf(n)]
-			size := n.shape.Numel()
-			v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
-			v.Aux = src.Aux
-			p.stats.NaiveBytes -= size * n.dtype.Size()
-			aliases = append(aliases, n)
-		case n.IsParam():
-			if p.store == nil {
-				return fmt.Errorf("graph: compile: parameter %q needs a store", n.name)
-			}
-			sh, ok := p.store.Shape(n.name)
-			if !ok {
-				return fmt.Errorf("graph: compile: parameter %q %v has no value in the store", n.name, n.shape)
-			}
-			if !sh.Equal(n.shape) {
-				return fmt.Errorf("graph: compile: parameter %q: stored shape %v, node wants %v", n.name, sh, n.shape)
-			}
-			v.F32 = p.store.Float32(n.name)
-		case n.IsInput():
-			p.inputIdx[n] = len(p.inputs)
-			p.inputs = append(p.inputs, n)
-			p.fed = append(p.fed, false)
-			switch n.dtype.storage() {
-			case storeF32:
-				v.F32 = make([]float32, size)
-			case storeI32:
-				v.I32 = make([]int32, size)
-			case storeU8:
-				v.U8 = make([]uint8, size)
-			}
-			p.stats.InputBytes += size * n.dtype.Size()
-		default:
-			offset[n] = arenas[n.dtype.storage()].alloc(size)
-		}
-		// Free after allocating, so a node never writes over its inputs.
-		for _, d := range freeAt[i] {
-			if o, ok := offset[d]; ok {
-				arenas[d.dtype.storage()].free(o, d.shape.Numel())
-			}
-		}
+	return freeAt
+}
+
+// bindParam points a parameter's value at the store's, whose shape must
+// be the node's.
+func (p *Program) bindParam(n *Node, v *Value) error {
+	if p.store == nil {
+		return fmt.Errorf("graph: compile: parameter %q needs a store", n.name)
 	}
+	sh, ok := p.store.Shape(n.name)
+	if !ok {
+		return fmt.Errorf("graph: compile: parameter %q %v has no value in the store", n.name, n.shape)
+	}
+	if !sh.Equal(n.shape) {
+		return fmt.Errorf("graph: compile: parameter %q: stored shape %v, node wants %v", n.name, sh, n.shape)
+	}
+	v.F32 = p.store.Float32(n.name)
+	return nil
+}
+
+// bindInput gives an input a buffer of its own, for Feed to fill.
+func (p *Program) bindInput(n *Node, v *Value) {
+	p.inputIdx[n] = len(p.inputs)
+	p.inputs = append(p.inputs, n)
+	p.fed = append(p.fed, false)
+	size := n.shape.Numel()
+	switch n.dtype.storage() {
+	case storeF32:
+		v.F32 = make([]float32, size)
+	case storeI32:
+		v.I32 = make([]int32, size)
+	case storeU8:
+		v.U8 = make([]uint8, size)
+	}
+	p.stats.InputBytes += size * n.dtype.Size()
+}
+
+// bindArenas allocates the arenas at the sizes the plan reached and
+// gives each planned node its slice (capacity clipped, so that no kernel
+// can append into a neighbour).
+func (p *Program) bindArenas(arenas *[numStores]allocator, offset map[*Node]int) {
 	f32 := make([]float32, arenas[storeF32].size)
 	i32 := make([]int32, arenas[storeI32].size)
 	u8 := make([]uint8, arenas[storeU8].size)
@@ -219,14 +252,6 @@ func (p *Program) plan() error {
 			v.U8 = u8[o : o+size : o+size]
 		}
 	}
-	// Views take their slices now that the arena exists (in schedule
-	// order, so a view of a view finds its input's slices set).
-	for _, n := range aliases {
-		src, v, size := p.values[p.aliasOf(n)], p.values[n], n.shape.Numel()
-		v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
-		v.Aux = src.Aux
-	}
-	return nil
 }
 
 // sub returns s[:n:n], or nil for a nil s.

@@ -105,103 +105,18 @@ func (b *batcher) next() {
 	}
 }
 
-// trainOne trains and evaluates one precision: compile, bind the
-// optimizer, run the loop (with checkpoints and evaluation lines), then
-// estimate the losses and sample.
+// trainOne trains and evaluates one precision: compile and bind the
+// optimizer (newRun), run the loop with checkpoints and evaluation lines,
+// then estimate the losses and sample.
 func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train, val []int32, w io.Writer) (*result, error) {
-	m, err := buildModel(cfg, len(voc.runes), cfg.batch, cfg.block, true)
+	r, err := newRun(cfg, precision, recipe, voc, w)
 	if err != nil {
 		return nil, err
 	}
-	store := graph.NewStore()
-	if err := m.b.Init(store, cfg.seed); err != nil {
-		return nil, err
-	}
-	res := &result{Precision: precision, Recipe: recipes.Label(recipe), Params: m.b.NumParams()}
-	outs := append([]*graph.Node{m.loss}, m.grads...)
-	prep, err := passes.Prepare(m.g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
+	res := r.res
+	l, err := r.loop(cfg, train, val, w)
 	if err != nil {
 		return nil, err
-	}
-	trainProg, evalProg := prep.Train, prep.Eval
-	res.Converted, res.Linears = prep.Report.Converted(), len(prep.Report.Layers)
-	if recipe == nil {
-		res.Linears = 4*cfg.layers + 1
-	}
-	if cfg.dump && recipe != nil {
-		fmt.Fprintf(w, "== compiled %s training graph ==\n", recipes.PrecisionName(precision))
-		if err := m.g.WriteText(w, outs...); err != nil {
-			return nil, err
-		}
-		fmt.Fprint(w, prep.Report)
-	}
-	params, err := optim.Bind(store, trainProg, m.b.Params(), m.grads)
-	if err != nil {
-		return nil, err
-	}
-	opt, ms, err := recipes.Optimizer(recipe, params, 0.1, nil)
-	if err != nil {
-		return nil, err
-	}
-	res.StateBytes = ms.StateBytes
-	if err := feedPositions(cfg, m, trainProg, evalProg); err != nil {
-		return nil, err
-	}
-	tb := newBatcher(train, cfg.batch, cfg.block, cfg.seed)
-	// The model key names the vocabulary itself (its characters' CRC-32C),
-	// so a checkpoint of another corpus with as many characters is refused.
-	ckpt := &trainloop.Checkpoint{Name: "gpt-" + precision, Store: store, Opt: opt, Prog: trainProg,
-		RNG: map[string]trainloop.RNG{"batches": tb.src}, Notes: os.Stderr,
-		Meta: map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d/%08x", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes), voc.checksum()), "recipe": res.Recipe}}
-	estimate := func(data []int32, seed uint64) (float64, error) { return estimateLoss(cfg, m, evalProg, data, seed) }
-	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
-	l := &trainloop.Loop{Name: "gpt: " + precision, Total: cfg.iters, End: cfg.iters, Unit: "iteration",
-		Hint: fmt.Sprintf("learning rate %g too high?", cfg.lr)}
-	if cfg.stopAfter > 0 {
-		l.End = min(l.End, cfg.stopAfter)
-	}
-	if cfg.resumeDir != "" {
-		if l.First, err = ckpt.Resume(cfg.resumeDir); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.saveDir != "" {
-		l.Save, l.SaveEvery = func() error { return ckpt.Save(cfg.saveDir) }, cfg.saveEvery
-	}
-	l.Batch = func(int) error { tb.next(); return nil }
-	l.Step = func(it int) (float32, error) {
-		if err := trainProg.FeedInt32(m.ids, tb.x); err != nil {
-			return 0, err
-		}
-		if err := trainProg.FeedInt32(m.labels, tb.y); err != nil {
-			return 0, err
-		}
-		if err := trainProg.Run(); err != nil {
-			return 0, err
-		}
-		optim.ClipGradNorm(params, 1)
-		opt.Step(sched.LR(it))
-		return trainProg.Scalar(m.loss)
-	}
-	l.Diagnose = func() string { return trainloop.Diagnosis(params, store) }
-	l.Describe = func(_ int, loss float32) string { return fmt.Sprintf("%s loss %.3f", precision, loss) }
-	switch {
-	case cfg.progress:
-		l.Progress = os.Stderr
-	case !cfg.json && cfg.evalEvery > 0:
-		l.After = func(it int, loss float32) error {
-			if (it+1)%cfg.evalEvery != 0 || it+1 >= cfg.iters {
-				return nil
-			}
-			v, err := estimate(val, 99)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s iter %5d  train loss %.4f  val loss %.4f\n", precision, it+1, loss, v)
-			return nil
-		}
-	case !cfg.json:
-		l.Lines, l.LineEvery = os.Stderr, 5*time.Second
 	}
 	st, err := l.Run()
 	if err != nil {
@@ -211,18 +126,146 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 	res.Iters, res.Planned, res.Ran = st.End, l.Total, st.Ran()
 	res.MsPerIter = st.MsPerStep()
 	res.TokensPerS = float64(cfg.batch*cfg.block) / (res.MsPerIter / 1000)
-	if res.TrainLoss, err = estimate(train, 98); err != nil {
+	if res.TrainLoss, err = r.estimate(cfg, train, 98); err != nil {
 		return nil, err
 	}
-	if res.ValLoss, err = estimate(val, 99); err != nil {
+	if res.ValLoss, err = r.estimate(cfg, val, 99); err != nil {
 		return nil, err
 	}
 	if cfg.sample > 0 {
-		if res.Sample, err = sample(cfg, voc, store, recipe, val, cfg.sample); err != nil {
+		if res.Sample, err = sample(cfg, voc, r.store, recipe, val, cfg.sample); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// precisionRun is one precision's compiled model: the training and evaluation
+// programs on one store, the optimizer and the checkpoint.
+type precisionRun struct {
+	m                   *model
+	store               *graph.Store
+	trainProg, evalProg *graph.Program
+	params              []optim.Param
+	opt                 optim.Stateful
+	ckpt                *trainloop.Checkpoint
+	res                 *result
+	precision           string
+}
+
+// newRun builds and initialises the model, prepares it for the recipe
+// (printing the compiled graph with -dump), binds AdamW and sets up the
+// checkpoint.
+func newRun(cfg config, precision string, recipe fp8.Recipe, voc *vocab, w io.Writer) (*precisionRun, error) {
+	m, err := buildModel(cfg, len(voc.runes), cfg.batch, cfg.block, true)
+	if err != nil {
+		return nil, err
+	}
+	r := &precisionRun{m: m, store: graph.NewStore(), precision: precision}
+	if err := m.b.Init(r.store, cfg.seed); err != nil {
+		return nil, err
+	}
+	r.res = &result{Precision: precision, Recipe: recipes.Label(recipe), Params: m.b.NumParams()}
+	outs := append([]*graph.Node{m.loss}, m.grads...)
+	prep, err := passes.Prepare(m.g, r.store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
+	if err != nil {
+		return nil, err
+	}
+	r.trainProg, r.evalProg = prep.Train, prep.Eval
+	r.res.Converted, r.res.Linears = prep.Report.Converted(), len(prep.Report.Layers)
+	if recipe == nil {
+		r.res.Linears = 4*cfg.layers + 1
+	}
+	if cfg.dump && recipe != nil {
+		fmt.Fprintf(w, "== compiled %s training graph ==\n", recipes.PrecisionName(precision))
+		if err := m.g.WriteText(w, outs...); err != nil {
+			return nil, err
+		}
+		fmt.Fprint(w, prep.Report)
+	}
+	if r.params, err = optim.Bind(r.store, r.trainProg, m.b.Params(), m.grads); err != nil {
+		return nil, err
+	}
+	var ms optim.MemoryStats
+	if r.opt, ms, err = recipes.Optimizer(recipe, r.params, 0.1, nil); err != nil {
+		return nil, err
+	}
+	r.res.StateBytes = ms.StateBytes
+	if err := feedPositions(cfg, m, r.trainProg, r.evalProg); err != nil {
+		return nil, err
+	}
+	// The model key names the vocabulary itself (its characters' CRC-32C),
+	// so a checkpoint of another corpus with as many characters is refused.
+	r.ckpt = &trainloop.Checkpoint{Name: "gpt-" + precision, Store: r.store, Opt: r.opt, Prog: r.trainProg, Notes: os.Stderr,
+		Meta: map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d/%08x", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes), voc.checksum()), "recipe": r.res.Recipe}}
+	return r, nil
+}
+
+// estimate is the evaluation program's mean loss over cfg.evalBatches
+// random windows of data, drawn from seed.
+func (r *precisionRun) estimate(cfg config, data []int32, seed uint64) (float64, error) {
+	return estimateLoss(cfg, r.m, r.evalProg, data, seed)
+}
+
+// loop is the training loop of the run: random windows of train, AdamW
+// on the warmup-cosine schedule with gradients clipped to norm 1,
+// checkpoints with -save/-resume, and a validation estimate every
+// -eval-every iterations when no progress bar is shown.
+func (r *precisionRun) loop(cfg config, train, val []int32, w io.Writer) (*trainloop.Loop, error) {
+	tb := newBatcher(train, cfg.batch, cfg.block, cfg.seed)
+	r.ckpt.RNG = map[string]trainloop.RNG{"batches": tb.src}
+	sched := optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters}
+	l := &trainloop.Loop{Name: "gpt: " + r.precision, Total: cfg.iters, End: cfg.iters, Unit: "iteration",
+		Hint: fmt.Sprintf("learning rate %g too high?", cfg.lr)}
+	if cfg.stopAfter > 0 {
+		l.End = min(l.End, cfg.stopAfter)
+	}
+	if cfg.resumeDir != "" {
+		var err error
+		if l.First, err = r.ckpt.Resume(cfg.resumeDir); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.saveDir != "" {
+		l.Save, l.SaveEvery = func() error { return r.ckpt.Save(cfg.saveDir) }, cfg.saveEvery
+	}
+	m, prog := r.m, r.trainProg
+	l.Batch = func(int) error { tb.next(); return nil }
+	l.Step = func(it int) (float32, error) {
+		if err := prog.FeedInt32(m.ids, tb.x); err != nil {
+			return 0, err
+		}
+		if err := prog.FeedInt32(m.labels, tb.y); err != nil {
+			return 0, err
+		}
+		if err := prog.Run(); err != nil {
+			return 0, err
+		}
+		optim.ClipGradNorm(r.params, 1)
+		r.opt.Step(sched.LR(it))
+		return prog.Scalar(m.loss)
+	}
+	l.Diagnose = func() string { return trainloop.Diagnosis(r.params, r.store) }
+	l.Describe = func(_ int, loss float32) string { return fmt.Sprintf("%s loss %.3f", r.precision, loss) }
+	switch {
+	case cfg.progress:
+		l.Progress = os.Stderr
+	case !cfg.json && cfg.evalEvery > 0:
+		l.After = func(it int, loss float32) error {
+			if (it+1)%cfg.evalEvery != 0 || it+1 >= cfg.iters {
+				return nil
+			}
+			v, err := r.estimate(cfg, val, 99)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "%s iter %5d  train loss %.4f  val loss %.4f\n", r.precision, it+1, loss, v)
+			return nil
+		}
+	case !cfg.json:
+		l.Lines, l.LineEvery = os.Stderr, 5*time.Second
+	}
+	return l, nil
 }
 
 // feedPositions feeds the position ids 0…block-1 to programs of a model.
