@@ -12,7 +12,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
-	"github.com/octetml/octet/fp8"
 )
 
 type config struct {
@@ -124,14 +122,9 @@ func run(cfg config, w io.Writer) error {
 		return err
 	}
 
-	// Each precision's recipe, built once (reading OCTET_FP8_* once).
-	recs := map[string]fp8.Recipe{}
-	for _, p := range append([]string{"fp8"}, precisions...) {
-		r, err := recipes.ForPrecision(p, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
-		if err != nil {
-			return err
-		}
-		recs[p] = r
+	recs, err := recipes.ForPrecisions(precisions, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+	if err != nil {
+		return err
 	}
 	text, source, err := loadCorpus(cfg.data)
 	if err != nil {
@@ -172,22 +165,11 @@ func run(cfg config, w io.Writer) error {
 			fmt.Fprintf(w, "\n--- %s sample (%d characters) ---\n%s\n", r.Precision, cfg.sample, r.Sample)
 		}
 	}
-	if cfg.plot != "" {
-		if err := plotLosses(cfg.plot, results); err != nil {
-			return err
-		}
-		if !cfg.json {
-			fmt.Fprintf(w, "loss curves written to %s\n", cfg.plot)
-		}
+	runs := make([]map[string]any, len(results))
+	for i, r := range results {
+		runs[i] = r.fields()
 	}
-	if cfg.json {
-		runs := make([]map[string]any, len(results))
-		for i, r := range results {
-			runs[i] = r.fields()
-		}
-		return json.NewEncoder(w).Encode(report.Summary(runs))
-	}
-	return nil
+	return report.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "⏎") }

@@ -11,7 +11,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -203,21 +202,15 @@ func run(cfg config, w io.Writer) error {
 			cfg.plot = ""
 		}
 	}
-	precisions, err := precisionsOf(cfg.precision)
+	precisions, err := recipes.Precisions(cfg.precision)
 	if err != nil {
 		return err
 	}
 	if cfg.dp > 0 && (cfg.fsdp > 0 || cfg.mpi || cfg.saveDir != "" || cfg.resumeDir != "") {
 		return fmt.Errorf("-dp does not combine with -fsdp, -save or -resume")
 	}
-	// Each precision's recipe, built once (reading OCTET_FP8_* once).
-	cfg.recipes = map[string]fp8.Recipe{}
-	for _, p := range append([]string{"fp8"}, precisions...) {
-		r, err := recipes.ForPrecision(p, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
-		if err != nil {
-			return err
-		}
-		cfg.recipes[p] = r
+	if cfg.recipes, err = recipes.ForPrecisions(precisions, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel); err != nil {
+		return err
 	}
 	if _, ms := cfg.recipes["fp8"].(fp8.MSAMPRecipe); ms && (cfg.fsdp > 0 || cfg.mpi) {
 		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
@@ -238,30 +231,13 @@ func run(cfg config, w io.Writer) error {
 		results = append(results, r)
 	}
 	printSummary(w, results)
-	if cfg.plot != "" {
-		if err := plotLosses(cfg.plot, results); err != nil {
-			return err
-		}
-		if !cfg.json {
-			fmt.Fprintf(w, "loss curves written to %s\n", cfg.plot)
-		}
-	}
-	if cfg.json {
-		return json.NewEncoder(w).Encode(jsonSummary(results))
-	}
-	return nil
-}
-
-func precisionsOf(s string) ([]string, error) { return recipes.Precisions(s) }
-
-// jsonSummary is the object -json prints (see report.Summary).
-func jsonSummary(results []*result) map[string]any {
 	runs := make([]map[string]any, len(results))
 	for i, r := range results {
 		runs[i] = r.fields()
 	}
-	return report.Summary(runs)
+	return report.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
 }
+
 
 func printSummary(w io.Writer, results []*result) {
 	fmt.Fprintf(w, "\n%-9s %-16s %9s %10s %8s %6s  %s\n", "precision", "recipe", "test acc", "final loss", "ms/step", "steps", "converted layers")

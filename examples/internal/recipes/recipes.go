@@ -113,6 +113,21 @@ func ForPrecision(precision, backend, format, ao, level string) (fp8.Recipe, err
 	return nil, fmt.Errorf("-precision %q: want fp32, bf16 or fp8", precision)
 }
 
+// ForPrecisions builds the recipe of every precision (and of fp8, which
+// the flag checks need even when only fp32 runs) once, reading the
+// OCTET_FP8_* variables once.
+func ForPrecisions(precisions []string, backend, format, ao, level string) (map[string]fp8.Recipe, error) {
+	recs := map[string]fp8.Recipe{}
+	for _, p := range append([]string{"fp8"}, precisions...) {
+		r, err := ForPrecision(p, backend, format, ao, level)
+		if err != nil {
+			return nil, err
+		}
+		recs[p] = r
+	}
+	return recs, nil
+}
+
 // Optimizer is the one place the examples choose their optimizer: MS-AMP's
 // low-bit AdamW at the recipe's level for an fp8.MSAMPRecipe (its FP8
 // gradient all-reduce over comm when comm is set), AdamW otherwise; with

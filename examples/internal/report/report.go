@@ -4,6 +4,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -31,6 +32,24 @@ func DecodeLast(out string, v any) error {
 	last := lines[len(lines)-1]
 	if err := json.Unmarshal([]byte(last), v); err != nil {
 		return fmt.Errorf("report: last output line %q: %w", last, err)
+	}
+	return nil
+}
+
+// Finish ends a program's output: with a plot path, it writes the plot
+// (plot) and, unless jsonOut, says where; with jsonOut it prints the
+// Summary of the runs' fields as the last line.
+func Finish(w io.Writer, jsonOut bool, plotPath string, plot func(path string) error, runs []map[string]any) error {
+	if plotPath != "" {
+		if err := plot(plotPath); err != nil {
+			return err
+		}
+		if !jsonOut {
+			fmt.Fprintf(w, "loss curves written to %s\n", plotPath)
+		}
+	}
+	if jsonOut {
+		return json.NewEncoder(w).Encode(Summary(runs))
 	}
 	return nil
 }
