@@ -70,8 +70,7 @@ func main() {
 	cfg.given = recipes.GivenFlags()
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
 	if err := run(cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "gpt:", err)
-		os.Exit(1)
+		report.Fatal("gpt", err)
 	}
 }
 

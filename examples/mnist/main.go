@@ -180,10 +180,7 @@ func main() {
 	}
 }
 
-func fatal(err error) {
-	fmt.Fprintln(os.Stderr, "mnist:", err)
-	os.Exit(1)
-}
+func fatal(err error) { report.Fatal("mnist", err) }
 
 // run trains every requested precision and reports to w.
 func run(cfg config, w io.Writer) error {
@@ -237,7 +234,6 @@ func run(cfg config, w io.Writer) error {
 	}
 	return report.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
 }
-
 
 func printSummary(w io.Writer, results []*result) {
 	fmt.Fprintf(w, "\n%-9s %-16s %9s %10s %8s %6s  %s\n", "precision", "recipe", "test acc", "final loss", "ms/step", "steps", "converted layers")

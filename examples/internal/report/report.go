@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 )
 
@@ -34,6 +35,23 @@ func DecodeLast(out string, v any) error {
 		return fmt.Errorf("report: last output line %q: %w", last, err)
 	}
 	return nil
+}
+
+// Fatal prints err on stderr after the program's name, once (an error
+// that already starts with it, such as one from package data/mnist, is
+// not prefixed again), and exits with status 1.
+func Fatal(program string, err error) {
+	fmt.Fprintln(os.Stderr, Message(program, err))
+	os.Exit(1)
+}
+
+// Message is the line Fatal prints.
+func Message(program string, err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, program+": ") {
+		return msg
+	}
+	return program + ": " + msg
 }
 
 // Finish ends a program's output: with a plot path, it writes the plot

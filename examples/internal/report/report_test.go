@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,4 +26,21 @@ func TestDecodeLast(t *testing.T) {
 	require.NoError(t, DecodeLast("epoch 1\nepoch 2\n{\"acc\": 0.5}\n\n", &m))
 	require.Equal(t, 0.5, m["acc"])
 	require.ErrorContains(t, DecodeLast("no json here", &m), "no json here")
+}
+
+func TestMessageAndFinish(t *testing.T) {
+	require.Equal(t, "mnist: mnist: no data", "mnist: "+Message("mnist", errors.New("mnist: no data")))
+	require.Equal(t, "mnist: -lr: bad", Message("mnist", errors.New("-lr: bad")))
+	require.Equal(t, "gpt: mnist: x", Message("gpt", errors.New("mnist: x")))
+
+	var out bytes.Buffer
+	plotted := ""
+	plot := func(p string) error { plotted = p; return nil }
+	require.NoError(t, Finish(&out, false, "loss.png", plot, nil))
+	require.Equal(t, "loss.png", plotted)
+	require.Equal(t, "loss curves written to loss.png\n", out.String())
+	out.Reset()
+	require.NoError(t, Finish(&out, true, "", plot, []map[string]any{{"a": 1}, {"a": 2}}))
+	require.JSONEq(t, `{"a": 2, "runs": [{"a": 1}, {"a": 2}]}`, out.String())
+	require.ErrorContains(t, Finish(&out, true, "x.png", func(string) error { return errors.New("disk full") }, nil), "disk full")
 }
