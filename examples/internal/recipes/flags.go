@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // Checks collects flag problems, so an example can refuse bad values
@@ -40,6 +42,15 @@ func (c *Checks) NonNegative(flag string, v float64) {
 func (c *Checks) Fraction(flag string, v float64) {
 	if math.IsNaN(v) || v < 0 || v >= 1 {
 		c.errs = append(c.errs, fmt.Sprintf("-%s %v: want a probability in [0, 1)", flag, v))
+	}
+}
+
+// Environment checks the environment variables the kernels read
+// (OCTET_GEMM_KERNEL), which would otherwise fail only when the first
+// program is compiled.
+func (c *Checks) Environment() {
+	if err := kernels.CheckEnv(); err != nil {
+		c.errs = append(c.errs, err.Error())
 	}
 }
 

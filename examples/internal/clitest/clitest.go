@@ -1,0 +1,98 @@
+// Package clitest runs an example program as a user does — arguments,
+// environment, exit status, output — by starting the package's own test
+// binary as the program, so that tables of command lines can be tested
+// without building anything.
+package clitest
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// envMain carries the arguments to the child process, separated by
+// argSep.
+const (
+	envMain = "OCTET_CLITEST_ARGS"
+	argSep  = "\x1f"
+)
+
+// Main is the body of a TestMain: in a child started by Run it runs the
+// program's main with Run's arguments (and exits 0 if main returns);
+// otherwise it runs the tests.
+func Main(m *testing.M, main func()) {
+	if args, ok := os.LookupEnv(envMain); ok {
+		os.Args = []string{os.Args[0]}
+		if args != "" {
+			os.Args = append(os.Args, strings.Split(args, argSep)...)
+		}
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// Result is what one run of the program did.
+type Result struct {
+	Code           int // exit status
+	Stdout, Stderr string
+	// Dir is the working directory the program ran in (empty at the
+	// start).
+	Dir string
+}
+
+// Run runs the program with args and the environment of the test minus
+// every OCTET_* variable, plus env (KEY=VALUE), in a new empty working
+// directory.
+func Run(t *testing.T, env []string, args ...string) Result {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := Result{Dir: t.TempDir()}
+	cmd := exec.Command(exe)
+	cmd.Dir = res.Dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OCTET_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, envMain+"="+strings.Join(args, argSep))
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		res.Code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	res.Stdout, res.Stderr = stdout.String(), stderr.String()
+	return res
+}
+
+// Panicked reports whether the run died of a panic or a runtime error
+// (Go prints a goroutine trace for both).
+func (r Result) Panicked() bool {
+	return strings.Contains(r.Stderr, "panic:") || strings.Contains(r.Stderr, "goroutine ") || strings.Contains(r.Stderr, "fatal error:")
+}
+
+// Left lists what the run left in its working directory.
+func (r Result) Left(t *testing.T) []string {
+	t.Helper()
+	ents, err := os.ReadDir(r.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
