@@ -32,8 +32,11 @@ func Make(backend, format, ao, level string) (fp8.Recipe, error) {
 	case "msamp":
 		r, err := fp8.MSAMPRecipeFromEnv(fp8.MSAMPRecipe{OptLevel: level})
 		if err != nil {
-			if _, fromEnv := os.LookupEnv(fp8.EnvPrefix + "OPT_LEVEL"); fromEnv {
-				return nil, err // the error names the variable
+			if v, fromEnv := os.LookupEnv(fp8.EnvPrefix + "OPT_LEVEL"); fromEnv {
+				if strings.Contains(err.Error(), fp8.EnvPrefix+"OPT_LEVEL") {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%sOPT_LEVEL=%s: %w", fp8.EnvPrefix, v, err)
 			}
 			return nil, fmt.Errorf("-opt-level: %w", err)
 		}
