@@ -387,6 +387,21 @@ func (r MSAMPRecipe) Validate() error {
 // EnvPrefix starts the names of the environment variables recipes read.
 const EnvPrefix = "OCTET_FP8_"
 
+// envFields lists, for each backend, the fields its *RecipeFromEnv reads
+// from EnvPrefix+field, in the order it reads them (a test holds the
+// readers to this list).
+var envFields = map[Backend][]string{
+	BackendTE: {"MARGIN", "INTERVAL", "FORMAT", "AMAX_HISTORY_LEN", "AMAX_COMPUTE_ALGO", "OVERRIDE_FPROP", "OVERRIDE_DGRAD",
+		"OVERRIDE_WGRAD", "USE_AUTOCAST_DURING_EVAL", "USE_MXFP8_BLOCK_SCALING", "MXFP8_RULE"},
+	BackendAO:    {"RECIPE_NAME", "PAD_INNER_DIM", "ENABLE_FSDP_FLOAT8_ALL_GATHER", "ROUND_SCALES_TO_POWER_OF_2"},
+	BackendMSAMP: {"OPT_LEVEL"},
+}
+
+// EnvFields returns the fields a backend's recipe reads from the
+// environment (OCTET_FP8_<FIELD>), so that a program can say where each
+// setting came from.
+func EnvFields(b Backend) []string { return append([]string(nil), envFields[b]...) }
+
 // envReader reads OCTET_FP8_* variables through lookup, keeping the first
 // error, which names the variable and its allowed values.
 type envReader struct {

@@ -214,3 +214,31 @@ func TestMarginBound(t *testing.T) {
 		t.Fatalf("OCTET_FP8_MARGIN=1000: %v", err)
 	}
 }
+
+// TestEnvFieldsAreWhatTheReadersRead: each backend's reader looks up
+// exactly the variables EnvFields lists, in its order.
+func TestEnvFieldsAreWhatTheReadersRead(t *testing.T) {
+	for b, read := range map[Backend]func(func(string) (string, bool)) error{
+		BackendTE: func(l func(string) (string, bool)) error { _, err := teRecipeFrom(TERecipe{}, l); return err },
+		BackendAO: func(l func(string) (string, bool)) error {
+			_, err := aoRecipeFrom(AORecipe{Name: AOTensorwise, Input: CastConfig{Format: E4M3}, Weight: CastConfig{Format: E4M3}, GradOutput: CastConfig{Format: E5M2}}, l)
+			return err
+		},
+		BackendMSAMP: func(l func(string) (string, bool)) error { _, err := msampRecipeFrom(MSAMPRecipe{}, l); return err },
+	} {
+		var names []string
+		if err := read(func(k string) (string, bool) { names = append(names, k); return "", false }); err != nil {
+			t.Fatalf("%v: %v", b, err)
+		}
+		want := EnvFields(b)
+		for i := range want {
+			want[i] = EnvPrefix + want[i]
+		}
+		if strings.Join(names, ",") != strings.Join(want, ",") {
+			t.Fatalf("%v reads %v, EnvFields says %v", b, names, want)
+		}
+	}
+	if EnvFields(BackendBF16) != nil {
+		t.Fatal("bf16 reads no variables")
+	}
+}

@@ -146,6 +146,7 @@ func run(cfg config, w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		r.Settings = recipes.Settings(recs[p], cfg.given)
 		results = append(results, r)
 	}
 	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %9s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "converted")
@@ -153,6 +154,9 @@ func run(cfg config, w io.Writer) error {
 		fmt.Fprintf(w, "%-9s %-12s %10.4f %9.4f %9.1f %10.0f %9d  %d of %d linear layers\n", r.Precision, r.Recipe, r.TrainLoss, r.ValLoss, r.MsPerIter, r.TokensPerS, r.Params, len(r.Converted), r.Linears)
 		if r.Ran != r.Iters || r.Iters != r.Planned {
 			fmt.Fprintf(w, "          ran iterations %d–%d of %d\n", r.Iters-r.Ran+1, r.Iters, r.Planned)
+		}
+		if r.Settings != "" {
+			fmt.Fprintf(w, "          recipe settings: %s\n", r.Settings)
 		}
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {

@@ -34,6 +34,7 @@ type result struct {
 	Losses              []float32
 	Sample              string
 	StateBytes          float64 // optimizer state per parameter value
+	Settings            string  // where the recipe's settings came from
 }
 
 func (r *result) fields() map[string]any {
@@ -43,8 +44,8 @@ func (r *result) fields() map[string]any {
 	}
 	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
 		"tokens_per_s": r.TokensPerS, "ms_per_iter": r.MsPerIter, "params": r.Params, "converted_layers": conv,
-		"optimizer_state_bytes_per_param": r.StateBytes,
-		"iters":                           r.Iters, "planned_iters": r.Planned, "iters_run": r.Ran}
+		"optimizer_state_bytes_per_param": r.StateBytes, "recipe_settings": r.Settings,
+		"iters": r.Iters, "planned_iters": r.Planned, "iters_run": r.Ran}
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

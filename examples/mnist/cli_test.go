@@ -72,6 +72,9 @@ func TestCommandLines(t *testing.T) {
 		{name: "uneven fsdp split", args: []string{"-fsdp", "3", "-recipe", "ao", "-precision", "fp32"}, quick: true, code: 0, says: "sharded: each of the 3 ranks"},
 		{name: "uneven dp split", args: []string{"-dp", "3", "-precision", "fp32"}, quick: true, code: 0, says: "fp32 optimizer memory"},
 		{name: "stop early reports steps run", args: []string{"-stop-after", "2", "-precision", "fp32"}, quick: true, code: 0, says: "ran steps 1–2 of 4"},
+		{name: "settings say where they came from", env: []string{"OCTET_FP8_MARGIN=2"}, args: []string{"-precision", "fp8", "-format", "E4M3"}, quick: true, code: 0,
+			says: "recipe settings: margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults"},
+		{name: "default settings", args: []string{"-precision", "fp8"}, quick: true, code: 0, says: "recipe settings: defaults"},
 		{name: "kept layer says why", args: []string{"-precision", "fp8"}, quick: true, code: 0, says: "kept float32: mlp.fc2: weight dims [10 32]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

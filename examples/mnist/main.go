@@ -226,6 +226,7 @@ func run(cfg config, w io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		r.Settings = recipes.Settings(cfg.recipes[p], cfg.given)
 		results = append(results, r)
 	}
 	printSummary(w, results)
@@ -257,6 +258,9 @@ func printSummary(w io.Writer, results []*result) {
 		fmt.Fprintf(w, "%-9s %-16s %8.2f%% %10.4f %8.1f %6d  %s\n", r.Precision, r.Recipe, 100*r.TestAccuracy, r.FinalLoss, r.MsPerStep, r.Steps, conv)
 		if r.Ran != r.Steps || r.Steps != r.Planned {
 			fmt.Fprintf(w, "          ran steps %d–%d of %d; final loss: mean of steps %d–%d\n", r.Steps-r.Ran+1, r.Steps, r.Planned, r.LossFrom+1, r.LossTo)
+		}
+		if r.Settings != "" {
+			fmt.Fprintf(w, "          recipe settings: %s\n", r.Settings)
 		}
 		for _, k := range r.Kept {
 			fmt.Fprintf(w, "          kept float32: %s\n", k)

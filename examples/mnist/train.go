@@ -27,8 +27,10 @@ const evalBatch = 1000
 
 // result is one training run.
 type result struct {
-	Precision    string
-	Recipe       string
+	Precision string
+	Recipe    string
+	// Settings says where the recipe's settings came from.
+	Settings     string
 	TestAccuracy float64
 	FinalLoss    float64
 	// LossFrom and LossTo are the steps FinalLoss averages: [from, to).
@@ -62,6 +64,9 @@ func (r *result) fields() map[string]any {
 		"precision": r.Precision, "recipe": r.Recipe, "test_accuracy": r.TestAccuracy,
 		"final_loss": r.FinalLoss, "final_loss_steps": []int{r.LossFrom, r.LossTo}, "ms_per_step": r.MsPerStep,
 		"steps": r.Steps, "planned_steps": r.Planned, "steps_run": r.Ran, "converted_layers": conv,
+	}
+	if r.Settings != "" {
+		f["recipe_settings"] = r.Settings
 	}
 	if r.Memory != nil {
 		f["optimizer_state_bytes_per_param"] = r.Memory.StateBytes

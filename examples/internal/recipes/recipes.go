@@ -53,6 +53,40 @@ var recipeFlags = []struct{ flag, backend, env string }{
 	{"opt-level", "msamp", fp8.EnvPrefix + "OPT_LEVEL"},
 }
 
+// Settings says where the settings of a recipe came from: each field set
+// by an OCTET_FP8_* variable (with its value) or by a recipe flag given
+// on the command line, the rest being the defaults; "" for no recipe
+// (float32) or a recipe without settings (bf16), and "defaults" when
+// nothing was set.
+func Settings(r fp8.Recipe, given map[string]string) string {
+	if r == nil || len(fp8.EnvFields(r.Backend())) == 0 {
+		return ""
+	}
+	b := r.Backend()
+	var parts []string
+	for _, field := range fp8.EnvFields(b) {
+		name := strings.ToLower(field)
+		if field == "FORMAT" {
+			name = "fp8_format" // TE's name
+		}
+		if v, ok := os.LookupEnv(fp8.EnvPrefix + field); ok {
+			parts = append(parts, fmt.Sprintf("%s %s (%s%s)", name, strings.TrimSpace(v), fp8.EnvPrefix, field))
+			continue
+		}
+		for _, f := range recipeFlags {
+			if f.backend == b.String() && f.env == fp8.EnvPrefix+field {
+				if v, ok := given[f.flag]; ok {
+					parts = append(parts, fmt.Sprintf("%s %s (-%s)", name, v, f.flag))
+				}
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, ", ") + "; the rest defaults"
+}
+
 // GivenFlags returns the flags of the command line's FlagSet that were
 // set explicitly, with their values.
 func GivenFlags() map[string]string {
