@@ -132,9 +132,15 @@ type result struct {
 func trainRank(t *testing.T, comm dist.Communicator, steps int, fp bool, cfg Config) (result, error) {
 	var res result
 	n, rank := comm.Size(), comm.Rank()
+	// The first global%n ranks take one row more.
+	lo := rank*(global/n) + min(rank, global%n)
+	hi := lo + global/n
+	if rank < global%n {
+		hi++
+	}
 	var sh *Sharded
 	var serr error
-	r := build(t, global/n, fp, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
+	r := build(t, hi-lo, fp, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
 		sh, res.report, serr = Shard(g, s, comm, params, cfg)
 	})
 	if serr != nil {
@@ -144,14 +150,17 @@ func trainRank(t *testing.T, comm dist.Communicator, steps int, fp bool, cfg Con
 	if err != nil {
 		return res, err
 	}
+	if err := drv.SetBatchShare(hi-lo, global); err != nil {
+		return res, err
+	}
 	opt := optim.NewAdamW(drv.Params(), 0.01)
-	local := global / n
+	even := global%n == 0
 	for s := 0; s < steps; s++ {
 		x, y := data(s)
-		if err := r.prog.FeedFloat32(r.x, x[rank*local*sizes[0]:(rank+1)*local*sizes[0]]); err != nil {
+		if err := r.prog.FeedFloat32(r.x, x[lo*sizes[0]:hi*sizes[0]]); err != nil {
 			return res, err
 		}
-		if err := r.prog.FeedInt32(r.y, y[rank*local:(rank+1)*local]); err != nil {
+		if err := r.prog.FeedInt32(r.y, y[lo:hi]); err != nil {
 			return res, err
 		}
 		comm.ResetStats()
@@ -165,6 +174,9 @@ func trainRank(t *testing.T, comm dist.Communicator, steps int, fp bool, cfg Con
 		st := comm.Stats()
 		l, _ := r.prog.Scalar(r.loss)
 		buf := []float32{l}
+		if !even {
+			buf[0] *= float32(hi-lo) * float32(n) / global
+		}
 		if err := comm.AllReduceF32(buf, dist.Sum); err != nil {
 			return res, err
 		}
@@ -185,6 +197,36 @@ func sharded(t *testing.T, n, steps int, fp bool, cfg Config) result {
 }
 
 func relErr(a, b float64) float64 { return math.Abs(a-b) / math.Max(math.Abs(b), 1e-12) }
+
+// A global batch that does not split evenly (24 rows over 5 or 7 ranks)
+// trains as one process does: SetBatchShare weights each rank's
+// gradients by its rows. Without it the uneven average drifts.
+func TestUnevenSplitMatchesSingleProcess(t *testing.T) {
+	ref := reference(t, 10, 1, false)
+	for _, n := range []int{5, 7} {
+		got := sharded(t, n, 10, false, Config{})
+		for s := range ref {
+			require.Less(t, relErr(got.losses[s], ref[s]), 1e-5, "N=%d step %d: %v vs %v", n, s, got.losses[s], ref[s])
+		}
+	}
+}
+
+func TestSetBatchShareRefusesNonsense(t *testing.T) {
+	require.NoError(t, dist.RunLocal(2, func(c dist.Communicator) error {
+		var sh *Sharded
+		r := build(t, 4, false, func(g *graph.Graph, s *graph.Store, params []*graph.Node) {
+			var err error
+			sh, _, err = Shard(g, s, c, params, Config{})
+			require.NoError(t, err)
+		})
+		drv, err := NewRank(sh, r.prog, r.grads)
+		require.NoError(t, err)
+		require.ErrorContains(t, drv.SetBatchShare(0, 8), "batch share 0 of 8")
+		require.ErrorContains(t, drv.SetBatchShare(9, 8), "batch share 9 of 8")
+		require.NoError(t, drv.SetBatchShare(4, 8))
+		return nil
+	}))
+}
 
 func TestFloat32MatchesSingleProcess(t *testing.T) {
 	ref := reference(t, 20, 1, false)
