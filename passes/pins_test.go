@@ -1,0 +1,215 @@
+package passes_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests in this file pin behaviours that mutation testing found
+// unguarded: each fails when the behaviour it names changes.
+
+// quantizeConfigs lists the cast configuration of every live Quantize
+// node of a layer, by node name.
+func quantizeConfigs(m *model, outs []*graph.Node, layer string) map[string]ops.QuantizeConfig {
+	got := map[string]ops.QuantizeConfig{}
+	for _, n := range graph.Live(graph.Options{Training: true}, outs...) {
+		if cfg, ok := ops.QuantizeConfigOf(n); ok && strings.HasPrefix(n.Name(), layer+"/") {
+			got[n.Name()] = cfg
+		}
+	}
+	return got
+}
+
+// The AO recipes cast as they say: tensorwise with one current scale per
+// tensor, rowwise with axiswise scales along each GEMM's contraction axis
+// (so a tensor used by two GEMMs is cast twice), rowwise_with_gw_hp with
+// the weight gradient's GEMM in high precision.
+func TestAORecipesCastConfigs(t *testing.T) {
+	all := func(*graph.Node, string) bool { return true }
+	for _, c := range []struct {
+		name string
+		want map[string]ops.QuantizeConfig
+	}{
+		{"tensorwise", map[string]ops.QuantizeConfig{
+			"mlp.fc2/quantize.input":       {Scaling: ops.Current, Format: fp8.E4M3, Tensor: fp8.RoleInput},
+			"mlp.fc2/quantize.weight":      {Scaling: ops.Current, Format: fp8.E4M3, Tensor: fp8.RoleWeight},
+			"mlp.fc2/quantize.grad_output": {Scaling: ops.Current, Format: fp8.E5M2, Tensor: fp8.RoleGradOutput},
+		}},
+		{"rowwise", map[string]ops.QuantizeConfig{
+			"mlp.fc2/quantize.input.axis1":       {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 1, Tensor: fp8.RoleInput},
+			"mlp.fc2/quantize.input.axis0":       {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 0, Tensor: fp8.RoleInput},
+			"mlp.fc2/quantize.weight.axis1":      {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 1, Tensor: fp8.RoleWeight},
+			"mlp.fc2/quantize.weight.axis0":      {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 0, Tensor: fp8.RoleWeight},
+			"mlp.fc2/quantize.grad_output.axis1": {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 1, Tensor: fp8.RoleGradOutput},
+			"mlp.fc2/quantize.grad_output.axis0": {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 0, Tensor: fp8.RoleGradOutput},
+		}},
+	} {
+		m := mlp(t, 16)
+		ao, err := fp8.NewAORecipe(c.name)
+		require.NoError(t, err)
+		_, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: ao, Filter: all})
+		require.NoError(t, err)
+		got := quantizeConfigs(m, m.trainOf, "mlp.fc2")
+		require.Equal(t, c.want, got, c.name)
+	}
+	// rowwise_with_gw_hp: the wgrad GEMM reads float32 input and
+	// gradient (no axis-0 casts), the dgrad GEMM a tensorwise weight.
+	m := mlp(t, 16)
+	ao, err := fp8.NewAORecipe("rowwise_with_gw_hp")
+	require.NoError(t, err)
+	_, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: ao, Filter: all})
+	require.NoError(t, err)
+	require.Equal(t, map[string]ops.QuantizeConfig{
+		"mlp.fc2/quantize.input.axis1":       {Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 1, Tensor: fp8.RoleInput},
+		"mlp.fc2/quantize.weight.axis1":      {Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 1, Tensor: fp8.RoleWeight},
+		"mlp.fc2/quantize.weight":            {Scaling: ops.Current, Format: fp8.E4M3, Tensor: fp8.RoleWeight},
+		"mlp.fc2/quantize.grad_output.axis1": {Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 1, Tensor: fp8.RoleGradOutput},
+	}, quantizeConfigs(m, m.trainOf, "mlp.fc2"))
+}
+
+// A layer's scaling state already in the store (a checkpoint's, or an
+// earlier conversion's) is kept: converting an evaluation graph, or
+// converting after a load, neither resets nor replaces it.
+func TestConversionKeepsExistingLayerState(t *testing.T) {
+	m := mlp(t, 16)
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	require.NoError(t, err)
+	key := fp8.LayerStateKey("mlp.fc1")
+	st := m.store.State(key).(*fp8.LayerState)
+	st.Input.Scale, st.Input.History[0] = 3, 7
+
+	// An evaluation graph over the same store.
+	e := mlp(t, 4)
+	_, err = passes.ConvertLinear(e.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	require.NoError(t, err)
+	require.Same(t, st, m.store.State(key), "the state object is shared, not replaced")
+	require.Equal(t, float32(3), st.Input.Scale)
+	require.Equal(t, float32(7), st.Input.History[0])
+	for _, n := range e.g.Nodes() {
+		if cfg, ok := ops.QuantizeConfigOf(n); ok && n.Name() == "mlp.fc1/quantize.input" {
+			require.Same(t, st.Input, cfg.Meta, "the eval cast records into the shared meta")
+		}
+	}
+	// A state of another backend is refused, naming the layer.
+	ao, _ := fp8.NewAORecipe("tensorwise")
+	_, err = passes.ConvertLinear(mlp(t, 4).g, m.store, passes.LinearConfig{Recipe: ao, Filter: func(*graph.Node, string) bool { return true }})
+	require.ErrorContains(t, err, `layer "mlp.fc1" already has te scaling state`)
+}
+
+func countKinds(outs []*graph.Node) map[string]int {
+	k := map[string]int{}
+	for _, n := range graph.Live(graph.Options{Training: true}, outs...) {
+		k[n.Op().Type()]++
+	}
+	return k
+}
+
+// ConvertModel's LayerNorm fusion: on, the LayerNorm feeding an FP8
+// linear writes FP8 itself (LayerNormQuantize); off, the plain LayerNorm
+// and its cast are back; on again, the same fused node is restored.
+func TestConvertModelLayerNormRoundTrip(t *testing.T) {
+	m := lnLinear(t, 16, false)
+	_, ref := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
+	rep, err := passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, LayerNorm: true, Recipe: fp8.TERecipe{}, Outputs: m.trainOf})
+	require.NoError(t, err)
+	k := countKinds(m.trainOf)
+	require.Equal(t, 1, k["LayerNormQuantize"])
+	require.Zero(t, k["LayerNorm"])
+	require.NotEmpty(t, rep.Notes)
+
+	rep, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, LayerNorm: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"block.ln: LayerNorm fusion undone"}, rep.Notes)
+	k = countKinds(m.trainOf)
+	require.Zero(t, k["LayerNormQuantize"])
+	require.Equal(t, 1, k["LayerNorm"])
+	require.True(t, passes.HasFP8Layers(m.g), "the linears stay FP8")
+
+	rep, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, LayerNorm: true, Outputs: m.trainOf})
+	require.NoError(t, err)
+	require.Equal(t, []string{"1 LayerNorm fusion(s) restored"}, rep.Notes)
+	require.Equal(t, 1, countKinds(m.trainOf)["LayerNormQuantize"])
+
+	_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, Linear: true, LayerNorm: true})
+	require.NoError(t, err)
+	_, back := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
+	require.Equal(t, ref, back)
+}
+
+// A model prepared (converted and autowrapped) converts back to float32:
+// the training program computes the float32 model's outputs again.
+func TestAutowrappedModelConvertsBack(t *testing.T) {
+	m := mlp(t, 16)
+	_, ref := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
+	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits}})
+	require.NoError(t, err)
+	require.True(t, passes.HasFP8Layers(m.g))
+	rep, err := passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, Linear: true, LayerNorm: true})
+	require.NoError(t, err)
+	require.Equal(t, "float32", rep.Backend)
+	require.False(t, passes.HasFP8Layers(m.g))
+	k := countKinds(m.trainOf)
+	require.Zero(t, k["ScaledMatMul"]+k["Quantize"])
+	_, back := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
+	require.Equal(t, ref, back)
+}
+
+// Prepare with evaluation outputs only compiles no training program, and
+// the evaluation program runs.
+func TestPrepareEvalOnly(t *testing.T) {
+	m := mlp(t, 16)
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{UseAutocastDuringEval: true}, EvalOutputs: []*graph.Node{m.logits}})
+	require.NoError(t, err)
+	require.Nil(t, prep.Train)
+	require.NotNil(t, prep.Eval)
+	require.NotEmpty(t, prep.Report.Converted())
+	m.run(t, prep.Eval)
+	require.Len(t, prep.Eval.Float32(m.logits), 16*10)
+	_, err = passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}})
+	require.ErrorContains(t, err, "no outputs")
+}
+
+// A pipeline stops at a pass that fails and at a check that fails, naming
+// the pass, and runs no later pass.
+func TestPipelineStopsAtFailures(t *testing.T) {
+	m := mlp(t, 4)
+	later := false
+	laterPass := passes.Pass{Name: "Later", Run: func(*graph.Graph) (string, error) { later = true; return "", nil }}
+	pl := passes.Pipeline{Outputs: m.trainOf, Passes: []passes.Pass{
+		{Name: "Broken", Run: func(*graph.Graph) (string, error) { return "", errors.New("boom") }}, laterPass}}
+	require.EqualError(t, pl.Run(m.g), "passes: Broken: boom")
+	require.False(t, later)
+	pl.Passes[0] = passes.Pass{Name: "Illegal", Run: func(*graph.Graph) (string, error) { return "ok", nil },
+		Check: func(*graph.Graph) error { return errors.New("not legal here") }}
+	require.EqualError(t, pl.Run(m.g), "passes: after Illegal: not legal here")
+	require.False(t, later)
+	pl.Passes[0].Check = nil
+	require.NoError(t, pl.Run(m.g))
+	require.True(t, later)
+}
+
+// Rewrite returns how many replacements each rule made; a rule whose
+// Apply returns nil or the root itself replaces nothing.
+func TestRewriteCounts(t *testing.T) {
+	m := mlp(t, 4)
+	nodes := m.g.Nodes()
+	counts, err := passes.Rewrite(m.g, nodes,
+		passes.Rule{Name: "relu", Pattern: &passes.Pattern{Op: "ReLU"}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) {
+			return ops.ReLU(n.Input(0)), nil
+		}},
+		passes.Rule{Name: "none", Pattern: &passes.Pattern{Op: "Linear"}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) { return nil, nil }},
+		passes.Rule{Name: "self", Pattern: &passes.Pattern{Op: "Linear"}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) { return n, nil }},
+	)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{"relu": 2}, counts)
+	_, err = passes.Rewrite(m.g, nodes, passes.Rule{Name: "fails", Pattern: &passes.Pattern{Op: "ReLU"},
+		Apply: func(*graph.Node, passes.Match) (*graph.Node, error) { return nil, errors.New("no") }})
+	require.EqualError(t, err, "no")
+}
