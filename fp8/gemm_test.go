@@ -96,11 +96,25 @@ func TestScaledGEMMAccumulationBound(t *testing.T) {
 							t.Fatal(err)
 						}
 						name := fmt.Sprintf("%dx%dx%d %s %v ta=%v tb=%v", m, n, k, kind, f, ta, tb)
+						// The operands decoded once, [outer][k], for the
+						// float64 reference.
+						da, db := make([]float64, m*k), make([]float64, n*k)
+						for i := 0; i < m; i++ {
+							for p := 0; p < k; p++ {
+								da[i*k+p] = decodedAt(&a, m, k, i, p, !ta)
+							}
+						}
+						for j := 0; j < n; j++ {
+							for p := 0; p < k; p++ {
+								db[j*k+p] = decodedAt(&b, n, k, j, p, tb)
+							}
+						}
 						for i := 0; i < m; i++ {
 							for j := 0; j < n; j++ {
 								var s, abs float64
-								for p := 0; p < k; p++ {
-									v := decodedAt(&a, m, k, i, p, !ta) * decodedAt(&b, n, k, j, p, tb)
+								ra, rb := da[i*k:i*k+k], db[j*k:j*k+k]
+								for p := range ra {
+									v := ra[p] * rb[p]
 									s += v
 									abs += math.Abs(v)
 								}
