@@ -72,6 +72,10 @@ type ScaledGEMM struct {
 	fold           []float32 // MXFP8 block factors being folded
 }
 
+// useBF16 reports whether FP8 products take the bf16 kernels; tests turn
+// it off to run the float32 path that CPUs without AVX512_BF16 take.
+var useBF16 = kernels.HasBF16
+
 // NewScaledGEMM returns a ScaledGEMM.
 func NewScaledGEMM() *ScaledGEMM { return &ScaledGEMM{gemm: kernels.NewGemm()} }
 
@@ -99,7 +103,7 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	if b.Trans {
 		ldb = k
 	}
-	if kernels.HasBF16() && a.Codes != nil && b.Codes != nil {
+	if useBF16() && a.Codes != nil && b.Codes != nil {
 		if ep, ok := g.prepareBF16(m, n, k, &a, &b); ok {
 			g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, lda, &g.opB, ldb, c, n, ep)
 			return nil

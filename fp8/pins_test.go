@@ -331,3 +331,46 @@ func requireSame(t *testing.T, want, got float32, msg string, args ...any) {
 		t.Fatalf("%s: want %v, got %v", fmt.Sprintf(msg, args...), want, got)
 	}
 }
+
+// MXFP8 block scales fold into the bf16 operands only while every folded
+// value stays a normal float: blocks 2^60 and 2^-60 in one operand do
+// not fold (the float32 path runs instead), blocks 2^20 and 2^-20 do, and
+// an all-zero block's scale does not count.
+func TestMXFP8FoldRange(t *testing.T) {
+	if !useBF16() {
+		t.Skip("no bf16 kernels on this CPU")
+	}
+	const m, n, k = 2, 3, 64
+	ones := func(sz int) []uint8 {
+		c := make([]uint8, sz)
+		for i := range c {
+			c[i] = 0x01 // the smallest subnormal: the worst case for the range
+		}
+		return c
+	}
+	scales := func(sz int, e ...int) []E8M0 {
+		s := make([]E8M0, sz)
+		for i := range s {
+			s[i] = E8M0FromExp(e[i%len(e)])
+		}
+		return s
+	}
+	g := NewScaledGEMM()
+	for _, c := range []struct {
+		expA []int
+		zero bool // the 2^-60 blocks hold only zeros
+		ok   bool
+	}{{[]int{60, -60}, false, false}, {[]int{20, -20}, false, true}, {[]int{60, -60}, true, true}, {[]int{0}, false, true}} {
+		a := Operand{Codes: ones(m * k), Format: E4M3, Block: scales(2*m, c.expA...)}
+		if c.zero {
+			for i := 0; i < m; i++ {
+				for p := BlockSize; p < k; p++ {
+					a.Codes[i*k+p] = 0x80 // −0
+				}
+			}
+		}
+		b := Operand{Codes: ones(n * k), Format: E4M3, Block: scales(2*n, 0), Trans: true}
+		_, ok := g.prepareBF16(m, n, k, &a, &b)
+		require.Equal(t, c.ok, ok, "%+v", c)
+	}
+}
