@@ -374,3 +374,71 @@ func TestMXFP8FoldRange(t *testing.T) {
 		require.Equal(t, c.ok, ok, "%+v", c)
 	}
 }
+
+// The names of the enumerations, and of the values just past them.
+func TestEnumNames(t *testing.T) {
+	require.Equal(t, "none", Backend(0).String())
+	require.Equal(t, "bf16", BackendBF16.String())
+	require.Equal(t, "Backend(5)", Backend(5).String())
+	require.Equal(t, "E5M2", E5M2.String())
+	require.Equal(t, "Format(2)", Format(2).String())
+	require.Equal(t, "round_up", ExpRoundUp.String())
+	require.Equal(t, "ocp_floor", ExpOCPFloor.String())
+	require.Equal(t, "grad_output", RoleGradOutput.String())
+	require.Equal(t, "", TensorRole(0).String())
+	require.Equal(t, "TensorRole(4)", TensorRole(4).String())
+	for b := BackendTE; b <= BackendBF16; b++ {
+		txt, err := b.MarshalText()
+		require.NoError(t, err)
+		var back Backend
+		require.NoError(t, back.UnmarshalText(txt))
+		require.Equal(t, b, back)
+	}
+	for _, b := range []Backend{0, 5} {
+		_, err := b.MarshalText()
+		require.Error(t, err, "%d", b)
+	}
+	var b Backend
+	require.ErrorContains(t, b.UnmarshalText([]byte("none")), "unknown backend")
+	require.True(t, RoleGradOutput.IsBackward())
+	require.False(t, RoleWeight.IsBackward())
+}
+
+func TestRoundDownPow2Bounds(t *testing.T) {
+	for _, c := range [][2]float32{{0, 0}, {-3, -3}, {1, 1}, {1.5, 1}, {3, 2}, {0.75, 0.5},
+		{math.MaxFloat32, float32(math.Ldexp(1, 127))}, {math.SmallestNonzeroFloat32, math.SmallestNonzeroFloat32},
+		{3 * math.SmallestNonzeroFloat32, 2 * math.SmallestNonzeroFloat32}} {
+		require.Equal(t, c[1], RoundDownPow2(c[0]), "%v", c[0])
+	}
+	require.True(t, math.IsInf(float64(RoundDownPow2(float32(math.Inf(1)))), 1))
+}
+
+// The amax history's bound is inclusive: 65536 slots are accepted, one
+// more refused.
+func TestAmaxHistoryBound(t *testing.T) {
+	env := func(v string) func(string) (string, bool) {
+		return func(k string) (string, bool) { return v, k == EnvPrefix+"AMAX_HISTORY_LEN" }
+	}
+	r, err := teRecipeFrom(TERecipe{}, env("65536"))
+	require.NoError(t, err)
+	require.Equal(t, MaxAmaxHistoryLen, r.HistoryLen())
+	_, err = teRecipeFrom(TERecipe{}, env("65537"))
+	require.ErrorContains(t, err, "an integer from 1 to 65536")
+}
+
+// The inverse casts refuse short sources and destinations too.
+func TestDequantizeShortSlices(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		says string
+	}{
+		{DequantizeAxiswise(make([]float32, 64), make([]uint8, 63), make([]float32, 8), 8, 8, 1, E4M3), "src has 63 elements, want 64"},
+		{DequantizeAxiswise(make([]float32, 63), make([]uint8, 64), make([]float32, 8), 8, 8, 0, E4M3), "dst has 63 elements, want 64"},
+		{DequantizeMX(make([]float32, 64), make([]uint8, 63), make([]E8M0, 2), 2, 32, 1, E4M3), "src has 63 elements, want 64"},
+		{DequantizeMX(make([]float32, 63), make([]uint8, 64), make([]E8M0, 2), 2, 32, 1, E4M3), "dst has 63 elements, want 64"},
+		{DequantizeMX(make([]float32, 64), make([]uint8, 64), make([]E8M0, 31), 2, 32, 0, E4M3), "scales has 31 elements, want 32"},
+	} {
+		require.Error(t, c.err, c.says)
+		require.Contains(t, c.err.Error(), c.says)
+	}
+}

@@ -213,3 +213,103 @@ func TestRewriteCounts(t *testing.T) {
 		Apply: func(*graph.Node, passes.Match) (*graph.Node, error) { return nil, errors.New("no") }})
 	require.EqualError(t, err, "no")
 }
+
+// A layer converted, reverted and converted again reuses its FP8 nodes,
+// whichever of its three GEMMs were FP8 (the others overridden to
+// float32); the report says why each GEMM stayed float32.
+func TestReconversionReusesEachGEMM(t *testing.T) {
+	for _, c := range []struct {
+		ov   fp8.Override
+		kept string
+	}{
+		{fp8.Override{Dgrad: true, Wgrad: true}, "dgrad kept in float32 by the recipe; wgrad kept in float32 by the recipe"},
+		{fp8.Override{Fprop: true, Wgrad: true}, "fprop kept in float32 by the recipe; wgrad kept in float32 by the recipe"},
+		{fp8.Override{Fprop: true, Dgrad: true}, "fprop kept in float32 by the recipe; dgrad kept in float32 by the recipe"},
+		{fp8.Override{Fprop: true}, "fprop kept in float32 by the recipe"},
+	} {
+		m := mlp(t, 16)
+		r := fp8.TERecipe{OverrideLinearPrecision: c.ov}
+		rep, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: r})
+		require.NoError(t, err)
+		require.Equal(t, c.kept, mustLayer(t, rep, "mlp.fc2").Reason, "%+v", c.ov) // fc1 has no dgrad
+		nodes := len(m.g.Nodes())
+		_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, Linear: true})
+		require.NoError(t, err)
+		require.False(t, passes.HasFP8Layers(m.g))
+		rep, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: r})
+		require.NoError(t, err)
+		require.True(t, passes.HasFP8Layers(m.g))
+		require.Equal(t, "converted again (earlier FP8 nodes reused)", mustLayer(t, rep, "mlp.fc2").Reason, "%+v", c.ov)
+		require.Equal(t, nodes, len(m.g.Nodes()), "no new nodes")
+	}
+}
+
+// Autowrap's note counts the layers it wrapped and says how evaluation
+// runs.
+func TestAutowrapNote(t *testing.T) {
+	m := mlp(t, 16)
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	require.NoError(t, err)
+	rep, err := passes.Autowrap(m.g, passes.AutowrapConfig{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"2 layer(s) wrapped; evaluation runs float32"}, rep.Notes)
+	m2 := mlp(t, 16)
+	_, err = passes.ConvertLinear(m2.g, m2.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	require.NoError(t, err)
+	rep, err = passes.Autowrap(m2.g, passes.AutowrapConfig{EvalFP8: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"2 layer(s) wrapped; evaluation runs FP8"}, rep.Notes)
+}
+
+// ConvertLN's notes say which
+// cast took the LayerNorm's place and how many float32 readers remain.
+func TestConvertLNNotes(t *testing.T) {
+	for _, c := range []struct {
+		residual bool
+		note     string
+	}{
+		{false, "block.ln: LayerNorm fused into its input cast (block.fc1/quantize.input)"},
+		{true, "block.ln: LayerNorm fused into its input cast (block.fc1/quantize.input); float32 output kept for 1 other consumer(s)"},
+	} {
+		m := lnLinear(t, 16, c.residual)
+		_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+		require.NoError(t, err)
+		rep, err := passes.ConvertLN(m.g, m.trainOf...)
+		require.NoError(t, err)
+		require.Equal(t, []string{c.note}, rep.Notes)
+	}
+	// Without outputs every node counts (the replaced float32 GEMMs
+	// too), and the LayerNorm still fuses.
+	m := lnLinear(t, 16, false)
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	require.NoError(t, err)
+	rep, err := passes.ConvertLN(m.g)
+	require.NoError(t, err)
+	require.Len(t, rep.Notes, 1)
+	require.Equal(t, 1, countKinds(m.trainOf)["LayerNormQuantize"])
+}
+
+// Converting an autowrapped layer back and forth leaves its autocast
+// switch reading the FP8 and float32 branches it was built with.
+func TestAutocastSwitchSurvivesRoundTrips(t *testing.T) {
+	m := mlp(t, 16)
+	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf})
+	require.NoError(t, err)
+	var sw *graph.Node
+	for _, n := range m.g.Nodes() {
+		if n.Name() == "mlp.fc2.autocast" {
+			sw = n
+		}
+	}
+	require.NotNil(t, sw)
+	before := sw.Inputs()
+	require.NotSame(t, before[0], before[1], "two branches")
+	for i := 0; i < 2; i++ {
+		_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, Linear: true})
+		require.NoError(t, err)
+		require.Equal(t, before, sw.Inputs(), "after converting back")
+		_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: fp8.TERecipe{}})
+		require.NoError(t, err)
+		require.Equal(t, before, sw.Inputs(), "after converting again")
+	}
+}
