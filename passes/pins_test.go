@@ -1,7 +1,9 @@
 package passes_test
 
 import (
+	"bytes"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -312,4 +314,24 @@ func TestAutocastSwitchSurvivesRoundTrips(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, before, sw.Inputs(), "after converting again")
 	}
+}
+
+// Prepare's pipeline dumps the training graph (backward GEMMs included)
+// when both programs are asked for, and numbers the DOT files by stage.
+func TestPrepareDumpsTheTrainingGraph(t *testing.T) {
+	m := lnLinear(t, 8, false)
+	var dump, log bytes.Buffer
+	dir := t.TempDir()
+	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf,
+		EvalOutputs: []*graph.Node{m.logits}, Dump: &dump, DOTDir: dir, Log: &log})
+	require.NoError(t, err)
+	require.Equal(t, "ConvertLinear: 2 of 2 linear layers converted (te)\nConvertLN: 1 LayerNorm fusion(s)\nAutowrap: 2 layer(s) wrapped; evaluation runs float32\n", log.String())
+	after := dump.String()[strings.Index(dump.String(), "== after Autowrap =="):]
+	require.Contains(t, after, `"block.fc1.wgrad.fp8"`)
+	require.Contains(t, after, `"block.fc2.dgrad.fp8"`)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.dot"))
+	for i, f := range files {
+		files[i] = filepath.Base(f)
+	}
+	require.Equal(t, []string{"00-input.dot", "01-after_ConvertLinear.dot", "02-after_ConvertLN.dot", "03-after_Autowrap.dot"}, files)
 }
