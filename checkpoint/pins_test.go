@@ -2,7 +2,9 @@ package checkpoint
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -122,4 +124,41 @@ func TestParamTensorsChecked(t *testing.T) {
 	s.Store.Float32("w")[4] = float32(math.Inf(1))
 	err = rebuild(t, s, func(map[string]safetensors.TensorView) {}, tinyState(t))
 	require.ErrorContains(t, err, `parameter "w" holds a non-finite value at element 4`)
+}
+
+// The framing messages at their exact boundaries: an 8-byte file has a
+// header length (and it runs past the end), a header that fills the
+// file exactly is read, and trailing data names the offset where the
+// tensors end.
+func TestFramingBoundaries(t *testing.T) {
+	eight := []byte{5, 0, 0, 0, 0, 0, 0, 0}
+	err := loadBytes("f", eight, tinyState(t))
+	require.ErrorContains(t, err, "header length 5 at offset 0 runs past the end of the file (8 bytes)")
+	err = loadBytes("f", eight[:7], tinyState(t))
+	require.ErrorContains(t, err, "7 bytes, too short for a header length at offset 0")
+	exact := append([]byte{2, 0, 0, 0, 0, 0, 0, 0}, "{}"...)
+	err = loadBytes("f", exact, tinyState(t))
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "runs past the end")
+
+	path := filepath.Join(t.TempDir(), "c.safetensors")
+	require.NoError(t, Save(path, tinyState(t)))
+	good, err := os.ReadFile(path)
+	require.NoError(t, err)
+	err = loadBytes(path, append(append([]byte(nil), good...), 0, 0, 0), tinyState(t))
+	require.ErrorContains(t, err, fmt.Sprintf("trailing data: 3 byte(s) after the last tensor (offset %d)", len(good)))
+}
+
+// A one-element parameter that is not finite is refused too.
+func TestOneElementParameterChecked(t *testing.T) {
+	mk := func(v float32) *State {
+		s := graph.NewStore()
+		require.NoError(t, s.SetFloat32("g", []float32{v}, 1))
+		return &State{Store: s}
+	}
+	path := filepath.Join(t.TempDir(), "x.safetensors")
+	require.NoError(t, Save(path, mk(float32(math.NaN()))))
+	require.ErrorContains(t, Load(path, mk(1)), `parameter "g" holds a non-finite value at element 0`)
+	require.NoError(t, Save(path, mk(2)))
+	require.NoError(t, Load(path, mk(1)))
 }
