@@ -397,17 +397,15 @@ func (r *FP8AllReduce) Average(g, out []float32) (overflows, underflows int, err
 	if _, err := fp8.Quantize(codes, g, fp8.E4M3, scale); err != nil {
 		return 0, 0, fmt.Errorf("FP8 all-reduce: %w", err)
 	}
-	max := fp8.E4M3.Max()
+	// This rank's cast cannot saturate: every |v| is at most the shared
+	// amax, and the scale keeps amax·scale ≤ max/√N. It can flush small
+	// values to zero.
 	for i, v := range g {
-		d := fp8.E4M3.Decode(codes[i])
-		if d == max || d == -max {
-			if math.Abs(float64(v*scale)) > float64(max) {
-				overflows++
-			}
-		} else if d == 0 && v != 0 {
+		if v != 0 && codes[i]&0x7F == 0 {
 			underflows++
 		}
 	}
+	max := fp8.E4M3.Max()
 	for i := range r.counts {
 		r.counts[i] = n
 	}

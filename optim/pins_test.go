@@ -142,3 +142,41 @@ func TestLowBitAdamStateRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// The summed cast of the FP8 all-reduce counts a sum beyond 448 as an
+// overflow, and a sum of exactly 448 (representable) not.
+func TestFP8AllReduceOverflowBoundary(t *testing.T) {
+	comms, _ := dist.NewLocal(4)
+	ov := make([]int, 4)
+	var wg sync.WaitGroup
+	for r := 0; r < 4; r++ {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			// amax 1: scale 256/√4 = 128, so 1 → 128 and 0.875 → 112,
+			// exactly; four ranks sum to 512 (saturates) and 448 (fits).
+			out := make([]float32, 2)
+			var err error
+			ov[r], _, err = NewFP8AllReduce(comms[r], 2).Average([]float32{1, 0.875}, out)
+			require.NoError(t, err)
+			require.Equal(t, float32(0.875), out[1])
+			require.Equal(t, float32(448.0/512), out[0], "the saturated sum")
+		}(r)
+	}
+	wg.Wait()
+	require.Equal(t, []int{1, 1, 1, 1}, ov)
+}
+
+// ClipGradNorm leaves gradients whose norm is exactly the bound alone,
+// and scales larger ones by maxNorm/(norm+1e-6).
+func TestClipGradNormBoundary(t *testing.T) {
+	p := []Param{{G: []float32{1, 0}}}
+	require.Equal(t, float32(1), ClipGradNorm(p, 1))
+	require.Equal(t, []float32{1, 0}, p[0].G, "at the bound: unchanged")
+	p = []Param{{G: []float32{2, 0}}}
+	require.Equal(t, float32(2), ClipGradNorm(p, 1))
+	require.Equal(t, []float32{2 * (1 / (2 + 1e-6)), 0}, p[0].G)
+	p = []Param{{G: []float32{float32(math.Inf(1))}}}
+	require.True(t, math.IsInf(float64(ClipGradNorm(p, 1)), 1))
+	require.True(t, math.IsInf(float64(p[0].G[0]), 1), "a non-finite norm scales nothing")
+}
