@@ -1,0 +1,160 @@
+package graph_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+	"github.com/stretchr/testify/require"
+)
+
+// toInt is a test op with an int32 output (no op of package ops has an
+// int32 intermediate), rounding its float32 input.
+type toInt struct{}
+
+func (toInt) Type() string { return "ToInt" }
+func (toInt) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	return in[0].Shape(), graph.Int32, nil
+}
+func (toInt) Bind(b *graph.Binding) (graph.Kernel, error) {
+	return func() error {
+		for i, v := range b.In[0].F32 {
+			b.Out.I32[i] = int32(v)
+		}
+		return nil
+	}, nil
+}
+
+// badAlias claims to view an input that does not exist (index past the
+// end, or -1): the compiler must treat it as a node with its own buffer.
+type badAlias struct{ idx int }
+
+func (badAlias) Type() string { return "BadAlias" }
+func (badAlias) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	return in[0].Shape(), in[0].DType(), nil
+}
+func (a badAlias) AliasOf(graph.Options) int { return a.idx }
+func (badAlias) Bind(b *graph.Binding) (graph.Kernel, error) {
+	return func() error { copy(b.Out.F32, b.In[0].F32); return nil }, nil
+}
+
+// Every storage class counts in the arena: float32 and int32 at 4 bytes,
+// FP8 at 1.
+func TestArenaCountsEveryStorage(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 4, 8)
+	i := g.Apply(toInt{}, "i", ops.Neg(x))
+	q := ops.Quantize(x, ops.QuantizeConfig{Scaling: ops.Current})
+	p, err := graph.Compile(g, nil, graph.Options{}, i, q)
+	require.NoError(t, err)
+	require.Equal(t, 32*4+32*4+32, p.Stats().ArenaBytes)
+	in := make([]float32, 32)
+	in[3] = -2.7
+	require.NoError(t, p.FeedFloat32(x, in))
+	require.NoError(t, p.Run())
+	v, err := p.Value(i)
+	require.NoError(t, err)
+	require.Equal(t, int32(2), v.I32[3])
+}
+
+func TestAliasIndexOutOfRangeIsNoView(t *testing.T) {
+	for _, idx := range []int{-1, 1, 5} {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, 2, 2)
+		a := ops.Neg(x)
+		v := g.Apply(badAlias{idx}, "v", a)
+		p, err := graph.Compile(g, nil, graph.Options{}, a, v)
+		require.NoError(t, err, idx)
+		require.NotSame(t, &p.Float32(a)[0], &p.Float32(v)[0], "index %d: its own buffer", idx)
+		require.NoError(t, p.FeedFloat32(x, []float32{1, 2, 3, 4}))
+		require.NoError(t, p.Run())
+		require.Equal(t, []float32{-1, -2, -3, -4}, p.Float32(v))
+	}
+}
+
+// The program's step counts Runs and can be set (a resumed run).
+func TestProgramStepCounts(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2)
+	y := ops.Neg(x)
+	p, err := graph.Compile(g, nil, graph.Options{}, y)
+	require.NoError(t, err)
+	require.Zero(t, p.Step())
+	require.NoError(t, p.FeedFloat32(x, []float32{1, 2}))
+	require.NoError(t, p.Run())
+	require.NoError(t, p.Run())
+	require.Equal(t, int64(2), p.Step())
+	p.SetStep(40)
+	require.NoError(t, p.Run())
+	require.Equal(t, int64(41), p.Step())
+}
+
+// Names: a repeated name gets #1, #2, …; handles follow replacements to
+// the end of a chain, and replacing a node by itself forwards nothing.
+func TestNamesAndResolve(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2)
+	a := g.Apply(badAlias{-1}, "n", x)
+	b := g.Apply(badAlias{-1}, "n", x)
+	c := g.Apply(badAlias{-1}, "n", x)
+	require.Equal(t, []string{"n", "n#1", "n#2"}, []string{a.Name(), b.Name(), c.Name()})
+	require.NoError(t, g.ReplaceUses(a, b))
+	require.NoError(t, g.ReplaceUses(b, c))
+	require.Same(t, c, g.Resolve(a))
+	require.Same(t, c, g.Resolve(b))
+	require.NoError(t, g.ReplaceUses(c, c))
+	require.Same(t, c, g.Resolve(c), "no self-forwarding loop")
+	require.Same(t, c, g.Resolve(a))
+	require.Same(t, x, g.Resolve(x))
+}
+
+// A dump shows an op's attributes in braces only when it has some.
+func TestDumpAttributes(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2, 3)
+	y := ops.Neg(x)
+	s := ops.Sum(x, 1)
+	var buf bytes.Buffer
+	require.NoError(t, g.WriteText(&buf, y, s))
+	out := buf.String()
+	require.Contains(t, out, "Sum{axes=[1]}(")
+	require.NotContains(t, out, "Neg{")
+	require.True(t, strings.Contains(out, "= Neg("), out)
+}
+
+// Live follows only the taken branch of a Switch: the training program
+// runs one side, evaluation the other.
+func TestLiveFollowsTheTakenBranch(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2)
+	tr, ev := ops.Neg(x), ops.ReLU(x)
+	sw := g.Switch("sw", "training?", func(o graph.Options) bool { return o.Training }, tr, ev)
+	has := func(nodes []*graph.Node, n *graph.Node) bool {
+		for _, m := range nodes {
+			if m == n {
+				return true
+			}
+		}
+		return false
+	}
+	train := graph.Live(graph.Options{Training: true}, sw)
+	require.True(t, has(train, tr))
+	require.False(t, has(train, ev))
+	eval := graph.Live(graph.Options{}, sw)
+	require.True(t, has(eval, ev))
+	require.False(t, has(eval, tr))
+	require.Nil(t, graph.Live(graph.Options{}))
+}
+
+func TestDTypeParsing(t *testing.T) {
+	require.True(t, graph.Float8E5M2.IsFloat8())
+	require.True(t, graph.Float8E4M3.IsFloat8())
+	require.False(t, graph.Float32.IsFloat8())
+	d, err := graph.ParseDType("INT32")
+	require.NoError(t, err)
+	require.Equal(t, graph.Int32, d)
+	_, err = graph.ParseDType("invalid")
+	require.Error(t, err, "the invalid dtype is not a name to parse")
+}
