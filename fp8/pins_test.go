@@ -360,7 +360,11 @@ func TestMXFP8FoldRange(t *testing.T) {
 		expA []int
 		zero bool // the 2^-60 blocks hold only zeros
 		ok   bool
-	}{{[]int{60, -60}, false, false}, {[]int{20, -20}, false, true}, {[]int{60, -60}, true, true}, {[]int{0}, false, true}} {
+	}{{[]int{60, -60}, false, false}, {[]int{20, -20}, false, true}, {[]int{60, -60}, true, true}, {[]int{0}, false, true},
+		// Exactly at the edge: the smallest folded product is 2^-126
+		// (A's smallest value 2^(-54-54-9), B's 2^-9), still normal;
+		// one step further it is not.
+		{[]int{54, -54}, false, true}, {[]int{55, -55}, false, false}} {
 		a := Operand{Codes: ones(m * k), Format: E4M3, Block: scales(2*m, c.expA...)}
 		if c.zero {
 			for i := 0; i < m; i++ {
@@ -440,5 +444,89 @@ func TestDequantizeShortSlices(t *testing.T) {
 	} {
 		require.Error(t, c.err, c.says)
 		require.Contains(t, c.err.Error(), c.says)
+	}
+}
+
+// The all-zero-block rule reads the right elements in both layouts: a
+// zero block whose scale is far from the others does not count, a
+// non-zero one next to it does.
+func TestMXFP8ZeroBlockLayouts(t *testing.T) {
+	if !useBF16() {
+		t.Skip("no bf16 kernels on this CPU")
+	}
+	const k = 64
+	g := NewScaledGEMM()
+	one := func(sz int) []uint8 {
+		c := make([]uint8, sz)
+		for i := range c {
+			c[i] = 0x38 // 1.0
+		}
+		return c
+	}
+	for _, zeroFar := range []bool{true, false} {
+		// A: 2 rows, row-major; row 0's second block is far (2^-120).
+		a := Operand{Codes: one(2 * k), Format: E4M3, Block: []E8M0{E8M0FromExp(0), E8M0FromExp(-120), E8M0FromExp(0), E8M0FromExp(0)}}
+		if zeroFar {
+			for p := BlockSize; p < k; p++ {
+				a.Codes[p] = 0
+			}
+		}
+		b := Operand{Codes: one(2 * k), Format: E4M3, Block: []E8M0{E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(0)}, Trans: true}
+		_, ok := g.prepareBF16(2, 2, k, &a, &b)
+		require.Equal(t, zeroFar, ok, "A row-major, far block zero: %v", zeroFar)
+		// B: 2 columns stored [k][n] (not transposed): column 0's second
+		// block is far.
+		a2 := Operand{Codes: one(2 * k), Format: E4M3, Block: []E8M0{E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(0)}}
+		b2 := Operand{Codes: one(2 * k), Format: E4M3, Block: []E8M0{E8M0FromExp(0), E8M0FromExp(-120), E8M0FromExp(0), E8M0FromExp(0)}}
+		if zeroFar {
+			for p := BlockSize; p < k; p++ {
+				b2.Codes[p*2+0] = 0x80
+			}
+		}
+		_, ok = g.prepareBF16(2, 2, k, &a2, &b2)
+		require.Equal(t, zeroFar, ok, "B column-major, far block zero: %v", zeroFar)
+	}
+}
+
+// A ScaledGEMM allocates on its first run of a shape and never again:
+// every scratch buffer is kept (bf16 path and float32 path, every kind
+// of scale).
+func TestScaledGEMMReusesItsBuffers(t *testing.T) {
+	const m, n, k = 24, 20, 70
+	rng := rand.New(rand.NewPCG(9, 9))
+	codes := func(sz int) []uint8 {
+		c := make([]uint8, sz)
+		for i := range c {
+			c[i] = uint8(rng.IntN(0x70))
+		}
+		return c
+	}
+	nb := (k + BlockSize - 1) / BlockSize
+	blk := func(sz int) []E8M0 {
+		b := make([]E8M0, sz)
+		for i := range b {
+			b[i] = E8M0FromExp(i%5 - 2)
+		}
+		return b
+	}
+	c := make([]float32, m*n)
+	saved := useBF16
+	defer func() { useBF16 = saved }()
+	for _, bf16 := range []bool{true, false} {
+		if bf16 && !saved() {
+			continue
+		}
+		useBF16 = func() bool { return bf16 }
+		for _, ops := range [][2]Operand{
+			{{Codes: codes(m * k), Format: E4M3, ScaleInv: 0.5}, {Codes: codes(n * k), Format: E5M2, ScaleInv: 2, Trans: true}},
+			{{Codes: codes(m * k), Format: E4M3, AxisScaleInv: make([]float32, m)}, {Codes: codes(n * k), Format: E4M3, AxisScaleInv: make([]float32, n)}},
+			{{Codes: codes(m * k), Format: E4M3, Block: blk(m * nb)}, {Codes: codes(n * k), Format: E4M3, Block: blk(n * nb)}},
+			{{Codes: codes(m * k), Format: E4M3, Block: blk(m * nb), Trans: true}, {Codes: codes(n * k), Format: E4M3, Block: blk(n * nb), Trans: true}},
+		} {
+			g := NewScaledGEMM()
+			require.NoError(t, g.Run(m, n, k, ops[0], ops[1], c))
+			allocs := testing.AllocsPerRun(3, func() { _ = g.Run(m, n, k, ops[0], ops[1], c) })
+			require.Zero(t, allocs, "bf16 %v, %s × %s", bf16, ops[0].kind(), ops[1].kind())
+		}
 	}
 }
