@@ -275,17 +275,3 @@ func live(outputs []*Node, opts *Options) []*Node {
 	}
 	return order
 }
-
-// SetInput makes input i of n read in instead (compiler passes use it).
-// The new input must have the shape and dtype of the old one.
-func SetInput(n *Node, i int, in *Node) error {
-	if i < 0 || i >= len(n.inputs) {
-		return fmt.Errorf("graph: set input %d of %q: it has %d inputs", i, n.name, len(n.inputs))
-	}
-	old := n.inputs[i]
-	if in == nil || in.g != n.g || !in.shape.Equal(old.shape) || in.dtype != old.dtype {
-		return fmt.Errorf("graph: set input %d of %q to %v: want %v %v", i, n.name, in, old.shape, old.dtype)
-	}
-	n.inputs[i] = in
-	return nil
-}

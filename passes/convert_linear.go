@@ -433,29 +433,13 @@ func (l *layer) point(g *graph.Graph, toFP8 bool) error {
 		if toFP8 {
 			from, to = l.hpFprop, l.autocast
 		}
-		if err := replaceUsesExcept(g, from, to, l.autocast); err != nil {
-			return err
+		// The Switch keeps reading both branches: ReplaceUses leaves the
+		// inputs of the new node alone.
+		if err := g.ReplaceUses(from, to); err != nil {
+			return fmt.Errorf("layer %q: %w", l.fqn, err)
 		}
 	}
 	l.fp8 = toFP8
 	return nil
 }
 
-// replaceUsesExcept is ReplaceUses that leaves the inputs of skip alone.
-func replaceUsesExcept(g *graph.Graph, old, new, skip *graph.Node) error {
-	if skip == nil {
-		return g.ReplaceUses(old, new)
-	}
-	keep := skip.Inputs()
-	if err := g.ReplaceUses(old, new); err != nil {
-		return err
-	}
-	for i, in := range keep {
-		if skip.Input(i) != in {
-			if err := graph.SetInput(skip, i, in); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
