@@ -180,3 +180,29 @@ func TestClipGradNormBoundary(t *testing.T) {
 	require.True(t, math.IsInf(float64(ClipGradNorm(p, 1)), 1))
 	require.True(t, math.IsInf(float64(p[0].G[0]), 1), "a non-finite norm scales nothing")
 }
+
+// The splitter runs loops below splitMin in one part and larger ones in
+// one part per worker, each element exactly once.
+func TestSplitterParts(t *testing.T) {
+	s := newSplitter()
+	count := func(n int) (int, []int) {
+		seen := make([]int, n)
+		parts := s.do(n, func(_, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				seen[i]++
+			}
+		})
+		return parts, seen
+	}
+	for _, n := range []int{0, 1, splitMin - 1, splitMin, 3*splitMin + 7} {
+		parts, seen := count(n)
+		want := 1
+		if n >= splitMin {
+			want = s.parts
+		}
+		require.Equal(t, want, parts, "n=%d", n)
+		for i, c := range seen {
+			require.Equal(t, 1, c, "n=%d element %d", n, i)
+		}
+	}
+}
