@@ -80,6 +80,11 @@ func TestAllocatorBestFit(t *testing.T) {
 	if len(a.holes) != 1 || a.holes[0] != (span{16, 48}) || a.size != 144 {
 		t.Fatalf("holes %v size %d", a.holes, a.size)
 	}
+	// Of two equal holes, the first.
+	b := allocator{holes: []span{{0, 16}, {32, 16}}, size: 64}
+	if off := b.alloc(16); off != 0 {
+		t.Fatalf("offset %d, want 0 (the first of equal holes)", off)
+	}
 	if off := a.alloc(64); off != 144 || a.size != 208 {
 		t.Fatalf("offset %d size %d: a request larger than every hole grows the arena", off, a.size)
 	}

@@ -158,3 +158,42 @@ func TestDTypeParsing(t *testing.T) {
 	_, err = graph.ParseDType("invalid")
 	require.Error(t, err, "the invalid dtype is not a name to parse")
 }
+
+func TestShapeHelpers(t *testing.T) {
+	require.Equal(t, []int{12, 4, 1}, graph.Shape{2, 3, 4}.Strides())
+	require.Equal(t, []int{1}, graph.Shape{7}.Strides())
+	for _, c := range []struct{ a, b, want graph.Shape }{
+		{graph.Shape{3, 1}, graph.Shape{4}, graph.Shape{3, 4}},
+		{graph.Shape{4}, graph.Shape{3, 1}, graph.Shape{3, 4}},
+		{graph.Shape{2, 1, 5}, graph.Shape{1, 3, 1}, graph.Shape{2, 3, 5}},
+		{graph.Shape{5}, graph.Shape{5}, graph.Shape{5}},
+	} {
+		got, err := graph.Broadcast(c.a, c.b)
+		require.NoError(t, err)
+		require.Equal(t, c.want, got, "%v %v", c.a, c.b)
+	}
+	_, err := graph.Broadcast(graph.Shape{3}, graph.Shape{4})
+	require.Error(t, err)
+	require.Error(t, graph.Shape{2, 0}.Validate())
+	require.NoError(t, graph.Shape{2, 1}.Validate())
+}
+
+func TestStructuralOps(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2)
+	y := ops.Neg(x)
+	require.Nil(t, graph.AddN("s"))
+	require.Nil(t, graph.AddN("s", nil))
+	require.Same(t, x, graph.AddN("s", x))
+	s := graph.AddN("s", x, y)
+	require.Equal(t, "AddN", s.Op().Type())
+	c := g.Const("c", 1.5, 2)
+	var buf bytes.Buffer
+	require.NoError(t, g.WriteText(&buf, c))
+	require.Contains(t, buf.String(), "Fill{value=1.5}")
+	require.Equal(t, "<nil>", (*graph.Node)(nil).String())
+	// A Switch needs two branches of one shape and dtype.
+	z := g.Input("z", graph.Float32, 3)
+	g.Switch("bad", "?", func(graph.Options) bool { return true }, x, z)
+	require.ErrorContains(t, g.Err(), "branches differ")
+}
