@@ -442,4 +442,3 @@ func (l *layer) point(g *graph.Graph, toFP8 bool) error {
 	l.fp8 = toFP8
 	return nil
 }
-
