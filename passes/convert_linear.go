@@ -6,6 +6,7 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/ops"
 )
 
@@ -19,6 +20,10 @@ type LinearConfig struct {
 	// and layers with dims not divisible by 16 stay in high precision);
 	// the recipe's own ModuleFilter is used when Filter is nil.
 	Filter func(n *graph.Node, fqn string) bool
+	// Debug, if set, applies a debug config's precision switches: a
+	// layer of a section with DisableFP8Layer stays float32, and the
+	// GEMMs its DisableFP8GEMM lists stay in high precision.
+	Debug *inspect.Config
 }
 
 // converter holds the state of one ConvertLinear run.
@@ -36,6 +41,8 @@ type converter struct {
 	last   *graph.Node
 	quant  map[quantKey]*graph.Node
 	rows   map[string]int // report index by fqn
+	// keptBy says why a debug switch kept a GEMM ("fqn/gemm").
+	keptBy map[string]string
 }
 
 type quantKey struct {
@@ -82,7 +89,7 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 		return Report{}, fmt.Errorf("passes: convert linear: graph has errors: %w", err)
 	}
 	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend().String()},
-		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}}
+		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}, keptBy: map[string]string{}}
 	switch r := cfg.Recipe.(type) {
 	case fp8.TERecipe:
 		c.te = r
@@ -126,6 +133,9 @@ func (c *converter) backend() fp8.Backend { return c.cfg.Recipe.Backend() }
 // eligible decides whether a layer converts, and why not.
 func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
 	fqn := n.Name()
+	if sec, ok := c.cfg.Debug.SectionFor(fqn); ok && sec.DisableLayer {
+		return false, fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name)
+	}
 	divisible := out%16 == 0 && in%16 == 0
 	dimsWhy := fmt.Sprintf("weight dims [%d %d] are not both divisible by 16", out, in)
 	if c.bf16 {
@@ -178,12 +188,23 @@ const (
 	gemmWgrad
 )
 
+// debugGEMM names each GEMM as a debug config does.
+var debugGEMM = [...]inspect.GEMM{gemmFprop: inspect.Fprop, gemmDgrad: inspect.DgradGEMM, gemmWgrad: inspect.WgradGEMM}
+
 var gemmNames = [...]string{"fprop", "dgrad", "wgrad"}
 
 // casts returns the configs of a GEMM's two operands, or ok = false when
 // the recipe keeps the GEMM in float32. axisA and axisB are the
 // contraction axes of the operands' 2-D views.
 func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.QuantizeConfig, ok bool) {
+	if sec, on := c.cfg.Debug.SectionFor(l.fqn); on {
+		for _, dg := range sec.DisableGEMMs {
+			if dg == debugGEMM[which] {
+				c.keptBy[l.fqn+"/"+string(dg)] = fmt.Sprintf("by DisableFP8GEMM (debug config section %q)", sec.Name)
+				return a, b, false
+			}
+		}
+	}
 	if c.backend() == fp8.BackendAO {
 		var ca, cb fp8.CastConfig
 		var tensors [2]fp8.TensorRole
@@ -334,7 +355,11 @@ func (c *converter) fprop(n *graph.Node, m Match) (*graph.Node, error) {
 func (c *converter) noteKept(l *layer, gemmName string) {
 	i := c.rows[l.fqn]
 	r := &c.report.Layers[i]
-	msg := gemmName + " kept in float32 by the recipe"
+	why := "by the recipe"
+	if w, ok := c.keptBy[l.fqn+"/"+gemmName]; ok {
+		why = w
+	}
+	msg := gemmName + " kept in float32 " + why
 	if r.Reason == "" {
 		r.Reason = msg
 	} else {

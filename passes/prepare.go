@@ -6,6 +6,7 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 )
 
 // Config configures Prepare.
@@ -22,8 +23,14 @@ type Config struct {
 	Filter func(n *graph.Node, fqn string) bool
 	// NoLayerNormFusion skips ConvertLN.
 	NoLayerNormFusion bool
-	// Passes run after Autowrap, in the same checked pipeline (for example
-	// fsdp.Pass, which shards the parameters).
+	// Debug, if set, is a debug config (see package inspect): its
+	// precision switches apply to the conversion, and its statistics
+	// nodes, written to DebugLog, join the training program (a Debug
+	// stage after Autowrap).
+	Debug    *inspect.Config
+	DebugLog *inspect.Log
+	// Passes run after Autowrap (and Debug), in the same checked pipeline
+	// (for example fsdp.Pass, which shards the parameters).
 	Passes []Pass
 	// Dump, DOTDir and Log are the pipeline's (see Pipeline).
 	Dump   io.Writer
@@ -70,6 +77,16 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	if cfg.Recipe != nil {
 		pl.Passes = fp8Passes(store, cfg, live, evalFP8, &rep)
 	}
+	var statNodes []*graph.Node
+	if cfg.Debug != nil && len(cfg.TrainOutputs) > 0 {
+		pl.Passes = append(pl.Passes, Pass{Name: "Debug", Run: func(g *graph.Graph) (string, error) {
+			r, nodes, err := Debug(g, DebugConfig{Config: cfg.Debug, Log: cfg.DebugLog}, live...)
+			statNodes = nodes
+			rep.Notes = append(rep.Notes, r.Notes...)
+			pl.Outputs = append(append([]*graph.Node(nil), live...), nodes...) // the dumps show them
+			return fmt.Sprintf("%d statistics node(s) for %d layer(s)", len(nodes), len(r.Notes)), err
+		}})
+	}
 	pl.Passes = append(pl.Passes, cfg.Passes...)
 	if err := pl.Run(g); err != nil {
 		return nil, err
@@ -77,7 +94,8 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	p := &Prepared{Report: rep}
 	var err error
 	if len(cfg.TrainOutputs) > 0 {
-		if p.Train, err = graph.Compile(g, store, graph.Options{Training: true}, cfg.TrainOutputs...); err != nil {
+		outs := append(append([]*graph.Node(nil), cfg.TrainOutputs...), statNodes...)
+		if p.Train, err = graph.Compile(g, store, graph.Options{Training: true}, outs...); err != nil {
 			return nil, fmt.Errorf("passes: prepare: training program: %w", err)
 		}
 	}
@@ -94,7 +112,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 // check; the passes fill rep.
 func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool, rep *Report) []Pass {
 	ps := []Pass{{Name: "ConvertLinear", Check: checkConverted, Run: func(g *graph.Graph) (string, error) {
-		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter})
+		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter, Debug: cfg.Debug})
 		*rep = r
 		return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
 	}}}

@@ -1,0 +1,180 @@
+package passes_test
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
+	"github.com/stretchr/testify/require"
+)
+
+const debugYAML = `
+stats:
+  enabled: True
+  layers:
+    layer_name_regex_pattern: mlp\.fc2$
+  transformer_engine:
+    LogTensorStats:
+      enabled: True
+      tensors: [activation, weight, output, gradient, dgrad, wgrad]
+      stats: [min, max, cur_amax, l2_norm]
+      freq: 2
+    LogFp8TensorStats:
+      enabled: True
+      tensors: [activation, weight, gradient]
+      stats: [underflows%, overflows%, scale_inv_min, scale_inv_max, mse]
+      freq: 2
+switches:
+  enabled: True
+  layers:
+    layer_types: [fc1, fc3]
+  transformer_engine:
+    DisableFP8GEMM:
+      enabled: True
+      gemms: [wgrad]
+    LogFp8TensorStats:
+      enabled: True
+      tensors: [gradient]
+      stats: [mse]
+`
+
+// The debug config through Prepare: statistics of mlp.fc2 on even steps
+// (written as the program computes them, checked against the tensors
+// the program holds), the switches applied and reported, nothing
+// allocated per step, and the statistics nodes visible in the dump.
+func TestDebugThroughPrepare(t *testing.T) {
+	cfg, err := inspect.ParseConfig(strings.NewReader(debugYAML), "debug.yaml")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	log, err := inspect.OpenLog(dir, 0)
+	require.NoError(t, err)
+	m := mlp(t, 16)
+	var dump bytes.Buffer
+	r := fp8.TERecipe{}
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: r, TrainOutputs: m.trainOf, Debug: cfg, DebugLog: log, Dump: &dump,
+		Filter: func(*graph.Node, string) bool { return true }})
+	require.NoError(t, err)
+	require.Contains(t, mustLayer(t, prep.Report, "mlp.fc1").Reason, `wgrad kept in float32 by DisableFP8GEMM (debug config section "switches")`)
+	require.Contains(t, dump.String(), "TensorStats{mlp.fc2 activation}")
+	require.Contains(t, dump.String(), "FP8TensorStats{mlp.fc2 gradient}")
+	found := false
+	for _, n := range prep.Report.Notes {
+		if strings.HasPrefix(n, `mlp.fc1: statistics by debug section "switches"`) {
+			found = true
+			require.Contains(t, n, "not in this layer: FP8 gradient", "fc1's dgrad does not exist and its wgrad is float32")
+		}
+	}
+	require.True(t, found, "%v", prep.Report.Notes)
+
+	for step := 0; step < 3; step++ {
+		m.run(t, prep.Train)
+	}
+	allocs := testing.AllocsPerRun(4, func() { _ = prep.Train.Run() })
+	require.Zero(t, allocs, "statistics steps and the others")
+	require.NoError(t, log.Close())
+	stats, err := inspect.ReadStats(dir)
+	require.NoError(t, err)
+	steps := map[int64]int{}
+	got := map[string]float64{}
+	for _, s := range stats {
+		steps[s.Step]++
+		if s.Step == 2 {
+			got[s.Layer+" "+string(s.Tensor)+" "+s.Stat] = s.Value
+		}
+	}
+	// Steps 0, 2 and the AllocsPerRun runs 3..7 at 4 and 6.
+	for _, st := range []int64{1, 3, 5, 7} {
+		require.Zero(t, steps[st], "step %d has no statistics (freq 2)", st)
+	}
+	require.NotZero(t, steps[0])
+	require.Equal(t, steps[0], steps[2])
+	require.NotContains(t, got, "mlp.fc3 gradient mse", "fc3 (10 outputs) stays float32: no cast")
+	require.Len(t, got, 6*4+3*5)
+	for k, v := range got {
+		require.False(t, math.IsNaN(v), k)
+	}
+	require.GreaterOrEqual(t, got["mlp.fc2 activation min"], 0.0, "a ReLU output")
+	require.Equal(t, got["mlp.fc2 activation max"], got["mlp.fc2 activation cur_amax"])
+	require.Greater(t, got["mlp.fc2 weight l2_norm"], 0.0)
+	require.Equal(t, got["mlp.fc2 weight scale_inv_min"], got["mlp.fc2 weight scale_inv_max"], "tensorwise: one scale")
+	require.Less(t, got["mlp.fc2 weight mse"], 1e-3)
+	require.Zero(t, got["mlp.fc2 weight overflows%"])
+}
+
+// The statistics are the tensors' own: a one-layer model whose input
+// and weight are known, at step 0.
+func TestDebugStatisticsValues(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 16, 32)
+	w := g.Param("fc.weight", 16, 32)
+	cfg, err := inspect.ParseConfig(strings.NewReader(`
+s:
+  enabled: True
+  layers: {layer_types: [fc]}
+  transformer_engine:
+    LogTensorStats: {enabled: True, tensors: [activation, weight], stats: [min, max, mean, l1_norm, dynamic_range]}
+    LogFp8TensorStats: {enabled: True, tensors: [activation], stats: [underflows%, overflows%, scale_inv_min, mse]}
+`), "s.yaml")
+	require.NoError(t, err)
+	m := linearModel(t, g, x, w)
+	dir := t.TempDir()
+	log, err := inspect.OpenLog(dir, 0)
+	require.NoError(t, err)
+	// Delayed scaling with scale 1 at step 0: 1e-4 underflows, 500 saturates.
+	xs := make([]float32, 16*32)
+	for i := range xs {
+		xs[i] = float32(i%7) - 3
+	}
+	xs[5], xs[6] = 1e-4, 500
+	prep, err := passes.Prepare(g, m.store, passes.Config{Recipe: fp8.TERecipe{Format: fp8.AllE4M3}, TrainOutputs: m.outs, Debug: cfg, DebugLog: log})
+	require.NoError(t, err)
+	require.NoError(t, prep.Train.FeedFloat32(x, xs))
+	require.NoError(t, prep.Train.Run())
+	require.NoError(t, log.Close())
+	stats, err := inspect.ReadStats(dir)
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, s := range stats {
+		got[string(s.Tensor)+" "+s.Stat] = s.Value
+	}
+	var l1 float64
+	mn, mx := math.Inf(1), math.Inf(-1)
+	amin := math.Inf(1)
+	for _, v := range xs {
+		l1 += math.Abs(float64(v))
+		mn, mx = math.Min(mn, float64(v)), math.Max(mx, float64(v))
+		if v != 0 {
+			amin = math.Min(amin, math.Abs(float64(v)))
+		}
+	}
+	require.Equal(t, mn, got["activation min"])
+	require.Equal(t, mx, got["activation max"])
+	require.InDelta(t, l1, got["activation l1_norm"], 1e-9)
+	require.InDelta(t, math.Log2(500/amin), got["activation dynamic_range"], 1e-12)
+	require.InDelta(t, 100.0/float64(len(xs)), got["activation underflows%"], 1e-12, "1e-4 is below E4M3's smallest subnormal")
+	require.InDelta(t, 100.0/float64(len(xs)), got["activation overflows%"], 1e-12, "500 saturates to 448")
+	require.Equal(t, 1.0, got["activation scale_inv_min"])
+	require.InDelta(t, (52.0*52+1e-8)/float64(len(xs)), got["activation mse"], 1e-6)
+	require.Contains(t, got, "weight mean")
+}
+
+type linear struct {
+	store *graph.Store
+	outs  []*graph.Node
+}
+
+// linearModel is y = x·wᵀ summed into a loss, with its gradient.
+func linearModel(t *testing.T, g *graph.Graph, x, w *graph.Node) linear {
+	out := ops.Linear("fc", x, w, nil)
+	loss := ops.Sum(ops.Mul(out, out))
+	grads, err := graph.Grad(loss, w)
+	require.NoError(t, err)
+	store := initStore(t, g, 3)
+	return linear{store: store, outs: append([]*graph.Node{loss}, grads...)}
+}
