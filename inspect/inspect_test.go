@@ -87,7 +87,7 @@ func TestScheduleActive(t *testing.T) {
 		}
 	}
 	require.Equal(t, []int64{0, 1, 5, 6}, on)
-	require.True(t, Schedule{Freq: 1, EndStep: -1}.Active(1 << 40))
+	require.True(t, Schedule{Freq: 1, EndStep: -1}.Active(1<<40))
 	require.False(t, Schedule{}.Active(0), "freq 0 is never")
 }
 
