@@ -22,6 +22,9 @@ func TestCommandLines(t *testing.T) {
 	require.NoError(t, os.WriteFile(corpus, []byte(strings.Repeat("the quick brown fox jumps over the lazy dog. ", 60)), 0o644))
 	quick := []string{"-data", corpus, "-layers", "1", "-heads", "2", "-embd", "16", "-block", "16", "-batch", "2", "-iters", "4", "-eval-batches", "1", "-sample", "5", "-eval-every", "0"}
 	plot := filepath.Join(tmp, "loss.png")
+	shipped, err := filepath.Abs("../fp8-debug.yaml")
+	require.NoError(t, err)
+	logs := filepath.Join(tmp, "fp8logs")
 	for _, c := range []struct {
 		name  string
 		env   []string
@@ -48,6 +51,9 @@ func TestCommandLines(t *testing.T) {
 		{name: "plot into a missing dir", args: []string{"-plot", "/no-such-dir/loss.png"}, code: 1, says: "-plot /no-such-dir/loss.png"},
 		{name: "diverging run", args: []string{"-lr", "1e30", "-precision", "fp8"}, quick: true, code: 1, says: "the loss is NaN; first non-finite gradient"},
 		{name: "plot says where", args: []string{"-plot", plot, "-precision", "fp32"}, quick: true, code: 0, says: "loss curves written to " + plot},
+		{name: "FP8 debug statistics", args: []string{"-fp8-debug", shipped, "-fp8-log", logs, "-precision", "fp8"}, quick: true, code: 0,
+			says: "FP8 debug statistics: " + filepath.Join(logs, "fp8", "octet_fp8_stats.jsonl")},
+		{name: "debug log without config", args: []string{"-fp8-log", logs}, code: 1, says: "it needs -fp8-debug"},
 		{name: "stop early reports iterations run", args: []string{"-stop-after", "2", "-precision", "fp32"}, quick: true, code: 0, says: "ran iterations 1–2 of 4"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/inspect"
 )
 
 type config struct {
@@ -37,6 +38,8 @@ type config struct {
 	saveEvery, stopAfter                     int
 	optLevel                                 string
 	given                                    map[string]string // flags set on the command line
+	fp8Debug, fp8Log                         string            // -fp8-debug, -fp8-log
+	debug                                    *inspect.Config   // the parsed -fp8-debug config
 }
 
 func main() {
@@ -66,6 +69,8 @@ func main() {
 	flag.StringVar(&cfg.resumeDir, "resume", "", "resume from the checkpoints in this directory")
 	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N iterations (0: at the end only)")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many iterations of the schedule, as if interrupted")
+	flag.StringVar(&cfg.fp8Debug, "fp8-debug", "", "FP8 precision debugging: a config in Transformer Engine's debug YAML schema (statistics, DisableFP8GEMM, DisableFP8Layer)")
+	flag.StringVar(&cfg.fp8Log, "fp8-log", "", "with -fp8-debug: write the statistics (JSON lines) under this directory, one subdirectory per precision")
 	flag.Parse()
 	cfg.given = recipes.GivenFlags()
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
@@ -74,8 +79,9 @@ func main() {
 	}
 }
 
-// validate refuses flag values that cannot train, before any work.
-func (c config) validate() error {
+// validate refuses flag values that cannot train, before any work, and
+// reads the -fp8-debug config.
+func (c *config) validate() error {
 	var ch recipes.Checks
 	ch.Environment()
 	for _, f := range []struct {
@@ -89,6 +95,7 @@ func (c config) validate() error {
 	ch.AtLeast("save-every", c.saveEvery, 0)
 	ch.AtLeast("stop-after", c.stopAfter, 0)
 	ch.Positive("lr", c.lr)
+	c.debug = ch.DebugConfig(c.fp8Debug, c.fp8Log)
 	ch.Fraction("dropout", c.dropout)
 	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
 		ch.Fail("%v", err)
@@ -157,6 +164,9 @@ func run(cfg config, w io.Writer) error {
 		}
 		if r.Settings != "" {
 			fmt.Fprintf(w, "          recipe settings: %s\n", r.Settings)
+		}
+		if r.StatsFile != "" {
+			fmt.Fprintf(w, "          FP8 debug statistics: %s\n", r.StatsFile)
 		}
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {

@@ -13,6 +13,7 @@ import (
 	"github.com/octetml/octet/examples/internal/trainloop"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
@@ -35,6 +36,7 @@ type result struct {
 	Sample              string
 	StateBytes          float64 // optimizer state per parameter value
 	Settings            string  // where the recipe's settings came from
+	StatsFile           string  // where -fp8-debug statistics went
 }
 
 func (r *result) fields() map[string]any {
@@ -120,6 +122,12 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 		return nil, err
 	}
 	st, err := l.Run()
+	if r.log != nil {
+		res.StatsFile = r.log.Path()
+		if cerr := r.log.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("-fp8-log: %w", cerr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +160,7 @@ type precisionRun struct {
 	ckpt                *trainloop.Checkpoint
 	res                 *result
 	precision           string
+	log                 *inspect.Log // -fp8-debug statistics (nil without)
 }
 
 // newRun builds and initialises the model, prepares it for the recipe
@@ -168,7 +177,14 @@ func newRun(cfg config, precision string, recipe fp8.Recipe, voc *vocab, w io.Wr
 	}
 	r.res = &result{Precision: precision, Recipe: recipes.Label(recipe), Params: m.b.NumParams()}
 	outs := append([]*graph.Node{m.loss}, m.grads...)
-	prep, err := passes.Prepare(m.g, r.store, passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}})
+	pc := passes.Config{Recipe: recipe, TrainOutputs: outs, EvalOutputs: []*graph.Node{m.loss}, Debug: cfg.debug}
+	if cfg.debug != nil {
+		if r.log, err = recipes.DebugLog(cfg.fp8Log, precision, 0); err != nil {
+			return nil, err
+		}
+		pc.DebugLog = r.log
+	}
+	prep, err := passes.Prepare(m.g, r.store, pc)
 	if err != nil {
 		return nil, err
 	}

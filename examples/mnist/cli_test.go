@@ -8,6 +8,7 @@ import (
 
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/examples/internal/clitest"
+	"github.com/octetml/octet/inspect"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,6 +26,11 @@ func TestCommandLines(t *testing.T) {
 	tmp := t.TempDir()
 	notDir := filepath.Join(tmp, "file")
 	require.NoError(t, os.WriteFile(notDir, []byte("x"), 0o644))
+	badDebug := filepath.Join(tmp, "bad.yaml")
+	require.NoError(t, os.WriteFile(badDebug, []byte("s:\n  enabled: True\n  layers: {layer_types: [fc]}\n  transformer_engine:\n    LogTensorStats: {enabled: True, tensors: [activation], stats: [median]}\n"), 0o644))
+	debugDir := filepath.Join(tmp, "fp8logs")
+	shipped, err := filepath.Abs("../fp8-debug.yaml")
+	require.NoError(t, err)
 	for _, c := range []struct {
 		name  string
 		env   []string
@@ -75,6 +81,10 @@ func TestCommandLines(t *testing.T) {
 		{name: "settings say where they came from", env: []string{"OCTET_FP8_MARGIN=2"}, args: []string{"-precision", "fp8", "-format", "E4M3"}, quick: true, code: 0,
 			says: "recipe settings: margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults"},
 		{name: "default settings", args: []string{"-precision", "fp8"}, quick: true, code: 0, says: "recipe settings: defaults"},
+		{name: "bad debug config names the line", args: []string{"-fp8-debug", badDebug, "-fp8-log", debugDir}, code: 1, says: badDebug + `:5: section s: LogTensorStats: stats: unknown name "median"`},
+		{name: "missing debug config", args: []string{"-fp8-debug", filepath.Join(tmp, "none.yaml"), "-fp8-log", debugDir}, code: 1, says: "-fp8-debug: open"},
+		{name: "debug log without config", args: []string{"-fp8-log", debugDir}, code: 1, says: "-fp8-log " + debugDir + ": it needs -fp8-debug"},
+		{name: "debug config without log", args: []string{"-fp8-debug", shipped}, code: 1, says: "give -fp8-log DIR"},
 		{name: "kept layer says why", args: []string{"-precision", "fp8"}, quick: true, code: 0, says: "kept float32: mlp.fc2: weight dims [10 32]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -123,4 +133,28 @@ func TestCommandLineCheckpoints(t *testing.T) {
 	r = clitest.Run(t, nil, append(quick, "-resume", ckpt, "-stop-after", "2")...)
 	require.Equal(t, 1, r.Code)
 	require.Contains(t, r.Stderr, "-resume: the checkpoint is at step 3, nothing left to train before step 2")
+}
+
+// -fp8-debug with the shipped config writes statistics under -fp8-log,
+// one file per precision, that inspect.ReadStats reads back.
+func TestCommandLineFP8Debug(t *testing.T) {
+	dataDir, err := mnist.ModuleDir()
+	require.NoError(t, err)
+	cfgPath, err := filepath.Abs("../fp8-debug.yaml")
+	require.NoError(t, err)
+	logs := filepath.Join(t.TempDir(), "logs")
+	r := clitest.Run(t, nil, "-data", dataDir, "-limit", "256", "-epochs", "1", "-batch", "64", "-hidden", "32", "-precision", "fp8",
+		"-fp8-debug", cfgPath, "-fp8-log", logs)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	require.Contains(t, r.Stdout, "FP8 debug statistics: "+filepath.Join(logs, "fp8", inspect.LogFile))
+	stats, err := inspect.ReadStats(filepath.Join(logs, "fp8"))
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, s := range stats {
+		require.Zero(t, s.Step, "freq 50: step 0 of 4")
+		seen[s.Layer+" "+string(s.Tensor)+" "+s.Stat] = true
+	}
+	require.True(t, seen["mlp.fc1 activation underflows%"])
+	require.True(t, seen["mlp.fc2 output dynamic_range"])
+	require.Empty(t, r.Left(t))
 }

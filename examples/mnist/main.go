@@ -24,6 +24,7 @@ import (
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/inspect"
 )
 
 // config holds the command's settings.
@@ -58,6 +59,10 @@ type config struct {
 	recipes map[string]fp8.Recipe
 	// given holds the flags set on the command line and their values.
 	given map[string]string
+	// fp8Debug and fp8Log are -fp8-debug and -fp8-log; debug is the
+	// parsed config (set by validate).
+	fp8Debug, fp8Log string
+	debug            *inspect.Config
 }
 
 // recipeFor returns the recipe of a precision: the one run built, or (for
@@ -88,8 +93,9 @@ func parseHidden(s string) ([]int, error) {
 	return out, nil
 }
 
-// validate refuses flag values that cannot train, before any work.
-func (c config) validate() error {
+// validate refuses flag values that cannot train, before any work, and
+// reads the -fp8-debug config.
+func (c *config) validate() error {
 	var ch recipes.Checks
 	ch.Environment()
 	ch.AtLeast("epochs", c.epochs, 1)
@@ -100,6 +106,7 @@ func (c config) validate() error {
 	ch.AtLeast("dp", c.dp, 0)
 	ch.AtLeast("save-every", c.saveEvery, 0)
 	ch.AtLeast("stop-after", c.stopAfter, 0)
+	c.debug = ch.DebugConfig(c.fp8Debug, c.fp8Log)
 	if len(c.hidden) == 0 {
 		ch.Fail("-hidden: want at least one layer size")
 	}
@@ -159,6 +166,8 @@ func main() {
 	flag.IntVar(&cfg.saveEvery, "save-every", 0, "with -save, also checkpoint every N steps (0: at the end only)")
 	flag.IntVar(&cfg.dp, "dp", 0, "train data-parallel over N in-process replicas (with -recipe msamp: MS-AMP's FP8 gradient all-reduce)")
 	fsdpFlag := flag.String("fsdp", "", "train sharded (FSDP; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
+	flag.StringVar(&cfg.fp8Debug, "fp8-debug", "", "FP8 precision debugging: a config in Transformer Engine's debug YAML schema (statistics, DisableFP8GEMM, DisableFP8Layer)")
+	flag.StringVar(&cfg.fp8Log, "fp8-log", "", "with -fp8-debug: write the statistics (JSON lines) under this directory, one subdirectory per precision")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
 	cfg.given = recipes.GivenFlags()
@@ -261,6 +270,9 @@ func printSummary(w io.Writer, results []*result) {
 		}
 		if r.Settings != "" {
 			fmt.Fprintf(w, "          recipe settings: %s\n", r.Settings)
+		}
+		if r.StatsFile != "" {
+			fmt.Fprintf(w, "          FP8 debug statistics: %s\n", r.StatsFile)
 		}
 		for _, k := range r.Kept {
 			fmt.Fprintf(w, "          kept float32: %s\n", k)

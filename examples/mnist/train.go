@@ -11,6 +11,7 @@ import (
 	"github.com/octetml/octet/examples/internal/trainloop"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
@@ -53,6 +54,8 @@ type result struct {
 	// all-reduce that saturated or flushed a non-zero value to zero.
 	FP8AllReduceOverflows, FP8AllReduceUnderflows int
 	dp                                            bool
+	// StatsFile is where -fp8-debug statistics went ("" without).
+	StatsFile string
 }
 
 func (r *result) fields() map[string]any {
@@ -143,7 +146,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	case cfg.dp > 0:
 		return trainDP(cfg, precision, recipe, train, test)
 	}
-	rep, err := newReplica(cfg, recipe, cfg.batch, nil)
+	rep, err := newReplica(cfg, precision, 0, recipe, cfg.batch, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -208,13 +211,15 @@ type replica struct {
 	lr     float32 // the learning rate of the step being run
 	// resumed, if set, runs after a checkpoint has been loaded.
 	resumed func() error
+	// log receives the -fp8-debug statistics (nil without).
+	log *inspect.Log
 }
 
 // newReplica builds the model for a batch of rows, initialises its
 // parameters (the same values on every rank) and compiles the training
 // program through Prepare, with extra passes (FSDP sharding) after the
 // recipe's.
-func newReplica(cfg config, recipe fp8.Recipe, rows int, extra func(m *model, store *graph.Store) []passes.Pass) (*replica, error) {
+func newReplica(cfg config, precision string, rank int, recipe fp8.Recipe, rows int, extra func(m *model, store *graph.Store) []passes.Pass) (*replica, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("a rank with no rows of the batch of %d", cfg.batch)
 	}
@@ -226,7 +231,13 @@ func newReplica(cfg config, recipe fp8.Recipe, rows int, extra func(m *model, st
 	if err := m.b.Init(r.store, cfg.seed); err != nil {
 		return nil, err
 	}
-	pc := passes.Config{Recipe: recipe, TrainOutputs: m.trainOf}
+	pc := passes.Config{Recipe: recipe, TrainOutputs: m.trainOf, Debug: cfg.debug}
+	if cfg.debug != nil {
+		if r.log, err = recipes.DebugLog(cfg.fp8Log, precision, rank); err != nil {
+			return nil, err
+		}
+		pc.DebugLog = r.log
+	}
 	if extra != nil {
 		pc.Passes = extra(m, r.store)
 	}
@@ -328,6 +339,12 @@ func (r *replica) train(cfg config, train *mnist.Set, res *result, rows shard, c
 		return fmt.Sprintf("epoch %d/%d loss %.4f", loader.Epoch()+1, cfg.epochs, loss)
 	}
 	st, err := l.Run()
+	if r.log != nil {
+		res.StatsFile = r.log.Path()
+		if cerr := r.log.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("-fp8-log: %w", cerr)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/kernels"
 )
 
@@ -137,4 +138,42 @@ func (c *Checks) InputFiles(flag string, paths ...string) {
 			c.Fail("-%s: %s: %v", flag, p, errors.Unwrap(err))
 		}
 	}
+}
+
+// DebugConfig reads the -fp8-debug file (a debug config in Transformer
+// Engine's YAML schema, see package inspect), or returns nil for no path.
+// logDir is -fp8-log, which a config needs.
+func (c *Checks) DebugConfig(path, logDir string) *inspect.Config {
+	if path == "" {
+		if logDir != "" {
+			c.Fail("-fp8-log %s: it needs -fp8-debug CONFIG.yaml (which statistics to write)", logDir)
+		}
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		c.Fail("-fp8-debug: %v", err)
+		return nil
+	}
+	defer f.Close()
+	cfg, err := inspect.ParseConfig(f, path)
+	if err != nil {
+		c.Fail("-fp8-debug: %v", err)
+		return nil
+	}
+	if logDir == "" {
+		c.Fail("-fp8-debug %s: give -fp8-log DIR for the statistics", path)
+	}
+	c.OutputDir("fp8-log", logDir)
+	return cfg
+}
+
+// DebugLog opens the statistics log of one run (a precision, a rank) in
+// a subdirectory of dir named after the precision.
+func DebugLog(dir, precision string, rank int) (*inspect.Log, error) {
+	l, err := inspect.OpenLog(filepath.Join(dir, precision), rank)
+	if err != nil {
+		return nil, fmt.Errorf("-fp8-log: %w", err)
+	}
+	return l, nil
 }
