@@ -464,11 +464,11 @@ func TestMXFP8ZeroBlockLayouts(t *testing.T) {
 		return c
 	}
 	for _, zeroFar := range []bool{true, false} {
-		// A: 2 rows, row-major; row 0's second block is far (2^-120).
-		a := Operand{Codes: one(2 * k), Format: E4M3, Block: []E8M0{E8M0FromExp(0), E8M0FromExp(-120), E8M0FromExp(0), E8M0FromExp(0)}}
+		// A: 2 rows, row-major; row 1's second block is far (2^-120).
+		a := Operand{Codes: one(2 * k), Format: E4M3, Block: []E8M0{E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(-120)}}
 		if zeroFar {
 			for p := BlockSize; p < k; p++ {
-				a.Codes[p] = 0
+				a.Codes[k+p] = 0
 			}
 		}
 		b := Operand{Codes: one(2 * k), Format: E4M3, Block: []E8M0{E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(0), E8M0FromExp(0)}, Trans: true}
