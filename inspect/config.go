@@ -31,6 +31,10 @@
 //	      gemms: [wgrad]
 //	    DisableFP8Layer:
 //	      enabled: False
+//	    PerTensorScaling:
+//	      enabled: True
+//	      gemms: [wgrad]
+//	      tensors: [gradient]
 //
 // A layer belongs to the first enabled section whose selector matches
 // its name (Transformer Engine allows one section per layer). Unknown
@@ -150,6 +154,29 @@ type Section struct {
 	// precision; DisableLayer is DisableFP8Layer.
 	DisableGEMMs []GEMM
 	DisableLayer bool
+	// PerTensorScaling lists the GEMM operands cast with current
+	// (per-tensor, dynamic) scaling instead of the recipe's.
+	PerTensorScaling []GEMMTensor
+}
+
+// GEMMTensor names one operand of one GEMM.
+type GEMMTensor struct {
+	GEMM   GEMM
+	Tensor Tensor
+}
+
+// gemmOperands lists the tensors each GEMM reads.
+var gemmOperands = map[GEMM][]Tensor{Fprop: {Activation, Weight}, DgradGEMM: {Gradient, Weight}, WgradGEMM: {Gradient, Activation}}
+
+// PerTensor reports whether the section casts tensor t for GEMM g with
+// current per-tensor scaling.
+func (s *Section) PerTensor(g GEMM, t Tensor) bool {
+	for _, o := range s.PerTensorScaling {
+		if o.GEMM == g && o.Tensor == t {
+			return true
+		}
+	}
+	return false
 }
 
 // Config is a parsed debug config: its enabled sections, in file order.
@@ -396,7 +423,13 @@ func (p *parser) features(n *yaml.Node, sec *Section, what string) error {
 				return err
 			}
 			sec.DisableLayer = on
-		default: // PerTensorScaling, FakeQuant
+		case "PerTensorScaling":
+			ops, on, err := p.gemmTensors(f, fw)
+			if err != nil || !on {
+				return err
+			}
+			sec.PerTensorScaling = ops
+		default: // FakeQuant
 			fm, err := p.mapping(f, fw, "enabled", "gemms", "gemms_struct", "tensors", "quant_format")
 			if err != nil {
 				return err
@@ -531,4 +564,67 @@ func (p *parser) statFields(m map[string]*yaml.Node, r *StatRequest, what string
 		}
 	}
 	return nil
+}
+
+// gemmTensors reads a feature that names GEMM operands: gemms with
+// tensors (every operand of those GEMMs when tensors is left out), or
+// gemms_struct entries {gemm, tensors}.
+func (p *parser) gemmTensors(n *yaml.Node, what string) ([]GEMMTensor, bool, error) {
+	m, err := p.mapping(n, what, "enabled", "gemms", "tensors", "gemms_struct")
+	if err != nil {
+		return nil, false, err
+	}
+	if on, err := p.enabled(m, n, what); err != nil || !on {
+		return nil, false, err
+	}
+	var out []GEMMTensor
+	add := func(gn *yaml.Node, tn *yaml.Node, w string) error {
+		gs, err := p.names(gn, w+": gemms", gemmNames)
+		if err != nil {
+			return err
+		}
+		var ts []string
+		if tn != nil {
+			if ts, err = p.names(tn, w+": tensors", fp8Tensors); err != nil {
+				return err
+			}
+		}
+		for _, g := range gs {
+			for _, t := range gemmOperands[GEMM(g)] {
+				if tn == nil || contains(ts, string(t)) {
+					out = append(out, GEMMTensor{GEMM(g), t})
+				}
+			}
+		}
+		return nil
+	}
+	if g, ok := m["gemms"]; ok {
+		if err := add(g, m["tensors"], what); err != nil {
+			return nil, false, err
+		}
+	} else if _, ok := m["tensors"]; ok {
+		return nil, false, p.errorf(n, "%s: tensors without gemms", what)
+	}
+	if gs, ok := m["gemms_struct"]; ok {
+		if gs.Kind != yaml.SequenceNode {
+			return nil, false, p.errorf(gs, "%s: gemms_struct: want a list", what)
+		}
+		for _, e := range gs.Content {
+			em, err := p.mapping(e, what+": gemms_struct entry", "gemm", "tensors")
+			if err != nil {
+				return nil, false, err
+			}
+			g, ok := em["gemm"]
+			if !ok {
+				return nil, false, p.errorf(e, "%s: gemms_struct entry without gemm", what)
+			}
+			if err := add(g, em["tensors"], what+": gemms_struct"); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, false, p.errorf(n, "%s: no GEMM operands (gemms with tensors, or gemms_struct)", what)
+	}
+	return out, true, nil
 }

@@ -197,6 +197,26 @@ var gemmNames = [...]string{"fprop", "dgrad", "wgrad"}
 // the recipe keeps the GEMM in float32. axisA and axisB are the
 // contraction axes of the operands' 2-D views.
 func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.QuantizeConfig, ok bool) {
+	a, b, ok = c.recipeCasts(l, which, axisA, axisB)
+	if sec, on := c.cfg.Debug.SectionFor(l.fqn); on && ok {
+		// PerTensorScaling: one current scale per tensor for the chosen
+		// operands, whatever the recipe's scaling.
+		for _, q := range []*ops.QuantizeConfig{&a, &b} {
+			if sec.PerTensor(debugGEMM[which], debugTensor[q.Tensor]) {
+				*q = ops.QuantizeConfig{Scaling: ops.Current, Format: q.Format, Tensor: q.Tensor}
+				c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: %s %s cast with per-tensor current scaling (PerTensorScaling, debug config section %q)",
+					l.fqn, debugGEMM[which], debugTensor[q.Tensor], sec.Name))
+			}
+		}
+	}
+	return a, b, ok
+}
+
+// debugTensor names each tensor role as a debug config does.
+var debugTensor = map[fp8.TensorRole]inspect.Tensor{fp8.RoleInput: inspect.Activation, fp8.RoleWeight: inspect.Weight, fp8.RoleGradOutput: inspect.Gradient}
+
+// recipeCasts are the casts the recipe (and DisableFP8GEMM) give a GEMM.
+func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b ops.QuantizeConfig, ok bool) {
 	if sec, on := c.cfg.Debug.SectionFor(l.fqn); on {
 		for _, dg := range sec.DisableGEMMs {
 			if dg == debugGEMM[which] {
@@ -262,6 +282,9 @@ func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *g
 	name := l.fqn + "/quantize." + cfg.Tensor.String()
 	if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block {
 		name += fmt.Sprintf(".axis%d", cfg.Axis)
+	}
+	if cfg.Scaling == ops.Current && c.backend() != fp8.BackendAO {
+		name += ".current" // PerTensorScaling beside the recipe's casts
 	}
 	q := ops.QuantizeNamed(name, x, cfg)
 	c.quant[k] = q

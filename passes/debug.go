@@ -37,9 +37,6 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 	if cfg.Config == nil {
 		return rep, nil, nil
 	}
-	if cfg.Log == nil {
-		return rep, nil, fmt.Errorf("passes: debug: no log for the statistics")
-	}
 	nodes := g.Nodes()
 	if len(outputs) > 0 {
 		nodes = graph.Live(graph.Options{Training: true}, outputs...)
@@ -73,6 +70,9 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 		sec, ok := cfg.Config.SectionFor(fqn)
 		if !ok || (len(sec.TensorStats) == 0 && len(sec.FP8Stats) == 0) {
 			continue
+		}
+		if cfg.Log == nil {
+			return rep, nil, fmt.Errorf("passes: debug: section %q asks for statistics of %s, and there is no log for them", sec.Name, fqn)
 		}
 		bw := backward[n]
 		l := reg.layers[fqn]

@@ -178,3 +178,47 @@ func linearModel(t *testing.T, g *graph.Graph, x, w *graph.Node) linear {
 	store := initStore(t, g, 3)
 	return linear{store: store, outs: append([]*graph.Node{loss}, grads...)}
 }
+
+// PerTensorScaling casts the chosen GEMM operands with one current scale
+// per tensor; the other casts keep the recipe's delayed scaling; the
+// report and the dump say so; the step trains.
+func TestPerTensorScaling(t *testing.T) {
+	cfg, err := inspect.ParseConfig(strings.NewReader(`
+s:
+  enabled: True
+  layers: {layer_types: [fc2]}
+  transformer_engine:
+    PerTensorScaling:
+      enabled: True
+      gemms_struct:
+        - gemm: wgrad
+          tensors: [gradient]
+        - gemm: fprop
+`), "s.yaml")
+	require.NoError(t, err)
+	m := mlp(t, 16)
+	var dump bytes.Buffer
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg, Dump: &dump})
+	require.NoError(t, err)
+	got := quantizeConfigs(m, m.trainOf, "mlp.fc2")
+	require.Equal(t, ops.Current, got["mlp.fc2/quantize.grad_output.current"].Scaling, "wgrad's gradient")
+	require.Equal(t, ops.Delayed, got["mlp.fc2/quantize.grad_output"].Scaling, "dgrad's gradient keeps delayed scaling")
+	require.Equal(t, ops.Current, got["mlp.fc2/quantize.input.current"].Scaling)
+	require.Equal(t, ops.Current, got["mlp.fc2/quantize.weight.current"].Scaling)
+	require.Equal(t, ops.Delayed, got["mlp.fc2/quantize.weight"].Scaling, "dgrad's weight")
+	require.Equal(t, ops.Delayed, got["mlp.fc2/quantize.input"].Scaling, "wgrad's activation")
+	require.Contains(t, strings.Join(prep.Report.Notes, "\n"), `mlp.fc2: wgrad gradient cast with per-tensor current scaling (PerTensorScaling, debug config section "s")`)
+	require.Contains(t, dump.String(), "Quantize{E5M2,current,grad_output}")
+	m.run(t, prep.Train)
+	l, err := prep.Train.Scalar(m.loss)
+	require.NoError(t, err)
+	require.False(t, math.IsNaN(float64(l)))
+	for _, bad := range []string{
+		"s:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    PerTensorScaling: {enabled: True, tensors: [activation]}\n",
+		"s:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    PerTensorScaling: {enabled: True, gemms: [fprop], tensors: [output]}\n",
+		"s:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    PerTensorScaling: {enabled: True}\n",
+	} {
+		_, err := inspect.ParseConfig(strings.NewReader(bad), "b.yaml")
+		require.Error(t, err, bad)
+	}
+}
