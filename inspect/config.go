@@ -157,6 +157,21 @@ type Section struct {
 	// PerTensorScaling lists the GEMM operands cast with current
 	// (per-tensor, dynamic) scaling instead of the recipe's.
 	PerTensorScaling []GEMMTensor
+	// FakeQuant lists the GEMM operands quantized and dequantized again
+	// (current per-tensor scaling, FakeQuantFormat: "FP8E4M3" or
+	// "FP8E5M2"), their GEMMs then computed in high precision.
+	FakeQuant       []GEMMTensor
+	FakeQuantFormat string
+}
+
+// Fake reports whether the section fake-quantizes tensor t for GEMM g.
+func (s *Section) Fake(g GEMM, t Tensor) bool {
+	for _, o := range s.FakeQuant {
+		if o.GEMM == g && o.Tensor == t {
+			return true
+		}
+	}
+	return false
 }
 
 // GEMMTensor names one operand of one GEMM.
@@ -359,13 +374,12 @@ func (p *parser) layers(n *yaml.Node, what string) (Layers, error) {
 }
 
 var (
-	featureNames   = []string{"LogTensorStats", "LogFp8TensorStats", "DisableFP8GEMM", "DisableFP8Layer", "PerTensorScaling", "FakeQuant"}
-	statParams     = []string{"enabled", "tensors", "tensors_struct", "stats", "freq", "start_step", "end_step", "start_end_list"}
-	structParams   = []string{"tensor", "stats", "freq", "start_step", "end_step", "start_end_list"}
-	hpTensors      = []string{string(Activation), string(Weight), string(Gradient), string(Output), string(Wgrad), string(Dgrad)}
-	fp8Tensors     = []string{string(Activation), string(Weight), string(Gradient)}
-	gemmNames      = []string{string(Fprop), string(DgradGEMM), string(WgradGEMM)}
-	unsupportedWhy = "Octet's debug pass does not implement it yet; leave it out or set enabled: False"
+	featureNames = []string{"LogTensorStats", "LogFp8TensorStats", "DisableFP8GEMM", "DisableFP8Layer", "PerTensorScaling", "FakeQuant"}
+	statParams   = []string{"enabled", "tensors", "tensors_struct", "stats", "freq", "start_step", "end_step", "start_end_list"}
+	structParams = []string{"tensor", "stats", "freq", "start_step", "end_step", "start_end_list"}
+	hpTensors    = []string{string(Activation), string(Weight), string(Gradient), string(Output), string(Wgrad), string(Dgrad)}
+	fp8Tensors   = []string{string(Activation), string(Weight), string(Gradient)}
+	gemmNames    = []string{string(Fprop), string(DgradGEMM), string(WgradGEMM)}
 )
 
 func (p *parser) features(n *yaml.Node, sec *Section, what string) error {
@@ -424,20 +438,25 @@ func (p *parser) features(n *yaml.Node, sec *Section, what string) error {
 			}
 			sec.DisableLayer = on
 		case "PerTensorScaling":
-			ops, on, err := p.gemmTensors(f, fw)
+			ops, _, on, err := p.gemmTensors(f, fw)
 			if err != nil || !on {
 				return err
 			}
 			sec.PerTensorScaling = ops
 		default: // FakeQuant
-			fm, err := p.mapping(f, fw, "enabled", "gemms", "gemms_struct", "tensors", "quant_format")
+			ops, m, on, err := p.gemmTensors(f, fw, "quant_format")
+			if err != nil || !on {
+				return err
+			}
+			qf, ok := m["quant_format"]
+			if !ok {
+				return p.errorf(f, "%s: no quant_format (FP8E4M3 or FP8E5M2)", fw)
+			}
+			names, err := p.names(qf, fw+": quant_format", []string{"FP8E4M3", "FP8E5M2"})
 			if err != nil {
 				return err
 			}
-			if on, err := p.enabled(fm, f, fw); err != nil || !on {
-				return err
-			}
-			return p.errorf(f, "%s: %s", fw, unsupportedWhy)
+			sec.FakeQuant, sec.FakeQuantFormat = ops, names[0]
 		}
 	}
 	return nil
@@ -569,13 +588,13 @@ func (p *parser) statFields(m map[string]*yaml.Node, r *StatRequest, what string
 // gemmTensors reads a feature that names GEMM operands: gemms with
 // tensors (every operand of those GEMMs when tensors is left out), or
 // gemms_struct entries {gemm, tensors}.
-func (p *parser) gemmTensors(n *yaml.Node, what string) ([]GEMMTensor, bool, error) {
-	m, err := p.mapping(n, what, "enabled", "gemms", "tensors", "gemms_struct")
+func (p *parser) gemmTensors(n *yaml.Node, what string, extra ...string) ([]GEMMTensor, map[string]*yaml.Node, bool, error) {
+	m, err := p.mapping(n, what, append([]string{"enabled", "gemms", "tensors", "gemms_struct"}, extra...)...)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if on, err := p.enabled(m, n, what); err != nil || !on {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	var out []GEMMTensor
 	add := func(gn *yaml.Node, tn *yaml.Node, w string) error {
@@ -600,31 +619,31 @@ func (p *parser) gemmTensors(n *yaml.Node, what string) ([]GEMMTensor, bool, err
 	}
 	if g, ok := m["gemms"]; ok {
 		if err := add(g, m["tensors"], what); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 	} else if _, ok := m["tensors"]; ok {
-		return nil, false, p.errorf(n, "%s: tensors without gemms", what)
+		return nil, nil, false, p.errorf(n, "%s: tensors without gemms", what)
 	}
 	if gs, ok := m["gemms_struct"]; ok {
 		if gs.Kind != yaml.SequenceNode {
-			return nil, false, p.errorf(gs, "%s: gemms_struct: want a list", what)
+			return nil, nil, false, p.errorf(gs, "%s: gemms_struct: want a list", what)
 		}
 		for _, e := range gs.Content {
 			em, err := p.mapping(e, what+": gemms_struct entry", "gemm", "tensors")
 			if err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 			g, ok := em["gemm"]
 			if !ok {
-				return nil, false, p.errorf(e, "%s: gemms_struct entry without gemm", what)
+				return nil, nil, false, p.errorf(e, "%s: gemms_struct entry without gemm", what)
 			}
 			if err := add(g, em["tensors"], what+": gemms_struct"); err != nil {
-				return nil, false, err
+				return nil, nil, false, err
 			}
 		}
 	}
 	if len(out) == 0 {
-		return nil, false, p.errorf(n, "%s: no GEMM operands (gemms with tensors, or gemms_struct)", what)
+		return nil, nil, false, p.errorf(n, "%s: no GEMM operands (gemms with tensors, or gemms_struct)", what)
 	}
-	return out, true, nil
+	return out, m, true, nil
 }

@@ -108,7 +108,7 @@ func TestParseConfigErrorsNameTheLine(t *testing.T) {
 		{"a:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    LogTensorStats:\n      enabled: True\n      tensors: [weight]\n      stats: [max]\n      start_step: 5\n      end_step: 2\n", "end_step 2 is before start_step 5"},
 		{"a:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    LogTensorStats:\n      enabled: True\n      tensors: [weight]\n", "no stats for the tensors"},
 		{"a:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    LogTensorStats:\n      enabled: True\n      stats: [max]\n", "no tensors (tensors or tensors_struct)"},
-		{"a:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    FakeQuant:\n      enabled: True\n      gemms: [fprop]\n      tensors: [activation]\n      quant_format: FP8E5M2\n", "c.yaml:6: section a: FakeQuant: Octet's debug pass does not implement it yet"},
+		{"a:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    FakeQuant:\n      enabled: True\n      gemms: [fprop]\n      tensors: [activation]\n", "c.yaml:6: section a: FakeQuant: no quant_format (FP8E4M3 or FP8E5M2)"},
 		{"a:\n  enabled: True\n  layers: {layer_types: [x]}\n  extra: 1\n", `c.yaml:4: section a: unknown key "extra"`},
 		{"- a\n- b\n", "c.yaml:1: the config is a mapping of sections"},
 		{"", "the config is empty"},
@@ -118,9 +118,19 @@ func TestParseConfigErrorsNameTheLine(t *testing.T) {
 		require.Error(t, err, c.yaml)
 		require.Contains(t, err.Error(), c.says, c.yaml)
 	}
-	// A disabled feature may be a feature Octet does not implement.
+	// A disabled feature needs none of its parameters.
 	_, err := ParseConfig(strings.NewReader("a:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    PerTensorScaling:\n      enabled: False\n"), "c.yaml")
 	require.NoError(t, err)
+	cfg, err := ParseConfig(strings.NewReader("a:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    FakeQuant: {enabled: True, gemms: [wgrad], quant_format: FP8E5M2}\n    PerTensorScaling: {enabled: True, gemms_struct: [{gemm: dgrad, tensors: [weight]}]}\n"), "c.yaml")
+	require.NoError(t, err)
+	s := cfg.Sections[0]
+	require.Equal(t, []GEMMTensor{{WgradGEMM, Gradient}, {WgradGEMM, Activation}}, s.FakeQuant, "every operand of the GEMM")
+	require.Equal(t, "FP8E5M2", s.FakeQuantFormat)
+	require.True(t, s.Fake(WgradGEMM, Activation))
+	require.False(t, s.Fake(Fprop, Activation))
+	require.Equal(t, []GEMMTensor{{DgradGEMM, Weight}}, s.PerTensorScaling)
+	require.True(t, s.PerTensor(DgradGEMM, Weight))
+	require.False(t, s.PerTensor(DgradGEMM, Gradient))
 }
 
 // The statistics against their definitions in float64.

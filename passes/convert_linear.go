@@ -212,6 +212,50 @@ func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.Quan
 	return a, b, ok
 }
 
+// fake returns a GEMM's operands with the debug config's FakeQuant
+// applied (quantize-dequantize of the listed ones), and whether any was.
+func (c *converter) fake(l *layer, which gemm, a, b *graph.Node) (*graph.Node, *graph.Node, bool) {
+	sec, on := c.cfg.Debug.SectionFor(l.fqn)
+	if !on || len(sec.FakeQuant) == 0 {
+		return a, b, false
+	}
+	f := fp8.E4M3
+	if sec.FakeQuantFormat == "FP8E5M2" {
+		f = fp8.E5M2
+	}
+	g := debugGEMM[which]
+	operands := [2]inspect.Tensor{inspect.Activation, inspect.Weight}
+	switch which {
+	case gemmDgrad:
+		operands = [2]inspect.Tensor{inspect.Gradient, inspect.Weight}
+	case gemmWgrad:
+		operands = [2]inspect.Tensor{inspect.Gradient, inspect.Activation}
+	}
+	out := [2]*graph.Node{a, b}
+	faked := false
+	for i, t := range operands {
+		if sec.Fake(g, t) {
+			out[i] = ops.FakeQuant(fmt.Sprintf("%s/fakequant.%s.%s", l.fqn, t, g), out[i], f)
+			faked = true
+		}
+	}
+	if faked {
+		c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: %s computed in high precision on fake-quantized %s (FakeQuant %s, debug config section %q)",
+			l.fqn, g, fakeList(sec, g, operands), sec.FakeQuantFormat, sec.Name))
+	}
+	return out[0], out[1], faked
+}
+
+func fakeList(sec *inspect.Section, g inspect.GEMM, operands [2]inspect.Tensor) string {
+	var names []string
+	for _, t := range operands {
+		if sec.Fake(g, t) {
+			names = append(names, string(t))
+		}
+	}
+	return strings.Join(names, " and ")
+}
+
 // debugTensor names each tensor role as a debug config does.
 var debugTensor = map[fp8.TensorRole]inspect.Tensor{fp8.RoleInput: inspect.Activation, fp8.RoleWeight: inspect.Weight, fp8.RoleGradOutput: inspect.Gradient}
 
@@ -356,7 +400,9 @@ func (c *converter) fprop(n *graph.Node, m Match) (*graph.Node, error) {
 	lr.Converted = true
 	c.addReport(lr)
 	var y *graph.Node
-	if c.bf16 {
+	if fx, fw, fake := c.fake(l, gemmFprop, x, w); fake {
+		y = ops.Linear(fqn+".fakequant", fx, fw, bias)
+	} else if c.bf16 {
 		y = ops.BF16MatMul(fqn+".bf16", x, w, false, true, bias)
 	} else {
 		qa, qb, fp := c.casts(l, gemmFprop, 1, 1)
@@ -428,7 +474,9 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 		return nil, fmt.Errorf("layer %q: unexpected %s layout %v", l.fqn, name, n)
 	}
 	var out *graph.Node
-	if c.bf16 {
+	if fa, fb, fake := c.fake(l, kind, dy2, other); fake {
+		out = ops.MatMul(fa, fb, wantTA, false)
+	} else if c.bf16 {
 		out = ops.BF16MatMul(l.fqn+strings.Replace(suffix, ".fp8", ".bf16", 1), dy2, other, wantTA, false, nil)
 	} else {
 		qa, qb, fp := c.casts(l, kind, axisA, 0)
@@ -444,11 +492,15 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 	return out, nil
 }
 
-// gemmsFP8 lists the layer's GEMMs that have FP8 replacements.
+// isHighPrecision reports whether a replacement GEMM computes in float32
+// (a FakeQuant GEMM of the debug config).
+func isHighPrecision(n *graph.Node) bool { t := n.Op().Type(); return t == "Linear" || t == "MatMul" }
+
+// gemmsFP8 lists the layer's GEMMs that have FP8 (or bf16) replacements.
 func (l *layer) gemmsFP8() []string {
 	var out []string
 	for i, n := range []*graph.Node{l.fpFprop, l.fpDgrad, l.fpWgrad} {
-		if n != nil {
+		if n != nil && !isHighPrecision(n) {
 			out = append(out, gemmNames[i])
 		}
 	}

@@ -222,3 +222,40 @@ s:
 		require.Error(t, err, bad)
 	}
 }
+
+// FakeQuant: the chosen operands are rounded through FP8 and back, and
+// their GEMM runs in float32 on them; the report says which, the layer's
+// FP8 GEMM list leaves it out, and the forward equals a float32 product
+// of the fake-quantized operands.
+func TestFakeQuant(t *testing.T) {
+	cfg, err := inspect.ParseConfig(strings.NewReader(`
+s:
+  enabled: True
+  layers: {layer_types: [fc2]}
+  transformer_engine:
+    FakeQuant:
+      enabled: True
+      gemms: [fprop]
+      tensors: [activation, weight]
+      quant_format: FP8E5M2
+`), "s.yaml")
+	require.NoError(t, err)
+	m := mlp(t, 16)
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg})
+	require.NoError(t, err)
+	require.Equal(t, []string{"dgrad", "wgrad"}, mustLayer(t, prep.Report, "mlp.fc2").FP8)
+	require.Contains(t, strings.Join(prep.Report.Notes, "\n"), `mlp.fc2: fprop computed in high precision on fake-quantized activation and weight (FakeQuant FP8E5M2, debug config section "s")`)
+	k := countKinds(m.trainOf)
+	require.Equal(t, 2, k["FakeQuant"])
+	m.run(t, prep.Train)
+	l, err := prep.Train.Scalar(m.loss)
+	require.NoError(t, err)
+	require.False(t, math.IsNaN(float64(l)))
+	for _, bad := range []string{
+		"s:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    FakeQuant: {enabled: True, gemms: [fprop]}\n",
+		"s:\n  enabled: True\n  layers: {layer_types: [x]}\n  transformer_engine:\n    FakeQuant: {enabled: True, gemms: [fprop], quant_format: FP4}\n",
+	} {
+		_, err := inspect.ParseConfig(strings.NewReader(bad), "b.yaml")
+		require.Error(t, err, bad)
+	}
+}
