@@ -159,25 +159,56 @@ func TestTensorStatsOf(t *testing.T) {
 	require.Equal(t, 4.0, out[1])
 }
 
-func TestFP8Counts(t *testing.T) {
-	var c FP8Counts
+func TestFP8Partial(t *testing.T) {
+	var c Partial
 	c.Reset()
 	c.Scale(0.5)
 	c.Scale(2)
-	c.Add(1e-9, 0, false) // underflow
-	c.Add(0, 0, false)    // zero stays zero: not an underflow
-	c.Add(500, 448, true) // saturated
-	c.Add(1, 1.125, false)
+	c.AddCast(1e-9, 0, false) // underflow
+	c.AddCast(0, 0, false)    // zero stays zero: not an underflow
+	c.AddCast(500, 448, true) // saturated
+	c.AddCast(1, 1.125, false)
 	out := make([]float64, 5)
-	c.Stats(FP8Stats, out)
+	c.FP8Stats(FP8Stats, out)
 	require.Equal(t, 25.0, out[0])
 	require.Equal(t, 25.0, out[1])
 	require.Equal(t, 0.5, out[2])
 	require.Equal(t, 2.0, out[3])
 	require.InDelta(t, (1e-18+52*52+0.125*0.125)/4, out[4], 1e-9)
 	c.Reset()
-	c.Stats([]string{"mse"}, out)
+	c.FP8Stats([]string{"mse"}, out)
 	require.True(t, math.IsNaN(out[0]))
+}
+
+// Partials of parts of a tensor, encoded, decoded and merged (as ranks
+// do), give the statistics of the whole.
+func TestPartialsMerge(t *testing.T) {
+	x := []float32{-3, 0.5, 0, 2, -0.25, 7, 1e-3, -0.5, 4}
+	names := append([]string(nil), TensorStats...)
+	want := make([]float64, len(names))
+	TensorStatsOf(x, names, want)
+	var merged, part, back Partial
+	merged.Reset()
+	buf := make([]float32, PartialLen)
+	for _, piece := range [][]float32{x[:2], x[2:7], x[7:]} {
+		part.Reset()
+		part.AddTensor(piece)
+		part.Scale(0.25)
+		part.Encode(buf)
+		back.Decode(buf)
+		merged.Merge(&back)
+	}
+	got := make([]float64, len(names))
+	merged.TensorStats(names, got)
+	for i, n := range names {
+		require.InDelta(t, want[i], got[i], 1e-6*math.Max(1, math.Abs(want[i])), n)
+	}
+	require.Equal(t, 0.25, merged.InvMin)
+	part.Reset()
+	part.AddTensor([]float32{float32(math.NaN())})
+	merged.Merge(&part)
+	merged.TensorStats([]string{"max"}, got)
+	require.True(t, math.IsNaN(got[0]), "a NaN on any rank")
 }
 
 func TestLogRoundTrip(t *testing.T) {

@@ -2,64 +2,135 @@ package inspect
 
 import "math"
 
-// TensorStatsOf computes the LogTensorStats statistics names of x into
-// out (in the same order), in one pass and in float64: min, max, mean,
-// std (with Bessel's correction, as torch.std), l1_norm, l2_norm,
-// cur_amax (max |x|) and dynamic_range (log2 of max |x| over the
-// smallest non-zero |x|; 0 when every value is 0). A NaN anywhere makes
-// every statistic NaN.
-func TensorStatsOf(x []float32, names []string, out []float64) {
-	mn, mx := math.Inf(1), math.Inf(-1)
-	var sum, sq, l1, amax float64
-	amin := math.Inf(1)
-	nan := false
+// Partial holds the mergeable accumulators behind the statistics of one
+// tensor (or of one FP8 cast) on one rank: counts, sums and extremes.
+// Ranks of a data-parallel run merge their partials, so that the logged
+// statistics describe the whole global batch.
+type Partial struct {
+	N, Sum, Sq, L1       float64
+	Min, Max, Amax, Amin float64 // Amin: the smallest non-zero |x|
+	NaN                  float64 // NaN values seen
+	Under, Over, SqErr   float64 // FP8 casts: flushed, saturated, Σ(dq − x)²
+	InvMin, InvMax       float64 // FP8 casts: the inverse scales' range
+}
+
+// PartialLen is the number of float32s Encode writes.
+const PartialLen = 14
+
+// Reset empties the partial.
+func (p *Partial) Reset() {
+	*p = Partial{Min: math.Inf(1), Max: math.Inf(-1), Amin: math.Inf(1), InvMin: math.Inf(1), InvMax: math.Inf(-1)}
+}
+
+// AddTensor accumulates the values of x.
+func (p *Partial) AddTensor(x []float32) {
 	for _, v32 := range x {
 		v := float64(v32)
 		if v != v {
-			nan = true
-			break
+			p.NaN++
+			continue
 		}
-		mn, mx = math.Min(mn, v), math.Max(mx, v)
-		sum += v
-		sq += v * v
+		p.N++
+		p.Min, p.Max = math.Min(p.Min, v), math.Max(p.Max, v)
+		p.Sum += v
+		p.Sq += v * v
 		a := math.Abs(v)
-		l1 += a
-		amax = math.Max(amax, a)
-		if a != 0 && a < amin {
-			amin = a
+		p.L1 += a
+		p.Amax = math.Max(p.Amax, a)
+		if a != 0 && a < p.Amin {
+			p.Amin = a
 		}
 	}
-	n := float64(len(x))
+}
+
+// AddCast records one element of an FP8 cast: its source value x, the
+// value the FP8 tensor holds for it (decoded and scaled back), and
+// whether the cast saturated it (|x| beyond the format's range at its
+// scale).
+func (p *Partial) AddCast(x, dq float32, saturated bool) {
+	p.N++
+	if x != 0 && dq == 0 {
+		p.Under++
+	}
+	if saturated {
+		p.Over++
+	}
+	d := float64(dq) - float64(x)
+	p.SqErr += d * d
+}
+
+// Scale records one of an FP8 tensor's inverse scales.
+func (p *Partial) Scale(inv float32) {
+	p.InvMin = math.Min(p.InvMin, float64(inv))
+	p.InvMax = math.Max(p.InvMax, float64(inv))
+}
+
+// Merge folds another rank's partial into p.
+func (p *Partial) Merge(q *Partial) {
+	p.N += q.N
+	p.Sum += q.Sum
+	p.Sq += q.Sq
+	p.L1 += q.L1
+	p.NaN += q.NaN
+	p.Under += q.Under
+	p.Over += q.Over
+	p.SqErr += q.SqErr
+	p.Min, p.Max = math.Min(p.Min, q.Min), math.Max(p.Max, q.Max)
+	p.Amax, p.Amin = math.Max(p.Amax, q.Amax), math.Min(p.Amin, q.Amin)
+	p.InvMin, p.InvMax = math.Min(p.InvMin, q.InvMin), math.Max(p.InvMax, q.InvMax)
+}
+
+// Encode writes the partial as PartialLen float32s (for a gather across
+// ranks).
+func (p *Partial) Encode(dst []float32) {
+	for i, v := range [PartialLen]float64{p.N, p.Sum, p.Sq, p.L1, p.Min, p.Max, p.Amax, p.Amin, p.NaN, p.Under, p.Over, p.SqErr, p.InvMin, p.InvMax} {
+		dst[i] = float32(v)
+	}
+}
+
+// Decode reads what Encode wrote.
+func (p *Partial) Decode(src []float32) {
+	f := func(i int) float64 { return float64(src[i]) }
+	*p = Partial{N: f(0), Sum: f(1), Sq: f(2), L1: f(3), Min: f(4), Max: f(5), Amax: f(6), Amin: f(7), NaN: f(8),
+		Under: f(9), Over: f(10), SqErr: f(11), InvMin: f(12), InvMax: f(13)}
+}
+
+// TensorStats writes the LogTensorStats statistics names into out (in
+// the same order): min, max, mean, std (with Bessel's correction, as
+// torch.std), l1_norm, l2_norm, cur_amax (max |x|) and dynamic_range
+// (log2 of max |x| over the smallest non-zero |x|; 0 when every value is
+// 0). A NaN anywhere, or no value, makes every statistic NaN.
+func (p *Partial) TensorStats(names []string, out []float64) {
 	for i, name := range names {
-		if nan || len(x) == 0 {
+		if p.NaN > 0 || p.N == 0 {
 			out[i] = math.NaN()
 			continue
 		}
 		switch name {
 		case "min":
-			out[i] = mn
+			out[i] = p.Min
 		case "max":
-			out[i] = mx
+			out[i] = p.Max
 		case "mean":
-			out[i] = sum / n
+			out[i] = p.Sum / p.N
 		case "std":
-			if len(x) < 2 {
+			if p.N < 2 {
 				out[i] = math.NaN() // torch.std of one value
 				continue
 			}
-			mean := sum / n
-			out[i] = math.Sqrt(math.Max(0, (sq-n*mean*mean)/(n-1)))
+			mean := p.Sum / p.N
+			out[i] = math.Sqrt(math.Max(0, (p.Sq-p.N*mean*mean)/(p.N-1)))
 		case "l1_norm":
-			out[i] = l1
+			out[i] = p.L1
 		case "l2_norm":
-			out[i] = math.Sqrt(sq)
+			out[i] = math.Sqrt(p.Sq)
 		case "cur_amax":
-			out[i] = amax
+			out[i] = p.Amax
 		case "dynamic_range":
-			if amax == 0 {
+			if p.Amax == 0 {
 				out[i] = 0
 			} else {
-				out[i] = math.Log2(amax) - math.Log2(amin)
+				out[i] = math.Log2(p.Amax) - math.Log2(p.Amin)
 			}
 		default:
 			out[i] = math.NaN()
@@ -67,60 +138,35 @@ func TensorStatsOf(x []float32, names []string, out []float64) {
 	}
 }
 
-// FP8Counts accumulates the LogFp8TensorStats statistics of one cast:
-// add every (source, dequantized, saturated) triple, then Stats.
-type FP8Counts struct {
-	n, under, over int
-	sqErr          float64
-	invMin, invMax float64
-}
-
-// Reset clears the counts for a new cast.
-func (c *FP8Counts) Reset() {
-	*c = FP8Counts{invMin: math.Inf(1), invMax: math.Inf(-1)}
-}
-
-// Add records one element: its source value x, the value the FP8 tensor
-// holds for it (decoded and scaled back), and whether the cast saturated
-// it (|x| beyond the format's range at its scale).
-func (c *FP8Counts) Add(x, dq float32, saturated bool) {
-	c.n++
-	if x != 0 && dq == 0 {
-		c.under++
-	}
-	if saturated {
-		c.over++
-	}
-	d := float64(dq) - float64(x)
-	c.sqErr += d * d
-}
-
-// Scale records one of the tensor's inverse scales.
-func (c *FP8Counts) Scale(inv float32) {
-	c.invMin = math.Min(c.invMin, float64(inv))
-	c.invMax = math.Max(c.invMax, float64(inv))
-}
-
-// Stats writes the named statistics into out: underflows% and
-// overflows% (of the elements), scale_inv_min, scale_inv_max and mse.
-func (c *FP8Counts) Stats(names []string, out []float64) {
-	n := float64(c.n)
+// FP8Stats writes the LogFp8TensorStats statistics names into out:
+// underflows% and overflows% (of the elements), scale_inv_min,
+// scale_inv_max and mse.
+func (p *Partial) FP8Stats(names []string, out []float64) {
 	for i, name := range names {
 		switch {
-		case c.n == 0:
+		case p.N == 0:
 			out[i] = math.NaN()
 		case name == "underflows%":
-			out[i] = 100 * float64(c.under) / n
+			out[i] = 100 * p.Under / p.N
 		case name == "overflows%":
-			out[i] = 100 * float64(c.over) / n
+			out[i] = 100 * p.Over / p.N
 		case name == "scale_inv_min":
-			out[i] = c.invMin
+			out[i] = p.InvMin
 		case name == "scale_inv_max":
-			out[i] = c.invMax
+			out[i] = p.InvMax
 		case name == "mse":
-			out[i] = c.sqErr / n
+			out[i] = p.SqErr / p.N
 		default:
 			out[i] = math.NaN()
 		}
 	}
+}
+
+// TensorStatsOf computes the LogTensorStats statistics names of x into
+// out, in one pass and in float64 (see Partial.TensorStats).
+func TensorStatsOf(x []float32, names []string, out []float64) {
+	var p Partial
+	p.Reset()
+	p.AddTensor(x)
+	p.TensorStats(names, out)
 }

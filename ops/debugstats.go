@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
@@ -16,7 +17,15 @@ type StatsConfig struct {
 	Layer    string
 	Tensor   inspect.Tensor
 	Requests []inspect.StatRequest
-	Log      *inspect.Log
+	// Log receives the values; with Comm only rank 0 writes (the others
+	// may leave it nil).
+	Log *inspect.Log
+	// Comm, when set, merges the ranks' partial statistics (a
+	// data-parallel or sharded run), so that the values describe the
+	// global batch. Replicated marks a tensor every rank holds whole (a
+	// weight), whose statistics are its own.
+	Comm       dist.Communicator
+	Replicated bool
 }
 
 // statsOp computes statistics of a tensor on the steps its requests
@@ -55,7 +64,7 @@ func (o statsOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 			return nil, graph.Invalid, fmt.Errorf("input %q %v %v is not an FP8 cast of %q %v", in[1].Name(), in[1].Shape(), in[1].DType(), in[0].Name(), in[0].Shape())
 		}
 	}
-	if o.cfg.Log == nil {
+	if o.cfg.Log == nil && (o.cfg.Comm == nil || o.cfg.Comm.Rank() == 0) {
 		return nil, graph.Invalid, fmt.Errorf("no log for the statistics")
 	}
 	return graph.Shape{1}, graph.Float32, nil
@@ -68,17 +77,48 @@ func (o statsOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	step := b.Step()
 	x := b.In[0].F32
-	var counts inspect.FP8Counts
-	var fp8Stats func()
+	var part inspect.Partial
+	local := func() { part.Reset(); part.AddTensor(x) }
 	if o.fp8 {
 		sc, ok := b.In[1].Aux.(*fp8Scales)
 		if !ok {
 			return nil, fmt.Errorf("input %q carries no FP8 scales", b.Node.Input(1).Name())
 		}
 		codes := b.In[1].U8
-		fp8Stats = func() { fp8CastStats(&counts, sc, codes, x) }
+		local = func() { fp8CastStats(&part, sc, codes, x) }
 	}
-	log := o.cfg.Log
+	var err error // a failed gather, reported by the kernel
+	compute, log := local, o.cfg.Log
+	if c := o.cfg.Comm; c != nil && !o.cfg.Replicated && c.Size() > 1 {
+		mine := make([]float32, inspect.PartialLen)
+		all := make([]float32, inspect.PartialLen*c.Size())
+		counts := make([]int, c.Size())
+		for i := range counts {
+			counts[i] = inspect.PartialLen
+		}
+		var other inspect.Partial
+		compute = func() {
+			local()
+			part.Encode(mine)
+			if err = c.AllGatherF32(all, mine, counts); err != nil {
+				return
+			}
+			part.Reset()
+			for r := range counts {
+				other.Decode(all[r*inspect.PartialLen : (r+1)*inspect.PartialLen])
+				part.Merge(&other)
+			}
+		}
+	}
+	if c := o.cfg.Comm; c != nil && c.Rank() != 0 {
+		log = nil // rank 0 writes
+	}
+	return o.kernel(b, step, outs, &part, compute, &err, log), nil
+}
+
+// kernel runs compute on the steps a request selects and writes the
+// statistics (to log, when not nil).
+func (o statsOp) kernel(b *graph.Binding, step *int64, outs [][]float64, part *inspect.Partial, compute func(), errp *error, log *inspect.Log) graph.Kernel {
 	return func() error {
 		s := *step
 		done := false
@@ -86,28 +126,33 @@ func (o statsOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			if !r.Active(s) {
 				continue
 			}
-			if o.fp8 {
-				if !done {
-					fp8Stats()
-					done = true
+			if !done {
+				compute()
+				if *errp != nil {
+					return fmt.Errorf("statistics of %s %s: %w", o.cfg.Layer, o.cfg.Tensor, *errp)
 				}
-				counts.Stats(r.Stats, outs[i])
-			} else {
-				inspect.TensorStatsOf(x, r.Stats, outs[i])
+				done = true
 			}
-			for j, name := range r.Stats {
-				log.Write(s, o.cfg.Layer, o.cfg.Tensor, name, outs[i][j])
+			if o.fp8 {
+				part.FP8Stats(r.Stats, outs[i])
+			} else {
+				part.TensorStats(r.Stats, outs[i])
+			}
+			if log != nil {
+				for j, name := range r.Stats {
+					log.Write(s, o.cfg.Layer, o.cfg.Tensor, name, outs[i][j])
+				}
 			}
 		}
 		b.Out.F32[0] = 0
 		return nil
-	}, nil
+	}
 }
 
 // fp8CastStats counts, over the last cast into codes with scales sc of
 // the source x, the values sent to zero and saturated, the squared
 // error of the dequantized values and the range of the inverse scales.
-func fp8CastStats(c *inspect.FP8Counts, sc *fp8Scales, codes []uint8, x []float32) {
+func fp8CastStats(c *inspect.Partial, sc *fp8Scales, codes []uint8, x []float32) {
 	c.Reset()
 	f := sc.Config.Format
 	tab := f.DecodeTable()
@@ -149,7 +194,7 @@ func fp8CastStats(c *inspect.FP8Counts, sc *fp8Scales, codes []uint8, x []float3
 			dq := tab[codes[i]] * s
 			limit := maxV * float64(s)
 			sat := math.Abs(float64(x[i])) > limit && math.Abs(float64(dq)) == limit
-			c.Add(x[i], dq, sat)
+			c.AddCast(x[i], dq, sat)
 		}
 	}
 }

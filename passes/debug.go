@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/ops"
@@ -14,6 +15,10 @@ import (
 type DebugConfig struct {
 	Config *inspect.Config
 	Log    *inspect.Log
+	// Comm, in a data-parallel or sharded run, merges every statistic
+	// across the ranks (a weight's excepted: every rank holds it whole);
+	// rank 0 writes them, and the others need no Log.
+	Comm dist.Communicator
 }
 
 // Debug inserts the statistics a debug config asks for — Transformer
@@ -71,7 +76,7 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 		if !ok || (len(sec.TensorStats) == 0 && len(sec.FP8Stats) == 0) {
 			continue
 		}
-		if cfg.Log == nil {
+		if cfg.Log == nil && (cfg.Comm == nil || cfg.Comm.Rank() == 0) {
 			return rep, nil, fmt.Errorf("passes: debug: section %q asks for statistics of %s, and there is no log for them", sec.Name, fqn)
 		}
 		bw := backward[n]
@@ -112,7 +117,7 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 				continue
 			}
 			s := ops.TensorStats(fqn+"/stats."+string(group[0].Tensor), x,
-				ops.StatsConfig{Layer: fqn, Tensor: group[0].Tensor, Requests: group, Log: cfg.Log})
+				ops.StatsConfig{Layer: fqn, Tensor: group[0].Tensor, Requests: group, Log: cfg.Log, Comm: cfg.Comm, Replicated: group[0].Tensor == inspect.Weight})
 			stats = append(stats, s)
 		}
 		for _, group := range groupByTensor(sec.FP8Stats) {
@@ -123,7 +128,7 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 				continue
 			}
 			s := ops.FP8TensorStats(fqn+"/fp8_stats."+string(t), hp[t], q,
-				ops.StatsConfig{Layer: fqn, Tensor: t, Requests: group, Log: cfg.Log})
+				ops.StatsConfig{Layer: fqn, Tensor: t, Requests: group, Log: cfg.Log, Comm: cfg.Comm, Replicated: t == inspect.Weight})
 			stats = append(stats, s)
 		}
 		note := fmt.Sprintf("%s: statistics by debug section %q", fqn, sec.Name)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
@@ -29,6 +30,9 @@ type Config struct {
 	// stage after Autowrap).
 	Debug    *inspect.Config
 	DebugLog *inspect.Log
+	// DebugComm merges the statistics across the ranks of a parallel run
+	// (see DebugConfig).
+	DebugComm dist.Communicator
 	// Passes run after Autowrap (and Debug), in the same checked pipeline
 	// (for example fsdp.Pass, which shards the parameters).
 	Passes []Pass
@@ -80,7 +84,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	var statNodes []*graph.Node
 	if cfg.Debug != nil && len(cfg.TrainOutputs) > 0 {
 		pl.Passes = append(pl.Passes, Pass{Name: "Debug", Run: func(g *graph.Graph) (string, error) {
-			r, nodes, err := Debug(g, DebugConfig{Config: cfg.Debug, Log: cfg.DebugLog}, live...)
+			r, nodes, err := Debug(g, DebugConfig{Config: cfg.Debug, Log: cfg.DebugLog, Comm: cfg.DebugComm}, live...)
 			statNodes = nodes
 			rep.Notes = append(rep.Notes, r.Notes...)
 			pl.Outputs = append(append([]*graph.Node(nil), live...), nodes...) // the dumps show them

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,4 +158,53 @@ func TestCommandLineFP8Debug(t *testing.T) {
 	require.True(t, seen["mlp.fc1 activation underflows%"])
 	require.True(t, seen["mlp.fc2 output dynamic_range"])
 	require.Empty(t, r.Left(t))
+}
+
+// Statistics of a data-parallel or sharded run are those of the global
+// batch: the ranks' partial statistics are merged, and rank 0 writes one
+// file, equal (to float32 rounding) to a single process's.
+func TestFP8DebugAcrossRanks(t *testing.T) {
+	dataDir, err := mnist.ModuleDir()
+	require.NoError(t, err)
+	tmp := t.TempDir()
+	cfgPath := filepath.Join(tmp, "d.yaml")
+	require.NoError(t, os.WriteFile(cfgPath, []byte(`
+s:
+  enabled: True
+  layers: {layer_types: [fc1]}
+  transformer_engine:
+    LogTensorStats: {enabled: True, tensors: [activation, weight, gradient], stats: [min, max, mean, std, l1_norm, l2_norm, dynamic_range], start_step: 0, end_step: 0}
+`), 0o644))
+	run := func(extra ...string) map[string]float64 {
+		logs := filepath.Join(tmp, strings.Join(extra, "_")+"logs")
+		args := append([]string{"-data", dataDir, "-limit", "256", "-epochs", "1", "-batch", "64", "-hidden", "32", "-precision", "fp32", "-recipe", "ao",
+			"-fp8-debug", cfgPath, "-fp8-log", logs}, extra...)
+		r := clitest.Run(t, nil, args...)
+		require.Equal(t, 0, r.Code, r.Stderr)
+		stats, err := inspect.ReadStats(filepath.Join(logs, "fp32"))
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for _, s := range stats {
+			out[string(s.Tensor)+" "+s.Stat] = s.Value
+		}
+		return out
+	}
+	one := run()
+	require.Len(t, one, 3*7)
+	for _, par := range [][]string{{"-dp", "2"}, {"-fsdp", "3"}} {
+		got := run(par...)
+		require.Len(t, got, len(one), "%v", par)
+		for k, v := range one {
+			if strings.HasPrefix(k, "gradient") {
+				continue // each rank's gradient is of its own loss (below)
+			}
+			require.InDelta(t, v, got[k], 1e-5*math.Max(1, math.Abs(v)), "%v %s", par, k)
+		}
+		if par[0] == "-dp" {
+			// Two ranks of 32 rows: each rank's loss is the mean over its
+			// rows, so its gradient is twice the global batch's.
+			require.InDelta(t, 2*one["gradient max"], got["gradient max"], 1e-5)
+			require.InDelta(t, 2*one["gradient l1_norm"], got["gradient l1_norm"], 1e-4*one["gradient l1_norm"])
+		}
+	}
 }

@@ -51,7 +51,7 @@ func trainDP(cfg config, precision string, recipe fp8.Recipe, train, test *mnist
 func dpRank(cfg config, precision string, recipe fp8.Recipe, comm dist.Communicator, train *mnist.Set) (*result, *replica, error) {
 	n := comm.Size()
 	rows := shardOf(cfg.batch, n, comm.Rank())
-	rep, err := newReplica(cfg, precision, comm.Rank(), recipe, rows.hi-rows.lo, nil)
+	rep, err := newReplica(cfg, precision, comm, recipe, rows.hi-rows.lo, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -75,7 +75,7 @@ func fsdpRank(cfg config, precision string, recipe fp8.Recipe, comm dist.Communi
 	// passes.
 	var sh *fsdp.Sharded
 	var srep fsdp.Report
-	rep, err := newReplica(cfg, precision, rank, recipe, rows.hi-rows.lo, func(m *model, store *graph.Store) []passes.Pass {
+	rep, err := newReplica(cfg, precision, comm, recipe, rows.hi-rows.lo, func(m *model, store *graph.Store) []passes.Pass {
 		return []passes.Pass{fsdp.Pass(store, comm, m.params, fsdp.Config{Float8AllGather: float8AG, Precompute: true}, &sh, &srep)}
 	})
 	if err != nil {

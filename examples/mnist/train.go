@@ -146,7 +146,7 @@ func trainOne(cfg config, precision string, train, test *mnist.Set) (*result, er
 	case cfg.dp > 0:
 		return trainDP(cfg, precision, recipe, train, test)
 	}
-	rep, err := newReplica(cfg, precision, 0, recipe, cfg.batch, nil)
+	rep, err := newReplica(cfg, precision, nil, recipe, cfg.batch, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +219,7 @@ type replica struct {
 // parameters (the same values on every rank) and compiles the training
 // program through Prepare, with extra passes (FSDP sharding) after the
 // recipe's.
-func newReplica(cfg config, precision string, rank int, recipe fp8.Recipe, rows int, extra func(m *model, store *graph.Store) []passes.Pass) (*replica, error) {
+func newReplica(cfg config, precision string, comm dist.Communicator, recipe fp8.Recipe, rows int, extra func(m *model, store *graph.Store) []passes.Pass) (*replica, error) {
 	if rows < 1 {
 		return nil, fmt.Errorf("a rank with no rows of the batch of %d", cfg.batch)
 	}
@@ -231,9 +231,11 @@ func newReplica(cfg config, precision string, rank int, recipe fp8.Recipe, rows 
 	if err := m.b.Init(r.store, cfg.seed); err != nil {
 		return nil, err
 	}
-	pc := passes.Config{Recipe: recipe, TrainOutputs: m.trainOf, Debug: cfg.debug}
-	if cfg.debug != nil {
-		if r.log, err = recipes.DebugLog(cfg.fp8Log, precision, rank); err != nil {
+	// Statistics merge across the ranks of a parallel run; rank 0 writes
+	// them.
+	pc := passes.Config{Recipe: recipe, TrainOutputs: m.trainOf, Debug: cfg.debug, DebugComm: comm}
+	if cfg.debug != nil && (comm == nil || comm.Rank() == 0) {
+		if r.log, err = recipes.DebugLog(cfg.fp8Log, precision, 0); err != nil {
 			return nil, err
 		}
 		pc.DebugLog = r.log

@@ -168,8 +168,9 @@ func (c *Checks) DebugConfig(path, logDir string) *inspect.Config {
 	return cfg
 }
 
-// DebugLog opens the statistics log of one run (a precision, a rank) in
-// a subdirectory of dir named after the precision.
+// DebugLog opens the statistics log of one run (a precision; rank 0
+// writes for all ranks, whose statistics are merged) in a subdirectory
+// of dir named after the precision.
 func DebugLog(dir, precision string, rank int) (*inspect.Log, error) {
 	l, err := inspect.OpenLog(filepath.Join(dir, precision), rank)
 	if err != nil {
