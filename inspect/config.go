@@ -36,10 +36,18 @@
 //	      gemms: [wgrad]
 //	      tensors: [gradient]
 //
+// The other switches: PerTensorScaling (gemms with tensors, or
+// gemms_struct) casts the chosen GEMM operands with one current scale per
+// tensor; FakeQuant (the same, with quant_format FP8E4M3 or FP8E5M2)
+// rounds them through FP8 and back and computes the GEMM in high
+// precision.
+//
 // A layer belongs to the first enabled section whose selector matches
 // its name (Transformer Engine allows one section per layer). Unknown
-// sections keys, features, parameters, tensor, statistic and GEMM names
-// are errors that name the line.
+// section keys, features, parameters, tensor, statistic and GEMM names
+// are errors that name the line. In a data-parallel run the ranks'
+// partial statistics merge (see Partial), so they describe the global
+// batch; each rank's gradient is that of its own loss.
 //
 // Statistics follow Transformer Engine's definitions: min, max, mean,
 // std (population), l1_norm, l2_norm, cur_amax (max |x|), dynamic_range
