@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
 	"github.com/stretchr/testify/require"
 )
@@ -258,4 +259,78 @@ s:
 		_, err := inspect.ParseConfig(strings.NewReader(bad), "b.yaml")
 		require.Error(t, err, bad)
 	}
+}
+
+// The diagnosis the debug tools are for: a margin large enough to push
+// activations below E4M3's range shows as more than half of the first
+// layer's activation flushed to zero in the log; keeping the forward
+// GEMMs in high precision (DisableFP8GEMM fprop) brings the loss back to
+// within 1% of float32 over the same steps.
+func TestDebugDiagnosesAMarginTooLarge(t *testing.T) {
+	const steps = 30
+	train := func(r fp8.Recipe, cfgYAML string) ([]float32, []inspect.Stat) {
+		m := mlp(t, 16)
+		var cfg *inspect.Config
+		var log *inspect.Log
+		dir := t.TempDir()
+		if cfgYAML != "" {
+			var err error
+			cfg, err = inspect.ParseConfig(strings.NewReader(cfgYAML), "d.yaml")
+			require.NoError(t, err)
+			log, err = inspect.OpenLog(dir, 0)
+			require.NoError(t, err)
+		}
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: r, TrainOutputs: m.trainOf, Debug: cfg, DebugLog: log,
+			Filter: func(*graph.Node, string) bool { return true }})
+		require.NoError(t, err)
+		params, err := optim.Bind(m.store, prep.Train, m.params, m.grads)
+		require.NoError(t, err)
+		opt := optim.NewAdamW(params, 0)
+		var losses []float32
+		for s := 0; s < steps; s++ {
+			m.run(t, prep.Train)
+			opt.Step(1e-3)
+			l, _ := prep.Train.Scalar(m.loss)
+			losses = append(losses, l)
+		}
+		if log == nil {
+			return losses, nil
+		}
+		require.NoError(t, log.Close())
+		stats, err := inspect.ReadStats(dir)
+		require.NoError(t, err)
+		return losses, stats
+	}
+	mean := func(l []float32) float64 {
+		var s float64
+		for _, v := range l {
+			s += float64(v)
+		}
+		return s / float64(len(l))
+	}
+	ref, _ := train(nil, "")
+	big := fp8.TERecipe{Margin: 17}
+	look := `
+look:
+  enabled: True
+  layers: {layer_types: [fc1]}
+  transformer_engine:
+    LogFp8TensorStats: {enabled: True, tensors: [activation], stats: [underflows%], start_step: 1}
+`
+	bad, stats := train(big, look)
+	require.NotEmpty(t, stats)
+	for _, s := range stats {
+		require.Greater(t, s.Value, 50.0, "step %d: %s %s underflows%%", s.Step, s.Layer, s.Tensor)
+	}
+	fixed, _ := train(big, look+`
+    DisableFP8GEMM: {enabled: True, gemms: [fprop]}
+fc_rest:
+  enabled: True
+  layers: {layer_types: [fc]}
+  transformer_engine:
+    DisableFP8GEMM: {enabled: True, gemms: [fprop]}
+`)
+	gap := func(l []float32) float64 { return math.Abs(mean(l)/mean(ref) - 1) }
+	require.Less(t, gap(fixed), 0.01, "float32 %.4f, fprop in high precision %.4f", mean(ref), mean(fixed))
+	require.Greater(t, gap(bad), gap(fixed), "the margin hurt: %.4f vs %.4f", mean(bad), mean(ref))
 }
