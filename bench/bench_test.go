@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/passes"
 )
 
 // The same figures as the command, as Go benchmarks:
@@ -28,6 +31,44 @@ func BenchmarkMLPStep(b *testing.B) {
 	for _, rec := range precisions {
 		b.Run(recipeName(rec), func(b *testing.B) {
 			step, err := octetMLP(128, rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchStep(b, step)
+		})
+	}
+}
+
+// BenchmarkMLPStepFP8Debug is the FP8 (TE HYBRID) MLP step without a
+// debug config and with LogFp8TensorStats on every layer every 10 steps
+// (the statistics written to a temporary directory).
+func BenchmarkMLPStepFP8Debug(b *testing.B) {
+	cfg, err := inspect.ParseConfig(strings.NewReader(`
+all:
+  enabled: True
+  layers: {layer_name_regex_pattern: .*}
+  transformer_engine:
+    LogFp8TensorStats:
+      enabled: True
+      tensors: [activation, weight, gradient]
+      stats: [underflows%, overflows%, scale_inv_min, scale_inv_max, mse]
+      freq: 10
+`), "bench.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, debug := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "every10"}[debug], func(b *testing.B) {
+			var dbg passes.DebugConfig
+			if debug {
+				log, err := inspect.OpenLog(b.TempDir(), 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer log.Close()
+				dbg = passes.DebugConfig{Config: cfg, Log: log}
+			}
+			step, err := octetMLPDebug(128, fp8.TERecipe{}, dbg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -219,12 +219,13 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 var mlpSizes = []int{784, 512, 512, 10}
 
 // compile returns the training program of outs: plain float32 for a nil
-// recipe, otherwise through passes.Prepare.
-func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*graph.Node) (*graph.Program, error) {
-	if recipe == nil {
+// recipe (and no debug config), otherwise through passes.Prepare, with the
+// debug config dbg (none when its Config is nil).
+func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*graph.Node, dbg passes.DebugConfig) (*graph.Program, error) {
+	if recipe == nil && dbg.Config == nil {
 		return graph.Compile(g, store, graph.Options{Training: true}, outs...)
 	}
-	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs})
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Debug: dbg.Config, DebugLog: dbg.Log})
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*grap
 // trainStep makes one training step of the model b built with loss:
 // gradients, parameter values from seed 1, the program for the recipe
 // (nil: float32) and AdamW; the step feeds the batch, runs and updates.
-func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, error) {
+func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.DebugConfig, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, error) {
 	grads, err := graph.Grad(loss, b.Params()...)
 	if err != nil {
 		return nil, err
@@ -243,7 +244,7 @@ func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, weightDecay, 
 	if err := b.Init(store, 1); err != nil {
 		return nil, err
 	}
-	prog, err := compile(b.Graph(), store, recipe, append([]*graph.Node{loss}, grads...))
+	prog, err := compile(b.Graph(), store, recipe, append([]*graph.Node{loss}, grads...), dbg)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +268,11 @@ func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, weightDecay, 
 // octetMLP returns one training step of the MLP with a recipe (nil:
 // float32).
 func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
+	return octetMLPDebug(batch, recipe, passes.DebugConfig{})
+}
+
+// octetMLPDebug is octetMLP with an FP8 debug config.
+func octetMLPDebug(batch int, recipe fp8.Recipe, dbg passes.DebugConfig) (func() error, error) {
 	g := graph.New()
 	b := nn.NewBuilder(g)
 	x := g.Input("x", graph.Float32, batch, mlpSizes[0])
@@ -281,7 +287,7 @@ func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
 	for i := range ys {
 		ys[i] = int32(i % 10)
 	}
-	return trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, 0.01, 1e-3, func(p *graph.Program) error {
+	return trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, dbg, 0.01, 1e-3, func(p *graph.Program) error {
 		if err := p.FeedFloat32(x, xs); err != nil {
 			return err
 		}
@@ -313,7 +319,7 @@ func octetGPT(recipe fp8.Recipe) (func() error, error) {
 	for i := range ps {
 		ps[i] = int32(i)
 	}
-	return trainStep(b, ops.CrossEntropy(gpt.Forward(ids, pos), labels), recipe, 0.1, 3e-4, func(p *graph.Program) error {
+	return trainStep(b, ops.CrossEntropy(gpt.Forward(ids, pos), labels), recipe, passes.DebugConfig{}, 0.1, 3e-4, func(p *graph.Program) error {
 		for _, f := range []struct {
 			n *graph.Node
 			v []int32

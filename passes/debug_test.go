@@ -334,3 +334,21 @@ fc_rest:
 	require.Less(t, gap(fixed), 0.01, "float32 %.4f, fprop in high precision %.4f", mean(ref), mean(fixed))
 	require.Greater(t, gap(bad), gap(fixed), "the margin hurt: %.4f vs %.4f", mean(bad), mean(ref))
 }
+
+// Debugging off — no config, or one whose sections are all disabled —
+// compiles the program of today: the same dump, the same schedule.
+func TestDebugOffChangesNothing(t *testing.T) {
+	off, err := inspect.ParseConfig(strings.NewReader("s:\n  enabled: False\n  layers: {layer_types: [fc]}\n  transformer_engine:\n    LogTensorStats: {enabled: True, tensors: [weight], stats: [max]}\n"), "off.yaml")
+	require.NoError(t, err)
+	var dumps [2]bytes.Buffer
+	var sched [2]int
+	for i, cfg := range []*inspect.Config{nil, off} {
+		m := mlp(t, 16)
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg, Dump: &dumps[i]})
+		require.NoError(t, err)
+		sched[i] = len(prep.Train.Schedule())
+	}
+	require.Equal(t, dumps[0].String(), dumps[1].String())
+	require.Equal(t, sched[0], sched[1])
+	require.NotContains(t, dumps[1].String(), "Stats")
+}

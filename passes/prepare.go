@@ -82,7 +82,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		pl.Passes = fp8Passes(store, cfg, live, evalFP8, &rep)
 	}
 	var statNodes []*graph.Node
-	if cfg.Debug != nil && len(cfg.TrainOutputs) > 0 {
+	if cfg.Debug != nil && len(cfg.Debug.Sections) > 0 && len(cfg.TrainOutputs) > 0 {
 		pl.Passes = append(pl.Passes, Pass{Name: "Debug", Run: func(g *graph.Graph) (string, error) {
 			r, nodes, err := Debug(g, DebugConfig{Config: cfg.Debug, Log: cfg.DebugLog, Comm: cfg.DebugComm}, live...)
 			statNodes = nodes
