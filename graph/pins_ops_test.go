@@ -131,6 +131,7 @@ func TestLiveFollowsTheTakenBranch(t *testing.T) {
 	x := g.Input("x", graph.Float32, 2)
 	tr, ev := ops.Neg(x), ops.ReLU(x)
 	sw := g.Switch("sw", "training?", func(o graph.Options) bool { return o.Training }, tr, ev)
+	require.NoError(t, g.Err(), "branches of one shape and dtype")
 	has := func(nodes []*graph.Node, n *graph.Node) bool {
 		for _, m := range nodes {
 			if m == n {
@@ -187,6 +188,7 @@ func TestStructuralOps(t *testing.T) {
 	require.Same(t, x, graph.AddN("s", x))
 	s := graph.AddN("s", x, y)
 	require.Equal(t, "AddN", s.Op().Type())
+	require.NoError(t, g.Err(), "two float32 inputs of one shape")
 	c := g.Const("c", 1.5, 2)
 	var buf bytes.Buffer
 	require.NoError(t, g.WriteText(&buf, c))
