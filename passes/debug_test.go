@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
@@ -248,6 +249,9 @@ s:
 	require.Contains(t, strings.Join(prep.Report.Notes, "\n"), `mlp.fc2: fprop computed in high precision on fake-quantized activation and weight (FakeQuant FP8E5M2, debug config section "s")`)
 	k := countKinds(m.trainOf)
 	require.Equal(t, 2, k["FakeQuant"])
+	var dump bytes.Buffer
+	require.NoError(t, m.g.WriteText(&dump, m.trainOf...))
+	require.Contains(t, dump.String(), "FakeQuant{E5M2}")
 	m.run(t, prep.Train)
 	l, err := prep.Train.Scalar(m.loss)
 	require.NoError(t, err)
@@ -351,4 +355,110 @@ func TestDebugOffChangesNothing(t *testing.T) {
 	require.Equal(t, dumps[0].String(), dumps[1].String())
 	require.Equal(t, sched[0], sched[1])
 	require.NotContains(t, dumps[1].String(), "Stats")
+}
+
+// Debug called directly: without outputs it looks at every node (a
+// float32 model's layers included); each backward tensor reads its own
+// GEMM; a layer with every tensor present has a plain note; a missing
+// log is refused unless another rank writes.
+func TestDebugDirect(t *testing.T) {
+	cfg, err := inspect.ParseConfig(strings.NewReader(`
+s:
+  enabled: True
+  layers: {layer_types: [fc3]}
+  transformer_engine:
+    LogTensorStats: {enabled: True, tensors: [activation, weight, output, gradient, dgrad, wgrad], stats: [max]}
+`), "s.yaml")
+	require.NoError(t, err)
+	m := mlp(t, 16)
+	log, err := inspect.OpenLog(t.TempDir(), 0)
+	require.NoError(t, err)
+	defer log.Close()
+	rep, nodes, err := passes.Debug(m.g, passes.DebugConfig{Config: cfg, Log: log})
+	require.NoError(t, err)
+	require.Equal(t, []string{`mlp.fc3: statistics by debug section "s"`}, rep.Notes)
+	shapes := map[string]graph.Shape{}
+	for _, n := range nodes {
+		shapes[n.Name()] = n.Input(0).Shape()
+	}
+	require.Equal(t, graph.Shape{16, 512}, shapes["mlp.fc3/stats.dgrad"], "dx: batch × in")
+	require.Equal(t, graph.Shape{10, 512}, shapes["mlp.fc3/stats.wgrad"], "dW: out × in")
+	require.Equal(t, graph.Shape{16, 10}, shapes["mlp.fc3/stats.gradient"])
+	require.Equal(t, graph.Shape{10, 512}, shapes["mlp.fc3/stats.weight"])
+	_, nodes2, err := passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: cfg, Log: log}, m.trainOf...)
+	require.NoError(t, err)
+	require.Empty(t, nodes2, "outputs of another graph: nothing of this one is live")
+
+	_, _, err = passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: cfg})
+	require.ErrorContains(t, err, `section "s" asks for statistics of mlp.fc3, and there is no log for them`)
+	comms, _ := dist.NewLocal(2)
+	_, _, err = passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: cfg, Comm: comms[1]})
+	require.NoError(t, err, "rank 1 writes nothing")
+	_, _, err = passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: cfg, Comm: comms[0]})
+	require.Error(t, err, "rank 0 writes")
+
+	// An evaluation-only Prepare has no Debug stage.
+	var plog bytes.Buffer
+	e := mlp(t, 16)
+	_, err = passes.Prepare(e.g, e.store, passes.Config{Recipe: fp8.TERecipe{}, EvalOutputs: []*graph.Node{e.logits}, Debug: cfg, DebugLog: log, Log: &plog})
+	require.NoError(t, err)
+	require.NotContains(t, plog.String(), "Debug")
+}
+
+// Across ranks the activation statistics merge (the global batch), the
+// weight's stay each rank's own (every rank holds it whole), and rank 0
+// writes.
+func TestDebugMergesAcrossRanks(t *testing.T) {
+	cfg, err := inspect.ParseConfig(strings.NewReader(`
+s:
+  enabled: True
+  layers: {layer_types: [fc2]}
+  transformer_engine:
+    LogTensorStats: {enabled: True, tensors: [activation, weight], stats: [l1_norm]}
+`), "s.yaml")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	log, err := inspect.OpenLog(dir, 0)
+	require.NoError(t, err)
+	local := make([]float64, 2) // each rank's activation l1, weight l1
+	var weightL1 float64
+	require.NoError(t, dist.RunLocal(2, func(c dist.Communicator) error {
+		m := mlp(t, 16)
+		for i := range m.xs {
+			m.xs[i] *= float32(1 + c.Rank()) // different batches
+		}
+		l := log
+		if c.Rank() != 0 {
+			l = nil
+		}
+		relu := m.g.Lookup("mlp.fc1/relu") // fc2's activation, kept as an output to read it
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: append(append([]*graph.Node{}, m.trainOf...), relu),
+			Debug: cfg, DebugLog: l, DebugComm: c})
+		if err != nil {
+			return err
+		}
+		m.run(t, prep.Train)
+		act := prep.Train.Float32(relu)
+		var s float64
+		for _, v := range act {
+			s += math.Abs(float64(v))
+		}
+		local[c.Rank()] = s
+		if c.Rank() == 0 {
+			for _, v := range m.store.Float32("mlp.fc2.weight") {
+				weightL1 += math.Abs(float64(v))
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, log.Close())
+	stats, err := inspect.ReadStats(dir)
+	require.NoError(t, err)
+	got := map[inspect.Tensor]float64{}
+	for _, s := range stats {
+		got[s.Tensor] = s.Value
+	}
+	require.Len(t, stats, 2, "rank 0 alone writes")
+	require.InDelta(t, local[0]+local[1], got[inspect.Activation], 1e-4*got[inspect.Activation], "merged")
+	require.InDelta(t, weightL1, got[inspect.Weight], 1e-4*weightL1, "the weight's own")
 }
