@@ -21,6 +21,7 @@ import (
 
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/examples/internal/runreport"
 	"github.com/octetml/octet/inspect"
 )
 
@@ -39,6 +40,7 @@ type config struct {
 	optLevel                                 string
 	given                                    map[string]string // flags set on the command line
 	fp8Debug, fp8Log                         string            // -fp8-debug, -fp8-log
+	report                                   string            // -report: an HTML run report
 	debug                                    *inspect.Config   // the parsed -fp8-debug config
 }
 
@@ -71,6 +73,7 @@ func main() {
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many iterations of the schedule, as if interrupted")
 	flag.StringVar(&cfg.fp8Debug, "fp8-debug", "", "FP8 precision debugging: a config in Transformer Engine's debug YAML schema (statistics, DisableFP8GEMM, DisableFP8Layer)")
 	flag.StringVar(&cfg.fp8Log, "fp8-log", "", "with -fp8-debug: write the statistics (JSON lines) under this directory, one subdirectory per precision")
+	flag.StringVar(&cfg.report, "report", "", "write a self-contained HTML run report (loss curves, per-layer FP8 scale, amax, underflow% and overflow% over the steps, conversion, recipe, timings) to this file")
 	flag.Parse()
 	cfg.given = recipes.GivenFlags()
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
@@ -96,6 +99,7 @@ func (c *config) validate() error {
 	ch.AtLeast("stop-after", c.stopAfter, 0)
 	ch.Positive("lr", c.lr)
 	c.debug = ch.DebugConfig(c.fp8Debug, c.fp8Log)
+	ch.OutputFile("report", c.report)
 	ch.Fraction("dropout", c.dropout)
 	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
 		ch.Fail("%v", err)
@@ -147,6 +151,10 @@ func run(cfg config, w io.Writer) error {
 	if !cfg.json {
 		fmt.Fprintf(w, "corpus: %s: %d characters, vocabulary %d, %d train / %d validation\n", source, len(tokens), len(voc.runes), len(train), len(val))
 	}
+	finishReport, err := recipes.StartReport(&cfg.debug, &cfg.fp8Log, cfg.report)
+	if err != nil {
+		return err
+	}
 	var results []*result
 	for _, p := range precisions {
 		r, err := trainOne(cfg, p, recs[p], voc, train, val, w)
@@ -182,6 +190,20 @@ func run(cfg config, w io.Writer) error {
 	runs := make([]map[string]any, len(results))
 	for i, r := range results {
 		runs[i] = r.fields()
+	}
+	if cfg.report != "" {
+		var rr []runreport.Run
+		for _, r := range results {
+			rr = append(rr, runreport.Run{Precision: r.Precision, Recipe: r.Recipe, Settings: r.Settings, Losses: r.Losses,
+				FirstStep: r.Iters - r.Ran, MsPerStep: r.MsPerIter, Conversion: r.Conversion,
+				Summary: []string{fmt.Sprintf("train loss %.4f, validation loss %.4f, %.0f tokens/s", r.TrainLoss, r.ValLoss, r.TokensPerS)}})
+		}
+		if err := finishReport(fmt.Sprintf("character-level GPT (%d layers, width %d, context %d)", cfg.layers, cfg.embd, cfg.block), rr); err != nil {
+			return err
+		}
+		if !cfg.json {
+			fmt.Fprintf(w, "run report written to %s\n", cfg.report)
+		}
 	}
 	return report.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
 }

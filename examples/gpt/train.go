@@ -37,6 +37,7 @@ type result struct {
 	StateBytes          float64 // optimizer state per parameter value
 	Settings            string  // where the recipe's settings came from
 	StatsFile           string  // where -fp8-debug statistics went
+	Conversion          string  // the conversion report ("" for float32)
 }
 
 func (r *result) fields() map[string]any {
@@ -123,7 +124,9 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 	}
 	st, err := l.Run()
 	if r.log != nil {
-		res.StatsFile = r.log.Path()
+		if cfg.fp8Debug != "" { // not the report's own temporary log
+			res.StatsFile = r.log.Path()
+		}
 		if cerr := r.log.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("-fp8-log: %w", cerr)
 		}
@@ -190,6 +193,9 @@ func newRun(cfg config, precision string, recipe fp8.Recipe, voc *vocab, w io.Wr
 	}
 	r.trainProg, r.evalProg = prep.Train, prep.Eval
 	r.res.Converted, r.res.Linears = prep.Report.Converted(), len(prep.Report.Layers)
+	if recipe != nil {
+		r.res.Conversion = prep.Report.String()
+	}
 	if recipe == nil {
 		r.res.Linears = 4*cfg.layers + 1
 	}

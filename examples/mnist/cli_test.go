@@ -86,6 +86,8 @@ func TestCommandLines(t *testing.T) {
 		{name: "missing debug config", args: []string{"-fp8-debug", filepath.Join(tmp, "none.yaml"), "-fp8-log", debugDir}, code: 1, says: "-fp8-debug: open"},
 		{name: "debug log without config", args: []string{"-fp8-log", debugDir}, code: 1, says: "-fp8-log " + debugDir + ": it needs -fp8-debug"},
 		{name: "debug config without log", args: []string{"-fp8-debug", shipped}, code: 1, says: "give -fp8-log DIR"},
+		{name: "run report", args: []string{"-precision", "both", "-report", filepath.Join(tmp, "run.html")}, quick: true, code: 0, says: "run report written to " + filepath.Join(tmp, "run.html")},
+		{name: "report into a missing dir", args: []string{"-report", "/no-such-dir/r.html"}, code: 1, says: "-report /no-such-dir/r.html"},
 		{name: "kept layer says why", args: []string{"-precision", "fp8"}, quick: true, code: 0, says: "kept float32: mlp.fc2: weight dims [10 32]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -207,4 +209,24 @@ s:
 			require.InDelta(t, 2*one["gradient l1_norm"], got["gradient l1_norm"], 1e-4*one["gradient l1_norm"])
 		}
 	}
+}
+
+// The -report page holds the runs, the layer table and one plot per FP8
+// layer that logged statistics, and leaves no temporary directory.
+func TestCommandLineReport(t *testing.T) {
+	dataDir, err := mnist.ModuleDir()
+	require.NoError(t, err)
+	page := filepath.Join(t.TempDir(), "run.html")
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "octet-report-*"))
+	r := clitest.Run(t, nil, "-data", dataDir, "-limit", "256", "-epochs", "1", "-batch", "64", "-hidden", "32", "-precision", "fp8", "-report", page)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	html := string(b)
+	for _, want := range []string{`<table class="layers">`, `data-layer="mlp.fc1"`, "te/HYBRID"} {
+		require.True(t, strings.Contains(html, want), want)
+	}
+	require.True(t, strings.Contains(html, "weight dims [10 32] are not both divisible by 16"), "the conversion report")
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "octet-report-*"))
+	require.Equal(t, len(before), len(after), "the report's temporary statistics are removed")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/examples/internal/runreport"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/inspect"
 )
@@ -63,6 +64,9 @@ type config struct {
 	// parsed config (set by validate).
 	fp8Debug, fp8Log string
 	debug            *inspect.Config
+	// report is -report: an HTML run report (with its own statistics in
+	// a temporary directory when no -fp8-debug is given).
+	report string
 }
 
 // recipeFor returns the recipe of a precision: the one run built, or (for
@@ -107,6 +111,7 @@ func (c *config) validate() error {
 	ch.AtLeast("save-every", c.saveEvery, 0)
 	ch.AtLeast("stop-after", c.stopAfter, 0)
 	c.debug = ch.DebugConfig(c.fp8Debug, c.fp8Log)
+	ch.OutputFile("report", c.report)
 	if len(c.hidden) == 0 {
 		ch.Fail("-hidden: want at least one layer size")
 	}
@@ -168,6 +173,7 @@ func main() {
 	fsdpFlag := flag.String("fsdp", "", "train sharded (FSDP; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
 	flag.StringVar(&cfg.fp8Debug, "fp8-debug", "", "FP8 precision debugging: a config in Transformer Engine's debug YAML schema (statistics, DisableFP8GEMM, DisableFP8Layer)")
 	flag.StringVar(&cfg.fp8Log, "fp8-log", "", "with -fp8-debug: write the statistics (JSON lines) under this directory, one subdirectory per precision")
+	flag.StringVar(&cfg.report, "report", "", "write a self-contained HTML run report (loss curves, per-layer FP8 scale, amax, underflow% and overflow% over the steps, conversion, recipe, timings) to this file")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
 	cfg.given = recipes.GivenFlags()
@@ -229,6 +235,10 @@ func run(cfg config, w io.Writer) error {
 	if cfg.limit > 0 {
 		train = train.Subset(cfg.limit)
 	}
+	finishReport, err := recipes.StartReport(&cfg.debug, &cfg.fp8Log, cfg.report)
+	if err != nil {
+		return err
+	}
 	var results []*result
 	for _, p := range precisions {
 		r, err := trainOne(cfg, p, train, test)
@@ -239,6 +249,20 @@ func run(cfg config, w io.Writer) error {
 		results = append(results, r)
 	}
 	printSummary(w, results)
+	if cfg.report != "" {
+		var rr []runreport.Run
+		for _, r := range results {
+			rr = append(rr, runreport.Run{Precision: r.Precision, Recipe: r.Recipe, Settings: r.Settings, Losses: r.Losses,
+				FirstStep: r.Steps - r.Ran, MsPerStep: r.MsPerStep, Conversion: r.Conversion,
+				Summary: []string{fmt.Sprintf("test accuracy %.2f%%, final loss %.4f (mean of steps %d–%d)", 100*r.TestAccuracy, r.FinalLoss, r.LossFrom+1, r.LossTo)}})
+		}
+		if err := finishReport("MNIST MLP "+fmt.Sprint(cfg.sizes()), rr); err != nil {
+			return err
+		}
+		if !cfg.json {
+			fmt.Fprintf(w, "run report written to %s\n", cfg.report)
+		}
+	}
 	runs := make([]map[string]any, len(results))
 	for i, r := range results {
 		runs[i] = r.fields()

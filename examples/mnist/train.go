@@ -56,6 +56,16 @@ type result struct {
 	dp                                            bool
 	// StatsFile is where -fp8-debug statistics went ("" without).
 	StatsFile string
+	// Conversion is the conversion report ("" for float32).
+	Conversion string
+}
+
+// conversionText is the conversion report of a run ("" for float32).
+func conversionText(recipe fp8.Recipe, rep passes.Report) string {
+	if recipe == nil {
+		return ""
+	}
+	return rep.String()
 }
 
 func (r *result) fields() map[string]any {
@@ -259,7 +269,8 @@ func newReplica(cfg config, precision string, comm dist.Communicator, recipe fp8
 
 // result starts a run's result with what the conversion did.
 func (r *replica) result(precision string, recipe fp8.Recipe) *result {
-	return &result{Precision: precision, Recipe: recipes.Label(recipe), Converted: r.report.Converted(), Kept: keptLayers(r.report), Ranks: 1}
+	return &result{Precision: precision, Recipe: recipes.Label(recipe), Converted: r.report.Converted(), Kept: keptLayers(r.report), Ranks: 1,
+		Conversion: conversionText(recipe, r.report)}
 }
 
 // train runs the schedule on this replica: each step feeds the replica's
@@ -342,7 +353,9 @@ func (r *replica) train(cfg config, train *mnist.Set, res *result, rows shard, c
 	}
 	st, err := l.Run()
 	if r.log != nil {
-		res.StatsFile = r.log.Path()
+		if cfg.fp8Debug != "" { // not the report's own temporary log
+			res.StatsFile = r.log.Path()
+		}
 		if cerr := r.log.Close(); err == nil && cerr != nil {
 			err = fmt.Errorf("-fp8-log: %w", cerr)
 		}

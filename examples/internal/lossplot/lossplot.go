@@ -1,5 +1,5 @@
-// Package lossplot draws training-loss curves to a PNG with gonum/plot,
-// for the example programs.
+// Package lossplot draws training-loss curves (and other series) to PNG
+// or SVG with gonum/plot, for the example programs.
 package lossplot
 
 import (
@@ -33,52 +33,7 @@ var palette = []color.Color{
 // positive finite number is refused with an error naming the curve and
 // step.
 func Write(path, title, ylabel string, window int, curves []Curve) error {
-	if window < 1 {
-		return fmt.Errorf("lossplot: moving-average window %d, want ≥ 1", window)
-	}
-	if len(curves) == 0 {
-		return fmt.Errorf("lossplot: no curves to plot")
-	}
-	for _, c := range curves {
-		for s, l := range c.Losses {
-			if !(l > 0) || math.IsInf(float64(l), 1) {
-				return fmt.Errorf("lossplot: curve %q step %d: loss %v cannot go on a log scale", c.Label, s, l)
-			}
-		}
-	}
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = "step"
-	p.Y.Label.Text = ylabel + " (log scale)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.DefaultTicks{} // labelled ticks inside a decade
-	p.Add(plotter.NewGrid())
-	for i, c := range curves {
-		pts := make(plotter.XYs, 0, len(c.Losses))
-		var sum float64
-		for s, l := range c.Losses {
-			sum += float64(l)
-			if s >= window {
-				sum -= float64(c.Losses[s-window])
-			}
-			pts = append(pts, plotter.XY{X: float64(s), Y: sum / float64(min(s+1, window))})
-		}
-		line, err := plotter.NewLine(pts)
-		if err != nil {
-			return err
-		}
-		line.Color = palette[i%len(palette)]
-		line.Width = vg.Points(1.5)
-		p.Add(line)
-		p.Legend.Add(c.Label, line)
-	}
-	if p.Y.Min == p.Y.Max {
-		// A flat curve (or a single step): gonum/plot would widen the
-		// range by ±1, below zero on a log scale; widen it by ×2 instead.
-		p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
-	}
-	p.Legend.Top = true
-	w, err := p.WriterTo(8*vg.Inch, 5*vg.Inch, "png")
+	w, err := losses(title, ylabel, window, curves, "png")
 	if err != nil {
 		return err
 	}
@@ -86,4 +41,108 @@ func Write(path, title, ylabel string, window int, curves []Curve) error {
 		_, err := w.WriteTo(f)
 		return err
 	})
+}
+
+// SVG is Write to w as an SVG image (for a page that embeds it).
+func SVG(w io.Writer, title, ylabel string, window int, curves []Curve) error {
+	wt, err := losses(title, ylabel, window, curves, "svg")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}
+
+func losses(title, ylabel string, window int, curves []Curve, format string) (io.WriterTo, error) {
+	if window < 1 {
+		return nil, fmt.Errorf("lossplot: moving-average window %d, want ≥ 1", window)
+	}
+	if len(curves) == 0 {
+		return nil, fmt.Errorf("lossplot: no curves to plot")
+	}
+	lines := make([]Line, len(curves))
+	for i, c := range curves {
+		lines[i].Label = c.Label
+		var sum float64
+		for s, l := range c.Losses {
+			if !(l > 0) || math.IsInf(float64(l), 1) {
+				return nil, fmt.Errorf("lossplot: curve %q step %d: loss %v cannot go on a log scale", c.Label, s, l)
+			}
+			sum += float64(l)
+			if s >= window {
+				sum -= float64(c.Losses[s-window])
+			}
+			lines[i].X = append(lines[i].X, float64(s))
+			lines[i].Y = append(lines[i].Y, sum/float64(min(s+1, window)))
+		}
+	}
+	return render(title, "step", ylabel, true, lines, format)
+}
+
+// Line is one labelled series of points.
+type Line struct {
+	Label string
+	X, Y  []float64
+}
+
+// LinesSVG plots lines (on a log scale for y when logY, where points
+// that are not positive are left out) and writes the SVG to w.
+func LinesSVG(w io.Writer, title, xlabel, ylabel string, logY bool, lines []Line) error {
+	wt, err := render(title, xlabel, ylabel, logY, lines, "svg")
+	if err != nil {
+		return err
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}
+
+func render(title, xlabel, ylabel string, logY bool, lines []Line, format string) (io.WriterTo, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xlabel
+	p.Y.Label.Text = ylabel
+	if logY {
+		p.Y.Label.Text += " (log scale)"
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.DefaultTicks{} // labelled ticks inside a decade
+	}
+	p.Add(plotter.NewGrid())
+	drawn := 0
+	for i, l := range lines {
+		pts := make(plotter.XYs, 0, len(l.X))
+		for j := range l.X {
+			y := l.Y[j]
+			if math.IsNaN(y) || math.IsInf(y, 0) || (logY && !(y > 0)) {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: l.X[j], Y: y})
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, err
+		}
+		line.Color = palette[i%len(palette)]
+		line.Width = vg.Points(1.5)
+		p.Add(line)
+		p.Legend.Add(l.Label, line)
+		drawn++
+	}
+	if drawn == 0 {
+		p.Y.Min, p.Y.Max = 1, 10
+		p.X.Min, p.X.Max = 0, 1
+	}
+	if p.Y.Min == p.Y.Max {
+		// A flat curve (or a single step): gonum/plot would widen the
+		// range by ±1, below zero on a log scale; widen it by ×2 instead.
+		if logY {
+			p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
+		} else {
+			p.Y.Min, p.Y.Max = p.Y.Min-1, p.Y.Max+1
+		}
+	}
+	p.Legend.Top = true
+	return p.WriterTo(8*vg.Inch, 5*vg.Inch, format)
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/octetml/octet/examples/internal/runreport"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/kernels"
 )
@@ -177,4 +178,41 @@ func DebugLog(dir, precision string, rank int) (*inspect.Log, error) {
 		return nil, fmt.Errorf("-fp8-log: %w", err)
 	}
 	return l, nil
+}
+
+// StartReport prepares a -report run: without a debug config of its own
+// the run logs the report's statistics (runreport.Config, every 10 steps)
+// to a temporary directory. The function it returns reads each run's
+// statistics back, writes the report to path and removes the temporary
+// directory; it does nothing when path is "".
+func StartReport(debug **inspect.Config, logDir *string, path string) (func(title string, runs []runreport.Run) error, error) {
+	if path == "" {
+		return func(string, []runreport.Run) error { return nil }, nil
+	}
+	tmp := ""
+	if *debug == nil {
+		cfg, err := runreport.Config(10)
+		if err != nil {
+			return nil, err
+		}
+		if tmp, err = os.MkdirTemp("", "octet-report-*"); err != nil {
+			return nil, fmt.Errorf("-report: %w", err)
+		}
+		*debug, *logDir = cfg, tmp
+	}
+	dir := *logDir
+	return func(title string, runs []runreport.Run) error {
+		if tmp != "" {
+			defer os.RemoveAll(tmp)
+		}
+		for i := range runs {
+			if st, err := inspect.ReadStats(filepath.Join(dir, runs[i].Precision)); err == nil {
+				runs[i].Stats = st
+			}
+		}
+		if err := runreport.Write(path, title, runs); err != nil {
+			return fmt.Errorf("-report: %w", err)
+		}
+		return nil
+	}, nil
 }
