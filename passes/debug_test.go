@@ -3,6 +3,7 @@ package passes_test
 import (
 	"bytes"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -415,6 +416,7 @@ s:
   layers: {layer_types: [fc2]}
   transformer_engine:
     LogTensorStats: {enabled: True, tensors: [activation, weight], stats: [l1_norm]}
+    LogFp8TensorStats: {enabled: True, tensors: [activation, weight], stats: [mse]}
 `), "s.yaml")
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -455,10 +457,35 @@ s:
 	stats, err := inspect.ReadStats(dir)
 	require.NoError(t, err)
 	got := map[inspect.Tensor]float64{}
+	fp8mse := map[inspect.Tensor]float64{}
 	for _, s := range stats {
+		if s.Stat == "mse" {
+			fp8mse[s.Tensor] = s.Value
+			continue
+		}
 		got[s.Tensor] = s.Value
 	}
-	require.Len(t, stats, 2, "rank 0 alone writes")
+	require.Len(t, stats, 4, "rank 0 alone writes")
+	// Rank 0 alone: its own casts.
+	m := mlp(t, 16)
+	alone, err := inspect.OpenLog(t.TempDir(), 0)
+	require.NoError(t, err)
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg, DebugLog: alone})
+	require.NoError(t, err)
+	m.run(t, prep.Train)
+	require.NoError(t, alone.Close())
+	own, err := inspect.ReadStats(filepath.Dir(alone.Path()))
+	require.NoError(t, err)
+	for _, s := range own {
+		if s.Stat != "mse" {
+			continue
+		}
+		if s.Tensor == inspect.Weight {
+			require.InDelta(t, s.Value, fp8mse[inspect.Weight], 1e-6*s.Value, "the weight's cast is every rank's")
+		} else {
+			require.Greater(t, math.Abs(s.Value-fp8mse[inspect.Activation]), 1e-3*s.Value, "the activation's casts merged (rank 1's batch is larger)")
+		}
+	}
 	require.InDelta(t, local[0]+local[1], got[inspect.Activation], 1e-4*got[inspect.Activation], "merged")
 	require.InDelta(t, weightL1, got[inspect.Weight], 1e-4*weightL1, "the weight's own")
 }
