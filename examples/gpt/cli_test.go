@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,4 +79,24 @@ func TestCommandLines(t *testing.T) {
 			require.Empty(t, r.Left(t), "files left behind")
 		})
 	}
+}
+
+// The margin diagnosis through the run report: with OCTET_FP8_MARGIN=17
+// more than half of the first attention GEMM's input is flushed to zero
+// by its FP8 cast, and the report's layer table says so.
+func TestReportShowsUnderflow(t *testing.T) {
+	tmp := t.TempDir()
+	corpus := filepath.Join(tmp, "corpus.txt")
+	require.NoError(t, os.WriteFile(corpus, []byte(strings.Repeat("the quick brown fox jumps over the lazy dog. ", 60)), 0o644))
+	page := filepath.Join(tmp, "run.html")
+	r := clitest.Run(t, []string{"OCTET_FP8_MARGIN=17"}, "-data", corpus, "-layers", "1", "-heads", "2", "-embd", "16", "-block", "16", "-batch", "2",
+		"-iters", "12", "-eval-batches", "1", "-sample", "0", "-eval-every", "0", "-precision", "fp8", "-report", page)
+	require.Equal(t, 0, r.Code, r.Stderr)
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`<tr><td>gpt\.h\.0\.attn\.qkv</td><td>activation</td><td>([0-9.]+)</td>`).FindStringSubmatch(string(b))
+	require.Len(t, m, 2, "the layer table has the row")
+	v, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	require.Greater(t, v, 50.0, "underflows%% of the activation")
 }
