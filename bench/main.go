@@ -83,6 +83,10 @@ type Results struct {
 	StepFP8OverFP32   float64 `json:"ratio_mlp_fp8_over_fp32"`
 	GPTBF16OverFP32   float64 `json:"ratio_gpt_bf16_over_fp32"`
 	GPTFP8OverFP32    float64 `json:"ratio_gpt_fp8_over_fp32"`
+	// The share of a GPT iteration spent in GEMM ops (graph.Profile).
+	GPTGEMMShareFP32 float64 `json:"gpt_gemm_share_fp32"`
+	GPTGEMMShareBF16 float64 `json:"gpt_gemm_share_bf16"`
+	GPTGEMMShareFP8  float64 `json:"gpt_gemm_share_fp8"`
 }
 
 // medians times each of fs reps times, interleaved (f0, f1, …, f0, f1,
@@ -205,6 +209,25 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		}
 		r.GPTFP32, r.GPTBF16, r.GPTFP8 = ms(d[0]), ms(d[1]), ms(d[2])
 		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = r.GPTBF16/r.GPTFP32, r.GPTFP8/r.GPTFP32
+		// The share of each GPT iteration spent in GEMMs, from the
+		// programs' own per-op profile (separate runs, not timed above).
+		shares := []*float64{&r.GPTGEMMShareFP32, &r.GPTGEMMShareBF16, &r.GPTGEMMShareFP8}
+		for i, rec := range precisions {
+			step, prog, err := octetGPTProgram(rec)
+			if err != nil {
+				return nil, err
+			}
+			if err := step(); err != nil {
+				return nil, err
+			}
+			prog.SetProfiling(true)
+			for k := 0; k < max(3, reps); k++ {
+				if err := step(); err != nil {
+					return nil, err
+				}
+			}
+			*shares[i] = prog.Profile().Share(gemmOps...)
+		}
 	}
 
 	r.FP32OverGonum = r.GemmFP32 / r.GemmGonum
@@ -235,22 +258,22 @@ func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*grap
 // trainStep makes one training step of the model b built with loss:
 // gradients, parameter values from seed 1, the program for the recipe
 // (nil: float32) and AdamW; the step feeds the batch, runs and updates.
-func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.DebugConfig, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, error) {
+func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.DebugConfig, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, *graph.Program, error) {
 	grads, err := graph.Grad(loss, b.Params()...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	store := graph.NewStore()
 	if err := b.Init(store, 1); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	prog, err := compile(b.Graph(), store, recipe, append([]*graph.Node{loss}, grads...), dbg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	params, err := optim.Bind(store, prog, b.Params(), grads)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opt := optim.NewAdamW(params, weightDecay)
 	return func() error {
@@ -262,7 +285,7 @@ func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.De
 		}
 		opt.Step(lr)
 		return nil
-	}, nil
+	}, prog, nil
 }
 
 // octetMLP returns one training step of the MLP with a recipe (nil:
@@ -287,13 +310,17 @@ func octetMLPDebug(batch int, recipe fp8.Recipe, dbg passes.DebugConfig) (func()
 	for i := range ys {
 		ys[i] = int32(i % 10)
 	}
-	return trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, dbg, 0.01, 1e-3, func(p *graph.Program) error {
+	step, _, err := trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, dbg, 0.01, 1e-3, func(p *graph.Program) error {
 		if err := p.FeedFloat32(x, xs); err != nil {
 			return err
 		}
 		return p.FeedInt32(y, ys)
 	})
+	return step, err
 }
+
+// gemmOps are the op types that are GEMMs.
+var gemmOps = []string{"Linear", "MatMul", "BatchMatMul", "ScaledMatMul", "BF16MatMul"}
 
 // gptConfig is examples/gpt's baby GPT on its default corpus's vocabulary.
 var gptConfig = nn.GPTConfig{Layers: 4, Heads: 4, Embd: 128, Block: 64, Vocab: 104, Seed: 1}
@@ -301,13 +328,20 @@ var gptConfig = nn.GPTConfig{Layers: 4, Heads: 4, Embd: 128, Block: 64, Vocab: 1
 const gptBatch = 12
 
 // octetGPT returns one training iteration of the baby GPT with a recipe
-// (nil: float32) on a fixed random batch.
+// (see octetGPTProgram).
 func octetGPT(recipe fp8.Recipe) (func() error, error) {
+	step, _, err := octetGPTProgram(recipe)
+	return step, err
+}
+
+// octetGPTProgram returns one training iteration of the baby GPT with a
+// recipe (nil: float32) on a fixed random batch, and its program.
+func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
 	g := graph.New()
 	b := nn.NewBuilder(g)
 	gpt, err := nn.NewGPT(b, "gpt", gptConfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t := gptConfig.Block
 	ids, pos, labels := g.Input("ids", graph.Int32, gptBatch, t), g.Input("pos", graph.Int32, t), g.Input("labels", graph.Int32, gptBatch, t)
@@ -348,5 +382,6 @@ func printTable(r *Results) {
 		fmt.Printf("  %-34s %8.2f ms\n", "Octet float32", r.GPTFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision", r.GPTBF16, r.GPTBF16OverFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPTFP8, r.GPTFP8OverFP32)
+		fmt.Printf("  %-34s float32 %.0f%%, bf16 %.0f%%, FP8 %.0f%%\n", "share of the iteration in GEMMs", 100*r.GPTGEMMShareFP32, 100*r.GPTGEMMShareBF16, 100*r.GPTGEMMShareFP8)
 	}
 }

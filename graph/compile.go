@@ -30,6 +30,7 @@ type Program struct {
 	stepEnd  []func() error
 	stats    MemoryStats
 	step     int64
+	prof     profile
 }
 
 // Step returns the number of completed Runs (or the value set by SetStep).
@@ -328,6 +329,13 @@ func (p *Program) Run() error {
 			n := p.inputs[i]
 			return fmt.Errorf("graph: run: input %q %v %v was not fed", n.name, n.shape, n.dtype)
 		}
+	}
+	if p.prof.on {
+		err := p.runProfiled()
+		if err == nil {
+			p.step++
+		}
+		return err
 	}
 	for i, k := range p.kernels {
 		if k == nil {

@@ -41,6 +41,7 @@ type config struct {
 	given                                    map[string]string // flags set on the command line
 	fp8Debug, fp8Log                         string            // -fp8-debug, -fp8-log
 	report                                   string            // -report: an HTML run report
+	profile                                  bool              // -profile: time every op of the step
 	debug                                    *inspect.Config   // the parsed -fp8-debug config
 }
 
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&cfg.fp8Debug, "fp8-debug", "", "FP8 precision debugging: a config in Transformer Engine's debug YAML schema (statistics, DisableFP8GEMM, DisableFP8Layer)")
 	flag.StringVar(&cfg.fp8Log, "fp8-log", "", "with -fp8-debug: write the statistics (JSON lines) under this directory, one subdirectory per precision")
 	flag.StringVar(&cfg.report, "report", "", "write a self-contained HTML run report (loss curves, per-layer FP8 scale, amax, underflow% and overflow% over the steps, conversion, recipe, timings) to this file")
+	flag.BoolVar(&cfg.profile, "profile", false, "time every op of the training step and print the table per op type and per layer")
 	flag.Parse()
 	cfg.given = recipes.GivenFlags()
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
@@ -190,6 +192,12 @@ func run(cfg config, w io.Writer) error {
 	runs := make([]map[string]any, len(results))
 	for i, r := range results {
 		runs[i] = r.fields()
+	}
+	for _, r := range results {
+		if r.Profile != nil && !cfg.json {
+			fmt.Fprintf(w, "\n%s training step ", recipes.PrecisionName(r.Precision))
+			r.Profile.WriteTable(w, 12)
+		}
 	}
 	if cfg.report != "" {
 		var rr []runreport.Run

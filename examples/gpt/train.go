@@ -34,10 +34,11 @@ type result struct {
 	Linears             int
 	Losses              []float32
 	Sample              string
-	StateBytes          float64 // optimizer state per parameter value
-	Settings            string  // where the recipe's settings came from
-	StatsFile           string  // where -fp8-debug statistics went
-	Conversion          string  // the conversion report ("" for float32)
+	StateBytes          float64        // optimizer state per parameter value
+	Settings            string         // where the recipe's settings came from
+	StatsFile           string         // where -fp8-debug statistics went
+	Conversion          string         // the conversion report ("" for float32)
+	Profile             *graph.Profile // the training step's per-op profile (-profile)
 }
 
 func (r *result) fields() map[string]any {
@@ -122,7 +123,12 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 	if err != nil {
 		return nil, err
 	}
+	r.trainProg.SetProfiling(cfg.profile)
 	st, err := l.Run()
+	if cfg.profile {
+		pr := r.trainProg.Profile()
+		res.Profile = &pr
+	}
 	if r.log != nil {
 		if cfg.fp8Debug != "" { // not the report's own temporary log
 			res.StatsFile = r.log.Path()

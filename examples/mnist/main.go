@@ -67,6 +67,8 @@ type config struct {
 	// report is -report: an HTML run report (with its own statistics in
 	// a temporary directory when no -fp8-debug is given).
 	report string
+	// profile is -profile: time each op of the training step.
+	profile bool
 }
 
 // recipeFor returns the recipe of a precision: the one run built, or (for
@@ -174,6 +176,7 @@ func main() {
 	flag.StringVar(&cfg.fp8Debug, "fp8-debug", "", "FP8 precision debugging: a config in Transformer Engine's debug YAML schema (statistics, DisableFP8GEMM, DisableFP8Layer)")
 	flag.StringVar(&cfg.fp8Log, "fp8-log", "", "with -fp8-debug: write the statistics (JSON lines) under this directory, one subdirectory per precision")
 	flag.StringVar(&cfg.report, "report", "", "write a self-contained HTML run report (loss curves, per-layer FP8 scale, amax, underflow% and overflow% over the steps, conversion, recipe, timings) to this file")
+	flag.BoolVar(&cfg.profile, "profile", false, "time every op of the training step and print the table per op type and per layer")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
 	cfg.given = recipes.GivenFlags()
@@ -249,6 +252,12 @@ func run(cfg config, w io.Writer) error {
 		results = append(results, r)
 	}
 	printSummary(w, results)
+	for _, r := range results {
+		if r.Profile != nil && !cfg.json {
+			fmt.Fprintf(w, "\n%s training step ", recipes.PrecisionName(r.Precision))
+			r.Profile.WriteTable(w, 12)
+		}
+	}
 	if cfg.report != "" {
 		var rr []runreport.Run
 		for _, r := range results {

@@ -58,6 +58,8 @@ type result struct {
 	StatsFile string
 	// Conversion is the conversion report ("" for float32).
 	Conversion string
+	// Profile is the training step's per-op profile (with -profile).
+	Profile *graph.Profile
 }
 
 // conversionText is the conversion report of a run ("" for float32).
@@ -351,7 +353,13 @@ func (r *replica) train(cfg config, train *mnist.Set, res *result, rows shard, c
 	l.Describe = func(step int, loss float32) string {
 		return fmt.Sprintf("epoch %d/%d loss %.4f", loader.Epoch()+1, cfg.epochs, loss)
 	}
+	profiled := cfg.profile && (comm == nil || comm.Rank() == 0)
+	r.prog.SetProfiling(profiled)
 	st, err := l.Run()
+	if profiled {
+		pr := r.prog.Profile()
+		res.Profile = &pr
+	}
 	if r.log != nil {
 		if cfg.fp8Debug != "" { // not the report's own temporary log
 			res.StatsFile = r.log.Path()
