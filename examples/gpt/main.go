@@ -22,6 +22,7 @@ import (
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
 	"github.com/octetml/octet/examples/internal/runreport"
+	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 )
 
@@ -193,11 +194,12 @@ func run(cfg config, w io.Writer) error {
 	for i, r := range results {
 		runs[i] = r.fields()
 	}
-	for _, r := range results {
-		if r.Profile != nil && !cfg.json {
-			fmt.Fprintf(w, "\n%s training step ", recipes.PrecisionName(r.Precision))
-			r.Profile.WriteTable(w, 12)
+	if !cfg.json {
+		names, profiles := make([]string, len(results)), make([]*graph.Profile, len(results))
+		for i, r := range results {
+			names[i], profiles[i] = recipes.PrecisionName(r.Precision), r.Profile
 		}
+		report.Profiles(w, names, profiles)
 	}
 	if cfg.report != "" {
 		var rr []runreport.Run

@@ -25,6 +25,7 @@ import (
 	"github.com/octetml/octet/examples/internal/report"
 	"github.com/octetml/octet/examples/internal/runreport"
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 )
 
@@ -252,11 +253,12 @@ func run(cfg config, w io.Writer) error {
 		results = append(results, r)
 	}
 	printSummary(w, results)
-	for _, r := range results {
-		if r.Profile != nil && !cfg.json {
-			fmt.Fprintf(w, "\n%s training step ", recipes.PrecisionName(r.Precision))
-			r.Profile.WriteTable(w, 12)
+	if !cfg.json {
+		names, profiles := make([]string, len(results)), make([]*graph.Profile, len(results))
+		for i, r := range results {
+			names[i], profiles[i] = recipes.PrecisionName(r.Precision), r.Profile
 		}
+		report.Profiles(w, names, profiles)
 	}
 	if cfg.report != "" {
 		var rr []runreport.Run
