@@ -20,16 +20,19 @@
 //     bf16), the per-layer state (LayerState, Backend, TensorRole) and
 //     the scaled GEMM on slices.
 //   - dist: communicators (in-process ranks, OpenMPI behind the mpi tag).
+//   - inspect: FP8 debug configs in Transformer Engine's YAML schema,
+//     mergeable statistics, the JSON-lines log and ReadStats.
 //   - graph: the IR (Graph, Node, shapes, dtypes, roles), reverse-mode
 //     Grad, Compile into a Program (schedule, liveness-planned buffers,
-//     kernels bound once), the parameter Store, dumps and Verify. It knows
-//     no concrete op.
+//     kernels bound once, an optional per-op profile), the parameter
+//     Store, dumps and Verify. It knows no concrete op.
 //   - dense: gorgonia *tensor.Dense adapters for programs and stores.
 //   - ops: every operator: shape rule, kernel binding, gradient rule,
 //     including the FP8 ones (Quantize, ScaledMatMul, LayerNormQuantize),
-//     BF16MatMul and the collectives as nodes.
+//     BF16MatMul, the debug ones (TensorStats, FP8TensorStats, FakeQuant)
+//     and the collectives as nodes.
 //   - passes: the compiler: the rule engine, ConvertLinear, ConvertLN,
-//     Autowrap, ConvertModel, the checked Pipeline and Prepare.
+//     Autowrap, ConvertModel, Debug, the checked Pipeline and Prepare.
 //   - nn: layers that build graph pieces under fully qualified names.
 //   - optim: SGD, Adam(W), MS-AMP's low-bit Adam and FP8 all-reduce,
 //     schedules, clipping.
@@ -47,7 +50,8 @@
 // BF16MatMul, per the recipe, with the layer's fp8.LayerState in the
 // store), ConvertLN (a LayerNorm feeding FP8 casts emits FP8 itself) and
 // Autowrap (evaluation programs take the float32 path unless the recipe
-// says otherwise), verifying the graph between passes; optionally
+// says otherwise) and, with a debug config, Debug (statistics nodes),
+// verifying the graph between passes; optionally
 // fsdp.Shard reads every parameter through an all-gather; graph.Compile
 // schedules the live nodes, plans buffers and binds kernels;
 // Program.Run executes one step without allocating and, at its end,
