@@ -117,6 +117,10 @@ func (o permuteOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	n, sx := p.n, p.inner[1]
 	row := func(oo, ox, _ int) {
 		d := out[oo : oo+n]
+		if sx == 1 { // the innermost axis stays innermost: rows copy whole
+			copy(d, x[ox:ox+n])
+			return
+		}
 		for i := range d {
 			d[i] = x[ox+i*sx]
 		}
