@@ -123,24 +123,18 @@ func trainOne(cfg config, precision string, recipe fp8.Recipe, voc *vocab, train
 	if err != nil {
 		return nil, err
 	}
-	r.trainProg.SetProfiling(cfg.profile)
-	st, err := l.Run()
 	if cfg.profile {
-		pr := r.trainProg.Profile()
-		res.Profile = &pr
+		l.Profile = r.trainProg
 	}
-	if r.log != nil {
-		if cfg.fp8Debug != "" { // not the report's own temporary log
-			res.StatsFile = r.log.Path()
-		}
-		if cerr := r.log.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("-fp8-log: %w", cerr)
-		}
+	l.DebugLog = r.log
+	if r.log != nil && cfg.fp8Debug != "" { // not the report's own temporary log
+		res.StatsFile = r.log.Path()
 	}
+	st, err := l.Run()
 	if err != nil {
 		return nil, err
 	}
-	res.Losses = st.Losses
+	res.Losses, res.Profile = st.Losses, st.Profile
 	res.Iters, res.Planned, res.Ran = st.End, l.Total, st.Ran()
 	res.MsPerIter = st.MsPerStep()
 	res.TokensPerS = float64(cfg.batch*cfg.block) / (res.MsPerIter / 1000)

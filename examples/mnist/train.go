@@ -100,7 +100,7 @@ func (r *result) fields() map[string]any {
 
 // record fills the step counts, timing and final loss from a loop.
 func (r *result) record(l *trainloop.Loop, st trainloop.Stats) {
-	r.Losses = st.Losses
+	r.Losses, r.Profile = st.Losses, st.Profile
 	r.Steps, r.Planned, r.Ran = st.End, l.Total, st.Ran()
 	r.MsPerStep = st.MsPerStep()
 	r.FinalLoss = recipes.MeanTail(st.Losses, 100)
@@ -353,21 +353,14 @@ func (r *replica) train(cfg config, train *mnist.Set, res *result, rows shard, c
 	l.Describe = func(step int, loss float32) string {
 		return fmt.Sprintf("epoch %d/%d loss %.4f", loader.Epoch()+1, cfg.epochs, loss)
 	}
-	profiled := cfg.profile && (comm == nil || comm.Rank() == 0)
-	r.prog.SetProfiling(profiled)
+	if cfg.profile && (comm == nil || comm.Rank() == 0) {
+		l.Profile = r.prog
+	}
+	l.DebugLog = r.log
+	if r.log != nil && cfg.fp8Debug != "" { // not the report's own temporary log
+		res.StatsFile = r.log.Path()
+	}
 	st, err := l.Run()
-	if profiled {
-		pr := r.prog.Profile()
-		res.Profile = &pr
-	}
-	if r.log != nil {
-		if cfg.fp8Debug != "" { // not the report's own temporary log
-			res.StatsFile = r.log.Path()
-		}
-		if cerr := r.log.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("-fp8-log: %w", cerr)
-		}
-	}
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -48,6 +50,12 @@ type Loop struct {
 	LineEvery time.Duration
 	// Describe is the progress text at a step.
 	Describe func(step int, loss float32) string
+	// Profile, when set, is the program whose every op Run times (see
+	// Stats.Profile).
+	Profile *graph.Program
+	// DebugLog, when set, is the -fp8-debug statistics log, which Run
+	// closes when the loop ends (an error closing it is the loop's).
+	DebugLog *inspect.Log
 }
 
 // Stats is what a Loop measured.
@@ -58,6 +66,9 @@ type Stats struct {
 	First, End int
 	// Busy is the time spent in Step.
 	Busy time.Duration
+	// Profile is Loop.Profile's per-op profile over the steps run (nil
+	// without).
+	Profile *graph.Profile
 }
 
 // Ran returns the number of steps run.
@@ -92,7 +103,26 @@ func (l *Loop) unit() string {
 
 // Run runs the steps. It stops at the first error, or at a loss that is
 // not finite, naming the step and what Diagnose knows.
-func (l *Loop) Run() (Stats, error) {
+func (l *Loop) Run() (st Stats, err error) {
+	if l.Profile != nil {
+		l.Profile.SetProfiling(true)
+		defer func() {
+			pr := l.Profile.Profile()
+			st.Profile = &pr
+			l.Profile.SetProfiling(false)
+		}()
+	}
+	if l.DebugLog != nil {
+		defer func() {
+			if cerr := l.DebugLog.Close(); err == nil && cerr != nil {
+				err = fmt.Errorf("-fp8-log: %w", cerr)
+			}
+		}()
+	}
+	return l.run()
+}
+
+func (l *Loop) run() (Stats, error) {
 	st := Stats{First: l.First, End: l.First}
 	if err := l.Check(); err != nil {
 		return st, err

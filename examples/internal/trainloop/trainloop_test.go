@@ -10,6 +10,7 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/stretchr/testify/require"
@@ -147,4 +148,35 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	require.ErrorContains(t, err, "-resume")
 	_, err = c2.Resume(dir)
 	require.ErrorContains(t, err, "-resume")
+}
+
+// Run profiles Loop.Profile over the steps it runs and closes the debug
+// log when it ends (its lines flushed).
+func TestRunProfilesAndClosesTheLog(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 4)
+	y := ops.Neg(x)
+	prog, err := graph.Compile(g, nil, graph.Options{}, y)
+	require.NoError(t, err)
+	require.NoError(t, prog.FeedFloat32(x, []float32{1, 2, 3, 4}))
+	dir := t.TempDir()
+	log, err := inspect.OpenLog(dir, 0)
+	require.NoError(t, err)
+	l := &Loop{Total: 3, End: 3, Profile: prog, DebugLog: log, Step: func(s int) (float32, error) {
+		log.Write(int64(s), "l", inspect.Activation, "max", 1)
+		return 1, prog.Run()
+	}}
+	st, err := l.Run()
+	require.NoError(t, err)
+	require.NotNil(t, st.Profile)
+	require.Equal(t, int64(3), st.Profile.Steps)
+	require.Equal(t, "Neg", st.Profile.Ops[0].Name)
+	require.Zero(t, prog.Profile().Steps, "profiling is off again")
+	stats, err := inspect.ReadStats(dir)
+	require.NoError(t, err)
+	require.Len(t, stats, 3)
+	require.Error(t, log.Close(), "already closed")
+	st, err = (&Loop{Total: 1, End: 1, Step: func(int) (float32, error) { return 1, nil }}).Run()
+	require.NoError(t, err)
+	require.Nil(t, st.Profile)
 }
