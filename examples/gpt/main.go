@@ -22,7 +22,6 @@ import (
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/report"
 	"github.com/octetml/octet/examples/internal/runreport"
-	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 )
 
@@ -194,26 +193,17 @@ func run(cfg config, w io.Writer) error {
 	for i, r := range results {
 		runs[i] = r.fields()
 	}
-	if !cfg.json {
-		names, profiles := make([]string, len(results)), make([]*graph.Profile, len(results))
-		for i, r := range results {
-			names[i], profiles[i] = recipes.PrecisionName(r.Precision), r.Profile
-		}
-		report.Profiles(w, names, profiles)
+	rr := make([]runreport.Run, len(results))
+	for i, r := range results {
+		rr[i] = runreport.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
+			Losses: r.Losses, FirstStep: r.Iters - r.Ran, MsPerStep: r.MsPerIter, Conversion: r.Conversion, Profile: r.Profile,
+			Summary: []string{fmt.Sprintf("train loss %.4f, validation loss %.4f, %.0f tokens/s", r.TrainLoss, r.ValLoss, r.TokensPerS)}}
 	}
-	if cfg.report != "" {
-		var rr []runreport.Run
-		for _, r := range results {
-			rr = append(rr, runreport.Run{Precision: r.Precision, Recipe: r.Recipe, Settings: r.Settings, Losses: r.Losses,
-				FirstStep: r.Iters - r.Ran, MsPerStep: r.MsPerIter, Conversion: r.Conversion,
-				Summary: []string{fmt.Sprintf("train loss %.4f, validation loss %.4f, %.0f tokens/s", r.TrainLoss, r.ValLoss, r.TokensPerS)}})
-		}
-		if err := finishReport(fmt.Sprintf("character-level GPT (%d layers, width %d, context %d)", cfg.layers, cfg.embd, cfg.block), rr); err != nil {
-			return err
-		}
-		if !cfg.json {
-			fmt.Fprintf(w, "run report written to %s\n", cfg.report)
-		}
+	if !cfg.json {
+		runreport.PrintProfiles(w, rr)
+	}
+	if err := finishReport(w, cfg.json, fmt.Sprintf("character-level GPT (%d layers, width %d, context %d)", cfg.layers, cfg.embd, cfg.block), rr); err != nil {
+		return err
 	}
 	return report.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
 }

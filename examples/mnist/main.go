@@ -25,7 +25,6 @@ import (
 	"github.com/octetml/octet/examples/internal/report"
 	"github.com/octetml/octet/examples/internal/runreport"
 	"github.com/octetml/octet/fp8"
-	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 )
 
@@ -253,26 +252,17 @@ func run(cfg config, w io.Writer) error {
 		results = append(results, r)
 	}
 	printSummary(w, results)
-	if !cfg.json {
-		names, profiles := make([]string, len(results)), make([]*graph.Profile, len(results))
-		for i, r := range results {
-			names[i], profiles[i] = recipes.PrecisionName(r.Precision), r.Profile
-		}
-		report.Profiles(w, names, profiles)
+	rr := make([]runreport.Run, len(results))
+	for i, r := range results {
+		rr[i] = runreport.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
+			Losses: r.Losses, FirstStep: r.Steps - r.Ran, MsPerStep: r.MsPerStep, Conversion: r.Conversion, Profile: r.Profile,
+			Summary: []string{fmt.Sprintf("test accuracy %.2f%%, final loss %.4f (mean of steps %d–%d)", 100*r.TestAccuracy, r.FinalLoss, r.LossFrom+1, r.LossTo)}}
 	}
-	if cfg.report != "" {
-		var rr []runreport.Run
-		for _, r := range results {
-			rr = append(rr, runreport.Run{Precision: r.Precision, Recipe: r.Recipe, Settings: r.Settings, Losses: r.Losses,
-				FirstStep: r.Steps - r.Ran, MsPerStep: r.MsPerStep, Conversion: r.Conversion,
-				Summary: []string{fmt.Sprintf("test accuracy %.2f%%, final loss %.4f (mean of steps %d–%d)", 100*r.TestAccuracy, r.FinalLoss, r.LossFrom+1, r.LossTo)}})
-		}
-		if err := finishReport("MNIST MLP "+fmt.Sprint(cfg.sizes()), rr); err != nil {
-			return err
-		}
-		if !cfg.json {
-			fmt.Fprintf(w, "run report written to %s\n", cfg.report)
-		}
+	if !cfg.json {
+		runreport.PrintProfiles(w, rr)
+	}
+	if err := finishReport(w, cfg.json, "MNIST MLP "+fmt.Sprint(cfg.sizes()), rr); err != nil {
+		return err
 	}
 	runs := make([]map[string]any, len(results))
 	for i, r := range results {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -183,11 +184,11 @@ func DebugLog(dir, precision string, rank int) (*inspect.Log, error) {
 // StartReport prepares a -report run: without a debug config of its own
 // the run logs the report's statistics (runreport.Config, every 10 steps)
 // to a temporary directory. The function it returns reads each run's
-// statistics back, writes the report to path and removes the temporary
-// directory; it does nothing when path is "".
-func StartReport(debug **inspect.Config, logDir *string, path string) (func(title string, runs []runreport.Run) error, error) {
+// statistics back, writes the report to path, says so on w unless quiet,
+// and removes the temporary directory; it does nothing when path is "".
+func StartReport(debug **inspect.Config, logDir *string, path string) (func(w io.Writer, quiet bool, title string, runs []runreport.Run) error, error) {
 	if path == "" {
-		return func(string, []runreport.Run) error { return nil }, nil
+		return func(io.Writer, bool, string, []runreport.Run) error { return nil }, nil
 	}
 	tmp := ""
 	if *debug == nil {
@@ -201,7 +202,7 @@ func StartReport(debug **inspect.Config, logDir *string, path string) (func(titl
 		*debug, *logDir = cfg, tmp
 	}
 	dir := *logDir
-	return func(title string, runs []runreport.Run) error {
+	return func(w io.Writer, quiet bool, title string, runs []runreport.Run) error {
 		if tmp != "" {
 			defer os.RemoveAll(tmp)
 		}
@@ -212,6 +213,9 @@ func StartReport(debug **inspect.Config, logDir *string, path string) (func(titl
 		}
 		if err := runreport.Write(path, title, runs); err != nil {
 			return fmt.Errorf("-report: %w", err)
+		}
+		if !quiet {
+			fmt.Fprintf(w, "run report written to %s\n", path)
 		}
 		return nil
 	}, nil

@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-
-	"github.com/octetml/octet/graph"
 )
 
 // Summary is the object -json prints for the fields of each run, in
@@ -54,17 +52,6 @@ func Message(program string, err error) string {
 		return msg
 	}
 	return program + ": " + msg
-}
-
-// Profiles writes the per-op profile table of each run that has one
-// (-profile), titled by the run's name.
-func Profiles(w io.Writer, names []string, profiles []*graph.Profile) {
-	for i, pr := range profiles {
-		if pr != nil {
-			fmt.Fprintf(w, "\n%s training step ", names[i])
-			pr.WriteTable(w, 12)
-		}
-	}
 }
 
 // Finish ends a program's output: with a plot path, it writes the plot

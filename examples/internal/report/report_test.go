@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/octetml/octet/graph"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,10 +43,4 @@ func TestMessageAndFinish(t *testing.T) {
 	require.NoError(t, Finish(&out, true, "", plot, []map[string]any{{"a": 1}, {"a": 2}}))
 	require.JSONEq(t, `{"a": 2, "runs": [{"a": 1}, {"a": 2}]}`, out.String())
 	require.ErrorContains(t, Finish(&out, true, "x.png", func(string) error { return errors.New("disk full") }, nil), "disk full")
-}
-
-func TestProfiles(t *testing.T) {
-	var buf bytes.Buffer
-	Profiles(&buf, []string{"float32", "FP8"}, []*graph.Profile{nil, {}})
-	require.Equal(t, "\nFP8 training step no profiled steps\n", buf.String(), "runs without a profile are skipped")
 }

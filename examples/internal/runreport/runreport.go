@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/octetml/octet/examples/internal/lossplot"
+	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/atomicfile"
 )
@@ -47,6 +48,8 @@ report:
 // Run is one precision's run.
 type Run struct {
 	Precision, Recipe string
+	// Name is the precision as summaries say it ("FP8", "float32").
+	Name string
 	// Settings says where the recipe's settings came from.
 	Settings string
 	// Losses holds the training loss of each step run, from FirstStep.
@@ -58,6 +61,20 @@ type Run struct {
 	Conversion string
 	// Stats are the run's logged debug statistics (inspect.ReadStats).
 	Stats []inspect.Stat
+	// Profile is the training step's per-op profile (-profile; nil
+	// without).
+	Profile *graph.Profile
+}
+
+// PrintProfiles writes the per-op profile table of each run that has one,
+// titled by its precision's name.
+func PrintProfiles(w io.Writer, runs []Run) {
+	for _, r := range runs {
+		if r.Profile != nil {
+			fmt.Fprintf(w, "\n%s training step ", r.Name)
+			r.Profile.WriteTable(w, 12)
+		}
+	}
 }
 
 // Write writes the report of runs to path (atomically).
@@ -90,6 +107,7 @@ type runView struct {
 	Run
 	LossSVG template.HTML
 	Layers  []layerView
+	Timings string // the profile table
 }
 
 // Render writes the HTML page to w.
@@ -112,6 +130,11 @@ func Render(w io.Writer, title string, runs []Run) error {
 			return err
 		}
 		views[i].Layers = layers
+		if r.Profile != nil {
+			var t strings.Builder
+			r.Profile.WriteTable(&t, 20)
+			views[i].Timings = t.String()
+		}
 	}
 	var lossSVG bytes.Buffer
 	if len(curves) > 0 {
@@ -228,6 +251,7 @@ figure{margin:1em 0}svg{max-width:100%;height:auto}
 <h2>{{.Precision}} ({{.Recipe}})</h2>
 {{range .Summary}}<p>{{.}}</p>{{end}}
 {{if .Conversion}}<h3>Conversion</h3><pre>{{.Conversion}}</pre>{{end}}
+{{if .Timings}}<h3>Step timings</h3><pre class="profile">{{.Timings}}</pre>{{end}}
 {{if .Layers}}<h3>Layers</h3>
 <table class="layers"><tr><th>layer</th><th>tensor</th><th>underflows%</th><th>overflows%</th><th>amax</th><th>scale_inv</th></tr>
 {{range .Layers}}{{$l := .Name}}{{range .Rows}}<tr><td>{{$l}}</td><td>{{.Tensor}}</td><td>{{.Underflow}}</td><td>{{.Overflow}}</td><td>{{.Amx}}</td><td>{{.ScaleInv}}</td></tr>

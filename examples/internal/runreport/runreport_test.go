@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/stretchr/testify/require"
 )
@@ -105,4 +106,15 @@ func distinctColors(img image.Image) int {
 		}
 	}
 	return len(seen)
+}
+
+func TestPrintProfiles(t *testing.T) {
+	var buf bytes.Buffer
+	PrintProfiles(&buf, []Run{{Name: "float32"}, {Name: "FP8", Profile: &graph.Profile{}}})
+	require.Equal(t, "\nFP8 training step no profiled steps\n", buf.String(), "runs without a profile are skipped")
+	var page bytes.Buffer
+	runs := sampleRuns()
+	runs[1].Profile = &graph.Profile{}
+	require.NoError(t, Render(&page, "t", runs))
+	require.Contains(t, page.String(), `<pre class="profile">no profiled steps`)
 }
