@@ -27,58 +27,32 @@ func TestCommandLines(t *testing.T) {
 	shipped, err := filepath.Abs("../fp8-debug.yaml")
 	require.NoError(t, err)
 	logs := filepath.Join(tmp, "fp8logs")
-	for _, c := range []struct {
-		name  string
-		env   []string
-		args  []string
-		code  int
-		says  string
-		quick bool
-	}{
-		{name: "zero iterations", args: []string{"-iters", "0"}, code: 1, says: "-iters 0: want at least 1"},
-		{name: "zero eval batches", args: []string{"-eval-batches", "0"}, code: 1, says: "-eval-batches 0"},
-		{name: "negative sample", args: []string{"-sample", "-5"}, code: 1, says: "-sample -5"},
-		{name: "dropout of one", args: []string{"-dropout", "1"}, code: 1, says: "-dropout 1"},
-		{name: "NaN lr", args: []string{"-lr", "nan"}, code: 1, says: "-lr NaN"},
-		{name: "no layers", args: []string{"-layers", "0"}, code: 1, says: "-layers 0"},
-		{name: "huge model", args: []string{"-embd", "65536", "-layers", "64", "-block", "4096"}, code: 1, says: "GiB are available"},
-		{name: "ao with te", args: []string{"-ao", "rowwise"}, code: 1, says: "-ao applies to -recipe ao only"},
-		{name: "format with msamp", args: []string{"-recipe", "msamp", "-format", "E4M3"}, code: 1, says: "-format applies to -recipe te only"},
-		{name: "env and flag disagree", env: []string{"OCTET_FP8_FORMAT=E5M2"}, args: []string{"-format", "E4M3"}, code: 1, says: "disagree"},
-		{name: "bogus GEMM kernel", env: []string{"OCTET_GEMM_KERNEL=bogus"}, code: 1, says: "OCTET_GEMM_KERNEL"},
-		{name: "huge amax history", env: []string{"OCTET_FP8_AMAX_HISTORY_LEN=100000000000"}, code: 1, says: "OCTET_FP8_AMAX_HISTORY_LEN"},
-		{name: "margin beyond range", env: []string{"OCTET_FP8_MARGIN=1000"}, code: 1, says: "margin 1000"},
-		{name: "missing corpus", args: []string{"-data", "/nonexistent.txt"}, code: 1, says: "/nonexistent.txt"},
-		{name: "resume missing file", args: []string{"-resume", filepath.Join(tmp, "none")}, code: 1, says: "gpt-fp32.safetensors"},
-		{name: "plot into a missing dir", args: []string{"-plot", "/no-such-dir/loss.png"}, code: 1, says: "-plot /no-such-dir/loss.png"},
-		{name: "diverging run", args: []string{"-lr", "1e30", "-precision", "fp8"}, quick: true, code: 1, says: "the loss is NaN; first non-finite gradient"},
-		{name: "plot says where", args: []string{"-plot", plot, "-precision", "fp32"}, quick: true, code: 0, says: "loss curves written to " + plot},
-		{name: "FP8 debug statistics", args: []string{"-fp8-debug", shipped, "-fp8-log", logs, "-precision", "fp8"}, quick: true, code: 0,
-			says: "FP8 debug statistics: " + filepath.Join(logs, "fp8", "octet_fp8_stats.jsonl")},
-		{name: "debug log without config", args: []string{"-fp8-log", logs}, code: 1, says: "it needs -fp8-debug"},
-		{name: "stop early reports iterations run", args: []string{"-stop-after", "2", "-precision", "fp32"}, quick: true, code: 0, says: "ran iterations 1–2 of 4"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			args := c.args
-			if c.quick {
-				args = append(append([]string{}, quick...), args...)
-			}
-			r := clitest.Run(t, c.env, args...)
-			require.False(t, r.Panicked(), "panicked:\n%s", r.Stderr)
-			require.Equal(t, c.code, r.Code, "stderr:\n%s", r.Stderr)
-			out := r.Stdout
-			if c.code != 0 {
-				out = r.Stderr
-				require.True(t, strings.HasPrefix(r.Stderr, "gpt: "), "stderr: %s", r.Stderr)
-				require.NotContains(t, r.Stderr, "gpt: gpt:")
-				if !c.quick {
-					require.NotContains(t, r.Stdout, "corpus:", "refused before reading the corpus")
-				}
-			}
-			require.Contains(t, out, c.says)
-			require.Empty(t, r.Left(t), "files left behind")
-		})
-	}
+	clitest.Table(t, "gpt", quick, []clitest.Case{
+		{Name: "zero iterations", Args: []string{"-iters", "0"}, Code: 1, Says: "-iters 0: want at least 1"},
+		{Name: "zero eval batches", Args: []string{"-eval-batches", "0"}, Code: 1, Says: "-eval-batches 0"},
+		{Name: "negative sample", Args: []string{"-sample", "-5"}, Code: 1, Says: "-sample -5"},
+		{Name: "dropout of one", Args: []string{"-dropout", "1"}, Code: 1, Says: "-dropout 1"},
+		{Name: "NaN lr", Args: []string{"-lr", "nan"}, Code: 1, Says: "-lr NaN"},
+		{Name: "no layers", Args: []string{"-layers", "0"}, Code: 1, Says: "-layers 0"},
+		{Name: "huge model", Args: []string{"-embd", "65536", "-layers", "64", "-block", "4096"}, Code: 1, Says: "GiB are available"},
+		{Name: "ao with te", Args: []string{"-ao", "rowwise"}, Code: 1, Says: "-ao applies to -recipe ao only"},
+		{Name: "format with msamp", Args: []string{"-recipe", "msamp", "-format", "E4M3"}, Code: 1, Says: "-format applies to -recipe te only"},
+		{Name: "env and flag disagree", Env: []string{"OCTET_FP8_FORMAT=E5M2"}, Args: []string{"-format", "E4M3"}, Code: 1, Says: "disagree"},
+		{Name: "bogus GEMM kernel", Env: []string{"OCTET_GEMM_KERNEL=bogus"}, Code: 1, Says: "OCTET_GEMM_KERNEL"},
+		{Name: "huge amax history", Env: []string{"OCTET_FP8_AMAX_HISTORY_LEN=100000000000"}, Code: 1, Says: "OCTET_FP8_AMAX_HISTORY_LEN"},
+		{Name: "margin beyond range", Env: []string{"OCTET_FP8_MARGIN=1000"}, Code: 1, Says: "margin 1000"},
+		{Name: "missing corpus", Args: []string{"-data", "/nonexistent.txt"}, Code: 1, Says: "/nonexistent.txt"},
+		{Name: "resume missing file", Args: []string{"-resume", filepath.Join(tmp, "none")}, Code: 1, Says: "gpt-fp32.safetensors"},
+		{Name: "plot into a missing dir", Args: []string{"-plot", "/no-such-dir/loss.png"}, Code: 1, Says: "-plot /no-such-dir/loss.png"},
+		{Name: "diverging run", Args: []string{"-lr", "1e30", "-precision", "fp8"}, Quick: true, Code: 1, Says: "the loss is NaN; first non-finite gradient"},
+		{Name: "plot says where", Args: []string{"-plot", plot, "-precision", "fp32"}, Quick: true, Code: 0, Says: "loss curves written to " + plot},
+		{Name: "FP8 debug statistics", Args: []string{"-fp8-debug", shipped, "-fp8-log", logs, "-precision", "fp8"}, Quick: true, Code: 0,
+			Says: "FP8 debug statistics: " + filepath.Join(logs, "fp8", "octet_fp8_stats.jsonl")},
+		{Name: "debug log without config", Args: []string{"-fp8-log", logs}, Code: 1, Says: "it needs -fp8-debug"},
+		{Name: "stop early reports iterations run", Args: []string{"-stop-after", "2", "-precision", "fp32"}, Quick: true, Code: 0, Says: "ran iterations 1–2 of 4"},
+	}, func(t *testing.T, r clitest.Result) {
+		require.NotContains(t, r.Stdout, "corpus:", "refused before reading the corpus")
+	})
 }
 
 // The margin diagnosis through the run report: with OCTET_FP8_MARGIN=17

@@ -32,85 +32,59 @@ func TestCommandLines(t *testing.T) {
 	debugDir := filepath.Join(tmp, "fp8logs")
 	shipped, err := filepath.Abs("../fp8-debug.yaml")
 	require.NoError(t, err)
-	for _, c := range []struct {
-		name  string
-		env   []string
-		args  []string
-		code  int
-		says  string // on stderr for a refusal, on stdout for a run
-		quick bool   // add the quick-run flags
-	}{
-		{name: "negative epochs", args: []string{"-epochs", "-1"}, code: 1, says: "-epochs -1: want at least 1"},
-		{name: "zero epochs", args: []string{"-epochs", "0"}, code: 1, says: "-epochs 0"},
-		{name: "huge hidden layer", args: []string{"-hidden", "100000000"}, code: 1, says: "GiB are available"},
-		{name: "huge amax history", env: []string{"OCTET_FP8_AMAX_HISTORY_LEN=100000000000"}, args: []string{"-precision", "fp8"}, code: 1, says: "OCTET_FP8_AMAX_HISTORY_LEN"},
-		{name: "empty hidden", args: []string{"-hidden", ""}, code: 1, says: "-hidden"},
-		{name: "comma hidden", args: []string{"-hidden", ","}, code: 1, says: "-hidden"},
-		{name: "empty hidden entry", args: []string{"-hidden", "512,,512"}, code: 1, says: "an empty layer size"},
-		{name: "negative lr", args: []string{"-lr", "-1"}, code: 1, says: "-lr -1"},
-		{name: "NaN lr", args: []string{"-lr", "nan"}, code: 1, says: "-lr NaN"},
-		{name: "NaN wd", args: []string{"-wd", "nan"}, code: 1, says: "-wd NaN"},
-		{name: "opt-level with te", args: []string{"-opt-level", "O1"}, code: 1, says: "-opt-level applies to -recipe msamp only"},
-		{name: "ao with te", args: []string{"-ao", "rowwise"}, code: 1, says: "-ao applies to -recipe ao only"},
-		{name: "format with ao", args: []string{"-recipe", "ao", "-format", "E4M3"}, code: 1, says: "-format applies to -recipe te only"},
-		{name: "dp 0", args: []string{"-dp", "0"}, code: 1, says: "-dp 0"},
-		{name: "dp negative", args: []string{"-dp", "-2"}, code: 1, says: "-dp -2"},
-		{name: "dp with stop-after", args: []string{"-dp", "2", "-stop-after", "3"}, code: 1, says: "-stop-after does not combine with -dp"},
-		{name: "dp with zero epochs", args: []string{"-dp", "2", "-epochs", "0"}, code: 1, says: "-epochs 0"},
-		{name: "dp with negative epochs", args: []string{"-dp", "2", "-epochs", "-1"}, code: 1, says: "-epochs -1"},
-		{name: "fsdp with zero epochs", args: []string{"-fsdp", "2", "-epochs", "0"}, code: 1, says: "-epochs 0"},
-		{name: "fsdp not a number", args: []string{"-fsdp", "two"}, code: 1, says: `-fsdp "two"`},
-		{name: "bogus GEMM kernel", env: []string{"OCTET_GEMM_KERNEL=bogus"}, code: 1, says: `OCTET_GEMM_KERNEL="bogus"`},
-		{name: "env and flag disagree", env: []string{"OCTET_FP8_FORMAT=E5M2"}, args: []string{"-format", "E4M3"}, code: 1, says: "-format E4M3 and OCTET_FP8_FORMAT=E5M2 disagree"},
-		{name: "opt level O3 from env", env: []string{"OCTET_FP8_OPT_LEVEL=O3"}, args: []string{"-recipe", "msamp", "-precision", "fp8"}, code: 1, says: "OCTET_FP8_OPT_LEVEL"},
-		{name: "margin beyond range", env: []string{"OCTET_FP8_MARGIN=1000"}, args: []string{"-precision", "fp8"}, code: 1, says: "margin 1000"},
-		{name: "bad env format", env: []string{"OCTET_FP8_FORMAT=E3M4"}, code: 1, says: "OCTET_FP8_FORMAT"},
-		{name: "plot into a missing dir", args: []string{"-plot", "/no-such-dir/loss.png"}, code: 1, says: "-plot /no-such-dir/loss.png"},
-		{name: "plot is a dir", args: []string{"-plot", tmp}, code: 1, says: "is a directory"},
-		{name: "save under a file", args: []string{"-save", filepath.Join(notDir, "ckpt")}, code: 1, says: "-save"},
-		{name: "resume missing file", args: []string{"-resume", filepath.Join(tmp, "none"), "-precision", "both"}, code: 1, says: "mnist-fp32.safetensors"},
-		{name: "missing data", args: []string{"-data", "/nonexistent"}, code: 1, says: "/nonexistent/" + mnist.TrainImages},
-		{name: "unknown precision", args: []string{"-precision", "fp16"}, code: 1, says: "-precision"},
-		{name: "unknown recipe", args: []string{"-recipe", "xx"}, code: 1, says: "-recipe"},
-		{name: "msamp with fsdp", args: []string{"-recipe", "msamp", "-fsdp", "2"}, code: 1, quick: true, says: "-recipe msamp does not combine with -fsdp"},
-		{name: "batch below ranks", args: []string{"-fsdp", "3", "-batch", "2", "-recipe", "ao"}, code: 1, says: "-fsdp 3: the batch of 2 leaves ranks without rows"},
-		{name: "diverging run", args: []string{"-lr", "1e30", "-precision", "fp8"}, quick: true, code: 1, says: "first non-finite gradient"},
-		{name: "diverging dp run", args: []string{"-lr", "1e30", "-precision", "fp32", "-dp", "2"}, quick: true, code: 1, says: "the loss is"},
-		{name: "uneven fsdp split", args: []string{"-fsdp", "3", "-recipe", "ao", "-precision", "fp32"}, quick: true, code: 0, says: "sharded: each of the 3 ranks"},
-		{name: "uneven dp split", args: []string{"-dp", "3", "-precision", "fp32"}, quick: true, code: 0, says: "fp32 optimizer memory"},
-		{name: "stop early reports steps run", args: []string{"-stop-after", "2", "-precision", "fp32"}, quick: true, code: 0, says: "ran steps 1–2 of 4"},
-		{name: "settings say where they came from", env: []string{"OCTET_FP8_MARGIN=2"}, args: []string{"-precision", "fp8", "-format", "E4M3"}, quick: true, code: 0,
-			says: "recipe settings: margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults"},
-		{name: "default settings", args: []string{"-precision", "fp8"}, quick: true, code: 0, says: "recipe settings: defaults"},
-		{name: "bad debug config names the line", args: []string{"-fp8-debug", badDebug, "-fp8-log", debugDir}, code: 1, says: badDebug + `:5: section s: LogTensorStats: stats: unknown name "median"`},
-		{name: "missing debug config", args: []string{"-fp8-debug", filepath.Join(tmp, "none.yaml"), "-fp8-log", debugDir}, code: 1, says: "-fp8-debug: open"},
-		{name: "debug log without config", args: []string{"-fp8-log", debugDir}, code: 1, says: "-fp8-log " + debugDir + ": it needs -fp8-debug"},
-		{name: "debug config without log", args: []string{"-fp8-debug", shipped}, code: 1, says: "give -fp8-log DIR"},
-		{name: "run report", args: []string{"-precision", "both", "-report", filepath.Join(tmp, "run.html")}, quick: true, code: 0, says: "run report written to " + filepath.Join(tmp, "run.html")},
-		{name: "report into a missing dir", args: []string{"-report", "/no-such-dir/r.html"}, code: 1, says: "-report /no-such-dir/r.html"},
-		{name: "kept layer says why", args: []string{"-precision", "fp8"}, quick: true, code: 0, says: "kept float32: mlp.fc2: weight dims [10 32]"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			args := c.args
-			if c.quick {
-				args = append(append([]string{}, quick...), args...)
-			}
-			r := clitest.Run(t, c.env, args...)
-			require.False(t, r.Panicked(), "panicked:\n%s", r.Stderr)
-			require.Equal(t, c.code, r.Code, "stderr:\n%s", r.Stderr)
-			out := r.Stdout
-			if c.code != 0 {
-				out = r.Stderr
-				require.True(t, strings.HasPrefix(r.Stderr, "mnist: "), "stderr: %s", r.Stderr)
-				require.NotContains(t, r.Stderr, "mnist: mnist:")
-				if !c.quick {
-					require.NotContains(t, r.Stderr, " step ", "refused before training")
-				}
-			}
-			require.Contains(t, out, c.says)
-			require.Empty(t, r.Left(t), "files left behind")
-		})
-	}
+	clitest.Table(t, "mnist", quick, []clitest.Case{
+		{Name: "negative epochs", Args: []string{"-epochs", "-1"}, Code: 1, Says: "-epochs -1: want at least 1"},
+		{Name: "zero epochs", Args: []string{"-epochs", "0"}, Code: 1, Says: "-epochs 0"},
+		{Name: "huge hidden layer", Args: []string{"-hidden", "100000000"}, Code: 1, Says: "GiB are available"},
+		{Name: "huge amax history", Env: []string{"OCTET_FP8_AMAX_HISTORY_LEN=100000000000"}, Args: []string{"-precision", "fp8"}, Code: 1, Says: "OCTET_FP8_AMAX_HISTORY_LEN"},
+		{Name: "empty hidden", Args: []string{"-hidden", ""}, Code: 1, Says: "-hidden"},
+		{Name: "comma hidden", Args: []string{"-hidden", ","}, Code: 1, Says: "-hidden"},
+		{Name: "empty hidden entry", Args: []string{"-hidden", "512,,512"}, Code: 1, Says: "an empty layer size"},
+		{Name: "negative lr", Args: []string{"-lr", "-1"}, Code: 1, Says: "-lr -1"},
+		{Name: "NaN lr", Args: []string{"-lr", "nan"}, Code: 1, Says: "-lr NaN"},
+		{Name: "NaN wd", Args: []string{"-wd", "nan"}, Code: 1, Says: "-wd NaN"},
+		{Name: "opt-level with te", Args: []string{"-opt-level", "O1"}, Code: 1, Says: "-opt-level applies to -recipe msamp only"},
+		{Name: "ao with te", Args: []string{"-ao", "rowwise"}, Code: 1, Says: "-ao applies to -recipe ao only"},
+		{Name: "format with ao", Args: []string{"-recipe", "ao", "-format", "E4M3"}, Code: 1, Says: "-format applies to -recipe te only"},
+		{Name: "dp 0", Args: []string{"-dp", "0"}, Code: 1, Says: "-dp 0"},
+		{Name: "dp negative", Args: []string{"-dp", "-2"}, Code: 1, Says: "-dp -2"},
+		{Name: "dp with stop-after", Args: []string{"-dp", "2", "-stop-after", "3"}, Code: 1, Says: "-stop-after does not combine with -dp"},
+		{Name: "dp with zero epochs", Args: []string{"-dp", "2", "-epochs", "0"}, Code: 1, Says: "-epochs 0"},
+		{Name: "dp with negative epochs", Args: []string{"-dp", "2", "-epochs", "-1"}, Code: 1, Says: "-epochs -1"},
+		{Name: "fsdp with zero epochs", Args: []string{"-fsdp", "2", "-epochs", "0"}, Code: 1, Says: "-epochs 0"},
+		{Name: "fsdp not a number", Args: []string{"-fsdp", "two"}, Code: 1, Says: `-fsdp "two"`},
+		{Name: "bogus GEMM kernel", Env: []string{"OCTET_GEMM_KERNEL=bogus"}, Code: 1, Says: `OCTET_GEMM_KERNEL="bogus"`},
+		{Name: "env and flag disagree", Env: []string{"OCTET_FP8_FORMAT=E5M2"}, Args: []string{"-format", "E4M3"}, Code: 1, Says: "-format E4M3 and OCTET_FP8_FORMAT=E5M2 disagree"},
+		{Name: "opt level O3 from env", Env: []string{"OCTET_FP8_OPT_LEVEL=O3"}, Args: []string{"-recipe", "msamp", "-precision", "fp8"}, Code: 1, Says: "OCTET_FP8_OPT_LEVEL"},
+		{Name: "margin beyond range", Env: []string{"OCTET_FP8_MARGIN=1000"}, Args: []string{"-precision", "fp8"}, Code: 1, Says: "margin 1000"},
+		{Name: "bad env format", Env: []string{"OCTET_FP8_FORMAT=E3M4"}, Code: 1, Says: "OCTET_FP8_FORMAT"},
+		{Name: "plot into a missing dir", Args: []string{"-plot", "/no-such-dir/loss.png"}, Code: 1, Says: "-plot /no-such-dir/loss.png"},
+		{Name: "plot is a dir", Args: []string{"-plot", tmp}, Code: 1, Says: "is a directory"},
+		{Name: "save under a file", Args: []string{"-save", filepath.Join(notDir, "ckpt")}, Code: 1, Says: "-save"},
+		{Name: "resume missing file", Args: []string{"-resume", filepath.Join(tmp, "none"), "-precision", "both"}, Code: 1, Says: "mnist-fp32.safetensors"},
+		{Name: "missing data", Args: []string{"-data", "/nonexistent"}, Code: 1, Says: "/nonexistent/" + mnist.TrainImages},
+		{Name: "unknown precision", Args: []string{"-precision", "fp16"}, Code: 1, Says: "-precision"},
+		{Name: "unknown recipe", Args: []string{"-recipe", "xx"}, Code: 1, Says: "-recipe"},
+		{Name: "msamp with fsdp", Args: []string{"-recipe", "msamp", "-fsdp", "2"}, Code: 1, Quick: true, Says: "-recipe msamp does not combine with -fsdp"},
+		{Name: "batch below ranks", Args: []string{"-fsdp", "3", "-batch", "2", "-recipe", "ao"}, Code: 1, Says: "-fsdp 3: the batch of 2 leaves ranks without rows"},
+		{Name: "diverging run", Args: []string{"-lr", "1e30", "-precision", "fp8"}, Quick: true, Code: 1, Says: "first non-finite gradient"},
+		{Name: "diverging dp run", Args: []string{"-lr", "1e30", "-precision", "fp32", "-dp", "2"}, Quick: true, Code: 1, Says: "the loss is"},
+		{Name: "uneven fsdp split", Args: []string{"-fsdp", "3", "-recipe", "ao", "-precision", "fp32"}, Quick: true, Code: 0, Says: "sharded: each of the 3 ranks"},
+		{Name: "uneven dp split", Args: []string{"-dp", "3", "-precision", "fp32"}, Quick: true, Code: 0, Says: "fp32 optimizer memory"},
+		{Name: "stop early reports steps run", Args: []string{"-stop-after", "2", "-precision", "fp32"}, Quick: true, Code: 0, Says: "ran steps 1–2 of 4"},
+		{Name: "settings say where they came from", Env: []string{"OCTET_FP8_MARGIN=2"}, Args: []string{"-precision", "fp8", "-format", "E4M3"}, Quick: true, Code: 0,
+			Says: "recipe settings: margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults"},
+		{Name: "default settings", Args: []string{"-precision", "fp8"}, Quick: true, Code: 0, Says: "recipe settings: defaults"},
+		{Name: "bad debug config names the line", Args: []string{"-fp8-debug", badDebug, "-fp8-log", debugDir}, Code: 1, Says: badDebug + `:5: section s: LogTensorStats: stats: unknown name "median"`},
+		{Name: "missing debug config", Args: []string{"-fp8-debug", filepath.Join(tmp, "none.yaml"), "-fp8-log", debugDir}, Code: 1, Says: "-fp8-debug: open"},
+		{Name: "debug log without config", Args: []string{"-fp8-log", debugDir}, Code: 1, Says: "-fp8-log " + debugDir + ": it needs -fp8-debug"},
+		{Name: "debug config without log", Args: []string{"-fp8-debug", shipped}, Code: 1, Says: "give -fp8-log DIR"},
+		{Name: "run report", Args: []string{"-precision", "both", "-report", filepath.Join(tmp, "run.html")}, Quick: true, Code: 0, Says: "run report written to " + filepath.Join(tmp, "run.html")},
+		{Name: "report into a missing dir", Args: []string{"-report", "/no-such-dir/r.html"}, Code: 1, Says: "-report /no-such-dir/r.html"},
+		{Name: "kept layer says why", Args: []string{"-precision", "fp8"}, Quick: true, Code: 0, Says: "kept float32: mlp.fc2: weight dims [10 32]"},
+	}, func(t *testing.T, r clitest.Result) {
+		require.NotContains(t, r.Stderr, " step ", "refused before training")
+	})
 }
 
 // A run that saves, stops early and is resumed leaves exactly its

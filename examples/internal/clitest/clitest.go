@@ -96,3 +96,56 @@ func (r Result) Left(t *testing.T) []string {
 	}
 	return names
 }
+
+// Case is one row of a command-line table: arguments and environment,
+// the exit status, and what the program must say (on stderr for a
+// refusal, on stdout for a run). Quick rows get the table's quick-run
+// arguments first.
+type Case struct {
+	Name  string
+	Env   []string
+	Args  []string
+	Code  int
+	Says  string
+	Quick bool
+}
+
+// Table runs every case as a subtest of t and requires of each: no panic,
+// the exit status, the message, and nothing left in the working
+// directory. A refusal must be one line prefixed with program's name once
+// ("mnist: …", never "mnist: mnist: …"), and for a row without the
+// quick-run arguments beforeWork checks it came before any work.
+func Table(t *testing.T, program string, quick []string, cases []Case, beforeWork func(t *testing.T, r Result)) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			args := c.Args
+			if c.Quick {
+				args = append(append([]string{}, quick...), args...)
+			}
+			r := Run(t, c.Env, args...)
+			if r.Panicked() {
+				t.Fatalf("panicked:\n%s", r.Stderr)
+			}
+			if r.Code != c.Code {
+				t.Fatalf("exit status %d, want %d; stderr:\n%s", r.Code, c.Code, r.Stderr)
+			}
+			out := r.Stdout
+			if c.Code != 0 {
+				out = r.Stderr
+				if !strings.HasPrefix(r.Stderr, program+": ") || strings.Contains(r.Stderr, program+": "+program+":") {
+					t.Fatalf("stderr does not start with %q once: %s", program+": ", r.Stderr)
+				}
+				if !c.Quick && beforeWork != nil {
+					beforeWork(t, r)
+				}
+			}
+			if !strings.Contains(out, c.Says) {
+				t.Fatalf("output does not contain %q:\n%s", c.Says, out)
+			}
+			if left := r.Left(t); len(left) > 0 {
+				t.Fatalf("files left behind: %v", left)
+			}
+		})
+	}
+}
