@@ -17,6 +17,12 @@ type CausalSelfAttention struct {
 	QKV     *Linear
 	Proj    *Linear
 	Dropout Dropout
+	// Unfused builds attention from separate ops (slices, permutes,
+	// batched GEMMs, mask, softmax) instead of the fused
+	// ops.CausalAttention; the two agree to float32 rounding. Tests and
+	// comparisons use it; attention dropout also needs it (the fused op
+	// has none).
+	Unfused bool
 }
 
 // NewCausalSelfAttention creates the attention layer; embd must be a
@@ -44,6 +50,9 @@ func (a *CausalSelfAttention) Forward(x *graph.Node) *graph.Node {
 	bsz, t, c := s[0], s[1], s[2]
 	h, d := a.Heads, c/a.Heads
 	qkv := a.QKV.Forward(x) // [B T 3C]
+	if !a.Unfused && a.Dropout.P == 0 {
+		return a.Dropout.Forward(a.Proj.Forward(ops.CausalAttention(qkv, h)))
+	}
 	head := func(i int) *graph.Node {
 		part := ops.Slice(qkv, 2, i*c, (i+1)*c)                         // [B T C]
 		return ops.Permute(ops.Reshape(part, bsz, t, h, d), 0, 2, 1, 3) // [B H T D]
@@ -75,6 +84,9 @@ type GPTConfig struct {
 	// embeddings (0 for none); Seed seeds the masks.
 	Dropout float32
 	Seed    uint64
+	// UnfusedAttention builds every block's attention from separate ops
+	// (see CausalSelfAttention.Unfused).
+	UnfusedAttention bool
 }
 
 // Validate reports a configuration that cannot build.
@@ -122,6 +134,7 @@ func NewGPT(b *Builder, name string, cfg GPTConfig) (*GPT, error) {
 		if err != nil {
 			return nil, err
 		}
+		attn.Unfused = cfg.UnfusedAttention
 		mlp := hs.Scope("mlp")
 		m.Blocks = append(m.Blocks, &Block{
 			Name:    hs.Name(""),

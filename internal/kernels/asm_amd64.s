@@ -2616,3 +2616,1034 @@ transpose16_loop:
 transpose16_done:
 	VZEROUPPER
 	RET
+
+// func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm8x1AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	TESTQ   AX, AX
+	JZ      rowGemm8x1AVX512_store
+
+rowGemm8x1AVX512_loop:
+	VMOVUPS.Z    (BX), K1, Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z9, Z8, Z0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z10
+	VFMADD231PS  Z10, Z8, Z1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z9
+	VFMADD231PS  Z9, Z8, Z2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z10
+	VFMADD231PS  Z10, Z8, Z3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z9
+	VFMADD231PS  Z9, Z8, Z4
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z10
+	VFMADD231PS  Z10, Z8, Z5
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Z9
+	VFMADD231PS  Z9, Z8, Z6
+	ADDQ         DX, R13
+	VBROADCASTSS (R14), Z10
+	VFMADD231PS  Z10, Z8, Z7
+	ADDQ         DX, R14
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm8x1AVX512_loop
+
+rowGemm8x1AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), DX
+	TESTQ     DX, DX
+	JZ        rowGemm8x1AVX512_write
+	MOVQ      AX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z0, Z0
+	ADDQ      CX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z1, Z1
+	ADDQ      CX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z2, Z2
+	ADDQ      CX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z3, Z3
+	ADDQ      CX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z4, Z4
+	ADDQ      CX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z5, Z5
+	ADDQ      CX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z6, Z6
+	ADDQ      CX, DX
+	VMOVUPS.Z (DX), K1, Z8
+	VADDPS    Z8, Z7, Z7
+
+rowGemm8x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z7, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	TESTQ   AX, AX
+	JZ      rowGemm1x1AVX512_store
+
+rowGemm1x1AVX512_loop:
+	VMOVUPS.Z    (DX), K1, Z1
+	VBROADCASTSS (SI), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x1AVX512_loop
+
+rowGemm1x1AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), CX
+	TESTQ     CX, CX
+	JZ        rowGemm1x1AVX512_write
+	MOVQ      AX, CX
+	VMOVUPS.Z (CX), K1, Z1
+	VADDPS    Z1, Z0, Z0
+
+rowGemm1x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm8x2AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	TESTQ   AX, AX
+	JZ      rowGemm8x2AVX512_store
+
+rowGemm8x2AVX512_loop:
+	VMOVUPS      (BX), Z16
+	VMOVUPS.Z    64(BX), K1, Z17
+	VBROADCASTSS (DI), Z18
+	VFMADD231PS  Z18, Z16, Z0
+	VFMADD231PS  Z18, Z17, Z1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z19
+	VFMADD231PS  Z19, Z16, Z2
+	VFMADD231PS  Z19, Z17, Z3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z18
+	VFMADD231PS  Z18, Z16, Z4
+	VFMADD231PS  Z18, Z17, Z5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z19
+	VFMADD231PS  Z19, Z16, Z6
+	VFMADD231PS  Z19, Z17, Z7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z18
+	VFMADD231PS  Z18, Z16, Z8
+	VFMADD231PS  Z18, Z17, Z9
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z19
+	VFMADD231PS  Z19, Z16, Z10
+	VFMADD231PS  Z19, Z17, Z11
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Z18
+	VFMADD231PS  Z18, Z16, Z12
+	VFMADD231PS  Z18, Z17, Z13
+	ADDQ         DX, R13
+	VBROADCASTSS (R14), Z19
+	VFMADD231PS  Z19, Z16, Z14
+	VFMADD231PS  Z19, Z17, Z15
+	ADDQ         DX, R14
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm8x2AVX512_loop
+
+rowGemm8x2AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), DX
+	TESTQ     DX, DX
+	JZ        rowGemm8x2AVX512_write
+	MOVQ      AX, DX
+	VADDPS    (DX), Z0, Z0
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z1, Z1
+	ADDQ      CX, DX
+	VADDPS    (DX), Z2, Z2
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z3, Z3
+	ADDQ      CX, DX
+	VADDPS    (DX), Z4, Z4
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z5, Z5
+	ADDQ      CX, DX
+	VADDPS    (DX), Z6, Z6
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z7, Z7
+	ADDQ      CX, DX
+	VADDPS    (DX), Z8, Z8
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z9, Z9
+	ADDQ      CX, DX
+	VADDPS    (DX), Z10, Z10
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z11, Z11
+	ADDQ      CX, DX
+	VADDPS    (DX), Z12, Z12
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z13, Z13
+	ADDQ      CX, DX
+	VADDPS    (DX), Z14, Z14
+	VMOVUPS.Z 64(DX), K1, Z16
+	VADDPS    Z16, Z15, Z15
+
+rowGemm8x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z14, (AX)
+	VMOVUPS Z15, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	TESTQ   AX, AX
+	JZ      rowGemm1x2AVX512_store
+
+rowGemm1x2AVX512_loop:
+	VMOVUPS      (DX), Z2
+	VMOVUPS.Z    64(DX), K1, Z3
+	VBROADCASTSS (SI), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x2AVX512_loop
+
+rowGemm1x2AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), CX
+	TESTQ     CX, CX
+	JZ        rowGemm1x2AVX512_write
+	MOVQ      AX, CX
+	VADDPS    (CX), Z0, Z0
+	VMOVUPS.Z 64(CX), K1, Z2
+	VADDPS    Z2, Z1, Z1
+
+rowGemm1x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm8x3AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	VPXORD  Z20, Z20, Z20
+	VPXORD  Z21, Z21, Z21
+	VPXORD  Z22, Z22, Z22
+	VPXORD  Z23, Z23, Z23
+	TESTQ   AX, AX
+	JZ      rowGemm8x3AVX512_store
+
+rowGemm8x3AVX512_loop:
+	VMOVUPS      (BX), Z24
+	VMOVUPS      64(BX), Z25
+	VMOVUPS.Z    128(BX), K1, Z26
+	VBROADCASTSS (DI), Z27
+	VFMADD231PS  Z27, Z24, Z0
+	VFMADD231PS  Z27, Z25, Z1
+	VFMADD231PS  Z27, Z26, Z2
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z28
+	VFMADD231PS  Z28, Z24, Z3
+	VFMADD231PS  Z28, Z25, Z4
+	VFMADD231PS  Z28, Z26, Z5
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z27
+	VFMADD231PS  Z27, Z24, Z6
+	VFMADD231PS  Z27, Z25, Z7
+	VFMADD231PS  Z27, Z26, Z8
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z28
+	VFMADD231PS  Z28, Z24, Z9
+	VFMADD231PS  Z28, Z25, Z10
+	VFMADD231PS  Z28, Z26, Z11
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z27
+	VFMADD231PS  Z27, Z24, Z12
+	VFMADD231PS  Z27, Z25, Z13
+	VFMADD231PS  Z27, Z26, Z14
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z28
+	VFMADD231PS  Z28, Z24, Z15
+	VFMADD231PS  Z28, Z25, Z16
+	VFMADD231PS  Z28, Z26, Z17
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Z27
+	VFMADD231PS  Z27, Z24, Z18
+	VFMADD231PS  Z27, Z25, Z19
+	VFMADD231PS  Z27, Z26, Z20
+	ADDQ         DX, R13
+	VBROADCASTSS (R14), Z28
+	VFMADD231PS  Z28, Z24, Z21
+	VFMADD231PS  Z28, Z25, Z22
+	VFMADD231PS  Z28, Z26, Z23
+	ADDQ         DX, R14
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm8x3AVX512_loop
+
+rowGemm8x3AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), DX
+	TESTQ     DX, DX
+	JZ        rowGemm8x3AVX512_write
+	MOVQ      AX, DX
+	VADDPS    (DX), Z0, Z0
+	VADDPS    64(DX), Z1, Z1
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z2, Z2
+	ADDQ      CX, DX
+	VADDPS    (DX), Z3, Z3
+	VADDPS    64(DX), Z4, Z4
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z5, Z5
+	ADDQ      CX, DX
+	VADDPS    (DX), Z6, Z6
+	VADDPS    64(DX), Z7, Z7
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z8, Z8
+	ADDQ      CX, DX
+	VADDPS    (DX), Z9, Z9
+	VADDPS    64(DX), Z10, Z10
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z11, Z11
+	ADDQ      CX, DX
+	VADDPS    (DX), Z12, Z12
+	VADDPS    64(DX), Z13, Z13
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z14, Z14
+	ADDQ      CX, DX
+	VADDPS    (DX), Z15, Z15
+	VADDPS    64(DX), Z16, Z16
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z17, Z17
+	ADDQ      CX, DX
+	VADDPS    (DX), Z18, Z18
+	VADDPS    64(DX), Z19, Z19
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z20, Z20
+	ADDQ      CX, DX
+	VADDPS    (DX), Z21, Z21
+	VADDPS    64(DX), Z22, Z22
+	VMOVUPS.Z 128(DX), K1, Z24
+	VADDPS    Z24, Z23, Z23
+
+rowGemm8x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z18, (AX)
+	VMOVUPS Z19, 64(AX)
+	VMOVUPS Z20, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z21, (AX)
+	VMOVUPS Z22, 64(AX)
+	VMOVUPS Z23, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	TESTQ   AX, AX
+	JZ      rowGemm1x3AVX512_store
+
+rowGemm1x3AVX512_loop:
+	VMOVUPS      (DX), Z3
+	VMOVUPS      64(DX), Z4
+	VMOVUPS.Z    128(DX), K1, Z5
+	VBROADCASTSS (SI), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x3AVX512_loop
+
+rowGemm1x3AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), CX
+	TESTQ     CX, CX
+	JZ        rowGemm1x3AVX512_write
+	MOVQ      AX, CX
+	VADDPS    (CX), Z0, Z0
+	VADDPS    64(CX), Z1, Z1
+	VMOVUPS.Z 128(CX), K1, Z3
+	VADDPS    Z3, Z2, Z2
+
+rowGemm1x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm6x4AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	VPXORD  Z20, Z20, Z20
+	VPXORD  Z21, Z21, Z21
+	VPXORD  Z22, Z22, Z22
+	VPXORD  Z23, Z23, Z23
+	TESTQ   AX, AX
+	JZ      rowGemm6x4AVX512_store
+
+rowGemm6x4AVX512_loop:
+	VMOVUPS      (BX), Z24
+	VMOVUPS      64(BX), Z25
+	VMOVUPS      128(BX), Z26
+	VMOVUPS.Z    192(BX), K1, Z27
+	VBROADCASTSS (DI), Z28
+	VFMADD231PS  Z28, Z24, Z0
+	VFMADD231PS  Z28, Z25, Z1
+	VFMADD231PS  Z28, Z26, Z2
+	VFMADD231PS  Z28, Z27, Z3
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z29
+	VFMADD231PS  Z29, Z24, Z4
+	VFMADD231PS  Z29, Z25, Z5
+	VFMADD231PS  Z29, Z26, Z6
+	VFMADD231PS  Z29, Z27, Z7
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z28
+	VFMADD231PS  Z28, Z24, Z8
+	VFMADD231PS  Z28, Z25, Z9
+	VFMADD231PS  Z28, Z26, Z10
+	VFMADD231PS  Z28, Z27, Z11
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z29
+	VFMADD231PS  Z29, Z24, Z12
+	VFMADD231PS  Z29, Z25, Z13
+	VFMADD231PS  Z29, Z26, Z14
+	VFMADD231PS  Z29, Z27, Z15
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z28
+	VFMADD231PS  Z28, Z24, Z16
+	VFMADD231PS  Z28, Z25, Z17
+	VFMADD231PS  Z28, Z26, Z18
+	VFMADD231PS  Z28, Z27, Z19
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z29
+	VFMADD231PS  Z29, Z24, Z20
+	VFMADD231PS  Z29, Z25, Z21
+	VFMADD231PS  Z29, Z26, Z22
+	VFMADD231PS  Z29, Z27, Z23
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm6x4AVX512_loop
+
+rowGemm6x4AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), DX
+	TESTQ     DX, DX
+	JZ        rowGemm6x4AVX512_write
+	MOVQ      AX, DX
+	VADDPS    (DX), Z0, Z0
+	VADDPS    64(DX), Z1, Z1
+	VADDPS    128(DX), Z2, Z2
+	VMOVUPS.Z 192(DX), K1, Z24
+	VADDPS    Z24, Z3, Z3
+	ADDQ      CX, DX
+	VADDPS    (DX), Z4, Z4
+	VADDPS    64(DX), Z5, Z5
+	VADDPS    128(DX), Z6, Z6
+	VMOVUPS.Z 192(DX), K1, Z24
+	VADDPS    Z24, Z7, Z7
+	ADDQ      CX, DX
+	VADDPS    (DX), Z8, Z8
+	VADDPS    64(DX), Z9, Z9
+	VADDPS    128(DX), Z10, Z10
+	VMOVUPS.Z 192(DX), K1, Z24
+	VADDPS    Z24, Z11, Z11
+	ADDQ      CX, DX
+	VADDPS    (DX), Z12, Z12
+	VADDPS    64(DX), Z13, Z13
+	VADDPS    128(DX), Z14, Z14
+	VMOVUPS.Z 192(DX), K1, Z24
+	VADDPS    Z24, Z15, Z15
+	ADDQ      CX, DX
+	VADDPS    (DX), Z16, Z16
+	VADDPS    64(DX), Z17, Z17
+	VADDPS    128(DX), Z18, Z18
+	VMOVUPS.Z 192(DX), K1, Z24
+	VADDPS    Z24, Z19, Z19
+	ADDQ      CX, DX
+	VADDPS    (DX), Z20, Z20
+	VADDPS    64(DX), Z21, Z21
+	VADDPS    128(DX), Z22, Z22
+	VMOVUPS.Z 192(DX), K1, Z24
+	VADDPS    Z24, Z23, Z23
+
+rowGemm6x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm1x4AVX512(SB), NOSPLIT, $0-80
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	TESTQ   AX, AX
+	JZ      rowGemm1x4AVX512_store
+
+rowGemm1x4AVX512_loop:
+	VMOVUPS      (DX), Z4
+	VMOVUPS      64(DX), Z5
+	VMOVUPS      128(DX), Z6
+	VMOVUPS.Z    192(DX), K1, Z7
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x4AVX512_loop
+
+rowGemm1x4AVX512_store:
+	MOVQ      c+48(FP), AX
+	MOVQ      ldc+56(FP), CX
+	SHLQ      $0x02, CX
+	MOVQ      acc+72(FP), CX
+	TESTQ     CX, CX
+	JZ        rowGemm1x4AVX512_write
+	MOVQ      AX, CX
+	VADDPS    (CX), Z0, Z0
+	VADDPS    64(CX), Z1, Z1
+	VADDPS    128(CX), Z2, Z2
+	VMOVUPS.Z 192(CX), K1, Z4
+	VADDPS    Z4, Z3, Z3
+
+rowGemm1x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func expSumAVX512(y *float32, x *float32, blocks int, mask uint16, scale float32, shift float32, out *[16]float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·expSumAVX512(SB), NOSPLIT, $0-48
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVWLZX      mask+24(FP), BX
+	KMOVW        BX, K1
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z10
+	MOVL         $0x42ae0000, BX
+	VPBROADCASTD BX, Z11
+	MOVL         $0xc2ae0000, BX
+	VPBROADCASTD BX, Z12
+	MOVL         $0x3fb8aa3b, BX
+	VPBROADCASTD BX, Z13
+	MOVL         $0x3f317200, BX
+	VPBROADCASTD BX, Z14
+	MOVL         $0x35bfbe8e, BX
+	VPBROADCASTD BX, Z15
+	MOVL         $0x39500d01, BX
+	VPBROADCASTD BX, Z16
+	MOVL         $0x3ab60b61, BX
+	VPBROADCASTD BX, Z17
+	MOVL         $0x3c088889, BX
+	VPBROADCASTD BX, Z18
+	MOVL         $0x3d2aaaab, BX
+	VPBROADCASTD BX, Z19
+	MOVL         $0x3e2aaaab, BX
+	VPBROADCASTD BX, Z20
+	MOVL         $0x3f000000, BX
+	VPBROADCASTD BX, Z21
+	MOVL         $0x3f000000, BX
+	VPBROADCASTD BX, Z22
+	MOVL         $0xbf000000, BX
+	VPBROADCASTD BX, Z23
+	MOVL         $0x0000007f, BX
+	VPBROADCASTD BX, Z24
+	MOVSS        scale+28(FP), X0
+	VBROADCASTSS X0, Z26
+	MOVSS        shift+32(FP), X0
+	VBROADCASTSS X0, Z27
+	VPXORD       Z28, Z28, Z28
+	TESTQ        DX, DX
+	JZ           expSumAVX512_done
+
+expSumAVX512_loop:
+	VMOVUPS    (CX), Z0
+	VMULPS     Z26, Z0, Z0
+	VSUBPS     Z27, Z0, Z0
+	VMINPS     Z11, Z0, Z0
+	VMAXPS     Z12, Z0, Z0
+	VMULPS     Z13, Z0, Z1
+	VADDPS     Z22, Z1, Z2
+	VCVTTPS2DQ Z2, Z2
+	VSUBPS     Z22, Z1, Z3
+	VCVTTPS2DQ Z3, Z3
+	VCMPPS     $0x01, Z23, Z1, K2
+	VPBLENDMD  Z3, Z2, K2, Z2
+	VCVTDQ2PS  Z2, Z5
+	VMULPS     Z14, Z5, Z4
+	VSUBPS     Z4, Z0, Z4
+	VMULPS     Z15, Z5, Z3
+	VSUBPS     Z3, Z4, Z4
+	VMULPS     Z16, Z4, Z0
+	VADDPS     Z17, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z18, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z19, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z20, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z21, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z10, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z10, Z0, Z0
+	VPADDD     Z24, Z2, Z2
+	VPSLLD     $0x17, Z2, Z2
+	VMULPS     Z2, Z0, Z0
+	VMOVUPS    Z0, (AX)
+	VADDPS     Z0, Z28, Z28
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, AX
+	DECQ       DX
+	JNZ        expSumAVX512_loop
+
+expSumAVX512_done:
+	KORTESTW   K1, K1
+	JZ         expSumAVX512_end
+	VMOVUPS.Z  (CX), K1, Z0
+	VMULPS     Z26, Z0, Z0
+	VSUBPS     Z27, Z0, Z0
+	VMINPS     Z11, Z0, Z0
+	VMAXPS     Z12, Z0, Z0
+	VMULPS     Z13, Z0, Z1
+	VADDPS     Z22, Z1, Z2
+	VCVTTPS2DQ Z2, Z2
+	VSUBPS     Z22, Z1, Z3
+	VCVTTPS2DQ Z3, Z3
+	VCMPPS     $0x01, Z23, Z1, K2
+	VPBLENDMD  Z3, Z2, K2, Z2
+	VCVTDQ2PS  Z2, Z5
+	VMULPS     Z14, Z5, Z4
+	VSUBPS     Z4, Z0, Z4
+	VMULPS     Z15, Z5, Z3
+	VSUBPS     Z3, Z4, Z4
+	VMULPS     Z16, Z4, Z0
+	VADDPS     Z17, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z18, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z19, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z20, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z21, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z10, Z0, Z0
+	VMULPS     Z0, Z4, Z0
+	VADDPS     Z10, Z0, Z0
+	VPADDD     Z24, Z2, Z2
+	VPSLLD     $0x17, Z2, Z2
+	VMULPS     Z2, Z0, Z0
+	VMOVUPS    Z0, K1, (AX)
+	VADDPS     Z0, Z28, K1, Z28
+
+expSumAVX512_end:
+	MOVQ    out+40(FP), AX
+	VMOVUPS Z28, (AX)
+	VZEROUPPER
+	RET
+
+// func rowMaxAVX512(x *float32, blocks int, mask uint16, out *[16]float32)
+// Requires: AVX, AVX512F
+TEXT ·rowMaxAVX512(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVWLZX      mask+16(FP), DX
+	KMOVW        DX, K1
+	MOVL         $0xff800000, DX
+	VPBROADCASTD DX, Z0
+	TESTQ        CX, CX
+	JZ           rowMaxAVX512_done
+
+rowMaxAVX512_loop:
+	VMAXPS (AX), Z0, Z0
+	ADDQ   $0x00000040, AX
+	DECQ   CX
+	JNZ    rowMaxAVX512_loop
+
+rowMaxAVX512_done:
+	VMAXPS  (AX), Z0, K1, Z0
+	MOVQ    out+24(FP), AX
+	VMOVUPS Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func softmaxGradRowAVX512(ds *float32, p *float32, dp *float32, blocks int, mask uint16, d float32, scale float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·softmaxGradRowAVX512(SB), NOSPLIT, $0-44
+	MOVQ         ds+0(FP), AX
+	MOVQ         p+8(FP), CX
+	MOVQ         dp+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVWLZX      mask+32(FP), SI
+	KMOVW        SI, K1
+	MOVSS        d+36(FP), X0
+	VBROADCASTSS X0, Z10
+	MOVSS        scale+40(FP), X0
+	VBROADCASTSS X0, Z11
+	TESTQ        BX, BX
+	JZ           softmaxGradRowAVX512_done
+
+softmaxGradRowAVX512_loop:
+	VMOVUPS (DX), Z0
+	VSUBPS  Z10, Z0, Z0
+	VMULPS  (CX), Z0, Z0
+	VMULPS  Z11, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	DECQ    BX
+	JNZ     softmaxGradRowAVX512_loop
+
+softmaxGradRowAVX512_done:
+	VMOVUPS.Z (DX), K1, Z0
+	VMOVUPS.Z (CX), K1, Z1
+	VSUBPS    Z10, Z0, Z0
+	VMULPS    Z1, Z0, Z0
+	VMULPS    Z11, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+	VZEROUPPER
+	RET

@@ -118,3 +118,73 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 	fp16EncodeAVX512(&dst[0], &src[0], blocks, scale)
 	return blocks * 16
 }
+
+// rowKernel is the signature of the row-GEMM kernels.
+type rowKernel func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+
+// rowKernels holds, per vectors per row (1–4), the multi-row kernel
+// (rowGemmRows rows) and the one-row kernel.
+var rowKernels = [4][2]rowKernel{
+	{rowGemm8x1AVX512, rowGemm1x1AVX512}, {rowGemm8x2AVX512, rowGemm1x2AVX512},
+	{rowGemm8x3AVX512, rowGemm1x3AVX512}, {rowGemm6x4AVX512, rowGemm1x4AVX512},
+}
+
+// rowGemmRows is the row count of the nv-vector row-GEMM kernel (as in
+// asmgen).
+func rowGemmRows(nv int) int { return min(8, 24/nv) }
+
+// rowGemmVector runs RowGemm on the vector kernels (operands already
+// bounds-checked) and reports whether it could.
+func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) bool {
+	if !hasAVX512 {
+		return false
+	}
+	add := b2i(acc)
+	for j := 0; j < n; j += 64 {
+		cols := min(64, n-j)
+		nv := (cols + 15) / 16
+		mask := uint16(1<<(cols-16*(nv-1)) - 1)
+		full, one := rowKernels[nv-1][0], rowKernels[nv-1][1]
+		mr := rowGemmRows(nv)
+		i := 0
+		for ; i+mr <= m; i += mr {
+			full(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add)
+		}
+		for ; i < m; i++ {
+			one(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add)
+		}
+	}
+	return true
+}
+
+// expSumVector runs ExpSum's vector kernel over all of x and reports
+// whether it could.
+func expSumVector(y, x []float32, scale, shift float32, lanes *[16]float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	blocks, mask := tailMask(len(x))
+	expSumAVX512(&y[0], &x[0], blocks, mask, scale, shift, lanes)
+	return true
+}
+
+// rowMaxVector runs RowMax's vector kernel and reports whether it could.
+func rowMaxVector(x []float32, lanes *[16]float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	blocks, mask := tailMask(len(x))
+	rowMaxAVX512(&x[0], blocks, mask, lanes)
+	return true
+}
+
+// softmaxGradRowVector runs SoftmaxGradRow's vector kernel and reports
+// whether it could.
+func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	blocks, mask := tailMask(len(p))
+	softmaxGradRowAVX512(&ds[0], &p[0], &dp[0], blocks, mask, d, scale)
+	return true
+}

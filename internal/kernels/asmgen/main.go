@@ -40,6 +40,13 @@ func main() {
 	bf16Pack("F32")
 	bf16Pack("FP8")
 	transpose16()
+	for nv := 1; nv <= 4; nv++ {
+		rowGemmKernel(fmt.Sprintf("rowGemm%dx%dAVX512", rowGemmRows(nv), nv), rowGemmRows(nv), nv)
+		rowGemmKernel(fmt.Sprintf("rowGemm1x%dAVX512", nv), 1, nv)
+	}
+	expSum()
+	rowMax()
+	softmaxGradRow()
 	Generate()
 }
 

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The kernels of the fused attention (kernels/attention.go): a row GEMM
+// that reads A by broadcasts at any strides, so that transposed tiles
+// cost nothing, and the softmax row passes.
+
+// rowGemmKernel emits C[mr × n] = A·B, or C += A·B with acc ≠ 0, for
+// n ≤ 16·nv: A[r][p] is read by broadcast at a + r·rsA + p·csA (elements),
+// B's rows are ldb apart and contiguous, and the last vector of every row
+// of B and C is masked by mask (masked-off lanes are neither read nor
+// written). Its Go twin is rowGemmGo.
+func rowGemmKernel(name string, mr, nv int) {
+	TEXT(name, NOSPLIT, "func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes C[%d×n] (+)= A·B for n ≤ %d, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).", name, mr, 16*nv))
+	k := Load(Param("k"), GP64())
+	rs := Load(Param("rsA"), GP64())
+	SHLQ(U8(2), rs)
+	cs := Load(Param("csA"), GP64())
+	SHLQ(U8(2), cs)
+	b := Load(Param("b"), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(U8(2), ldb)
+	m := Load(Param("mask"), GP32())
+	KMOVW(m, K1)
+	rows := make([]Register, mr)
+	rows[0] = Load(Param("a"), GP64())
+	for r := 1; r < mr; r++ {
+		rows[r] = GP64()
+		MOVQ(rows[r-1], rows[r])
+		ADDQ(rs, rows[r])
+	}
+	acc := func(r, j int) VecPhysical { return zmm(r*nv + j) }
+	breg := func(j int) VecPhysical { return zmm(mr*nv + j) }
+	areg := func(r int) VecPhysical { return zmm(mr*nv + nv + r%2) }
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VPXORD(acc(r, j), acc(r, j), acc(r, j))
+		}
+	}
+	TESTQ(k, k)
+	JZ(LabelRef(name + "_store"))
+	Label(name + "_loop")
+	for j := 0; j < nv-1; j++ {
+		VMOVUPS(Mem{Base: b, Disp: 64 * j}, breg(j))
+	}
+	VMOVUPS_Z(Mem{Base: b, Disp: 64 * (nv - 1)}, K1, breg(nv-1))
+	for r := 0; r < mr; r++ {
+		VBROADCASTSS(Mem{Base: rows[r]}, areg(r))
+		for j := 0; j < nv; j++ {
+			VFMADD231PS(areg(r), breg(j), acc(r, j))
+		}
+		ADDQ(cs, rows[r])
+	}
+	ADDQ(ldb, b)
+	DECQ(k)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_store")
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	add := Load(Param("acc"), GP64())
+	TESTQ(add, add)
+	JZ(LabelRef(name + "_write"))
+	// C += A·B: the old C is added to the finished products.
+	cc := GP64()
+	MOVQ(c, cc)
+	tmp := breg(0)
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv-1; j++ {
+			VADDPS(Mem{Base: cc, Disp: 64 * j}, acc(r, j), acc(r, j))
+		}
+		VMOVUPS_Z(Mem{Base: cc, Disp: 64 * (nv - 1)}, K1, tmp)
+		VADDPS(tmp, acc(r, nv-1), acc(r, nv-1))
+		if r+1 < mr {
+			ADDQ(ldc, cc)
+		}
+	}
+	Label(name + "_write")
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv-1; j++ {
+			VMOVUPS(acc(r, j), Mem{Base: c, Disp: 64 * j})
+		}
+		VMOVUPS(acc(r, nv-1), K1, Mem{Base: c, Disp: 64 * (nv - 1)})
+		if r+1 < mr {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// expRegs holds the constants of kernels.fastExp broadcast into vector
+// registers.
+type expRegs struct {
+	one, lim, negLim, log2e, ln2hi, ln2lo, p0, p1, p2, p3, p4, p5, zp5, znp5, b127 VecPhysical
+}
+
+// newExpRegs broadcasts fastExp's constants into registers from next on
+// and returns the first register after them.
+func newExpRegs(next int) (expRegs, int) {
+	reg := func(v uint32) VecPhysical {
+		z := zmm(next)
+		next++
+		r := GP32()
+		MOVL(U32(v), r)
+		VPBROADCASTD(r, z)
+		return z
+	}
+	k := expRegs{
+		one: reg(f32(1)), lim: reg(f32(87)), negLim: reg(f32(-87)), log2e: reg(f32(1.4426950408889634)),
+		ln2hi: reg(f32(0.693145751953125)), ln2lo: reg(f32(1.428606765330187e-06)),
+		p0: reg(f32(1.0 / 5040)), p1: reg(f32(1.0 / 720)), p2: reg(f32(1.0 / 120)), p3: reg(f32(1.0 / 24)),
+		p4: reg(f32(1.0 / 6)), p5: reg(f32(1.0 / 2)), zp5: reg(f32(0.5)), znp5: reg(f32(-0.5)), b127: reg(127),
+	}
+	return k, next
+}
+
+// fastExp emits e = fastExp(e) (kernels.fastExp: the same operations in
+// the same order, no fused multiply-add), using t, tmp, tmp2, r and nn as
+// scratch; tmp is left holding the biased exponent bits.
+func fastExp(k expRegs, e, t, tmp, tmp2, r, nn VecPhysical) {
+	VMINPS(k.lim, e, e)
+	VMAXPS(k.negLim, e, e)
+	VMULPS(k.log2e, e, t) // t = x·log2e
+	// n = trunc(t+0.5), or trunc(t−0.5) where t < −0.5
+	VADDPS(k.zp5, t, tmp)
+	VCVTTPS2DQ(tmp, tmp)
+	VSUBPS(k.zp5, t, tmp2)
+	VCVTTPS2DQ(tmp2, tmp2)
+	VCMPPS(U8(1), k.znp5, t, K2) // t < −0.5
+	VPBLENDMD(tmp2, tmp, K2, tmp)
+	VCVTDQ2PS(tmp, nn)
+	// r = (x − n·ln2hi) − n·ln2lo
+	VMULPS(k.ln2hi, nn, r)
+	VSUBPS(r, e, r)
+	VMULPS(k.ln2lo, nn, tmp2)
+	VSUBPS(tmp2, r, r)
+	// p = 1 + r·(1 + r·(1/2 + r·(1/6 + r·(1/24 + r·(1/120 + r·(1/720 + r/5040))))))
+	VMULPS(k.p0, r, e)
+	VADDPS(k.p1, e, e)
+	for _, c := range []VecPhysical{k.p2, k.p3, k.p4, k.p5, k.one} {
+		VMULPS(e, r, e)
+		VADDPS(c, e, e)
+	}
+	VMULPS(e, r, e)
+	VADDPS(k.one, e, e)
+	// ·2^n
+	VPADDD(k.b127, tmp, tmp)
+	VPSLLD(U8(23), tmp, tmp)
+	VMULPS(tmp, e, e)
+}
+
+// expSum emits y = fastExp(x·scale − shift) over 16·blocks values and a
+// masked last vector (mask: its valid lanes), keeping 16 lane sums of y
+// that it stores to out. Its Go twin is expSumGo.
+func expSum() {
+	name := "expSumAVX512"
+	TEXT(name, NOSPLIT, "func(y, x *float32, blocks int, mask uint16, scale, shift float32, out *[16]float32)")
+	Pragma("noescape")
+	Doc(name + " writes y = fastExp(x·scale − shift) and the lane sums of y over 16·blocks values and a masked last vector; its Go twin is expSumGo (attention.go) (AVX-512F).")
+	y := Load(Param("y"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("blocks"), GP64())
+	m := Load(Param("mask"), GP32())
+	KMOVW(m, K1)
+	k, _ := newExpRegs(10)
+	scale, shift, sum := Z26, Z27, Z28
+	VBROADCASTSS(Load(Param("scale"), XMM()), scale)
+	VBROADCASTSS(Load(Param("shift"), XMM()), shift)
+	VPXORD(sum, sum, sum)
+	e, t, tmp, tmp2, r, nn := Z0, Z1, Z2, Z3, Z4, Z5
+	body := func() {
+		VMULPS(scale, e, e)
+		VSUBPS(shift, e, e)
+		fastExp(k, e, t, tmp, tmp2, r, nn)
+	}
+	loop(name, n, func() {
+		VMOVUPS(Mem{Base: x}, e)
+		body()
+		VMOVUPS(e, Mem{Base: y})
+		VADDPS(e, sum, sum)
+		ADDQ(U32(64), x)
+		ADDQ(U32(64), y)
+	})
+	KORTESTW(K1, K1)
+	JZ(LabelRef(name + "_end"))
+	VMOVUPS_Z(Mem{Base: x}, K1, e)
+	body()
+	VMOVUPS(e, K1, Mem{Base: y})
+	VADDPS(e, sum, K1, sum)
+	Label(name + "_end")
+	out := Load(Param("out"), GP64())
+	VMOVUPS(sum, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// rowMax emits the 16 lane maxima of 16·blocks values and a masked last
+// vector (masked-off lanes keep −∞), stored to out. Its Go twin is
+// rowMaxGo.
+func rowMax() {
+	name := "rowMaxAVX512"
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int, mask uint16, out *[16]float32)")
+	Pragma("noescape")
+	Doc(name + " stores the lane maxima of 16·blocks values and a masked last vector; its Go twin is rowMaxGo (attention.go) (AVX-512F).")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("blocks"), GP64())
+	m := Load(Param("mask"), GP32())
+	KMOVW(m, K1)
+	acc := Z0
+	r := GP32()
+	MOVL(U32(0xFF800000), r) // −∞
+	VPBROADCASTD(r, acc)
+	loop(name, n, func() {
+		VMAXPS(Mem{Base: x}, acc, acc)
+		ADDQ(U32(64), x)
+	})
+	VMAXPS(Mem{Base: x}, acc, K1, acc)
+	out := Load(Param("out"), GP64())
+	VMOVUPS(acc, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// softmaxGradRow emits ds = (p·(dp − d))·scale over 16·blocks values
+// and a masked last vector. Its Go twin is softmaxGradRowGo.
+func softmaxGradRow() {
+	name := "softmaxGradRowAVX512"
+	TEXT(name, NOSPLIT, "func(ds, p, dp *float32, blocks int, mask uint16, d, scale float32)")
+	Pragma("noescape")
+	Doc(name + " writes ds = (p·(dp − d))·scale over 16·blocks values and a masked last vector; its Go twin is softmaxGradRowGo (attention.go) (AVX-512F).")
+	ds := Load(Param("ds"), GP64())
+	p := Load(Param("p"), GP64())
+	dp := Load(Param("dp"), GP64())
+	n := Load(Param("blocks"), GP64())
+	m := Load(Param("mask"), GP32())
+	KMOVW(m, K1)
+	d, scale := Z10, Z11
+	VBROADCASTSS(Load(Param("d"), XMM()), d)
+	VBROADCASTSS(Load(Param("scale"), XMM()), scale)
+	loop(name, n, func() {
+		VMOVUPS(Mem{Base: dp}, Z0)
+		VSUBPS(d, Z0, Z0)
+		VMULPS(Mem{Base: p}, Z0, Z0)
+		VMULPS(scale, Z0, Z0)
+		VMOVUPS(Z0, Mem{Base: ds})
+		ADDQ(U32(64), ds)
+		ADDQ(U32(64), p)
+		ADDQ(U32(64), dp)
+	})
+	VMOVUPS_Z(Mem{Base: dp}, K1, Z0)
+	VMOVUPS_Z(Mem{Base: p}, K1, Z1)
+	VSUBPS(d, Z0, Z0)
+	VMULPS(Z1, Z0, Z0)
+	VMULPS(scale, Z0, Z0)
+	VMOVUPS(Z0, K1, Mem{Base: ds})
+	VZEROUPPER()
+	RET()
+}
+
+// rowGemmRows is the row count of the row-GEMM kernel with nv vectors a
+// row: as many accumulators as leave room for B and two broadcasts,
+// and at most 8 rows (one general register each).
+func rowGemmRows(nv int) int { return min(8, 24/nv) }

@@ -1,0 +1,228 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestRowGemmMatchesReference checks the row GEMM on the vector kernels
+// and its twin against float64 products, for plain and transposed A,
+// overwrite and accumulate, every tail width, with guard values around C.
+func TestRowGemmMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, s := range []struct{ m, n, k int }{{1, 1, 1}, {3, 5, 2}, {8, 16, 7}, {9, 17, 33}, {6, 64, 32}, {13, 70, 64}, {20, 130, 5}, {7, 48, 1}} {
+		for _, trans := range []bool{false, true} {
+			for _, acc := range []bool{false, true} {
+				name := fmt.Sprintf("%dx%dx%d/trans=%v/acc=%v", s.m, s.n, s.k, trans, acc)
+				t.Run(name, func(t *testing.T) {
+					a := randSlice(rng, s.m*s.k)
+					rsA, csA := s.k, 1
+					if trans {
+						rsA, csA = 1, s.m
+					}
+					ldb, ldc := s.n+3, s.n+5
+					b := randSlice(rng, s.k*ldb)
+					c0 := make([]float32, s.m*ldc)
+					for i := range c0 {
+						c0[i] = guard
+					}
+					for i := 0; i < s.m; i++ {
+						for j := 0; j < s.n; j++ {
+							c0[i*ldc+j] = rng.Float32() - 0.5
+						}
+					}
+					want := make([]float64, s.m*s.n)
+					for i := 0; i < s.m; i++ {
+						for j := 0; j < s.n; j++ {
+							var sum float64
+							for p := 0; p < s.k; p++ {
+								sum += float64(a[i*rsA+p*csA]) * float64(b[p*ldb+j])
+							}
+							if acc {
+								sum += float64(c0[i*ldc+j])
+							}
+							want[i*s.n+j] = sum
+						}
+					}
+					cv, cg := append([]float32(nil), c0...), append([]float32(nil), c0...)
+					RowGemm(s.m, s.n, s.k, a, rsA, csA, b, ldb, cv, ldc, acc)
+					rowGemmGo(s.m, s.n, s.k, a, rsA, csA, b, ldb, cg, ldc, acc)
+					for i := 0; i < s.m; i++ {
+						for j := 0; j < ldc; j++ {
+							o := i*ldc + j
+							if j >= s.n {
+								if cv[o] != guard || cg[o] != guard {
+									t.Fatalf("C[%d][%d] outside the tile written: %v / %v", i, j, cv[o], cg[o])
+								}
+								continue
+							}
+							w := want[i*s.n+j]
+							if d := math.Abs(float64(cv[o]) - w); d > 1e-5*(1+math.Abs(w)) {
+								t.Fatalf("vector C[%d][%d] = %v, want %v", i, j, cv[o], w)
+							}
+							if d := math.Abs(float64(cg[o]) - w); d > 1e-5*(1+math.Abs(w)) {
+								t.Fatalf("twin C[%d][%d] = %v, want %v", i, j, cg[o], w)
+							}
+							// Both round each multiply-add once, in the
+							// same order: an ulp apart on double-rounding
+							// ties at most.
+							if d := math.Abs(float64(cv[o] - cg[o])); d > 2e-7*(1+math.Abs(w)) {
+								t.Fatalf("C[%d][%d]: vector %v, twin %v", i, j, cv[o], cg[o])
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestSoftmaxRowKernelsMatchTwins checks ExpSum, RowMax and
+// SoftmaxGradRow against their Go twins bit for bit, at every length up
+// to 70 (every tail mask), and ExpSum against math.Exp.
+func TestSoftmaxRowKernelsMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for n := 1; n <= 70; n++ {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = 20 * (rng.Float32() - 0.5)
+		}
+		const scale = 0.17677669
+		shift := RowMax(x) * scale
+		var lanes [16]float32
+		rowMaxGo(x, &lanes)
+		m := lanes[0]
+		for _, v := range lanes[1:] {
+			m = max(m, v)
+		}
+		if m*scale != shift {
+			t.Fatalf("n=%d: RowMax·scale %v, twin %v", n, shift, m*scale)
+		}
+		yv, yg := make([]float32, n+1), make([]float32, n+1)
+		yv[n], yg[n] = guard, guard
+		sv := ExpSum(yv, x, scale, shift)
+		lanes = [16]float32{}
+		expSumGo(yg, x, scale, shift, &lanes)
+		sg := sumLanes(&lanes)
+		if sv != sg || yv[n] != guard {
+			t.Fatalf("n=%d: sum %v, twin %v (guard %v)", n, sv, sg, yv[n])
+		}
+		var exact float64
+		for i := range x {
+			if yv[i] != yg[i] {
+				t.Fatalf("n=%d: y[%d] = %v, twin %v", n, i, yv[i], yg[i])
+			}
+			w := math.Exp(float64(x[i])*scale - float64(shift))
+			exact += w
+			if math.Abs(float64(yv[i])-w) > 3e-7*w {
+				t.Fatalf("n=%d: exp %v, want %v", n, yv[i], w)
+			}
+		}
+		if math.Abs(float64(sv)-exact) > 1e-6*exact {
+			t.Fatalf("n=%d: sum %v, want %v", n, sv, exact)
+		}
+		dp := randSlice(rng, n)
+		dv, dg := make([]float32, n+1), make([]float32, n+1)
+		dv[n], dg[n] = guard, guard
+		SoftmaxGradRow(dv, yv[:n], dp, 0.3, scale)
+		softmaxGradRowGo(dg, yv[:n], dp, 0.3, scale)
+		for i := range dv {
+			if dv[i] != dg[i] {
+				t.Fatalf("n=%d: ds[%d] = %v, twin %v", n, i, dv[i], dg[i])
+			}
+		}
+	}
+}
+
+// naiveAttention is causal attention in float64 from its definition:
+// per head softmax(mask(q·kᵀ·scale))·v, and the gradients of qkv for an
+// upstream gradient dy.
+func naiveAttention(b, t, h, d int, scale float64, qkv, dy []float32) (y, dqkv []float64) {
+	c := h * d
+	y, dqkv = make([]float64, b*t*c), make([]float64, b*t*3*c)
+	at := func(bi, i, part, hi, p int) int { return (bi*t+i)*3*c + part*c + hi*d + p }
+	for bi := 0; bi < b; bi++ {
+		for hi := 0; hi < h; hi++ {
+			for i := 0; i < t; i++ {
+				s := make([]float64, i+1)
+				mx := math.Inf(-1)
+				for j := 0; j <= i; j++ {
+					for p := 0; p < d; p++ {
+						s[j] += float64(qkv[at(bi, i, 0, hi, p)]) * float64(qkv[at(bi, j, 1, hi, p)])
+					}
+					s[j] *= scale
+					mx = math.Max(mx, s[j])
+				}
+				var sum float64
+				for j := range s {
+					s[j] = math.Exp(s[j] - mx)
+					sum += s[j]
+				}
+				for j := range s {
+					s[j] /= sum
+				}
+				g := dy[(bi*t+i)*c+hi*d:]
+				dp := make([]float64, i+1)
+				var dd float64
+				for j := range s {
+					for p := 0; p < d; p++ {
+						v := float64(qkv[at(bi, j, 2, hi, p)])
+						y[(bi*t+i)*c+hi*d+p] += s[j] * v
+						dp[j] += float64(g[p]) * v
+						dqkv[at(bi, j, 2, hi, p)] += s[j] * float64(g[p])
+					}
+					dd += s[j] * dp[j]
+				}
+				for j := range s {
+					ds := s[j] * (dp[j] - dd) * scale
+					for p := 0; p < d; p++ {
+						dqkv[at(bi, i, 0, hi, p)] += ds * float64(qkv[at(bi, j, 1, hi, p)])
+						dqkv[at(bi, j, 1, hi, p)] += ds * float64(qkv[at(bi, i, 0, hi, p)])
+					}
+				}
+			}
+		}
+	}
+	return y, dqkv
+}
+
+// TestAttentionMatchesDefinition checks the fused forward and backward
+// against the float64 definition on shapes that cover one tile, tile
+// edges, several tiles, chunk edges and head widths that are not
+// multiples of 16.
+func TestAttentionMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, s := range []struct{ b, t, h, d int }{{1, 1, 1, 4}, {2, 5, 2, 8}, {1, 17, 3, 16}, {2, 64, 4, 32}, {1, 70, 2, 24}, {1, 150, 1, 48}, {1, 33, 2, 80}} {
+		t.Run(fmt.Sprintf("B%dT%dH%dD%d", s.b, s.t, s.h, s.d), func(t *testing.T) {
+			c := s.h * s.d
+			qkv, dy := randSlice(rng, s.b*s.t*3*c), randSlice(rng, s.b*s.t*c)
+			for i := range qkv {
+				qkv[i] *= 3
+			}
+			scale := 1 / math.Sqrt(float64(s.d))
+			a := NewAttention(s.b, s.t, s.h, s.d, float32(scale), 1)
+			y, lse, dqkv := make([]float32, len(dy)), make([]float32, s.b*s.h*s.t), make([]float32, len(qkv))
+			for i := range dqkv {
+				dqkv[i] = guard
+			}
+			for bh := 0; bh < a.Heads(); bh++ {
+				a.Forward(0, bh, qkv, y, lse)
+			}
+			for bh := 0; bh < a.Heads(); bh++ {
+				a.Backward(0, bh, qkv, y, lse, dy, dqkv)
+			}
+			wy, wd := naiveAttention(s.b, s.t, s.h, s.d, scale, qkv, dy)
+			check := func(what string, got []float32, want []float64) {
+				for i, w := range want {
+					if d := math.Abs(float64(got[i]) - w); !(d <= 2e-5*(1+math.Abs(w))) {
+						t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], w)
+					}
+				}
+			}
+			check("y", y, wy)
+			check("dqkv", dqkv, wd)
+		})
+	}
+}

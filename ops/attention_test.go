@@ -1,0 +1,107 @@
+package ops_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+)
+
+// unfusedAttention is causal self-attention from the unfused ops, the
+// graph nn built before the fused op: heads sliced and permuted out of
+// qkv, softmax(mask(q·kᵀ/√D))·v, heads permuted back.
+func unfusedAttention(qkv *graph.Node, heads int) *graph.Node {
+	s := qkv.Shape()
+	b, t, c := s[0], s[1], s[2]/3
+	d := c / heads
+	head := func(i int) *graph.Node {
+		return ops.Permute(ops.Reshape(ops.Slice(qkv, 2, i*c, (i+1)*c), b, t, heads, d), 0, 2, 1, 3)
+	}
+	att := ops.Scale(ops.BatchMatMul(head(0), head(1), false, true), float32(1/math.Sqrt(float64(d))))
+	y := ops.BatchMatMul(ops.Softmax(ops.CausalMask(att)), head(2), false, false)
+	return ops.Reshape(ops.Permute(y, 0, 2, 1, 3), b, t, c)
+}
+
+// TestGradCausalAttention checks the fused op's gradient against finite
+// differences, on one tile and on several (T = 70 crosses a tile edge).
+func TestGradCausalAttention(t *testing.T) {
+	checkGrad(t, gradCase{name: "fused attention", params: []graph.Shape{s(2, 5, 3*8)},
+		build: func(ps, _ []*graph.Node) *graph.Node { return ops.CausalAttention(ps[0], 2) }})
+	checkGrad(t, gradCase{name: "fused attention, two tiles", params: []graph.Shape{s(1, 70, 3*16)}, sample: 300,
+		build: func(ps, _ []*graph.Node) *graph.Node { return ops.CausalAttention(ps[0], 1) }})
+}
+
+// TestCausalAttentionMatchesUnfused runs the fused op and the unfused
+// graph on the same input, forward and backward, at the baby GPT's
+// shape and at shapes with several tiles and ragged edges.
+func TestCausalAttentionMatchesUnfused(t *testing.T) {
+	for _, sh := range []struct{ b, t, h, d int }{{12, 64, 4, 32}, {2, 130, 3, 20}, {1, 1, 2, 4}} {
+		g := graph.New()
+		c := sh.h * sh.d
+		qkv := g.Param("qkv", sh.b, sh.t, 3*c)
+		fused, ref := ops.CausalAttention(qkv, sh.h), unfusedAttention(qkv, sh.h)
+		r := g.Input("R", graph.Float32, sh.b, sh.t, c)
+		gf, err := graph.Grad(ops.Sum(ops.Mul(fused, r)), qkv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gr, err := graph.Grad(ops.Sum(ops.Mul(ref, r)), qkv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(1, uint64(sh.t)))
+		store := graph.NewStore()
+		vals := make([]float32, sh.b*sh.t*3*c)
+		for i := range vals {
+			vals[i] = float32(2 * rng.NormFloat64())
+		}
+		if err := store.SetFloat32("qkv", vals, sh.b, sh.t, 3*c); err != nil {
+			t.Fatal(err)
+		}
+		p, err := graph.Compile(g, store, graph.Options{Training: true}, fused, ref, gf[0], gr[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv := make([]float32, sh.b*sh.t*c)
+		for i := range rv {
+			rv[i] = float32(rng.NormFloat64())
+		}
+		if err := p.FeedFloat32(r, rv); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		for _, pair := range [][2]*graph.Node{{fused, ref}, {gf[0], gr[0]}} {
+			a, b := p.Float32(pair[0]), p.Float32(pair[1])
+			var num, den float64
+			for i := range a {
+				d := float64(a[i] - b[i])
+				num += d * d
+				den += float64(b[i]) * float64(b[i])
+			}
+			if e := math.Sqrt(num / den); !(e < 1e-5) {
+				t.Errorf("%v: %s differs from the unfused graph by %.3g (relative)", sh, pair[0].Name(), e)
+			}
+		}
+	}
+}
+
+// TestCausalAttentionRefusesBadShapes checks the shape errors name the
+// input and the shape.
+func TestCausalAttentionRefusesBadShapes(t *testing.T) {
+	for _, c := range []struct {
+		shape graph.Shape
+		heads int
+		want  string
+	}{{s(2, 3), 1, "want [B T 3C]"}, {s(1, 2, 10), 1, "is not 3C"}, {s(1, 2, 12), 3, "not a multiple of 3 heads"}, {s(1, 2, 12), 0, "0 heads"}} {
+		g := graph.New()
+		ops.CausalAttention(g.Param("x", c.shape...), c.heads)
+		if err := g.Err(); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"x"`) {
+			t.Errorf("%v heads %d: %v, want an error naming \"x\" with %q", c.shape, c.heads, err, c.want)
+		}
+	}
+}
