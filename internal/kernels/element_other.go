@@ -21,5 +21,5 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 	return false
 }
 func expSumVector(y, x []float32, scale, shift float32, lanes *[16]float32) bool { return false }
-func rowMaxVector(x []float32, lanes *[16]float32) bool                         { return false }
-func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool           { return false }
+func rowMaxVector(x []float32, lanes *[16]float32) bool                          { return false }
+func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool            { return false }
