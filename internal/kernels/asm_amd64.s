@@ -2617,9 +2617,9 @@ transpose16_done:
 	VZEROUPPER
 	RET
 
-// func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm8x1AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm8x1AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2687,36 +2687,56 @@ rowGemm8x1AVX512_loop:
 	JNZ          rowGemm8x1AVX512_loop
 
 rowGemm8x1AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), DX
-	TESTQ     DX, DX
-	JZ        rowGemm8x1AVX512_write
-	MOVQ      AX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z0, Z0
-	ADDQ      CX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z1, Z1
-	ADDQ      CX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z2, Z2
-	ADDQ      CX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z3, Z3
-	ADDQ      CX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z4, Z4
-	ADDQ      CX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z5, Z5
-	ADDQ      CX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z6, Z6
-	ADDQ      CX, DX
-	VMOVUPS.Z (DX), K1, Z8
-	VADDPS    Z8, Z7, Z7
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z9
+	MOVQ         acc+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm8x1AVX512_add
+	VMULPS       Z9, Z0, Z0
+	VMULPS       Z9, Z1, Z1
+	VMULPS       Z9, Z2, Z2
+	VMULPS       Z9, Z3, Z3
+	VMULPS       Z9, Z4, Z4
+	VMULPS       Z9, Z5, Z5
+	VMULPS       Z9, Z6, Z6
+	VMULPS       Z9, Z7, Z7
+	JMP          rowGemm8x1AVX512_write
+
+rowGemm8x1AVX512_add:
+	MOVQ        AX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z0, Z8
+	VMOVAPS     Z8, Z0
+	ADDQ        CX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z1, Z8
+	VMOVAPS     Z8, Z1
+	ADDQ        CX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z2, Z8
+	VMOVAPS     Z8, Z2
+	ADDQ        CX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z3, Z8
+	VMOVAPS     Z8, Z3
+	ADDQ        CX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z4, Z8
+	VMOVAPS     Z8, Z4
+	ADDQ        CX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z5, Z8
+	VMOVAPS     Z8, Z5
+	ADDQ        CX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z6, Z8
+	VMOVAPS     Z8, Z6
+	ADDQ        CX, DX
+	VMOVUPS.Z   (DX), K1, Z8
+	VFMADD231PS Z9, Z7, Z8
+	VMOVAPS     Z8, Z7
 
 rowGemm8x1AVX512_write:
 	VMOVUPS Z0, K1, (AX)
@@ -2737,9 +2757,9 @@ rowGemm8x1AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2765,24 +2785,30 @@ rowGemm1x1AVX512_loop:
 	JNZ          rowGemm1x1AVX512_loop
 
 rowGemm1x1AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), CX
-	TESTQ     CX, CX
-	JZ        rowGemm1x1AVX512_write
-	MOVQ      AX, CX
-	VMOVUPS.Z (CX), K1, Z1
-	VADDPS    Z1, Z0, Z0
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z2
+	MOVQ         acc+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x1AVX512_add
+	VMULPS       Z2, Z0, Z0
+	JMP          rowGemm1x1AVX512_write
+
+rowGemm1x1AVX512_add:
+	MOVQ        AX, CX
+	VMOVUPS.Z   (CX), K1, Z1
+	VFMADD231PS Z2, Z0, Z1
+	VMOVAPS     Z1, Z0
 
 rowGemm1x1AVX512_write:
 	VMOVUPS Z0, K1, (AX)
 	VZEROUPPER
 	RET
 
-// func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm8x2AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm8x2AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2867,44 +2893,88 @@ rowGemm8x2AVX512_loop:
 	JNZ          rowGemm8x2AVX512_loop
 
 rowGemm8x2AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), DX
-	TESTQ     DX, DX
-	JZ        rowGemm8x2AVX512_write
-	MOVQ      AX, DX
-	VADDPS    (DX), Z0, Z0
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z1, Z1
-	ADDQ      CX, DX
-	VADDPS    (DX), Z2, Z2
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z3, Z3
-	ADDQ      CX, DX
-	VADDPS    (DX), Z4, Z4
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z5, Z5
-	ADDQ      CX, DX
-	VADDPS    (DX), Z6, Z6
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z7, Z7
-	ADDQ      CX, DX
-	VADDPS    (DX), Z8, Z8
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z9, Z9
-	ADDQ      CX, DX
-	VADDPS    (DX), Z10, Z10
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z11, Z11
-	ADDQ      CX, DX
-	VADDPS    (DX), Z12, Z12
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z13, Z13
-	ADDQ      CX, DX
-	VADDPS    (DX), Z14, Z14
-	VMOVUPS.Z 64(DX), K1, Z16
-	VADDPS    Z16, Z15, Z15
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z18
+	MOVQ         acc+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm8x2AVX512_add
+	VMULPS       Z18, Z0, Z0
+	VMULPS       Z18, Z1, Z1
+	VMULPS       Z18, Z2, Z2
+	VMULPS       Z18, Z3, Z3
+	VMULPS       Z18, Z4, Z4
+	VMULPS       Z18, Z5, Z5
+	VMULPS       Z18, Z6, Z6
+	VMULPS       Z18, Z7, Z7
+	VMULPS       Z18, Z8, Z8
+	VMULPS       Z18, Z9, Z9
+	VMULPS       Z18, Z10, Z10
+	VMULPS       Z18, Z11, Z11
+	VMULPS       Z18, Z12, Z12
+	VMULPS       Z18, Z13, Z13
+	VMULPS       Z18, Z14, Z14
+	VMULPS       Z18, Z15, Z15
+	JMP          rowGemm8x2AVX512_write
+
+rowGemm8x2AVX512_add:
+	MOVQ        AX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z0, Z16
+	VMOVAPS     Z16, Z0
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z1, Z17
+	VMOVAPS     Z17, Z1
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z2, Z16
+	VMOVAPS     Z16, Z2
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z3, Z17
+	VMOVAPS     Z17, Z3
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z4, Z16
+	VMOVAPS     Z16, Z4
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z5, Z17
+	VMOVAPS     Z17, Z5
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z6, Z16
+	VMOVAPS     Z16, Z6
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z7, Z17
+	VMOVAPS     Z17, Z7
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z8, Z16
+	VMOVAPS     Z16, Z8
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z9, Z17
+	VMOVAPS     Z17, Z9
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z10, Z16
+	VMOVAPS     Z16, Z10
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z11, Z17
+	VMOVAPS     Z17, Z11
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z12, Z16
+	VMOVAPS     Z16, Z12
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z13, Z17
+	VMOVAPS     Z17, Z13
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z18, Z14, Z16
+	VMOVAPS     Z16, Z14
+	VMOVUPS.Z   64(DX), K1, Z17
+	VFMADD231PS Z18, Z15, Z17
+	VMOVAPS     Z17, Z15
 
 rowGemm8x2AVX512_write:
 	VMOVUPS Z0, (AX)
@@ -2933,9 +3003,9 @@ rowGemm8x2AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2964,16 +3034,25 @@ rowGemm1x2AVX512_loop:
 	JNZ          rowGemm1x2AVX512_loop
 
 rowGemm1x2AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), CX
-	TESTQ     CX, CX
-	JZ        rowGemm1x2AVX512_write
-	MOVQ      AX, CX
-	VADDPS    (CX), Z0, Z0
-	VMOVUPS.Z 64(CX), K1, Z2
-	VADDPS    Z2, Z1, Z1
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z4
+	MOVQ         acc+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x2AVX512_add
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	JMP          rowGemm1x2AVX512_write
+
+rowGemm1x2AVX512_add:
+	MOVQ        AX, CX
+	VMOVUPS     (CX), Z2
+	VFMADD231PS Z4, Z0, Z2
+	VMOVAPS     Z2, Z0
+	VMOVUPS.Z   64(CX), K1, Z3
+	VFMADD231PS Z4, Z1, Z3
+	VMOVAPS     Z3, Z1
 
 rowGemm1x2AVX512_write:
 	VMOVUPS Z0, (AX)
@@ -2981,9 +3060,9 @@ rowGemm1x2AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm8x3AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm8x3AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3085,52 +3164,120 @@ rowGemm8x3AVX512_loop:
 	JNZ          rowGemm8x3AVX512_loop
 
 rowGemm8x3AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), DX
-	TESTQ     DX, DX
-	JZ        rowGemm8x3AVX512_write
-	MOVQ      AX, DX
-	VADDPS    (DX), Z0, Z0
-	VADDPS    64(DX), Z1, Z1
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z2, Z2
-	ADDQ      CX, DX
-	VADDPS    (DX), Z3, Z3
-	VADDPS    64(DX), Z4, Z4
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z5, Z5
-	ADDQ      CX, DX
-	VADDPS    (DX), Z6, Z6
-	VADDPS    64(DX), Z7, Z7
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z8, Z8
-	ADDQ      CX, DX
-	VADDPS    (DX), Z9, Z9
-	VADDPS    64(DX), Z10, Z10
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z11, Z11
-	ADDQ      CX, DX
-	VADDPS    (DX), Z12, Z12
-	VADDPS    64(DX), Z13, Z13
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z14, Z14
-	ADDQ      CX, DX
-	VADDPS    (DX), Z15, Z15
-	VADDPS    64(DX), Z16, Z16
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z17, Z17
-	ADDQ      CX, DX
-	VADDPS    (DX), Z18, Z18
-	VADDPS    64(DX), Z19, Z19
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z20, Z20
-	ADDQ      CX, DX
-	VADDPS    (DX), Z21, Z21
-	VADDPS    64(DX), Z22, Z22
-	VMOVUPS.Z 128(DX), K1, Z24
-	VADDPS    Z24, Z23, Z23
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z27
+	MOVQ         acc+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm8x3AVX512_add
+	VMULPS       Z27, Z0, Z0
+	VMULPS       Z27, Z1, Z1
+	VMULPS       Z27, Z2, Z2
+	VMULPS       Z27, Z3, Z3
+	VMULPS       Z27, Z4, Z4
+	VMULPS       Z27, Z5, Z5
+	VMULPS       Z27, Z6, Z6
+	VMULPS       Z27, Z7, Z7
+	VMULPS       Z27, Z8, Z8
+	VMULPS       Z27, Z9, Z9
+	VMULPS       Z27, Z10, Z10
+	VMULPS       Z27, Z11, Z11
+	VMULPS       Z27, Z12, Z12
+	VMULPS       Z27, Z13, Z13
+	VMULPS       Z27, Z14, Z14
+	VMULPS       Z27, Z15, Z15
+	VMULPS       Z27, Z16, Z16
+	VMULPS       Z27, Z17, Z17
+	VMULPS       Z27, Z18, Z18
+	VMULPS       Z27, Z19, Z19
+	VMULPS       Z27, Z20, Z20
+	VMULPS       Z27, Z21, Z21
+	VMULPS       Z27, Z22, Z22
+	VMULPS       Z27, Z23, Z23
+	JMP          rowGemm8x3AVX512_write
+
+rowGemm8x3AVX512_add:
+	MOVQ        AX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z0, Z24
+	VMOVAPS     Z24, Z0
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z1, Z25
+	VMOVAPS     Z25, Z1
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z2, Z26
+	VMOVAPS     Z26, Z2
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z3, Z24
+	VMOVAPS     Z24, Z3
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z4, Z25
+	VMOVAPS     Z25, Z4
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z5, Z26
+	VMOVAPS     Z26, Z5
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z6, Z24
+	VMOVAPS     Z24, Z6
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z7, Z25
+	VMOVAPS     Z25, Z7
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z8, Z26
+	VMOVAPS     Z26, Z8
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z9, Z24
+	VMOVAPS     Z24, Z9
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z10, Z25
+	VMOVAPS     Z25, Z10
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z11, Z26
+	VMOVAPS     Z26, Z11
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z12, Z24
+	VMOVAPS     Z24, Z12
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z13, Z25
+	VMOVAPS     Z25, Z13
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z14, Z26
+	VMOVAPS     Z26, Z14
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z15, Z24
+	VMOVAPS     Z24, Z15
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z16, Z25
+	VMOVAPS     Z25, Z16
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z17, Z26
+	VMOVAPS     Z26, Z17
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z18, Z24
+	VMOVAPS     Z24, Z18
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z19, Z25
+	VMOVAPS     Z25, Z19
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z20, Z26
+	VMOVAPS     Z26, Z20
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z27, Z21, Z24
+	VMOVAPS     Z24, Z21
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z27, Z22, Z25
+	VMOVAPS     Z25, Z22
+	VMOVUPS.Z   128(DX), K1, Z26
+	VFMADD231PS Z27, Z23, Z26
+	VMOVAPS     Z26, Z23
 
 rowGemm8x3AVX512_write:
 	VMOVUPS Z0, (AX)
@@ -3167,9 +3314,9 @@ rowGemm8x3AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3201,17 +3348,29 @@ rowGemm1x3AVX512_loop:
 	JNZ          rowGemm1x3AVX512_loop
 
 rowGemm1x3AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), CX
-	TESTQ     CX, CX
-	JZ        rowGemm1x3AVX512_write
-	MOVQ      AX, CX
-	VADDPS    (CX), Z0, Z0
-	VADDPS    64(CX), Z1, Z1
-	VMOVUPS.Z 128(CX), K1, Z3
-	VADDPS    Z3, Z2, Z2
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z6
+	MOVQ         acc+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x3AVX512_add
+	VMULPS       Z6, Z0, Z0
+	VMULPS       Z6, Z1, Z1
+	VMULPS       Z6, Z2, Z2
+	JMP          rowGemm1x3AVX512_write
+
+rowGemm1x3AVX512_add:
+	MOVQ        AX, CX
+	VMOVUPS     (CX), Z3
+	VFMADD231PS Z6, Z0, Z3
+	VMOVAPS     Z3, Z0
+	VMOVUPS     64(CX), Z4
+	VFMADD231PS Z6, Z1, Z4
+	VMOVAPS     Z4, Z1
+	VMOVUPS.Z   128(CX), K1, Z5
+	VFMADD231PS Z6, Z2, Z5
+	VMOVAPS     Z5, Z2
 
 rowGemm1x3AVX512_write:
 	VMOVUPS Z0, (AX)
@@ -3220,9 +3379,9 @@ rowGemm1x3AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm6x4AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm6x4AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3317,48 +3476,118 @@ rowGemm6x4AVX512_loop:
 	JNZ          rowGemm6x4AVX512_loop
 
 rowGemm6x4AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), DX
-	TESTQ     DX, DX
-	JZ        rowGemm6x4AVX512_write
-	MOVQ      AX, DX
-	VADDPS    (DX), Z0, Z0
-	VADDPS    64(DX), Z1, Z1
-	VADDPS    128(DX), Z2, Z2
-	VMOVUPS.Z 192(DX), K1, Z24
-	VADDPS    Z24, Z3, Z3
-	ADDQ      CX, DX
-	VADDPS    (DX), Z4, Z4
-	VADDPS    64(DX), Z5, Z5
-	VADDPS    128(DX), Z6, Z6
-	VMOVUPS.Z 192(DX), K1, Z24
-	VADDPS    Z24, Z7, Z7
-	ADDQ      CX, DX
-	VADDPS    (DX), Z8, Z8
-	VADDPS    64(DX), Z9, Z9
-	VADDPS    128(DX), Z10, Z10
-	VMOVUPS.Z 192(DX), K1, Z24
-	VADDPS    Z24, Z11, Z11
-	ADDQ      CX, DX
-	VADDPS    (DX), Z12, Z12
-	VADDPS    64(DX), Z13, Z13
-	VADDPS    128(DX), Z14, Z14
-	VMOVUPS.Z 192(DX), K1, Z24
-	VADDPS    Z24, Z15, Z15
-	ADDQ      CX, DX
-	VADDPS    (DX), Z16, Z16
-	VADDPS    64(DX), Z17, Z17
-	VADDPS    128(DX), Z18, Z18
-	VMOVUPS.Z 192(DX), K1, Z24
-	VADDPS    Z24, Z19, Z19
-	ADDQ      CX, DX
-	VADDPS    (DX), Z20, Z20
-	VADDPS    64(DX), Z21, Z21
-	VADDPS    128(DX), Z22, Z22
-	VMOVUPS.Z 192(DX), K1, Z24
-	VADDPS    Z24, Z23, Z23
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z28
+	MOVQ         acc+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm6x4AVX512_add
+	VMULPS       Z28, Z0, Z0
+	VMULPS       Z28, Z1, Z1
+	VMULPS       Z28, Z2, Z2
+	VMULPS       Z28, Z3, Z3
+	VMULPS       Z28, Z4, Z4
+	VMULPS       Z28, Z5, Z5
+	VMULPS       Z28, Z6, Z6
+	VMULPS       Z28, Z7, Z7
+	VMULPS       Z28, Z8, Z8
+	VMULPS       Z28, Z9, Z9
+	VMULPS       Z28, Z10, Z10
+	VMULPS       Z28, Z11, Z11
+	VMULPS       Z28, Z12, Z12
+	VMULPS       Z28, Z13, Z13
+	VMULPS       Z28, Z14, Z14
+	VMULPS       Z28, Z15, Z15
+	VMULPS       Z28, Z16, Z16
+	VMULPS       Z28, Z17, Z17
+	VMULPS       Z28, Z18, Z18
+	VMULPS       Z28, Z19, Z19
+	VMULPS       Z28, Z20, Z20
+	VMULPS       Z28, Z21, Z21
+	VMULPS       Z28, Z22, Z22
+	VMULPS       Z28, Z23, Z23
+	JMP          rowGemm6x4AVX512_write
+
+rowGemm6x4AVX512_add:
+	MOVQ        AX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z28, Z0, Z24
+	VMOVAPS     Z24, Z0
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z28, Z1, Z25
+	VMOVAPS     Z25, Z1
+	VMOVUPS     128(DX), Z26
+	VFMADD231PS Z28, Z2, Z26
+	VMOVAPS     Z26, Z2
+	VMOVUPS.Z   192(DX), K1, Z27
+	VFMADD231PS Z28, Z3, Z27
+	VMOVAPS     Z27, Z3
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z28, Z4, Z24
+	VMOVAPS     Z24, Z4
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z28, Z5, Z25
+	VMOVAPS     Z25, Z5
+	VMOVUPS     128(DX), Z26
+	VFMADD231PS Z28, Z6, Z26
+	VMOVAPS     Z26, Z6
+	VMOVUPS.Z   192(DX), K1, Z27
+	VFMADD231PS Z28, Z7, Z27
+	VMOVAPS     Z27, Z7
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z28, Z8, Z24
+	VMOVAPS     Z24, Z8
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z28, Z9, Z25
+	VMOVAPS     Z25, Z9
+	VMOVUPS     128(DX), Z26
+	VFMADD231PS Z28, Z10, Z26
+	VMOVAPS     Z26, Z10
+	VMOVUPS.Z   192(DX), K1, Z27
+	VFMADD231PS Z28, Z11, Z27
+	VMOVAPS     Z27, Z11
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z28, Z12, Z24
+	VMOVAPS     Z24, Z12
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z28, Z13, Z25
+	VMOVAPS     Z25, Z13
+	VMOVUPS     128(DX), Z26
+	VFMADD231PS Z28, Z14, Z26
+	VMOVAPS     Z26, Z14
+	VMOVUPS.Z   192(DX), K1, Z27
+	VFMADD231PS Z28, Z15, Z27
+	VMOVAPS     Z27, Z15
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z28, Z16, Z24
+	VMOVAPS     Z24, Z16
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z28, Z17, Z25
+	VMOVAPS     Z25, Z17
+	VMOVUPS     128(DX), Z26
+	VFMADD231PS Z28, Z18, Z26
+	VMOVAPS     Z26, Z18
+	VMOVUPS.Z   192(DX), K1, Z27
+	VFMADD231PS Z28, Z19, Z27
+	VMOVAPS     Z27, Z19
+	ADDQ        CX, DX
+	VMOVUPS     (DX), Z24
+	VFMADD231PS Z28, Z20, Z24
+	VMOVAPS     Z24, Z20
+	VMOVUPS     64(DX), Z25
+	VFMADD231PS Z28, Z21, Z25
+	VMOVAPS     Z25, Z21
+	VMOVUPS     128(DX), Z26
+	VFMADD231PS Z28, Z22, Z26
+	VMOVAPS     Z26, Z22
+	VMOVUPS.Z   192(DX), K1, Z27
+	VFMADD231PS Z28, Z23, Z27
+	VMOVAPS     Z27, Z23
 
 rowGemm6x4AVX512_write:
 	VMOVUPS Z0, (AX)
@@ -3393,9 +3622,9 @@ rowGemm6x4AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+// func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x4AVX512(SB), NOSPLIT, $0-80
+TEXT ·rowGemm1x4AVX512(SB), NOSPLIT, $0-84
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3430,18 +3659,33 @@ rowGemm1x4AVX512_loop:
 	JNZ          rowGemm1x4AVX512_loop
 
 rowGemm1x4AVX512_store:
-	MOVQ      c+48(FP), AX
-	MOVQ      ldc+56(FP), CX
-	SHLQ      $0x02, CX
-	MOVQ      acc+72(FP), CX
-	TESTQ     CX, CX
-	JZ        rowGemm1x4AVX512_write
-	MOVQ      AX, CX
-	VADDPS    (CX), Z0, Z0
-	VADDPS    64(CX), Z1, Z1
-	VADDPS    128(CX), Z2, Z2
-	VMOVUPS.Z 192(CX), K1, Z4
-	VADDPS    Z4, Z3, Z3
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Z8
+	MOVQ         acc+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x4AVX512_add
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	JMP          rowGemm1x4AVX512_write
+
+rowGemm1x4AVX512_add:
+	MOVQ        AX, CX
+	VMOVUPS     (CX), Z4
+	VFMADD231PS Z8, Z0, Z4
+	VMOVAPS     Z4, Z0
+	VMOVUPS     64(CX), Z5
+	VFMADD231PS Z8, Z1, Z5
+	VMOVAPS     Z5, Z1
+	VMOVUPS     128(CX), Z6
+	VFMADD231PS Z8, Z2, Z6
+	VMOVAPS     Z6, Z2
+	VMOVUPS.Z   192(CX), K1, Z7
+	VFMADD231PS Z8, Z3, Z7
+	VMOVAPS     Z7, Z3
 
 rowGemm1x4AVX512_write:
 	VMOVUPS Z0, (AX)

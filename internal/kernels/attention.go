@@ -66,27 +66,6 @@ func (a *Attention) offsets(bh int) (q, k, v, y int) {
 	return q, q + c, q + 2*c, b*a.T*c + h*a.D
 }
 
-// transposeHead writes dst[p·T + j] = src[o + j·ld + p] for j < T, p < D.
-func transposeHead(dst, src []float32, o, ld, t, d int) {
-	j := 0
-	if d >= 16 {
-		for ; j+16 <= t; j += 16 {
-			done := transposeVector(asU32(dst[j:]), t, asU32(src[o+j*ld:]), ld, 16, d)
-			for p := done; p < d; p++ {
-				for r := 0; r < 16; r++ {
-					dst[p*t+j+r] = src[o+(j+r)*ld+p]
-				}
-			}
-		}
-	}
-	for ; j < t; j++ {
-		row := src[o+j*ld : o+j*ld+d]
-		for p, v := range row {
-			dst[p*t+j] = v
-		}
-	}
-}
-
 // causalRows is the height of the row chunks whose scores are computed
 // together: a chunk computes the columns up to its last row's diagonal,
 // so a diagonal tile wastes at most a 16×16 triangle per chunk.
@@ -119,7 +98,7 @@ func (a *Attention) Forward(worker, bh int, qkv, y, lse []float32) {
 	w := &a.work[worker]
 	t, d, ld, c := a.T, a.D, 3*a.H*a.D, a.H*a.D
 	q0, k0, v0, y0 := a.offsets(bh)
-	transposeHead(w.kt, qkv, k0, ld, t, d)
+	transposeF32(w.kt, t, qkv[k0:], ld, t, d)
 	for i0 := 0; i0 < t; i0 += attnTile {
 		br := min(attnTile, t-i0)
 		for j0 := 0; j0 < i0+br; j0 += attnTile {
@@ -186,8 +165,8 @@ func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
 		clear(dqkv[k0+i*ld : k0+i*ld+d])
 		clear(dqkv[v0+i*ld : v0+i*ld+d])
 	}
-	transposeHead(w.kt, qkv, k0, ld, t, d)
-	transposeHead(w.vt, qkv, v0, ld, t, d)
+	transposeF32(w.kt, t, qkv[k0:], ld, t, d)
+	transposeF32(w.vt, t, qkv[v0:], ld, t, d)
 	for j0 := 0; j0 < t; j0 += attnTile {
 		bc := min(attnTile, t-j0)
 		for i0 := j0; i0 < t; i0 += attnTile {
@@ -236,10 +215,15 @@ func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
 // accumulates its k products in order with fused multiply-adds on the
 // vector kernels and then adds C (acc); rowGemmGo is the twin.
 func RowGemm(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+	rowGemm(m, n, k, 1, a, rsA, csA, b, ldb, c, ldc, acc)
+}
+
+// rowGemm is RowGemm with C = alpha·A·B (+ C).
+func rowGemm(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	if m <= 0 || n <= 0 {
 		return
 	}
-	if k <= 0 {
+	if k <= 0 || alpha == 0 {
 		if !acc {
 			for i := 0; i < m; i++ {
 				clear(c[i*ldc : i*ldc+n])
@@ -250,16 +234,16 @@ func RowGemm(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []f
 	// Touch the last element of each operand so that a short slice
 	// panics here rather than in the assembly.
 	_, _, _ = a[(m-1)*rsA+(k-1)*csA], b[(k-1)*ldb+n-1], c[(m-1)*ldc+n-1]
-	if !rowGemmVector(m, n, k, a, rsA, csA, b, ldb, c, ldc, acc) {
-		rowGemmGo(m, n, k, a, rsA, csA, b, ldb, c, ldc, acc)
+	if !rowGemmVector(m, n, k, a, rsA, csA, b, ldb, c, ldc, acc, alpha) {
+		rowGemmGo(m, n, k, alpha, a, rsA, csA, b, ldb, c, ldc, acc)
 	}
 }
 
-// rowGemmGo is RowGemm's loop: the sum of the k products in order, then
-// C added when acc. Its multiply-adds round twice (to float64, then
-// float32), so on rare ties it differs from the kernels' fused ones by
-// an ulp.
-func rowGemmGo(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+// rowGemmGo is rowGemm's loop: the sum of the k products in order, then
+// times alpha, plus C when acc in the same rounding. Its multiply-adds
+// round twice (to float64, then float32), so on rare ties it differs
+// from the kernels' fused ones by an ulp.
+func rowGemmGo(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) {
 	for i := 0; i < m; i++ {
 		crow := c[i*ldc : i*ldc+n]
 		for j := range crow {
@@ -268,9 +252,10 @@ func rowGemmGo(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c [
 				s = float32(math.FMA(float64(a[i*rsA+p*csA]), float64(b[p*ldb+j]), float64(s)))
 			}
 			if acc {
-				s += crow[j]
+				crow[j] = float32(math.FMA(float64(alpha), float64(s), float64(crow[j])))
+			} else {
+				crow[j] = alpha * s
 			}
-			crow[j] = s
 		}
 	}
 }

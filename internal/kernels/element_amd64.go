@@ -120,7 +120,7 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 }
 
 // rowKernel is the signature of the row-GEMM kernels.
-type rowKernel func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)
+type rowKernel func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 
 // rowKernels holds, per vectors per row (1–4), the multi-row kernel
 // (rowGemmRows rows) and the one-row kernel.
@@ -133,9 +133,9 @@ var rowKernels = [4][2]rowKernel{
 // asmgen).
 func rowGemmRows(nv int) int { return min(8, 24/nv) }
 
-// rowGemmVector runs RowGemm on the vector kernels (operands already
+// rowGemmVector runs rowGemm on the vector kernels (operands already
 // bounds-checked) and reports whether it could.
-func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) bool {
+func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool, alpha float32) bool {
 	if !hasAVX512 {
 		return false
 	}
@@ -148,10 +148,10 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 		mr := rowGemmRows(nv)
 		i := 0
 		for ; i+mr <= m; i += mr {
-			full(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add)
+			full(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add, alpha)
 		}
 		for ; i < m; i++ {
-			one(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add)
+			one(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add, alpha)
 		}
 	}
 	return true

@@ -91,6 +91,10 @@ type Gemm struct {
 	// tables of their FP8 codes.
 	ops16  [2]Operand
 	tabs16 [2][128]uint16
+	// direct runs a share of a direct GEMM; bt holds op(B) = Bᵀ
+	// transposed for it.
+	direct func(int)
+	bt     []float32
 }
 
 type gemmArgs struct {
@@ -167,6 +171,7 @@ func NewGemm() *Gemm {
 	g.work = g.runPart
 	g.batch = g.runBatch
 	g.packer = g.packPart
+	g.direct = g.directPart
 	return g
 }
 
@@ -201,6 +206,10 @@ func (g *Gemm) RunOperands(transA, transB bool, m, n, k int, alpha float32, a *O
 }
 
 func (g *Gemm) run() {
+	if g.args.qa == nil && g.args.qb == nil && !g.args.bf16 && useDirect(g.args.m, g.args.n, g.args.k) {
+		g.runDirect()
+		return
+	}
 	m, n, k := g.args.m, g.args.n, g.args.k
 	mr, nr, _ := g.args.geometry()
 	parts := len(g.parts)

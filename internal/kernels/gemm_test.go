@@ -81,13 +81,42 @@ func TestMicroKernelsMatchReference(t *testing.T) {
 	}
 }
 
-func TestGemmAgainstFloat64(t *testing.T) { withKernel(t, testGemmAgainstFloat64) }
+// TestGemmAgainstFloat64 checks the float32 GEMM, on the direct path and
+// on the blocked one, with every micro-kernel.
+func TestGemmAgainstFloat64(t *testing.T) {
+	saved := directGemm
+	defer func() { directGemm = saved }()
+	for _, direct := range []bool{true, false} {
+		directGemm = direct
+		t.Run(fmt.Sprintf("direct=%v", direct), func(t *testing.T) { withKernel(t, testGemmAgainstFloat64) })
+	}
+}
+
+// TestDirectGemmChosen pins which GEMMs take the direct path: the
+// training step's shapes do on AVX-512 micro-kernels, large ones and
+// the portable kernel do not.
+func TestDirectGemmChosen(t *testing.T) {
+	if !hasAVX512 || kern.name == goKernel.name {
+		if useDirect(768, 384, 128) {
+			t.Fatal("direct path without the AVX-512 kernels")
+		}
+		return
+	}
+	for _, s := range [][3]int{{768, 384, 128}, {512, 128, 768}, {128, 512, 784}, {1, 1, 1}} {
+		if !useDirect(s[0], s[1], s[2]) {
+			t.Errorf("%v: blocked, want direct", s)
+		}
+	}
+	if useDirect(1024, 1024, 1024) || useDirect(4, 4, 0) {
+		t.Error("n = 1024 or k = 0: direct, want blocked")
+	}
+}
 
 func testGemmAgainstFloat64(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {4, 4, 4}, {17, 33, 65}, {64, 64, 300}, {130, 70, 257}, {257, 1030, 20}, {200, 300, 520}}
 	g := NewGemm()
-	for _, s := range sizes {
+	for si, s := range sizes {
 		for _, tA := range []bool{false, true} {
 			for _, tB := range []bool{false, true} {
 				m, n, k := s[0], s[1], s[2]
@@ -113,13 +142,21 @@ func testGemmAgainstFloat64(t *testing.T) {
 				for i := range c {
 					c[i] = guard
 				}
+				// beta 0.5, 0 (C starts as NaN: it must be overwritten) and 1.
+				alpha, beta := float32(0.75), []float32{0.5, 0, 1}[si%3]
 				for i := 0; i < m; i++ {
 					for j := 0; j < n; j++ {
 						c[i*ldc+j] = float32(rng.NormFloat64())
 					}
 				}
-				alpha, beta := float32(0.75), float32(0.5)
 				want := refGemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+				if beta == 0 {
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							c[i*ldc+j] = float32(math.NaN())
+						}
+					}
+				}
 				g.Run(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 				name := fmt.Sprintf("%dx%dx%d tA=%v tB=%v", m, n, k, tA, tB)
 				for i := 0; i < m; i++ {

@@ -12,15 +12,15 @@ import (
 // that reads A by broadcasts at any strides, so that transposed tiles
 // cost nothing, and the softmax row passes.
 
-// rowGemmKernel emits C[mr × n] = A·B, or C += A·B with acc ≠ 0, for
-// n ≤ 16·nv: A[r][p] is read by broadcast at a + r·rsA + p·csA (elements),
+// rowGemmKernel emits C[mr × n] = alpha·A·B, or C += alpha·A·B with acc
+// ≠ 0 (one fused multiply-add per element), for n ≤ 16·nv: A[r][p] is read by broadcast at a + r·rsA + p·csA (elements),
 // B's rows are ldb apart and contiguous, and the last vector of every row
 // of B and C is masked by mask (masked-off lanes are neither read nor
 // written). Its Go twin is rowGemmGo.
 func rowGemmKernel(name string, mr, nv int) {
-	TEXT(name, NOSPLIT, "func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int)")
+	TEXT(name, NOSPLIT, "func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes C[%d×n] (+)= A·B for n ≤ %d, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).", name, mr, 16*nv))
+	Doc(fmt.Sprintf("%s computes C[%d×n] (+)= alpha·A·B for n ≤ %d, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).", name, mr, 16*nv))
 	k := Load(Param("k"), GP64())
 	rs := Load(Param("rsA"), GP64())
 	SHLQ(U8(2), rs)
@@ -67,19 +67,33 @@ func rowGemmKernel(name string, mr, nv int) {
 	c := Load(Param("c"), GP64())
 	ldc := Load(Param("ldc"), GP64())
 	SHLQ(U8(2), ldc)
+	alpha := areg(0)
+	VBROADCASTSS(paramAddr("alpha"), alpha)
 	add := Load(Param("acc"), GP64())
 	TESTQ(add, add)
-	JZ(LabelRef(name + "_write"))
-	// C += A·B: the old C is added to the finished products.
+	JNZ(LabelRef(name + "_add"))
+	// C = alpha·A·B
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VMULPS(alpha, acc(r, j), acc(r, j))
+		}
+	}
+	JMP(LabelRef(name + "_write"))
+	// C += alpha·A·B: C + alpha·(the finished products), rounded once.
+	Label(name + "_add")
 	cc := GP64()
 	MOVQ(c, cc)
-	tmp := breg(0)
 	for r := 0; r < mr; r++ {
-		for j := 0; j < nv-1; j++ {
-			VADDPS(Mem{Base: cc, Disp: 64 * j}, acc(r, j), acc(r, j))
+		for j := 0; j < nv; j++ {
+			old := breg(j)
+			if j < nv-1 {
+				VMOVUPS(Mem{Base: cc, Disp: 64 * j}, old)
+			} else {
+				VMOVUPS_Z(Mem{Base: cc, Disp: 64 * j}, K1, old)
+			}
+			VFMADD231PS(alpha, acc(r, j), old)
+			VMOVAPS(old, acc(r, j))
 		}
-		VMOVUPS_Z(Mem{Base: cc, Disp: 64 * (nv - 1)}, K1, tmp)
-		VADDPS(tmp, acc(r, nv-1), acc(r, nv-1))
 		if r+1 < mr {
 			ADDQ(ldc, cc)
 		}
@@ -271,3 +285,13 @@ func softmaxGradRow() {
 // row: as many accumulators as leave room for B and two broadcasts,
 // and at most 8 rows (one general register each).
 func rowGemmRows(nv int) int { return min(8, 24/nv) }
+
+// paramAddr returns the stack address of a scalar parameter, for
+// instructions that read it straight into any vector register.
+func paramAddr(name string) Mem {
+	b, err := Param(name).Resolve()
+	if err != nil {
+		panic(err)
+	}
+	return b.Addr
+}

@@ -1,0 +1,101 @@
+package kernels
+
+
+
+// The direct float32 GEMM: at the sizes of a training step's linear
+// layers (a few hundred rows and columns, k up to a few thousand) packing
+// costs as much as it saves. The row-GEMM kernels read op(A) by
+// broadcasts straight from A at any strides — so neither A nor Aᵀ is
+// packed — and op(B) by rows; only op(B) = Bᵀ is transposed first, with
+// the 16×16 vector transpose. Each element of C keeps its whole sum over
+// k in a register and is stored once (beta = 0 writes C without reading
+// or clearing it), and the workers split the rows of C, or its columns
+// when there are few rows.
+
+// directGemm enables the direct path; tests switch it off to exercise
+// the blocked one at small sizes.
+var directGemm = true
+
+// directMaxB bounds the elements of op(B) for the direct path: the
+// blocked GEMM's packing pays for itself beyond L2-sized operands.
+const directMaxB = 1 << 19
+
+// useDirect reports whether a float32 GEMM of this size runs direct.
+func useDirect(m, n, k int) bool {
+	return directGemm && hasAVX512 && kern.name != goKernel.name && k*n <= directMaxB && k > 0
+}
+
+// runDirect runs g.args on the direct path.
+func (g *Gemm) runDirect() {
+	a := &g.args
+	m, n, k := a.m, a.n, a.k
+	if a.transB {
+		if cap(g.bt) < k*n {
+			g.bt = make([]float32, k*n)
+		}
+		transposeF32(g.bt[:k*n], n, a.b, a.ldb, n, k)
+	}
+	if a.beta != 0 && a.beta != 1 {
+		scaleC(m, n, a.beta, a.c, a.ldc)
+	}
+	parts := len(g.parts)
+	switch {
+	case m*n*k < serialFlops || parts == 1:
+		a.splitN, a.chunk, parts = false, m, 1
+	case m >= 12*parts:
+		a.splitN = false
+		a.chunk = roundUp((m+parts-1)/parts, 24) // whole groups of the 6- and 8-row kernels
+		parts = (m + a.chunk - 1) / a.chunk
+	default:
+		a.splitN = true
+		a.chunk = roundUp((n+parts-1)/parts, 64)
+		parts = (n + a.chunk - 1) / a.chunk
+	}
+	g.group.For(parts, g.direct)
+}
+
+// directPart computes worker i's rows (or columns) of C.
+func (g *Gemm) directPart(i int) {
+	a := &g.args
+	b, ldb := a.b, a.ldb
+	if a.transB {
+		b, ldb = g.bt, a.n
+	}
+	rsA, csA := a.lda, 1
+	if a.transA {
+		rsA, csA = 1, a.lda
+	}
+	m0, m1, n0, n1 := 0, a.m, 0, a.n
+	if a.splitN {
+		n0, n1 = i*a.chunk, min((i+1)*a.chunk, a.n)
+	} else {
+		m0, m1 = i*a.chunk, min((i+1)*a.chunk, a.m)
+	}
+	if m0 >= m1 || n0 >= n1 {
+		return
+	}
+	rowGemm(m1-m0, n1-n0, a.k, a.alpha, a.a[m0*rsA:], rsA, csA, b[n0:], ldb, a.c[m0*a.ldc+n0:], a.ldc, a.beta != 0)
+}
+
+// transposeF32 writes dst[q·w + i] = src[i·ld + q] for i < rows, q <
+// cols: 16 rows at a time with the vector transpose where it can.
+func transposeF32(dst []float32, w int, src []float32, ld, rows, cols int) {
+	i := 0
+	if cols >= 16 {
+		for ; i+16 <= rows; i += 16 {
+			done := transposeVector(asU32(dst[i:]), w, asU32(src[i*ld:]), ld, 16, cols)
+			for q := done; q < cols; q++ {
+				for r := 0; r < 16; r++ {
+					dst[q*w+i+r] = src[(i+r)*ld+q]
+				}
+			}
+		}
+	}
+	for ; i < rows; i++ {
+		row := src[i*ld : i*ld+cols]
+		for q, v := range row {
+			dst[q*w+i] = v
+		}
+	}
+}
+
