@@ -1,7 +1,5 @@
 package kernels
 
-
-
 // The direct float32 GEMM: at the sizes of a training step's linear
 // layers (a few hundred rows and columns, k up to a few thousand) packing
 // costs as much as it saves. The row-GEMM kernels read op(A) by
@@ -98,4 +96,3 @@ func transposeF32(dst []float32, w int, src []float32, ld, rows, cols int) {
 		}
 	}
 }
-
