@@ -5,6 +5,7 @@ import (
 
 	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // crossEntropyOp is the mean softmax cross-entropy of logits [..., C]
@@ -39,26 +40,51 @@ func labelError(label int32, row, classes int) error {
 	return fmt.Errorf("label %d at row %d is outside [0, %d)", label, row, classes)
 }
 
+// checkLabels reports the first label outside [0, c).
+func checkLabels(labels []int32, c int) error {
+	for r, label := range labels {
+		if label < 0 || int(label) >= c {
+			return labelError(label, r, c)
+		}
+	}
+	return nil
+}
+
 func (crossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, labels, out := b.In[0].F32, b.In[1].I32, b.Out.F32
 	s := b.In[0].Shape
 	c := s[len(s)-1]
-	return func() error {
+	// Each piece of rows sums its losses into its own total (and
+	// exponentials into its own scratch row); the totals are added in
+	// piece order, so the result does not depend on scheduling.
+	var totals []float64
+	var scratch [][]float32
+	chunks := newPartChunker(len(labels), len(x), func(part, lo, hi int) {
 		var total float64
-		for r, label := range labels {
-			if label < 0 || int(label) >= c {
-				return labelError(label, r, c)
-			}
+		e := scratch[part]
+		for r := lo; r < hi; r++ {
 			row := x[r*c : r*c+c]
-			m := row[0]
-			for _, v := range row[1:] {
-				m = max(m, v)
-			}
-			var sum float32
-			for _, v := range row {
-				sum += math32.Exp(v - m)
-			}
-			total += float64(m + math32.Log(sum) - row[label])
+			m := kernels.RowMax(row)
+			sum := kernels.ExpSum(e, row, 1, m)
+			total += float64(m + math32.Log(sum) - row[labels[r]])
+		}
+		totals[part] = total
+	})
+	totals = make([]float64, chunks.parts)
+	for range chunks.parts {
+		scratch = append(scratch, make([]float32, c))
+	}
+	run := chunks.kernel()
+	return func() error {
+		if err := checkLabels(labels, c); err != nil {
+			return err
+		}
+		if err := run(); err != nil {
+			return err
+		}
+		var total float64
+		for _, t := range totals {
+			total += t
 		}
 		out[0] = float32(total / float64(len(labels)))
 		return nil
@@ -91,20 +117,23 @@ func (crossEntropyGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, labels, dl, dx := b.In[0].F32, b.In[1].I32, b.In[2].F32, b.Out.F32
 	s := b.In[0].Shape
 	c := s[len(s)-1]
-	return func() error {
-		scale := dl[0] / float32(len(labels))
-		for r, label := range labels {
-			if label < 0 || int(label) >= c {
-				return labelError(label, r, c)
-			}
+	var scale float32
+	run := newChunkerCost(len(labels), len(x), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
 			row := dx[r*c : r*c+c]
 			softmaxRow(row, x[r*c:r*c+c], false)
-			row[label] -= 1
+			row[labels[r]] -= 1
 			for i := range row {
 				row[i] *= scale
 			}
 		}
-		return nil
+	}).kernel()
+	return func() error {
+		if err := checkLabels(labels, c); err != nil {
+			return err
+		}
+		scale = dl[0] / float32(len(labels))
+		return run()
 	}, nil
 }
 

@@ -94,43 +94,42 @@ func (o layerNormOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, gamma, beta, y := b.In[0].F32, b.In[1].F32, b.In[2].F32, b.Out.F32
 	d := len(gamma)
 	eps, zc := o.cfg.eps(), o.cfg.ZeroCenteredGamma
-	return func() error {
-		for r := 0; r+d <= len(y); r += d {
+	rows := len(y) / max(d, 1)
+	return newChunkerCost(rows, rows*d, func(lo, hi int) {
+		for r := lo * d; r < hi*d; r += d {
 			layerNormRow(y[r:r+d], x[r:r+d], gamma, beta, eps, zc)
 		}
-		return nil
-	}, nil
+	}).kernel(), nil
 }
 
 func (o layerNormOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
-	x, gamma, beta := n.Input(0), n.Input(1), n.Input(2)
+	x, gamma := n.Input(0), n.Input(1)
 	gs := make([]*graph.Node, 3)
+	// One node computes dx, dγ and dβ in one pass over the rows; dγ and
+	// dβ are read out of it.
+	grad := apply(layerNormGradOp{cfg: o.cfg}, n.Name()+".grad", x, gamma, dy)
 	if need[0] {
-		gs[0] = apply(layerNormGradOp{cfg: o.cfg}, n.Name()+".dx", x, gamma, dy)
+		gs[0] = grad
 	}
 	if need[1] {
-		gs[1] = apply(layerNormGradOp{cfg: o.cfg, gamma: true}, n.Name()+".dgamma", x, gamma, dy)
+		gs[1] = apply(layerNormParamGradOp{}, n.Name()+".dgamma", grad)
 	}
 	if need[2] {
-		gs[2] = SumTo(dy, beta.Shape())
+		gs[2] = apply(layerNormParamGradOp{beta: true}, n.Name()+".dbeta", grad)
 	}
 	return gs
 }
 
-// layerNormGradOp computes, from (x, γ, dy), either dx or dγ. Mean and
-// standard deviation are recomputed from x rather than saved, so the
-// backward graph needs nothing hidden from the forward kernel.
-type layerNormGradOp struct {
-	cfg   LayerNormConfig
-	gamma bool // compute dγ [D] rather than dx
-}
+// layerNormGradOp computes, from (x, γ, dy), dx — and, in the same pass
+// over the rows, dγ and dβ, which travel with dx (graph.Value.Aux) to
+// the layerNormParamGradOp nodes that hand them on. Mean and 1/σ are
+// recomputed from x rather than saved by the forward: the passes rewrite
+// the forward (ConvertLN fuses it with its FP8 cast, leaving no float32
+// output), and a backward that read the forward's statistics would keep
+// that float32 LayerNorm alive.
+type layerNormGradOp struct{ cfg LayerNormConfig }
 
-func (o layerNormGradOp) Type() string {
-	if o.gamma {
-		return "LayerNormGradGamma"
-	}
-	return "LayerNormGradX"
-}
+func (o layerNormGradOp) Type() string { return "LayerNormGrad" }
 
 func (o layerNormGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 3); err != nil {
@@ -142,52 +141,113 @@ func (o layerNormGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, erro
 	if !in[2].Shape().Equal(in[0].Shape()) {
 		return nil, graph.Invalid, shapeMismatch(in[2], in[0])
 	}
-	if o.gamma {
-		return in[1].Shape(), graph.Float32, nil
-	}
 	return in[0].Shape(), graph.Float32, nil
 }
 
+// layerNormParamGrads holds a LayerNormGrad's dγ and dβ: one partial sum
+// per worker while the kernel runs, then their total in the first.
+type layerNormParamGrads struct {
+	dgamma, dbeta [][]float32
+}
+
 func (o layerNormGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	x, gamma, dy, out := b.In[0].F32, b.In[1].F32, b.In[2].F32, b.Out.F32
+	x, gamma, dy, dx := b.In[0].F32, b.In[1].F32, b.In[2].F32, b.Out.F32
 	d := len(gamma)
 	eps := o.cfg.eps()
 	g0 := float32(0)
 	if o.cfg.ZeroCenteredGamma {
 		g0 = 1
 	}
-	if o.gamma {
-		return func() error {
-			clear(out)
-			for r := 0; r+d <= len(x); r += d {
-				xr, gr := x[r:r+d], dy[r:r+d]
-				mu, rs := rowStats(xr, eps)
-				for i, v := range xr {
-					out[i] += gr[i] * (v - mu) * rs
-				}
-			}
-			return nil
-		}, nil
+	rows := len(x) / max(d, 1)
+	pg := &layerNormParamGrads{}
+	c := newPartChunker(rows, rows*d, func(part, lo, hi int) {
+		dg, db := pg.dgamma[part], pg.dbeta[part]
+		clear(dg)
+		clear(db)
+		for r := lo * d; r < hi*d; r += d {
+			layerNormGradRow(dx[r:r+d], dg, db, x[r:r+d], dy[r:r+d], gamma, g0, eps)
+		}
+	})
+	for i := 0; i < c.parts; i++ {
+		pg.dgamma = append(pg.dgamma, make([]float32, d))
+		pg.dbeta = append(pg.dbeta, make([]float32, d))
 	}
+	b.Out.Aux = pg
+	run := c.kernel()
 	return func() error {
-		for r := 0; r+d <= len(x); r += d {
-			xr, gr, dx := x[r:r+d], dy[r:r+d], out[r:r+d]
-			mu, rs := rowStats(xr, eps)
-			// g = dy·γ'; dx = rstd·(g − mean(g) − x̂·mean(g·x̂))
-			var mg, mgx float64
-			for i, v := range xr {
-				g := gr[i] * (gamma[i] + g0)
-				mg += float64(g)
-				mgx += float64(g * (v - mu) * rs)
+		if err := run(); err != nil {
+			return err
+		}
+		for _, p := range pg.dgamma[1:] {
+			for i, v := range p {
+				pg.dgamma[0][i] += v
 			}
-			fm, fmx := float32(mg/float64(d)), float32(mgx/float64(d))
-			for i, v := range xr {
-				g := gr[i] * (gamma[i] + g0)
-				dx[i] = rs * (g - fm - (v-mu)*rs*fmx)
+		}
+		for _, p := range pg.dbeta[1:] {
+			for i, v := range p {
+				pg.dbeta[0][i] += v
 			}
 		}
 		return nil
 	}, nil
+}
+
+// layerNormGradRow does one row of the backward: with x̂ = (x − μ)/σ and
+// g = dy·γ', dx = (g − mean(g) − x̂·mean(g·x̂))/σ, and it adds dy·x̂ to dγ
+// and dy to dβ.
+func layerNormGradRow(dx, dgamma, dbeta, x, dy, gamma []float32, g0, eps float32) {
+	mu, rs := rowStats(x, eps)
+	dx, dy, gamma, dgamma, dbeta = dx[:len(x)], dy[:len(x)], gamma[:len(x)], dgamma[:len(x)], dbeta[:len(x)]
+	var mg, mgx float64
+	for i, v := range x {
+		xh := (v - mu) * rs
+		gy := dy[i]
+		g := gy * (gamma[i] + g0)
+		mg += float64(g)
+		mgx += float64(g * xh)
+		dgamma[i] += gy * xh
+		dbeta[i] += gy
+	}
+	n := float64(len(x))
+	fm, fmx := float32(mg/n), float32(mgx/n)
+	for i, v := range x {
+		g := dy[i] * (gamma[i] + g0)
+		dx[i] = rs * (g - fm - (v-mu)*rs*fmx)
+	}
+}
+
+// layerNormParamGradOp hands on the dγ (or dβ) that a LayerNormGrad
+// computed.
+type layerNormParamGradOp struct{ beta bool }
+
+func (o layerNormParamGradOp) Type() string {
+	if o.beta {
+		return "LayerNormGradBeta"
+	}
+	return "LayerNormGradGamma"
+}
+
+func (o layerNormParamGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	if err := float32In(in, 1); err != nil {
+		return nil, graph.Invalid, err
+	}
+	if _, ok := in[0].Op().(layerNormGradOp); !ok {
+		return nil, graph.Invalid, fmt.Errorf("input %q is a %s, want a LayerNormGrad", in[0].Name(), in[0].Op().Type())
+	}
+	s := in[0].Shape()
+	return graph.Shape{s[len(s)-1]}, graph.Float32, nil
+}
+
+func (o layerNormParamGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	pg, ok := b.In[0].Aux.(*layerNormParamGrads)
+	if !ok {
+		return nil, fmt.Errorf("input %q carries no LayerNorm parameter gradients", b.Node.Input(0).Name())
+	}
+	src, out := pg.dgamma, b.Out.F32
+	if o.beta {
+		src = pg.dbeta
+	}
+	return func() error { copy(out, src[0]); return nil }, nil
 }
 
 // LayerNorm normalises x over its last axis, y = x̂·γ + β (x̂·(1+γ) + β

@@ -5,6 +5,7 @@ import (
 
 	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // softmaxOp is softmax (or log-softmax) over the last axis.
@@ -35,26 +36,22 @@ func (o softmaxOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		d = s[len(s)-1]
 	}
 	log := o.log
-	return func() error {
-		for r := 0; r+d <= len(y); r += d {
+	rows := len(y) / max(d, 1)
+	return newChunkerCost(rows, rows*d, func(lo, hi int) {
+		for r := lo * d; r < hi*d; r += d {
 			softmaxRow(y[r:r+d], x[r:r+d], log)
 		}
-		return nil
-	}, nil
+	}).kernel(), nil
 }
 
-// softmaxRow writes softmax(x) (or log-softmax) into y.
+// softmaxRow writes softmax(x) (or log-softmax) into y: the row's max,
+// then exp(x − max) and its sum in one pass of the vector kernels.
 func softmaxRow(y, x []float32, log bool) {
-	m := x[0]
-	for _, v := range x[1:] {
-		m = max(m, v)
+	if len(x) == 0 {
+		return
 	}
-	var sum float32
-	for i, v := range x {
-		e := math32.Exp(v - m)
-		y[i] = e
-		sum += e
-	}
+	m := kernels.RowMax(x)
+	sum := kernels.ExpSum(y, x, 1, m)
 	if log {
 		lse := m + math32.Log(sum)
 		for i, v := range x {

@@ -226,3 +226,24 @@ func TestAttentionMatchesDefinition(t *testing.T) {
 		})
 	}
 }
+
+// TestExpKernelsKeepNaN checks that a NaN input stays NaN through the
+// vector exponential (its clamp must not turn NaN into e^±87), in ExpSum
+// and in GELU, as in their Go twins.
+func TestExpKernelsKeepNaN(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, n := range []int{1, 16, 19, 40} {
+		x := make([]float32, n)
+		x[n-1] = nan
+		y := make([]float32, n)
+		if s := ExpSum(y, x, 1, 0); s == s || y[n-1] == y[n-1] {
+			t.Fatalf("n=%d: ExpSum of a NaN gave %v (sum %v)", n, y[n-1], s)
+		}
+		g := make([]float32, n)
+		GELU(g, x)
+		GELUGrad(y, x, x)
+		if g[n-1] == g[n-1] || y[n-1] == y[n-1] {
+			t.Fatalf("n=%d: GELU(NaN) = %v, GELU'(NaN)·NaN = %v", n, g[n-1], y[n-1])
+		}
+	}
+}

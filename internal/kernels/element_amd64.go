@@ -140,18 +140,45 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 		return false
 	}
 	add := b2i(acc)
-	for j := 0; j < n; j += 64 {
-		cols := min(64, n-j)
-		nv := (cols + 15) / 16
-		mask := uint16(1<<(cols-16*(nv-1)) - 1)
-		full, one := rowKernels[nv-1][0], rowKernels[nv-1][1]
-		mr := rowGemmRows(nv)
-		i := 0
-		for ; i+mr <= m; i += mr {
-			full(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add, alpha)
+	// Row groups outer, column blocks inner: the group's rows of A are
+	// read from memory once and reused from L1 for every block of
+	// columns, while B (at most directMaxB elements) stays in L2.
+	nfull := n / 64 * 64
+	mr := rowGemmRows(4)
+	cols := n - nfull
+	nv := (cols + 15) / 16
+	var mask uint16
+	var tfull, tone rowKernel
+	tr := 0
+	if cols > 0 {
+		mask = uint16(1<<(cols-16*(nv-1)) - 1)
+		tfull, tone, tr = rowKernels[nv-1][0], rowKernels[nv-1][1], rowGemmRows(nv)
+	}
+	i := 0
+	for ; i+mr <= m; i += mr {
+		for j := 0; j < nfull; j += 64 {
+			rowGemm6x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, add, alpha)
 		}
-		for ; i < m; i++ {
-			one(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, mask, add, alpha)
+		if cols == 0 {
+			continue
+		}
+		// The tail columns, in groups of the tail kernel's rows.
+		for r := i; r < i+mr; {
+			if r+tr <= i+mr && r+tr <= m {
+				tfull(k, &a[r*rsA], rsA, csA, &b[nfull], ldb, &c[r*ldc+nfull], ldc, mask, add, alpha)
+				r += tr
+				continue
+			}
+			tone(k, &a[r*rsA], rsA, csA, &b[nfull], ldb, &c[r*ldc+nfull], ldc, mask, add, alpha)
+			r++
+		}
+	}
+	for ; i < m; i++ {
+		for j := 0; j < nfull; j += 64 {
+			rowGemm1x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, add, alpha)
+		}
+		if cols > 0 {
+			tone(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, add, alpha)
 		}
 	}
 	return true

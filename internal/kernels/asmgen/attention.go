@@ -118,32 +118,46 @@ type expRegs struct {
 	one, lim, negLim, log2e, ln2hi, ln2lo, p0, p1, p2, p3, p4, p5, zp5, znp5, b127 VecPhysical
 }
 
+// constRegs broadcasts 32-bit constants into vector registers from next
+// on.
+type constRegs struct{ next int }
+
+func (c *constRegs) reg(v uint32) VecPhysical {
+	z := zmm(c.next)
+	c.next++
+	r := GP32()
+	MOVL(U32(v), r)
+	VPBROADCASTD(r, z)
+	return z
+}
+
 // newExpRegs broadcasts fastExp's constants into registers from next on
 // and returns the first register after them.
 func newExpRegs(next int) (expRegs, int) {
-	reg := func(v uint32) VecPhysical {
-		z := zmm(next)
-		next++
-		r := GP32()
-		MOVL(U32(v), r)
-		VPBROADCASTD(r, z)
-		return z
-	}
-	k := expRegs{
+	c := &constRegs{next}
+	k := newExpRegsFrom(c)
+	return k, c.next
+}
+
+// newExpRegsFrom broadcasts fastExp's constants with c.
+func newExpRegsFrom(c *constRegs) expRegs {
+	reg := c.reg
+	return expRegs{
 		one: reg(f32(1)), lim: reg(f32(87)), negLim: reg(f32(-87)), log2e: reg(f32(1.4426950408889634)),
 		ln2hi: reg(f32(0.693145751953125)), ln2lo: reg(f32(1.428606765330187e-06)),
 		p0: reg(f32(1.0 / 5040)), p1: reg(f32(1.0 / 720)), p2: reg(f32(1.0 / 120)), p3: reg(f32(1.0 / 24)),
 		p4: reg(f32(1.0 / 6)), p5: reg(f32(1.0 / 2)), zp5: reg(f32(0.5)), znp5: reg(f32(-0.5)), b127: reg(127),
 	}
-	return k, next
 }
 
 // fastExp emits e = fastExp(e) (kernels.fastExp: the same operations in
 // the same order, no fused multiply-add), using t, tmp, tmp2, r and nn as
 // scratch; tmp is left holding the biased exponent bits.
 func fastExp(k expRegs, e, t, tmp, tmp2, r, nn VecPhysical) {
-	VMINPS(k.lim, e, e)
-	VMAXPS(k.negLim, e, e)
+	// The clamp keeps a NaN (VMINPS and VMAXPS return their second
+	// source, here x, when either is NaN), as Go's min and max do.
+	VMINPS(e, k.lim, e)
+	VMAXPS(e, k.negLim, e)
 	VMULPS(k.log2e, e, t) // t = x·log2e
 	// n = trunc(t+0.5), or trunc(t−0.5) where t < −0.5
 	VADDPS(k.zp5, t, tmp)

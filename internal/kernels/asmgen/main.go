@@ -53,17 +53,11 @@ func main() {
 // f32 returns the bits of a float32 constant.
 func f32(v float64) uint32 { return math.Float32bits(float32(v)) }
 
-// geluConsts broadcasts the constants of ops.fastExp, ops.fastTanh and
-// GELU into registers.
-type geluRegs struct {
-	half, one, negOne, two, nine, negNine, c3, geluC, c3b, lim, negLim, log2e, ln2hi, ln2lo, p0, p1, p2, p3, p4, p5, zp5, znp5, b127 VecPhysical
-}
-
 // gelu emits the 16-lane GELU (tanh form) forward, y = 0.5·x·(1+tanh(u)),
 // or backward, dx = dy·(0.5·(1+t) + 0.5·x·(1−t²)·du), with tanh and exp
-// computed exactly as ops.fastTanh and ops.fastExp do (same operations,
-// same order, no fused multiply-add), so results match the Go loops bit
-// for bit.
+// computed exactly as kernels.FastTanh and kernels.fastExp do (same
+// operations, same order, no fused multiply-add), so results match the
+// Go loops bit for bit.
 func gelu(backward bool) {
 	name := "geluAVX512"
 	sig := "func(y, x *float32, blocks int)"
@@ -80,91 +74,50 @@ func gelu(backward bool) {
 		out, x = Load(Param("y"), GP64()), Load(Param("x"), GP64())
 	}
 	n = Load(Param("blocks"), GP64())
-	next := 8
-	reg := func(v uint32) VecPhysical {
-		z := zmm(next)
-		next++
-		r := GP32()
-		MOVL(U32(v), r)
-		VPBROADCASTD(r, z)
-		return z
-	}
-	k := geluRegs{
-		half: reg(f32(0.5)), one: reg(f32(1)), negOne: reg(f32(-1)), two: reg(f32(2)), nine: reg(f32(9)), negNine: reg(f32(-9)),
-		c3: reg(f32(0.044715)), geluC: reg(f32(0.7978845608028654)), c3b: reg(f32(3 * 0.044715)),
-		lim: reg(f32(87)), negLim: reg(f32(-87)), log2e: reg(f32(1.4426950408889634)),
-		ln2hi: reg(f32(0.693145751953125)), ln2lo: reg(f32(1.428606765330187e-06)),
-		p0: reg(f32(1.0 / 5040)), p1: reg(f32(1.0 / 720)), p2: reg(f32(1.0 / 120)), p3: reg(f32(1.0 / 24)),
-		p4: reg(f32(1.0 / 6)), p5: reg(f32(1.0 / 2)), zp5: reg(f32(0.5)), znp5: reg(f32(-0.5)), b127: reg(127),
-	}
+	c := &constRegs{next: 8}
+	k := newExpRegsFrom(c)
+	half, negOne, two, nine, negNine := c.reg(f32(0.5)), c.reg(f32(-1)), c.reg(f32(2)), c.reg(f32(9)), c.reg(f32(-9))
+	c3, geluC, c3b := c.reg(f32(0.044715)), c.reg(f32(0.7978845608028654)), c.reg(f32(3*0.044715))
 	loop(name, n, func() {
 		v, u, t, e, r, nn, tmp, tmp2 := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7
 		VMOVUPS(Mem{Base: x}, v)
 		// u = geluC·(v + ((0.044715·v)·v)·v)
-		VMULPS(v, k.c3, u)
+		VMULPS(v, c3, u)
 		VMULPS(v, u, u)
 		VMULPS(v, u, u)
 		VADDPS(u, v, u)
-		VMULPS(u, k.geluC, u)
-		// fastExp(2u): xx = max(min(2u, 87), −87)
-		VMULPS(k.two, u, e)
-		VMINPS(k.lim, e, e)
-		VMAXPS(k.negLim, e, e)
-		VMULPS(k.log2e, e, t) // t = xx·log2e
-		// n = trunc(t+0.5), or trunc(t−0.5) where t < −0.5
-		VADDPS(k.zp5, t, tmp)
-		VCVTTPS2DQ(tmp, tmp)
-		VSUBPS(k.zp5, t, tmp2)
-		VCVTTPS2DQ(tmp2, tmp2)
-		VCMPPS(U8(1), k.znp5, t, K1) // t < −0.5
-		VPBLENDMD(tmp2, tmp, K1, tmp)
-		VCVTDQ2PS(tmp, nn)
-		// r = (xx − n·ln2hi) − n·ln2lo
-		VMULPS(k.ln2hi, nn, r)
-		VSUBPS(r, e, r)
-		VMULPS(k.ln2lo, nn, tmp2)
-		VSUBPS(tmp2, r, r)
-		// p = 1 + r·(1 + r·(1/2 + r·(1/6 + r·(1/24 + r·(1/120 + r·(1/720 + r/5040))))))
-		VMULPS(k.p0, r, e)
-		VADDPS(k.p1, e, e)
-		for _, c := range []VecPhysical{k.p2, k.p3, k.p4, k.p5, k.one} {
-			VMULPS(e, r, e)
-			VADDPS(c, e, e)
-		}
-		VMULPS(e, r, e)
-		VADDPS(k.one, e, e)
-		// ·2^n
-		VPADDD(k.b127, tmp, tmp)
-		VPSLLD(U8(23), tmp, tmp)
-		VMULPS(tmp, e, e)
+		VMULPS(u, geluC, u)
+		// e = fastExp(2u)
+		VMULPS(two, u, e)
+		fastExp(k, e, t, tmp, tmp2, r, nn)
 		// t = 1 − 2/(e+1), ±1 beyond |u| > 9
 		VADDPS(k.one, e, e)
-		VDIVPS(e, k.two, t)
+		VDIVPS(e, two, t)
 		VSUBPS(t, k.one, t)
-		VCMPPS(U8(14), k.nine, u, K1) // u > 9
+		VCMPPS(U8(14), nine, u, K1) // u > 9
 		VPBLENDMD(k.one, t, K1, t)
-		VCMPPS(U8(1), k.negNine, u, K2) // u < −9
-		VPBLENDMD(k.negOne, t, K2, t)
+		VCMPPS(U8(1), negNine, u, K2) // u < −9
+		VPBLENDMD(negOne, t, K2, t)
 		if !backward {
 			// y = (0.5·v)·(1+t)
-			VMULPS(k.half, v, tmp)
+			VMULPS(half, v, tmp)
 			VADDPS(k.one, t, t)
 			VMULPS(t, tmp, t)
 			VMOVUPS(t, Mem{Base: out})
 		} else {
 			// du = geluC·(1 + (0.134145·v)·v)
-			VMULPS(v, k.c3b, e)
+			VMULPS(v, c3b, e)
 			VMULPS(v, e, e)
 			VADDPS(k.one, e, e)
-			VMULPS(e, k.geluC, e)
+			VMULPS(e, geluC, e)
 			// g = 0.5·(1+t) + ((0.5·v)·(1 − t·t))·du
 			VMULPS(t, t, tmp)
 			VSUBPS(tmp, k.one, tmp)
-			VMULPS(k.half, v, tmp2)
+			VMULPS(half, v, tmp2)
 			VMULPS(tmp, tmp2, tmp2)
 			VMULPS(e, tmp2, tmp2)
 			VADDPS(k.one, t, t)
-			VMULPS(t, k.half, t)
+			VMULPS(t, half, t)
 			VADDPS(tmp2, t, t)
 			VMOVUPS(Mem{Base: dy}, tmp)
 			VMULPS(t, tmp, t)
