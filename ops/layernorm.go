@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // LayerNormConfig holds LayerNorm's settings.
@@ -64,30 +64,11 @@ func (o layerNormOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 // returns the row's mean and reciprocal standard deviation. Fused FP8
 // kernels reuse it.
 func layerNormRow(y, x, gamma, beta []float32, eps float32, zeroCentered bool) (mean, rstd float32) {
-	mu, r := rowStats(x, eps)
 	g0 := float32(0)
 	if zeroCentered {
 		g0 = 1
 	}
-	y, gamma, beta = y[:len(x)], gamma[:len(x)], beta[:len(x)]
-	for i, v := range x {
-		y[i] = (v-mu)*r*(gamma[i]+g0) + beta[i]
-	}
-	return mu, r
-}
-
-func rowStats(x []float32, eps float32) (mu, r float32) {
-	var s float64
-	for _, v := range x {
-		s += float64(v)
-	}
-	mu = float32(s / float64(len(x)))
-	var q float64
-	for _, v := range x {
-		d := v - mu
-		q += float64(d * d)
-	}
-	return mu, 1 / math32.Sqrt(float32(q/float64(len(x)))+eps)
+	return kernels.LayerNormRow(y, x, gamma, beta, eps, g0)
 }
 
 func (o layerNormOp) Bind(b *graph.Binding) (graph.Kernel, error) {
@@ -165,7 +146,7 @@ func (o layerNormGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		clear(dg)
 		clear(db)
 		for r := lo * d; r < hi*d; r += d {
-			layerNormGradRow(dx[r:r+d], dg, db, x[r:r+d], dy[r:r+d], gamma, g0, eps)
+			kernels.LayerNormGradRow(dx[r:r+d], dg, db, x[r:r+d], dy[r:r+d], gamma, eps, g0)
 		}
 	})
 	for i := 0; i < c.parts; i++ {
@@ -190,30 +171,6 @@ func (o layerNormGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}
 		return nil
 	}, nil
-}
-
-// layerNormGradRow does one row of the backward: with x̂ = (x − μ)/σ and
-// g = dy·γ', dx = (g − mean(g) − x̂·mean(g·x̂))/σ, and it adds dy·x̂ to dγ
-// and dy to dβ.
-func layerNormGradRow(dx, dgamma, dbeta, x, dy, gamma []float32, g0, eps float32) {
-	mu, rs := rowStats(x, eps)
-	dx, dy, gamma, dgamma, dbeta = dx[:len(x)], dy[:len(x)], gamma[:len(x)], dgamma[:len(x)], dbeta[:len(x)]
-	var mg, mgx float64
-	for i, v := range x {
-		xh := (v - mu) * rs
-		gy := dy[i]
-		g := gy * (gamma[i] + g0)
-		mg += float64(g)
-		mgx += float64(g * xh)
-		dgamma[i] += gy * xh
-		dbeta[i] += gy
-	}
-	n := float64(len(x))
-	fm, fmx := float32(mg/n), float32(mgx/n)
-	for i, v := range x {
-		g := dy[i] * (gamma[i] + g0)
-		dx[i] = rs * (g - fm - (v-mu)*rs*fmx)
-	}
 }
 
 // layerNormParamGradOp hands on the dγ (or dβ) that a LayerNormGrad

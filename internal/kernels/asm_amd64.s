@@ -3891,3 +3891,264 @@ softmaxGradRowAVX512_done:
 	VMOVUPS   Z0, K1, (AX)
 	VZEROUPPER
 	RET
+
+// func lnSumAVX512(x *float32, blocks int, mask uint16, out *[16]float32)
+// Requires: AVX, AVX512F
+TEXT ·lnSumAVX512(SB), NOSPLIT, $0-32
+	MOVQ    x+0(FP), AX
+	MOVQ    blocks+8(FP), CX
+	MOVWLZX mask+16(FP), DX
+	KMOVW   DX, K1
+	VPXORD  Z0, Z0, Z0
+	TESTQ   CX, CX
+	JZ      lnSumAVX512_done
+
+lnSumAVX512_loop:
+	VMOVUPS (AX), Z1
+	VADDPS  Z1, Z0, Z0
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     lnSumAVX512_loop
+
+lnSumAVX512_done:
+	KORTESTW  K1, K1
+	JZ        lnSumAVX512_end
+	VMOVUPS.Z (AX), K1, Z1
+	VADDPS    Z1, Z0, K1, Z0
+	ADDQ      $0x00000040, AX
+
+lnSumAVX512_end:
+	MOVQ    out+24(FP), AX
+	VMOVUPS Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func lnSqDevAVX512(x *float32, blocks int, mask uint16, mu float32, out *[16]float32)
+// Requires: AVX, AVX512F
+TEXT ·lnSqDevAVX512(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVWLZX      mask+16(FP), DX
+	KMOVW        DX, K1
+	VBROADCASTSS mu+20(FP), Z10
+	VPXORD       Z0, Z0, Z0
+	TESTQ        CX, CX
+	JZ           lnSqDevAVX512_done
+
+lnSqDevAVX512_loop:
+	VMOVUPS (AX), Z1
+	VSUBPS  Z10, Z1, Z1
+	VMULPS  Z1, Z1, Z1
+	VADDPS  Z1, Z0, Z0
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     lnSqDevAVX512_loop
+
+lnSqDevAVX512_done:
+	KORTESTW  K1, K1
+	JZ        lnSqDevAVX512_end
+	VMOVUPS.Z (AX), K1, Z1
+	VSUBPS    Z10, Z1, Z1
+	VMULPS    Z1, Z1, Z1
+	VADDPS    Z1, Z0, K1, Z0
+	ADDQ      $0x00000040, AX
+
+lnSqDevAVX512_end:
+	MOVQ    out+24(FP), AX
+	VMOVUPS Z0, (AX)
+	VZEROUPPER
+	RET
+
+// func lnApplyAVX512(y *float32, x *float32, gamma *float32, beta *float32, blocks int, mask uint16, mu float32, r float32, g0 float32)
+// Requires: AVX, AVX512F
+TEXT ·lnApplyAVX512(SB), NOSPLIT, $0-56
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         beta+24(FP), BX
+	MOVQ         blocks+32(FP), SI
+	MOVWLZX      mask+40(FP), DI
+	KMOVW        DI, K1
+	VBROADCASTSS mu+44(FP), Z10
+	VBROADCASTSS r+48(FP), Z11
+	VBROADCASTSS g0+52(FP), Z12
+	TESTQ        SI, SI
+	JZ           lnApplyAVX512_done
+
+lnApplyAVX512_loop:
+	VMOVUPS (CX), Z0
+	VMOVUPS (DX), Z1
+	VMOVUPS (BX), Z2
+	VSUBPS  Z10, Z0, Z0
+	VMULPS  Z11, Z0, Z0
+	VADDPS  Z12, Z1, Z1
+	VMULPS  Z1, Z0, Z0
+	VADDPS  Z2, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, BX
+	DECQ    SI
+	JNZ     lnApplyAVX512_loop
+
+lnApplyAVX512_done:
+	KORTESTW  K1, K1
+	JZ        lnApplyAVX512_end
+	VMOVUPS.Z (CX), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMOVUPS.Z (BX), K1, Z2
+	VSUBPS    Z10, Z0, Z0
+	VMULPS    Z11, Z0, Z0
+	VADDPS    Z12, Z1, Z1
+	VMULPS    Z1, Z0, Z0
+	VADDPS    Z2, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, BX
+
+lnApplyAVX512_end:
+	VZEROUPPER
+	RET
+
+// func lnGradAccumAVX512(x *float32, dy *float32, gamma *float32, dgamma *float32, dbeta *float32, blocks int, mask uint16, mu float32, rs float32, g0 float32, out *[32]float32)
+// Requires: AVX, AVX512F
+TEXT ·lnGradAccumAVX512(SB), NOSPLIT, $0-72
+	MOVQ         x+0(FP), AX
+	MOVQ         dy+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         dgamma+24(FP), BX
+	MOVQ         dbeta+32(FP), SI
+	MOVQ         blocks+40(FP), DI
+	MOVWLZX      mask+48(FP), R8
+	KMOVW        R8, K1
+	VBROADCASTSS mu+52(FP), Z10
+	VBROADCASTSS rs+56(FP), Z11
+	VBROADCASTSS g0+60(FP), Z12
+	VPXORD       Z20, Z20, Z20
+	VPXORD       Z21, Z21, Z21
+	TESTQ        DI, DI
+	JZ           lnGradAccumAVX512_done
+
+lnGradAccumAVX512_loop:
+	VMOVUPS (AX), Z0
+	VMOVUPS (CX), Z1
+	VMOVUPS (DX), Z2
+	VSUBPS  Z10, Z0, Z0
+	VMULPS  Z11, Z0, Z0
+	VADDPS  Z12, Z2, Z2
+	VMULPS  Z1, Z2, Z2
+	VMULPS  Z0, Z2, Z3
+	VADDPS  Z2, Z20, Z20
+	VADDPS  Z3, Z21, Z21
+	VMULPS  Z0, Z1, Z3
+	VMOVUPS (BX), Z4
+	VADDPS  Z3, Z4, Z4
+	VMOVUPS Z4, (BX)
+	VMOVUPS (SI), Z5
+	VADDPS  Z1, Z5, Z5
+	VMOVUPS Z5, (SI)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, BX
+	ADDQ    $0x00000040, SI
+	DECQ    DI
+	JNZ     lnGradAccumAVX512_loop
+
+lnGradAccumAVX512_done:
+	KORTESTW  K1, K1
+	JZ        lnGradAccumAVX512_end
+	VMOVUPS.Z (AX), K1, Z0
+	VMOVUPS.Z (CX), K1, Z1
+	VMOVUPS.Z (DX), K1, Z2
+	VSUBPS    Z10, Z0, Z0
+	VMULPS    Z11, Z0, Z0
+	VADDPS    Z12, Z2, Z2
+	VMULPS    Z1, Z2, Z2
+	VMULPS    Z0, Z2, Z3
+	VADDPS    Z2, Z20, K1, Z20
+	VADDPS    Z3, Z21, K1, Z21
+	VMULPS    Z0, Z1, Z3
+	VMOVUPS.Z (BX), K1, Z4
+	VADDPS    Z3, Z4, Z4
+	VMOVUPS   Z4, K1, (BX)
+	VMOVUPS.Z (SI), K1, Z5
+	VADDPS    Z1, Z5, Z5
+	VMOVUPS   Z5, K1, (SI)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, BX
+	ADDQ      $0x00000040, SI
+
+lnGradAccumAVX512_end:
+	MOVQ    out+64(FP), AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VZEROUPPER
+	RET
+
+// func lnGradDxAVX512(dx *float32, x *float32, dy *float32, gamma *float32, blocks int, mask uint16, mu float32, rs float32, g0 float32, fm float32, fmx float32)
+// Requires: AVX, AVX512F
+TEXT ·lnGradDxAVX512(SB), NOSPLIT, $0-64
+	MOVQ         dx+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         gamma+24(FP), BX
+	MOVQ         blocks+32(FP), SI
+	MOVWLZX      mask+40(FP), DI
+	KMOVW        DI, K1
+	VBROADCASTSS mu+44(FP), Z10
+	VBROADCASTSS rs+48(FP), Z11
+	VBROADCASTSS g0+52(FP), Z12
+	VBROADCASTSS fm+56(FP), Z13
+	VBROADCASTSS fmx+60(FP), Z14
+	TESTQ        SI, SI
+	JZ           lnGradDxAVX512_done
+
+lnGradDxAVX512_loop:
+	VMOVUPS (CX), Z0
+	VMOVUPS (BX), Z1
+	VMOVUPS (DX), Z2
+	VADDPS  Z12, Z1, Z1
+	VMULPS  Z2, Z1, Z1
+	VSUBPS  Z13, Z1, Z1
+	VSUBPS  Z10, Z0, Z0
+	VMULPS  Z11, Z0, Z0
+	VMULPS  Z14, Z0, Z0
+	VSUBPS  Z0, Z1, Z1
+	VMULPS  Z11, Z1, Z1
+	VMOVUPS Z1, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, BX
+	DECQ    SI
+	JNZ     lnGradDxAVX512_loop
+
+lnGradDxAVX512_done:
+	KORTESTW  K1, K1
+	JZ        lnGradDxAVX512_end
+	VMOVUPS.Z (CX), K1, Z0
+	VMOVUPS.Z (BX), K1, Z1
+	VMOVUPS.Z (DX), K1, Z2
+	VADDPS    Z12, Z1, Z1
+	VMULPS    Z2, Z1, Z1
+	VSUBPS    Z13, Z1, Z1
+	VSUBPS    Z10, Z0, Z0
+	VMULPS    Z11, Z0, Z0
+	VMULPS    Z14, Z0, Z0
+	VSUBPS    Z0, Z1, Z1
+	VMULPS    Z11, Z1, Z1
+	VMOVUPS   Z1, K1, (AX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, BX
+
+lnGradDxAVX512_end:
+	VZEROUPPER
+	RET

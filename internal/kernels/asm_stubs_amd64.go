@@ -168,3 +168,28 @@ func rowMaxAVX512(x *float32, blocks int, mask uint16, out *[16]float32)
 //
 //go:noescape
 func softmaxGradRowAVX512(ds *float32, p *float32, dp *float32, blocks int, mask uint16, d float32, scale float32)
+
+// lnSumAVX512 stores the lane sums of x over one row; its Go twin is lnSumGo (layernorm.go) (AVX-512F).
+//
+//go:noescape
+func lnSumAVX512(x *float32, blocks int, mask uint16, out *[16]float32)
+
+// lnSqDevAVX512 stores the lane sums of (x − mu)² over one row; its Go twin is lnSqDevGo (layernorm.go) (AVX-512F).
+//
+//go:noescape
+func lnSqDevAVX512(x *float32, blocks int, mask uint16, mu float32, out *[16]float32)
+
+// lnApplyAVX512 writes y = ((x − mu)·r)·(γ + g0) + β over one row; its Go twin is lnApplyGo (layernorm.go) (AVX-512F).
+//
+//go:noescape
+func lnApplyAVX512(y *float32, x *float32, gamma *float32, beta *float32, blocks int, mask uint16, mu float32, r float32, g0 float32)
+
+// lnGradAccumAVX512 accumulates one row of the LayerNorm backward's sums and dγ, dβ; its Go twin is lnGradAccumGo (layernorm.go) (AVX-512F).
+//
+//go:noescape
+func lnGradAccumAVX512(x *float32, dy *float32, gamma *float32, dgamma *float32, dbeta *float32, blocks int, mask uint16, mu float32, rs float32, g0 float32, out *[32]float32)
+
+// lnGradDxAVX512 writes one row of the LayerNorm backward's dx; its Go twin is lnGradDxGo (layernorm.go) (AVX-512F).
+//
+//go:noescape
+func lnGradDxAVX512(dx *float32, x *float32, dy *float32, gamma *float32, blocks int, mask uint16, mu float32, rs float32, g0 float32, fm float32, fmx float32)

@@ -215,3 +215,43 @@ func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool {
 	softmaxGradRowAVX512(&ds[0], &p[0], &dp[0], blocks, mask, d, scale)
 	return true
 }
+
+func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	lnSumAVX512(&x[0], blocks, mask, lanes)
+	return true
+}
+
+func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	lnSqDevAVX512(&x[0], blocks, mask, mu, lanes)
+	return true
+}
+
+func lnApplyVector(y, x, gamma, beta []float32, blocks int, mask uint16, mu, r, g0 float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	lnApplyAVX512(&y[0], &x[0], &gamma[0], &beta[0], blocks, mask, mu, r, g0)
+	return true
+}
+
+func lnGradAccumVector(x, dy, gamma, dgamma, dbeta []float32, blocks int, mask uint16, mu, rs, g0 float32, lanes *[32]float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	lnGradAccumAVX512(&x[0], &dy[0], &gamma[0], &dgamma[0], &dbeta[0], blocks, mask, mu, rs, g0, lanes)
+	return true
+}
+
+func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs, g0, fm, fmx float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	lnGradDxAVX512(&dx[0], &x[0], &dy[0], &gamma[0], blocks, mask, mu, rs, g0, fm, fmx)
+	return true
+}

@@ -23,3 +23,16 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 func expSumVector(y, x []float32, scale, shift float32, lanes *[16]float32) bool { return false }
 func rowMaxVector(x []float32, lanes *[16]float32) bool                          { return false }
 func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool            { return false }
+func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool  { return false }
+func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
+	return false
+}
+func lnApplyVector(y, x, gamma, beta []float32, blocks int, mask uint16, mu, r, g0 float32) bool {
+	return false
+}
+func lnGradAccumVector(x, dy, gamma, dgamma, dbeta []float32, blocks int, mask uint16, mu, rs, g0 float32, lanes *[32]float32) bool {
+	return false
+}
+func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs, g0, fm, fmx float32) bool {
+	return false
+}

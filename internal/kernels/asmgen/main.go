@@ -47,6 +47,11 @@ func main() {
 	expSum()
 	rowMax()
 	softmaxGradRow()
+	lnSums("lnSumAVX512", false)
+	lnSums("lnSqDevAVX512", true)
+	lnApply()
+	lnGradAccum()
+	lnGradDx()
 	Generate()
 }
 
