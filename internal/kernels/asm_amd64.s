@@ -3695,9 +3695,9 @@ rowGemm1x4AVX512_write:
 	VZEROUPPER
 	RET
 
-// func expSumAVX512(y *float32, x *float32, blocks int, mask uint16, scale float32, shift float32, out *[16]float32)
+// func expSumAVX512(y *float32, x *float32, blocks int, mask uint16, scale float32, shift float32) float32
 // Requires: AVX, AVX512F, SSE
-TEXT ·expSumAVX512(SB), NOSPLIT, $0-48
+TEXT ·expSumAVX512(SB), NOSPLIT, $0-44
 	MOVQ         y+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         blocks+16(FP), DX
@@ -3824,14 +3824,22 @@ expSumAVX512_done:
 	VADDPS     Z0, Z28, K1, Z28
 
 expSumAVX512_end:
-	MOVQ    out+40(FP), AX
-	VMOVUPS Z28, (AX)
+	VMOVAPS       Z28, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	MOVSS         X0, ret+40(FP)
 	VZEROUPPER
 	RET
 
-// func rowMaxAVX512(x *float32, blocks int, mask uint16, out *[16]float32)
-// Requires: AVX, AVX512F
-TEXT ·rowMaxAVX512(SB), NOSPLIT, $0-32
+// func rowMaxAVX512(x *float32, blocks int, mask uint16) float32
+// Requires: AVX, AVX512F, SSE
+TEXT ·rowMaxAVX512(SB), NOSPLIT, $0-28
 	MOVQ         x+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVWLZX      mask+16(FP), DX
@@ -3848,9 +3856,16 @@ rowMaxAVX512_loop:
 	JNZ    rowMaxAVX512_loop
 
 rowMaxAVX512_done:
-	VMAXPS  (AX), Z0, K1, Z0
-	MOVQ    out+24(FP), AX
-	VMOVUPS Z0, (AX)
+	VMAXPS        (AX), Z0, K1, Z0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VMAXPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VMAXPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VMAXSS        X1, X0, X0
+	MOVSS         X0, ret+24(FP)
 	VZEROUPPER
 	RET
 

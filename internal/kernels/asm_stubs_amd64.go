@@ -154,15 +154,15 @@ func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, 
 //go:noescape
 func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
 
-// expSumAVX512 writes y = fastExp(x·scale − shift) and the lane sums of y over 16·blocks values and a masked last vector; its Go twin is expSumGo (attention.go) (AVX-512F).
+// expSumAVX512 writes y = fastExp(x·scale − shift) over 16·blocks values and a masked last vector and returns their sum, in 16 lanes added pairwise; its Go twin is expSumGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func expSumAVX512(y *float32, x *float32, blocks int, mask uint16, scale float32, shift float32, out *[16]float32)
+func expSumAVX512(y *float32, x *float32, blocks int, mask uint16, scale float32, shift float32) float32
 
-// rowMaxAVX512 stores the lane maxima of 16·blocks values and a masked last vector; its Go twin is rowMaxGo (attention.go) (AVX-512F).
+// rowMaxAVX512 returns the largest of 16·blocks values and a masked last vector; its Go twin is rowMaxGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowMaxAVX512(x *float32, blocks int, mask uint16, out *[16]float32)
+func rowMaxAVX512(x *float32, blocks int, mask uint16) float32
 
 // softmaxGradRowAVX512 writes ds = (p·(dp − d))·scale over 16·blocks values and a masked last vector; its Go twin is softmaxGradRowGo (attention.go) (AVX-512F).
 //

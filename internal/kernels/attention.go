@@ -275,10 +275,11 @@ func ExpSum(y, x []float32, scale, shift float32) float32 {
 		return 0
 	}
 	y = y[:len(x)]
-	var lanes [16]float32
-	if !expSumVector(y, x, scale, shift, &lanes) {
-		expSumGo(y, x, scale, shift, &lanes)
+	if s, ok := expSumVector(y, x, scale, shift); ok {
+		return s
 	}
+	var lanes [16]float32
+	expSumGo(y, x, scale, shift, &lanes)
 	return sumLanes(&lanes)
 }
 
@@ -304,10 +305,11 @@ func sumLanes(l *[16]float32) float32 {
 // RowMax returns the largest of x (at least one value); a NaN in x gives
 // an unspecified value (the attention's result is NaN either way).
 func RowMax(x []float32) float32 {
-	var lanes [16]float32
-	if !rowMaxVector(x, &lanes) {
-		rowMaxGo(x, &lanes)
+	if m, ok := rowMaxVector(x); ok {
+		return m
 	}
+	var lanes [16]float32
+	rowMaxGo(x, &lanes)
 	m := lanes[0]
 	for _, v := range lanes[1:] {
 		if v > m {

@@ -247,3 +247,27 @@ func TestExpKernelsKeepNaN(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAttention runs the fused attention at the baby GPT's shape
+// (B 12, T 64, 4 heads of 32), forward and backward, on one goroutine.
+func BenchmarkAttention(b *testing.B) {
+	const bs, t, h, d = 12, 64, 4, 32
+	rng := rand.New(rand.NewPCG(1, 2))
+	qkv, dy := randSlice(rng, bs*t*3*h*d), randSlice(rng, bs*t*h*d)
+	a := NewAttention(bs, t, h, d, float32(1/math.Sqrt(d)), 1)
+	y, lse, dqkv := make([]float32, len(dy)), make([]float32, bs*h*t), make([]float32, len(qkv))
+	b.Run("forward", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			for bh := 0; bh < a.Heads(); bh++ {
+				a.Forward(0, bh, qkv, y, lse)
+			}
+		}
+	})
+	b.Run("backward", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			for bh := 0; bh < a.Heads(); bh++ {
+				a.Backward(0, bh, qkv, y, lse, dy, dqkv)
+			}
+		}
+	})
+}

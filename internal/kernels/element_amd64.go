@@ -141,8 +141,9 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 	}
 	add := b2i(acc)
 	// Row groups outer, column blocks inner: the group's rows of A are
-	// read from memory once and reused from L1 for every block of
-	// columns, while B (at most directMaxB elements) stays in L2.
+	// read from memory once and reused from L1 for every block of 64
+	// columns, while B (at most directMaxB elements) stays in L2; then
+	// the last, narrower block.
 	nfull := n / 64 * 64
 	mr := rowGemmRows(4)
 	cols := n - nfull
@@ -159,50 +160,43 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 		for j := 0; j < nfull; j += 64 {
 			rowGemm6x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, add, alpha)
 		}
-		if cols == 0 {
-			continue
-		}
-		// The tail columns, in groups of the tail kernel's rows.
-		for r := i; r < i+mr; {
-			if r+tr <= i+mr && r+tr <= m {
-				tfull(k, &a[r*rsA], rsA, csA, &b[nfull], ldb, &c[r*ldc+nfull], ldc, mask, add, alpha)
-				r += tr
-				continue
-			}
-			tone(k, &a[r*rsA], rsA, csA, &b[nfull], ldb, &c[r*ldc+nfull], ldc, mask, add, alpha)
-			r++
-		}
 	}
 	for ; i < m; i++ {
 		for j := 0; j < nfull; j += 64 {
 			rowGemm1x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, add, alpha)
 		}
-		if cols > 0 {
-			tone(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, add, alpha)
-		}
+	}
+	if cols == 0 {
+		return true
+	}
+	// The last columns, in groups of their kernel's rows.
+	i = 0
+	for ; i+tr <= m; i += tr {
+		tfull(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, add, alpha)
+	}
+	for ; i < m; i++ {
+		tone(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, add, alpha)
 	}
 	return true
 }
 
 // expSumVector runs ExpSum's vector kernel over all of x and reports
 // whether it could.
-func expSumVector(y, x []float32, scale, shift float32, lanes *[16]float32) bool {
+func expSumVector(y, x []float32, scale, shift float32) (float32, bool) {
 	if !hasAVX512 {
-		return false
+		return 0, false
 	}
 	blocks, mask := tailMask(len(x))
-	expSumAVX512(&y[0], &x[0], blocks, mask, scale, shift, lanes)
-	return true
+	return expSumAVX512(&y[0], &x[0], blocks, mask, scale, shift), true
 }
 
 // rowMaxVector runs RowMax's vector kernel and reports whether it could.
-func rowMaxVector(x []float32, lanes *[16]float32) bool {
+func rowMaxVector(x []float32) (float32, bool) {
 	if !hasAVX512 {
-		return false
+		return 0, false
 	}
 	blocks, mask := tailMask(len(x))
-	rowMaxAVX512(&x[0], blocks, mask, lanes)
-	return true
+	return rowMaxAVX512(&x[0], blocks, mask), true
 }
 
 // softmaxGradRowVector runs SoftmaxGradRow's vector kernel and reports

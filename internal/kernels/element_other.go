@@ -20,10 +20,10 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           
 func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool, alpha float32) bool {
 	return false
 }
-func expSumVector(y, x []float32, scale, shift float32, lanes *[16]float32) bool { return false }
-func rowMaxVector(x []float32, lanes *[16]float32) bool                          { return false }
-func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool            { return false }
-func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool  { return false }
+func expSumVector(y, x []float32, scale, shift float32) (float32, bool)         { return 0, false }
+func rowMaxVector(x []float32) (float32, bool)                                  { return 0, false }
+func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool           { return false }
+func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
 func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
 	return false
 }

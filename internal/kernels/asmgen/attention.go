@@ -192,9 +192,9 @@ func fastExp(k expRegs, e, t, tmp, tmp2, r, nn VecPhysical) {
 // that it stores to out. Its Go twin is expSumGo.
 func expSum() {
 	name := "expSumAVX512"
-	TEXT(name, NOSPLIT, "func(y, x *float32, blocks int, mask uint16, scale, shift float32, out *[16]float32)")
+	TEXT(name, NOSPLIT, "func(y, x *float32, blocks int, mask uint16, scale, shift float32) float32")
 	Pragma("noescape")
-	Doc(name + " writes y = fastExp(x·scale − shift) and the lane sums of y over 16·blocks values and a masked last vector; its Go twin is expSumGo (attention.go) (AVX-512F).")
+	Doc(name + " writes y = fastExp(x·scale − shift) over 16·blocks values and a masked last vector and returns their sum, in 16 lanes added pairwise; its Go twin is expSumGo (attention.go) (AVX-512F).")
 	y := Load(Param("y"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("blocks"), GP64())
@@ -226,10 +226,29 @@ func expSum() {
 	VMOVUPS(e, K1, Mem{Base: y})
 	VADDPS(e, sum, K1, sum)
 	Label(name + "_end")
-	out := Load(Param("out"), GP64())
-	VMOVUPS(sum, Mem{Base: out})
+	VMOVAPS(sum, Z0)
+	reduceLanes(false)
+	Store(X0, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
+}
+
+// reduceLanes emits the pairwise reduction of Z0's 16 lanes into X0's
+// first: lanes i and i+8, then i and i+4, i+2, i+1 (kernels.sumLanes'
+// order), added or (withMax) compared.
+func reduceLanes(withMax bool) {
+	op, last := VADDPS, VADDSS
+	if withMax {
+		op, last = VMAXPS, VMAXSS
+	}
+	VEXTRACTF64X4(U8(1), Z0, Y1)
+	op(Y1, Y0, Y0)
+	VEXTRACTF128(U8(1), Y0, X1)
+	op(X1, X0, X0)
+	VMOVHLPS(X0, X0, X1)
+	op(X1, X0, X0)
+	VMOVSHDUP(X0, X1)
+	last(X1, X0, X0)
 }
 
 // rowMax emits the 16 lane maxima of 16·blocks values and a masked last
@@ -237,9 +256,9 @@ func expSum() {
 // rowMaxGo.
 func rowMax() {
 	name := "rowMaxAVX512"
-	TEXT(name, NOSPLIT, "func(x *float32, blocks int, mask uint16, out *[16]float32)")
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int, mask uint16) float32")
 	Pragma("noescape")
-	Doc(name + " stores the lane maxima of 16·blocks values and a masked last vector; its Go twin is rowMaxGo (attention.go) (AVX-512F).")
+	Doc(name + " returns the largest of 16·blocks values and a masked last vector; its Go twin is rowMaxGo (attention.go) (AVX-512F).")
 	x := Load(Param("x"), GP64())
 	n := Load(Param("blocks"), GP64())
 	m := Load(Param("mask"), GP32())
@@ -253,8 +272,8 @@ func rowMax() {
 		ADDQ(U32(64), x)
 	})
 	VMAXPS(Mem{Base: x}, acc, K1, acc)
-	out := Load(Param("out"), GP64())
-	VMOVUPS(acc, Mem{Base: out})
+	reduceLanes(true)
+	Store(X0, ReturnIndex(0))
 	VZEROUPPER()
 	RET()
 }
