@@ -48,15 +48,14 @@ func (linearOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	var withBias func() error
 	if bias != nil {
-		withBias = newChunkerCost(rows, rows*outF, func(lo, hi int) { addBias(y[lo*outF:hi*outF], bias) }).kernel()
+		return func() error {
+			g.RunBias(false, true, rows, outF, inF, 1, x, inF, w, inF, bias, y, outF)
+			return nil
+		}, nil
 	}
 	return func() error {
 		g.Run(false, true, rows, outF, inF, 1, x, inF, w, inF, 0, y, outF)
-		if withBias != nil {
-			return withBias()
-		}
 		return nil
 	}, nil
 }

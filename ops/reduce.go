@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // reduceOp sums (or averages) x over axes. SumTo gives the target shape
@@ -90,6 +91,9 @@ func (o reduceOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	if rows, cols, ok := leadingSum(xs, keep); ok && !o.mean {
+		return columnSums(x, out, rows, cols), nil
+	}
 	p := newStridedPlan(xs, xs.Strides(), broadcastStrides(keep, xs))
 	n, so := p.n, p.inner[1]
 	row := func(ox, oo, _ int) {
@@ -121,6 +125,36 @@ func (o reduceOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}
 		return nil
 	}, nil
+}
+
+// leadingSum reports whether reducing xs to keep sums whole leading axes
+// only — x viewed as a [rows, cols] matrix summed down its columns, as a
+// bias gradient is — and returns rows and cols.
+func leadingSum(xs, keep graph.Shape) (rows, cols int, ok bool) {
+	lead := 0
+	for lead < len(xs) && keep[lead] == 1 {
+		lead++
+	}
+	if lead == 0 || lead == len(xs) {
+		return 0, 0, false
+	}
+	for i := lead; i < len(xs); i++ {
+		if keep[i] != xs[i] {
+			return 0, 0, false
+		}
+	}
+	cols = xs[lead:].Numel()
+	return xs.Numel() / max(cols, 1), cols, cols > 0
+}
+
+// columnSums returns the kernel that writes out[j] = Σ_r x[r·cols + j]:
+// the rows added in order (the vector kernels' fused 1·x + s is exactly
+// x + s), the columns spread over the workers.
+func columnSums(x, out []float32, rows, cols int) graph.Kernel {
+	one := []float32{1}
+	return newChunkerCost(cols, rows*cols, func(lo, hi int) {
+		kernels.RowGemm(1, hi-lo, rows, one, 0, 0, x[lo:], cols, out[lo:hi], cols, false)
+	}).kernel()
 }
 
 func (o reduceOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {

@@ -2617,9 +2617,9 @@ transpose16_done:
 	VZEROUPPER
 	RET
 
-// func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm8x1AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm8x1AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2690,8 +2690,8 @@ rowGemm8x1AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z9
-	MOVQ         acc+72(FP), DX
+	VBROADCASTSS alpha+88(FP), Z9
+	MOVQ         add+72(FP), DX
 	TESTQ        DX, DX
 	JNZ          rowGemm8x1AVX512_add
 	VMULPS       Z9, Z0, Z0
@@ -2705,35 +2705,36 @@ rowGemm8x1AVX512_store:
 	JMP          rowGemm8x1AVX512_write
 
 rowGemm8x1AVX512_add:
-	MOVQ        AX, DX
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z0, Z8
 	VMOVAPS     Z8, Z0
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z1, Z8
 	VMOVAPS     Z8, Z1
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z2, Z8
 	VMOVAPS     Z8, Z2
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z3, Z8
 	VMOVAPS     Z8, Z3
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z4, Z8
 	VMOVAPS     Z8, Z4
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z5, Z8
 	VMOVAPS     Z8, Z5
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z6, Z8
 	VMOVAPS     Z8, Z6
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS.Z   (DX), K1, Z8
 	VFMADD231PS Z9, Z7, Z8
 	VMOVAPS     Z8, Z7
@@ -2757,9 +2758,9 @@ rowGemm8x1AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2788,15 +2789,16 @@ rowGemm1x1AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z2
-	MOVQ         acc+72(FP), CX
+	VBROADCASTSS alpha+88(FP), Z2
+	MOVQ         add+72(FP), CX
 	TESTQ        CX, CX
 	JNZ          rowGemm1x1AVX512_add
 	VMULPS       Z2, Z0, Z0
 	JMP          rowGemm1x1AVX512_write
 
 rowGemm1x1AVX512_add:
-	MOVQ        AX, CX
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
 	VMOVUPS.Z   (CX), K1, Z1
 	VFMADD231PS Z2, Z0, Z1
 	VMOVAPS     Z1, Z0
@@ -2806,9 +2808,9 @@ rowGemm1x1AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm8x2AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm8x2AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2896,8 +2898,8 @@ rowGemm8x2AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z18
-	MOVQ         acc+72(FP), DX
+	VBROADCASTSS alpha+88(FP), Z18
+	MOVQ         add+72(FP), DX
 	TESTQ        DX, DX
 	JNZ          rowGemm8x2AVX512_add
 	VMULPS       Z18, Z0, Z0
@@ -2919,56 +2921,57 @@ rowGemm8x2AVX512_store:
 	JMP          rowGemm8x2AVX512_write
 
 rowGemm8x2AVX512_add:
-	MOVQ        AX, DX
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z0, Z16
 	VMOVAPS     Z16, Z0
 	VMOVUPS.Z   64(DX), K1, Z17
 	VFMADD231PS Z18, Z1, Z17
 	VMOVAPS     Z17, Z1
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z2, Z16
 	VMOVAPS     Z16, Z2
 	VMOVUPS.Z   64(DX), K1, Z17
 	VFMADD231PS Z18, Z3, Z17
 	VMOVAPS     Z17, Z3
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z4, Z16
 	VMOVAPS     Z16, Z4
 	VMOVUPS.Z   64(DX), K1, Z17
 	VFMADD231PS Z18, Z5, Z17
 	VMOVAPS     Z17, Z5
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z6, Z16
 	VMOVAPS     Z16, Z6
 	VMOVUPS.Z   64(DX), K1, Z17
 	VFMADD231PS Z18, Z7, Z17
 	VMOVAPS     Z17, Z7
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z8, Z16
 	VMOVAPS     Z16, Z8
 	VMOVUPS.Z   64(DX), K1, Z17
 	VFMADD231PS Z18, Z9, Z17
 	VMOVAPS     Z17, Z9
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z10, Z16
 	VMOVAPS     Z16, Z10
 	VMOVUPS.Z   64(DX), K1, Z17
 	VFMADD231PS Z18, Z11, Z17
 	VMOVAPS     Z17, Z11
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z12, Z16
 	VMOVAPS     Z16, Z12
 	VMOVUPS.Z   64(DX), K1, Z17
 	VFMADD231PS Z18, Z13, Z17
 	VMOVAPS     Z17, Z13
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z16
 	VFMADD231PS Z18, Z14, Z16
 	VMOVAPS     Z16, Z14
@@ -3003,9 +3006,9 @@ rowGemm8x2AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3037,8 +3040,8 @@ rowGemm1x2AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z4
-	MOVQ         acc+72(FP), CX
+	VBROADCASTSS alpha+88(FP), Z4
+	MOVQ         add+72(FP), CX
 	TESTQ        CX, CX
 	JNZ          rowGemm1x2AVX512_add
 	VMULPS       Z4, Z0, Z0
@@ -3046,7 +3049,8 @@ rowGemm1x2AVX512_store:
 	JMP          rowGemm1x2AVX512_write
 
 rowGemm1x2AVX512_add:
-	MOVQ        AX, CX
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
 	VMOVUPS     (CX), Z2
 	VFMADD231PS Z4, Z0, Z2
 	VMOVAPS     Z2, Z0
@@ -3060,9 +3064,9 @@ rowGemm1x2AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm8x3AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm8x3AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3167,8 +3171,8 @@ rowGemm8x3AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z27
-	MOVQ         acc+72(FP), DX
+	VBROADCASTSS alpha+88(FP), Z27
+	MOVQ         add+72(FP), DX
 	TESTQ        DX, DX
 	JNZ          rowGemm8x3AVX512_add
 	VMULPS       Z27, Z0, Z0
@@ -3198,7 +3202,8 @@ rowGemm8x3AVX512_store:
 	JMP          rowGemm8x3AVX512_write
 
 rowGemm8x3AVX512_add:
-	MOVQ        AX, DX
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z0, Z24
 	VMOVAPS     Z24, Z0
@@ -3208,7 +3213,7 @@ rowGemm8x3AVX512_add:
 	VMOVUPS.Z   128(DX), K1, Z26
 	VFMADD231PS Z27, Z2, Z26
 	VMOVAPS     Z26, Z2
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z3, Z24
 	VMOVAPS     Z24, Z3
@@ -3218,7 +3223,7 @@ rowGemm8x3AVX512_add:
 	VMOVUPS.Z   128(DX), K1, Z26
 	VFMADD231PS Z27, Z5, Z26
 	VMOVAPS     Z26, Z5
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z6, Z24
 	VMOVAPS     Z24, Z6
@@ -3228,7 +3233,7 @@ rowGemm8x3AVX512_add:
 	VMOVUPS.Z   128(DX), K1, Z26
 	VFMADD231PS Z27, Z8, Z26
 	VMOVAPS     Z26, Z8
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z9, Z24
 	VMOVAPS     Z24, Z9
@@ -3238,7 +3243,7 @@ rowGemm8x3AVX512_add:
 	VMOVUPS.Z   128(DX), K1, Z26
 	VFMADD231PS Z27, Z11, Z26
 	VMOVAPS     Z26, Z11
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z12, Z24
 	VMOVAPS     Z24, Z12
@@ -3248,7 +3253,7 @@ rowGemm8x3AVX512_add:
 	VMOVUPS.Z   128(DX), K1, Z26
 	VFMADD231PS Z27, Z14, Z26
 	VMOVAPS     Z26, Z14
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z15, Z24
 	VMOVAPS     Z24, Z15
@@ -3258,7 +3263,7 @@ rowGemm8x3AVX512_add:
 	VMOVUPS.Z   128(DX), K1, Z26
 	VFMADD231PS Z27, Z17, Z26
 	VMOVAPS     Z26, Z17
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z18, Z24
 	VMOVAPS     Z24, Z18
@@ -3268,7 +3273,7 @@ rowGemm8x3AVX512_add:
 	VMOVUPS.Z   128(DX), K1, Z26
 	VFMADD231PS Z27, Z20, Z26
 	VMOVAPS     Z26, Z20
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z27, Z21, Z24
 	VMOVAPS     Z24, Z21
@@ -3314,9 +3319,9 @@ rowGemm8x3AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3351,8 +3356,8 @@ rowGemm1x3AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z6
-	MOVQ         acc+72(FP), CX
+	VBROADCASTSS alpha+88(FP), Z6
+	MOVQ         add+72(FP), CX
 	TESTQ        CX, CX
 	JNZ          rowGemm1x3AVX512_add
 	VMULPS       Z6, Z0, Z0
@@ -3361,7 +3366,8 @@ rowGemm1x3AVX512_store:
 	JMP          rowGemm1x3AVX512_write
 
 rowGemm1x3AVX512_add:
-	MOVQ        AX, CX
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
 	VMOVUPS     (CX), Z3
 	VFMADD231PS Z6, Z0, Z3
 	VMOVAPS     Z3, Z0
@@ -3379,9 +3385,9 @@ rowGemm1x3AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm6x4AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm6x4AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3479,8 +3485,8 @@ rowGemm6x4AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z28
-	MOVQ         acc+72(FP), DX
+	VBROADCASTSS alpha+88(FP), Z28
+	MOVQ         add+72(FP), DX
 	TESTQ        DX, DX
 	JNZ          rowGemm6x4AVX512_add
 	VMULPS       Z28, Z0, Z0
@@ -3510,7 +3516,8 @@ rowGemm6x4AVX512_store:
 	JMP          rowGemm6x4AVX512_write
 
 rowGemm6x4AVX512_add:
-	MOVQ        AX, DX
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z28, Z0, Z24
 	VMOVAPS     Z24, Z0
@@ -3523,7 +3530,7 @@ rowGemm6x4AVX512_add:
 	VMOVUPS.Z   192(DX), K1, Z27
 	VFMADD231PS Z28, Z3, Z27
 	VMOVAPS     Z27, Z3
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z28, Z4, Z24
 	VMOVAPS     Z24, Z4
@@ -3536,7 +3543,7 @@ rowGemm6x4AVX512_add:
 	VMOVUPS.Z   192(DX), K1, Z27
 	VFMADD231PS Z28, Z7, Z27
 	VMOVAPS     Z27, Z7
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z28, Z8, Z24
 	VMOVAPS     Z24, Z8
@@ -3549,7 +3556,7 @@ rowGemm6x4AVX512_add:
 	VMOVUPS.Z   192(DX), K1, Z27
 	VFMADD231PS Z28, Z11, Z27
 	VMOVAPS     Z27, Z11
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z28, Z12, Z24
 	VMOVAPS     Z24, Z12
@@ -3562,7 +3569,7 @@ rowGemm6x4AVX512_add:
 	VMOVUPS.Z   192(DX), K1, Z27
 	VFMADD231PS Z28, Z15, Z27
 	VMOVAPS     Z27, Z15
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z28, Z16, Z24
 	VMOVAPS     Z24, Z16
@@ -3575,7 +3582,7 @@ rowGemm6x4AVX512_add:
 	VMOVUPS.Z   192(DX), K1, Z27
 	VFMADD231PS Z28, Z19, Z27
 	VMOVAPS     Z27, Z19
-	ADDQ        CX, DX
+	ADDQ        BX, DX
 	VMOVUPS     (DX), Z24
 	VFMADD231PS Z28, Z20, Z24
 	VMOVAPS     Z24, Z20
@@ -3622,9 +3629,9 @@ rowGemm6x4AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+// func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x4AVX512(SB), NOSPLIT, $0-84
+TEXT ·rowGemm1x4AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3662,8 +3669,8 @@ rowGemm1x4AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+80(FP), Z8
-	MOVQ         acc+72(FP), CX
+	VBROADCASTSS alpha+88(FP), Z8
+	MOVQ         add+72(FP), CX
 	TESTQ        CX, CX
 	JNZ          rowGemm1x4AVX512_add
 	VMULPS       Z8, Z0, Z0
@@ -3673,7 +3680,8 @@ rowGemm1x4AVX512_store:
 	JMP          rowGemm1x4AVX512_write
 
 rowGemm1x4AVX512_add:
-	MOVQ        AX, CX
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
 	VMOVUPS     (CX), Z4
 	VFMADD231PS Z8, Z0, Z4
 	VMOVAPS     Z4, Z0

@@ -117,42 +117,42 @@ func bf16Transpose16(dst *uint32, src *uint32, mask int, blocks int, srcStride i
 // rowGemm8x1AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm1x1AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm8x2AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm1x2AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm8x3AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm1x3AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm6x4AVX512 computes C[6×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm1x4AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // expSumAVX512 writes y = fastExp(x·scale − shift) over 16·blocks values and a masked last vector and returns their sum, in 16 lanes added pairwise; its Go twin is expSumGo (attention.go) (AVX-512F).
 //

@@ -215,18 +215,27 @@ func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
 // accumulates its k products in order with fused multiply-adds on the
 // vector kernels and then adds C (acc); rowGemmGo is the twin.
 func RowGemm(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) {
-	rowGemm(m, n, k, 1, a, rsA, csA, b, ldb, c, ldc, acc)
+	var add []float32
+	if acc {
+		add = c
+	}
+	rowGemm(m, n, k, 1, a, rsA, csA, b, ldb, c, ldc, add, ldc)
 }
 
-// rowGemm is RowGemm with C = alpha·A·B (+ C).
-func rowGemm(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+// rowGemm is RowGemm computing C = alpha·A·B + S, where S's rows are
+// ldadd apart in add (add = c for C += …; ldadd = 0 repeats one row, a
+// bias), or C = alpha·A·B when add is nil.
+func rowGemm(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int) {
 	if m <= 0 || n <= 0 {
 		return
 	}
 	if k <= 0 || alpha == 0 {
-		if !acc {
-			for i := 0; i < m; i++ {
-				clear(c[i*ldc : i*ldc+n])
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			if add == nil {
+				clear(row)
+			} else {
+				copy(row, add[i*ldadd:i*ldadd+n])
 			}
 		}
 		return
@@ -234,16 +243,19 @@ func rowGemm(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32,
 	// Touch the last element of each operand so that a short slice
 	// panics here rather than in the assembly.
 	_, _, _ = a[(m-1)*rsA+(k-1)*csA], b[(k-1)*ldb+n-1], c[(m-1)*ldc+n-1]
-	if !rowGemmVector(m, n, k, a, rsA, csA, b, ldb, c, ldc, acc, alpha) {
-		rowGemmGo(m, n, k, alpha, a, rsA, csA, b, ldb, c, ldc, acc)
+	if add != nil {
+		_ = add[(m-1)*ldadd+n-1]
+	}
+	if !rowGemmVector(m, n, k, a, rsA, csA, b, ldb, c, ldc, add, ldadd, alpha) {
+		rowGemmGo(m, n, k, alpha, a, rsA, csA, b, ldb, c, ldc, add, ldadd)
 	}
 }
 
 // rowGemmGo is rowGemm's loop: the sum of the k products in order, then
-// times alpha, plus C when acc in the same rounding. Its multiply-adds
-// round twice (to float64, then float32), so on rare ties it differs
-// from the kernels' fused ones by an ulp.
-func rowGemmGo(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool) {
+// times alpha, plus S in the same rounding. Its multiply-adds round twice
+// (to float64, then float32), so on rare ties it differs from the
+// kernels' fused ones by an ulp.
+func rowGemmGo(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int) {
 	for i := 0; i < m; i++ {
 		crow := c[i*ldc : i*ldc+n]
 		for j := range crow {
@@ -251,8 +263,8 @@ func rowGemmGo(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float3
 			for p := 0; p < k; p++ {
 				s = float32(math.FMA(float64(a[i*rsA+p*csA]), float64(b[p*ldb+j]), float64(s)))
 			}
-			if acc {
-				crow[j] = float32(math.FMA(float64(alpha), float64(s), float64(crow[j])))
+			if add != nil {
+				crow[j] = float32(math.FMA(float64(alpha), float64(s), float64(add[i*ldadd+j])))
 			} else {
 				crow[j] = alpha * s
 			}

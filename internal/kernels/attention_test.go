@@ -48,7 +48,11 @@ func TestRowGemmMatchesReference(t *testing.T) {
 					}
 					cv, cg := append([]float32(nil), c0...), append([]float32(nil), c0...)
 					RowGemm(s.m, s.n, s.k, a, rsA, csA, b, ldb, cv, ldc, acc)
-					rowGemmGo(s.m, s.n, s.k, 1, a, rsA, csA, b, ldb, cg, ldc, acc)
+					var add []float32
+					if acc {
+						add = cg
+					}
+					rowGemmGo(s.m, s.n, s.k, 1, a, rsA, csA, b, ldb, cg, ldc, add, ldc)
 					for i := 0; i < s.m; i++ {
 						for j := 0; j < ldc; j++ {
 							o := i*ldc + j

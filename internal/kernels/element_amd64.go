@@ -120,7 +120,7 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 }
 
 // rowKernel is the signature of the row-GEMM kernels.
-type rowKernel func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)
+type rowKernel func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowKernels holds, per vectors per row (1–4), the multi-row kernel
 // (rowGemmRows rows) and the one-row kernel.
@@ -135,11 +135,17 @@ func rowGemmRows(nv int) int { return min(8, 24/nv) }
 
 // rowGemmVector runs rowGemm on the vector kernels (operands already
 // bounds-checked) and reports whether it could.
-func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, acc bool, alpha float32) bool {
+func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int, alpha float32) bool {
 	if !hasAVX512 {
 		return false
 	}
-	add := b2i(acc)
+	// at returns the address of S's element (i, j), or nil for none.
+	at := func(i, j int) *float32 {
+		if add == nil {
+			return nil
+		}
+		return &add[i*ldadd+j]
+	}
 	// Row groups outer, column blocks inner: the group's rows of A are
 	// read from memory once and reused from L1 for every block of 64
 	// columns, while B (at most directMaxB elements) stays in L2; then
@@ -158,12 +164,12 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 	i := 0
 	for ; i+mr <= m; i += mr {
 		for j := 0; j < nfull; j += 64 {
-			rowGemm6x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, add, alpha)
+			rowGemm6x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, at(i, j), ldadd, alpha)
 		}
 	}
 	for ; i < m; i++ {
 		for j := 0; j < nfull; j += 64 {
-			rowGemm1x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, add, alpha)
+			rowGemm1x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, at(i, j), ldadd, alpha)
 		}
 	}
 	if cols == 0 {
@@ -172,10 +178,10 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 	// The last columns, in groups of their kernel's rows.
 	i = 0
 	for ; i+tr <= m; i += tr {
-		tfull(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, add, alpha)
+		tfull(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, at(i, nfull), ldadd, alpha)
 	}
 	for ; i < m; i++ {
-		tone(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, add, alpha)
+		tone(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, at(i, nfull), ldadd, alpha)
 	}
 	return true
 }

@@ -103,6 +103,7 @@ type gemmArgs struct {
 	alpha, beta    float32
 	a, b, c        []float32
 	qa, qb         *Operand // FP8 operands (decoded while packing), or nil
+	bias           []float32 // RunBias's row added to C, or nil
 	// bf16 form (RunBF16): both operands in qa, qb; the store's two-part
 	// alpha; post set when the epilogue applies row or column factors
 	// after the accumulation.
@@ -205,9 +206,34 @@ func (g *Gemm) RunOperands(transA, transB bool, m, n, k int, alpha float32, a *O
 	g.run()
 }
 
+// RunBias computes C = alpha·op(A)·op(B) + bias, the n values of bias
+// added to every row: a linear layer's forward, whose bias the direct
+// path adds as it stores C rather than in a second pass.
+func (g *Gemm) RunBias(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, bias []float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	bias = bias[:n]
+	g.args = gemmArgs{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha,
+		a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc, bias: bias}
+	g.run()
+}
+
 func (g *Gemm) run() {
 	if g.args.qa == nil && g.args.qb == nil && !g.args.bf16 && useDirect(g.args.m, g.args.n, g.args.k) {
 		g.runDirect()
+		return
+	}
+	if bias := g.args.bias; bias != nil {
+		// The blocked path stores C first, then adds the bias.
+		g.args.bias = nil
+		g.run()
+		for i := 0; i < g.args.m; i++ {
+			row := g.args.c[i*g.args.ldc : i*g.args.ldc+g.args.n]
+			for j, v := range bias {
+				row[j] += v
+			}
+		}
 		return
 	}
 	m, n, k := g.args.m, g.args.n, g.args.k

@@ -315,3 +315,31 @@ func testFP8Operands(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmRunBias checks C = alpha·op(A)·op(B) + bias on the direct and
+// the blocked path (C starts as NaN: it is written, not read).
+func TestGemmRunBias(t *testing.T) {
+	saved := directGemm
+	defer func() { directGemm = saved }()
+	rng := rand.New(rand.NewPCG(3, 9))
+	for _, direct := range []bool{true, false} {
+		directGemm = direct
+		for _, s := range [][3]int{{1, 1, 1}, {7, 104, 33}, {130, 70, 128}, {768, 128, 64}, {5, 9, 0}} {
+			m, n, k := s[0], s[1], s[2]
+			a, b, bias := randSlice(rng, m*k+1), randSlice(rng, n*k+1), randSlice(rng, n)
+			c := make([]float32, m*n)
+			for i := range c {
+				c[i] = float32(math.NaN())
+			}
+			want := refGemm(false, true, m, n, k, 0.5, a, k, b, k, 0, make([]float32, m*n), n)
+			g := NewGemm()
+			g.RunBias(false, true, m, n, k, 0.5, a, k, b, k, bias, c, n)
+			for i := range want {
+				w := want[i] + float64(bias[i%n])
+				if math.Abs(float64(c[i])-w) > 1e-4*math.Sqrt(float64(k+1))*(1+math.Abs(w)) {
+					t.Fatalf("direct=%v %v: C[%d] = %v, want %v", direct, s, i, c[i], w)
+				}
+			}
+		}
+	}
+}

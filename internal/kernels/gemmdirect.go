@@ -72,7 +72,16 @@ func (g *Gemm) directPart(i int) {
 	if m0 >= m1 || n0 >= n1 {
 		return
 	}
-	rowGemm(m1-m0, n1-n0, a.k, a.alpha, a.a[m0*rsA:], rsA, csA, b[n0:], ldb, a.c[m0*a.ldc+n0:], a.ldc, a.beta != 0)
+	c := a.c[m0*a.ldc+n0:]
+	var add []float32
+	ldadd := a.ldc
+	switch {
+	case a.bias != nil:
+		add, ldadd = a.bias[n0:], 0
+	case a.beta != 0:
+		add = c
+	}
+	rowGemm(m1-m0, n1-n0, a.k, a.alpha, a.a[m0*rsA:], rsA, csA, b[n0:], ldb, c, a.ldc, add, ldadd)
 }
 
 // transposeF32 writes dst[q·w + i] = src[i·ld + q] for i < rows, q <

@@ -12,13 +12,14 @@ import (
 // that reads A by broadcasts at any strides, so that transposed tiles
 // cost nothing, and the softmax row passes.
 
-// rowGemmKernel emits C[mr × n] = alpha·A·B, or C += alpha·A·B with acc
-// ≠ 0 (one fused multiply-add per element), for n ≤ 16·nv: A[r][p] is read by broadcast at a + r·rsA + p·csA (elements),
+// rowGemmKernel emits C[mr × n] = alpha·A·B, or C = alpha·A·B + S with S
+// rows at add, ldadd apart (S = C itself, or a bias row repeated with
+// ldadd = 0; one fused multiply-add per element), for n ≤ 16·nv: A[r][p] is read by broadcast at a + r·rsA + p·csA (elements),
 // B's rows are ldb apart and contiguous, and the last vector of every row
 // of B and C is masked by mask (masked-off lanes are neither read nor
 // written). Its Go twin is rowGemmGo.
 func rowGemmKernel(name string, mr, nv int) {
-	TEXT(name, NOSPLIT, "func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, acc int, alpha float32)")
+	TEXT(name, NOSPLIT, "func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes C[%d×n] (+)= alpha·A·B for n ≤ %d, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).", name, mr, 16*nv))
 	k := Load(Param("k"), GP64())
@@ -69,7 +70,7 @@ func rowGemmKernel(name string, mr, nv int) {
 	SHLQ(U8(2), ldc)
 	alpha := areg(0)
 	VBROADCASTSS(paramAddr("alpha"), alpha)
-	add := Load(Param("acc"), GP64())
+	add := Load(Param("add"), GP64())
 	TESTQ(add, add)
 	JNZ(LabelRef(name + "_add"))
 	// C = alpha·A·B
@@ -79,10 +80,11 @@ func rowGemmKernel(name string, mr, nv int) {
 		}
 	}
 	JMP(LabelRef(name + "_write"))
-	// C += alpha·A·B: C + alpha·(the finished products), rounded once.
+	// C = alpha·A·B + S: S + alpha·(the finished products), rounded once.
 	Label(name + "_add")
-	cc := GP64()
-	MOVQ(c, cc)
+	cc := add
+	ldadd := Load(Param("ldadd"), GP64())
+	SHLQ(U8(2), ldadd)
 	for r := 0; r < mr; r++ {
 		for j := 0; j < nv; j++ {
 			old := breg(j)
@@ -95,7 +97,7 @@ func rowGemmKernel(name string, mr, nv int) {
 			VMOVAPS(old, acc(r, j))
 		}
 		if r+1 < mr {
-			ADDQ(ldc, cc)
+			ADDQ(ldadd, cc)
 		}
 	}
 	Label(name + "_write")
