@@ -102,7 +102,7 @@ type gemmArgs struct {
 	m, n, k        int
 	alpha, beta    float32
 	a, b, c        []float32
-	qa, qb         *Operand // FP8 operands (decoded while packing), or nil
+	qa, qb         *Operand  // FP8 operands (decoded while packing), or nil
 	bias           []float32 // RunBias's row added to C, or nil
 	// bf16 form (RunBF16): both operands in qa, qb; the store's two-part
 	// alpha; post set when the epilogue applies row or column factors
