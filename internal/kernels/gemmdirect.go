@@ -27,11 +27,8 @@ func useDirect(m, n, k int) bool {
 func (g *Gemm) runDirect() {
 	a := &g.args
 	m, n, k := a.m, a.n, a.k
-	if a.transB {
-		if cap(g.bt) < k*n {
-			g.bt = make([]float32, k*n)
-		}
-		transposeF32(g.bt[:k*n], n, a.b, a.ldb, n, k)
+	if a.transB && cap(g.bt) < k*n {
+		g.bt = make([]float32, k*n)
 	}
 	if a.beta != 0 && a.beta != 1 {
 		scaleC(m, n, a.beta, a.c, a.ldc)
@@ -40,14 +37,19 @@ func (g *Gemm) runDirect() {
 	switch {
 	case m*n*k < serialFlops || parts == 1:
 		a.splitN, a.chunk, parts = false, m, 1
-	case m >= 12*parts:
-		a.splitN = false
-		a.chunk = roundUp((m+parts-1)/parts, 24) // whole groups of the 6- and 8-row kernels
-		parts = (m + a.chunk - 1) / a.chunk
-	default:
+	case a.transB && n >= 64*parts || m < 12*parts:
+		// Split the columns: with op(B) = Bᵀ each worker transposes only
+		// the rows of B its columns need.
 		a.splitN = true
 		a.chunk = roundUp((n+parts-1)/parts, 64)
 		parts = (n + a.chunk - 1) / a.chunk
+	default:
+		a.splitN = false
+		a.chunk = roundUp((m+parts-1)/parts, 24) // whole groups of the 6- and 8-row kernels
+		parts = (m + a.chunk - 1) / a.chunk
+	}
+	if a.transB && !a.splitN {
+		transposeF32(g.bt[:k*n], n, a.b, a.ldb, n, k)
 	}
 	g.group.For(parts, g.direct)
 }
@@ -55,10 +57,6 @@ func (g *Gemm) runDirect() {
 // directPart computes worker i's rows (or columns) of C.
 func (g *Gemm) directPart(i int) {
 	a := &g.args
-	b, ldb := a.b, a.ldb
-	if a.transB {
-		b, ldb = g.bt, a.n
-	}
 	rsA, csA := a.lda, 1
 	if a.transA {
 		rsA, csA = 1, a.lda
@@ -71,6 +69,17 @@ func (g *Gemm) directPart(i int) {
 	}
 	if m0 >= m1 || n0 >= n1 {
 		return
+	}
+	b, ldb := a.b, a.ldb
+	if a.transB {
+		// Columns n0…n1 of op(B) = rows n0…n1 of B, transposed into
+		// columns n0…n1 of bt; on a row split every worker needs all of
+		// them, and runDirect transposes them before the workers start
+		// (it splits columns whenever it can).
+		b, ldb = g.bt, a.n
+		if a.splitN {
+			transposeF32(g.bt[n0:], a.n, a.b[n0*a.ldb:], a.ldb, n1-n0, a.k)
+		}
 	}
 	c := a.c[m0*a.ldc+n0:]
 	var add []float32
