@@ -160,11 +160,33 @@ type Adam struct {
 	Decoupled    bool
 	m, v         [][]float32
 	steps        int
+	// The update of all parameters, elementwise, is spread over the
+	// workers as one range over their concatenation: ends[i] is where
+	// parameter i ends in it; consts its step's kernel constants.
+	split  *splitter
+	body   func(k, lo, hi int)
+	ends   []int
+	consts []kernels.AdamConsts
 }
 
 // NewAdam returns Adam with β = (0.9, 0.999), ε = 1e-8.
 func NewAdam(params []Param, weightDecay float32) *Adam {
-	return &Adam{Params: params, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: weightDecay, m: state(params), v: state(params)}
+	o := &Adam{Params: params, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: weightDecay, m: state(params), v: state(params), split: newSplitter()}
+	o.body = o.update
+	return o
+}
+
+// update applies the step to elements [lo, hi) of the concatenated
+// parameters.
+func (o *Adam) update(_, lo, hi int) {
+	start := 0
+	for pi, end := range o.ends {
+		if a, b := max(lo, start)-start, min(hi, end)-start; a < b {
+			p := o.Params[pi]
+			kernels.Adam(p.W[a:b], p.G[a:b], o.m[pi][a:b], o.v[pi][a:b], &o.consts[pi])
+		}
+		start = end
+	}
 }
 
 // NewAdamW returns AdamW with β = (0.9, 0.999), ε = 1e-8.
@@ -192,10 +214,14 @@ func (o *Adam) Step(lr float32) {
 	bc1 := 1 - math.Pow(float64(o.Beta1), t)
 	bc2 := 1 - math.Pow(float64(o.Beta2), t)
 	step, bc2s := float32(float64(lr)/bc1), float32(math.Sqrt(bc2))
-	for pi, p := range o.Params {
-		c := adamConsts(o.Beta1, o.Beta2, o.Eps, step, bc2s, lr, o.WeightDecay, p.Decay, o.Decoupled)
-		kernels.Adam(p.W, p.G, o.m[pi], o.v[pi], &c)
+	o.ends, o.consts = o.ends[:0], o.consts[:0]
+	total := 0
+	for _, p := range o.Params {
+		total += len(p.W)
+		o.ends = append(o.ends, total)
+		o.consts = append(o.consts, adamConsts(o.Beta1, o.Beta2, o.Eps, step, bc2s, lr, o.WeightDecay, p.Decay, o.Decoupled))
 	}
+	o.split.do(total, o.body)
 }
 
 // adamConsts returns the kernel constants of one Adam update: step is
