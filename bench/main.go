@@ -337,23 +337,31 @@ func octetGPT(recipe fp8.Recipe) (func() error, error) {
 // octetGPTProgram returns one training iteration of the baby GPT with a
 // recipe (nil: float32) on a fixed random batch, and its program.
 func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
+	step, prog, _, err := gptTraining(gptConfig, recipe)
+	return step, prog, err
+}
+
+// gptTraining is octetGPTProgram for a GPT configuration, also returning
+// the loss node.
+func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe) (func() error, *graph.Program, *graph.Node, error) {
 	g := graph.New()
 	b := nn.NewBuilder(g)
-	gpt, err := nn.NewGPT(b, "gpt", gptConfig)
+	gpt, err := nn.NewGPT(b, "gpt", cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	t := gptConfig.Block
+	t := cfg.Block
 	ids, pos, labels := g.Input("ids", graph.Int32, gptBatch, t), g.Input("pos", graph.Int32, t), g.Input("labels", graph.Int32, gptBatch, t)
 	rng := rand.New(rand.NewPCG(4, 4))
 	xs, ys, ps := make([]int32, gptBatch*t), make([]int32, gptBatch*t), make([]int32, t)
 	for i := range xs {
-		xs[i], ys[i] = rng.Int32N(int32(gptConfig.Vocab)), rng.Int32N(int32(gptConfig.Vocab))
+		xs[i], ys[i] = rng.Int32N(int32(cfg.Vocab)), rng.Int32N(int32(cfg.Vocab))
 	}
 	for i := range ps {
 		ps[i] = int32(i)
 	}
-	return trainStep(b, ops.CrossEntropy(gpt.Forward(ids, pos), labels), recipe, passes.DebugConfig{}, 0.1, 3e-4, func(p *graph.Program) error {
+	loss := ops.CrossEntropy(gpt.Forward(ids, pos), labels)
+	step, prog, err := trainStep(b, loss, recipe, passes.DebugConfig{}, 0.1, 3e-4, func(p *graph.Program) error {
 		for _, f := range []struct {
 			n *graph.Node
 			v []int32
@@ -364,6 +372,7 @@ func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
 		}
 		return nil
 	})
+	return step, prog, loss, err
 }
 
 func printTable(r *Results) {
