@@ -2617,6 +2617,629 @@ transpose16_done:
 	VZEROUPPER
 	RET
 
+// func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	TESTQ   AX, AX
+	JZ      rowGemm1x1AVX512_store
+
+rowGemm1x1AVX512_loop:
+	VMOVUPS.Z    (DX), K1, Z1
+	VBROADCASTSS (SI), Z2
+	VFMADD231PS  Z2, Z1, Z0
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x1AVX512_loop
+
+rowGemm1x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z2
+	MOVQ         add+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x1AVX512_add
+	VMULPS       Z2, Z0, Z0
+	JMP          rowGemm1x1AVX512_write
+
+rowGemm1x1AVX512_add:
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
+	VMOVUPS.Z   (CX), K1, Z1
+	VFMADD231PS Z2, Z0, Z1
+	VMOVAPS     Z1, Z0
+
+rowGemm1x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm2x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm2x1AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	TESTQ   AX, AX
+	JZ      rowGemm2x1AVX512_store
+
+rowGemm2x1AVX512_loop:
+	VMOVUPS.Z    (BX), K1, Z2
+	VBROADCASTSS (DI), Z3
+	VFMADD231PS  Z3, Z2, Z0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z4
+	VFMADD231PS  Z4, Z2, Z1
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm2x1AVX512_loop
+
+rowGemm2x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z3
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm2x1AVX512_add
+	VMULPS       Z3, Z0, Z0
+	VMULPS       Z3, Z1, Z1
+	JMP          rowGemm2x1AVX512_write
+
+rowGemm2x1AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS.Z   (DX), K1, Z2
+	VFMADD231PS Z3, Z0, Z2
+	VMOVAPS     Z2, Z0
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z2
+	VFMADD231PS Z3, Z1, Z2
+	VMOVAPS     Z2, Z1
+
+rowGemm2x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm3x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm3x1AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	TESTQ   AX, AX
+	JZ      rowGemm3x1AVX512_store
+
+rowGemm3x1AVX512_loop:
+	VMOVUPS.Z    (BX), K1, Z3
+	VBROADCASTSS (DI), Z4
+	VFMADD231PS  Z4, Z3, Z0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z5
+	VFMADD231PS  Z5, Z3, Z1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z4
+	VFMADD231PS  Z4, Z3, Z2
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm3x1AVX512_loop
+
+rowGemm3x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z4
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm3x1AVX512_add
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	VMULPS       Z4, Z2, Z2
+	JMP          rowGemm3x1AVX512_write
+
+rowGemm3x1AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS.Z   (DX), K1, Z3
+	VFMADD231PS Z4, Z0, Z3
+	VMOVAPS     Z3, Z0
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z3
+	VFMADD231PS Z4, Z1, Z3
+	VMOVAPS     Z3, Z1
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z3
+	VFMADD231PS Z4, Z2, Z3
+	VMOVAPS     Z3, Z2
+
+rowGemm3x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm4x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm4x1AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	TESTQ   AX, AX
+	JZ      rowGemm4x1AVX512_store
+
+rowGemm4x1AVX512_loop:
+	VMOVUPS.Z    (BX), K1, Z4
+	VBROADCASTSS (DI), Z5
+	VFMADD231PS  Z5, Z4, Z0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z6
+	VFMADD231PS  Z6, Z4, Z1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z5
+	VFMADD231PS  Z5, Z4, Z2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z6
+	VFMADD231PS  Z6, Z4, Z3
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm4x1AVX512_loop
+
+rowGemm4x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z5
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm4x1AVX512_add
+	VMULPS       Z5, Z0, Z0
+	VMULPS       Z5, Z1, Z1
+	VMULPS       Z5, Z2, Z2
+	VMULPS       Z5, Z3, Z3
+	JMP          rowGemm4x1AVX512_write
+
+rowGemm4x1AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS.Z   (DX), K1, Z4
+	VFMADD231PS Z5, Z0, Z4
+	VMOVAPS     Z4, Z0
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z4
+	VFMADD231PS Z5, Z1, Z4
+	VMOVAPS     Z4, Z1
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z4
+	VFMADD231PS Z5, Z2, Z4
+	VMOVAPS     Z4, Z2
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z4
+	VFMADD231PS Z5, Z3, Z4
+	VMOVAPS     Z4, Z3
+
+rowGemm4x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm5x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm5x1AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	TESTQ   AX, AX
+	JZ      rowGemm5x1AVX512_store
+
+rowGemm5x1AVX512_loop:
+	VMOVUPS.Z    (BX), K1, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z6, Z5, Z0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z7
+	VFMADD231PS  Z7, Z5, Z1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z6
+	VFMADD231PS  Z6, Z5, Z2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z7
+	VFMADD231PS  Z7, Z5, Z3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z6
+	VFMADD231PS  Z6, Z5, Z4
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm5x1AVX512_loop
+
+rowGemm5x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z6
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm5x1AVX512_add
+	VMULPS       Z6, Z0, Z0
+	VMULPS       Z6, Z1, Z1
+	VMULPS       Z6, Z2, Z2
+	VMULPS       Z6, Z3, Z3
+	VMULPS       Z6, Z4, Z4
+	JMP          rowGemm5x1AVX512_write
+
+rowGemm5x1AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS.Z   (DX), K1, Z5
+	VFMADD231PS Z6, Z0, Z5
+	VMOVAPS     Z5, Z0
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z5
+	VFMADD231PS Z6, Z1, Z5
+	VMOVAPS     Z5, Z1
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z5
+	VFMADD231PS Z6, Z2, Z5
+	VMOVAPS     Z5, Z2
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z5
+	VFMADD231PS Z6, Z3, Z5
+	VMOVAPS     Z5, Z3
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z5
+	VFMADD231PS Z6, Z4, Z5
+	VMOVAPS     Z5, Z4
+
+rowGemm5x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm6x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm6x1AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	TESTQ   AX, AX
+	JZ      rowGemm6x1AVX512_store
+
+rowGemm6x1AVX512_loop:
+	VMOVUPS.Z    (BX), K1, Z6
+	VBROADCASTSS (DI), Z7
+	VFMADD231PS  Z7, Z6, Z0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z8
+	VFMADD231PS  Z8, Z6, Z1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z7
+	VFMADD231PS  Z7, Z6, Z2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z8
+	VFMADD231PS  Z8, Z6, Z3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z7
+	VFMADD231PS  Z7, Z6, Z4
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z8
+	VFMADD231PS  Z8, Z6, Z5
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm6x1AVX512_loop
+
+rowGemm6x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z7
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm6x1AVX512_add
+	VMULPS       Z7, Z0, Z0
+	VMULPS       Z7, Z1, Z1
+	VMULPS       Z7, Z2, Z2
+	VMULPS       Z7, Z3, Z3
+	VMULPS       Z7, Z4, Z4
+	VMULPS       Z7, Z5, Z5
+	JMP          rowGemm6x1AVX512_write
+
+rowGemm6x1AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS.Z   (DX), K1, Z6
+	VFMADD231PS Z7, Z0, Z6
+	VMOVAPS     Z6, Z0
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z6
+	VFMADD231PS Z7, Z1, Z6
+	VMOVAPS     Z6, Z1
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z6
+	VFMADD231PS Z7, Z2, Z6
+	VMOVAPS     Z6, Z2
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z6
+	VFMADD231PS Z7, Z3, Z6
+	VMOVAPS     Z6, Z3
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z6
+	VFMADD231PS Z7, Z4, Z6
+	VMOVAPS     Z6, Z4
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z6
+	VFMADD231PS Z7, Z5, Z6
+	VMOVAPS     Z6, Z5
+
+rowGemm6x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm7x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm7x1AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	TESTQ   AX, AX
+	JZ      rowGemm7x1AVX512_store
+
+rowGemm7x1AVX512_loop:
+	VMOVUPS.Z    (BX), K1, Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z8, Z7, Z0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z9
+	VFMADD231PS  Z9, Z7, Z1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z8
+	VFMADD231PS  Z8, Z7, Z2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z9
+	VFMADD231PS  Z9, Z7, Z3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z8
+	VFMADD231PS  Z8, Z7, Z4
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z9
+	VFMADD231PS  Z9, Z7, Z5
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Z8
+	VFMADD231PS  Z8, Z7, Z6
+	ADDQ         DX, R13
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm7x1AVX512_loop
+
+rowGemm7x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z8
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm7x1AVX512_add
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	VMULPS       Z8, Z4, Z4
+	VMULPS       Z8, Z5, Z5
+	VMULPS       Z8, Z6, Z6
+	JMP          rowGemm7x1AVX512_write
+
+rowGemm7x1AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS.Z   (DX), K1, Z7
+	VFMADD231PS Z8, Z0, Z7
+	VMOVAPS     Z7, Z0
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z7
+	VFMADD231PS Z8, Z1, Z7
+	VMOVAPS     Z7, Z1
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z7
+	VFMADD231PS Z8, Z2, Z7
+	VMOVAPS     Z7, Z2
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z7
+	VFMADD231PS Z8, Z3, Z7
+	VMOVAPS     Z7, Z3
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z7
+	VFMADD231PS Z8, Z4, Z7
+	VMOVAPS     Z7, Z4
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z7
+	VFMADD231PS Z8, Z5, Z7
+	VMOVAPS     Z7, Z5
+	ADDQ        BX, DX
+	VMOVUPS.Z   (DX), K1, Z7
+	VFMADD231PS Z8, Z6, Z7
+	VMOVAPS     Z7, Z6
+
+rowGemm7x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, K1, (AX)
+	VZEROUPPER
+	RET
+
 // func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm8x1AVX512(SB), NOSPLIT, $0-92
@@ -2758,9 +3381,9 @@ rowGemm8x1AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-92
+TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -2773,38 +3396,814 @@ TEXT ·rowGemm1x1AVX512(SB), NOSPLIT, $0-92
 	KMOVW   SI, K1
 	MOVQ    a+8(FP), SI
 	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
 	TESTQ   AX, AX
-	JZ      rowGemm1x1AVX512_store
+	JZ      rowGemm1x2AVX512_store
 
-rowGemm1x1AVX512_loop:
-	VMOVUPS.Z    (DX), K1, Z1
-	VBROADCASTSS (SI), Z2
-	VFMADD231PS  Z2, Z1, Z0
+rowGemm1x2AVX512_loop:
+	VMOVUPS      (DX), Z2
+	VMOVUPS.Z    64(DX), K1, Z3
+	VBROADCASTSS (SI), Z4
+	VFMADD231PS  Z4, Z2, Z0
+	VFMADD231PS  Z4, Z3, Z1
 	ADDQ         CX, SI
 	ADDQ         BX, DX
 	DECQ         AX
-	JNZ          rowGemm1x1AVX512_loop
+	JNZ          rowGemm1x2AVX512_loop
 
-rowGemm1x1AVX512_store:
+rowGemm1x2AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+88(FP), Z2
+	VBROADCASTSS alpha+88(FP), Z4
 	MOVQ         add+72(FP), CX
 	TESTQ        CX, CX
-	JNZ          rowGemm1x1AVX512_add
-	VMULPS       Z2, Z0, Z0
-	JMP          rowGemm1x1AVX512_write
+	JNZ          rowGemm1x2AVX512_add
+	VMULPS       Z4, Z0, Z0
+	VMULPS       Z4, Z1, Z1
+	JMP          rowGemm1x2AVX512_write
 
-rowGemm1x1AVX512_add:
+rowGemm1x2AVX512_add:
 	MOVQ        ldadd+80(FP), DX
 	SHLQ        $0x02, DX
-	VMOVUPS.Z   (CX), K1, Z1
-	VFMADD231PS Z2, Z0, Z1
-	VMOVAPS     Z1, Z0
+	VMOVUPS     (CX), Z2
+	VFMADD231PS Z4, Z0, Z2
+	VMOVAPS     Z2, Z0
+	VMOVUPS.Z   64(CX), K1, Z3
+	VFMADD231PS Z4, Z1, Z3
+	VMOVAPS     Z3, Z1
 
-rowGemm1x1AVX512_write:
-	VMOVUPS Z0, K1, (AX)
+rowGemm1x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm2x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm2x2AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	TESTQ   AX, AX
+	JZ      rowGemm2x2AVX512_store
+
+rowGemm2x2AVX512_loop:
+	VMOVUPS      (BX), Z4
+	VMOVUPS.Z    64(BX), K1, Z5
+	VBROADCASTSS (DI), Z6
+	VFMADD231PS  Z6, Z4, Z0
+	VFMADD231PS  Z6, Z5, Z1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z7
+	VFMADD231PS  Z7, Z4, Z2
+	VFMADD231PS  Z7, Z5, Z3
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm2x2AVX512_loop
+
+rowGemm2x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z6
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm2x2AVX512_add
+	VMULPS       Z6, Z0, Z0
+	VMULPS       Z6, Z1, Z1
+	VMULPS       Z6, Z2, Z2
+	VMULPS       Z6, Z3, Z3
+	JMP          rowGemm2x2AVX512_write
+
+rowGemm2x2AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z4
+	VFMADD231PS Z6, Z0, Z4
+	VMOVAPS     Z4, Z0
+	VMOVUPS.Z   64(DX), K1, Z5
+	VFMADD231PS Z6, Z1, Z5
+	VMOVAPS     Z5, Z1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z4
+	VFMADD231PS Z6, Z2, Z4
+	VMOVAPS     Z4, Z2
+	VMOVUPS.Z   64(DX), K1, Z5
+	VFMADD231PS Z6, Z3, Z5
+	VMOVAPS     Z5, Z3
+
+rowGemm2x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm3x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm3x2AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	TESTQ   AX, AX
+	JZ      rowGemm3x2AVX512_store
+
+rowGemm3x2AVX512_loop:
+	VMOVUPS      (BX), Z6
+	VMOVUPS.Z    64(BX), K1, Z7
+	VBROADCASTSS (DI), Z8
+	VFMADD231PS  Z8, Z6, Z0
+	VFMADD231PS  Z8, Z7, Z1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z9
+	VFMADD231PS  Z9, Z6, Z2
+	VFMADD231PS  Z9, Z7, Z3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z8
+	VFMADD231PS  Z8, Z6, Z4
+	VFMADD231PS  Z8, Z7, Z5
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm3x2AVX512_loop
+
+rowGemm3x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z8
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm3x2AVX512_add
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	VMULPS       Z8, Z4, Z4
+	VMULPS       Z8, Z5, Z5
+	JMP          rowGemm3x2AVX512_write
+
+rowGemm3x2AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z6
+	VFMADD231PS Z8, Z0, Z6
+	VMOVAPS     Z6, Z0
+	VMOVUPS.Z   64(DX), K1, Z7
+	VFMADD231PS Z8, Z1, Z7
+	VMOVAPS     Z7, Z1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z6
+	VFMADD231PS Z8, Z2, Z6
+	VMOVAPS     Z6, Z2
+	VMOVUPS.Z   64(DX), K1, Z7
+	VFMADD231PS Z8, Z3, Z7
+	VMOVAPS     Z7, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z6
+	VFMADD231PS Z8, Z4, Z6
+	VMOVAPS     Z6, Z4
+	VMOVUPS.Z   64(DX), K1, Z7
+	VFMADD231PS Z8, Z5, Z7
+	VMOVAPS     Z7, Z5
+
+rowGemm3x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm4x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm4x2AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	TESTQ   AX, AX
+	JZ      rowGemm4x2AVX512_store
+
+rowGemm4x2AVX512_loop:
+	VMOVUPS      (BX), Z8
+	VMOVUPS.Z    64(BX), K1, Z9
+	VBROADCASTSS (DI), Z10
+	VFMADD231PS  Z10, Z8, Z0
+	VFMADD231PS  Z10, Z9, Z1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z11
+	VFMADD231PS  Z11, Z8, Z2
+	VFMADD231PS  Z11, Z9, Z3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z10
+	VFMADD231PS  Z10, Z8, Z4
+	VFMADD231PS  Z10, Z9, Z5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z11
+	VFMADD231PS  Z11, Z8, Z6
+	VFMADD231PS  Z11, Z9, Z7
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm4x2AVX512_loop
+
+rowGemm4x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z10
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm4x2AVX512_add
+	VMULPS       Z10, Z0, Z0
+	VMULPS       Z10, Z1, Z1
+	VMULPS       Z10, Z2, Z2
+	VMULPS       Z10, Z3, Z3
+	VMULPS       Z10, Z4, Z4
+	VMULPS       Z10, Z5, Z5
+	VMULPS       Z10, Z6, Z6
+	VMULPS       Z10, Z7, Z7
+	JMP          rowGemm4x2AVX512_write
+
+rowGemm4x2AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z8
+	VFMADD231PS Z10, Z0, Z8
+	VMOVAPS     Z8, Z0
+	VMOVUPS.Z   64(DX), K1, Z9
+	VFMADD231PS Z10, Z1, Z9
+	VMOVAPS     Z9, Z1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z8
+	VFMADD231PS Z10, Z2, Z8
+	VMOVAPS     Z8, Z2
+	VMOVUPS.Z   64(DX), K1, Z9
+	VFMADD231PS Z10, Z3, Z9
+	VMOVAPS     Z9, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z8
+	VFMADD231PS Z10, Z4, Z8
+	VMOVAPS     Z8, Z4
+	VMOVUPS.Z   64(DX), K1, Z9
+	VFMADD231PS Z10, Z5, Z9
+	VMOVAPS     Z9, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z8
+	VFMADD231PS Z10, Z6, Z8
+	VMOVAPS     Z8, Z6
+	VMOVUPS.Z   64(DX), K1, Z9
+	VFMADD231PS Z10, Z7, Z9
+	VMOVAPS     Z9, Z7
+
+rowGemm4x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm5x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm5x2AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	TESTQ   AX, AX
+	JZ      rowGemm5x2AVX512_store
+
+rowGemm5x2AVX512_loop:
+	VMOVUPS      (BX), Z10
+	VMOVUPS.Z    64(BX), K1, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z12, Z10, Z0
+	VFMADD231PS  Z12, Z11, Z1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z13
+	VFMADD231PS  Z13, Z10, Z2
+	VFMADD231PS  Z13, Z11, Z3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z12
+	VFMADD231PS  Z12, Z10, Z4
+	VFMADD231PS  Z12, Z11, Z5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z13
+	VFMADD231PS  Z13, Z10, Z6
+	VFMADD231PS  Z13, Z11, Z7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z12
+	VFMADD231PS  Z12, Z10, Z8
+	VFMADD231PS  Z12, Z11, Z9
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm5x2AVX512_loop
+
+rowGemm5x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z12
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm5x2AVX512_add
+	VMULPS       Z12, Z0, Z0
+	VMULPS       Z12, Z1, Z1
+	VMULPS       Z12, Z2, Z2
+	VMULPS       Z12, Z3, Z3
+	VMULPS       Z12, Z4, Z4
+	VMULPS       Z12, Z5, Z5
+	VMULPS       Z12, Z6, Z6
+	VMULPS       Z12, Z7, Z7
+	VMULPS       Z12, Z8, Z8
+	VMULPS       Z12, Z9, Z9
+	JMP          rowGemm5x2AVX512_write
+
+rowGemm5x2AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z10
+	VFMADD231PS Z12, Z0, Z10
+	VMOVAPS     Z10, Z0
+	VMOVUPS.Z   64(DX), K1, Z11
+	VFMADD231PS Z12, Z1, Z11
+	VMOVAPS     Z11, Z1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z10
+	VFMADD231PS Z12, Z2, Z10
+	VMOVAPS     Z10, Z2
+	VMOVUPS.Z   64(DX), K1, Z11
+	VFMADD231PS Z12, Z3, Z11
+	VMOVAPS     Z11, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z10
+	VFMADD231PS Z12, Z4, Z10
+	VMOVAPS     Z10, Z4
+	VMOVUPS.Z   64(DX), K1, Z11
+	VFMADD231PS Z12, Z5, Z11
+	VMOVAPS     Z11, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z10
+	VFMADD231PS Z12, Z6, Z10
+	VMOVAPS     Z10, Z6
+	VMOVUPS.Z   64(DX), K1, Z11
+	VFMADD231PS Z12, Z7, Z11
+	VMOVAPS     Z11, Z7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z10
+	VFMADD231PS Z12, Z8, Z10
+	VMOVAPS     Z10, Z8
+	VMOVUPS.Z   64(DX), K1, Z11
+	VFMADD231PS Z12, Z9, Z11
+	VMOVAPS     Z11, Z9
+
+rowGemm5x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm6x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm6x2AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	TESTQ   AX, AX
+	JZ      rowGemm6x2AVX512_store
+
+rowGemm6x2AVX512_loop:
+	VMOVUPS      (BX), Z12
+	VMOVUPS.Z    64(BX), K1, Z13
+	VBROADCASTSS (DI), Z14
+	VFMADD231PS  Z14, Z12, Z0
+	VFMADD231PS  Z14, Z13, Z1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z15
+	VFMADD231PS  Z15, Z12, Z2
+	VFMADD231PS  Z15, Z13, Z3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z14
+	VFMADD231PS  Z14, Z12, Z4
+	VFMADD231PS  Z14, Z13, Z5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z14
+	VFMADD231PS  Z14, Z12, Z8
+	VFMADD231PS  Z14, Z13, Z9
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z15
+	VFMADD231PS  Z15, Z12, Z10
+	VFMADD231PS  Z15, Z13, Z11
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm6x2AVX512_loop
+
+rowGemm6x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z14
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm6x2AVX512_add
+	VMULPS       Z14, Z0, Z0
+	VMULPS       Z14, Z1, Z1
+	VMULPS       Z14, Z2, Z2
+	VMULPS       Z14, Z3, Z3
+	VMULPS       Z14, Z4, Z4
+	VMULPS       Z14, Z5, Z5
+	VMULPS       Z14, Z6, Z6
+	VMULPS       Z14, Z7, Z7
+	VMULPS       Z14, Z8, Z8
+	VMULPS       Z14, Z9, Z9
+	VMULPS       Z14, Z10, Z10
+	VMULPS       Z14, Z11, Z11
+	JMP          rowGemm6x2AVX512_write
+
+rowGemm6x2AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z14, Z0, Z12
+	VMOVAPS     Z12, Z0
+	VMOVUPS.Z   64(DX), K1, Z13
+	VFMADD231PS Z14, Z1, Z13
+	VMOVAPS     Z13, Z1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z14, Z2, Z12
+	VMOVAPS     Z12, Z2
+	VMOVUPS.Z   64(DX), K1, Z13
+	VFMADD231PS Z14, Z3, Z13
+	VMOVAPS     Z13, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z14, Z4, Z12
+	VMOVAPS     Z12, Z4
+	VMOVUPS.Z   64(DX), K1, Z13
+	VFMADD231PS Z14, Z5, Z13
+	VMOVAPS     Z13, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z14, Z6, Z12
+	VMOVAPS     Z12, Z6
+	VMOVUPS.Z   64(DX), K1, Z13
+	VFMADD231PS Z14, Z7, Z13
+	VMOVAPS     Z13, Z7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z14, Z8, Z12
+	VMOVAPS     Z12, Z8
+	VMOVUPS.Z   64(DX), K1, Z13
+	VFMADD231PS Z14, Z9, Z13
+	VMOVAPS     Z13, Z9
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z14, Z10, Z12
+	VMOVAPS     Z12, Z10
+	VMOVUPS.Z   64(DX), K1, Z13
+	VFMADD231PS Z14, Z11, Z13
+	VMOVAPS     Z13, Z11
+
+rowGemm6x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm7x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm7x2AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	TESTQ   AX, AX
+	JZ      rowGemm7x2AVX512_store
+
+rowGemm7x2AVX512_loop:
+	VMOVUPS      (BX), Z14
+	VMOVUPS.Z    64(BX), K1, Z15
+	VBROADCASTSS (DI), Z16
+	VFMADD231PS  Z16, Z14, Z0
+	VFMADD231PS  Z16, Z15, Z1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z17
+	VFMADD231PS  Z17, Z14, Z2
+	VFMADD231PS  Z17, Z15, Z3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z16
+	VFMADD231PS  Z16, Z14, Z4
+	VFMADD231PS  Z16, Z15, Z5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z17
+	VFMADD231PS  Z17, Z14, Z6
+	VFMADD231PS  Z17, Z15, Z7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z16
+	VFMADD231PS  Z16, Z14, Z8
+	VFMADD231PS  Z16, Z15, Z9
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z17
+	VFMADD231PS  Z17, Z14, Z10
+	VFMADD231PS  Z17, Z15, Z11
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Z16
+	VFMADD231PS  Z16, Z14, Z12
+	VFMADD231PS  Z16, Z15, Z13
+	ADDQ         DX, R13
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm7x2AVX512_loop
+
+rowGemm7x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z16
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm7x2AVX512_add
+	VMULPS       Z16, Z0, Z0
+	VMULPS       Z16, Z1, Z1
+	VMULPS       Z16, Z2, Z2
+	VMULPS       Z16, Z3, Z3
+	VMULPS       Z16, Z4, Z4
+	VMULPS       Z16, Z5, Z5
+	VMULPS       Z16, Z6, Z6
+	VMULPS       Z16, Z7, Z7
+	VMULPS       Z16, Z8, Z8
+	VMULPS       Z16, Z9, Z9
+	VMULPS       Z16, Z10, Z10
+	VMULPS       Z16, Z11, Z11
+	VMULPS       Z16, Z12, Z12
+	VMULPS       Z16, Z13, Z13
+	JMP          rowGemm7x2AVX512_write
+
+rowGemm7x2AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z14
+	VFMADD231PS Z16, Z0, Z14
+	VMOVAPS     Z14, Z0
+	VMOVUPS.Z   64(DX), K1, Z15
+	VFMADD231PS Z16, Z1, Z15
+	VMOVAPS     Z15, Z1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z14
+	VFMADD231PS Z16, Z2, Z14
+	VMOVAPS     Z14, Z2
+	VMOVUPS.Z   64(DX), K1, Z15
+	VFMADD231PS Z16, Z3, Z15
+	VMOVAPS     Z15, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z14
+	VFMADD231PS Z16, Z4, Z14
+	VMOVAPS     Z14, Z4
+	VMOVUPS.Z   64(DX), K1, Z15
+	VFMADD231PS Z16, Z5, Z15
+	VMOVAPS     Z15, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z14
+	VFMADD231PS Z16, Z6, Z14
+	VMOVAPS     Z14, Z6
+	VMOVUPS.Z   64(DX), K1, Z15
+	VFMADD231PS Z16, Z7, Z15
+	VMOVAPS     Z15, Z7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z14
+	VFMADD231PS Z16, Z8, Z14
+	VMOVAPS     Z14, Z8
+	VMOVUPS.Z   64(DX), K1, Z15
+	VFMADD231PS Z16, Z9, Z15
+	VMOVAPS     Z15, Z9
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z14
+	VFMADD231PS Z16, Z10, Z14
+	VMOVAPS     Z14, Z10
+	VMOVUPS.Z   64(DX), K1, Z15
+	VFMADD231PS Z16, Z11, Z15
+	VMOVAPS     Z15, Z11
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z14
+	VFMADD231PS Z16, Z12, Z14
+	VMOVAPS     Z14, Z12
+	VMOVUPS.Z   64(DX), K1, Z15
+	VFMADD231PS Z16, Z13, Z15
+	VMOVAPS     Z15, Z13
+
+rowGemm7x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, K1, 64(AX)
 	VZEROUPPER
 	RET
 
@@ -3006,9 +4405,9 @@ rowGemm8x2AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-92
+TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3022,45 +4421,1016 @@ TEXT ·rowGemm1x2AVX512(SB), NOSPLIT, $0-92
 	MOVQ    a+8(FP), SI
 	VPXORD  Z0, Z0, Z0
 	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
 	TESTQ   AX, AX
-	JZ      rowGemm1x2AVX512_store
+	JZ      rowGemm1x3AVX512_store
 
-rowGemm1x2AVX512_loop:
-	VMOVUPS      (DX), Z2
-	VMOVUPS.Z    64(DX), K1, Z3
-	VBROADCASTSS (SI), Z4
-	VFMADD231PS  Z4, Z2, Z0
-	VFMADD231PS  Z4, Z3, Z1
+rowGemm1x3AVX512_loop:
+	VMOVUPS      (DX), Z3
+	VMOVUPS      64(DX), Z4
+	VMOVUPS.Z    128(DX), K1, Z5
+	VBROADCASTSS (SI), Z6
+	VFMADD231PS  Z6, Z3, Z0
+	VFMADD231PS  Z6, Z4, Z1
+	VFMADD231PS  Z6, Z5, Z2
 	ADDQ         CX, SI
 	ADDQ         BX, DX
 	DECQ         AX
-	JNZ          rowGemm1x2AVX512_loop
+	JNZ          rowGemm1x3AVX512_loop
 
-rowGemm1x2AVX512_store:
+rowGemm1x3AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+88(FP), Z4
+	VBROADCASTSS alpha+88(FP), Z6
 	MOVQ         add+72(FP), CX
 	TESTQ        CX, CX
-	JNZ          rowGemm1x2AVX512_add
-	VMULPS       Z4, Z0, Z0
-	VMULPS       Z4, Z1, Z1
-	JMP          rowGemm1x2AVX512_write
+	JNZ          rowGemm1x3AVX512_add
+	VMULPS       Z6, Z0, Z0
+	VMULPS       Z6, Z1, Z1
+	VMULPS       Z6, Z2, Z2
+	JMP          rowGemm1x3AVX512_write
 
-rowGemm1x2AVX512_add:
+rowGemm1x3AVX512_add:
 	MOVQ        ldadd+80(FP), DX
 	SHLQ        $0x02, DX
-	VMOVUPS     (CX), Z2
-	VFMADD231PS Z4, Z0, Z2
-	VMOVAPS     Z2, Z0
-	VMOVUPS.Z   64(CX), K1, Z3
-	VFMADD231PS Z4, Z1, Z3
-	VMOVAPS     Z3, Z1
+	VMOVUPS     (CX), Z3
+	VFMADD231PS Z6, Z0, Z3
+	VMOVAPS     Z3, Z0
+	VMOVUPS     64(CX), Z4
+	VFMADD231PS Z6, Z1, Z4
+	VMOVAPS     Z4, Z1
+	VMOVUPS.Z   128(CX), K1, Z5
+	VFMADD231PS Z6, Z2, Z5
+	VMOVAPS     Z5, Z2
 
-rowGemm1x2AVX512_write:
+rowGemm1x3AVX512_write:
 	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, K1, 64(AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm2x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm2x3AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	TESTQ   AX, AX
+	JZ      rowGemm2x3AVX512_store
+
+rowGemm2x3AVX512_loop:
+	VMOVUPS      (BX), Z6
+	VMOVUPS      64(BX), Z7
+	VMOVUPS.Z    128(BX), K1, Z8
+	VBROADCASTSS (DI), Z9
+	VFMADD231PS  Z9, Z6, Z0
+	VFMADD231PS  Z9, Z7, Z1
+	VFMADD231PS  Z9, Z8, Z2
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z10
+	VFMADD231PS  Z10, Z6, Z3
+	VFMADD231PS  Z10, Z7, Z4
+	VFMADD231PS  Z10, Z8, Z5
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm2x3AVX512_loop
+
+rowGemm2x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z9
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm2x3AVX512_add
+	VMULPS       Z9, Z0, Z0
+	VMULPS       Z9, Z1, Z1
+	VMULPS       Z9, Z2, Z2
+	VMULPS       Z9, Z3, Z3
+	VMULPS       Z9, Z4, Z4
+	VMULPS       Z9, Z5, Z5
+	JMP          rowGemm2x3AVX512_write
+
+rowGemm2x3AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z6
+	VFMADD231PS Z9, Z0, Z6
+	VMOVAPS     Z6, Z0
+	VMOVUPS     64(DX), Z7
+	VFMADD231PS Z9, Z1, Z7
+	VMOVAPS     Z7, Z1
+	VMOVUPS.Z   128(DX), K1, Z8
+	VFMADD231PS Z9, Z2, Z8
+	VMOVAPS     Z8, Z2
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z6
+	VFMADD231PS Z9, Z3, Z6
+	VMOVAPS     Z6, Z3
+	VMOVUPS     64(DX), Z7
+	VFMADD231PS Z9, Z4, Z7
+	VMOVAPS     Z7, Z4
+	VMOVUPS.Z   128(DX), K1, Z8
+	VFMADD231PS Z9, Z5, Z8
+	VMOVAPS     Z8, Z5
+
+rowGemm2x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm3x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm3x3AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	TESTQ   AX, AX
+	JZ      rowGemm3x3AVX512_store
+
+rowGemm3x3AVX512_loop:
+	VMOVUPS      (BX), Z9
+	VMOVUPS      64(BX), Z10
+	VMOVUPS.Z    128(BX), K1, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z12, Z9, Z0
+	VFMADD231PS  Z12, Z10, Z1
+	VFMADD231PS  Z12, Z11, Z2
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z13
+	VFMADD231PS  Z13, Z9, Z3
+	VFMADD231PS  Z13, Z10, Z4
+	VFMADD231PS  Z13, Z11, Z5
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z12
+	VFMADD231PS  Z12, Z9, Z6
+	VFMADD231PS  Z12, Z10, Z7
+	VFMADD231PS  Z12, Z11, Z8
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm3x3AVX512_loop
+
+rowGemm3x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z12
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm3x3AVX512_add
+	VMULPS       Z12, Z0, Z0
+	VMULPS       Z12, Z1, Z1
+	VMULPS       Z12, Z2, Z2
+	VMULPS       Z12, Z3, Z3
+	VMULPS       Z12, Z4, Z4
+	VMULPS       Z12, Z5, Z5
+	VMULPS       Z12, Z6, Z6
+	VMULPS       Z12, Z7, Z7
+	VMULPS       Z12, Z8, Z8
+	JMP          rowGemm3x3AVX512_write
+
+rowGemm3x3AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z9
+	VFMADD231PS Z12, Z0, Z9
+	VMOVAPS     Z9, Z0
+	VMOVUPS     64(DX), Z10
+	VFMADD231PS Z12, Z1, Z10
+	VMOVAPS     Z10, Z1
+	VMOVUPS.Z   128(DX), K1, Z11
+	VFMADD231PS Z12, Z2, Z11
+	VMOVAPS     Z11, Z2
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z9
+	VFMADD231PS Z12, Z3, Z9
+	VMOVAPS     Z9, Z3
+	VMOVUPS     64(DX), Z10
+	VFMADD231PS Z12, Z4, Z10
+	VMOVAPS     Z10, Z4
+	VMOVUPS.Z   128(DX), K1, Z11
+	VFMADD231PS Z12, Z5, Z11
+	VMOVAPS     Z11, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z9
+	VFMADD231PS Z12, Z6, Z9
+	VMOVAPS     Z9, Z6
+	VMOVUPS     64(DX), Z10
+	VFMADD231PS Z12, Z7, Z10
+	VMOVAPS     Z10, Z7
+	VMOVUPS.Z   128(DX), K1, Z11
+	VFMADD231PS Z12, Z8, Z11
+	VMOVAPS     Z11, Z8
+
+rowGemm3x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm4x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm4x3AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	TESTQ   AX, AX
+	JZ      rowGemm4x3AVX512_store
+
+rowGemm4x3AVX512_loop:
+	VMOVUPS      (BX), Z12
+	VMOVUPS      64(BX), Z13
+	VMOVUPS.Z    128(BX), K1, Z14
+	VBROADCASTSS (DI), Z15
+	VFMADD231PS  Z15, Z12, Z0
+	VFMADD231PS  Z15, Z13, Z1
+	VFMADD231PS  Z15, Z14, Z2
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z16
+	VFMADD231PS  Z16, Z12, Z3
+	VFMADD231PS  Z16, Z13, Z4
+	VFMADD231PS  Z16, Z14, Z5
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z15
+	VFMADD231PS  Z15, Z12, Z6
+	VFMADD231PS  Z15, Z13, Z7
+	VFMADD231PS  Z15, Z14, Z8
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z16
+	VFMADD231PS  Z16, Z12, Z9
+	VFMADD231PS  Z16, Z13, Z10
+	VFMADD231PS  Z16, Z14, Z11
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm4x3AVX512_loop
+
+rowGemm4x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z15
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm4x3AVX512_add
+	VMULPS       Z15, Z0, Z0
+	VMULPS       Z15, Z1, Z1
+	VMULPS       Z15, Z2, Z2
+	VMULPS       Z15, Z3, Z3
+	VMULPS       Z15, Z4, Z4
+	VMULPS       Z15, Z5, Z5
+	VMULPS       Z15, Z6, Z6
+	VMULPS       Z15, Z7, Z7
+	VMULPS       Z15, Z8, Z8
+	VMULPS       Z15, Z9, Z9
+	VMULPS       Z15, Z10, Z10
+	VMULPS       Z15, Z11, Z11
+	JMP          rowGemm4x3AVX512_write
+
+rowGemm4x3AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z15, Z0, Z12
+	VMOVAPS     Z12, Z0
+	VMOVUPS     64(DX), Z13
+	VFMADD231PS Z15, Z1, Z13
+	VMOVAPS     Z13, Z1
+	VMOVUPS.Z   128(DX), K1, Z14
+	VFMADD231PS Z15, Z2, Z14
+	VMOVAPS     Z14, Z2
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z15, Z3, Z12
+	VMOVAPS     Z12, Z3
+	VMOVUPS     64(DX), Z13
+	VFMADD231PS Z15, Z4, Z13
+	VMOVAPS     Z13, Z4
+	VMOVUPS.Z   128(DX), K1, Z14
+	VFMADD231PS Z15, Z5, Z14
+	VMOVAPS     Z14, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z15, Z6, Z12
+	VMOVAPS     Z12, Z6
+	VMOVUPS     64(DX), Z13
+	VFMADD231PS Z15, Z7, Z13
+	VMOVAPS     Z13, Z7
+	VMOVUPS.Z   128(DX), K1, Z14
+	VFMADD231PS Z15, Z8, Z14
+	VMOVAPS     Z14, Z8
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z15, Z9, Z12
+	VMOVAPS     Z12, Z9
+	VMOVUPS     64(DX), Z13
+	VFMADD231PS Z15, Z10, Z13
+	VMOVAPS     Z13, Z10
+	VMOVUPS.Z   128(DX), K1, Z14
+	VFMADD231PS Z15, Z11, Z14
+	VMOVAPS     Z14, Z11
+
+rowGemm4x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm5x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm5x3AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	TESTQ   AX, AX
+	JZ      rowGemm5x3AVX512_store
+
+rowGemm5x3AVX512_loop:
+	VMOVUPS      (BX), Z15
+	VMOVUPS      64(BX), Z16
+	VMOVUPS.Z    128(BX), K1, Z17
+	VBROADCASTSS (DI), Z18
+	VFMADD231PS  Z18, Z15, Z0
+	VFMADD231PS  Z18, Z16, Z1
+	VFMADD231PS  Z18, Z17, Z2
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z19
+	VFMADD231PS  Z19, Z15, Z3
+	VFMADD231PS  Z19, Z16, Z4
+	VFMADD231PS  Z19, Z17, Z5
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z18
+	VFMADD231PS  Z18, Z15, Z6
+	VFMADD231PS  Z18, Z16, Z7
+	VFMADD231PS  Z18, Z17, Z8
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z19
+	VFMADD231PS  Z19, Z15, Z9
+	VFMADD231PS  Z19, Z16, Z10
+	VFMADD231PS  Z19, Z17, Z11
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z18
+	VFMADD231PS  Z18, Z15, Z12
+	VFMADD231PS  Z18, Z16, Z13
+	VFMADD231PS  Z18, Z17, Z14
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm5x3AVX512_loop
+
+rowGemm5x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z18
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm5x3AVX512_add
+	VMULPS       Z18, Z0, Z0
+	VMULPS       Z18, Z1, Z1
+	VMULPS       Z18, Z2, Z2
+	VMULPS       Z18, Z3, Z3
+	VMULPS       Z18, Z4, Z4
+	VMULPS       Z18, Z5, Z5
+	VMULPS       Z18, Z6, Z6
+	VMULPS       Z18, Z7, Z7
+	VMULPS       Z18, Z8, Z8
+	VMULPS       Z18, Z9, Z9
+	VMULPS       Z18, Z10, Z10
+	VMULPS       Z18, Z11, Z11
+	VMULPS       Z18, Z12, Z12
+	VMULPS       Z18, Z13, Z13
+	VMULPS       Z18, Z14, Z14
+	JMP          rowGemm5x3AVX512_write
+
+rowGemm5x3AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z15
+	VFMADD231PS Z18, Z0, Z15
+	VMOVAPS     Z15, Z0
+	VMOVUPS     64(DX), Z16
+	VFMADD231PS Z18, Z1, Z16
+	VMOVAPS     Z16, Z1
+	VMOVUPS.Z   128(DX), K1, Z17
+	VFMADD231PS Z18, Z2, Z17
+	VMOVAPS     Z17, Z2
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z15
+	VFMADD231PS Z18, Z3, Z15
+	VMOVAPS     Z15, Z3
+	VMOVUPS     64(DX), Z16
+	VFMADD231PS Z18, Z4, Z16
+	VMOVAPS     Z16, Z4
+	VMOVUPS.Z   128(DX), K1, Z17
+	VFMADD231PS Z18, Z5, Z17
+	VMOVAPS     Z17, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z15
+	VFMADD231PS Z18, Z6, Z15
+	VMOVAPS     Z15, Z6
+	VMOVUPS     64(DX), Z16
+	VFMADD231PS Z18, Z7, Z16
+	VMOVAPS     Z16, Z7
+	VMOVUPS.Z   128(DX), K1, Z17
+	VFMADD231PS Z18, Z8, Z17
+	VMOVAPS     Z17, Z8
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z15
+	VFMADD231PS Z18, Z9, Z15
+	VMOVAPS     Z15, Z9
+	VMOVUPS     64(DX), Z16
+	VFMADD231PS Z18, Z10, Z16
+	VMOVAPS     Z16, Z10
+	VMOVUPS.Z   128(DX), K1, Z17
+	VFMADD231PS Z18, Z11, Z17
+	VMOVAPS     Z17, Z11
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z15
+	VFMADD231PS Z18, Z12, Z15
+	VMOVAPS     Z15, Z12
+	VMOVUPS     64(DX), Z16
+	VFMADD231PS Z18, Z13, Z16
+	VMOVAPS     Z16, Z13
+	VMOVUPS.Z   128(DX), K1, Z17
+	VFMADD231PS Z18, Z14, Z17
+	VMOVAPS     Z17, Z14
+
+rowGemm5x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm6x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm6x3AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	TESTQ   AX, AX
+	JZ      rowGemm6x3AVX512_store
+
+rowGemm6x3AVX512_loop:
+	VMOVUPS      (BX), Z18
+	VMOVUPS      64(BX), Z19
+	VMOVUPS.Z    128(BX), K1, Z20
+	VBROADCASTSS (DI), Z21
+	VFMADD231PS  Z21, Z18, Z0
+	VFMADD231PS  Z21, Z19, Z1
+	VFMADD231PS  Z21, Z20, Z2
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z22
+	VFMADD231PS  Z22, Z18, Z3
+	VFMADD231PS  Z22, Z19, Z4
+	VFMADD231PS  Z22, Z20, Z5
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z21
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	VFMADD231PS  Z21, Z20, Z8
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z22
+	VFMADD231PS  Z22, Z18, Z9
+	VFMADD231PS  Z22, Z19, Z10
+	VFMADD231PS  Z22, Z20, Z11
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z21
+	VFMADD231PS  Z21, Z18, Z12
+	VFMADD231PS  Z21, Z19, Z13
+	VFMADD231PS  Z21, Z20, Z14
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z22
+	VFMADD231PS  Z22, Z18, Z15
+	VFMADD231PS  Z22, Z19, Z16
+	VFMADD231PS  Z22, Z20, Z17
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm6x3AVX512_loop
+
+rowGemm6x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z21
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm6x3AVX512_add
+	VMULPS       Z21, Z0, Z0
+	VMULPS       Z21, Z1, Z1
+	VMULPS       Z21, Z2, Z2
+	VMULPS       Z21, Z3, Z3
+	VMULPS       Z21, Z4, Z4
+	VMULPS       Z21, Z5, Z5
+	VMULPS       Z21, Z6, Z6
+	VMULPS       Z21, Z7, Z7
+	VMULPS       Z21, Z8, Z8
+	VMULPS       Z21, Z9, Z9
+	VMULPS       Z21, Z10, Z10
+	VMULPS       Z21, Z11, Z11
+	VMULPS       Z21, Z12, Z12
+	VMULPS       Z21, Z13, Z13
+	VMULPS       Z21, Z14, Z14
+	VMULPS       Z21, Z15, Z15
+	VMULPS       Z21, Z16, Z16
+	VMULPS       Z21, Z17, Z17
+	JMP          rowGemm6x3AVX512_write
+
+rowGemm6x3AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z18
+	VFMADD231PS Z21, Z0, Z18
+	VMOVAPS     Z18, Z0
+	VMOVUPS     64(DX), Z19
+	VFMADD231PS Z21, Z1, Z19
+	VMOVAPS     Z19, Z1
+	VMOVUPS.Z   128(DX), K1, Z20
+	VFMADD231PS Z21, Z2, Z20
+	VMOVAPS     Z20, Z2
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z18
+	VFMADD231PS Z21, Z3, Z18
+	VMOVAPS     Z18, Z3
+	VMOVUPS     64(DX), Z19
+	VFMADD231PS Z21, Z4, Z19
+	VMOVAPS     Z19, Z4
+	VMOVUPS.Z   128(DX), K1, Z20
+	VFMADD231PS Z21, Z5, Z20
+	VMOVAPS     Z20, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z18
+	VFMADD231PS Z21, Z6, Z18
+	VMOVAPS     Z18, Z6
+	VMOVUPS     64(DX), Z19
+	VFMADD231PS Z21, Z7, Z19
+	VMOVAPS     Z19, Z7
+	VMOVUPS.Z   128(DX), K1, Z20
+	VFMADD231PS Z21, Z8, Z20
+	VMOVAPS     Z20, Z8
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z18
+	VFMADD231PS Z21, Z9, Z18
+	VMOVAPS     Z18, Z9
+	VMOVUPS     64(DX), Z19
+	VFMADD231PS Z21, Z10, Z19
+	VMOVAPS     Z19, Z10
+	VMOVUPS.Z   128(DX), K1, Z20
+	VFMADD231PS Z21, Z11, Z20
+	VMOVAPS     Z20, Z11
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z18
+	VFMADD231PS Z21, Z12, Z18
+	VMOVAPS     Z18, Z12
+	VMOVUPS     64(DX), Z19
+	VFMADD231PS Z21, Z13, Z19
+	VMOVAPS     Z19, Z13
+	VMOVUPS.Z   128(DX), K1, Z20
+	VFMADD231PS Z21, Z14, Z20
+	VMOVAPS     Z20, Z14
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z18
+	VFMADD231PS Z21, Z15, Z18
+	VMOVAPS     Z18, Z15
+	VMOVUPS     64(DX), Z19
+	VFMADD231PS Z21, Z16, Z19
+	VMOVAPS     Z19, Z16
+	VMOVUPS.Z   128(DX), K1, Z20
+	VFMADD231PS Z21, Z17, Z20
+	VMOVAPS     Z20, Z17
+
+rowGemm6x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm7x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm7x3AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	VPXORD  Z20, Z20, Z20
+	TESTQ   AX, AX
+	JZ      rowGemm7x3AVX512_store
+
+rowGemm7x3AVX512_loop:
+	VMOVUPS      (BX), Z21
+	VMOVUPS      64(BX), Z22
+	VMOVUPS.Z    128(BX), K1, Z23
+	VBROADCASTSS (DI), Z24
+	VFMADD231PS  Z24, Z21, Z0
+	VFMADD231PS  Z24, Z22, Z1
+	VFMADD231PS  Z24, Z23, Z2
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z25
+	VFMADD231PS  Z25, Z21, Z3
+	VFMADD231PS  Z25, Z22, Z4
+	VFMADD231PS  Z25, Z23, Z5
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z24
+	VFMADD231PS  Z24, Z21, Z6
+	VFMADD231PS  Z24, Z22, Z7
+	VFMADD231PS  Z24, Z23, Z8
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z25
+	VFMADD231PS  Z25, Z21, Z9
+	VFMADD231PS  Z25, Z22, Z10
+	VFMADD231PS  Z25, Z23, Z11
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z24
+	VFMADD231PS  Z24, Z21, Z12
+	VFMADD231PS  Z24, Z22, Z13
+	VFMADD231PS  Z24, Z23, Z14
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Z25
+	VFMADD231PS  Z25, Z21, Z15
+	VFMADD231PS  Z25, Z22, Z16
+	VFMADD231PS  Z25, Z23, Z17
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Z24
+	VFMADD231PS  Z24, Z21, Z18
+	VFMADD231PS  Z24, Z22, Z19
+	VFMADD231PS  Z24, Z23, Z20
+	ADDQ         DX, R13
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm7x3AVX512_loop
+
+rowGemm7x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z24
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm7x3AVX512_add
+	VMULPS       Z24, Z0, Z0
+	VMULPS       Z24, Z1, Z1
+	VMULPS       Z24, Z2, Z2
+	VMULPS       Z24, Z3, Z3
+	VMULPS       Z24, Z4, Z4
+	VMULPS       Z24, Z5, Z5
+	VMULPS       Z24, Z6, Z6
+	VMULPS       Z24, Z7, Z7
+	VMULPS       Z24, Z8, Z8
+	VMULPS       Z24, Z9, Z9
+	VMULPS       Z24, Z10, Z10
+	VMULPS       Z24, Z11, Z11
+	VMULPS       Z24, Z12, Z12
+	VMULPS       Z24, Z13, Z13
+	VMULPS       Z24, Z14, Z14
+	VMULPS       Z24, Z15, Z15
+	VMULPS       Z24, Z16, Z16
+	VMULPS       Z24, Z17, Z17
+	VMULPS       Z24, Z18, Z18
+	VMULPS       Z24, Z19, Z19
+	VMULPS       Z24, Z20, Z20
+	JMP          rowGemm7x3AVX512_write
+
+rowGemm7x3AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z21
+	VFMADD231PS Z24, Z0, Z21
+	VMOVAPS     Z21, Z0
+	VMOVUPS     64(DX), Z22
+	VFMADD231PS Z24, Z1, Z22
+	VMOVAPS     Z22, Z1
+	VMOVUPS.Z   128(DX), K1, Z23
+	VFMADD231PS Z24, Z2, Z23
+	VMOVAPS     Z23, Z2
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z21
+	VFMADD231PS Z24, Z3, Z21
+	VMOVAPS     Z21, Z3
+	VMOVUPS     64(DX), Z22
+	VFMADD231PS Z24, Z4, Z22
+	VMOVAPS     Z22, Z4
+	VMOVUPS.Z   128(DX), K1, Z23
+	VFMADD231PS Z24, Z5, Z23
+	VMOVAPS     Z23, Z5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z21
+	VFMADD231PS Z24, Z6, Z21
+	VMOVAPS     Z21, Z6
+	VMOVUPS     64(DX), Z22
+	VFMADD231PS Z24, Z7, Z22
+	VMOVAPS     Z22, Z7
+	VMOVUPS.Z   128(DX), K1, Z23
+	VFMADD231PS Z24, Z8, Z23
+	VMOVAPS     Z23, Z8
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z21
+	VFMADD231PS Z24, Z9, Z21
+	VMOVAPS     Z21, Z9
+	VMOVUPS     64(DX), Z22
+	VFMADD231PS Z24, Z10, Z22
+	VMOVAPS     Z22, Z10
+	VMOVUPS.Z   128(DX), K1, Z23
+	VFMADD231PS Z24, Z11, Z23
+	VMOVAPS     Z23, Z11
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z21
+	VFMADD231PS Z24, Z12, Z21
+	VMOVAPS     Z21, Z12
+	VMOVUPS     64(DX), Z22
+	VFMADD231PS Z24, Z13, Z22
+	VMOVAPS     Z22, Z13
+	VMOVUPS.Z   128(DX), K1, Z23
+	VFMADD231PS Z24, Z14, Z23
+	VMOVAPS     Z23, Z14
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z21
+	VFMADD231PS Z24, Z15, Z21
+	VMOVAPS     Z21, Z15
+	VMOVUPS     64(DX), Z22
+	VFMADD231PS Z24, Z16, Z22
+	VMOVAPS     Z22, Z16
+	VMOVUPS.Z   128(DX), K1, Z23
+	VFMADD231PS Z24, Z17, Z23
+	VMOVAPS     Z23, Z17
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z21
+	VFMADD231PS Z24, Z18, Z21
+	VMOVAPS     Z21, Z18
+	VMOVUPS     64(DX), Z22
+	VFMADD231PS Z24, Z19, Z22
+	VMOVAPS     Z22, Z19
+	VMOVUPS.Z   128(DX), K1, Z23
+	VFMADD231PS Z24, Z20, Z23
+	VMOVAPS     Z23, Z20
+
+rowGemm7x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z18, (AX)
+	VMOVUPS Z19, 64(AX)
+	VMOVUPS Z20, K1, 128(AX)
 	VZEROUPPER
 	RET
 
@@ -3319,9 +5689,9 @@ rowGemm8x3AVX512_write:
 	VZEROUPPER
 	RET
 
-// func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 // Requires: AVX, AVX512F
-TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-92
+TEXT ·rowGemm1x4AVX512(SB), NOSPLIT, $0-92
 	MOVQ    k+0(FP), AX
 	MOVQ    rsA+16(FP), CX
 	SHLQ    $0x02, CX
@@ -3336,52 +5706,696 @@ TEXT ·rowGemm1x3AVX512(SB), NOSPLIT, $0-92
 	VPXORD  Z0, Z0, Z0
 	VPXORD  Z1, Z1, Z1
 	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
 	TESTQ   AX, AX
-	JZ      rowGemm1x3AVX512_store
+	JZ      rowGemm1x4AVX512_store
 
-rowGemm1x3AVX512_loop:
-	VMOVUPS      (DX), Z3
-	VMOVUPS      64(DX), Z4
-	VMOVUPS.Z    128(DX), K1, Z5
-	VBROADCASTSS (SI), Z6
-	VFMADD231PS  Z6, Z3, Z0
-	VFMADD231PS  Z6, Z4, Z1
-	VFMADD231PS  Z6, Z5, Z2
+rowGemm1x4AVX512_loop:
+	VMOVUPS      (DX), Z4
+	VMOVUPS      64(DX), Z5
+	VMOVUPS      128(DX), Z6
+	VMOVUPS.Z    192(DX), K1, Z7
+	VBROADCASTSS (SI), Z8
+	VFMADD231PS  Z8, Z4, Z0
+	VFMADD231PS  Z8, Z5, Z1
+	VFMADD231PS  Z8, Z6, Z2
+	VFMADD231PS  Z8, Z7, Z3
 	ADDQ         CX, SI
 	ADDQ         BX, DX
 	DECQ         AX
-	JNZ          rowGemm1x3AVX512_loop
+	JNZ          rowGemm1x4AVX512_loop
 
-rowGemm1x3AVX512_store:
+rowGemm1x4AVX512_store:
 	MOVQ         c+48(FP), AX
 	MOVQ         ldc+56(FP), CX
 	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+88(FP), Z6
+	VBROADCASTSS alpha+88(FP), Z8
 	MOVQ         add+72(FP), CX
 	TESTQ        CX, CX
-	JNZ          rowGemm1x3AVX512_add
-	VMULPS       Z6, Z0, Z0
-	VMULPS       Z6, Z1, Z1
-	VMULPS       Z6, Z2, Z2
-	JMP          rowGemm1x3AVX512_write
+	JNZ          rowGemm1x4AVX512_add
+	VMULPS       Z8, Z0, Z0
+	VMULPS       Z8, Z1, Z1
+	VMULPS       Z8, Z2, Z2
+	VMULPS       Z8, Z3, Z3
+	JMP          rowGemm1x4AVX512_write
 
-rowGemm1x3AVX512_add:
+rowGemm1x4AVX512_add:
 	MOVQ        ldadd+80(FP), DX
 	SHLQ        $0x02, DX
-	VMOVUPS     (CX), Z3
-	VFMADD231PS Z6, Z0, Z3
-	VMOVAPS     Z3, Z0
-	VMOVUPS     64(CX), Z4
-	VFMADD231PS Z6, Z1, Z4
-	VMOVAPS     Z4, Z1
-	VMOVUPS.Z   128(CX), K1, Z5
-	VFMADD231PS Z6, Z2, Z5
-	VMOVAPS     Z5, Z2
+	VMOVUPS     (CX), Z4
+	VFMADD231PS Z8, Z0, Z4
+	VMOVAPS     Z4, Z0
+	VMOVUPS     64(CX), Z5
+	VFMADD231PS Z8, Z1, Z5
+	VMOVAPS     Z5, Z1
+	VMOVUPS     128(CX), Z6
+	VFMADD231PS Z8, Z2, Z6
+	VMOVAPS     Z6, Z2
+	VMOVUPS.Z   192(CX), K1, Z7
+	VFMADD231PS Z8, Z3, Z7
+	VMOVAPS     Z7, Z3
 
-rowGemm1x3AVX512_write:
+rowGemm1x4AVX512_write:
 	VMOVUPS Z0, (AX)
 	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, K1, 128(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm2x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm2x4AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	TESTQ   AX, AX
+	JZ      rowGemm2x4AVX512_store
+
+rowGemm2x4AVX512_loop:
+	VMOVUPS      (BX), Z8
+	VMOVUPS      64(BX), Z9
+	VMOVUPS      128(BX), Z10
+	VMOVUPS.Z    192(BX), K1, Z11
+	VBROADCASTSS (DI), Z12
+	VFMADD231PS  Z12, Z8, Z0
+	VFMADD231PS  Z12, Z9, Z1
+	VFMADD231PS  Z12, Z10, Z2
+	VFMADD231PS  Z12, Z11, Z3
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z13
+	VFMADD231PS  Z13, Z8, Z4
+	VFMADD231PS  Z13, Z9, Z5
+	VFMADD231PS  Z13, Z10, Z6
+	VFMADD231PS  Z13, Z11, Z7
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm2x4AVX512_loop
+
+rowGemm2x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z12
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm2x4AVX512_add
+	VMULPS       Z12, Z0, Z0
+	VMULPS       Z12, Z1, Z1
+	VMULPS       Z12, Z2, Z2
+	VMULPS       Z12, Z3, Z3
+	VMULPS       Z12, Z4, Z4
+	VMULPS       Z12, Z5, Z5
+	VMULPS       Z12, Z6, Z6
+	VMULPS       Z12, Z7, Z7
+	JMP          rowGemm2x4AVX512_write
+
+rowGemm2x4AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z8
+	VFMADD231PS Z12, Z0, Z8
+	VMOVAPS     Z8, Z0
+	VMOVUPS     64(DX), Z9
+	VFMADD231PS Z12, Z1, Z9
+	VMOVAPS     Z9, Z1
+	VMOVUPS     128(DX), Z10
+	VFMADD231PS Z12, Z2, Z10
+	VMOVAPS     Z10, Z2
+	VMOVUPS.Z   192(DX), K1, Z11
+	VFMADD231PS Z12, Z3, Z11
+	VMOVAPS     Z11, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z8
+	VFMADD231PS Z12, Z4, Z8
+	VMOVAPS     Z8, Z4
+	VMOVUPS     64(DX), Z9
+	VFMADD231PS Z12, Z5, Z9
+	VMOVAPS     Z9, Z5
+	VMOVUPS     128(DX), Z10
+	VFMADD231PS Z12, Z6, Z10
+	VMOVAPS     Z10, Z6
+	VMOVUPS.Z   192(DX), K1, Z11
+	VFMADD231PS Z12, Z7, Z11
+	VMOVAPS     Z11, Z7
+
+rowGemm2x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm3x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm3x4AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	TESTQ   AX, AX
+	JZ      rowGemm3x4AVX512_store
+
+rowGemm3x4AVX512_loop:
+	VMOVUPS      (BX), Z12
+	VMOVUPS      64(BX), Z13
+	VMOVUPS      128(BX), Z14
+	VMOVUPS.Z    192(BX), K1, Z15
+	VBROADCASTSS (DI), Z16
+	VFMADD231PS  Z16, Z12, Z0
+	VFMADD231PS  Z16, Z13, Z1
+	VFMADD231PS  Z16, Z14, Z2
+	VFMADD231PS  Z16, Z15, Z3
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z17
+	VFMADD231PS  Z17, Z12, Z4
+	VFMADD231PS  Z17, Z13, Z5
+	VFMADD231PS  Z17, Z14, Z6
+	VFMADD231PS  Z17, Z15, Z7
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z16
+	VFMADD231PS  Z16, Z12, Z8
+	VFMADD231PS  Z16, Z13, Z9
+	VFMADD231PS  Z16, Z14, Z10
+	VFMADD231PS  Z16, Z15, Z11
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm3x4AVX512_loop
+
+rowGemm3x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z16
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm3x4AVX512_add
+	VMULPS       Z16, Z0, Z0
+	VMULPS       Z16, Z1, Z1
+	VMULPS       Z16, Z2, Z2
+	VMULPS       Z16, Z3, Z3
+	VMULPS       Z16, Z4, Z4
+	VMULPS       Z16, Z5, Z5
+	VMULPS       Z16, Z6, Z6
+	VMULPS       Z16, Z7, Z7
+	VMULPS       Z16, Z8, Z8
+	VMULPS       Z16, Z9, Z9
+	VMULPS       Z16, Z10, Z10
+	VMULPS       Z16, Z11, Z11
+	JMP          rowGemm3x4AVX512_write
+
+rowGemm3x4AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z16, Z0, Z12
+	VMOVAPS     Z12, Z0
+	VMOVUPS     64(DX), Z13
+	VFMADD231PS Z16, Z1, Z13
+	VMOVAPS     Z13, Z1
+	VMOVUPS     128(DX), Z14
+	VFMADD231PS Z16, Z2, Z14
+	VMOVAPS     Z14, Z2
+	VMOVUPS.Z   192(DX), K1, Z15
+	VFMADD231PS Z16, Z3, Z15
+	VMOVAPS     Z15, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z16, Z4, Z12
+	VMOVAPS     Z12, Z4
+	VMOVUPS     64(DX), Z13
+	VFMADD231PS Z16, Z5, Z13
+	VMOVAPS     Z13, Z5
+	VMOVUPS     128(DX), Z14
+	VFMADD231PS Z16, Z6, Z14
+	VMOVAPS     Z14, Z6
+	VMOVUPS.Z   192(DX), K1, Z15
+	VFMADD231PS Z16, Z7, Z15
+	VMOVAPS     Z15, Z7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z12
+	VFMADD231PS Z16, Z8, Z12
+	VMOVAPS     Z12, Z8
+	VMOVUPS     64(DX), Z13
+	VFMADD231PS Z16, Z9, Z13
+	VMOVAPS     Z13, Z9
+	VMOVUPS     128(DX), Z14
+	VFMADD231PS Z16, Z10, Z14
+	VMOVAPS     Z14, Z10
+	VMOVUPS.Z   192(DX), K1, Z15
+	VFMADD231PS Z16, Z11, Z15
+	VMOVAPS     Z15, Z11
+
+rowGemm3x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm4x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm4x4AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	TESTQ   AX, AX
+	JZ      rowGemm4x4AVX512_store
+
+rowGemm4x4AVX512_loop:
+	VMOVUPS      (BX), Z16
+	VMOVUPS      64(BX), Z17
+	VMOVUPS      128(BX), Z18
+	VMOVUPS.Z    192(BX), K1, Z19
+	VBROADCASTSS (DI), Z20
+	VFMADD231PS  Z20, Z16, Z0
+	VFMADD231PS  Z20, Z17, Z1
+	VFMADD231PS  Z20, Z18, Z2
+	VFMADD231PS  Z20, Z19, Z3
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z21
+	VFMADD231PS  Z21, Z16, Z4
+	VFMADD231PS  Z21, Z17, Z5
+	VFMADD231PS  Z21, Z18, Z6
+	VFMADD231PS  Z21, Z19, Z7
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z20
+	VFMADD231PS  Z20, Z16, Z8
+	VFMADD231PS  Z20, Z17, Z9
+	VFMADD231PS  Z20, Z18, Z10
+	VFMADD231PS  Z20, Z19, Z11
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z21
+	VFMADD231PS  Z21, Z16, Z12
+	VFMADD231PS  Z21, Z17, Z13
+	VFMADD231PS  Z21, Z18, Z14
+	VFMADD231PS  Z21, Z19, Z15
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm4x4AVX512_loop
+
+rowGemm4x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z20
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm4x4AVX512_add
+	VMULPS       Z20, Z0, Z0
+	VMULPS       Z20, Z1, Z1
+	VMULPS       Z20, Z2, Z2
+	VMULPS       Z20, Z3, Z3
+	VMULPS       Z20, Z4, Z4
+	VMULPS       Z20, Z5, Z5
+	VMULPS       Z20, Z6, Z6
+	VMULPS       Z20, Z7, Z7
+	VMULPS       Z20, Z8, Z8
+	VMULPS       Z20, Z9, Z9
+	VMULPS       Z20, Z10, Z10
+	VMULPS       Z20, Z11, Z11
+	VMULPS       Z20, Z12, Z12
+	VMULPS       Z20, Z13, Z13
+	VMULPS       Z20, Z14, Z14
+	VMULPS       Z20, Z15, Z15
+	JMP          rowGemm4x4AVX512_write
+
+rowGemm4x4AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z20, Z0, Z16
+	VMOVAPS     Z16, Z0
+	VMOVUPS     64(DX), Z17
+	VFMADD231PS Z20, Z1, Z17
+	VMOVAPS     Z17, Z1
+	VMOVUPS     128(DX), Z18
+	VFMADD231PS Z20, Z2, Z18
+	VMOVAPS     Z18, Z2
+	VMOVUPS.Z   192(DX), K1, Z19
+	VFMADD231PS Z20, Z3, Z19
+	VMOVAPS     Z19, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z20, Z4, Z16
+	VMOVAPS     Z16, Z4
+	VMOVUPS     64(DX), Z17
+	VFMADD231PS Z20, Z5, Z17
+	VMOVAPS     Z17, Z5
+	VMOVUPS     128(DX), Z18
+	VFMADD231PS Z20, Z6, Z18
+	VMOVAPS     Z18, Z6
+	VMOVUPS.Z   192(DX), K1, Z19
+	VFMADD231PS Z20, Z7, Z19
+	VMOVAPS     Z19, Z7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z20, Z8, Z16
+	VMOVAPS     Z16, Z8
+	VMOVUPS     64(DX), Z17
+	VFMADD231PS Z20, Z9, Z17
+	VMOVAPS     Z17, Z9
+	VMOVUPS     128(DX), Z18
+	VFMADD231PS Z20, Z10, Z18
+	VMOVAPS     Z18, Z10
+	VMOVUPS.Z   192(DX), K1, Z19
+	VFMADD231PS Z20, Z11, Z19
+	VMOVAPS     Z19, Z11
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z16
+	VFMADD231PS Z20, Z12, Z16
+	VMOVAPS     Z16, Z12
+	VMOVUPS     64(DX), Z17
+	VFMADD231PS Z20, Z13, Z17
+	VMOVAPS     Z17, Z13
+	VMOVUPS     128(DX), Z18
+	VFMADD231PS Z20, Z14, Z18
+	VMOVAPS     Z18, Z14
+	VMOVUPS.Z   192(DX), K1, Z19
+	VFMADD231PS Z20, Z15, Z19
+	VMOVAPS     Z19, Z15
+
+rowGemm4x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm5x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm5x4AVX512(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	TESTQ   AX, AX
+	JZ      rowGemm5x4AVX512_store
+
+rowGemm5x4AVX512_loop:
+	VMOVUPS      (BX), Z20
+	VMOVUPS      64(BX), Z21
+	VMOVUPS      128(BX), Z22
+	VMOVUPS.Z    192(BX), K1, Z23
+	VBROADCASTSS (DI), Z24
+	VFMADD231PS  Z24, Z20, Z0
+	VFMADD231PS  Z24, Z21, Z1
+	VFMADD231PS  Z24, Z22, Z2
+	VFMADD231PS  Z24, Z23, Z3
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Z25
+	VFMADD231PS  Z25, Z20, Z4
+	VFMADD231PS  Z25, Z21, Z5
+	VFMADD231PS  Z25, Z22, Z6
+	VFMADD231PS  Z25, Z23, Z7
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Z24
+	VFMADD231PS  Z24, Z20, Z8
+	VFMADD231PS  Z24, Z21, Z9
+	VFMADD231PS  Z24, Z22, Z10
+	VFMADD231PS  Z24, Z23, Z11
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Z25
+	VFMADD231PS  Z25, Z20, Z12
+	VFMADD231PS  Z25, Z21, Z13
+	VFMADD231PS  Z25, Z22, Z14
+	VFMADD231PS  Z25, Z23, Z15
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Z24
+	VFMADD231PS  Z24, Z20, Z16
+	VFMADD231PS  Z24, Z21, Z17
+	VFMADD231PS  Z24, Z22, Z18
+	VFMADD231PS  Z24, Z23, Z19
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm5x4AVX512_loop
+
+rowGemm5x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Z24
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm5x4AVX512_add
+	VMULPS       Z24, Z0, Z0
+	VMULPS       Z24, Z1, Z1
+	VMULPS       Z24, Z2, Z2
+	VMULPS       Z24, Z3, Z3
+	VMULPS       Z24, Z4, Z4
+	VMULPS       Z24, Z5, Z5
+	VMULPS       Z24, Z6, Z6
+	VMULPS       Z24, Z7, Z7
+	VMULPS       Z24, Z8, Z8
+	VMULPS       Z24, Z9, Z9
+	VMULPS       Z24, Z10, Z10
+	VMULPS       Z24, Z11, Z11
+	VMULPS       Z24, Z12, Z12
+	VMULPS       Z24, Z13, Z13
+	VMULPS       Z24, Z14, Z14
+	VMULPS       Z24, Z15, Z15
+	VMULPS       Z24, Z16, Z16
+	VMULPS       Z24, Z17, Z17
+	VMULPS       Z24, Z18, Z18
+	VMULPS       Z24, Z19, Z19
+	JMP          rowGemm5x4AVX512_write
+
+rowGemm5x4AVX512_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Z20
+	VFMADD231PS Z24, Z0, Z20
+	VMOVAPS     Z20, Z0
+	VMOVUPS     64(DX), Z21
+	VFMADD231PS Z24, Z1, Z21
+	VMOVAPS     Z21, Z1
+	VMOVUPS     128(DX), Z22
+	VFMADD231PS Z24, Z2, Z22
+	VMOVAPS     Z22, Z2
+	VMOVUPS.Z   192(DX), K1, Z23
+	VFMADD231PS Z24, Z3, Z23
+	VMOVAPS     Z23, Z3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z20
+	VFMADD231PS Z24, Z4, Z20
+	VMOVAPS     Z20, Z4
+	VMOVUPS     64(DX), Z21
+	VFMADD231PS Z24, Z5, Z21
+	VMOVAPS     Z21, Z5
+	VMOVUPS     128(DX), Z22
+	VFMADD231PS Z24, Z6, Z22
+	VMOVAPS     Z22, Z6
+	VMOVUPS.Z   192(DX), K1, Z23
+	VFMADD231PS Z24, Z7, Z23
+	VMOVAPS     Z23, Z7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z20
+	VFMADD231PS Z24, Z8, Z20
+	VMOVAPS     Z20, Z8
+	VMOVUPS     64(DX), Z21
+	VFMADD231PS Z24, Z9, Z21
+	VMOVAPS     Z21, Z9
+	VMOVUPS     128(DX), Z22
+	VFMADD231PS Z24, Z10, Z22
+	VMOVAPS     Z22, Z10
+	VMOVUPS.Z   192(DX), K1, Z23
+	VFMADD231PS Z24, Z11, Z23
+	VMOVAPS     Z23, Z11
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z20
+	VFMADD231PS Z24, Z12, Z20
+	VMOVAPS     Z20, Z12
+	VMOVUPS     64(DX), Z21
+	VFMADD231PS Z24, Z13, Z21
+	VMOVAPS     Z21, Z13
+	VMOVUPS     128(DX), Z22
+	VFMADD231PS Z24, Z14, Z22
+	VMOVAPS     Z22, Z14
+	VMOVUPS.Z   192(DX), K1, Z23
+	VFMADD231PS Z24, Z15, Z23
+	VMOVAPS     Z23, Z15
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Z20
+	VFMADD231PS Z24, Z16, Z20
+	VMOVAPS     Z20, Z16
+	VMOVUPS     64(DX), Z21
+	VFMADD231PS Z24, Z17, Z21
+	VMOVAPS     Z21, Z17
+	VMOVUPS     128(DX), Z22
+	VFMADD231PS Z24, Z18, Z22
+	VMOVAPS     Z22, Z18
+	VMOVUPS.Z   192(DX), K1, Z23
+	VFMADD231PS Z24, Z19, Z23
+	VMOVAPS     Z23, Z19
+
+rowGemm5x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
 	VZEROUPPER
 	RET
 
@@ -3626,80 +6640,6 @@ rowGemm6x4AVX512_write:
 	VMOVUPS Z21, 64(AX)
 	VMOVUPS Z22, 128(AX)
 	VMOVUPS Z23, K1, 192(AX)
-	VZEROUPPER
-	RET
-
-// func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
-// Requires: AVX, AVX512F
-TEXT ·rowGemm1x4AVX512(SB), NOSPLIT, $0-92
-	MOVQ    k+0(FP), AX
-	MOVQ    rsA+16(FP), CX
-	SHLQ    $0x02, CX
-	MOVQ    csA+24(FP), CX
-	SHLQ    $0x02, CX
-	MOVQ    b+32(FP), DX
-	MOVQ    ldb+40(FP), BX
-	SHLQ    $0x02, BX
-	MOVWLZX mask+64(FP), SI
-	KMOVW   SI, K1
-	MOVQ    a+8(FP), SI
-	VPXORD  Z0, Z0, Z0
-	VPXORD  Z1, Z1, Z1
-	VPXORD  Z2, Z2, Z2
-	VPXORD  Z3, Z3, Z3
-	TESTQ   AX, AX
-	JZ      rowGemm1x4AVX512_store
-
-rowGemm1x4AVX512_loop:
-	VMOVUPS      (DX), Z4
-	VMOVUPS      64(DX), Z5
-	VMOVUPS      128(DX), Z6
-	VMOVUPS.Z    192(DX), K1, Z7
-	VBROADCASTSS (SI), Z8
-	VFMADD231PS  Z8, Z4, Z0
-	VFMADD231PS  Z8, Z5, Z1
-	VFMADD231PS  Z8, Z6, Z2
-	VFMADD231PS  Z8, Z7, Z3
-	ADDQ         CX, SI
-	ADDQ         BX, DX
-	DECQ         AX
-	JNZ          rowGemm1x4AVX512_loop
-
-rowGemm1x4AVX512_store:
-	MOVQ         c+48(FP), AX
-	MOVQ         ldc+56(FP), CX
-	SHLQ         $0x02, CX
-	VBROADCASTSS alpha+88(FP), Z8
-	MOVQ         add+72(FP), CX
-	TESTQ        CX, CX
-	JNZ          rowGemm1x4AVX512_add
-	VMULPS       Z8, Z0, Z0
-	VMULPS       Z8, Z1, Z1
-	VMULPS       Z8, Z2, Z2
-	VMULPS       Z8, Z3, Z3
-	JMP          rowGemm1x4AVX512_write
-
-rowGemm1x4AVX512_add:
-	MOVQ        ldadd+80(FP), DX
-	SHLQ        $0x02, DX
-	VMOVUPS     (CX), Z4
-	VFMADD231PS Z8, Z0, Z4
-	VMOVAPS     Z4, Z0
-	VMOVUPS     64(CX), Z5
-	VFMADD231PS Z8, Z1, Z5
-	VMOVAPS     Z5, Z1
-	VMOVUPS     128(CX), Z6
-	VFMADD231PS Z8, Z2, Z6
-	VMOVAPS     Z6, Z2
-	VMOVUPS.Z   192(CX), K1, Z7
-	VFMADD231PS Z8, Z3, Z7
-	VMOVAPS     Z7, Z3
-
-rowGemm1x4AVX512_write:
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, K1, 192(AX)
 	VZEROUPPER
 	RET
 

@@ -114,45 +114,155 @@ func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
 //go:noescape
 func bf16Transpose16(dst *uint32, src *uint32, mask int, blocks int, srcStride int, dstStride int)
 
-// rowGemm8x1AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
-//
-//go:noescape
-func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
-
 // rowGemm1x1AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
 func rowGemm1x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
-// rowGemm8x2AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+// rowGemm2x1AVX512 computes C[2×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+func rowGemm2x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm3x1AVX512 computes C[3×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm3x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm4x1AVX512 computes C[4×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm4x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm5x1AVX512 computes C[5×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm5x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm6x1AVX512 computes C[6×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm6x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm7x1AVX512 computes C[7×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm7x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm8x1AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 16, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm8x1AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm1x2AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
 func rowGemm1x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
-// rowGemm8x3AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+// rowGemm2x2AVX512 computes C[2×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+func rowGemm2x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm3x2AVX512 computes C[3×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm3x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm4x2AVX512 computes C[4×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm4x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm5x2AVX512 computes C[5×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm5x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm6x2AVX512 computes C[6×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm6x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm7x2AVX512 computes C[7×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm7x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm8x2AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 32, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm8x2AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm1x3AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
 func rowGemm1x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
-// rowGemm6x4AVX512 computes C[6×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+// rowGemm2x3AVX512 computes C[2×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
-func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+func rowGemm2x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm3x3AVX512 computes C[3×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm3x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm4x3AVX512 computes C[4×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm4x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm5x3AVX512 computes C[5×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm5x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm6x3AVX512 computes C[6×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm6x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm7x3AVX512 computes C[7×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm7x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm8x3AVX512 computes C[8×n] (+)= alpha·A·B for n ≤ 48, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm8x3AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // rowGemm1x4AVX512 computes C[1×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
 //
 //go:noescape
 func rowGemm1x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm2x4AVX512 computes C[2×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm2x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm3x4AVX512 computes C[3×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm3x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm4x4AVX512 computes C[4×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm4x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm5x4AVX512 computes C[5×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm5x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
+
+// rowGemm6x4AVX512 computes C[6×n] (+)= alpha·A·B for n ≤ 64, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).
+//
+//go:noescape
+func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
 // expSumAVX512 writes y = fastExp(x·scale − shift) over 16·blocks values and a masked last vector and returns their sum, in 16 lanes added pairwise; its Go twin is expSumGo (attention.go) (AVX-512F).
 //

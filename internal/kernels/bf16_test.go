@@ -609,21 +609,30 @@ func BenchmarkGemmBF16(b *testing.B) {
 	}
 }
 
-// BenchmarkGemmShapes runs the GEMMs of the baby GPT's and the MLP's
-// linear layers (m, n, k; the transposes their GEMMs use) in float32 and
-// on the bf16 kernel with FP8 codes.
+// gemmShapes are the GEMMs of the baby GPT's and the MLP's training
+// steps (m, n, k and the transposes the linear layers use: fprop x·Wᵀ,
+// dgrad dy·W, wgrad dyᵀ·x); bench/openblas_shapes.py times the same
+// list with OpenBLAS.
+var gemmShapes = []struct {
+	name           string
+	m, n, k        int
+	transA, transB bool
+}{
+	{"gpt_qkv_fprop", 768, 384, 128, false, true}, {"gpt_qkv_dgrad", 768, 128, 384, false, false}, {"gpt_qkv_wgrad", 384, 128, 768, true, false},
+	{"gpt_attnproj_fprop", 768, 128, 128, false, true}, {"gpt_attnproj_dgrad", 768, 128, 128, false, false}, {"gpt_attnproj_wgrad", 128, 128, 768, true, false},
+	{"gpt_fc_fprop", 768, 512, 128, false, true}, {"gpt_fc_dgrad", 768, 128, 512, false, false}, {"gpt_fc_wgrad", 512, 128, 768, true, false},
+	{"gpt_proj2_fprop", 768, 128, 512, false, true}, {"gpt_proj2_dgrad", 768, 512, 128, false, false}, {"gpt_proj2_wgrad", 128, 512, 768, true, false},
+	{"gpt_head_fprop", 768, 104, 128, false, true}, {"gpt_head_dgrad", 768, 128, 104, false, false}, {"gpt_head_wgrad", 104, 128, 768, true, false},
+	{"mlp_fc1_fprop", 128, 512, 784, false, true}, {"mlp_fc1_wgrad", 512, 784, 128, true, false},
+	{"mlp_fc2_fprop", 128, 512, 512, false, true}, {"mlp_fc2_dgrad", 128, 512, 512, false, false}, {"mlp_fc2_wgrad", 512, 512, 128, true, false},
+	{"mlp_fc3_fprop", 128, 10, 512, false, true}, {"mlp_fc3_dgrad", 128, 512, 10, false, false}, {"mlp_fc3_wgrad", 10, 512, 128, true, false},
+}
+
+// BenchmarkGemmShapes runs gemmShapes in float32 and on the bf16 kernel
+// with FP8 codes.
 func BenchmarkGemmShapes(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, s := range []struct {
-		name           string
-		m, n, k        int
-		transA, transB bool
-	}{
-		{"gpt_qkv_fprop", 768, 384, 128, false, true}, {"gpt_fc_fprop", 768, 512, 128, false, true},
-		{"gpt_proj2_fprop", 768, 128, 512, false, true}, {"gpt_fc_dgrad", 768, 128, 512, false, false},
-		{"gpt_fc_wgrad", 512, 128, 768, true, false}, {"mlp_fc1_fprop", 128, 512, 784, false, true},
-		{"mlp_fc1_wgrad", 512, 784, 128, true, false}, {"mlp_fc2_dgrad", 128, 512, 512, false, false},
-	} {
+	for _, s := range gemmShapes {
 		x, y, z := randSlice(rng, s.m*s.k), randSlice(rng, s.k*s.n), make([]float32, s.m*s.n)
 		codes := make([]uint8, max(s.m, s.n)*s.k)
 		for i := range codes {

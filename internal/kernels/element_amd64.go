@@ -122,11 +122,13 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 // rowKernel is the signature of the row-GEMM kernels.
 type rowKernel func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
-// rowKernels holds, per vectors per row (1–4), the multi-row kernel
-// (rowGemmRows rows) and the one-row kernel.
-var rowKernels = [4][2]rowKernel{
-	{rowGemm8x1AVX512, rowGemm1x1AVX512}, {rowGemm8x2AVX512, rowGemm1x2AVX512},
-	{rowGemm8x3AVX512, rowGemm1x3AVX512}, {rowGemm6x4AVX512, rowGemm1x4AVX512},
+// rowKernels holds, per vectors per row (1–4), the row-GEMM kernels of
+// 1 to rowGemmRows(nv) rows.
+var rowKernels = [4][]rowKernel{
+	{rowGemm1x1AVX512, rowGemm2x1AVX512, rowGemm3x1AVX512, rowGemm4x1AVX512, rowGemm5x1AVX512, rowGemm6x1AVX512, rowGemm7x1AVX512, rowGemm8x1AVX512},
+	{rowGemm1x2AVX512, rowGemm2x2AVX512, rowGemm3x2AVX512, rowGemm4x2AVX512, rowGemm5x2AVX512, rowGemm6x2AVX512, rowGemm7x2AVX512, rowGemm8x2AVX512},
+	{rowGemm1x3AVX512, rowGemm2x3AVX512, rowGemm3x3AVX512, rowGemm4x3AVX512, rowGemm5x3AVX512, rowGemm6x3AVX512, rowGemm7x3AVX512, rowGemm8x3AVX512},
+	{rowGemm1x4AVX512, rowGemm2x4AVX512, rowGemm3x4AVX512, rowGemm4x4AVX512, rowGemm5x4AVX512, rowGemm6x4AVX512},
 }
 
 // rowGemmRows is the row count of the nv-vector row-GEMM kernel (as in
@@ -149,39 +151,27 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 	// Row groups outer, column blocks inner: the group's rows of A are
 	// read from memory once and reused from L1 for every block of 64
 	// columns, while B (at most directMaxB elements) stays in L2; then
-	// the last, narrower block.
+	// the last, narrower block. The rows left over take the kernel of
+	// their count.
 	nfull := n / 64 * 64
-	mr := rowGemmRows(4)
-	cols := n - nfull
-	nv := (cols + 15) / 16
-	var mask uint16
-	var tfull, tone rowKernel
-	tr := 0
-	if cols > 0 {
-		mask = uint16(1<<(cols-16*(nv-1)) - 1)
-		tfull, tone, tr = rowKernels[nv-1][0], rowKernels[nv-1][1], rowGemmRows(nv)
-	}
-	i := 0
-	for ; i+mr <= m; i += mr {
+	ks := rowKernels[3]
+	for i := 0; i < m; {
+		rows := min(len(ks), m-i)
+		kern := ks[rows-1]
 		for j := 0; j < nfull; j += 64 {
-			rowGemm6x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, at(i, j), ldadd, alpha)
+			kern(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, at(i, j), ldadd, alpha)
 		}
+		i += rows
 	}
-	for ; i < m; i++ {
-		for j := 0; j < nfull; j += 64 {
-			rowGemm1x4AVX512(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, at(i, j), ldadd, alpha)
+	if cols := n - nfull; cols > 0 {
+		nv := (cols + 15) / 16
+		mask := uint16(1<<(cols-16*(nv-1)) - 1)
+		ks = rowKernels[nv-1]
+		for i := 0; i < m; {
+			rows := min(len(ks), m-i)
+			ks[rows-1](k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, at(i, nfull), ldadd, alpha)
+			i += rows
 		}
-	}
-	if cols == 0 {
-		return true
-	}
-	// The last columns, in groups of their kernel's rows.
-	i = 0
-	for ; i+tr <= m; i += tr {
-		tfull(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, at(i, nfull), ldadd, alpha)
-	}
-	for ; i < m; i++ {
-		tone(k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, at(i, nfull), ldadd, alpha)
 	}
 	return true
 }

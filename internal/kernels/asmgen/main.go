@@ -41,8 +41,9 @@ func main() {
 	bf16Pack("FP8")
 	transpose16()
 	for nv := 1; nv <= 4; nv++ {
-		rowGemmKernel(fmt.Sprintf("rowGemm%dx%dAVX512", rowGemmRows(nv), nv), rowGemmRows(nv), nv)
-		rowGemmKernel(fmt.Sprintf("rowGemm1x%dAVX512", nv), 1, nv)
+		for mr := 1; mr <= rowGemmRows(nv); mr++ {
+			rowGemmKernel(fmt.Sprintf("rowGemm%dx%dAVX512", mr, nv), mr, nv)
+		}
 	}
 	expSum()
 	rowMax()
