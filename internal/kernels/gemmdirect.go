@@ -34,18 +34,20 @@ func (g *Gemm) runDirect() {
 		scaleC(m, n, a.beta, a.c, a.ldc)
 	}
 	parts := len(g.parts)
+	// Split C's rows (in groups of the 6-row kernel) or its columns (in
+	// blocks of 64): columns when that loads the busiest worker clearly
+	// less (every worker then reads all of A), or as little with op(B) =
+	// Bᵀ, where each worker then transposes only its part of B.
+	rowChunk, colChunk := roundUp((m+parts-1)/parts, 6), roundUp((n+parts-1)/parts, 64)
+	rowLoad, colLoad := float64(rowChunk)/float64(m), float64(colChunk)/float64(n)
 	switch {
 	case m*n*k < serialFlops || parts == 1:
 		a.splitN, a.chunk, parts = false, m, 1
-	case a.transB && n >= 64*parts || m < 12*parts:
-		// Split the columns: with op(B) = Bᵀ each worker transposes only
-		// the rows of B its columns need.
-		a.splitN = true
-		a.chunk = roundUp((n+parts-1)/parts, 64)
+	case colLoad < 0.95*rowLoad || colLoad <= rowLoad && a.transB:
+		a.splitN, a.chunk = true, colChunk
 		parts = (n + a.chunk - 1) / a.chunk
 	default:
-		a.splitN = false
-		a.chunk = roundUp((m+parts-1)/parts, 24) // whole groups of the 6- and 8-row kernels
+		a.splitN, a.chunk = false, rowChunk
 		parts = (m + a.chunk - 1) / a.chunk
 	}
 	if a.transB && !a.splitN {
