@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/passes"
 )
@@ -154,7 +155,7 @@ func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
 		for i, unfused := range []bool{false, true} {
 			cfg := gptConfig
 			cfg.UnfusedAttention = unfused
-			step, prog, loss, err := gptTraining(cfg, c.rec)
+			step, prog, loss, err := gptTraining(cfg, c.rec, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,5 +186,50 @@ func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
 		if !(losses[0][49] < 0.5*losses[0][0]) {
 			t.Errorf("%s: the fused model did not learn (%.4f → %.4f)", name, losses[0][0], losses[0][49])
 		}
+	}
+}
+
+// TestFusionTrainsBitForBit trains the baby GPT (with dropout, so that
+// dropout masks join the chains) for 50 steps with and without the Fuse
+// stage, in float32, bf16 and FP8: the fused chains and GEMM epilogues
+// compute exactly what the separate ops do, so every loss is the same
+// to the bit.
+func TestFusionTrainsBitForBit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50 steps of the baby GPT, twice per precision")
+	}
+	for _, rec := range precisions {
+		cfg := gptConfig
+		cfg.Dropout = 0.1
+		var losses [2][]float32
+		var fused int
+		for i, noFusion := range []bool{false, true} {
+			step, prog, loss, err := gptTraining(cfg, rec, noFusion)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !noFusion {
+				for _, n := range graph.Live(graph.Options{Training: true}, loss) {
+					if strings.Contains(n.Op().Type(), "+") || n.Op().Type() == "FusedElementwise" {
+						fused++
+					}
+				}
+			}
+			for range 50 {
+				if err := step(); err != nil {
+					t.Fatal(err)
+				}
+				losses[i] = append(losses[i], prog.Float32(loss)[0])
+			}
+		}
+		if fused == 0 && rec == nil {
+			t.Errorf("%s: nothing fused", recipeName(rec))
+		}
+		for s := range losses[0] {
+			if losses[0][s] != losses[1][s] {
+				t.Fatalf("%s step %d: fused loss %v, unfused %v", recipeName(rec), s+1, losses[0][s], losses[1][s])
+			}
+		}
+		t.Logf("%s: %d fused node(s) in the loss's graph; 50 losses equal (%.4f → %.4f)", recipeName(rec), fused, losses[0][0], losses[0][49])
 	}
 }

@@ -244,11 +244,8 @@ var mlpSizes = []int{784, 512, 512, 10}
 // compile returns the training program of outs: plain float32 for a nil
 // recipe (and no debug config), otherwise through passes.Prepare, with the
 // debug config dbg (none when its Config is nil).
-func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*graph.Node, dbg passes.DebugConfig) (*graph.Program, error) {
-	if recipe == nil && dbg.Config == nil {
-		return graph.Compile(g, store, graph.Options{Training: true}, outs...)
-	}
-	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Debug: dbg.Config, DebugLog: dbg.Log})
+func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*graph.Node, dbg passes.DebugConfig, noFusion bool) (*graph.Program, error) {
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Debug: dbg.Config, DebugLog: dbg.Log, NoFusion: noFusion})
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +255,7 @@ func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*grap
 // trainStep makes one training step of the model b built with loss:
 // gradients, parameter values from seed 1, the program for the recipe
 // (nil: float32) and AdamW; the step feeds the batch, runs and updates.
-func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.DebugConfig, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, *graph.Program, error) {
+func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.DebugConfig, noFusion bool, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, *graph.Program, error) {
 	grads, err := graph.Grad(loss, b.Params()...)
 	if err != nil {
 		return nil, nil, err
@@ -267,7 +264,7 @@ func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.De
 	if err := b.Init(store, 1); err != nil {
 		return nil, nil, err
 	}
-	prog, err := compile(b.Graph(), store, recipe, append([]*graph.Node{loss}, grads...), dbg)
+	prog, err := compile(b.Graph(), store, recipe, append([]*graph.Node{loss}, grads...), dbg, noFusion)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -310,7 +307,7 @@ func octetMLPDebug(batch int, recipe fp8.Recipe, dbg passes.DebugConfig) (func()
 	for i := range ys {
 		ys[i] = int32(i % 10)
 	}
-	step, _, err := trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, dbg, 0.01, 1e-3, func(p *graph.Program) error {
+	step, _, err := trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, dbg, false, 0.01, 1e-3, func(p *graph.Program) error {
 		if err := p.FeedFloat32(x, xs); err != nil {
 			return err
 		}
@@ -337,13 +334,13 @@ func octetGPT(recipe fp8.Recipe) (func() error, error) {
 // octetGPTProgram returns one training iteration of the baby GPT with a
 // recipe (nil: float32) on a fixed random batch, and its program.
 func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
-	step, prog, _, err := gptTraining(gptConfig, recipe)
+	step, prog, _, err := gptTraining(gptConfig, recipe, false)
 	return step, prog, err
 }
 
-// gptTraining is octetGPTProgram for a GPT configuration, also returning
-// the loss node.
-func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe) (func() error, *graph.Program, *graph.Node, error) {
+// gptTraining is octetGPTProgram for a GPT configuration, with or
+// without Prepare's Fuse stage, also returning the loss node.
+func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, error) {
 	g := graph.New()
 	b := nn.NewBuilder(g)
 	gpt, err := nn.NewGPT(b, "gpt", cfg)
@@ -361,7 +358,7 @@ func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe) (func() error, *graph.Prog
 		ps[i] = int32(i)
 	}
 	loss := ops.CrossEntropy(gpt.Forward(ids, pos), labels)
-	step, prog, err := trainStep(b, loss, recipe, passes.DebugConfig{}, 0.1, 3e-4, func(p *graph.Program) error {
+	step, prog, err := trainStep(b, loss, recipe, passes.DebugConfig{}, noFusion, 0.1, 3e-4, func(p *graph.Program) error {
 		for _, f := range []struct {
 			n *graph.Node
 			v []int32

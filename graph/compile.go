@@ -10,6 +10,11 @@ type Options struct {
 	// Training selects training behaviour for ops that differ between
 	// training and evaluation (dropout, FP8 amax recording).
 	Training bool
+	// Unfused makes fused kernels (the compiler's fused elementwise
+	// chains and GEMM epilogues) run their steps one at a time over the
+	// whole tensor, as the separate ops would: for comparing fused and
+	// unfused programs, which must give the same results.
+	Unfused bool
 }
 
 // Program is a compiled graph: a schedule of bound kernels over buffers

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // linearOp is a fully connected layer: y = x·Wᵀ + b with x [..., in],
@@ -35,7 +36,14 @@ func (linearOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	return out, graph.Float32, nil
 }
 
-func (linearOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+func (o linearOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	k, _, err := o.bind(b)
+	return k, err
+}
+
+// bind returns the kernel and the GEMM it runs (fused epilogues attach
+// to it).
+func (linearOp) bind(b *graph.Binding) (graph.Kernel, *kernels.Gemm, error) {
 	ws := b.In[1].Shape
 	outF, inF := ws[0], ws[1]
 	rows := b.In[0].Shape.Numel() / inF
@@ -46,18 +54,18 @@ func (linearOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	g, err := newGemm()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if bias != nil {
 		return func() error {
 			g.RunBias(false, true, rows, outF, inF, 1, x, inF, w, inF, bias, y, outF)
 			return nil
-		}, nil
+		}, g, nil
 	}
 	return func() error {
 		g.Run(false, true, rows, outF, inF, 1, x, inF, w, inF, 0, y, outF)
 		return nil
-	}, nil
+	}, g, nil
 }
 
 // addBias adds bias to every row of y (len(y) a multiple of len(bias)).

@@ -91,14 +91,21 @@ func (o matMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 }
 
 func (o matMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	k, _, err := o.bind(b)
+	return k, err
+}
+
+// bind returns the kernel and the GEMM it runs (fused epilogues attach
+// to it).
+func (o matMulOp) bind(b *graph.Binding) (graph.Kernel, *kernels.Gemm, error) {
 	batch, m, n, k, err := o.dims(b.In[0].Shape, b.In[1].Shape)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a, bb, c := b.In[0].F32, b.In[1].F32, b.Out.F32
 	g, err := newGemm()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tA, tB := o.transA, o.transB
 	if !o.batched {
@@ -112,13 +119,13 @@ func (o matMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return func() error {
 			g.Run(tA, tB, m, n, k, 1, a, lda, bb, ldb, 0, c, n)
 			return nil
-		}, nil
+		}, g, nil
 	}
 	count := batch.Numel()
 	return func() error {
 		g.RunBatched(count, tA, tB, m, n, k, 1, a, m*k, bb, k*n, 0, c, m*n)
 		return nil
-	}, nil
+	}, g, nil
 }
 
 func (o matMulOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {

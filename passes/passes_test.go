@@ -577,13 +577,13 @@ func TestAutowrapTwiceAndPipelineDumps(t *testing.T) {
 		EvalOutputs: []*graph.Node{m.logits}, Dump: &dump, DOTDir: dir, Log: &log})
 	require.NoError(t, err)
 	out := dump.String()
-	for _, stage := range []string{"== input ==", "== after ConvertLinear ==", "== after ConvertLN ==", "== after Autowrap =="} {
+	for _, stage := range []string{"== input ==", "== after ConvertLinear ==", "== after ConvertLN ==", "== after Autowrap ==", "== after Fuse =="} {
 		require.Contains(t, out, stage)
 	}
 	require.Contains(t, out, "LayerNormQuantize")
 	require.Contains(t, log.String(), "ConvertLinear: 2 of 2 linear layers converted (te)")
 	files, _ := filepath.Glob(filepath.Join(dir, "*.dot"))
-	require.Len(t, files, 4)
+	require.Len(t, files, 5)
 	b, _ := os.ReadFile(files[3])
 	require.Contains(t, string(b), "Switch")
 

@@ -36,6 +36,9 @@ type Config struct {
 	// Passes run after Autowrap (and Debug), in the same checked pipeline
 	// (for example fsdp.Pass, which shards the parameters).
 	Passes []Pass
+	// NoFusion skips the last stage, Fuse (elementwise chains and GEMM
+	// epilogues).
+	NoFusion bool
 	// Dump, DOTDir and Log are the pipeline's (see Pipeline).
 	Dump   io.Writer
 	DOTDir string
@@ -55,7 +58,8 @@ type Prepared struct {
 // Accelerator(mixed_precision="fp8", kwargs_handlers=[recipe]).prepare
 // does for a model: it picks the backend from the recipe, runs the FP8
 // pipeline (ConvertLinear, ConvertLN, Autowrap) with a verifier between
-// stages, and compiles a training and an evaluation program. Evaluation
+// stages, fuses elementwise chains (Fuse, last), and compiles a training
+// and an evaluation program. Evaluation
 // runs float32 unless a TE recipe sets UseAutocastDuringEval; AO and
 // MS-AMP layers stay FP8 in evaluation, as their module swaps do, and
 // bf16 layers stay bf16, as under Accelerate's autocast. With
@@ -92,6 +96,13 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		}})
 	}
 	pl.Passes = append(pl.Passes, cfg.Passes...)
+	if !cfg.NoFusion {
+		pl.Passes = append(pl.Passes, Pass{Name: "Fuse", Run: func(g *graph.Graph) (string, error) {
+			outs := append(append(append([]*graph.Node(nil), cfg.TrainOutputs...), cfg.EvalOutputs...), statNodes...)
+			r, err := Fuse(g, outs...)
+			return r.String(), err
+		}})
+	}
 	if err := pl.Run(g); err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func TestRewriteRecipes(t *testing.T) {
 			t.Fatalf("%+v: %v", c, err)
 		}
 		files, _ := filepath.Glob(filepath.Join(dir, "*.dot"))
-		if len(files) != 4 {
+		if len(files) != 5 { // input and after ConvertLinear, ConvertLN, Autowrap, Fuse
 			t.Fatalf("%+v: %d DOT files", c, len(files))
 		}
 	}

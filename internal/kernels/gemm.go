@@ -91,6 +91,11 @@ type Gemm struct {
 	// tables of their FP8 codes.
 	ops16  [2]Operand
 	tabs16 [2][128]uint16
+	// Block, if set, is the epilogue: it is called on each block of C
+	// (rows [r0, r1), columns [c0, c1)) once the block is final — by the
+	// worker that computed it, on the direct path — and may modify it in
+	// place. Calls for disjoint blocks may run concurrently.
+	Block func(r0, r1, c0, c1 int)
 	// direct runs a share of a direct GEMM; bt holds op(B) = Bᵀ
 	// transposed for it.
 	direct func(int)
@@ -221,21 +226,28 @@ func (g *Gemm) RunBias(transA, transB bool, m, n, k int, alpha float32, a []floa
 
 func (g *Gemm) run() {
 	if g.args.qa == nil && g.args.qb == nil && !g.args.bf16 && useDirect(g.args.m, g.args.n, g.args.k) {
-		g.runDirect()
+		g.runDirect() // the workers run Block on their blocks
 		return
 	}
-	if bias := g.args.bias; bias != nil {
+	bias := g.args.bias
+	g.args.bias = nil
+	g.runBlocked()
+	if bias != nil {
 		// The blocked path stores C first, then adds the bias.
-		g.args.bias = nil
-		g.run()
 		for i := 0; i < g.args.m; i++ {
 			row := g.args.c[i*g.args.ldc : i*g.args.ldc+g.args.n]
 			for j, v := range bias {
 				row[j] += v
 			}
 		}
-		return
 	}
+	if g.Block != nil {
+		g.Block(0, g.args.m, 0, g.args.n)
+	}
+}
+
+// runBlocked runs g.args on the blocked (packing) path.
+func (g *Gemm) runBlocked() {
 	m, n, k := g.args.m, g.args.n, g.args.k
 	mr, nr, _ := g.args.geometry()
 	parts := len(g.parts)

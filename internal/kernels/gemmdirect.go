@@ -93,6 +93,9 @@ func (g *Gemm) directPart(i int) {
 		add = c
 	}
 	rowGemm(m1-m0, n1-n0, a.k, a.alpha, a.a[m0*rsA:], rsA, csA, b[n0:], ldb, c, a.ldc, add, ldadd)
+	if g.Block != nil {
+		g.Block(m0, m1, n0, n1)
+	}
 }
 
 // transposeF32 writes dst[q·w + i] = src[i·ld + q] for i < rows, q <

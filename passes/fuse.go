@@ -1,0 +1,173 @@
+package passes
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+)
+
+// FuseReport counts what Fuse did.
+type FuseReport struct {
+	// Epilogues counts chains applied by the GEMM they start from;
+	// Chains the chains fused into one FusedElementwise node; Nodes the
+	// elementwise nodes they replaced.
+	Epilogues, Chains, Nodes int
+}
+
+func (r FuseReport) String() string {
+	return fmt.Sprintf("%d elementwise node(s) fused: %d into GEMM epilogues, %d chain(s) into single loops", r.Nodes, r.Epilogues, r.Chains)
+}
+
+// Fuse is the fusion pass: it finds chains of elementwise ops (bias and
+// residual adds, scales, activations and their gradients, dropout masks,
+// gradient sums; see ops.Chainable) in which each value is read by
+// nothing but the next op, and replaces each chain by one node — the
+// float32 GEMM (Linear, MatMul) the chain starts from, applying the
+// chain to each block of C as it is finished, or one FusedElementwise
+// node that runs the chain over a block of rows at a time. outputs are
+// every program output to be compiled from g (training and evaluation):
+// a value one of them needs stays materialised. The fused programs give
+// the same results as the unfused ones, bit for bit (graph.Options.Unfused
+// runs the fused nodes step by step for comparison).
+//
+// Fuse runs last in Prepare (after FP8 conversion and any further
+// passes); the rules are:
+//
+//	gemm-epilogue:      Linear|MatMul → chain   ⇒  Linear+chain
+//	elementwise-chain:  x → op → op [→ op …]    ⇒  FusedElementwise(x, operands…)
+func Fuse(g *graph.Graph, outputs ...*graph.Node) (FuseReport, error) {
+	var rep FuseReport
+	chains := findChains(outputs)
+	isTail := func(epilogue bool) func(*graph.Node) bool {
+		return func(n *graph.Node) bool {
+			c, ok := chains[n]
+			return ok && ops.FusedGEMM(c.Head) == epilogue
+		}
+	}
+	build := func(root *graph.Node, _ Match) (*graph.Node, error) {
+		c := chains[root]
+		rep.Nodes += len(c.Nodes)
+		return ops.Fuse(c, true)
+	}
+	var nodes []*graph.Node
+	for n := range chains {
+		nodes = append(nodes, n)
+	}
+	nodes = graph.Live(graph.Options{Training: true}, nodes...) // graph order
+	counts, err := Rewrite(g, nodes,
+		Rule{Name: "gemm-epilogue", Pattern: &Pattern{Where: isTail(true)}, Apply: build},
+		Rule{Name: "elementwise-chain", Pattern: &Pattern{Where: isTail(false)}, Apply: build},
+	)
+	rep.Epilogues, rep.Chains = counts["gemm-epilogue"], counts["elementwise-chain"]
+	return rep, err
+}
+
+// findChains returns the fusable chains of the graph of outputs, keyed by
+// their last node.
+func findChains(outputs []*graph.Node) map[*graph.Node]ops.Chain {
+	chains := map[*graph.Node]ops.Chain{}
+	if len(outputs) == 0 {
+		return chains
+	}
+	// The nodes either program runs, and who reads each.
+	seen := map[*graph.Node]bool{}
+	var live []*graph.Node
+	for _, opts := range []graph.Options{{Training: true}, {}} {
+		for _, n := range graph.Live(opts, outputs...) {
+			if !seen[n] {
+				seen[n] = true
+				live = append(live, n)
+			}
+		}
+	}
+	g := outputs[0].Graph()
+	isOutput := map[*graph.Node]bool{}
+	for _, o := range outputs {
+		isOutput[g.Resolve(o)] = true
+	}
+	readers := g.Consumers(live...)
+	// reads returns which input of c reads n (−1: none).
+	reads := func(c, n *graph.Node) int {
+		for i := 0; i < c.NumInputs(); i++ {
+			if c.Input(i) == n {
+				return i
+			}
+		}
+		return -1
+	}
+	// next returns the single reader of n that can extend a chain through
+	// it, and the input it reads n as.
+	next := func(n *graph.Node) (*graph.Node, int, bool) {
+		if isOutput[n] || len(readers[n]) != 1 {
+			return nil, 0, false
+		}
+		c := readers[n][0]
+		vi := reads(c, n)
+		if _, ok := ops.Chainable(c, vi); vi < 0 || !ok {
+			return nil, 0, false
+		}
+		return c, vi, true
+	}
+	// steps counts the chain's steps (reshapes take none).
+	steps := func(c ops.Chain) int {
+		s := 0
+		for i, n := range c.Nodes {
+			k, _ := ops.Chainable(n, c.Value[i])
+			s += k
+		}
+		return s
+	}
+	// extend follows single readers from the chain's last node.
+	member := map[*graph.Node]bool{}
+	extend := func(c ops.Chain) ops.Chain {
+		cur := c.Head
+		if len(c.Nodes) > 0 {
+			cur = c.Nodes[len(c.Nodes)-1]
+		}
+		for {
+			n, vi, ok := next(cur)
+			if !ok || member[n] {
+				return c
+			}
+			c.Nodes, c.Value = append(c.Nodes, n), append(c.Value, vi)
+			cur = n
+		}
+	}
+	keep := func(c ops.Chain) {
+		for _, n := range c.Nodes {
+			member[n] = true
+		}
+		chains[c.Nodes[len(c.Nodes)-1]] = c
+	}
+	// GEMM epilogues first: a GEMM read by one chainable op takes even a
+	// one-step chain, and keeps it from starting a chain of its own.
+	for _, head := range live {
+		if ops.FusedGEMM(head) {
+			if c := extend(ops.Chain{Head: head}); steps(c) > 0 {
+				keep(c)
+			}
+		}
+	}
+	// Then chains of two or more steps from any float32 value (read by
+	// others too, if need be: it is materialised anyway), one per reader
+	// that starts one.
+	for _, head := range live {
+		if head.DType() != graph.Float32 || member[head] && chains[head].Head == nil {
+			continue
+		}
+		for _, r := range readers[head] {
+			if member[r] {
+				continue
+			}
+			vi := reads(r, head)
+			if _, ok := ops.Chainable(r, vi); !ok {
+				continue
+			}
+			if c := extend(ops.Chain{Head: head, Nodes: []*graph.Node{r}, Value: []int{vi}}); steps(c) >= 2 {
+				keep(c)
+			}
+		}
+	}
+	return chains
+}

@@ -1,0 +1,113 @@
+package passes_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
+	"github.com/stretchr/testify/require"
+)
+
+// fuseModel builds chains that cover every step kind: GEMM epilogues (a
+// Linear with bias followed by an activation, a scale, row and full
+// operands, a reversed subtraction, dropout, ReLU; the backward's MatMuls
+// through a reshape into GELU's and ReLU's gradients; a MatMul into a
+// three-way sum) and a chain that starts from a value the program also
+// reads.
+func fuseModel(t *testing.T, dropout float32) (*graph.Graph, []*graph.Node, map[string][]float32) {
+	g := graph.New()
+	x, w, b := g.Input("x", graph.Float32, 2, 12, 40), g.Input("w", graph.Float32, 48, 40), g.Input("b", graph.Float32, 48)
+	row, full := g.Input("row", graph.Float32, 48), g.Input("full", graph.Float32, 2, 12, 48)
+	w2, r := g.Input("w2", graph.Float32, 40, 48), g.Input("r", graph.Float32, 2, 12, 40)
+	y := ops.Linear("fc", x, w, b)
+	y = ops.Scale(ops.GELU(y), 0.5)
+	y = ops.Mul(y, row)
+	y = ops.Sub(full, y)
+	y = ops.Dropout(y, dropout, 7)
+	y = ops.ReLU(y)
+	outs := []*graph.Node{y}
+	for i, act := range []func(*graph.Node) *graph.Node{ops.GELU, ops.ReLU} {
+		h := act(ops.Linear(fmt.Sprintf("l%d", i), x, w, nil))
+		loss := ops.Sum(ops.Mul(ops.Linear(fmt.Sprintf("m%d", i), h, w2, nil), r))
+		gs, err := graph.Grad(loss, x)
+		require.NoError(t, err)
+		outs = append(outs, gs[0])
+	}
+	outs = append(outs, graph.AddN("sum", full, ops.Reshape(ops.MatMul(ops.Reshape(x, 24, 40), w, false, true), 2, 12, 48), full))
+	side := ops.Neg(full)
+	outs = append(outs, side, ops.ReLU(ops.Add(ops.Neg(side), row)))
+	rng := rand.New(rand.NewPCG(5, 5))
+	feeds := map[string][]float32{}
+	for _, in := range []*graph.Node{x, w, b, row, full, w2, r} {
+		v := make([]float32, in.Shape().Numel())
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		feeds[in.Name()] = v
+	}
+	return g, outs, feeds
+}
+
+func runFuseModel(t *testing.T, fuse bool, opts graph.Options, dropout float32) ([][]float32, passes.FuseReport) {
+	g, outs, feeds := fuseModel(t, dropout)
+	var rep passes.FuseReport
+	if fuse {
+		var err error
+		rep, err = passes.Fuse(g, outs...)
+		require.NoError(t, err)
+		require.NoError(t, graph.Verify(g))
+	}
+	p, err := graph.Compile(g, graph.NewStore(), opts, outs...)
+	require.NoError(t, err)
+	for name, v := range feeds {
+		require.NoError(t, p.FeedFloat32(g.Lookup(name), v))
+	}
+	require.NoError(t, p.Run())
+	var res [][]float32
+	for _, o := range outs {
+		res = append(res, append([]float32(nil), p.Float32(o)...))
+	}
+	return res, rep
+}
+
+// TestFuseBitForBit checks that fused chains and GEMM epilogues give the
+// unfused graph's results to the bit, in training (dropout on) and
+// evaluation, and so does a fused program run with Options.Unfused.
+func TestFuseBitForBit(t *testing.T) {
+	for _, training := range []bool{true, false} {
+		opts := graph.Options{Training: training}
+		want, _ := runFuseModel(t, false, opts, 0.25)
+		got, rep := runFuseModel(t, true, opts, 0.25)
+		step, _ := runFuseModel(t, true, graph.Options{Training: training, Unfused: true}, 0.25)
+		require.Equal(t, 4, rep.Epilogues, "Linear+…, MatMul+GELUGrad, MatMul+ReLUGrad, MatMul+AddN: %+v", rep)
+		require.Equal(t, 1, rep.Chains, "Neg+Add+ReLU: %+v", rep)
+		for i := range want {
+			require.Equal(t, want[i], got[i], "output %d (training %v)", i, training)
+			require.Equal(t, want[i], step[i], "output %d step by step (training %v)", i, training)
+		}
+	}
+}
+
+// TestFuseKeepsWhatOthersRead checks that a value another node (or the
+// program) reads is not fused away: the chain stops before it.
+func TestFuseKeepsWhatOthersRead(t *testing.T) {
+	g := graph.New()
+	x, w := g.Input("x", graph.Float32, 4, 8), g.Input("w", graph.Float32, 8, 8)
+	h := ops.Linear("fc", x, w, nil)
+	a := ops.GELU(h)
+	out := ops.Add(a, h) // h read twice: no epilogue
+	rep, err := passes.Fuse(g, out, a)
+	require.NoError(t, err)
+	require.Zero(t, rep.Epilogues+rep.Chains, "%+v", rep)
+	// With only out as output, GELU's value is internal to GELU+Add.
+	g2 := graph.New()
+	x2 := g2.Input("x", graph.Float32, 4, 8)
+	out2 := ops.Add(ops.GELU(ops.Neg(x2)), x2)
+	rep, err = passes.Fuse(g2, out2)
+	require.NoError(t, err)
+	require.Equal(t, passes.FuseReport{Chains: 1, Nodes: 3}, rep)
+	require.Equal(t, "FusedElementwise", g2.Resolve(out2).Op().Type())
+}
