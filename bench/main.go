@@ -316,7 +316,8 @@ func octetMLPDebug(batch int, recipe fp8.Recipe, dbg passes.DebugConfig) (func()
 	return step, err
 }
 
-// gemmOps are the op types that are GEMMs.
+// gemmOps are the op types that are GEMMs (with the fused GEMMs, whose
+// types start with one of these and "+", see graph.Profile.Share).
 var gemmOps = []string{"Linear", "MatMul", "BatchMatMul", "ScaledMatMul", "BF16MatMul"}
 
 // gptConfig is examples/gpt's baby GPT on its default corpus's vocabulary.

@@ -142,7 +142,8 @@ func LayerOf(name string) string {
 }
 
 // Share returns the fraction of the profiled time that op types named
-// in types took.
+// in types took; a type t also counts the fused ops named "t+…" (a GEMM
+// with its epilogue, "Linear+Add").
 func (pr Profile) Share(types ...string) float64 {
 	if pr.Total == 0 {
 		return 0
@@ -150,8 +151,9 @@ func (pr Profile) Share(types ...string) float64 {
 	var d time.Duration
 	for _, r := range pr.Ops {
 		for _, t := range types {
-			if r.Name == t {
+			if r.Name == t || strings.HasPrefix(r.Name, t+"+") {
 				d += r.Total
+				break
 			}
 		}
 	}

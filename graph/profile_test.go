@@ -64,3 +64,13 @@ func TestLayerOf(t *testing.T) {
 		require.Equal(t, want, graph.LayerOf(in), in)
 	}
 }
+
+// TestProfileShareCountsFusedOps checks that Share("Linear") counts a
+// Linear with a fused epilogue ("Linear+Add") and not other types that
+// merely start with the name.
+func TestProfileShareCountsFusedOps(t *testing.T) {
+	pr := graph.Profile{Total: 100, Ops: []graph.ProfileRow{{Name: "Linear", Total: 10}, {Name: "Linear+Add", Total: 20}, {Name: "LinearX", Total: 40}, {Name: "MatMul+GELUGrad", Total: 5}}}
+	require.InDelta(t, 0.30, pr.Share("Linear"), 1e-12)
+	require.InDelta(t, 0.35, pr.Share("Linear", "MatMul"), 1e-12)
+	require.InDelta(t, 0.35, pr.Share("Linear", "Linear", "MatMul"), 1e-12, "a type listed twice counts once")
+}
