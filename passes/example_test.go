@@ -72,3 +72,19 @@ func ExamplePrepare_bf16() {
 	fmt.Println(prep.Report.Converted(), passes.BF16Layers(g), passes.HasFP8Layers(g))
 	// Output: [mlp.fc1 mlp.fc2] [mlp.fc1 mlp.fc2] false
 }
+
+// Fuse replaces a chain of elementwise ops by one node: here a Linear
+// whose only reader is a residual add, which becomes the Linear's
+// epilogue (Prepare runs Fuse as its last stage).
+func ExampleFuse() {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 4, 8)
+	w := g.Param("proj.weight", 8, 8)
+	out := ops.Add(x, ops.Linear("proj", x, w, nil))
+	rep, _ := passes.Fuse(g, out)
+	fmt.Println(rep)
+	fmt.Println(g.Resolve(out).Op().Type())
+	// Output:
+	// 1 elementwise node(s) fused: 1 into GEMM epilogues, 0 chain(s) into single loops
+	// Linear+Add
+}
