@@ -233,3 +233,30 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 		t.Logf("%s: %d fused node(s) in the loss's graph; 50 losses equal (%.4f → %.4f)", recipeName(rec), fused, losses[0][0], losses[0][49])
 	}
 }
+
+// TestStepsAllocateNothing checks that a whole training step — program
+// (fused attention, fused chains, GEMM epilogues) and AdamW — allocates
+// nothing after the first, for the MLP and the baby GPT in every
+// precision.
+func TestStepsAllocateNothing(t *testing.T) {
+	for _, rec := range precisions {
+		mlp, err := octetMLP(128, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := gptConfig
+		cfg.Dropout = 0.1 // dropout masks in the fused chains too
+		gpt, _, _, err := gptTraining(cfg, rec, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, step := range map[string]func() error{"mlp": mlp, "gpt": gpt} {
+			if err := step(); err != nil {
+				t.Fatal(err)
+			}
+			if a := testing.AllocsPerRun(3, func() { _ = step() }); a != 0 {
+				t.Errorf("%s %s: %v allocations per step", name, recipeName(rec), a)
+			}
+		}
+	}
+}
