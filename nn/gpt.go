@@ -18,10 +18,10 @@ type CausalSelfAttention struct {
 	Proj    *Linear
 	Dropout Dropout
 	// Unfused builds attention from separate ops (slices, permutes,
-	// batched GEMMs, mask, softmax) instead of the fused
-	// ops.CausalAttention; the two agree to float32 rounding. Tests and
-	// comparisons use it; attention dropout also needs it (the fused op
-	// has none).
+	// batched GEMMs, mask, softmax, dropout) instead of the fused
+	// ops.CausalAttentionDropout; without dropout the two agree to
+	// float32 rounding (with it they draw different masks). Tests and
+	// comparisons use it.
 	Unfused bool
 }
 
@@ -50,8 +50,9 @@ func (a *CausalSelfAttention) Forward(x *graph.Node) *graph.Node {
 	bsz, t, c := s[0], s[1], s[2]
 	h, d := a.Heads, c/a.Heads
 	qkv := a.QKV.Forward(x) // [B T 3C]
-	if !a.Unfused && a.Dropout.P == 0 {
-		return a.Dropout.Forward(a.Proj.Forward(ops.CausalAttention(qkv, h)))
+	if !a.Unfused {
+		y := ops.CausalAttentionDropout(qkv, h, a.Dropout.P, a.Dropout.Seed)
+		return a.Dropout.Forward(a.Proj.Forward(y))
 	}
 	head := func(i int) *graph.Node {
 		part := ops.Slice(qkv, 2, i*c, (i+1)*c)                         // [B T C]

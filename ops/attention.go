@@ -12,10 +12,20 @@ import (
 
 // causalAttentionOp is fused multi-head causal self-attention over the
 // output of a fused QKV projection (see CausalAttention).
-type causalAttentionOp struct{ heads int }
+type causalAttentionOp struct {
+	heads int
+	p     float32 // attention dropout (training only)
+	seed  uint64
+}
 
-func (o causalAttentionOp) Type() string  { return "CausalAttention" }
-func (o causalAttentionOp) Attrs() string { return "heads=" + strconv.Itoa(o.heads) }
+func (o causalAttentionOp) Type() string { return "CausalAttention" }
+func (o causalAttentionOp) Attrs() string {
+	s := "heads=" + strconv.Itoa(o.heads)
+	if o.p > 0 {
+		s += fmt.Sprintf(",dropout=%g,seed=%d", o.p, o.seed)
+	}
+	return s
+}
 
 // attentionDims checks a [B T 3C] qkv input for heads heads and returns
 // B, T, C and the head width D.
@@ -36,6 +46,9 @@ func attentionDims(qkv *graph.Node, heads int) (b, t, c, d int, err error) {
 func (o causalAttentionOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 1); err != nil {
 		return nil, graph.Invalid, err
+	}
+	if !(o.p >= 0 && o.p < 1) {
+		return nil, graph.Invalid, fmt.Errorf("attention dropout %v is outside [0, 1)", o.p)
 	}
 	b, t, c, _, err := attentionDims(in[0], o.heads)
 	if err != nil {
@@ -76,7 +89,23 @@ func (o causalAttentionOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	st := &attentionState{att: newAttention(b.In[0].Shape, o.heads)}
 	st.lse = make([]float32, st.att.Heads()*st.att.T)
 	b.Out.Aux = st
-	return attentionChunker(st.att, func(w, bh int) { st.att.Forward(w, bh, qkv, y, st.lse) }).kernel(), nil
+	run := attentionChunker(st.att, func(w, bh int) { st.att.Forward(w, bh, qkv, y, st.lse) }).kernel()
+	if !b.Training || o.p == 0 {
+		return run, nil
+	}
+	st.att.Dropout = o.p
+	step, id := b.Step(), b.Node.ID()
+	return func() error {
+		st.att.Key = dropoutKey(o.seed, id, *step)
+		return run()
+	}, nil
+}
+
+// dropoutKey is the attention dropout's key for a step: like the
+// Dropout op's masks it depends only on the seed, the node and the
+// step, so a resumed run drops the same probabilities.
+func dropoutKey(seed uint64, node int, step int64) uint64 {
+	return seed ^ uint64(node)<<40 ^ uint64(step)*0x9e3779b97f4a7c15
 }
 
 func (o causalAttentionOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
@@ -86,10 +115,10 @@ func (o causalAttentionOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // causalAttentionGradOp computes the gradient of the fused attention's
 // [B T 3C] input from (qkv, y, dy), recomputing each tile of
 // probabilities from the forward's saved log-sum-exps.
-type causalAttentionGradOp struct{ heads int }
+type causalAttentionGradOp causalAttentionOp
 
 func (o causalAttentionGradOp) Type() string  { return "CausalAttentionGrad" }
-func (o causalAttentionGradOp) Attrs() string { return "heads=" + strconv.Itoa(o.heads) }
+func (o causalAttentionGradOp) Attrs() string { return causalAttentionOp(o).Attrs() }
 
 func (o causalAttentionGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 3); err != nil {
@@ -118,7 +147,16 @@ func (o causalAttentionGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	// forward and backward kernels never overlap, but sharing would tie
 	// their sizes together for nothing.
 	att := newAttention(b.In[0].Shape, o.heads)
-	return attentionChunker(att, func(w, bh int) { att.Backward(w, bh, qkv, y, st.lse, dy, dqkv) }).kernel(), nil
+	run := attentionChunker(att, func(w, bh int) { att.Backward(w, bh, qkv, y, st.lse, dy, dqkv) }).kernel()
+	if !b.Training || o.p == 0 {
+		return run, nil
+	}
+	att.Dropout = o.p
+	step, id := b.Step(), b.Node.Input(1).ID()
+	return func() error {
+		att.Key = dropoutKey(o.seed, id, *step) // the forward's mask
+		return run()
+	}, nil
 }
 
 // CausalAttention is multi-head causal self-attention fused into one op,
@@ -132,4 +170,14 @@ func (o causalAttentionGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 // the op.
 func CausalAttention(qkv *graph.Node, heads int) *graph.Node {
 	return apply(causalAttentionOp{heads: heads}, "", qkv)
+}
+
+// CausalAttentionDropout is CausalAttention whose probabilities are
+// dropped with probability p while training (the rest scaled by
+// 1/(1−p)), as dropout after the softmax does: the mask is a hash of the
+// seed, the node, the step and the element's position, so the backward
+// recomputes it and a resumed run draws the same masks. Evaluation
+// programs drop nothing.
+func CausalAttentionDropout(qkv *graph.Node, heads int, p float32, seed uint64) *graph.Node {
+	return apply(causalAttentionOp{heads: heads, p: p, seed: seed}, "", qkv)
 }

@@ -3,6 +3,7 @@ package ops_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +104,85 @@ func TestCausalAttentionRefusesBadShapes(t *testing.T) {
 		if err := g.Err(); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"x"`) {
 			t.Errorf("%v heads %d: %v, want an error naming \"x\" with %q", c.shape, c.heads, err, c.want)
 		}
+	}
+}
+
+// TestCausalAttentionDropout checks the fused attention's dropout: an
+// evaluation program drops nothing (the output equals p = 0's), a
+// training step's mask depends on the step only (the same step twice
+// gives the same output, the next another), and the backward uses the
+// forward's mask (central differences of the loss at a fixed step).
+func TestCausalAttentionDropout(t *testing.T) {
+	const b, tt, h, d = 2, 20, 2, 8
+	g := graph.New()
+	qkv := g.Param("qkv", b, tt, 3*h*d)
+	y := ops.CausalAttentionDropout(qkv, h, 0.3, 9)
+	y0 := ops.CausalAttention(qkv, h)
+	r := g.Input("R", graph.Float32, b, tt, h*d)
+	loss := ops.Sum(ops.Mul(y, r))
+	grads, err := graph.Grad(loss, qkv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 3))
+	vals := make([]float32, b*tt*3*h*d)
+	for i := range vals {
+		vals[i] = float32(rng.NormFloat64())
+	}
+	rv := make([]float32, b*tt*h*d)
+	for i := range rv {
+		rv[i] = float32(rng.NormFloat64())
+	}
+	store := graph.NewStore()
+	if err := store.SetFloat32("qkv", vals, b, tt, 3*h*d); err != nil {
+		t.Fatal(err)
+	}
+	compile := func(opts graph.Options, outs ...*graph.Node) *graph.Program {
+		p, err := graph.Compile(g, store, opts, outs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(outs, loss) {
+			if err := p.FeedFloat32(r, rv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return p
+	}
+	run := func(p *graph.Program, step int64, out *graph.Node) []float32 {
+		p.SetStep(step)
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return append([]float32(nil), p.Float32(out)...)
+	}
+	eval := compile(graph.Options{}, y, y0)
+	if a, c := run(eval, 0, y), run(eval, 0, y0); !slices.Equal(a, c) {
+		t.Fatal("evaluation dropped attention probabilities")
+	}
+	train := compile(graph.Options{Training: true}, y, loss, grads[0])
+	a, a2, next := run(train, 4, y), run(train, 4, y), run(train, 5, y)
+	if !slices.Equal(a, a2) || slices.Equal(a, next) {
+		t.Fatal("the mask is not a function of the step")
+	}
+	run(train, 4, y)
+	grad := append([]float32(nil), train.Float32(grads[0])...)
+	fwd := compile(graph.Options{Training: true}, loss)
+	w := store.Float32("qkv")
+	var num, den float64
+	for _, i := range rng.Perm(len(w))[:200] {
+		v := w[i]
+		const eps = 1e-2
+		w[i] = v + eps
+		up := float64(run(fwd, 4, loss)[0])
+		w[i] = v - eps
+		down := float64(run(fwd, 4, loss)[0])
+		w[i] = v
+		fd := (up - down) / (2 * eps)
+		num += (fd - float64(grad[i])) * (fd - float64(grad[i]))
+		den += fd * fd
+	}
+	if e := math.Sqrt(num / den); !(e < 1e-3) {
+		t.Fatalf("gradient with dropout differs from central differences by %.3g (relative)", e)
 	}
 }

@@ -30,12 +30,19 @@ const attnTile = 64
 type Attention struct {
 	B, T, H, D int
 	Scale      float32
-	work       []attnScratch
+	// Dropout is the probability of dropping each attention
+	// probability (training only; 0 for none). The mask is a function
+	// of Key, the head, the query and the key position (see Keep), so
+	// the backward finds the forward's mask without storing it.
+	Dropout float32
+	Key     uint64
+	work    []attnScratch
 }
 
 // attnScratch is one worker's tiles.
 type attnScratch struct {
 	s, dp  []float32 // attnTile×attnTile scores / probabilities and their gradient
+	pd     []float32 // the dropped probabilities (backward with dropout)
 	kt, vt []float32 // D×T: the head's K and V transposed
 	m, l   []float32 // running max and sum of each query row of a tile
 	dd     []float32 // T: rowsum(dO∘O) (backward)
@@ -46,12 +53,37 @@ func NewAttention(b, t, h, d int, scale float32, workers int) *Attention {
 	a := &Attention{B: b, T: t, H: h, D: d, Scale: scale, work: make([]attnScratch, workers)}
 	for i := range a.work {
 		a.work[i] = attnScratch{
-			s: make([]float32, attnTile*attnTile), dp: make([]float32, attnTile*attnTile),
+			s: make([]float32, attnTile*attnTile), dp: make([]float32, attnTile*attnTile), pd: make([]float32, attnTile*attnTile),
 			kt: make([]float32, d*t), vt: make([]float32, d*t),
 			m: make([]float32, attnTile), l: make([]float32, attnTile), dd: make([]float32, t),
 		}
 	}
 	return a
+}
+
+// Keep reports whether dropout keeps the probability of query i and key j
+// of head bh under key: a counter-based hash (SplitMix64's finaliser of
+// key + the element's index), kept when its top 32 bits are at least
+// p·2³².
+func Keep(key uint64, bh, t, i, j int, p float32) bool {
+	z := key + uint64((bh*t+i)*t+j)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return uint32(z>>32) >= uint32(float64(p)*(1<<32))
+}
+
+// dropRow multiplies row (query i, keys j0…) by the dropout mask and
+// 1/(1−p).
+func (a *Attention) dropRow(row []float32, bh, i, j0 int) {
+	inv := 1 / (1 - a.Dropout)
+	for c := range row {
+		if Keep(a.Key, bh, a.T, i, j0+c, a.Dropout) {
+			row[c] *= inv
+		} else {
+			row[c] = 0
+		}
+	}
 }
 
 // Heads returns the number of (batch, head) pairs, the unit of work.
@@ -127,6 +159,9 @@ func (a *Attention) Forward(worker, bh int, qkv, y, lse []float32) {
 						yr[i] *= corr
 					}
 				}
+				if a.Dropout > 0 {
+					a.dropRow(row[:valid], bh, i0+r, j0)
+				}
 				clear(row[valid:])
 			}
 			// O (+)= P·V, a chunk of rows at a time over the columns it has.
@@ -183,7 +218,18 @@ func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
 				valid := max(0, min(n, i0+r-j0+1))
 				if valid > 0 {
 					ExpSum(row[:valid], row[:valid], a.Scale, lse[bh*t+i0+r])
+					if a.Dropout > 0 {
+						// dV takes the dropped probabilities; the
+						// gradient reaches P through the same mask.
+						pd := w.pd[r*attnTile : r*attnTile+valid]
+						copy(pd, row[:valid])
+						a.dropRow(pd, bh, i0+r, j0)
+						a.dropRow(dp[:valid], bh, i0+r, j0)
+						clear(w.pd[r*attnTile+valid : r*attnTile+bc])
+					}
 					SoftmaxGradRow(dp[:valid], row[:valid], dp[:valid], w.dd[i0+r], a.Scale)
+				} else if a.Dropout > 0 {
+					clear(w.pd[r*attnTile : r*attnTile+bc])
 				}
 				clear(row[valid:])
 				clear(dp[valid:])
@@ -202,7 +248,11 @@ func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
 					break
 				}
 				rows := min(causalRows, bc-k)
-				RowGemm(rows, d, br-p0, w.s[p0*attnTile+k:], 1, attnTile, dy[y0+(i0+p0)*c:], c, dqkv[v0+(j0+k)*ld:], ld, true)
+				probs := w.s
+				if a.Dropout > 0 {
+					probs = w.pd
+				}
+				RowGemm(rows, d, br-p0, probs[p0*attnTile+k:], 1, attnTile, dy[y0+(i0+p0)*c:], c, dqkv[v0+(j0+k)*ld:], ld, true)
 				RowGemm(rows, d, br-p0, w.dp[p0*attnTile+k:], 1, attnTile, qkv[q0+(i0+p0)*ld:], ld, dqkv[k0+(j0+k)*ld:], ld, true)
 			}
 		}

@@ -144,6 +144,12 @@ func TestSoftmaxRowKernelsMatchTwins(t *testing.T) {
 // per head softmax(mask(q·kᵀ·scale))·v, and the gradients of qkv for an
 // upstream gradient dy.
 func naiveAttention(b, t, h, d int, scale float64, qkv, dy []float32) (y, dqkv []float64) {
+	return naiveAttentionDropout(b, t, h, d, scale, qkv, dy, 0, 0)
+}
+
+// naiveAttentionDropout is naiveAttention with attention dropout p under
+// key: probabilities times the mask (Keep) and 1/(1−p).
+func naiveAttentionDropout(b, t, h, d int, scale float64, qkv, dy []float32, p float32, key uint64) (y, dqkv []float64) {
 	c := h * d
 	y, dqkv = make([]float64, b*t*c), make([]float64, b*t*3*c)
 	at := func(bi, i, part, hi, p int) int { return (bi*t+i)*3*c + part*c + hi*d + p }
@@ -153,8 +159,8 @@ func naiveAttention(b, t, h, d int, scale float64, qkv, dy []float32) (y, dqkv [
 				s := make([]float64, i+1)
 				mx := math.Inf(-1)
 				for j := 0; j <= i; j++ {
-					for p := 0; p < d; p++ {
-						s[j] += float64(qkv[at(bi, i, 0, hi, p)]) * float64(qkv[at(bi, j, 1, hi, p)])
+					for e := 0; e < d; e++ {
+						s[j] += float64(qkv[at(bi, i, 0, hi, e)]) * float64(qkv[at(bi, j, 1, hi, e)])
 					}
 					s[j] *= scale
 					mx = math.Max(mx, s[j])
@@ -167,23 +173,33 @@ func naiveAttention(b, t, h, d int, scale float64, qkv, dy []float32) (y, dqkv [
 				for j := range s {
 					s[j] /= sum
 				}
+				z := make([]float64, i+1) // mask times 1/(1−p)
+				for j := range z {
+					z[j] = 1
+					if p > 0 {
+						z[j] = 0
+						if Keep(key, bi*h+hi, t, i, j, p) {
+							z[j] = 1 / (1 - float64(p))
+						}
+					}
+				}
 				g := dy[(bi*t+i)*c+hi*d:]
 				dp := make([]float64, i+1)
 				var dd float64
 				for j := range s {
-					for p := 0; p < d; p++ {
-						v := float64(qkv[at(bi, j, 2, hi, p)])
-						y[(bi*t+i)*c+hi*d+p] += s[j] * v
-						dp[j] += float64(g[p]) * v
-						dqkv[at(bi, j, 2, hi, p)] += s[j] * float64(g[p])
+					for e := 0; e < d; e++ {
+						v := float64(qkv[at(bi, j, 2, hi, e)])
+						y[(bi*t+i)*c+hi*d+e] += s[j] * z[j] * v
+						dp[j] += float64(g[e]) * v * z[j]
+						dqkv[at(bi, j, 2, hi, e)] += s[j] * z[j] * float64(g[e])
 					}
 					dd += s[j] * dp[j]
 				}
 				for j := range s {
 					ds := s[j] * (dp[j] - dd) * scale
-					for p := 0; p < d; p++ {
-						dqkv[at(bi, i, 0, hi, p)] += ds * float64(qkv[at(bi, j, 1, hi, p)])
-						dqkv[at(bi, j, 1, hi, p)] += ds * float64(qkv[at(bi, i, 0, hi, p)])
+					for e := 0; e < d; e++ {
+						dqkv[at(bi, i, 0, hi, e)] += ds * float64(qkv[at(bi, j, 1, hi, e)])
+						dqkv[at(bi, j, 1, hi, e)] += ds * float64(qkv[at(bi, i, 0, hi, e)])
 					}
 				}
 			}
@@ -198,8 +214,12 @@ func naiveAttention(b, t, h, d int, scale float64, qkv, dy []float32) (y, dqkv [
 // multiples of 16.
 func TestAttentionMatchesDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for _, s := range []struct{ b, t, h, d int }{{1, 1, 1, 4}, {2, 5, 2, 8}, {1, 17, 3, 16}, {2, 64, 4, 32}, {1, 70, 2, 24}, {1, 150, 1, 48}, {1, 33, 2, 80}} {
-		t.Run(fmt.Sprintf("B%dT%dH%dD%d", s.b, s.t, s.h, s.d), func(t *testing.T) {
+	for _, s := range []struct {
+		b, t, h, d int
+		p          float32
+	}{{1, 1, 1, 4, 0}, {2, 5, 2, 8, 0}, {1, 17, 3, 16, 0}, {2, 64, 4, 32, 0}, {1, 70, 2, 24, 0}, {1, 150, 1, 48, 0}, {1, 33, 2, 80, 0},
+		{2, 5, 2, 8, 0.3}, {2, 64, 4, 32, 0.1}, {1, 150, 1, 48, 0.5}, {1, 64, 1, 48, 0.5}, {1, 150, 1, 48, 0.1}, {1, 130, 1, 16, 0.5}} {
+		t.Run(fmt.Sprintf("B%dT%dH%dD%dp%v", s.b, s.t, s.h, s.d, s.p), func(t *testing.T) {
 			c := s.h * s.d
 			qkv, dy := randSlice(rng, s.b*s.t*3*c), randSlice(rng, s.b*s.t*c)
 			for i := range qkv {
@@ -207,6 +227,7 @@ func TestAttentionMatchesDefinition(t *testing.T) {
 			}
 			scale := 1 / math.Sqrt(float64(s.d))
 			a := NewAttention(s.b, s.t, s.h, s.d, float32(scale), 1)
+			a.Dropout, a.Key = s.p, 12345
 			y, lse, dqkv := make([]float32, len(dy)), make([]float32, s.b*s.h*s.t), make([]float32, len(qkv))
 			for i := range dqkv {
 				dqkv[i] = guard
@@ -217,11 +238,18 @@ func TestAttentionMatchesDefinition(t *testing.T) {
 			for bh := 0; bh < a.Heads(); bh++ {
 				a.Backward(0, bh, qkv, y, lse, dy, dqkv)
 			}
-			wy, wd := naiveAttention(s.b, s.t, s.h, s.d, scale, qkv, dy)
+			wy, wd := naiveAttentionDropout(s.b, s.t, s.h, s.d, scale, qkv, dy, s.p, a.Key)
+			// Each element within 1e-5 of the tensor's largest: float32
+			// sums of a hundred terms of size ~10 lose ~1e-5 to
+			// cancellation in their small elements.
 			check := func(what string, got []float32, want []float64) {
+				big := 1.0
+				for _, w := range want {
+					big = max(big, math.Abs(w))
+				}
 				for i, w := range want {
-					if d := math.Abs(float64(got[i]) - w); !(d <= 2e-5*(1+math.Abs(w))) {
-						t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], w)
+					if d := math.Abs(float64(got[i]) - w); !(d <= 1e-5*big) {
+						t.Fatalf("%s[%d] = %v, want %v (largest %v)", what, i, got[i], w, big)
 					}
 				}
 			}
@@ -274,4 +302,35 @@ func BenchmarkAttention(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestKeepDropsAtTheRate checks the dropout mask's rate and that it
+// depends on the key and on every coordinate.
+func TestKeepDropsAtTheRate(t *testing.T) {
+	for _, p := range []float32{0, 0.1, 0.5, 0.9} {
+		kept := 0
+		const heads, tt = 8, 64
+		for bh := 0; bh < heads; bh++ {
+			for i := 0; i < tt; i++ {
+				for j := 0; j < tt; j++ {
+					if Keep(7, bh, tt, i, j, p) {
+						kept++
+					}
+				}
+			}
+		}
+		rate := 1 - float64(kept)/(heads*tt*tt)
+		if math.Abs(rate-float64(p)) > 0.01 {
+			t.Errorf("p=%v: dropped %.4f", p, rate)
+		}
+	}
+	differ := 0
+	for i := 0; i < 1000; i++ {
+		if Keep(1, 0, 64, i%64, i/64, 0.5) != Keep(2, 0, 64, i%64, i/64, 0.5) {
+			differ++
+		}
+	}
+	if differ < 400 || differ > 600 {
+		t.Errorf("keys 1 and 2 differ on %d of 1000 elements", differ)
+	}
 }
