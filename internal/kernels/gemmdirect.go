@@ -35,15 +35,17 @@ func (g *Gemm) runDirect() {
 	}
 	parts := len(g.parts)
 	// Split C's rows (in groups of the 6-row kernel) or its columns (in
-	// blocks of 64): columns when that loads the busiest worker clearly
-	// less (every worker then reads all of A), or as little with op(B) =
-	// Bᵀ, where each worker then transposes only its part of B.
+	// blocks of 64): columns only when that loads the busiest worker
+	// clearly less, since every worker then reads all of A (with op(B) =
+	// Bᵀ each then transposes only its part of B; on a row split the
+	// caller transposes all of it first, which measured faster at the
+	// GPT's shapes than reading A twice).
 	rowChunk, colChunk := roundUp((m+parts-1)/parts, 6), roundUp((n+parts-1)/parts, 64)
 	rowLoad, colLoad := float64(rowChunk)/float64(m), float64(colChunk)/float64(n)
 	switch {
 	case m*n*k < serialFlops || parts == 1:
 		a.splitN, a.chunk, parts = false, m, 1
-	case colLoad < 0.95*rowLoad || colLoad <= rowLoad && a.transB:
+	case colLoad < 0.95*rowLoad:
 		a.splitN, a.chunk = true, colChunk
 		parts = (n + a.chunk - 1) / a.chunk
 	default:
