@@ -98,8 +98,10 @@ type Gemm struct {
 	Block func(r0, r1, c0, c1 int)
 	// direct runs a share of a direct GEMM; bt holds op(B) = Bᵀ
 	// transposed for it.
-	direct func(int)
-	bt     []float32
+	direct     func(int)
+	transposer func(int)
+	tparts     int // workers of the transposer
+	bt         []float32
 }
 
 type gemmArgs struct {
@@ -178,6 +180,7 @@ func NewGemm() *Gemm {
 	g.batch = g.runBatch
 	g.packer = g.packPart
 	g.direct = g.directPart
+	g.transposer = g.transposePart
 	return g
 }
 

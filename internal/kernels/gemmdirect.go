@@ -53,9 +53,26 @@ func (g *Gemm) runDirect() {
 		parts = (m + a.chunk - 1) / a.chunk
 	}
 	if a.transB && !a.splitN {
-		transposeF32(g.bt[:k*n], n, a.b, a.ldb, n, k)
+		// Every worker needs all of Bᵀ: transpose it first, split
+		// over the workers by rows of B (16 at a time).
+		if tparts := min(len(g.parts), n/16); parts > 1 && tparts > 1 {
+			g.tparts = tparts
+			g.group.For(tparts, g.transposer)
+		} else {
+			transposeF32(g.bt[:k*n], n, a.b, a.ldb, n, k)
+		}
 	}
 	g.group.For(parts, g.direct)
+}
+
+// transposePart transposes worker i's share of B's rows into g.bt.
+func (g *Gemm) transposePart(i int) {
+	a := &g.args
+	blocks := (a.n + 15) / 16
+	r0, r1 := min(a.n, blocks*i/g.tparts*16), min(a.n, blocks*(i+1)/g.tparts*16)
+	if r0 < r1 {
+		transposeF32(g.bt[r0:], a.n, a.b[r0*a.ldb:], a.ldb, r1-r0, a.k)
+	}
 }
 
 // directPart computes worker i's rows (or columns) of C.
