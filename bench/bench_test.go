@@ -144,8 +144,8 @@ func TestRunSmall(t *testing.T) {
 // boundary, so it gets looser bounds (measured: 6e-7 at step 1, 1.7e-2
 // at step 50).
 func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("50 steps of the baby GPT, twice per precision")
+	if testing.Short() || pureGo {
+		t.Skip("50 steps of the baby GPT, twice per precision (-short, or every kernel a Go twin)")
 	}
 	for _, c := range []struct {
 		rec             fp8.Recipe
@@ -195,8 +195,8 @@ func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
 // compute exactly what the separate ops do, so every loss is the same
 // to the bit.
 func TestFusionTrainsBitForBit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("50 steps of the baby GPT, twice per precision")
+	if testing.Short() || pureGo {
+		t.Skip("50 steps of the baby GPT, twice per precision (-short, or every kernel a Go twin)")
 	}
 	for _, rec := range precisions {
 		cfg := gptConfig
@@ -239,7 +239,11 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 // nothing after the first, for the MLP and the baby GPT in every
 // precision.
 func TestStepsAllocateNothing(t *testing.T) {
-	for _, rec := range precisions {
+	recs := precisions
+	if pureGo {
+		recs = recs[:1] // float32: the bf16 twin is slow, and allocates nothing either way
+	}
+	for _, rec := range recs {
 		mlp, err := octetMLP(128, rec)
 		if err != nil {
 			t.Fatal(err)

@@ -306,17 +306,31 @@ func rowGemm(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32,
 // (to float64, then float32), so on rare ties it differs from the
 // kernels' fused ones by an ulp.
 func rowGemmGo(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int) {
+	// 64 columns at a time in a stack accumulator, the rows of B read
+	// in order (each element still sums its products in k order).
+	var acc [64]float32
 	for i := 0; i < m; i++ {
-		crow := c[i*ldc : i*ldc+n]
-		for j := range crow {
-			var s float32
+		for j0 := 0; j0 < n; j0 += len(acc) {
+			j1 := min(n, j0+len(acc))
+			s := acc[:j1-j0]
+			clear(s)
 			for p := 0; p < k; p++ {
-				s = float32(math.FMA(float64(a[i*rsA+p*csA]), float64(b[p*ldb+j]), float64(s)))
+				av := float64(a[i*rsA+p*csA])
+				brow := b[p*ldb+j0 : p*ldb+j1]
+				for j, bv := range brow {
+					s[j] = float32(math.FMA(av, float64(bv), float64(s[j])))
+				}
 			}
+			crow := c[i*ldc+j0 : i*ldc+j1]
 			if add != nil {
-				crow[j] = float32(math.FMA(float64(alpha), float64(s), float64(add[i*ldadd+j])))
-			} else {
-				crow[j] = alpha * s
+				srow := add[i*ldadd+j0 : i*ldadd+j1]
+				for j, v := range s {
+					crow[j] = float32(math.FMA(float64(alpha), float64(v), float64(srow[j])))
+				}
+				continue
+			}
+			for j, v := range s {
+				crow[j] = alpha * v
 			}
 		}
 	}
