@@ -64,6 +64,12 @@ func (o *Operand) kind() string {
 // float32 while the GEMM packs its panels, every scale folded into the
 // decoded value, and the float32 micro-kernel does the rest.
 type ScaledGEMM struct {
+	// Block, if set, is called on each block of C (rows [r0, r1),
+	// columns [c0, c1)) as soon as it is final, by the worker that
+	// computed it, and may modify it in place: a bias or a fused
+	// elementwise epilogue. Calls for disjoint blocks may run
+	// concurrently.
+	Block          func(r0, r1, c0, c1 int)
 	gemm           *kernels.Gemm
 	opA, opB       kernels.Operand
 	tabA, tabB     [256]float32
@@ -103,6 +109,7 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	if b.Trans {
 		ldb = k
 	}
+	g.gemm.Block = g.Block
 	if useBF16() && a.Codes != nil && b.Codes != nil {
 		if ep, ok := g.prepareBF16(m, n, k, &a, &b); ok {
 			g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, lda, &g.opB, ldb, c, n, ep)

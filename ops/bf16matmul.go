@@ -39,6 +39,8 @@ func (o bf16MatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) 
 	return out, graph.Float32, nil
 }
 
+// Bind returns the kernel; the bias is added to each block of C as the
+// GEMM finishes it, by the worker that computed it.
 func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	_, m, n, k, err := gemm2D("BF16MatMul", b.In[0].Shape, b.In[1].Shape, o.transA, o.transB)
 	if err != nil {
@@ -52,21 +54,18 @@ func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if o.transB {
 		ldb = k
 	}
-	var withBias func() error
+	var bias []float32
 	if len(b.In) == 3 {
-		bias := b.In[2].F32
-		withBias = newChunkerCost(m, m*n, func(lo, hi int) { addBias(c[lo*n:hi*n], bias) }).kernel()
+		bias = b.In[2].F32
 	}
 	g, err := newGemm()
 	if err != nil {
 		return nil, err
 	}
+	g.Block = blockEpilogue(c, n, bias, nil)
 	tA, tB := o.transA, o.transB
 	return func() error {
 		g.RunBF16(tA, tB, m, n, k, a, lda, bb, ldb, c, n, kernels.Epilogue{Alpha: 1})
-		if withBias != nil {
-			return withBias()
-		}
 		return nil
 	}, nil
 }

@@ -192,7 +192,10 @@ func chainStep(n *graph.Node, vi int) ([]fusedStep, []*graph.Node, bool) {
 }
 
 // FusedGEMM reports whether n is a GEMM that can apply a chain in its
-// epilogue: a float32 Linear or (unbatched) MatMul.
+// epilogue: a float32 Linear or (unbatched) MatMul. (ScaledMatMul and
+// BF16MatMul add their bias per block as they finish it, but take no
+// chain yet: the FP8 stage checks and ConvertModel's way back would have
+// to see through the fused node.)
 func FusedGEMM(n *graph.Node) bool {
 	switch op := n.Op().(type) {
 	case linearOp:
@@ -430,20 +433,29 @@ func (o fusedGEMMOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	inner := *b
 	inner.In = b.In[:o.gemmInputs]
-	var g *kernels.Gemm
+	out := b.Out.F32
+	var epi func(r0, r1, c0, c1 int)
+	if !b.Options.Unfused {
+		epi = func(r0, r1, c0, c1 int) { run.block(out, r0, r1, c0, c1) }
+	}
 	var k graph.Kernel
 	switch op := o.gemm.(type) {
-	case linearOp:
-		k, g, err = op.bind(&inner)
-	case matMulOp:
-		k, g, err = op.bind(&inner)
+	case linearOp, matMulOp:
+		var g *kernels.Gemm
+		if lo, ok := op.(linearOp); ok {
+			k, g, err = lo.bind(&inner)
+		} else {
+			k, g, err = op.(matMulOp).bind(&inner)
+		}
+		if err == nil {
+			g.Block = epi
+		}
 	default:
 		return nil, fmt.Errorf("no epilogue for a %s", o.gemm.Type())
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := b.Out.F32
 	if b.Options.Unfused {
 		return func() error {
 			if err := k(); err != nil {
@@ -453,6 +465,5 @@ func (o fusedGEMMOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			return nil
 		}, nil
 	}
-	g.Block = func(r0, r1, c0, c1 int) { run.block(out, r0, r1, c0, c1) }
 	return k, nil
 }

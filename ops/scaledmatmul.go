@@ -86,6 +86,8 @@ func checkAxis(name string, sc *fp8Scales, wantAxis int) error {
 	return nil
 }
 
+// Bind returns the kernel; the bias is added to each block of C as the
+// GEMM finishes it, by the worker that computed it.
 func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	_, m, n, k, err := o.dims(b.In[0].Shape, b.In[1].Shape)
 	if err != nil {
@@ -121,16 +123,31 @@ func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, err
 	}
 	g := fp8.NewScaledGEMM()
+	g.Block = blockEpilogue(c, n, bias, nil)
 	tA, tB := o.transA, o.transB
 	return func() error {
-		if err := g.Run(m, n, k, sa.Operand(a, tA), sb.Operand(bb, tB), c); err != nil {
-			return err
-		}
-		if bias != nil {
-			addBias(c, bias)
-		}
-		return nil
+		return g.Run(m, n, k, sa.Operand(a, tA), sb.Operand(bb, tB), c)
 	}, nil
+}
+
+// blockEpilogue returns the function a GEMM runs on each finished block
+// of c (rows n long): the bias added to its rows, then epi; nil when
+// there is neither.
+func blockEpilogue(c []float32, n int, bias []float32, epi func(r0, r1, c0, c1 int)) func(r0, r1, c0, c1 int) {
+	if bias == nil {
+		return epi
+	}
+	return func(r0, r1, c0, c1 int) {
+		for r := r0; r < r1; r++ {
+			row := c[r*n+c0 : r*n+c1]
+			for j, v := range bias[c0:c1] {
+				row[j] += v
+			}
+		}
+		if epi != nil {
+			epi(r0, r1, c0, c1)
+		}
+	}
 }
 
 // ScaledMatMul multiplies FP8 values (outputs of Quantize or

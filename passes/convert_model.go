@@ -26,6 +26,9 @@ type ModelConfig struct {
 // and converting back points consumers at the original nodes again (the
 // scaling state stays in the store for a later conversion).
 func ConvertModel(g *graph.Graph, store *graph.Store, cfg ModelConfig) (Report, error) {
+	if _, err := Unfuse(g); err != nil {
+		return Report{}, fmt.Errorf("passes: convert model: %w", err)
+	}
 	if cfg.ToFP8 {
 		var rep Report
 		if cfg.Linear {

@@ -45,10 +45,15 @@ func Fuse(g *graph.Graph, outputs ...*graph.Node) (FuseReport, error) {
 			return ok && ops.FusedGEMM(c.Head) == epilogue
 		}
 	}
+	var done []fusion
 	build := func(root *graph.Node, _ Match) (*graph.Node, error) {
 		c := chains[root]
 		rep.Nodes += len(c.Nodes)
-		return ops.Fuse(c, true)
+		n, err := ops.Fuse(c, true)
+		if err == nil {
+			done = append(done, fusion{tail: root, fused: n})
+		}
+		return n, err
 	}
 	var nodes []*graph.Node
 	for n := range chains {
@@ -60,7 +65,33 @@ func Fuse(g *graph.Graph, outputs ...*graph.Node) (FuseReport, error) {
 		Rule{Name: "elementwise-chain", Pattern: &Pattern{Where: isTail(false)}, Apply: build},
 	)
 	rep.Epilogues, rep.Chains = counts["gemm-epilogue"], counts["elementwise-chain"]
+	prev, _ := g.Attr(fusedAttr).([]fusion)
+	g.SetAttr(fusedAttr, append(prev, done...))
 	return rep, err
+}
+
+// fusedAttr is the graph attribute under which Fuse records what it
+// replaced, for Unfuse.
+const fusedAttr = "passes.fused"
+
+// fusion is one replacement Fuse made: the chain's last node and the
+// fused node that took its place.
+type fusion struct{ tail, fused *graph.Node }
+
+// Unfuse undoes Fuse: every consumer of a fused node reads the chain's
+// last node again (the chain's nodes stayed in the graph), and returns
+// how many fusions it undid. Prepare and ConvertModel call it first, so
+// that the conversions see the layers' own nodes; Prepare fuses again
+// at its end.
+func Unfuse(g *graph.Graph) (int, error) {
+	done, _ := g.Attr(fusedAttr).([]fusion)
+	for i := len(done) - 1; i >= 0; i-- {
+		if err := g.ReplaceUses(done[i].fused, done[i].tail); err != nil {
+			return len(done) - 1 - i, err
+		}
+	}
+	g.SetAttr(fusedAttr, nil)
+	return len(done), nil
 }
 
 // findChains returns the fusable chains of the graph of outputs, keyed by

@@ -3,8 +3,10 @@ package passes_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
@@ -110,4 +112,43 @@ func TestFuseKeepsWhatOthersRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, passes.FuseReport{Chains: 1, Nodes: 3}, rep)
 	require.Equal(t, "FusedElementwise", g2.Resolve(out2).Op().Type())
+}
+
+// TestUnfuseRestoresTheLayers prepares a float32 model (fused), then
+// converts it to FP8: ConvertModel undoes the fusions first, so every
+// layer converts, and the result trains like a model converted fresh.
+func TestUnfuseRestoresTheLayers(t *testing.T) {
+	build := func() (*graph.Graph, *graph.Node, *graph.Node) {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, 32, 32)
+		w1, w2 := g.Param("fc1.weight", 32, 32), g.Param("fc2.weight", 32, 32)
+		h := ops.Add(x, ops.Linear("fc1", x, w1, nil)) // Linear+Add once fused
+		out := ops.Sum(ops.ReLU(ops.Linear("fc2", h, w2, nil)))
+		gs, err := graph.Grad(out, w1, w2)
+		require.NoError(t, err)
+		return g, out, gs[0]
+	}
+	g, out, grad := build()
+	store := graph.NewStore()
+	require.NoError(t, store.SetFloat32("fc1.weight", make([]float32, 32*32), 32, 32))
+	require.NoError(t, store.SetFloat32("fc2.weight", make([]float32, 32*32), 32, 32))
+	_, err := passes.Prepare(g, store, passes.Config{TrainOutputs: []*graph.Node{out, grad}})
+	require.NoError(t, err)
+	fusedTypes := func() int {
+		n := 0
+		for _, v := range graph.Live(graph.Options{Training: true}, out, grad) {
+			if t := v.Op().Type(); t == "FusedElementwise" || strings.Contains(t, "+") {
+				n++
+			}
+		}
+		return n
+	}
+	require.Positive(t, fusedTypes(), "Prepare fused something")
+	rep, err := passes.ConvertModel(g, store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: fp8.TERecipe{}, Outputs: []*graph.Node{out, grad}})
+	require.NoError(t, err)
+	require.Zero(t, fusedTypes(), "ConvertModel unfused first")
+	require.Len(t, rep.Converted(), 2, "both layers converted: %v", rep)
+	n, err := passes.Unfuse(g)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left to undo")
 }

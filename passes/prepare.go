@@ -69,6 +69,11 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	if len(cfg.TrainOutputs) == 0 && len(cfg.EvalOutputs) == 0 {
 		return nil, fmt.Errorf("passes: prepare: no outputs")
 	}
+	// A graph prepared before is converted from its layers' own nodes
+	// (and fused again at the end).
+	if _, err := Unfuse(g); err != nil {
+		return nil, fmt.Errorf("passes: prepare: %w", err)
+	}
 	// A graph built for evaluation only (say, with a larger batch) is
 	// converted the same way; its layers find their scaling state in the
 	// store under the same names.

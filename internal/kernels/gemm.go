@@ -232,21 +232,7 @@ func (g *Gemm) run() {
 		g.runDirect() // the workers run Block on their blocks
 		return
 	}
-	bias := g.args.bias
-	g.args.bias = nil
-	g.runBlocked()
-	if bias != nil {
-		// The blocked path stores C first, then adds the bias.
-		for i := 0; i < g.args.m; i++ {
-			row := g.args.c[i*g.args.ldc : i*g.args.ldc+g.args.n]
-			for j, v := range bias {
-				row[j] += v
-			}
-		}
-	}
-	if g.Block != nil {
-		g.Block(0, g.args.m, 0, g.args.n)
-	}
+	g.runBlocked() // each part adds the bias and runs Block on its block
 }
 
 // runBlocked runs g.args on the blocked (packing) path.
@@ -381,13 +367,28 @@ func (g *Gemm) packPart(i int) {
 
 func (g *Gemm) runPart(i int) {
 	a := &g.args
-	lo := i * a.chunk
+	m0, m1, n0, n1 := 0, a.m, 0, a.n
 	if a.splitN {
-		hi := min(lo+a.chunk, a.n)
-		gemmSerial(g.parts[i], a, 0, a.m, lo, hi)
+		n0, n1 = i*a.chunk, min((i+1)*a.chunk, a.n)
+	} else {
+		m0, m1 = i*a.chunk, min((i+1)*a.chunk, a.m)
+	}
+	if m0 >= m1 || n0 >= n1 {
 		return
 	}
-	gemmSerial(g.parts[i], a, lo, min(lo+a.chunk, a.m), 0, a.n)
+	gemmSerial(g.parts[i], a, m0, m1, n0, n1)
+	// The block is final: add the bias (RunBias), then the epilogue.
+	if a.bias != nil {
+		for r := m0; r < m1; r++ {
+			row := a.c[r*a.ldc+n0 : r*a.ldc+n1]
+			for j, v := range a.bias[n0:n1] {
+				row[j] += v
+			}
+		}
+	}
+	if g.Block != nil {
+		g.Block(m0, m1, n0, n1)
+	}
 }
 
 // gemmSerial is the blocked GEMM on one goroutine: loop over nc-wide
