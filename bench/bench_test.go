@@ -230,7 +230,7 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 				t.Fatalf("%s step %d: fused loss %v, unfused %v", recipeName(rec), s+1, losses[0][s], losses[1][s])
 			}
 		}
-		t.Logf("%s: %d fused node(s) in the loss's graph; 50 losses equal (%.4f → %.4f)", recipeName(rec), fused, losses[0][0], losses[0][49])
+		t.Logf("%s: %d fused node(s) in the loss's graph; 50 losses equal (%.7f → %.7f)", recipeName(rec), fused, losses[0][0], losses[0][49])
 	}
 }
 

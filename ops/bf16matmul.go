@@ -41,7 +41,10 @@ func (o bf16MatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) 
 
 // Bind returns the kernel; the bias is added to each block of C as the
 // GEMM finishes it, by the worker that computed it.
-func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) { return o.bind(b, nil) }
+
+// bind is Bind with epi (if not nil) run on each block after the bias.
+func (o bf16MatMulOp) bind(b *graph.Binding, epi func(r0, r1, c0, c1 int)) (graph.Kernel, error) {
 	_, m, n, k, err := gemm2D("BF16MatMul", b.In[0].Shape, b.In[1].Shape, o.transA, o.transB)
 	if err != nil {
 		return nil, err
@@ -62,7 +65,7 @@ func (o bf16MatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	g.Block = blockEpilogue(c, n, bias, nil)
+	g.Block = blockEpilogue(c, n, bias, epi)
 	tA, tB := o.transA, o.transB
 	return func() error {
 		g.RunBF16(tA, tB, m, n, k, a, lda, bb, ldb, c, n, kernels.Epilogue{Alpha: 1})

@@ -192,13 +192,11 @@ func chainStep(n *graph.Node, vi int) ([]fusedStep, []*graph.Node, bool) {
 }
 
 // FusedGEMM reports whether n is a GEMM that can apply a chain in its
-// epilogue: a float32 Linear or (unbatched) MatMul. (ScaledMatMul and
-// BF16MatMul add their bias per block as they finish it, but take no
-// chain yet: the FP8 stage checks and ConvertModel's way back would have
-// to see through the fused node.)
+// epilogue: a float32 Linear or (unbatched) MatMul, a ScaledMatMul (FP8)
+// or a BF16MatMul.
 func FusedGEMM(n *graph.Node) bool {
 	switch op := n.Op().(type) {
-	case linearOp:
+	case linearOp, scaledMatMulOp, bf16MatMulOp:
 		return n.DType() == graph.Float32
 	case matMulOp:
 		return !op.batched && n.DType() == graph.Float32
@@ -450,6 +448,10 @@ func (o fusedGEMMOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		if err == nil {
 			g.Block = epi
 		}
+	case scaledMatMulOp:
+		k, err = op.bind(&inner, epi)
+	case bf16MatMulOp:
+		k, err = op.bind(&inner, epi)
 	default:
 		return nil, fmt.Errorf("no epilogue for a %s", o.gemm.Type())
 	}

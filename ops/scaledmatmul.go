@@ -88,7 +88,10 @@ func checkAxis(name string, sc *fp8Scales, wantAxis int) error {
 
 // Bind returns the kernel; the bias is added to each block of C as the
 // GEMM finishes it, by the worker that computed it.
-func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) { return o.bind(b, nil) }
+
+// bind is Bind with epi (if not nil) run on each block after the bias.
+func (o scaledMatMulOp) bind(b *graph.Binding, epi func(r0, r1, c0, c1 int)) (graph.Kernel, error) {
 	_, m, n, k, err := o.dims(b.In[0].Shape, b.In[1].Shape)
 	if err != nil {
 		return nil, err
@@ -123,7 +126,7 @@ func (o scaledMatMulOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, err
 	}
 	g := fp8.NewScaledGEMM()
-	g.Block = blockEpilogue(c, n, bias, nil)
+	g.Block = blockEpilogue(c, n, bias, epi)
 	tA, tB := o.transA, o.transB
 	return func() error {
 		return g.Run(m, n, k, sa.Operand(a, tA), sb.Operand(bb, tB), c)

@@ -23,8 +23,9 @@ func (r FuseReport) String() string {
 // residual adds, scales, activations and their gradients, dropout masks,
 // gradient sums; see ops.Chainable) in which each value is read by
 // nothing but the next op, and replaces each chain by one node — the
-// float32 GEMM (Linear, MatMul) the chain starts from, applying the
-// chain to each block of C as it is finished, or one FusedElementwise
+// GEMM the chain starts from (a float32 Linear or MatMul, a ScaledMatMul,
+// a BF16MatMul; see ops.FusedGEMM), applying the chain to each block of
+// C as it is finished, or one FusedElementwise
 // node that runs the chain over a block of rows at a time. outputs are
 // every program output to be compiled from g (training and evaluation):
 // a value one of them needs stays materialised. The fused programs give
@@ -34,7 +35,7 @@ func (r FuseReport) String() string {
 // Fuse runs last in Prepare (after FP8 conversion and any further
 // passes); the rules are:
 //
-//	gemm-epilogue:      Linear|MatMul → chain   ⇒  Linear+chain
+//	gemm-epilogue:      Linear|MatMul|ScaledMatMul|BF16MatMul → chain  ⇒  Linear+chain, …
 //	elementwise-chain:  x → op → op [→ op …]    ⇒  FusedElementwise(x, operands…)
 func Fuse(g *graph.Graph, outputs ...*graph.Node) (FuseReport, error) {
 	var rep FuseReport
