@@ -13,9 +13,9 @@ import (
 // activations and their gradients, dropout masks, gradient sums — whose
 // intermediate values nothing else reads, and replaces each by one node
 // that runs the whole chain over one block of rows at a time, or, when
-// the chain starts at a float32 GEMM (Linear, MatMul) read by nothing
-// else, by that GEMM applying the chain to each block of C as soon as
-// the block is final (its epilogue). Every step computes exactly what
+// the chain starts at a GEMM (see FusedGEMM) read by nothing else, by
+// that GEMM applying the chain to each block of C as soon as the block
+// is final (its epilogue). Every step computes exactly what
 // the op it replaces computes, in the same order, so a fused program
 // gives the same bits as the unfused one; graph.Options.Unfused runs
 // each step over the whole tensor instead, for comparison.
