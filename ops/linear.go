@@ -68,17 +68,6 @@ func (linearOp) bind(b *graph.Binding) (graph.Kernel, *kernels.Gemm, error) {
 	}, g, nil
 }
 
-// addBias adds bias to every row of y (len(y) a multiple of len(bias)).
-func addBias(y, bias []float32) {
-	n := len(bias)
-	for r := 0; r+n <= len(y); r += n {
-		row := y[r : r+n]
-		for j, v := range bias {
-			row[j] += v
-		}
-	}
-}
-
 func (linearOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 	x, w := n.Input(0), n.Input(1)
 	ws := w.Shape()

@@ -141,12 +141,7 @@ func blockEpilogue(c []float32, n int, bias []float32, epi func(r0, r1, c0, c1 i
 		return epi
 	}
 	return func(r0, r1, c0, c1 int) {
-		for r := r0; r < r1; r++ {
-			row := c[r*n+c0 : r*n+c1]
-			for j, v := range bias[c0:c1] {
-				row[j] += v
-			}
-		}
+		kernels.AddBias(c, n, bias, r0, r1, c0, c1)
 		if epi != nil {
 			epi(r0, r1, c0, c1)
 		}

@@ -367,27 +367,37 @@ func (g *Gemm) packPart(i int) {
 
 func (g *Gemm) runPart(i int) {
 	a := &g.args
-	m0, m1, n0, n1 := 0, a.m, 0, a.n
-	if a.splitN {
-		n0, n1 = i*a.chunk, min((i+1)*a.chunk, a.n)
-	} else {
-		m0, m1 = i*a.chunk, min((i+1)*a.chunk, a.m)
-	}
+	m0, m1, n0, n1 := a.part(i)
 	if m0 >= m1 || n0 >= n1 {
 		return
 	}
 	gemmSerial(g.parts[i], a, m0, m1, n0, n1)
 	// The block is final: add the bias (RunBias), then the epilogue.
 	if a.bias != nil {
-		for r := m0; r < m1; r++ {
-			row := a.c[r*a.ldc+n0 : r*a.ldc+n1]
-			for j, v := range a.bias[n0:n1] {
-				row[j] += v
-			}
-		}
+		AddBias(a.c, a.ldc, a.bias, m0, m1, n0, n1)
 	}
 	if g.Block != nil {
 		g.Block(m0, m1, n0, n1)
+	}
+}
+
+// part returns the block of C that part i of a split computes: rows
+// [m0, m1), columns [n0, n1) (empty when the part has none).
+func (a *gemmArgs) part(i int) (m0, m1, n0, n1 int) {
+	if a.splitN {
+		return 0, a.m, i * a.chunk, min((i+1)*a.chunk, a.n)
+	}
+	return i * a.chunk, min((i+1)*a.chunk, a.m), 0, a.n
+}
+
+// AddBias adds bias[c0:c1] to rows [r0, r1), columns [c0, c1) of c (rows
+// ldc apart): a GEMM's bias, one finished block at a time.
+func AddBias(c []float32, ldc int, bias []float32, r0, r1, c0, c1 int) {
+	for r := r0; r < r1; r++ {
+		row := c[r*ldc+c0 : r*ldc+c1]
+		for j, v := range bias[c0:c1] {
+			row[j] += v
+		}
 	}
 }
 

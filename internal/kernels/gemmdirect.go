@@ -82,12 +82,7 @@ func (g *Gemm) directPart(i int) {
 	if a.transA {
 		rsA, csA = 1, a.lda
 	}
-	m0, m1, n0, n1 := 0, a.m, 0, a.n
-	if a.splitN {
-		n0, n1 = i*a.chunk, min((i+1)*a.chunk, a.n)
-	} else {
-		m0, m1 = i*a.chunk, min((i+1)*a.chunk, a.m)
-	}
+	m0, m1, n0, n1 := a.part(i)
 	if m0 >= m1 || n0 >= n1 {
 		return
 	}
