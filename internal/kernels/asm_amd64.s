@@ -6681,10 +6681,8 @@ TEXT ·expSumAVX512(SB), NOSPLIT, $0-44
 	VPBROADCASTD BX, Z23
 	MOVL         $0x0000007f, BX
 	VPBROADCASTD BX, Z24
-	MOVSS        scale+28(FP), X0
-	VBROADCASTSS X0, Z26
-	MOVSS        shift+32(FP), X0
-	VBROADCASTSS X0, Z27
+	VBROADCASTSS scale+28(FP), Z26
+	VBROADCASTSS shift+32(FP), Z27
 	VPXORD       Z28, Z28, Z28
 	TESTQ        DX, DX
 	JZ           expSumAVX512_done
@@ -6818,7 +6816,7 @@ rowMaxAVX512_done:
 	RET
 
 // func softmaxGradRowAVX512(ds *float32, p *float32, dp *float32, blocks int, mask uint16, d float32, scale float32)
-// Requires: AVX, AVX512F, SSE
+// Requires: AVX, AVX512F
 TEXT ·softmaxGradRowAVX512(SB), NOSPLIT, $0-44
 	MOVQ         ds+0(FP), AX
 	MOVQ         p+8(FP), CX
@@ -6826,17 +6824,16 @@ TEXT ·softmaxGradRowAVX512(SB), NOSPLIT, $0-44
 	MOVQ         blocks+24(FP), BX
 	MOVWLZX      mask+32(FP), SI
 	KMOVW        SI, K1
-	MOVSS        d+36(FP), X0
-	VBROADCASTSS X0, Z10
-	MOVSS        scale+40(FP), X0
-	VBROADCASTSS X0, Z11
+	VBROADCASTSS d+36(FP), Z10
+	VBROADCASTSS scale+40(FP), Z11
 	TESTQ        BX, BX
 	JZ           softmaxGradRowAVX512_done
 
 softmaxGradRowAVX512_loop:
 	VMOVUPS (DX), Z0
+	VMOVUPS (CX), Z1
 	VSUBPS  Z10, Z0, Z0
-	VMULPS  (CX), Z0, Z0
+	VMULPS  Z1, Z0, Z0
 	VMULPS  Z11, Z0, Z0
 	VMOVUPS Z0, (AX)
 	ADDQ    $0x00000040, AX
@@ -6846,12 +6843,19 @@ softmaxGradRowAVX512_loop:
 	JNZ     softmaxGradRowAVX512_loop
 
 softmaxGradRowAVX512_done:
+	KORTESTW  K1, K1
+	JZ        softmaxGradRowAVX512_end
 	VMOVUPS.Z (DX), K1, Z0
 	VMOVUPS.Z (CX), K1, Z1
 	VSUBPS    Z10, Z0, Z0
 	VMULPS    Z1, Z0, Z0
 	VMULPS    Z11, Z0, Z0
 	VMOVUPS   Z0, K1, (AX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+
+softmaxGradRowAVX512_end:
 	VZEROUPPER
 	RET
 

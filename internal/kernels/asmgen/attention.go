@@ -30,8 +30,7 @@ func rowGemmKernel(name string, mr, nv int) {
 	b := Load(Param("b"), GP64())
 	ldb := Load(Param("ldb"), GP64())
 	SHLQ(U8(2), ldb)
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	rows := make([]Register, mr)
 	rows[0] = Load(Param("a"), GP64())
 	for r := 1; r < mr; r++ {
@@ -200,34 +199,26 @@ func expSum() {
 	y := Load(Param("y"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("blocks"), GP64())
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	k, _ := newExpRegs(10)
 	scale, shift, sum := Z26, Z27, Z28
-	VBROADCASTSS(Load(Param("scale"), XMM()), scale)
-	VBROADCASTSS(Load(Param("shift"), XMM()), shift)
+	broadcastParams(scale, "scale", shift, "shift")
 	VPXORD(sum, sum, sum)
 	e, t, tmp, tmp2, r, nn := Z0, Z1, Z2, Z3, Z4, Z5
-	body := func() {
+	rowLoop(name, n, func(masked bool) {
+		load(Mem{Base: x}, masked, e)
 		VMULPS(scale, e, e)
 		VSUBPS(shift, e, e)
 		fastExp(k, e, t, tmp, tmp2, r, nn)
-	}
-	loop(name, n, func() {
-		VMOVUPS(Mem{Base: x}, e)
-		body()
-		VMOVUPS(e, Mem{Base: y})
+		store(e, masked, Mem{Base: y})
+		if masked {
+			VADDPS(e, sum, K1, sum)
+			return
+		}
 		VADDPS(e, sum, sum)
 		ADDQ(U32(64), x)
 		ADDQ(U32(64), y)
 	})
-	KORTESTW(K1, K1)
-	JZ(LabelRef(name + "_end"))
-	VMOVUPS_Z(Mem{Base: x}, K1, e)
-	body()
-	VMOVUPS(e, K1, Mem{Base: y})
-	VADDPS(e, sum, K1, sum)
-	Label(name + "_end")
 	VMOVAPS(sum, Z0)
 	reduceLanes(false)
 	Store(X0, ReturnIndex(0))
@@ -263,8 +254,7 @@ func rowMax() {
 	Doc(name + " returns the largest of 16·blocks values and a masked last vector; its Go twin is rowMaxGo (attention.go) (AVX-512F).")
 	x := Load(Param("x"), GP64())
 	n := Load(Param("blocks"), GP64())
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	acc := Z0
 	r := GP32()
 	MOVL(U32(0xFF800000), r) // −∞
@@ -291,27 +281,20 @@ func softmaxGradRow() {
 	p := Load(Param("p"), GP64())
 	dp := Load(Param("dp"), GP64())
 	n := Load(Param("blocks"), GP64())
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	d, scale := Z10, Z11
-	VBROADCASTSS(Load(Param("d"), XMM()), d)
-	VBROADCASTSS(Load(Param("scale"), XMM()), scale)
-	loop(name, n, func() {
-		VMOVUPS(Mem{Base: dp}, Z0)
+	broadcastParams(d, "d", scale, "scale")
+	rowLoop(name, n, func(masked bool) {
+		load(Mem{Base: dp}, masked, Z0)
+		load(Mem{Base: p}, masked, Z1)
 		VSUBPS(d, Z0, Z0)
-		VMULPS(Mem{Base: p}, Z0, Z0)
+		VMULPS(Z1, Z0, Z0)
 		VMULPS(scale, Z0, Z0)
-		VMOVUPS(Z0, Mem{Base: ds})
-		ADDQ(U32(64), ds)
-		ADDQ(U32(64), p)
-		ADDQ(U32(64), dp)
+		store(Z0, masked, Mem{Base: ds})
+		for _, r := range []Register{ds, p, dp} {
+			ADDQ(U32(64), r)
+		}
 	})
-	VMOVUPS_Z(Mem{Base: dp}, K1, Z0)
-	VMOVUPS_Z(Mem{Base: p}, K1, Z1)
-	VSUBPS(d, Z0, Z0)
-	VMULPS(Z1, Z0, Z0)
-	VMULPS(scale, Z0, Z0)
-	VMOVUPS(Z0, K1, Mem{Base: ds})
 	VZEROUPPER()
 	RET()
 }
@@ -329,4 +312,19 @@ func paramAddr(name string) Mem {
 		panic(err)
 	}
 	return b.Addr
+}
+
+// maskK1 loads the kernel's mask parameter (the valid lanes of its last
+// vector) into K1.
+func maskK1() {
+	m := Load(Param("mask"), GP32())
+	KMOVW(m, K1)
+}
+
+// broadcastParams broadcasts scalar float32 parameters into vector
+// registers: pairs of register and parameter name.
+func broadcastParams(pairs ...any) {
+	for i := 0; i < len(pairs); i += 2 {
+		VBROADCASTSS(paramAddr(pairs[i+1].(string)), pairs[i].(VecPhysical))
+	}
 }

@@ -11,9 +11,9 @@ import (
 // keeping any sums in 16 lanes (lane i takes elements i, i+16, …) that
 // it stores for Go to add pairwise, as the Go twins do.
 
-// rowLoop emits body over the full blocks (mask register K0-free) and
-// then once more under the mask in K1 when it is not empty; body gets
-// whether it runs masked and advances the pointers itself.
+// rowLoop emits body over the full blocks and then once more under the
+// mask in K1 when it is not empty; body gets whether it runs masked and
+// advances the pointers itself.
 func rowLoop(name string, n Register, body func(masked bool)) {
 	loop(name, n, func() { body(false) })
 	KORTESTW(K1, K1)
@@ -54,11 +54,10 @@ func lnSums(name string, withMean bool) {
 	Doc(name + " stores the lane sums of " + what + " over one row; its Go twin is " + name[:len(name)-6] + "Go (layernorm.go) (AVX-512F).")
 	x := Load(Param("x"), GP64())
 	n := Load(Param("blocks"), GP64())
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	mu, acc, v := Z10, Z0, Z1
 	if withMean {
-		VBROADCASTSS(paramAddr("mu"), mu)
+		broadcastParams(mu, "mu")
 	}
 	VPXORD(acc, acc, acc)
 	rowLoop(name, n, func(masked bool) {
@@ -89,12 +88,9 @@ func lnApply() {
 	y, x := Load(Param("y"), GP64()), Load(Param("x"), GP64())
 	gamma, beta := Load(Param("gamma"), GP64()), Load(Param("beta"), GP64())
 	n := Load(Param("blocks"), GP64())
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	mu, r, g0 := Z10, Z11, Z12
-	VBROADCASTSS(paramAddr("mu"), mu)
-	VBROADCASTSS(paramAddr("r"), r)
-	VBROADCASTSS(paramAddr("g0"), g0)
+	broadcastParams(mu, "mu", r, "r", g0, "g0")
 	rowLoop(name, n, func(masked bool) {
 		load(Mem{Base: x}, masked, Z0)
 		load(Mem{Base: gamma}, masked, Z1)
@@ -124,12 +120,9 @@ func lnGradAccum() {
 	x, dy, gamma := Load(Param("x"), GP64()), Load(Param("dy"), GP64()), Load(Param("gamma"), GP64())
 	dg, db := Load(Param("dgamma"), GP64()), Load(Param("dbeta"), GP64())
 	n := Load(Param("blocks"), GP64())
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	mu, rs, g0 := Z10, Z11, Z12
-	VBROADCASTSS(paramAddr("mu"), mu)
-	VBROADCASTSS(paramAddr("rs"), rs)
-	VBROADCASTSS(paramAddr("g0"), g0)
+	broadcastParams(mu, "mu", rs, "rs", g0, "g0")
 	mg, mgx := Z20, Z21
 	VPXORD(mg, mg, mg)
 	VPXORD(mgx, mgx, mgx)
@@ -178,14 +171,9 @@ func lnGradDx() {
 	dx, x := Load(Param("dx"), GP64()), Load(Param("x"), GP64())
 	dy, gamma := Load(Param("dy"), GP64()), Load(Param("gamma"), GP64())
 	n := Load(Param("blocks"), GP64())
-	m := Load(Param("mask"), GP32())
-	KMOVW(m, K1)
+	maskK1()
 	mu, rs, g0, fm, fmx := Z10, Z11, Z12, Z13, Z14
-	VBROADCASTSS(paramAddr("mu"), mu)
-	VBROADCASTSS(paramAddr("rs"), rs)
-	VBROADCASTSS(paramAddr("g0"), g0)
-	VBROADCASTSS(paramAddr("fm"), fm)
-	VBROADCASTSS(paramAddr("fmx"), fmx)
+	broadcastParams(mu, "mu", rs, "rs", g0, "g0", fm, "fm", fmx, "fmx")
 	rowLoop(name, n, func(masked bool) {
 		xh, g, t := Z0, Z1, Z2
 		load(Mem{Base: x}, masked, xh)
