@@ -20,6 +20,7 @@ package checkpoint
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -35,6 +36,23 @@ import (
 	"github.com/octetml/octet/optim"
 )
 
+// Errors that Load returns (wrapped, with the file and the tensor or
+// layer), for errors.Is.
+var (
+	// ErrOptimizerState: the file holds optimizer state and the State
+	// has no Optimizer to restore it into (set SkipOptimizer to drop it).
+	ErrOptimizerState = errors.New("the checkpoint holds optimizer state and no optimizer was given to restore it")
+	// ErrNotPrepared: the file holds FP8 scaling state and the store has
+	// none: Load was called before passes.Prepare created it, or the
+	// store belongs to a float32 run.
+	ErrNotPrepared = errors.New("call Load after passes.Prepare, with the recipe the checkpoint was saved with")
+	// ErrMismatch: the file was saved from another model, recipe or
+	// optimizer than the one loading it.
+	ErrMismatch = errors.New("the checkpoint does not fit this run")
+	// ErrCorrupt: the file is truncated, corrupted or not a checkpoint.
+	ErrCorrupt = errors.New("the checkpoint file is corrupt")
+)
+
 // Format identifies the checkpoint layout in the metadata.
 const Format = "octet-checkpoint/1"
 
@@ -47,8 +65,15 @@ type State struct {
 	// Step is the training step (the number of completed steps).
 	Step int64
 	// RNG holds named generator states (for example a data loader's).
-	// Load fills the entries present in the file.
+	// Load fills in every generator state the file holds (making the map
+	// when it is nil); a name the caller lists that the file lacks is an
+	// error.
 	RNG map[string][]byte
+	// SkipOptimizer lets Load read a file that holds optimizer state into
+	// a State without an Optimizer (for evaluation or fine-tuning from a
+	// training checkpoint). Without it such a load fails with
+	// ErrOptimizerState, since the run would continue with fresh moments.
+	SkipOptimizer bool
 	// Meta is free-form metadata (model config, recipe, …). On Load, the
 	// keys "model" and "recipe", when set, must equal the file's.
 	Meta map[string]string

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/nlpodyssey/safetensors"
 	"github.com/octetml/octet/fp8"
@@ -28,7 +29,7 @@ const maxFileSize = 1 << 34
 func Load(path string, s *State) (err error) {
 	defer func() {
 		if r := recover(); r != nil { // a corrupt file must never panic the caller
-			err = fmt.Errorf("checkpoint: %s: corrupt file: %v", path, r)
+			err = corruptErr(path, "corrupt file: %v", r)
 		}
 	}()
 	if s == nil || s.Store == nil {
@@ -100,40 +101,65 @@ func (l *loader) errorf(format string, args ...any) error {
 	return fmt.Errorf("checkpoint: %s: "+format, append([]any{l.path}, args...)...)
 }
 
+// mismatchf is errorf for a file that does not fit the run (ErrMismatch).
+func (l *loader) mismatchf(format string, args ...any) error {
+	return &kindError{l.errorf(format, args...), ErrMismatch}
+}
+
+// corruptf is errorf for a damaged file (ErrCorrupt).
+func (l *loader) corruptf(format string, args ...any) error {
+	return corruptErr(l.path, format, args...)
+}
+
+// corruptErr is an ErrCorrupt error about the file at path.
+func corruptErr(path, format string, args ...any) error {
+	return &kindError{fmt.Errorf("checkpoint: %s: "+format, append([]any{path}, args...)...), ErrCorrupt}
+}
+
+// kindError is an error that also matches one of the package's error
+// values under errors.Is.
+type kindError struct {
+	err  error
+	kind error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
+
 // open checks the file's framing, checksums and metadata against s.
 func open(path string, buf []byte, s *State) (*loader, error) {
 	l := &loader{path: path, s: s}
 	if len(buf) < 8 {
-		return nil, l.errorf("%d bytes, too short for a header length at offset 0", len(buf))
+		return nil, l.corruptf("%d bytes, too short for a header length at offset 0", len(buf))
 	}
 	if n := binary.LittleEndian.Uint64(buf); n > uint64(len(buf)-8) {
-		return nil, l.errorf("header length %d at offset 0 runs past the end of the file (%d bytes)", n, len(buf))
+		return nil, l.corruptf("header length %d at offset 0 runs past the end of the file (%d bytes)", n, len(buf))
 	}
 	if err := checkExtent(path, buf); err != nil {
 		return nil, err
 	}
 	st, err := safetensors.Deserialize(buf)
 	if err != nil {
-		return nil, l.errorf("%w", err)
+		return nil, l.corruptf("%w", err)
 	}
 	_, md, err := safetensors.ReadMetadata(buf)
 	if err != nil {
-		return nil, l.errorf("%w", err)
+		return nil, l.corruptf("%w", err)
 	}
 	l.st, l.meta = st, md.Metadata()
 	if err := verifySums(path, st, l.meta); err != nil {
 		return nil, err
 	}
 	if l.meta["octet.format"] != Format {
-		return nil, l.errorf("metadata octet.format is %q, want %q", l.meta["octet.format"], Format)
+		return nil, l.corruptf("metadata octet.format is %q, want %q", l.meta["octet.format"], Format)
 	}
 	for _, key := range []string{"model", "recipe"} {
 		if want, ok := s.Meta[key]; ok && l.meta[key] != want {
-			return nil, l.errorf("saved with %s %q, this run uses %q", key, l.meta[key], want)
+			return nil, l.mismatchf("saved with %s %q, this run uses %q", key, l.meta[key], want)
 		}
 	}
 	if l.step, err = strconv.ParseInt(l.meta["octet.step"], 10, 64); err != nil || l.step < 0 {
-		return nil, l.errorf("metadata octet.step %q is not a step count", l.meta["octet.step"])
+		return nil, l.corruptf("metadata octet.step %q is not a step count", l.meta["octet.step"])
 	}
 	return l, nil
 }
@@ -142,10 +168,10 @@ func open(path string, buf []byte, s *State) (*loader, error) {
 func (l *loader) f32(name string, want []int) ([]byte, error) {
 	t, ok := l.st.Tensor(name)
 	if !ok {
-		return nil, l.errorf("tensor %q is missing", name)
+		return nil, l.mismatchf("tensor %q is missing", name)
 	}
 	if t.DType() != safetensors.F32 {
-		return nil, l.errorf("tensor %q is %v, want F32", name, t.DType())
+		return nil, l.mismatchf("tensor %q is %v, want F32", name, t.DType())
 	}
 	sh := t.Shape()
 	ok = len(sh) == len(want)
@@ -153,7 +179,7 @@ func (l *loader) f32(name string, want []int) ([]byte, error) {
 		ok = sh[i] == uint64(want[i])
 	}
 	if !ok {
-		return nil, l.errorf("tensor %q has shape %v, the model wants %v", name, sh, want)
+		return nil, l.mismatchf("tensor %q has shape %v, the model wants %v", name, sh, want)
 	}
 	return t.Data(), nil
 }
@@ -167,7 +193,7 @@ func (l *loader) params() error {
 			return err
 		}
 		if i := firstNonFinite(data); i >= 0 {
-			return l.errorf("parameter %q holds a non-finite value at element %d", name, i)
+			return l.corruptf("parameter %q holds a non-finite value at element %d", name, i)
 		}
 		l.jobs = append(l.jobs, copyJob{l.s.Store.Float32(name), data})
 	}
@@ -177,11 +203,14 @@ func (l *loader) params() error {
 // optimizer stages the optimizer's float32 buffers and step count.
 func (l *loader) optimizer() error {
 	if l.s.Optimizer == nil {
+		if _, saved := l.meta["octet.optimizer.steps"]; saved && !l.s.SkipOptimizer {
+			return l.errorf("%w (%s steps of it); pass the optimizer, or set SkipOptimizer to load without it", ErrOptimizerState, l.meta["octet.optimizer.steps"])
+		}
 		return nil
 	}
 	var err error
 	if l.optSteps, err = strconv.Atoi(l.meta["octet.optimizer.steps"]); err != nil || l.optSteps < 0 {
-		return l.errorf("metadata octet.optimizer.steps %q is not a step count (was it saved without an optimizer?)", l.meta["octet.optimizer.steps"])
+		return l.mismatchf("metadata octet.optimizer.steps %q is not a step count (was it saved without an optimizer?)", l.meta["octet.optimizer.steps"])
 	}
 	bufs := l.s.Optimizer.StateBuffers()
 	for _, name := range sortedKeys(bufs) {
@@ -206,10 +235,10 @@ func (l *loader) rawOptimizer() error {
 		buf := bufs[name]
 		t, ok := l.st.Tensor("optim_raw/" + name)
 		if !ok {
-			return l.errorf("optimizer state %q is missing (saved with another optimizer or MS-AMP level?)", "optim_raw/"+name)
+			return l.mismatchf("optimizer state %q is missing (saved with another optimizer or MS-AMP level?)", "optim_raw/"+name)
 		}
 		if t.DType() != safetensors.U8 || len(t.Data()) != len(buf) {
-			return l.errorf("tensor %q has %d bytes of %v, want %d of U8", "optim_raw/"+name, len(t.Data()), t.DType(), len(buf))
+			return l.mismatchf("tensor %q has %d bytes of %v, want %d of U8", "optim_raw/"+name, len(t.Data()), t.DType(), len(buf))
 		}
 		l.rawJobs = append(l.rawJobs, rawJob{buf, t.Data()})
 	}
@@ -222,28 +251,32 @@ func (l *loader) rawOptimizer() error {
 func (l *loader) scalingStates() error {
 	var layers map[string]*layerMeta
 	if err := json.Unmarshal([]byte(l.meta["octet.fp8"]), &layers); err != nil {
-		return l.errorf("metadata octet.fp8 is not valid: %w", err)
+		return l.corruptf("metadata octet.fp8 is not valid: %w", err)
 	}
 	have := fp8Layers(l.s.Store)
+	if len(have) == 0 && len(layers) > 0 {
+		first := sortedKeys(layers)[0]
+		return l.errorf("layer %q was converted with the %s backend (%d FP8 layer(s) in the file) and this store has no FP8 layer state: %w", first, layers[first].Backend, len(layers), ErrNotPrepared)
+	}
 	// Layers in name order, so that the first problem reported does not
 	// depend on map order.
 	for _, fqn := range sortedKeys(layers) {
 		if _, ok := have[fqn]; !ok {
-			return l.errorf("layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", fqn, layers[fqn].Backend)
+			return l.mismatchf("layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", fqn, layers[fqn].Backend)
 		}
 	}
 	for _, fqn := range sortedKeys(have) {
 		ls := have[fqn]
 		lm, ok := layers[fqn]
 		if !ok {
-			return l.errorf("this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", fqn, ls.Backend)
+			return l.mismatchf("this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", fqn, ls.Backend)
 		}
 		if lm.Backend != ls.Backend {
-			return l.errorf("layer %q was saved with the %s backend, this run uses %s", fqn, lm.Backend, ls.Backend)
+			return l.mismatchf("layer %q was saved with the %s backend, this run uses %s", fqn, lm.Backend, ls.Backend)
 		}
 		metas := metasOf(ls)
 		if len(metas) != len(lm.Metas) {
-			return l.errorf("layer %q has %d scaling states, the checkpoint %d", fqn, len(metas), len(lm.Metas))
+			return l.mismatchf("layer %q has %d scaling states, the checkpoint %d", fqn, len(metas), len(lm.Metas))
 		}
 		for _, tensor := range sortedKeys(metas) {
 			if err := l.scalingState(fqn, tensor, metas[tensor], lm.Metas[tensor]); err != nil {
@@ -257,13 +290,13 @@ func (l *loader) scalingStates() error {
 // scalingState stages one tensor's delayed-scaling state.
 func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) error {
 	if ms == nil {
-		return l.errorf("layer %q: no %s scaling state", fqn, tensor)
+		return l.mismatchf("layer %q: no %s scaling state", fqn, tensor)
 	}
 	if ms.Format != m.Format.String() {
-		return l.errorf("layer %q %s was cast to %s, this run casts to %v (fp8_format differs)", fqn, tensor, ms.Format, m.Format)
+		return l.mismatchf("layer %q %s was cast to %s, this run casts to %v (fp8_format differs)", fqn, tensor, ms.Format, m.Format)
 	}
 	if ms.Steps < 0 || ms.NonFinite < 0 || ms.Overflows < 0 {
-		return l.errorf("layer %q %s: negative counters", fqn, tensor)
+		return l.corruptf("layer %q %s: negative counters", fqn, tensor)
 	}
 	// The recipe's scaling settings must be the ones it was saved with: a
 	// changed margin, interval, algorithm or power-of-two rule would
@@ -273,7 +306,7 @@ func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) er
 		saved, now any
 	}{{"margin", ms.Margin, m.Margin}, {"interval", ms.Interval, m.Interval}, {"amax_compute_algo", ms.Algo, m.Algo.String()}, {"power-of-two scales", ms.Pow2, m.Pow2}} {
 		if d.saved != d.now {
-			return l.errorf("layer %q %s was saved with %s %v, this run uses %v; resume with the recipe it was saved with", fqn, tensor, d.field, d.saved, d.now)
+			return l.mismatchf("layer %q %s was saved with %s %v, this run uses %v; resume with the recipe it was saved with", fqn, tensor, d.field, d.saved, d.now)
 		}
 	}
 	p := "fp8/" + fqn + "/" + tensor + "/"
@@ -295,13 +328,13 @@ func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) er
 	decode(sc[:], j.scale)
 	decode(inv[:], j.inv)
 	if !(sc[0] > 0) || math.IsInf(float64(sc[0]), 0) || !(inv[0] > 0) || math.IsInf(float64(inv[0]), 0) || inv[0] != 1/sc[0] {
-		return l.errorf("layer %q %s: scale %v and scale_inv %v are not a finite positive pair", fqn, tensor, sc[0], inv[0])
+		return l.corruptf("layer %q %s: scale %v and scale_inv %v are not a finite positive pair", fqn, tensor, sc[0], inv[0])
 	}
 	hist := make([]float32, len(m.History))
 	decode(hist, j.hist)
 	for i, a := range hist {
 		if a < 0 {
-			return l.errorf("layer %q %s: amax_history[%d] is %v, an amax is never negative", fqn, tensor, i, a)
+			return l.corruptf("layer %q %s: amax_history[%d] is %v, an amax is never negative", fqn, tensor, i, a)
 		}
 	}
 	l.metaJobs = append(l.metaJobs, j)
@@ -312,12 +345,18 @@ func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) er
 func (l *loader) generators() error {
 	l.rng = map[string][]byte{}
 	for _, name := range sortedKeys(l.s.RNG) {
-		t, ok := l.st.Tensor("rng/" + name)
-		if !ok {
-			return l.errorf("generator state %q is missing", name)
+		if _, ok := l.st.Tensor("rng/" + name); !ok {
+			return l.mismatchf("generator state %q is missing", name)
 		}
+	}
+	for _, tn := range l.st.Names() {
+		name, ok := strings.CutPrefix(tn, "rng/")
+		if !ok {
+			continue
+		}
+		t, _ := l.st.Tensor(tn)
 		if t.DType() != safetensors.U8 {
-			return l.errorf("tensor %q is %v, want U8", "rng/"+name, t.DType())
+			return l.corruptf("tensor %q is %v, want U8", tn, t.DType())
 		}
 		l.rng[name] = append([]byte(nil), t.Data()...)
 	}
@@ -347,6 +386,9 @@ func (l *loader) commit() {
 		if o, ok := s.Optimizer.(StateLoader); ok {
 			o.StateLoaded()
 		}
+	}
+	if s.RNG == nil && len(l.rng) > 0 {
+		s.RNG = make(map[string][]byte, len(l.rng))
 	}
 	for name, b := range l.rng {
 		s.RNG[name] = b
@@ -381,21 +423,21 @@ func verifySums(path string, st safetensors.SafeTensors, meta map[string]string)
 	}
 	var sums map[string]uint32
 	if err := json.Unmarshal([]byte(raw), &sums); err != nil {
-		return fmt.Errorf("checkpoint: %s: metadata %s is not valid: %w", path, crcKey, err)
+		return corruptErr(path, "metadata %s is not valid: %w", crcKey, err)
 	}
 	names := st.Names()
 	if len(names) != len(sums) {
-		return fmt.Errorf("checkpoint: %s: %d tensors but %d checksums", path, len(names), len(sums))
+		return corruptErr(path, "%d tensors but %d checksums", len(names), len(sums))
 	}
 	sort.Strings(names)
 	for _, name := range names {
 		t, _ := st.Tensor(name)
 		want, ok := sums[name]
 		if !ok {
-			return fmt.Errorf("checkpoint: %s: tensor %q has no checksum", path, name)
+			return corruptErr(path, "tensor %q has no checksum", name)
 		}
 		if got := crc32.Checksum(t.Data(), castagnoli); got != want {
-			return fmt.Errorf("checkpoint: %s: tensor %q fails its CRC-32C check (%08x, saved %08x): the file is corrupt", path, name, got, want)
+			return corruptErr(path, "tensor %q fails its CRC-32C check (%08x, saved %08x): the file is corrupt", name, got, want)
 		}
 	}
 	return nil
@@ -420,7 +462,7 @@ func checkExtent(path string, buf []byte) error {
 	n := binary.LittleEndian.Uint64(buf)
 	var header map[string]json.RawMessage
 	if err := json.Unmarshal(buf[8:8+n], &header); err != nil {
-		return fmt.Errorf("checkpoint: %s: the header at offset 8 is not JSON: %w", path, err)
+		return corruptErr(path, "the header at offset 8 is not JSON: %w", err)
 	}
 	var end uint64
 	for name, raw := range header {
@@ -431,16 +473,16 @@ func checkExtent(path string, buf []byte) error {
 			Offsets []uint64 `json:"data_offsets"`
 		}
 		if err := json.Unmarshal(raw, &t); err != nil || len(t.Offsets) != 2 {
-			return fmt.Errorf("checkpoint: %s: header entry %q has no data offsets", path, name)
+			return corruptErr(path, "header entry %q has no data offsets", name)
 		}
 		end = max(end, t.Offsets[1])
 	}
 	data := uint64(len(buf)) - 8 - n
 	switch {
 	case data < end:
-		return fmt.Errorf("checkpoint: %s: truncated: the tensors end at offset %d, the file at %d", path, 8+n+end, len(buf))
+		return corruptErr(path, "truncated: the tensors end at offset %d, the file at %d", 8+n+end, len(buf))
 	case data > end:
-		return fmt.Errorf("checkpoint: %s: trailing data: %d byte(s) after the last tensor (offset %d)", path, data-end, 8+n+end)
+		return corruptErr(path, "trailing data: %d byte(s) after the last tensor (offset %d)", data-end, 8+n+end)
 	}
 	return nil
 }

@@ -439,11 +439,14 @@ func (p *Program) Float32(n *Node) []float32 {
 
 // Scalar returns the value of a one-element float32 output.
 func (p *Program) Scalar(n *Node) (float32, error) {
-	f := p.Float32(n)
-	if len(f) != 1 {
-		return 0, fmt.Errorf("graph: scalar: %v is not a one-element float32 output", n)
+	v, err := p.Value(n)
+	if err != nil {
+		return 0, fmt.Errorf("graph: scalar: %v is not an output of this program (compile it with the node among its outputs)", n)
 	}
-	return f[0], nil
+	if v.F32 == nil || len(v.F32) != 1 {
+		return 0, fmt.Errorf("graph: scalar: %v is %v %v, not one float32 value", n, v.DType, v.Shape)
+	}
+	return v.F32[0], nil
 }
 
 // Schedule returns the nodes the program runs, in order.

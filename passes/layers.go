@@ -97,8 +97,12 @@ func (r Report) Layer(fqn string) (LayerReport, bool) {
 	return LayerReport{}, false
 }
 
-// String formats the report as a table.
+// String formats the report as a table; it is "" for a run that
+// converted nothing and has no backend (float32).
 func (r Report) String() string {
+	if r.Backend == "" && len(r.Layers) == 0 && len(r.Notes) == 0 {
+		return ""
+	}
 	var b strings.Builder
 	kind := "FP8"
 	if r.Backend == fp8.BackendBF16.String() {

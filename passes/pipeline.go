@@ -62,7 +62,7 @@ func (p *Pipeline) Run(g *graph.Graph) error {
 	for i, pass := range p.Passes {
 		summary, err := pass.Run(g)
 		if err != nil {
-			return fmt.Errorf("passes: %s: %w", pass.Name, err)
+			return &passError{pass.Name, err}
 		}
 		if err := graph.Verify(g); err != nil {
 			return fmt.Errorf("passes: after %s: %w", pass.Name, err)
@@ -81,3 +81,20 @@ func (p *Pipeline) Run(g *graph.Graph) error {
 	}
 	return nil
 }
+
+// passError is the error of a pass, which names the pass unless the
+// error's own text already speaks for this package ("passes: convert
+// linear: ..."), so that the message does not stutter.
+type passError struct {
+	pass string
+	err  error
+}
+
+func (e *passError) Error() string {
+	if msg := e.err.Error(); strings.HasPrefix(msg, "passes: ") {
+		return msg
+	}
+	return "passes: " + e.pass + ": " + e.err.Error()
+}
+
+func (e *passError) Unwrap() error { return e.err }

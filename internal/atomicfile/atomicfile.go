@@ -9,9 +9,29 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 )
+
+// Mode is the permission a written file gets, less the process's umask
+// (as os.Create gives): readable by all, writable by its owner.
+const Mode = 0o644
+
+// createTemp creates a new file dir/pattern<random> with Mode (os.CreateTemp
+// would give 0600, and a checkpoint or report is meant to be shared).
+func createTemp(dir, pattern string) (*os.File, error) {
+	for range 100 {
+		name := filepath.Join(dir, pattern+strconv.FormatUint(rand.Uint64(), 36))
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, Mode)
+		if os.IsExist(err) {
+			continue
+		}
+		return f, err
+	}
+	return nil, &os.PathError{Op: "createtemp", Path: filepath.Join(dir, pattern+"*"), Err: os.ErrExist}
+}
 
 // Write creates or replaces path with what write writes. Errors name
 // path (not the temporary file); temporaries left for path by an earlier
@@ -31,7 +51,7 @@ func Write(path string, write func(io.Writer) error) (err error) {
 			os.Remove(s)
 		}
 	}
-	f, err := os.CreateTemp(dir, pattern+"*")
+	f, err := createTemp(dir, pattern)
 	if err != nil {
 		return errors.Unwrap(err) // the cause, without the temporary's name
 	}
