@@ -40,14 +40,24 @@ func labelError(label int32, row, classes int) error {
 	return fmt.Errorf("label %d at row %d is outside [0, %d)", label, row, classes)
 }
 
-// checkLabels reports the first label outside [0, c).
-func checkLabels(labels []int32, c int) error {
+// IgnoreLabel is the label of a row that CrossEntropy leaves out (PyTorch's
+// ignore_index default): a padded row of a last batch, a masked token.
+const IgnoreLabel = -100
+
+// checkLabels reports the first label outside [0, c) that is not
+// IgnoreLabel, and returns how many rows count.
+func checkLabels(labels []int32, c int) (int, error) {
+	n := len(labels)
 	for r, label := range labels {
 		if label < 0 || int(label) >= c {
-			return labelError(label, r, c)
+			if label == IgnoreLabel {
+				n--
+				continue
+			}
+			return 0, labelError(label, r, c)
 		}
 	}
-	return nil
+	return n, nil
 }
 
 func (crossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
@@ -63,6 +73,9 @@ func (crossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		var total float64
 		e := scratch[part]
 		for r := lo; r < hi; r++ {
+			if labels[r] == IgnoreLabel {
+				continue
+			}
 			row := x[r*c : r*c+c]
 			m := kernels.RowMax(row)
 			sum := kernels.ExpSum(e, row, 1, m)
@@ -76,7 +89,8 @@ func (crossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	run := chunks.kernel()
 	return func() error {
-		if err := checkLabels(labels, c); err != nil {
+		count, err := checkLabels(labels, c)
+		if err != nil {
 			return err
 		}
 		if err := run(); err != nil {
@@ -86,7 +100,10 @@ func (crossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		for _, t := range totals {
 			total += t
 		}
-		out[0] = float32(total / float64(len(labels)))
+		out[0] = 0
+		if count > 0 {
+			out[0] = float32(total / float64(count))
+		}
 		return nil
 	}, nil
 }
@@ -121,6 +138,10 @@ func (crossEntropyGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	run := newChunkerCost(len(labels), len(x), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row := dx[r*c : r*c+c]
+			if labels[r] == IgnoreLabel {
+				clear(row)
+				continue
+			}
 			softmaxRow(row, x[r*c:r*c+c], false)
 			row[labels[r]] -= 1
 			for i := range row {
@@ -129,17 +150,20 @@ func (crossEntropyGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}
 	}).kernel()
 	return func() error {
-		if err := checkLabels(labels, c); err != nil {
+		count, err := checkLabels(labels, c)
+		if err != nil {
 			return err
 		}
-		scale = dl[0] / float32(len(labels))
+		scale = dl[0] / float32(max(count, 1))
 		return run()
 	}, nil
 }
 
 // CrossEntropy returns the mean over rows of the softmax cross-entropy
-// between logits [..., C] and int32 labels [...] in [0, C). A label
-// outside that range makes Program.Run fail with an error naming the row.
+// between logits [..., C] and int32 labels [...] in [0, C). Rows labelled
+// IgnoreLabel are left out of the mean and get no gradient (a batch of
+// only such rows has loss 0). Any other label outside [0, C) makes
+// Program.Run fail with an error naming the row.
 func CrossEntropy(logits, labels *graph.Node) *graph.Node {
 	return apply(crossEntropyOp{}, "", logits, labels)
 }
