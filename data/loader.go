@@ -1,0 +1,332 @@
+package data
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+)
+
+// Config configures a Loader. The zero value of each field but BatchSize
+// works: one rank, no shuffle, a padded last batch, no prefetch.
+type Config struct {
+	// BatchSize is the global batch: the examples of one step across all
+	// ranks.
+	BatchSize int
+	// Shuffle draws a new order every epoch from Seed and the epoch
+	// number (the same on every rank), so any epoch's order can be
+	// recomputed on resume.
+	Shuffle bool
+	Seed    uint64
+	// DropLast leaves out the last batch of an epoch when it is not full;
+	// otherwise it is padded to BatchSize, its padded rows masked (Mask
+	// 0, label fields IgnoreLabel).
+	DropLast bool
+	// World ranks share each global batch: rank Rank takes its rows
+	// [lo, hi), the first BatchSize mod World ranks one row more than the
+	// rest (0 or 1: one process). Every example is seen exactly once per
+	// epoch across the ranks, as with PyTorch's DistributedSampler, but
+	// nothing is repeated to even out the last batch: it is padded and
+	// masked.
+	Rank, World int
+	// Prefetch, when above 0, prepares up to that many batches ahead on a
+	// goroutine.
+	Prefetch int
+}
+
+// Loader draws batches from a Dataset. Next returns a batch that stays
+// valid until the next call of Next; after the first epoch (and once the
+// prefetching goroutine runs) it allocates nothing.
+type Loader struct {
+	ds         Dataset
+	cfg        Config
+	n, batches int
+	lo, hi     int // this rank's rows of a global batch
+
+	perm      []int
+	permEpoch int
+	pcg       *rand.PCG
+	rng       *rand.Rand
+	swap      func(i, j int)
+
+	// epoch and index are the next batch to return.
+	epoch, index int
+	closed       bool
+
+	buf *Batch // the batch of the synchronous path
+
+	free, ready chan *Batch
+	quit, done  chan struct{}
+	cur         *Batch
+	running     bool
+}
+
+// NewLoader checks cfg against ds and returns a loader positioned at the
+// first batch of epoch 0.
+func NewLoader(ds Dataset, cfg Config) (*Loader, error) {
+	if ds == nil {
+		return nil, fmt.Errorf("data: loader: no dataset")
+	}
+	if err := checkFields(ds.Fields()); err != nil {
+		return nil, err
+	}
+	if cfg.World == 0 {
+		cfg.World = 1
+	}
+	n := ds.Len()
+	switch {
+	case cfg.BatchSize < 1:
+		return nil, fmt.Errorf("data: loader: batch size %d, want at least 1", cfg.BatchSize)
+	case cfg.World < 1 || cfg.Rank < 0 || cfg.Rank >= cfg.World:
+		return nil, fmt.Errorf("data: loader: rank %d of %d ranks", cfg.Rank, cfg.World)
+	case cfg.BatchSize < cfg.World:
+		return nil, fmt.Errorf("data: loader: a batch of %d leaves ranks of the %d without rows", cfg.BatchSize, cfg.World)
+	case cfg.Prefetch < 0:
+		return nil, fmt.Errorf("data: loader: prefetch %d, want at least 0", cfg.Prefetch)
+	case n < 1:
+		return nil, fmt.Errorf("data: loader: the dataset is empty")
+	case cfg.DropLast && n < cfg.BatchSize:
+		return nil, fmt.Errorf("data: loader: the dataset's %d examples make no full batch of %d (DropLast)", n, cfg.BatchSize)
+	}
+	l := &Loader{ds: ds, cfg: cfg, n: n, permEpoch: -1, perm: make([]int, n)}
+	l.lo, l.hi = Shard(cfg.BatchSize, cfg.World, cfg.Rank)
+	l.batches = n / cfg.BatchSize
+	if !cfg.DropLast && n%cfg.BatchSize != 0 {
+		l.batches++
+	}
+	l.pcg = rand.NewPCG(cfg.Seed, 0)
+	l.rng = rand.New(l.pcg)
+	l.swap = func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] }
+	return l, nil
+}
+
+// Shard returns the rows [lo, hi) of a global batch of size rows that rank
+// takes of world ranks: the first size mod world ranks take one row more.
+func Shard(size, world, rank int) (lo, hi int) {
+	q, r := size/world, size%world
+	lo = rank*q + min(rank, r)
+	hi = lo + q
+	if rank < r {
+		hi++
+	}
+	return lo, hi
+}
+
+// BatchesPerEpoch returns the number of batches (steps) of an epoch.
+func (l *Loader) BatchesPerEpoch() int { return l.batches }
+
+// Rows returns the rows of this rank's batches (padding included).
+func (l *Loader) Rows() int { return l.hi - l.lo }
+
+// Fields returns the dataset's fields.
+func (l *Loader) Fields() []Field { return l.ds.Fields() }
+
+// Epoch returns the epoch of the next batch.
+func (l *Loader) Epoch() int { return l.epoch }
+
+// Position returns the next batch's epoch and index within the epoch.
+func (l *Loader) Position() (epoch, index int) { return l.epoch, l.index }
+
+// Next returns the next batch, moving on to the next epoch (and its
+// order) after the last batch of one.
+func (l *Loader) Next() (*Batch, error) {
+	if l.closed {
+		return nil, fmt.Errorf("data: loader: Next after Close")
+	}
+	if l.cfg.Prefetch == 0 {
+		if l.buf == nil {
+			l.buf = NewBatch(l.ds.Fields(), l.Rows())
+		}
+		if err := l.produce(l.epoch, l.index, l.buf); err != nil {
+			return nil, err
+		}
+		l.advance(&l.epoch, &l.index)
+		return l.buf, nil
+	}
+	if !l.running {
+		l.start()
+	}
+	if l.cur != nil {
+		l.free <- l.cur
+	}
+	l.cur = <-l.ready
+	if l.cur.err != nil {
+		err := l.cur.err
+		l.stop()
+		return nil, err
+	}
+	l.advance(&l.epoch, &l.index)
+	return l.cur, nil
+}
+
+func (l *Loader) advance(epoch, index *int) {
+	*index++
+	if *index == l.batches {
+		*index = 0
+		*epoch++
+	}
+}
+
+// order makes perm the order of epoch.
+func (l *Loader) order(epoch int) {
+	if l.permEpoch == epoch {
+		return
+	}
+	for i := range l.perm {
+		l.perm[i] = i
+	}
+	if l.cfg.Shuffle {
+		l.pcg.Seed(l.cfg.Seed, uint64(epoch))
+		l.rng.Shuffle(len(l.perm), l.swap)
+	}
+	l.permEpoch = epoch
+}
+
+// produce fills b with this rank's rows of batch index of epoch.
+func (l *Loader) produce(epoch, index int, b *Batch) error {
+	l.order(epoch)
+	start := index * l.cfg.BatchSize
+	real := min(l.cfg.BatchSize, l.n-start) // real rows of the global batch
+	mine := min(max(real-l.lo, 0), l.hi-l.lo)
+	from := min(start+l.lo, l.n)
+	idx := l.perm[from : from+mine]
+	if err := l.ds.Fill(b, idx); err != nil {
+		return fmt.Errorf("data: batch %d of epoch %d: %w", index, epoch, err)
+	}
+	b.pad(mine)
+	b.Epoch, b.Index = epoch, index
+	return nil
+}
+
+// start runs the prefetching goroutine from the current position.
+func (l *Loader) start() {
+	if l.free == nil {
+		depth := l.cfg.Prefetch
+		l.free = make(chan *Batch, depth+2)
+		l.ready = make(chan *Batch, depth)
+		for range depth + 2 {
+			l.free <- NewBatch(l.ds.Fields(), l.Rows())
+		}
+	}
+	l.quit, l.done = make(chan struct{}), make(chan struct{})
+	l.running = true
+	go l.prefetch(l.epoch, l.index, l.quit, l.done)
+}
+
+func (l *Loader) prefetch(epoch, index int, quit, done chan struct{}) {
+	defer close(done)
+	for {
+		var b *Batch
+		select {
+		case <-quit:
+			return
+		case b = <-l.free:
+		}
+		b.err = l.produce(epoch, index, b)
+		select {
+		case l.ready <- b:
+		case <-quit:
+			l.free <- b
+			return
+		}
+		if b.err != nil {
+			return
+		}
+		l.advance(&epoch, &index)
+	}
+}
+
+// stop ends the prefetching goroutine and takes every buffer back.
+func (l *Loader) stop() {
+	if !l.running {
+		return
+	}
+	close(l.quit)
+	<-l.done
+	for len(l.ready) > 0 {
+		l.free <- <-l.ready
+	}
+	if l.cur != nil {
+		l.free <- l.cur
+		l.cur = nil
+	}
+	l.running = false
+}
+
+// Close stops prefetching. The loader's batches are no longer valid.
+func (l *Loader) Close() error {
+	l.stop()
+	l.closed = true
+	return nil
+}
+
+// State is a loader's position: the next batch's epoch and index within
+// it. With the loader's Config it determines every batch that follows.
+type State struct {
+	Epoch, Index int
+}
+
+// State returns the position of the next batch.
+func (l *Loader) State() State { return State{l.epoch, l.index} }
+
+// Restore moves the loader to st (Accelerate's skip_first_batches, without
+// reading the batches skipped). The batch last returned is no longer
+// valid.
+func (l *Loader) Restore(st State) error {
+	if st.Epoch < 0 || st.Index < 0 || st.Index >= l.batches {
+		return fmt.Errorf("data: loader: position batch %d of epoch %d, and an epoch has %d batches: %w", st.Index, st.Epoch, l.batches, ErrState)
+	}
+	l.stop()
+	l.epoch, l.index = st.Epoch, st.Index
+	return nil
+}
+
+// stateMagic starts a marshalled State.
+const stateMagic = "octet.data.Loader/1"
+
+// MarshalBinary encodes the position with what it depends on (the number
+// of examples, batch size, ranks, seed, shuffle and drop-last), for a
+// checkpoint.
+func (l *Loader) MarshalBinary() ([]byte, error) {
+	b := []byte(stateMagic)
+	for _, v := range l.fingerprint() {
+		b = binary.LittleEndian.AppendUint64(b, v)
+	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(l.epoch))
+	b = binary.LittleEndian.AppendUint64(b, uint64(l.index))
+	return b, nil
+}
+
+var fingerprintNames = [...]string{"examples", "batch size", "ranks", "seed", "shuffle", "drop-last"}
+
+func (l *Loader) fingerprint() [len(fingerprintNames)]uint64 {
+	b2u := func(b bool) uint64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	return [...]uint64{uint64(l.n), uint64(l.cfg.BatchSize), uint64(l.cfg.World), l.cfg.Seed, b2u(l.cfg.Shuffle), b2u(l.cfg.DropLast)}
+}
+
+// UnmarshalBinary restores a position written by MarshalBinary, refusing
+// one of a loader with other examples, batch size, ranks, seed, shuffle or
+// drop-last (an error wrapping ErrState that names the setting).
+func (l *Loader) UnmarshalBinary(b []byte) error {
+	want := len(stateMagic) + 8*(len(fingerprintNames)+2)
+	if len(b) != want || string(b[:len(stateMagic)]) != stateMagic {
+		return fmt.Errorf("data: loader state of %d bytes is not a %s state: %w", len(b), stateMagic, ErrState)
+	}
+	b = b[len(stateMagic):]
+	fp := l.fingerprint()
+	for i, name := range fingerprintNames {
+		if got := binary.LittleEndian.Uint64(b[8*i:]); got != fp[i] {
+			return fmt.Errorf("data: loader state saved with %s %d, this loader has %d: %w", name, got, fp[i], ErrState)
+		}
+	}
+	b = b[8*len(fingerprintNames):]
+	epoch, index := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
+	if epoch > 1<<40 || index > 1<<40 {
+		return fmt.Errorf("data: loader state: position %d/%d is out of range: %w", epoch, index, ErrState)
+	}
+	return l.Restore(State{int(epoch), int(index)})
+}
