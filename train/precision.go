@@ -1,0 +1,389 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/octetml/octet/fp8"
+)
+
+// Precision is a run's mixed-precision configuration in Accelerate's
+// terms: Accelerator(mixed_precision=...) with the FP8 recipe's kwargs
+// (TERecipeKwargs, AORecipeKwargs, MSAMPRecipeKwargs). The zero value is
+// float32 training (mixed_precision "no"); every FP8 field's zero value is
+// the recipe's documented default.
+//
+// The fields may be set in Go, and Resolve then applies, each overriding
+// the one before: an Accelerate config file (-config), environment
+// variables (Octet's OCTET_FP8_* and Accelerate's ACCELERATE_*) and the
+// flags registered by RegisterFlags. Sources that disagree at the same
+// level (OCTET_FP8_FORMAT and ACCELERATE_FP8_FORMAT) or a flag and its
+// environment variable that disagree are errors naming both. Every
+// setting remembers where it came from (Source, Describe).
+type Precision struct {
+	// MixedPrecision is "no" ("" or "fp32" too), "bf16" or "fp8"; "both"
+	// and "all" name several runs (see Runs).
+	MixedPrecision string
+	// Backend is the FP8 backend, case-insensitive: "te" (""), "ao" or
+	// "msamp" ("ms-amp").
+	Backend string
+
+	// Transformer Engine delayed scaling (backend te), as
+	// TERecipeKwargs: FP8Format is "HYBRID" (""), "E4M3" or "E5M2";
+	// AmaxComputeAlgo "most_recent" ("") or "max"; MXFP8Rule
+	// "round_up" ("") or "ocp_floor".
+	FP8Format               string
+	Margin, Interval        int
+	AmaxHistoryLen          int
+	AmaxComputeAlgo         string
+	OverrideLinearPrecision fp8.Override
+	UseAutocastDuringEval   bool
+	UseMXFP8BlockScaling    bool
+	MXFP8Rule               string
+
+	// torchao (backend ao), as AORecipeKwargs: AORecipe is
+	// "tensorwise" (""), "rowwise" or "rowwise_with_gw_hp"; the three
+	// switches, when nil, keep the named recipe's defaults.
+	AORecipe                  string
+	PadInnerDim               *bool
+	EnableFSDPFloat8AllGather *bool
+	RoundScalesToPowerOf2     *bool
+
+	// OptLevel is MS-AMP's optimization level (backend msamp): "O1" or
+	// "O2" ("").
+	OptLevel string
+
+	// NumProcesses is the config file's num_processes (0: not given):
+	// the data-parallel ranks a driver starts unless told otherwise.
+	NumProcesses int
+
+	src     map[string]Source
+	raw     map[string]string
+	ignored []string
+	flags   *flagValues
+}
+
+// ErrPrecision is wrapped by every error about a precision setting (a
+// value, a conflict between sources, a config file key).
+var ErrPrecision = errors.New("precision configuration")
+
+// precisionError is an error about a setting; it matches ErrPrecision.
+type precisionError struct{ msg string }
+
+func (e *precisionError) Error() string { return e.msg }
+func (e *precisionError) Is(t error) bool {
+	return t == ErrPrecision
+}
+
+func precisionErrorf(format string, args ...any) error {
+	return &precisionError{fmt.Sprintf(format, args...)}
+}
+
+// wrapPrecision makes err match ErrPrecision too, keeping its chain.
+func wrapPrecision(err error) error {
+	if err == nil || errors.Is(err, ErrPrecision) {
+		return err
+	}
+	return &kindError{err, ErrPrecision}
+}
+
+type kindError struct {
+	err, kind error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
+
+// mode returns the canonical mixed precision: "no", "bf16", "fp8", "both"
+// or "all".
+func (p *Precision) mode() (string, error) {
+	switch m := strings.ToLower(strings.TrimSpace(p.MixedPrecision)); m {
+	case "", "no", "fp32":
+		return "no", nil
+	case "bf16", "fp8", "both", "all":
+		return m, nil
+	case "fp16":
+		return "", precisionErrorf("mixed precision fp16: Octet offers no float16 mixed precision; use bf16 or fp8")
+	default:
+		return "", precisionErrorf("mixed precision %q: want no, bf16 or fp8", p.MixedPrecision)
+	}
+}
+
+// Runs expands a MixedPrecision of several runs ("both": float32 and FP8;
+// "all": float32, bf16 and FP8) into one Precision each; a single
+// precision gives itself.
+func (p *Precision) Runs() ([]Precision, error) {
+	m, err := p.mode()
+	if err != nil {
+		return nil, err
+	}
+	var modes []string
+	switch m {
+	case "both":
+		modes = []string{"no", "fp8"}
+	case "all":
+		modes = []string{"no", "bf16", "fp8"}
+	default:
+		modes = []string{m}
+	}
+	out := make([]Precision, len(modes))
+	for i, m := range modes {
+		out[i] = *p
+		out[i].MixedPrecision = m
+	}
+	return out, nil
+}
+
+// Name returns the run's precision as the examples print it: "fp32",
+// "bf16" or "fp8" ("" for several runs or an invalid value).
+func (p *Precision) Name() string {
+	switch m, _ := p.mode(); m {
+	case "no":
+		return "fp32"
+	case "bf16", "fp8":
+		return m
+	}
+	return ""
+}
+
+// backend returns the canonical FP8 backend.
+func (p *Precision) backend() (string, error) {
+	switch b := strings.ToLower(strings.TrimSpace(p.Backend)); b {
+	case "", "te":
+		return "te", nil
+	case "ao":
+		return "ao", nil
+	case "msamp", "ms-amp", "ms_amp":
+		return "msamp", nil
+	default:
+		return "", precisionErrorf("FP8 backend %q: want te, ao or msamp", p.Backend)
+	}
+}
+
+// FP8Recipe returns the FP8 recipe the settings describe, whatever
+// MixedPrecision says (a program checks it before its float32 run too).
+func (p *Precision) FP8Recipe() (fp8.Recipe, error) {
+	b, err := p.backend()
+	if err != nil {
+		return nil, err
+	}
+	var r fp8.Recipe
+	switch b {
+	case "te":
+		r, err = p.teRecipe()
+	case "ao":
+		r, err = p.aoRecipe()
+	case "msamp":
+		r = fp8.MSAMPRecipe{OptLevel: strings.ToUpper(strings.TrimSpace(p.OptLevel))}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, p.blame(err)
+	}
+	return r, nil
+}
+
+// Recipe returns what passes.Prepare takes for this precision: nil for
+// float32, fp8.BF16Recipe for bf16, the FP8 recipe for fp8.
+func (p *Precision) Recipe() (fp8.Recipe, error) {
+	m, err := p.mode()
+	if err != nil {
+		return nil, err
+	}
+	switch m {
+	case "no":
+		return nil, nil
+	case "bf16":
+		return fp8.BF16Recipe{}, nil
+	case "fp8":
+		return p.FP8Recipe()
+	}
+	return nil, precisionErrorf("mixed precision %q names several runs; take one of Runs()", p.MixedPrecision)
+}
+
+func (p *Precision) teRecipe() (fp8.Recipe, error) {
+	r := fp8.TERecipe{Margin: p.Margin, Interval: p.Interval, AmaxHistoryLen: p.AmaxHistoryLen,
+		OverrideLinearPrecision: p.OverrideLinearPrecision, UseAutocastDuringEval: p.UseAutocastDuringEval,
+		UseMXFP8BlockScaling: p.UseMXFP8BlockScaling}
+	if p.FP8Format != "" {
+		f, err := fp8.ParseFormatRecipe(p.FP8Format)
+		if err != nil {
+			return nil, p.blame(err)
+		}
+		r.Format = f
+	}
+	if p.AmaxComputeAlgo != "" {
+		a, err := fp8.ParseAmaxAlgo(p.AmaxComputeAlgo)
+		if err != nil {
+			return nil, p.blame(err)
+		}
+		r.AmaxComputeAlgo = a
+	}
+	switch strings.TrimSpace(p.MXFP8Rule) {
+	case "", "round_up":
+	case "ocp_floor":
+		r.MXFP8Rule = fp8.ExpOCPFloor
+	default:
+		return nil, p.blame(fmt.Errorf("fp8: mxfp8_rule %q, want round_up or ocp_floor", p.MXFP8Rule))
+	}
+	return r, nil
+}
+
+func (p *Precision) aoRecipe() (fp8.Recipe, error) {
+	r, err := fp8.NewAORecipe(strings.ToLower(strings.TrimSpace(p.AORecipe)))
+	if err != nil {
+		return nil, p.blame(err)
+	}
+	if p.PadInnerDim != nil {
+		r.PadInnerDim = *p.PadInnerDim
+	}
+	if p.EnableFSDPFloat8AllGather != nil {
+		r.EnableFSDPFloat8AllGather = *p.EnableFSDPFloat8AllGather
+	}
+	if p.RoundScalesToPowerOf2 != nil {
+		r.RoundScalesToPowerOf2 = *p.RoundScalesToPowerOf2
+	}
+	return r, nil
+}
+
+// blame adds to a recipe's error the sources of the settings it names
+// ("margin 1000 ... (margin from OCTET_FP8_MARGIN=1000)").
+func (p *Precision) blame(err error) error {
+	msg := err.Error()
+	var from []string
+	for _, s := range settings {
+		src, ok := p.src[s.key]
+		if !ok || src.Kind == FromCode || !strings.Contains(msg, s.key) && !strings.Contains(msg, strings.ReplaceAll(s.key, "fp8_", "")) {
+			continue
+		}
+		from = append(from, fmt.Sprintf("%s from %s", s.key, src.describe(p.raw[s.key])))
+	}
+	if len(from) == 0 {
+		return wrapPrecision(err)
+	}
+	return &kindError{fmt.Errorf("%w (%s)", err, strings.Join(from, ", ")), ErrPrecision}
+}
+
+// Label names the run's recipe as summaries print it: "-" (float32),
+// "bf16", "te/HYBRID", "te/E4M3/mxfp8", "ao/rowwise", "msamp/O2".
+func Label(r fp8.Recipe) string {
+	switch r := r.(type) {
+	case fp8.TERecipe:
+		if r.UseMXFP8BlockScaling {
+			return "te/" + r.Format.String() + "/mxfp8"
+		}
+		return "te/" + r.Format.String()
+	case fp8.AORecipe:
+		return "ao/" + r.Name
+	case fp8.MSAMPRecipe:
+		return "msamp/" + r.Level()
+	case fp8.BF16Recipe:
+		return "bf16"
+	case nil:
+		return "-"
+	}
+	return r.Backend().String()
+}
+
+// Source returns where a setting (by its Accelerate name: "margin",
+// "fp8_format", "mixed_precision", ...) came from; the zero Source
+// (FromCode) when nothing but the Go value set it.
+func (p *Precision) Source(key string) Source { return p.src[key] }
+
+// Ignored lists the config file's keys that were accepted and ignored
+// (Accelerate keys that do not concern precision), with their lines.
+func (p *Precision) Ignored() []string { return append([]string(nil), p.ignored...) }
+
+// Describe says where the settings of the run's recipe came from, as the
+// examples' summaries print it: "margin 2 (OCTET_FP8_MARGIN), fp8_format
+// E4M3 (-format); the rest defaults", or "defaults" when nothing was set;
+// "" for float32 and bf16 (no recipe settings).
+func (p *Precision) Describe() string {
+	if m, _ := p.mode(); m != "fp8" {
+		return ""
+	}
+	b, err := p.backend()
+	if err != nil {
+		return ""
+	}
+	var parts []string
+	for _, s := range settings {
+		src, ok := p.src[s.key]
+		if s.backend != b || !ok || src.Kind == FromCode {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", s.key, p.raw[s.key], src))
+	}
+	if len(parts) == 0 {
+		return "defaults"
+	}
+	return strings.Join(parts, ", ") + "; the rest defaults"
+}
+
+// Settings lists every setting given by a source other than Go code, in
+// a fixed order, as "key value (source)".
+func (p *Precision) Settings() []string {
+	var out []string
+	for _, s := range settings {
+		if src, ok := p.src[s.key]; ok && src.Kind != FromCode {
+			out = append(out, fmt.Sprintf("%s %s (%s)", s.key, p.raw[s.key], src))
+		}
+	}
+	return out
+}
+
+// SourceKind says what kind of source set a setting.
+type SourceKind uint8
+
+const (
+	// FromCode: the value the program set in Go (or the default).
+	FromCode SourceKind = iota
+	// FromFile: an Accelerate config file.
+	FromFile
+	// FromEnv: an environment variable.
+	FromEnv
+	// FromFlag: a command-line flag.
+	FromFlag
+)
+
+// Source is where one setting came from.
+type Source struct {
+	Kind SourceKind
+	// Name is the variable ("OCTET_FP8_MARGIN"), flag ("-format") or
+	// file.
+	Name string
+	// Line is the config file's line (FromFile).
+	Line int
+}
+
+// String names the source: "OCTET_FP8_MARGIN", "-format",
+// "accelerate.yaml:7", or "code".
+func (s Source) String() string {
+	switch s.Kind {
+	case FromFile:
+		return fmt.Sprintf("%s:%d", s.Name, s.Line)
+	case FromCode:
+		return "code"
+	}
+	return s.Name
+}
+
+func (s Source) describe(raw string) string {
+	if s.Kind == FromEnv {
+		return s.Name + "=" + raw
+	}
+	return fmt.Sprintf("%s %s", s, raw)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,289 @@
+package train
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/stretchr/testify/require"
+)
+
+func env(kv ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func writeConfig(t *testing.T, body string) string {
+	p := filepath.Join(t.TempDir(), "accelerate.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
+}
+
+func recipeOf(t *testing.T, p *Precision) fp8.Recipe {
+	t.Helper()
+	r, err := p.Recipe()
+	require.NoError(t, err)
+	return r
+}
+
+// TestEverySourceGivesTheGoRecipe: each environment variable (both
+// families) and each config key (both spellings) gives the same recipe
+// as the Go struct with that field set.
+func TestEverySourceGivesTheGoRecipe(t *testing.T) {
+	tr, fa := true, false
+	cases := []struct {
+		name  string
+		want  Precision
+		vars  [][2]string // name, value: each alone must give want
+		yaml  []string    // fp8_config lines: each alone must give want
+		top   []string    // top-level lines
+		setup Precision   // the base (mixed precision and backend)
+	}{
+		{name: "margin", want: Precision{Margin: 3}, vars: [][2]string{{"OCTET_FP8_MARGIN", "3"}, {"ACCELERATE_FP8_MARGIN", " 3 "}}, yaml: []string{"margin: 3"}},
+		{name: "interval", want: Precision{Interval: 5}, vars: [][2]string{{"OCTET_FP8_INTERVAL", "5"}, {"ACCELERATE_FP8_INTERVAL", "5"}}, yaml: []string{"interval: 5"}},
+		{name: "format", want: Precision{FP8Format: "E4M3"}, vars: [][2]string{{"OCTET_FP8_FORMAT", "e4m3"}, {"ACCELERATE_FP8_FORMAT", "E4M3"}}, yaml: []string{"fp8_format: E4M3"}},
+		{name: "history", want: Precision{AmaxHistoryLen: 16}, vars: [][2]string{{"OCTET_FP8_AMAX_HISTORY_LEN", "16"}, {"ACCELERATE_FP8_AMAX_HISTORY_LEN", "16"}}, yaml: []string{"amax_history_len: 16", "amax_history_length: 16"}},
+		{name: "algo", want: Precision{AmaxComputeAlgo: "max"}, vars: [][2]string{{"OCTET_FP8_AMAX_COMPUTE_ALGO", "max"}, {"ACCELERATE_FP8_AMAX_COMPUTE_ALGO", "MAX"}}, yaml: []string{"amax_compute_algo: max", "amax_compute_algorithm: max"}},
+		{name: "fprop", want: Precision{OverrideLinearPrecision: fp8.Override{Fprop: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_FPROP", "1"}, {"ACCELERATE_FP8_OVERRIDE_FPROP", "true"}}, yaml: []string{"override_linear_precision: [true, false, false]", `override_linear_precision: "(True, False, False)"`}},
+		{name: "dgrad", want: Precision{OverrideLinearPrecision: fp8.Override{Dgrad: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_DGRAD", "yes"}, {"ACCELERATE_FP8_OVERRIDE_DGRAD", "True"}}, yaml: []string{"override_linear_precision: [false, true, false]"}},
+		{name: "wgrad", want: Precision{OverrideLinearPrecision: fp8.Override{Wgrad: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_WGRAD", "on"}, {"ACCELERATE_FP8_OVERRIDE_WGRAD", "y"}}, yaml: []string{"override_linear_precision:\n    - false\n    - false\n    - true"}},
+		{name: "autocast", want: Precision{UseAutocastDuringEval: true}, vars: [][2]string{{"OCTET_FP8_USE_AUTOCAST_DURING_EVAL", "1"}, {"ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", "true"}}, yaml: []string{"use_autocast_during_eval: true"}},
+		{name: "mxfp8", want: Precision{UseMXFP8BlockScaling: true}, vars: [][2]string{{"OCTET_FP8_USE_MXFP8_BLOCK_SCALING", "1"}, {"ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", "true"}}, yaml: []string{"use_mxfp8_block_scaling: true"}},
+		{name: "mxfp8 rule", want: Precision{UseMXFP8BlockScaling: true, MXFP8Rule: "ocp_floor"}, setup: Precision{UseMXFP8BlockScaling: true}, vars: [][2]string{{"OCTET_FP8_MXFP8_RULE", "ocp_floor"}}, yaml: []string{"mxfp8_rule: ocp_floor"}},
+		{name: "ao recipe", want: Precision{Backend: "ao", AORecipe: "rowwise"}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_RECIPE_NAME", "rowwise"}}, yaml: []string{"recipe_name: rowwise"}},
+		{name: "pad", want: Precision{Backend: "ao", PadInnerDim: &fa}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_PAD_INNER_DIM", "0"}, {"ACCELERATE_FP8_PAD_INNER_DIM", "false"}}, yaml: []string{"pad_inner_dim: false"}},
+		{name: "fsdp ag", want: Precision{Backend: "ao", EnableFSDPFloat8AllGather: &fa}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", "false"}, {"ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", "no"}}, yaml: []string{"enable_fsdp_float8_all_gather: false"}},
+		{name: "pow2", want: Precision{Backend: "ao", RoundScalesToPowerOf2: &tr}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_ROUND_SCALES_TO_POWER_OF_2", "true"}}, yaml: []string{"round_scales_to_power_of_2: true"}},
+		{name: "opt level", want: Precision{Backend: "msamp", OptLevel: "O1"}, setup: Precision{Backend: "msamp"}, vars: [][2]string{{"OCTET_FP8_OPT_LEVEL", "o1"}, {"ACCELERATE_FP8_OPT_LEVEL", "O1"}}, yaml: []string{"opt_level: O1", "optimization_level: O1"}},
+		{name: "backend", want: Precision{Backend: "msamp"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "MSAMP"}}, yaml: []string{"backend: MS-AMP", "backend: msamp"}},
+		{name: "backend ao", want: Precision{Backend: "ao"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "AO"}}, yaml: []string{"backend: AO"}},
+	}
+	for _, c := range cases {
+		c.want.MixedPrecision, c.setup.MixedPrecision = "fp8", "fp8"
+		want := recipeOf(t, &c.want)
+		for _, v := range c.vars {
+			p := c.setup
+			require.NoError(t, p.resolve(env(v[0], v[1])), c.name)
+			require.Equal(t, want, recipeOf(t, &p), "%s from %s", c.name, v[0])
+			require.Equal(t, FromEnv, p.Source(settingFor(t, v[0])).Kind, v[0])
+		}
+		for _, y := range c.yaml {
+			p := c.setup
+			p.flags = &flagValues{given: map[string]string{}, config: writeConfig(t, "mixed_precision: fp8\nfp8_config:\n  "+y+"\n")}
+			require.NoError(t, p.resolve(env()), "%s from %q", c.name, y)
+			require.Equal(t, want, recipeOf(t, &p), "%s from %q", c.name, y)
+		}
+	}
+	// Accelerate's mixed_precision and num_processes, from the
+	// environment and the file.
+	for _, mp := range []string{"no", "bf16", "fp8"} {
+		p := Precision{}
+		require.NoError(t, p.resolve(env("ACCELERATE_MIXED_PRECISION", mp)))
+		q := Precision{MixedPrecision: mp}
+		require.Equal(t, recipeOf(t, &q), recipeOf(t, &p))
+		p = Precision{flags: &flagValues{given: map[string]string{}, config: writeConfig(t, "mixed_precision: "+mp+"\nnum_processes: 3\n")}}
+		require.NoError(t, p.resolve(env()))
+		require.Equal(t, recipeOf(t, &q), recipeOf(t, &p))
+		require.Equal(t, 3, p.NumProcesses)
+	}
+}
+
+// settingFor maps a variable to its setting's key.
+func settingFor(t *testing.T, name string) string {
+	for _, s := range settings {
+		if prefixed(s.octet) == name || s.accel == name {
+			return s.key
+		}
+	}
+	t.Fatalf("no setting reads %s", name)
+	return ""
+}
+
+// TestOctetVariablesAreTheRecipesOwn: the OCTET_FP8_* variables are
+// exactly those fp8's readers read, and every variable the issue lists is
+// read.
+func TestOctetVariablesAreTheRecipesOwn(t *testing.T) {
+	for _, b := range []fp8.Backend{fp8.BackendTE, fp8.BackendAO, fp8.BackendMSAMP} {
+		var mine []string
+		for _, s := range settings {
+			if s.backend == b.String() && s.octet != "" {
+				mine = append(mine, s.octet)
+			}
+		}
+		require.Equal(t, fp8.EnvFields(b), mine, b.String())
+	}
+	vars := strings.Join(EnvVars(), " ")
+	for _, v := range []string{"ACCELERATE_MIXED_PRECISION", "ACCELERATE_FP8_BACKEND", "ACCELERATE_FP8_FORMAT", "ACCELERATE_FP8_MARGIN",
+		"ACCELERATE_FP8_INTERVAL", "ACCELERATE_FP8_AMAX_HISTORY_LEN", "ACCELERATE_FP8_AMAX_COMPUTE_ALGO", "ACCELERATE_FP8_OVERRIDE_FPROP",
+		"ACCELERATE_FP8_OVERRIDE_DGRAD", "ACCELERATE_FP8_OVERRIDE_WGRAD", "ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL",
+		"ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", "ACCELERATE_FP8_OPT_LEVEL", "ACCELERATE_FP8_PAD_INNER_DIM", "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER"} {
+		require.Contains(t, vars, v)
+	}
+}
+
+// TestBadValuesNameTheirSource: every setting's bad value is refused
+// naming the variable or the file, line and key.
+func TestBadValuesNameTheirSource(t *testing.T) {
+	for _, s := range settings {
+		bad := "bogus"
+		for _, name := range []string{prefixed(s.octet), s.accel} {
+			if name == "" {
+				continue
+			}
+			p := Precision{MixedPrecision: "fp8", Backend: s.backend}
+			err := p.resolve(env(name, bad))
+			require.ErrorIs(t, err, ErrPrecision, name)
+			require.ErrorContains(t, err, name+`="bogus" is not valid`)
+		}
+		for _, k := range s.yaml {
+			body := "fp8_config:\n  " + k + ": bogus\n"
+			if s.top {
+				body = k + ": bogus\n"
+			}
+			path := writeConfig(t, body)
+			p := Precision{MixedPrecision: "fp8", Backend: s.backend, flags: &flagValues{given: map[string]string{}, config: path}}
+			err := p.resolve(env())
+			require.ErrorIs(t, err, ErrPrecision, k)
+			line := ":2:"
+			if s.top {
+				line = ":1:"
+			}
+			require.ErrorContains(t, err, path+line, k)
+			require.ErrorContains(t, err, k+`: "bogus" is not valid`)
+		}
+	}
+}
+
+func TestConfigFileKeys(t *testing.T) {
+	// Accelerate keys that do not concern precision are listed as
+	// ignored; unknown ones are errors naming the key and line.
+	path := writeConfig(t, "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nmachine_rank: 0\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n  fp8_format: HYBRID\n")
+	p := Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+	require.NoError(t, p.resolve(env()))
+	require.Equal(t, []string{"compute_environment (line 1)", "distributed_type (line 2)", "machine_rank (line 3)"}, p.Ignored())
+	require.Equal(t, Source{Kind: FromFile, Name: path, Line: 7}, p.Source("fp8_format"))
+	require.Equal(t, "fp8_format HYBRID ("+path+":7); the rest defaults", p.Describe())
+	for body, want := range map[string]string{
+		"mixed_precision: fp8\nlearning_rate: 3\n":                       `:2: unknown key "learning_rate"`,
+		"fp8_config:\n  margin: 1\n  marign: 2\n":                        `:3: fp8_config: unknown key "marign"`,
+		"fp8_config:\n  amax_history_len: 4\n  amax_history_length: 8\n": "amax_history_len is set twice (also on line 2)",
+		"fp8_config: 3\n": ":1: fp8_config: want a mapping",
+		"- a\n- b\n":      ":1: want a mapping",
+		"fp8_config:\n  override_linear_precision: [true]\n": "want three booleans",
+		"fp8_config:\n  margin: [1, 2]\n":                    "fp8_config.margin: want a single value",
+		"mixed_precision: [\n":                               "accelerate.yaml",
+		"mixed_precision: fp16\n":                            "fp16",
+	} {
+		path := writeConfig(t, body)
+		p := Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+		err := p.resolve(env())
+		require.ErrorContains(t, err, want, body)
+		require.ErrorIs(t, err, ErrPrecision, body)
+	}
+	// An empty file sets nothing; a missing one is an error.
+	p = Precision{flags: &flagValues{given: map[string]string{}, config: writeConfig(t, "")}}
+	require.NoError(t, p.resolve(env()))
+	p = Precision{flags: &flagValues{given: map[string]string{}, config: filepath.Join(t.TempDir(), "none.yaml")}}
+	require.ErrorContains(t, p.resolve(env()), "-config")
+}
+
+// TestSourcesDisagree: the two variable families, or a flag and a
+// variable, that say different things are errors naming both; a file is
+// overridden by the environment, which is overridden by a flag that agrees.
+func TestSourcesDisagree(t *testing.T) {
+	p := Precision{MixedPrecision: "fp8"}
+	err := p.resolve(env("OCTET_FP8_MARGIN", "1", "ACCELERATE_FP8_MARGIN", "2"))
+	require.ErrorContains(t, err, "OCTET_FP8_MARGIN=1 and ACCELERATE_FP8_MARGIN=2 disagree")
+	require.NoError(t, p.resolve(env("OCTET_FP8_FORMAT", "e4m3", "ACCELERATE_FP8_FORMAT", "E4M3")))
+
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	p = Precision{MixedPrecision: "both"}
+	p.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"-format", "E4M3", "-precision", "fp8"}))
+	err = p.resolve(env("ACCELERATE_FP8_FORMAT", "E5M2"))
+	require.ErrorContains(t, err, "-format E4M3 and ACCELERATE_FP8_FORMAT=E5M2 disagree; set one of them")
+	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "2")))
+	require.Equal(t, "margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults", p.Describe())
+
+	path := writeConfig(t, "mixed_precision: bf16\nfp8_config:\n  margin: 1\n")
+	p = Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "4")))
+	require.Equal(t, 4, p.Margin)
+	require.Equal(t, "bf16", p.Name())
+}
+
+// TestFlags: the examples' flags, their checks and messages.
+func TestFlags(t *testing.T) {
+	parse := func(args ...string) (*Precision, error) {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		p := &Precision{MixedPrecision: "both"}
+		p.RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		return p, p.resolve(env())
+	}
+	p, err := parse()
+	require.NoError(t, err)
+	runs, err := p.Runs()
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+	require.Equal(t, "fp32", runs[0].Name())
+	require.Equal(t, "fp8", runs[1].Name())
+	require.Equal(t, "defaults", runs[1].Describe())
+	require.Equal(t, "", runs[0].Describe())
+	r, err := runs[1].Recipe()
+	require.NoError(t, err)
+	require.Equal(t, fp8.TERecipe{}, r)
+	_, err = p.Recipe()
+	require.ErrorContains(t, err, "several runs")
+
+	for args, want := range map[string]string{
+		"-opt-level O1":               "-opt-level applies to -recipe msamp only; -recipe te reads -format",
+		"-ao rowwise":                 "-ao applies to -recipe ao only",
+		"-recipe ao -format E4M3":     "-format applies to -recipe te only; -recipe ao reads -ao",
+		"-recipe xx":                  `-recipe "xx": want te, ao or msamp`,
+		"-precision fp16":             "fp16",
+		"-precision xx":               `-precision "xx": want fp32, bf16, fp8, both or all`,
+		"-format E3M4":                `-format "E3M4": want HYBRID, E4M3 or E5M2`,
+		"-recipe msamp -opt-level O3": "O3",
+	} {
+		_, err := parse(strings.Fields(args)...)
+		require.ErrorContains(t, err, want, args)
+		require.True(t, errors.Is(err, ErrPrecision), args)
+	}
+	p, err = parse("-recipe", "MSAMP", "-opt-level", "O1", "-precision", "fp8")
+	require.NoError(t, err)
+	require.Equal(t, fp8.MSAMPRecipe{OptLevel: "O1"}, recipeOf(t, p))
+	require.Equal(t, "opt_level O1 (-opt-level); the rest defaults", p.Describe())
+	require.True(t, p.Given("opt-level"))
+	require.False(t, p.Given("format"))
+}
+
+// TestRecipeErrorsNameTheSetting: a value each source accepts but the
+// recipe refuses says where it came from.
+func TestRecipeErrorsNameTheSetting(t *testing.T) {
+	p := Precision{MixedPrecision: "fp8"}
+	err := p.resolve(env("OCTET_FP8_MARGIN", "1000"))
+	require.ErrorContains(t, err, "margin 1000")
+	require.ErrorContains(t, err, "OCTET_FP8_MARGIN=1000")
+	p = Precision{MixedPrecision: "fp8", Backend: "msamp"}
+	err = p.resolve(env("OCTET_FP8_OPT_LEVEL", "O3"))
+	require.ErrorContains(t, err, "OCTET_FP8_OPT_LEVEL")
+	p = Precision{MixedPrecision: "fp8", UseMXFP8BlockScaling: true}
+	err = p.resolve(env("ACCELERATE_FP8_AMAX_HISTORY_LEN", "16"))
+	require.ErrorContains(t, err, "amax_history_len from ACCELERATE_FP8_AMAX_HISTORY_LEN=16")
+	// The zero value is float32.
+	var zero Precision
+	r, err := zero.Recipe()
+	require.NoError(t, err)
+	require.Nil(t, r)
+	require.Equal(t, "fp32", zero.String())
+}

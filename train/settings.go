@@ -1,0 +1,148 @@
+package train
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/octetml/octet/fp8"
+)
+
+// setting is one precision setting and every name it goes by.
+type setting struct {
+	// key is its name in Accelerate's config file (and in messages).
+	key string
+	// backend is the FP8 backend it belongs to ("" for all).
+	backend string
+	// octet is the OCTET_FP8_ variable's suffix, accel Accelerate's
+	// variable, flag the command-line flag ("" where there is none).
+	octet, accel, flag string
+	// yaml are its keys in a config file (under fp8_config unless top).
+	yaml []string
+	top  bool
+	// allowed says what values it takes; canon checks and canonicalises
+	// one; apply stores a canonical value.
+	allowed string
+	canon   func(string) (string, bool)
+	apply   func(p *Precision, v string)
+}
+
+func intAtLeast(min, max int) func(string) (string, bool) {
+	return func(s string) (string, bool) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < min || n > max {
+			return "", false
+		}
+		return strconv.Itoa(n), true
+	}
+}
+
+func boolean(s string) (string, bool) {
+	switch strings.ToLower(s) {
+	case "1", "true", "yes", "on", "y", "t":
+		return "true", true
+	case "0", "false", "no", "off", "n", "f":
+		return "false", true
+	}
+	return "", false
+}
+
+// oneOf accepts the names (any case) and aliases (alias → name).
+func oneOf(names []string, aliases map[string]string) func(string) (string, bool) {
+	return func(s string) (string, bool) {
+		l := strings.ToLower(s)
+		for _, n := range names {
+			if strings.ToLower(n) == l {
+				return n, true
+			}
+		}
+		if a, ok := aliases[l]; ok {
+			return a, true
+		}
+		return "", false
+	}
+}
+
+func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
+
+func ptr(b bool) *bool { return &b }
+
+const boolAllowed = "true or false (1/0, yes/no, on/off)"
+
+// settings lists every setting; per backend in the order the FP8 recipes
+// read their variables (fp8.EnvFields), which Describe keeps.
+var settings = []setting{
+	{key: "mixed_precision", flag: "precision", accel: "ACCELERATE_MIXED_PRECISION", yaml: []string{"mixed_precision"}, top: true,
+		allowed: "no, bf16 or fp8", canon: oneOf([]string{"no", "bf16", "fp8", "both", "all", "fp16"}, map[string]string{"fp32": "no"}),
+		apply: func(p *Precision, v string) { p.MixedPrecision = v }},
+	{key: "backend", flag: "recipe", accel: "ACCELERATE_FP8_BACKEND", yaml: []string{"backend"},
+		allowed: "te, ao or msamp", canon: oneOf([]string{"te", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
+		apply: func(p *Precision, v string) { p.Backend = v }},
+	{key: "num_processes", yaml: []string{"num_processes"}, top: true,
+		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<20),
+		apply: func(p *Precision, v string) { p.NumProcesses = atoi(v) }},
+
+	{key: "margin", backend: "te", octet: "MARGIN", accel: "ACCELERATE_FP8_MARGIN", yaml: []string{"margin"},
+		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<30), apply: func(p *Precision, v string) { p.Margin = atoi(v) }},
+	{key: "interval", backend: "te", octet: "INTERVAL", accel: "ACCELERATE_FP8_INTERVAL", yaml: []string{"interval"},
+		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<30), apply: func(p *Precision, v string) { p.Interval = atoi(v) }},
+	{key: "fp8_format", backend: "te", octet: "FORMAT", accel: "ACCELERATE_FP8_FORMAT", flag: "format", yaml: []string{"fp8_format"},
+		allowed: "HYBRID, E4M3 or E5M2", canon: oneOf([]string{"HYBRID", "E4M3", "E5M2"}, nil), apply: func(p *Precision, v string) { p.FP8Format = v }},
+	{key: "amax_history_len", backend: "te", octet: "AMAX_HISTORY_LEN", accel: "ACCELERATE_FP8_AMAX_HISTORY_LEN", yaml: []string{"amax_history_len", "amax_history_length"},
+		allowed: fmt.Sprintf("an integer from 1 to %d", fp8.MaxAmaxHistoryLen), canon: intAtLeast(1, fp8.MaxAmaxHistoryLen),
+		apply: func(p *Precision, v string) { p.AmaxHistoryLen = atoi(v) }},
+	{key: "amax_compute_algo", backend: "te", octet: "AMAX_COMPUTE_ALGO", accel: "ACCELERATE_FP8_AMAX_COMPUTE_ALGO", yaml: []string{"amax_compute_algo", "amax_compute_algorithm"},
+		allowed: "max or most_recent", canon: oneOf([]string{"max", "most_recent"}, nil), apply: func(p *Precision, v string) { p.AmaxComputeAlgo = v }},
+	{key: "override_fprop", backend: "te", octet: "OVERRIDE_FPROP", accel: "ACCELERATE_FP8_OVERRIDE_FPROP",
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Fprop = v == "true" }},
+	{key: "override_dgrad", backend: "te", octet: "OVERRIDE_DGRAD", accel: "ACCELERATE_FP8_OVERRIDE_DGRAD",
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Dgrad = v == "true" }},
+	{key: "override_wgrad", backend: "te", octet: "OVERRIDE_WGRAD", accel: "ACCELERATE_FP8_OVERRIDE_WGRAD",
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Wgrad = v == "true" }},
+	{key: "use_autocast_during_eval", backend: "te", octet: "USE_AUTOCAST_DURING_EVAL", accel: "ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", yaml: []string{"use_autocast_during_eval"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseAutocastDuringEval = v == "true" }},
+	{key: "use_mxfp8_block_scaling", backend: "te", octet: "USE_MXFP8_BLOCK_SCALING", accel: "ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", yaml: []string{"use_mxfp8_block_scaling"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseMXFP8BlockScaling = v == "true" }},
+	{key: "mxfp8_rule", backend: "te", octet: "MXFP8_RULE", yaml: []string{"mxfp8_rule"},
+		allowed: "round_up or ocp_floor", canon: oneOf([]string{"round_up", "ocp_floor"}, nil), apply: func(p *Precision, v string) { p.MXFP8Rule = v }},
+
+	{key: "recipe_name", backend: "ao", octet: "RECIPE_NAME", flag: "ao", yaml: []string{"recipe_name"},
+		allowed: "tensorwise, rowwise or rowwise_with_gw_hp", canon: oneOf([]string{fp8.AOTensorwise, fp8.AORowwise, fp8.AORowwiseWithGWHP}, nil),
+		apply: func(p *Precision, v string) { p.AORecipe = v }},
+	{key: "pad_inner_dim", backend: "ao", octet: "PAD_INNER_DIM", accel: "ACCELERATE_FP8_PAD_INNER_DIM", yaml: []string{"pad_inner_dim"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.PadInnerDim = ptr(v == "true") }},
+	{key: "enable_fsdp_float8_all_gather", backend: "ao", octet: "ENABLE_FSDP_FLOAT8_ALL_GATHER", accel: "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", yaml: []string{"enable_fsdp_float8_all_gather"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.EnableFSDPFloat8AllGather = ptr(v == "true") }},
+	{key: "round_scales_to_power_of_2", backend: "ao", octet: "ROUND_SCALES_TO_POWER_OF_2", yaml: []string{"round_scales_to_power_of_2"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.RoundScalesToPowerOf2 = ptr(v == "true") }},
+
+	{key: "opt_level", backend: "msamp", octet: "OPT_LEVEL", accel: "ACCELERATE_FP8_OPT_LEVEL", flag: "opt-level", yaml: []string{"opt_level", "optimization_level"},
+		allowed: "O1 or O2", canon: oneOf([]string{"O1", "O2", "O3"}, nil), apply: func(p *Precision, v string) { p.OptLevel = v }},
+}
+
+// overrideKeys are the three settings that a config file's
+// override_linear_precision list sets, in its order.
+var overrideKeys = [3]string{"override_fprop", "override_dgrad", "override_wgrad"}
+
+func settingByKey(key string) *setting {
+	for i := range settings {
+		if settings[i].key == key {
+			return &settings[i]
+		}
+	}
+	return nil
+}
+
+// EnvVars lists every environment variable Resolve reads.
+func EnvVars() []string {
+	var out []string
+	for _, s := range settings {
+		if s.octet != "" {
+			out = append(out, fp8.EnvPrefix+s.octet)
+		}
+		if s.accel != "" {
+			out = append(out, s.accel)
+		}
+	}
+	return out
+}
