@@ -77,6 +77,9 @@ type State struct {
 	// Meta is free-form metadata (model config, recipe, …). On Load, the
 	// keys "model" and "recipe", when set, must equal the file's.
 	Meta map[string]string
+	// Saved is set by Load to the file's metadata: Meta as saved, and
+	// Octet's own keys ("octet.step", "octet.format", ...).
+	Saved map[string]string
 	// Unverified is set by Load for a file saved before checkpoints
 	// carried per-tensor checksums (its data could not be checked).
 	Unverified bool

@@ -387,6 +387,7 @@ func (l *loader) commit() {
 			o.StateLoaded()
 		}
 	}
+	s.Saved = l.meta
 	if s.RNG == nil && len(l.rng) > 0 {
 		s.RNG = make(map[string][]byte, len(l.rng))
 	}

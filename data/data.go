@@ -98,6 +98,9 @@ type Batch struct {
 	// Rows is the number of real examples; rows [Rows, Size) are padding
 	// (zeros, IgnoreLabel in label fields).
 	Rows int
+	// GlobalRows is the number of real examples of the global batch
+	// across all ranks (Rows with one rank).
+	GlobalRows int
 	// Mask is 1 for each real row and 0 for each padded one.
 	Mask []float32
 	// Epoch and Index say where the batch is: epoch (from 0) and batch

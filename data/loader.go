@@ -193,7 +193,7 @@ func (l *Loader) produce(epoch, index int, b *Batch) error {
 		return fmt.Errorf("data: batch %d of epoch %d: %w", index, epoch, err)
 	}
 	b.pad(mine)
-	b.Epoch, b.Index = epoch, index
+	b.GlobalRows, b.Epoch, b.Index = real, epoch, index
 	return nil
 }
 

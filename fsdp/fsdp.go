@@ -170,9 +170,10 @@ type Rank struct {
 	params     []optim.Param
 	amaxes     []float32
 	scale      float32
-	// weight, when set, multiplies this rank's gradients before the sum
-	// (in place of scale after it).
-	weight float32
+	// weight, when weighted, multiplies this rank's gradients before the
+	// sum (in place of scale after it).
+	weight   float32
+	weighted bool
 }
 
 // NewRank prepares the driver for a compiled training program whose
@@ -208,12 +209,22 @@ func (r *Rank) Params() []optim.Param { return r.params }
 // (or with an even split) the gradients are summed and divided by the
 // number of ranks.
 func (r *Rank) SetBatchShare(rows, batch int) error {
-	if rows < 1 || batch < rows {
+	if rows < 1 {
 		return fmt.Errorf("fsdp: batch share %d of %d rows", rows, batch)
 	}
-	r.weight = 0
+	return r.SetStepShare(rows, batch)
+}
+
+// SetStepShare is SetBatchShare for the next step only, where a rank may
+// hold no real rows (the padded end of an epoch): its gradients then
+// count for nothing.
+func (r *Rank) SetStepShare(rows, batch int) error {
+	if rows < 0 || batch < 1 || batch < rows {
+		return fmt.Errorf("fsdp: batch share %d of %d rows", rows, batch)
+	}
+	r.weight, r.weighted = 0, false
 	if rows*r.s.comm.Size() != batch {
-		r.weight = float32(rows) / float32(batch)
+		r.weight, r.weighted = float32(rows)/float32(batch), true
 	}
 	return nil
 }
@@ -226,7 +237,7 @@ func (r *Rank) Run() error {
 	for i, g := range r.grads {
 		sh := r.s.shards[i]
 		full := r.prog.Float32(g)
-		if r.weight != 0 {
+		if r.weighted {
 			for j := range full {
 				full[j] *= r.weight
 			}
@@ -234,7 +245,7 @@ func (r *Rank) Run() error {
 		if err := r.s.comm.ReduceScatterF32(r.gradShards[i], full, sh.Counts, dist.Sum); err != nil {
 			return fmt.Errorf("fsdp: reduce-scatter of %q: %w", r.params[i].Name, err)
 		}
-		if r.weight == 0 {
+		if !r.weighted {
 			for j := range r.gradShards[i] {
 				r.gradShards[i][j] *= r.scale
 			}

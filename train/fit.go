@@ -1,0 +1,466 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+)
+
+// Run says what Fit does: how long to train, when to evaluate and save,
+// where to resume from, and the hooks.
+type Run struct {
+	// Epochs (passes over the training set) or, when above 0, Steps
+	// (optimizer steps) is the schedule's length; the learning-rate
+	// schedule runs over it.
+	Epochs, Steps int
+	// StopAfter, when above 0, stops after that step of the schedule (and
+	// saves, with SaveDir), as if interrupted.
+	StopAfter int
+	// Eval, when set, is evaluated every EvalEvery steps (0: at the end
+	// only) and at the end.
+	Eval      data.Dataset
+	EvalEvery int
+	// SaveDir, when set, receives checkpoints: every SaveEvery steps
+	// (0: at the end only) and at the end, each in a directory
+	// checkpoint-<step>, written whole or not at all; Keep, when above 0,
+	// keeps only the newest Keep of them (Accelerate's total_limit).
+	SaveDir   string
+	SaveEvery int
+	Keep      int
+	// Resume, when set, is a SaveDir (its newest complete checkpoint) or
+	// one checkpoint-<step> directory to continue from, exactly.
+	Resume string
+	// Hooks run on rank 0, in order, at the start, after each step,
+	// evaluation and save, and at the end.
+	Hooks []Hook
+	// Hint follows the diagnosis of a loss that is not finite ("learning
+	// rate 1 too high?").
+	Hint string
+}
+
+// Status is what a hook is told.
+type Status struct {
+	// Step is the number of optimizer steps done, Total the schedule's
+	// length, First the step this process started from (a resumed run's).
+	Step, Total, First int
+	// Epoch is the epoch of the next batch (from 0).
+	Epoch int
+	// Loss is the last step's loss (the global batch's mean), LR its
+	// learning rate, StepTime how long it took.
+	Loss     float32
+	LR       float32
+	StepTime time.Duration
+	// Eval is the evaluation just made (OnEval, and at OnEnd the last).
+	Eval *Eval
+	// Checkpoint is the directory just written (OnSave).
+	Checkpoint string
+	// Precision names the run ("fp32", "bf16", "fp8"); Trainer is the
+	// trainer.
+	Precision string
+	Trainer   *Trainer
+}
+
+// Hook is a named set of callbacks. Every callback may be nil; an error
+// stops the run (on every rank) and is Fit's error.
+type Hook struct {
+	Name string
+	// Every, when above 1, calls OnStep every Every steps only.
+	Every   int
+	OnStart func(*Status) error
+	OnStep  func(*Status) error
+	OnEval  func(*Status) error
+	OnSave  func(*Status) error
+	OnEnd   func(*Status) error
+}
+
+// Without returns hooks without the one named name (to drop a default).
+func Without(hooks []Hook, name string) []Hook {
+	var out []Hook
+	for _, h := range hooks {
+		if h.Name != name {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Result is what Fit measured and produced.
+type Result struct {
+	// Precision is "fp32", "bf16" or "fp8"; Recipe the recipe's label
+	// ("te/HYBRID"); Settings where its settings came from.
+	Precision, Recipe, Settings string
+	// Losses holds each step's loss, from First to End; Total is the
+	// schedule's length.
+	Losses            []float32
+	First, End, Total int
+	// Busy is the time spent in steps (data loading excluded).
+	Busy time.Duration
+	// Eval is the last evaluation (nil without Run.Eval).
+	Eval *Eval
+	// Report is the conversion report; Memory the optimizer's storage
+	// per parameter; Ranks the ranks trained on.
+	Report passes.Report
+	Memory optim.MemoryStats
+	Ranks  int
+	// With FSDP: bytes all-gathered per step and rank, and the part of
+	// them that is FP8 weights.
+	AllGatherBytes, Float8AllGatherBytes int64
+	// With DP and the MS-AMP recipe: casts of the FP8 gradient
+	// all-reduce that saturated or flushed a value to zero.
+	FP8AllReduceOverflows, FP8AllReduceUnderflows int
+	// Profile is rank 0's per-op profile of the steps (Config.Profile).
+	Profile *graph.Profile
+	// StatsFile is the FP8 debug statistics file ("" without).
+	StatsFile string
+	// Checkpoint is the last checkpoint written ("" for none).
+	Checkpoint string
+}
+
+// Ran returns the number of steps this process ran.
+func (r *Result) Ran() int { return r.End - r.First }
+
+// MsPerStep returns the mean time of a step in milliseconds.
+func (r *Result) MsPerStep() float64 {
+	return float64(r.Busy.Microseconds()) / 1000 / float64(max(1, r.Ran()))
+}
+
+// MeanLoss returns the mean of the last n steps' losses (all if fewer).
+func (r *Result) MeanLoss(n int) float64 {
+	tail := r.Losses[max(0, len(r.Losses)-n):]
+	if len(tail) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range tail {
+		s += float64(x)
+	}
+	return s / float64(len(tail))
+}
+
+// errStopped is what ranks other than the one that failed return.
+var errStopped = errors.New("train: stopped by another rank")
+
+// Fit trains on ds as run says and returns what it measured. Every
+// configuration problem (the model's inputs against the dataset's fields,
+// a missing resume checkpoint, a schedule with nothing to do) is found
+// before the first step.
+func (t *Trainer) Fit(ds data.Dataset, run Run) (*Result, error) {
+	if ds == nil {
+		return nil, configErrorf("no training dataset")
+	}
+	if run.Epochs < 0 || run.Steps < 0 || run.StopAfter < 0 || run.EvalEvery < 0 || run.SaveEvery < 0 || run.Keep < 0 {
+		return nil, configErrorf("negative Epochs, Steps, StopAfter, EvalEvery, SaveEvery or Keep")
+	}
+	if run.Epochs == 0 && run.Steps == 0 {
+		return nil, configErrorf("no training steps (set Epochs or Steps)")
+	}
+	var resume string
+	if run.Resume != "" {
+		var err error
+		if resume, err = latestCheckpoint(run.Resume); err != nil {
+			return nil, err
+		}
+	}
+	if run.SaveDir != "" {
+		if err := checkWritable(run.SaveDir); err != nil {
+			return nil, err
+		}
+	}
+	res := &Result{Precision: t.cfg.Precision.Name(), Recipe: Label(t.recipe), Settings: t.cfg.Precision.Describe(), Ranks: t.world}
+	switch {
+	case t.cfg.Comm != nil:
+		if err := t.fitRank(t.cfg.Comm, ds, run, resume, res); err != nil {
+			if t.cfg.Comm.Rank() == 0 || !errors.Is(err, errStopped) {
+				return nil, fmt.Errorf("rank %d of %s: %w", t.cfg.Comm.Rank(), t.worldName(), err)
+			}
+			return nil, err
+		}
+	case t.world > 1:
+		err := dist.RunLocal(t.world, func(c dist.Communicator) error {
+			r := res
+			if c.Rank() != 0 {
+				r = &Result{}
+			}
+			return t.fitRank(c, ds, run, resume, r)
+		})
+		if err != nil {
+			return nil, err
+		}
+	default:
+		if err := t.fitRank(nil, ds, run, resume, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// rankRun is one rank's state during Fit.
+type rankRun struct {
+	t      *Trainer
+	r      *replica
+	run    Run
+	loader *data.Loader
+	total  int
+	res    *Result
+	status Status
+	eval   *evaluator
+}
+
+// agree makes every rank return an error when one of them has one: the
+// rank's own error, or errStopped on the others.
+func (rr *rankRun) agree(err error) error {
+	comm := rr.r.comm
+	if comm == nil {
+		return err
+	}
+	flag := []float32{0}
+	if err != nil {
+		flag[0] = 1
+	}
+	if cerr := comm.AllReduceF32(flag, dist.Max); cerr != nil {
+		return errors.Join(err, cerr)
+	}
+	if err != nil {
+		return err
+	}
+	if flag[0] != 0 {
+		return errStopped
+	}
+	return nil
+}
+
+// hooks runs one kind of callback of every hook on rank 0, then lets the
+// ranks agree.
+func (rr *rankRun) hooks(pick func(h *Hook) func(*Status) error) error {
+	var err error
+	if rr.r.rank == 0 {
+		for i := range rr.run.Hooks {
+			h := &rr.run.Hooks[i]
+			if f := pick(h); f != nil {
+				if err = f(&rr.status); err != nil {
+					err = fmt.Errorf("hook %q: %w", h.Name, err)
+					break
+				}
+			}
+		}
+	}
+	return rr.agree(err)
+}
+
+func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resume string, res *Result) (err error) {
+	rank := 0
+	if comm != nil {
+		rank = comm.Rank()
+	}
+	lo, hi := data.Shard(t.cfg.BatchSize, t.world, rank)
+	rep, err := t.newReplica(comm, hi-lo)
+	if err != nil {
+		return err
+	}
+	if rep.feeds, err = bindFeeds(rep.m, ds.Fields(), hi-lo); err != nil {
+		return err
+	}
+	loader, err := data.NewLoader(ds, data.Config{BatchSize: t.cfg.BatchSize, Shuffle: !t.cfg.NoShuffle, Seed: t.cfg.Seed,
+		DropLast: t.cfg.DropLast, Rank: rank, World: t.world, Prefetch: t.cfg.Prefetch})
+	if err != nil {
+		return err
+	}
+	defer loader.Close()
+	total := run.Steps
+	if total == 0 {
+		total = (run.Epochs*loader.BatchesPerEpoch() + t.accum - 1) / t.accum
+	}
+	rr := &rankRun{t: t, r: rep, run: run, loader: loader, total: total, res: res}
+	if rank == 0 {
+		t.rep = rep
+		res.Report, res.Memory, res.Total = rep.report, rep.memory, total
+		if rep.log != nil {
+			res.StatsFile = rep.log.Path()
+			defer func() {
+				if cerr := rep.log.Close(); err == nil && cerr != nil {
+					err = fmt.Errorf("train: FP8 debug log: %w", cerr)
+				}
+			}()
+		}
+	}
+	if run.Eval != nil {
+		if rr.eval, err = t.newEvaluator(rep, run.Eval); err != nil {
+			return err
+		}
+	}
+	first := 0
+	if resume != "" {
+		if first, err = rr.restore(resume); err != nil {
+			return err
+		}
+	}
+	end := total
+	if run.StopAfter > 0 {
+		end = min(end, run.StopAfter)
+	}
+	switch {
+	case first > total:
+		return configErrorf("resume: the checkpoint is at step %d, past the %d steps of this run", first, total)
+	case first >= end:
+		return configErrorf("resume: the checkpoint is at step %d, nothing left to train before step %d", first, end)
+	}
+	res.First, res.End = first, first
+	res.Losses = make([]float32, 0, end-first)
+	rr.status = Status{Step: first, Total: total, First: first, Epoch: loader.Epoch(), Precision: res.Precision, Trainer: t}
+	if t.cfg.Profile && rank == 0 {
+		rep.prog.SetProfiling(true)
+		defer func() {
+			pr := rep.prog.Profile()
+			res.Profile = &pr
+			rep.prog.SetProfiling(false)
+		}()
+	}
+	if err := rr.hooks(func(h *Hook) func(*Status) error { return h.OnStart }); err != nil {
+		return err
+	}
+	for step := first; step < end; step++ {
+		if err := rr.step(step); err != nil {
+			return err
+		}
+		if run.SaveDir != "" && run.SaveEvery > 0 && (step+1)%run.SaveEvery == 0 && step+1 < end {
+			if err := rr.save(step + 1); err != nil {
+				return err
+			}
+		}
+		if rr.eval != nil && run.EvalEvery > 0 && (step+1)%run.EvalEvery == 0 && step+1 < end {
+			if err := rr.evaluate(); err != nil {
+				return err
+			}
+		}
+	}
+	if run.SaveDir != "" {
+		if err := rr.save(end); err != nil {
+			return err
+		}
+	}
+	if rep.sh != nil {
+		if err := rep.sh.Gather(rep.store); err != nil {
+			return err
+		}
+	}
+	if rr.eval != nil {
+		if err := rr.evaluate(); err != nil {
+			return err
+		}
+	}
+	if comm != nil && rank == 0 {
+		res.AllGatherBytes = comm.Stats().AllGatherBytes
+		res.Float8AllGatherBytes = int64(rep.srep.Float8Bytes)
+	}
+	if rep.lowBit != nil {
+		res.FP8AllReduceOverflows, res.FP8AllReduceUnderflows = rep.lowBit.Overflows, rep.lowBit.Underflows
+	}
+	return rr.hooks(func(h *Hook) func(*Status) error { return h.OnEnd })
+}
+
+// step runs optimizer step number step (from 0): its micro-batches, the
+// gradient average, clipping and the update, then the StepEnd hooks.
+func (rr *rankRun) step(step int) error {
+	r, t := rr.r, rr.t
+	var busy time.Duration
+	var lossSum float64
+	var rowsSum int
+	if r.comm != nil {
+		r.comm.ResetStats()
+	}
+	for micro := 0; micro < t.accum; micro++ {
+		b, err := rr.loader.Next()
+		if err := rr.agree(err); err != nil {
+			return err
+		}
+		start := time.Now()
+		loss, err := r.microStep(b)
+		if err == nil {
+			loss, err = r.globalLoss(loss, b.Rows, b.GlobalRows)
+		}
+		if err != nil {
+			return err
+		}
+		if t.accum == 1 {
+			lossSum, rowsSum = float64(loss), 1
+		} else {
+			w := float32(b.GlobalRows)
+			for i := range r.acc {
+				acc, g := r.acc[i], r.src[i]
+				if micro == 0 {
+					for j := range acc {
+						acc[j] = w * g[j]
+					}
+				} else {
+					for j := range acc {
+						acc[j] += w * g[j]
+					}
+				}
+			}
+			lossSum += float64(b.GlobalRows) * float64(loss)
+			rowsSum += b.GlobalRows
+		}
+		busy += time.Since(start)
+	}
+	start := time.Now()
+	if t.accum > 1 {
+		inv := 1 / float32(rowsSum)
+		for _, acc := range r.acc {
+			for j := range acc {
+				acc[j] *= inv
+			}
+		}
+	}
+	loss := float32(lossSum / float64(rowsSum))
+	if f := float64(loss); math.IsNaN(f) || math.IsInf(f, 0) {
+		return rr.nonFinite(step, loss)
+	}
+	if err := r.clip(); err != nil {
+		return err
+	}
+	lr := float32(t.cfg.LR)
+	if t.cfg.Schedule != nil {
+		lr = t.cfg.Schedule.LR(step)
+	}
+	r.opt.Step(lr)
+	if r.lowBit != nil && r.lowBit.Err() != nil {
+		return r.lowBit.Err()
+	}
+	if r.drv != nil {
+		if err := r.drv.AfterUpdate(); err != nil {
+			return err
+		}
+	}
+	busy += time.Since(start)
+	rr.res.Busy += busy
+	rr.res.Losses = append(rr.res.Losses, loss)
+	rr.res.End = step + 1
+	st := &rr.status
+	st.Step, st.Loss, st.LR, st.StepTime, st.Epoch = step+1, loss, lr, busy, rr.loader.Epoch()
+	return rr.hooks(func(h *Hook) func(*Status) error {
+		if h.Every > 1 && (step+1)%h.Every != 0 && step+1 != rr.total {
+			return nil
+		}
+		return h.OnStep
+	})
+}
+
+// nonFinite is the error of a step whose loss is not finite: the step and
+// what the diagnosis finds.
+func (rr *rankRun) nonFinite(step int, loss float32) error {
+	msg := fmt.Sprintf("step %d: the loss is %v; %s", step, loss, Diagnose(rr.r.params, rr.r.store))
+	if rr.run.Hint != "" {
+		msg += " (" + rr.run.Hint + ")"
+	}
+	return &kindError{errors.New(msg), ErrNonFinite}
+}
+
+// ErrNonFinite is wrapped by Fit's error when a loss is NaN or infinite.
+var ErrNonFinite = errors.New("the loss is not finite")

@@ -1,0 +1,326 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"strings"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/fsdp"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+)
+
+// replica is one rank's model: its store, compiled training program,
+// optimizer and (with FSDP) shard driver.
+type replica struct {
+	t      *Trainer
+	comm   dist.Communicator // nil for one process
+	rank   int
+	m      *Model
+	grads  []*graph.Node
+	store  *graph.Store
+	prog   *graph.Program
+	report passes.Report
+	// params are what the optimizer updates: the program's gradients
+	// (or, with accumulation, the accumulators) and the store's (or the
+	// shards') values.
+	params []optim.Param
+	opt    optim.Stateful
+	lowBit *optim.LowBitAdam
+	memory optim.MemoryStats
+	// With FSDP.
+	sh   *fsdp.Sharded
+	drv  *fsdp.Rank
+	srep fsdp.Report
+	// ckptStore is what a checkpoint of this rank saves: the store, or
+	// with FSDP the rank's shards.
+	ckptStore *graph.Store
+	// feeds pairs the program's inputs with the batch's fields.
+	feeds []feed
+	// grad accumulation: acc[i] sums the weighted gradients of params[i].
+	acc  [][]float32
+	src  [][]float32 // the gradients each micro-batch leaves
+	log  *inspect.Log
+	lbuf []float32
+}
+
+type feed struct {
+	node  *graph.Node
+	field int
+	f32   bool
+}
+
+// newReplica builds, initialises and prepares rank's model for rows rows.
+func (t *Trainer) newReplica(comm dist.Communicator, rows int) (*replica, error) {
+	r := &replica{t: t, comm: comm, store: graph.NewStore(), lbuf: make([]float32, 2)}
+	if comm != nil {
+		r.rank = comm.Rank()
+	}
+	m, err := t.build(rows, true)
+	if err != nil {
+		return nil, err
+	}
+	r.m = m
+	params := m.Builder.Params()
+	if r.grads, err = graph.Grad(m.Loss, params...); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	if err := m.Builder.Init(r.store, t.cfg.Seed); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	outs := append([]*graph.Node{m.Loss}, r.grads...)
+	pc := passes.Config{Recipe: t.recipe, TrainOutputs: outs, Filter: t.cfg.Filter, Debug: t.cfg.Debug}
+	if t.cfg.Debug != nil {
+		pc.DebugComm = comm
+		if r.rank == 0 {
+			if r.log, err = inspect.OpenLog(filepath.Join(t.cfg.DebugLogDir, t.cfg.Precision.Name()), 0); err != nil {
+				return nil, fmt.Errorf("train: FP8 debug log: %w", err)
+			}
+			pc.DebugLog = r.log
+		}
+	}
+	if t.fsdp {
+		f8 := false
+		if ao, ok := t.recipe.(fp8.AORecipe); ok {
+			f8 = ao.EnableFSDPFloat8AllGather
+		}
+		pc.Passes = []passes.Pass{fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep)}
+	}
+	prep, err := passes.Prepare(m.Builder.Graph(), r.store, pc)
+	if err != nil {
+		return nil, err
+	}
+	r.prog, r.report = prep.Train, prep.Report
+	if m.Fixed != nil {
+		if err := m.Fixed(r.prog); err != nil {
+			return nil, fmt.Errorf("train: Fixed: %w", err)
+		}
+	}
+	r.ckptStore = r.store
+	if t.fsdp {
+		if r.drv, err = fsdp.NewRank(r.sh, r.prog, r.grads); err != nil {
+			return nil, err
+		}
+		r.params = append([]optim.Param(nil), r.drv.Params()...)
+		if r.ckptStore, err = r.sh.ShardStore(r.store); err != nil {
+			return nil, err
+		}
+	} else if r.params, err = optim.Bind(r.store, r.prog, params, r.grads); err != nil {
+		return nil, err
+	}
+	if t.accum > 1 {
+		for i := range r.params {
+			r.src = append(r.src, r.params[i].G)
+			r.acc = append(r.acc, make([]float32, len(r.params[i].G)))
+			r.params[i].G = r.acc[i]
+		}
+	}
+	return r, r.newOptimizer()
+}
+
+// build calls the model function and checks what it returned.
+func (t *Trainer) build(rows int, training bool) (*Model, error) {
+	m, err := t.cfg.Model(rows, training)
+	if err != nil {
+		return nil, fmt.Errorf("train: model: %w", err)
+	}
+	switch {
+	case m == nil || m.Builder == nil:
+		return nil, fmt.Errorf("train: model: no Builder")
+	case training && m.Loss == nil:
+		return nil, fmt.Errorf("train: model: no Loss to train")
+	}
+	if err := m.Builder.Graph().Err(); err != nil {
+		return nil, fmt.Errorf("train: model: %w", err)
+	}
+	return m, nil
+}
+
+// newOptimizer picks the optimizer the recipe needs: MS-AMP's low-bit
+// AdamW for its recipe (its FP8 gradient all-reduce when data-parallel),
+// else the configured one.
+func (r *replica) newOptimizer() error {
+	cfg := r.t.cfg
+	wd := float32(cfg.WeightDecay)
+	r.memory = optim.Float32MemoryStats()
+	if ms, ok := r.t.recipe.(fp8.MSAMPRecipe); ok {
+		var comm dist.Communicator
+		if !r.t.fsdp {
+			comm = r.comm
+		}
+		lb, err := optim.NewLowBitAdam(r.params, ms, wd, comm)
+		if err != nil {
+			return err
+		}
+		r.opt, r.lowBit, r.memory = lb, lb, lb.MemoryStats()
+		return nil
+	}
+	switch strings.ToLower(cfg.Optimizer) {
+	case "", "adamw":
+		r.opt = optim.NewAdamW(r.params, wd)
+	case "adam":
+		r.opt = optim.NewAdam(r.params, wd)
+	case "sgd":
+		r.opt = optim.NewSGD(r.params, float32(cfg.Momentum), wd, false)
+	}
+	return nil
+}
+
+// bindFeeds pairs the model's inputs with the dataset's fields, refusing
+// an input with no field, a field of another dtype or shape, and an input
+// of the graph the model does not list.
+func bindFeeds(m *Model, fields []data.Field, rows int) ([]feed, error) {
+	var out []feed
+	for name, n := range m.Inputs {
+		idx := -1
+		for i, f := range fields {
+			if f.Name == name {
+				idx = i
+			}
+		}
+		if idx < 0 {
+			var have []string
+			for _, f := range fields {
+				have = append(have, f.Name)
+			}
+			return nil, fmt.Errorf("train: model input %q has no dataset field of that name (fields: %s)", name, strings.Join(have, ", "))
+		}
+		f := fields[idx]
+		if n.DType() != f.DType || n.Shape().Numel() != rows*f.Size() || (len(n.Shape()) > 0 && n.Shape()[0] != rows) {
+			return nil, fmt.Errorf("train: model input %q is %v %v; the dataset's field is %v %v per example, %d rows a batch", name, n.DType(), n.Shape(), f.DType, f.Shape, rows)
+		}
+		out = append(out, feed{node: n, field: idx, f32: f.DType == graph.Float32})
+	}
+	return out, nil
+}
+
+// feed copies a batch into the program's inputs.
+func feedBatch(p *graph.Program, feeds []feed, b *data.Batch) error {
+	for _, f := range feeds {
+		var err error
+		if f.f32 {
+			err = p.FeedFloat32(f.node, b.Float32At(f.field))
+		} else {
+			err = p.FeedInt32(f.node, b.Int32At(f.field))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// microStep runs the program on one batch: forward, backward, and with
+// several ranks the weighted gradient reduction. It returns the rank's
+// loss and real rows.
+func (r *replica) microStep(b *data.Batch) (float32, error) {
+	if err := feedBatch(r.prog, r.feeds, b); err != nil {
+		return 0, err
+	}
+	n := r.t.world
+	even := b.Rows*n == b.GlobalRows
+	if r.drv != nil {
+		if err := r.drv.SetStepShare(b.Rows, b.GlobalRows); err != nil {
+			return 0, err
+		}
+		if err := r.drv.Run(); err != nil {
+			return 0, err
+		}
+	} else {
+		if err := r.prog.Run(); err != nil {
+			return 0, err
+		}
+		if n > 1 {
+			if err := r.reduceGrads(b, even); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return r.prog.Scalar(r.m.Loss)
+}
+
+// reduceGrads averages the data-parallel gradients over the ranks, each
+// weighted by its rows when the split is uneven (MS-AMP's optimizer
+// all-reduces in FP8 itself).
+func (r *replica) reduceGrads(b *data.Batch, even bool) error {
+	n := r.t.world
+	w := float32(b.Rows) * float32(n) / float32(b.GlobalRows)
+	inv := 1 / float32(n)
+	for i, p := range r.params {
+		g := p.G
+		if r.acc != nil {
+			g = r.src[i]
+		}
+		if !even {
+			for j := range g {
+				g[j] *= w
+			}
+		}
+		if r.lowBit != nil {
+			continue
+		}
+		if err := r.comm.AllReduceF32(g, dist.Sum); err != nil {
+			return err
+		}
+		for j := range g {
+			g[j] *= inv
+		}
+	}
+	return nil
+}
+
+// globalLoss is the global batch's mean loss from each rank's: summed and
+// divided on an even split, weighted by rows otherwise.
+func (r *replica) globalLoss(loss float32, rows, global int) (float32, error) {
+	n := r.t.world
+	if n == 1 {
+		return loss, nil
+	}
+	r.lbuf[0] = loss
+	if rows*n != global {
+		r.lbuf[0] *= float32(rows) * float32(n) / float32(global)
+	}
+	if err := r.comm.AllReduceF32(r.lbuf[:1], dist.Sum); err != nil {
+		return 0, err
+	}
+	return r.lbuf[0] / float32(n), nil
+}
+
+// clip scales the gradients to the configured global norm; with FSDP the
+// norm is summed over the ranks' shards.
+func (r *replica) clip() error {
+	maxNorm := float32(r.t.cfg.ClipGradNorm)
+	if maxNorm <= 0 {
+		return nil
+	}
+	if r.drv == nil {
+		optim.ClipGradNorm(r.params, maxNorm)
+		return nil
+	}
+	var ss float64
+	for _, p := range r.params {
+		for _, g := range p.G {
+			ss += float64(g) * float64(g)
+		}
+	}
+	r.lbuf[1] = float32(ss)
+	if err := r.comm.AllReduceF32(r.lbuf[1:2], dist.Sum); err != nil {
+		return err
+	}
+	norm := float32(math.Sqrt(float64(r.lbuf[1])))
+	if norm > maxNorm && !math.IsInf(float64(norm), 0) && !math.IsNaN(float64(norm)) {
+		s := maxNorm / (norm + 1e-6)
+		for _, p := range r.params {
+			for j := range p.G {
+				p.G[j] *= s
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,287 @@
+package train_test
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/train"
+	"github.com/stretchr/testify/require"
+)
+
+const features, classes = 32, 4
+
+// blobs is a 4-class task: each class a cloud around its own centre.
+func blobs(t testing.TB, n int, seed uint64) *data.Tensors {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	x := make([]float32, n*features)
+	y := make([]int32, n)
+	for i := range y {
+		c := rng.IntN(classes)
+		y[i] = int32(c)
+		for j := 0; j < features; j++ {
+			centre := float32(0)
+			if j%classes == c {
+				centre = 2
+			}
+			x[i*features+j] = centre + float32(rng.NormFloat64())
+		}
+	}
+	ds, err := data.NewTensors(data.Float32Column("x", x, features), data.LabelColumn("label", y, classes))
+	require.NoError(t, err)
+	return ds
+}
+
+// mlp builds a 32-64-64-4 MLP with dropout.
+func mlp(rows int, training bool) (*train.Model, error) { return mlpDropout(rows, 0.1) }
+
+// mlpNoDropout is mlp without dropout, whose masks depend on the rows a
+// rank holds.
+func mlpNoDropout(rows int, training bool) (*train.Model, error) { return mlpDropout(rows, 0) }
+
+func mlpDropout(rows int, p float32) (*train.Model, error) {
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	x := g.Input("x", graph.Float32, rows, features)
+	y := g.Input("label", graph.Int32, rows)
+	net, err := nn.NewMLP(b, "mlp", []int{features, 64, 64, classes}, nn.ReLU, nn.Dropout{P: p, Seed: 5})
+	if err != nil {
+		return nil, err
+	}
+	logits := net.Forward(x)
+	return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, nil
+}
+
+func trainer(t testing.TB, mp, backend string, mod func(*train.Config)) *train.Trainer {
+	cfg := train.Config{Model: mlp, BatchSize: 24, Seed: 3, LR: 3e-3, WeightDecay: 0.01,
+		Precision: train.Precision{MixedPrecision: mp, Backend: backend},
+		// Every layer converts, so the FP8 state is exercised.
+		Filter: func(*graph.Node, string) bool { return true }}
+	if mod != nil {
+		mod(&cfg)
+	}
+	tr, err := train.New(cfg)
+	require.NoError(t, err)
+	return tr
+}
+
+func bits(v []float32) []uint32 {
+	out := make([]uint32, len(v))
+	for i, x := range v {
+		out[i] = math.Float32bits(x)
+	}
+	return out
+}
+
+// snapshot is everything a resumed run must reproduce: parameters and
+// FP8 state.
+func snapshot(t *testing.T, s *graph.Store) map[string][]uint32 {
+	out := map[string][]uint32{}
+	for _, n := range s.Names() {
+		out[n] = bits(s.Float32(n))
+	}
+	for _, k := range s.StateKeys() {
+		if ls, ok := s.State(k).(*fp8.LayerState); ok {
+			for _, r := range fp8.Roles {
+				if m := ls.Meta(r); m != nil {
+					out[k+"/"+r.String()] = append(bits([]float32{m.Scale, m.ScaleInv}), bits(m.History)...)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestResumeIsExact: N steps, a save mid-epoch and a resume to 2N equal
+// 2N straight steps to the bit (parameters, FP8 state, losses, and so
+// the optimizer state and the data order), in one process, DP over 2
+// ranks and FSDP over 3 (24 rows: uneven), float32 and FP8.
+func TestResumeIsExact(t *testing.T) {
+	ds := blobs(t, 100, 1) // 5 batches an epoch, the last padded
+	for _, c := range []struct {
+		name, mp, backend string
+		dp, fsdp          int
+	}{
+		{"fp32", "no", "", 0, 0}, {"fp8", "fp8", "te", 0, 0},
+		{"dp2 fp32", "no", "", 2, 0}, {"dp2 fp8", "fp8", "te", 2, 0}, {"dp3 msamp", "fp8", "msamp", 3, 0},
+		{"fsdp3 fp32", "no", "", 0, 3}, {"fsdp3 ao", "fp8", "ao", 0, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mod := func(cfg *train.Config) { cfg.DP, cfg.FSDP, cfg.ClipGradNorm, cfg.Prefetch = c.dp, c.fsdp, 1, 2 }
+			const n = 7
+			straight := trainer(t, c.mp, c.backend, mod)
+			full, err := straight.Fit(ds, train.Run{Steps: 2 * n})
+			require.NoError(t, err)
+
+			dir := t.TempDir()
+			first := trainer(t, c.mp, c.backend, mod)
+			half, err := first.Fit(ds, train.Run{Steps: 2 * n, StopAfter: n, SaveDir: dir})
+			require.NoError(t, err)
+			require.Equal(t, filepath.Join(dir, "checkpoint-7"), half.Checkpoint)
+			second := trainer(t, c.mp, c.backend, mod)
+			rest, err := second.Fit(ds, train.Run{Steps: 2 * n, Resume: dir})
+			require.NoError(t, err)
+			require.Equal(t, n, rest.First)
+			require.Equal(t, 2*n, rest.End)
+			require.Equal(t, bits(full.Losses), bits(append(half.Losses, rest.Losses...)))
+			require.Equal(t, snapshot(t, straight.Store()), snapshot(t, second.Store()))
+		})
+	}
+}
+
+// TestDataParallelMatchesOneProcess: DP and FSDP over uneven splits train
+// what one process trains (up to the order of the sums).
+func TestDataParallelMatchesOneProcess(t *testing.T) {
+	ds := blobs(t, 100, 2)
+	one, err := trainer(t, "no", "", func(c *train.Config) { c.Model = mlpNoDropout }).Fit(ds, train.Run{Steps: 10})
+	require.NoError(t, err)
+	for _, mod := range []func(*train.Config){
+		func(c *train.Config) { c.DP = 5; c.Model = mlpNoDropout },
+		func(c *train.Config) { c.FSDP = 7; c.Model = mlpNoDropout },
+	} {
+		res, err := trainer(t, "no", "", mod).Fit(ds, train.Run{Steps: 10})
+		require.NoError(t, err)
+		for i := range one.Losses {
+			require.InEpsilon(t, one.Losses[i], res.Losses[i], 1e-5, "step %d", i)
+		}
+	}
+}
+
+// TestGradientAccumulation: two micro-batches of 12 train as one batch of
+// 24 (the same examples, without shuffling).
+func TestGradientAccumulation(t *testing.T) {
+	ds := blobs(t, 96, 4)
+	big, err := trainer(t, "no", "", func(c *train.Config) { c.NoShuffle = true; c.Model = mlpNoDropout }).Fit(ds, train.Run{Steps: 6})
+	require.NoError(t, err)
+	acc, err := trainer(t, "no", "", func(c *train.Config) {
+		c.NoShuffle, c.BatchSize, c.GradientAccumulationSteps, c.Model = true, 12, 2, mlpNoDropout
+	}).Fit(ds, train.Run{Steps: 6})
+	require.NoError(t, err)
+	require.Len(t, acc.Losses, 6)
+	for i := range big.Losses {
+		require.InEpsilon(t, big.Losses[i], acc.Losses[i], 1e-5, "step %d", i)
+	}
+	// The epoch count follows the optimizer steps: 96/12 = 8 micro-batches
+	// an epoch make 4 steps.
+	res, err := trainer(t, "no", "", func(c *train.Config) { c.BatchSize = 12; c.GradientAccumulationSteps = 2 }).Fit(ds, train.Run{Epochs: 2})
+	require.NoError(t, err)
+	require.Equal(t, 8, res.Total)
+}
+
+// TestEvaluationAndHooks: an evaluation every few steps and at the end,
+// in the hooks' order, and a model that learns the task.
+func TestEvaluationAndHooks(t *testing.T) {
+	trainSet, evalSet := blobs(t, 480, 5), blobs(t, 100, 6)
+	var events []string
+	rec := train.Hook{Name: "rec",
+		OnStart: func(s *train.Status) error { events = append(events, "start"); return nil },
+		OnStep:  func(s *train.Status) error { events = append(events, "step"); return nil },
+		OnEval: func(s *train.Status) error {
+			events = append(events, "eval")
+			require.Equal(t, 100, s.Eval.Examples)
+			return nil
+		},
+		OnSave: func(s *train.Status) error { events = append(events, "save"); return nil },
+		OnEnd:  func(s *train.Status) error { events = append(events, "end"); return nil },
+	}
+	res, err := trainer(t, "fp8", "te", func(c *train.Config) { c.EvalBatchSize = 32 }).Fit(trainSet, train.Run{Epochs: 3, Eval: evalSet, EvalEvery: 20,
+		SaveDir: t.TempDir(), SaveEvery: 30, Keep: 1, Hooks: []train.Hook{rec}})
+	require.NoError(t, err)
+	require.Equal(t, 60, res.Total)
+	require.Equal(t, []string{"start"}, events[:1])
+	require.Equal(t, "end", events[len(events)-1])
+	count := map[string]int{}
+	for _, e := range events {
+		count[e]++
+	}
+	require.Equal(t, 60, count["step"])
+	require.Equal(t, 3, count["eval"]) // steps 20, 40 and the end
+	require.Equal(t, 2, count["save"]) // step 30 and the end
+	require.Greater(t, res.Eval.Accuracy, 0.9, "%v", res.Eval)
+	require.Less(t, res.Eval.Loss, 0.5)
+	cks, err := os.ReadDir(filepath.Dir(res.Checkpoint))
+	require.NoError(t, err)
+	require.Len(t, cks, 1, "Keep 1 keeps the newest only")
+	require.Equal(t, "checkpoint-60", cks[0].Name())
+	require.Equal(t, "te/HYBRID", res.Recipe)
+	require.Equal(t, "defaults", res.Settings)
+}
+
+// TestHookErrorStopsEveryRank: a hook's error on rank 0 stops the other
+// ranks too (no rank waits forever) and is Fit's error.
+func TestHookErrorStopsEveryRank(t *testing.T) {
+	boom := errors.New("boom")
+	h := train.Hook{Name: "stopper", OnStep: func(s *train.Status) error {
+		if s.Step == 3 {
+			return boom
+		}
+		return nil
+	}}
+	for _, mod := range []func(*train.Config){nil, func(c *train.Config) { c.DP = 3 }, func(c *train.Config) { c.FSDP = 2 }} {
+		_, err := trainer(t, "no", "", mod).Fit(blobs(t, 100, 1), train.Run{Steps: 10, Hooks: []train.Hook{h}})
+		require.ErrorIs(t, err, boom)
+		require.ErrorContains(t, err, `hook "stopper"`)
+	}
+}
+
+// TestNonFiniteLossIsDiagnosed names the first non-finite gradient.
+func TestNonFiniteLossIsDiagnosed(t *testing.T) {
+	ds := blobs(t, 100, 1)
+	for _, mod := range []func(*train.Config){func(c *train.Config) { c.LR = 1e30 }, func(c *train.Config) { c.LR = 1e30; c.DP = 2 }} {
+		_, err := trainer(t, "fp8", "te", mod).Fit(ds, train.Run{Steps: 50, Hint: "learning rate too high?"})
+		require.ErrorIs(t, err, train.ErrNonFinite)
+		require.ErrorContains(t, err, "first non-finite")
+		require.ErrorContains(t, err, "(learning rate too high?)")
+	}
+}
+
+// TestFitRefusesBadRuns before any step.
+func TestFitRefusesBadRuns(t *testing.T) {
+	ds := blobs(t, 50, 1)
+	tr := trainer(t, "no", "", nil)
+	_, err := tr.Fit(ds, train.Run{})
+	require.ErrorIs(t, err, train.ErrConfig)
+	_, err = tr.Fit(ds, train.Run{Steps: 3, Resume: filepath.Join(t.TempDir(), "none")})
+	require.ErrorIs(t, err, train.ErrNoCheckpoint)
+	_, err = tr.Fit(ds, train.Run{Steps: 3, Resume: t.TempDir()})
+	require.ErrorContains(t, err, "no checkpoint-<step> directory")
+	// A dataset without the model's inputs.
+	other, err := data.NewTensors(data.Float32Column("pixels", make([]float32, 10*features), features), data.LabelColumn("label", make([]int32, 10), classes))
+	require.NoError(t, err)
+	_, err = tr.Fit(other, train.Run{Steps: 1})
+	require.ErrorContains(t, err, `model input "x" has no dataset field of that name (fields: pixels, label)`)
+	wrong, err := data.NewTensors(data.Float32Column("x", make([]float32, 10*8), 8), data.LabelColumn("label", make([]int32, 10), classes))
+	require.NoError(t, err)
+	_, err = tr.Fit(wrong, train.Run{Steps: 1})
+	require.ErrorContains(t, err, `model input "x" is float32 [24 32]`)
+	// Resuming at or past the end.
+	dir := t.TempDir()
+	_, err = trainer(t, "no", "", nil).Fit(ds, train.Run{Steps: 3, SaveDir: dir})
+	require.NoError(t, err)
+	_, err = trainer(t, "no", "", nil).Fit(ds, train.Run{Steps: 3, Resume: dir})
+	require.ErrorContains(t, err, "nothing left to train")
+	// Resuming another recipe's checkpoint.
+	_, err = trainer(t, "fp8", "te", nil).Fit(ds, train.Run{Steps: 6, Resume: dir})
+	require.ErrorContains(t, err, "recipe")
+
+	for cfg, want := range map[*train.Config]string{
+		{Model: mlp}:                                  "batch size 0",
+		{Model: mlp, BatchSize: 2, DP: 3}:             "DP over 3 ranks: the batch of 2 leaves ranks without rows",
+		{Model: mlp, BatchSize: 8, DP: 2, FSDP: 2}:    "choose one",
+		{Model: mlp, BatchSize: 8, LR: math.NaN()}:    "learning rate NaN",
+		{Model: mlp, BatchSize: 8, Optimizer: "lion"}: `optimizer "lion"`,
+		{BatchSize: 8}: "no Model",
+		{Model: mlp, BatchSize: 8, FSDP: 2, Precision: train.Precision{MixedPrecision: "fp8", Backend: "msamp"}}: "does not combine with FSDP",
+	} {
+		_, err := train.New(*cfg)
+		require.ErrorContains(t, err, want)
+	}
+}

@@ -1,0 +1,243 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+)
+
+// Model is a model built on its own graph for one batch size: what the
+// Trainer feeds, prepares, optimises and reads.
+type Model struct {
+	// Builder built the model's layers: its parameters are the ones
+	// trained, initialised by Builder.Init with the run's seed.
+	Builder *nn.Builder
+	// Inputs maps a dataset field name ("x", "label") to the input node
+	// fed from it; every input of the graph must be listed, and every
+	// field it names must exist in the dataset.
+	Inputs map[string]*graph.Node
+	// Loss is the scalar loss: required for training, optional for
+	// evaluation (the evaluation loss).
+	Loss *graph.Node
+	// Logits, when set, are class scores [..., classes] whose leading
+	// dims are those of the dataset's label field: evaluation reports
+	// their accuracy.
+	Logits *graph.Node
+	// Fixed feeds inputs that are not dataset fields (position ids) once
+	// per compiled program.
+	Fixed func(p *graph.Program) error
+}
+
+// ModelFunc builds the model for a batch of rows, for training (with its
+// loss) or evaluation. It is called once per rank and once for
+// evaluation; every call must build the same parameters.
+type ModelFunc func(rows int, training bool) (*Model, error)
+
+// Config configures a Trainer. The zero value of each field but Model and
+// BatchSize works: float32, AdamW with learning rate 1e-3 and no weight
+// decay, one process, shuffled batches with a padded last batch.
+type Config struct {
+	// Model builds the model (required).
+	Model ModelFunc
+	// Precision is the mixed precision and FP8 recipe. Resolve it first
+	// (flags, environment, config file); New resolves it otherwise.
+	Precision Precision
+	// BatchSize is the global batch (all ranks together, one micro-batch
+	// of an accumulated step).
+	BatchSize int
+	// NoShuffle keeps the dataset's order; DropLast drops an epoch's
+	// last batch when it is not full (else it is padded and masked);
+	// Prefetch prepares that many batches ahead on a goroutine.
+	NoShuffle bool
+	DropLast  bool
+	Prefetch  int
+	// Seed seeds the parameters, the data order and dropout.
+	Seed uint64
+	// LR is the learning rate (1e-3 when 0), or Schedule, when set, gives
+	// it per step.
+	LR       float64
+	Schedule optim.Schedule
+	// Optimizer is "adamw" (the default), "adam" or "sgd"; the MS-AMP
+	// recipe takes MS-AMP's low-bit AdamW at its level. Momentum is
+	// SGD's.
+	Optimizer   string
+	WeightDecay float64
+	Momentum    float64
+	// ClipGradNorm, when above 0, scales the gradients to that global L2
+	// norm (PyTorch's clip_grad_norm_).
+	ClipGradNorm float64
+	// GradientAccumulationSteps is the number of micro-batches per
+	// optimizer step (Accelerate's gradient_accumulation_steps; 0 or 1:
+	// none). Their gradients are averaged weighted by their rows, so the
+	// step equals one of the whole batch.
+	GradientAccumulationSteps int
+	// DP trains data-parallel over DP in-process ranks, each a full
+	// replica; FSDP trains sharded over FSDP in-process ranks (float8
+	// all-gather with the AO tensorwise recipe). Comm, when set, makes
+	// this process one rank of a world (MPI): FSDP when FSDP is -1, else
+	// data-parallel. Uneven splits of a batch weight each rank by its rows.
+	DP, FSDP int
+	Comm     dist.Communicator
+	// EvalBatchSize is the batch of evaluation (BatchSize when 0).
+	EvalBatchSize int
+	// Debug and DebugLogDir turn on FP8 precision debugging (see package
+	// inspect): statistics nodes in the training program, written as JSON
+	// lines under DebugLogDir.
+	Debug       *inspect.Config
+	DebugLogDir string
+	// Filter restricts which linear layers convert (passes.Config.Filter).
+	Filter func(n *graph.Node, fqn string) bool
+	// Profile times every op of rank 0's training step (Result.Profile).
+	Profile bool
+	// Name names the run's checkpoint files ("state" when empty); Meta
+	// is recorded in checkpoints and must match on resume (a "model"
+	// key describing the model guards against loading another's).
+	Name string
+	Meta map[string]string
+}
+
+// ErrConfig is wrapped by the errors New returns for a configuration that
+// cannot train.
+var ErrConfig = errors.New("training configuration")
+
+func configErrorf(format string, args ...any) error {
+	return &kindError{fmt.Errorf("train: "+format, args...), ErrConfig}
+}
+
+// Trainer runs training for one precision.
+type Trainer struct {
+	cfg    Config
+	recipe fp8.Recipe
+	world  int
+	fsdp   bool
+	accum  int
+	// after a run: rank 0's replica (its store holds the trained,
+	// gathered parameters).
+	rep *replica
+}
+
+// New checks cfg and returns a trainer; no model is built yet.
+func New(cfg Config) (*Trainer, error) {
+	if cfg.Model == nil {
+		return nil, configErrorf("no Model function")
+	}
+	if cfg.BatchSize < 1 {
+		return nil, configErrorf("batch size %d, want at least 1", cfg.BatchSize)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+		min  float64
+	}{{"learning rate", cfg.LR, 0}, {"weight decay", cfg.WeightDecay, 0}, {"momentum", cfg.Momentum, 0}, {"ClipGradNorm", cfg.ClipGradNorm, 0}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < f.min {
+			return nil, configErrorf("%s %v: want a finite value ≥ %v", f.name, f.v, f.min)
+		}
+	}
+	if cfg.LR == 0 {
+		cfg.LR = 1e-3
+	}
+	switch strings.ToLower(cfg.Optimizer) {
+	case "", "adamw", "adam", "sgd":
+	default:
+		return nil, configErrorf("optimizer %q: want adamw, adam or sgd", cfg.Optimizer)
+	}
+	if cfg.GradientAccumulationSteps < 0 || cfg.DP < 0 || cfg.FSDP < -1 || cfg.Prefetch < 0 || cfg.EvalBatchSize < 0 {
+		return nil, configErrorf("negative GradientAccumulationSteps, DP, FSDP, Prefetch or EvalBatchSize")
+	}
+	t := &Trainer{cfg: cfg, accum: max(1, cfg.GradientAccumulationSteps), world: 1}
+	if cfg.Precision.src == nil {
+		if err := t.cfg.Precision.Resolve(); err != nil {
+			return nil, err
+		}
+	}
+	r, err := t.cfg.Precision.Recipe()
+	if err != nil {
+		return nil, err
+	}
+	t.recipe = r
+	switch {
+	case cfg.Comm != nil:
+		if cfg.DP > 0 || cfg.FSDP > 0 {
+			return nil, configErrorf("Comm (one rank of a world) does not combine with in-process DP or FSDP ranks")
+		}
+		t.world, t.fsdp = cfg.Comm.Size(), cfg.FSDP == -1
+	case cfg.DP > 0 && cfg.FSDP > 0:
+		return nil, configErrorf("DP %d and FSDP %d: choose one", cfg.DP, cfg.FSDP)
+	case cfg.FSDP == -1:
+		return nil, configErrorf("FSDP -1 (a rank of a world) needs Comm")
+	case cfg.FSDP > 0:
+		t.world, t.fsdp = cfg.FSDP, true
+	case cfg.DP > 0:
+		t.world = cfg.DP
+	case cfg.Precision.NumProcesses > 1:
+		t.world = cfg.Precision.NumProcesses // the config file's num_processes
+	}
+	if _, ms := r.(fp8.MSAMPRecipe); ms && t.fsdp {
+		return nil, configErrorf("the MS-AMP recipe does not combine with FSDP: MS-AMP shards nothing; use the AO recipe for float8 all-gather")
+	}
+	if cfg.BatchSize < t.world {
+		return nil, configErrorf("%s: the batch of %d leaves ranks without rows", t.worldName(), cfg.BatchSize)
+	}
+	if t.cfg.Optimizer != "" && !strings.EqualFold(t.cfg.Optimizer, "adamw") {
+		if _, ms := r.(fp8.MSAMPRecipe); ms {
+			return nil, configErrorf("optimizer %q: the MS-AMP recipe trains with its low-bit AdamW", cfg.Optimizer)
+		}
+	}
+	return t, nil
+}
+
+// worldName names the ranks in messages: "FSDP over 3 ranks", "DP over 2
+// ranks", "the MPI world of 3 ranks".
+func (t *Trainer) worldName() string {
+	switch {
+	case t.cfg.Comm != nil:
+		return fmt.Sprintf("the world of %d ranks", t.world)
+	case t.fsdp:
+		return fmt.Sprintf("FSDP over %d ranks", t.world)
+	case t.world > 1:
+		return fmt.Sprintf("DP over %d ranks", t.world)
+	}
+	return "one process"
+}
+
+// Recipe returns the recipe the trainer prepares its model with (nil for
+// float32).
+func (t *Trainer) Recipe() fp8.Recipe { return t.recipe }
+
+// Ranks returns the number of ranks training runs on.
+func (t *Trainer) Ranks() int { return t.world }
+
+// Store returns rank 0's parameter store after Fit (with FSDP, the
+// gathered full parameters), for evaluation or sampling; nil before.
+func (t *Trainer) Store() *graph.Store {
+	if t.rep == nil {
+		return nil
+	}
+	return t.rep.store
+}
+
+// Report returns what the conversion did to each linear layer (after
+// Fit).
+func (t *Trainer) Report() passes.Report {
+	if t.rep == nil {
+		return passes.Report{}
+	}
+	return t.rep.report
+}
+
+// Model returns rank 0's training model after Fit.
+func (t *Trainer) Model() *Model {
+	if t.rep == nil {
+		return nil
+	}
+	return t.rep.m
+}
