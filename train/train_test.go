@@ -278,7 +278,7 @@ func TestFitRefusesBadRuns(t *testing.T) {
 		{Model: mlp, BatchSize: 8, DP: 2, FSDP: 2}:    "choose one",
 		{Model: mlp, BatchSize: 8, LR: math.NaN()}:    "learning rate NaN",
 		{Model: mlp, BatchSize: 8, Optimizer: "lion"}: `optimizer "lion"`,
-		{BatchSize: 8}: "no Model",
+		{BatchSize: 8}:                                "no Model",
 		{Model: mlp, BatchSize: 8, FSDP: 2, Precision: train.Precision{MixedPrecision: "fp8", Backend: "msamp"}}: "does not combine with FSDP",
 	} {
 		_, err := train.New(*cfg)
