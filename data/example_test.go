@@ -32,8 +32,8 @@ func ExampleLoader() {
 	}
 	// Output:
 	// 2 [7 4.7 5.1 1.4] [1 0] [1 1]
-	// 2 [4.9 1.5 5.8 5.1] [0 2] [1 1]
-	// 1 [6.3 6 0 0] [2 -100] [1 0]
+	// 2 [5.8 5.1 6.3 6] [2 2] [1 1]
+	// 1 [4.9 1.5 0 0] [0 -100] [1 0]
 }
 
 // A bad cell is refused with the file, line and column.

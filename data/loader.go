@@ -12,11 +12,19 @@ type Config struct {
 	// BatchSize is the global batch: the examples of one step across all
 	// ranks.
 	BatchSize int
-	// Shuffle draws a new order every epoch from Seed and the epoch
-	// number (the same on every rank), so any epoch's order can be
-	// recomputed on resume.
+	// Shuffle draws a new order every epoch: one generator seeded with
+	// Seed and Stream shuffles the previous epoch's order (the first
+	// epoch's, the dataset's), the same on every rank, so that a resumed
+	// run recomputes any epoch's order from its number.
 	Shuffle bool
 	Seed    uint64
+	// Stream chooses the generator's stream (0: DefaultStream).
+	Stream uint64
+	// Replacement draws every row of every batch uniformly at random from
+	// the whole dataset, with replacement (nanoGPT's random windows,
+	// PyTorch's RandomSampler(replacement=True)); an "epoch" is then
+	// Len/BatchSize batches and no batch is padded.
+	Replacement bool
 	// DropLast leaves out the last batch of an epoch when it is not full;
 	// otherwise it is padded to BatchSize, its padded rows masked (Mask
 	// 0, label fields IgnoreLabel).
@@ -43,10 +51,12 @@ type Loader struct {
 	lo, hi     int // this rank's rows of a global batch
 
 	perm      []int
-	permEpoch int
+	permEpoch int // the epoch perm is the order of (-1: none yet)
+	drawn     int // with Replacement: batches the generator has drawn
 	pcg       *rand.PCG
 	rng       *rand.Rand
 	swap      func(i, j int)
+	idx       []int // with Replacement: the batch's draws
 
 	// epoch and index are the next batch to return.
 	epoch, index int
@@ -87,17 +97,29 @@ func NewLoader(ds Dataset, cfg Config) (*Loader, error) {
 	case cfg.DropLast && n < cfg.BatchSize:
 		return nil, fmt.Errorf("data: loader: the dataset's %d examples make no full batch of %d (DropLast)", n, cfg.BatchSize)
 	}
+	if cfg.Stream == 0 {
+		cfg.Stream = DefaultStream
+	}
 	l := &Loader{ds: ds, cfg: cfg, n: n, permEpoch: -1, perm: make([]int, n)}
 	l.lo, l.hi = Shard(cfg.BatchSize, cfg.World, cfg.Rank)
 	l.batches = n / cfg.BatchSize
-	if !cfg.DropLast && n%cfg.BatchSize != 0 {
+	if !cfg.DropLast && !cfg.Replacement && n%cfg.BatchSize != 0 {
 		l.batches++
 	}
-	l.pcg = rand.NewPCG(cfg.Seed, 0)
+	if cfg.Replacement {
+		l.batches = max(1, l.batches)
+		l.idx = make([]int, cfg.BatchSize)
+	}
+	l.pcg = rand.NewPCG(cfg.Seed, cfg.Stream)
 	l.rng = rand.New(l.pcg)
 	l.swap = func(i, j int) { l.perm[i], l.perm[j] = l.perm[j], l.perm[i] }
 	return l, nil
 }
+
+// DefaultStream is the generator stream of a Config without one (the one
+// Octet's MNIST loader has always shuffled with, so its runs keep their
+// order).
+const DefaultStream = 0x6d6e697374
 
 // Shard returns the rows [lo, hi) of a global batch of size rows that rank
 // takes of world ranks: the first size mod world ranks take one row more.
@@ -166,29 +188,66 @@ func (l *Loader) advance(epoch, index *int) {
 	}
 }
 
-// order makes perm the order of epoch.
+// order makes perm the order of epoch: the next shuffle of the order
+// before it, or, after a jump, the order replayed from the first epoch.
 func (l *Loader) order(epoch int) {
 	if l.permEpoch == epoch {
 		return
 	}
-	for i := range l.perm {
-		l.perm[i] = i
+	if !l.cfg.Shuffle {
+		for i := range l.perm {
+			l.perm[i] = i
+		}
+		l.permEpoch = epoch
+		return
 	}
-	if l.cfg.Shuffle {
-		l.pcg.Seed(l.cfg.Seed, uint64(epoch))
+	if l.permEpoch < 0 || epoch != l.permEpoch+1 {
+		for i := range l.perm {
+			l.perm[i] = i
+		}
+		l.pcg.Seed(l.cfg.Seed, l.cfg.Stream)
+		l.permEpoch = -1
+	}
+	for l.permEpoch < epoch {
 		l.rng.Shuffle(len(l.perm), l.swap)
+		l.permEpoch++
 	}
-	l.permEpoch = epoch
+}
+
+// draws fills idx with the draws of global batch number k (with
+// Replacement), replaying the generator after a jump.
+func (l *Loader) draws(k int) {
+	if k != l.drawn {
+		l.pcg.Seed(l.cfg.Seed, l.cfg.Stream)
+		for l.drawn = 0; l.drawn < k; l.drawn++ {
+			for range l.idx {
+				l.rng.IntN(l.n)
+			}
+		}
+	}
+	for i := range l.idx {
+		l.idx[i] = l.rng.IntN(l.n)
+	}
+	l.drawn++
 }
 
 // produce fills b with this rank's rows of batch index of epoch.
 func (l *Loader) produce(epoch, index int, b *Batch) error {
-	l.order(epoch)
-	start := index * l.cfg.BatchSize
-	real := min(l.cfg.BatchSize, l.n-start) // real rows of the global batch
-	mine := min(max(real-l.lo, 0), l.hi-l.lo)
-	from := min(start+l.lo, l.n)
-	idx := l.perm[from : from+mine]
+	var idx []int
+	var real int // real rows of the global batch
+	if l.cfg.Replacement {
+		l.draws(epoch*l.batches + index)
+		real = l.cfg.BatchSize
+		idx = l.idx[l.lo:l.hi]
+	} else {
+		l.order(epoch)
+		start := index * l.cfg.BatchSize
+		real = min(l.cfg.BatchSize, l.n-start)
+		mine := min(max(real-l.lo, 0), l.hi-l.lo)
+		from := min(start+l.lo, l.n)
+		idx = l.perm[from : from+mine]
+	}
+	mine := len(idx)
 	if err := l.ds.Fill(b, idx); err != nil {
 		return fmt.Errorf("data: batch %d of epoch %d: %w", index, epoch, err)
 	}
@@ -284,8 +343,8 @@ func (l *Loader) Restore(st State) error {
 const stateMagic = "octet.data.Loader/1"
 
 // MarshalBinary encodes the position with what it depends on (the number
-// of examples, batch size, ranks, seed, shuffle and drop-last), for a
-// checkpoint.
+// of examples, batch size, ranks, seed, shuffle, drop-last, stream and
+// replacement), for a checkpoint.
 func (l *Loader) MarshalBinary() ([]byte, error) {
 	b := []byte(stateMagic)
 	for _, v := range l.fingerprint() {
@@ -296,7 +355,7 @@ func (l *Loader) MarshalBinary() ([]byte, error) {
 	return b, nil
 }
 
-var fingerprintNames = [...]string{"examples", "batch size", "ranks", "seed", "shuffle", "drop-last"}
+var fingerprintNames = [...]string{"examples", "batch size", "ranks", "seed", "shuffle", "drop-last", "stream", "replacement"}
 
 func (l *Loader) fingerprint() [len(fingerprintNames)]uint64 {
 	b2u := func(b bool) uint64 {
@@ -305,12 +364,14 @@ func (l *Loader) fingerprint() [len(fingerprintNames)]uint64 {
 		}
 		return 0
 	}
-	return [...]uint64{uint64(l.n), uint64(l.cfg.BatchSize), uint64(l.cfg.World), l.cfg.Seed, b2u(l.cfg.Shuffle), b2u(l.cfg.DropLast)}
+	return [...]uint64{uint64(l.n), uint64(l.cfg.BatchSize), uint64(l.cfg.World), l.cfg.Seed, b2u(l.cfg.Shuffle), b2u(l.cfg.DropLast),
+		l.cfg.Stream, b2u(l.cfg.Replacement)}
 }
 
 // UnmarshalBinary restores a position written by MarshalBinary, refusing
-// one of a loader with other examples, batch size, ranks, seed, shuffle or
-// drop-last (an error wrapping ErrState that names the setting).
+// one of a loader with other examples, batch size, ranks, seed, shuffle,
+// drop-last, stream or replacement (an error wrapping ErrState that names
+// the setting).
 func (l *Loader) UnmarshalBinary(b []byte) error {
 	want := len(stateMagic) + 8*(len(fingerprintNames)+2)
 	if len(b) != want || string(b[:len(stateMagic)]) != stateMagic {

@@ -3,6 +3,7 @@ package data_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/octetml/octet/data"
@@ -265,4 +266,46 @@ func TestTensorsRefuseBadColumns(t *testing.T) {
 	require.ErrorContains(t, err, "repeated")
 	_, err = data.NewTensors()
 	require.ErrorContains(t, err, "no fields")
+}
+
+// TestReplacementDrawsUniformly: with Replacement every row is one draw
+// of the generator (Seed, Stream), in order; the ranks take their rows of
+// the same draws; a resumed loader replays to its position.
+func TestReplacementDrawsUniformly(t *testing.T) {
+	ds := ids(t, 37)
+	cfg := data.Config{BatchSize: 5, Seed: 8, Stream: 77, Replacement: true}
+	l, err := data.NewLoader(ds, cfg)
+	require.NoError(t, err)
+	require.Equal(t, 7, l.BatchesPerEpoch())
+	rng := rand.New(rand.NewPCG(8, 77))
+	var all [][]int
+	for i := 0; i < 20; i++ {
+		b, err := l.Next()
+		require.NoError(t, err)
+		require.Equal(t, 5, b.Rows)
+		got := seen(t, b)
+		for _, id := range got {
+			require.Equal(t, rng.IntN(37), id)
+		}
+		all = append(all, got)
+	}
+	r1 := cfg
+	r1.Rank, r1.World = 1, 2
+	lr, err := data.NewLoader(ds, r1)
+	require.NoError(t, err)
+	saved, _ := l.MarshalBinary()
+	for i := 0; i < 20; i++ {
+		b, err := lr.Next()
+		require.NoError(t, err)
+		require.Equal(t, all[i][3:], seen(t, b))
+	}
+	more, err := l.Next()
+	require.NoError(t, err)
+	want := seen(t, more)
+	l2, err := data.NewLoader(ds, cfg)
+	require.NoError(t, err)
+	require.NoError(t, l2.UnmarshalBinary(saved))
+	b, err := l2.Next()
+	require.NoError(t, err)
+	require.Equal(t, want, seen(t, b))
 }

@@ -32,18 +32,21 @@ func (e *Eval) String() string {
 	return s
 }
 
-// evaluator is rank 0's evaluation program over the evaluation set.
+// evaluator is rank 0's evaluation program.
 type evaluator struct {
-	m      *Model
-	prog   *graph.Program
-	loader *data.Loader
-	feeds  []feed
-	label  int // the dataset's label field (-1: none)
+	m    *Model
+	prog *graph.Program
+	rows int
 }
 
-func (t *Trainer) newEvaluator(rep *replica, ds data.Dataset) (*evaluator, error) {
-	if rep.rank != 0 {
-		return &evaluator{}, nil // rank 0 evaluates; the others join its gathers
+// evaluator builds (once) the evaluation model on rank 0's store and
+// prepares it for the recipe.
+func (t *Trainer) evaluator() (*evaluator, error) {
+	if t.ev != nil {
+		return t.ev, nil
+	}
+	if t.rep == nil {
+		return nil, configErrorf("evaluate: no model yet (call Evaluate after Fit has started)")
 	}
 	rows := t.cfg.EvalBatchSize
 	if rows == 0 {
@@ -62,45 +65,63 @@ func (t *Trainer) newEvaluator(rep *replica, ds data.Dataset) (*evaluator, error
 	if len(outs) == 0 {
 		return nil, configErrorf("the evaluation model has neither Loss nor Logits")
 	}
-	e := &evaluator{m: m, label: -1}
-	for i, f := range ds.Fields() {
-		if f.Label && e.label < 0 {
-			e.label = i
-		}
-	}
-	if e.feeds, err = bindFeeds(m, ds.Fields(), rows); err != nil {
-		return nil, fmt.Errorf("evaluation: %w", err)
-	}
-	prep, err := passes.Prepare(m.Builder.Graph(), rep.store, passes.Config{Recipe: t.recipe, EvalOutputs: outs, Filter: t.cfg.Filter})
+	prep, err := passes.Prepare(m.Builder.Graph(), t.rep.store, passes.Config{Recipe: t.recipe, EvalOutputs: outs, Filter: t.cfg.Filter})
 	if err != nil {
 		return nil, err
 	}
-	e.prog = prep.Eval
 	if m.Fixed != nil {
-		if err := m.Fixed(e.prog); err != nil {
+		if err := m.Fixed(prep.Eval); err != nil {
 			return nil, fmt.Errorf("train: Fixed: %w", err)
 		}
 	}
-	if e.loader, err = data.NewLoader(ds, data.Config{BatchSize: rows}); err != nil {
-		return nil, fmt.Errorf("evaluation: %w", err)
+	t.ev = &evaluator{m: m, prog: prep.Eval, rows: rows}
+	return t.ev, nil
+}
+
+// Evaluate runs the evaluation model (Config.EvalBatchSize rows a batch,
+// in order, the last batch padded) over ds with rank 0's parameters: the
+// mean loss over the examples and, with Logits, the accuracy over the
+// labelled positions of ds's first label field. Call it after Fit, or
+// from a hook during Fit (with FSDP, from OnEval or after Fit, when the
+// parameters are gathered).
+func (t *Trainer) Evaluate(ds data.Dataset) (*Eval, error) {
+	e, err := t.evaluator()
+	if err != nil {
+		return nil, err
 	}
-	return e, nil
+	step := 0
+	if t.rep != nil {
+		step = int(t.rep.opt.Steps())
+	}
+	return e.run(ds, step)
 }
 
 // run evaluates the whole dataset once.
-func (e *evaluator) run(step int) (*Eval, error) {
-	if err := e.loader.Restore(data.State{}); err != nil {
-		return nil, err
+func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
+	feeds, err := bindFeeds(e.m, ds.Fields(), e.rows)
+	if err != nil {
+		return nil, fmt.Errorf("evaluation: %w", err)
 	}
+	label := -1
+	for i, f := range ds.Fields() {
+		if f.Label && label < 0 {
+			label = i
+		}
+	}
+	loader, err := data.NewLoader(ds, data.Config{BatchSize: e.rows})
+	if err != nil {
+		return nil, fmt.Errorf("evaluation: %w", err)
+	}
+	defer loader.Close()
 	ev := &Eval{Step: step, Loss: math.NaN(), Accuracy: math.NaN()}
 	var lossSum float64
 	var correct, counted int
-	for range e.loader.BatchesPerEpoch() {
-		b, err := e.loader.Next()
+	for range loader.BatchesPerEpoch() {
+		b, err := loader.Next()
 		if err != nil {
 			return nil, err
 		}
-		if err := feedBatch(e.prog, e.feeds, b); err != nil {
+		if err := feedBatch(e.prog, feeds, b); err != nil {
 			return nil, err
 		}
 		if err := e.prog.Run(); err != nil {
@@ -114,8 +135,8 @@ func (e *evaluator) run(step int) (*Eval, error) {
 			}
 			lossSum += float64(l) * float64(b.Rows)
 		}
-		if e.m.Logits != nil && e.label >= 0 {
-			c, n, err := accuracy(e.prog.Float32(e.m.Logits), b.Int32At(e.label))
+		if e.m.Logits != nil && label >= 0 {
+			c, n, err := accuracy(e.prog.Float32(e.m.Logits), b.Int32At(label))
 			if err != nil {
 				return nil, err
 			}
@@ -169,7 +190,7 @@ func (rr *rankRun) evaluate() error {
 	var err error
 	if r.rank == 0 {
 		var ev *Eval
-		if ev, err = rr.eval.run(rr.status.Step); err == nil {
+		if ev, err = rr.t.ev.run(rr.evalSet, rr.status.Step); err == nil {
 			rr.res.Eval, rr.status.Eval = ev, ev
 		}
 	}

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"time"
 
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
 )
@@ -31,11 +33,15 @@ type Run struct {
 	// (0: at the end only) and at the end, each in a directory
 	// checkpoint-<step>, written whole or not at all; Keep, when above 0,
 	// keeps only the newest Keep of them (Accelerate's total_limit).
+	// Flat writes the rank files straight into SaveDir instead, each
+	// replacing its previous version atomically (one checkpoint kept).
 	SaveDir   string
 	SaveEvery int
 	Keep      int
-	// Resume, when set, is a SaveDir (its newest complete checkpoint) or
-	// one checkpoint-<step> directory to continue from, exactly.
+	Flat      bool
+	// Resume, when set, is a SaveDir (its newest complete checkpoint, or
+	// with a flat layout its files) or one checkpoint-<step> directory to
+	// continue from, exactly.
 	Resume string
 	// Hooks run on rank 0, in order, at the start, after each step,
 	// evaluation and save, and at the end.
@@ -50,7 +56,8 @@ type Status struct {
 	// Step is the number of optimizer steps done, Total the schedule's
 	// length, First the step this process started from (a resumed run's).
 	Step, Total, First int
-	// Epoch is the epoch of the next batch (from 0).
+	// Epoch is the epoch (from 0) of the last step's batch (at the
+	// start, of the first batch).
 	Epoch int
 	// Loss is the last step's loss (the global batch's mean), LR its
 	// learning rate, StepTime how long it took.
@@ -164,7 +171,7 @@ func (t *Trainer) Fit(ds data.Dataset, run Run) (*Result, error) {
 	var resume string
 	if run.Resume != "" {
 		var err error
-		if resume, err = latestCheckpoint(run.Resume); err != nil {
+		if resume, err = t.latestCheckpoint(run.Resume); err != nil {
 			return nil, err
 		}
 	}
@@ -209,14 +216,16 @@ type rankRun struct {
 	loader *data.Loader
 	total  int
 	res    *Result
-	status Status
-	eval   *evaluator
+	status  Status
+	evalSet data.Dataset
 }
 
 // agree makes every rank return an error when one of them has one: the
 // rank's own error, or errStopped on the others.
-func (rr *rankRun) agree(err error) error {
-	comm := rr.r.comm
+func (rr *rankRun) agree(err error) error { return agree(rr.r.comm, err) }
+
+// agree is rankRun.agree over comm (nil: one process).
+func agree(comm dist.Communicator, err error) error {
 	if comm == nil {
 		return err
 	}
@@ -255,12 +264,25 @@ func (rr *rankRun) hooks(pick func(h *Hook) func(*Status) error) error {
 }
 
 func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resume string, res *Result) (err error) {
+	t.ev = nil
 	rank := 0
 	if comm != nil {
 		rank = comm.Rank()
 	}
 	lo, hi := data.Shard(t.cfg.BatchSize, t.world, rank)
-	rep, err := t.newReplica(comm, hi-lo)
+	// Rank 0 alone opens the debug log; a failure there must stop every
+	// rank before the collectives of the set-up.
+	var log *inspect.Log
+	if t.cfg.Debug != nil && rank == 0 {
+		log, err = inspect.OpenLog(filepath.Join(t.cfg.DebugLogDir, t.cfg.Precision.Name()), 0)
+		if err != nil {
+			err = fmt.Errorf("train: FP8 debug log: %w", err)
+		}
+	}
+	if err := agree(comm, err); err != nil {
+		return err
+	}
+	rep, err := t.newReplica(comm, hi-lo, log)
 	if err != nil {
 		return err
 	}
@@ -277,7 +299,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 	if total == 0 {
 		total = (run.Epochs*loader.BatchesPerEpoch() + t.accum - 1) / t.accum
 	}
-	rr := &rankRun{t: t, r: rep, run: run, loader: loader, total: total, res: res}
+	rr := &rankRun{t: t, r: rep, run: run, loader: loader, total: total, res: res, evalSet: run.Eval}
 	if rank == 0 {
 		t.rep = rep
 		res.Report, res.Memory, res.Total = rep.report, rep.memory, total
@@ -290,10 +312,15 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 			}()
 		}
 	}
-	if run.Eval != nil {
-		if rr.eval, err = t.newEvaluator(rep, run.Eval); err != nil {
-			return err
+	if run.Eval != nil && rank == 0 {
+		if _, err = t.evaluator(); err == nil {
+			if _, err = bindFeeds(t.ev.m, run.Eval.Fields(), t.ev.rows); err != nil {
+				err = fmt.Errorf("evaluation: %w", err)
+			}
 		}
+	}
+	if err := rr.agree(err); err != nil {
+		return err
 	}
 	first := 0
 	if resume != "" {
@@ -307,9 +334,9 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 	}
 	switch {
 	case first > total:
-		return configErrorf("resume: the checkpoint is at step %d, past the %d steps of this run", first, total)
+		return resumeErr(configErrorf("resume: the checkpoint is at step %d, past the %d steps of this run", first, total))
 	case first >= end:
-		return configErrorf("resume: the checkpoint is at step %d, nothing left to train before step %d", first, end)
+		return resumeErr(configErrorf("resume: the checkpoint is at step %d, nothing left to train before step %d", first, end))
 	}
 	res.First, res.End = first, first
 	res.Losses = make([]float32, 0, end-first)
@@ -334,7 +361,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 				return err
 			}
 		}
-		if rr.eval != nil && run.EvalEvery > 0 && (step+1)%run.EvalEvery == 0 && step+1 < end {
+		if rr.evalSet != nil && run.EvalEvery > 0 && (step+1)%run.EvalEvery == 0 && step+1 < end {
 			if err := rr.evaluate(); err != nil {
 				return err
 			}
@@ -350,13 +377,12 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 			return err
 		}
 	}
-	if rr.eval != nil {
+	if rr.evalSet != nil {
 		if err := rr.evaluate(); err != nil {
 			return err
 		}
 	}
-	if comm != nil && rank == 0 {
-		res.AllGatherBytes = comm.Stats().AllGatherBytes
+	if rank == 0 {
 		res.Float8AllGatherBytes = int64(rep.srep.Float8Bytes)
 	}
 	if rep.lowBit != nil {
@@ -375,11 +401,13 @@ func (rr *rankRun) step(step int) error {
 	if r.comm != nil {
 		r.comm.ResetStats()
 	}
+	epoch := 0
 	for micro := 0; micro < t.accum; micro++ {
 		b, err := rr.loader.Next()
 		if err := rr.agree(err); err != nil {
 			return err
 		}
+		epoch = b.Epoch
 		start := time.Now()
 		loss, err := r.microStep(b)
 		if err == nil {
@@ -443,7 +471,10 @@ func (rr *rankRun) step(step int) error {
 	rr.res.Losses = append(rr.res.Losses, loss)
 	rr.res.End = step + 1
 	st := &rr.status
-	st.Step, st.Loss, st.LR, st.StepTime, st.Epoch = step+1, loss, lr, busy, rr.loader.Epoch()
+	st.Step, st.Loss, st.LR, st.StepTime, st.Epoch = step+1, loss, lr, busy, epoch
+	if r.comm != nil && r.rank == 0 {
+		rr.res.AllGatherBytes = r.comm.Stats().AllGatherBytes
+	}
 	return rr.hooks(func(h *Hook) func(*Status) error {
 		if h.Every > 1 && (step+1)%h.Every != 0 && step+1 != rr.total {
 			return nil

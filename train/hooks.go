@@ -12,12 +12,35 @@ import (
 	"golang.org/x/term"
 )
 
+// ProgressOptions shape the progress hook's output. The zero value
+// works.
+type ProgressOptions struct {
+	// Name begins each line ("mnist: fp8"; the precision when empty);
+	// Unit names a step ("step" when empty).
+	Name, Unit string
+	// Every is the time between lines when the writer is not a terminal
+	// (5 s when 0).
+	Every time.Duration
+	// Describe says how a step went ("epoch 1 loss 0.2312" when nil).
+	Describe func(*Status) string
+	// Bar forces the progress bar (true) or the lines (false) whatever
+	// the writer is; nil decides by whether it is a terminal.
+	Bar *bool
+	// NoEval leaves evaluations out of the lines.
+	NoEval bool
+}
+
 // Progress returns the hook named "progress": a progress bar on w when w
-// is a terminal, else a line every `every` (5 s when 0) — "fp8 step
-// 120/936 epoch 1 loss 0.2312" — and a line per evaluation.
-func Progress(w io.Writer, every time.Duration) Hook {
+// is a terminal, else a line every few seconds — "fp8 step 120/936 epoch
+// 1 loss 0.2312" — and a line per evaluation.
+func Progress(w io.Writer, o ProgressOptions) Hook {
+	every := o.Every
 	if every <= 0 {
 		every = 5 * time.Second
+	}
+	unit := o.Unit
+	if unit == "" {
+		unit = "step"
 	}
 	var bar *progressbar.ProgressBar
 	var last time.Time
@@ -25,8 +48,21 @@ func Progress(w io.Writer, every time.Duration) Hook {
 	if f, ok := w.(*os.File); ok {
 		tty = term.IsTerminal(int(f.Fd()))
 	}
+	if o.Bar != nil {
+		tty = *o.Bar
+	}
+	describe := o.Describe
+	if describe == nil {
+		describe = func(s *Status) string { return fmt.Sprintf("epoch %d loss %.4f", s.Epoch+1, s.Loss) }
+	}
+	name := func(s *Status) string {
+		if o.Name != "" {
+			return o.Name
+		}
+		return s.Precision
+	}
 	line := func(s *Status) string {
-		return fmt.Sprintf("%s step %d/%d epoch %d loss %.4f", s.Precision, s.Step, s.Total, s.Epoch+1, s.Loss)
+		return fmt.Sprintf("%s %s %d/%d %s", name(s), unit, s.Step, s.Total, describe(s))
 	}
 	return Hook{
 		Name: "progress",
@@ -34,15 +70,15 @@ func Progress(w io.Writer, every time.Duration) Hook {
 			last = time.Now()
 			if tty {
 				bar = progressbar.NewOptions(s.Total, progressbar.OptionSetWriter(w), progressbar.OptionShowIts(),
-					progressbar.OptionSetItsString("steps"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+					progressbar.OptionSetItsString(unit+"s"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
 				_ = bar.Set(s.First)
 			}
 			return nil
 		},
 		OnStep: func(s *Status) error {
 			if bar != nil {
-				if s.Step%10 == 0 {
-					bar.Describe(fmt.Sprintf("%s loss %.4f", s.Precision, s.Loss))
+				if (s.Step-1)%10 == 0 {
+					bar.Describe(describe(s))
 				}
 				return bar.Add(1)
 			}
@@ -54,10 +90,10 @@ func Progress(w io.Writer, every time.Duration) Hook {
 			return nil
 		},
 		OnEval: func(s *Status) error {
-			if bar != nil {
+			if bar != nil || o.NoEval {
 				return nil
 			}
-			_, err := fmt.Fprintf(w, "%s eval %s\n", s.Precision, s.Eval)
+			_, err := fmt.Fprintf(w, "%s eval %s\n", name(s), s.Eval)
 			return err
 		},
 		OnEnd: func(s *Status) error {

@@ -3,7 +3,6 @@ package train
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 
 	"github.com/octetml/octet/data"
@@ -57,8 +56,8 @@ type feed struct {
 }
 
 // newReplica builds, initialises and prepares rank's model for rows rows.
-func (t *Trainer) newReplica(comm dist.Communicator, rows int) (*replica, error) {
-	r := &replica{t: t, comm: comm, store: graph.NewStore(), lbuf: make([]float32, 2)}
+func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log) (*replica, error) {
+	r := &replica{t: t, comm: comm, store: graph.NewStore(), lbuf: make([]float32, 2), log: log}
 	if comm != nil {
 		r.rank = comm.Rank()
 	}
@@ -77,13 +76,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int) (*replica, error)
 	outs := append([]*graph.Node{m.Loss}, r.grads...)
 	pc := passes.Config{Recipe: t.recipe, TrainOutputs: outs, Filter: t.cfg.Filter, Debug: t.cfg.Debug}
 	if t.cfg.Debug != nil {
-		pc.DebugComm = comm
-		if r.rank == 0 {
-			if r.log, err = inspect.OpenLog(filepath.Join(t.cfg.DebugLogDir, t.cfg.Precision.Name()), 0); err != nil {
-				return nil, fmt.Errorf("train: FP8 debug log: %w", err)
-			}
-			pc.DebugLog = r.log
-		}
+		pc.DebugComm, pc.DebugLog = comm, log
 	}
 	if t.fsdp {
 		f8 := false

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/checkpoint"
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/optim"
 )
@@ -19,6 +20,12 @@ const checkpointPrefix = "checkpoint-"
 
 // ErrNoCheckpoint: Run.Resume names no checkpoint.
 var ErrNoCheckpoint = errors.New("no checkpoint to resume from")
+
+// ErrResume is wrapped by every error of resuming a run (a missing,
+// corrupt or mismatched checkpoint).
+var ErrResume = errors.New("resume")
+
+func resumeErr(err error) error { return &kindError{err, ErrResume} }
 
 // checkWritable checks, before any work, that dir is (or can be made) a
 // directory this process can write into.
@@ -70,27 +77,36 @@ func checkpoints(dir string) ([]string, error) {
 	return out, nil
 }
 
-// latestCheckpoint resolves Run.Resume: one checkpoint directory, or a
-// save directory's newest complete checkpoint.
-func latestCheckpoint(path string) (string, error) {
+// latestCheckpoint resolves Run.Resume: one checkpoint directory, a save
+// directory's newest complete checkpoint, or a flat save directory.
+func (t *Trainer) latestCheckpoint(path string) (string, error) {
+	noCk := func(err error) error { return resumeErr(&kindError{err, ErrNoCheckpoint}) }
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", &kindError{fmt.Errorf("train: resume: %w", err), ErrNoCheckpoint}
+		return "", noCk(fmt.Errorf("train: resume: %w", err))
 	}
 	if !fi.IsDir() {
-		return "", &kindError{fmt.Errorf("train: resume %s: want a save directory or a checkpoint-<step> directory", path), ErrNoCheckpoint}
+		return "", noCk(fmt.Errorf("train: resume %s: want a save directory or a checkpoint-<step> directory", path))
 	}
 	if _, ok := checkpointStep(filepath.Base(path)); ok {
 		return path, nil
 	}
 	cks, err := checkpoints(path)
 	if err != nil {
-		return "", &kindError{fmt.Errorf("train: resume: %w", err), ErrNoCheckpoint}
+		return "", noCk(fmt.Errorf("train: resume: %w", err))
 	}
-	if len(cks) == 0 {
-		return "", &kindError{fmt.Errorf("train: resume %s: no checkpoint-<step> directory in it", path), ErrNoCheckpoint}
+	if len(cks) > 0 {
+		return cks[len(cks)-1], nil
 	}
-	return cks[len(cks)-1], nil
+	for r := 0; r < t.world; r++ {
+		if _, err := os.Stat(t.stateFile(path, r)); err != nil {
+			if r == 0 {
+				return "", noCk(fmt.Errorf("train: resume %s: no checkpoint-<step> directory in it, nor %s", path, filepath.Base(t.stateFile(path, 0))))
+			}
+			return "", noCk(fmt.Errorf("train: resume: %w", err))
+		}
+	}
+	return path, nil
 }
 
 // stateFile is the file a rank saves in a checkpoint directory: one per
@@ -127,6 +143,9 @@ var saveHook func(stage string)
 // into place once all are written (a crash leaves the previous
 // checkpoints as they were); then the oldest beyond Keep are removed.
 func (rr *rankRun) save(step int) error {
+	if rr.run.Flat {
+		return rr.saveFlat(step)
+	}
 	t, r := rr.t, rr.r
 	dir := rr.run.SaveDir
 	final := filepath.Join(dir, checkpointPrefix+strconv.Itoa(step))
@@ -143,16 +162,9 @@ func (rr *rankRun) save(step int) error {
 	if err := rr.agree(err); err != nil {
 		return fmt.Errorf("train: save: %w", err)
 	}
-	{
-		var lb []byte
-		if lb, err = rr.loader.MarshalBinary(); err == nil {
-			st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Step: r.prog.Step(), RNG: map[string][]byte{"loader": lb}, Meta: t.meta()}
-			st.Meta["train.step"] = strconv.Itoa(step)
-			err = checkpoint.Save(t.stateFile(tmp, r.rank), st)
-		}
-		if saveHook != nil {
-			saveHook("file written")
-		}
+	err = rr.writeState(t.stateFile(tmp, r.rank), step)
+	if saveHook != nil {
+		saveHook("file written")
 	}
 	if err := rr.agree(err); err != nil {
 		return fmt.Errorf("train: save: %w", err)
@@ -175,6 +187,29 @@ func (rr *rankRun) save(step int) error {
 	rr.res.Checkpoint = final
 	rr.status.Checkpoint = final
 	return rr.hooks(func(h *Hook) func(*Status) error { return h.OnSave })
+}
+
+// saveFlat writes each rank's file straight into the save directory,
+// atomically.
+func (rr *rankRun) saveFlat(step int) error {
+	path := rr.t.stateFile(rr.run.SaveDir, rr.r.rank)
+	if err := rr.agree(rr.writeState(path, step)); err != nil {
+		return fmt.Errorf("train: save: %w", err)
+	}
+	rr.res.Checkpoint, rr.status.Checkpoint = rr.run.SaveDir, rr.run.SaveDir
+	return rr.hooks(func(h *Hook) func(*Status) error { return h.OnSave })
+}
+
+// writeState writes this rank's state at step to path.
+func (rr *rankRun) writeState(path string, step int) error {
+	t, r := rr.t, rr.r
+	lb, err := rr.loader.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Step: r.prog.Step(), RNG: map[string][]byte{"loader": lb}, Meta: t.meta()}
+	st.Meta["train.step"] = strconv.Itoa(step)
+	return checkpoint.Save(path, st)
 }
 
 // rotate removes all but the newest keep checkpoints of dir (keep 0:
@@ -201,25 +236,45 @@ func (rr *rankRun) restore(dir string) (int, error) {
 	t, r := rr.t, rr.r
 	path := t.stateFile(dir, r.rank)
 	st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Meta: t.meta()}
-	if err := checkpoint.Load(path, st); err != nil {
-		return 0, fmt.Errorf("train: resume: %w", err)
+	step, err := rr.loadState(path, st)
+	// Every rank must have read the same step (a flat layout's files are
+	// replaced one by one).
+	if err := rr.agree(err); err != nil {
+		return 0, err
 	}
-	step, err := strconv.Atoi(st.Saved["train.step"])
-	if err != nil || step < 0 {
-		return 0, fmt.Errorf("train: resume: %s: no train.step in its metadata (not saved by train?)", path)
-	}
-	lb, ok := st.RNG["loader"]
-	if !ok {
-		return 0, fmt.Errorf("train: resume: %s: no loader state", path)
-	}
-	if err := rr.loader.UnmarshalBinary(lb); err != nil {
-		return 0, fmt.Errorf("train: resume: %s: %w", path, err)
+	if r.comm != nil {
+		lohi := []float32{float32(step), -float32(step)}
+		if err := r.comm.AllReduceF32(lohi, dist.Max); err != nil {
+			return 0, err
+		}
+		if lohi[0] != -lohi[1] {
+			return 0, resumeErr(fmt.Errorf("train: resume %s: the ranks' files are of different steps (%v to %v): a save was interrupted", dir, -lohi[1], lohi[0]))
+		}
 	}
 	r.prog.SetStep(st.Step)
 	if r.sh != nil && r.sh.Precomputed() {
 		if err := r.drv.AfterUpdate(); err != nil { // the FP8 weights' scales from the loaded shards
 			return 0, err
 		}
+	}
+	return step, nil
+}
+
+// loadState reads one rank's file and positions the loader.
+func (rr *rankRun) loadState(path string, st *checkpoint.State) (int, error) {
+	if err := checkpoint.Load(path, st); err != nil {
+		return 0, resumeErr(fmt.Errorf("train: resume: %w", err))
+	}
+	step, err := strconv.Atoi(st.Saved["train.step"])
+	if err != nil || step < 0 {
+		return 0, resumeErr(fmt.Errorf("train: resume: %s: no train.step in its metadata (not saved by train?)", path))
+	}
+	lb, ok := st.RNG["loader"]
+	if !ok {
+		return 0, resumeErr(fmt.Errorf("train: resume: %s: no loader state", path))
+	}
+	if err := rr.loader.UnmarshalBinary(lb); err != nil {
+		return 0, resumeErr(fmt.Errorf("train: resume: %s: %w", path, err))
 	}
 	return step, nil
 }

@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
 
@@ -123,6 +124,7 @@ type Trainer struct {
 	// after a run: rank 0's replica (its store holds the trained,
 	// gathered parameters).
 	rep *replica
+	ev  *evaluator // rank 0's evaluation program (built on demand)
 }
 
 // New checks cfg and returns a trainer; no model is built yet.
@@ -240,4 +242,23 @@ func (t *Trainer) Model() *Model {
 		return nil
 	}
 	return t.rep.m
+}
+
+// WriteGraph writes rank 0's compiled training graph as text (the
+// conversion's result: Quantize, ScaledMatMul, fused nodes) for its
+// outputs, the loss and the gradients. Call it during or after Fit.
+func (t *Trainer) WriteGraph(w io.Writer) error {
+	if t.rep == nil {
+		return configErrorf("write graph: no model yet")
+	}
+	return t.rep.m.Builder.Graph().WriteText(w, append([]*graph.Node{t.rep.m.Loss}, t.rep.grads...)...)
+}
+
+// Program returns rank 0's compiled training program (during or after
+// Fit; nil before).
+func (t *Trainer) Program() *graph.Program {
+	if t.rep == nil {
+		return nil
+	}
+	return t.rep.prog
 }

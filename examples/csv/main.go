@@ -69,7 +69,7 @@ func main() {
 		fail(err)
 	}
 	res, err := trainer.Fit(trainRows, train.Run{Epochs: *epochs, Eval: testRows, SaveDir: *save, Resume: *resume,
-		Hooks: []train.Hook{train.Progress(os.Stderr, 0)}})
+		Hooks: []train.Hook{train.Progress(os.Stderr, train.ProgressOptions{})}})
 	if err != nil {
 		fail(err)
 	}
