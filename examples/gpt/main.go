@@ -20,8 +20,8 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/examples/internal/recipes"
-	"github.com/octetml/octet/examples/internal/report"
-	"github.com/octetml/octet/examples/internal/runreport"
+	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/inspect"
 )
 
@@ -80,7 +80,7 @@ func main() {
 	cfg.given = recipes.GivenFlags()
 	cfg.progress = !cfg.json && isTerminal(os.Stderr)
 	if err := run(cfg, os.Stdout); err != nil {
-		report.Fatal("gpt", err)
+		output.Fatal("gpt", err)
 	}
 }
 
@@ -193,19 +193,19 @@ func run(cfg config, w io.Writer) error {
 	for i, r := range results {
 		runs[i] = r.fields()
 	}
-	rr := make([]runreport.Run, len(results))
+	rr := make([]report.Run, len(results))
 	for i, r := range results {
-		rr[i] = runreport.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
+		rr[i] = report.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
 			Losses: r.Losses, FirstStep: r.Iters - r.Ran, MsPerStep: r.MsPerIter, Conversion: r.Conversion, Profile: r.Profile,
 			Summary: []string{fmt.Sprintf("train loss %.4f, validation loss %.4f, %.0f tokens/s", r.TrainLoss, r.ValLoss, r.TokensPerS)}}
 	}
 	if !cfg.json {
-		runreport.PrintProfiles(w, rr)
+		report.PrintProfiles(w, rr)
 	}
 	if err := finishReport(w, cfg.json, fmt.Sprintf("character-level GPT (%d layers, width %d, context %d)", cfg.layers, cfg.embd, cfg.block), rr); err != nil {
 		return err
 	}
-	return report.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
+	return output.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "⏎") }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/examples/internal/output"
 	"github.com/stretchr/testify/require"
 )
 
@@ -33,7 +33,7 @@ func TestShortTraining(t *testing.T) {
 			ValLoss   float64 `json:"val_loss"`
 		} `json:"runs"`
 	}
-	require.NoError(t, report.DecodeLast(out.String(), &s))
+	require.NoError(t, output.DecodeLast(out.String(), &s))
 	require.Equal(t, "fp8", s.Precision)
 	require.Len(t, s.Runs, 3)
 	for _, r := range s.Runs {
@@ -114,7 +114,7 @@ func testSaveResume(t *testing.T, recipe string) {
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
 		var m map[string]any
-		require.NoError(t, report.DecodeLast(b.String(), &m))
+		require.NoError(t, output.DecodeLast(b.String(), &m))
 		return m
 	}
 	require.Equal(t, last(&straight)["val_loss"], last(&resumed)["val_loss"])

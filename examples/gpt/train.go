@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/octetml/octet/examples/internal/lossplot"
+	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/trainloop"
 	"github.com/octetml/octet/fp8"
@@ -381,13 +381,13 @@ func sample(cfg config, voc *vocab, store *graph.Store, recipe fp8.Recipe, promp
 }
 
 func plotLosses(path string, results []*result) error {
-	var curves []lossplot.Curve
+	var curves []report.Curve
 	for _, r := range results {
 		label := r.Precision
 		if r.Recipe != "-" {
 			label += " " + r.Recipe
 		}
-		curves = append(curves, lossplot.Curve{Label: fmt.Sprintf("%s (val %.4f)", label, r.ValLoss), Losses: r.Losses})
+		curves = append(curves, report.Curve{Label: fmt.Sprintf("%s (val %.4f)", label, r.ValLoss), Losses: r.Losses})
 	}
-	return lossplot.Write(path, "character-level GPT training loss", "cross-entropy, 50-step average", 50, curves)
+	return report.PlotLosses(path, "character-level GPT training loss", "cross-entropy, 50-step average", 50, curves)
 }

@@ -22,8 +22,8 @@ import (
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/examples/internal/recipes"
-	"github.com/octetml/octet/examples/internal/report"
-	"github.com/octetml/octet/examples/internal/runreport"
+	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/inspect"
 )
@@ -199,7 +199,7 @@ func main() {
 	}
 }
 
-func fatal(err error) { report.Fatal("mnist", err) }
+func fatal(err error) { output.Fatal("mnist", err) }
 
 // run trains every requested precision and reports to w.
 func run(cfg config, w io.Writer) error {
@@ -252,14 +252,14 @@ func run(cfg config, w io.Writer) error {
 		results = append(results, r)
 	}
 	printSummary(w, results)
-	rr := make([]runreport.Run, len(results))
+	rr := make([]report.Run, len(results))
 	for i, r := range results {
-		rr[i] = runreport.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
+		rr[i] = report.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
 			Losses: r.Losses, FirstStep: r.Steps - r.Ran, MsPerStep: r.MsPerStep, Conversion: r.Conversion, Profile: r.Profile,
 			Summary: []string{fmt.Sprintf("test accuracy %.2f%%, final loss %.4f (mean of steps %d–%d)", 100*r.TestAccuracy, r.FinalLoss, r.LossFrom+1, r.LossTo)}}
 	}
 	if !cfg.json {
-		runreport.PrintProfiles(w, rr)
+		report.PrintProfiles(w, rr)
 	}
 	if err := finishReport(w, cfg.json, "MNIST MLP "+fmt.Sprint(cfg.sizes()), rr); err != nil {
 		return err
@@ -268,7 +268,7 @@ func run(cfg config, w io.Writer) error {
 	for i, r := range results {
 		runs[i] = r.fields()
 	}
-	return report.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
+	return output.Finish(w, cfg.json, cfg.plot, func(path string) error { return plotLosses(path, results) }, runs)
 }
 
 func printSummary(w io.Writer, results []*result) {

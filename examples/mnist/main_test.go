@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/data/mnist"
-	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/examples/internal/output"
 	"github.com/stretchr/testify/require"
 )
 
@@ -39,7 +39,7 @@ func TestShortTraining(t *testing.T) {
 			ConvertedLayers []string `json:"converted_layers"`
 		} `json:"runs"`
 	}
-	require.NoError(t, report.DecodeLast(out.String(), &summary))
+	require.NoError(t, output.DecodeLast(out.String(), &summary))
 	require.Equal(t, "fp8", summary.Precision)
 	require.Equal(t, "te/HYBRID", summary.Recipe)
 	require.Equal(t, 5*(4000/64), summary.Steps)
@@ -129,7 +129,7 @@ func TestSaveResume(t *testing.T) {
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
 		var m map[string]any
-		require.NoError(t, report.DecodeLast(b.String(), &m))
+		require.NoError(t, output.DecodeLast(b.String(), &m))
 		return m
 	}
 	s, r := last(&straight), last(&resumed)
@@ -153,7 +153,7 @@ func TestFSDPFlag(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
-	require.NoError(t, report.DecodeLast(out.String(), &s))
+	require.NoError(t, output.DecodeLast(out.String(), &s))
 	// AO's default filter converts only the middle layer (64×64): its
 	// weight is gathered at one byte per element, the rest at four.
 	require.Equal(t, float64(64*64), s["fp8_allgather_bytes_per_step"])
@@ -201,7 +201,7 @@ func TestMSAMPLevels(t *testing.T) {
 		var out bytes.Buffer
 		require.NoError(t, run(cfg, &out))
 		var s map[string]any
-		require.NoError(t, report.DecodeLast(out.String(), &s))
+		require.NoError(t, output.DecodeLast(out.String(), &s))
 		acc[c.precision+c.level] = s["test_accuracy"].(float64)
 		want := map[string]float64{"": 8, "O1": 8, "O2": 3}[c.level]
 		require.Equal(t, want, s["optimizer_state_bytes_per_param"], c.level)
@@ -234,7 +234,7 @@ func TestFSDPSaveResume(t *testing.T) {
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
 		var m map[string]any
-		require.NoError(t, report.DecodeLast(b.String(), &m))
+		require.NoError(t, output.DecodeLast(b.String(), &m))
 		return m
 	}
 	require.Equal(t, last(&straight)["test_accuracy"], last(&resumed)["test_accuracy"])
@@ -249,7 +249,7 @@ func TestDataParallelMSAMP(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
-	require.NoError(t, report.DecodeLast(out.String(), &s))
+	require.NoError(t, output.DecodeLast(out.String(), &s))
 	require.Contains(t, s, "fp8_allreduce_overflows")
 	require.Contains(t, s, "fp8_allreduce_underflows")
 	require.Greater(t, s["test_accuracy"].(float64), 0.6)

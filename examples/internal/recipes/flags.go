@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/octetml/octet/examples/internal/runreport"
+	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/kernels"
 )
@@ -182,17 +182,17 @@ func DebugLog(dir, precision string, rank int) (*inspect.Log, error) {
 }
 
 // StartReport prepares a -report run: without a debug config of its own
-// the run logs the report's statistics (runreport.Config, every 10 steps)
+// the run logs the report's statistics (report.Config, every 10 steps)
 // to a temporary directory. The function it returns reads each run's
 // statistics back, writes the report to path, says so on w unless quiet,
 // and removes the temporary directory; it does nothing when path is "".
-func StartReport(debug **inspect.Config, logDir *string, path string) (func(w io.Writer, quiet bool, title string, runs []runreport.Run) error, error) {
+func StartReport(debug **inspect.Config, logDir *string, path string) (func(w io.Writer, quiet bool, title string, runs []report.Run) error, error) {
 	if path == "" {
-		return func(io.Writer, bool, string, []runreport.Run) error { return nil }, nil
+		return func(io.Writer, bool, string, []report.Run) error { return nil }, nil
 	}
 	tmp := ""
 	if *debug == nil {
-		cfg, err := runreport.Config(10)
+		cfg, err := report.DebugConfig(10)
 		if err != nil {
 			return nil, err
 		}
@@ -202,7 +202,7 @@ func StartReport(debug **inspect.Config, logDir *string, path string) (func(w io
 		*debug, *logDir = cfg, tmp
 	}
 	dir := *logDir
-	return func(w io.Writer, quiet bool, title string, runs []runreport.Run) error {
+	return func(w io.Writer, quiet bool, title string, runs []report.Run) error {
 		if tmp != "" {
 			defer os.RemoveAll(tmp)
 		}
@@ -211,7 +211,7 @@ func StartReport(debug **inspect.Config, logDir *string, path string) (func(w io
 				runs[i].Stats = st
 			}
 		}
-		if err := runreport.Write(path, title, runs); err != nil {
+		if err := report.Write(path, title, runs); err != nil {
 			return fmt.Errorf("-report: %w", err)
 		}
 		if !quiet {

@@ -1,4 +1,4 @@
-package lossplot
+package report
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestWritePNG(t *testing.T) {
 	for i := range losses {
 		losses[i] = float32(2.3 * math.Exp(-float64(i)/50))
 	}
-	require.NoError(t, Write(path, "title", "loss", 10, []Curve{{Label: "fp32", Losses: losses}, {Label: "fp8", Losses: losses[:150]}}))
+	require.NoError(t, PlotLosses(path, "title", "loss", 10, []Curve{{Label: "fp32", Losses: losses}, {Label: "fp8", Losses: losses[:150]}}))
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")), "not a PNG")
@@ -30,8 +30,8 @@ func TestWritePNG(t *testing.T) {
 // to [0, 2], which a log scale cannot take.
 func TestWriteFlatCurve(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "flat.png")
-	require.NoError(t, Write(path, "t", "y", 50, []Curve{{Label: "one step", Losses: []float32{1}}}))
-	require.NoError(t, Write(path, "t", "y", 3, []Curve{{Label: "flat", Losses: []float32{0.5, 0.5, 0.5}}}))
+	require.NoError(t, PlotLosses(path, "t", "y", 50, []Curve{{Label: "one step", Losses: []float32{1}}}))
+	require.NoError(t, PlotLosses(path, "t", "y", 3, []Curve{{Label: "flat", Losses: []float32{0.5, 0.5, 0.5}}}))
 }
 
 func TestWriteRefusesBadInput(t *testing.T) {
@@ -48,9 +48,9 @@ func TestWriteRefusesBadInput(t *testing.T) {
 		{5, []Curve{{Label: "fp32", Losses: []float32{0}}}, `"fp32" step 0`},
 		{5, []Curve{{Label: "x", Losses: []float32{float32(math.Inf(1))}}}, `"x" step 0`},
 	} {
-		require.ErrorContains(t, Write(path, "t", "y", c.window, c.curves), c.want)
+		require.ErrorContains(t, PlotLosses(path, "t", "y", c.window, c.curves), c.want)
 	}
 	_, err := os.Stat(path)
 	require.True(t, os.IsNotExist(err), "a refused plot must not write the file")
-	require.Error(t, Write(filepath.Join(t.TempDir(), "missing", "loss.png"), "t", "y", 1, []Curve{{Label: "a", Losses: []float32{1}}}))
+	require.Error(t, PlotLosses(filepath.Join(t.TempDir(), "missing", "loss.png"), "t", "y", 1, []Curve{{Label: "a", Losses: []float32{1}}}))
 }

@@ -1,4 +1,4 @@
-package runreport
+package report
 
 import (
 	"bytes"

@@ -1,9 +1,9 @@
-package report_test
+package output_test
 
 import (
 	"fmt"
 
-	"github.com/octetml/octet/examples/internal/report"
+	"github.com/octetml/octet/examples/internal/output"
 )
 
 // Summary folds the runs of an example into one JSON object (the last
@@ -13,7 +13,7 @@ func ExampleDecodeLast() {
 	var v struct {
 		Precision string `json:"precision"`
 	}
-	err := report.DecodeLast("training...\n{\"precision\":\"fp8\"}\n", &v)
+	err := output.DecodeLast("training...\n{\"precision\":\"fp8\"}\n", &v)
 	fmt.Println(v.Precision, err)
 	// Output: fp8 <nil>
 }

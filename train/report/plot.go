@@ -1,6 +1,4 @@
-// Package lossplot draws training-loss curves (and other series) to PNG
-// or SVG with gonum/plot, for the example programs.
-package lossplot
+package report
 
 import (
 	"fmt"
@@ -27,12 +25,12 @@ var palette = []color.Color{
 	color.RGBA{R: 148, G: 103, B: 189, A: 255},
 }
 
-// Write plots each curve as a moving average over window steps on a log
+// PlotLosses plots each curve as a moving average over window steps on a log
 // scale and writes the PNG to path through a temporary file.
 // A log scale needs positive values: a curve with a loss that is not a
 // positive finite number is refused with an error naming the curve and
 // step.
-func Write(path, title, ylabel string, window int, curves []Curve) error {
+func PlotLosses(path, title, ylabel string, window int, curves []Curve) error {
 	w, err := losses(title, ylabel, window, curves, "png")
 	if err != nil {
 		return err
@@ -43,8 +41,8 @@ func Write(path, title, ylabel string, window int, curves []Curve) error {
 	})
 }
 
-// SVG is Write to w as an SVG image (for a page that embeds it).
-func SVG(w io.Writer, title, ylabel string, window int, curves []Curve) error {
+// LossSVG is PlotLosses to w as an SVG image (for a page that embeds it).
+func LossSVG(w io.Writer, title, ylabel string, window int, curves []Curve) error {
 	wt, err := losses(title, ylabel, window, curves, "svg")
 	if err != nil {
 		return err
@@ -55,10 +53,10 @@ func SVG(w io.Writer, title, ylabel string, window int, curves []Curve) error {
 
 func losses(title, ylabel string, window int, curves []Curve, format string) (io.WriterTo, error) {
 	if window < 1 {
-		return nil, fmt.Errorf("lossplot: moving-average window %d, want ≥ 1", window)
+		return nil, fmt.Errorf("report: moving-average window %d, want ≥ 1", window)
 	}
 	if len(curves) == 0 {
-		return nil, fmt.Errorf("lossplot: no curves to plot")
+		return nil, fmt.Errorf("report: no curves to plot")
 	}
 	lines := make([]Line, len(curves))
 	for i, c := range curves {
@@ -66,7 +64,7 @@ func losses(title, ylabel string, window int, curves []Curve, format string) (io
 		var sum float64
 		for s, l := range c.Losses {
 			if !(l > 0) || math.IsInf(float64(l), 1) {
-				return nil, fmt.Errorf("lossplot: curve %q step %d: loss %v cannot go on a log scale", c.Label, s, l)
+				return nil, fmt.Errorf("report: curve %q step %d: loss %v cannot go on a log scale", c.Label, s, l)
 			}
 			sum += float64(l)
 			if s >= window {

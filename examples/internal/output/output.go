@@ -1,5 +1,5 @@
-// Package report shapes the example programs' -json output.
-package report
+// Package output shapes the example programs' -json output.
+package output
 
 import (
 	"encoding/json"

@@ -1,10 +1,10 @@
-// Package runreport writes the examples' -report file: one
-// self-contained HTML page (no network needed; plots are inline SVG from
+// Package report writes a training run's report: one self-contained
+// HTML page (no network needed; plots are inline SVG from
 // gonum/plot) with the loss curves of each precision run, each FP8
 // layer's scale, amax, underflow% and overflow% over the steps (from the
 // debug statistics the run logged), the conversion report, the recipe
 // with where each setting came from, and the step timings.
-package runreport
+package report
 
 import (
 	"bytes"
@@ -16,16 +16,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/octetml/octet/examples/internal/lossplot"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/atomicfile"
 )
 
-// Config is the debug config a run uses for its report when it has none
+// DebugConfig is the debug config a run uses for its report when it has none
 // of its own: every layer's FP8 casts (scale from scale_inv_min,
 // underflows%, overflows%) and amax, every freq steps.
-func Config(freq int) (*inspect.Config, error) {
+func DebugConfig(freq int) (*inspect.Config, error) {
 	return inspect.ParseConfig(strings.NewReader(fmt.Sprintf(`
 report:
   enabled: True
@@ -113,7 +112,7 @@ type runView struct {
 // Render writes the HTML page to w.
 func Render(w io.Writer, title string, runs []Run) error {
 	views := make([]runView, len(runs))
-	var curves []lossplot.Curve
+	var curves []Curve
 	for i, r := range runs {
 		views[i].Run = r
 		ok := len(r.Losses) > 0
@@ -123,7 +122,7 @@ func Render(w io.Writer, title string, runs []Run) error {
 			}
 		}
 		if ok {
-			curves = append(curves, lossplot.Curve{Label: r.Precision + " " + r.Recipe, Losses: r.Losses})
+			curves = append(curves, Curve{Label: r.Precision + " " + r.Recipe, Losses: r.Losses})
 		}
 		layers, err := layerViews(r.Stats)
 		if err != nil {
@@ -138,7 +137,7 @@ func Render(w io.Writer, title string, runs []Run) error {
 	}
 	var lossSVG bytes.Buffer
 	if len(curves) > 0 {
-		if err := lossplot.SVG(&lossSVG, "training loss", "cross-entropy, 20-step average", 20, curves); err != nil {
+		if err := LossSVG(&lossSVG, "training loss", "cross-entropy, 20-step average", 20, curves); err != nil {
 			return err
 		}
 	}
@@ -174,7 +173,7 @@ func layerViews(stats []inspect.Stat) ([]layerView, error) {
 	var out []layerView
 	for _, l := range layers {
 		lv := layerView{Name: l}
-		var scale, rng []lossplot.Line
+		var scale, rng []Line
 		for _, t := range []string{"activation", "weight", "gradient"} {
 			lv.Rows = append(lv.Rows, tensorRow{Tensor: t, Underflow: last(key{l, t, "underflows%"}), Overflow: last(key{l, t, "overflows%"}),
 				Amx: last(key{l, t, "cur_amax"}), ScaleInv: last(key{l, t, "scale_inv_min"})})
@@ -194,12 +193,12 @@ func layerViews(stats []inspect.Stat) ([]layerView, error) {
 			lv.HasPlot = true
 			var a, b bytes.Buffer
 			if len(scale) > 0 {
-				if err := lossplot.LinesSVG(&a, l+": scale and amax", "step", "value", true, scale); err != nil {
+				if err := LinesSVG(&a, l+": scale and amax", "step", "value", true, scale); err != nil {
 					return nil, err
 				}
 			}
 			if len(rng) > 0 {
-				if err := lossplot.LinesSVG(&b, l+": values flushed and saturated by the FP8 casts", "step", "% of the elements", false, rng); err != nil {
+				if err := LinesSVG(&b, l+": values flushed and saturated by the FP8 casts", "step", "% of the elements", false, rng); err != nil {
 					return nil, err
 				}
 			}
@@ -210,8 +209,8 @@ func layerViews(stats []inspect.Stat) ([]layerView, error) {
 	return out, nil
 }
 
-func line(label string, pts [][2]float64, f func(float64) float64) lossplot.Line {
-	l := lossplot.Line{Label: label}
+func line(label string, pts [][2]float64, f func(float64) float64) Line {
+	l := Line{Label: label}
 	for _, p := range pts {
 		y := p[1]
 		if f != nil {
