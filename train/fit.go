@@ -210,12 +210,12 @@ func (t *Trainer) Fit(ds data.Dataset, run Run) (*Result, error) {
 
 // rankRun is one rank's state during Fit.
 type rankRun struct {
-	t      *Trainer
-	r      *replica
-	run    Run
-	loader *data.Loader
-	total  int
-	res    *Result
+	t       *Trainer
+	r       *replica
+	run     Run
+	loader  *data.Loader
+	total   int
+	res     *Result
 	status  Status
 	evalSet data.Dataset
 }
@@ -472,7 +472,7 @@ func (rr *rankRun) step(step int) error {
 	rr.res.End = step + 1
 	st := &rr.status
 	st.Step, st.Loss, st.LR, st.StepTime, st.Epoch = step+1, loss, lr, busy, epoch
-	if r.comm != nil && r.rank == 0 {
+	if r.drv != nil && r.rank == 0 {
 		rr.res.AllGatherBytes = r.comm.Stats().AllGatherBytes
 	}
 	return rr.hooks(func(h *Hook) func(*Status) error {

@@ -105,9 +105,9 @@ func (p *Precision) mode() (string, error) {
 	case "bf16", "fp8", "both", "all":
 		return m, nil
 	case "fp16":
-		return "", precisionErrorf("mixed precision fp16: Octet offers no float16 mixed precision; use bf16 or fp8")
+		return "", precisionErrorf("-precision fp16 (mixed_precision): Octet offers no float16 mixed precision; use bf16 or fp8")
 	default:
-		return "", precisionErrorf("mixed precision %q: want no, bf16 or fp8", p.MixedPrecision)
+		return "", precisionErrorf("-precision %q (mixed_precision): want fp32 (no), bf16, fp8, both or all", p.MixedPrecision)
 	}
 }
 
@@ -158,7 +158,7 @@ func (p *Precision) backend() (string, error) {
 	case "msamp", "ms-amp", "ms_amp":
 		return "msamp", nil
 	default:
-		return "", precisionErrorf("FP8 backend %q: want te, ao or msamp", p.Backend)
+		return "", precisionErrorf("-recipe %q (the FP8 backend): want te, ao or msamp", p.Backend)
 	}
 }
 
@@ -386,4 +386,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// PrecisionName is a run's precision as summaries say it: "FP8",
+// "float32" (for "fp32") or the name itself ("bf16").
+func PrecisionName(p string) string {
+	switch p {
+	case "fp8":
+		return "FP8"
+	case "fp32":
+		return "float32"
+	}
+	return p
 }

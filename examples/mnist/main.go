@@ -21,19 +21,19 @@ import (
 
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/dist"
-	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/output"
-	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/train"
+	"github.com/octetml/octet/train/report"
+	"golang.org/x/term"
 )
 
 // config holds the command's settings.
 type config struct {
-	precision   string
-	recipe      string
-	format      string
-	aoRecipe    string
+	// prec is -precision and the recipe flags (-recipe, -format, -ao,
+	// -opt-level, -config) with the environment.
+	prec        train.Precision
 	epochs      int
 	batch       int
 	hidden      []int
@@ -50,14 +50,10 @@ type config struct {
 	saveEvery   int
 	stopAfter   int
 	fsdp        int
-	optLevel    string
 	// mpi is set by -fsdp mpi: this process is one rank of an MPI job.
 	mpi     bool
 	mpiComm dist.Communicator
 	dp      int
-	// recipes holds each precision's recipe, built once per run (nil
-	// for fp32).
-	recipes map[string]fp8.Recipe
 	// given holds the flags set on the command line and their values.
 	given map[string]string
 	// fp8Debug and fp8Log are -fp8-debug and -fp8-log; debug is the
@@ -69,15 +65,6 @@ type config struct {
 	report string
 	// profile is -profile: time each op of the training step.
 	profile bool
-}
-
-// recipeFor returns the recipe of a precision: the one run built, or (for
-// a config made by hand, as in tests) one built from the flags now.
-func (c config) recipeFor(precision string) (fp8.Recipe, error) {
-	if r, ok := c.recipes[precision]; ok {
-		return r, nil
-	}
-	return recipes.ForPrecision(precision, c.recipe, c.format, c.aoRecipe, c.optLevel)
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -102,8 +89,11 @@ func parseHidden(s string) ([]int, error) {
 // validate refuses flag values that cannot train, before any work, and
 // reads the -fp8-debug config.
 func (c *config) validate() error {
-	var ch recipes.Checks
+	var ch train.Checks
 	ch.Environment()
+	if err := c.prec.Resolve(); err != nil {
+		ch.Fail("%v", err)
+	}
 	ch.AtLeast("epochs", c.epochs, 1)
 	ch.AtLeast("batch", c.batch, 1)
 	ch.Positive("lr", c.lr)
@@ -117,9 +107,6 @@ func (c *config) validate() error {
 	if len(c.hidden) == 0 {
 		ch.Fail("-hidden: want at least one layer size")
 	}
-	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
-		ch.Fail("%v", err)
-	}
 	if v, ok := c.given["dp"]; ok && c.dp == 0 {
 		ch.Fail("-dp %s: want at least 1 replica (leave -dp out for one process)", v)
 	}
@@ -128,9 +115,9 @@ func (c *config) validate() error {
 	ch.OutputFile("plot", c.plot)
 	ch.OutputDir("save", c.saveDir)
 	if c.resumeDir != "" && c.fsdp == 0 && !c.mpi && c.dp == 0 {
-		if ps, err := recipes.Precisions(c.precision); err == nil {
+		if ps, err := c.prec.Runs(); err == nil {
 			for _, p := range ps {
-				ch.InputFiles("resume", filepath.Join(c.resumeDir, "mnist-"+p+".safetensors"))
+				ch.InputFiles("resume", filepath.Join(c.resumeDir, "mnist-"+p.Name()+".safetensors"))
 			}
 		}
 	}
@@ -151,13 +138,9 @@ func (c *config) validate() error {
 }
 
 func main() {
-	var cfg config
+	cfg := config{prec: train.Precision{MixedPrecision: "both"}}
 	var hidden string
-	flag.StringVar(&cfg.precision, "precision", "both", "fp32, bf16, fp8, both (fp32 and fp8) or all (the three; same seed, side by side)")
-	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te, ao or msamp")
-	flag.StringVar(&cfg.optLevel, "opt-level", "O2", "MS-AMP optimization level with -recipe msamp: O1 or O2")
-	flag.StringVar(&cfg.format, "format", "HYBRID", "TE fp8_format: HYBRID, E4M3 or E5M2")
-	flag.StringVar(&cfg.aoRecipe, "ao", "tensorwise", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
+	cfg.prec.RegisterFlags(flag.CommandLine)
 	flag.IntVar(&cfg.epochs, "epochs", 5, "training epochs")
 	flag.IntVar(&cfg.batch, "batch", 128, "batch size")
 	flag.StringVar(&hidden, "hidden", "512,512", "hidden layer sizes")
@@ -179,7 +162,8 @@ func main() {
 	flag.BoolVar(&cfg.profile, "profile", false, "time every op of the training step and print the table per op type and per layer")
 	flag.IntVar(&cfg.stopAfter, "stop-after", 0, "stop (and checkpoint, with -save) after this many steps of the schedule, as if interrupted")
 	flag.Parse()
-	cfg.given = recipes.GivenFlags()
+	cfg.given = map[string]string{}
+	flag.Visit(func(f *flag.Flag) { cfg.given[f.Name] = f.Value.String() })
 	var err error
 	if cfg.hidden, err = parseHidden(hidden); err != nil {
 		fatal(err)
@@ -193,7 +177,7 @@ func main() {
 			fatal(fmt.Errorf("-fsdp %q: want a number of ranks or mpi", *fsdpFlag))
 		}
 	}
-	cfg.progress = !cfg.json && isTerminal(os.Stderr)
+	cfg.progress = !cfg.json && term.IsTerminal(int(os.Stderr.Fd()))
 	if err := run(cfg, os.Stdout); err != nil {
 		fatal(err)
 	}
@@ -218,43 +202,41 @@ func run(cfg config, w io.Writer) error {
 			cfg.plot = ""
 		}
 	}
-	precisions, err := recipes.Precisions(cfg.precision)
+	precisions, err := cfg.prec.Runs()
 	if err != nil {
 		return err
 	}
 	if cfg.dp > 0 && (cfg.fsdp > 0 || cfg.mpi || cfg.saveDir != "" || cfg.resumeDir != "") {
 		return fmt.Errorf("-dp does not combine with -fsdp, -save or -resume")
 	}
-	if cfg.recipes, err = recipes.ForPrecisions(precisions, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel); err != nil {
+	if r, err := cfg.prec.FP8Recipe(); err != nil {
 		return err
-	}
-	if _, ms := cfg.recipes["fp8"].(fp8.MSAMPRecipe); ms && (cfg.fsdp > 0 || cfg.mpi) {
+	} else if _, ms := r.(fp8.MSAMPRecipe); ms && (cfg.fsdp > 0 || cfg.mpi) {
 		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
 	}
-	train, test, err := mnist.Load(cfg.dataDir)
+	set, test, err := mnist.Load(cfg.dataDir)
 	if err != nil {
 		return err
 	}
 	if cfg.limit > 0 {
-		train = train.Subset(cfg.limit)
+		set = set.Subset(cfg.limit)
 	}
-	finishReport, err := recipes.StartReport(&cfg.debug, &cfg.fp8Log, cfg.report)
+	finishReport, err := report.Start(&cfg.debug, &cfg.fp8Log, cfg.report)
 	if err != nil {
 		return err
 	}
 	var results []*result
 	for _, p := range precisions {
-		r, err := trainOne(cfg, p, train, test)
+		r, err := trainOne(cfg, p, set, test)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
+			return fmt.Errorf("%s: %w", p.Name(), err)
 		}
-		r.Settings = recipes.Settings(cfg.recipes[p], cfg.given)
 		results = append(results, r)
 	}
 	printSummary(w, results)
 	rr := make([]report.Run, len(results))
 	for i, r := range results {
-		rr[i] = report.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
+		rr[i] = report.Run{Precision: r.Precision, Name: train.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
 			Losses: r.Losses, FirstStep: r.Steps - r.Ran, MsPerStep: r.MsPerStep, Conversion: r.Conversion, Profile: r.Profile,
 			Summary: []string{fmt.Sprintf("test accuracy %.2f%%, final loss %.4f (mean of steps %d–%d)", 100*r.TestAccuracy, r.FinalLoss, r.LossFrom+1, r.LossTo)}}
 	}
@@ -311,7 +293,7 @@ func printSummary(w io.Writer, results []*result) {
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {
 		for _, r := range results[1:] {
-			fmt.Fprintf(w, "%s − float32 test accuracy: %+.2f percentage points\n", recipes.PrecisionName(r.Precision), 100*(r.TestAccuracy-results[0].TestAccuracy))
+			fmt.Fprintf(w, "%s − float32 test accuracy: %+.2f percentage points\n", train.PrecisionName(r.Precision), 100*(r.TestAccuracy-results[0].TestAccuracy))
 		}
 	}
 }

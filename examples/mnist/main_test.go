@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,7 +21,7 @@ import (
 // line is the JSON summary.
 func TestShortTraining(t *testing.T) {
 	plotPath := filepath.Join(t.TempDir(), "loss.png")
-	cfg := config{precision: "all", recipe: "te", format: "HYBRID", aoRecipe: "tensorwise", epochs: 5, batch: 64,
+	cfg := config{prec: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 5, batch: 64,
 		hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, plot: plotPath, json: true, limit: 4000}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
@@ -65,10 +67,12 @@ func TestShortTraining(t *testing.T) {
 }
 
 func TestLossFalls(t *testing.T) {
-	train, test, err := mnist.Load("")
+	set, test, err := mnist.Load("")
 	require.NoError(t, err)
-	cfg := config{epochs: 3, batch: 64, hidden: []int{64}, lr: 3e-3, seed: 5, recipe: "ao", aoRecipe: "tensorwise"}
-	r, err := trainOne(cfg, "fp8", train.Subset(4000), test)
+	cfg := config{prec: train.Precision{Backend: "ao", AORecipe: "tensorwise"}, epochs: 3, batch: 64, hidden: []int{64}, lr: 3e-3, seed: 5}
+	p := cfg.prec
+	p.MixedPrecision = "fp8"
+	r, err := trainOne(cfg, p, set.Subset(4000), test)
 	require.NoError(t, err)
 	mean := func(s []float32) float64 {
 		var m float64
@@ -84,16 +88,16 @@ func TestLossFalls(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	base := config{precision: "fp8", recipe: "te", format: "HYBRID", epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3}
+	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3}
 	for _, c := range []struct {
 		mut  func(*config)
 		says string
 	}{
-		{func(c *config) { c.precision = "fp16" }, "-precision"},
-		{func(c *config) { c.recipe, c.fsdp = "msamp", 2 }, "msamp"},
-		{func(c *config) { c.recipe, c.optLevel = "msamp", "O3" }, "DeepSpeed"},
-		{func(c *config) { c.recipe = "xx" }, "-recipe"},
-		{func(c *config) { c.format = "E3M4" }, "E3M4"},
+		{func(c *config) { c.prec.MixedPrecision = "fp16" }, "-precision"},
+		{func(c *config) { c.prec.Backend, c.fsdp = "msamp", 2 }, "msamp"},
+		{func(c *config) { c.prec.Backend, c.prec.OptLevel = "msamp", "O3" }, "DeepSpeed"},
+		{func(c *config) { c.prec.Backend = "xx" }, "-recipe"},
+		{func(c *config) { c.prec.FP8Format = "E3M4" }, "E3M4"},
 		{func(c *config) { c.dataDir = "/nonexistent" }, mnist.TrainImages},
 	} {
 		cfg := base
@@ -112,7 +116,7 @@ func TestBadFlags(t *testing.T) {
 // Training N steps, checkpointing, and resuming to the end gives the run
 // an uninterrupted one gives, to the bit.
 func TestSaveResume(t *testing.T) {
-	base := config{precision: "fp8", recipe: "te", format: "HYBRID", aoRecipe: "tensorwise", epochs: 2, batch: 64,
+	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 2, batch: 64,
 		hidden: []int{64, 32}, lr: 3e-3, weightDecay: 0.01, seed: 4, limit: 640, json: true}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
@@ -140,7 +144,7 @@ func TestSaveResume(t *testing.T) {
 
 	// A checkpoint from a float32 run does not resume an FP8 one.
 	fp32 := half
-	fp32.precision, fp32.saveDir = "fp32", dir
+	fp32.prec.MixedPrecision, fp32.saveDir = "fp32", dir
 	require.NoError(t, run(fp32, &bytes.Buffer{}))
 	require.NoError(t, os.Rename(filepath.Join(dir, "mnist-fp32.safetensors"), filepath.Join(dir, "mnist-fp8.safetensors")))
 	err = run(rest, &bytes.Buffer{})
@@ -148,7 +152,7 @@ func TestSaveResume(t *testing.T) {
 }
 
 func TestFSDPFlag(t *testing.T) {
-	cfg := config{precision: "fp8", recipe: "ao", format: "HYBRID", aoRecipe: "tensorwise", epochs: 1, batch: 64,
+	cfg := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 1, batch: 64,
 		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, fsdp: 2}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
@@ -168,16 +172,16 @@ func TestFSDPFlag(t *testing.T) {
 // 21, 21) trains as one process does on the whole batch: each rank's
 // gradients and loss are weighted by its rows.
 func TestUnevenSplits(t *testing.T) {
-	train, test, err := mnist.Load("")
+	set, test, err := mnist.Load("")
 	require.NoError(t, err)
-	train = train.Subset(640)
-	base := config{precision: "fp32", recipe: "te", epochs: 1, batch: 64, hidden: []int{32}, lr: 3e-3, weightDecay: 0.01, seed: 5}
-	one, err := trainOne(base, "fp32", train, test)
+	set = set.Subset(640)
+	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te"}, epochs: 1, batch: 64, hidden: []int{32}, lr: 3e-3, weightDecay: 0.01, seed: 5}
+	one, err := trainOne(base, base.prec, set, test)
 	require.NoError(t, err)
 	for _, mut := range []func(*config){func(c *config) { c.fsdp = 3 }, func(c *config) { c.dp = 3 }} {
 		cfg := base
 		mut(&cfg)
-		r, err := trainOne(cfg, "fp32", train, test)
+		r, err := trainOne(cfg, cfg.prec, set, test)
 		require.NoError(t, err)
 		require.Equal(t, 3, r.Ranks)
 		require.Len(t, r.Losses, len(one.Losses))
@@ -185,10 +189,10 @@ func TestUnevenSplits(t *testing.T) {
 			require.InEpsilon(t, one.Losses[i], r.Losses[i], 1e-5, "step %d", i)
 		}
 	}
-	require.Equal(t, shard{0, 22, 64}, shardOf(64, 3, 0))
-	require.Equal(t, shard{22, 43, 64}, shardOf(64, 3, 1))
-	require.Equal(t, shard{43, 64, 64}, shardOf(64, 3, 2))
-	require.Equal(t, shard{32, 64, 64}, shardOf(64, 2, 1))
+	for _, c := range [][4]int{{3, 0, 0, 22}, {3, 1, 22, 43}, {3, 2, 43, 64}, {2, 1, 32, 64}} {
+		lo, hi := data.Shard(64, c[0], c[1])
+		require.Equal(t, [2]int{c[2], c[3]}, [2]int{lo, hi})
+	}
 }
 
 // MS-AMP O1 and O2 train on a subset in step with float32 AdamW and report
@@ -196,7 +200,7 @@ func TestUnevenSplits(t *testing.T) {
 func TestMSAMPLevels(t *testing.T) {
 	acc := map[string]float64{}
 	for _, c := range []struct{ precision, level string }{{"fp32", ""}, {"fp8", "O1"}, {"fp8", "O2"}} {
-		cfg := config{precision: c.precision, recipe: "msamp", optLevel: c.level, format: "HYBRID", epochs: 3, batch: 64,
+		cfg := config{prec: train.Precision{MixedPrecision: c.precision, Backend: "msamp", FP8Format: "HYBRID", OptLevel: c.level}, epochs: 3, batch: 64,
 			hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 3200}
 		var out bytes.Buffer
 		require.NoError(t, run(cfg, &out))
@@ -216,7 +220,7 @@ func TestMSAMPLevels(t *testing.T) {
 
 // A sharded run checkpoints one file per rank and resumes exactly.
 func TestFSDPSaveResume(t *testing.T) {
-	base := config{precision: "fp8", recipe: "ao", format: "HYBRID", aoRecipe: "tensorwise", epochs: 2, batch: 64,
+	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 2, batch: 64,
 		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 640, fsdp: 2}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
@@ -244,7 +248,7 @@ func TestFSDPSaveResume(t *testing.T) {
 // replicas identical, and the casts' overflows and underflows are
 // reported.
 func TestDataParallelMSAMP(t *testing.T) {
-	cfg := config{precision: "fp8", recipe: "msamp", optLevel: "O2", format: "HYBRID", epochs: 1, batch: 64,
+	cfg := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "msamp", FP8Format: "HYBRID", OptLevel: "O2"}, epochs: 1, batch: 64,
 		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, dp: 4}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
@@ -261,7 +265,7 @@ func TestDataParallelMSAMP(t *testing.T) {
 // used to crash it or train nonsense: each is refused with a message
 // naming the flag, before any data is read.
 func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
-	base := config{precision: "fp32", recipe: "te", format: "HYBRID", epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3, dataDir: "/nonexistent"}
+	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3, dataDir: "/nonexistent"}
 	nan := math.NaN()
 	for _, c := range []struct {
 		mut  func(*config)
@@ -299,7 +303,7 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 // turns NaN stops with an error naming the step, instead of exiting 0
 // with a NaN final loss; -dp 0 and -dp with -stop-after are refused.
 func TestParallelRunsStopOnNaN(t *testing.T) {
-	base := config{precision: "fp32", recipe: "te", format: "HYBRID", epochs: 1, batch: 16, hidden: []int{16}, lr: 1e30, seed: 1, limit: 640}
+	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, epochs: 1, batch: 16, hidden: []int{16}, lr: 1e30, seed: 1, limit: 640}
 	for _, mut := range []func(*config){func(c *config) { c.dp = 2 }, func(c *config) { c.fsdp = 2 }} {
 		cfg := base
 		mut(&cfg)

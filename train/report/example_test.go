@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/train/report"
 )
 
 // A report of one FP8 run whose layer logged its cast statistics.

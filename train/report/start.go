@@ -1,0 +1,55 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/octetml/octet/inspect"
+)
+
+// Finish writes a started report: it reads each run's statistics back,
+// writes the page to its path, says so on w unless quiet, and removes the
+// statistics it logged itself.
+type Finish func(w io.Writer, quiet bool, title string, runs []Run) error
+
+// Start prepares a report to path for runs that log FP8 debug statistics
+// under *logDir/<precision> (train.Config.Debug and DebugLogDir): without
+// a debug config of the run's own (*debug nil) it sets one that logs what
+// the report shows (DebugConfig, every 10 steps) into a temporary
+// directory. With path "" it does nothing and its Finish neither.
+func Start(debug **inspect.Config, logDir *string, path string) (Finish, error) {
+	if path == "" {
+		return func(io.Writer, bool, string, []Run) error { return nil }, nil
+	}
+	tmp := ""
+	if *debug == nil {
+		cfg, err := DebugConfig(10)
+		if err != nil {
+			return nil, err
+		}
+		if tmp, err = os.MkdirTemp("", "octet-report-*"); err != nil {
+			return nil, fmt.Errorf("-report: %w", err)
+		}
+		*debug, *logDir = cfg, tmp
+	}
+	dir := *logDir
+	return func(w io.Writer, quiet bool, title string, runs []Run) error {
+		if tmp != "" {
+			defer os.RemoveAll(tmp)
+		}
+		for i := range runs {
+			if st, err := inspect.ReadStats(filepath.Join(dir, runs[i].Precision)); err == nil {
+				runs[i].Stats = st
+			}
+		}
+		if err := Write(path, title, runs); err != nil {
+			return fmt.Errorf("-report: %w", err)
+		}
+		if !quiet {
+			fmt.Fprintf(w, "run report written to %s\n", path)
+		}
+		return nil
+	}, nil
+}
