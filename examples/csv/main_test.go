@@ -76,7 +76,9 @@ func TestSaveAndResume(t *testing.T) {
 	second := clitest.Run(t, nil, append(base, "-epochs", "4", "-resume", dir, "-save", dir)...)
 	require.Equal(t, 0, second.Code, second.Stderr)
 	require.Contains(t, second.Stdout, "steps 27–52 of 52")
-	line := func(s string) string { return strings.SplitN(accuracyRe.FindString(s)+strings.Split(s, "loss ")[len(strings.Split(s, "loss "))-1], ";", 2)[0] }
+	line := func(s string) string {
+		return strings.SplitN(accuracyRe.FindString(s)+strings.Split(s, "loss ")[len(strings.Split(s, "loss "))-1], ";", 2)[0]
+	}
 	require.Equal(t, line(straight.Stdout), line(second.Stdout))
 }
 

@@ -19,10 +19,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/output"
-	"github.com/octetml/octet/train/report"
+	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/train/report"
 )
 
 type config struct {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/examples/internal/trainloop"
 	"github.com/octetml/octet/fp8"
@@ -18,6 +17,7 @@ import (
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/train/report"
 	"golang.org/x/term"
 )
 

@@ -127,7 +127,9 @@ func trainOne(cfg config, p train.Precision, set, test *mnist.Set) (*result, err
 		Resume: cfg.resumeDir, Hint: fmt.Sprintf("learning rate %g too high?", cfg.lr)}
 	if !cfg.json {
 		run.Hooks = append(run.Hooks, train.Progress(os.Stderr, train.ProgressOptions{Name: "mnist: " + p.Name(), Every: progressEvery, Bar: &cfg.progress, NoEval: true,
-			Describe: func(s *train.Status) string { return fmt.Sprintf("epoch %d/%d loss %.4f", s.Epoch+1, cfg.epochs, s.Loss) }}))
+			Describe: func(s *train.Status) string {
+				return fmt.Sprintf("epoch %d/%d loss %.4f", s.Epoch+1, cfg.epochs, s.Loss)
+			}}))
 	}
 	res, err := tr.Fit(set, run)
 	if errors.Is(err, train.ErrResume) {

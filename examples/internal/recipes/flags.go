@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/octetml/octet/train/report"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/train/report"
 )
 
 // Checks collects flag problems, so an example can refuse bad values
