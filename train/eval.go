@@ -114,8 +114,9 @@ func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
 	}
 	defer loader.Close()
 	ev := &Eval{Step: step, Loss: math.NaN(), Accuracy: math.NaN()}
-	var lossSum float64
-	var correct, counted int
+	var lossSum, meanSum float64
+	var correct, counted, batches int
+	full := true
 	for range loader.BatchesPerEpoch() {
 		b, err := loader.Next()
 		if err != nil {
@@ -128,12 +129,15 @@ func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
 			return nil, err
 		}
 		ev.Examples += b.Rows
+		batches++
+		full = full && b.Rows == b.Size()
 		if e.m.Loss != nil {
 			l, err := e.prog.Scalar(e.m.Loss)
 			if err != nil {
 				return nil, err
 			}
 			lossSum += float64(l) * float64(b.Rows)
+			meanSum += float64(l)
 		}
 		if e.m.Logits != nil && label >= 0 {
 			c, n, err := accuracy(e.prog.Float32(e.m.Logits), b.Int32At(label))
@@ -144,7 +148,12 @@ func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
 		}
 	}
 	if e.m.Loss != nil && ev.Examples > 0 {
+		// The mean over the examples: of the batches' means when every
+		// batch is full, else weighted by their rows.
 		ev.Loss = lossSum / float64(ev.Examples)
+		if full {
+			ev.Loss = meanSum / float64(batches)
+		}
 	}
 	if counted > 0 {
 		ev.Accuracy = float64(correct) / float64(counted)

@@ -290,7 +290,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 		return err
 	}
 	loader, err := data.NewLoader(ds, data.Config{BatchSize: t.cfg.BatchSize, Shuffle: !t.cfg.NoShuffle, Seed: t.cfg.Seed,
-		DropLast: t.cfg.DropLast, Rank: rank, World: t.world, Prefetch: t.cfg.Prefetch})
+		DropLast: t.cfg.DropLast, Rank: rank, World: t.world, Prefetch: t.cfg.Prefetch, Replacement: t.cfg.Replacement, Stream: t.cfg.Stream})
 	if err != nil {
 		return err
 	}

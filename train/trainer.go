@@ -61,6 +61,11 @@ type Config struct {
 	NoShuffle bool
 	DropLast  bool
 	Prefetch  int
+	// Replacement draws every row at random with replacement (nanoGPT's
+	// random windows) instead of epochs of a shuffled order; Stream is
+	// the data generator's stream (see data.Config).
+	Replacement bool
+	Stream      uint64
 	// Seed seeds the parameters, the data order and dropout.
 	Seed uint64
 	// LR is the learning rate (1e-3 when 0), or Schedule, when set, gives

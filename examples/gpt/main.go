@@ -12,6 +12,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,9 +21,10 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/examples/internal/output"
-	"github.com/octetml/octet/examples/internal/recipes"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
+	"golang.org/x/term"
 )
 
 type config struct {
@@ -30,23 +32,22 @@ type config struct {
 	lr                                       float64
 	dropout                                  float64
 	seed                                     uint64
-	precision, recipe, format, aoRecipe      string
+	prec                                     train.Precision // -precision, -recipe, -format, -ao, -opt-level, -config
 	sample                                   int
 	plot, data                               string
 	json, dump, progress                     bool
 	evalEvery, evalBatches                   int
 	saveDir, resumeDir                       string
 	saveEvery, stopAfter                     int
-	optLevel                                 string
-	given                                    map[string]string // flags set on the command line
-	fp8Debug, fp8Log                         string            // -fp8-debug, -fp8-log
-	report                                   string            // -report: an HTML run report
-	profile                                  bool              // -profile: time every op of the step
-	debug                                    *inspect.Config   // the parsed -fp8-debug config
+	fp8Debug, fp8Log                         string          // -fp8-debug, -fp8-log
+	report                                   string          // -report: an HTML run report
+	profile                                  bool            // -profile: time every op of the step
+	debug                                    *inspect.Config // the parsed -fp8-debug config
 }
 
 func main() {
-	var cfg config
+	cfg := config{prec: train.Precision{MixedPrecision: "both"}}
+	cfg.prec.RegisterFlags(flag.CommandLine)
 	flag.IntVar(&cfg.layers, "layers", 4, "transformer blocks")
 	flag.IntVar(&cfg.heads, "heads", 4, "attention heads")
 	flag.IntVar(&cfg.embd, "embd", 128, "embedding size")
@@ -56,11 +57,6 @@ func main() {
 	flag.Float64Var(&cfg.lr, "lr", 1e-3, "peak learning rate (AdamW, warmup then cosine decay)")
 	flag.Float64Var(&cfg.dropout, "dropout", 0, "dropout probability")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "random seed")
-	flag.StringVar(&cfg.precision, "precision", "both", "fp32, bf16, fp8, both (fp32 and fp8) or all (the three, same seed)")
-	flag.StringVar(&cfg.recipe, "recipe", "te", "FP8 backend: te, ao or msamp")
-	flag.StringVar(&cfg.optLevel, "opt-level", "O2", "MS-AMP optimization level with -recipe msamp: O1 or O2")
-	flag.StringVar(&cfg.format, "format", "HYBRID", "TE fp8_format: HYBRID, E4M3 or E5M2")
-	flag.StringVar(&cfg.aoRecipe, "ao", "tensorwise", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
 	flag.IntVar(&cfg.sample, "sample", 300, "characters to generate after training (0: none)")
 	flag.StringVar(&cfg.plot, "plot", "", "write the loss curves to this PNG file")
 	flag.StringVar(&cfg.data, "data", "", "train on this UTF-8 text file instead of the Go sources")
@@ -77,8 +73,7 @@ func main() {
 	flag.StringVar(&cfg.report, "report", "", "write a self-contained HTML run report (loss curves, per-layer FP8 scale, amax, underflow% and overflow% over the steps, conversion, recipe, timings) to this file")
 	flag.BoolVar(&cfg.profile, "profile", false, "time every op of the training step and print the table per op type and per layer")
 	flag.Parse()
-	cfg.given = recipes.GivenFlags()
-	cfg.progress = !cfg.json && isTerminal(os.Stderr)
+	cfg.progress = !cfg.json && term.IsTerminal(int(os.Stderr.Fd()))
 	if err := run(cfg, os.Stdout); err != nil {
 		output.Fatal("gpt", err)
 	}
@@ -87,8 +82,11 @@ func main() {
 // validate refuses flag values that cannot train, before any work, and
 // reads the -fp8-debug config.
 func (c *config) validate() error {
-	var ch recipes.Checks
+	var ch train.Checks
 	ch.Environment()
+	if err := c.prec.Resolve(); err != nil {
+		ch.Fail("%v", err)
+	}
 	for _, f := range []struct {
 		name string
 		v    int
@@ -103,16 +101,13 @@ func (c *config) validate() error {
 	c.debug = ch.DebugConfig(c.fp8Debug, c.fp8Log)
 	ch.OutputFile("report", c.report)
 	ch.Fraction("dropout", c.dropout)
-	if err := recipes.CheckRecipeFlags(c.recipe, c.given); err != nil {
-		ch.Fail("%v", err)
-	}
 	// Paths, before the first step, so that no finished run is lost.
 	ch.OutputFile("plot", c.plot)
 	ch.OutputDir("save", c.saveDir)
 	if c.resumeDir != "" {
-		if ps, err := recipes.Precisions(c.precision); err == nil {
+		if ps, err := c.prec.Runs(); err == nil {
 			for _, p := range ps {
-				ch.InputFiles("resume", filepath.Join(c.resumeDir, "gpt-"+p+".safetensors"))
+				ch.InputFiles("resume", filepath.Join(c.resumeDir, "gpt-"+p.Name()+".safetensors"))
 			}
 		}
 	}
@@ -130,12 +125,7 @@ func run(cfg config, w io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	precisions, err := recipes.Precisions(cfg.precision)
-	if err != nil {
-		return err
-	}
-
-	recs, err := recipes.ForPrecisions(precisions, cfg.recipe, cfg.format, cfg.aoRecipe, cfg.optLevel)
+	precisions, err := cfg.prec.Runs()
 	if err != nil {
 		return err
 	}
@@ -146,24 +136,23 @@ func run(cfg config, w io.Writer) error {
 	voc := newVocab(text)
 	tokens := voc.encode(text)
 	split := len(tokens) * 9 / 10
-	train, val := tokens[:split], tokens[split:]
-	if len(val) <= cfg.block+1 || len(train) <= cfg.block+1 {
+	trainTok, val := tokens[:split], tokens[split:]
+	if len(val) <= cfg.block+1 || len(trainTok) <= cfg.block+1 {
 		return fmt.Errorf("corpus of %d characters is too short for a context of %d", len(tokens), cfg.block)
 	}
 	if !cfg.json {
-		fmt.Fprintf(w, "corpus: %s: %d characters, vocabulary %d, %d train / %d validation\n", source, len(tokens), len(voc.runes), len(train), len(val))
+		fmt.Fprintf(w, "corpus: %s: %d characters, vocabulary %d, %d train / %d validation\n", source, len(tokens), len(voc.runes), len(trainTok), len(val))
 	}
-	finishReport, err := recipes.StartReport(&cfg.debug, &cfg.fp8Log, cfg.report)
+	finishReport, err := report.Start(&cfg.debug, &cfg.fp8Log, cfg.report)
 	if err != nil {
 		return err
 	}
 	var results []*result
 	for _, p := range precisions {
-		r, err := trainOne(cfg, p, recs[p], voc, train, val, w)
+		r, err := trainOne(cfg, p, voc, trainTok, val, w)
 		if err != nil {
-			return fmt.Errorf("%s: %w", p, err)
+			return fmt.Errorf("%s: %w", p.Name(), err)
 		}
-		r.Settings = recipes.Settings(recs[p], cfg.given)
 		results = append(results, r)
 	}
 	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %9s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "converted")
@@ -181,7 +170,7 @@ func run(cfg config, w io.Writer) error {
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {
 		for _, r := range results[1:] {
-			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", recipes.PrecisionName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
+			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", train.PrecisionName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
 		}
 	}
 	for _, r := range results {
@@ -195,7 +184,7 @@ func run(cfg config, w io.Writer) error {
 	}
 	rr := make([]report.Run, len(results))
 	for i, r := range results {
-		rr[i] = report.Run{Precision: r.Precision, Name: recipes.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
+		rr[i] = report.Run{Precision: r.Precision, Name: train.PrecisionName(r.Precision), Recipe: r.Recipe, Settings: r.Settings,
 			Losses: r.Losses, FirstStep: r.Iters - r.Ran, MsPerStep: r.MsPerIter, Conversion: r.Conversion, Profile: r.Profile,
 			Summary: []string{fmt.Sprintf("train loss %.4f, validation loss %.4f, %.0f tokens/s", r.TrainLoss, r.ValLoss, r.TokensPerS)}}
 	}
@@ -209,3 +198,11 @@ func run(cfg config, w io.Writer) error {
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "⏎") }
+
+// resumeFlag names -resume in the errors of resuming.
+func resumeFlag(err error) error {
+	if errors.Is(err, train.ErrResume) {
+		return fmt.Errorf("-resume: %s", strings.TrimPrefix(err.Error(), "train: resume: "))
+	}
+	return err
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,8 +18,8 @@ import (
 // the JSON summary is the last line, and the sample has the requested
 // length.
 func TestShortTraining(t *testing.T) {
-	cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 8, iters: 500, lr: 3e-3, seed: 2,
-		precision: "all", recipe: "te", format: "HYBRID", aoRecipe: "tensorwise", sample: 40, json: true,
+	cfg := config{prec: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 8, iters: 500, lr: 3e-3, seed: 2,
+		sample: 40, json: true,
 		evalBatches: 5, plot: filepath.Join(t.TempDir(), "loss.png")}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
@@ -48,8 +49,8 @@ func TestShortTraining(t *testing.T) {
 }
 
 func TestDumpShowsLayerNormFusion(t *testing.T) {
-	cfg := config{layers: 2, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, seed: 1,
-		precision: "fp8", recipe: "te", format: "HYBRID", dump: true, evalBatches: 1}
+	cfg := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, layers: 2, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, seed: 1,
+		dump: true, evalBatches: 1}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	dump := out.String()
@@ -80,11 +81,11 @@ func TestCorpusAndFlags(t *testing.T) {
 		mut  func(*config)
 		says string
 	}{
-		{func(c *config) { c.precision = "fp16" }, "-precision"},
-		{func(c *config) { c.recipe, c.optLevel = "msamp", "O3" }, "DeepSpeed"},
+		{func(c *config) { c.prec.MixedPrecision = "fp16" }, "-precision"},
+		{func(c *config) { c.prec.Backend, c.prec.OptLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.heads = 3 }, "heads"},
 	} {
-		cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1}
+		cfg := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, evalBatches: 1}
 		c.mut(&cfg)
 		err := run(cfg, &bytes.Buffer{})
 		require.Error(t, err)
@@ -100,8 +101,8 @@ func TestSaveResume(t *testing.T) {
 }
 
 func testSaveResume(t *testing.T, recipe string) {
-	base := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 4, iters: 30, lr: 3e-3, seed: 2,
-		precision: "fp8", recipe: recipe, format: "HYBRID", optLevel: "O2", json: true, evalBatches: 3}
+	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: recipe, FP8Format: "HYBRID", OptLevel: "O2"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 4, iters: 30, lr: 3e-3, seed: 2,
+		json: true, evalBatches: 3}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 	dir := t.TempDir()
@@ -124,7 +125,7 @@ func testSaveResume(t *testing.T, recipe string) {
 // TestBadNumbersAreRefusedBeforeWork: values that used to print NaN
 // losses, nothing at all, or crash are refused naming the flag.
 func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
-	base := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1, data: "/nonexistent"}
+	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, evalBatches: 1, data: "/nonexistent"}
 	for _, c := range []struct {
 		mut  func(*config)
 		says string
@@ -156,7 +157,7 @@ func TestResumeRefusesAnotherVocabulary(t *testing.T) {
 	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
 	require.NoError(t, os.WriteFile(a, []byte(strings.Repeat("abcdefgh ", 400)), 0o644))
 	require.NoError(t, os.WriteFile(b, []byte(strings.Repeat("abcdefgx ", 400)), 0o644))
-	cfg := config{layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 4, lr: 1e-3, seed: 1, precision: "fp32", recipe: "te", format: "HYBRID", evalBatches: 1, json: true}
+	cfg := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 4, lr: 1e-3, seed: 1, evalBatches: 1, json: true}
 	save := cfg
 	save.data, save.saveDir, save.stopAfter = a, filepath.Join(dir, "ckpt"), 2
 	require.NoError(t, run(save, &bytes.Buffer{}))
