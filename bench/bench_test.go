@@ -9,7 +9,6 @@ import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
-	"github.com/octetml/octet/passes"
 )
 
 // The same figures as the command, as Go benchmarks:
@@ -61,16 +60,11 @@ all:
 	}
 	for _, debug := range []bool{false, true} {
 		b.Run(map[bool]string{false: "off", true: "every10"}[debug], func(b *testing.B) {
-			var dbg passes.DebugConfig
+			var dbg *inspect.Config
 			if debug {
-				log, err := inspect.OpenLog(b.TempDir(), 0)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer log.Close()
-				dbg = passes.DebugConfig{Config: cfg, Log: log}
+				dbg = cfg
 			}
-			step, err := octetMLPDebug(128, fp8.TERecipe{}, dbg)
+			step, err := octetMLPDebug(128, fp8.TERecipe{}, dbg, b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -28,13 +28,14 @@ import (
 	"sort"
 	"time"
 
+	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
-	"github.com/octetml/octet/optim"
-	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/train"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -241,65 +242,51 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 
 var mlpSizes = []int{784, 512, 512, 10}
 
-// compile returns the training program of outs: plain float32 for a nil
-// recipe (and no debug config), otherwise through passes.Prepare, with the
-// debug config dbg (none when its Config is nil).
-func compile(g *graph.Graph, store *graph.Store, recipe fp8.Recipe, outs []*graph.Node, dbg passes.DebugConfig, noFusion bool) (*graph.Program, error) {
-	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Debug: dbg.Config, DebugLog: dbg.Log, NoFusion: noFusion})
+// stepper makes one training step of a model through the library: the
+// trainer for the recipe (nil: float32; parameters from seed 1, AdamW at
+// a constant rate), stepping one fixed batch (ds holds exactly one); with
+// debugDir, cfg's FP8 statistics are logged there.
+func stepper(model train.ModelFunc, ds data.Dataset, batch int, recipe fp8.Recipe, cfg *inspect.Config, debugDir string, noFusion bool, weightDecay, lr float64) (func() error, *train.Trainer, *train.Stepper, error) {
+	prec := train.Precision{}
+	switch r := recipe.(type) {
+	case nil:
+	case fp8.BF16Recipe:
+		prec.MixedPrecision = "bf16"
+	case fp8.TERecipe:
+		prec.MixedPrecision, prec.FP8Format = "fp8", r.Format.String()
+	default:
+		return nil, nil, nil, fmt.Errorf("bench: recipe %T", recipe)
+	}
+	tr, err := train.New(train.Config{Model: model, Precision: prec, BatchSize: batch, NoShuffle: true, Seed: 1, LR: lr, WeightDecay: weightDecay,
+		Debug: cfg, DebugLogDir: debugDir, NoFusion: noFusion})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return prep.Train, nil
-}
-
-// trainStep makes one training step of the model b built with loss:
-// gradients, parameter values from seed 1, the program for the recipe
-// (nil: float32) and AdamW; the step feeds the batch, runs and updates.
-func trainStep(b *nn.Builder, loss *graph.Node, recipe fp8.Recipe, dbg passes.DebugConfig, noFusion bool, weightDecay, lr float32, feed func(*graph.Program) error) (func() error, *graph.Program, error) {
-	grads, err := graph.Grad(loss, b.Params()...)
+	s, err := tr.Start(ds)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	store := graph.NewStore()
-	if err := b.Init(store, 1); err != nil {
-		return nil, nil, err
-	}
-	prog, err := compile(b.Graph(), store, recipe, append([]*graph.Node{loss}, grads...), dbg, noFusion)
-	if err != nil {
-		return nil, nil, err
-	}
-	params, err := optim.Bind(store, prog, b.Params(), grads)
-	if err != nil {
-		return nil, nil, err
-	}
-	opt := optim.NewAdamW(params, weightDecay)
-	return func() error {
-		if err := feed(prog); err != nil {
-			return err
-		}
-		if err := prog.Run(); err != nil {
-			return err
-		}
-		opt.Step(lr)
-		return nil
-	}, prog, nil
+	return func() error { _, err := s.Step(); return err }, tr, s, nil
 }
 
 // octetMLP returns one training step of the MLP with a recipe (nil:
 // float32).
 func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
-	return octetMLPDebug(batch, recipe, passes.DebugConfig{})
+	return octetMLPDebug(batch, recipe, nil, "")
 }
 
-// octetMLPDebug is octetMLP with an FP8 debug config.
-func octetMLPDebug(batch int, recipe fp8.Recipe, dbg passes.DebugConfig) (func() error, error) {
-	g := graph.New()
-	b := nn.NewBuilder(g)
-	x := g.Input("x", graph.Float32, batch, mlpSizes[0])
-	y := g.Input("labels", graph.Int32, batch)
-	mlp, err := nn.NewMLP(b, "mlp", mlpSizes, nn.ReLU, nn.Dropout{})
-	if err != nil {
-		return nil, err
+// octetMLPDebug is octetMLP with an FP8 debug config logging to dir.
+func octetMLPDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, error) {
+	model := func(rows int, _ bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		x := g.Input("x", graph.Float32, rows, mlpSizes[0])
+		y := g.Input("labels", graph.Int32, rows)
+		mlp, err := nn.NewMLP(b, "mlp", mlpSizes, nn.ReLU, nn.Dropout{})
+		if err != nil {
+			return nil, err
+		}
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(mlp.Forward(x), y)}, nil
 	}
 	rng := rand.New(rand.NewPCG(3, 3))
 	xs := randn(rng, batch*mlpSizes[0], 1)
@@ -307,12 +294,11 @@ func octetMLPDebug(batch int, recipe fp8.Recipe, dbg passes.DebugConfig) (func()
 	for i := range ys {
 		ys[i] = int32(i % 10)
 	}
-	step, _, err := trainStep(b, ops.CrossEntropy(mlp.Forward(x), y), recipe, dbg, false, 0.01, 1e-3, func(p *graph.Program) error {
-		if err := p.FeedFloat32(x, xs); err != nil {
-			return err
-		}
-		return p.FeedInt32(y, ys)
-	})
+	ds, err := data.NewTensors(data.Float32Column("x", xs, mlpSizes[0]), data.LabelColumn("label", ys, 10))
+	if err != nil {
+		return nil, err
+	}
+	step, _, _, err := stepper(model, ds, batch, recipe, cfg, dir, false, 0.01, 1e-3)
 	return step, err
 }
 
@@ -342,35 +328,36 @@ func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
 // gptTraining is octetGPTProgram for a GPT configuration, with or
 // without Prepare's Fuse stage, also returning the loss node.
 func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, error) {
-	g := graph.New()
-	b := nn.NewBuilder(g)
-	gpt, err := nn.NewGPT(b, "gpt", cfg)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	t := cfg.Block
-	ids, pos, labels := g.Input("ids", graph.Int32, gptBatch, t), g.Input("pos", graph.Int32, t), g.Input("labels", graph.Int32, gptBatch, t)
+	model := func(rows int, _ bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		gpt, err := nn.NewGPT(b, "gpt", cfg)
+		if err != nil {
+			return nil, err
+		}
+		ids, pos, labels := g.Input("ids", graph.Int32, rows, t), g.Input("pos", graph.Int32, t), g.Input("labels", graph.Int32, rows, t)
+		ps := make([]int32, t)
+		for i := range ps {
+			ps[i] = int32(i)
+		}
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": ids, "y": labels}, Loss: ops.CrossEntropy(gpt.Forward(ids, pos), labels),
+			Fixed: func(p *graph.Program) error { return p.FeedInt32(pos, ps) }}, nil
+	}
 	rng := rand.New(rand.NewPCG(4, 4))
-	xs, ys, ps := make([]int32, gptBatch*t), make([]int32, gptBatch*t), make([]int32, t)
+	xs, ys := make([]int32, gptBatch*t), make([]int32, gptBatch*t)
 	for i := range xs {
 		xs[i], ys[i] = rng.Int32N(int32(cfg.Vocab)), rng.Int32N(int32(cfg.Vocab))
 	}
-	for i := range ps {
-		ps[i] = int32(i)
+	ds, err := data.NewTensors(data.Int32Column("x", xs, t), data.Column{Field: data.Field{Name: "y", DType: graph.Int32, Shape: []int{t}, Label: true}, I32: ys})
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	loss := ops.CrossEntropy(gpt.Forward(ids, pos), labels)
-	step, prog, err := trainStep(b, loss, recipe, passes.DebugConfig{}, noFusion, 0.1, 3e-4, func(p *graph.Program) error {
-		for _, f := range []struct {
-			n *graph.Node
-			v []int32
-		}{{ids, xs}, {labels, ys}, {pos, ps}} {
-			if err := p.FeedInt32(f.n, f.v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return step, prog, loss, err
+	step, tr, s, err := stepper(model, ds, gptBatch, recipe, nil, "", noFusion, 0.1, 3e-4)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return step, s.Program(), tr.Model().Loss, nil
 }
 
 func printTable(r *Results) {

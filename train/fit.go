@@ -218,6 +218,8 @@ type rankRun struct {
 	res     *Result
 	status  Status
 	evalSet data.Dataset
+	// noRecord keeps no per-step losses (a Stepper's open-ended loop).
+	noRecord bool
 }
 
 // agree makes every rank return an error when one of them has one: the
@@ -263,7 +265,9 @@ func (rr *rankRun) hooks(pick func(h *Hook) func(*Status) error) error {
 	return rr.agree(err)
 }
 
-func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resume string, res *Result) (err error) {
+// setup builds rank's replica (the debug log opened on rank 0 first) and
+// its loader of ds.
+func (t *Trainer) setup(comm dist.Communicator, ds data.Dataset) (*replica, *data.Loader, error) {
 	t.ev = nil
 	rank := 0
 	if comm != nil {
@@ -273,6 +277,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 	// Rank 0 alone opens the debug log; a failure there must stop every
 	// rank before the collectives of the set-up.
 	var log *inspect.Log
+	var err error
 	if t.cfg.Debug != nil && rank == 0 {
 		log, err = inspect.OpenLog(filepath.Join(t.cfg.DebugLogDir, t.cfg.Precision.Name()), 0)
 		if err != nil {
@@ -280,17 +285,32 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 		}
 	}
 	if err := agree(comm, err); err != nil {
-		return err
+		return nil, nil, err
 	}
 	rep, err := t.newReplica(comm, hi-lo, log)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if rep.feeds, err = bindFeeds(rep.m, ds.Fields(), hi-lo); err != nil {
-		return err
+		return nil, nil, err
 	}
 	loader, err := data.NewLoader(ds, data.Config{BatchSize: t.cfg.BatchSize, Shuffle: !t.cfg.NoShuffle, Seed: t.cfg.Seed,
 		DropLast: t.cfg.DropLast, Rank: rank, World: t.world, Prefetch: t.cfg.Prefetch, Replacement: t.cfg.Replacement, Stream: t.cfg.Stream})
+	if err != nil {
+		return nil, nil, err
+	}
+	if rank == 0 {
+		t.rep = rep
+	}
+	return rep, loader, nil
+}
+
+func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resume string, res *Result) (err error) {
+	rank := 0
+	if comm != nil {
+		rank = comm.Rank()
+	}
+	rep, loader, err := t.setup(comm, ds)
 	if err != nil {
 		return err
 	}
@@ -301,7 +321,6 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 	}
 	rr := &rankRun{t: t, r: rep, run: run, loader: loader, total: total, res: res, evalSet: run.Eval}
 	if rank == 0 {
-		t.rep = rep
 		res.Report, res.Memory, res.Total = rep.report, rep.memory, total
 		if rep.log != nil {
 			res.StatsFile = rep.log.Path()
@@ -468,7 +487,9 @@ func (rr *rankRun) step(step int) error {
 	}
 	busy += time.Since(start)
 	rr.res.Busy += busy
-	rr.res.Losses = append(rr.res.Losses, loss)
+	if !rr.noRecord {
+		rr.res.Losses = append(rr.res.Losses, loss)
+	}
 	rr.res.End = step + 1
 	st := &rr.status
 	st.Step, st.Loss, st.LR, st.StepTime, st.Epoch = step+1, loss, lr, busy, epoch
@@ -495,3 +516,48 @@ func (rr *rankRun) nonFinite(step int, loss float32) error {
 
 // ErrNonFinite is wrapped by Fit's error when a loss is NaN or infinite.
 var ErrNonFinite = errors.New("the loss is not finite")
+
+// Stepper runs training steps one at a time in one process, for a loop
+// of one's own: Accelerate's prepare followed by the user's loop. Each
+// Step draws the next batch, runs forward and backward, clips, and
+// updates, as a step of Fit does; after the first, a Step allocates
+// nothing.
+type Stepper struct {
+	rr   *rankRun
+	step int
+}
+
+// Start builds and prepares the model and the loader of ds for stepping
+// by hand. It runs one process (DP and FSDP ranks train through Fit).
+func (t *Trainer) Start(ds data.Dataset) (*Stepper, error) {
+	if ds == nil {
+		return nil, configErrorf("no training dataset")
+	}
+	if t.world > 1 {
+		return nil, configErrorf("Start steps one process; %s trains through Fit", t.worldName())
+	}
+	rep, loader, err := t.setup(nil, ds)
+	if err != nil {
+		return nil, err
+	}
+	rr := &rankRun{t: t, r: rep, loader: loader, res: &Result{Precision: t.cfg.Precision.Name(), Recipe: Label(t.recipe)}, noRecord: true}
+	rr.status = Status{Epoch: loader.Epoch(), Precision: rr.res.Precision, Trainer: t}
+	return &Stepper{rr: rr}, nil
+}
+
+// Step runs the next step and returns its loss (a loss that is not
+// finite is an error wrapping ErrNonFinite, with the diagnosis).
+func (s *Stepper) Step() (float32, error) {
+	err := s.rr.step(s.step)
+	s.step++
+	return s.rr.status.Loss, err
+}
+
+// Steps returns the number of steps run.
+func (s *Stepper) Steps() int { return s.step }
+
+// Program returns the compiled training program.
+func (s *Stepper) Program() *graph.Program { return s.rr.r.prog }
+
+// Close stops the loader's prefetching.
+func (s *Stepper) Close() error { return s.rr.loader.Close() }

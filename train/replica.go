@@ -74,7 +74,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		return nil, fmt.Errorf("train: %w", err)
 	}
 	outs := append([]*graph.Node{m.Loss}, r.grads...)
-	pc := passes.Config{Recipe: t.recipe, TrainOutputs: outs, Filter: t.cfg.Filter, Debug: t.cfg.Debug}
+	pc := passes.Config{Recipe: t.recipe, TrainOutputs: outs, Filter: t.cfg.Filter, Debug: t.cfg.Debug, NoFusion: t.cfg.NoFusion}
 	if t.cfg.Debug != nil {
 		pc.DebugComm, pc.DebugLog = comm, log
 	}

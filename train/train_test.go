@@ -285,3 +285,30 @@ func TestFitRefusesBadRuns(t *testing.T) {
 		require.ErrorContains(t, err, want)
 	}
 }
+
+// TestStepperIsFitsStep: stepping by hand trains as Fit does, and a step
+// allocates nothing after the first.
+func TestStepperIsFitsStep(t *testing.T) {
+	ds := blobs(t, 100, 3)
+	for _, mp := range []string{"no", "bf16", "fp8"} {
+		res, err := trainer(t, mp, "te", nil).Fit(ds, train.Run{Steps: 8})
+		require.NoError(t, err)
+		s, err := trainer(t, mp, "te", nil).Start(ds)
+		require.NoError(t, err)
+		for i := 0; i < 8; i++ {
+			l, err := s.Step()
+			require.NoError(t, err)
+			require.Equal(t, math.Float32bits(res.Losses[i]), math.Float32bits(l), "%s step %d", mp, i)
+		}
+		allocs := testing.AllocsPerRun(20, func() {
+			if _, err := s.Step(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, mp)
+		require.Equal(t, 29, s.Steps())
+		require.NoError(t, s.Close())
+	}
+	_, err := trainer(t, "no", "", func(c *train.Config) { c.DP = 2 }).Start(ds)
+	require.ErrorContains(t, err, "trains through Fit")
+}

@@ -100,8 +100,11 @@ type Config struct {
 	// lines under DebugLogDir.
 	Debug       *inspect.Config
 	DebugLogDir string
-	// Filter restricts which linear layers convert (passes.Config.Filter).
-	Filter func(n *graph.Node, fqn string) bool
+	// Filter restricts which linear layers convert (passes.Config.Filter);
+	// NoFusion skips Prepare's Fuse stage (to compare fused and unfused
+	// programs).
+	Filter   func(n *graph.Node, fqn string) bool
+	NoFusion bool
 	// Profile times every op of rank 0's training step (Result.Profile).
 	Profile bool
 	// Name names the run's checkpoint files ("state" when empty); Meta
