@@ -312,3 +312,27 @@ func TestStepperIsFitsStep(t *testing.T) {
 	_, err := trainer(t, "no", "", func(c *train.Config) { c.DP = 2 }).Start(ds)
 	require.ErrorContains(t, err, "trains through Fit")
 }
+
+// TestGenerate: a model whose logits put token (v+1) mod 5 after v counts
+// on from the prompt's last token.
+func TestGenerate(t *testing.T) {
+	g := graph.New()
+	ids := g.Input("ids", graph.Int32, 1, 3)
+	w := g.Param("w", 5, 5)
+	logits := ops.Embedding("emb", w, ids)
+	store := graph.NewStore()
+	tab := make([]float32, 25)
+	for v := 0; v < 5; v++ {
+		tab[v*5+(v+1)%5] = 60
+	}
+	require.NoError(t, store.SetFloat32("w", tab, 5, 5))
+	p, err := graph.Compile(g, store, graph.Options{}, logits)
+	require.NoError(t, err)
+	out, err := train.Generate(p, ids, logits, []int32{0, 1, 2, 4}, 6, 0.8, rand.New(rand.NewPCG(1, 1)))
+	require.NoError(t, err)
+	require.Equal(t, []int32{3, 4, 0, 1, 2, 3}, out)
+	_, err = train.Generate(p, ids, logits, []int32{0}, 2, 0.8, rand.New(rand.NewPCG(1, 1)))
+	require.ErrorContains(t, err, "a prompt of 1 tokens")
+	_, err = train.Generate(p, ids, logits, []int32{0, 1, 2}, 2, 0, rand.New(rand.NewPCG(1, 1)))
+	require.ErrorContains(t, err, "temperature")
+}

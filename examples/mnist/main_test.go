@@ -21,8 +21,7 @@ import (
 // line is the JSON summary.
 func TestShortTraining(t *testing.T) {
 	plotPath := filepath.Join(t.TempDir(), "loss.png")
-	cfg := config{prec: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 5, batch: 64,
-		hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, plot: plotPath, json: true, limit: 4000}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, Plot: plotPath, JSON: true}, epochs: 5, hidden: []int{128, 64}, weightDecay: 0.01, limit: 4000}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var summary struct {
@@ -69,8 +68,8 @@ func TestShortTraining(t *testing.T) {
 func TestLossFalls(t *testing.T) {
 	set, test, err := mnist.Load("")
 	require.NoError(t, err)
-	cfg := config{prec: train.Precision{Backend: "ao", AORecipe: "tensorwise"}, epochs: 3, batch: 64, hidden: []int{64}, lr: 3e-3, seed: 5}
-	p := cfg.prec
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{Backend: "ao", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 5}, epochs: 3, hidden: []int{64}}
+	p := cfg.Precision
 	p.MixedPrecision = "fp8"
 	r, err := trainOne(cfg, p, set.Subset(4000), test)
 	require.NoError(t, err)
@@ -83,21 +82,21 @@ func TestLossFalls(t *testing.T) {
 	}
 	first, last := mean(r.Losses[:20]), mean(r.Losses[len(r.Losses)-20:])
 	require.Less(t, last, first/3, "loss falls: %.3f → %.3f", first, last)
-	require.Empty(t, r.Converted, "AO's default filter keeps the first and last (here: only) linear layers high precision")
+	require.Empty(t, r.Report.Converted(), "AO's default filter keeps the first and last (here: only) linear layers high precision")
 	require.GreaterOrEqual(t, r.TestAccuracy, 0.88)
 }
 
 func TestBadFlags(t *testing.T) {
-	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3}
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, Batch: 8, LR: 1e-3}, epochs: 1, hidden: []int{8}}
 	for _, c := range []struct {
 		mut  func(*config)
 		says string
 	}{
-		{func(c *config) { c.prec.MixedPrecision = "fp16" }, "-precision"},
-		{func(c *config) { c.prec.Backend, c.fsdp = "msamp", 2 }, "msamp"},
-		{func(c *config) { c.prec.Backend, c.prec.OptLevel = "msamp", "O3" }, "DeepSpeed"},
-		{func(c *config) { c.prec.Backend = "xx" }, "-recipe"},
-		{func(c *config) { c.prec.FP8Format = "E3M4" }, "E3M4"},
+		{func(c *config) { c.Precision.MixedPrecision = "fp16" }, "-precision"},
+		{func(c *config) { c.Precision.Backend, c.fsdp = "msamp", 2 }, "msamp"},
+		{func(c *config) { c.Precision.Backend, c.Precision.OptLevel = "msamp", "O3" }, "DeepSpeed"},
+		{func(c *config) { c.Precision.Backend = "xx" }, "-recipe"},
+		{func(c *config) { c.Precision.FP8Format = "E3M4" }, "E3M4"},
 		{func(c *config) { c.dataDir = "/nonexistent" }, mnist.TrainImages},
 	} {
 		cfg := base
@@ -116,19 +115,18 @@ func TestBadFlags(t *testing.T) {
 // Training N steps, checkpointing, and resuming to the end gives the run
 // an uninterrupted one gives, to the bit.
 func TestSaveResume(t *testing.T) {
-	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 2, batch: 64,
-		hidden: []int{64, 32}, lr: 3e-3, weightDecay: 0.01, seed: 4, limit: 640, json: true}
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 4, JSON: true}, epochs: 2, hidden: []int{64, 32}, weightDecay: 0.01, limit: 640}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 
 	dir := t.TempDir()
 	half := base
-	half.stopAfter, half.saveDir = 7, dir
+	half.StopAfter, half.Save = 7, dir
 	require.NoError(t, run(half, &bytes.Buffer{}))
 	_, err := os.Stat(filepath.Join(dir, "mnist-fp8.safetensors"))
 	require.NoError(t, err)
 	rest := base
-	rest.resumeDir = dir
+	rest.Resume = dir
 	var resumed bytes.Buffer
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
@@ -144,7 +142,7 @@ func TestSaveResume(t *testing.T) {
 
 	// A checkpoint from a float32 run does not resume an FP8 one.
 	fp32 := half
-	fp32.prec.MixedPrecision, fp32.saveDir = "fp32", dir
+	fp32.Precision.MixedPrecision, fp32.Save = "fp32", dir
 	require.NoError(t, run(fp32, &bytes.Buffer{}))
 	require.NoError(t, os.Rename(filepath.Join(dir, "mnist-fp32.safetensors"), filepath.Join(dir, "mnist-fp8.safetensors")))
 	err = run(rest, &bytes.Buffer{})
@@ -152,8 +150,7 @@ func TestSaveResume(t *testing.T) {
 }
 
 func TestFSDPFlag(t *testing.T) {
-	cfg := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 1, batch: 64,
-		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, fsdp: 2}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, fsdp: 2}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
@@ -164,7 +161,7 @@ func TestFSDPFlag(t *testing.T) {
 	total := 4*(784*64+64+64*64+64+64*10+10) - 3*64*64
 	require.Equal(t, float64(total), s["allgather_bytes_per_step"])
 	require.Greater(t, s["test_accuracy"].(float64), 0.7)
-	cfg.batch, cfg.fsdp = 1, 2
+	cfg.Batch, cfg.fsdp = 1, 2
 	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-fsdp 2: the batch of 1 leaves ranks without rows")
 }
 
@@ -175,13 +172,13 @@ func TestUnevenSplits(t *testing.T) {
 	set, test, err := mnist.Load("")
 	require.NoError(t, err)
 	set = set.Subset(640)
-	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te"}, epochs: 1, batch: 64, hidden: []int{32}, lr: 3e-3, weightDecay: 0.01, seed: 5}
-	one, err := trainOne(base, base.prec, set, test)
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te"}, Batch: 64, LR: 3e-3, Seed: 5}, epochs: 1, hidden: []int{32}, weightDecay: 0.01}
+	one, err := trainOne(base, base.Precision, set, test)
 	require.NoError(t, err)
 	for _, mut := range []func(*config){func(c *config) { c.fsdp = 3 }, func(c *config) { c.dp = 3 }} {
 		cfg := base
 		mut(&cfg)
-		r, err := trainOne(cfg, cfg.prec, set, test)
+		r, err := trainOne(cfg, cfg.Precision, set, test)
 		require.NoError(t, err)
 		require.Equal(t, 3, r.Ranks)
 		require.Len(t, r.Losses, len(one.Losses))
@@ -200,8 +197,7 @@ func TestUnevenSplits(t *testing.T) {
 func TestMSAMPLevels(t *testing.T) {
 	acc := map[string]float64{}
 	for _, c := range []struct{ precision, level string }{{"fp32", ""}, {"fp8", "O1"}, {"fp8", "O2"}} {
-		cfg := config{prec: train.Precision{MixedPrecision: c.precision, Backend: "msamp", FP8Format: "HYBRID", OptLevel: c.level}, epochs: 3, batch: 64,
-			hidden: []int{128, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 3200}
+		cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: c.precision, Backend: "msamp", FP8Format: "HYBRID", OptLevel: c.level}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 3, hidden: []int{128, 64}, weightDecay: 0.01, limit: 3200}
 		var out bytes.Buffer
 		require.NoError(t, run(cfg, &out))
 		var s map[string]any
@@ -220,20 +216,19 @@ func TestMSAMPLevels(t *testing.T) {
 
 // A sharded run checkpoints one file per rank and resumes exactly.
 func TestFSDPSaveResume(t *testing.T) {
-	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, epochs: 2, batch: 64,
-		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 640, fsdp: 2}
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 2, hidden: []int{64, 64}, weightDecay: 0.01, limit: 640, fsdp: 2}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 	dir := t.TempDir()
 	half := base
-	half.stopAfter, half.saveDir = 9, dir
+	half.StopAfter, half.Save = 9, dir
 	require.NoError(t, run(half, &bytes.Buffer{}))
 	for r := 0; r < 2; r++ {
 		_, err := os.Stat(filepath.Join(dir, fmt.Sprintf("mnist-fp8-rank%d-of-2.safetensors", r)))
 		require.NoError(t, err)
 	}
 	rest := base
-	rest.resumeDir = dir
+	rest.Resume = dir
 	var resumed bytes.Buffer
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
@@ -248,8 +243,7 @@ func TestFSDPSaveResume(t *testing.T) {
 // replicas identical, and the casts' overflows and underflows are
 // reported.
 func TestDataParallelMSAMP(t *testing.T) {
-	cfg := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "msamp", FP8Format: "HYBRID", OptLevel: "O2"}, epochs: 1, batch: 64,
-		hidden: []int{64, 64}, lr: 3e-3, weightDecay: 0.01, seed: 3, json: true, limit: 1280, dp: 4}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "msamp", FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, dp: 4}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
@@ -265,7 +259,7 @@ func TestDataParallelMSAMP(t *testing.T) {
 // used to crash it or train nonsense: each is refused with a message
 // naming the flag, before any data is read.
 func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
-	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, epochs: 1, batch: 8, hidden: []int{8}, lr: 1e-3, dataDir: "/nonexistent"}
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 8, LR: 1e-3}, epochs: 1, hidden: []int{8}, dataDir: "/nonexistent"}
 	nan := math.NaN()
 	for _, c := range []struct {
 		mut  func(*config)
@@ -273,18 +267,18 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 	}{
 		{func(c *config) { c.epochs = -1 }, "-epochs -1"},
 		{func(c *config) { c.epochs = 0 }, "-epochs 0"},
-		{func(c *config) { c.batch = 0 }, "-batch 0"},
-		{func(c *config) { c.lr = -1 }, "-lr -1"},
-		{func(c *config) { c.lr = nan }, "-lr NaN"},
+		{func(c *config) { c.Batch = 0 }, "-batch 0"},
+		{func(c *config) { c.LR = -1 }, "-lr -1"},
+		{func(c *config) { c.LR = nan }, "-lr NaN"},
 		{func(c *config) { c.weightDecay = nan }, "-wd NaN"},
 		{func(c *config) { c.dp = -2 }, "-dp -2"},
 		{func(c *config) { c.limit = -5 }, "-limit -5"},
 		{func(c *config) { c.hidden = nil }, "-hidden"},
 		{func(c *config) { c.hidden = []int{100000000} }, "GiB are available"},
-		{func(c *config) { c.plot = "/no-such-dir/loss.png" }, "-plot /no-such-dir/loss.png: directory"},
-		{func(c *config) { c.plot = os.TempDir() }, "is a directory"},
-		{func(c *config) { c.resumeDir = filepath.Join(os.TempDir(), "no-such-octet-ckpt") }, "mnist-fp32.safetensors"},
-		{func(c *config) { c.saveDir = "/proc/no-such" }, "-save /proc/no-such"},
+		{func(c *config) { c.Plot = "/no-such-dir/loss.png" }, "-plot /no-such-dir/loss.png: directory"},
+		{func(c *config) { c.Plot = os.TempDir() }, "is a directory"},
+		{func(c *config) { c.Resume = filepath.Join(os.TempDir(), "no-such-octet-ckpt") }, "mnist-fp32.safetensors"},
+		{func(c *config) { c.Save = "/proc/no-such" }, "-save /proc/no-such"},
 	} {
 		cfg := base
 		c.mut(&cfg)
@@ -303,7 +297,7 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 // turns NaN stops with an error naming the step, instead of exiting 0
 // with a NaN final loss; -dp 0 and -dp with -stop-after are refused.
 func TestParallelRunsStopOnNaN(t *testing.T) {
-	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, epochs: 1, batch: 16, hidden: []int{16}, lr: 1e30, seed: 1, limit: 640}
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 16, LR: 1e30, Seed: 1}, epochs: 1, hidden: []int{16}, limit: 640}
 	for _, mut := range []func(*config){func(c *config) { c.dp = 2 }, func(c *config) { c.fsdp = 2 }} {
 		cfg := base
 		mut(&cfg)
@@ -312,8 +306,8 @@ func TestParallelRunsStopOnNaN(t *testing.T) {
 		require.Contains(t, err.Error(), "the loss is")
 	}
 	cfg := base
-	cfg.lr, cfg.given = 1e-3, map[string]string{"dp": "0"}
+	cfg.LR, cfg.given = 1e-3, map[string]string{"dp": "0"}
 	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-dp 0")
-	cfg.given, cfg.dp, cfg.stopAfter = nil, 2, 3
+	cfg.given, cfg.dp, cfg.StopAfter = nil, 2, 3
 	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-stop-after does not combine with -dp")
 }

@@ -1,0 +1,62 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/octetml/octet/graph"
+)
+
+// Generate samples n tokens from a causal language model: p is its
+// evaluation program for one sequence of the model's context length,
+// ids its token input [1, T] and logits its output [1, T, vocab]. The
+// window starts as the prompt's first T tokens; each new token is drawn
+// from the softmax of the last position's logits at temperature (> 0)
+// with rng, and shifted into the window.
+func Generate(p *graph.Program, ids, logits *graph.Node, prompt []int32, n int, temperature float64, rng *rand.Rand) ([]int32, error) {
+	is, ls := ids.Shape(), logits.Shape()
+	if len(is) != 2 || is[0] != 1 || len(ls) != 3 || ls[0] != 1 || ls[1] != is[1] {
+		return nil, fmt.Errorf("train: generate: ids %v and logits %v are not [1 T] and [1 T vocab]", is, ls)
+	}
+	t, vocab := is[1], ls[2]
+	switch {
+	case len(prompt) < t:
+		return nil, fmt.Errorf("train: generate: a prompt of %d tokens for a context of %d", len(prompt), t)
+	case !(temperature > 0) || math.IsInf(temperature, 0):
+		return nil, fmt.Errorf("train: generate: temperature %v, want a finite value above 0", temperature)
+	}
+	ctx := append([]int32(nil), prompt[:t]...)
+	out := make([]int32, 0, n)
+	probs := make([]float64, vocab)
+	for len(out) < n {
+		if err := p.FeedInt32(ids, ctx); err != nil {
+			return nil, err
+		}
+		if err := p.Run(); err != nil {
+			return nil, err
+		}
+		last := p.Float32(logits)[(t-1)*vocab : t*vocab]
+		mx := float64(last[0])
+		for _, l := range last {
+			mx = math.Max(mx, float64(l))
+		}
+		var sum float64
+		for i, l := range last {
+			probs[i] = math.Exp((float64(l) - mx) / temperature)
+			sum += probs[i]
+		}
+		u, next := rng.Float64()*sum, vocab-1
+		for i, pr := range probs {
+			if u < pr {
+				next = i
+				break
+			}
+			u -= pr
+		}
+		out = append(out, int32(next))
+		copy(ctx, ctx[1:])
+		ctx[len(ctx)-1] = int32(next)
+	}
+	return out, nil
+}
