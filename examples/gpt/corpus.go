@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,49 +66,4 @@ func loadCorpus(file string) (string, string, error) {
 		return "", "", fmt.Errorf("corpus: no Go sources under %s (pass -data FILE)", root)
 	}
 	return sb.String(), fmt.Sprintf("Go %d standard-library packages under %s", len(stdlibPackages), root), nil
-}
-
-// vocab maps each distinct character of a text to a token id, in rune
-// order.
-type vocab struct {
-	runes []rune
-	ids   map[rune]int32
-}
-
-// checksum identifies the vocabulary: the CRC-32C of its characters in
-// id order.
-func (v *vocab) checksum() uint32 {
-	return crc32.Checksum([]byte(string(v.runes)), crc32.MakeTable(crc32.Castagnoli))
-}
-
-func newVocab(text string) *vocab {
-	set := map[rune]bool{}
-	for _, r := range text {
-		set[r] = true
-	}
-	v := &vocab{ids: map[rune]int32{}}
-	for r := range set {
-		v.runes = append(v.runes, r)
-	}
-	sort.Slice(v.runes, func(i, j int) bool { return v.runes[i] < v.runes[j] })
-	for i, r := range v.runes {
-		v.ids[r] = int32(i)
-	}
-	return v
-}
-
-func (v *vocab) encode(text string) []int32 {
-	out := make([]int32, 0, len(text))
-	for _, r := range text {
-		out = append(out, v.ids[r])
-	}
-	return out
-}
-
-func (v *vocab) decode(ids []int32) string {
-	var sb strings.Builder
-	for _, id := range ids {
-		sb.WriteRune(v.runes[id])
-	}
-	return sb.String()
 }

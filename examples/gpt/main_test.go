@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/octetml/octet/data"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,9 +19,7 @@ import (
 // the JSON summary is the last line, and the sample has the requested
 // length.
 func TestShortTraining(t *testing.T) {
-	cfg := config{prec: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 8, iters: 500, lr: 3e-3, seed: 2,
-		sample: 40, json: true,
-		evalBatches: 5, plot: filepath.Join(t.TempDir(), "loss.png")}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 8, LR: 3e-3, Seed: 2, JSON: true, Plot: filepath.Join(t.TempDir(), "loss.png")}, layers: 1, heads: 2, embd: 32, block: 16, iters: 500, sample: 40, evalBatches: 5}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s struct {
@@ -44,13 +43,12 @@ func TestShortTraining(t *testing.T) {
 	require.InEpsilon(t, s.Runs[0].ValLoss, s.Runs[1].ValLoss, 0.05)
 	require.Greater(t, s.TokensPS, 0.0)
 	require.Greater(t, s.Params, 10000)
-	_, err := os.Stat(cfg.plot)
+	_, err := os.Stat(cfg.Plot)
 	require.NoError(t, err)
 }
 
 func TestDumpShowsLayerNormFusion(t *testing.T) {
-	cfg := config{prec: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, layers: 2, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, seed: 1,
-		dump: true, evalBatches: 1}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3, Seed: 1}, layers: 2, heads: 2, embd: 32, block: 16, iters: 1, dump: true, evalBatches: 1}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	dump := out.String()
@@ -69,8 +67,12 @@ func TestCorpusAndFlags(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, src, "standard-library")
 	require.Contains(t, text, "package strings")
-	v := newVocab("hello, gopher")
-	require.Equal(t, "gopher", v.decode(v.encode("gopher")))
+	v := data.NewChars("hello, gopher")
+	ids, err := v.Encode("gopher")
+	require.NoError(t, err)
+	back, err := v.Decode(ids)
+	require.NoError(t, err)
+	require.Equal(t, "gopher", back)
 	_, _, err = loadCorpus("/nonexistent/file.txt")
 	require.ErrorContains(t, err, "/nonexistent/file.txt")
 	bad := filepath.Join(t.TempDir(), "bad.txt")
@@ -81,11 +83,11 @@ func TestCorpusAndFlags(t *testing.T) {
 		mut  func(*config)
 		says string
 	}{
-		{func(c *config) { c.prec.MixedPrecision = "fp16" }, "-precision"},
-		{func(c *config) { c.prec.Backend, c.prec.OptLevel = "msamp", "O3" }, "DeepSpeed"},
+		{func(c *config) { c.Precision.MixedPrecision = "fp16" }, "-precision"},
+		{func(c *config) { c.Precision.Backend, c.Precision.OptLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.heads = 3 }, "heads"},
 	} {
-		cfg := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, evalBatches: 1}
+		cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3}, layers: 1, heads: 2, embd: 32, block: 16, iters: 1, evalBatches: 1}
 		c.mut(&cfg)
 		err := run(cfg, &bytes.Buffer{})
 		require.Error(t, err)
@@ -101,16 +103,15 @@ func TestSaveResume(t *testing.T) {
 }
 
 func testSaveResume(t *testing.T, recipe string) {
-	base := config{prec: train.Precision{MixedPrecision: "fp8", Backend: recipe, FP8Format: "HYBRID", OptLevel: "O2"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 4, iters: 30, lr: 3e-3, seed: 2,
-		json: true, evalBatches: 3}
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: recipe, FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 4, LR: 3e-3, Seed: 2, JSON: true}, layers: 1, heads: 2, embd: 32, block: 16, iters: 30, evalBatches: 3}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 	dir := t.TempDir()
 	half := base
-	half.stopAfter, half.saveDir = 13, dir
+	half.StopAfter, half.Save = 13, dir
 	require.NoError(t, run(half, &bytes.Buffer{}))
 	rest := base
-	rest.resumeDir = dir
+	rest.Resume = dir
 	var resumed bytes.Buffer
 	require.NoError(t, run(rest, &resumed))
 	last := func(b *bytes.Buffer) map[string]any {
@@ -125,7 +126,7 @@ func testSaveResume(t *testing.T, recipe string) {
 // TestBadNumbersAreRefusedBeforeWork: values that used to print NaN
 // losses, nothing at all, or crash are refused naming the flag.
 func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
-	base := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 1, lr: 1e-3, evalBatches: 1, data: "/nonexistent"}
+	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3}, layers: 1, heads: 2, embd: 32, block: 16, iters: 1, evalBatches: 1, data: "/nonexistent"}
 	for _, c := range []struct {
 		mut  func(*config)
 		says string
@@ -134,12 +135,12 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 		{func(c *config) { c.evalBatches = 0 }, "-eval-batches 0"},
 		{func(c *config) { c.sample = -5 }, "-sample -5"},
 		{func(c *config) { c.evalEvery = -1 }, "-eval-every -1"},
-		{func(c *config) { c.lr = math.Inf(1) }, "-lr +Inf"},
+		{func(c *config) { c.LR = math.Inf(1) }, "-lr +Inf"},
 		{func(c *config) { c.dropout = 1 }, "-dropout 1"},
-		{func(c *config) { c.batch = -3 }, "-batch -3"},
+		{func(c *config) { c.Batch = -3 }, "-batch -3"},
 		{func(c *config) { c.embd, c.layers, c.block = 1<<16, 64, 4096 }, "GiB are available"},
-		{func(c *config) { c.plot = "/no-such-dir/loss.png" }, "-plot /no-such-dir/loss.png: directory"},
-		{func(c *config) { c.resumeDir = filepath.Join(os.TempDir(), "no-such-octet-ckpt") }, "gpt-fp32.safetensors"},
+		{func(c *config) { c.Plot = "/no-such-dir/loss.png" }, "-plot /no-such-dir/loss.png: directory"},
+		{func(c *config) { c.Resume = filepath.Join(os.TempDir(), "no-such-octet-ckpt") }, "gpt-fp32.safetensors"},
 	} {
 		cfg := base
 		c.mut(&cfg)
@@ -157,12 +158,12 @@ func TestResumeRefusesAnotherVocabulary(t *testing.T) {
 	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
 	require.NoError(t, os.WriteFile(a, []byte(strings.Repeat("abcdefgh ", 400)), 0o644))
 	require.NoError(t, os.WriteFile(b, []byte(strings.Repeat("abcdefgx ", 400)), 0o644))
-	cfg := config{prec: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, layers: 1, heads: 2, embd: 32, block: 16, batch: 2, iters: 4, lr: 1e-3, seed: 1, evalBatches: 1, json: true}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3, Seed: 1, JSON: true}, layers: 1, heads: 2, embd: 32, block: 16, iters: 4, evalBatches: 1}
 	save := cfg
-	save.data, save.saveDir, save.stopAfter = a, filepath.Join(dir, "ckpt"), 2
+	save.data, save.Save, save.StopAfter = a, filepath.Join(dir, "ckpt"), 2
 	require.NoError(t, run(save, &bytes.Buffer{}))
 	resume := cfg
-	resume.data, resume.resumeDir = b, save.saveDir
+	resume.data, resume.Resume = b, save.Save
 	err := run(resume, &bytes.Buffer{})
 	require.ErrorContains(t, err, "model")
 	resume.data = a

@@ -1,15 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/octetml/octet/data"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
@@ -19,62 +19,48 @@ import (
 	"github.com/octetml/octet/train/report"
 )
 
+// result is one precision's run: what the trainer measured, with the loss
+// estimates and the sample.
 type result struct {
-	// Iters is the iteration the run reached, Planned the schedule's
-	// length, Ran the iterations this process ran.
-	Iters, Planned, Ran int
-	Precision, Recipe   string
-	TrainLoss, ValLoss  float64
-	MsPerIter           float64
-	TokensPerS          float64
-	Params, Linears     int
-	Converted           []string
-	Losses              []float32
-	Sample              string
-	StateBytes          float64        // optimizer state per parameter value
-	Settings            string         // where the recipe's settings came from
-	StatsFile           string         // where -fp8-debug statistics went
-	Conversion          string         // the conversion report ("" for float32)
-	Profile             *graph.Profile // the training step's per-op profile (-profile)
+	*train.Result
+	TrainLoss, ValLoss float64
+	tokensPerS         float64
+	params, linears    int
+	sample, statsFile  string
 }
 
 func (r *result) fields() map[string]any {
-	conv := r.Converted
+	conv := r.Report.Converted()
 	if conv == nil {
 		conv = []string{}
 	}
 	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
-		"tokens_per_s": r.TokensPerS, "ms_per_iter": r.MsPerIter, "params": r.Params, "converted_layers": conv,
-		"optimizer_state_bytes_per_param": r.StateBytes, "recipe_settings": r.Settings,
-		"iters": r.Iters, "planned_iters": r.Planned, "iters_run": r.Ran}
+		"tokens_per_s": r.tokensPerS, "ms_per_iter": r.MsPerStep(), "params": r.params, "converted_layers": conv,
+		"optimizer_state_bytes_per_param": r.Memory.StateBytes, "recipe_settings": r.Settings,
+		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran()}
 }
 
-// model builds the GPT for a batch of sequences (the loss is the training
-// and the evaluation loss alike); the position ids are fixed.
+// model builds the GPT for a batch of sequences (its loss serves training
+// and evaluation alike); the position ids are fixed.
 func (c config) model(vocab int) train.ModelFunc {
 	return func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
 		b := nn.NewBuilder(g)
 		gpt, err := nn.NewGPT(b, "gpt", nn.GPTConfig{Layers: c.layers, Heads: c.heads, Embd: c.embd, Block: c.block,
-			Vocab: vocab, Dropout: float32(c.dropout), Seed: c.seed})
+			Vocab: vocab, Dropout: float32(c.dropout), Seed: c.Seed})
 		if err != nil {
 			return nil, err
 		}
 		ids, pos := g.Input("ids", graph.Int32, rows, c.block), g.Input("pos", graph.Int32, c.block)
 		logits := gpt.Forward(ids, pos)
 		labels := g.Input("labels", graph.Int32, rows, c.block)
-		fixed := func(p *graph.Program) error { return p.FeedInt32(pos, positions(c.block)) }
+		ps := make([]int32, c.block)
+		for i := range ps {
+			ps[i] = int32(i)
+		}
 		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": ids, "y": labels}, Loss: ops.CrossEntropy(logits, labels),
-			Logits: logits, Fixed: fixed}, g.Err()
+			Logits: logits, Fixed: func(p *graph.Program) error { return p.FeedInt32(pos, ps) }}, g.Err()
 	}
-}
-
-func positions(n int) []int32 {
-	pos := make([]int32, n)
-	for i := range pos {
-		pos[i] = int32(i)
-	}
-	return pos
 }
 
 // windows is the dataset of every window of block+1 tokens of tok that
@@ -83,14 +69,14 @@ func windows(tok []int32, block int) (*data.Windows[int32], error) {
 	return data.NewWindows(tok[:len(tok)-1], block, 1, 0)
 }
 
-// sampleWindows draws cfg.evalBatches batches of random windows of data
-// from seed, the fixed sample a loss is estimated on.
-func sampleWindows(cfg config, d []int32, seed uint64) (data.Dataset, error) {
-	w, err := windows(d, cfg.block)
+// sampleWindows draws cfg.evalBatches batches of random windows of tok
+// from seed: the fixed sample a loss is estimated on.
+func sampleWindows(cfg config, tok []int32, seed uint64) (data.Dataset, error) {
+	w, err := windows(tok, cfg.block)
 	if err != nil {
 		return nil, err
 	}
-	l, err := data.NewLoader(w, data.Config{BatchSize: cfg.batch, Replacement: true, Seed: seed, Stream: 77})
+	l, err := data.NewLoader(w, data.Config{BatchSize: cfg.Batch, Replacement: true, Seed: seed, Stream: 77})
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +94,7 @@ func sampleWindows(cfg config, d []int32, seed uint64) (data.Dataset, error) {
 // trainOne trains one precision on random windows of the training text
 // (AdamW, warmup-cosine, gradients clipped to norm 1), then estimates the
 // losses and samples.
-func trainOne(cfg config, p train.Precision, voc *vocab, trainTok, val []int32, w io.Writer) (*result, error) {
+func trainOne(cfg config, p train.Precision, voc *data.Chars, trainTok, val []int32, w io.Writer) (*result, error) {
 	set, err := windows(trainTok, cfg.block)
 	if err != nil {
 		return nil, err
@@ -117,21 +103,20 @@ func trainOne(cfg config, p train.Precision, voc *vocab, trainTok, val []int32, 
 	if err != nil {
 		return nil, err
 	}
-	tc := train.Config{Model: cfg.model(len(voc.runes)), Precision: p, BatchSize: cfg.batch, Seed: cfg.seed, Stream: 77, Replacement: true,
-		Schedule:    optim.WarmupCosine{Base: float32(cfg.lr), Min: float32(cfg.lr) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters},
-		WeightDecay: 0.1, ClipGradNorm: 1, Debug: cfg.debug, DebugLogDir: cfg.fp8Log, Profile: cfg.profile, Name: "gpt-" + p.Name(),
+	tc := train.Config{Model: cfg.model(voc.Len()), Stream: 77, Replacement: true, WeightDecay: 0.1, ClipGradNorm: 1,
+		Schedule: optim.WarmupCosine{Base: float32(cfg.LR), Min: float32(cfg.LR) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters},
 		// The model key names the vocabulary itself (its characters'
-		// CRC-32C), so a checkpoint of another corpus with as many
+		// CRC-32C): a checkpoint of another corpus with as many
 		// characters is refused.
-		Meta: map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d/%08x", cfg.layers, cfg.heads, cfg.embd, cfg.block, len(voc.runes), voc.checksum())}}
+		Meta: map[string]string{"model": fmt.Sprintf("gpt layers=%d heads=%d embd=%d block=%d vocab=%d/%08x", cfg.layers, cfg.heads, cfg.embd, cfg.block, voc.Len(), voc.Checksum())}}
+	run := train.Run{Steps: cfg.iters, Eval: valSample, Hint: fmt.Sprintf("learning rate %g too high?", cfg.LR)}
+	cfg.Apply(p, "gpt-"+p.Name(), &tc, &run)
 	tr, err := train.New(tc)
 	if err != nil {
 		return nil, err
 	}
-	run := train.Run{Steps: cfg.iters, StopAfter: cfg.stopAfter, Eval: valSample, SaveDir: cfg.saveDir, SaveEvery: cfg.saveEvery, Flat: true,
-		Resume: cfg.resumeDir, Hint: fmt.Sprintf("learning rate %g too high?", cfg.lr)}
 	if cfg.dump && p.Name() != "fp32" {
-		run.Hooks = append(run.Hooks, train.Hook{Name: "dump", OnStart: func(s *train.Status) error {
+		run.Hooks = append(run.Hooks, train.Hook{Name: "dump", OnStart: func(*train.Status) error {
 			fmt.Fprintf(w, "== compiled %s training graph ==\n", train.PrecisionName(p.Name()))
 			if err := tr.WriteGraph(w); err != nil {
 				return err
@@ -140,11 +125,10 @@ func trainOne(cfg config, p train.Precision, voc *vocab, trainTok, val []int32, 
 			return err
 		}})
 	}
+	progress := train.ProgressOptions{Name: "gpt: " + p.Name(), Unit: "iteration", Every: 5 * time.Second, Bar: &cfg.progress, NoEval: true,
+		Describe: func(s *train.Status) string { return fmt.Sprintf("%s loss %.3f", p.Name(), s.Loss) }}
 	switch {
-	case cfg.progress:
-		run.Hooks = append(run.Hooks, train.Progress(os.Stderr, train.ProgressOptions{Name: "gpt: " + p.Name(), Unit: "iteration", Bar: &cfg.progress,
-			Describe: func(s *train.Status) string { return fmt.Sprintf("%s loss %.3f", p.Name(), s.Loss) }}))
-	case !cfg.json && cfg.evalEvery > 0:
+	case !cfg.progress && !cfg.JSON && cfg.evalEvery > 0:
 		run.EvalEvery = cfg.evalEvery
 		run.Hooks = append(run.Hooks, train.Hook{Name: "eval lines", OnEval: func(s *train.Status) error {
 			if s.Step%cfg.evalEvery == 0 && s.Step < cfg.iters {
@@ -152,14 +136,14 @@ func trainOne(cfg config, p train.Precision, voc *vocab, trainTok, val []int32, 
 			}
 			return nil
 		}})
-	case !cfg.json:
-		no := false
-		run.Hooks = append(run.Hooks, train.Progress(os.Stderr, train.ProgressOptions{Name: "gpt: " + p.Name(), Unit: "iteration", Every: 5 * time.Second, Bar: &no,
-			NoEval: true, Describe: func(s *train.Status) string { return fmt.Sprintf("%s loss %.3f", p.Name(), s.Loss) }}))
+	case !cfg.JSON:
+		run.Hooks = append(run.Hooks, train.Progress(os.Stderr, progress))
 	}
 	res, err := tr.Fit(set, run)
-	if err != nil {
-		return nil, resumeFlag(err)
+	if errors.Is(err, train.ErrResume) {
+		return nil, fmt.Errorf("-resume: %s", strings.TrimPrefix(err.Error(), "train: resume: "))
+	} else if err != nil {
+		return nil, err
 	}
 	trainSample, err := sampleWindows(cfg, trainTok, 98)
 	if err != nil {
@@ -169,76 +153,37 @@ func trainOne(cfg config, p train.Precision, voc *vocab, trainTok, val []int32, 
 	if err != nil {
 		return nil, err
 	}
-	r := &result{Precision: p.Name(), Recipe: res.Recipe, Settings: res.Settings, Iters: res.End, Planned: res.Total, Ran: res.Ran(),
-		Losses: res.Losses, Profile: res.Profile, MsPerIter: res.MsPerStep(), TrainLoss: te.Loss, ValLoss: res.Eval.Loss,
-		Params: tr.Model().Builder.NumParams(), Converted: res.Report.Converted(), Linears: len(res.Report.Layers),
-		Conversion: res.Report.String(), StateBytes: res.Memory.StateBytes}
-	r.TokensPerS = float64(cfg.batch*cfg.block) / (r.MsPerIter / 1000)
+	r := &result{Result: res, TrainLoss: te.Loss, ValLoss: res.Eval.Loss, params: tr.Model().Builder.NumParams(), linears: len(res.Report.Layers)}
+	r.tokensPerS = float64(cfg.Batch*cfg.block) / (r.MsPerStep() / 1000)
 	if tr.Recipe() == nil {
-		r.Linears = 4*cfg.layers + 1
+		r.linears = 4*cfg.layers + 1
 	}
-	if cfg.fp8Debug != "" { // not the report's own temporary log
-		r.StatsFile = res.StatsFile
+	if cfg.FP8Debug != "" { // not the report's own temporary log
+		r.statsFile = res.StatsFile
 	}
 	if cfg.sample > 0 {
-		if r.Sample, err = sample(cfg, voc, tr.Store(), tr.Recipe(), val, cfg.sample); err != nil {
+		// From the first window of the validation text, at temperature
+		// 0.8, with a batch-1 program on the trained parameters.
+		m, err := cfg.model(voc.Len())(1, false)
+		if err != nil {
+			return nil, err
+		}
+		prep, err := passes.Prepare(m.Builder.Graph(), tr.Store(), passes.Config{Recipe: tr.Recipe(), EvalOutputs: []*graph.Node{m.Logits}})
+		if err == nil {
+			err = m.Fixed(prep.Eval)
+		}
+		if err != nil {
+			return nil, err
+		}
+		ids, err := train.Generate(prep.Eval, m.Inputs["x"], m.Logits, val, cfg.sample, 0.8, rand.New(rand.NewPCG(cfg.Seed, 5)))
+		if err != nil {
+			return nil, err
+		}
+		if r.sample, err = voc.Decode(ids); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
-}
-
-// sample generates n characters, starting from the first context-length
-// window of the validation text, at temperature 0.8, with a batch-1
-// program that shares the trained parameters.
-func sample(cfg config, voc *vocab, store *graph.Store, recipe fp8.Recipe, prompt []int32, n int) (string, error) {
-	m, err := cfg.model(len(voc.runes))(1, false)
-	if err != nil {
-		return "", err
-	}
-	prep, err := passes.Prepare(m.Builder.Graph(), store, passes.Config{Recipe: recipe, EvalOutputs: []*graph.Node{m.Logits}})
-	if err != nil {
-		return "", err
-	}
-	p := prep.Eval
-	if err := m.Fixed(p); err != nil {
-		return "", err
-	}
-	ctx := append([]int32(nil), prompt[:cfg.block]...)
-	rng := rand.New(rand.NewPCG(cfg.seed, 5))
-	out := make([]int32, 0, n)
-	vocabN := len(voc.runes)
-	probs := make([]float64, vocabN)
-	for len(out) < n {
-		if err := p.FeedInt32(m.Inputs["x"], ctx); err != nil {
-			return "", err
-		}
-		if err := p.Run(); err != nil {
-			return "", err
-		}
-		logits := p.Float32(m.Logits)[(cfg.block-1)*vocabN : cfg.block*vocabN]
-		mx := float64(logits[0])
-		for _, l := range logits {
-			mx = math.Max(mx, float64(l))
-		}
-		var sum float64
-		for i, l := range logits {
-			probs[i] = math.Exp((float64(l) - mx) / 0.8)
-			sum += probs[i]
-		}
-		u, next := rng.Float64()*sum, vocabN-1
-		for i, pr := range probs {
-			if u < pr {
-				next = i
-				break
-			}
-			u -= pr
-		}
-		out = append(out, int32(next))
-		copy(ctx, ctx[1:])
-		ctx[len(ctx)-1] = int32(next)
-	}
-	return voc.decode(out), nil
 }
 
 func plotLosses(path string, results []*result) error {
