@@ -108,7 +108,11 @@ func (r Report) String() string {
 	if r.Backend == fp8.BackendBF16.String() {
 		kind = "bf16"
 	}
-	fmt.Fprintf(&b, "%s conversion (%s backend):\n", kind, r.Backend)
+	if r.Backend == "" {
+		b.WriteString("no conversion (float32):\n")
+	} else {
+		fmt.Fprintf(&b, "%s conversion (%s backend):\n", kind, r.Backend)
+	}
 	w := 5
 	for _, l := range r.Layers {
 		w = max(w, len(l.FQN))

@@ -36,5 +36,8 @@ func TestPassErrorsDoNotStutter(t *testing.T) {
 // conversion table.
 func TestFloat32ReportIsEmpty(t *testing.T) {
 	require.Equal(t, "", passes.Report{}.String())
+	notes := passes.Report{Notes: []string{"mlp.fc1: statistics by debug section \"report\""}}.String()
+	require.NotContains(t, notes, "FP8 conversion")
+	require.Contains(t, notes, "no conversion (float32)")
 	require.Contains(t, passes.Report{Backend: "te"}.String(), "FP8 conversion (te backend)")
 }

@@ -202,7 +202,7 @@ func (p *Precision) Recipe() (fp8.Recipe, error) {
 	case "fp8":
 		return p.FP8Recipe()
 	}
-	return nil, precisionErrorf("mixed precision %q names several runs; take one of Runs()", p.MixedPrecision)
+	return nil, precisionErrorf("-precision %s names several runs; train each of them (Precision.Runs)", p.MixedPrecision)
 }
 
 func (p *Precision) teRecipe() (fp8.Recipe, error) {

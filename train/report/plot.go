@@ -5,11 +5,15 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
+	"strconv"
 
 	"github.com/octetml/octet/internal/atomicfile"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 // Curve is one labelled series of per-step losses.
@@ -95,6 +99,82 @@ func LinesSVG(w io.Writer, title, xlabel, ylabel string, logY bool, lines []Line
 }
 
 func render(title, xlabel, ylabel string, logY bool, lines []Line, format string) (io.WriterTo, error) {
+	p, err := newPlot(title, xlabel, ylabel, logY, lines)
+	if err != nil {
+		return nil, err
+	}
+	return p.WriterTo(8*vg.Inch, 5*vg.Inch, format)
+}
+
+// Panel is one plot of a row of plots, with an axis of its own.
+type Panel struct {
+	Title, XLabel, YLabel string
+	LogY                  bool
+	Lines                 []Line
+}
+
+// PanelsSVG draws panels side by side, each with its own y axis (so that
+// quantities of different magnitudes can each be read), and writes the
+// SVG to w.
+func PanelsSVG(w io.Writer, panels []Panel) error {
+	if len(panels) == 0 {
+		return fmt.Errorf("report: no panels to plot")
+	}
+	row := make([]*plot.Plot, len(panels))
+	for i, pn := range panels {
+		p, err := newPlot(pn.Title, pn.XLabel, pn.YLabel, pn.LogY, pn.Lines)
+		if err != nil {
+			return err
+		}
+		row[i] = p
+	}
+	width, height := vg.Length(len(panels))*4.5*vg.Inch, 3.6*vg.Inch
+	c := vgsvg.New(width, height)
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: 1, Cols: len(panels), PadX: vg.Millimeter * 4, PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2}
+	for i, cv := range plot.Align([][]*plot.Plot{row}, tiles, dc)[0] {
+		row[i].Draw(cv)
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// decadeTicks labels every power of ten of a log axis, with unlabelled
+// ticks at 2…9 times each; a range within one decade also labels the 2
+// and 5 multiples (and, if that is still fewer than two labels, all), so
+// every plot can be read off its axis.
+type decadeTicks struct{}
+
+func (decadeTicks) Ticks(min, max float64) []plot.Tick {
+	if !(min > 0) || !(max >= min) || math.IsInf(max, 0) {
+		return plot.DefaultTicks{}.Ticks(min, max)
+	}
+	lo, hi := int(math.Floor(math.Log10(min))), int(math.Ceil(math.Log10(max)))
+	var ticks []plot.Tick
+	for _, labelled := range [][]int{{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}} {
+		ticks = ticks[:0]
+		inRange := 0
+		for e := lo; e <= hi; e++ {
+			for m := 1; m <= 9; m++ {
+				v := float64(m) * math.Pow(10, float64(e))
+				t := plot.Tick{Value: v}
+				if slices.Contains(labelled, m) {
+					t.Label = strconv.FormatFloat(v, 'g', 3, 64)
+					if v >= min && v <= max {
+						inRange++
+					}
+				}
+				ticks = append(ticks, t)
+			}
+		}
+		if inRange >= 2 {
+			break
+		}
+	}
+	return ticks
+}
+
+func newPlot(title, xlabel, ylabel string, logY bool, lines []Line) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
@@ -102,7 +182,7 @@ func render(title, xlabel, ylabel string, logY bool, lines []Line, format string
 	if logY {
 		p.Y.Label.Text += " (log scale)"
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.DefaultTicks{} // labelled ticks inside a decade
+		p.Y.Tick.Marker = decadeTicks{}
 	}
 	p.Add(plotter.NewGrid())
 	drawn := 0
@@ -142,5 +222,5 @@ func render(title, xlabel, ylabel string, logY bool, lines []Line, format string
 		}
 	}
 	p.Legend.Top = true
-	return p.WriterTo(8*vg.Inch, 5*vg.Inch, format)
+	return p, nil
 }

@@ -21,9 +21,10 @@ import (
 	"github.com/octetml/octet/internal/atomicfile"
 )
 
-// DebugConfig is the debug config a run uses for its report when it has none
-// of its own: every layer's FP8 casts (scale from scale_inv_min,
-// underflows%, overflows%) and amax, every freq steps.
+// DebugConfig is the debug config a run uses for its report when it has
+// none of its own: every layer's FP8 casts (scale from scale_inv_min,
+// underflows%, overflows%) and the amax and standard deviation of its
+// activation, weight and gradient, every freq steps.
 func DebugConfig(freq int) (*inspect.Config, error) {
 	return inspect.ParseConfig(strings.NewReader(fmt.Sprintf(`
 report:
@@ -39,7 +40,7 @@ report:
     LogTensorStats:
       enabled: True
       tensors: [activation, weight, gradient]
-      stats: [cur_amax]
+      stats: [cur_amax, std]
       freq: %d
 `, max(freq, 1), max(freq, 1))), "report config")
 }
@@ -99,7 +100,7 @@ type layerView struct {
 type tensorRow struct {
 	Tensor                   string
 	Underflow, Overflow, Amx string
-	ScaleInv                 string
+	ScaleInv, Std            string
 }
 
 type runView struct {
@@ -107,6 +108,7 @@ type runView struct {
 	LossSVG template.HTML
 	Layers  []layerView
 	Timings string // the profile table
+	HasFP8  bool   // the run logged FP8 cast statistics
 }
 
 // Render writes the HTML page to w.
@@ -129,6 +131,11 @@ func Render(w io.Writer, title string, runs []Run) error {
 			return err
 		}
 		views[i].Layers = layers
+		for _, st := range r.Stats {
+			if st.Stat == "scale_inv_min" || st.Stat == "underflows%" {
+				views[i].HasFP8 = true
+			}
+		}
 		if r.Profile != nil {
 			var t strings.Builder
 			r.Profile.WriteTable(&t, 20)
@@ -173,15 +180,25 @@ func layerViews(stats []inspect.Stat) ([]layerView, error) {
 	var out []layerView
 	for _, l := range layers {
 		lv := layerView{Name: l}
-		var scale, rng []Line
+		var panels []Panel
+		var rng []Line
 		for _, t := range []string{"activation", "weight", "gradient"} {
 			lv.Rows = append(lv.Rows, tensorRow{Tensor: t, Underflow: last(key{l, t, "underflows%"}), Overflow: last(key{l, t, "overflows%"}),
-				Amx: last(key{l, t, "cur_amax"}), ScaleInv: last(key{l, t, "scale_inv_min"})})
-			if pts := series[key{l, t, "scale_inv_min"}]; len(pts) > 0 {
-				scale = append(scale, line(t+" scale", pts, func(v float64) float64 { return 1 / v }))
-			}
+				Amx: last(key{l, t, "cur_amax"}), ScaleInv: last(key{l, t, "scale_inv_min"}), Std: last(key{l, t, "std"})})
+			// Each tensor on an axis of its own: an activation's amax (~10)
+			// and a gradient's (~0.001) are then both readable.
+			var lines []Line
 			if pts := series[key{l, t, "cur_amax"}]; len(pts) > 0 {
-				scale = append(scale, line(t+" amax", pts, nil))
+				lines = append(lines, line("amax", pts, nil))
+			}
+			if pts := series[key{l, t, "std"}]; len(pts) > 0 {
+				lines = append(lines, line("std", pts, nil))
+			}
+			if pts := series[key{l, t, "scale_inv_min"}]; len(pts) > 0 {
+				lines = append(lines, line("scale_inv", pts, nil))
+			}
+			if len(lines) > 0 {
+				panels = append(panels, Panel{Title: t, XLabel: "step", YLabel: "value", LogY: true, Lines: lines})
 			}
 			for _, st := range []string{"underflows%", "overflows%"} {
 				if pts := series[key{l, t, st}]; len(pts) > 0 {
@@ -189,11 +206,11 @@ func layerViews(stats []inspect.Stat) ([]layerView, error) {
 				}
 			}
 		}
-		if len(scale)+len(rng) > 0 {
+		if len(panels)+len(rng) > 0 {
 			lv.HasPlot = true
 			var a, b bytes.Buffer
-			if len(scale) > 0 {
-				if err := LinesSVG(&a, l+": scale and amax", "step", "value", true, scale); err != nil {
+			if len(panels) > 0 {
+				if err := PanelsSVG(&a, panels); err != nil {
 					return nil, err
 				}
 			}
@@ -237,7 +254,7 @@ body{font-family:sans-serif;margin:2em;max-width:70em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #bbb;padding:.25em .6em;text-align:right}
 th{background:#eee}td:first-child,th:first-child{text-align:left}
 pre{background:#f6f6f6;padding:.8em;overflow-x:auto}
-figure{margin:1em 0}svg{max-width:100%;height:auto}
+figure{margin:1em 0}svg{width:100%;height:auto}figcaption{font-weight:bold}
 </style></head><body>
 <h1>{{.Title}}</h1>
 <p>Written {{.Date}}.</p>
@@ -252,9 +269,11 @@ figure{margin:1em 0}svg{max-width:100%;height:auto}
 {{if .Conversion}}<h3>Conversion</h3><pre>{{.Conversion}}</pre>{{end}}
 {{if .Timings}}<h3>Step timings</h3><pre class="profile">{{.Timings}}</pre>{{end}}
 {{if .Layers}}<h3>Layers</h3>
-<table class="layers"><tr><th>layer</th><th>tensor</th><th>underflows%</th><th>overflows%</th><th>amax</th><th>scale_inv</th></tr>
-{{range .Layers}}{{$l := .Name}}{{range .Rows}}<tr><td>{{$l}}</td><td>{{.Tensor}}</td><td>{{.Underflow}}</td><td>{{.Overflow}}</td><td>{{.Amx}}</td><td>{{.ScaleInv}}</td></tr>
-{{end}}{{end}}</table>
+{{if .HasFP8}}<table class="layers"><tr><th>layer</th><th>tensor</th><th>underflows%</th><th>overflows%</th><th>amax</th><th>std</th><th>scale_inv</th></tr>
+{{range .Layers}}{{$l := .Name}}{{range .Rows}}<tr><td>{{$l}}</td><td>{{.Tensor}}</td><td>{{.Underflow}}</td><td>{{.Overflow}}</td><td>{{.Amx}}</td><td>{{.Std}}</td><td>{{.ScaleInv}}</td></tr>
+{{end}}{{end}}</table>{{else}}<table class="layers"><tr><th>layer</th><th>tensor</th><th>amax</th><th>std</th></tr>
+{{range .Layers}}{{$l := .Name}}{{range .Rows}}<tr><td>{{$l}}</td><td>{{.Tensor}}</td><td>{{.Amx}}</td><td>{{.Std}}</td></tr>
+{{end}}{{end}}</table>{{end}}
 {{range .Layers}}{{if .HasPlot}}<figure class="layer-plot" data-layer="{{.Name}}"><figcaption>{{.Name}}</figcaption>{{.Scale}}{{.Range}}</figure>
 {{end}}{{end}}{{end}}
 </section>{{end}}
