@@ -141,8 +141,8 @@ func PanelsSVG(w io.Writer, panels []Panel) error {
 
 // decadeTicks labels every power of ten of a log axis, with unlabelled
 // ticks at 2…9 times each; a range within one decade also labels the 2
-// and 5 multiples (and, if that is still fewer than two labels, all), so
-// every plot can be read off its axis.
+// and 5 multiples (then all of them, then round values in between), so
+// that every plot can be read off its axis.
 type decadeTicks struct{}
 
 func (decadeTicks) Ticks(min, max float64) []plot.Tick {
@@ -168,10 +168,12 @@ func (decadeTicks) Ticks(min, max float64) []plot.Tick {
 			}
 		}
 		if inRange >= 2 {
-			break
+			return ticks
 		}
 	}
-	return ticks
+	// Narrower than from one integer multiple of a power of ten to the
+	// next: plain ticks at round values.
+	return plot.DefaultTicks{}.Ticks(min, max)
 }
 
 func newPlot(title, xlabel, ylabel string, logY bool, lines []Line) (*plot.Plot, error) {

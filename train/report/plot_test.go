@@ -54,3 +54,26 @@ func TestWriteRefusesBadInput(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "a refused plot must not write the file")
 	require.Error(t, PlotLosses(filepath.Join(t.TempDir(), "missing", "loss.png"), "t", "y", 1, []Curve{{Label: "a", Losses: []float32{1}}}))
 }
+
+// TestDecadeTicksLabelEveryDecade: a log axis from 1e-4 to 20 labels each
+// power of ten in range; one within a decade still gets two labels or more.
+func TestDecadeTicksLabelEveryDecade(t *testing.T) {
+	labels := func(min, max float64) []string {
+		var out []string
+		for _, tk := range (decadeTicks{}).Ticks(min, max) {
+			if tk.Label != "" && tk.Value >= min && tk.Value <= max {
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	require.Equal(t, []string{"0.0001", "0.001", "0.01", "0.1", "1", "10"}, labels(1e-4, 20))
+	require.Equal(t, []string{"2", "5"}, labels(1.5, 6))
+	require.GreaterOrEqual(t, len(labels(2.1, 2.9)), 2)
+	var svg bytes.Buffer
+	require.NoError(t, PanelsSVG(&svg, []Panel{{Title: "activation", LogY: true, Lines: []Line{{Label: "amax", X: []float64{0, 1}, Y: []float64{10, 12}}}},
+		{Title: "gradient", LogY: true, Lines: []Line{{Label: "amax", X: []float64{0, 1}, Y: []float64{1e-3, 2e-3}}}}}))
+	require.Contains(t, svg.String(), "activation")
+	require.Contains(t, svg.String(), "0.001")
+	require.Error(t, PanelsSVG(&svg, nil))
+}
