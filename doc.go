@@ -43,8 +43,14 @@
 //     schedules, clipping.
 //   - fsdp: sharding pass and rank driver (float8 all-gather).
 //   - checkpoint: save and load in the safetensors layout.
-//   - data/mnist: the MNIST reader and loader.
-//   - examples/..., bench: programs (main packages) and their helpers.
+//   - data: datasets (in-memory columns, CSV, token files, windows,
+//     characters) and the Loader; data/mnist: the MNIST reader.
+//   - train: the training driver (Accelerate's Accelerator): Precision
+//     from Go, flags, the environment and Accelerate config files; the
+//     Trainer (ranks, loop, hooks, checkpoints, evaluation); train/report:
+//     the HTML run report and loss plots.
+//   - examples/..., bench: programs (main packages); examples/internal
+//     holds their command-line test helpers and -json output only.
 //
 // # How a training step is made and run
 //
@@ -64,5 +70,8 @@
 // Program.Run executes one step without allocating and, at its end,
 // updates the delayed scaling states; an optim optimizer updates the
 // parameters in the store in place; checkpoint saves the store, the
-// optimizer and the scaling states.
+// optimizer and the scaling states. train.Trainer does all of this for a
+// model function and a data.Dataset: it builds the model per rank,
+// prepares it, binds the optimizer, feeds the loader's batches and runs
+// the loop with its hooks and checkpoints.
 package octet
