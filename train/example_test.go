@@ -1,0 +1,109 @@
+package train_test
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/train"
+)
+
+// A classifier trained in FP8 (TE's HYBRID recipe) on two interleaved
+// classes held in memory, evaluated on held-out rows.
+func ExampleTrainer_Fit() {
+	rng := rand.New(rand.NewPCG(1, 2))
+	points := func(n int) *data.Tensors {
+		x, y := make([]float32, n*16), make([]int32, n)
+		for i := range y {
+			y[i] = int32(rng.IntN(2))
+			for j := range 16 {
+				x[i*16+j] = float32(rng.NormFloat64()) + 2*float32(y[i])*float32(j%2)
+			}
+		}
+		ds, _ := data.NewTensors(data.Float32Column("x", x, 16), data.LabelColumn("label", y, 2))
+		return ds
+	}
+	model := func(rows int, training bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		x, y := g.Input("x", graph.Float32, rows, 16), g.Input("label", graph.Int32, rows)
+		mlp, err := nn.NewMLP(b, "mlp", []int{16, 32, 32, 2}, nn.ReLU, nn.Dropout{})
+		if err != nil {
+			return nil, err
+		}
+		logits := mlp.Forward(x)
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, nil
+	}
+	trainer, err := train.New(train.Config{Model: model, Precision: train.Precision{MixedPrecision: "fp8"}, BatchSize: 32, LR: 1e-2, Seed: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	res, err := trainer.Fit(points(640), train.Run{Epochs: 3, Eval: points(200)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("%s, %d steps, held-out accuracy above 95%%: %v\n", res.Recipe, res.End, res.Eval.Accuracy > 0.95)
+	// Output: te/HYBRID, 60 steps, held-out accuracy above 95%: true
+}
+
+// Precision settings come from Go, the flags, the environment and an
+// Accelerate config file; each says where it came from.
+func ExamplePrecision_Resolve() {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	p := train.Precision{MixedPrecision: "fp8", Margin: 1}
+	p.RegisterFlags(fs)
+	if err := fs.Parse([]string{"-format", "E4M3"}); err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := p.Resolve(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	r, _ := p.Recipe()
+	fmt.Printf("%s, margin %d\n", train.Label(r), r.(fp8.TERecipe).Margin)
+	fmt.Println(p.Describe())
+	// Output:
+	// te/E4M3, margin 1
+	// fp8_format E4M3 (-format); the rest defaults
+}
+
+// A loop of one's own: Start prepares the model and its loader, Step runs
+// one step at a time.
+func ExampleTrainer_Start() {
+	x := make([]float32, 64*4)
+	y := make([]int32, 64)
+	for i := range y {
+		y[i] = int32(i % 2)
+		x[i*4] = float32(y[i])
+	}
+	ds, _ := data.NewTensors(data.Float32Column("x", x, 4), data.LabelColumn("label", y, 2))
+	model := func(rows int, training bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		in, lab := g.Input("x", graph.Float32, rows, 4), g.Input("label", graph.Int32, rows)
+		fc := nn.NewLinear(b, "fc", 4, 2)
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": in, "label": lab}, Loss: ops.CrossEntropy(fc.Forward(in), lab)}, nil
+	}
+	trainer, _ := train.New(train.Config{Model: model, BatchSize: 16, LR: 0.1, Seed: 1})
+	s, err := trainer.Start(ds)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close()
+	first, _ := s.Step()
+	var last float32
+	for range 50 {
+		last, _ = s.Step()
+	}
+	fmt.Println(s.Steps(), last < first/2)
+	// Output: 51 true
+}
