@@ -1,6 +1,7 @@
 package train_test
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -118,7 +119,8 @@ func TestResumeIsExact(t *testing.T) {
 			mod := func(cfg *train.Config) { cfg.DP, cfg.FSDP, cfg.ClipGradNorm, cfg.Prefetch = c.dp, c.fsdp, 1, 2 }
 			const n = 7
 			straight := trainer(t, c.mp, c.backend, mod)
-			full, err := straight.Fit(ds, train.Run{Steps: 2 * n})
+			ref := t.TempDir()
+			full, err := straight.Fit(ds, train.Run{Steps: 2 * n, SaveDir: ref})
 			require.NoError(t, err)
 
 			dir := t.TempDir()
@@ -127,12 +129,25 @@ func TestResumeIsExact(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, filepath.Join(dir, "checkpoint-7"), half.Checkpoint)
 			second := trainer(t, c.mp, c.backend, mod)
-			rest, err := second.Fit(ds, train.Run{Steps: 2 * n, Resume: dir})
+			rest, err := second.Fit(ds, train.Run{Steps: 2 * n, Resume: dir, SaveDir: dir})
 			require.NoError(t, err)
 			require.Equal(t, n, rest.First)
 			require.Equal(t, 2*n, rest.End)
 			require.Equal(t, bits(full.Losses), bits(append(half.Losses, rest.Losses...)))
 			require.Equal(t, snapshot(t, straight.Store()), snapshot(t, second.Store()))
+			// The final checkpoints — parameters, optimizer state, FP8
+			// state, the loader's position, every rank's — are the same
+			// bytes.
+			files, err := filepath.Glob(filepath.Join(ref, "checkpoint-14", "*"))
+			require.NoError(t, err)
+			require.Len(t, files, max(1, c.dp, c.fsdp))
+			for _, f := range files {
+				want, err := os.ReadFile(f)
+				require.NoError(t, err)
+				got, err := os.ReadFile(filepath.Join(dir, "checkpoint-14", filepath.Base(f)))
+				require.NoError(t, err)
+				require.True(t, bytes.Equal(want, got), "%s differs", filepath.Base(f))
+			}
 		})
 	}
 }

