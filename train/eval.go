@@ -197,14 +197,23 @@ func (rr *rankRun) evaluate() error {
 		}
 	}
 	var err error
+	ev := &Eval{Step: rr.status.Step}
 	if r.rank == 0 {
-		var ev *Eval
-		if ev, err = rr.t.ev.run(rr.evalSet, rr.status.Step); err == nil {
-			rr.res.Eval, rr.status.Eval = ev, ev
-		}
+		ev, err = rr.t.ev.run(rr.evalSet, rr.status.Step)
 	}
 	if err := rr.agree(err); err != nil {
 		return err
 	}
+	if r.comm != nil {
+		// Every rank's Result has the evaluation rank 0 made.
+		v := []float32{float32(ev.Loss), float32(ev.Accuracy), float32(ev.Examples)}
+		if err := r.comm.BroadcastF32(v, 0); err != nil {
+			return err
+		}
+		if r.rank != 0 {
+			ev.Loss, ev.Accuracy, ev.Examples = float64(v[0]), float64(v[1]), int(v[2])
+		}
+	}
+	rr.res.Eval, rr.status.Eval = ev, ev
 	return rr.hooks(func(h *Hook) func(*Status) error { return h.OnEval })
 }

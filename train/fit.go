@@ -320,8 +320,8 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 		total = (run.Epochs*loader.BatchesPerEpoch() + t.accum - 1) / t.accum
 	}
 	rr := &rankRun{t: t, r: rep, run: run, loader: loader, total: total, res: res, evalSet: run.Eval}
+	res.Report, res.Memory, res.Total = rep.report, rep.memory, total
 	if rank == 0 {
-		res.Report, res.Memory, res.Total = rep.report, rep.memory, total
 		if rep.log != nil {
 			res.StatsFile = rep.log.Path()
 			defer func() {
@@ -401,9 +401,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 			return err
 		}
 	}
-	if rank == 0 {
-		res.Float8AllGatherBytes = int64(rep.srep.Float8Bytes)
-	}
+	res.Float8AllGatherBytes = int64(rep.srep.Float8Bytes)
 	if rep.lowBit != nil {
 		res.FP8AllReduceOverflows, res.FP8AllReduceUnderflows = rep.lowBit.Overflows, rep.lowBit.Underflows
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
@@ -350,4 +351,32 @@ func TestGenerate(t *testing.T) {
 	require.ErrorContains(t, err, "a prompt of 1 tokens")
 	_, err = train.Generate(p, ids, logits, []int32{0, 1, 2}, 2, 0, rand.New(rand.NewPCG(1, 1)))
 	require.ErrorContains(t, err, "temperature")
+}
+
+// TestRanksOfAWorld: processes that are each one rank of a world (Comm,
+// as under mpirun) train as the in-process ranks do, and every rank's
+// Result holds the evaluation rank 0 made.
+func TestRanksOfAWorld(t *testing.T) {
+	ds, evalSet := blobs(t, 100, 1), blobs(t, 40, 2)
+	for _, fsdp := range []int{0, -1} {
+		inproc, err := trainer(t, "fp8", "ao", func(c *train.Config) {
+			c.DP, c.FSDP = map[bool]int{true: 3}[fsdp == 0], map[bool]int{true: 3}[fsdp != 0]
+		}).Fit(ds, train.Run{Steps: 6, Eval: evalSet})
+		require.NoError(t, err)
+		results := make([]*train.Result, 3)
+		require.NoError(t, dist.RunLocal(3, func(c dist.Communicator) error {
+			tr, err := train.New(train.Config{Model: mlp, BatchSize: 24, Seed: 3, LR: 3e-3, WeightDecay: 0.01, Comm: c, FSDP: fsdp,
+				Precision: train.Precision{MixedPrecision: "fp8", Backend: "ao"}, Filter: func(*graph.Node, string) bool { return true }})
+			if err != nil {
+				return err
+			}
+			results[c.Rank()], err = tr.Fit(ds, train.Run{Steps: 6, Eval: evalSet})
+			return err
+		}))
+		for r, res := range results {
+			require.Equal(t, bits(inproc.Losses), bits(res.Losses), "fsdp %d rank %d", fsdp, r)
+			require.NotNil(t, res.Eval, "rank %d", r)
+			require.Equal(t, float32(inproc.Eval.Accuracy), float32(res.Eval.Accuracy), "rank %d", r)
+		}
+	}
 }
