@@ -87,10 +87,8 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 	if err != nil {
 		return nil, csvError(name, err)
 	}
-	header = slices.Clone(header)
-	if len(header) > 0 {
-		header[0] = strings.TrimPrefix(header[0], "\uFEFF")
-	}
+	header = slices.Clone(header) // encoding/csv gives at least one field
+	header[0] = strings.TrimPrefix(header[0], "\uFEFF")
 	index := map[string]int{}
 	for i, h := range header {
 		h = strings.TrimSpace(h)
@@ -148,8 +146,8 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 			return nil, csvError(name, err)
 		}
 		line, _ := cr.FieldPos(0)
-		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" && len(header) > 1 {
-			continue // a blank line
+		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
+			continue // a blank line (a file has two columns or more)
 		}
 		if len(rec) != len(header) {
 			return nil, fail(line, min(len(rec), len(header))+1, "", "%d fields, the header has %d", len(rec), len(header))

