@@ -89,7 +89,7 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 		}
 		_, err := passes.Rewrite(g, g.Nodes(), passes.Rule{
 			Name:    "float8-allgather",
-			Pattern: &passes.Pattern{Op: "Quantize", Where: weightCast, Inputs: []*passes.Pattern{{Bind: "w", Where: sharded}}},
+			Pattern: &passes.Pattern{Kind: ops.KindQuantize, Where: weightCast, Inputs: []*passes.Pattern{{Bind: "w", Where: sharded}}},
 			Apply: func(q *graph.Node, m passes.Match) (*graph.Node, error) {
 				p := m["w"]
 				qc, _ := ops.QuantizeConfigOf(q)
@@ -118,7 +118,7 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 		Apply: func(p *graph.Node, _ passes.Match) (*graph.Node, error) {
 			return ops.AllGather(p, shardOf[p]), g.Err()
 		},
-		Keep: func(c *graph.Node) bool { return c.Op().Type() == "FP8AllGather" },
+		Keep: func(c *graph.Node) bool { return c.Is(ops.KindFP8AllGather) },
 	})
 	if err != nil {
 		return nil, rep, err
@@ -144,8 +144,7 @@ func Pass(store *graph.Store, comm dist.Communicator, params []*graph.Node, cfg 
 				set[p] = true
 			}
 			for _, n := range g.Nodes() {
-				switch n.Op().Type() {
-				case "AllGather", "FP8AllGather":
+				if n.Is(ops.KindAllGather) || n.Is(ops.KindFP8AllGather) {
 					continue
 				}
 				for i := 0; i < n.NumInputs(); i++ {

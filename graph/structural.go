@@ -11,7 +11,8 @@ type inputOp struct {
 	shape Shape
 }
 
-func (inputOp) Type() string { return "Input" }
+func (inputOp) Type() string { return KindInput.String() }
+func (inputOp) Kind() Kind   { return KindInput }
 func (o inputOp) Infer([]*Node) (Shape, DType, error) {
 	if !o.dt.Valid() {
 		return nil, Invalid, fmt.Errorf("unknown dtype %v", o.dt)
@@ -23,7 +24,8 @@ func (inputOp) Bind(*Binding) (Kernel, error) { return nil, nil }
 // paramOp is a float32 parameter held in a Store.
 type paramOp struct{ shape Shape }
 
-func (paramOp) Type() string                          { return "Param" }
+func (paramOp) Type() string                          { return KindParam.String() }
+func (paramOp) Kind() Kind                            { return KindParam }
 func (o paramOp) Infer([]*Node) (Shape, DType, error) { return o.shape, Float32, nil }
 func (paramOp) Bind(*Binding) (Kernel, error)         { return nil, nil }
 
@@ -33,7 +35,8 @@ type fillOp struct {
 	shape Shape
 }
 
-func (fillOp) Type() string                          { return "Fill" }
+func (fillOp) Type() string                          { return KindFill.String() }
+func (fillOp) Kind() Kind                            { return KindFill }
 func (o fillOp) Attrs() string                       { return "value=" + strconv.FormatFloat(float64(o.v), 'g', -1, 32) }
 func (o fillOp) Infer([]*Node) (Shape, DType, error) { return o.shape, Float32, nil }
 func (o fillOp) Bind(b *Binding) (Kernel, error) {
@@ -51,7 +54,8 @@ func (o fillOp) Bind(b *Binding) (Kernel, error) {
 // gradients of a node used several times.
 type addNOp struct{}
 
-func (addNOp) Type() string { return "AddN" }
+func (addNOp) Type() string { return KindAddN.String() }
+func (addNOp) Kind() Kind   { return KindAddN }
 func (addNOp) Infer(in []*Node) (Shape, DType, error) {
 	if len(in) == 0 {
 		return nil, Invalid, fmt.Errorf("no inputs")

@@ -9,7 +9,8 @@ type switchOp struct {
 	pred  func(Options) bool
 }
 
-func (o switchOp) Type() string  { return "Switch" }
+func (o switchOp) Type() string  { return KindSwitch.String() }
+func (o switchOp) Kind() Kind    { return KindSwitch }
 func (o switchOp) Attrs() string { return o.label }
 
 func (o switchOp) Infer(in []*Node) (Shape, DType, error) {

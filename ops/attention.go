@@ -18,7 +18,8 @@ type causalAttentionOp struct {
 	seed  uint64
 }
 
-func (o causalAttentionOp) Type() string { return "CausalAttention" }
+func (o causalAttentionOp) Type() string     { return KindCausalAttention.String() }
+func (o causalAttentionOp) Kind() graph.Kind { return KindCausalAttention }
 func (o causalAttentionOp) Attrs() string {
 	s := "heads=" + strconv.Itoa(o.heads)
 	if o.p > 0 {
@@ -117,8 +118,9 @@ func (o causalAttentionOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // probabilities from the forward's saved log-sum-exps.
 type causalAttentionGradOp causalAttentionOp
 
-func (o causalAttentionGradOp) Type() string  { return "CausalAttentionGrad" }
-func (o causalAttentionGradOp) Attrs() string { return causalAttentionOp(o).Attrs() }
+func (o causalAttentionGradOp) Type() string     { return KindCausalAttentionGrad.String() }
+func (o causalAttentionGradOp) Kind() graph.Kind { return KindCausalAttentionGrad }
+func (o causalAttentionGradOp) Attrs() string    { return causalAttentionOp(o).Attrs() }
 
 func (o causalAttentionGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 3); err != nil {

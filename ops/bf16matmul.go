@@ -17,7 +17,8 @@ type bf16MatMulOp struct {
 	transA, transB bool
 }
 
-func (o bf16MatMulOp) Type() string { return "BF16MatMul" }
+func (o bf16MatMulOp) Type() string     { return KindBF16MatMul.String() }
+func (o bf16MatMulOp) Kind() graph.Kind { return KindBF16MatMul }
 func (o bf16MatMulOp) Attrs() string {
 	return transAttrs(o.transA, o.transB)
 }

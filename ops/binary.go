@@ -15,13 +15,12 @@ const (
 	kindDiv
 )
 
-var binaryNames = [...]string{"Add", "Sub", "Mul", "Div"}
-
 // binaryOp is an elementwise function of two float32 inputs with
 // numpy-style broadcasting.
 type binaryOp struct{ kind binaryKind }
 
-func (o binaryOp) Type() string { return binaryNames[o.kind] }
+func (o binaryOp) Type() string     { return o.Kind().String() }
+func (o binaryOp) Kind() graph.Kind { return binaryKinds[o.kind] }
 
 func (o binaryOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 2); err != nil {

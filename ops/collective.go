@@ -30,7 +30,8 @@ func (sh *Shard) invalid() bool { return sh == nil || sh.Comm == nil }
 // shards.
 type allGatherOp struct{ sh *Shard }
 
-func (o allGatherOp) Type() string { return "AllGather" }
+func (o allGatherOp) Type() string     { return KindAllGather.String() }
+func (o allGatherOp) Kind() graph.Kind { return KindAllGather }
 func (o allGatherOp) Attrs() string {
 	if o.sh.invalid() {
 		return "no shard"
@@ -74,7 +75,8 @@ type fp8AllGatherOp struct {
 	cfg QuantizeConfig
 }
 
-func (o fp8AllGatherOp) Type() string { return "FP8AllGather" }
+func (o fp8AllGatherOp) Type() string     { return KindFP8AllGather.String() }
+func (o fp8AllGatherOp) Kind() graph.Kind { return KindFP8AllGather }
 func (o fp8AllGatherOp) Attrs() string {
 	if o.sh.invalid() {
 		return "no shard"

@@ -12,7 +12,8 @@ import (
 // against int32 class labels [...].
 type crossEntropyOp struct{}
 
-func (crossEntropyOp) Type() string { return "CrossEntropy" }
+func (crossEntropyOp) Type() string     { return KindCrossEntropy.String() }
+func (crossEntropyOp) Kind() graph.Kind { return KindCrossEntropy }
 
 func checkLogitsLabels(in []*graph.Node) error {
 	ls, ys := in[0].Shape(), in[1].Shape()
@@ -115,7 +116,8 @@ func (crossEntropyOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // crossEntropyGradOp computes (softmax(logits) − onehot(labels))·dloss/N.
 type crossEntropyGradOp struct{}
 
-func (crossEntropyGradOp) Type() string { return "CrossEntropyGrad" }
+func (crossEntropyGradOp) Type() string     { return KindCrossEntropyGrad.String() }
+func (crossEntropyGradOp) Kind() graph.Kind { return KindCrossEntropyGrad }
 
 func (crossEntropyGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := wantInputs(in, 3); err != nil {

@@ -39,11 +39,12 @@ type statsOp struct {
 	fp8 bool
 }
 
-func (o statsOp) Type() string {
+func (o statsOp) Type() string { return o.Kind().String() }
+func (o statsOp) Kind() graph.Kind {
 	if o.fp8 {
-		return "FP8TensorStats"
+		return KindFP8TensorStats
 	}
-	return "TensorStats"
+	return KindTensorStats
 }
 
 func (o statsOp) Attrs() string { return fmt.Sprintf("%s %s", o.cfg.Layer, o.cfg.Tensor) }

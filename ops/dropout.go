@@ -15,8 +15,9 @@ type dropoutMaskOp struct {
 	shape graph.Shape
 }
 
-func (o dropoutMaskOp) Type() string  { return "DropoutMask" }
-func (o dropoutMaskOp) Attrs() string { return fmt.Sprintf("p=%g,seed=%d", o.p, o.seed) }
+func (o dropoutMaskOp) Type() string     { return KindDropoutMask.String() }
+func (o dropoutMaskOp) Kind() graph.Kind { return KindDropoutMask }
+func (o dropoutMaskOp) Attrs() string    { return fmt.Sprintf("p=%g,seed=%d", o.p, o.seed) }
 
 func (o dropoutMaskOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := wantInputs(in, 0); err != nil {
@@ -59,7 +60,8 @@ func (o dropoutMaskOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 // evaluation.
 type dropoutOp struct{}
 
-func (dropoutOp) Type() string { return "Dropout" }
+func (dropoutOp) Type() string     { return KindDropout.String() }
+func (dropoutOp) Kind() graph.Kind { return KindDropout }
 
 func (dropoutOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 2); err != nil {

@@ -21,15 +21,14 @@ const (
 	kindSqrt
 )
 
-var unaryNames = [...]string{"Neg", "Scale", "ReLU", "GELU", "Tanh", "Exp", "Log", "Sqrt"}
-
 // unaryOp is an elementwise function of one float32 input.
 type unaryOp struct {
 	kind unaryKind
 	c    float32 // Scale's factor
 }
 
-func (o unaryOp) Type() string { return unaryNames[o.kind] }
+func (o unaryOp) Type() string     { return o.Kind().String() }
+func (o unaryOp) Kind() graph.Kind { return unaryKinds[o.kind] }
 
 func (o unaryOp) Attrs() string {
 	if o.kind == kindScale {
@@ -130,7 +129,8 @@ func (o unaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // unaryGradOp computes dx from (x or y, dy) for ReLU, GELU and Tanh.
 type unaryGradOp struct{ kind unaryKind }
 
-func (o unaryGradOp) Type() string { return unaryNames[o.kind] + "Grad" }
+func (o unaryGradOp) Type() string     { return o.Kind().String() }
+func (o unaryGradOp) Kind() graph.Kind { return unaryGradKinds[o.kind] }
 
 func (o unaryGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 2); err != nil {

@@ -10,7 +10,8 @@ import (
 // [..., D].
 type embeddingOp struct{}
 
-func (embeddingOp) Type() string { return "Embedding" }
+func (embeddingOp) Type() string     { return KindEmbedding.String() }
+func (embeddingOp) Kind() graph.Kind { return KindEmbedding }
 
 func (embeddingOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := wantInputs(in, 2); err != nil {
@@ -52,8 +53,9 @@ func (embeddingOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // embeddingGradOp scatter-adds dy [..., D] into a zeroed [V, D] by ids.
 type embeddingGradOp struct{ vocab int }
 
-func (embeddingGradOp) Type() string    { return "EmbeddingGrad" }
-func (o embeddingGradOp) Attrs() string { return fmt.Sprintf("vocab=%d", o.vocab) }
+func (embeddingGradOp) Type() string     { return KindEmbeddingGrad.String() }
+func (embeddingGradOp) Kind() graph.Kind { return KindEmbeddingGrad }
+func (o embeddingGradOp) Attrs() string  { return fmt.Sprintf("vocab=%d", o.vocab) }
 
 func (o embeddingGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := wantInputs(in, 2); err != nil {

@@ -14,8 +14,9 @@ import (
 // FakeQuant debug feature). Its gradient is the straight-through dy.
 type fakeQuantOp struct{ format fp8.Format }
 
-func (o fakeQuantOp) Type() string  { return "FakeQuant" }
-func (o fakeQuantOp) Attrs() string { return o.format.String() }
+func (o fakeQuantOp) Type() string     { return KindFakeQuant.String() }
+func (o fakeQuantOp) Kind() graph.Kind { return KindFakeQuant }
+func (o fakeQuantOp) Attrs() string    { return o.format.String() }
 
 func (o fakeQuantOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 1); err != nil {

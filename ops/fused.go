@@ -171,7 +171,7 @@ func chainStep(n *graph.Node, vi int) ([]fusedStep, []*graph.Node, bool) {
 		}
 		return []fusedStep{{kind: stepDropout, arg: 0}}, []*graph.Node{n.Input(1)}, true
 	}
-	if n.Op().Type() == "AddN" && vi <= 1 {
+	if n.Is(graph.KindAddN) && vi <= 1 {
 		// in0 + in1 + … in order: with the value first or second the
 		// first sum is the same either way round.
 		var steps []fusedStep
@@ -255,8 +255,9 @@ func Fuse(c Chain, epilogue bool) (*graph.Node, error) {
 // and the chain's operands.
 type fusedOp struct{ chain fusedChain }
 
-func (o fusedOp) Type() string  { return "FusedElementwise" }
-func (o fusedOp) Attrs() string { return o.chain.String() }
+func (o fusedOp) Type() string     { return KindFusedElementwise.String() }
+func (o fusedOp) Kind() graph.Kind { return KindFusedElementwise }
+func (o fusedOp) Attrs() string    { return o.chain.String() }
 
 func (o fusedOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if len(in) == 0 || !sameRows(in[0].Shape(), o.chain.shape) || in[0].DType() != graph.Float32 {
@@ -402,7 +403,8 @@ type fusedGEMMOp struct {
 	chain      fusedChain
 }
 
-func (o fusedGEMMOp) Type() string { return o.gemm.Type() + "+" + o.chain.String() }
+func (o fusedGEMMOp) Type() string     { return o.gemm.Type() + "+" + o.chain.String() }
+func (o fusedGEMMOp) Kind() graph.Kind { return KindFusedGEMM }
 func (o fusedGEMMOp) Attrs() string {
 	if a, ok := o.gemm.(graph.Attributer); ok {
 		return a.Attrs()

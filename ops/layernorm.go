@@ -27,7 +27,8 @@ func (c LayerNormConfig) eps() float32 {
 // layerNormOp normalises x over its last axis and applies γ and β.
 type layerNormOp struct{ cfg LayerNormConfig }
 
-func (o layerNormOp) Type() string { return "LayerNorm" }
+func (o layerNormOp) Type() string     { return KindLayerNorm.String() }
+func (o layerNormOp) Kind() graph.Kind { return KindLayerNorm }
 func (o layerNormOp) Attrs() string {
 	s := "eps=" + strconv.FormatFloat(float64(o.cfg.eps()), 'g', -1, 32)
 	if o.cfg.ZeroCenteredGamma {
@@ -110,7 +111,8 @@ func (o layerNormOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // that float32 LayerNorm alive.
 type layerNormGradOp struct{ cfg LayerNormConfig }
 
-func (o layerNormGradOp) Type() string { return "LayerNormGrad" }
+func (o layerNormGradOp) Type() string     { return KindLayerNormGrad.String() }
+func (o layerNormGradOp) Kind() graph.Kind { return KindLayerNormGrad }
 
 func (o layerNormGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 3); err != nil {
@@ -177,11 +179,12 @@ func (o layerNormGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 // computed.
 type layerNormParamGradOp struct{ beta bool }
 
-func (o layerNormParamGradOp) Type() string {
+func (o layerNormParamGradOp) Type() string { return o.Kind().String() }
+func (o layerNormParamGradOp) Kind() graph.Kind {
 	if o.beta {
-		return "LayerNormGradBeta"
+		return KindLayerNormGradBeta
 	}
-	return "LayerNormGradGamma"
+	return KindLayerNormGradGamma
 }
 
 func (o layerNormParamGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {

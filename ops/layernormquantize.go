@@ -13,7 +13,8 @@ type layerNormQuantizeOp struct {
 	q  QuantizeConfig
 }
 
-func (o layerNormQuantizeOp) Type() string { return "LayerNormQuantize" }
+func (o layerNormQuantizeOp) Type() string     { return KindLayerNormQuantize.String() }
+func (o layerNormQuantizeOp) Kind() graph.Kind { return KindLayerNormQuantize }
 func (o layerNormQuantizeOp) Attrs() string {
 	return o.ln.Attrs() + "," + quantizeOp{o.q}.Attrs()
 }

@@ -12,7 +12,8 @@ import (
 // its gradient is two role-tagged GEMMs (Dgrad, Wgrad) and a bias sum.
 type linearOp struct{}
 
-func (linearOp) Type() string { return "Linear" }
+func (linearOp) Type() string     { return KindLinear.String() }
+func (linearOp) Kind() graph.Kind { return KindLinear }
 
 func (linearOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if len(in) != 2 && len(in) != 3 {

@@ -12,11 +12,12 @@ import (
 // gradient.
 type causalMaskOp struct{ grad bool }
 
-func (o causalMaskOp) Type() string {
+func (o causalMaskOp) Type() string { return o.Kind().String() }
+func (o causalMaskOp) Kind() graph.Kind {
 	if o.grad {
-		return "CausalMaskGrad"
+		return KindCausalMaskGrad
 	}
-	return "CausalMask"
+	return KindCausalMask
 }
 
 func (o causalMaskOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {

@@ -15,11 +15,12 @@ type matMulOp struct {
 	batched        bool
 }
 
-func (o matMulOp) Type() string {
+func (o matMulOp) Type() string { return o.Kind().String() }
+func (o matMulOp) Kind() graph.Kind {
 	if o.batched {
-		return "BatchMatMul"
+		return KindBatchMatMul
 	}
-	return "MatMul"
+	return KindMatMul
 }
 
 func (o matMulOp) Attrs() string {

@@ -98,7 +98,8 @@ func view2D(s graph.Shape) (rows, cols int) {
 // quantizeOp casts a float32 tensor to FP8 per its config.
 type quantizeOp struct{ cfg QuantizeConfig }
 
-func (o quantizeOp) Type() string { return "Quantize" }
+func (o quantizeOp) Type() string     { return KindQuantize.String() }
+func (o quantizeOp) Kind() graph.Kind { return KindQuantize }
 func (o quantizeOp) Attrs() string {
 	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.Scaling)
 	if o.cfg.Scaling == Axiswise || o.cfg.Scaling == Block {

@@ -10,7 +10,7 @@ import (
 // reduceOp sums (or averages) x over axes. SumTo gives the target shape
 // instead: x is summed down to "to", undoing a broadcast.
 type reduceOp struct {
-	name     string // "Sum", "Mean" or "SumTo"
+	name     string // "Sum", "Mean" or "SumTo" (its kind's name)
 	axes     []int  // all axes when empty (Sum, Mean)
 	keepDims bool
 	mean     bool
@@ -18,6 +18,15 @@ type reduceOp struct {
 }
 
 func (o reduceOp) Type() string { return o.name }
+func (o reduceOp) Kind() graph.Kind {
+	switch o.name {
+	case "Sum":
+		return KindSum
+	case "Mean":
+		return KindMean
+	}
+	return KindSumTo
+}
 func (o reduceOp) Attrs() string {
 	switch {
 	case o.name == "SumTo":
@@ -170,8 +179,9 @@ func (o reduceOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // broadcastToOp stretches x to a shape it broadcasts to.
 type broadcastToOp struct{ shape graph.Shape }
 
-func (o broadcastToOp) Type() string  { return "BroadcastTo" }
-func (o broadcastToOp) Attrs() string { return "to=" + o.shape.String() }
+func (o broadcastToOp) Type() string     { return KindBroadcastTo.String() }
+func (o broadcastToOp) Kind() graph.Kind { return KindBroadcastTo }
+func (o broadcastToOp) Attrs() string    { return "to=" + o.shape.String() }
 
 func (o broadcastToOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 1); err != nil {

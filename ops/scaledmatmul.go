@@ -15,7 +15,8 @@ type scaledMatMulOp struct {
 	transA, transB bool
 }
 
-func (o scaledMatMulOp) Type() string { return "ScaledMatMul" }
+func (o scaledMatMulOp) Type() string     { return KindScaledMatMul.String() }
+func (o scaledMatMulOp) Kind() graph.Kind { return KindScaledMatMul }
 func (o scaledMatMulOp) Attrs() string {
 	return transAttrs(o.transA, o.transB)
 }

@@ -10,8 +10,9 @@ import (
 // axis may be -1 and is inferred.
 type reshapeOp struct{ shape []int }
 
-func (o reshapeOp) Type() string  { return "Reshape" }
-func (o reshapeOp) Attrs() string { return fmt.Sprintf("to=%v", o.shape) }
+func (o reshapeOp) Type() string     { return KindReshape.String() }
+func (o reshapeOp) Kind() graph.Kind { return KindReshape }
+func (o reshapeOp) Attrs() string    { return fmt.Sprintf("to=%v", o.shape) }
 
 func (o reshapeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := wantInputs(in, 1); err != nil {
@@ -80,8 +81,9 @@ type permuteOp struct {
 	transpose bool
 }
 
-func (o permuteOp) Type() string  { return "Permute" }
-func (o permuteOp) Attrs() string { return fmt.Sprintf("perm=%v", o.perm) }
+func (o permuteOp) Type() string     { return KindPermute.String() }
+func (o permuteOp) Kind() graph.Kind { return KindPermute }
+func (o permuteOp) Attrs() string    { return fmt.Sprintf("perm=%v", o.perm) }
 
 func (o permuteOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 1); err != nil {

@@ -11,8 +11,9 @@ type sliceOp struct {
 	axis, start, end int
 }
 
-func (o sliceOp) Type() string  { return "Slice" }
-func (o sliceOp) Attrs() string { return fmt.Sprintf("axis=%d,%d:%d", o.axis, o.start, o.end) }
+func (o sliceOp) Type() string     { return KindSlice.String() }
+func (o sliceOp) Kind() graph.Kind { return KindSlice }
+func (o sliceOp) Attrs() string    { return fmt.Sprintf("axis=%d,%d:%d", o.axis, o.start, o.end) }
 
 func (o sliceOp) check(s graph.Shape) (int, error) {
 	ax, err := normAxis(o.axis, len(s))
@@ -78,7 +79,8 @@ type sliceGradOp struct {
 	shape graph.Shape
 }
 
-func (o sliceGradOp) Type() string { return "SliceGrad" }
+func (o sliceGradOp) Type() string     { return KindSliceGrad.String() }
+func (o sliceGradOp) Kind() graph.Kind { return KindSliceGrad }
 
 func (o sliceGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 1); err != nil {

@@ -11,11 +11,12 @@ import (
 // softmaxOp is softmax (or log-softmax) over the last axis.
 type softmaxOp struct{ log bool }
 
-func (o softmaxOp) Type() string {
+func (o softmaxOp) Type() string { return o.Kind().String() }
+func (o softmaxOp) Kind() graph.Kind {
 	if o.log {
-		return "LogSoftmax"
+		return KindLogSoftmax
 	}
-	return "Softmax"
+	return KindSoftmax
 }
 
 func (o softmaxOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
@@ -73,7 +74,13 @@ func (o softmaxOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // dy − exp(y)·Σdy for log-softmax.
 type softmaxGradOp struct{ log bool }
 
-func (o softmaxGradOp) Type() string { return softmaxOp(o).Type() + "Grad" }
+func (o softmaxGradOp) Type() string { return o.Kind().String() }
+func (o softmaxGradOp) Kind() graph.Kind {
+	if o.log {
+		return KindLogSoftmaxGrad
+	}
+	return KindSoftmaxGrad
+}
 
 func (o softmaxGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 2); err != nil {

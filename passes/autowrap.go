@@ -2,7 +2,6 @@ package passes
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
@@ -70,8 +69,8 @@ func checkFP8Graph(g *graph.Graph) error {
 			if !in.DType().IsFloat8() {
 				continue
 			}
-			switch t := n.Op().Type(); {
-			case t == "ScaledMatMul", t == "Switch", strings.HasPrefix(t, "ScaledMatMul+"): // with a fused epilogue
+			switch {
+			case n.Is(graph.KindSwitch), ops.GEMMKind(n) == ops.KindScaledMatMul: // fused epilogues included
 			default:
 				return fmt.Errorf("check: FP8 value %q feeds %q (%s); only ScaledMatMul and Switch read FP8", in.Name(), n.Name(), n.Op().Type())
 			}

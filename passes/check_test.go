@@ -77,14 +77,14 @@ func TestRewriteCountsAndCaptures(t *testing.T) {
 	var bound []*graph.Node
 	counts, err := Rewrite(g, g.Nodes(), Rule{
 		Name:    "neg-first",
-		Pattern: &Pattern{Op: "Add", Inputs: []*Pattern{{Op: "Neg", Inputs: []*Pattern{{Bind: "x"}}}, nil}},
+		Pattern: &Pattern{Kind: ops.KindAdd, Inputs: []*Pattern{{Kind: ops.KindNeg, Inputs: []*Pattern{{Bind: "x"}}}, nil}},
 		Apply: func(n *graph.Node, m Match) (*graph.Node, error) {
 			bound = append(bound, m["x"])
 			return ops.Sub(n.Input(1), m["x"]), nil
 		},
 	}, Rule{
 		Name:    "never",
-		Pattern: &Pattern{Op: "Add", Where: func(*graph.Node) bool { return false }},
+		Pattern: &Pattern{Kind: ops.KindAdd, Where: func(*graph.Node) bool { return false }},
 		Apply:   func(*graph.Node, Match) (*graph.Node, error) { t.Fatal("Where was ignored"); return nil, nil },
 	})
 	require.NoError(t, err)
@@ -98,7 +98,7 @@ func TestRewriteCountsAndCaptures(t *testing.T) {
 	other := ops.Neg(s3)
 	_, err = Rewrite(g, []*graph.Node{s3}, Rule{
 		Name:    "rewire",
-		Pattern: &Pattern{Op: "Add"},
+		Pattern: &Pattern{Kind: ops.KindAdd},
 		Apply:   func(*graph.Node, Match) (*graph.Node, error) { return cp, nil },
 		Keep:    func(c *graph.Node) bool { return c == out },
 	})

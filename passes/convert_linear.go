@@ -115,10 +115,10 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	// and dyᵀ·x; the rules bind the operands they use.
 	fprop := []graph.Role{graph.Fprop}
 	_, err := Rewrite(g, nodes,
-		Rule{Name: "fprop", Pattern: &Pattern{Op: "Linear", Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}}}, Apply: c.fprop},
-		Rule{Name: "fprop+bias", Pattern: &Pattern{Op: "Linear", Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}, {Bind: "b"}}}, Apply: c.fprop},
-		Rule{Name: "dgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Dgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
-		Rule{Name: "wgrad", Pattern: &Pattern{Op: "MatMul", Roles: []graph.Role{graph.Wgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
+		Rule{Name: "fprop", Pattern: &Pattern{Kind: ops.KindLinear, Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}}}, Apply: c.fprop},
+		Rule{Name: "fprop+bias", Pattern: &Pattern{Kind: ops.KindLinear, Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}, {Bind: "b"}}}, Apply: c.fprop},
+		Rule{Name: "dgrad", Pattern: &Pattern{Kind: ops.KindMatMul, Roles: []graph.Role{graph.Dgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
+		Rule{Name: "wgrad", Pattern: &Pattern{Kind: ops.KindMatMul, Roles: []graph.Role{graph.Wgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
 	)
 	if err != nil {
 		return *c.report, fmt.Errorf("passes: convert linear: %w", err)
@@ -126,7 +126,7 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	return *c.report, nil
 }
 
-func isLinear(n *graph.Node) bool { return n.Op().Type() == "Linear" && n.Role() == graph.Fprop }
+func isLinear(n *graph.Node) bool { return n.Is(ops.KindLinear) && n.Role() == graph.Fprop }
 
 func (c *converter) backend() fp8.Backend { return c.cfg.Recipe.Backend() }
 
@@ -494,7 +494,7 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 
 // isHighPrecision reports whether a replacement GEMM computes in float32
 // (a FakeQuant GEMM of the debug config).
-func isHighPrecision(n *graph.Node) bool { t := n.Op().Type(); return t == "Linear" || t == "MatMul" }
+func isHighPrecision(n *graph.Node) bool { return n.Is(ops.KindLinear) || n.Is(ops.KindMatMul) }
 
 // gemmsFP8 lists the layer's GEMMs that have FP8 (or bf16) replacements.
 func (l *layer) gemmsFP8() []string {

@@ -30,7 +30,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	// float32 readers keep reading the LayerNorm.
 	firstCast := func(q *graph.Node) bool {
 		for _, c := range consumers[q.Input(0)] {
-			if c.Op().Type() == "Quantize" {
+			if c.Is(ops.KindQuantize) {
 				return c == q
 			}
 		}
@@ -38,8 +38,8 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	}
 	_, err := Rewrite(g, nodes, Rule{
 		Name: "layernorm-quantize",
-		Pattern: &Pattern{Op: "Quantize", Bind: "cast", Where: firstCast,
-			Inputs: []*Pattern{{Op: "LayerNorm", Bind: "ln"}}},
+		Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
+			Inputs: []*Pattern{{Kind: ops.KindLayerNorm, Bind: "ln"}}},
 		Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 			ln := m["ln"]
 			qcfg, _ := ops.QuantizeConfigOf(q)

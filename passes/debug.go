@@ -146,7 +146,7 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 // castOf returns the FP8 cast feeding input i of a ScaledMatMul (nil if
 // the node is not one, or the input is not an FP8 value).
 func castOf(mm *graph.Node, i int) *graph.Node {
-	if mm == nil || mm.Op().Type() != "ScaledMatMul" || i >= mm.NumInputs() {
+	if mm == nil || !mm.Is(ops.KindScaledMatMul) || i >= mm.NumInputs() {
 		return nil
 	}
 	if q := mm.Input(i); q.DType().IsFloat8() {

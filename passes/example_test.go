@@ -88,3 +88,29 @@ func ExampleFuse() {
 	// 1 elementwise node(s) fused: 1 into GEMM epilogues, 0 chain(s) into single loops
 	// Linear+Add
 }
+
+// A rule of one's own: fold a Scale of a Scale into one Scale, reading
+// the factors with ops.ScaleFactor and matching kinds as typed values.
+func ExampleRewrite_userRule() {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 4)
+	y := ops.Scale(ops.Scale(x, 0.5), 3)
+	fold := passes.Rule{
+		Name:    "fold-scales",
+		Pattern: &passes.Pattern{Kind: ops.KindScale, Bind: "outer", Inputs: []*passes.Pattern{{Kind: ops.KindScale, Bind: "inner"}}},
+		Apply: func(root *graph.Node, m passes.Match) (*graph.Node, error) {
+			a, _ := ops.ScaleFactor(m["inner"])
+			b, _ := ops.ScaleFactor(m["outer"])
+			return ops.Scale(m["inner"].Input(0), a*b), nil
+		},
+	}
+	counts, err := passes.Rewrite(g, graph.Live(graph.Options{}, y), fold)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out := g.Resolve(y)
+	c, _ := ops.ScaleFactor(out)
+	fmt.Println(counts["fold-scales"], out.Op().Type(), c, out.Input(0) == x)
+	// Output: 1 Scale 1.5 true
+}

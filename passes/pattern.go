@@ -20,14 +20,18 @@ import (
 
 // Pattern matches a node and, optionally, its inputs.
 type Pattern struct {
-	// Op is the op type to match ("Linear"); empty matches any op.
-	Op string
+	// Kind is the op kind to match (ops.KindLinear); the zero Kind
+	// matches any op.
+	Kind graph.Kind
 	// Roles lists the roles that match; empty matches any role.
 	Roles []graph.Role
 	// Bind names the matched node in the Match.
 	Bind string
 	// Inputs, if not nil, must match the node's inputs one for one.
 	Inputs []*Pattern
+	// Commutative lets two Inputs match the node's two inputs in either
+	// order (an Add or a Mul), so one pattern stands for both.
+	Commutative bool
 	// Where is an extra condition.
 	Where func(*graph.Node) bool
 }
@@ -35,12 +39,22 @@ type Pattern struct {
 // Match maps the Bind names of a pattern to the nodes they matched.
 type Match map[string]*graph.Node
 
-// match reports whether n matches p, filling m.
+// Match reports whether n matches p, and what the pattern bound.
+func (p *Pattern) Match(n *graph.Node) (Match, bool) {
+	m := Match{}
+	if !p.match(n, m) {
+		return nil, false
+	}
+	return m, true
+}
+
+// match reports whether n matches p, filling m (which it leaves as it was
+// when n does not match).
 func (p *Pattern) match(n *graph.Node, m Match) bool {
 	if n == nil {
 		return false
 	}
-	if p.Op != "" && n.Op().Type() != p.Op {
+	if !p.Kind.IsZero() && !n.Is(p.Kind) {
 		return false
 	}
 	if len(p.Roles) > 0 && !slices.Contains(p.Roles, n.Role()) {
@@ -50,10 +64,8 @@ func (p *Pattern) match(n *graph.Node, m Match) bool {
 		if len(p.Inputs) != n.NumInputs() {
 			return false
 		}
-		for i, ip := range p.Inputs {
-			if ip != nil && !ip.match(n.Input(i), m) {
-				return false
-			}
+		if !p.matchInputs(n, m, false) && !(p.Commutative && len(p.Inputs) == 2 && p.matchInputs(n, m, true)) {
+			return false
 		}
 	}
 	if p.Where != nil && !p.Where(n) {
@@ -61,6 +73,28 @@ func (p *Pattern) match(n *graph.Node, m Match) bool {
 	}
 	if p.Bind != "" {
 		m[p.Bind] = n
+	}
+	return true
+}
+
+// matchInputs matches the input patterns against n's inputs, swapped when
+// swap is set, keeping m unchanged on failure.
+func (p *Pattern) matchInputs(n *graph.Node, m Match, swap bool) bool {
+	try := Match{}
+	for k, v := range m {
+		try[k] = v
+	}
+	for i, ip := range p.Inputs {
+		j := i
+		if swap {
+			j = 1 - i
+		}
+		if ip != nil && !ip.match(n.Input(j), try) {
+			return false
+		}
+	}
+	for k, v := range try {
+		m[k] = v
 	}
 	return true
 }

@@ -203,15 +203,15 @@ func TestRewriteCounts(t *testing.T) {
 	m := mlp(t, 4)
 	nodes := m.g.Nodes()
 	counts, err := passes.Rewrite(m.g, nodes,
-		passes.Rule{Name: "relu", Pattern: &passes.Pattern{Op: "ReLU"}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) {
+		passes.Rule{Name: "relu", Pattern: &passes.Pattern{Kind: ops.KindReLU}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) {
 			return ops.ReLU(n.Input(0)), nil
 		}},
-		passes.Rule{Name: "none", Pattern: &passes.Pattern{Op: "Linear"}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) { return nil, nil }},
-		passes.Rule{Name: "self", Pattern: &passes.Pattern{Op: "Linear"}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) { return n, nil }},
+		passes.Rule{Name: "none", Pattern: &passes.Pattern{Kind: ops.KindLinear}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) { return nil, nil }},
+		passes.Rule{Name: "self", Pattern: &passes.Pattern{Kind: ops.KindLinear}, Apply: func(n *graph.Node, _ passes.Match) (*graph.Node, error) { return n, nil }},
 	)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{"relu": 2}, counts)
-	_, err = passes.Rewrite(m.g, nodes, passes.Rule{Name: "fails", Pattern: &passes.Pattern{Op: "ReLU"},
+	_, err = passes.Rewrite(m.g, nodes, passes.Rule{Name: "fails", Pattern: &passes.Pattern{Kind: ops.KindReLU},
 		Apply: func(*graph.Node, passes.Match) (*graph.Node, error) { return nil, errors.New("no") }})
 	require.EqualError(t, err, "no")
 }

@@ -1,0 +1,89 @@
+package ops
+
+import "github.com/octetml/octet/graph"
+
+// The kinds of this package's ops, which a compiler pass matches
+// (graph.Node.Is, passes.Pattern.Kind); each is also the op's Type.
+var (
+	KindLinear              = graph.NewKind("Linear")
+	KindMatMul              = graph.NewKind("MatMul")
+	KindBatchMatMul         = graph.NewKind("BatchMatMul")
+	KindAdd                 = graph.NewKind("Add")
+	KindSub                 = graph.NewKind("Sub")
+	KindMul                 = graph.NewKind("Mul")
+	KindDiv                 = graph.NewKind("Div")
+	KindNeg                 = graph.NewKind("Neg")
+	KindScale               = graph.NewKind("Scale")
+	KindReLU                = graph.NewKind("ReLU")
+	KindGELU                = graph.NewKind("GELU")
+	KindTanh                = graph.NewKind("Tanh")
+	KindExp                 = graph.NewKind("Exp")
+	KindLog                 = graph.NewKind("Log")
+	KindSqrt                = graph.NewKind("Sqrt")
+	KindNegGrad             = graph.NewKind("NegGrad")
+	KindScaleGrad           = graph.NewKind("ScaleGrad")
+	KindReLUGrad            = graph.NewKind("ReLUGrad")
+	KindGELUGrad            = graph.NewKind("GELUGrad")
+	KindTanhGrad            = graph.NewKind("TanhGrad")
+	KindExpGrad             = graph.NewKind("ExpGrad")
+	KindLogGrad             = graph.NewKind("LogGrad")
+	KindSqrtGrad            = graph.NewKind("SqrtGrad")
+	KindSum                 = graph.NewKind("Sum")
+	KindMean                = graph.NewKind("Mean")
+	KindSumTo               = graph.NewKind("SumTo")
+	KindBroadcastTo         = graph.NewKind("BroadcastTo")
+	KindReshape             = graph.NewKind("Reshape")
+	KindPermute             = graph.NewKind("Permute")
+	KindSlice               = graph.NewKind("Slice")
+	KindSliceGrad           = graph.NewKind("SliceGrad")
+	KindSoftmax             = graph.NewKind("Softmax")
+	KindLogSoftmax          = graph.NewKind("LogSoftmax")
+	KindSoftmaxGrad         = graph.NewKind("SoftmaxGrad")
+	KindLogSoftmaxGrad      = graph.NewKind("LogSoftmaxGrad")
+	KindCrossEntropy        = graph.NewKind("CrossEntropy")
+	KindCrossEntropyGrad    = graph.NewKind("CrossEntropyGrad")
+	KindLayerNorm           = graph.NewKind("LayerNorm")
+	KindLayerNormGrad       = graph.NewKind("LayerNormGrad")
+	KindLayerNormGradGamma  = graph.NewKind("LayerNormGradGamma")
+	KindLayerNormGradBeta   = graph.NewKind("LayerNormGradBeta")
+	KindLayerNormQuantize   = graph.NewKind("LayerNormQuantize")
+	KindEmbedding           = graph.NewKind("Embedding")
+	KindEmbeddingGrad       = graph.NewKind("EmbeddingGrad")
+	KindDropout             = graph.NewKind("Dropout")
+	KindDropoutMask         = graph.NewKind("DropoutMask")
+	KindCausalMask          = graph.NewKind("CausalMask")
+	KindCausalMaskGrad      = graph.NewKind("CausalMaskGrad")
+	KindCausalAttention     = graph.NewKind("CausalAttention")
+	KindCausalAttentionGrad = graph.NewKind("CausalAttentionGrad")
+	KindQuantize            = graph.NewKind("Quantize")
+	KindScaledMatMul        = graph.NewKind("ScaledMatMul")
+	KindBF16MatMul          = graph.NewKind("BF16MatMul")
+	KindFakeQuant           = graph.NewKind("FakeQuant")
+	KindTensorStats         = graph.NewKind("TensorStats")
+	KindFP8TensorStats      = graph.NewKind("FP8TensorStats")
+	KindAllGather           = graph.NewKind("AllGather")
+	KindFP8AllGather        = graph.NewKind("FP8AllGather")
+	KindFusedElementwise    = graph.NewKind("FusedElementwise")
+	KindFusedGEMM           = graph.NewKind("FusedGEMM")
+)
+
+var unaryKinds = [...]graph.Kind{KindNeg, KindScale, KindReLU, KindGELU, KindTanh, KindExp, KindLog, KindSqrt}
+var unaryGradKinds = [...]graph.Kind{KindNegGrad, KindScaleGrad, KindReLUGrad, KindGELUGrad, KindTanhGrad, KindExpGrad, KindLogGrad, KindSqrtGrad}
+var binaryKinds = [...]graph.Kind{KindAdd, KindSub, KindMul, KindDiv}
+
+// GEMMKind returns the kind of n's GEMM: its own for a GEMM (Linear,
+// MatMul, BatchMatMul, ScaledMatMul, BF16MatMul), that of the GEMM a fused
+// node starts from (ScaledMatMul for "ScaledMatMul+GELUGrad"), the zero
+// Kind otherwise.
+func GEMMKind(n *graph.Node) graph.Kind {
+	if n == nil {
+		return graph.Kind{}
+	}
+	switch op := n.Op().(type) {
+	case fusedGEMMOp:
+		return graph.KindOf(op.gemm)
+	case linearOp, matMulOp, scaledMatMulOp, bf16MatMulOp:
+		return graph.KindOf(op)
+	}
+	return graph.Kind{}
+}

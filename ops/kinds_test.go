@@ -1,0 +1,94 @@
+package ops_test
+
+import (
+	"testing"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
+	"github.com/stretchr/testify/require"
+)
+
+// TestEveryOpHasItsKind: every node of a prepared FP8 GPT training graph
+// (forward, backward, casts, fused nodes) declares a kind whose name is
+// its Type (a fused GEMM's Type names its GEMM and chain), and every kind
+// is a different value.
+func TestEveryOpHasItsKind(t *testing.T) {
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	gpt, err := nn.NewGPT(b, "gpt", nn.GPTConfig{Layers: 1, Heads: 2, Embd: 32, Block: 16, Vocab: 32, Dropout: 0.1, Seed: 1})
+	require.NoError(t, err)
+	ids, pos, labels := g.Input("ids", graph.Int32, 2, 16), g.Input("pos", graph.Int32, 16), g.Input("labels", graph.Int32, 2, 16)
+	loss := ops.CrossEntropy(gpt.Forward(ids, pos), labels)
+	grads, err := graph.Grad(loss, b.Params()...)
+	require.NoError(t, err)
+	store := graph.NewStore()
+	require.NoError(t, b.Init(store, 1))
+	_, err = passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: append([]*graph.Node{loss}, grads...),
+		Filter: func(*graph.Node, string) bool { return true }})
+	require.NoError(t, err)
+	seen := map[string]bool{}
+	for _, n := range graph.Live(graph.Options{Training: true}, append([]*graph.Node{loss}, grads...)...) {
+		k := graph.KindOf(n.Op())
+		require.False(t, k.IsZero(), "%v has no kind", n)
+		require.True(t, n.Is(k))
+		if k == ops.KindFusedGEMM {
+			require.False(t, ops.GEMMKind(n).IsZero(), "%v", n)
+			require.Contains(t, n.Op().Type(), ops.GEMMKind(n).String()+"+")
+		} else {
+			require.Equal(t, k.String(), n.Op().Type(), "%v", n)
+		}
+		seen[k.String()] = true
+	}
+	require.Greater(t, len(seen), 20)
+	require.False(t, ops.KindAdd == graph.NewKind("Add"), "a kind is its variable, not its name")
+	require.False(t, (&graph.Node{}).Is(graph.Kind{}))
+}
+
+// TestSettingsReaders: a rule reads an op's settings, and a node of
+// another kind reports false.
+func TestSettingsReaders(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2, 3, 4)
+	w := g.Param("fc.weight", 5, 4)
+	s := ops.Scale(x, 0.5)
+	r := ops.Reshape(s, 6, 4)
+	l := ops.Linear("fc", r, w, nil)
+	p := ops.Permute(x, 2, 0, 1)
+	m := ops.MatMul(r, w, false, true)
+	sum := ops.SumKeepDims(x, 1)
+	sl := ops.Slice(x, 2, 1, 3)
+	c, ok := ops.ScaleFactor(s)
+	require.True(t, ok)
+	require.Equal(t, float32(0.5), c)
+	_, ok = ops.ScaleFactor(r)
+	require.False(t, ok)
+	sh, ok := ops.ReshapeShape(r)
+	require.True(t, ok)
+	require.Equal(t, graph.Shape{6, 4}, sh)
+	fqn, ok := ops.LinearFQN(l)
+	require.True(t, ok)
+	require.Equal(t, "fc", fqn)
+	axes, ok := ops.PermuteAxes(p)
+	require.True(t, ok)
+	require.Equal(t, []int{2, 0, 1}, axes)
+	ta, tb, ok := ops.MatMulTransposes(m)
+	require.True(t, ok)
+	require.Equal(t, [2]bool{false, true}, [2]bool{ta, tb})
+	ax, keep, _, ok := ops.ReduceAxes(sum)
+	require.True(t, ok)
+	require.Equal(t, []int{1}, ax)
+	require.True(t, keep)
+	axis, lo, hi, ok := ops.SliceRange(sl)
+	require.True(t, ok)
+	require.Equal(t, [3]int{2, 1, 3}, [3]int{axis, lo, hi})
+	q := ops.Quantize(x, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3})
+	qc, ok := ops.QuantizeSettings(q)
+	require.True(t, ok)
+	require.Equal(t, fp8.E4M3, qc.Format)
+	_, ok = ops.QuantizeSettings(nil)
+	require.False(t, ok)
+	require.NoError(t, g.Err())
+}
