@@ -114,3 +114,42 @@ func ExampleRewrite_userRule() {
 	fmt.Println(counts["fold-scales"], out.Op().Type(), c, out.Input(0) == x)
 	// Output: 1 Scale 1.5 true
 }
+
+// A forward rewrite before autodiff: Prepare runs ForwardPasses on the
+// forward graph, then differentiates the result, so the backward follows
+// the rewrite (here x·x becomes x², whose gradient 2x comes from the new
+// node).
+func ExamplePrepare_forwardPasses() {
+	g := graph.New()
+	p := g.Param("p", 3)
+	loss := ops.Sum(ops.Mul(p, p))
+	square := passes.Pass{Name: "Square", Run: func(g *graph.Graph) (string, error) {
+		rule := passes.Rule{Name: "x*x", Pattern: &passes.Pattern{Kind: ops.KindMul, Inputs: []*passes.Pattern{{Bind: "a"}, {Bind: "b"}}},
+			Apply: func(_ *graph.Node, m passes.Match) (*graph.Node, error) {
+				if m["a"] != m["b"] {
+					return nil, nil
+				}
+				return ops.Exp(ops.Scale(ops.Log(m["a"]), 2)), nil // x² for x > 0
+			}}
+		counts, err := passes.Rewrite(g, g.Nodes(), rule)
+		return fmt.Sprint(counts["x*x"], " rewritten"), err
+	}}
+	store := graph.NewStore()
+	if err := store.SetFloat32("p", []float32{1, 2, 3}, 3); err != nil {
+		fmt.Println(err)
+		return
+	}
+	prep, err := passes.Prepare(g, store, passes.Config{Loss: loss, Params: []*graph.Node{p}, ForwardPasses: []passes.Pass{square}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := prep.Train.Run(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	l, _ := prep.Train.Scalar(prep.Loss)
+	grad := prep.Train.Float32(prep.Grads[0])
+	fmt.Printf("loss %.3f, gradient %.3f %.3f %.3f\n", l, grad[0], grad[1], grad[2])
+	// Output: loss 14.000, gradient 2.000 4.000 6.000
+}

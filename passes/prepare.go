@@ -3,6 +3,7 @@ package passes
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
@@ -17,9 +18,18 @@ type Config struct {
 	// Recipe converts nothing (float32 training, Accelerate's
 	// mixed_precision="no"): only Passes run before compiling.
 	Recipe fp8.Recipe
-	// TrainOutputs are the training program's outputs (the loss and the
-	// gradients); EvalOutputs the evaluation program's.
+	// TrainOutputs are the training program's outputs (the loss first,
+	// then the gradients); EvalOutputs the evaluation program's.
 	TrainOutputs, EvalOutputs []*graph.Node
+	// Loss and Params, when Loss is set, hand Prepare the forward graph
+	// instead: it runs ForwardPasses on it (a checked pipeline of their
+	// own), then builds the backward (graph.Grad of the loss with respect
+	// to Params), so that a forward rewrite is differentiated as it is;
+	// the training program then outputs the loss and its gradients, then
+	// any TrainOutputs (Prepared.Loss and Prepared.Grads return them).
+	Loss          *graph.Node
+	Params        []*graph.Node
+	ForwardPasses []Pass
 	// Filter restricts which linear layers convert (see LinearConfig).
 	Filter func(n *graph.Node, fqn string) bool
 	// NoLayerNormFusion skips ConvertLN.
@@ -34,7 +44,11 @@ type Config struct {
 	// (see DebugConfig).
 	DebugComm dist.Communicator
 	// Passes run after Autowrap (and Debug), in the same checked pipeline
-	// (for example fsdp.Pass, which shards the parameters).
+	// (for example fsdp.Pass, which shards the parameters), on the joint
+	// forward and backward graph. One that rewrites forward values the
+	// backward still reads (the backward was built from the old ones)
+	// gets a warning naming them (Prepared.Warnings, and Log): such a
+	// rewrite belongs in ForwardPasses.
 	Passes []Pass
 	// NoFusion skips the last stage, Fuse (elementwise chains and GEMM
 	// epilogues).
@@ -52,6 +66,12 @@ type Prepared struct {
 	Train, Eval *graph.Program
 	// Report says what happened to each linear layer.
 	Report Report
+	// Loss and Grads are the loss and its gradients (one per
+	// Config.Params) when Prepare built the backward (Config.Loss).
+	Loss  *graph.Node
+	Grads []*graph.Node
+	// Warnings are what the checks of the joint-graph passes found.
+	Warnings []string
 }
 
 // Prepare does for a graph what Accelerate's
@@ -66,6 +86,20 @@ type Prepared struct {
 // fp8.BF16Recipe it is Accelerator(mixed_precision="bf16").prepare, and
 // with no recipe Accelerator(mixed_precision="no").prepare.
 func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) {
+	var loss *graph.Node
+	var grads []*graph.Node
+	if cfg.Loss != nil {
+		var err error
+		if loss, grads, err = forward(g, cfg); err != nil {
+			return nil, err
+		}
+		cfg.TrainOutputs = append(append([]*graph.Node{loss}, grads...), cfg.TrainOutputs...)
+		for i, n := range cfg.EvalOutputs {
+			cfg.EvalOutputs[i] = g.Resolve(n)
+		}
+	} else if len(cfg.ForwardPasses) > 0 {
+		return nil, fmt.Errorf("passes: prepare: ForwardPasses need the forward graph's Loss (and Params)")
+	}
 	if len(cfg.TrainOutputs) == 0 && len(cfg.EvalOutputs) == 0 {
 		return nil, fmt.Errorf("passes: prepare: no outputs")
 	}
@@ -100,7 +134,10 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 			return fmt.Sprintf("%d statistics node(s) for %d layer(s)", len(nodes), len(r.Notes)), err
 		}})
 	}
-	pl.Passes = append(pl.Passes, cfg.Passes...)
+	var warnings []string
+	for _, p := range cfg.Passes {
+		pl.Passes = append(pl.Passes, staleForwardCheck(p, cfg, &warnings))
+	}
 	if !cfg.NoFusion {
 		pl.Passes = append(pl.Passes, Pass{Name: "Fuse", Run: func(g *graph.Graph) (string, error) {
 			outs := append(append(append([]*graph.Node(nil), cfg.TrainOutputs...), cfg.EvalOutputs...), statNodes...)
@@ -111,7 +148,13 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	if err := pl.Run(g); err != nil {
 		return nil, err
 	}
-	p := &Prepared{Report: rep}
+	p := &Prepared{Report: rep, Warnings: warnings}
+	if loss != nil {
+		p.Loss = g.Resolve(loss)
+		for _, gr := range grads {
+			p.Grads = append(p.Grads, g.Resolve(gr))
+		}
+	}
 	var err error
 	if len(cfg.TrainOutputs) > 0 {
 		outs := append(append([]*graph.Node(nil), cfg.TrainOutputs...), statNodes...)
@@ -151,4 +194,75 @@ func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool,
 		}
 		return "", err
 	}})
+}
+
+// forward runs the forward passes on the forward graph of cfg.Loss and
+// builds the backward of the result.
+func forward(g *graph.Graph, cfg Config) (*graph.Node, []*graph.Node, error) {
+	if len(cfg.Params) == 0 {
+		return nil, nil, fmt.Errorf("passes: prepare: a Loss without Params to differentiate it by")
+	}
+	outs := append([]*graph.Node{cfg.Loss}, cfg.EvalOutputs...)
+	if len(cfg.ForwardPasses) > 0 {
+		pl := Pipeline{Passes: cfg.ForwardPasses, Outputs: outs, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log}
+		if err := pl.Run(g); err != nil {
+			return nil, nil, fmt.Errorf("passes: prepare: forward: %w", err)
+		}
+	}
+	loss := g.Resolve(cfg.Loss)
+	grads, err := graph.Grad(loss, cfg.Params...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("passes: prepare: %w", err)
+	}
+	return loss, grads, nil
+}
+
+// staleForwardCheck wraps a joint-graph pass: afterwards, forward values
+// (live for the loss and the evaluation outputs before the pass) that the
+// forward no longer computes but the training program still does (for the
+// backward, built from them) are named in a warning.
+func staleForwardCheck(p Pass, cfg Config, warnings *[]string) Pass {
+	fwd := append([]*graph.Node(nil), cfg.EvalOutputs...)
+	if len(cfg.TrainOutputs) > 0 {
+		fwd = append(fwd, cfg.TrainOutputs[0]) // the loss
+	}
+	if len(fwd) == 0 || len(cfg.TrainOutputs) == 0 {
+		return p
+	}
+	run := p.Run
+	p.Run = func(g *graph.Graph) (string, error) {
+		before := map[*graph.Node]bool{}
+		for _, n := range graph.Live(graph.Options{Training: true}, fwd...) {
+			before[n] = true
+		}
+		summary, err := run(g)
+		if err != nil {
+			return summary, err
+		}
+		now := map[*graph.Node]bool{}
+		for _, n := range graph.Live(graph.Options{Training: true}, fwd...) {
+			now[n] = true
+		}
+		var stale []string
+		train := graph.Live(graph.Options{Training: true}, cfg.TrainOutputs...)
+		consumers := g.Consumers(train...)
+		for _, n := range train {
+			if before[n] && !now[n] && !n.Is(graph.KindParam) && !n.Is(graph.KindInput) {
+				var readers []string
+				for _, c := range consumers[n] {
+					readers = append(readers, fmt.Sprintf("%q", c.Name()))
+				}
+				stale = append(stale, fmt.Sprintf("%q (read by %s)", n.Name(), strings.Join(readers, ", ")))
+			}
+		}
+		if len(stale) > 0 {
+			w := fmt.Sprintf("pass %s rewrote forward values that the backward still reads, built before it: %s; rewrite the forward graph with Config.ForwardPasses so that the backward follows", p.Name, strings.Join(stale, "; "))
+			*warnings = append(*warnings, w)
+			if cfg.Log != nil {
+				fmt.Fprintf(cfg.Log, "warning: %s\n", w)
+			}
+		}
+		return summary, nil
+	}
+	return p
 }

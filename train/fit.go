@@ -126,6 +126,8 @@ type Result struct {
 	Profile *graph.Profile
 	// StatsFile is the FP8 debug statistics file ("" without).
 	StatsFile string
+	// Warnings are Prepare's about Config.Passes (see passes.Prepared).
+	Warnings []string
 	// Checkpoint is the last checkpoint written ("" for none).
 	Checkpoint string
 }
@@ -320,7 +322,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 		total = (run.Epochs*loader.BatchesPerEpoch() + t.accum - 1) / t.accum
 	}
 	rr := &rankRun{t: t, r: rep, run: run, loader: loader, total: total, res: res, evalSet: run.Eval}
-	res.Report, res.Memory, res.Total = rep.report, rep.memory, total
+	res.Report, res.Memory, res.Total, res.Warnings = rep.report, rep.memory, total, rep.warnings
 	if rank == 0 {
 		if rep.log != nil {
 			res.StatsFile = rep.log.Path()

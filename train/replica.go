@@ -45,8 +45,9 @@ type replica struct {
 	// grad accumulation: acc[i] sums the weighted gradients of params[i].
 	acc  [][]float32
 	src  [][]float32 // the gradients each micro-batch leaves
-	log  *inspect.Log
-	lbuf []float32
+	log      *inspect.Log
+	lbuf     []float32
+	warnings []string // Prepare's, about the joint-graph passes
 }
 
 type feed struct {
@@ -67,14 +68,19 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	}
 	r.m = m
 	params := m.Builder.Params()
-	if r.grads, err = graph.Grad(m.Loss, params...); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
 	if err := m.Builder.Init(r.store, t.cfg.Seed); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	outs := append([]*graph.Node{m.Loss}, r.grads...)
-	pc := passes.Config{Recipe: t.recipe, TrainOutputs: outs, Filter: t.cfg.Filter, Debug: t.cfg.Debug, NoFusion: t.cfg.NoFusion}
+	pc := passes.Config{Recipe: t.recipe, Filter: t.cfg.Filter, Debug: t.cfg.Debug, NoFusion: t.cfg.NoFusion, Passes: t.cfg.Passes}
+	if len(t.cfg.ForwardPasses) > 0 {
+		// Prepare rewrites the forward graph, then builds the backward.
+		pc.Loss, pc.Params, pc.ForwardPasses = m.Loss, params, t.cfg.ForwardPasses
+	} else {
+		if r.grads, err = graph.Grad(m.Loss, params...); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+		pc.TrainOutputs = append([]*graph.Node{m.Loss}, r.grads...)
+	}
 	if t.cfg.Debug != nil {
 		pc.DebugComm, pc.DebugLog = comm, log
 	}
@@ -83,13 +89,16 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		if ao, ok := t.recipe.(fp8.AORecipe); ok {
 			f8 = ao.EnableFSDPFloat8AllGather
 		}
-		pc.Passes = []passes.Pass{fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep)}
+		pc.Passes = append(pc.Passes, fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep))
 	}
 	prep, err := passes.Prepare(m.Builder.Graph(), r.store, pc)
 	if err != nil {
 		return nil, err
 	}
-	r.prog, r.report = prep.Train, prep.Report
+	r.prog, r.report, r.warnings = prep.Train, prep.Report, prep.Warnings
+	if prep.Loss != nil {
+		m.Loss, r.grads = prep.Loss, prep.Grads
+	}
 	if m.Fixed != nil {
 		if err := m.Fixed(r.prog); err != nil {
 			return nil, fmt.Errorf("train: Fixed: %w", err)

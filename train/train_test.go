@@ -3,6 +3,7 @@ package train_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
@@ -379,4 +381,29 @@ func TestRanksOfAWorld(t *testing.T) {
 			require.Equal(t, float32(inproc.Eval.Accuracy), float32(res.Eval.Accuracy), "rank %d", r)
 		}
 	}
+}
+
+// TestTrainerForwardPasses: a forward rewrite (relu(x) as relu(2x)/2,
+// the same values to the bit) is differentiated as rewritten.
+func TestTrainerForwardPasses(t *testing.T) {
+	ds := blobs(t, 100, 1)
+	plain, err := trainer(t, "no", "", nil).Fit(ds, train.Run{Steps: 5})
+	require.NoError(t, err)
+	double := passes.Pass{Name: "DoubleReLU", Run: func(g *graph.Graph) (string, error) {
+		counts, err := passes.Rewrite(g, g.Nodes(), passes.Rule{Name: "relu", Pattern: &passes.Pattern{Kind: ops.KindReLU, Inputs: []*passes.Pattern{{Bind: "x", Where: func(n *graph.Node) bool { return !n.Is(ops.KindScale) }}}},
+			Apply: func(_ *graph.Node, m passes.Match) (*graph.Node, error) { return ops.Scale(ops.ReLU(ops.Scale(m["x"], 2)), 0.5), nil }})
+		return fmt.Sprint(counts["relu"], " rewritten"), err
+	}}
+	tr := trainer(t, "no", "", func(c *train.Config) { c.ForwardPasses, c.NoFusion = []passes.Pass{double}, true })
+	res, err := tr.Fit(ds, train.Run{Steps: 5})
+	require.NoError(t, err)
+	require.Equal(t, bits(plain.Losses), bits(res.Losses))
+	scales := 0
+	for _, n := range tr.Program().Schedule() {
+		if n.Is(ops.KindScale) {
+			scales++
+		}
+	}
+	require.Equal(t, 8, scales, "two Scales in each rewritten ReLU and two in its backward")
+	require.Empty(t, res.Warnings)
 }

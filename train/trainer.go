@@ -105,6 +105,10 @@ type Config struct {
 	// programs).
 	Filter   func(n *graph.Node, fqn string) bool
 	NoFusion bool
+	// ForwardPasses rewrite the forward graph before the backward is
+	// built from it (passes.Config.ForwardPasses); Passes run on the
+	// joint graph after the FP8 conversion (passes.Config.Passes).
+	ForwardPasses, Passes []passes.Pass
 	// Profile times every op of rank 0's training step (Result.Profile).
 	Profile bool
 	// Name names the run's checkpoint files ("state" when empty); Meta
