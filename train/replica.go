@@ -43,8 +43,8 @@ type replica struct {
 	// feeds pairs the program's inputs with the batch's fields.
 	feeds []feed
 	// grad accumulation: acc[i] sums the weighted gradients of params[i].
-	acc  [][]float32
-	src  [][]float32 // the gradients each micro-batch leaves
+	acc      [][]float32
+	src      [][]float32 // the gradients each micro-batch leaves
 	log      *inspect.Log
 	lbuf     []float32
 	warnings []string // Prepare's, about the joint-graph passes

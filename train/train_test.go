@@ -391,7 +391,9 @@ func TestTrainerForwardPasses(t *testing.T) {
 	require.NoError(t, err)
 	double := passes.Pass{Name: "DoubleReLU", Run: func(g *graph.Graph) (string, error) {
 		counts, err := passes.Rewrite(g, g.Nodes(), passes.Rule{Name: "relu", Pattern: &passes.Pattern{Kind: ops.KindReLU, Inputs: []*passes.Pattern{{Bind: "x", Where: func(n *graph.Node) bool { return !n.Is(ops.KindScale) }}}},
-			Apply: func(_ *graph.Node, m passes.Match) (*graph.Node, error) { return ops.Scale(ops.ReLU(ops.Scale(m["x"], 2)), 0.5), nil }})
+			Apply: func(_ *graph.Node, m passes.Match) (*graph.Node, error) {
+				return ops.Scale(ops.ReLU(ops.Scale(m["x"], 2)), 0.5), nil
+			}})
 		return fmt.Sprint(counts["relu"], " rewritten"), err
 	}}
 	tr := trainer(t, "no", "", func(c *train.Config) { c.ForwardPasses, c.NoFusion = []passes.Pass{double}, true })
