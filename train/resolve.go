@@ -70,7 +70,7 @@ func (p *Precision) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&precisionFlag{p.flags, "fp8_format", def(p.FP8Format, "HYBRID")}, "format", "TE fp8_format: HYBRID, E4M3 or E5M2")
 	fs.Var(&precisionFlag{p.flags, "recipe_name", def(p.AORecipe, fp8.AOTensorwise)}, "ao", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
 	fs.Var(&precisionFlag{p.flags, "opt_level", def(p.OptLevel, "O2")}, "opt-level", "MS-AMP optimization level with -recipe msamp: O1 or O2")
-	fs.Var(&configFlag{p.flags}, "config", "an Accelerate config file (the YAML `accelerate config` writes): mixed_precision, fp8_config, num_processes")
+	fs.Var(&configFlag{p.flags}, "config", "an Accelerate config `FILE` (the YAML that accelerate config writes): mixed_precision, fp8_config, num_processes")
 }
 
 // ConfigFile returns the -config file given on the command line ("" for
