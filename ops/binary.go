@@ -50,6 +50,22 @@ func (o binaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	return func() error { p.each(row); return nil }, nil
 }
 
+// ChainStep makes Add, Sub and Mul steps of fused chains (the running
+// value either operand; Div is not fused), with the loops of their own
+// kernel.
+func (o binaryOp) ChainStep(n *graph.Node, vi int) (ChainStep, bool) {
+	kind := o.kind
+	switch {
+	case kind == kindAdd || kind == kindMul:
+		return ChainStep{Name: o.Type(), Operand: 1 - vi, Apply: func(v, a []float32, _ bool) { binaryRow(kind, v, v, a, 1, 1) }}, true
+	case kind == kindSub && vi == 0:
+		return ChainStep{Name: "Sub", Operand: 1, Apply: func(v, a []float32, _ bool) { binaryRow(kindSub, v, v, a, 1, 1) }}, true
+	case kind == kindSub:
+		return ChainStep{Name: "RSub", Operand: 0, Apply: func(v, a []float32, _ bool) { binaryRow(kindSub, v, a, v, 1, 1) }}, true
+	}
+	return ChainStep{}, false
+}
+
 // binaryRow computes out[i] = x[i·sa] ∘ y[i·sb].
 func binaryRow(kind binaryKind, out, x, y []float32, sa, sb int) {
 	switch {

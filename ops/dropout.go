@@ -87,6 +87,18 @@ func (dropoutOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}, nil
 }
 
+// ChainStep makes dropout a step of fused chains: the value times the
+// mask (input 1) while training, the value in evaluation.
+func (dropoutOp) ChainStep(n *graph.Node, vi int) (ChainStep, bool) {
+	return ChainStep{Name: KindDropout.String(), Operand: 1, Apply: func(v, mask []float32, training bool) {
+		if training {
+			for i, m := range mask {
+				v[i] *= m
+			}
+		}
+	}}, vi == 0
+}
+
 func (dropoutOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 	return []*graph.Node{apply(dropoutOp{}, "", dy, n.Input(1)), nil}
 }

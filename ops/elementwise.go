@@ -48,9 +48,27 @@ func (o unaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	return o.bindSlices(b.In[0].F32, b.Out.F32)
 }
 
+// ChainStep makes Neg, Scale, ReLU and GELU steps of fused chains, with
+// the loops of their own kernel (run in place).
+func (o unaryOp) ChainStep(n *graph.Node, vi int) (ChainStep, bool) {
+	switch o.kind {
+	case kindNeg, kindScale, kindReLU, kindGELU:
+		k := o.rows()
+		return ChainStep{Name: o.Type(), Operand: -1, Apply: func(v, _ []float32, _ bool) { k(v, v) }}, vi == 0
+	}
+	return ChainStep{}, false
+}
+
 // bindSlices returns the kernel computing yAll from xAll.
 func (o unaryOp) bindSlices(xAll, yAll []float32) (graph.Kernel, error) {
 	xAll = xAll[:len(yAll)]
+	k := o.rows()
+	return newChunker(len(yAll), func(lo, hi int) { k(xAll[lo:hi], yAll[lo:hi]) }).kernel(), nil
+}
+
+// rows returns the function computing y from x (of one length) for the
+// op's kind.
+func (o unaryOp) rows() func(x, y []float32) {
 	c := o.c
 	var k func(x, y []float32)
 	switch o.kind {
@@ -99,7 +117,7 @@ func (o unaryOp) bindSlices(xAll, yAll []float32) (graph.Kernel, error) {
 			}
 		}
 	}
-	return newChunker(len(yAll), func(lo, hi int) { k(xAll[lo:hi], yAll[lo:hi]) }).kernel(), nil
+	return k
 }
 
 func (o unaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
@@ -146,9 +164,27 @@ func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	return o.bindSlices(b.In[0].F32, b.In[1].F32, b.Out.F32)
 }
 
+// ChainStep makes ReLUGrad and GELUGrad steps of fused chains whose
+// running value is the incoming gradient (input 1), the forward input
+// (input 0) their operand.
+func (o unaryGradOp) ChainStep(n *graph.Node, vi int) (ChainStep, bool) {
+	if vi != 1 || !n.Input(0).Shape().Equal(n.Shape()) || (o.kind != kindReLU && o.kind != kindGELU) {
+		return ChainStep{}, false
+	}
+	k := o.rows()
+	return ChainStep{Name: o.Type(), Operand: 0, Apply: func(v, a []float32, _ bool) { k(a, v, v) }}, true
+}
+
 // bindSlices returns the kernel computing dxAll from xAll and dyAll.
 func (o unaryGradOp) bindSlices(xAll, dyAll, dxAll []float32) (graph.Kernel, error) {
 	xAll, dyAll = xAll[:len(dxAll)], dyAll[:len(dxAll)]
+	k := o.rows()
+	return newChunker(len(dxAll), func(lo, hi int) { k(xAll[lo:hi], dyAll[lo:hi], dxAll[lo:hi]) }).kernel(), nil
+}
+
+// rows returns the function computing dx from x and dy for the op's
+// kind.
+func (o unaryGradOp) rows() func(x, dy, dx []float32) {
 	var k func(x, dy, dx []float32)
 	switch o.kind {
 	case kindReLU:
@@ -163,7 +199,7 @@ func (o unaryGradOp) bindSlices(xAll, dyAll, dxAll []float32) (graph.Kernel, err
 			}
 		}
 	}
-	return newChunker(len(dxAll), func(lo, hi int) { k(xAll[lo:hi], dyAll[lo:hi], dxAll[lo:hi]) }).kernel(), nil
+	return k
 }
 
 // Neg returns -x.

@@ -20,33 +20,35 @@ import (
 // gives the same bits as the unfused one; graph.Options.Unfused runs
 // each step over the whole tensor instead, for comparison.
 
-// stepKind is what one step of a chain does to the running value v.
-type stepKind uint8
+// Elementwise is implemented by ops that fusion may take into a chain
+// (passes.Fuse): for a node n whose running value is its input vi, the op
+// says what one step of a chain does. An op of one's own that implements
+// it fuses into chains and GEMM epilogues like this package's.
+type Elementwise interface {
+	ChainStep(n *graph.Node, vi int) (ChainStep, bool)
+}
 
-const (
-	stepAdd      stepKind = iota // v + a
-	stepSub                      // v − a
-	stepRSub                     // a − v
-	stepMul                      // v·a
-	stepScale                    // c·v
-	stepNeg                      // −v
-	stepReLU                     // max(v, 0)
-	stepGELU                     // GELU(v)
-	stepGELUGrad                 // v·GELU'(a): v is the incoming gradient, a the GELU's input
-	stepReLUGrad                 // v where a > 0, else 0
-	stepDropout                  // v·a (a the mask) while training, v in evaluation
-)
+// ChainStep is one step of a fused chain. Apply computes, in place on a
+// stretch v of the running value, what the op computes from it and from
+// the same stretch a of its operand (input Operand of the node, of the
+// node's shape or one row broadcast over the rows; a is nil when Operand
+// is −1), while training or not. It must compute exactly what the op's
+// own kernel computes, element by element, so that fused and unfused
+// programs agree to the bit. Name is shown in the fused node's type.
+type ChainStep struct {
+	Name    string
+	Operand int
+	Apply   func(v, a []float32, training bool)
+}
 
-var stepNames = [...]string{"Add", "Sub", "RSub", "Mul", "Scale", "Neg", "ReLU", "GELU", "GELUGrad", "ReLUGrad", "Dropout"}
-
-// fusedStep is one step: its kind, operand (an index into the fused
+// fusedStep is one step of a chain: its operand (an index into the fused
 // node's chain operands, −1 for none; broadcast along rows when row is
-// set) and constant.
+// set) and what it computes.
 type fusedStep struct {
-	kind stepKind
+	name string
 	arg  int
 	row  bool
-	c    float32
+	fn   func(v, a []float32, training bool)
 }
 
 // fusedChain is a chain of steps over a value of shape shape, seen as
@@ -59,7 +61,7 @@ type fusedChain struct {
 func (c fusedChain) String() string {
 	names := make([]string, len(c.steps))
 	for i, s := range c.steps {
-		names[i] = stepNames[s.kind]
+		names[i] = s.name
 	}
 	return strings.Join(names, "+")
 }
@@ -113,63 +115,28 @@ func chainStep(n *graph.Node, vi int) ([]fusedStep, []*graph.Node, bool) {
 			return nil, nil, false // the value read twice
 		}
 	}
-	other := func() (*graph.Node, bool, bool) { // the operand, whether it is a row, ok
-		a := n.Input(1 - vi)
+	if e, ok := n.Op().(Elementwise); ok {
+		st, ok := e.ChainStep(n, vi)
+		switch {
+		case !ok || st.Apply == nil:
+			return nil, nil, false
+		case st.Operand < 0:
+			return []fusedStep{{name: st.Name, arg: -1, fn: st.Apply}}, nil, true
+		case st.Operand == vi || st.Operand >= n.NumInputs():
+			return nil, nil, false
+		}
+		a := n.Input(st.Operand)
+		row := false
 		switch as := a.Shape(); {
 		case a.DType() != graph.Float32:
-			return nil, false, false
+			return nil, nil, false
 		case as.Equal(n.Shape()):
-			return a, false, true
 		case len(n.Shape()) > 0 && as.Numel() == n.Shape()[len(n.Shape())-1] && len(as) >= 1 && as[len(as)-1] == as.Numel():
-			return a, true, true // [C] or [1 … 1 C] added to every row
-		}
-		return nil, false, false
-	}
-	one := func(k stepKind) ([]fusedStep, []*graph.Node, bool) {
-		a, row, ok := other()
-		if !ok {
+			row = true // [C] or [1 … 1 C] applied to every row
+		default:
 			return nil, nil, false
 		}
-		return []fusedStep{{kind: k, arg: 0, row: row}}, []*graph.Node{a}, true
-	}
-	switch op := n.Op().(type) {
-	case binaryOp:
-		switch {
-		case op.kind == kindAdd:
-			return one(stepAdd)
-		case op.kind == kindMul:
-			return one(stepMul)
-		case op.kind == kindSub && vi == 0:
-			return one(stepSub)
-		case op.kind == kindSub:
-			return one(stepRSub)
-		}
-	case unaryOp:
-		switch op.kind {
-		case kindNeg:
-			return []fusedStep{{kind: stepNeg, arg: -1}}, nil, true
-		case kindScale:
-			return []fusedStep{{kind: stepScale, arg: -1, c: op.c}}, nil, true
-		case kindReLU:
-			return []fusedStep{{kind: stepReLU, arg: -1}}, nil, true
-		case kindGELU:
-			return []fusedStep{{kind: stepGELU, arg: -1}}, nil, true
-		}
-	case unaryGradOp:
-		if vi != 1 || !n.Input(0).Shape().Equal(n.Shape()) {
-			return nil, nil, false
-		}
-		switch op.kind {
-		case kindGELU:
-			return []fusedStep{{kind: stepGELUGrad, arg: 0}}, []*graph.Node{n.Input(0)}, true
-		case kindReLU:
-			return []fusedStep{{kind: stepReLUGrad, arg: 0}}, []*graph.Node{n.Input(0)}, true
-		}
-	case dropoutOp:
-		if vi != 0 {
-			return nil, nil, false
-		}
-		return []fusedStep{{kind: stepDropout, arg: 0}}, []*graph.Node{n.Input(1)}, true
+		return []fusedStep{{name: st.Name, arg: 0, row: row, fn: st.Apply}}, []*graph.Node{a}, true
 	}
 	if n.Is(graph.KindAddN) && vi <= 1 {
 		// in0 + in1 + … in order: with the value first or second the
@@ -183,7 +150,7 @@ func chainStep(n *graph.Node, vi int) ([]fusedStep, []*graph.Node, bool) {
 			if !n.Input(i).Shape().Equal(n.Shape()) {
 				return nil, nil, false
 			}
-			steps = append(steps, fusedStep{kind: stepAdd, arg: len(args)})
+			steps = append(steps, fusedStep{name: "Add", arg: len(args), fn: addInPlace})
 			args = append(args, n.Input(i))
 		}
 		return steps, args, true
@@ -344,55 +311,16 @@ func (c *boundChain) unfused(v []float32) {
 	}
 }
 
-// apply runs one step on v with operand a (as long as v, or nil): the
-// loops and kernels of the ops the steps stand for.
+// apply runs one step on v with operand a (as long as v, or nil).
 func (c *boundChain) apply(s fusedStep, v, a []float32) {
 	if a != nil {
 		a = a[:len(v)]
 	}
-	switch s.kind {
-	case stepAdd:
-		for i, x := range a {
-			v[i] += x
-		}
-	case stepSub:
-		for i, x := range a {
-			v[i] -= x
-		}
-	case stepRSub:
-		for i, x := range a {
-			v[i] = x - v[i]
-		}
-	case stepMul:
-		for i, x := range a {
-			v[i] *= x
-		}
-	case stepScale:
-		for i, x := range v {
-			v[i] = s.c * x
-		}
-	case stepNeg:
-		for i, x := range v {
-			v[i] = -x
-		}
-	case stepReLU:
-		for i, x := range v {
-			v[i] = max(x, 0)
-		}
-	case stepGELU:
-		kernels.GELU(v, v)
-	case stepGELUGrad:
-		kernels.GELUGrad(v, a, v)
-	case stepReLUGrad:
-		kernels.ReLUGrad(v, a, v)
-	case stepDropout:
-		if c.training {
-			for i, x := range a {
-				v[i] *= x
-			}
-		}
-	}
+	s.fn(v, a, c.training)
 }
+
+// addInPlace is AddN's step: v + a, in AddN's order.
+func addInPlace(v, a []float32, _ bool) { binaryRow(kindAdd, v, v, a, 1, 1) }
 
 // fusedGEMMOp is a float32 GEMM (Linear or MatMul) that applies a chain
 // to each block of C as the block is finished: inputs are the GEMM's

@@ -44,25 +44,41 @@ func like(in []*graph.Node, n int) (graph.Shape, graph.DType, error) {
 	return in[0].Shape(), graph.Float32, nil
 }
 
+// silu and siluGrad are the two ops' loops: their kernels run them over
+// whole tensors, and a fused chain over blocks (ops.Elementwise below).
+func silu(x, y []float32) {
+	for i, v := range x {
+		y[i] = v * sigmoid(v)
+	}
+}
+
+func siluGrad(x, dy, dx []float32) {
+	for i, v := range x {
+		s := sigmoid(v)
+		dx[i] = dy[i] * s * (1 + v*(1-s))
+	}
+}
+
 func (siluOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, y := b.In[0].F32, b.Out.F32
-	return func() error {
-		for i, v := range x {
-			y[i] = v * sigmoid(v)
-		}
-		return nil
-	}, nil
+	return func() error { silu(x, y); return nil }, nil
 }
 
 func (siluGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, dy, dx := b.In[0].F32, b.In[1].F32, b.Out.F32
-	return func() error {
-		for i, v := range x {
-			s := sigmoid(v)
-			dx[i] = dy[i] * s * (1 + v*(1-s))
-		}
-		return nil
-	}, nil
+	return func() error { siluGrad(x, dy, dx); return nil }, nil
+}
+
+// ChainStep lets passes.Fuse take SiLU into chains and GEMM epilogues
+// ("Linear+SiLU"): the same loop, in place on each block.
+func (siluOp) ChainStep(n *graph.Node, vi int) (ops.ChainStep, bool) {
+	return ops.ChainStep{Name: "SiLU", Operand: -1, Apply: func(v, _ []float32, _ bool) { silu(v, v) }}, true
+}
+
+// ChainStep: the running value is the incoming gradient (input 1), the
+// forward input (input 0) its operand.
+func (siluGradOp) ChainStep(n *graph.Node, vi int) (ops.ChainStep, bool) {
+	return ops.ChainStep{Name: "SiLUGrad", Operand: 0, Apply: func(v, x []float32, _ bool) { siluGrad(x, v, v) }}, vi == 1
 }
 
 // Grad makes siluOp differentiable.
