@@ -168,7 +168,7 @@ func (p *Program) plan() error {
 	for _, n := range aliases {
 		src, v, size := p.values[p.aliasOf(n)], p.values[n], n.shape.Numel()
 		v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
-		v.Aux = src.Aux
+		v.meta = src.meta
 	}
 	return nil
 }

@@ -23,13 +23,13 @@ type Graph struct {
 	nodes   []*Node
 	names   map[string]*Node
 	errs    []error
-	attrs   map[string]any
+	attrs   map[any]any     // annotations by typed key (Annotate)
 	forward map[*Node]*Node // replaced node → its replacement
 }
 
 // New returns an empty graph.
 func New() *Graph {
-	return &Graph{names: map[string]*Node{}, attrs: map[string]any{}, forward: map[*Node]*Node{}}
+	return &Graph{names: map[string]*Node{}, attrs: map[any]any{}, forward: map[*Node]*Node{}}
 }
 
 // Resolve returns the node that stands for n now: n itself, or, if a
@@ -55,14 +55,6 @@ func (g *Graph) resolveAll(ns []*Node) []*Node {
 	}
 	return out
 }
-
-// Attr returns the annotation stored under key, or nil. Compiler passes
-// keep what they know about a graph (for example which layers they
-// converted) as annotations.
-func (g *Graph) Attr(key string) any { return g.attrs[key] }
-
-// SetAttr stores an annotation under key.
-func (g *Graph) SetAttr(key string, v any) { g.attrs[key] = v }
 
 // Nodes returns the graph's nodes in creation order.
 func (g *Graph) Nodes() []*Node { return append([]*Node(nil), g.nodes...) }

@@ -72,7 +72,8 @@ type Value struct {
 	F32   []float32
 	I32   []int32
 	U8    []uint8
-	// Aux is metadata the producing kernel attaches at bind time for its
-	// consumers, such as the scales that travel with an FP8 value.
-	Aux any
+	// meta is what the producing kernel attaches at bind time for its
+	// consumers (SetMeta), such as the scales that travel with an FP8
+	// value.
+	meta []valueMeta
 }

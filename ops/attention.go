@@ -58,10 +58,14 @@ func (o causalAttentionOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, er
 	return graph.Shape{b, t, c}, graph.Float32, nil
 }
 
-// attentionState travels with the forward's output (graph.Value.Aux) to
+// attentionState travels with the forward's output (its graph.Value
+// metadata under attentionKey) to
 // the backward: the kernel with its scratch and each query row's
 // log-sum-exp of the scaled scores, all that FlashAttention-2's backward
 // needs besides q, k, v and the output.
+// attentionKey is the metadata CausalAttention's output carries.
+var attentionKey = graph.NewValueKey[*attentionState]("attention state")
+
 type attentionState struct {
 	att *kernels.Attention
 	lse []float32 // [B·H·T]
@@ -89,7 +93,7 @@ func (o causalAttentionOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	qkv, y := b.In[0].F32, b.Out.F32
 	st := &attentionState{att: newAttention(b.In[0].Shape, o.heads)}
 	st.lse = make([]float32, st.att.Heads()*st.att.T)
-	b.Out.Aux = st
+	graph.SetMeta(b.Out, attentionKey, st)
 	run := attentionChunker(st.att, func(w, bh int) { st.att.Forward(w, bh, qkv, y, st.lse) }).kernel()
 	if !b.Training || o.p == 0 {
 		return run, nil
@@ -140,7 +144,7 @@ func (o causalAttentionGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType
 }
 
 func (o causalAttentionGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	st, ok := b.In[1].Aux.(*attentionState)
+	st, ok := graph.Meta(b.In[1], attentionKey)
 	if !ok {
 		return nil, fmt.Errorf("input %q carries no attention state (bound out of order?)", b.Node.Input(1).Name())
 	}

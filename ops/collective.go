@@ -98,7 +98,7 @@ func (o fp8AllGatherOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	sh, cfg := o.sh, o.cfg
 	sc := newScales(cfg, b.Out.Shape)
-	b.Out.Aux = sc
+	graph.SetMeta(b.Out, scalesKey, sc)
 	codes := make([]uint8, len(sh.Data))
 	amax := make([]float32, 1)
 	out := b.Out.U8

@@ -81,7 +81,7 @@ func (o statsOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	var part inspect.Partial
 	local := func() { part.Reset(); part.AddTensor(x) }
 	if o.fp8 {
-		sc, ok := b.In[1].Aux.(*fp8Scales)
+		sc, ok := graph.Meta(b.In[1], scalesKey)
 		if !ok {
 			return nil, fmt.Errorf("input %q carries no FP8 scales", b.Node.Input(1).Name())
 		}

@@ -103,7 +103,7 @@ func (o layerNormOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 }
 
 // layerNormGradOp computes, from (x, γ, dy), dx — and, in the same pass
-// over the rows, dγ and dβ, which travel with dx (graph.Value.Aux) to
+// over the rows, dγ and dβ, which travel with dx (its graph.Value metadata, paramGradsKey) to
 // the layerNormParamGradOp nodes that hand them on. Mean and 1/σ are
 // recomputed from x rather than saved by the forward: the passes rewrite
 // the forward (ConvertLN fuses it with its FP8 cast, leaving no float32
@@ -129,6 +129,9 @@ func (o layerNormGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, erro
 
 // layerNormParamGrads holds a LayerNormGrad's dγ and dβ: one partial sum
 // per worker while the kernel runs, then their total in the first.
+// paramGradsKey is the metadata LayerNormGrad's dx carries.
+var paramGradsKey = graph.NewValueKey[*layerNormParamGrads]("layernorm param grads")
+
 type layerNormParamGrads struct {
 	dgamma, dbeta [][]float32
 }
@@ -155,7 +158,7 @@ func (o layerNormGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		pg.dgamma = append(pg.dgamma, make([]float32, d))
 		pg.dbeta = append(pg.dbeta, make([]float32, d))
 	}
-	b.Out.Aux = pg
+	graph.SetMeta(b.Out, paramGradsKey, pg)
 	run := c.kernel()
 	return func() error {
 		if err := run(); err != nil {
@@ -199,7 +202,7 @@ func (o layerNormParamGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType,
 }
 
 func (o layerNormParamGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	pg, ok := b.In[0].Aux.(*layerNormParamGrads)
+	pg, ok := graph.Meta(b.In[0], paramGradsKey)
 	if !ok {
 		return nil, fmt.Errorf("input %q carries no LayerNorm parameter gradients", b.Node.Input(0).Name())
 	}

@@ -35,7 +35,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	d := len(gamma)
 	eps, zc := o.ln.cfg.eps(), o.ln.cfg.ZeroCenteredGamma
 	sc := newScales(o.q, b.In[0].Shape)
-	b.Out.Aux = sc
+	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.q.Scaling == Delayed
 	if record {
 		b.AtStepEnd(func() error { o.q.Meta.Update(); return nil })

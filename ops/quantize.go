@@ -57,8 +57,12 @@ type QuantizeConfig struct {
 	Tensor fp8.TensorRole
 }
 
-// fp8Scales travel with an FP8 value in a compiled program (as its
-// graph.Value's Aux): what a consumer needs to decode it.
+// scalesKey is the metadata an FP8 value carries for its consumers.
+var scalesKey = graph.NewValueKey[*fp8Scales]("fp8 scales")
+
+// fp8Scales travel with an FP8 value in a compiled program (its
+// graph.Value's metadata under scalesKey): what a consumer needs to
+// decode it.
 type fp8Scales struct {
 	Config QuantizeConfig
 	// Rows and Cols are the value's 2-D view.
@@ -228,7 +232,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 
 func (o quantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	sc := newScales(o.cfg, b.In[0].Shape)
-	b.Out.Aux = sc
+	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.cfg.Scaling == Delayed
 	if record {
 		b.AtStepEnd(func() error { o.cfg.Meta.Update(); return nil })

@@ -97,8 +97,8 @@ func (o scaledMatMulOp) bind(b *graph.Binding, epi func(r0, r1, c0, c1 int)) (gr
 	if err != nil {
 		return nil, err
 	}
-	sa, okA := b.In[0].Aux.(*fp8Scales)
-	sb, okB := b.In[1].Aux.(*fp8Scales)
+	sa, okA := graph.Meta(b.In[0], scalesKey)
+	sb, okB := graph.Meta(b.In[1], scalesKey)
 	if !okA || !okB {
 		return nil, fmt.Errorf("operands must come from Quantize nodes (they carry the scales)")
 	}

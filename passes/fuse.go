@@ -66,14 +66,14 @@ func Fuse(g *graph.Graph, outputs ...*graph.Node) (FuseReport, error) {
 		Rule{Name: "elementwise-chain", Pattern: &Pattern{Where: isTail(false)}, Apply: build},
 	)
 	rep.Epilogues, rep.Chains = counts["gemm-epilogue"], counts["elementwise-chain"]
-	prev, _ := g.Attr(fusedAttr).([]fusion)
-	g.SetAttr(fusedAttr, append(prev, done...))
+	prev, _ := graph.Annotation(g, fusedKey)
+	graph.Annotate(g, fusedKey, append(prev, done...))
 	return rep, err
 }
 
-// fusedAttr is the graph attribute under which Fuse records what it
+// fusedKey is the graph annotation under which Fuse records what it
 // replaced, for Unfuse.
-const fusedAttr = "passes.fused"
+var fusedKey = graph.NewKey[[]fusion]("passes.fused")
 
 // fusion is one replacement Fuse made: the chain's last node and the
 // fused node that took its place.
@@ -85,13 +85,13 @@ type fusion struct{ tail, fused *graph.Node }
 // that the conversions see the layers' own nodes; Prepare fuses again
 // at its end.
 func Unfuse(g *graph.Graph) (int, error) {
-	done, _ := g.Attr(fusedAttr).([]fusion)
+	done, _ := graph.Annotation(g, fusedKey)
 	for i := len(done) - 1; i >= 0; i-- {
 		if err := g.ReplaceUses(done[i].fused, done[i].tail); err != nil {
 			return len(done) - 1 - i, err
 		}
 	}
-	g.SetAttr(fusedAttr, nil)
+	graph.Annotate(g, fusedKey, nil)
 	return len(done), nil
 }
 

@@ -34,14 +34,15 @@ type registry struct {
 	wrapped bool
 }
 
-const registryKey = "passes.registry"
+// registryKey is the graph annotation where the passes keep their layers.
+var registryKey = graph.NewKey[*registry]("passes.registry")
 
 func registryOf(g *graph.Graph) *registry {
-	if r, ok := g.Attr(registryKey).(*registry); ok {
+	if r, ok := graph.Annotation(g, registryKey); ok {
 		return r
 	}
 	r := &registry{layers: map[string]*layer{}, byNode: map[*graph.Node]*layer{}}
-	g.SetAttr(registryKey, r)
+	graph.Annotate(g, registryKey, r)
 	return r
 }
 
@@ -143,7 +144,7 @@ func FP8Layers(g *graph.Graph) []string { return convertedLayers(g, false) }
 func BF16Layers(g *graph.Graph) []string { return convertedLayers(g, true) }
 
 func convertedLayers(g *graph.Graph, bf16 bool) []string {
-	r, ok := g.Attr(registryKey).(*registry)
+	r, ok := graph.Annotation(g, registryKey)
 	if !ok {
 		return nil
 	}
