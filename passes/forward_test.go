@@ -9,6 +9,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/passes/passestest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -108,4 +109,17 @@ func TestWarningNamesTheStaleNodes(t *testing.T) {
 	require.NoError(t, err)
 	t.Log(prep.Warnings[0])
 	require.Regexp(t, `"[^"]*tanh[^"]*" \(read by "[^"]*"`, prep.Warnings[0])
+}
+
+// TestRebuildWithTheKit is the forward rewrite's test with passestest:
+// one tanh runs, the loss and gradients are the model's as written, and
+// finite differences agree.
+func TestRebuildWithTheKit(t *testing.T) {
+	model := func() (*graph.Node, []*graph.Node, error) {
+		g, _, p, loss := tanhModel(t)
+		return loss, []*graph.Node{p}, g.Err()
+	}
+	p := passestest.Equivalent(t, model, 1e-6, []uint64{1, 2}, rebuild)
+	require.Equal(t, 1, p.Count(ops.KindTanh), "%v", p.Ops())
+	passestest.FiniteDifferences(t, p, 1e-2, 1e-3, 8)
 }
