@@ -1,11 +1,13 @@
 package train_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
@@ -27,7 +29,10 @@ func TestKilledDuringSave(t *testing.T) {
 		t.Fatal("not killed")
 	}
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run", "^TestKilledDuringSave$")
+	// A child that is not killed as planned must not outlive the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestKilledDuringSave$", "-test.timeout", "2m")
 	cmd.Env = append(os.Environ(), "OCTET_TRAIN_KILL_DIR="+dir)
 	out, err := cmd.CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
