@@ -71,19 +71,10 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	if err := m.Builder.Init(r.store, t.cfg.Seed); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
-	pc := passes.Config{Recipe: t.recipe, Filter: t.cfg.Filter, Debug: t.cfg.Debug, NoFusion: t.cfg.NoFusion, Passes: t.cfg.Passes}
-	if len(t.cfg.ForwardPasses) > 0 {
-		// Prepare rewrites the forward graph, then builds the backward.
-		pc.Loss, pc.Params, pc.ForwardPasses = m.Loss, params, t.cfg.ForwardPasses
-	} else {
-		if r.grads, err = graph.Grad(m.Loss, params...); err != nil {
-			return nil, fmt.Errorf("train: %w", err)
-		}
-		pc.TrainOutputs = append([]*graph.Node{m.Loss}, r.grads...)
-	}
-	if t.cfg.Debug != nil {
-		pc.DebugComm, pc.DebugLog = comm, log
-	}
+	// Prepare runs the forward passes on the forward graph, then builds
+	// the backward (the same graph.Grad as without any).
+	pc := passes.Config{Recipe: t.recipe, Filter: t.cfg.Filter, Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
+		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
 	if t.fsdp {
 		f8 := false
 		if ao, ok := t.recipe.(fp8.AORecipe); ok {
@@ -96,9 +87,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		return nil, err
 	}
 	r.prog, r.report, r.warnings = prep.Train, prep.Report, prep.Warnings
-	if prep.Loss != nil {
-		m.Loss, r.grads = prep.Loss, prep.Grads
-	}
+	m.Loss, r.grads = prep.Loss, prep.Grads
 	if m.Fixed != nil {
 		if err := m.Fixed(r.prog); err != nil {
 			return nil, fmt.Errorf("train: Fixed: %w", err)
