@@ -56,8 +56,10 @@ func wantGrad(p float32) float64 {
 // backward reading the old tanh, and says so.
 func TestForwardPassesBeforeAutodiff(t *testing.T) {
 	g, store, p, loss := tanhModel(t)
-	prep, err := passes.Prepare(g, store, passes.Config{Loss: loss, Params: []*graph.Node{p}, ForwardPasses: []passes.Pass{rebuild}})
+	var flog bytes.Buffer
+	prep, err := passes.Prepare(g, store, passes.Config{Loss: loss, Params: []*graph.Node{p}, ForwardPasses: []passes.Pass{rebuild}, Log: &flog})
 	require.NoError(t, err)
+	require.Contains(t, flog.String(), "Rebuild: 1 rebuilt", "the forward pass ran")
 	require.Empty(t, prep.Warnings)
 	require.Len(t, prep.Grads, 1)
 	kinds := map[string]int{}
@@ -93,6 +95,15 @@ func TestForwardPassesBeforeAutodiff(t *testing.T) {
 		kinds[n.Op().Type()]++
 	}
 	require.Equal(t, 2, kinds["Tanh"], "the old and the new tanh both run: %v", kinds)
+
+	// A joint-graph pass that leaves nothing stale gets no warning.
+	g, store, p, loss = tanhModel(t)
+	grads, err = graph.Grad(loss, p)
+	require.NoError(t, err)
+	noop := passes.Pass{Name: "Nothing", Run: func(*graph.Graph) (string, error) { return "", nil }}
+	prep, err = passes.Prepare(g, store, passes.Config{TrainOutputs: append([]*graph.Node{loss}, grads...), Passes: []passes.Pass{noop}})
+	require.NoError(t, err)
+	require.Empty(t, prep.Warnings)
 
 	_, err = passes.Prepare(g, store, passes.Config{ForwardPasses: []passes.Pass{rebuild}, EvalOutputs: []*graph.Node{loss}})
 	require.ErrorContains(t, err, "ForwardPasses need the forward graph's Loss")
