@@ -183,6 +183,7 @@ func (t *Trainer) Fit(ds data.Dataset, run Run) (*Result, error) {
 		}
 	}
 	res := &Result{Precision: t.cfg.Precision.Name(), Recipe: Label(t.recipe), Settings: t.cfg.Precision.Describe(), Ranks: t.world}
+	t.ev = nil // the evaluation program of an earlier Fit reads another store
 	switch {
 	case t.cfg.Comm != nil:
 		if err := t.fitRank(t.cfg.Comm, ds, run, resume, res); err != nil {
@@ -270,7 +271,6 @@ func (rr *rankRun) hooks(pick func(h *Hook) func(*Status) error) error {
 // setup builds rank's replica (the debug log opened on rank 0 first) and
 // its loader of ds.
 func (t *Trainer) setup(comm dist.Communicator, ds data.Dataset) (*replica, *data.Loader, error) {
-	t.ev = nil
 	rank := 0
 	if comm != nil {
 		rank = comm.Rank()
@@ -536,6 +536,7 @@ func (t *Trainer) Start(ds data.Dataset) (*Stepper, error) {
 	if t.world > 1 {
 		return nil, configErrorf("Start steps one process; %s trains through Fit", t.worldName())
 	}
+	t.ev = nil
 	rep, loader, err := t.setup(nil, ds)
 	if err != nil {
 		return nil, err
