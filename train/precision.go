@@ -3,7 +3,6 @@ package train
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/octetml/octet/fp8"
@@ -377,15 +376,6 @@ func (s Source) describe(raw string) string {
 		return s.Name + "=" + raw
 	}
 	return fmt.Sprintf("%s %s", s, raw)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // PrecisionName is a run's precision as summaries say it: "FP8",
