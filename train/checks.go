@@ -119,17 +119,9 @@ func (c *Checks) OutputDir(flag, dir string) {
 	if dir == "" {
 		return
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := writableDir(dir); err != nil {
 		c.Fail("-%s %s: %v", flag, dir, err)
-		return
 	}
-	f, err := os.CreateTemp(dir, ".write-check-*")
-	if err != nil {
-		c.Fail("-%s %s: cannot write there: %v", flag, dir, errors.Unwrap(err))
-		return
-	}
-	f.Close()
-	os.Remove(f.Name())
 }
 
 // InputFiles checks, before any work, that each of paths exists.

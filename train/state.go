@@ -30,12 +30,21 @@ func resumeErr(err error) error { return &kindError{err, ErrResume} }
 // checkWritable checks, before any work, that dir is (or can be made) a
 // directory this process can write into.
 func checkWritable(dir string) error {
+	if err := writableDir(dir); err != nil {
+		return configErrorf("save directory %s: %v", dir, err)
+	}
+	return nil
+}
+
+// writableDir makes dir if missing and checks that a file can be made in
+// it (Checks.OutputDir and Run.SaveDir).
+func writableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return configErrorf("save directory: %v", err)
+		return err
 	}
 	f, err := os.CreateTemp(dir, ".write-check-*")
 	if err != nil {
-		return configErrorf("save directory %s: cannot write there: %v", dir, errors.Unwrap(err))
+		return fmt.Errorf("cannot write there: %v", errors.Unwrap(err))
 	}
 	f.Close()
 	os.Remove(f.Name())
