@@ -149,7 +149,7 @@ func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
 		for i, unfused := range []bool{false, true} {
 			cfg := gptConfig
 			cfg.UnfusedAttention = unfused
-			step, prog, loss, err := gptTraining(cfg, c.rec, false)
+			step, prog, loss, err := gptTraining(cfg, gptBatch, c.rec, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +198,7 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 		var losses [2][]float32
 		var fused int
 		for i, noFusion := range []bool{false, true} {
-			step, prog, loss, err := gptTraining(cfg, rec, noFusion)
+			step, prog, loss, err := gptTraining(cfg, gptBatch, rec, noFusion)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func TestStepsAllocateNothing(t *testing.T) {
 		}
 		cfg := gptConfig
 		cfg.Dropout = 0.1 // dropout masks in the fused chains too
-		gpt, _, _, err := gptTraining(cfg, rec, false)
+		gpt, _, _, err := gptTraining(cfg, gptBatch, rec, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,8 +46,17 @@ func main() {
 	reps := flag.Int("reps", 15, "timed repetitions per figure (median reported)")
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	noGPT := flag.Bool("no-gpt", false, "skip the baby-GPT iterations")
+	gpt2 := flag.Bool("gpt2", true, "measure the GPT-2 124M iteration and plan its context-512 programs")
+	gpt2Reps := flag.Int("gpt2-reps", 3, "timed repetitions of each GPT-2 124M figure (median reported)")
 	flag.Parse()
+	if *reps < 1 || *gpt2Reps < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -reps and -gpt2-reps must be at least 1")
+		os.Exit(2)
+	}
 	res, err := run(*n, *batch, *reps, !*noGPT)
+	if err == nil && *gpt2 {
+		err = runGPT2(res, *gpt2Reps)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -88,6 +97,18 @@ type Results struct {
 	GPTGEMMShareFP32 float64 `json:"gpt_gemm_share_fp32"`
 	GPTGEMMShareBF16 float64 `json:"gpt_gemm_share_bf16"`
 	GPTGEMMShareFP8  float64 `json:"gpt_gemm_share_fp8"`
+
+	// The GPT-2 124M iteration (see runGPT2); zero with -gpt2=false.
+	GPT2FP32           float64 `json:"gpt2_iter_ms_fp32,omitempty"`
+	GPT2BF16           float64 `json:"gpt2_iter_ms_bf16,omitempty"`
+	GPT2FP8            float64 `json:"gpt2_iter_ms_fp8,omitempty"`
+	GPT2GEMMGFLOP      float64 `json:"gpt2_gemm_gflop,omitempty"`
+	GPT2RooflineFP32   float64 `json:"gpt2_roofline_fp32,omitempty"`
+	GPT2BF16OverFP32   float64 `json:"ratio_gpt2_bf16_over_fp32,omitempty"`
+	GPT2FP8OverFP32    float64 `json:"ratio_gpt2_fp8_over_fp32,omitempty"`
+	GPT2T512ArenaFP32  int64   `json:"gpt2_t512_arena_bytes_fp32,omitempty"`
+	GPT2T512ArenaFP8   int64   `json:"gpt2_t512_arena_bytes_fp8,omitempty"`
+	GPT2T512ArenaRatio float64 `json:"ratio_gpt2_t512_arena_fp8_over_fp32,omitempty"`
 }
 
 // medians times each of fs reps times, interleaved (f0, f1, …, f0, f1,
@@ -321,13 +342,13 @@ func octetGPT(recipe fp8.Recipe) (func() error, error) {
 // octetGPTProgram returns one training iteration of the baby GPT with a
 // recipe (nil: float32) on a fixed random batch, and its program.
 func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
-	step, prog, _, err := gptTraining(gptConfig, recipe, false)
+	step, prog, _, err := gptTraining(gptConfig, gptBatch, recipe, false)
 	return step, prog, err
 }
 
 // gptTraining is octetGPTProgram for a GPT configuration, with or
 // without Prepare's Fuse stage, also returning the loss node.
-func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, error) {
+func gptTraining(cfg nn.GPTConfig, batch int, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, error) {
 	t := cfg.Block
 	model := func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
@@ -345,7 +366,7 @@ func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe, noFusion bool) (func() err
 			Fixed: func(p *graph.Program) error { return p.FeedInt32(pos, ps) }}, nil
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
-	xs, ys := make([]int32, gptBatch*t), make([]int32, gptBatch*t)
+	xs, ys := make([]int32, batch*t), make([]int32, batch*t)
 	for i := range xs {
 		xs[i], ys[i] = rng.Int32N(int32(cfg.Vocab)), rng.Int32N(int32(cfg.Vocab))
 	}
@@ -353,7 +374,7 @@ func gptTraining(cfg nn.GPTConfig, recipe fp8.Recipe, noFusion bool) (func() err
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	step, tr, s, err := stepper(model, ds, gptBatch, recipe, nil, "", noFusion, 0.1, 3e-4)
+	step, tr, s, err := stepper(model, ds, batch, recipe, nil, "", noFusion, 0.1, 3e-4)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -377,5 +398,12 @@ func printTable(r *Results) {
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision", r.GPTBF16, r.GPTBF16OverFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPTFP8, r.GPTFP8OverFP32)
 		fmt.Printf("  %-34s float32 %.0f%%, bf16 %.0f%%, FP8 %.0f%%\n", "share of the iteration in GEMMs", 100*r.GPTGEMMShareFP32, 100*r.GPTGEMMShareBF16, 100*r.GPTGEMMShareFP8)
+	}
+	if r.GPT2FP32 > 0 {
+		fmt.Printf("GPT-2 124M iteration (12 layers, 12 heads, 768 wide, vocabulary 50304, context 64, batch %d)\n", gpt2Batch)
+		fmt.Printf("  %-34s %8.1f ms  (%.0f%% of the float32 GEMM roofline, %.1f GFLOP of GEMMs)\n", "Octet float32", r.GPT2FP32, 100*r.GPT2RooflineFP32, r.GPT2GEMMGFLOP)
+		fmt.Printf("  %-34s %8.1f ms  (%.2f× float32)\n", "Octet bf16 mixed precision", r.GPT2BF16, r.GPT2BF16OverFP32)
+		fmt.Printf("  %-34s %8.1f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPT2FP8, r.GPT2FP8OverFP32)
+		fmt.Printf("  %-34s float32 %.2f GB, FP8 %.2f GB (%.2f×)\n", "planned activations at context 512", float64(r.GPT2T512ArenaFP32)/1e9, float64(r.GPT2T512ArenaFP8)/1e9, r.GPT2T512ArenaRatio)
 	}
 }

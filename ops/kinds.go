@@ -87,3 +87,34 @@ func GEMMKind(n *graph.Node) graph.Kind {
 	}
 	return graph.Kind{}
 }
+
+// GEMMFlops returns the floating-point operations of n's GEMM, 2·m·n·k
+// summed over a batch (a multiply and an add per term), for a GEMM node
+// or a fused node that starts from one; ok is false for any other node.
+// Benchmarks divide it by a step's time to tell how close the step runs
+// to the GEMM rate.
+func GEMMFlops(n *graph.Node) (flops int64, ok bool) {
+	if GEMMKind(n).IsZero() {
+		return 0, false
+	}
+	op, in := n.Op(), n.Inputs()
+	if f, isFused := op.(fusedGEMMOp); isFused {
+		op = f.gemm
+	}
+	var k int
+	as := in[0].Shape()
+	switch o := op.(type) {
+	case linearOp:
+		k = as[len(as)-1]
+	case matMulOp:
+		k = as[len(as)-1]
+		if o.transA {
+			k = as[len(as)-2]
+		}
+	case scaledMatMulOp:
+		_, _, _, k, _ = gemm2D("", as, in[1].Shape(), o.transA, o.transB)
+	case bf16MatMulOp:
+		_, _, _, k, _ = gemm2D("", as, in[1].Shape(), o.transA, o.transB)
+	}
+	return 2 * int64(n.Shape().Numel()) * int64(k), true
+}

@@ -92,3 +92,42 @@ func TestSettingsReaders(t *testing.T) {
 	require.False(t, ok)
 	require.NoError(t, g.Err())
 }
+
+func TestGEMMFlops(t *testing.T) {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2, 3, 4)
+	x2 := g.Input("x2", graph.Float32, 6, 4)
+	w := g.Param("fc.weight", 5, 4)
+	bt := g.Input("bt", graph.Float32, 7, 3, 4)
+	q := ops.Quantize(x2, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3})
+	qw := ops.Quantize(w, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3})
+	for _, c := range []struct {
+		name string
+		n    *graph.Node
+		want int64
+	}{
+		{"Linear over leading axes", ops.Linear("fc", x, w, nil), 2 * 6 * 5 * 4},
+		{"MatMul transB", ops.MatMul(x2, w, false, true), 2 * 6 * 5 * 4},
+		{"MatMul transA (k = rows of A)", ops.MatMul(x2, x2, true, false), 2 * 4 * 4 * 6},
+		{"BatchMatMul", ops.BatchMatMul(bt, bt, false, true), 2 * 7 * 3 * 3 * 4},
+		{"BatchMatMul transA", ops.BatchMatMul(bt, bt, true, false), 2 * 7 * 4 * 4 * 3},
+		{"ScaledMatMul", ops.ScaledMatMul("fc", q, qw, false, true, nil), 2 * 6 * 5 * 4},
+		{"ScaledMatMul transA", ops.ScaledMatMul("fc", q, q, true, false, nil), 2 * 4 * 4 * 6},
+		{"BF16MatMul", ops.BF16MatMul("fc", x2, w, false, true, nil), 2 * 6 * 5 * 4},
+	} {
+		require.NoError(t, g.Err(), c.name)
+		got, ok := ops.GEMMFlops(c.n)
+		require.True(t, ok, c.name)
+		require.Equal(t, c.want, got, c.name)
+	}
+	mm := ops.MatMul(x2, x2, true, false)
+	fused, err := ops.Fuse(ops.Chain{Head: mm, Nodes: []*graph.Node{ops.ReLU(mm)}, Value: []int{0}}, true)
+	require.NoError(t, err)
+	got, ok := ops.GEMMFlops(fused)
+	require.True(t, ok)
+	require.Equal(t, int64(2*4*4*6), got, "a fused GEMM counts its GEMM (transA)")
+	_, ok = ops.GEMMFlops(ops.Scale(x, 2))
+	require.False(t, ok)
+	_, ok = ops.GEMMFlops(nil)
+	require.False(t, ok)
+}
