@@ -2291,6 +2291,306 @@ bf16KernelAVX512x48_set1:
 	VZEROUPPER
 	RET
 
+// func amxBF16Tiles(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, mt int, nt int, alpha float32, alphaLo float32, mode int, cfg *byte, scratch *float32)
+// Requires: AVX, AVX512F
+TEXT ·amxBF16Tiles(SB), NOSPLIT, $0-96
+	MOVQ cfg+80(FP), SI
+
+	// LDTILECFG [SI]
+	BYTE         $0xc4
+	BYTE         $0xe2
+	BYTE         $0x78
+	BYTE         $0x49
+	BYTE         $0x86
+	BYTE         $0x00
+	BYTE         $0x00
+	BYTE         $0x00
+	BYTE         $0x00
+	MOVQ         lda+16(FP), R8
+	MOVQ         $0x00000080, R9
+	MOVQ         c+32(FP), R10
+	MOVQ         b+24(FP), R12
+	MOVQ         ldc+40(FP), R14
+	SHLQ         $0x02, R14
+	VBROADCASTSS alpha+64(FP), Z0
+	VBROADCASTSS alphaLo+68(FP), Z1
+	MOVQ         nt+56(FP), BX
+
+amxBF16Tiles_j:
+	MOVQ a+8(FP), R11
+	MOVQ R10, R13
+	MOVQ mt+48(FP), AX
+
+amxBF16Tiles_i:
+	// TILEZERO tmm0
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc0
+
+	// TILEZERO tmm1
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xc8
+
+	// TILEZERO tmm2
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xd0
+
+	// TILEZERO tmm3
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x7b
+	BYTE $0x49
+	BYTE $0xd8
+	MOVQ R11, SI
+	MOVQ R8, DI
+	SHLQ $0x04, DI
+	ADDQ R11, DI
+	MOVQ R12, DX
+	MOVQ kt+0(FP), CX
+
+amxBF16Tiles_k:
+	// TILELOADD tmm4, [SI + R8 + 0]
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0xa4
+	BYTE $0x06
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+
+	// TILELOADD tmm5, [DI + R8 + 0]
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0xac
+	BYTE $0x07
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+
+	// TILELOADD tmm6, [DX + R9 + 0]
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0xb4
+	BYTE $0x0a
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+
+	// TILELOADD tmm7, [DX + R9 + 64]
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7b
+	BYTE $0x4b
+	BYTE $0xbc
+	BYTE $0x0a
+	BYTE $0x40
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+
+	// TDPBF16PS tmm0, tmm4, tmm6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xc4
+
+	// TDPBF16PS tmm1, tmm4, tmm7
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x42
+	BYTE $0x5c
+	BYTE $0xcc
+
+	// TDPBF16PS tmm2, tmm5, tmm6
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x4a
+	BYTE $0x5c
+	BYTE $0xd5
+
+	// TDPBF16PS tmm3, tmm5, tmm7
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x42
+	BYTE $0x5c
+	BYTE $0xdd
+	ADDQ $0x00000040, SI
+	ADDQ $0x00000040, DI
+	ADDQ $0x00000800, DX
+	DECQ CX
+	JNZ  amxBF16Tiles_k
+	MOVQ scratch+88(FP), SI
+
+	// TILESTORED [SI + R9 + 0], tmm0
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x84
+	BYTE $0x0e
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+
+	// TILESTORED [SI + R9 + 64], tmm1
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x8c
+	BYTE $0x0e
+	BYTE $0x40
+	BYTE $0x00
+	BYTE $0x00
+	BYTE $0x00
+
+	// TILESTORED [SI + R9 + 2048], tmm2
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x94
+	BYTE $0x0e
+	BYTE $0x00
+	BYTE $0x08
+	BYTE $0x00
+	BYTE $0x00
+
+	// TILESTORED [SI + R9 + 2112], tmm3
+	BYTE $0xc4
+	BYTE $0xa2
+	BYTE $0x7a
+	BYTE $0x4b
+	BYTE $0x9c
+	BYTE $0x0e
+	BYTE $0x40
+	BYTE $0x08
+	BYTE $0x00
+	BYTE $0x00
+	MOVQ R13, DX
+	MOVQ mode+72(FP), CX
+	CMPQ CX, $0x00
+	JE   amxBF16Tiles_store0
+	CMPQ CX, $0x01
+	JE   amxBF16Tiles_store1
+	CMPQ CX, $0x02
+	JE   amxBF16Tiles_store2
+	CMPQ CX, $0x03
+	JE   amxBF16Tiles_store3
+
+amxBF16Tiles_store0:
+	MOVQ $0x00000020, DI
+
+amxBF16Tiles_row0:
+	VMOVUPS     (SI), Z2
+	VMOVUPS     (DX), Z3
+	VFMADD231PS Z2, Z0, Z3
+	VMOVUPS     Z3, (DX)
+	VMOVUPS     64(SI), Z2
+	VMOVUPS     64(DX), Z3
+	VFMADD231PS Z2, Z0, Z3
+	VMOVUPS     Z3, 64(DX)
+	ADDQ        $0x00000080, SI
+	ADDQ        R14, DX
+	DECQ        DI
+	JNZ         amxBF16Tiles_row0
+	JMP         amxBF16Tiles_next
+
+amxBF16Tiles_store1:
+	MOVQ $0x00000020, DI
+
+amxBF16Tiles_row1:
+	VMOVUPS (SI), Z2
+	VMULPS  Z0, Z2, Z3
+	VMOVUPS Z3, (DX)
+	VMOVUPS 64(SI), Z2
+	VMULPS  Z0, Z2, Z3
+	VMOVUPS Z3, 64(DX)
+	ADDQ    $0x00000080, SI
+	ADDQ    R14, DX
+	DECQ    DI
+	JNZ     amxBF16Tiles_row1
+	JMP     amxBF16Tiles_next
+
+amxBF16Tiles_store2:
+	MOVQ $0x00000020, DI
+
+amxBF16Tiles_row2:
+	VMOVUPS     (SI), Z2
+	VMOVUPS     (DX), Z3
+	VFMADD231PS Z2, Z1, Z3
+	VFMADD231PS Z2, Z0, Z3
+	VMOVUPS     Z3, (DX)
+	VMOVUPS     64(SI), Z2
+	VMOVUPS     64(DX), Z3
+	VFMADD231PS Z2, Z1, Z3
+	VFMADD231PS Z2, Z0, Z3
+	VMOVUPS     Z3, 64(DX)
+	ADDQ        $0x00000080, SI
+	ADDQ        R14, DX
+	DECQ        DI
+	JNZ         amxBF16Tiles_row2
+	JMP         amxBF16Tiles_next
+
+amxBF16Tiles_store3:
+	MOVQ $0x00000020, DI
+
+amxBF16Tiles_row3:
+	VMOVUPS     (SI), Z2
+	VMULPS      Z1, Z2, Z3
+	VFMADD231PS Z2, Z0, Z3
+	VMOVUPS     Z3, (DX)
+	VMOVUPS     64(SI), Z2
+	VMULPS      Z1, Z2, Z3
+	VFMADD231PS Z2, Z0, Z3
+	VMOVUPS     Z3, 64(DX)
+	ADDQ        $0x00000080, SI
+	ADDQ        R14, DX
+	DECQ        DI
+	JNZ         amxBF16Tiles_row3
+
+amxBF16Tiles_next:
+	MOVQ DX, R13
+	MOVQ R8, CX
+	SHLQ $0x05, CX
+	ADDQ CX, R11
+	DECQ AX
+	JNZ  amxBF16Tiles_i
+	MOVQ kt+0(FP), CX
+	SHLQ $0x0b, CX
+	ADDQ CX, R12
+	ADDQ $0x00000080, R10
+	DECQ BX
+	JNZ  amxBF16Tiles_j
+
+	// TILERELEASE
+	BYTE $0xc4
+	BYTE $0xe2
+	BYTE $0x78
+	BYTE $0x49
+	BYTE $0xc0
+	VZEROUPPER
+	RET
+
 // func bf16PairsF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, stride int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·bf16PairsF32(SB), NOSPLIT, $0-48

@@ -89,6 +89,11 @@ func bf16KernelAVX512(k int, a *uint32, b *uint32, c *float32, ldc int, alpha fl
 //go:noescape
 func bf16KernelAVX512x48(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32, overwrite int)
 
+// amxBF16Tiles computes mt×nt blocks of 32×32 of C from AMX-packed bf16 pairs on TDPBF16PS (AMX-BF16); see amxBF16Kernel in asmgen.
+//
+//go:noescape
+func amxBF16Tiles(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, mt int, nt int, alpha float32, alphaLo float32, mode int, cfg *byte, scratch *float32)
+
 // bf16PairsF32 interleaves two rows of 16·group·groups values as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).
 //
 //go:noescape

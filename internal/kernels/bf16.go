@@ -120,11 +120,23 @@ var goBF16Kernel = bf16Kernel{name: "go bf16 4x16", mr: 4, nr: 16, run: goBF16Ke
 
 // bf16Kernel is a micro-kernel on bf16 pairs: C[mr×nr] += alpha·A·B (or
 // C = alpha·A·B with overwrite) with a two-part alpha (see
-// bf16KernelRef); k counts pairs.
+// bf16KernelRef); k counts pairs. An AMX kernel sets tiles instead of
+// run: it computes whole grids of 32×32 blocks from AMX-packed operands
+// (see amx.go).
 type bf16Kernel struct {
 	name   string
 	mr, nr int
 	run    func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool)
+	tiles  func(kt int, a []uint32, lda int, b []uint32, c []float32, ldc, mt, nt int, alpha, alphaLo float32, mode int, scratch []float32)
+}
+
+// pairRows is the number of pair-rows a packed block of kb values of k
+// takes: ⌈kb/2⌉, rounded up to whole tiles for an AMX kernel.
+func (m *bf16Kernel) pairRows(kb int) int {
+	if m.tiles != nil {
+		return amxPairs(kb)
+	}
+	return (kb + 1) / 2
 }
 
 // mc returns the A block height for the kernel: a multiple of 16 as

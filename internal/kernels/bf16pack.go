@@ -141,9 +141,16 @@ func transposeInto(d []uint32, w, c int, t []uint32, kp, rows int) {
 }
 
 // packB16 packs op(B)[pc:pc+kb, jc:jc+nb] into nr-column bf16-pair
-// slivers; missing columns are zero. tmp must hold 16·kp lanes.
-func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb int, tmp []uint32) {
+// slivers of kps ≥ ⌈kb/2⌉ pair-rows (the rows past ⌈kb/2⌉ zero, for the
+// AMX kernel's whole tiles); missing columns are zero. tmp must hold
+// 16·kp lanes.
+func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb, kps int, tmp []uint32) {
 	kp := (kb + 1) / 2
+	if kps > kp {
+		for s := 0; s < nb; s += nr {
+			clear(dst[s*kps+kp*nr : s*kps+kps*nr])
+		}
+	}
 	if !trans {
 		// Rows p and p+1 of B are contiguous over the columns: pair them
 		// across every full sliver at once, then the partial one.
@@ -153,13 +160,13 @@ func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb i
 			if 2*q+1 < kb {
 				o1 = o0 + ldb
 			}
-			b.pairs16Groups(dst[q*nr:], o0, o1, full, nr, kp*nr)
+			b.pairs16Groups(dst[q*nr:], o0, o1, full, nr, kps*nr)
 			if cols := nb - full*nr; cols > 0 {
 				o := -1
 				if o1 >= 0 {
 					o = o1 + full*nr
 				}
-				dq := dst[full*nr*kp+q*nr : full*nr*kp+q*nr+nr]
+				dq := dst[full*nr*kps+q*nr : full*nr*kps+q*nr+nr]
 				b.pairs16(dq, o0+full*nr, o, cols)
 				clear(dq[cols:])
 			}
@@ -169,7 +176,7 @@ func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb i
 	// op(B)[p][j] = B[j][p]: a column of op(B) is a row of B, whose
 	// consecutive values are already pairs.
 	for s := 0; s < nb; s += nr {
-		rowsTransposed(dst[s*kp:s*kp+nr*kp], nr, b, ldb, jc+s, pc, kb, min(nr, nb-s), tmp)
+		rowsTransposed(dst[s*kps:s*kps+nr*kp], nr, b, ldb, jc+s, pc, kb, min(nr, nb-s), tmp)
 	}
 }
 

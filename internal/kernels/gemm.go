@@ -161,6 +161,9 @@ func newPart() *gemmPart {
 	if kern16 != nil {
 		mcr = max(mcr, (kern16.mc()+1)/2)
 		tile = max(tile, kern16.mr*kern16.nr)
+		if kern16.tiles != nil {
+			tile = max(tile, 2*32*32) // tile-store scratch and an edge block
+		}
 		tmp = max(tmp, 2*kern16.mc())
 	}
 	return &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp)}
@@ -256,7 +259,9 @@ func (g *Gemm) runBlocked() {
 			// workers splitting the slivers, then share it.
 			size := roundUp(m, mr) * k
 			if g.args.bf16 {
-				size = roundUp(m, mr) * ((k+1)/2 + 1)
+				// Whole blocks of k take kc/2 pair-rows; the last one
+				// at most a tile (16) more than its pairs.
+				size = roundUp(m, mr) * ((k+1)/2 + 16)
 			}
 			if cap(g.sharedA) < size {
 				g.sharedA = make([]float32, size)
@@ -328,7 +333,7 @@ const maxSharedA = 1 << 22
 func (a *gemmArgs) packedABlock(pc, ic, kb int) int {
 	mr, _, _ := a.geometry()
 	if a.bf16 {
-		return pc/2*roundUp(a.m, mr) + ic*((kb+1)/2)
+		return pc/2*roundUp(a.m, mr) + ic*kern16.pairRows(kb)
 	}
 	return pc*roundUp(a.m, mr) + ic*kb
 }
@@ -351,8 +356,13 @@ func (g *Gemm) packPart(i int) {
 				continue
 			}
 			if a.bf16 {
-				dst := asU32(a.packedA[a.packedABlock(pc, ic, kb)+(s0-ic)*((kb+1)/2):])
-				packA16(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, g.parts[i].tmp16)
+				kps := kern16.pairRows(kb)
+				dst := asU32(a.packedA[a.packedABlock(pc, ic, kb)+(s0-ic)*kps:])
+				if kern16.tiles != nil {
+					packA16AMX(dst, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, kps, g.parts[i].tmp16)
+				} else {
+					packA16(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, g.parts[i].tmp16)
+				}
 				continue
 			}
 			dst := a.packedA[a.packedABlock(pc, ic, kb)+(s0-ic)*kb:]

@@ -175,22 +175,30 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 	// The first block of k overwrites C (no clearing, no read); the
 	// others add to it.
 	mr, nr, mc := kern16.mr, kern16.nr, kern16.mc()
+	amx := kern16.tiles != nil
 	pa16, pb16 := asU32(w.packA), asU32(w.packB)
 	for jc := 0; jc < n; jc += nc {
 		nb := min(nc, n-jc)
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
-			kp := (kb + 1) / 2
-			packB16(pb16, nr, g.transB, g.qb, g.ldb, pc, n0+jc, kb, nb, w.tmp16)
+			kps := kern16.pairRows(kb)
+			packB16(pb16, nr, g.transB, g.qb, g.ldb, pc, n0+jc, kb, nb, kps, w.tmp16)
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
 				pa := pa16
-				if g.packedA != nil {
+				switch {
+				case g.packedA != nil:
 					pa = asU32(g.packedA[g.packedABlock(pc, ic, kb):])
-				} else {
+				case amx:
+					packA16AMX(pa16, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, kps, w.tmp16)
+				default:
 					packA16(pa16, mr, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, w.tmp16)
 				}
-				macroKernel16(w.tile, mb, nb, kp, g.alpha, g.alphaLo, pc == 0, pa, pb16, c[ic*ldc+jc:], ldc)
+				if amx {
+					macroKernelAMX(w, mb, nb, kps, g.alpha, g.alphaLo, pc == 0, pa, pb16, c[ic*ldc+jc:], ldc)
+				} else {
+					macroKernel16(w.tile, mb, nb, kps, g.alpha, g.alphaLo, pc == 0, pa, pb16, c[ic*ldc+jc:], ldc)
+				}
 			}
 		}
 	}

@@ -61,6 +61,31 @@ var avx512bf16x48Kernel = bf16Kernel{name: "avx512bf16 8x48", mr: 8, nr: 48,
 		bf16KernelAVX512x48(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo, b2i(overwrite))
 	}}
 
+// amxBF16Kernel runs amxBF16Tiles; lda counts lanes (the assembly takes
+// bytes).
+var amxBF16Kernel = bf16Kernel{name: "amx bf16 32x32", mr: 32, nr: 32,
+	tiles: func(kt int, a []uint32, lda int, b []uint32, c []float32, ldc, mt, nt int, alpha, alphaLo float32, mode int, scratch []float32) {
+		_, _, _, _ = a[(mt*32-1)*lda+16*kt-1], b[nt*32*16*kt-1], c[(mt*32-1)*ldc+nt*32-1], scratch[1023]
+		amxBF16Tiles(kt, &a[0], 4*lda, &b[0], &c[0], ldc, mt, nt, alpha, alphaLo, mode, &amxConfig[0], &scratch[0])
+	}}
+
+// amxConfig is the tile configuration amxBF16Tiles loads: palette 1,
+// tiles 0–7 of 16 rows × 64 bytes.
+var amxConfig = func() (cfg [64]byte) {
+	cfg[0] = 1
+	for t := 0; t < 8; t++ {
+		cfg[16+2*t] = 64
+		cfg[48+t] = 16
+	}
+	return cfg
+}()
+
+// hasAMX says whether the AMX kernel can run: the CPU has AMX-BF16 (and
+// the AVX512_BF16 packing kernels), and Linux grants the process the
+// tile data state, which it asks for once here (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; Linux 5.16 and later).
+var hasAMX = hasBF16 && cpu.X86.HasAMXTile && cpu.X86.HasAMXBF16 && requestAMX()
+
 func b2i(b bool) int {
 	if b {
 		return 1
@@ -78,9 +103,12 @@ var hasBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512BF16
 // decode to float32 and bf16 GEMMs round into the float32 kernel.
 func availableBF16Kernels() []bf16Kernel {
 	if !hasBF16 {
-		return []bf16Kernel{goBF16Kernel}
+		return []bf16Kernel{goBF16Kernel, goAMXKernel}
 	}
-	return []bf16Kernel{avx512bf16Kernel, avx512bf16x48Kernel, goBF16Kernel}
+	if hasAMX {
+		return []bf16Kernel{amxBF16Kernel, avx512bf16Kernel, avx512bf16x48Kernel, goBF16Kernel, goAMXKernel}
+	}
+	return []bf16Kernel{avx512bf16Kernel, avx512bf16x48Kernel, goBF16Kernel, goAMXKernel}
 }
 
 var defaultBF16 = hasBF16

@@ -65,3 +65,75 @@ func TestEVEXEncoding(t *testing.T) {
 		t.Fatalf("as gave %d bytes, encoder %d", len(got), len(want))
 	}
 }
+
+// TestAMXEncoding assembles the AMX instructions the generator emits,
+// over the registers and displacements it may use, with GNU as and
+// compares the machine code with the generator's encoder.
+func TestAMXEncoding(t *testing.T) {
+	asm, err := exec.LookPath("as")
+	if err != nil {
+		t.Skip("GNU as not found (install binutils)")
+	}
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		t.Skip("objcopy not found (install binutils)")
+	}
+	gp := []string{"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"}
+	var src strings.Builder
+	var want []byte
+	add := func(line string, code []byte) {
+		src.WriteString(line + "\n")
+		want = append(want, code...)
+	}
+	add("tilerelease", tilerelease())
+	for base := 0; base < 16; base++ {
+		// A displacement that needs 32 bits, so that as encodes it as
+		// the generator always does.
+		add(fmt.Sprintf("ldtilecfg 0x12345678(%%%s)", gp[base]), ldtilecfg(base, 0x12345678))
+	}
+	for tm := 0; tm < 8; tm++ {
+		add(fmt.Sprintf("tilezero %%tmm%d", tm), tilezero(tm))
+		for a := 0; a < 8; a++ {
+			for b := 0; b < 8; b++ {
+				if a == tm || b == tm || a == b {
+					continue // the three tiles must differ
+				}
+				add(fmt.Sprintf("tdpbf16ps %%tmm%d, %%tmm%d, %%tmm%d", b, a, tm), tdpbf16ps(tm, a, b))
+			}
+		}
+		for base := 0; base < 16; base++ {
+			for index := 0; index < 16; index++ {
+				if index == 4 {
+					continue
+				}
+				for _, disp := range []int32{0x12345678, -0x12345678} {
+					add(fmt.Sprintf("tileloadd %d(%%%s,%%%s,1), %%tmm%d", disp, gp[base], gp[index], tm), tileloadd(tm, base, index, disp))
+					add(fmt.Sprintf("tilestored %%tmm%d, %d(%%%s,%%%s,1)", tm, disp, gp[base], gp[index]), tilestored(tm, base, index, disp))
+				}
+			}
+		}
+	}
+	dir := t.TempDir()
+	s, o, bin := filepath.Join(dir, "x.s"), filepath.Join(dir, "x.o"), filepath.Join(dir, "x.bin")
+	if err := os.WriteFile(s, []byte(src.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(asm, "--64", "-o", o, s).CombinedOutput(); err != nil {
+		t.Fatalf("as: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(objcopy, "-O", "binary", "--only-section=.text", o, bin).CombinedOutput(); err != nil {
+		t.Fatalf("objcopy: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		for i := 0; i < min(len(got), len(want)); i++ {
+			if got[i] != want[i] {
+				t.Fatalf("first difference at byte %d (of %d): as % x, encoder % x", i, len(want), got[max(0, i-6):min(len(got), i+8)], want[max(0, i-6):min(len(want), i+8)])
+			}
+		}
+		t.Fatalf("as gave %d bytes, encoder %d", len(got), len(want))
+	}
+}

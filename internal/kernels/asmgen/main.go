@@ -37,6 +37,7 @@ func main() {
 	pairIndexData()
 	bf16GemmKernel("bf16KernelAVX512", 12, 2, 6)
 	bf16GemmKernel("bf16KernelAVX512x48", 8, 3, 5)
+	amxBF16Kernel()
 	bf16Pack("F32")
 	bf16Pack("FP8")
 	transpose16()
