@@ -250,7 +250,7 @@ func (g *Gemm) runBlocked() {
 		g.runPart(0)
 		return
 	}
-	if n >= 4*m { // split M when it is not much smaller than N: B packs by copy, A by gathering
+	if splitByColumns(m, n, k, parts, mr, nr) {
 		g.args.splitN = true
 		g.args.chunk = roundUp((n+parts-1)/parts, nr)
 		parts = (n + g.args.chunk - 1) / g.args.chunk
@@ -274,6 +274,29 @@ func (g *Gemm) runBlocked() {
 		parts = (m + g.args.chunk - 1) / g.args.chunk
 	}
 	g.group.For(parts, g.work)
+}
+
+// packCost is the cost of packing one element, in units of one
+// floating-point operation of the micro-kernel (a gathered or transposed
+// element from memory against the kernel's rate, measured on the
+// development machine).
+const packCost = 40
+
+// splitByColumns reports whether parts workers should split the columns
+// of C rather than its rows: the split whose busiest worker does less
+// work, counting its share of the products and its packing. Splitting
+// rows, every worker packs all of op(B); splitting columns, every worker
+// needs all of op(A), packed once and shared when it is small enough.
+func splitByColumns(m, n, k, parts, mr, nr int) bool {
+	rows, cols := roundUp((m+parts-1)/parts, mr), roundUp((n+parts-1)/parts, nr)
+	rows, cols = min(rows, m), min(cols, n)
+	byRows := 2*float64(rows)*float64(n)*float64(k) + packCost*(float64(rows)*float64(k)+float64(k)*float64(n))
+	packA := float64(m) * float64(k)
+	if m*k <= maxSharedA {
+		packA /= float64(parts)
+	}
+	byCols := 2*float64(m)*float64(cols)*float64(k) + packCost*(packA+float64(k)*float64(cols))
+	return byCols < byRows
 }
 
 // geometry returns the register tile (mr × nr) and A block height of the
@@ -486,6 +509,17 @@ func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb i
 		}
 		r := 0
 		if !trans {
+			if o := (ic+s)*lda + pc; rows > 4 && o+15*lda+kb <= len(a) {
+				// The vector transpose reads 16 rows (stores rows
+				// lanes), so it runs where 16 rows exist.
+				done := transposeVector(asU32(d), mr, asU32(a[o:]), lda, rows, kb)
+				for p := done; p < kb; p++ {
+					for i := 0; i < rows; i++ {
+						d[p*mr+i] = a[o+i*lda+p]
+					}
+				}
+				r = rows
+			}
 			for ; r+4 <= rows; r += 4 {
 				interleave4(d, mr, r, a, lda, ic+s+r, pc, kb)
 			}
@@ -542,8 +576,18 @@ func packB(dst []float32, nr int, trans bool, b []float32, ldb, pc, jc, kb, nb i
 		}
 		cc := 0
 		if trans {
-			// Four columns of op(B) (rows of B) at a time: four
-			// sequential reads, four adjacent writes per step.
+			// Sixteen columns of op(B) (rows of B) at a time by the
+			// vector transpose, then four: four sequential reads, four
+			// adjacent writes per step.
+			for ; cc+16 <= cols; cc += 16 {
+				o := (jc+s+cc)*ldb + pc
+				done := transposeVector(asU32(d[cc:]), nr, asU32(b[o:]), ldb, 16, kb)
+				for p := done; p < kb; p++ {
+					for i := 0; i < 16; i++ {
+						d[p*nr+cc+i] = b[o+i*ldb+p]
+					}
+				}
+			}
 			for ; cc+4 <= cols; cc += 4 {
 				interleave4(d, nr, cc, b, ldb, jc+s+cc, pc, kb)
 			}

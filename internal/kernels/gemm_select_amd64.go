@@ -146,7 +146,7 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 // = src[i·ld+q] for i < rows (at most 16; src must hold 16 rows of ld).
 func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	blocks := n / 16
-	if !hasBF16 || blocks == 0 || rows == 0 {
+	if !hasAVX512 || blocks == 0 || rows == 0 {
 		return 0
 	}
 	_, _ = src[15*ld+16*blocks-1], dst[(16*blocks-1)*w+rows-1]
