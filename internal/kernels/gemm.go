@@ -231,7 +231,7 @@ func (g *Gemm) RunBias(transA, transB bool, m, n, k int, alpha float32, a []floa
 }
 
 func (g *Gemm) run() {
-	if g.args.qa == nil && g.args.qb == nil && !g.args.bf16 && useDirect(g.args.m, g.args.n, g.args.k) {
+	if g.args.qa == nil && g.args.qb == nil && !g.args.bf16 && useDirect(g.args.m, g.args.n, g.args.k, g.args.transB) {
 		g.runDirect() // the workers run Block on their blocks
 		return
 	}

@@ -93,22 +93,26 @@ func TestGemmAgainstFloat64(t *testing.T) {
 }
 
 // TestDirectGemmChosen pins which GEMMs take the direct path: the
-// training step's shapes do on AVX-512 micro-kernels, large ones and
+// training step's shapes with op(B) in L2 read as stored, or with few
+// rows, do on AVX-512 micro-kernels; large ones, many rows times Bᵀ, and
 // the portable kernel do not.
 func TestDirectGemmChosen(t *testing.T) {
 	if !hasAVX512 || kern.name == goKernel.name {
-		if useDirect(768, 384, 128) {
+		if useDirect(768, 384, 128, false) {
 			t.Fatal("direct path without the AVX-512 kernels")
 		}
 		return
 	}
 	for _, s := range [][3]int{{768, 384, 128}, {512, 128, 768}, {128, 512, 784}, {1, 1, 1}} {
-		if !useDirect(s[0], s[1], s[2]) {
+		if !useDirect(s[0], s[1], s[2], false) {
 			t.Errorf("%v: blocked, want direct", s)
 		}
 	}
-	if useDirect(1024, 1024, 1024) || useDirect(4, 4, 0) {
-		t.Error("n = 1024 or k = 0: direct, want blocked")
+	if !useDirect(31, 512, 784, true) || useDirect(32, 512, 784, true) {
+		t.Error("op(B) = Bᵀ: direct only below 32 rows")
+	}
+	if useDirect(1024, 1024, 1024, false) || useDirect(4, 4, 0, false) || useDirect(4, 1024, 513, false) {
+		t.Error("op(B) over 2^19 elements or k = 0: direct, want blocked")
 	}
 }
 

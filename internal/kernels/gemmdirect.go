@@ -15,12 +15,26 @@ package kernels
 var directGemm = true
 
 // directMaxB bounds the elements of op(B) for the direct path: the
-// blocked GEMM's packing pays for itself beyond L2-sized operands.
+// row kernels stream op(B) once per group of rows, which pays only while
+// it stays in L2; beyond that the blocked GEMM's packing pays for
+// itself.
 const directMaxB = 1 << 19
 
-// useDirect reports whether a float32 GEMM of this size runs direct.
-func useDirect(m, n, k int) bool {
-	return directGemm && hasAVX512 && kern.name != goKernel.name && k*n <= directMaxB && k > 0
+// directMaxRowsTransB bounds the rows of C for which a GEMM with op(B)
+// = Bᵀ runs direct: the direct path then transposes all of B on every
+// call, which only the blocked path's faster micro-kernel repays once C
+// has a few dozen rows.
+const directMaxRowsTransB = 32
+
+// useDirect reports whether a float32 GEMM of this shape runs direct.
+// The rule is the measured cost of both paths on the GEMMs of training
+// steps (bench/RESULTS.md, "Direct or blocked"): direct when op(B) fits
+// in L2 and is read as stored (B not transposed) or C has few rows.
+func useDirect(m, n, k int, transB bool) bool {
+	if !directGemm || !hasAVX512 || kern.name == goKernel.name || k == 0 || k*n > directMaxB {
+		return false
+	}
+	return !transB || m < directMaxRowsTransB
 }
 
 // runDirect runs g.args on the direct path.
