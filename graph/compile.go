@@ -2,7 +2,9 @@ package graph
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"unsafe"
 )
 
 // Options control compilation.
@@ -84,7 +86,7 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 		outputs:  outputs,
 		isOutput: map[*Node]bool{},
 	}
-	p.schedule = live(outputs, &opts)
+	p.schedule = p.reorder(live(outputs, &opts))
 	if err := p.plan(); err != nil {
 		return nil, err
 	}
@@ -113,6 +115,99 @@ func Compile(g *Graph, store *Store, opts Options, outputs ...*Node) (*Program, 
 	return p, nil
 }
 
+// reorder turns the depth-first order of the live nodes into a schedule
+// that keeps fewer bytes alive: it runs the nodes as they become ready,
+// in depth-first order, except that the ready node that frees the most
+// arena bytes net of what it takes runs first, if any frees more than it
+// takes. A node is credited with a share of each buffer it reads, the
+// buffer's size over its readers left, so that the readers of a buffer
+// (the weight-gradient GEMM and the bias gradient of a layer's output
+// gradient) run close together and the last of them frees it.
+// The depth-first order alone computes the gradient of every parameter
+// in the order the parameters were made, so a model's first layer's
+// weight gradient, and with it every saved activation, waits until the
+// end of the backward pass. Any topological order computes the same
+// values; only the memory plan changes.
+func (p *Program) reorder(order []*Node) []*Node {
+	pos := make(map[*Node]int, len(order))
+	for i, n := range order {
+		pos[n] = i
+	}
+	root := func(n *Node) *Node {
+		for src := p.aliasOf(n); src != nil; src = p.aliasOf(n) {
+			n = src
+		}
+		return n
+	}
+	planned := func(n *Node) bool { return !n.IsParam() && !n.IsInput() && !p.isAlias(n) }
+	bytes := func(n *Node) int { return n.shape.Numel() * n.dtype.Size() }
+	// The distinct taken inputs of each node, their roots, the readers
+	// left of each root and the users of each node.
+	ins := make([][]*Node, len(order))
+	roots := make([][]*Node, len(order))
+	readers := map[*Node]int{}
+	users := map[*Node][]int{}
+	waiting := make([]int, len(order))
+	for i, n := range order {
+		for j, in := range n.inputs {
+			if _, ok := pos[in]; !ok || !takes(n, j, &p.opts) || slices.Contains(ins[i], in) {
+				continue
+			}
+			ins[i] = append(ins[i], in)
+			users[in] = append(users[in], i)
+			waiting[i]++
+			if r := root(in); !slices.Contains(roots[i], r) {
+				roots[i] = append(roots[i], r)
+				readers[r]++
+			}
+		}
+	}
+	kept := map[*Node]bool{}
+	for _, o := range p.outputs {
+		kept[root(o)] = true
+	}
+	gain := func(i int) int {
+		g := 0
+		if planned(order[i]) {
+			g -= bytes(order[i])
+		}
+		for _, r := range roots[i] {
+			if planned(r) && !kept[r] {
+				g += bytes(r) / readers[r] // a share of what the last reader frees
+			}
+		}
+		return g
+	}
+	var ready []int // positions in order, kept sorted
+	for i := range order {
+		if waiting[i] == 0 {
+			ready = append(ready, i)
+		}
+	}
+	out := make([]*Node, 0, len(order))
+	for len(ready) > 0 {
+		pick, best := 0, 0
+		for k, i := range ready {
+			if g := gain(i); g > best {
+				pick, best = k, g
+			}
+		}
+		i := ready[pick]
+		ready = slices.Delete(ready, pick, pick+1)
+		out = append(out, order[i])
+		for _, r := range roots[i] {
+			readers[r]--
+		}
+		for _, u := range users[order[i]] {
+			if waiting[u]--; waiting[u] == 0 {
+				k, _ := slices.BinarySearch(ready, u)
+				ready = slices.Insert(ready, k, u)
+			}
+		}
+	}
+	return out
+}
+
 // aliasOf returns the input n's output views in this program, or nil.
 func (p *Program) aliasOf(n *Node) *Node {
 	a, ok := n.op.(Aliaser)
@@ -129,22 +224,28 @@ func (p *Program) aliasOf(n *Node) *Node {
 func (p *Program) isAlias(n *Node) bool { return p.aliasOf(n) != nil }
 
 // plan assigns every scheduled node a buffer: parameters use the store's
-// values, inputs get buffers of their own, views share their input's, and
-// every other node a slice of one arena per storage class, reused once
-// the last consumer of the node (or of any view of it) has run.
+// values, inputs get buffers of their own, views share their input's, an
+// in-place node (see InPlacer) its dying input's, and every other node a
+// slice of one arena. Buffers are placed once their lifetimes are known:
+// from the node that writes one to the last reader of it (or of a view of
+// it), largest first, each at the lowest offset where it overlaps no
+// buffer alive at the same time ("greedy by size"), so that the arena is
+// close to the peak of the live bytes. One arena serves every dtype: the
+// bytes of a dead float32 buffer can hold FP8 codes later.
 func (p *Program) plan() error {
 	freeAt := p.lastUses()
-	var arenas [numStores]allocator
-	offset := map[*Node]int{}
+	var bufs []*buffer
+	owner := map[*Node]*buffer{} // a buffer by the node that frees it
+	of := map[*Node]*buffer{}    // every planned node's buffer
 	var aliases []*Node
 	for i, n := range p.schedule {
 		v := &Value{Shape: n.shape, DType: n.dtype}
 		p.values[n] = v
-		size := n.shape.Numel()
-		p.stats.NaiveBytes += size * n.dtype.Size()
+		size := n.shape.Numel() * n.dtype.Size()
+		p.stats.NaiveBytes += size
 		switch {
 		case p.isAlias(n):
-			p.stats.NaiveBytes -= size * n.dtype.Size()
+			p.stats.NaiveBytes -= size
 			aliases = append(aliases, n)
 		case n.IsParam():
 			if err := p.bindParam(n, v); err != nil {
@@ -153,22 +254,86 @@ func (p *Program) plan() error {
 		case n.IsInput():
 			p.bindInput(n, v)
 		default:
-			offset[n] = arenas[n.dtype.storage()].alloc(size)
+			if d := p.inPlaceInput(n, freeAt[i], owner); d != nil {
+				b := owner[d]
+				delete(owner, d)
+				owner[n], of[n] = b, b
+				break
+			}
+			b := &buffer{size: roundUp(size, align), start: i, end: len(p.schedule)}
+			bufs = append(bufs, b)
+			owner[n], of[n] = b, b
 		}
-		// Free after allocating, so a node never writes over its inputs.
+		// A buffer's last reader ends it; the node written at the same
+		// position counts as overlapping, so it never writes over its
+		// inputs (an in-place node took its input's buffer above).
 		for _, d := range freeAt[i] {
-			if o, ok := offset[d]; ok {
-				arenas[d.dtype.storage()].free(o, d.shape.Numel())
+			if b, ok := owner[d]; ok {
+				b.end = i
+				delete(owner, d)
 			}
 		}
 	}
-	p.bindArenas(&arenas, offset)
+	size := placeBuffers(bufs)
+	arena := make([]float32, size/4)
+	p.stats.ArenaBytes = size
+	for n, b := range of {
+		v, count := p.values[n], n.shape.Numel()
+		if count == 0 { // empty, but of its dtype
+			switch n.dtype.storage() {
+			case storeF32:
+				v.F32 = []float32{}
+			case storeI32:
+				v.I32 = []int32{}
+			case storeU8:
+				v.U8 = []uint8{}
+			}
+			continue
+		}
+		at := unsafe.Pointer(unsafe.SliceData(arena[b.off/4:]))
+		switch n.dtype.storage() {
+		case storeF32:
+			v.F32 = unsafe.Slice((*float32)(at), count)
+		case storeI32:
+			v.I32 = unsafe.Slice((*int32)(at), count)
+		case storeU8:
+			v.U8 = unsafe.Slice((*uint8)(at), count)
+		}
+	}
 	// Views take their slices now that the arena exists (in schedule
 	// order, so a view of a view finds its input's slices set).
 	for _, n := range aliases {
 		src, v, size := p.values[p.aliasOf(n)], p.values[n], n.shape.Numel()
 		v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
 		v.meta = src.meta
+	}
+	return nil
+}
+
+// inPlaceInput returns the input whose buffer an in-place op's node n
+// takes (see InPlacer), or nil: a planned buffer of n's size and dtype
+// (not a view) whose last reader is n (among dying, the buffers freed at
+// n), owned by that input.
+func (p *Program) inPlaceInput(n *Node, dying []*Node, owner map[*Node]*buffer) *Node {
+	ip, ok := n.op.(InPlacer)
+	if !ok {
+		return nil
+	}
+	i := ip.InPlace()
+	if i < 0 || i >= len(n.inputs) {
+		return nil
+	}
+	d := n.inputs[i]
+	for src := p.aliasOf(d); src != nil; src = p.aliasOf(d) {
+		d = src // a view's bytes are its root's
+	}
+	if _, planned := owner[d]; !planned || d.dtype != n.dtype || d.shape.Numel() != n.shape.Numel() {
+		return nil
+	}
+	for _, x := range dying {
+		if x == d {
+			return d
+		}
 	}
 	return nil
 }
@@ -239,27 +404,6 @@ func (p *Program) bindInput(n *Node, v *Value) {
 	p.stats.InputBytes += size * n.dtype.Size()
 }
 
-// bindArenas allocates the arenas at the sizes the plan reached and
-// gives each planned node its slice (capacity clipped, so that no kernel
-// can append into a neighbour).
-func (p *Program) bindArenas(arenas *[numStores]allocator, offset map[*Node]int) {
-	f32 := make([]float32, arenas[storeF32].size)
-	i32 := make([]int32, arenas[storeI32].size)
-	u8 := make([]uint8, arenas[storeU8].size)
-	p.stats.ArenaBytes = 4*len(f32) + 4*len(i32) + len(u8)
-	for n, o := range offset {
-		v, size := p.values[n], n.shape.Numel()
-		switch n.dtype.storage() {
-		case storeF32:
-			v.F32 = f32[o : o+size : o+size]
-		case storeI32:
-			v.I32 = i32[o : o+size : o+size]
-		case storeU8:
-			v.U8 = u8[o : o+size : o+size]
-		}
-	}
-}
-
 // sub returns s[:n:n], or nil for a nil s.
 func sub[T any](s []T, n int) []T {
 	if s == nil {
@@ -268,61 +412,51 @@ func sub[T any](s []T, n int) []T {
 	return s[:n:n]
 }
 
-// allocator is a first-fit allocator over one arena, in elements.
-type allocator struct {
-	size  int
-	holes []span // sorted by offset, coalesced
+// buffer is one planned arena buffer: size bytes (a multiple of align),
+// alive from schedule position start to end inclusive, placed at off.
+type buffer struct {
+	size, start, end, off int
 }
 
-type span struct{ off, n int }
+// align is the alignment of every buffer: a cache line, whole vectors.
+const align = 64
 
-const align = 16 // elements: 64 bytes for float32
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
 
-func (a *allocator) alloc(n int) int {
-	n = (n + align - 1) / align * align
-	best := -1
-	for i, h := range a.holes {
-		if h.n >= n && (best < 0 || h.n < a.holes[best].n) {
-			best = i
+// placeBuffers gives each buffer an offset where it overlaps no buffer
+// whose lifetime meets its own, and returns the arena size: largest
+// first (ties by start), each at the lowest offset with room among the
+// buffers already placed that are alive with it.
+func placeBuffers(bufs []*buffer) int {
+	order := append([]*buffer(nil), bufs...)
+	sort.SliceStable(order, func(i, j int) bool {
+		if order[i].size != order[j].size {
+			return order[i].size > order[j].size
 		}
-	}
-	if best >= 0 {
-		h := &a.holes[best]
-		off := h.off
-		h.off += n
-		h.n -= n
-		if h.n == 0 {
-			a.holes = append(a.holes[:best], a.holes[best+1:]...)
+		return order[i].start < order[j].start
+	})
+	var placed, meet []*buffer
+	size := 0
+	for _, b := range order {
+		meet = meet[:0]
+		for _, q := range placed {
+			if q.start <= b.end && b.start <= q.end {
+				meet = append(meet, q)
+			}
 		}
-		return off
+		sort.Slice(meet, func(i, j int) bool { return meet[i].off < meet[j].off })
+		off := 0
+		for _, q := range meet {
+			if q.off-off >= b.size {
+				break
+			}
+			off = max(off, q.off+q.size)
+		}
+		b.off = off
+		size = max(size, off+b.size)
+		placed = append(placed, b)
 	}
-	// Grow, absorbing a hole at the end of the arena.
-	if k := len(a.holes); k > 0 && a.holes[k-1].off+a.holes[k-1].n == a.size {
-		off := a.holes[k-1].off
-		a.holes = a.holes[:k-1]
-		a.size = off + n
-		return off
-	}
-	off := a.size
-	a.size += n
-	return off
-}
-
-func (a *allocator) free(off, n int) {
-	n = (n + align - 1) / align * align
-	i := sort.Search(len(a.holes), func(i int) bool { return a.holes[i].off > off })
-	a.holes = append(a.holes, span{})
-	copy(a.holes[i+1:], a.holes[i:])
-	a.holes[i] = span{off, n}
-	// Coalesce with neighbours.
-	if i+1 < len(a.holes) && a.holes[i].off+a.holes[i].n == a.holes[i+1].off {
-		a.holes[i].n += a.holes[i+1].n
-		a.holes = append(a.holes[:i+1], a.holes[i+2:]...)
-	}
-	if i > 0 && a.holes[i-1].off+a.holes[i-1].n == a.holes[i].off {
-		a.holes[i-1].n += a.holes[i].n
-		a.holes = append(a.holes[:i], a.holes[i+1:]...)
-	}
+	return size
 }
 
 // Run executes one step: every kernel in schedule order, then the

@@ -38,6 +38,18 @@ type Aliaser interface {
 	AliasOf(opts Options) int
 }
 
+// InPlacer is implemented by ops whose kernel may write the output over
+// one input's buffer: each output element is written only after every
+// input element it depends on has been read (a row-wise softmax
+// gradient, an elementwise map). The compiler then gives the output that
+// input's buffer when the input is a planned buffer of the same size and
+// dtype that no later node (and no output) reads; otherwise the output
+// gets a buffer of its own, so the kernel must work either way.
+type InPlacer interface {
+	// InPlace returns the index of the input the output may overwrite.
+	InPlace() int
+}
+
 // Attributer is implemented by ops that have attributes worth showing in
 // graph dumps, e.g. "transB" or "axes=[1]".
 type Attributer interface {

@@ -132,6 +132,11 @@ func (crossEntropyGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, err
 	return in[0].Shape(), graph.Float32, nil
 }
 
+// InPlace lets the gradient take the logits' buffer when nothing else
+// reads them later (a classifier's logits are as large as its
+// gradient): each row's softmax reads the whole row before writing it.
+func (crossEntropyGradOp) InPlace() int { return 0 }
+
 func (crossEntropyGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, labels, dl, dx := b.In[0].F32, b.In[1].I32, b.In[2].F32, b.Out.F32
 	s := b.In[0].Shape
