@@ -4,9 +4,9 @@
 
 #include "textflag.h"
 
-// func sgemmKernelAVX512(k int, a *float32, b *float32, c *float32, ldc int, alpha float32)
+// func sgemmKernelAVX512(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 // Requires: AVX, AVX512F
-TEXT ·sgemmKernelAVX512(SB), NOSPLIT, $0-44
+TEXT ·sgemmKernelAVX512(SB), NOSPLIT, $0-56
 	MOVQ   k+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -86,6 +86,9 @@ sgemmKernelAVX512_loop:
 
 sgemmKernelAVX512_store:
 	VBROADCASTSS alpha+40(FP), Z26
+	MOVQ         overwrite+48(FP), AX
+	TESTQ        AX, AX
+	JNZ          sgemmKernelAVX512_overwrite
 	VMOVUPS      (BX), Z24
 	VFMADD231PS  Z0, Z26, Z24
 	VMOVUPS      Z24, (BX)
@@ -172,9 +175,72 @@ sgemmKernelAVX512_store:
 	VZEROUPPER
 	RET
 
-// func sgemmKernelAVX512x48(k int, a *float32, b *float32, c *float32, ldc int, alpha float32)
+sgemmKernelAVX512_overwrite:
+	VMULPS  Z26, Z0, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z1, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z2, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z3, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z4, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z5, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z6, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z7, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z8, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z9, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z10, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z11, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z12, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z13, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z14, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z15, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z16, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z17, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z18, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z19, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z20, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z21, Z25
+	VMOVUPS Z25, 64(BX)
+	ADDQ    SI, BX
+	VMULPS  Z26, Z22, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z26, Z23, Z25
+	VMOVUPS Z25, 64(BX)
+	VZEROUPPER
+	RET
+
+// func sgemmKernelAVX512x48(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 // Requires: AVX, AVX512F
-TEXT ·sgemmKernelAVX512x48(SB), NOSPLIT, $0-44
+TEXT ·sgemmKernelAVX512x48(SB), NOSPLIT, $0-56
 	MOVQ   k+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -251,6 +317,9 @@ sgemmKernelAVX512x48_loop:
 
 sgemmKernelAVX512x48_store:
 	VBROADCASTSS alpha+40(FP), Z27
+	MOVQ         overwrite+48(FP), AX
+	TESTQ        AX, AX
+	JNZ          sgemmKernelAVX512x48_overwrite
 	VMOVUPS      (BX), Z24
 	VFMADD231PS  Z0, Z27, Z24
 	VMOVUPS      Z24, (BX)
@@ -333,9 +402,68 @@ sgemmKernelAVX512x48_store:
 	VZEROUPPER
 	RET
 
-// func sgemmKernelAVX2(k int, a *float32, b *float32, c *float32, ldc int, alpha float32)
+sgemmKernelAVX512x48_overwrite:
+	VMULPS  Z27, Z0, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z1, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z2, Z26
+	VMOVUPS Z26, 128(BX)
+	ADDQ    SI, BX
+	VMULPS  Z27, Z3, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z4, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z5, Z26
+	VMOVUPS Z26, 128(BX)
+	ADDQ    SI, BX
+	VMULPS  Z27, Z6, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z7, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z8, Z26
+	VMOVUPS Z26, 128(BX)
+	ADDQ    SI, BX
+	VMULPS  Z27, Z9, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z10, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z11, Z26
+	VMOVUPS Z26, 128(BX)
+	ADDQ    SI, BX
+	VMULPS  Z27, Z12, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z13, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z14, Z26
+	VMOVUPS Z26, 128(BX)
+	ADDQ    SI, BX
+	VMULPS  Z27, Z15, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z16, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z17, Z26
+	VMOVUPS Z26, 128(BX)
+	ADDQ    SI, BX
+	VMULPS  Z27, Z18, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z19, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z20, Z26
+	VMOVUPS Z26, 128(BX)
+	ADDQ    SI, BX
+	VMULPS  Z27, Z21, Z24
+	VMOVUPS Z24, (BX)
+	VMULPS  Z27, Z22, Z25
+	VMOVUPS Z25, 64(BX)
+	VMULPS  Z27, Z23, Z26
+	VMOVUPS Z26, 128(BX)
+	VZEROUPPER
+	RET
+
+// func sgemmKernelAVX2(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 // Requires: AVX, FMA3
-TEXT ·sgemmKernelAVX2(SB), NOSPLIT, $0-44
+TEXT ·sgemmKernelAVX2(SB), NOSPLIT, $0-56
 	MOVQ   k+0(FP), AX
 	MOVQ   a+8(FP), CX
 	MOVQ   b+16(FP), DX
@@ -385,6 +513,9 @@ sgemmKernelAVX2_loop:
 
 sgemmKernelAVX2_store:
 	VBROADCASTSS alpha+40(FP), Y14
+	MOVQ         overwrite+48(FP), AX
+	TESTQ        AX, AX
+	JNZ          sgemmKernelAVX2_overwrite
 	VMOVUPS      (BX), Y12
 	VFMADD231PS  Y0, Y14, Y12
 	VMOVUPS      Y12, (BX)
@@ -426,6 +557,39 @@ sgemmKernelAVX2_store:
 	VMOVUPS      32(BX), Y13
 	VFMADD231PS  Y11, Y14, Y13
 	VMOVUPS      Y13, 32(BX)
+	VZEROUPPER
+	RET
+
+sgemmKernelAVX2_overwrite:
+	VMULPS  Y14, Y0, Y12
+	VMOVUPS Y12, (BX)
+	VMULPS  Y14, Y1, Y13
+	VMOVUPS Y13, 32(BX)
+	ADDQ    SI, BX
+	VMULPS  Y14, Y2, Y12
+	VMOVUPS Y12, (BX)
+	VMULPS  Y14, Y3, Y13
+	VMOVUPS Y13, 32(BX)
+	ADDQ    SI, BX
+	VMULPS  Y14, Y4, Y12
+	VMOVUPS Y12, (BX)
+	VMULPS  Y14, Y5, Y13
+	VMOVUPS Y13, 32(BX)
+	ADDQ    SI, BX
+	VMULPS  Y14, Y6, Y12
+	VMOVUPS Y12, (BX)
+	VMULPS  Y14, Y7, Y13
+	VMOVUPS Y13, 32(BX)
+	ADDQ    SI, BX
+	VMULPS  Y14, Y8, Y12
+	VMOVUPS Y12, (BX)
+	VMULPS  Y14, Y9, Y13
+	VMOVUPS Y13, 32(BX)
+	ADDQ    SI, BX
+	VMULPS  Y14, Y10, Y12
+	VMOVUPS Y12, (BX)
+	VMULPS  Y14, Y11, Y13
+	VMOVUPS Y13, 32(BX)
 	VZEROUPPER
 	RET
 

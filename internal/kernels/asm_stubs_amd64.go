@@ -4,20 +4,20 @@
 
 package kernels
 
-// sgemmKernelAVX512 computes C[12×32] += alpha·A·B from packed slivers (AVX-512F).
+// sgemmKernelAVX512 computes C[12×32] += alpha·A·B (C = alpha·A·B, C not read, with overwrite) from packed slivers (AVX-512F).
 //
 //go:noescape
-func sgemmKernelAVX512(k int, a *float32, b *float32, c *float32, ldc int, alpha float32)
+func sgemmKernelAVX512(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 
-// sgemmKernelAVX512x48 computes C[8×48] += alpha·A·B from packed slivers (AVX-512F).
+// sgemmKernelAVX512x48 computes C[8×48] += alpha·A·B (C = alpha·A·B, C not read, with overwrite) from packed slivers (AVX-512F).
 //
 //go:noescape
-func sgemmKernelAVX512x48(k int, a *float32, b *float32, c *float32, ldc int, alpha float32)
+func sgemmKernelAVX512x48(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 
-// sgemmKernelAVX2 computes C[6×16] += alpha·A·B from packed slivers (AVX2 and FMA).
+// sgemmKernelAVX2 computes C[6×16] += alpha·A·B (C = alpha·A·B, C not read, with overwrite) from packed slivers (AVX2 and FMA).
 //
 //go:noescape
-func sgemmKernelAVX2(k int, a *float32, b *float32, c *float32, ldc int, alpha float32)
+func sgemmKernelAVX2(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 
 // quantizeE4M3AVX512 casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).
 //

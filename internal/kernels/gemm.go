@@ -50,13 +50,14 @@ const (
 	nc = 3840
 )
 
-// microKernel computes one register tile C[mr×nr] += alpha·A·B from
-// packed slivers: a holds mr values per step of k, b holds nr. c starts
-// at the tile's first element and its rows are ldc apart.
+// microKernel computes one register tile C[mr×nr] += alpha·A·B (or C =
+// alpha·A·B without reading C, with overwrite) from packed slivers: a
+// holds mr values per step of k, b holds nr. c starts at the tile's
+// first element and its rows are ldc apart.
 type microKernel struct {
 	name   string
 	mr, nr int
-	run    func(k int, a, b, c []float32, ldc int, alpha float32)
+	run    func(k int, a, b, c []float32, ldc int, alpha float32, overwrite bool)
 }
 
 // mc returns the A block height for the kernel.
@@ -445,9 +446,15 @@ func gemmSerial(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 	ldc := g.ldc
 	c := g.c[m0*ldc+n0:]
 	m, n, k := m1-m0, n1-n0, g.k
-	scaleC(m, n, g.beta, c, ldc)
 	if k == 0 || g.alpha == 0 {
+		scaleC(m, n, g.beta, c, ldc)
 		return
+	}
+	// With beta = 0 the first block of k overwrites C: C is neither
+	// cleared nor read.
+	overwrite := g.beta == 0
+	if !overwrite {
+		scaleC(m, n, g.beta, c, ldc)
 	}
 	mr, nr, mc := kern.mr, kern.nr, kern.mc()
 	for jc := 0; jc < n; jc += nc {
@@ -470,7 +477,7 @@ func gemmSerial(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 				default:
 					packA(w.packA, mr, g.transA, g.a, g.lda, m0+ic, pc, mb, kb)
 				}
-				macroKernel(w.tile, mb, nb, kb, g.alpha, pa, w.packB, c[ic*ldc+jc:], ldc)
+				macroKernel(w.tile, mb, nb, kb, g.alpha, overwrite && pc == 0, pa, w.packB, c[ic*ldc+jc:], ldc)
 			}
 		}
 	}
@@ -615,9 +622,10 @@ func packB(dst []float32, nr int, trans bool, b []float32, ldb, pc, jc, kb, nb i
 }
 
 // macroKernel runs the micro-kernel over every mr×nr tile of an mb×nb
-// block of C, accumulating alpha·packA·packB. Full tiles are updated in
-// place; edge tiles go through tile and only their valid part is added.
-func macroKernel(tile []float32, mb, nb, kb int, alpha float32, pa, pb []float32, c []float32, ldc int) {
+// block of C, accumulating alpha·packA·packB (or, with overwrite,
+// storing it over C without reading C). Full tiles are updated in place;
+// edge tiles go through tile and only their valid part reaches C.
+func macroKernel(tile []float32, mb, nb, kb int, alpha float32, overwrite bool, pa, pb []float32, c []float32, ldc int) {
 	mr, nr := kern.mr, kern.nr
 	for j := 0; j < nb; j += nr {
 		bs := pb[j*kb : j*kb+nr*kb]
@@ -626,13 +634,16 @@ func macroKernel(tile []float32, mb, nb, kb int, alpha float32, pa, pb []float32
 			as := pa[i*kb : i*kb+mr*kb]
 			rows := min(mr, mb-i)
 			if rows == mr && cols == nr {
-				kern.run(kb, as, bs, c[i*ldc+j:], ldc, alpha)
+				kern.run(kb, as, bs, c[i*ldc+j:], ldc, alpha, overwrite)
 				continue
 			}
-			clear(tile)
-			kern.run(kb, as, bs, tile, nr, alpha)
+			kern.run(kb, as, bs, tile, nr, alpha, true)
 			for r := 0; r < rows; r++ {
 				crow := c[(i+r)*ldc+j : (i+r)*ldc+j+cols]
+				if overwrite {
+					copy(crow, tile[r*nr:])
+					continue
+				}
 				for cc := range crow {
 					crow[cc] += tile[r*nr+cc]
 				}

@@ -2,13 +2,17 @@ package kernels
 
 // microKernelRef is the reference every micro-kernel is checked against,
 // and the loop the assembly kernels replace: C[mr×nr] += alpha·A·B from
-// packed slivers.
-func microKernelRef(mr, nr, k int, a, b, c []float32, ldc int, alpha float32) {
+// packed slivers, or with overwrite C = alpha·A·B (C not read).
+func microKernelRef(mr, nr, k int, a, b, c []float32, ldc int, alpha float32, overwrite bool) {
 	for r := 0; r < mr; r++ {
 		for j := 0; j < nr; j++ {
 			var s float32
 			for p := 0; p < k; p++ {
 				s += a[p*mr+r] * b[p*nr+j]
+			}
+			if overwrite {
+				c[r*ldc+j] = alpha * s
+				continue
 			}
 			c[r*ldc+j] += alpha * s
 		}
@@ -17,7 +21,7 @@ func microKernelRef(mr, nr, k int, a, b, c []float32, ldc int, alpha float32) {
 
 // goKernel4x4 is the portable micro-kernel: a 4×4 tile held in sixteen
 // scalar accumulators.
-func goKernel4x4(k int, a, b, c []float32, ldc int, alpha float32) {
+func goKernel4x4(k int, a, b, c []float32, ldc int, alpha float32, overwrite bool) {
 	var c00, c01, c02, c03, c10, c11, c12, c13 float32
 	var c20, c21, c22, c23, c30, c31, c32, c33 float32
 	a = a[:k*4]
@@ -44,26 +48,24 @@ func goKernel4x4(k int, a, b, c []float32, ldc int, alpha float32) {
 		c32 += a3 * b2
 		c33 += a3 * b3
 	}
-	r0 := c[0:4:4]
-	r0[0] += alpha * c00
-	r0[1] += alpha * c01
-	r0[2] += alpha * c02
-	r0[3] += alpha * c03
-	r1 := c[ldc : ldc+4 : ldc+4]
-	r1[0] += alpha * c10
-	r1[1] += alpha * c11
-	r1[2] += alpha * c12
-	r1[3] += alpha * c13
-	r2 := c[2*ldc : 2*ldc+4 : 2*ldc+4]
-	r2[0] += alpha * c20
-	r2[1] += alpha * c21
-	r2[2] += alpha * c22
-	r2[3] += alpha * c23
-	r3 := c[3*ldc : 3*ldc+4 : 3*ldc+4]
-	r3[0] += alpha * c30
-	r3[1] += alpha * c31
-	r3[2] += alpha * c32
-	r3[3] += alpha * c33
+	store4(c[0:4:4], alpha, overwrite, c00, c01, c02, c03)
+	store4(c[ldc:ldc+4:ldc+4], alpha, overwrite, c10, c11, c12, c13)
+	store4(c[2*ldc:2*ldc+4:2*ldc+4], alpha, overwrite, c20, c21, c22, c23)
+	store4(c[3*ldc:3*ldc+4:3*ldc+4], alpha, overwrite, c30, c31, c32, c33)
+}
+
+// store4 stores one row of the 4×4 tile: row += alpha·s, or row =
+// alpha·s with overwrite.
+func store4(row []float32, alpha float32, overwrite bool, s0, s1, s2, s3 float32) {
+	row = row[:4:4]
+	if overwrite {
+		row[0], row[1], row[2], row[3] = alpha*s0, alpha*s1, alpha*s2, alpha*s3
+		return
+	}
+	row[0] += alpha * s0
+	row[1] += alpha * s1
+	row[2] += alpha * s2
+	row[3] += alpha * s3
 }
 
 var goKernel = microKernel{name: "go 4x4", mr: 4, nr: 4, run: goKernel4x4}

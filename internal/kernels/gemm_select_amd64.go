@@ -13,21 +13,21 @@ import (
 // short slice panics in Go instead of corrupting memory.
 
 var avx512Kernel = microKernel{name: "avx512 12x32", mr: 12, nr: 32,
-	run: func(k int, a, b, c []float32, ldc int, alpha float32) {
+	run: func(k int, a, b, c []float32, ldc int, alpha float32, overwrite bool) {
 		_, _, _ = a[12*k-1], b[32*k-1], c[11*ldc+31]
-		sgemmKernelAVX512(k, &a[0], &b[0], &c[0], ldc, alpha)
+		sgemmKernelAVX512(k, &a[0], &b[0], &c[0], ldc, alpha, b2i(overwrite))
 	}}
 
 var avx512x48Kernel = microKernel{name: "avx512 8x48", mr: 8, nr: 48,
-	run: func(k int, a, b, c []float32, ldc int, alpha float32) {
+	run: func(k int, a, b, c []float32, ldc int, alpha float32, overwrite bool) {
 		_, _, _ = a[8*k-1], b[48*k-1], c[7*ldc+47]
-		sgemmKernelAVX512x48(k, &a[0], &b[0], &c[0], ldc, alpha)
+		sgemmKernelAVX512x48(k, &a[0], &b[0], &c[0], ldc, alpha, b2i(overwrite))
 	}}
 
 var avx2Kernel = microKernel{name: "avx2 6x16", mr: 6, nr: 16,
-	run: func(k int, a, b, c []float32, ldc int, alpha float32) {
+	run: func(k int, a, b, c []float32, ldc int, alpha float32, overwrite bool) {
 		_, _, _ = a[6*k-1], b[16*k-1], c[5*ldc+15]
-		sgemmKernelAVX2(k, &a[0], &b[0], &c[0], ldc, alpha)
+		sgemmKernelAVX2(k, &a[0], &b[0], &c[0], ldc, alpha, b2i(overwrite))
 	}}
 
 // availableKernels lists the micro-kernels this CPU can run, in order of

@@ -52,29 +52,35 @@ func withKernel(t *testing.T, f func(t *testing.T)) {
 }
 
 // TestMicroKernelsMatchReference checks each micro-kernel against the
-// loop it replaces, with guard values around the tile.
+// loop it replaces, with guard values around the tile: accumulating into
+// C, and overwriting it (C's old values, NaN here, never read).
 func TestMicroKernelsMatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, k := range availableKernels() {
 		for _, depth := range []int{1, 2, 7, 256} {
-			a, b := randSlice(rng, k.mr*depth), randSlice(rng, k.nr*depth)
-			ldc := k.nr + 3
-			c := make([]float32, k.mr*ldc+5)
-			for i := range c {
-				c[i] = guard
-			}
-			want := append([]float32(nil), c...)
-			for r := 0; r < k.mr; r++ {
-				for j := 0; j < k.nr; j++ {
-					c[r*ldc+j] = float32(rng.NormFloat64())
-					want[r*ldc+j] = c[r*ldc+j]
+			for _, overwrite := range []bool{false, true} {
+				a, b := randSlice(rng, k.mr*depth), randSlice(rng, k.nr*depth)
+				ldc := k.nr + 3
+				c := make([]float32, k.mr*ldc+5)
+				for i := range c {
+					c[i] = guard
 				}
-			}
-			microKernelRef(k.mr, k.nr, depth, a, b, want, ldc, 0.5)
-			k.run(depth, a, b, c, ldc, 0.5)
-			for i := range c {
-				if math.Abs(float64(c[i]-want[i])) > 1e-5*math.Sqrt(float64(depth))*(1+math.Abs(float64(want[i]))) {
-					t.Fatalf("%s k=%d: c[%d] = %v, reference %v", k.name, depth, i, c[i], want[i])
+				want := append([]float32(nil), c...)
+				for r := 0; r < k.mr; r++ {
+					for j := 0; j < k.nr; j++ {
+						c[r*ldc+j] = float32(rng.NormFloat64())
+						want[r*ldc+j] = c[r*ldc+j]
+						if overwrite {
+							c[r*ldc+j] = float32(math.NaN())
+						}
+					}
+				}
+				microKernelRef(k.mr, k.nr, depth, a, b, want, ldc, 0.5, overwrite)
+				k.run(depth, a, b, c, ldc, 0.5, overwrite)
+				for i := range c {
+					if !(math.Abs(float64(c[i]-want[i])) <= 1e-5*math.Sqrt(float64(depth))*(1+math.Abs(float64(want[i])))) {
+						t.Fatalf("%s k=%d overwrite=%v: c[%d] = %v, reference %v", k.name, depth, overwrite, i, c[i], want[i])
+					}
 				}
 			}
 		}

@@ -466,9 +466,9 @@ func ymm(i int) VecPhysical {
 // register of the kernel's width (64 bytes for zmm, 32 for ymm).
 func gemmKernel(name, isa string, mr, nv, nb int, vec func(int) VecPhysical, width int) {
 	nr := nv * width / 4
-	TEXT(name, NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32)")
+	TEXT(name, NOSPLIT, "func(k int, a, b, c *float32, ldc int, alpha float32, overwrite int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B from packed slivers (%s).", name, mr, nr, isa))
+	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B (C = alpha·A·B, C not read, with overwrite) from packed slivers (%s).", name, mr, nr, isa))
 	k := Load(Param("k"), GP64())
 	a := Load(Param("a"), GP64())
 	b := Load(Param("b"), GP64())
@@ -506,16 +506,32 @@ func gemmKernel(name, isa string, mr, nv, nb int, vec func(int) VecPhysical, wid
 	Label(name + "_store")
 	alpha := areg(0)
 	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
-	for r := 0; r < mr; r++ {
-		for j := 0; j < nv; j++ {
-			VMOVUPS(Mem{Base: c, Disp: width * j}, breg(j))
-			VFMADD231PS(acc(r, j), alpha, breg(j))
-			VMOVUPS(breg(j), Mem{Base: c, Disp: width * j})
+	ow := GP64()
+	MOVQ(NewParamAddr("overwrite", 48), ow)
+	TESTQ(ow, ow)
+	JNZ(LabelRef(name + "_overwrite"))
+	// C += alpha·acc, or (the first block of k of a GEMM with beta = 0)
+	// C = alpha·acc without reading C, so that C is never cleared and its
+	// NaNs do not propagate.
+	for _, overwrite := range []bool{false, true} {
+		if overwrite {
+			Label(name + "_overwrite")
 		}
-		if r+1 < mr {
-			ADDQ(ldc, c)
+		for r := 0; r < mr; r++ {
+			for j := 0; j < nv; j++ {
+				if overwrite {
+					VMULPS(alpha, acc(r, j), breg(j))
+				} else {
+					VMOVUPS(Mem{Base: c, Disp: width * j}, breg(j))
+					VFMADD231PS(acc(r, j), alpha, breg(j))
+				}
+				VMOVUPS(breg(j), Mem{Base: c, Disp: width * j})
+			}
+			if r+1 < mr {
+				ADDQ(ldc, c)
+			}
 		}
+		VZEROUPPER()
+		RET()
 	}
-	VZEROUPPER()
-	RET()
 }
