@@ -11,7 +11,11 @@
 // cross-entropy and one Adam(W) update at batch 128: feed, forward,
 // backward, update. The GPT iteration is examples/gpt's baby GPT (4
 // layers, 4 heads, width 128, context 64, batch 12, vocabulary 104):
-// feed, forward, backward, AdamW. Each precision runs the same model:
+// feed, forward, backward, AdamW. The GPT-2 124M iteration (-gpt2, on by
+// default) is the same at GPT-2 small's shape: 12 layers, 12 heads,
+// width 768, vocabulary 50,304, context 64, batch 4, with its GEMM FLOPs,
+// the fraction of the float32 GEMM rate it reaches and the planned
+// activation arena at context 512. Each precision runs the same model:
 // float32, bf16 mixed precision (fp8.BF16Recipe) and FP8 (TE, HYBRID).
 // Each figure is the median of -reps timed runs after warm-up, the
 // contenders of a table section interleaved so they share machine

@@ -34,6 +34,12 @@
 // rounded like that hardware; values below 2^-126 count as zero, as they
 // do on the bf16 units of accelerators. BF16FromFloat32 and the pure-Go
 // twin (bf16KernelRef) reproduce all of this bit for bit.
+//
+// On CPUs with AMX-BF16 the blocked bf16 GEMM runs on tiles instead
+// (TDPBF16PS, see amx.go): the same exact products and float32
+// accumulation with denormals flushed, in an order the hardware does
+// not document, so its sums match the twin's where every partial sum is
+// exact and stay within the float32 bound of a k-term sum otherwise.
 package kernels
 
 import (
