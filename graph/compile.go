@@ -311,9 +311,9 @@ func (p *Program) plan() error {
 }
 
 // inPlaceInput returns the input whose buffer an in-place op's node n
-// takes (see InPlacer), or nil: a planned buffer of n's size and dtype
-// (not a view) whose last reader is n (among dying, the buffers freed at
-// n), owned by that input.
+// takes (see InPlacer), or nil: a planned buffer (the root of any view)
+// at least as large as n's, whose last reader is n (among dying, the
+// buffers freed at n), owned by that input.
 func (p *Program) inPlaceInput(n *Node, dying []*Node, owner map[*Node]*buffer) *Node {
 	ip, ok := n.op.(InPlacer)
 	if !ok {
@@ -327,7 +327,7 @@ func (p *Program) inPlaceInput(n *Node, dying []*Node, owner map[*Node]*buffer) 
 	for src := p.aliasOf(d); src != nil; src = p.aliasOf(d) {
 		d = src // a view's bytes are its root's
 	}
-	if _, planned := owner[d]; !planned || d.dtype != n.dtype || d.shape.Numel() != n.shape.Numel() {
+	if _, planned := owner[d]; !planned || d.shape.Numel()*d.dtype.Size() < n.shape.Numel()*n.dtype.Size() {
 		return nil
 	}
 	for _, x := range dying {

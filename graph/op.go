@@ -39,12 +39,15 @@ type Aliaser interface {
 }
 
 // InPlacer is implemented by ops whose kernel may write the output over
-// one input's buffer: each output element is written only after every
-// input element it depends on has been read (a row-wise softmax
-// gradient, an elementwise map). The compiler then gives the output that
-// input's buffer when the input is a planned buffer of the same size and
-// dtype that no later node (and no output) reads; otherwise the output
-// gets a buffer of its own, so the kernel must work either way.
+// one input's buffer: every byte of the output is written only after
+// every input value stored in those bytes that it or a later output
+// value depends on has been read (a row-wise softmax gradient, an
+// elementwise map; an FP8 output, smaller than its float32 input, at the
+// start of the input's bytes, row by row in order). The compiler then
+// gives the output the start of that input's buffer when the input is a
+// planned buffer at least as large that no later node (and no output)
+// reads; otherwise the output gets a buffer of its own, so the kernel
+// must work either way (it can tell by comparing the two slices).
 type InPlacer interface {
 	// InPlace returns the index of the input the output may overwrite.
 	InPlace() int

@@ -259,12 +259,15 @@ func QuantizeNamed(name string, x *graph.Node, cfg QuantizeConfig) *graph.Node {
 }
 
 // QuantizeConfigOf returns the config of a node that casts to FP8: a
-// Quantize, a LayerNormQuantize or an FP8AllGather.
+// Quantize, a LayerNormQuantize, a CrossEntropyGradQuantize or an
+// FP8AllGather.
 func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
 	switch op := n.Op().(type) {
 	case quantizeOp:
 		return op.cfg, true
 	case layerNormQuantizeOp:
+		return op.q, true
+	case crossEntropyGradQuantizeOp:
 		return op.q, true
 	case fp8AllGatherOp:
 		return op.cfg, true

@@ -11,6 +11,9 @@ import (
 // cast: a LayerNormQuantize node computes the LayerNorm in float32 and
 // writes FP8 straight to the ScaledMatMul nodes that read the cast, with
 // no float32 tensor in between (Transformer Engine's LayerNormLinear).
+// Likewise a cross-entropy gradient whose only reader is a delayed
+// tensorwise cast (a classifier's grad_output) becomes a
+// CrossEntropyGradQuantize node.
 // When the LayerNorm has other consumers in the training graph (a second
 // cast with other scales, or float32 ops), it stays for them and keeps
 // its float32 output. outputs are the training program's outputs, which
@@ -57,5 +60,57 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 			return fused, nil // the LayerNorm itself stays for any other consumer
 		},
 	})
+	if err != nil {
+		return rep, err
+	}
+	// A classifier's output gradient read only by its grad_output cast
+	// (delayed tensorwise scaling) is written as FP8 by the cross-entropy
+	// gradient itself: the float32 gradient, as large as the logits,
+	// never exists.
+	only := func(n, reader *graph.Node) bool {
+		cs := consumers[n]
+		return len(cs) == 1 && cs[0] == reader
+	}
+	delayed := func(q *graph.Node) bool {
+		cfg, ok := ops.QuantizeConfigOf(q)
+		return ok && cfg.Scaling == ops.Delayed && q.Shape().Rank() == 2
+	}
+	fuseCE := func(q *graph.Node, ceg *graph.Node) (*graph.Node, error) {
+		qcfg, _ := ops.QuantizeConfigOf(q)
+		// The fused node is the 2-D matrix the cast of a view of the
+		// gradient already was.
+		fused := ops.CrossEntropyGradQuantize(ceg.Name()+"/fp8", ceg.Input(0), ceg.Input(1), ceg.Input(2), qcfg)
+		if !fused.Shape().Equal(q.Shape()) {
+			return nil, nil
+		}
+		if err := g.Err(); err != nil {
+			return nil, err
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: cross-entropy gradient fused into its %s cast (%s)", ceg.Name(), qcfg.Tensor, q.Name()))
+		return fused, nil
+	}
+	_, err = Rewrite(g, nodes,
+		Rule{
+			Name: "crossentropygrad-quantize",
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: delayed,
+				Inputs: []*Pattern{{Kind: ops.KindCrossEntropyGrad, Bind: "ceg"}}},
+			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
+				if !only(m["ceg"], q) {
+					return nil, nil
+				}
+				return fuseCE(q, m["ceg"])
+			},
+		},
+		Rule{
+			Name: "crossentropygrad-reshape-quantize",
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: delayed,
+				Inputs: []*Pattern{{Kind: ops.KindReshape, Bind: "view", Inputs: []*Pattern{{Kind: ops.KindCrossEntropyGrad, Bind: "ceg"}}}}},
+			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
+				if !only(m["ceg"], m["view"]) || !only(m["view"], q) {
+					return nil, nil
+				}
+				return fuseCE(q, m["ceg"])
+			},
+		})
 	return rep, err
 }
