@@ -6,9 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/nn"
 )
 
 // The same figures as the command, as Go benchmarks:
@@ -257,4 +260,25 @@ func TestStepsAllocateNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGPT2FiguresSmall runs the GPT-2 section of the bench on a small
+// model of the same kind (a vocabulary the FP8 filter converts, so the
+// classifier's gradient is fused into its cast): every figure is set,
+// the GEMM FLOPs are the model's, and FP8 plans fewer activation bytes
+// than float32.
+func TestGPT2FiguresSmall(t *testing.T) {
+	cfg := nn.GPTConfig{Layers: 2, Heads: 2, Embd: 64, Block: 16, Vocab: 512, Seed: 1}
+	r := &Results{GemmFP32: 10}
+	require.NoError(t, runGPT2Config(r, 1, cfg, 2))
+	for _, v := range []float64{r.GPT2FP32, r.GPT2BF16, r.GPT2FP8, r.GPT2RooflineFP32, r.GPT2BF16OverFP32, r.GPT2FP8OverFP32} {
+		require.Greater(t, v, 0.0)
+	}
+	// Forward GEMMs per layer 2·BT·12C², the classifier 2·BT·C·V; the
+	// backward twice that.
+	bt, c := 2*16, 64
+	want := 3 * (cfg.Layers*24*bt*c*c + 2*bt*c*cfg.Vocab)
+	require.InDelta(t, float64(want)/1e9, r.GPT2GEMMGFLOP, 1e-12)
+	require.Less(t, r.GPT2T512ArenaFP8, r.GPT2T512ArenaFP32)
+	require.InDelta(t, float64(r.GPT2T512ArenaFP8)/float64(r.GPT2T512ArenaFP32), r.GPT2T512ArenaRatio, 1e-12)
 }

@@ -23,11 +23,15 @@ const gpt2Batch = 4
 // above that the iteration reaches; and the activation arena the
 // compiler plans for the same model at context 512 in float32 and FP8
 // (compiled, not run).
-func runGPT2(r *Results, reps int) error {
+func runGPT2(r *Results, reps int) error { return runGPT2Config(r, reps, gpt2Config, gpt2Batch) }
+
+// runGPT2Config is runGPT2 for another configuration and batch (the
+// tests run a small one), the arena planned at context 8× cfg.Block.
+func runGPT2Config(r *Results, reps int, cfg nn.GPTConfig, batch int) error {
 	var steps []func() error
 	var fp32 *graph.Program
 	for i, rec := range precisions {
-		step, prog, _, err := gptTraining(gpt2Config, gpt2Batch, rec, false)
+		step, prog, _, err := gptTraining(cfg, batch, rec, false)
 		if err != nil {
 			return fmt.Errorf("GPT-2 124M: %w", err)
 		}
@@ -50,11 +54,11 @@ func runGPT2(r *Results, reps int) error {
 	steps, fp32 = nil, nil
 	runtime.GC()
 
-	long := gpt2Config
-	long.Block = 512
+	long := cfg
+	long.Block = 8 * cfg.Block
 	arenas := []*int64{&r.GPT2T512ArenaFP32, &r.GPT2T512ArenaFP8}
 	for i, rec := range [...]int{0, 2} { // float32, FP8
-		_, prog, _, err := gptTraining(long, gpt2Batch, precisions[rec], false)
+		_, prog, _, err := gptTraining(long, batch, precisions[rec], false)
 		if err != nil {
 			return fmt.Errorf("GPT-2 124M at context 512: %w", err)
 		}
