@@ -99,9 +99,9 @@ func TestGemmAgainstFloat64(t *testing.T) {
 }
 
 // TestDirectGemmChosen pins which GEMMs take the direct path: the
-// training step's shapes with op(B) in L2 read as stored, or with few
-// rows, do on AVX-512 micro-kernels; large ones, many rows times Bᵀ, and
-// the portable kernel do not.
+// training step's shapes with op(B) in L2 read as stored, or Bᵀ with few
+// rows or columns, do on AVX-512 micro-kernels; large ones, many rows
+// times a wide Bᵀ, and the portable kernel do not.
 func TestDirectGemmChosen(t *testing.T) {
 	if !hasAVX512 || kern.name == goKernel.name {
 		if useDirect(768, 384, 128, false) {
@@ -114,8 +114,8 @@ func TestDirectGemmChosen(t *testing.T) {
 			t.Errorf("%v: blocked, want direct", s)
 		}
 	}
-	if !useDirect(31, 512, 784, true) || useDirect(32, 512, 784, true) {
-		t.Error("op(B) = Bᵀ: direct only below 32 rows")
+	if !useDirect(31, 512, 784, true) || useDirect(32, 512, 784, true) || !useDirect(768, 128, 512, true) || useDirect(768, 129, 512, true) {
+		t.Error("op(B) = Bᵀ: direct only below 32 rows or up to 128 columns")
 	}
 	if useDirect(1024, 1024, 1024, false) || useDirect(4, 4, 0, false) || useDirect(4, 1024, 513, false) {
 		t.Error("op(B) over 2^19 elements or k = 0: direct, want blocked")

@@ -20,21 +20,25 @@ var directGemm = true
 // itself.
 const directMaxB = 1 << 19
 
-// directMaxRowsTransB bounds the rows of C for which a GEMM with op(B)
-// = Bᵀ runs direct: the direct path then transposes all of B on every
-// call, which only the blocked path's faster micro-kernel repays once C
-// has a few dozen rows.
-const directMaxRowsTransB = 32
+// directMaxRowsTransB and directMaxColsTransB bound the GEMMs with
+// op(B) = Bᵀ that run direct: the direct path then transposes all of B
+// on every call, which the blocked path's faster micro-kernel repays
+// once C has a few dozen rows, unless op(B) is narrow (at most 128
+// columns: measured, bench/RESULTS.md, "Direct or blocked").
+const (
+	directMaxRowsTransB = 32
+	directMaxColsTransB = 128
+)
 
 // useDirect reports whether a float32 GEMM of this shape runs direct.
 // The rule is the measured cost of both paths on the GEMMs of training
-// steps (bench/RESULTS.md, "Direct or blocked"): direct when op(B) fits
-// in L2 and is read as stored (B not transposed) or C has few rows.
+// steps: direct when op(B) fits in L2 and is read as stored (B not
+// transposed), or is Bᵀ with C of few rows or few columns.
 func useDirect(m, n, k int, transB bool) bool {
 	if !directGemm || !hasAVX512 || kern.name == goKernel.name || k == 0 || k*n > directMaxB {
 		return false
 	}
-	return !transB || m < directMaxRowsTransB
+	return !transB || m < directMaxRowsTransB || n <= directMaxColsTransB
 }
 
 // runDirect runs g.args on the direct path.
