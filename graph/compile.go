@@ -276,7 +276,7 @@ func (p *Program) plan() error {
 	}
 	size := placeBuffers(bufs)
 	arena := make([]float32, size/4)
-	p.stats.ArenaBytes = size
+	p.stats.ArenaBytes = 4 * len(arena)
 	for n, b := range of {
 		v, count := p.values[n], n.shape.Numel()
 		if count == 0 { // empty, but of its dtype

@@ -276,3 +276,45 @@ func TestScheduleFreesEarly(t *testing.T) {
 	at := func(n *graph.Node) int { return slices.Index(sched, n) }
 	require.Less(t, at(o2), at(c), "Sum(big) runs before the chain ends")
 }
+
+// widen is an in-place op whose output is larger than its input (or, with
+// idx out of range, names no input): the compiler must not put it in
+// its input's buffer, nor fail.
+type widen struct{ idx int }
+
+func (widen) Type() string { return "Widen" }
+func (widen) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	return graph.Shape{2 * in[0].Shape().Numel()}, in[0].DType(), nil
+}
+func (w widen) InPlace() int { return w.idx }
+func (widen) Bind(b *graph.Binding) (graph.Kernel, error) {
+	return func() error {
+		n := len(b.In[0].F32)
+		for i, v := range b.In[0].F32 {
+			b.Out.F32[i], b.Out.F32[n+i] = v, -v
+		}
+		return nil
+	}, nil
+}
+
+func TestInPlaceNeedsRoomAndAnInput(t *testing.T) {
+	for _, idx := range []int{0, 1, -1} {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, 256)
+		a := ops.Neg(x)
+		w := g.Apply(widen{idx}, "w", a)
+		p, err := graph.Compile(g, nil, graph.Options{}, w)
+		require.NoError(t, err)
+		require.Equal(t, 1024+2048, p.Stats().ArenaBytes, "idx %d: a and the wider output apart", idx)
+		in := make([]float32, 256)
+		for i := range in {
+			in[i] = float32(i)
+		}
+		require.NoError(t, p.FeedFloat32(x, in))
+		require.NoError(t, p.Run())
+		v, err := p.Value(w)
+		require.NoError(t, err)
+		require.Equal(t, float32(-5), v.F32[5])
+		require.Equal(t, float32(5), v.F32[256+5])
+	}
+}
