@@ -335,3 +335,51 @@ func TestPrepareDumpsTheTrainingGraph(t *testing.T) {
 	}
 	require.Equal(t, []string{"00-input.dot", "01-after_ConvertLinear.dot", "02-after_ConvertLN.dot", "03-after_Autowrap.dot", "04-after_Fuse.dot"}, files)
 }
+
+// A classifier's cross-entropy gradient read only by its delayed-scaling
+// grad_output cast is fused into it; with current scaling (torchao) it
+// is not, and neither is one that a bias gradient also reads.
+func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
+	build := func(recipe fp8.Recipe, bias bool) (passes.Report, map[string]int) {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, 16, 32)
+		y := g.Input("labels", graph.Int32, 16)
+		w1, w2 := g.Param("fc1.weight", 32, 32), g.Param("fc2.weight", 16, 32)
+		params := []*graph.Node{w1, w2}
+		var b2 *graph.Node
+		if bias {
+			b2 = g.Param("fc2.bias", 16)
+			params = append(params, b2)
+		}
+		loss := ops.CrossEntropy(ops.Linear("fc2", ops.ReLU(ops.Linear("fc1", x, w1, nil)), w2, b2), y)
+		grads, err := graph.Grad(loss, params...)
+		require.NoError(t, err)
+		store := graph.NewStore()
+		require.NoError(t, store.Init(g, func(_ *graph.Node, v []float32) {}))
+		outs := append([]*graph.Node{loss}, grads...)
+		all := func(*graph.Node, string) bool { return true } // fc2 converts under every recipe
+		prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Filter: all})
+		require.NoError(t, err)
+		kinds := map[string]int{}
+		for _, n := range graph.Live(graph.Options{Training: true}, outs...) {
+			kinds[n.Op().Type()]++
+		}
+		return prep.Report, kinds
+	}
+	rep, kinds := build(fp8.TERecipe{}, false)
+	require.Contains(t, rep.Notes, "fc2/crossentropygrad: cross-entropy gradient fused into its grad_output cast (fc2/quantize.grad_output)")
+	require.Equal(t, 1, kinds["CrossEntropyGradQuantize"])
+	require.Zero(t, kinds["CrossEntropyGrad"], "the float32 gradient is gone")
+	for _, c := range []struct {
+		recipe fp8.Recipe
+		bias   bool
+	}{{fp8.AORecipe{}, false}, {fp8.TERecipe{}, true}} {
+		rep, kinds = build(c.recipe, c.bias)
+		require.Contains(t, rep.Converted(), "fc2")
+		require.Zero(t, kinds["CrossEntropyGradQuantize"], "%T bias %v", c.recipe, c.bias)
+		require.Equal(t, 1, kinds["CrossEntropyGrad"])
+		for _, n := range rep.Notes {
+			require.NotContains(t, n, "cross-entropy")
+		}
+	}
+}

@@ -183,7 +183,17 @@ func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool,
 		ps = append(ps, Pass{Name: "ConvertLN", Check: checkFused, Run: func(g *graph.Graph) (string, error) {
 			r, err := ConvertLN(g, live...)
 			rep.Notes = append(rep.Notes, r.Notes...)
-			return fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)), err
+			ce := 0
+			for _, n := range r.Notes {
+				if strings.Contains(n, "cross-entropy gradient fused") {
+					ce++
+				}
+			}
+			msg := fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)-ce)
+			if ce > 0 {
+				msg += fmt.Sprintf(", %d cross-entropy gradient fusion(s)", ce)
+			}
+			return msg, err
 		}})
 	}
 	return append(ps, Pass{Name: "Autowrap", Check: checkWrapped, Run: func(g *graph.Graph) (string, error) {
