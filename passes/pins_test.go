@@ -340,7 +340,9 @@ func TestPrepareDumpsTheTrainingGraph(t *testing.T) {
 // grad_output cast is fused into it; with current scaling (torchao) it
 // is not, and neither is one that a bias gradient also reads.
 func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
+	var log bytes.Buffer
 	build := func(recipe fp8.Recipe, bias bool) (passes.Report, map[string]int) {
+		log.Reset()
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 16, 32)
 		y := g.Input("labels", graph.Int32, 16)
@@ -358,7 +360,7 @@ func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 		require.NoError(t, store.Init(g, func(_ *graph.Node, v []float32) {}))
 		outs := append([]*graph.Node{loss}, grads...)
 		all := func(*graph.Node, string) bool { return true } // fc2 converts under every recipe
-		prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Filter: all})
+		prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Filter: all, Log: &log})
 		require.NoError(t, err)
 		kinds := map[string]int{}
 		for _, n := range graph.Live(graph.Options{Training: true}, outs...) {
@@ -370,6 +372,7 @@ func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 	require.Contains(t, rep.Notes, "fc2/crossentropygrad: cross-entropy gradient fused into its grad_output cast (fc2/quantize.grad_output)")
 	require.Equal(t, 1, kinds["CrossEntropyGradQuantize"])
 	require.Zero(t, kinds["CrossEntropyGrad"], "the float32 gradient is gone")
+	require.Contains(t, log.String(), "ConvertLN: 0 LayerNorm fusion(s), 1 cross-entropy gradient fusion(s)\n")
 	for _, c := range []struct {
 		recipe fp8.Recipe
 		bias   bool
@@ -380,6 +383,9 @@ func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 		require.Equal(t, 1, kinds["CrossEntropyGrad"])
 		for _, n := range rep.Notes {
 			require.NotContains(t, n, "cross-entropy")
+		}
+		if _, te := c.recipe.(fp8.TERecipe); te {
+			require.Contains(t, log.String(), "ConvertLN: 0 LayerNorm fusion(s)\n")
 		}
 	}
 }
