@@ -15,14 +15,6 @@ import (
 // the generator's encoder. It needs binutils (as, objcopy); CI installs
 // them.
 func TestEVEXEncoding(t *testing.T) {
-	asm, err := exec.LookPath("as")
-	if err != nil {
-		t.Skip("GNU as not found (install binutils)")
-	}
-	objcopy, err := exec.LookPath("objcopy")
-	if err != nil {
-		t.Skip("objcopy not found (install binutils)")
-	}
 	var src strings.Builder
 	var want []byte
 	for _, ins := range []struct {
@@ -40,21 +32,7 @@ func TestEVEXEncoding(t *testing.T) {
 			}
 		}
 	}
-	dir := t.TempDir()
-	s, o, bin := filepath.Join(dir, "x.s"), filepath.Join(dir, "x.o"), filepath.Join(dir, "x.bin")
-	if err := os.WriteFile(s, []byte(src.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(asm, "--64", "-o", o, s).CombinedOutput(); err != nil {
-		t.Fatalf("as: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(objcopy, "-O", "binary", "--only-section=.text", o, bin).CombinedOutput(); err != nil {
-		t.Fatalf("objcopy: %v\n%s", err, out)
-	}
-	got, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := assemble(t, src.String())
 	if !bytes.Equal(got, want) {
 		for i := 0; i < min(len(got), len(want)); i += 6 {
 			if !bytes.Equal(got[i:i+6], want[i:i+6]) {
@@ -70,14 +48,6 @@ func TestEVEXEncoding(t *testing.T) {
 // over the registers and displacements it may use, with GNU as and
 // compares the machine code with the generator's encoder.
 func TestAMXEncoding(t *testing.T) {
-	asm, err := exec.LookPath("as")
-	if err != nil {
-		t.Skip("GNU as not found (install binutils)")
-	}
-	objcopy, err := exec.LookPath("objcopy")
-	if err != nil {
-		t.Skip("objcopy not found (install binutils)")
-	}
 	gp := []string{"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"}
 	var src strings.Builder
 	var want []byte
@@ -113,9 +83,32 @@ func TestAMXEncoding(t *testing.T) {
 			}
 		}
 	}
+	got := assemble(t, src.String())
+	if !bytes.Equal(got, want) {
+		for i := 0; i < min(len(got), len(want)); i++ {
+			if got[i] != want[i] {
+				t.Fatalf("first difference at byte %d (of %d): as % x, encoder % x", i, len(want), got[max(0, i-6):min(len(got), i+8)], want[max(0, i-6):min(len(want), i+8)])
+			}
+		}
+		t.Fatalf("as gave %d bytes, encoder %d", len(got), len(want))
+	}
+}
+
+// assemble assembles src with GNU as and returns the machine code of its
+// .text section; it skips the test when binutils are missing.
+func assemble(t *testing.T, src string) []byte {
+	t.Helper()
+	asm, err := exec.LookPath("as")
+	if err != nil {
+		t.Skip("GNU as not found (install binutils)")
+	}
+	objcopy, err := exec.LookPath("objcopy")
+	if err != nil {
+		t.Skip("objcopy not found (install binutils)")
+	}
 	dir := t.TempDir()
 	s, o, bin := filepath.Join(dir, "x.s"), filepath.Join(dir, "x.o"), filepath.Join(dir, "x.bin")
-	if err := os.WriteFile(s, []byte(src.String()), 0o644); err != nil {
+	if err := os.WriteFile(s, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(asm, "--64", "-o", o, s).CombinedOutput(); err != nil {
@@ -128,12 +121,5 @@ func TestAMXEncoding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		for i := 0; i < min(len(got), len(want)); i++ {
-			if got[i] != want[i] {
-				t.Fatalf("first difference at byte %d (of %d): as % x, encoder % x", i, len(want), got[max(0, i-6):min(len(got), i+8)], want[max(0, i-6):min(len(want), i+8)])
-			}
-		}
-		t.Fatalf("as gave %d bytes, encoder %d", len(got), len(want))
-	}
+	return got
 }
