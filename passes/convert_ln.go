@@ -73,16 +73,18 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	}
 	delayed := func(q *graph.Node) bool {
 		cfg, ok := ops.QuantizeConfigOf(q)
-		return ok && cfg.Scaling == ops.Delayed && q.Shape().Rank() == 2
+		return ok && cfg.Scaling == ops.Delayed
 	}
 	fuseCE := func(q *graph.Node, ceg *graph.Node) (*graph.Node, error) {
-		qcfg, _ := ops.QuantizeConfigOf(q)
-		// The fused node is the 2-D matrix the cast of a view of the
-		// gradient already was.
-		fused := ops.CrossEntropyGradQuantize(ceg.Name()+"/fp8", ceg.Input(0), ceg.Input(1), ceg.Input(2), qcfg)
-		if !fused.Shape().Equal(q.Shape()) {
+		// The fused node is the 2-D matrix [rows, classes]: it replaces a
+		// cast of that shape (of the gradient or of its 2-D view).
+		s := ceg.Shape()
+		classes := s[len(s)-1]
+		if classes == 0 || !q.Shape().Equal(graph.Shape{s.Numel() / classes, classes}) {
 			return nil, nil
 		}
+		qcfg, _ := ops.QuantizeConfigOf(q)
+		fused := ops.CrossEntropyGradQuantize(ceg.Name()+"/fp8", ceg.Input(0), ceg.Input(1), ceg.Input(2), qcfg)
 		if err := g.Err(); err != nil {
 			return nil, err
 		}
