@@ -7107,6 +7107,6031 @@ rowGemm6x4AVX512_write:
 	VZEROUPPER
 	RET
 
+// func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	TESTQ   AX, AX
+	JZ      rowGemm16_1x1AVX512_store
+
+rowGemm16_1x1AVX512_loop:
+	VMOVDQU32.Z  (DX), K1, Z1
+	VPBROADCASTD (SI), Z2
+
+	// VDPBF16PS z0, z1, z2
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x76
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+	ADDQ CX, SI
+	ADDQ BX, DX
+	DECQ AX
+	JNZ  rowGemm16_1x1AVX512_loop
+
+rowGemm16_1x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z2
+	VBROADCASTSS alphaLo+72(FP), Z3
+	MOVL         alphaLo+72(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16_1x1AVX512_one
+	VMULPS       Z3, Z0, Z1
+	VFMADD231PS  Z0, Z2, Z1
+	VMOVAPS      Z1, Z0
+	JMP          rowGemm16_1x1AVX512_write
+
+rowGemm16_1x1AVX512_one:
+	VMULPS Z2, Z0, Z0
+
+rowGemm16_1x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_2x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_2x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	TESTQ   AX, AX
+	JZ      rowGemm16_2x1AVX512_store
+
+rowGemm16_2x1AVX512_loop:
+	VMOVDQU32.Z  (BX), K1, Z2
+	VPBROADCASTD (DI), Z3
+
+	// VDPBF16PS z0, z2, z3
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x6e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc3
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z4
+
+	// VDPBF16PS z1, z2, z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x6e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xcc
+	ADDQ DX, R8
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_2x1AVX512_loop
+
+rowGemm16_2x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z3
+	VBROADCASTSS alphaLo+72(FP), Z4
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_2x1AVX512_one
+	VMULPS       Z4, Z0, Z2
+	VFMADD231PS  Z0, Z3, Z2
+	VMOVAPS      Z2, Z0
+	VMULPS       Z4, Z1, Z2
+	VFMADD231PS  Z1, Z3, Z2
+	VMOVAPS      Z2, Z1
+	JMP          rowGemm16_2x1AVX512_write
+
+rowGemm16_2x1AVX512_one:
+	VMULPS Z3, Z0, Z0
+	VMULPS Z3, Z1, Z1
+
+rowGemm16_2x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_3x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_3x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	TESTQ   AX, AX
+	JZ      rowGemm16_3x1AVX512_store
+
+rowGemm16_3x1AVX512_loop:
+	VMOVDQU32.Z  (BX), K1, Z3
+	VPBROADCASTD (DI), Z4
+
+	// VDPBF16PS z0, z3, z4
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x66
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc4
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z5
+
+	// VDPBF16PS z1, z3, z5
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x66
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcd
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z4
+
+	// VDPBF16PS z2, z3, z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x66
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd4
+	ADDQ DX, R9
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_3x1AVX512_loop
+
+rowGemm16_3x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z4
+	VBROADCASTSS alphaLo+72(FP), Z5
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_3x1AVX512_one
+	VMULPS       Z5, Z0, Z3
+	VFMADD231PS  Z0, Z4, Z3
+	VMOVAPS      Z3, Z0
+	VMULPS       Z5, Z1, Z3
+	VFMADD231PS  Z1, Z4, Z3
+	VMOVAPS      Z3, Z1
+	VMULPS       Z5, Z2, Z3
+	VFMADD231PS  Z2, Z4, Z3
+	VMOVAPS      Z3, Z2
+	JMP          rowGemm16_3x1AVX512_write
+
+rowGemm16_3x1AVX512_one:
+	VMULPS Z4, Z0, Z0
+	VMULPS Z4, Z1, Z1
+	VMULPS Z4, Z2, Z2
+
+rowGemm16_3x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_4x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_4x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	TESTQ   AX, AX
+	JZ      rowGemm16_4x1AVX512_store
+
+rowGemm16_4x1AVX512_loop:
+	VMOVDQU32.Z  (BX), K1, Z4
+	VPBROADCASTD (DI), Z5
+
+	// VDPBF16PS z0, z4, z5
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x5e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc5
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z6
+
+	// VDPBF16PS z1, z4, z6
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x5e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z5
+
+	// VDPBF16PS z2, z4, z5
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x5e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd5
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z6
+
+	// VDPBF16PS z3, z4, z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x5e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xde
+	ADDQ DX, R10
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_4x1AVX512_loop
+
+rowGemm16_4x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z5
+	VBROADCASTSS alphaLo+72(FP), Z6
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_4x1AVX512_one
+	VMULPS       Z6, Z0, Z4
+	VFMADD231PS  Z0, Z5, Z4
+	VMOVAPS      Z4, Z0
+	VMULPS       Z6, Z1, Z4
+	VFMADD231PS  Z1, Z5, Z4
+	VMOVAPS      Z4, Z1
+	VMULPS       Z6, Z2, Z4
+	VFMADD231PS  Z2, Z5, Z4
+	VMOVAPS      Z4, Z2
+	VMULPS       Z6, Z3, Z4
+	VFMADD231PS  Z3, Z5, Z4
+	VMOVAPS      Z4, Z3
+	JMP          rowGemm16_4x1AVX512_write
+
+rowGemm16_4x1AVX512_one:
+	VMULPS Z5, Z0, Z0
+	VMULPS Z5, Z1, Z1
+	VMULPS Z5, Z2, Z2
+	VMULPS Z5, Z3, Z3
+
+rowGemm16_4x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_5x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_5x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	TESTQ   AX, AX
+	JZ      rowGemm16_5x1AVX512_store
+
+rowGemm16_5x1AVX512_loop:
+	VMOVDQU32.Z  (BX), K1, Z5
+	VPBROADCASTD (DI), Z6
+
+	// VDPBF16PS z0, z5, z6
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x56
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc6
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z7
+
+	// VDPBF16PS z1, z5, z7
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x56
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcf
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z6
+
+	// VDPBF16PS z2, z5, z6
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x56
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd6
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z7
+
+	// VDPBF16PS z3, z5, z7
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x56
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z6
+
+	// VDPBF16PS z4, z5, z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x56
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+	ADDQ DX, R11
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_5x1AVX512_loop
+
+rowGemm16_5x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z6
+	VBROADCASTSS alphaLo+72(FP), Z7
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_5x1AVX512_one
+	VMULPS       Z7, Z0, Z5
+	VFMADD231PS  Z0, Z6, Z5
+	VMOVAPS      Z5, Z0
+	VMULPS       Z7, Z1, Z5
+	VFMADD231PS  Z1, Z6, Z5
+	VMOVAPS      Z5, Z1
+	VMULPS       Z7, Z2, Z5
+	VFMADD231PS  Z2, Z6, Z5
+	VMOVAPS      Z5, Z2
+	VMULPS       Z7, Z3, Z5
+	VFMADD231PS  Z3, Z6, Z5
+	VMOVAPS      Z5, Z3
+	VMULPS       Z7, Z4, Z5
+	VFMADD231PS  Z4, Z6, Z5
+	VMOVAPS      Z5, Z4
+	JMP          rowGemm16_5x1AVX512_write
+
+rowGemm16_5x1AVX512_one:
+	VMULPS Z6, Z0, Z0
+	VMULPS Z6, Z1, Z1
+	VMULPS Z6, Z2, Z2
+	VMULPS Z6, Z3, Z3
+	VMULPS Z6, Z4, Z4
+
+rowGemm16_5x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_6x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_6x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	TESTQ   AX, AX
+	JZ      rowGemm16_6x1AVX512_store
+
+rowGemm16_6x1AVX512_loop:
+	VMOVDQU32.Z  (BX), K1, Z6
+	VPBROADCASTD (DI), Z7
+
+	// VDPBF16PS z0, z6, z7
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x4e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc7
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z8
+
+	// VDPBF16PS z1, z6, z8
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x4e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc8
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z7
+
+	// VDPBF16PS z2, z6, z7
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x4e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd7
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z8
+
+	// VDPBF16PS z3, z6, z8
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x4e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd8
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z7
+
+	// VDPBF16PS z4, z6, z7
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x4e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xe7
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z8
+
+	// VDPBF16PS z5, z6, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x4e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe8
+	ADDQ DX, R12
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_6x1AVX512_loop
+
+rowGemm16_6x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z7
+	VBROADCASTSS alphaLo+72(FP), Z8
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_6x1AVX512_one
+	VMULPS       Z8, Z0, Z6
+	VFMADD231PS  Z0, Z7, Z6
+	VMOVAPS      Z6, Z0
+	VMULPS       Z8, Z1, Z6
+	VFMADD231PS  Z1, Z7, Z6
+	VMOVAPS      Z6, Z1
+	VMULPS       Z8, Z2, Z6
+	VFMADD231PS  Z2, Z7, Z6
+	VMOVAPS      Z6, Z2
+	VMULPS       Z8, Z3, Z6
+	VFMADD231PS  Z3, Z7, Z6
+	VMOVAPS      Z6, Z3
+	VMULPS       Z8, Z4, Z6
+	VFMADD231PS  Z4, Z7, Z6
+	VMOVAPS      Z6, Z4
+	VMULPS       Z8, Z5, Z6
+	VFMADD231PS  Z5, Z7, Z6
+	VMOVAPS      Z6, Z5
+	JMP          rowGemm16_6x1AVX512_write
+
+rowGemm16_6x1AVX512_one:
+	VMULPS Z7, Z0, Z0
+	VMULPS Z7, Z1, Z1
+	VMULPS Z7, Z2, Z2
+	VMULPS Z7, Z3, Z3
+	VMULPS Z7, Z4, Z4
+	VMULPS Z7, Z5, Z5
+
+rowGemm16_6x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_7x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_7x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	TESTQ   AX, AX
+	JZ      rowGemm16_7x1AVX512_store
+
+rowGemm16_7x1AVX512_loop:
+	VMOVDQU32.Z  (BX), K1, Z7
+	VPBROADCASTD (DI), Z8
+
+	// VDPBF16PS z0, z7, z8
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc0
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z9
+
+	// VDPBF16PS z1, z7, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc9
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z8
+
+	// VDPBF16PS z2, z7, z8
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd0
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z9
+
+	// VDPBF16PS z3, z7, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd9
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z8
+
+	// VDPBF16PS z4, z7, z8
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xe0
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z9
+
+	// VDPBF16PS z5, z7, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xe9
+	ADDQ         DX, R12
+	VPBROADCASTD (R13), Z8
+
+	// VDPBF16PS z6, z7, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x46
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf0
+	ADDQ DX, R13
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_7x1AVX512_loop
+
+rowGemm16_7x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z8
+	VBROADCASTSS alphaLo+72(FP), Z9
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_7x1AVX512_one
+	VMULPS       Z9, Z0, Z7
+	VFMADD231PS  Z0, Z8, Z7
+	VMOVAPS      Z7, Z0
+	VMULPS       Z9, Z1, Z7
+	VFMADD231PS  Z1, Z8, Z7
+	VMOVAPS      Z7, Z1
+	VMULPS       Z9, Z2, Z7
+	VFMADD231PS  Z2, Z8, Z7
+	VMOVAPS      Z7, Z2
+	VMULPS       Z9, Z3, Z7
+	VFMADD231PS  Z3, Z8, Z7
+	VMOVAPS      Z7, Z3
+	VMULPS       Z9, Z4, Z7
+	VFMADD231PS  Z4, Z8, Z7
+	VMOVAPS      Z7, Z4
+	VMULPS       Z9, Z5, Z7
+	VFMADD231PS  Z5, Z8, Z7
+	VMOVAPS      Z7, Z5
+	VMULPS       Z9, Z6, Z7
+	VFMADD231PS  Z6, Z8, Z7
+	VMOVAPS      Z7, Z6
+	JMP          rowGemm16_7x1AVX512_write
+
+rowGemm16_7x1AVX512_one:
+	VMULPS Z8, Z0, Z0
+	VMULPS Z8, Z1, Z1
+	VMULPS Z8, Z2, Z2
+	VMULPS Z8, Z3, Z3
+	VMULPS Z8, Z4, Z4
+	VMULPS Z8, Z5, Z5
+	VMULPS Z8, Z6, Z6
+
+rowGemm16_7x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_8x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_8x1AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	TESTQ   AX, AX
+	JZ      rowGemm16_8x1AVX512_store
+
+rowGemm16_8x1AVX512_loop:
+	VMOVDQU32.Z  (BX), K1, Z8
+	VPBROADCASTD (DI), Z9
+
+	// VDPBF16PS z0, z8, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc1
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z10
+
+	// VDPBF16PS z1, z8, z10
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z9
+
+	// VDPBF16PS z2, z8, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd1
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z10
+
+	// VDPBF16PS z3, z8, z10
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xda
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z9
+
+	// VDPBF16PS z4, z8, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xe1
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z10
+
+	// VDPBF16PS z5, z8, z10
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	ADDQ         DX, R12
+	VPBROADCASTD (R13), Z9
+
+	// VDPBF16PS z6, z8, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xf1
+	ADDQ         DX, R13
+	VPBROADCASTD (R14), Z10
+
+	// VDPBF16PS z7, z8, z10
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xfa
+	ADDQ DX, R14
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_8x1AVX512_loop
+
+rowGemm16_8x1AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z9
+	VBROADCASTSS alphaLo+72(FP), Z10
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_8x1AVX512_one
+	VMULPS       Z10, Z0, Z8
+	VFMADD231PS  Z0, Z9, Z8
+	VMOVAPS      Z8, Z0
+	VMULPS       Z10, Z1, Z8
+	VFMADD231PS  Z1, Z9, Z8
+	VMOVAPS      Z8, Z1
+	VMULPS       Z10, Z2, Z8
+	VFMADD231PS  Z2, Z9, Z8
+	VMOVAPS      Z8, Z2
+	VMULPS       Z10, Z3, Z8
+	VFMADD231PS  Z3, Z9, Z8
+	VMOVAPS      Z8, Z3
+	VMULPS       Z10, Z4, Z8
+	VFMADD231PS  Z4, Z9, Z8
+	VMOVAPS      Z8, Z4
+	VMULPS       Z10, Z5, Z8
+	VFMADD231PS  Z5, Z9, Z8
+	VMOVAPS      Z8, Z5
+	VMULPS       Z10, Z6, Z8
+	VFMADD231PS  Z6, Z9, Z8
+	VMOVAPS      Z8, Z6
+	VMULPS       Z10, Z7, Z8
+	VFMADD231PS  Z7, Z9, Z8
+	VMOVAPS      Z8, Z7
+	JMP          rowGemm16_8x1AVX512_write
+
+rowGemm16_8x1AVX512_one:
+	VMULPS Z9, Z0, Z0
+	VMULPS Z9, Z1, Z1
+	VMULPS Z9, Z2, Z2
+	VMULPS Z9, Z3, Z3
+	VMULPS Z9, Z4, Z4
+	VMULPS Z9, Z5, Z5
+	VMULPS Z9, Z6, Z6
+	VMULPS Z9, Z7, Z7
+
+rowGemm16_8x1AVX512_write:
+	VMOVUPS Z0, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z1, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, K1, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z7, K1, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_1x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_1x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	TESTQ   AX, AX
+	JZ      rowGemm16_1x2AVX512_store
+
+rowGemm16_1x2AVX512_loop:
+	VMOVDQU32    (DX), Z2
+	VMOVDQU32.Z  64(DX), K1, Z3
+	VPBROADCASTD (SI), Z4
+
+	// VDPBF16PS z0, z2, z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x6e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z1, z3, z4
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x66
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xcc
+	ADDQ CX, SI
+	ADDQ BX, DX
+	DECQ AX
+	JNZ  rowGemm16_1x2AVX512_loop
+
+rowGemm16_1x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z4
+	VBROADCASTSS alphaLo+72(FP), Z5
+	MOVL         alphaLo+72(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16_1x2AVX512_one
+	VMULPS       Z5, Z0, Z2
+	VFMADD231PS  Z0, Z4, Z2
+	VMOVAPS      Z2, Z0
+	VMULPS       Z5, Z1, Z3
+	VFMADD231PS  Z1, Z4, Z3
+	VMOVAPS      Z3, Z1
+	JMP          rowGemm16_1x2AVX512_write
+
+rowGemm16_1x2AVX512_one:
+	VMULPS Z4, Z0, Z0
+	VMULPS Z4, Z1, Z1
+
+rowGemm16_1x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_2x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_2x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	TESTQ   AX, AX
+	JZ      rowGemm16_2x2AVX512_store
+
+rowGemm16_2x2AVX512_loop:
+	VMOVDQU32    (BX), Z4
+	VMOVDQU32.Z  64(BX), K1, Z5
+	VPBROADCASTD (DI), Z6
+
+	// VDPBF16PS z0, z4, z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x5e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// VDPBF16PS z1, z5, z6
+	BYTE         $0x62
+	BYTE         $0xf2
+	BYTE         $0x56
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z7
+
+	// VDPBF16PS z2, z4, z7
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x5e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// VDPBF16PS z3, z5, z7
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x56
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xdf
+	ADDQ DX, R8
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_2x2AVX512_loop
+
+rowGemm16_2x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z6
+	VBROADCASTSS alphaLo+72(FP), Z7
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_2x2AVX512_one
+	VMULPS       Z7, Z0, Z4
+	VFMADD231PS  Z0, Z6, Z4
+	VMOVAPS      Z4, Z0
+	VMULPS       Z7, Z1, Z5
+	VFMADD231PS  Z1, Z6, Z5
+	VMOVAPS      Z5, Z1
+	VMULPS       Z7, Z2, Z4
+	VFMADD231PS  Z2, Z6, Z4
+	VMOVAPS      Z4, Z2
+	VMULPS       Z7, Z3, Z5
+	VFMADD231PS  Z3, Z6, Z5
+	VMOVAPS      Z5, Z3
+	JMP          rowGemm16_2x2AVX512_write
+
+rowGemm16_2x2AVX512_one:
+	VMULPS Z6, Z0, Z0
+	VMULPS Z6, Z1, Z1
+	VMULPS Z6, Z2, Z2
+	VMULPS Z6, Z3, Z3
+
+rowGemm16_2x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_3x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_3x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	TESTQ   AX, AX
+	JZ      rowGemm16_3x2AVX512_store
+
+rowGemm16_3x2AVX512_loop:
+	VMOVDQU32    (BX), Z6
+	VMOVDQU32.Z  64(BX), K1, Z7
+	VPBROADCASTD (DI), Z8
+
+	// VDPBF16PS z0, z6, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x4e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z1, z7, z8
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc8
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z9
+
+	// VDPBF16PS z2, z6, z9
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x4e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd1
+
+	// VDPBF16PS z3, z7, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x46
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd9
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z8
+
+	// VDPBF16PS z4, z6, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x4e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS z5, z7, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x46
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe8
+	ADDQ DX, R9
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_3x2AVX512_loop
+
+rowGemm16_3x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z8
+	VBROADCASTSS alphaLo+72(FP), Z9
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_3x2AVX512_one
+	VMULPS       Z9, Z0, Z6
+	VFMADD231PS  Z0, Z8, Z6
+	VMOVAPS      Z6, Z0
+	VMULPS       Z9, Z1, Z7
+	VFMADD231PS  Z1, Z8, Z7
+	VMOVAPS      Z7, Z1
+	VMULPS       Z9, Z2, Z6
+	VFMADD231PS  Z2, Z8, Z6
+	VMOVAPS      Z6, Z2
+	VMULPS       Z9, Z3, Z7
+	VFMADD231PS  Z3, Z8, Z7
+	VMOVAPS      Z7, Z3
+	VMULPS       Z9, Z4, Z6
+	VFMADD231PS  Z4, Z8, Z6
+	VMOVAPS      Z6, Z4
+	VMULPS       Z9, Z5, Z7
+	VFMADD231PS  Z5, Z8, Z7
+	VMOVAPS      Z7, Z5
+	JMP          rowGemm16_3x2AVX512_write
+
+rowGemm16_3x2AVX512_one:
+	VMULPS Z8, Z0, Z0
+	VMULPS Z8, Z1, Z1
+	VMULPS Z8, Z2, Z2
+	VMULPS Z8, Z3, Z3
+	VMULPS Z8, Z4, Z4
+	VMULPS Z8, Z5, Z5
+
+rowGemm16_3x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_4x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_4x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	TESTQ   AX, AX
+	JZ      rowGemm16_4x2AVX512_store
+
+rowGemm16_4x2AVX512_loop:
+	VMOVDQU32    (BX), Z8
+	VMOVDQU32.Z  64(BX), K1, Z9
+	VPBROADCASTD (DI), Z10
+
+	// VDPBF16PS z0, z8, z10
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// VDPBF16PS z1, z9, z10
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x36
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xca
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z11
+
+	// VDPBF16PS z2, z8, z11
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd3
+
+	// VDPBF16PS z3, z9, z11
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x36
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdb
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z10
+
+	// VDPBF16PS z4, z8, z10
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// VDPBF16PS z5, z9, z10
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x36
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xea
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z11
+
+	// VDPBF16PS z6, z8, z11
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf3
+
+	// VDPBF16PS z7, z9, z11
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x36
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xfb
+	ADDQ DX, R10
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_4x2AVX512_loop
+
+rowGemm16_4x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z10
+	VBROADCASTSS alphaLo+72(FP), Z11
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_4x2AVX512_one
+	VMULPS       Z11, Z0, Z8
+	VFMADD231PS  Z0, Z10, Z8
+	VMOVAPS      Z8, Z0
+	VMULPS       Z11, Z1, Z9
+	VFMADD231PS  Z1, Z10, Z9
+	VMOVAPS      Z9, Z1
+	VMULPS       Z11, Z2, Z8
+	VFMADD231PS  Z2, Z10, Z8
+	VMOVAPS      Z8, Z2
+	VMULPS       Z11, Z3, Z9
+	VFMADD231PS  Z3, Z10, Z9
+	VMOVAPS      Z9, Z3
+	VMULPS       Z11, Z4, Z8
+	VFMADD231PS  Z4, Z10, Z8
+	VMOVAPS      Z8, Z4
+	VMULPS       Z11, Z5, Z9
+	VFMADD231PS  Z5, Z10, Z9
+	VMOVAPS      Z9, Z5
+	VMULPS       Z11, Z6, Z8
+	VFMADD231PS  Z6, Z10, Z8
+	VMOVAPS      Z8, Z6
+	VMULPS       Z11, Z7, Z9
+	VFMADD231PS  Z7, Z10, Z9
+	VMOVAPS      Z9, Z7
+	JMP          rowGemm16_4x2AVX512_write
+
+rowGemm16_4x2AVX512_one:
+	VMULPS Z10, Z0, Z0
+	VMULPS Z10, Z1, Z1
+	VMULPS Z10, Z2, Z2
+	VMULPS Z10, Z3, Z3
+	VMULPS Z10, Z4, Z4
+	VMULPS Z10, Z5, Z5
+	VMULPS Z10, Z6, Z6
+	VMULPS Z10, Z7, Z7
+
+rowGemm16_4x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_5x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_5x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	TESTQ   AX, AX
+	JZ      rowGemm16_5x2AVX512_store
+
+rowGemm16_5x2AVX512_loop:
+	VMOVDQU32    (BX), Z10
+	VMOVDQU32.Z  64(BX), K1, Z11
+	VPBROADCASTD (DI), Z12
+
+	// VDPBF16PS z0, z10, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z1, z11, z12
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x26
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xcc
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z13
+
+	// VDPBF16PS z2, z10, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd5
+
+	// VDPBF16PS z3, z11, z13
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x26
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdd
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z12
+
+	// VDPBF16PS z4, z10, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe4
+
+	// VDPBF16PS z5, z11, z12
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x26
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xec
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z13
+
+	// VDPBF16PS z6, z10, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z7, z11, z13
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x26
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xfd
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z12
+
+	// VDPBF16PS z8, z10, z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z9, z11, z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x26
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xcc
+	ADDQ DX, R11
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_5x2AVX512_loop
+
+rowGemm16_5x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z12
+	VBROADCASTSS alphaLo+72(FP), Z13
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_5x2AVX512_one
+	VMULPS       Z13, Z0, Z10
+	VFMADD231PS  Z0, Z12, Z10
+	VMOVAPS      Z10, Z0
+	VMULPS       Z13, Z1, Z11
+	VFMADD231PS  Z1, Z12, Z11
+	VMOVAPS      Z11, Z1
+	VMULPS       Z13, Z2, Z10
+	VFMADD231PS  Z2, Z12, Z10
+	VMOVAPS      Z10, Z2
+	VMULPS       Z13, Z3, Z11
+	VFMADD231PS  Z3, Z12, Z11
+	VMOVAPS      Z11, Z3
+	VMULPS       Z13, Z4, Z10
+	VFMADD231PS  Z4, Z12, Z10
+	VMOVAPS      Z10, Z4
+	VMULPS       Z13, Z5, Z11
+	VFMADD231PS  Z5, Z12, Z11
+	VMOVAPS      Z11, Z5
+	VMULPS       Z13, Z6, Z10
+	VFMADD231PS  Z6, Z12, Z10
+	VMOVAPS      Z10, Z6
+	VMULPS       Z13, Z7, Z11
+	VFMADD231PS  Z7, Z12, Z11
+	VMOVAPS      Z11, Z7
+	VMULPS       Z13, Z8, Z10
+	VFMADD231PS  Z8, Z12, Z10
+	VMOVAPS      Z10, Z8
+	VMULPS       Z13, Z9, Z11
+	VFMADD231PS  Z9, Z12, Z11
+	VMOVAPS      Z11, Z9
+	JMP          rowGemm16_5x2AVX512_write
+
+rowGemm16_5x2AVX512_one:
+	VMULPS Z12, Z0, Z0
+	VMULPS Z12, Z1, Z1
+	VMULPS Z12, Z2, Z2
+	VMULPS Z12, Z3, Z3
+	VMULPS Z12, Z4, Z4
+	VMULPS Z12, Z5, Z5
+	VMULPS Z12, Z6, Z6
+	VMULPS Z12, Z7, Z7
+	VMULPS Z12, Z8, Z8
+	VMULPS Z12, Z9, Z9
+
+rowGemm16_5x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_6x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_6x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	TESTQ   AX, AX
+	JZ      rowGemm16_6x2AVX512_store
+
+rowGemm16_6x2AVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32.Z  64(BX), K1, Z13
+	VPBROADCASTD (DI), Z14
+
+	// VDPBF16PS z0, z12, z14
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// VDPBF16PS z1, z13, z14
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x16
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z15
+
+	// VDPBF16PS z2, z12, z15
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// VDPBF16PS z3, z13, z15
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x16
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdf
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z14
+
+	// VDPBF16PS z4, z12, z14
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe6
+
+	// VDPBF16PS z5, z13, z14
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x16
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xee
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z15
+
+	// VDPBF16PS z6, z12, z15
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// VDPBF16PS z7, z13, z15
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x16
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xff
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z14
+
+	// VDPBF16PS z8, z12, z14
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// VDPBF16PS z9, z13, z14
+	BYTE         $0x62
+	BYTE         $0x52
+	BYTE         $0x16
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xce
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z15
+
+	// VDPBF16PS z10, z12, z15
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd7
+
+	// VDPBF16PS z11, z13, z15
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xdf
+	ADDQ DX, R12
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_6x2AVX512_loop
+
+rowGemm16_6x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z14
+	VBROADCASTSS alphaLo+72(FP), Z15
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_6x2AVX512_one
+	VMULPS       Z15, Z0, Z12
+	VFMADD231PS  Z0, Z14, Z12
+	VMOVAPS      Z12, Z0
+	VMULPS       Z15, Z1, Z13
+	VFMADD231PS  Z1, Z14, Z13
+	VMOVAPS      Z13, Z1
+	VMULPS       Z15, Z2, Z12
+	VFMADD231PS  Z2, Z14, Z12
+	VMOVAPS      Z12, Z2
+	VMULPS       Z15, Z3, Z13
+	VFMADD231PS  Z3, Z14, Z13
+	VMOVAPS      Z13, Z3
+	VMULPS       Z15, Z4, Z12
+	VFMADD231PS  Z4, Z14, Z12
+	VMOVAPS      Z12, Z4
+	VMULPS       Z15, Z5, Z13
+	VFMADD231PS  Z5, Z14, Z13
+	VMOVAPS      Z13, Z5
+	VMULPS       Z15, Z6, Z12
+	VFMADD231PS  Z6, Z14, Z12
+	VMOVAPS      Z12, Z6
+	VMULPS       Z15, Z7, Z13
+	VFMADD231PS  Z7, Z14, Z13
+	VMOVAPS      Z13, Z7
+	VMULPS       Z15, Z8, Z12
+	VFMADD231PS  Z8, Z14, Z12
+	VMOVAPS      Z12, Z8
+	VMULPS       Z15, Z9, Z13
+	VFMADD231PS  Z9, Z14, Z13
+	VMOVAPS      Z13, Z9
+	VMULPS       Z15, Z10, Z12
+	VFMADD231PS  Z10, Z14, Z12
+	VMOVAPS      Z12, Z10
+	VMULPS       Z15, Z11, Z13
+	VFMADD231PS  Z11, Z14, Z13
+	VMOVAPS      Z13, Z11
+	JMP          rowGemm16_6x2AVX512_write
+
+rowGemm16_6x2AVX512_one:
+	VMULPS Z14, Z0, Z0
+	VMULPS Z14, Z1, Z1
+	VMULPS Z14, Z2, Z2
+	VMULPS Z14, Z3, Z3
+	VMULPS Z14, Z4, Z4
+	VMULPS Z14, Z5, Z5
+	VMULPS Z14, Z6, Z6
+	VMULPS Z14, Z7, Z7
+	VMULPS Z14, Z8, Z8
+	VMULPS Z14, Z9, Z9
+	VMULPS Z14, Z10, Z10
+	VMULPS Z14, Z11, Z11
+
+rowGemm16_6x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_7x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_7x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	TESTQ   AX, AX
+	JZ      rowGemm16_7x2AVX512_store
+
+rowGemm16_7x2AVX512_loop:
+	VMOVDQU32    (BX), Z14
+	VMOVDQU32.Z  64(BX), K1, Z15
+	VPBROADCASTD (DI), Z16
+
+	// VDPBF16PS z0, z14, z16
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z1, z15, z16
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc8
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z17
+
+	// VDPBF16PS z2, z14, z17
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd1
+
+	// VDPBF16PS z3, z15, z17
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd9
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z16
+
+	// VDPBF16PS z4, z14, z16
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS z5, z15, z16
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xe8
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z17
+
+	// VDPBF16PS z6, z14, z17
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf1
+
+	// VDPBF16PS z7, z15, z17
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xf9
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z16
+
+	// VDPBF16PS z8, z14, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z9, z15, z16
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc8
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z17
+
+	// VDPBF16PS z10, z14, z17
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd1
+
+	// VDPBF16PS z11, z15, z17
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd9
+	ADDQ         DX, R12
+	VPBROADCASTD (R13), Z16
+
+	// VDPBF16PS z12, z14, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS z13, z15, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x06
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe8
+	ADDQ DX, R13
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_7x2AVX512_loop
+
+rowGemm16_7x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z16
+	VBROADCASTSS alphaLo+72(FP), Z17
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_7x2AVX512_one
+	VMULPS       Z17, Z0, Z14
+	VFMADD231PS  Z0, Z16, Z14
+	VMOVAPS      Z14, Z0
+	VMULPS       Z17, Z1, Z15
+	VFMADD231PS  Z1, Z16, Z15
+	VMOVAPS      Z15, Z1
+	VMULPS       Z17, Z2, Z14
+	VFMADD231PS  Z2, Z16, Z14
+	VMOVAPS      Z14, Z2
+	VMULPS       Z17, Z3, Z15
+	VFMADD231PS  Z3, Z16, Z15
+	VMOVAPS      Z15, Z3
+	VMULPS       Z17, Z4, Z14
+	VFMADD231PS  Z4, Z16, Z14
+	VMOVAPS      Z14, Z4
+	VMULPS       Z17, Z5, Z15
+	VFMADD231PS  Z5, Z16, Z15
+	VMOVAPS      Z15, Z5
+	VMULPS       Z17, Z6, Z14
+	VFMADD231PS  Z6, Z16, Z14
+	VMOVAPS      Z14, Z6
+	VMULPS       Z17, Z7, Z15
+	VFMADD231PS  Z7, Z16, Z15
+	VMOVAPS      Z15, Z7
+	VMULPS       Z17, Z8, Z14
+	VFMADD231PS  Z8, Z16, Z14
+	VMOVAPS      Z14, Z8
+	VMULPS       Z17, Z9, Z15
+	VFMADD231PS  Z9, Z16, Z15
+	VMOVAPS      Z15, Z9
+	VMULPS       Z17, Z10, Z14
+	VFMADD231PS  Z10, Z16, Z14
+	VMOVAPS      Z14, Z10
+	VMULPS       Z17, Z11, Z15
+	VFMADD231PS  Z11, Z16, Z15
+	VMOVAPS      Z15, Z11
+	VMULPS       Z17, Z12, Z14
+	VFMADD231PS  Z12, Z16, Z14
+	VMOVAPS      Z14, Z12
+	VMULPS       Z17, Z13, Z15
+	VFMADD231PS  Z13, Z16, Z15
+	VMOVAPS      Z15, Z13
+	JMP          rowGemm16_7x2AVX512_write
+
+rowGemm16_7x2AVX512_one:
+	VMULPS Z16, Z0, Z0
+	VMULPS Z16, Z1, Z1
+	VMULPS Z16, Z2, Z2
+	VMULPS Z16, Z3, Z3
+	VMULPS Z16, Z4, Z4
+	VMULPS Z16, Z5, Z5
+	VMULPS Z16, Z6, Z6
+	VMULPS Z16, Z7, Z7
+	VMULPS Z16, Z8, Z8
+	VMULPS Z16, Z9, Z9
+	VMULPS Z16, Z10, Z10
+	VMULPS Z16, Z11, Z11
+	VMULPS Z16, Z12, Z12
+	VMULPS Z16, Z13, Z13
+
+rowGemm16_7x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_8x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_8x2AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	TESTQ   AX, AX
+	JZ      rowGemm16_8x2AVX512_store
+
+rowGemm16_8x2AVX512_loop:
+	VMOVDQU32    (BX), Z16
+	VMOVDQU32.Z  64(BX), K1, Z17
+	VPBROADCASTD (DI), Z18
+
+	// VDPBF16PS z0, z16, z18
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc2
+
+	// VDPBF16PS z1, z17, z18
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xca
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z19
+
+	// VDPBF16PS z2, z16, z19
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd3
+
+	// VDPBF16PS z3, z17, z19
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdb
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z18
+
+	// VDPBF16PS z4, z16, z18
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe2
+
+	// VDPBF16PS z5, z17, z18
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xea
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z19
+
+	// VDPBF16PS z6, z16, z19
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf3
+
+	// VDPBF16PS z7, z17, z19
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xfb
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z18
+
+	// VDPBF16PS z8, z16, z18
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc2
+
+	// VDPBF16PS z9, z17, z18
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xca
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z19
+
+	// VDPBF16PS z10, z16, z19
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd3
+
+	// VDPBF16PS z11, z17, z19
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdb
+	ADDQ         DX, R12
+	VPBROADCASTD (R13), Z18
+
+	// VDPBF16PS z12, z16, z18
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe2
+
+	// VDPBF16PS z13, z17, z18
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xea
+	ADDQ         DX, R13
+	VPBROADCASTD (R14), Z19
+
+	// VDPBF16PS z14, z16, z19
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf3
+
+	// VDPBF16PS z15, z17, z19
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x76
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfb
+	ADDQ DX, R14
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_8x2AVX512_loop
+
+rowGemm16_8x2AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z18
+	VBROADCASTSS alphaLo+72(FP), Z19
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_8x2AVX512_one
+	VMULPS       Z19, Z0, Z16
+	VFMADD231PS  Z0, Z18, Z16
+	VMOVAPS      Z16, Z0
+	VMULPS       Z19, Z1, Z17
+	VFMADD231PS  Z1, Z18, Z17
+	VMOVAPS      Z17, Z1
+	VMULPS       Z19, Z2, Z16
+	VFMADD231PS  Z2, Z18, Z16
+	VMOVAPS      Z16, Z2
+	VMULPS       Z19, Z3, Z17
+	VFMADD231PS  Z3, Z18, Z17
+	VMOVAPS      Z17, Z3
+	VMULPS       Z19, Z4, Z16
+	VFMADD231PS  Z4, Z18, Z16
+	VMOVAPS      Z16, Z4
+	VMULPS       Z19, Z5, Z17
+	VFMADD231PS  Z5, Z18, Z17
+	VMOVAPS      Z17, Z5
+	VMULPS       Z19, Z6, Z16
+	VFMADD231PS  Z6, Z18, Z16
+	VMOVAPS      Z16, Z6
+	VMULPS       Z19, Z7, Z17
+	VFMADD231PS  Z7, Z18, Z17
+	VMOVAPS      Z17, Z7
+	VMULPS       Z19, Z8, Z16
+	VFMADD231PS  Z8, Z18, Z16
+	VMOVAPS      Z16, Z8
+	VMULPS       Z19, Z9, Z17
+	VFMADD231PS  Z9, Z18, Z17
+	VMOVAPS      Z17, Z9
+	VMULPS       Z19, Z10, Z16
+	VFMADD231PS  Z10, Z18, Z16
+	VMOVAPS      Z16, Z10
+	VMULPS       Z19, Z11, Z17
+	VFMADD231PS  Z11, Z18, Z17
+	VMOVAPS      Z17, Z11
+	VMULPS       Z19, Z12, Z16
+	VFMADD231PS  Z12, Z18, Z16
+	VMOVAPS      Z16, Z12
+	VMULPS       Z19, Z13, Z17
+	VFMADD231PS  Z13, Z18, Z17
+	VMOVAPS      Z17, Z13
+	VMULPS       Z19, Z14, Z16
+	VFMADD231PS  Z14, Z18, Z16
+	VMOVAPS      Z16, Z14
+	VMULPS       Z19, Z15, Z17
+	VFMADD231PS  Z15, Z18, Z17
+	VMOVAPS      Z17, Z15
+	JMP          rowGemm16_8x2AVX512_write
+
+rowGemm16_8x2AVX512_one:
+	VMULPS Z18, Z0, Z0
+	VMULPS Z18, Z1, Z1
+	VMULPS Z18, Z2, Z2
+	VMULPS Z18, Z3, Z3
+	VMULPS Z18, Z4, Z4
+	VMULPS Z18, Z5, Z5
+	VMULPS Z18, Z6, Z6
+	VMULPS Z18, Z7, Z7
+	VMULPS Z18, Z8, Z8
+	VMULPS Z18, Z9, Z9
+	VMULPS Z18, Z10, Z10
+	VMULPS Z18, Z11, Z11
+	VMULPS Z18, Z12, Z12
+	VMULPS Z18, Z13, Z13
+	VMULPS Z18, Z14, Z14
+	VMULPS Z18, Z15, Z15
+
+rowGemm16_8x2AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	VMOVUPS Z11, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, K1, 64(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z14, (AX)
+	VMOVUPS Z15, K1, 64(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_1x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_1x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	TESTQ   AX, AX
+	JZ      rowGemm16_1x3AVX512_store
+
+rowGemm16_1x3AVX512_loop:
+	VMOVDQU32    (DX), Z3
+	VMOVDQU32    64(DX), Z4
+	VMOVDQU32.Z  128(DX), K1, Z5
+	VPBROADCASTD (SI), Z6
+
+	// VDPBF16PS z0, z3, z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x66
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc6
+
+	// VDPBF16PS z1, z4, z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x5e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xce
+
+	// VDPBF16PS z2, z5, z6
+	BYTE $0x62
+	BYTE $0xf2
+	BYTE $0x56
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd6
+	ADDQ CX, SI
+	ADDQ BX, DX
+	DECQ AX
+	JNZ  rowGemm16_1x3AVX512_loop
+
+rowGemm16_1x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z6
+	VBROADCASTSS alphaLo+72(FP), Z7
+	MOVL         alphaLo+72(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16_1x3AVX512_one
+	VMULPS       Z7, Z0, Z3
+	VFMADD231PS  Z0, Z6, Z3
+	VMOVAPS      Z3, Z0
+	VMULPS       Z7, Z1, Z4
+	VFMADD231PS  Z1, Z6, Z4
+	VMOVAPS      Z4, Z1
+	VMULPS       Z7, Z2, Z5
+	VFMADD231PS  Z2, Z6, Z5
+	VMOVAPS      Z5, Z2
+	JMP          rowGemm16_1x3AVX512_write
+
+rowGemm16_1x3AVX512_one:
+	VMULPS Z6, Z0, Z0
+	VMULPS Z6, Z1, Z1
+	VMULPS Z6, Z2, Z2
+
+rowGemm16_1x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_2x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_2x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	TESTQ   AX, AX
+	JZ      rowGemm16_2x3AVX512_store
+
+rowGemm16_2x3AVX512_loop:
+	VMOVDQU32    (BX), Z6
+	VMOVDQU32    64(BX), Z7
+	VMOVDQU32.Z  128(BX), K1, Z8
+	VPBROADCASTD (DI), Z9
+
+	// VDPBF16PS z0, z6, z9
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x4e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc1
+
+	// VDPBF16PS z1, z7, z9
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x46
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc9
+
+	// VDPBF16PS z2, z8, z9
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x3e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd1
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z10
+
+	// VDPBF16PS z3, z6, z10
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x4e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xda
+
+	// VDPBF16PS z4, z7, z10
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x46
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// VDPBF16PS z5, z8, z10
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xea
+	ADDQ DX, R8
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_2x3AVX512_loop
+
+rowGemm16_2x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z9
+	VBROADCASTSS alphaLo+72(FP), Z10
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_2x3AVX512_one
+	VMULPS       Z10, Z0, Z6
+	VFMADD231PS  Z0, Z9, Z6
+	VMOVAPS      Z6, Z0
+	VMULPS       Z10, Z1, Z7
+	VFMADD231PS  Z1, Z9, Z7
+	VMOVAPS      Z7, Z1
+	VMULPS       Z10, Z2, Z8
+	VFMADD231PS  Z2, Z9, Z8
+	VMOVAPS      Z8, Z2
+	VMULPS       Z10, Z3, Z6
+	VFMADD231PS  Z3, Z9, Z6
+	VMOVAPS      Z6, Z3
+	VMULPS       Z10, Z4, Z7
+	VFMADD231PS  Z4, Z9, Z7
+	VMOVAPS      Z7, Z4
+	VMULPS       Z10, Z5, Z8
+	VFMADD231PS  Z5, Z9, Z8
+	VMOVAPS      Z8, Z5
+	JMP          rowGemm16_2x3AVX512_write
+
+rowGemm16_2x3AVX512_one:
+	VMULPS Z9, Z0, Z0
+	VMULPS Z9, Z1, Z1
+	VMULPS Z9, Z2, Z2
+	VMULPS Z9, Z3, Z3
+	VMULPS Z9, Z4, Z4
+	VMULPS Z9, Z5, Z5
+
+rowGemm16_2x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_3x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_3x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	TESTQ   AX, AX
+	JZ      rowGemm16_3x3AVX512_store
+
+rowGemm16_3x3AVX512_loop:
+	VMOVDQU32    (BX), Z9
+	VMOVDQU32    64(BX), Z10
+	VMOVDQU32.Z  128(BX), K1, Z11
+	VPBROADCASTD (DI), Z12
+
+	// VDPBF16PS z0, z9, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x36
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z1, z10, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z2, z11, z12
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x26
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd4
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z13
+
+	// VDPBF16PS z3, z9, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x36
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xdd
+
+	// VDPBF16PS z4, z10, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z5, z11, z13
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x26
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xed
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z12
+
+	// VDPBF16PS z6, z9, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x36
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf4
+
+	// VDPBF16PS z7, z10, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xfc
+
+	// VDPBF16PS z8, z11, z12
+	BYTE $0x62
+	BYTE $0x52
+	BYTE $0x26
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+	ADDQ DX, R9
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_3x3AVX512_loop
+
+rowGemm16_3x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z12
+	VBROADCASTSS alphaLo+72(FP), Z13
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_3x3AVX512_one
+	VMULPS       Z13, Z0, Z9
+	VFMADD231PS  Z0, Z12, Z9
+	VMOVAPS      Z9, Z0
+	VMULPS       Z13, Z1, Z10
+	VFMADD231PS  Z1, Z12, Z10
+	VMOVAPS      Z10, Z1
+	VMULPS       Z13, Z2, Z11
+	VFMADD231PS  Z2, Z12, Z11
+	VMOVAPS      Z11, Z2
+	VMULPS       Z13, Z3, Z9
+	VFMADD231PS  Z3, Z12, Z9
+	VMOVAPS      Z9, Z3
+	VMULPS       Z13, Z4, Z10
+	VFMADD231PS  Z4, Z12, Z10
+	VMOVAPS      Z10, Z4
+	VMULPS       Z13, Z5, Z11
+	VFMADD231PS  Z5, Z12, Z11
+	VMOVAPS      Z11, Z5
+	VMULPS       Z13, Z6, Z9
+	VFMADD231PS  Z6, Z12, Z9
+	VMOVAPS      Z9, Z6
+	VMULPS       Z13, Z7, Z10
+	VFMADD231PS  Z7, Z12, Z10
+	VMOVAPS      Z10, Z7
+	VMULPS       Z13, Z8, Z11
+	VFMADD231PS  Z8, Z12, Z11
+	VMOVAPS      Z11, Z8
+	JMP          rowGemm16_3x3AVX512_write
+
+rowGemm16_3x3AVX512_one:
+	VMULPS Z12, Z0, Z0
+	VMULPS Z12, Z1, Z1
+	VMULPS Z12, Z2, Z2
+	VMULPS Z12, Z3, Z3
+	VMULPS Z12, Z4, Z4
+	VMULPS Z12, Z5, Z5
+	VMULPS Z12, Z6, Z6
+	VMULPS Z12, Z7, Z7
+	VMULPS Z12, Z8, Z8
+
+rowGemm16_3x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_4x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_4x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	TESTQ   AX, AX
+	JZ      rowGemm16_4x3AVX512_store
+
+rowGemm16_4x3AVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VMOVDQU32.Z  128(BX), K1, Z14
+	VPBROADCASTD (DI), Z15
+
+	// VDPBF16PS z0, z12, z15
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc7
+
+	// VDPBF16PS z1, z13, z15
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xcf
+
+	// VDPBF16PS z2, z14, z15
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x0e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd7
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z16
+
+	// VDPBF16PS z3, z12, z16
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd8
+
+	// VDPBF16PS z4, z13, z16
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS z5, z14, z16
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x0e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xe8
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z15
+
+	// VDPBF16PS z6, z12, z15
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf7
+
+	// VDPBF16PS z7, z13, z15
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xff
+
+	// VDPBF16PS z8, z14, z15
+	BYTE         $0x62
+	BYTE         $0x52
+	BYTE         $0x0e
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xc7
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z16
+
+	// VDPBF16PS z9, z12, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z10, z13, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z11, z14, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd8
+	ADDQ DX, R10
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_4x3AVX512_loop
+
+rowGemm16_4x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z15
+	VBROADCASTSS alphaLo+72(FP), Z16
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_4x3AVX512_one
+	VMULPS       Z16, Z0, Z12
+	VFMADD231PS  Z0, Z15, Z12
+	VMOVAPS      Z12, Z0
+	VMULPS       Z16, Z1, Z13
+	VFMADD231PS  Z1, Z15, Z13
+	VMOVAPS      Z13, Z1
+	VMULPS       Z16, Z2, Z14
+	VFMADD231PS  Z2, Z15, Z14
+	VMOVAPS      Z14, Z2
+	VMULPS       Z16, Z3, Z12
+	VFMADD231PS  Z3, Z15, Z12
+	VMOVAPS      Z12, Z3
+	VMULPS       Z16, Z4, Z13
+	VFMADD231PS  Z4, Z15, Z13
+	VMOVAPS      Z13, Z4
+	VMULPS       Z16, Z5, Z14
+	VFMADD231PS  Z5, Z15, Z14
+	VMOVAPS      Z14, Z5
+	VMULPS       Z16, Z6, Z12
+	VFMADD231PS  Z6, Z15, Z12
+	VMOVAPS      Z12, Z6
+	VMULPS       Z16, Z7, Z13
+	VFMADD231PS  Z7, Z15, Z13
+	VMOVAPS      Z13, Z7
+	VMULPS       Z16, Z8, Z14
+	VFMADD231PS  Z8, Z15, Z14
+	VMOVAPS      Z14, Z8
+	VMULPS       Z16, Z9, Z12
+	VFMADD231PS  Z9, Z15, Z12
+	VMOVAPS      Z12, Z9
+	VMULPS       Z16, Z10, Z13
+	VFMADD231PS  Z10, Z15, Z13
+	VMOVAPS      Z13, Z10
+	VMULPS       Z16, Z11, Z14
+	VFMADD231PS  Z11, Z15, Z14
+	VMOVAPS      Z14, Z11
+	JMP          rowGemm16_4x3AVX512_write
+
+rowGemm16_4x3AVX512_one:
+	VMULPS Z15, Z0, Z0
+	VMULPS Z15, Z1, Z1
+	VMULPS Z15, Z2, Z2
+	VMULPS Z15, Z3, Z3
+	VMULPS Z15, Z4, Z4
+	VMULPS Z15, Z5, Z5
+	VMULPS Z15, Z6, Z6
+	VMULPS Z15, Z7, Z7
+	VMULPS Z15, Z8, Z8
+	VMULPS Z15, Z9, Z9
+	VMULPS Z15, Z10, Z10
+	VMULPS Z15, Z11, Z11
+
+rowGemm16_4x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_5x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_5x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	TESTQ   AX, AX
+	JZ      rowGemm16_5x3AVX512_store
+
+rowGemm16_5x3AVX512_loop:
+	VMOVDQU32    (BX), Z15
+	VMOVDQU32    64(BX), Z16
+	VMOVDQU32.Z  128(BX), K1, Z17
+	VPBROADCASTD (DI), Z18
+
+	// VDPBF16PS z0, z15, z18
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x06
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc2
+
+	// VDPBF16PS z1, z16, z18
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xca
+
+	// VDPBF16PS z2, z17, z18
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd2
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z19
+
+	// VDPBF16PS z3, z15, z19
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x06
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xdb
+
+	// VDPBF16PS z4, z16, z19
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe3
+
+	// VDPBF16PS z5, z17, z19
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xeb
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z18
+
+	// VDPBF16PS z6, z15, z18
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x06
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf2
+
+	// VDPBF16PS z7, z16, z18
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfa
+
+	// VDPBF16PS z8, z17, z18
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc2
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z19
+
+	// VDPBF16PS z9, z15, z19
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x06
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xcb
+
+	// VDPBF16PS z10, z16, z19
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd3
+
+	// VDPBF16PS z11, z17, z19
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x76
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdb
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z18
+
+	// VDPBF16PS z12, z15, z18
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x06
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe2
+
+	// VDPBF16PS z13, z16, z18
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xea
+
+	// VDPBF16PS z14, z17, z18
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x76
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf2
+	ADDQ DX, R11
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_5x3AVX512_loop
+
+rowGemm16_5x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z18
+	VBROADCASTSS alphaLo+72(FP), Z19
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_5x3AVX512_one
+	VMULPS       Z19, Z0, Z15
+	VFMADD231PS  Z0, Z18, Z15
+	VMOVAPS      Z15, Z0
+	VMULPS       Z19, Z1, Z16
+	VFMADD231PS  Z1, Z18, Z16
+	VMOVAPS      Z16, Z1
+	VMULPS       Z19, Z2, Z17
+	VFMADD231PS  Z2, Z18, Z17
+	VMOVAPS      Z17, Z2
+	VMULPS       Z19, Z3, Z15
+	VFMADD231PS  Z3, Z18, Z15
+	VMOVAPS      Z15, Z3
+	VMULPS       Z19, Z4, Z16
+	VFMADD231PS  Z4, Z18, Z16
+	VMOVAPS      Z16, Z4
+	VMULPS       Z19, Z5, Z17
+	VFMADD231PS  Z5, Z18, Z17
+	VMOVAPS      Z17, Z5
+	VMULPS       Z19, Z6, Z15
+	VFMADD231PS  Z6, Z18, Z15
+	VMOVAPS      Z15, Z6
+	VMULPS       Z19, Z7, Z16
+	VFMADD231PS  Z7, Z18, Z16
+	VMOVAPS      Z16, Z7
+	VMULPS       Z19, Z8, Z17
+	VFMADD231PS  Z8, Z18, Z17
+	VMOVAPS      Z17, Z8
+	VMULPS       Z19, Z9, Z15
+	VFMADD231PS  Z9, Z18, Z15
+	VMOVAPS      Z15, Z9
+	VMULPS       Z19, Z10, Z16
+	VFMADD231PS  Z10, Z18, Z16
+	VMOVAPS      Z16, Z10
+	VMULPS       Z19, Z11, Z17
+	VFMADD231PS  Z11, Z18, Z17
+	VMOVAPS      Z17, Z11
+	VMULPS       Z19, Z12, Z15
+	VFMADD231PS  Z12, Z18, Z15
+	VMOVAPS      Z15, Z12
+	VMULPS       Z19, Z13, Z16
+	VFMADD231PS  Z13, Z18, Z16
+	VMOVAPS      Z16, Z13
+	VMULPS       Z19, Z14, Z17
+	VFMADD231PS  Z14, Z18, Z17
+	VMOVAPS      Z17, Z14
+	JMP          rowGemm16_5x3AVX512_write
+
+rowGemm16_5x3AVX512_one:
+	VMULPS Z18, Z0, Z0
+	VMULPS Z18, Z1, Z1
+	VMULPS Z18, Z2, Z2
+	VMULPS Z18, Z3, Z3
+	VMULPS Z18, Z4, Z4
+	VMULPS Z18, Z5, Z5
+	VMULPS Z18, Z6, Z6
+	VMULPS Z18, Z7, Z7
+	VMULPS Z18, Z8, Z8
+	VMULPS Z18, Z9, Z9
+	VMULPS Z18, Z10, Z10
+	VMULPS Z18, Z11, Z11
+	VMULPS Z18, Z12, Z12
+	VMULPS Z18, Z13, Z13
+	VMULPS Z18, Z14, Z14
+
+rowGemm16_5x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_6x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_6x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	TESTQ   AX, AX
+	JZ      rowGemm16_6x3AVX512_store
+
+rowGemm16_6x3AVX512_loop:
+	VMOVDQU32    (BX), Z18
+	VMOVDQU32    64(BX), Z19
+	VMOVDQU32.Z  128(BX), K1, Z20
+	VPBROADCASTD (DI), Z21
+
+	// VDPBF16PS z0, z18, z21
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc5
+
+	// VDPBF16PS z1, z19, z21
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x66
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcd
+
+	// VDPBF16PS z2, z20, z21
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x5e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd5
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z22
+
+	// VDPBF16PS z3, z18, z22
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xde
+
+	// VDPBF16PS z4, z19, z22
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x66
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe6
+
+	// VDPBF16PS z5, z20, z22
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x5e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xee
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z21
+
+	// VDPBF16PS z6, z18, z21
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z7, z19, z21
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x66
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfd
+
+	// VDPBF16PS z8, z20, z21
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x5e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc5
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z22
+
+	// VDPBF16PS z9, z18, z22
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xce
+
+	// VDPBF16PS z10, z19, z22
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x66
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd6
+
+	// VDPBF16PS z11, z20, z22
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x5e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xde
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z21
+
+	// VDPBF16PS z12, z18, z21
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z13, z19, z21
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x66
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xed
+
+	// VDPBF16PS z14, z20, z21
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x5e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xf5
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z22
+
+	// VDPBF16PS z15, z18, z22
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfe
+
+	// VDPBF16PS z16, z19, z22
+	BYTE $0x62
+	BYTE $0xa2
+	BYTE $0x66
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc6
+
+	// VDPBF16PS z17, z20, z22
+	BYTE $0x62
+	BYTE $0xa2
+	BYTE $0x5e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xce
+	ADDQ DX, R12
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_6x3AVX512_loop
+
+rowGemm16_6x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z21
+	VBROADCASTSS alphaLo+72(FP), Z22
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_6x3AVX512_one
+	VMULPS       Z22, Z0, Z18
+	VFMADD231PS  Z0, Z21, Z18
+	VMOVAPS      Z18, Z0
+	VMULPS       Z22, Z1, Z19
+	VFMADD231PS  Z1, Z21, Z19
+	VMOVAPS      Z19, Z1
+	VMULPS       Z22, Z2, Z20
+	VFMADD231PS  Z2, Z21, Z20
+	VMOVAPS      Z20, Z2
+	VMULPS       Z22, Z3, Z18
+	VFMADD231PS  Z3, Z21, Z18
+	VMOVAPS      Z18, Z3
+	VMULPS       Z22, Z4, Z19
+	VFMADD231PS  Z4, Z21, Z19
+	VMOVAPS      Z19, Z4
+	VMULPS       Z22, Z5, Z20
+	VFMADD231PS  Z5, Z21, Z20
+	VMOVAPS      Z20, Z5
+	VMULPS       Z22, Z6, Z18
+	VFMADD231PS  Z6, Z21, Z18
+	VMOVAPS      Z18, Z6
+	VMULPS       Z22, Z7, Z19
+	VFMADD231PS  Z7, Z21, Z19
+	VMOVAPS      Z19, Z7
+	VMULPS       Z22, Z8, Z20
+	VFMADD231PS  Z8, Z21, Z20
+	VMOVAPS      Z20, Z8
+	VMULPS       Z22, Z9, Z18
+	VFMADD231PS  Z9, Z21, Z18
+	VMOVAPS      Z18, Z9
+	VMULPS       Z22, Z10, Z19
+	VFMADD231PS  Z10, Z21, Z19
+	VMOVAPS      Z19, Z10
+	VMULPS       Z22, Z11, Z20
+	VFMADD231PS  Z11, Z21, Z20
+	VMOVAPS      Z20, Z11
+	VMULPS       Z22, Z12, Z18
+	VFMADD231PS  Z12, Z21, Z18
+	VMOVAPS      Z18, Z12
+	VMULPS       Z22, Z13, Z19
+	VFMADD231PS  Z13, Z21, Z19
+	VMOVAPS      Z19, Z13
+	VMULPS       Z22, Z14, Z20
+	VFMADD231PS  Z14, Z21, Z20
+	VMOVAPS      Z20, Z14
+	VMULPS       Z22, Z15, Z18
+	VFMADD231PS  Z15, Z21, Z18
+	VMOVAPS      Z18, Z15
+	VMULPS       Z22, Z16, Z19
+	VFMADD231PS  Z16, Z21, Z19
+	VMOVAPS      Z19, Z16
+	VMULPS       Z22, Z17, Z20
+	VFMADD231PS  Z17, Z21, Z20
+	VMOVAPS      Z20, Z17
+	JMP          rowGemm16_6x3AVX512_write
+
+rowGemm16_6x3AVX512_one:
+	VMULPS Z21, Z0, Z0
+	VMULPS Z21, Z1, Z1
+	VMULPS Z21, Z2, Z2
+	VMULPS Z21, Z3, Z3
+	VMULPS Z21, Z4, Z4
+	VMULPS Z21, Z5, Z5
+	VMULPS Z21, Z6, Z6
+	VMULPS Z21, Z7, Z7
+	VMULPS Z21, Z8, Z8
+	VMULPS Z21, Z9, Z9
+	VMULPS Z21, Z10, Z10
+	VMULPS Z21, Z11, Z11
+	VMULPS Z21, Z12, Z12
+	VMULPS Z21, Z13, Z13
+	VMULPS Z21, Z14, Z14
+	VMULPS Z21, Z15, Z15
+	VMULPS Z21, Z16, Z16
+	VMULPS Z21, Z17, Z17
+
+rowGemm16_6x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_7x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_7x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	VPXORD  Z20, Z20, Z20
+	TESTQ   AX, AX
+	JZ      rowGemm16_7x3AVX512_store
+
+rowGemm16_7x3AVX512_loop:
+	VMOVDQU32    (BX), Z21
+	VMOVDQU32    64(BX), Z22
+	VMOVDQU32.Z  128(BX), K1, Z23
+	VPBROADCASTD (DI), Z24
+
+	// VDPBF16PS z0, z21, z24
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z1, z22, z24
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z2, z23, z24
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd0
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z25
+
+	// VDPBF16PS z3, z21, z25
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd9
+
+	// VDPBF16PS z4, z22, z25
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe1
+
+	// VDPBF16PS z5, z23, z25
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xe9
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z24
+
+	// VDPBF16PS z6, z21, z24
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf0
+
+	// VDPBF16PS z7, z22, z24
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf8
+
+	// VDPBF16PS z8, z23, z24
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc0
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z25
+
+	// VDPBF16PS z9, z21, z25
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc9
+
+	// VDPBF16PS z10, z22, z25
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd1
+
+	// VDPBF16PS z11, z23, z25
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd9
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z24
+
+	// VDPBF16PS z12, z21, z24
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe0
+
+	// VDPBF16PS z13, z22, z24
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe8
+
+	// VDPBF16PS z14, z23, z24
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xf0
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z25
+
+	// VDPBF16PS z15, z21, z25
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf9
+
+	// VDPBF16PS z16, z22, z25
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc1
+
+	// VDPBF16PS z17, z23, z25
+	BYTE         $0x62
+	BYTE         $0x82
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc9
+	ADDQ         DX, R12
+	VPBROADCASTD (R13), Z24
+
+	// VDPBF16PS z18, z21, z24
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z19, z22, z24
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd8
+
+	// VDPBF16PS z20, z23, z24
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x46
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe0
+	ADDQ DX, R13
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_7x3AVX512_loop
+
+rowGemm16_7x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z24
+	VBROADCASTSS alphaLo+72(FP), Z25
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_7x3AVX512_one
+	VMULPS       Z25, Z0, Z21
+	VFMADD231PS  Z0, Z24, Z21
+	VMOVAPS      Z21, Z0
+	VMULPS       Z25, Z1, Z22
+	VFMADD231PS  Z1, Z24, Z22
+	VMOVAPS      Z22, Z1
+	VMULPS       Z25, Z2, Z23
+	VFMADD231PS  Z2, Z24, Z23
+	VMOVAPS      Z23, Z2
+	VMULPS       Z25, Z3, Z21
+	VFMADD231PS  Z3, Z24, Z21
+	VMOVAPS      Z21, Z3
+	VMULPS       Z25, Z4, Z22
+	VFMADD231PS  Z4, Z24, Z22
+	VMOVAPS      Z22, Z4
+	VMULPS       Z25, Z5, Z23
+	VFMADD231PS  Z5, Z24, Z23
+	VMOVAPS      Z23, Z5
+	VMULPS       Z25, Z6, Z21
+	VFMADD231PS  Z6, Z24, Z21
+	VMOVAPS      Z21, Z6
+	VMULPS       Z25, Z7, Z22
+	VFMADD231PS  Z7, Z24, Z22
+	VMOVAPS      Z22, Z7
+	VMULPS       Z25, Z8, Z23
+	VFMADD231PS  Z8, Z24, Z23
+	VMOVAPS      Z23, Z8
+	VMULPS       Z25, Z9, Z21
+	VFMADD231PS  Z9, Z24, Z21
+	VMOVAPS      Z21, Z9
+	VMULPS       Z25, Z10, Z22
+	VFMADD231PS  Z10, Z24, Z22
+	VMOVAPS      Z22, Z10
+	VMULPS       Z25, Z11, Z23
+	VFMADD231PS  Z11, Z24, Z23
+	VMOVAPS      Z23, Z11
+	VMULPS       Z25, Z12, Z21
+	VFMADD231PS  Z12, Z24, Z21
+	VMOVAPS      Z21, Z12
+	VMULPS       Z25, Z13, Z22
+	VFMADD231PS  Z13, Z24, Z22
+	VMOVAPS      Z22, Z13
+	VMULPS       Z25, Z14, Z23
+	VFMADD231PS  Z14, Z24, Z23
+	VMOVAPS      Z23, Z14
+	VMULPS       Z25, Z15, Z21
+	VFMADD231PS  Z15, Z24, Z21
+	VMOVAPS      Z21, Z15
+	VMULPS       Z25, Z16, Z22
+	VFMADD231PS  Z16, Z24, Z22
+	VMOVAPS      Z22, Z16
+	VMULPS       Z25, Z17, Z23
+	VFMADD231PS  Z17, Z24, Z23
+	VMOVAPS      Z23, Z17
+	VMULPS       Z25, Z18, Z21
+	VFMADD231PS  Z18, Z24, Z21
+	VMOVAPS      Z21, Z18
+	VMULPS       Z25, Z19, Z22
+	VFMADD231PS  Z19, Z24, Z22
+	VMOVAPS      Z22, Z19
+	VMULPS       Z25, Z20, Z23
+	VFMADD231PS  Z20, Z24, Z23
+	VMOVAPS      Z23, Z20
+	JMP          rowGemm16_7x3AVX512_write
+
+rowGemm16_7x3AVX512_one:
+	VMULPS Z24, Z0, Z0
+	VMULPS Z24, Z1, Z1
+	VMULPS Z24, Z2, Z2
+	VMULPS Z24, Z3, Z3
+	VMULPS Z24, Z4, Z4
+	VMULPS Z24, Z5, Z5
+	VMULPS Z24, Z6, Z6
+	VMULPS Z24, Z7, Z7
+	VMULPS Z24, Z8, Z8
+	VMULPS Z24, Z9, Z9
+	VMULPS Z24, Z10, Z10
+	VMULPS Z24, Z11, Z11
+	VMULPS Z24, Z12, Z12
+	VMULPS Z24, Z13, Z13
+	VMULPS Z24, Z14, Z14
+	VMULPS Z24, Z15, Z15
+	VMULPS Z24, Z16, Z16
+	VMULPS Z24, Z17, Z17
+	VMULPS Z24, Z18, Z18
+	VMULPS Z24, Z19, Z19
+	VMULPS Z24, Z20, Z20
+
+rowGemm16_7x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z18, (AX)
+	VMOVUPS Z19, 64(AX)
+	VMOVUPS Z20, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_8x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_8x3AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	VPXORD  Z20, Z20, Z20
+	VPXORD  Z21, Z21, Z21
+	VPXORD  Z22, Z22, Z22
+	VPXORD  Z23, Z23, Z23
+	TESTQ   AX, AX
+	JZ      rowGemm16_8x3AVX512_store
+
+rowGemm16_8x3AVX512_loop:
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VMOVDQU32.Z  128(BX), K1, Z26
+	VPBROADCASTD (DI), Z27
+
+	// VDPBF16PS z0, z24, z27
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc3
+
+	// VDPBF16PS z1, z25, z27
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcb
+
+	// VDPBF16PS z2, z26, z27
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd3
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z28
+
+	// VDPBF16PS z3, z24, z28
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xdc
+
+	// VDPBF16PS z4, z25, z28
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe4
+
+	// VDPBF16PS z5, z26, z28
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xec
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z27
+
+	// VDPBF16PS z6, z24, z27
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf3
+
+	// VDPBF16PS z7, z25, z27
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfb
+
+	// VDPBF16PS z8, z26, z27
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xc3
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z28
+
+	// VDPBF16PS z9, z24, z28
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z10, z25, z28
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd4
+
+	// VDPBF16PS z11, z26, z28
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdc
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z27
+
+	// VDPBF16PS z12, z24, z27
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe3
+
+	// VDPBF16PS z13, z25, z27
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xeb
+
+	// VDPBF16PS z14, z26, z27
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xf3
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z28
+
+	// VDPBF16PS z15, z24, z28
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfc
+
+	// VDPBF16PS z16, z25, z28
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z17, z26, z28
+	BYTE         $0x62
+	BYTE         $0x82
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xcc
+	ADDQ         DX, R12
+	VPBROADCASTD (R13), Z27
+
+	// VDPBF16PS z18, z24, z27
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd3
+
+	// VDPBF16PS z19, z25, z27
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xdb
+
+	// VDPBF16PS z20, z26, z27
+	BYTE         $0x62
+	BYTE         $0x82
+	BYTE         $0x2e
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xe3
+	ADDQ         DX, R13
+	VPBROADCASTD (R14), Z28
+
+	// VDPBF16PS z21, z24, z28
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xec
+
+	// VDPBF16PS z22, z25, z28
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf4
+
+	// VDPBF16PS z23, z26, z28
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfc
+	ADDQ DX, R14
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_8x3AVX512_loop
+
+rowGemm16_8x3AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z27
+	VBROADCASTSS alphaLo+72(FP), Z28
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_8x3AVX512_one
+	VMULPS       Z28, Z0, Z24
+	VFMADD231PS  Z0, Z27, Z24
+	VMOVAPS      Z24, Z0
+	VMULPS       Z28, Z1, Z25
+	VFMADD231PS  Z1, Z27, Z25
+	VMOVAPS      Z25, Z1
+	VMULPS       Z28, Z2, Z26
+	VFMADD231PS  Z2, Z27, Z26
+	VMOVAPS      Z26, Z2
+	VMULPS       Z28, Z3, Z24
+	VFMADD231PS  Z3, Z27, Z24
+	VMOVAPS      Z24, Z3
+	VMULPS       Z28, Z4, Z25
+	VFMADD231PS  Z4, Z27, Z25
+	VMOVAPS      Z25, Z4
+	VMULPS       Z28, Z5, Z26
+	VFMADD231PS  Z5, Z27, Z26
+	VMOVAPS      Z26, Z5
+	VMULPS       Z28, Z6, Z24
+	VFMADD231PS  Z6, Z27, Z24
+	VMOVAPS      Z24, Z6
+	VMULPS       Z28, Z7, Z25
+	VFMADD231PS  Z7, Z27, Z25
+	VMOVAPS      Z25, Z7
+	VMULPS       Z28, Z8, Z26
+	VFMADD231PS  Z8, Z27, Z26
+	VMOVAPS      Z26, Z8
+	VMULPS       Z28, Z9, Z24
+	VFMADD231PS  Z9, Z27, Z24
+	VMOVAPS      Z24, Z9
+	VMULPS       Z28, Z10, Z25
+	VFMADD231PS  Z10, Z27, Z25
+	VMOVAPS      Z25, Z10
+	VMULPS       Z28, Z11, Z26
+	VFMADD231PS  Z11, Z27, Z26
+	VMOVAPS      Z26, Z11
+	VMULPS       Z28, Z12, Z24
+	VFMADD231PS  Z12, Z27, Z24
+	VMOVAPS      Z24, Z12
+	VMULPS       Z28, Z13, Z25
+	VFMADD231PS  Z13, Z27, Z25
+	VMOVAPS      Z25, Z13
+	VMULPS       Z28, Z14, Z26
+	VFMADD231PS  Z14, Z27, Z26
+	VMOVAPS      Z26, Z14
+	VMULPS       Z28, Z15, Z24
+	VFMADD231PS  Z15, Z27, Z24
+	VMOVAPS      Z24, Z15
+	VMULPS       Z28, Z16, Z25
+	VFMADD231PS  Z16, Z27, Z25
+	VMOVAPS      Z25, Z16
+	VMULPS       Z28, Z17, Z26
+	VFMADD231PS  Z17, Z27, Z26
+	VMOVAPS      Z26, Z17
+	VMULPS       Z28, Z18, Z24
+	VFMADD231PS  Z18, Z27, Z24
+	VMOVAPS      Z24, Z18
+	VMULPS       Z28, Z19, Z25
+	VFMADD231PS  Z19, Z27, Z25
+	VMOVAPS      Z25, Z19
+	VMULPS       Z28, Z20, Z26
+	VFMADD231PS  Z20, Z27, Z26
+	VMOVAPS      Z26, Z20
+	VMULPS       Z28, Z21, Z24
+	VFMADD231PS  Z21, Z27, Z24
+	VMOVAPS      Z24, Z21
+	VMULPS       Z28, Z22, Z25
+	VFMADD231PS  Z22, Z27, Z25
+	VMOVAPS      Z25, Z22
+	VMULPS       Z28, Z23, Z26
+	VFMADD231PS  Z23, Z27, Z26
+	VMOVAPS      Z26, Z23
+	JMP          rowGemm16_8x3AVX512_write
+
+rowGemm16_8x3AVX512_one:
+	VMULPS Z27, Z0, Z0
+	VMULPS Z27, Z1, Z1
+	VMULPS Z27, Z2, Z2
+	VMULPS Z27, Z3, Z3
+	VMULPS Z27, Z4, Z4
+	VMULPS Z27, Z5, Z5
+	VMULPS Z27, Z6, Z6
+	VMULPS Z27, Z7, Z7
+	VMULPS Z27, Z8, Z8
+	VMULPS Z27, Z9, Z9
+	VMULPS Z27, Z10, Z10
+	VMULPS Z27, Z11, Z11
+	VMULPS Z27, Z12, Z12
+	VMULPS Z27, Z13, Z13
+	VMULPS Z27, Z14, Z14
+	VMULPS Z27, Z15, Z15
+	VMULPS Z27, Z16, Z16
+	VMULPS Z27, Z17, Z17
+	VMULPS Z27, Z18, Z18
+	VMULPS Z27, Z19, Z19
+	VMULPS Z27, Z20, Z20
+	VMULPS Z27, Z21, Z21
+	VMULPS Z27, Z22, Z22
+	VMULPS Z27, Z23, Z23
+
+rowGemm16_8x3AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	VMOVUPS Z4, 64(AX)
+	VMOVUPS Z5, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	VMOVUPS Z8, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VMOVUPS Z10, 64(AX)
+	VMOVUPS Z11, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	VMOVUPS Z16, 64(AX)
+	VMOVUPS Z17, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z18, (AX)
+	VMOVUPS Z19, 64(AX)
+	VMOVUPS Z20, K1, 128(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z21, (AX)
+	VMOVUPS Z22, 64(AX)
+	VMOVUPS Z23, K1, 128(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_1x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_1x4AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVWLZX mask+64(FP), SI
+	KMOVW   SI, K1
+	MOVQ    a+8(FP), SI
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	TESTQ   AX, AX
+	JZ      rowGemm16_1x4AVX512_store
+
+rowGemm16_1x4AVX512_loop:
+	VMOVDQU32    (DX), Z4
+	VMOVDQU32    64(DX), Z5
+	VMOVDQU32    128(DX), Z6
+	VMOVDQU32.Z  192(DX), K1, Z7
+	VPBROADCASTD (SI), Z8
+
+	// VDPBF16PS z0, z4, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x5e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z1, z5, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x56
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z2, z6, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x4e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z3, z7, z8
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x46
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd8
+	ADDQ CX, SI
+	ADDQ BX, DX
+	DECQ AX
+	JNZ  rowGemm16_1x4AVX512_loop
+
+rowGemm16_1x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z8
+	VBROADCASTSS alphaLo+72(FP), Z9
+	MOVL         alphaLo+72(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16_1x4AVX512_one
+	VMULPS       Z9, Z0, Z4
+	VFMADD231PS  Z0, Z8, Z4
+	VMOVAPS      Z4, Z0
+	VMULPS       Z9, Z1, Z5
+	VFMADD231PS  Z1, Z8, Z5
+	VMOVAPS      Z5, Z1
+	VMULPS       Z9, Z2, Z6
+	VFMADD231PS  Z2, Z8, Z6
+	VMOVAPS      Z6, Z2
+	VMULPS       Z9, Z3, Z7
+	VFMADD231PS  Z3, Z8, Z7
+	VMOVAPS      Z7, Z3
+	JMP          rowGemm16_1x4AVX512_write
+
+rowGemm16_1x4AVX512_one:
+	VMULPS Z8, Z0, Z0
+	VMULPS Z8, Z1, Z1
+	VMULPS Z8, Z2, Z2
+	VMULPS Z8, Z3, Z3
+
+rowGemm16_1x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_2x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_2x4AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	TESTQ   AX, AX
+	JZ      rowGemm16_2x4AVX512_store
+
+rowGemm16_2x4AVX512_loop:
+	VMOVDQU32    (BX), Z8
+	VMOVDQU32    64(BX), Z9
+	VMOVDQU32    128(BX), Z10
+	VMOVDQU32.Z  192(BX), K1, Z11
+	VPBROADCASTD (DI), Z12
+
+	// VDPBF16PS z0, z8, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z1, z9, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x36
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z2, z10, z12
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd4
+
+	// VDPBF16PS z3, z11, z12
+	BYTE         $0x62
+	BYTE         $0xd2
+	BYTE         $0x26
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xdc
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z13
+
+	// VDPBF16PS z4, z8, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x3e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z5, z9, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x36
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xed
+
+	// VDPBF16PS z6, z10, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x2e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z7, z11, z13
+	BYTE $0x62
+	BYTE $0xd2
+	BYTE $0x26
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xfd
+	ADDQ DX, R8
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_2x4AVX512_loop
+
+rowGemm16_2x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z12
+	VBROADCASTSS alphaLo+72(FP), Z13
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_2x4AVX512_one
+	VMULPS       Z13, Z0, Z8
+	VFMADD231PS  Z0, Z12, Z8
+	VMOVAPS      Z8, Z0
+	VMULPS       Z13, Z1, Z9
+	VFMADD231PS  Z1, Z12, Z9
+	VMOVAPS      Z9, Z1
+	VMULPS       Z13, Z2, Z10
+	VFMADD231PS  Z2, Z12, Z10
+	VMOVAPS      Z10, Z2
+	VMULPS       Z13, Z3, Z11
+	VFMADD231PS  Z3, Z12, Z11
+	VMOVAPS      Z11, Z3
+	VMULPS       Z13, Z4, Z8
+	VFMADD231PS  Z4, Z12, Z8
+	VMOVAPS      Z8, Z4
+	VMULPS       Z13, Z5, Z9
+	VFMADD231PS  Z5, Z12, Z9
+	VMOVAPS      Z9, Z5
+	VMULPS       Z13, Z6, Z10
+	VFMADD231PS  Z6, Z12, Z10
+	VMOVAPS      Z10, Z6
+	VMULPS       Z13, Z7, Z11
+	VFMADD231PS  Z7, Z12, Z11
+	VMOVAPS      Z11, Z7
+	JMP          rowGemm16_2x4AVX512_write
+
+rowGemm16_2x4AVX512_one:
+	VMULPS Z12, Z0, Z0
+	VMULPS Z12, Z1, Z1
+	VMULPS Z12, Z2, Z2
+	VMULPS Z12, Z3, Z3
+	VMULPS Z12, Z4, Z4
+	VMULPS Z12, Z5, Z5
+	VMULPS Z12, Z6, Z6
+	VMULPS Z12, Z7, Z7
+
+rowGemm16_2x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_3x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_3x4AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	TESTQ   AX, AX
+	JZ      rowGemm16_3x4AVX512_store
+
+rowGemm16_3x4AVX512_loop:
+	VMOVDQU32    (BX), Z12
+	VMOVDQU32    64(BX), Z13
+	VMOVDQU32    128(BX), Z14
+	VMOVDQU32.Z  192(BX), K1, Z15
+	VPBROADCASTD (DI), Z16
+
+	// VDPBF16PS z0, z12, z16
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z1, z13, z16
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z2, z14, z16
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z3, z15, z16
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xd8
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z17
+
+	// VDPBF16PS z4, z12, z17
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe1
+
+	// VDPBF16PS z5, z13, z17
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xe9
+
+	// VDPBF16PS z6, z14, z17
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xf1
+
+	// VDPBF16PS z7, z15, z17
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x06
+	BYTE         $0x48
+	BYTE         $0x52
+	BYTE         $0xf9
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z16
+
+	// VDPBF16PS z8, z12, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x1e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z9, z13, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x16
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z10, z14, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x0e
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z11, z15, z16
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x06
+	BYTE $0x48
+	BYTE $0x52
+	BYTE $0xd8
+	ADDQ DX, R9
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_3x4AVX512_loop
+
+rowGemm16_3x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z16
+	VBROADCASTSS alphaLo+72(FP), Z17
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_3x4AVX512_one
+	VMULPS       Z17, Z0, Z12
+	VFMADD231PS  Z0, Z16, Z12
+	VMOVAPS      Z12, Z0
+	VMULPS       Z17, Z1, Z13
+	VFMADD231PS  Z1, Z16, Z13
+	VMOVAPS      Z13, Z1
+	VMULPS       Z17, Z2, Z14
+	VFMADD231PS  Z2, Z16, Z14
+	VMOVAPS      Z14, Z2
+	VMULPS       Z17, Z3, Z15
+	VFMADD231PS  Z3, Z16, Z15
+	VMOVAPS      Z15, Z3
+	VMULPS       Z17, Z4, Z12
+	VFMADD231PS  Z4, Z16, Z12
+	VMOVAPS      Z12, Z4
+	VMULPS       Z17, Z5, Z13
+	VFMADD231PS  Z5, Z16, Z13
+	VMOVAPS      Z13, Z5
+	VMULPS       Z17, Z6, Z14
+	VFMADD231PS  Z6, Z16, Z14
+	VMOVAPS      Z14, Z6
+	VMULPS       Z17, Z7, Z15
+	VFMADD231PS  Z7, Z16, Z15
+	VMOVAPS      Z15, Z7
+	VMULPS       Z17, Z8, Z12
+	VFMADD231PS  Z8, Z16, Z12
+	VMOVAPS      Z12, Z8
+	VMULPS       Z17, Z9, Z13
+	VFMADD231PS  Z9, Z16, Z13
+	VMOVAPS      Z13, Z9
+	VMULPS       Z17, Z10, Z14
+	VFMADD231PS  Z10, Z16, Z14
+	VMOVAPS      Z14, Z10
+	VMULPS       Z17, Z11, Z15
+	VFMADD231PS  Z11, Z16, Z15
+	VMOVAPS      Z15, Z11
+	JMP          rowGemm16_3x4AVX512_write
+
+rowGemm16_3x4AVX512_one:
+	VMULPS Z16, Z0, Z0
+	VMULPS Z16, Z1, Z1
+	VMULPS Z16, Z2, Z2
+	VMULPS Z16, Z3, Z3
+	VMULPS Z16, Z4, Z4
+	VMULPS Z16, Z5, Z5
+	VMULPS Z16, Z6, Z6
+	VMULPS Z16, Z7, Z7
+	VMULPS Z16, Z8, Z8
+	VMULPS Z16, Z9, Z9
+	VMULPS Z16, Z10, Z10
+	VMULPS Z16, Z11, Z11
+
+rowGemm16_3x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_4x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_4x4AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	TESTQ   AX, AX
+	JZ      rowGemm16_4x4AVX512_store
+
+rowGemm16_4x4AVX512_loop:
+	VMOVDQU32    (BX), Z16
+	VMOVDQU32    64(BX), Z17
+	VMOVDQU32    128(BX), Z18
+	VMOVDQU32.Z  192(BX), K1, Z19
+	VPBROADCASTD (DI), Z20
+
+	// VDPBF16PS z0, z16, z20
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z1, z17, z20
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x76
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z2, z18, z20
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd4
+
+	// VDPBF16PS z3, z19, z20
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x66
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdc
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z21
+
+	// VDPBF16PS z4, z16, z21
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z5, z17, z21
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x76
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xed
+
+	// VDPBF16PS z6, z18, z21
+	BYTE $0x62
+	BYTE $0xb2
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z7, z19, z21
+	BYTE         $0x62
+	BYTE         $0xb2
+	BYTE         $0x66
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xfd
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z20
+
+	// VDPBF16PS z8, z16, z20
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z9, z17, z20
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x76
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z10, z18, z20
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd4
+
+	// VDPBF16PS z11, z19, z20
+	BYTE         $0x62
+	BYTE         $0x32
+	BYTE         $0x66
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdc
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z21
+
+	// VDPBF16PS z12, z16, z21
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x7e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z13, z17, z21
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x76
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xed
+
+	// VDPBF16PS z14, z18, z21
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x6e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z15, z19, z21
+	BYTE $0x62
+	BYTE $0x32
+	BYTE $0x66
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfd
+	ADDQ DX, R10
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_4x4AVX512_loop
+
+rowGemm16_4x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z20
+	VBROADCASTSS alphaLo+72(FP), Z21
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_4x4AVX512_one
+	VMULPS       Z21, Z0, Z16
+	VFMADD231PS  Z0, Z20, Z16
+	VMOVAPS      Z16, Z0
+	VMULPS       Z21, Z1, Z17
+	VFMADD231PS  Z1, Z20, Z17
+	VMOVAPS      Z17, Z1
+	VMULPS       Z21, Z2, Z18
+	VFMADD231PS  Z2, Z20, Z18
+	VMOVAPS      Z18, Z2
+	VMULPS       Z21, Z3, Z19
+	VFMADD231PS  Z3, Z20, Z19
+	VMOVAPS      Z19, Z3
+	VMULPS       Z21, Z4, Z16
+	VFMADD231PS  Z4, Z20, Z16
+	VMOVAPS      Z16, Z4
+	VMULPS       Z21, Z5, Z17
+	VFMADD231PS  Z5, Z20, Z17
+	VMOVAPS      Z17, Z5
+	VMULPS       Z21, Z6, Z18
+	VFMADD231PS  Z6, Z20, Z18
+	VMOVAPS      Z18, Z6
+	VMULPS       Z21, Z7, Z19
+	VFMADD231PS  Z7, Z20, Z19
+	VMOVAPS      Z19, Z7
+	VMULPS       Z21, Z8, Z16
+	VFMADD231PS  Z8, Z20, Z16
+	VMOVAPS      Z16, Z8
+	VMULPS       Z21, Z9, Z17
+	VFMADD231PS  Z9, Z20, Z17
+	VMOVAPS      Z17, Z9
+	VMULPS       Z21, Z10, Z18
+	VFMADD231PS  Z10, Z20, Z18
+	VMOVAPS      Z18, Z10
+	VMULPS       Z21, Z11, Z19
+	VFMADD231PS  Z11, Z20, Z19
+	VMOVAPS      Z19, Z11
+	VMULPS       Z21, Z12, Z16
+	VFMADD231PS  Z12, Z20, Z16
+	VMOVAPS      Z16, Z12
+	VMULPS       Z21, Z13, Z17
+	VFMADD231PS  Z13, Z20, Z17
+	VMOVAPS      Z17, Z13
+	VMULPS       Z21, Z14, Z18
+	VFMADD231PS  Z14, Z20, Z18
+	VMOVAPS      Z18, Z14
+	VMULPS       Z21, Z15, Z19
+	VFMADD231PS  Z15, Z20, Z19
+	VMOVAPS      Z19, Z15
+	JMP          rowGemm16_4x4AVX512_write
+
+rowGemm16_4x4AVX512_one:
+	VMULPS Z20, Z0, Z0
+	VMULPS Z20, Z1, Z1
+	VMULPS Z20, Z2, Z2
+	VMULPS Z20, Z3, Z3
+	VMULPS Z20, Z4, Z4
+	VMULPS Z20, Z5, Z5
+	VMULPS Z20, Z6, Z6
+	VMULPS Z20, Z7, Z7
+	VMULPS Z20, Z8, Z8
+	VMULPS Z20, Z9, Z9
+	VMULPS Z20, Z10, Z10
+	VMULPS Z20, Z11, Z11
+	VMULPS Z20, Z12, Z12
+	VMULPS Z20, Z13, Z13
+	VMULPS Z20, Z14, Z14
+	VMULPS Z20, Z15, Z15
+
+rowGemm16_4x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_5x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_5x4AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	TESTQ   AX, AX
+	JZ      rowGemm16_5x4AVX512_store
+
+rowGemm16_5x4AVX512_loop:
+	VMOVDQU32    (BX), Z20
+	VMOVDQU32    64(BX), Z21
+	VMOVDQU32    128(BX), Z22
+	VMOVDQU32.Z  192(BX), K1, Z23
+	VPBROADCASTD (DI), Z24
+
+	// VDPBF16PS z0, z20, z24
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x5e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z1, z21, z24
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z2, z22, z24
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z3, z23, z24
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd8
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z25
+
+	// VDPBF16PS z4, z20, z25
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x5e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe1
+
+	// VDPBF16PS z5, z21, z25
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe9
+
+	// VDPBF16PS z6, z22, z25
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf1
+
+	// VDPBF16PS z7, z23, z25
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xf9
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z24
+
+	// VDPBF16PS z8, z20, z24
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x5e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z9, z21, z24
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z10, z22, z24
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z11, z23, z24
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xd8
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z25
+
+	// VDPBF16PS z12, z20, z25
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x5e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe1
+
+	// VDPBF16PS z13, z21, z25
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe9
+
+	// VDPBF16PS z14, z22, z25
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf1
+
+	// VDPBF16PS z15, z23, z25
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x46
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xf9
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z24
+
+	// VDPBF16PS z16, z20, z24
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x5e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc0
+
+	// VDPBF16PS z17, z21, z24
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x56
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc8
+
+	// VDPBF16PS z18, z22, z24
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x4e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd0
+
+	// VDPBF16PS z19, z23, z24
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x46
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd8
+	ADDQ DX, R11
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_5x4AVX512_loop
+
+rowGemm16_5x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z24
+	VBROADCASTSS alphaLo+72(FP), Z25
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_5x4AVX512_one
+	VMULPS       Z25, Z0, Z20
+	VFMADD231PS  Z0, Z24, Z20
+	VMOVAPS      Z20, Z0
+	VMULPS       Z25, Z1, Z21
+	VFMADD231PS  Z1, Z24, Z21
+	VMOVAPS      Z21, Z1
+	VMULPS       Z25, Z2, Z22
+	VFMADD231PS  Z2, Z24, Z22
+	VMOVAPS      Z22, Z2
+	VMULPS       Z25, Z3, Z23
+	VFMADD231PS  Z3, Z24, Z23
+	VMOVAPS      Z23, Z3
+	VMULPS       Z25, Z4, Z20
+	VFMADD231PS  Z4, Z24, Z20
+	VMOVAPS      Z20, Z4
+	VMULPS       Z25, Z5, Z21
+	VFMADD231PS  Z5, Z24, Z21
+	VMOVAPS      Z21, Z5
+	VMULPS       Z25, Z6, Z22
+	VFMADD231PS  Z6, Z24, Z22
+	VMOVAPS      Z22, Z6
+	VMULPS       Z25, Z7, Z23
+	VFMADD231PS  Z7, Z24, Z23
+	VMOVAPS      Z23, Z7
+	VMULPS       Z25, Z8, Z20
+	VFMADD231PS  Z8, Z24, Z20
+	VMOVAPS      Z20, Z8
+	VMULPS       Z25, Z9, Z21
+	VFMADD231PS  Z9, Z24, Z21
+	VMOVAPS      Z21, Z9
+	VMULPS       Z25, Z10, Z22
+	VFMADD231PS  Z10, Z24, Z22
+	VMOVAPS      Z22, Z10
+	VMULPS       Z25, Z11, Z23
+	VFMADD231PS  Z11, Z24, Z23
+	VMOVAPS      Z23, Z11
+	VMULPS       Z25, Z12, Z20
+	VFMADD231PS  Z12, Z24, Z20
+	VMOVAPS      Z20, Z12
+	VMULPS       Z25, Z13, Z21
+	VFMADD231PS  Z13, Z24, Z21
+	VMOVAPS      Z21, Z13
+	VMULPS       Z25, Z14, Z22
+	VFMADD231PS  Z14, Z24, Z22
+	VMOVAPS      Z22, Z14
+	VMULPS       Z25, Z15, Z23
+	VFMADD231PS  Z15, Z24, Z23
+	VMOVAPS      Z23, Z15
+	VMULPS       Z25, Z16, Z20
+	VFMADD231PS  Z16, Z24, Z20
+	VMOVAPS      Z20, Z16
+	VMULPS       Z25, Z17, Z21
+	VFMADD231PS  Z17, Z24, Z21
+	VMOVAPS      Z21, Z17
+	VMULPS       Z25, Z18, Z22
+	VFMADD231PS  Z18, Z24, Z22
+	VMOVAPS      Z22, Z18
+	VMULPS       Z25, Z19, Z23
+	VFMADD231PS  Z19, Z24, Z23
+	VMOVAPS      Z23, Z19
+	JMP          rowGemm16_5x4AVX512_write
+
+rowGemm16_5x4AVX512_one:
+	VMULPS Z24, Z0, Z0
+	VMULPS Z24, Z1, Z1
+	VMULPS Z24, Z2, Z2
+	VMULPS Z24, Z3, Z3
+	VMULPS Z24, Z4, Z4
+	VMULPS Z24, Z5, Z5
+	VMULPS Z24, Z6, Z6
+	VMULPS Z24, Z7, Z7
+	VMULPS Z24, Z8, Z8
+	VMULPS Z24, Z9, Z9
+	VMULPS Z24, Z10, Z10
+	VMULPS Z24, Z11, Z11
+	VMULPS Z24, Z12, Z12
+	VMULPS Z24, Z13, Z13
+	VMULPS Z24, Z14, Z14
+	VMULPS Z24, Z15, Z15
+	VMULPS Z24, Z16, Z16
+	VMULPS Z24, Z17, Z17
+	VMULPS Z24, Z18, Z18
+	VMULPS Z24, Z19, Z19
+
+rowGemm16_5x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_6x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+// Requires: AVX, AVX512F
+TEXT ·rowGemm16_6x4AVX512(SB), NOSPLIT, $0-76
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVWLZX mask+64(FP), DI
+	KMOVW   DI, K1
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	VPXORD  Z0, Z0, Z0
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+	VPXORD  Z9, Z9, Z9
+	VPXORD  Z10, Z10, Z10
+	VPXORD  Z11, Z11, Z11
+	VPXORD  Z12, Z12, Z12
+	VPXORD  Z13, Z13, Z13
+	VPXORD  Z14, Z14, Z14
+	VPXORD  Z15, Z15, Z15
+	VPXORD  Z16, Z16, Z16
+	VPXORD  Z17, Z17, Z17
+	VPXORD  Z18, Z18, Z18
+	VPXORD  Z19, Z19, Z19
+	VPXORD  Z20, Z20, Z20
+	VPXORD  Z21, Z21, Z21
+	VPXORD  Z22, Z22, Z22
+	VPXORD  Z23, Z23, Z23
+	TESTQ   AX, AX
+	JZ      rowGemm16_6x4AVX512_store
+
+rowGemm16_6x4AVX512_loop:
+	VMOVDQU32    (BX), Z24
+	VMOVDQU32    64(BX), Z25
+	VMOVDQU32    128(BX), Z26
+	VMOVDQU32.Z  192(BX), K1, Z27
+	VPBROADCASTD (DI), Z28
+
+	// VDPBF16PS z0, z24, z28
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z1, z25, z28
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z2, z26, z28
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd4
+
+	// VDPBF16PS z3, z27, z28
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdc
+	ADDQ         DX, DI
+	VPBROADCASTD (R8), Z29
+
+	// VDPBF16PS z4, z24, z29
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z5, z25, z29
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xed
+
+	// VDPBF16PS z6, z26, z29
+	BYTE $0x62
+	BYTE $0x92
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z7, z27, z29
+	BYTE         $0x62
+	BYTE         $0x92
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xfd
+	ADDQ         DX, R8
+	VPBROADCASTD (R9), Z28
+
+	// VDPBF16PS z8, z24, z28
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z9, z25, z28
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z10, z26, z28
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd4
+
+	// VDPBF16PS z11, z27, z28
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdc
+	ADDQ         DX, R9
+	VPBROADCASTD (R10), Z29
+
+	// VDPBF16PS z12, z24, z29
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z13, z25, z29
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xed
+
+	// VDPBF16PS z14, z26, z29
+	BYTE $0x62
+	BYTE $0x12
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z15, z27, z29
+	BYTE         $0x62
+	BYTE         $0x12
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xfd
+	ADDQ         DX, R10
+	VPBROADCASTD (R11), Z28
+
+	// VDPBF16PS z16, z24, z28
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xc4
+
+	// VDPBF16PS z17, z25, z28
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xcc
+
+	// VDPBF16PS z18, z26, z28
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xd4
+
+	// VDPBF16PS z19, z27, z28
+	BYTE         $0x62
+	BYTE         $0x82
+	BYTE         $0x26
+	BYTE         $0x40
+	BYTE         $0x52
+	BYTE         $0xdc
+	ADDQ         DX, R11
+	VPBROADCASTD (R12), Z29
+
+	// VDPBF16PS z20, z24, z29
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x3e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xe5
+
+	// VDPBF16PS z21, z25, z29
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x36
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xed
+
+	// VDPBF16PS z22, z26, z29
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x2e
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xf5
+
+	// VDPBF16PS z23, z27, z29
+	BYTE $0x62
+	BYTE $0x82
+	BYTE $0x26
+	BYTE $0x40
+	BYTE $0x52
+	BYTE $0xfd
+	ADDQ DX, R12
+	ADDQ SI, BX
+	DECQ AX
+	JNZ  rowGemm16_6x4AVX512_loop
+
+rowGemm16_6x4AVX512_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+68(FP), Z28
+	VBROADCASTSS alphaLo+72(FP), Z29
+	MOVL         alphaLo+72(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_6x4AVX512_one
+	VMULPS       Z29, Z0, Z24
+	VFMADD231PS  Z0, Z28, Z24
+	VMOVAPS      Z24, Z0
+	VMULPS       Z29, Z1, Z25
+	VFMADD231PS  Z1, Z28, Z25
+	VMOVAPS      Z25, Z1
+	VMULPS       Z29, Z2, Z26
+	VFMADD231PS  Z2, Z28, Z26
+	VMOVAPS      Z26, Z2
+	VMULPS       Z29, Z3, Z27
+	VFMADD231PS  Z3, Z28, Z27
+	VMOVAPS      Z27, Z3
+	VMULPS       Z29, Z4, Z24
+	VFMADD231PS  Z4, Z28, Z24
+	VMOVAPS      Z24, Z4
+	VMULPS       Z29, Z5, Z25
+	VFMADD231PS  Z5, Z28, Z25
+	VMOVAPS      Z25, Z5
+	VMULPS       Z29, Z6, Z26
+	VFMADD231PS  Z6, Z28, Z26
+	VMOVAPS      Z26, Z6
+	VMULPS       Z29, Z7, Z27
+	VFMADD231PS  Z7, Z28, Z27
+	VMOVAPS      Z27, Z7
+	VMULPS       Z29, Z8, Z24
+	VFMADD231PS  Z8, Z28, Z24
+	VMOVAPS      Z24, Z8
+	VMULPS       Z29, Z9, Z25
+	VFMADD231PS  Z9, Z28, Z25
+	VMOVAPS      Z25, Z9
+	VMULPS       Z29, Z10, Z26
+	VFMADD231PS  Z10, Z28, Z26
+	VMOVAPS      Z26, Z10
+	VMULPS       Z29, Z11, Z27
+	VFMADD231PS  Z11, Z28, Z27
+	VMOVAPS      Z27, Z11
+	VMULPS       Z29, Z12, Z24
+	VFMADD231PS  Z12, Z28, Z24
+	VMOVAPS      Z24, Z12
+	VMULPS       Z29, Z13, Z25
+	VFMADD231PS  Z13, Z28, Z25
+	VMOVAPS      Z25, Z13
+	VMULPS       Z29, Z14, Z26
+	VFMADD231PS  Z14, Z28, Z26
+	VMOVAPS      Z26, Z14
+	VMULPS       Z29, Z15, Z27
+	VFMADD231PS  Z15, Z28, Z27
+	VMOVAPS      Z27, Z15
+	VMULPS       Z29, Z16, Z24
+	VFMADD231PS  Z16, Z28, Z24
+	VMOVAPS      Z24, Z16
+	VMULPS       Z29, Z17, Z25
+	VFMADD231PS  Z17, Z28, Z25
+	VMOVAPS      Z25, Z17
+	VMULPS       Z29, Z18, Z26
+	VFMADD231PS  Z18, Z28, Z26
+	VMOVAPS      Z26, Z18
+	VMULPS       Z29, Z19, Z27
+	VFMADD231PS  Z19, Z28, Z27
+	VMOVAPS      Z27, Z19
+	VMULPS       Z29, Z20, Z24
+	VFMADD231PS  Z20, Z28, Z24
+	VMOVAPS      Z24, Z20
+	VMULPS       Z29, Z21, Z25
+	VFMADD231PS  Z21, Z28, Z25
+	VMOVAPS      Z25, Z21
+	VMULPS       Z29, Z22, Z26
+	VFMADD231PS  Z22, Z28, Z26
+	VMOVAPS      Z26, Z22
+	VMULPS       Z29, Z23, Z27
+	VFMADD231PS  Z23, Z28, Z27
+	VMOVAPS      Z27, Z23
+	JMP          rowGemm16_6x4AVX512_write
+
+rowGemm16_6x4AVX512_one:
+	VMULPS Z28, Z0, Z0
+	VMULPS Z28, Z1, Z1
+	VMULPS Z28, Z2, Z2
+	VMULPS Z28, Z3, Z3
+	VMULPS Z28, Z4, Z4
+	VMULPS Z28, Z5, Z5
+	VMULPS Z28, Z6, Z6
+	VMULPS Z28, Z7, Z7
+	VMULPS Z28, Z8, Z8
+	VMULPS Z28, Z9, Z9
+	VMULPS Z28, Z10, Z10
+	VMULPS Z28, Z11, Z11
+	VMULPS Z28, Z12, Z12
+	VMULPS Z28, Z13, Z13
+	VMULPS Z28, Z14, Z14
+	VMULPS Z28, Z15, Z15
+	VMULPS Z28, Z16, Z16
+	VMULPS Z28, Z17, Z17
+	VMULPS Z28, Z18, Z18
+	VMULPS Z28, Z19, Z19
+	VMULPS Z28, Z20, Z20
+	VMULPS Z28, Z21, Z21
+	VMULPS Z28, Z22, Z22
+	VMULPS Z28, Z23, Z23
+
+rowGemm16_6x4AVX512_write:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VMOVUPS Z6, 128(AX)
+	VMOVUPS Z7, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, K1, 192(AX)
+	ADDQ    CX, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, K1, 192(AX)
+	VZEROUPPER
+	RET
+
+// func addRowAVX512(dst *float32, src *float32, blocks int, mask uint16)
+// Requires: AVX, AVX512F
+TEXT ·addRowAVX512(SB), NOSPLIT, $0-26
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    blocks+16(FP), DX
+	MOVWLZX mask+24(FP), BX
+	KMOVW   BX, K1
+	TESTQ   DX, DX
+	JZ      addRowAVX512_done
+
+addRowAVX512_loop:
+	VMOVUPS (CX), Z0
+	VADDPS  (AX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, AX
+	DECQ    DX
+	JNZ     addRowAVX512_loop
+
+addRowAVX512_done:
+	VMOVUPS.Z (CX), K1, Z0
+	VMOVUPS.Z (AX), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
 // func expSumAVX512(y *float32, x *float32, blocks int, mask uint16, scale float32, shift float32) float32
 // Requires: AVX, AVX512F, SSE
 TEXT ·expSumAVX512(SB), NOSPLIT, $0-44

@@ -269,6 +269,161 @@ func rowGemm5x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, 
 //go:noescape
 func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
+// rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_2x1AVX512 computes C[2×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_2x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_3x1AVX512 computes C[3×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_3x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_4x1AVX512 computes C[4×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_4x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_5x1AVX512 computes C[5×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_5x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_6x1AVX512 computes C[6×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_6x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_7x1AVX512 computes C[7×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_7x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_8x1AVX512 computes C[8×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_8x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_1x2AVX512 computes C[1×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_1x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_2x2AVX512 computes C[2×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_2x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_3x2AVX512 computes C[3×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_3x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_4x2AVX512 computes C[4×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_4x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_5x2AVX512 computes C[5×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_5x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_6x2AVX512 computes C[6×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_6x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_7x2AVX512 computes C[7×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_7x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_8x2AVX512 computes C[8×n] = alpha·A·B for n ≤ 32 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_8x2AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_1x3AVX512 computes C[1×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_1x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_2x3AVX512 computes C[2×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_2x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_3x3AVX512 computes C[3×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_3x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_4x3AVX512 computes C[4×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_4x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_5x3AVX512 computes C[5×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_5x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_6x3AVX512 computes C[6×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_6x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_7x3AVX512 computes C[7×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_7x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_8x3AVX512 computes C[8×n] = alpha·A·B for n ≤ 48 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_8x3AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_1x4AVX512 computes C[1×n] = alpha·A·B for n ≤ 64 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_1x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_2x4AVX512 computes C[2×n] = alpha·A·B for n ≤ 64 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_2x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_3x4AVX512 computes C[3×n] = alpha·A·B for n ≤ 64 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_3x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_4x4AVX512 computes C[4×n] = alpha·A·B for n ≤ 64 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_4x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_5x4AVX512 computes C[5×n] = alpha·A·B for n ≤ 64 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_5x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// rowGemm16_6x4AVX512 computes C[6×n] = alpha·A·B for n ≤ 64 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
+//
+//go:noescape
+func rowGemm16_6x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
+
+// addRowAVX512 adds src to dst over 16·blocks values and the lanes of mask in one more vector; its Go twin is the loop in AddBias (gemm.go) (AVX-512F).
+//
+//go:noescape
+func addRowAVX512(dst *float32, src *float32, blocks int, mask uint16)
+
 // expSumAVX512 writes y = fastExp(x·scale − shift) over 16·blocks values and a masked last vector and returns their sum, in 16 lanes added pairwise; its Go twin is expSumGo (attention.go) (AVX-512F).
 //
 //go:noescape

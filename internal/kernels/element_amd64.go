@@ -245,3 +245,60 @@ func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs,
 	lnGradDxAVX512(&dx[0], &x[0], &dy[0], &gamma[0], blocks, mask, mu, rs, g0, fm, fmx)
 	return true
 }
+
+// rowKernel16 is the signature of the bf16 row-GEMM kernels.
+type rowKernel16 func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha, alphaLo float32)
+
+// rowKernels16 holds, per vectors per row (1–4), the bf16 row-GEMM
+// kernels of 1 to rowGemmRows(nv) rows.
+var rowKernels16 = [4][]rowKernel16{
+	{rowGemm16_1x1AVX512, rowGemm16_2x1AVX512, rowGemm16_3x1AVX512, rowGemm16_4x1AVX512, rowGemm16_5x1AVX512, rowGemm16_6x1AVX512, rowGemm16_7x1AVX512, rowGemm16_8x1AVX512},
+	{rowGemm16_1x2AVX512, rowGemm16_2x2AVX512, rowGemm16_3x2AVX512, rowGemm16_4x2AVX512, rowGemm16_5x2AVX512, rowGemm16_6x2AVX512, rowGemm16_7x2AVX512, rowGemm16_8x2AVX512},
+	{rowGemm16_1x3AVX512, rowGemm16_2x3AVX512, rowGemm16_3x3AVX512, rowGemm16_4x3AVX512, rowGemm16_5x3AVX512, rowGemm16_6x3AVX512, rowGemm16_7x3AVX512, rowGemm16_8x3AVX512},
+	{rowGemm16_1x4AVX512, rowGemm16_2x4AVX512, rowGemm16_3x4AVX512, rowGemm16_4x4AVX512, rowGemm16_5x4AVX512, rowGemm16_6x4AVX512},
+}
+
+// rowGemm16Vector runs rowGemm16 on the AVX512_BF16 row kernels
+// (operands already bounds-checked) and reports whether it could: row
+// groups outer, blocks of 64 columns inner (the group's pairs of A stay
+// in L1, op(B) in L2), then the last, narrower block.
+func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int, c []float32, ldc int, alpha, alphaLo float32) bool {
+	if !hasBF16 {
+		return false
+	}
+	nfull := n / 64 * 64
+	ks := rowKernels16[3]
+	if nfull > 0 {
+		for i := 0; i < m; {
+			rows := min(len(ks), m-i)
+			kern := ks[rows-1]
+			for j := 0; j < nfull; j += 64 {
+				kern(kp, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, alpha, alphaLo)
+			}
+			i += rows
+		}
+	}
+	if cols := n - nfull; cols > 0 {
+		nv := (cols + 15) / 16
+		mask := uint16(1<<(cols-16*(nv-1)) - 1)
+		ks = rowKernels16[nv-1]
+		for i := 0; i < m; {
+			rows := min(len(ks), m-i)
+			ks[rows-1](kp, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, alpha, alphaLo)
+			i += rows
+		}
+	}
+	return true
+}
+
+// addRowVector adds src to dst (same length) with the vector kernel and
+// reports whether it could.
+func addRowVector(dst, src []float32) bool {
+	if !hasAVX512 || len(dst) == 0 {
+		return false
+	}
+	_ = src[len(dst)-1]
+	blocks, mask := tailMask(len(dst))
+	addRowAVX512(&dst[0], &src[0], blocks, mask)
+	return true
+}

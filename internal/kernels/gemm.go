@@ -109,6 +109,11 @@ type Gemm struct {
 	transposer func(int)
 	tparts     int // workers of the transposer
 	bt         []float32
+	// direct16 and convertB16Part run the shares of a direct bf16 GEMM
+	// (gemmdirect16.go) with the buffers in scr16, held during the call.
+	direct16       func(int)
+	convertB16Part func(int)
+	scr16          *direct16Scratch
 }
 
 type gemmArgs struct {
@@ -191,6 +196,8 @@ func NewGemm() *Gemm {
 	g.packer = g.packPart
 	g.direct = g.directPart
 	g.transposer = g.transposePart
+	g.direct16 = g.directPart16
+	g.convertB16Part = g.convertB16Share
 	return g
 }
 
@@ -238,6 +245,10 @@ func (g *Gemm) RunBias(transA, transB bool, m, n, k int, alpha float32, a []floa
 }
 
 func (g *Gemm) run() {
+	if g.args.bf16 && useDirect16(g.args.m, g.args.n, g.args.k) {
+		g.runDirect16() // the workers run Block on their blocks
+		return
+	}
 	if g.args.qa == nil && g.args.qb == nil && !g.args.bf16 && useDirect(g.args.m, g.args.n, g.args.k, g.args.transB) {
 		g.runDirect() // the workers run Block on their blocks
 		return
@@ -433,9 +444,13 @@ func (a *gemmArgs) part(i int) (m0, m1, n0, n1 int) {
 // AddBias adds bias[c0:c1] to rows [r0, r1), columns [c0, c1) of c (rows
 // ldc apart): a GEMM's bias, one finished block at a time.
 func AddBias(c []float32, ldc int, bias []float32, r0, r1, c0, c1 int) {
+	b := bias[c0:c1]
 	for r := r0; r < r1; r++ {
 		row := c[r*ldc+c0 : r*ldc+c1]
-		for j, v := range bias[c0:c1] {
+		if addRowVector(row, b) {
+			continue
+		}
+		for j, v := range b {
 			row[j] += v
 		}
 	}

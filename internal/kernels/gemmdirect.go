@@ -51,25 +51,12 @@ func (g *Gemm) runDirect() {
 	if a.beta != 0 && a.beta != 1 {
 		scaleC(m, n, a.beta, a.c, a.ldc)
 	}
-	parts := len(g.parts)
-	// Split C's rows (in groups of the 6-row kernel) or its columns (in
-	// blocks of 64): columns only when that loads the busiest worker
-	// clearly less, since every worker then reads all of A (with op(B) =
-	// Bᵀ each then transposes only its part of B; on a row split the
-	// caller transposes all of it first, which measured faster at the
-	// GPT's shapes than reading A twice).
-	rowChunk, colChunk := roundUp((m+parts-1)/parts, 6), roundUp((n+parts-1)/parts, 64)
-	rowLoad, colLoad := float64(rowChunk)/float64(m), float64(colChunk)/float64(n)
-	switch {
-	case m*n*k < serialFlops || parts == 1:
-		a.splitN, a.chunk, parts = false, m, 1
-	case colLoad < 0.95*rowLoad:
-		a.splitN, a.chunk = true, colChunk
-		parts = (n + a.chunk - 1) / a.chunk
-	default:
-		a.splitN, a.chunk = false, rowChunk
-		parts = (m + a.chunk - 1) / a.chunk
-	}
+	var parts int
+	a.splitN, a.chunk, parts = directSplit(m, n, k, len(g.parts))
+	// (with op(B) = Bᵀ, on a column split each worker then transposes
+	// only its part of B; on a row split the caller transposes all of it
+	// first, which measured faster at the GPT's shapes than reading A
+	// twice).
 	if a.transB && !a.splitN {
 		// Every worker needs all of Bᵀ: transpose it first, split
 		// over the workers by rows of B (16 at a time).

@@ -381,3 +381,125 @@ func transpose16() {
 	VZEROUPPER()
 	RET()
 }
+
+// rowGemm16Kernel emits the direct bf16 GEMM's row kernel: C[mr × n] =
+// alpha·A·B for n ≤ 16·nv, A and B in bf16 pairs (two consecutive k
+// values per 32-bit lane), kp counting pairs. Lane (r, q) of A is read by
+// a 32-bit broadcast at a + r·rsA + q·csA (lanes), so A may be stored
+// with its pairs along rows or down columns; row q of B is ldb lanes
+// after row q−1 and contiguous. The last vector of every row of B and C
+// is masked by mask (masked-off lanes are neither read nor written). The
+// store is C = acc·alpha, or with a two-part alpha (alphaLo ≠ 0) C =
+// fma(acc, alpha, acc·alphaLo): the blocked kernels' overwrite store. C is
+// never read. The twin is kernels.rowGemm16Go.
+func rowGemm16Kernel(name string, mr, nv int) {
+	TEXT(name, NOSPLIT, "func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha, alphaLo float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes C[%d×n] = alpha·A·B for n ≤ %d from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).", name, mr, 16*nv))
+	k := Load(Param("kp"), GP64())
+	rs := Load(Param("rsA"), GP64())
+	SHLQ(U8(2), rs)
+	cs := Load(Param("csA"), GP64())
+	SHLQ(U8(2), cs)
+	b := Load(Param("b"), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(U8(2), ldb)
+	maskK1()
+	rows := make([]Register, mr)
+	rows[0] = Load(Param("a"), GP64())
+	for r := 1; r < mr; r++ {
+		rows[r] = GP64()
+		MOVQ(rows[r-1], rows[r])
+		ADDQ(rs, rows[r])
+	}
+	acc := func(r, j int) VecPhysical { return zmm(r*nv + j) }
+	breg := func(j int) VecPhysical { return zmm(mr*nv + j) }
+	areg := func(r int) VecPhysical { return zmm(mr*nv + nv + r%2) }
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VPXORD(acc(r, j), acc(r, j), acc(r, j))
+		}
+	}
+	TESTQ(k, k)
+	JZ(LabelRef(name + "_store"))
+	Label(name + "_loop")
+	for j := 0; j < nv-1; j++ {
+		VMOVDQU32(Mem{Base: b, Disp: 64 * j}, breg(j))
+	}
+	VMOVDQU32_Z(Mem{Base: b, Disp: 64 * (nv - 1)}, K1, breg(nv-1))
+	for r := 0; r < mr; r++ {
+		VPBROADCASTD(Mem{Base: rows[r]}, areg(r))
+		for j := 0; j < nv; j++ {
+			vdpbf16ps(acc(r, j), breg(j), areg(r))
+		}
+		ADDQ(cs, rows[r])
+	}
+	ADDQ(ldb, b)
+	DECQ(k)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_store")
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	alpha, alphaLo := areg(0), areg(1)
+	VBROADCASTSS(paramAddr("alpha"), alpha)
+	VBROADCASTSS(paramAddr("alphaLo"), alphaLo)
+	lo := GP32()
+	MOVL(paramAddr("alphaLo"), lo)
+	TESTL(lo, lo)
+	JZ(LabelRef(name + "_one"))
+	// Two-part alpha: acc·alphaLo, then fma(acc, alpha, ·), rounded once.
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			t := breg(j)
+			VMULPS(alphaLo, acc(r, j), t)
+			VFMADD231PS(acc(r, j), alpha, t)
+			VMOVAPS(t, acc(r, j))
+		}
+	}
+	JMP(LabelRef(name + "_write"))
+	Label(name + "_one")
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VMULPS(alpha, acc(r, j), acc(r, j))
+		}
+	}
+	Label(name + "_write")
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv-1; j++ {
+			VMOVUPS(acc(r, j), Mem{Base: c, Disp: 64 * j})
+		}
+		VMOVUPS(acc(r, nv-1), K1, Mem{Base: c, Disp: 64 * (nv - 1)})
+		if r+1 < mr {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// addRow emits dst[j] += src[j] for 16·blocks values and then the
+// masked lanes of one more vector: a GEMM's bias added to a finished row
+// of C (kernels.AddBias; one rounding per element, as the Go loop).
+func addRow() {
+	TEXT("addRowAVX512", NOSPLIT, "func(dst, src *float32, blocks int, mask uint16)")
+	Pragma("noescape")
+	Doc("addRowAVX512 adds src to dst over 16·blocks values and the lanes of mask in one more vector; its Go twin is the loop in AddBias (gemm.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	maskK1()
+	loop("addRowAVX512", n, func() {
+		VMOVUPS(Mem{Base: src}, Z0)
+		VADDPS(Mem{Base: dst}, Z0, Z0)
+		VMOVUPS(Z0, Mem{Base: dst})
+		ADDQ(U8(64), src)
+		ADDQ(U8(64), dst)
+	})
+	VMOVUPS_Z(Mem{Base: src}, K1, Z0)
+	VMOVUPS_Z(Mem{Base: dst}, K1, Z1)
+	VADDPS(Z1, Z0, Z0)
+	VMOVUPS(Z0, K1, Mem{Base: dst})
+	VZEROUPPER()
+	RET()
+}

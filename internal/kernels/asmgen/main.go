@@ -46,6 +46,12 @@ func main() {
 			rowGemmKernel(fmt.Sprintf("rowGemm%dx%dAVX512", mr, nv), mr, nv)
 		}
 	}
+	for nv := 1; nv <= 4; nv++ {
+		for mr := 1; mr <= rowGemmRows(nv); mr++ {
+			rowGemm16Kernel(fmt.Sprintf("rowGemm16_%dx%dAVX512", mr, nv), mr, nv)
+		}
+	}
+	addRow()
 	expSum()
 	rowMax()
 	softmaxGradRow()

@@ -1,0 +1,251 @@
+package kernels
+
+import (
+	"math"
+	"sync"
+)
+
+// The direct bf16 GEMM: the counterpart of the direct float32 path
+// (gemmdirect.go) for RunBF16 at the sizes of a training step's linear
+// layers, where the blocked path's slivers and k blocks cost as much as
+// the products. op(B) is converted once into bf16 pairs laid out as
+// rows of pairs (lane (q, j) = op(B)[2q][j], op(B)[2q+1][j]); each
+// worker converts its rows of op(A) a few dozen at a time into pairs —
+// along the row when A is stored with k contiguous, down the columns
+// when it is stored transposed — and the row kernels (VDPBF16PS) read
+// them by 32-bit broadcasts. Each element of C keeps its whole sum over
+// k in a register and is stored once, the alpha of the blocked kernels'
+// overwrite store applied (or the epilogue's row and column factors
+// right after, in the same pass over the rows). Products and the order
+// of the float32 accumulation within a block of k are those of the
+// blocked kernels (VDPBF16PS: per pair, the odd k first); only the
+// blocked path's split of k beyond 384 values into partial sums stored
+// in C differs, so results can differ in the last bits between the two
+// paths, as the float32 paths' do.
+
+// direct16MaxLanes bounds op(B) as pairs (⌈k/2⌉·n lanes, 4 bytes each)
+// for the direct path: the row kernels stream it once per group of rows
+// of C, which pays while it stays in L2.
+const direct16MaxLanes = 1 << 18
+
+// direct16MaxPairs bounds ⌈k/2⌉ for the direct path, so that 16 rows of
+// pairs fit a worker's buffer.
+const direct16MaxPairs = 4096
+
+// direct16TmpLanes is the size of each worker's buffer: a chunk of
+// op(A)'s rows as pairs, or 16 rows of Bᵀ before they are transposed.
+const direct16TmpLanes = 16 * direct16MaxPairs
+
+// useDirect16 reports whether a bf16 GEMM of this shape runs direct:
+// with an AVX512_BF16 micro-kernel in use (not AMX's tiles, not the
+// portable twin, as for the float32 path) and op(B) small enough.
+func useDirect16(m, n, k int) bool {
+	if !directGemm || kern16 == nil || kern16.tiles != nil || kern16.name == goBF16Kernel.name || k == 0 {
+		return false
+	}
+	kp := (k + 1) / 2
+	return kp <= direct16MaxPairs && kp*n <= direct16MaxLanes
+}
+
+// direct16Scratch holds a direct bf16 GEMM's buffers: op(B) as pairs
+// and one buffer per worker. They come from a free list shared by all
+// Gemms, so a program with many GEMM nodes holds one set per concurrent
+// call; their sizes are fixed, so the list never reallocates.
+type direct16Scratch struct {
+	bt  []uint32
+	tmp [][]uint32
+}
+
+var (
+	scratch16Mu   sync.Mutex
+	freeScratch16 []*direct16Scratch
+)
+
+func getScratch16(workers int) *direct16Scratch {
+	scratch16Mu.Lock()
+	defer scratch16Mu.Unlock()
+	for i, s := range freeScratch16 {
+		if len(s.tmp) >= workers {
+			freeScratch16 = append(freeScratch16[:i], freeScratch16[i+1:]...)
+			return s
+		}
+	}
+	s := &direct16Scratch{bt: make([]uint32, direct16MaxLanes), tmp: make([][]uint32, workers)}
+	for i := range s.tmp {
+		s.tmp[i] = make([]uint32, direct16TmpLanes)
+	}
+	return s
+}
+
+func putScratch16(s *direct16Scratch) {
+	scratch16Mu.Lock()
+	freeScratch16 = append(freeScratch16, s)
+	scratch16Mu.Unlock()
+}
+
+// directSplit chooses how parts workers share a direct GEMM's C: its
+// rows (in groups of the 6-row kernel) or its columns (in blocks of 64),
+// columns only when that loads the busiest worker clearly less, since
+// every worker then reads all of A. It returns the split, the rows or
+// columns of a part, and the number of parts; small products run on one.
+func directSplit(m, n, k, parts int) (splitN bool, chunk, count int) {
+	if m*n*k < serialFlops || parts == 1 {
+		return false, m, 1
+	}
+	rowChunk, colChunk := roundUp((m+parts-1)/parts, 6), roundUp((n+parts-1)/parts, 64)
+	rowLoad, colLoad := float64(rowChunk)/float64(m), float64(colChunk)/float64(n)
+	if colLoad < 0.95*rowLoad {
+		return true, colChunk, (n + colChunk - 1) / colChunk
+	}
+	return false, rowChunk, (m + rowChunk - 1) / rowChunk
+}
+
+// runDirect16 runs the bf16 g.args on the direct path.
+func (g *Gemm) runDirect16() {
+	a := &g.args
+	s := getScratch16(len(g.parts))
+	defer putScratch16(s)
+	g.scr16 = s
+	var parts int
+	a.splitN, a.chunk, parts = directSplit(a.m, a.n, a.k, len(g.parts))
+	if !a.splitN {
+		// Every worker reads all of op(B): convert it first, split over
+		// the workers by columns (16 at a time).
+		if tparts := min(len(g.parts), a.n/16); parts > 1 && tparts > 1 {
+			g.tparts = tparts
+			g.group.For(tparts, g.convertB16Part)
+		} else {
+			g.convertB16(0, 0, a.n)
+		}
+	}
+	g.group.For(parts, g.direct16)
+	g.scr16 = nil
+}
+
+// convertB16Share converts worker i's share of op(B)'s columns.
+func (g *Gemm) convertB16Share(i int) {
+	blocks := (g.args.n + 15) / 16
+	j0, j1 := min(g.args.n, blocks*i/g.tparts*16), min(g.args.n, blocks*(i+1)/g.tparts*16)
+	g.convertB16(i, j0, j1)
+}
+
+// convertB16 writes columns j0…j1−1 of op(B) as pairs into the scratch's
+// bt (rows of ⌈k/2⌉ pairs, n lanes apart), with worker w's buffer.
+func (g *Gemm) convertB16(w, j0, j1 int) {
+	a := &g.args
+	if j0 >= j1 {
+		return
+	}
+	bt, x, ldb, k, n := g.scr16.bt, a.qb, a.ldb, a.k, a.n
+	kp := (k + 1) / 2
+	if !a.transB {
+		// Rows 2q and 2q+1 of B are contiguous over the columns.
+		for q := 0; q < kp; q++ {
+			o0, o1 := 2*q*ldb+j0, -1
+			if 2*q+1 < k {
+				o1 = o0 + ldb
+			}
+			x.pairs16(bt[q*n+j0:], o0, o1, j1-j0)
+		}
+		return
+	}
+	// op(B)[p][j] = B[j][p]: a column of op(B) is a row of B, whose
+	// consecutive values are already pairs; 16 rows converted, then
+	// transposed into place.
+	tmp := g.scr16.tmp[w]
+	for j := j0; j < j1; j += 16 {
+		rows := min(16, j1-j)
+		for r := 0; r < rows; r++ {
+			x.row16(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k)
+		}
+		transposeInto(bt, n, j, tmp, kp, rows)
+	}
+}
+
+// direct16Rows is the number of rows of op(A) a worker converts at a
+// time: a multiple of the row kernels' heights (6 and 8) while its pairs
+// fit the worker's buffer.
+func direct16Rows(kp int) int {
+	return max(1, min(48, direct16TmpLanes/kp))
+}
+
+// directPart16 computes worker i's rows (or columns) of C.
+func (g *Gemm) directPart16(i int) {
+	a := &g.args
+	m0, m1, n0, n1 := a.part(i)
+	if m0 >= m1 || n0 >= n1 {
+		return
+	}
+	if a.splitN {
+		g.convertB16(i, n0, n1)
+	}
+	tmp, x, lda, k := g.scr16.tmp[i], a.qa, a.lda, a.k
+	kp := (k + 1) / 2
+	step := direct16Rows(kp)
+	for r0 := m0; r0 < m1; r0 += step {
+		rows := min(step, m1-r0)
+		rsA, csA := kp, 1
+		if !a.transA {
+			// Row i of op(A) is row i of A: its values are pairs.
+			for r := 0; r < rows; r++ {
+				x.row16(tmp[r*kp:(r+1)*kp], (r0+r)*lda, k)
+			}
+		} else {
+			// Row i of op(A) is column i of A: pair rows 2q and 2q+1.
+			rsA, csA = 1, rows
+			for q := 0; q < kp; q++ {
+				o0, o1 := 2*q*lda+r0, -1
+				if 2*q+1 < k {
+					o1 = o0 + lda
+				}
+				x.pairs16(tmp[q*rows:(q+1)*rows], o0, o1, rows)
+			}
+		}
+		rowGemm16(rows, n1-n0, kp, tmp, rsA, csA, g.scr16.bt[n0:], a.n, a.c[r0*a.ldc+n0:], a.ldc, a.alpha, a.alphaLo)
+		if a.post != nil {
+			postScale(a.post, a.c, a.ldc, r0, r0+rows, n0, n1)
+		}
+	}
+	if g.Block != nil {
+		g.Block(m0, m1, n0, n1)
+	}
+}
+
+// rowGemm16 computes C[m×n] = alpha·A·B (two-part alpha, see
+// bf16KernelRef's overwrite store) from bf16 pairs: lane (i, q) of A at
+// a[i·rsA + q·csA], lane (q, j) of B at b[q·ldb + j], kp ≥ 1 pairs. C is
+// not read.
+func rowGemm16(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int, c []float32, ldc int, alpha, alphaLo float32) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	// Touch the last element of each operand so that a short slice
+	// panics here rather than in the assembly.
+	_, _, _ = a[(m-1)*rsA+(kp-1)*csA], b[(kp-1)*ldb+n-1], c[(m-1)*ldc+n-1]
+	if !useRow16Vector || !rowGemm16Vector(m, n, kp, a, rsA, csA, b, ldb, c, ldc, alpha, alphaLo) {
+		rowGemm16Go(m, n, kp, a, rsA, csA, b, ldb, c, ldc, alpha, alphaLo)
+	}
+}
+
+// useRow16Vector lets tests run rowGemm16's twin on the direct path.
+var useRow16Vector = true
+
+// rowGemm16Go is rowGemm16's loop and the row kernels' twin, bit for
+// bit: each element's pairs in order through dpbf16 (VDPBF16PS), then
+// the overwrite store.
+func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int, c []float32, ldc int, alpha, alphaLo float32) {
+	for i := 0; i < m; i++ {
+		crow := c[i*ldc : i*ldc+n]
+		for j := range crow {
+			var acc float32
+			for q := 0; q < kp; q++ {
+				acc = dpbf16(acc, b[q*ldb+j], a[i*rsA+q*csA])
+			}
+			if math.Float32bits(alphaLo) != 0 {
+				crow[j] = fma32(acc, alpha, acc*alphaLo)
+			} else {
+				crow[j] = acc * alpha
+			}
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// randPairs returns n random bf16 pairs of values in [−1, 1), some of
+// them exact zeros.
+func randPairs(rng *rand.Rand, n int) []uint32 {
+	p := make([]uint32, n)
+	for i := range p {
+		lo := BF16FromFloat32(2*rng.Float32() - 1)
+		hi := BF16FromFloat32(2*rng.Float32() - 1)
+		if rng.IntN(8) == 0 {
+			hi = 0
+		}
+		p[i] = bf16Pair(lo, hi)
+	}
+	return p
+}
+
+// TestRowGemm16MatchesTwin compares the bf16 row kernels with their Go
+// twin on every column tail (1 to 70 columns), row counts past one
+// kernel's height, A stored along rows and down columns, one- and
+// two-part alphas, with guard values around C: the accumulations bit for
+// bit (alpha = 1), the two-part store within an ulp (the twin rounds
+// its fused multiply-add twice, see bf16KernelRef).
+func TestRowGemm16MatchesTwin(t *testing.T) {
+	if !hasBF16 {
+		t.Skip("no AVX512_BF16: the direct bf16 path runs the twin only")
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	for n := 1; n <= 70; n++ {
+		for _, s := range []struct{ m, kp int }{{1, 1}, {7, 3}, {13, 40}, {9, 1}} {
+			for _, trans := range []bool{false, true} {
+				for _, alpha := range [][2]float32{{1, 0}, {0.75, 0}, {1.1, 3e-9}} {
+					m, kp := s.m, s.kp
+					a := randPairs(rng, m*kp)
+					rsA, csA := kp, 1
+					if trans {
+						rsA, csA = 1, m
+					}
+					ldb, ldc := n+3, n+5
+					b := randPairs(rng, kp*ldb)
+					cv, cg := make([]float32, m*ldc+7), make([]float32, m*ldc+7)
+					for i := range cv {
+						cv[i], cg[i] = guard, guard
+					}
+					if !rowGemm16Vector(m, n, kp, a, rsA, csA, b, ldb, cv, ldc, alpha[0], alpha[1]) {
+						t.Fatal("vector kernel not run")
+					}
+					rowGemm16Go(m, n, kp, a, rsA, csA, b, ldb, cg, ldc, alpha[0], alpha[1])
+					for o := range cv {
+						i, j := o/ldc, o%ldc
+						if i >= m || j >= n {
+							if cv[o] != guard {
+								t.Fatalf("n=%d %v: wrote outside C at %d", n, s, o)
+							}
+							continue
+						}
+						v, w := cv[o], cg[o]
+						if alpha[1] == 0 && math.Float32bits(v) != math.Float32bits(w) {
+							t.Fatalf("n=%d %v trans=%v alpha=%v: C[%d][%d] vector %v, twin %v", n, s, trans, alpha, i, j, v, w)
+						}
+						if d := math.Abs(float64(v - w)); d > 0x1p-23*math.Abs(float64(w)) {
+							t.Fatalf("n=%d %v trans=%v alpha=%v: C[%d][%d] vector %v, twin %v", n, s, trans, alpha, i, j, v, w)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDirectGemm16Chosen pins which bf16 GEMMs run direct: a training
+// step's shapes with op(B) as pairs in L2, on an AVX512_BF16 kernel
+// only; not k = 0, not a wide op(B), not the portable twin, not AMX.
+func TestDirectGemm16Chosen(t *testing.T) {
+	saved := kern16
+	defer func() { kern16 = saved }()
+	for _, k := range availableBF16Kernels() {
+		kern16 = &k
+		direct := k.tiles == nil && k.name != goBF16Kernel.name
+		for _, s := range [][3]int{{768, 384, 128}, {128, 512, 784}, {128, 10, 512}, {1, 1, 1}} {
+			if useDirect16(s[0], s[1], s[2]) != direct {
+				t.Errorf("%s %v: direct = %v, want %v", k.name, s, !direct, direct)
+			}
+		}
+		if useDirect16(4, 4, 0) || useDirect16(256, 2304, 768) || useDirect16(4, 2, 8194) {
+			t.Errorf("%s: k = 0, op(B) over 2^18 pairs or k over 8192 runs direct", k.name)
+		}
+	}
+	kern16 = nil
+	if useDirect16(768, 384, 128) {
+		t.Error("direct bf16 path without a bf16 kernel")
+	}
+}
+
+// TestGemmBF16DirectMatchesBlocked runs RunBF16 on the direct path (with
+// the row kernels and with their twin) and on the blocked one, for every
+// layout, float32 and FP8 operands, sizes that are not multiples of the
+// tiles or of 16, each epilogue form, with guard values around C: each
+// against the float64 product within the float32 accumulation bound, and
+// — k within one block of the blocked path, where both accumulate the
+// same pairs in the same order — the two paths bit for bit.
+func TestGemmBF16DirectMatchesBlocked(t *testing.T) {
+	if !hasBF16 {
+		t.Skip("no AVX512_BF16 kernel")
+	}
+	savedK, savedD, savedV := kern16, directGemm, useRow16Vector
+	defer func() { kern16, directGemm, useRow16Vector = savedK, savedD, savedV; resetParts() }()
+	ks := availableBF16Kernels()
+	for i := range ks {
+		if ks[i].tiles == nil && ks[i].name != goBF16Kernel.name {
+			kern16 = &ks[i]
+			break
+		}
+	}
+	resetParts()
+	rng := rand.New(rand.NewPCG(41, 42))
+	g := NewGemm()
+	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {13, 33, 2}, {17, 70, 65}, {64, 64, 300}, {130, 70, 257}, {200, 130, 383}, {97, 20, 1001}, {700, 100, 128}}
+	for _, s := range sizes {
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				for _, kind := range []string{"f32 alpha", "f32 alpha2", "fp8 rowcol", "fp8 alpha2"} {
+					m, n, k := s[0], s[1], s[2]
+					lda, ldb, ldc := k+3, n+2, n+5
+					arows, brows := m, k
+					if tA {
+						lda, arows = m+3, k
+					}
+					if tB {
+						ldb, brows = k+2, n
+					}
+					var a, b *Operand
+					if kind[:3] == "fp8" {
+						ca, cb := make([]uint8, arows*lda), make([]uint8, brows*ldb)
+						for i := range ca {
+							ca[i] = uint8(rng.IntN(256)) &^ 0x78 // finite E4M3 codes, no NaN
+						}
+						for i := range cb {
+							cb[i] = uint8(rng.IntN(256)) &^ 0x40 // finite E5M2 codes
+						}
+						a, b = fp8OperandForTest(ca, 0, 1), fp8OperandForTest(cb, 1, 0.5)
+						a.bf16Tab, b.bf16Tab = nil, nil
+					} else {
+						a, b = &Operand{F32: randSlice(rng, arows*lda)}, &Operand{F32: randSlice(rng, brows*ldb)}
+					}
+					ep := Epilogue{Alpha: 1}
+					switch kind[4:] {
+					case "alpha2":
+						ep.Alpha = float64(float32(1.1)) * float64(float32(0.37))
+					case "rowcol":
+						ep.Alpha = 0.5
+						ep.Row, ep.Col = randSlice(rng, m), randSlice(rng, n)
+					}
+					directGemm = true
+					if !useDirect16(m, n, k) {
+						t.Fatalf("%v: not on the direct path", s)
+					}
+					var outs [3][]float32
+					for v, mode := range []string{"direct", "direct twin", "blocked"} {
+						directGemm, useRow16Vector = mode != "blocked", mode != "direct twin"
+						c := make([]float32, m*ldc+8)
+						for i := range c {
+							c[i] = guard
+						}
+						g.RunBF16(tA, tB, m, n, k, a, lda, b, ldb, c, ldc, ep)
+						name := fmt.Sprintf("%s %dx%dx%d tA=%v tB=%v %s", mode, m, n, k, tA, tB, kind)
+						checkBF16Result(t, name, tA, tB, m, n, k, a, lda, b, ldb, c, ldc, ep)
+						outs[v] = c
+					}
+					for i := range outs[0] {
+						d, tw, bl := outs[0][i], outs[1][i], outs[2][i]
+						same := math.Float32bits(d) == math.Float32bits(bl)
+						if k <= kc && !same {
+							t.Fatalf("%dx%dx%d tA=%v tB=%v %s: C[%d] direct %v, blocked %v", m, n, k, tA, tB, kind, i, d, bl)
+						}
+						if kind != "f32 alpha2" && kind != "fp8 alpha2" && math.Float32bits(d) != math.Float32bits(tw) {
+							t.Fatalf("%dx%dx%d tA=%v tB=%v %s: C[%d] kernels %v, twin %v", m, n, k, tA, tB, kind, i, d, tw)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAddBiasVectorMatchesLoop checks AddBias on every length up to 40
+// (every tail mask) against the loop, bit for bit, and that it touches
+// only its block.
+func TestAddBiasVectorMatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	for n := 1; n <= 40; n++ {
+		ldc := n + 9
+		c := randSlice(rng, 3*ldc)
+		bias := randSlice(rng, n+6)
+		want := append([]float32(nil), c...)
+		for r := 1; r < 3; r++ {
+			for j := 2; j < 2+n && j < ldc; j++ {
+				if j < n+6 {
+					want[r*ldc+j] += bias[j]
+				}
+			}
+		}
+		c1 := min(n+2, n+6)
+		AddBias(c, ldc, bias, 1, 3, 2, c1)
+		for i := range c {
+			if math.Float32bits(c[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("n=%d: c[%d] = %v, want %v", n, i, c[i], want[i])
+			}
+		}
+	}
+}
