@@ -260,9 +260,9 @@ var rowKernels16 = [4][]rowKernel16{
 
 // rowGemm16Vector runs rowGemm16 on the AVX512_BF16 row kernels
 // (operands already bounds-checked) and reports whether it could: row
-// groups outer, blocks of 64 columns inner (the group's pairs of A stay
-// in L1, op(B) in L2), then the last, narrower block.
-func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int, c []float32, ldc int, alpha, alphaLo float32) bool {
+// groups outer (the group's pairs of A stay in L1), the panels of B
+// inner, streamed from L2.
+func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	if !hasBF16 {
 		return false
 	}
@@ -273,7 +273,7 @@ func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int
 			rows := min(len(ks), m-i)
 			kern := ks[rows-1]
 			for j := 0; j < nfull; j += 64 {
-				kern(kp, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, 0xFFFF, alpha, alphaLo)
+				kern(kp, &a[i*rsA], rsA, csA, &b[j*kp], 64, &c[i*ldc+j], ldc, 0xFFFF, alpha, alphaLo)
 			}
 			i += rows
 		}
@@ -284,7 +284,7 @@ func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int
 		ks = rowKernels16[nv-1]
 		for i := 0; i < m; {
 			rows := min(len(ks), m-i)
-			ks[rows-1](kp, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, alpha, alphaLo)
+			ks[rows-1](kp, &a[i*rsA], rsA, csA, &b[nfull*kp], 64, &c[i*ldc+nfull], ldc, mask, alpha, alphaLo)
 			i += rows
 		}
 	}

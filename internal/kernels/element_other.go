@@ -36,7 +36,7 @@ func lnGradAccumVector(x, dy, gamma, dgamma, dbeta []float32, blocks int, mask u
 func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs, g0, fm, fmx float32) bool {
 	return false
 }
-func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int, c []float32, ldc int, alpha, alphaLo float32) bool {
+func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	return false
 }
 func addRowVector(dst, src []float32) bool { return false }

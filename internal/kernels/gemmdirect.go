@@ -52,7 +52,7 @@ func (g *Gemm) runDirect() {
 		scaleC(m, n, a.beta, a.c, a.ldc)
 	}
 	var parts int
-	a.splitN, a.chunk, parts = directSplit(m, n, k, len(g.parts))
+	a.splitN, a.chunk, parts = directSplit(m, n, k, len(g.parts), 0.95)
 	// (with op(B) = Bᵀ, on a column split each worker then transposes
 	// only its part of B; on a row split the caller transposes all of it
 	// first, which measured faster at the GPT's shapes than reading A

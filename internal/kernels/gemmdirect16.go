@@ -23,7 +23,8 @@ import (
 // in C differs, so results can differ in the last bits between the two
 // paths, as the float32 paths' do.
 
-// direct16MaxLanes bounds op(B) as pairs (⌈k/2⌉·n lanes, 4 bytes each)
+// direct16MaxLanes bounds op(B) as pairs (⌈k/2⌉·n lanes, n rounded up to
+// whole panels, 4 bytes each)
 // for the direct path: the row kernels stream it once per group of rows
 // of C, which pays while it stays in L2.
 const direct16MaxLanes = 1 << 18
@@ -44,7 +45,7 @@ func useDirect16(m, n, k int) bool {
 		return false
 	}
 	kp := (k + 1) / 2
-	return kp <= direct16MaxPairs && kp*n <= direct16MaxLanes
+	return kp <= direct16MaxPairs && kp*roundUp(n, 64) <= direct16MaxLanes
 }
 
 // direct16Scratch holds a direct bf16 GEMM's buffers: op(B) as pairs
@@ -85,19 +86,34 @@ func putScratch16(s *direct16Scratch) {
 
 // directSplit chooses how parts workers share a direct GEMM's C: its
 // rows (in groups of the 6-row kernel) or its columns (in blocks of 64),
-// columns only when that loads the busiest worker clearly less, since
-// every worker then reads all of A. It returns the split, the rows or
-// columns of a part, and the number of parts; small products run on one.
-func directSplit(m, n, k, parts int) (splitN bool, chunk, count int) {
+// columns when that loads the busiest worker less than bias times the
+// row split would. It returns the split, the rows or columns of a part,
+// and the number of parts; small products run on one.
+func directSplit(m, n, k, parts int, bias float64) (splitN bool, chunk, count int) {
 	if m*n*k < serialFlops || parts == 1 {
 		return false, m, 1
 	}
 	rowChunk, colChunk := roundUp((m+parts-1)/parts, 6), roundUp((n+parts-1)/parts, 64)
 	rowLoad, colLoad := float64(rowChunk)/float64(m), float64(colChunk)/float64(n)
-	if colLoad < 0.95*rowLoad {
+	if colLoad < bias*rowLoad {
 		return true, colChunk, (n + colChunk - 1) / colChunk
 	}
 	return false, rowChunk, (m + rowChunk - 1) / rowChunk
+}
+
+// splitBias16 returns the bias of directSplit for a direct bf16 GEMM.
+// Splitting columns, each worker converts and streams only its own
+// panels of op(B), with no wait between conversion and products, but
+// converts all of op(A); splitting rows, it converts its rows of op(A)
+// and reads panels another worker converted. Measured at the MLP's and
+// the GPT's shapes (bench/RESULTS.md), columns won by 1.2–1.9× where C
+// has no more rows than columns (op(A) no larger than op(B)) and lost
+// inside the GPT's step (its op(A) of 768 rows read twice) elsewhere.
+func splitBias16(m, n int) float64 {
+	if m <= n {
+		return 1.5
+	}
+	return 0.95
 }
 
 // runDirect16 runs the bf16 g.args on the direct path.
@@ -107,7 +123,7 @@ func (g *Gemm) runDirect16() {
 	defer putScratch16(s)
 	g.scr16 = s
 	var parts int
-	a.splitN, a.chunk, parts = directSplit(a.m, a.n, a.k, len(g.parts))
+	a.splitN, a.chunk, parts = directSplit(a.m, a.n, a.k, len(g.parts), splitBias16(a.m, a.n))
 	if !a.splitN {
 		// Every worker reads all of op(B): convert it first, split over
 		// the workers by columns (16 at a time).
@@ -130,22 +146,47 @@ func (g *Gemm) convertB16Share(i int) {
 }
 
 // convertB16 writes columns j0…j1−1 of op(B) as pairs into the scratch's
-// bt (rows of ⌈k/2⌉ pairs, n lanes apart), with worker w's buffer.
+// bt, in panels of 64 columns (panel p at bt[64·⌈k/2⌉·p:], rows of 64
+// lanes), with worker w's buffer. j0 is a multiple of 16, and of 64
+// unless the call converts up to n.
 func (g *Gemm) convertB16(w, j0, j1 int) {
 	a := &g.args
 	if j0 >= j1 {
 		return
 	}
-	bt, x, ldb, k, n := g.scr16.bt, a.qb, a.ldb, a.k, a.n
+	bt, x, ldb, k := g.scr16.bt, a.qb, a.ldb, a.k
 	kp := (k + 1) / 2
+	at := func(q, j int) []uint32 { return bt[j/64*64*kp+q*64+j%64:] }
 	if !a.transB {
-		// Rows 2q and 2q+1 of B are contiguous over the columns.
+		// Rows 2q and 2q+1 of B are contiguous over the columns: pair
+		// them across the whole panels at once, then the rest.
+		first := min(j1, roundUp(j0, 64)) // j0 up to its panel's end
+		full := (j1 - first) / 64
 		for q := 0; q < kp; q++ {
-			o0, o1 := 2*q*ldb+j0, -1
+			o0, o1 := 2*q*ldb, -1
 			if 2*q+1 < k {
 				o1 = o0 + ldb
 			}
-			x.pairs16(bt[q*n+j0:], o0, o1, j1-j0)
+			pair := func(j, n int) {
+				p1 := -1
+				if o1 >= 0 {
+					p1 = o1 + j
+				}
+				x.pairs16(at(q, j), o0+j, p1, n)
+			}
+			if first > j0 {
+				pair(j0, first-j0)
+			}
+			if full > 0 {
+				p1 := -1
+				if o1 >= 0 {
+					p1 = o1 + first
+				}
+				x.pairs16Groups(at(q, first), o0+first, p1, full, 64, 64*kp)
+			}
+			if rest := first + 64*full; rest < j1 {
+				pair(rest, j1-rest)
+			}
 		}
 		return
 	}
@@ -158,7 +199,7 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 		for r := 0; r < rows; r++ {
 			x.row16(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k)
 		}
-		transposeInto(bt, n, j, tmp, kp, rows)
+		transposeInto(bt[j/64*64*kp:], 64, j%64, tmp, kp, rows)
 	}
 }
 
@@ -201,7 +242,7 @@ func (g *Gemm) directPart16(i int) {
 				x.pairs16(tmp[q*rows:(q+1)*rows], o0, o1, rows)
 			}
 		}
-		rowGemm16(rows, n1-n0, kp, tmp, rsA, csA, g.scr16.bt[n0:], a.n, a.c[r0*a.ldc+n0:], a.ldc, a.alpha, a.alphaLo)
+		rowGemm16(rows, n1-n0, kp, tmp, rsA, csA, g.scr16.bt[n0*kp:], a.c[r0*a.ldc+n0:], a.ldc, a.alpha, a.alphaLo)
 		if a.post != nil {
 			postScale(a.post, a.c, a.ldc, r0, r0+rows, n0, n1)
 		}
@@ -213,17 +254,17 @@ func (g *Gemm) directPart16(i int) {
 
 // rowGemm16 computes C[m×n] = alpha·A·B (two-part alpha, see
 // bf16KernelRef's overwrite store) from bf16 pairs: lane (i, q) of A at
-// a[i·rsA + q·csA], lane (q, j) of B at b[q·ldb + j], kp ≥ 1 pairs. C is
-// not read.
-func rowGemm16(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int, c []float32, ldc int, alpha, alphaLo float32) {
+// a[i·rsA + q·csA], lane (q, j) of B in panels of 64 columns, at
+// b[64·kp·(j/64) + 64·q + j%64]; kp ≥ 1 pairs. C is not read.
+func rowGemm16(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
 	if m <= 0 || n <= 0 {
 		return
 	}
 	// Touch the last element of each operand so that a short slice
 	// panics here rather than in the assembly.
-	_, _, _ = a[(m-1)*rsA+(kp-1)*csA], b[(kp-1)*ldb+n-1], c[(m-1)*ldc+n-1]
-	if !useRow16Vector || !rowGemm16Vector(m, n, kp, a, rsA, csA, b, ldb, c, ldc, alpha, alphaLo) {
-		rowGemm16Go(m, n, kp, a, rsA, csA, b, ldb, c, ldc, alpha, alphaLo)
+	_, _, _ = a[(m-1)*rsA+(kp-1)*csA], b[(n-1)/64*64*kp+(kp-1)*64+(n-1)%64], c[(m-1)*ldc+n-1]
+	if !useRow16Vector || !rowGemm16Vector(m, n, kp, a, rsA, csA, b, c, ldc, alpha, alphaLo) {
+		rowGemm16Go(m, n, kp, a, rsA, csA, b, c, ldc, alpha, alphaLo)
 	}
 }
 
@@ -233,13 +274,14 @@ var useRow16Vector = true
 // rowGemm16Go is rowGemm16's loop and the row kernels' twin, bit for
 // bit: each element's pairs in order through dpbf16 (VDPBF16PS), then
 // the overwrite store.
-func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, ldb int, c []float32, ldc int, alpha, alphaLo float32) {
+func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
 	for i := 0; i < m; i++ {
 		crow := c[i*ldc : i*ldc+n]
 		for j := range crow {
+			col := b[j/64*64*kp+j%64:]
 			var acc float32
 			for q := 0; q < kp; q++ {
-				acc = dpbf16(acc, b[q*ldb+j], a[i*rsA+q*csA])
+				acc = dpbf16(acc, col[q*64], a[i*rsA+q*csA])
 			}
 			if math.Float32bits(alphaLo) != 0 {
 				crow[j] = fma32(acc, alpha, acc*alphaLo)

@@ -25,7 +25,7 @@ func randPairs(rng *rand.Rand, n int) []uint32 {
 // TestRowGemm16MatchesTwin compares the bf16 row kernels with their Go
 // twin on every column tail (1 to 70 columns), row counts past one
 // kernel's height, A stored along rows and down columns, one- and
-// two-part alphas, with guard values around C: the accumulations bit for
+// two-part alphas, B in panels of 64 columns, with guard values around C: the accumulations bit for
 // bit (alpha = 1), the two-part store within an ulp (the twin rounds
 // its fused multiply-add twice, see bf16KernelRef).
 func TestRowGemm16MatchesTwin(t *testing.T) {
@@ -43,16 +43,16 @@ func TestRowGemm16MatchesTwin(t *testing.T) {
 					if trans {
 						rsA, csA = 1, m
 					}
-					ldb, ldc := n+3, n+5
-					b := randPairs(rng, kp*ldb)
+					ldc := n + 5
+					b := randPairs(rng, (n+63)/64*64*kp)
 					cv, cg := make([]float32, m*ldc+7), make([]float32, m*ldc+7)
 					for i := range cv {
 						cv[i], cg[i] = guard, guard
 					}
-					if !rowGemm16Vector(m, n, kp, a, rsA, csA, b, ldb, cv, ldc, alpha[0], alpha[1]) {
+					if !rowGemm16Vector(m, n, kp, a, rsA, csA, b, cv, ldc, alpha[0], alpha[1]) {
 						t.Fatal("vector kernel not run")
 					}
-					rowGemm16Go(m, n, kp, a, rsA, csA, b, ldb, cg, ldc, alpha[0], alpha[1])
+					rowGemm16Go(m, n, kp, a, rsA, csA, b, cg, ldc, alpha[0], alpha[1])
 					for o := range cv {
 						i, j := o/ldc, o%ldc
 						if i >= m || j >= n {
