@@ -19,6 +19,8 @@ const (
 	kindExp
 	kindLog
 	kindSqrt
+	kindSiLU
+	kindSigmoid
 )
 
 // unaryOp is an elementwise function of one float32 input.
@@ -48,11 +50,11 @@ func (o unaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	return o.bindSlices(b.In[0].F32, b.Out.F32)
 }
 
-// ChainStep makes Neg, Scale, ReLU and GELU steps of fused chains, with
-// the loops of their own kernel (run in place).
+// ChainStep makes Neg, Scale, ReLU, GELU, SiLU and Sigmoid steps of
+// fused chains, with the loops of their own kernel (run in place).
 func (o unaryOp) ChainStep(n *graph.Node, vi int) (ChainStep, bool) {
 	switch o.kind {
-	case kindNeg, kindScale, kindReLU, kindGELU:
+	case kindNeg, kindScale, kindReLU, kindGELU, kindSiLU, kindSigmoid:
 		k := o.rows()
 		return ChainStep{Name: o.Type(), Operand: -1, Apply: func(v, _ []float32, _ bool) { k(v, v) }}, vi == 0
 	}
@@ -92,6 +94,10 @@ func (o unaryOp) rows() func(x, y []float32) {
 		}
 	case kindGELU:
 		k = func(x, y []float32) { kernels.GELU(y, x) }
+	case kindSiLU:
+		k = func(x, y []float32) { kernels.SiLU(y, x) }
+	case kindSigmoid:
+		k = func(x, y []float32) { kernels.Sigmoid(y, x) }
 	case kindTanh:
 		k = func(x, y []float32) {
 			for i, v := range x {
@@ -134,6 +140,10 @@ func (o unaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 		dx = apply(unaryGradOp{kindGELU}, "", x, dy)
 	case kindTanh:
 		dx = apply(unaryGradOp{kindTanh}, "", n, dy)
+	case kindSiLU:
+		dx = apply(unaryGradOp{kindSiLU}, "", x, dy)
+	case kindSigmoid:
+		dx = apply(unaryGradOp{kindSigmoid}, "", n, dy)
 	case kindExp:
 		dx = Mul(dy, n)
 	case kindLog:
@@ -144,7 +154,8 @@ func (o unaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 	return []*graph.Node{dx}
 }
 
-// unaryGradOp computes dx from (x or y, dy) for ReLU, GELU and Tanh.
+// unaryGradOp computes dx from (x or y, dy) for ReLU, GELU, SiLU (from
+// x), Tanh and Sigmoid (from y).
 type unaryGradOp struct{ kind unaryKind }
 
 func (o unaryGradOp) Type() string     { return o.Kind().String() }
@@ -164,11 +175,11 @@ func (o unaryGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	return o.bindSlices(b.In[0].F32, b.In[1].F32, b.Out.F32)
 }
 
-// ChainStep makes ReLUGrad and GELUGrad steps of fused chains whose
-// running value is the incoming gradient (input 1), the forward input
-// (input 0) their operand.
+// ChainStep makes ReLUGrad, GELUGrad, SiLUGrad and SigmoidGrad steps of
+// fused chains whose running value is the incoming gradient (input 1),
+// the forward input or output (input 0) their operand.
 func (o unaryGradOp) ChainStep(n *graph.Node, vi int) (ChainStep, bool) {
-	if vi != 1 || !n.Input(0).Shape().Equal(n.Shape()) || (o.kind != kindReLU && o.kind != kindGELU) {
+	if vi != 1 || !n.Input(0).Shape().Equal(n.Shape()) || (o.kind != kindReLU && o.kind != kindGELU && o.kind != kindSiLU && o.kind != kindSigmoid) {
 		return ChainStep{}, false
 	}
 	k := o.rows()
@@ -191,6 +202,10 @@ func (o unaryGradOp) rows() func(x, dy, dx []float32) {
 		k = func(x, dy, dx []float32) { kernels.ReLUGrad(dx, x, dy) }
 	case kindGELU:
 		k = func(x, dy, dx []float32) { kernels.GELUGrad(dx, x, dy) }
+	case kindSiLU:
+		k = func(x, dy, dx []float32) { kernels.SiLUGrad(dx, x, dy) }
+	case kindSigmoid: // x holds y = σ(x)
+		k = func(y, dy, dx []float32) { kernels.SigmoidGrad(dx, y, dy) }
 	default: // Tanh: x holds y = tanh(x)
 		k = func(x, dy, dx []float32) {
 			dy, dx = dy[:len(x)], dx[:len(x)]
@@ -213,6 +228,13 @@ func ReLU(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindReLU}, "",
 
 // GELU returns the tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
 func GELU(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindGELU}, "", x) }
+
+// SiLU returns x·σ(x) (the swish of Llama's MLP), σ the logistic
+// sigmoid.
+func SiLU(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindSiLU}, "", x) }
+
+// Sigmoid returns the logistic σ(x) = 1/(1 + e^{−x}).
+func Sigmoid(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindSigmoid}, "", x) }
 
 // Tanh returns tanh(x).
 func Tanh(x *graph.Node) *graph.Node { return apply(unaryOp{kind: kindTanh}, "", x) }

@@ -177,6 +177,8 @@ func TestGradUnary(t *testing.T) {
 		{name: "Exp", params: []graph.Shape{s(4, 6)}, build: one(ops.Exp)},
 		{name: "Log", params: []graph.Shape{s(4, 6)}, values: positive, build: one(ops.Log)},
 		{name: "Sqrt", params: []graph.Shape{s(4, 6)}, values: positive, build: one(ops.Sqrt)},
+		{name: "SiLU", params: []graph.Shape{s(4, 9)}, build: one(ops.SiLU)},
+		{name: "Sigmoid", params: []graph.Shape{s(4, 9)}, build: one(ops.Sigmoid)},
 	} {
 		checkGrad(t, c)
 	}

@@ -20,6 +20,15 @@ var (
 	KindExp                      = graph.NewKind("Exp")
 	KindLog                      = graph.NewKind("Log")
 	KindSqrt                     = graph.NewKind("Sqrt")
+	KindSiLU                     = graph.NewKind("SiLU")
+	KindSigmoid                  = graph.NewKind("Sigmoid")
+	KindSwiGLU                   = graph.NewKind("SwiGLU")
+	KindSwiGLUGrad               = graph.NewKind("SwiGLUGrad")
+	KindConcat                   = graph.NewKind("Concat")
+	KindRMSNorm                  = graph.NewKind("RMSNorm")
+	KindRMSNormGrad              = graph.NewKind("RMSNormGrad")
+	KindRMSNormGradGamma         = graph.NewKind("RMSNormGradGamma")
+	KindRMSNormQuantize          = graph.NewKind("RMSNormQuantize")
 	KindNegGrad                  = graph.NewKind("NegGrad")
 	KindScaleGrad                = graph.NewKind("ScaleGrad")
 	KindReLUGrad                 = graph.NewKind("ReLUGrad")
@@ -28,6 +37,8 @@ var (
 	KindExpGrad                  = graph.NewKind("ExpGrad")
 	KindLogGrad                  = graph.NewKind("LogGrad")
 	KindSqrtGrad                 = graph.NewKind("SqrtGrad")
+	KindSiLUGrad                 = graph.NewKind("SiLUGrad")
+	KindSigmoidGrad              = graph.NewKind("SigmoidGrad")
 	KindSum                      = graph.NewKind("Sum")
 	KindMean                     = graph.NewKind("Mean")
 	KindSumTo                    = graph.NewKind("SumTo")
@@ -68,8 +79,8 @@ var (
 	KindFusedGEMM                = graph.NewKind("FusedGEMM")
 )
 
-var unaryKinds = [...]graph.Kind{KindNeg, KindScale, KindReLU, KindGELU, KindTanh, KindExp, KindLog, KindSqrt}
-var unaryGradKinds = [...]graph.Kind{KindNegGrad, KindScaleGrad, KindReLUGrad, KindGELUGrad, KindTanhGrad, KindExpGrad, KindLogGrad, KindSqrtGrad}
+var unaryKinds = [...]graph.Kind{KindNeg, KindScale, KindReLU, KindGELU, KindTanh, KindExp, KindLog, KindSqrt, KindSiLU, KindSigmoid}
+var unaryGradKinds = [...]graph.Kind{KindNegGrad, KindScaleGrad, KindReLUGrad, KindGELUGrad, KindTanhGrad, KindExpGrad, KindLogGrad, KindSqrtGrad, KindSiLUGrad, KindSigmoidGrad}
 var binaryKinds = [...]graph.Kind{KindAdd, KindSub, KindMul, KindDiv}
 
 // GEMMKind returns the kind of n's GEMM: its own for a GEMM (Linear,

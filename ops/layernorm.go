@@ -164,27 +164,32 @@ func (o layerNormGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		if err := run(); err != nil {
 			return err
 		}
-		for _, p := range pg.dgamma[1:] {
-			for i, v := range p {
-				pg.dgamma[0][i] += v
-			}
-		}
-		for _, p := range pg.dbeta[1:] {
-			for i, v := range p {
-				pg.dbeta[0][i] += v
-			}
-		}
+		pg.total()
 		return nil
 	}, nil
 }
 
+// total adds the pieces' partial sums into the first.
+func (pg *layerNormParamGrads) total() {
+	for _, parts := range [][][]float32{pg.dgamma, pg.dbeta} {
+		for _, p := range parts[min(1, len(parts)):] {
+			for i, v := range p {
+				parts[0][i] += v
+			}
+		}
+	}
+}
+
 // layerNormParamGradOp hands on the dγ (or dβ) that a LayerNormGrad
-// computed.
-type layerNormParamGradOp struct{ beta bool }
+// computed, or (rms) the dγ of an RMSNormGrad.
+type layerNormParamGradOp struct{ beta, rms bool }
 
 func (o layerNormParamGradOp) Type() string { return o.Kind().String() }
 func (o layerNormParamGradOp) Kind() graph.Kind {
-	if o.beta {
+	switch {
+	case o.rms:
+		return KindRMSNormGradGamma
+	case o.beta:
 		return KindLayerNormGradBeta
 	}
 	return KindLayerNormGradGamma
@@ -194,7 +199,10 @@ func (o layerNormParamGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType,
 	if err := float32In(in, 1); err != nil {
 		return nil, graph.Invalid, err
 	}
-	if _, ok := in[0].Op().(layerNormGradOp); !ok {
+	if _, ok := in[0].Op().(rmsNormGradOp); o.rms && !ok {
+		return nil, graph.Invalid, fmt.Errorf("input %q is a %s, want an RMSNormGrad", in[0].Name(), in[0].Op().Type())
+	}
+	if _, ok := in[0].Op().(layerNormGradOp); !o.rms && !ok {
 		return nil, graph.Invalid, fmt.Errorf("input %q is a %s, want a LayerNormGrad", in[0].Name(), in[0].Op().Type())
 	}
 	s := in[0].Shape()
@@ -204,7 +212,7 @@ func (o layerNormParamGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType,
 func (o layerNormParamGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	pg, ok := graph.Meta(b.In[0], paramGradsKey)
 	if !ok {
-		return nil, fmt.Errorf("input %q carries no LayerNorm parameter gradients", b.Node.Input(0).Name())
+		return nil, fmt.Errorf("input %q carries no normalisation parameter gradients", b.Node.Input(0).Name())
 	}
 	src, out := pg.dgamma, b.Out.F32
 	if o.beta {

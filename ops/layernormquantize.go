@@ -3,24 +3,44 @@ package ops
 import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
-// layerNormQuantizeOp is LayerNorm computed in float32 with its output
-// cast to FP8 in the same kernel (Transformer Engine's LayerNormLinear
-// front half).
+// layerNormQuantizeOp is LayerNorm (or, with rms set, RMSNorm) computed
+// in float32 with its output cast to FP8 in the same kernel (Transformer
+// Engine's LayerNormLinear front half, normalization "LayerNorm" or
+// "RMSNorm").
 type layerNormQuantizeOp struct {
-	ln layerNormOp
-	q  QuantizeConfig
+	ln     layerNormOp
+	rmsCfg RMSNormConfig
+	rms    bool
+	q      QuantizeConfig
 }
 
-func (o layerNormQuantizeOp) Type() string     { return KindLayerNormQuantize.String() }
-func (o layerNormQuantizeOp) Kind() graph.Kind { return KindLayerNormQuantize }
+func (o layerNormQuantizeOp) Type() string { return o.Kind().String() }
+func (o layerNormQuantizeOp) Kind() graph.Kind {
+	if o.rms {
+		return KindRMSNormQuantize
+	}
+	return KindLayerNormQuantize
+}
 func (o layerNormQuantizeOp) Attrs() string {
+	if o.rms {
+		return rmsNormOp{o.rmsCfg}.Attrs() + "," + quantizeOp{o.q}.Attrs()
+	}
 	return o.ln.Attrs() + "," + quantizeOp{o.q}.Attrs()
 }
 
+// norm returns the op's normalisation.
+func (o layerNormQuantizeOp) norm() graph.Op {
+	if o.rms {
+		return rmsNormOp{o.rmsCfg}
+	}
+	return o.ln
+}
+
 func (o layerNormQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
-	s, _, err := o.ln.Infer(in)
+	s, _, err := o.norm().Infer(in)
 	if err != nil {
 		return nil, graph.Invalid, err
 	}
@@ -31,9 +51,16 @@ func (o layerNormQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, 
 }
 
 func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	x, gamma, beta := b.In[0].F32, b.In[1].F32, b.In[2].F32
+	x, gamma := b.In[0].F32, b.In[1].F32
 	d := len(gamma)
-	eps, zc := o.ln.cfg.eps(), o.ln.cfg.ZeroCenteredGamma
+	normRow := func(y, x []float32) {
+		kernels.RMSNormRow(y, x, gamma, o.rmsCfg.eps(), o.rmsCfg.g0())
+	}
+	if !o.rms {
+		beta := b.In[2].F32
+		eps, zc := o.ln.cfg.eps(), o.ln.cfg.ZeroCenteredGamma
+		normRow = func(y, x []float32) { layerNormRow(y, x, gamma, beta, eps, zc) }
+	}
 	sc := newScales(o.q, b.In[0].Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.q.Scaling == Delayed
@@ -52,7 +79,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			sc.ScaleInv = m.ScaleInv
 			sc.Amax = 0
 			for r := 0; r+d <= len(x); r += d {
-				layerNormRow(row, x[r:r+d], gamma, beta, eps, zc)
+				normRow(row, x[r:r+d])
 				a, err := fp8.Quantize(out[r:r+d], row, f, m.Scale)
 				if err != nil {
 					return err
@@ -71,13 +98,16 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	cast := castKernel(o.q, sc, b.Out.U8, tmp, record)
 	return func() error {
 		for r := 0; r+d <= len(x); r += d {
-			layerNormRow(tmp[r:r+d], x[r:r+d], gamma, beta, eps, zc)
+			normRow(tmp[r:r+d], x[r:r+d])
 		}
 		return cast()
 	}, nil
 }
 
 func (o layerNormQuantizeOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	if o.rms {
+		return rmsNormOp{o.rmsCfg}.Grad(n, dy, need)
+	}
 	return o.ln.Grad(n, dy, need)
 }
 
@@ -95,7 +125,9 @@ func LayerNormParts(n *graph.Node) (LayerNormConfig, bool) {
 	case layerNormOp:
 		return op.cfg, true
 	case layerNormQuantizeOp:
-		return op.ln.cfg, true
+		if !op.rms {
+			return op.ln.cfg, true
+		}
 	}
 	return LayerNormConfig{}, false
 }

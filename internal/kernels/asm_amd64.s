@@ -13132,6 +13132,528 @@ addRowAVX512_done:
 	VZEROUPPER
 	RET
 
+// func sigmoidAVX512(y *float32, x *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-24
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z12
+	MOVL         $0x42ae0000, BX
+	VPBROADCASTD BX, Z13
+	MOVL         $0xc2ae0000, BX
+	VPBROADCASTD BX, Z14
+	MOVL         $0x3fb8aa3b, BX
+	VPBROADCASTD BX, Z15
+	MOVL         $0x3f317200, BX
+	VPBROADCASTD BX, Z16
+	MOVL         $0x35bfbe8e, BX
+	VPBROADCASTD BX, Z17
+	MOVL         $0x39500d01, BX
+	VPBROADCASTD BX, Z18
+	MOVL         $0x3ab60b61, BX
+	VPBROADCASTD BX, Z19
+	MOVL         $0x3c088889, BX
+	VPBROADCASTD BX, Z20
+	MOVL         $0x3d2aaaab, BX
+	VPBROADCASTD BX, Z21
+	MOVL         $0x3e2aaaab, BX
+	VPBROADCASTD BX, Z22
+	MOVL         $0x3f000000, BX
+	VPBROADCASTD BX, Z23
+	MOVL         $0x3f000000, BX
+	VPBROADCASTD BX, Z24
+	MOVL         $0xbf000000, BX
+	VPBROADCASTD BX, Z25
+	MOVL         $0x0000007f, BX
+	VPBROADCASTD BX, Z26
+	MOVL         $0x00000000, BX
+	VPBROADCASTD BX, Z27
+	TESTQ        DX, DX
+	JZ           sigmoidAVX512_done
+
+sigmoidAVX512_loop:
+	VMOVUPS    (CX), Z0
+	VSUBPS     Z0, Z27, Z1
+	VMINPS     Z1, Z13, Z1
+	VMAXPS     Z1, Z14, Z1
+	VMULPS     Z15, Z1, Z2
+	VADDPS     Z24, Z2, Z3
+	VCVTTPS2DQ Z3, Z3
+	VSUBPS     Z24, Z2, Z4
+	VCVTTPS2DQ Z4, Z4
+	VCMPPS     $0x01, Z25, Z2, K2
+	VPBLENDMD  Z4, Z3, K2, Z3
+	VCVTDQ2PS  Z3, Z6
+	VMULPS     Z16, Z6, Z5
+	VSUBPS     Z5, Z1, Z5
+	VMULPS     Z17, Z6, Z4
+	VSUBPS     Z4, Z5, Z5
+	VMULPS     Z18, Z5, Z1
+	VADDPS     Z19, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z20, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z21, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z22, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z23, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VPADDD     Z26, Z3, Z3
+	VPSLLD     $0x17, Z3, Z3
+	VMULPS     Z3, Z1, Z1
+	VADDPS     Z12, Z1, Z1
+	VDIVPS     Z1, Z12, Z1
+	VMOVUPS    Z1, (AX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000040, CX
+	DECQ       DX
+	JNZ        sigmoidAVX512_loop
+
+sigmoidAVX512_done:
+	VZEROUPPER
+	RET
+
+// func sigmoidGradAVX512(dx *float32, y *float32, dy *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·sigmoidGradAVX512(SB), NOSPLIT, $0-32
+	MOVQ         dx+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z12
+	MOVL         $0x42ae0000, SI
+	VPBROADCASTD SI, Z13
+	MOVL         $0xc2ae0000, SI
+	VPBROADCASTD SI, Z14
+	MOVL         $0x3fb8aa3b, SI
+	VPBROADCASTD SI, Z15
+	MOVL         $0x3f317200, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x35bfbe8e, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x39500d01, SI
+	VPBROADCASTD SI, Z18
+	MOVL         $0x3ab60b61, SI
+	VPBROADCASTD SI, Z19
+	MOVL         $0x3c088889, SI
+	VPBROADCASTD SI, Z20
+	MOVL         $0x3d2aaaab, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x3e2aaaab, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x3f000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x3f000000, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0xbf000000, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x00000000, SI
+	VPBROADCASTD SI, Z27
+	TESTQ        BX, BX
+	JZ           sigmoidGradAVX512_done
+
+sigmoidGradAVX512_loop:
+	VMOVUPS (CX), Z0
+	VSUBPS  Z0, Z12, Z2
+	VMULPS  Z2, Z0, Z2
+	VMULPS  (DX), Z2, Z2
+	VMOVUPS Z2, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	DECQ    BX
+	JNZ     sigmoidGradAVX512_loop
+
+sigmoidGradAVX512_done:
+	VZEROUPPER
+	RET
+
+// func siluAVX512(y *float32, x *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·siluAVX512(SB), NOSPLIT, $0-24
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVL         $0x3f800000, BX
+	VPBROADCASTD BX, Z12
+	MOVL         $0x42ae0000, BX
+	VPBROADCASTD BX, Z13
+	MOVL         $0xc2ae0000, BX
+	VPBROADCASTD BX, Z14
+	MOVL         $0x3fb8aa3b, BX
+	VPBROADCASTD BX, Z15
+	MOVL         $0x3f317200, BX
+	VPBROADCASTD BX, Z16
+	MOVL         $0x35bfbe8e, BX
+	VPBROADCASTD BX, Z17
+	MOVL         $0x39500d01, BX
+	VPBROADCASTD BX, Z18
+	MOVL         $0x3ab60b61, BX
+	VPBROADCASTD BX, Z19
+	MOVL         $0x3c088889, BX
+	VPBROADCASTD BX, Z20
+	MOVL         $0x3d2aaaab, BX
+	VPBROADCASTD BX, Z21
+	MOVL         $0x3e2aaaab, BX
+	VPBROADCASTD BX, Z22
+	MOVL         $0x3f000000, BX
+	VPBROADCASTD BX, Z23
+	MOVL         $0x3f000000, BX
+	VPBROADCASTD BX, Z24
+	MOVL         $0xbf000000, BX
+	VPBROADCASTD BX, Z25
+	MOVL         $0x0000007f, BX
+	VPBROADCASTD BX, Z26
+	MOVL         $0x00000000, BX
+	VPBROADCASTD BX, Z27
+	TESTQ        DX, DX
+	JZ           siluAVX512_done
+
+siluAVX512_loop:
+	VMOVUPS    (CX), Z0
+	VSUBPS     Z0, Z27, Z1
+	VMINPS     Z1, Z13, Z1
+	VMAXPS     Z1, Z14, Z1
+	VMULPS     Z15, Z1, Z2
+	VADDPS     Z24, Z2, Z3
+	VCVTTPS2DQ Z3, Z3
+	VSUBPS     Z24, Z2, Z4
+	VCVTTPS2DQ Z4, Z4
+	VCMPPS     $0x01, Z25, Z2, K2
+	VPBLENDMD  Z4, Z3, K2, Z3
+	VCVTDQ2PS  Z3, Z6
+	VMULPS     Z16, Z6, Z5
+	VSUBPS     Z5, Z1, Z5
+	VMULPS     Z17, Z6, Z4
+	VSUBPS     Z4, Z5, Z5
+	VMULPS     Z18, Z5, Z1
+	VADDPS     Z19, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z20, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z21, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z22, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z23, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VPADDD     Z26, Z3, Z3
+	VPSLLD     $0x17, Z3, Z3
+	VMULPS     Z3, Z1, Z1
+	VADDPS     Z12, Z1, Z1
+	VDIVPS     Z1, Z12, Z1
+	VMULPS     Z1, Z0, Z1
+	VMOVUPS    Z1, (AX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000040, CX
+	DECQ       DX
+	JNZ        siluAVX512_loop
+
+siluAVX512_done:
+	VZEROUPPER
+	RET
+
+// func siluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·siluGradAVX512(SB), NOSPLIT, $0-32
+	MOVQ         dx+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z12
+	MOVL         $0x42ae0000, SI
+	VPBROADCASTD SI, Z13
+	MOVL         $0xc2ae0000, SI
+	VPBROADCASTD SI, Z14
+	MOVL         $0x3fb8aa3b, SI
+	VPBROADCASTD SI, Z15
+	MOVL         $0x3f317200, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x35bfbe8e, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x39500d01, SI
+	VPBROADCASTD SI, Z18
+	MOVL         $0x3ab60b61, SI
+	VPBROADCASTD SI, Z19
+	MOVL         $0x3c088889, SI
+	VPBROADCASTD SI, Z20
+	MOVL         $0x3d2aaaab, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x3e2aaaab, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x3f000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x3f000000, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0xbf000000, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x00000000, SI
+	VPBROADCASTD SI, Z27
+	TESTQ        BX, BX
+	JZ           siluGradAVX512_done
+
+siluGradAVX512_loop:
+	VMOVUPS    (CX), Z0
+	VSUBPS     Z0, Z27, Z1
+	VMINPS     Z1, Z13, Z1
+	VMAXPS     Z1, Z14, Z1
+	VMULPS     Z15, Z1, Z2
+	VADDPS     Z24, Z2, Z3
+	VCVTTPS2DQ Z3, Z3
+	VSUBPS     Z24, Z2, Z4
+	VCVTTPS2DQ Z4, Z4
+	VCMPPS     $0x01, Z25, Z2, K2
+	VPBLENDMD  Z4, Z3, K2, Z3
+	VCVTDQ2PS  Z3, Z6
+	VMULPS     Z16, Z6, Z5
+	VSUBPS     Z5, Z1, Z5
+	VMULPS     Z17, Z6, Z4
+	VSUBPS     Z4, Z5, Z5
+	VMULPS     Z18, Z5, Z1
+	VADDPS     Z19, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z20, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z21, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z22, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z23, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VPADDD     Z26, Z3, Z3
+	VPSLLD     $0x17, Z3, Z3
+	VMULPS     Z3, Z1, Z1
+	VADDPS     Z12, Z1, Z1
+	VDIVPS     Z1, Z12, Z1
+	VMOVUPS    (DX), Z7
+	VSUBPS     Z1, Z12, Z2
+	VMULPS     Z2, Z0, Z2
+	VADDPS     Z12, Z2, Z2
+	VMULPS     Z2, Z1, Z2
+	VMULPS     Z2, Z7, Z2
+	VMOVUPS    Z2, (AX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, DX
+	DECQ       BX
+	JNZ        siluGradAVX512_loop
+
+siluGradAVX512_done:
+	VZEROUPPER
+	RET
+
+// func swigluAVX512(y *float32, a *float32, b *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·swigluAVX512(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         b+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z12
+	MOVL         $0x42ae0000, SI
+	VPBROADCASTD SI, Z13
+	MOVL         $0xc2ae0000, SI
+	VPBROADCASTD SI, Z14
+	MOVL         $0x3fb8aa3b, SI
+	VPBROADCASTD SI, Z15
+	MOVL         $0x3f317200, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x35bfbe8e, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x39500d01, SI
+	VPBROADCASTD SI, Z18
+	MOVL         $0x3ab60b61, SI
+	VPBROADCASTD SI, Z19
+	MOVL         $0x3c088889, SI
+	VPBROADCASTD SI, Z20
+	MOVL         $0x3d2aaaab, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x3e2aaaab, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x3f000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x3f000000, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0xbf000000, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x00000000, SI
+	VPBROADCASTD SI, Z27
+	TESTQ        BX, BX
+	JZ           swigluAVX512_done
+
+swigluAVX512_loop:
+	VMOVUPS    (CX), Z0
+	VSUBPS     Z0, Z27, Z1
+	VMINPS     Z1, Z13, Z1
+	VMAXPS     Z1, Z14, Z1
+	VMULPS     Z15, Z1, Z2
+	VADDPS     Z24, Z2, Z3
+	VCVTTPS2DQ Z3, Z3
+	VSUBPS     Z24, Z2, Z4
+	VCVTTPS2DQ Z4, Z4
+	VCMPPS     $0x01, Z25, Z2, K2
+	VPBLENDMD  Z4, Z3, K2, Z3
+	VCVTDQ2PS  Z3, Z6
+	VMULPS     Z16, Z6, Z5
+	VSUBPS     Z5, Z1, Z5
+	VMULPS     Z17, Z6, Z4
+	VSUBPS     Z4, Z5, Z5
+	VMULPS     Z18, Z5, Z1
+	VADDPS     Z19, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z20, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z21, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z22, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z23, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VPADDD     Z26, Z3, Z3
+	VPSLLD     $0x17, Z3, Z3
+	VMULPS     Z3, Z1, Z1
+	VADDPS     Z12, Z1, Z1
+	VDIVPS     Z1, Z12, Z1
+	VMULPS     Z1, Z0, Z1
+	VMULPS     (DX), Z1, Z1
+	VMOVUPS    Z1, (AX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, DX
+	DECQ       BX
+	JNZ        swigluAVX512_loop
+
+swigluAVX512_done:
+	VZEROUPPER
+	RET
+
+// func swigluGradAVX512(da *float32, db *float32, a *float32, b *float32, dy *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·swigluGradAVX512(SB), NOSPLIT, $0-48
+	MOVQ         da+0(FP), AX
+	MOVQ         db+8(FP), CX
+	MOVQ         a+16(FP), DX
+	MOVQ         b+24(FP), BX
+	MOVQ         dy+32(FP), SI
+	MOVQ         blocks+40(FP), DI
+	MOVL         $0x3f800000, R8
+	VPBROADCASTD R8, Z12
+	MOVL         $0x42ae0000, R8
+	VPBROADCASTD R8, Z13
+	MOVL         $0xc2ae0000, R8
+	VPBROADCASTD R8, Z14
+	MOVL         $0x3fb8aa3b, R8
+	VPBROADCASTD R8, Z15
+	MOVL         $0x3f317200, R8
+	VPBROADCASTD R8, Z16
+	MOVL         $0x35bfbe8e, R8
+	VPBROADCASTD R8, Z17
+	MOVL         $0x39500d01, R8
+	VPBROADCASTD R8, Z18
+	MOVL         $0x3ab60b61, R8
+	VPBROADCASTD R8, Z19
+	MOVL         $0x3c088889, R8
+	VPBROADCASTD R8, Z20
+	MOVL         $0x3d2aaaab, R8
+	VPBROADCASTD R8, Z21
+	MOVL         $0x3e2aaaab, R8
+	VPBROADCASTD R8, Z22
+	MOVL         $0x3f000000, R8
+	VPBROADCASTD R8, Z23
+	MOVL         $0x3f000000, R8
+	VPBROADCASTD R8, Z24
+	MOVL         $0xbf000000, R8
+	VPBROADCASTD R8, Z25
+	MOVL         $0x0000007f, R8
+	VPBROADCASTD R8, Z26
+	MOVL         $0x00000000, R8
+	VPBROADCASTD R8, Z27
+	TESTQ        DI, DI
+	JZ           swigluGradAVX512_done
+
+swigluGradAVX512_loop:
+	VMOVUPS    (DX), Z0
+	VSUBPS     Z0, Z27, Z1
+	VMINPS     Z1, Z13, Z1
+	VMAXPS     Z1, Z14, Z1
+	VMULPS     Z15, Z1, Z2
+	VADDPS     Z24, Z2, Z3
+	VCVTTPS2DQ Z3, Z3
+	VSUBPS     Z24, Z2, Z4
+	VCVTTPS2DQ Z4, Z4
+	VCMPPS     $0x01, Z25, Z2, K2
+	VPBLENDMD  Z4, Z3, K2, Z3
+	VCVTDQ2PS  Z3, Z6
+	VMULPS     Z16, Z6, Z5
+	VSUBPS     Z5, Z1, Z5
+	VMULPS     Z17, Z6, Z4
+	VSUBPS     Z4, Z5, Z5
+	VMULPS     Z18, Z5, Z1
+	VADDPS     Z19, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z20, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z21, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z22, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z23, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VMULPS     Z1, Z5, Z1
+	VADDPS     Z12, Z1, Z1
+	VPADDD     Z26, Z3, Z3
+	VPSLLD     $0x17, Z3, Z3
+	VMULPS     Z3, Z1, Z1
+	VADDPS     Z12, Z1, Z1
+	VDIVPS     Z1, Z12, Z1
+	VMOVUPS    (SI), Z7
+	VMULPS     Z1, Z0, Z2
+	VMULPS     Z2, Z7, Z2
+	VMOVUPS    Z2, (CX)
+	VMULPS     (BX), Z7, Z7
+	VSUBPS     Z1, Z12, Z2
+	VMULPS     Z2, Z0, Z2
+	VADDPS     Z12, Z2, Z2
+	VMULPS     Z2, Z1, Z2
+	VMULPS     Z2, Z7, Z2
+	VMOVUPS    Z2, (AX)
+	ADDQ       $0x00000040, AX
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, DX
+	ADDQ       $0x00000040, BX
+	ADDQ       $0x00000040, SI
+	DECQ       DI
+	JNZ        swigluGradAVX512_loop
+
+swigluGradAVX512_done:
+	VZEROUPPER
+	RET
+
 // func expSumAVX512(y *float32, x *float32, blocks int, mask uint16, scale float32, shift float32) float32
 // Requires: AVX, AVX512F, SSE
 TEXT ·expSumAVX512(SB), NOSPLIT, $0-44
@@ -13466,6 +13988,112 @@ lnApplyAVX512_done:
 	ADDQ      $0x00000040, BX
 
 lnApplyAVX512_end:
+	VZEROUPPER
+	RET
+
+// func rmsApplyAVX512(y *float32, x *float32, gamma *float32, blocks int, mask uint16, r float32, g0 float32)
+// Requires: AVX, AVX512F
+TEXT ·rmsApplyAVX512(SB), NOSPLIT, $0-44
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVWLZX      mask+32(FP), SI
+	KMOVW        SI, K1
+	VBROADCASTSS r+36(FP), Z11
+	VBROADCASTSS g0+40(FP), Z12
+	TESTQ        BX, BX
+	JZ           rmsApplyAVX512_done
+
+rmsApplyAVX512_loop:
+	VMOVUPS (CX), Z0
+	VMOVUPS (DX), Z1
+	VMULPS  Z11, Z0, Z0
+	VADDPS  Z12, Z1, Z1
+	VMULPS  Z1, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	DECQ    BX
+	JNZ     rmsApplyAVX512_loop
+
+rmsApplyAVX512_done:
+	KORTESTW  K1, K1
+	JZ        rmsApplyAVX512_end
+	VMOVUPS.Z (CX), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMULPS    Z11, Z0, Z0
+	VADDPS    Z12, Z1, Z1
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+
+rmsApplyAVX512_end:
+	VZEROUPPER
+	RET
+
+// func rmsGradAccumAVX512(x *float32, dy *float32, gamma *float32, dgamma *float32, blocks int, mask uint16, rs float32, g0 float32, out *[16]float32)
+// Requires: AVX, AVX512F
+TEXT ·rmsGradAccumAVX512(SB), NOSPLIT, $0-64
+	MOVQ         x+0(FP), AX
+	MOVQ         dy+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         dgamma+24(FP), BX
+	MOVQ         blocks+32(FP), SI
+	MOVWLZX      mask+40(FP), DI
+	KMOVW        DI, K1
+	VBROADCASTSS rs+44(FP), Z11
+	VBROADCASTSS g0+48(FP), Z12
+	VPXORD       Z21, Z21, Z21
+	TESTQ        SI, SI
+	JZ           rmsGradAccumAVX512_done
+
+rmsGradAccumAVX512_loop:
+	VMOVUPS (AX), Z0
+	VMOVUPS (CX), Z1
+	VMOVUPS (DX), Z2
+	VMULPS  Z11, Z0, Z0
+	VADDPS  Z12, Z2, Z2
+	VMULPS  Z1, Z2, Z2
+	VMULPS  Z0, Z2, Z3
+	VADDPS  Z3, Z21, Z21
+	VMULPS  Z0, Z1, Z3
+	VMOVUPS (BX), Z4
+	VADDPS  Z3, Z4, Z4
+	VMOVUPS Z4, (BX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, BX
+	DECQ    SI
+	JNZ     rmsGradAccumAVX512_loop
+
+rmsGradAccumAVX512_done:
+	KORTESTW  K1, K1
+	JZ        rmsGradAccumAVX512_end
+	VMOVUPS.Z (AX), K1, Z0
+	VMOVUPS.Z (CX), K1, Z1
+	VMOVUPS.Z (DX), K1, Z2
+	VMULPS    Z11, Z0, Z0
+	VADDPS    Z12, Z2, Z2
+	VMULPS    Z1, Z2, Z2
+	VMULPS    Z0, Z2, Z3
+	VADDPS    Z3, Z21, K1, Z21
+	VMULPS    Z0, Z1, Z3
+	VMOVUPS.Z (BX), K1, Z4
+	VADDPS    Z3, Z4, Z4
+	VMOVUPS   Z4, K1, (BX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, DX
+	ADDQ      $0x00000040, BX
+
+rmsGradAccumAVX512_end:
+	MOVQ    out+56(FP), AX
+	VMOVUPS Z21, (AX)
 	VZEROUPPER
 	RET
 

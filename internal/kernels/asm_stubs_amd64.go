@@ -424,6 +424,36 @@ func rowGemm16_6x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int
 //go:noescape
 func addRowAVX512(dst *float32, src *float32, blocks int, mask uint16)
 
+// sigmoidAVX512 is the vector form of the Go loop in Sigmoid (sigmoid.go), bit for bit (AVX-512F).
+//
+//go:noescape
+func sigmoidAVX512(y *float32, x *float32, blocks int)
+
+// sigmoidGradAVX512 is the vector form of the Go loop in SigmoidGrad (sigmoid.go), bit for bit (AVX-512F).
+//
+//go:noescape
+func sigmoidGradAVX512(dx *float32, y *float32, dy *float32, blocks int)
+
+// siluAVX512 is the vector form of the Go loop in SiLU (sigmoid.go), bit for bit (AVX-512F).
+//
+//go:noescape
+func siluAVX512(y *float32, x *float32, blocks int)
+
+// siluGradAVX512 is the vector form of the Go loop in SiLUGrad (sigmoid.go), bit for bit (AVX-512F).
+//
+//go:noescape
+func siluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
+
+// swigluAVX512 is the vector form of the Go loop in SwiGLU (sigmoid.go), bit for bit (AVX-512F).
+//
+//go:noescape
+func swigluAVX512(y *float32, a *float32, b *float32, blocks int)
+
+// swigluGradAVX512 is the vector form of the Go loop in SwiGLUGrad (sigmoid.go), bit for bit (AVX-512F).
+//
+//go:noescape
+func swigluGradAVX512(da *float32, db *float32, a *float32, b *float32, dy *float32, blocks int)
+
 // expSumAVX512 writes y = fastExp(x·scale − shift) over 16·blocks values and a masked last vector and returns their sum, in 16 lanes added pairwise; its Go twin is expSumGo (attention.go) (AVX-512F).
 //
 //go:noescape
@@ -453,6 +483,16 @@ func lnSqDevAVX512(x *float32, blocks int, mask uint16, mu float32, out *[16]flo
 //
 //go:noescape
 func lnApplyAVX512(y *float32, x *float32, gamma *float32, beta *float32, blocks int, mask uint16, mu float32, r float32, g0 float32)
+
+// rmsApplyAVX512 writes y = (x·r)·(γ + g0) over one row; its Go twin is rmsApplyGo (layernorm.go) (AVX-512F).
+//
+//go:noescape
+func rmsApplyAVX512(y *float32, x *float32, gamma *float32, blocks int, mask uint16, r float32, g0 float32)
+
+// rmsGradAccumAVX512 accumulates one row of the RMSNorm backward's sum and dγ; its Go twin is rmsGradAccumGo (layernorm.go) (AVX-512F).
+//
+//go:noescape
+func rmsGradAccumAVX512(x *float32, dy *float32, gamma *float32, dgamma *float32, blocks int, mask uint16, rs float32, g0 float32, out *[16]float32)
 
 // lnGradAccumAVX512 accumulates one row of the LayerNorm backward's sums and dγ, dβ; its Go twin is lnGradAccumGo (layernorm.go) (AVX-512F).
 //

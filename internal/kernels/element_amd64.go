@@ -302,3 +302,51 @@ func addRowVector(dst, src []float32) bool {
 	addRowAVX512(&dst[0], &src[0], blocks, mask)
 	return true
 }
+
+func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	rmsApplyAVX512(&y[0], &x[0], &gamma[0], blocks, mask, r, g0)
+	return true
+}
+
+func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16, rs, g0 float32, lanes *[16]float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	rmsGradAccumAVX512(&x[0], &dy[0], &gamma[0], &dgamma[0], blocks, mask, rs, g0, lanes)
+	return true
+}
+
+// sigmoidVector runs kernel kind of the sigmoid family over the longest
+// multiple of 16 of x and returns how many values it did: out = f(x) or
+// f(x, y) (Sigmoid, SiLU: out, x; SigmoidGrad, SiLUGrad: out, x, dy as
+// y; SwiGLU: out, a, b; SwiGLUGrad: da, a, b, dy, db).
+func sigmoidVector(kind int, out, x, y, z, w []float32) int {
+	blocks := len(x) / 16
+	if !hasAVX512 || blocks == 0 {
+		return 0
+	}
+	n := blocks*16 - 1
+	_, _ = out[n], x[n]
+	switch kind {
+	case sigSigmoid:
+		sigmoidAVX512(&out[0], &x[0], blocks)
+	case sigSiLU:
+		siluAVX512(&out[0], &x[0], blocks)
+	case sigSigmoidGrad:
+		_ = y[n]
+		sigmoidGradAVX512(&out[0], &x[0], &y[0], blocks)
+	case sigSiLUGrad:
+		_ = y[n]
+		siluGradAVX512(&out[0], &x[0], &y[0], blocks)
+	case sigSwiGLU:
+		_ = y[n]
+		swigluAVX512(&out[0], &x[0], &y[0], blocks)
+	case sigSwiGLUGrad:
+		_, _, _ = y[n], z[n], w[n]
+		swigluGradAVX512(&out[0], &w[0], &x[0], &y[0], &z[0], blocks)
+	}
+	return blocks * 16
+}

@@ -103,3 +103,72 @@ func lnGradDxGo(dx, x, dy, gamma []float32, mu, rs, g0, fm, fmx float32) {
 		dx[i] = float32(g-xh) * rs
 	}
 }
+
+// RMSNorm rows (Zhang & Sennrich; Llama's, Transformer Engine's
+// normalization="RMSNorm"): the LayerNorm kernels without the mean and
+// without β, in the same lane order, so vector kernels and twins agree
+// bit for bit.
+
+// RMSNormStats returns 1/√(mean(x²) + eps), the sum of squares kept in
+// 16 lanes then added pairwise (LayerNormStats's second pass about 0).
+func RMSNormStats(x []float32, eps float32) (rstd float32) {
+	var lanes [16]float32
+	blocks, mask := tailMask(len(x))
+	if !lnSqDevVector(x, blocks, mask, 0, &lanes) {
+		lnSqDevGo(x, 0, &lanes)
+	}
+	return 1 / math32.Sqrt(sumLanes(&lanes)/float32(len(x))+eps)
+}
+
+// RMSNormRow normalises one row, y = (x/rms)·(γ + g0) with rms =
+// √(mean(x²) + eps) (g0 = 1 for zero-centred γ), and returns 1/rms.
+func RMSNormRow(y, x, gamma []float32, eps, g0 float32) (rstd float32) {
+	if len(x) == 0 {
+		return 0
+	}
+	rstd = RMSNormStats(x, eps)
+	y, gamma = y[:len(x)], gamma[:len(x)]
+	blocks, mask := tailMask(len(x))
+	if !rmsApplyVector(y, x, gamma, blocks, mask, rstd, g0) {
+		rmsApplyGo(y, x, gamma, rstd, g0)
+	}
+	return rstd
+}
+
+// RMSNormGradRow does one row of the RMSNorm backward: with x̂ = x/rms
+// and g = dy·(γ + g0), dx = (g − x̂·mean(g·x̂))/rms; it adds dy·x̂ to dγ.
+func RMSNormGradRow(dx, dgamma, x, dy, gamma []float32, eps, g0 float32) {
+	if len(x) == 0 {
+		return
+	}
+	rs := RMSNormStats(x, eps)
+	dx, dy, gamma, dgamma = dx[:len(x)], dy[:len(x)], gamma[:len(x)], dgamma[:len(x)]
+	var lanes [16]float32
+	blocks, mask := tailMask(len(x))
+	if !rmsGradAccumVector(x, dy, gamma, dgamma, blocks, mask, rs, g0, &lanes) {
+		rmsGradAccumGo(x, dy, gamma, dgamma, rs, g0, &lanes)
+	}
+	fmx := sumLanes(&lanes) / float32(len(x))
+	// LayerNorm's dx with mean 0 and no mean(g) term: g − 0 is g.
+	if !lnGradDxVector(dx, x, dy, gamma, blocks, mask, 0, rs, g0, 0, fmx) {
+		lnGradDxGo(dx, x, dy, gamma, 0, rs, g0, 0, fmx)
+	}
+}
+
+// rmsApplyGo is rmsApplyAVX512's twin.
+func rmsApplyGo(y, x, gamma []float32, r, g0 float32) {
+	for i, v := range x {
+		y[i] = float32(v*r) * float32(gamma[i]+g0)
+	}
+}
+
+// rmsGradAccumGo is rmsGradAccumAVX512's twin.
+func rmsGradAccumGo(x, dy, gamma, dgamma []float32, rs, g0 float32, lanes *[16]float32) {
+	for i, v := range x {
+		xh := v * rs
+		gy := dy[i]
+		g := float32(gamma[i]+g0) * gy
+		lanes[i%16] += float32(g * xh)
+		dgamma[i] += float32(gy * xh)
+	}
+}

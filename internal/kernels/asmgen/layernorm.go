@@ -79,32 +79,96 @@ func lnSums(name string, withMean bool) {
 	RET()
 }
 
-// lnApply emits y = ((x − mu)·r)·(γ + g0) + β over one row.
-func lnApply() {
-	name := "lnApplyAVX512"
-	TEXT(name, NOSPLIT, "func(y, x, gamma, beta *float32, blocks int, mask uint16, mu, r, g0 float32)")
+// lnApply emits y = ((x − mu)·r)·(γ + g0) + β over one row, or with rms
+// (RMSNorm: no mean, no β) y = (x·r)·(γ + g0).
+func lnApply(rms bool) {
+	name, sig := "lnApplyAVX512", "func(y, x, gamma, beta *float32, blocks int, mask uint16, mu, r, g0 float32)"
+	doc := " writes y = ((x − mu)·r)·(γ + g0) + β over one row; its Go twin is lnApplyGo (layernorm.go) (AVX-512F)."
+	if rms {
+		name, sig = "rmsApplyAVX512", "func(y, x, gamma *float32, blocks int, mask uint16, r, g0 float32)"
+		doc = " writes y = (x·r)·(γ + g0) over one row; its Go twin is rmsApplyGo (layernorm.go) (AVX-512F)."
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " writes y = ((x − mu)·r)·(γ + g0) + β over one row; its Go twin is lnApplyGo (layernorm.go) (AVX-512F).")
+	Doc(name + doc)
 	y, x := Load(Param("y"), GP64()), Load(Param("x"), GP64())
-	gamma, beta := Load(Param("gamma"), GP64()), Load(Param("beta"), GP64())
+	gamma := Load(Param("gamma"), GP64())
+	ptrs := []Register{y, x, gamma}
+	var beta Register
+	if !rms {
+		beta = Load(Param("beta"), GP64())
+		ptrs = append(ptrs, beta)
+	}
 	n := Load(Param("blocks"), GP64())
 	maskK1()
 	mu, r, g0 := Z10, Z11, Z12
-	broadcastParams(mu, "mu", r, "r", g0, "g0")
+	if rms {
+		broadcastParams(r, "r", g0, "g0")
+	} else {
+		broadcastParams(mu, "mu", r, "r", g0, "g0")
+	}
 	rowLoop(name, n, func(masked bool) {
 		load(Mem{Base: x}, masked, Z0)
 		load(Mem{Base: gamma}, masked, Z1)
-		load(Mem{Base: beta}, masked, Z2)
-		VSUBPS(mu, Z0, Z0)
+		if !rms {
+			load(Mem{Base: beta}, masked, Z2)
+			VSUBPS(mu, Z0, Z0)
+		}
 		VMULPS(r, Z0, Z0)
 		VADDPS(g0, Z1, Z1)
 		VMULPS(Z1, Z0, Z0)
-		VADDPS(Z2, Z0, Z0)
+		if !rms {
+			VADDPS(Z2, Z0, Z0)
+		}
 		store(Z0, masked, Mem{Base: y})
-		for _, p := range []Register{y, x, gamma, beta} {
+		for _, p := range ptrs {
 			ADDQ(U32(64), p)
 		}
 	})
+	VZEROUPPER()
+	RET()
+}
+
+// rmsGradAccum emits, over one row of the RMSNorm backward, with xh =
+// x·rs and g = dy·(γ + g0): the lane sums of g·xh (stored to out), and
+// dγ += dy·xh.
+func rmsGradAccum() {
+	name := "rmsGradAccumAVX512"
+	TEXT(name, NOSPLIT, "func(x, dy, gamma, dgamma *float32, blocks int, mask uint16, rs, g0 float32, out *[16]float32)")
+	Pragma("noescape")
+	Doc(name + " accumulates one row of the RMSNorm backward's sum and dγ; its Go twin is rmsGradAccumGo (layernorm.go) (AVX-512F).")
+	x, dy, gamma := Load(Param("x"), GP64()), Load(Param("dy"), GP64()), Load(Param("gamma"), GP64())
+	dg := Load(Param("dgamma"), GP64())
+	n := Load(Param("blocks"), GP64())
+	maskK1()
+	rs, g0 := Z11, Z12
+	broadcastParams(rs, "rs", g0, "g0")
+	mgx := Z21
+	VPXORD(mgx, mgx, mgx)
+	rowLoop(name, n, func(masked bool) {
+		xh, gy, g, t := Z0, Z1, Z2, Z3
+		load(Mem{Base: x}, masked, xh)
+		load(Mem{Base: dy}, masked, gy)
+		load(Mem{Base: gamma}, masked, g)
+		VMULPS(rs, xh, xh)
+		VADDPS(g0, g, g)
+		VMULPS(gy, g, g)
+		VMULPS(xh, g, t)
+		if masked {
+			VADDPS(t, mgx, K1, mgx)
+		} else {
+			VADDPS(t, mgx, mgx)
+		}
+		VMULPS(xh, gy, t)
+		load(Mem{Base: dg}, masked, Z4)
+		VADDPS(t, Z4, Z4)
+		store(Z4, masked, Mem{Base: dg})
+		for _, p := range []Register{x, dy, gamma, dg} {
+			ADDQ(U32(64), p)
+		}
+	})
+	out := Load(Param("out"), GP64())
+	VMOVUPS(mgx, Mem{Base: out})
 	VZEROUPPER()
 	RET()
 }

@@ -52,12 +52,17 @@ func main() {
 		}
 	}
 	addRow()
+	for kind := range sigmoidKernels {
+		sigmoidFamily(sigmoidKind(kind))
+	}
 	expSum()
 	rowMax()
 	softmaxGradRow()
 	lnSums("lnSumAVX512", false)
 	lnSums("lnSqDevAVX512", true)
-	lnApply()
+	lnApply(false)
+	lnApply(true)
+	rmsGradAccum()
 	lnGradAccum()
 	lnGradDx()
 	Generate()
