@@ -48,8 +48,8 @@ func TestLlamaOpsMatchCompositions(t *testing.T) {
 		return ops.Mul(ops.Div(x, ops.Sqrt(ops.Add(ms, g.Const("eps", eps)))), gamma)
 	}
 	cases := []struct {
-		name           string
-		shapes         []graph.Shape
+		name            string
+		shapes          []graph.Shape
 		fused, composed func(g *graph.Graph, ps []*graph.Node) *graph.Node
 	}{
 		{"RMSNorm", []graph.Shape{s(5, 70), s(70)},

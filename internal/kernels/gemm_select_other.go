@@ -23,3 +23,6 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int { r
 
 // scaleRowVector has no vector path on this build.
 func scaleRowVector(row, col []float32, f float64) int { return 0 }
+
+// hasBF16: this build has no AVX512_BF16 kernels.
+const hasBF16 = false
