@@ -78,6 +78,31 @@ func (l *LayerNorm) Forward(x *graph.Node) *graph.Node {
 	return ops.LayerNorm(l.Name, x, l.Weight, l.Bias, l.Config)
 }
 
+// RMSNorm normalises the last axis by its root mean square with learned γ
+// (name.weight, no bias): Llama's LlamaRMSNorm.
+type RMSNorm struct {
+	Name        string
+	Weight      *graph.Node
+	Config      ops.RMSNormConfig
+	NumFeatures int
+}
+
+// NewRMSNorm creates an RMSNorm over d features, γ starting at 1 (at 0
+// with cfg.ZeroCenteredGamma, where the layer computes x̂·(1+γ)).
+func NewRMSNorm(b *Builder, name string, d int, cfg ops.RMSNormConfig) *RMSNorm {
+	s := b.Scope(name)
+	gi := Ones
+	if cfg.ZeroCenteredGamma {
+		gi = Zeros
+	}
+	return &RMSNorm{Name: s.Name(""), Weight: s.Param("weight", gi, d), Config: cfg, NumFeatures: d}
+}
+
+// Forward normalises x.
+func (l *RMSNorm) Forward(x *graph.Node) *graph.Node {
+	return ops.RMSNorm(l.Name, x, l.Weight, l.Config)
+}
+
 // Embedding maps int32 ids to rows of a table name.weight [vocab dim].
 type Embedding struct {
 	Name       string

@@ -7,10 +7,12 @@ import (
 	"github.com/octetml/octet/ops"
 )
 
-// ConvertLN fuses each LayerNorm whose output is cast to FP8 into that
-// cast: a LayerNormQuantize node computes the LayerNorm in float32 and
-// writes FP8 straight to the ScaledMatMul nodes that read the cast, with
-// no float32 tensor in between (Transformer Engine's LayerNormLinear).
+// ConvertLN fuses each LayerNorm (or RMSNorm) whose output is cast to FP8
+// into that cast: a LayerNormQuantize (RMSNormQuantize) node computes the
+// normalisation in float32 and writes FP8 straight to the ScaledMatMul
+// nodes that read the cast, with no float32 tensor in between
+// (Transformer Engine's LayerNormLinear, normalization "LayerNorm" or
+// "RMSNorm").
 // Likewise a cross-entropy gradient whose only reader is a delayed
 // tensorwise cast (a classifier's grad_output) becomes a
 // CrossEntropyGradQuantize node.
@@ -39,27 +41,47 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 		}
 		return false
 	}
-	_, err := Rewrite(g, nodes, Rule{
-		Name: "layernorm-quantize",
-		Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
-			Inputs: []*Pattern{{Kind: ops.KindLayerNorm, Bind: "ln"}}},
-		Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
-			ln := m["ln"]
-			qcfg, _ := ops.QuantizeConfigOf(q)
-			lncfg, _ := ops.LayerNormParts(ln)
-			fused := ops.LayerNormQuantize(ln.Name()+"/fp8", ln.Input(0), ln.Input(1), ln.Input(2), lncfg, qcfg)
-			if err := g.Err(); err != nil {
-				return nil, err
-			}
-			reg.ln = append(reg.ln, &lnFusion{ln: ln, quantize: q, fused: fused, active: true})
-			note := fmt.Sprintf("%s: LayerNorm fused into its %s cast (%s)", ln.Name(), qcfg.Tensor, q.Name())
-			if rest := len(consumers[ln]) - 1; rest > 0 {
-				note += fmt.Sprintf("; float32 output kept for %d other consumer(s)", rest)
-			}
-			rep.Notes = append(rep.Notes, note)
-			return fused, nil // the LayerNorm itself stays for any other consumer
+	// fuseNorm replaces the first cast of a LayerNorm or RMSNorm output
+	// with the fused node that norm builds.
+	fuseNorm := func(what string, q, ln *graph.Node, norm func(qcfg ops.QuantizeConfig) *graph.Node) (*graph.Node, error) {
+		qcfg, _ := ops.QuantizeConfigOf(q)
+		fused := norm(qcfg)
+		if err := g.Err(); err != nil {
+			return nil, err
+		}
+		reg.ln = append(reg.ln, &lnFusion{ln: ln, quantize: q, fused: fused, active: true})
+		note := fmt.Sprintf("%s: %s fused into its %s cast (%s)", ln.Name(), what, qcfg.Tensor, q.Name())
+		if rest := len(consumers[ln]) - 1; rest > 0 {
+			note += fmt.Sprintf("; float32 output kept for %d other consumer(s)", rest)
+		}
+		rep.Notes = append(rep.Notes, note)
+		return fused, nil // the norm itself stays for any other consumer
+	}
+	_, err := Rewrite(g, nodes,
+		Rule{
+			Name: "layernorm-quantize",
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
+				Inputs: []*Pattern{{Kind: ops.KindLayerNorm, Bind: "ln"}}},
+			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
+				ln := m["ln"]
+				return fuseNorm("LayerNorm", q, ln, func(qcfg ops.QuantizeConfig) *graph.Node {
+					cfg, _ := ops.LayerNormParts(ln)
+					return ops.LayerNormQuantize(ln.Name()+"/fp8", ln.Input(0), ln.Input(1), ln.Input(2), cfg, qcfg)
+				})
+			},
 		},
-	})
+		Rule{
+			Name: "rmsnorm-quantize",
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
+				Inputs: []*Pattern{{Kind: ops.KindRMSNorm, Bind: "norm"}}},
+			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
+				n := m["norm"]
+				return fuseNorm("RMSNorm", q, n, func(qcfg ops.QuantizeConfig) *graph.Node {
+					cfg, _ := ops.RMSNormParts(n)
+					return ops.RMSNormQuantize(n.Name()+"/fp8", n.Input(0), n.Input(1), cfg, qcfg)
+				})
+			},
+		})
 	if err != nil {
 		return rep, err
 	}
