@@ -13,10 +13,22 @@ import (
 // recomputes each tile of probabilities from it.
 //
 // The heads are read from and written to the layouts the projections
-// use: q, k and v side by side in each row of a [B T 3C] tensor (head h
-// at columns h·D of each), the output [B T C] with the heads
-// concatenated, and the gradient [B T 3C] like the input, so no slice,
-// permute or concatenation surrounds the op.
+// use: q, k and v side by side in each row of a [B T (H+2·Hkv)·D] tensor
+// (query head h at columns h·D, key and value head g at H·D + g·D and
+// (H+Hkv)·D + g·D; Hkv = H is the [B T 3C] of multi-head attention), the
+// output [B T H·D] with the heads concatenated, and the gradient like the
+// input, so no slice, permute or concatenation surrounds the op.
+//
+// Grouped-query attention (Ainslie et al., 2023): each key/value head
+// serves H/Hkv consecutive query heads; the backward runs a group's heads
+// on one worker, which sums their gradients of the shared key and value.
+//
+// Rotary position embeddings (Su et al.; Hugging Face Llama's
+// convention): before the scores, q and k of position t are rotated,
+// x_i' = x_i·cos(t·f_i) − x_{i+D/2}·sin(t·f_i) and x_{i+D/2}' =
+// x_{i+D/2}·cos(t·f_i) + x_i·sin(t·f_i) for i < D/2, with f_i =
+// θ^(−2i/D); the backward rotates the gradients of the rotated q and k
+// back (the transpose of the rotation).
 
 // attnTile is the query and key tile size. 64 keeps a tile of scores
 // (16 KiB) and the head's K and V rows of a tile in L1.
@@ -29,7 +41,12 @@ const attnTile = 64
 // may run on different goroutines, each with its own worker index.
 type Attention struct {
 	B, T, H, D int
-	Scale      float32
+	// KVHeads is the number of key/value heads (Hkv), a divisor of H;
+	// NewAttention sets it to H.
+	KVHeads int
+	Scale   float32
+	// Rope holds the rotary embeddings' tables (SetRoPE), or nil.
+	Rope *RoPE
 	// Dropout is the probability of dropping each attention
 	// probability (training only; 0 for none). The mask is a function
 	// of Key, the head, the query and the key position (see Keep), so
@@ -46,11 +63,14 @@ type attnScratch struct {
 	kt, vt []float32 // D×T: the head's K and V transposed
 	m, l   []float32 // running max and sum of each query row of a tile
 	dd     []float32 // T: rowsum(dO∘O) (backward)
+	// With rotary embeddings: the head's rotated q and k (T×D), and the
+	// gradients of the rotated q and k (backward).
+	qr, kr, dqr, dkr []float32
 }
 
 // NewAttention returns an Attention with scratch for workers goroutines.
 func NewAttention(b, t, h, d int, scale float32, workers int) *Attention {
-	a := &Attention{B: b, T: t, H: h, D: d, Scale: scale, work: make([]attnScratch, workers)}
+	a := &Attention{B: b, T: t, H: h, KVHeads: h, D: d, Scale: scale, work: make([]attnScratch, workers)}
 	for i := range a.work {
 		a.work[i] = attnScratch{
 			s: make([]float32, attnTile*attnTile), dp: make([]float32, attnTile*attnTile), pd: make([]float32, attnTile*attnTile),
@@ -86,16 +106,109 @@ func (a *Attention) dropRow(row []float32, bh, i, j0 int) {
 	}
 }
 
-// Heads returns the number of (batch, head) pairs, the unit of work.
+// RoPE holds the rotary embeddings' cos and sin of position t and
+// frequency i at [t·D/2 + i], for t < T and i < D/2.
+type RoPE struct {
+	Cos, Sin []float32
+}
+
+// NewRoPE returns the tables for t positions and head width d (even)
+// with base theta, as Hugging Face's Llama computes them in float32: f_i
+// = 1/θ^(2i/d) (the exponent and the power rounded to float32), the
+// angle t·f_i rounded to float32, and its cosine and sine.
+func NewRoPE(t, d int, theta float64) *RoPE {
+	h := d / 2
+	r := &RoPE{Cos: make([]float32, t*h), Sin: make([]float32, t*h)}
+	th := float32(theta)
+	for i := 0; i < h; i++ {
+		e := float32(2*i) / float32(d)
+		f := 1 / float32(math.Pow(float64(th), float64(e)))
+		for p := 0; p < t; p++ {
+			ang := float64(float32(p) * f)
+			r.Cos[p*h+i], r.Sin[p*h+i] = float32(math.Cos(ang)), float32(math.Sin(ang))
+		}
+	}
+	return r
+}
+
+// SetRoPE turns the rotary embeddings on with the tables r (T positions,
+// width D), making each worker's scratch for the rotated heads.
+func (a *Attention) SetRoPE(r *RoPE) {
+	a.Rope = r
+	for i := range a.work {
+		w := &a.work[i]
+		n := a.T * a.D
+		w.qr, w.kr, w.dqr, w.dkr = make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	}
+}
+
+// rotate writes the T rows of src (ld apart, D wide) rotated by their
+// positions into dst (T×D); inverse applies the transposed rotation (the
+// backward of the forward's).
+func (a *Attention) rotate(dst, src []float32, ld int, inverse bool) {
+	d, h := a.D, a.D/2
+	for p := 0; p < a.T; p++ {
+		x, y := src[p*ld:p*ld+d], dst[p*d:p*d+d]
+		cs, sn := a.Rope.Cos[p*h:p*h+h], a.Rope.Sin[p*h:p*h+h]
+		for i := 0; i < h; i++ {
+			lo, hi, c, s := x[i], x[i+h], cs[i], sn[i]
+			if inverse {
+				y[i], y[i+h] = float32(lo*c)+float32(hi*s), float32(hi*c)-float32(lo*s)
+			} else {
+				y[i], y[i+h] = float32(lo*c)-float32(hi*s), float32(hi*c)+float32(lo*s)
+			}
+		}
+	}
+}
+
+// Heads returns the number of (batch, head) pairs, the unit of work of
+// the forward.
 func (a *Attention) Heads() int { return a.B * a.H }
 
-// offsets returns where head bh's q, k and v columns start in qkv and its
-// output columns in y.
+// Groups returns the number of (batch, key/value head) pairs, the unit
+// of work of the backward (each runs its group's query heads).
+func (a *Attention) Groups() int { return a.B * a.kvHeads() }
+
+func (a *Attention) kvHeads() int {
+	if a.KVHeads <= 0 {
+		return a.H
+	}
+	return a.KVHeads
+}
+
+// ld returns the row stride of qkv: (H + 2·Hkv)·D.
+func (a *Attention) ld() int { return (a.H + 2*a.kvHeads()) * a.D }
+
+// offsets returns where head bh's q, k and v columns start in qkv (k
+// and v those of its key/value head) and its output columns in y.
 func (a *Attention) offsets(bh int) (q, k, v, y int) {
 	b, h := bh/a.H, bh%a.H
-	c := a.H * a.D
-	q = b*a.T*3*c + h*a.D
-	return q, q + c, q + 2*c, b*a.T*c + h*a.D
+	kv := a.kvHeads()
+	g := h / (a.H / kv)
+	base := b * a.T * a.ld()
+	return base + h*a.D, base + (a.H+g)*a.D, base + (a.H+kv+g)*a.D, b*a.T*a.H*a.D + h*a.D
+}
+
+// queries returns head bh's queries as the tiles read them, and their
+// row stride: in qkv, or rotated into the worker's scratch.
+func (a *Attention) queries(w *attnScratch, qkv []float32, q0 int) ([]float32, int) {
+	if a.Rope == nil {
+		return qkv[q0:], a.ld()
+	}
+	a.rotate(w.qr, qkv[q0:], a.ld(), false)
+	return w.qr, a.D
+}
+
+// keys transposes head bh's keys (rotated first, with rotary embeddings)
+// into w.kt and returns them as rows with their stride.
+func (a *Attention) keys(w *attnScratch, qkv []float32, k0 int) ([]float32, int) {
+	src, ld := qkv[k0:], a.ld()
+	if a.Rope != nil {
+		a.rotate(w.kr, src, ld, false)
+		src, ld = w.kr, a.D
+	}
+	transposeF32(w.kt, a.T, src, ld, a.T, a.D)
+	return src, ld
 }
 
 // causalRows is the height of the row chunks whose scores are computed
@@ -105,12 +218,11 @@ const causalRows = 16
 
 // scores computes the tile S = Q[i0:i0+br]·Kᵀ[:, j0:j0+bc] into s (rows
 // attnTile apart), each chunk of causalRows rows over the columns
-// chunkCols gives it.
-func (a *Attention) scores(w *attnScratch, qkv []float32, q0, i0, j0, br, bc int) {
-	ld := 3 * a.H * a.D
+// chunkCols gives it; q holds the queries' rows ldq apart.
+func (a *Attention) scores(w *attnScratch, q []float32, ldq, i0, j0, br, bc int) {
 	for r := 0; r < br; r += causalRows {
 		if n := chunkCols(i0, r, br, j0, bc); n > 0 {
-			RowGemm(min(causalRows, br-r), n, a.D, qkv[q0+(i0+r)*ld:], ld, 1, w.kt[j0:], a.T, w.s[r*attnTile:], attnTile, false)
+			RowGemm(min(causalRows, br-r), n, a.D, q[(i0+r)*ldq:], ldq, 1, w.kt[j0:], a.T, w.s[r*attnTile:], attnTile, false)
 		}
 	}
 }
@@ -128,14 +240,15 @@ func chunkCols(i0, r, br, j0, bc int) int {
 // worker's scratch.
 func (a *Attention) Forward(worker, bh int, qkv, y, lse []float32) {
 	w := &a.work[worker]
-	t, d, ld, c := a.T, a.D, 3*a.H*a.D, a.H*a.D
+	t, d, ld, c := a.T, a.D, a.ld(), a.H*a.D
 	q0, k0, v0, y0 := a.offsets(bh)
-	transposeF32(w.kt, t, qkv[k0:], ld, t, d)
+	q, ldq := a.queries(w, qkv, q0)
+	a.keys(w, qkv, k0)
 	for i0 := 0; i0 < t; i0 += attnTile {
 		br := min(attnTile, t-i0)
 		for j0 := 0; j0 < i0+br; j0 += attnTile {
 			bc := min(attnTile, t-j0)
-			a.scores(w, qkv, q0, i0, j0, br, bc)
+			a.scores(w, q, ldq, i0, j0, br, bc)
 			first := j0 == 0
 			for r := 0; r < br; r++ {
 				n := max(0, chunkCols(i0, r, br, j0, bc))
@@ -182,13 +295,50 @@ func (a *Attention) Forward(worker, bh int, qkv, y, lse []float32) {
 	}
 }
 
-// Backward computes head bh's part of dqkv ([B T 3C]: dQ, dK and dV in
-// the head's columns) from qkv, the forward's output y and log-sum-exps
-// lse, and dy, the gradient of y, on worker worker's scratch.
-func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
+// Backward computes key/value group gi's part of dqkv (gi < Groups():
+// the dQ of each query head of the group, and the dK and dV they share,
+// summed over them) from qkv, the forward's output y and log-sum-exps
+// lse, and dy, the gradient of y, on worker worker's scratch. Without
+// grouping (Hkv = H) a group is one head, gi its (batch, head) index.
+func (a *Attention) Backward(worker, gi int, qkv, y, lse, dy, dqkv []float32) {
 	w := &a.work[worker]
-	t, d, ld, c := a.T, a.D, 3*a.H*a.D, a.H*a.D
-	q0, k0, v0, y0 := a.offsets(bh)
+	t, d, ld := a.T, a.D, a.ld()
+	kv := a.kvHeads()
+	group := a.H / kv
+	b, g := gi/kv, gi%kv
+	first := b*a.H + g*group
+	_, k0, v0, _ := a.offsets(first)
+	for i := 0; i < t; i++ {
+		clear(dqkv[k0+i*ld : k0+i*ld+d])
+		clear(dqkv[v0+i*ld : v0+i*ld+d])
+	}
+	k, ldk := a.keys(w, qkv, k0)
+	transposeF32(w.vt, t, qkv[v0:], ld, t, d)
+	// dK accumulates over the group's heads: in dqkv, or for the rotated
+	// keys in scratch, rotated back at the end.
+	dk, lddk := dqkv[k0:], ld
+	if a.Rope != nil {
+		clear(w.dkr)
+		dk, lddk = w.dkr, d
+	}
+	for bh := first; bh < first+group; bh++ {
+		a.backwardHead(w, bh, qkv, y, lse, dy, dqkv, k, ldk, dk, lddk)
+	}
+	if a.Rope != nil {
+		a.rotate(w.dkr, w.dkr, d, true) // row by row, in place
+		for i := 0; i < t; i++ {
+			copy(dqkv[k0+i*ld:k0+i*ld+d], w.dkr[i*d:i*d+d])
+		}
+	}
+}
+
+// backwardHead adds head bh's gradients to dV (in dqkv) and dK (dk, rows
+// lddk apart) and writes its dQ, with the head's keys k (rows ldk apart,
+// rotated with rotary embeddings) and their transpose in w.kt and the
+// values' in w.vt.
+func (a *Attention) backwardHead(w *attnScratch, bh int, qkv, y, lse, dy, dqkv, k []float32, ldk int, dk []float32, lddk int) {
+	t, d, ld, c := a.T, a.D, a.ld(), a.H*a.D
+	q0, _, v0, y0 := a.offsets(bh)
 	for i := 0; i < t; i++ {
 		o, g := y[y0+i*c:y0+i*c+d], dy[y0+i*c:y0+i*c+d]
 		var s float32
@@ -196,17 +346,20 @@ func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
 			s += v * g[p]
 		}
 		w.dd[i] = s
-		clear(dqkv[q0+i*ld : q0+i*ld+d])
-		clear(dqkv[k0+i*ld : k0+i*ld+d])
-		clear(dqkv[v0+i*ld : v0+i*ld+d])
 	}
-	transposeF32(w.kt, t, qkv[k0:], ld, t, d)
-	transposeF32(w.vt, t, qkv[v0:], ld, t, d)
+	q, ldq := a.queries(w, qkv, q0)
+	dq, lddq := dqkv[q0:], ld
+	if a.Rope != nil {
+		dq, lddq = w.dqr, d
+	}
+	for i := 0; i < t; i++ {
+		clear(dq[i*lddq : i*lddq+d])
+	}
 	for j0 := 0; j0 < t; j0 += attnTile {
 		bc := min(attnTile, t-j0)
 		for i0 := j0; i0 < t; i0 += attnTile {
 			br := min(attnTile, t-i0)
-			a.scores(w, qkv, q0, i0, j0, br, bc)
+			a.scores(w, q, ldq, i0, j0, br, bc)
 			for r := 0; r < br; r += causalRows {
 				if n := chunkCols(i0, r, br, j0, bc); n > 0 {
 					RowGemm(min(causalRows, br-r), n, d, dy[y0+(i0+r)*c:], c, 1, w.vt[j0:], t, w.dp[r*attnTile:], attnTile, false)
@@ -239,22 +392,28 @@ func (a *Attention) Backward(worker, bh int, qkv, y, lse, dy, dqkv []float32) {
 			// see each chunk of keys (from p0 on).
 			for r := 0; r < br; r += causalRows {
 				if n := chunkCols(i0, r, br, j0, bc); n > 0 {
-					RowGemm(min(causalRows, br-r), d, n, w.dp[r*attnTile:], attnTile, 1, qkv[k0+j0*ld:], ld, dqkv[q0+(i0+r)*ld:], ld, true)
+					RowGemm(min(causalRows, br-r), d, n, w.dp[r*attnTile:], attnTile, 1, k[j0*ldk:], ldk, dq[(i0+r)*lddq:], lddq, true)
 				}
 			}
-			for k := 0; k < bc; k += causalRows {
-				p0 := max(0, j0+k-i0)
+			for kc := 0; kc < bc; kc += causalRows {
+				p0 := max(0, j0+kc-i0)
 				if p0 >= br {
 					break
 				}
-				rows := min(causalRows, bc-k)
+				rows := min(causalRows, bc-kc)
 				probs := w.s
 				if a.Dropout > 0 {
 					probs = w.pd
 				}
-				RowGemm(rows, d, br-p0, probs[p0*attnTile+k:], 1, attnTile, dy[y0+(i0+p0)*c:], c, dqkv[v0+(j0+k)*ld:], ld, true)
-				RowGemm(rows, d, br-p0, w.dp[p0*attnTile+k:], 1, attnTile, qkv[q0+(i0+p0)*ld:], ld, dqkv[k0+(j0+k)*ld:], ld, true)
+				RowGemm(rows, d, br-p0, probs[p0*attnTile+kc:], 1, attnTile, dy[y0+(i0+p0)*c:], c, dqkv[v0+(j0+kc)*ld:], ld, true)
+				RowGemm(rows, d, br-p0, w.dp[p0*attnTile+kc:], 1, attnTile, q[(i0+p0)*ldq:], ldq, dk[(j0+kc)*lddk:], lddk, true)
 			}
+		}
+	}
+	if a.Rope != nil {
+		a.rotate(w.dqr, w.dqr, d, true)
+		for i := 0; i < t; i++ {
+			copy(dqkv[q0+i*ld:q0+i*ld+d], w.dqr[i*d:i*d+d])
 		}
 	}
 }

@@ -334,3 +334,181 @@ func TestKeepDropsAtTheRate(t *testing.T) {
 		t.Errorf("keys 1 and 2 differ on %d of 1000 elements", differ)
 	}
 }
+
+// naiveAttentionGQA is causal attention in float64 from its definition
+// with hkv key/value heads (each serving h/hkv consecutive query heads)
+// and, with rope, q and k rotated by the tables' cos and sin (read as
+// float64): per head softmax(mask(R·q·(R·k)ᵀ·scale))·v, and the gradients
+// of the [B T (h+2·hkv)·d] input for an upstream gradient dy.
+func naiveAttentionGQA(b, t, h, hkv, d int, scale float64, qkv, dy []float32, rope *RoPE) (y, dqkv []float64) {
+	ld, c := (h+2*hkv)*d, h*d
+	y, dqkv = make([]float64, b*t*c), make([]float64, b*t*ld)
+	half := d / 2
+	// rot returns row x of position p rotated (inverse: transposed).
+	rot := func(x []float64, p int, inverse bool) []float64 {
+		if rope == nil {
+			return x
+		}
+		out := make([]float64, d)
+		for i := 0; i < half; i++ {
+			cs, sn := float64(rope.Cos[p*half+i]), float64(rope.Sin[p*half+i])
+			if inverse {
+				sn = -sn
+			}
+			out[i] = x[i]*cs - x[i+half]*sn
+			out[i+half] = x[i+half]*cs + x[i]*sn
+		}
+		return out
+	}
+	row := func(bi, i, col int) []float64 {
+		r := make([]float64, d)
+		for e := range r {
+			r[e] = float64(qkv[(bi*t+i)*ld+col+e])
+		}
+		return r
+	}
+	for bi := 0; bi < b; bi++ {
+		for hi := 0; hi < h; hi++ {
+			g := hi / (h / hkv)
+			qc, kc, vc := hi*d, (h+g)*d, (h+hkv+g)*d
+			qs, ks := make([][]float64, t), make([][]float64, t)
+			for i := 0; i < t; i++ {
+				qs[i], ks[i] = rot(row(bi, i, qc), i, false), rot(row(bi, i, kc), i, false)
+			}
+			dqs, dks := make([][]float64, t), make([][]float64, t)
+			for i := range dqs {
+				dqs[i], dks[i] = make([]float64, d), make([]float64, d)
+			}
+			for i := 0; i < t; i++ {
+				s := make([]float64, i+1)
+				mx := math.Inf(-1)
+				for j := 0; j <= i; j++ {
+					for e := 0; e < d; e++ {
+						s[j] += qs[i][e] * ks[j][e]
+					}
+					s[j] *= scale
+					mx = math.Max(mx, s[j])
+				}
+				var sum float64
+				for j := range s {
+					s[j] = math.Exp(s[j] - mx)
+					sum += s[j]
+				}
+				for j := range s {
+					s[j] /= sum
+				}
+				gr := dy[(bi*t+i)*c+hi*d:]
+				dp := make([]float64, i+1)
+				var dd float64
+				for j := range s {
+					for e := 0; e < d; e++ {
+						v := float64(qkv[(bi*t+j)*ld+vc+e])
+						y[(bi*t+i)*c+hi*d+e] += s[j] * v
+						dp[j] += float64(gr[e]) * v
+						dqkv[(bi*t+j)*ld+vc+e] += s[j] * float64(gr[e])
+					}
+					dd += s[j] * dp[j]
+				}
+				for j := range s {
+					ds := s[j] * (dp[j] - dd) * scale
+					for e := 0; e < d; e++ {
+						dqs[i][e] += ds * ks[j][e]
+						dks[j][e] += ds * qs[i][e]
+					}
+				}
+			}
+			for i := 0; i < t; i++ {
+				dq, dk := rot(dqs[i], i, true), rot(dks[i], i, true)
+				for e := 0; e < d; e++ {
+					dqkv[(bi*t+i)*ld+qc+e] += dq[e]
+					dqkv[(bi*t+i)*ld+kc+e] += dk[e]
+				}
+			}
+		}
+	}
+	return y, dqkv
+}
+
+// TestAttentionGQARoPEMatchesDefinition checks the fused forward and
+// backward with grouped key/value heads (Hkv of 1, 2 and H) and rotary
+// embeddings, on and off, against the float64 definition, across tile
+// edges and ragged lengths, with guard values around the gradient's
+// rows (which every group writes whole).
+func TestAttentionGQARoPEMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, s := range []struct{ b, t, h, hkv, d int }{
+		{1, 1, 2, 1, 4}, {2, 5, 4, 2, 8}, {1, 17, 4, 1, 16}, {2, 64, 4, 4, 32}, {1, 70, 6, 2, 24}, {1, 150, 2, 1, 48}, {1, 33, 3, 3, 80},
+	} {
+		for _, theta := range []float64{0, 10000, 500000} {
+			t.Run(fmt.Sprintf("B%dT%dH%dKV%dD%dθ%g", s.b, s.t, s.h, s.hkv, s.d, theta), func(t *testing.T) {
+				ld, c := (s.h+2*s.hkv)*s.d, s.h*s.d
+				qkv, dy := randSlice(rng, s.b*s.t*ld), randSlice(rng, s.b*s.t*c)
+				for i := range qkv {
+					qkv[i] *= 3
+				}
+				scale := 1 / math.Sqrt(float64(s.d))
+				a := NewAttention(s.b, s.t, s.h, s.d, float32(scale), 2)
+				a.KVHeads = s.hkv
+				var rope *RoPE
+				if theta > 0 {
+					rope = NewRoPE(s.t, s.d, theta)
+					a.SetRoPE(rope)
+				}
+				y, lse, dqkv := make([]float32, len(dy)), make([]float32, s.b*s.h*s.t), make([]float32, len(qkv)+5)
+				for i := range dqkv {
+					dqkv[i] = guard
+				}
+				for bh := 0; bh < a.Heads(); bh++ {
+					a.Forward(bh%2, bh, qkv, y, lse)
+				}
+				for gi := 0; gi < a.Groups(); gi++ {
+					a.Backward(gi%2, gi, qkv, y, lse, dy, dqkv)
+				}
+				for _, v := range dqkv[len(qkv):] {
+					if v != guard {
+						t.Fatal("wrote past the gradient")
+					}
+				}
+				wy, wd := naiveAttentionGQA(s.b, s.t, s.h, s.hkv, s.d, scale, qkv, dy, rope)
+				check := func(what string, got []float32, want []float64) {
+					big := 1.0
+					for _, w := range want {
+						big = max(big, math.Abs(w))
+					}
+					for i, w := range want {
+						if d := math.Abs(float64(got[i]) - w); !(d <= 1e-5*big) {
+							t.Fatalf("%s[%d] = %v, want %v (largest %v)", what, i, got[i], w, big)
+						}
+					}
+				}
+				check("y", y, wy)
+				check("dqkv", dqkv[:len(qkv)], wd)
+			})
+		}
+	}
+}
+
+// TestRoPETables checks NewRoPE against the float64 definition: the
+// angle t·θ^(−2i/d) within the float32 rounding of its two factors and
+// product, cos and sin of the float32 angle correctly rounded.
+func TestRoPETables(t *testing.T) {
+	for _, theta := range []float64{10000, 500000} {
+		const T, d = 300, 64
+		r := NewRoPE(T, d, theta)
+		for p := 0; p < T; p++ {
+			for i := 0; i < d/2; i++ {
+				ang := float64(p) * math.Pow(theta, -float64(2*i)/d)
+				tol := 4 * 0x1p-24 * math.Abs(ang)
+				if c := float64(r.Cos[p*d/2+i]); math.Abs(c-math.Cos(ang)) > tol+0x1p-24 {
+					t.Fatalf("θ=%g cos[%d][%d] = %v, want %v", theta, p, i, c, math.Cos(ang))
+				}
+				if s := float64(r.Sin[p*d/2+i]); math.Abs(s-math.Sin(ang)) > tol+0x1p-24 {
+					t.Fatalf("θ=%g sin[%d][%d] = %v, want %v", theta, p, i, s, math.Sin(ang))
+				}
+			}
+		}
+		if r.Cos[0] != 1 || r.Sin[0] != 0 || r.Cos[1] != 1 {
+			t.Fatal("position 0 is not the identity")
+		}
+	}
+}
