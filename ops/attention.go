@@ -10,38 +10,93 @@ import (
 	"github.com/octetml/octet/internal/parallel"
 )
 
-// causalAttentionOp is fused multi-head causal self-attention over the
-// output of a fused QKV projection (see CausalAttention).
+// AttentionConfig configures the fused causal self-attention
+// (FusedAttention).
+type AttentionConfig struct {
+	// Heads is the number of query heads H.
+	Heads int
+	// KVHeads is the number of key/value heads Hkv (grouped-query
+	// attention, Llama's num_key_value_heads): each serves H/Hkv
+	// consecutive query heads. 0 means Heads (multi-head attention); it
+	// must divide Heads.
+	KVHeads int
+	// RoPETheta is the base θ of rotary position embeddings applied to q
+	// and k (Llama's rope_theta: 10000 for Llama 2, 500000 for Llama 3);
+	// 0 means none.
+	RoPETheta float64
+	// Dropout is the probability of dropping each attention probability
+	// while training (0 for none); Seed keys its masks.
+	Dropout float32
+	Seed    uint64
+}
+
+// causalAttentionOp is fused causal self-attention over the output of a
+// fused QKV projection (see FusedAttention).
 type causalAttentionOp struct {
-	heads int
-	p     float32 // attention dropout (training only)
-	seed  uint64
+	heads, kvHeads int     // kvHeads 0: heads
+	theta          float64 // rotary embeddings' base, 0 for none
+	p              float32 // attention dropout (training only)
+	seed           uint64
 }
 
 func (o causalAttentionOp) Type() string     { return KindCausalAttention.String() }
 func (o causalAttentionOp) Kind() graph.Kind { return KindCausalAttention }
 func (o causalAttentionOp) Attrs() string {
 	s := "heads=" + strconv.Itoa(o.heads)
+	if o.kvHeads > 0 && o.kvHeads != o.heads {
+		s += ",kv_heads=" + strconv.Itoa(o.kvHeads)
+	}
+	if o.theta > 0 {
+		s += ",rope_theta=" + strconv.FormatFloat(o.theta, 'g', -1, 64)
+	}
 	if o.p > 0 {
 		s += fmt.Sprintf(",dropout=%g,seed=%d", o.p, o.seed)
 	}
 	return s
 }
 
-// attentionDims checks a [B T 3C] qkv input for heads heads and returns
-// B, T, C and the head width D.
-func attentionDims(qkv *graph.Node, heads int) (b, t, c, d int, err error) {
-	s := qkv.Shape()
-	switch {
-	case len(s) != 3:
-		return 0, 0, 0, 0, fmt.Errorf("input %q has shape %v, want [B T 3C]", qkv.Name(), s)
-	case s[2]%3 != 0:
-		return 0, 0, 0, 0, fmt.Errorf("input %q %v: last axis %d is not 3C (q, k and v side by side)", qkv.Name(), s, s[2])
-	case heads <= 0 || s[2]/3%heads != 0:
-		return 0, 0, 0, 0, fmt.Errorf("input %q %v: width %d is not a multiple of %d heads", qkv.Name(), s, s[2]/3, heads)
+// kv returns the number of key/value heads.
+func (o causalAttentionOp) kv() int {
+	if o.kvHeads == 0 {
+		return o.heads
 	}
-	c = s[2] / 3
-	return s[0], s[1], c, c / heads, nil
+	return o.kvHeads
+}
+
+// attentionDims checks a [B T (H+2·Hkv)·D] qkv input for the op's heads
+// and returns B, T, the output width C = H·D and the head width D.
+func (o causalAttentionOp) attentionDims(qkv *graph.Node) (b, t, c, d int, err error) {
+	s := qkv.Shape()
+	h, kv := o.heads, o.kv()
+	parts := h + 2*kv
+	if kv == h {
+		// Multi-head attention: [B T 3C].
+		switch {
+		case len(s) != 3:
+			return 0, 0, 0, 0, fmt.Errorf("input %q has shape %v, want [B T 3C]", qkv.Name(), s)
+		case s[2]%3 != 0:
+			return 0, 0, 0, 0, fmt.Errorf("input %q %v: last axis %d is not 3C (q, k and v side by side)", qkv.Name(), s, s[2])
+		case h <= 0 || s[2]/3%h != 0:
+			return 0, 0, 0, 0, fmt.Errorf("input %q %v: width %d is not a multiple of %d heads", qkv.Name(), s, s[2]/3, h)
+		}
+	} else {
+		switch {
+		case h <= 0 || kv < 0 || kv > h || h%kv != 0:
+			return 0, 0, 0, 0, fmt.Errorf("input %q: %d key/value heads do not divide %d attention heads", qkv.Name(), kv, h)
+		case len(s) != 3:
+			return 0, 0, 0, 0, fmt.Errorf("input %q has shape %v, want [B T (H+2·Hkv)·D]", qkv.Name(), s)
+		case s[2]%parts != 0:
+			return 0, 0, 0, 0, fmt.Errorf("input %q %v: last axis %d is not (%d + 2·%d)·D (query, key and value heads side by side)", qkv.Name(), s, s[2], h, kv)
+		}
+	}
+	switch {
+	case math.IsNaN(o.theta) || math.IsInf(o.theta, 0) || o.theta < 0:
+		return 0, 0, 0, 0, fmt.Errorf("input %q: rotary embeddings' base θ = %v, want a positive number (or 0 for none)", qkv.Name(), o.theta)
+	case o.theta > 0 && (s[2]/parts)%2 != 0:
+		return 0, 0, 0, 0, fmt.Errorf("input %q %v: head width %d is odd; rotary embeddings rotate pairs of halves", qkv.Name(), s, s[2]/parts)
+	}
+	d = s[2] / parts
+	return s[0], s[1], h * d, d, nil
 }
 
 func (o causalAttentionOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
@@ -51,7 +106,7 @@ func (o causalAttentionOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, er
 	if !(o.p >= 0 && o.p < 1) {
 		return nil, graph.Invalid, fmt.Errorf("attention dropout %v is outside [0, 1)", o.p)
 	}
-	b, t, c, _, err := attentionDims(in[0], o.heads)
+	b, t, c, _, err := o.attentionDims(in[0])
 	if err != nil {
 		return nil, graph.Invalid, err
 	}
@@ -71,30 +126,36 @@ type attentionState struct {
 	lse []float32 // [B·H·T]
 }
 
-// newAttention builds the fused kernel for a [B T 3C] input of heads
-// heads, scores scaled by 1/√D.
-func newAttention(s graph.Shape, heads int) *kernels.Attention {
-	b, t, c := s[0], s[1], s[2]/3
-	d := c / heads
-	return kernels.NewAttention(b, t, heads, d, float32(1/math.Sqrt(float64(d))), parallel.Workers())
+// newAttention builds the fused kernel for a [B T (H+2·Hkv)·D] input,
+// scores scaled by 1/√D.
+func (o causalAttentionOp) newAttention(s graph.Shape) *kernels.Attention {
+	h, kv := o.heads, o.kv()
+	b, t, d := s[0], s[1], s[2]/(h+2*kv)
+	a := kernels.NewAttention(b, t, h, d, float32(1/math.Sqrt(float64(d))), parallel.Workers())
+	a.KVHeads = kv
+	if o.theta > 0 {
+		a.SetRoPE(kernels.NewRoPE(t, d, o.theta))
+	}
+	return a
 }
 
-// attentionChunker spreads the (batch, head) pairs over the workers,
-// each with its own scratch.
-func attentionChunker(att *kernels.Attention, head func(worker, bh int)) *chunker {
-	return newPartChunker(att.Heads(), att.Heads()*att.T*att.T*att.D, func(part, lo, hi int) {
-		for bh := lo; bh < hi; bh++ {
-			head(part, bh)
+// attentionChunker spreads units of work (the forward's (batch, head)
+// pairs or the backward's (batch, key/value head) groups) over the
+// workers, each with its own scratch.
+func attentionChunker(att *kernels.Attention, units int, unit func(worker, i int)) *chunker {
+	return newPartChunker(units, att.Heads()*att.T*att.T*att.D, func(part, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			unit(part, i)
 		}
 	})
 }
 
 func (o causalAttentionOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	qkv, y := b.In[0].F32, b.Out.F32
-	st := &attentionState{att: newAttention(b.In[0].Shape, o.heads)}
+	st := &attentionState{att: o.newAttention(b.In[0].Shape)}
 	st.lse = make([]float32, st.att.Heads()*st.att.T)
 	graph.SetMeta(b.Out, attentionKey, st)
-	run := attentionChunker(st.att, func(w, bh int) { st.att.Forward(w, bh, qkv, y, st.lse) }).kernel()
+	run := attentionChunker(st.att, st.att.Heads(), func(w, bh int) { st.att.Forward(w, bh, qkv, y, st.lse) }).kernel()
 	if !b.Training || o.p == 0 {
 		return run, nil
 	}
@@ -133,7 +194,7 @@ func (o causalAttentionGradOp) Infer(in []*graph.Node) (graph.Shape, graph.DType
 	if _, ok := in[1].Op().(causalAttentionOp); !ok {
 		return nil, graph.Invalid, fmt.Errorf("input 1 %q is a %s, want the CausalAttention whose gradient this is", in[1].Name(), in[1].Op().Type())
 	}
-	b, t, c, _, err := attentionDims(in[0], o.heads)
+	b, t, c, _, err := causalAttentionOp(o).attentionDims(in[0])
 	if err != nil {
 		return nil, graph.Invalid, err
 	}
@@ -152,8 +213,8 @@ func (o causalAttentionGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	// The backward has its own scratch: in a program that runs both, the
 	// forward and backward kernels never overlap, but sharing would tie
 	// their sizes together for nothing.
-	att := newAttention(b.In[0].Shape, o.heads)
-	run := attentionChunker(att, func(w, bh int) { att.Backward(w, bh, qkv, y, st.lse, dy, dqkv) }).kernel()
+	att := causalAttentionOp(o).newAttention(b.In[0].Shape)
+	run := attentionChunker(att, att.Groups(), func(w, gi int) { att.Backward(w, gi, qkv, y, st.lse, dy, dqkv) }).kernel()
 	if !b.Training || o.p == 0 {
 		return run, nil
 	}
@@ -176,6 +237,21 @@ func (o causalAttentionGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 // the op.
 func CausalAttention(qkv *graph.Node, heads int) *graph.Node {
 	return apply(causalAttentionOp{heads: heads}, "", qkv)
+}
+
+// FusedAttention is CausalAttention with its whole configuration:
+// grouped-query attention (qkv [B T (H+2·Hkv)·D]: the H query heads, then
+// the Hkv key heads, then the Hkv value heads, as one projection whose
+// weight stacks Llama's q_proj, k_proj and v_proj writes them; the result
+// [B T H·D]; each key/value head serves H/Hkv consecutive query heads
+// and the backward sums their gradients), rotary position embeddings on
+// q and k inside the kernel (Hugging Face Llama's rotate-half
+// convention, positions 0…T−1, frequencies θ^(−2i/D)), and attention
+// dropout. A bad configuration (Hkv not dividing H, a width that is not
+// (H+2·Hkv)·D, an odd D with rotary embeddings) is an error naming the
+// input.
+func FusedAttention(qkv *graph.Node, cfg AttentionConfig) *graph.Node {
+	return apply(causalAttentionOp{heads: cfg.Heads, kvHeads: cfg.KVHeads, theta: cfg.RoPETheta, p: cfg.Dropout, seed: cfg.Seed}, "", qkv)
 }
 
 // CausalAttentionDropout is CausalAttention whose probabilities are

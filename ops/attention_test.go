@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -184,5 +185,49 @@ func TestCausalAttentionDropout(t *testing.T) {
 	}
 	if e := math.Sqrt(num / den); !(e < 1e-3) {
 		t.Fatalf("gradient with dropout differs from central differences by %.3g (relative)", e)
+	}
+}
+
+// TestGradFusedAttentionGQARoPE checks the fused attention with grouped
+// key/value heads and rotary embeddings against central finite
+// differences of its [B T (H+2·Hkv)·D] input.
+func TestGradFusedAttentionGQARoPE(t *testing.T) {
+	for _, c := range []ops.AttentionConfig{
+		{Heads: 4, KVHeads: 2, RoPETheta: 10000},
+		{Heads: 3, KVHeads: 1, RoPETheta: 500000},
+		{Heads: 2, RoPETheta: 100},
+		{Heads: 4, KVHeads: 1},
+	} {
+		kv := c.KVHeads
+		if kv == 0 {
+			kv = c.Heads
+		}
+		width := (c.Heads + 2*kv) * 4 // head width 4
+		checkGrad(t, gradCase{name: fmt.Sprintf("FusedAttention %+v", c), params: []graph.Shape{s(2, 7, width)},
+			build: func(ps, _ []*graph.Node) *graph.Node { return ops.FusedAttention(ps[0], c) }, tol: 2e-3})
+	}
+}
+
+// TestFusedAttentionRefusesBadConfigs checks the configuration errors
+// name the input and say what is wrong, before any work.
+func TestFusedAttentionRefusesBadConfigs(t *testing.T) {
+	for _, c := range []struct {
+		shape graph.Shape
+		cfg   ops.AttentionConfig
+		want  string
+	}{
+		{s(1, 2, 32), ops.AttentionConfig{Heads: 4, KVHeads: 3}, "3 key/value heads do not divide 4"},
+		{s(1, 2, 32), ops.AttentionConfig{Heads: 4, KVHeads: -1}, "do not divide"},
+		{s(1, 2, 30), ops.AttentionConfig{Heads: 4, KVHeads: 2}, "is not (4 + 2·2)·D"},
+		{s(2, 24), ops.AttentionConfig{Heads: 4, KVHeads: 2}, "want [B T (H+2·Hkv)·D]"},
+		{s(1, 2, 24), ops.AttentionConfig{Heads: 4, KVHeads: 2, RoPETheta: 10000}, "head width 3 is odd"},
+		{s(1, 2, 24), ops.AttentionConfig{Heads: 2, RoPETheta: -1}, "θ = -1"},
+		{s(1, 2, 24), ops.AttentionConfig{Heads: 2, RoPETheta: math.NaN()}, "θ = NaN"},
+	} {
+		g := graph.New()
+		ops.FusedAttention(g.Param("x", c.shape...), c.cfg)
+		if err := g.Err(); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `"x"`) {
+			t.Errorf("%v %+v: %v, want an error naming \"x\" with %q", c.shape, c.cfg, err, c.want)
+		}
 	}
 }

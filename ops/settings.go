@@ -80,6 +80,13 @@ func AttentionSettings(n *graph.Node) (heads int, dropout float32, ok bool) {
 	return o.heads, o.p, ok
 }
 
+// AttentionConfigOf returns a CausalAttention node's whole
+// configuration (FusedAttention's).
+func AttentionConfigOf(n *graph.Node) (AttentionConfig, bool) {
+	o, ok := opOf[causalAttentionOp](n)
+	return AttentionConfig{Heads: o.heads, KVHeads: o.kvHeads, RoPETheta: o.theta, Dropout: o.p, Seed: o.seed}, ok
+}
+
 // DropoutProb returns the probability of a dropout mask.
 func DropoutProb(n *graph.Node) (float32, bool) {
 	o, ok := opOf[dropoutMaskOp](n)
