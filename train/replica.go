@@ -68,6 +68,11 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	}
 	r.m = m
 	params := m.Builder.Params()
+	if t.cfg.Init != nil {
+		if err := t.cfg.Init(r.store); err != nil {
+			return nil, fmt.Errorf("train: Init: %w", err)
+		}
+	}
 	if err := m.Builder.Init(r.store, t.cfg.Seed); err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}

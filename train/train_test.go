@@ -409,3 +409,38 @@ func TestTrainerForwardPasses(t *testing.T) {
 	require.Equal(t, 8, scales, "two Scales in each rewritten ReLU and two in its backward")
 	require.Empty(t, res.Warnings)
 }
+
+// TestConfigInit: Init's values are the parameters' first values on
+// every rank (the rest drawn by the initialisers), and an Init error
+// stops the run naming it.
+func TestConfigInit(t *testing.T) {
+	ds := blobs(t, 64, 1)
+	want := make([]float32, 64*features)
+	for i := range want {
+		want[i] = float32(i%7) / 100
+	}
+	init := func(store *graph.Store) error { return store.SetFloat32("mlp.fc1.weight", want, 64, features) }
+	tr, err := train.New(train.Config{Model: mlpNoDropout, BatchSize: 16, Seed: 3, Init: init})
+	require.NoError(t, err)
+	s, err := tr.Start(ds)
+	require.NoError(t, err)
+	require.Equal(t, want, tr.Store().Float32("mlp.fc1.weight"))
+	require.NotNil(t, tr.Store().Float32("mlp.fc2.weight"))
+	require.NoError(t, s.Close())
+	// Every rank of a data-parallel run starts from Init's values: after
+	// one step the replicas agree with a single process's step.
+	one := func(dp int) []float32 {
+		tr, err := train.New(train.Config{Model: mlpNoDropout, BatchSize: 16, Seed: 3, DP: dp, Init: init, NoShuffle: true})
+		require.NoError(t, err)
+		_, err = tr.Fit(ds, train.Run{Steps: 1})
+		require.NoError(t, err)
+		return tr.Store().Float32("mlp.fc1.weight")
+	}
+	single, dp2 := one(0), one(2)
+	require.InDeltaSlice(t, single, dp2, 1e-6)
+	require.NotEqual(t, want, single)
+	tr, err = train.New(train.Config{Model: mlpNoDropout, BatchSize: 16, Init: func(*graph.Store) error { return errors.New("no such file") }})
+	require.NoError(t, err)
+	_, err = tr.Start(ds)
+	require.ErrorContains(t, err, "Init: no such file")
+}

@@ -68,6 +68,11 @@ type Config struct {
 	Stream      uint64
 	// Seed seeds the parameters, the data order and dropout.
 	Seed uint64
+	// Init, when set, gives parameters their first values (weights
+	// loaded from a file, say nn.Llama.LoadHF) in each rank's fresh store
+	// before the model's initialisers draw the rest; an error stops New's
+	// caller before training. A resumed run's checkpoint replaces them.
+	Init func(store *graph.Store) error
 	// LR is the learning rate (1e-3 when 0), or Schedule, when set, gives
 	// it per step.
 	LR       float64
