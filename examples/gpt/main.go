@@ -7,7 +7,7 @@
 //	go run ./examples/gpt -dump -iters 1        # print the compiled FP8 graph: LayerNorms write FP8 into the next GEMM
 //
 // The default corpus is the Go source of a fixed list of standard-library
-// packages of the installed toolchain (see stdlibPackages); the last 10%
+// packages of the installed toolchain (see corpus.StdlibPackages); the last 10%
 // is the validation split.
 package main
 
@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 
 	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/examples/internal/corpus"
 	"github.com/octetml/octet/examples/internal/output"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
@@ -94,7 +95,7 @@ func run(cfg config, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	text, source, err := loadCorpus(cfg.data)
+	text, source, err := corpus.Load(cfg.data)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octetml/octet/examples/internal/corpus"
 	"github.com/octetml/octet/examples/internal/output"
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
@@ -63,7 +64,7 @@ func TestDumpShowsLayerNormFusion(t *testing.T) {
 }
 
 func TestCorpusAndFlags(t *testing.T) {
-	text, src, err := loadCorpus("")
+	text, src, err := corpus.Load("")
 	require.NoError(t, err)
 	require.Contains(t, src, "standard-library")
 	require.Contains(t, text, "package strings")
@@ -73,11 +74,11 @@ func TestCorpusAndFlags(t *testing.T) {
 	back, err := v.Decode(ids)
 	require.NoError(t, err)
 	require.Equal(t, "gopher", back)
-	_, _, err = loadCorpus("/nonexistent/file.txt")
+	_, _, err = corpus.Load("/nonexistent/file.txt")
 	require.ErrorContains(t, err, "/nonexistent/file.txt")
 	bad := filepath.Join(t.TempDir(), "bad.txt")
 	require.NoError(t, os.WriteFile(bad, []byte{0xff, 0xfe, 0x00}, 0o644))
-	_, _, err = loadCorpus(bad)
+	_, _, err = corpus.Load(bad)
 	require.ErrorContains(t, err, "UTF-8")
 	for _, c := range []struct {
 		mut  func(*config)

@@ -1,4 +1,7 @@
-package main
+// Package corpus is the examples' default training text: the Go sources
+// of a fixed list of standard-library packages of the installed
+// toolchain, or a file the user names.
+package corpus
 
 import (
 	"fmt"
@@ -11,10 +14,10 @@ import (
 	"unicode/utf8"
 )
 
-// stdlibPackages is the default corpus: the non-test .go files of these
+// StdlibPackages is the default corpus: the non-test .go files of these
 // packages of the installed Go toolchain, in this order, each package's
 // files sorted by name.
-var stdlibPackages = []string{
+var StdlibPackages = []string{
 	"bufio", "bytes", "container/heap", "container/list", "container/ring", "errors",
 	"io", "path", "sort", "strconv", "strings", "text/tabwriter", "unicode/utf8",
 }
@@ -29,9 +32,10 @@ func goroot() string {
 	return runtime.GOROOT()
 }
 
-// loadCorpus reads file, or the default standard-library corpus when file
-// is empty.
-func loadCorpus(file string) (string, string, error) {
+// Load reads file (UTF-8 text; errors name the flag -data), or the
+// default standard-library corpus when file is empty, and returns the
+// text and a description of its source.
+func Load(file string) (string, string, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -44,7 +48,7 @@ func loadCorpus(file string) (string, string, error) {
 	}
 	root := filepath.Join(goroot(), "src")
 	var sb strings.Builder
-	for _, pkg := range stdlibPackages {
+	for _, pkg := range StdlibPackages {
 		files, err := filepath.Glob(filepath.Join(root, pkg, "*.go"))
 		if err != nil {
 			return "", "", err
@@ -65,5 +69,5 @@ func loadCorpus(file string) (string, string, error) {
 	if sb.Len() == 0 {
 		return "", "", fmt.Errorf("corpus: no Go sources under %s (pass -data FILE)", root)
 	}
-	return sb.String(), fmt.Sprintf("Go %d standard-library packages under %s", len(stdlibPackages), root), nil
+	return sb.String(), fmt.Sprintf("Go %d standard-library packages under %s", len(StdlibPackages), root), nil
 }

@@ -1,0 +1,254 @@
+// Command llama trains a Llama-style decoder (RMSNorm, SwiGLU MLP,
+// rotary embeddings, grouped-query attention) on BPE tokens, in float32
+// and FP8 (or bf16) from one Go script, prints the runs side by side and
+// samples text.
+//
+//	go run ./examples/llama                                # width 288, 6 layers, 6 heads, 2 key/value heads, context 256
+//	go run ./examples/llama -precision all -iters 500
+//	go run ./examples/llama -init hf-dir -export out-dir   # start from a Hugging Face checkpoint, write the trained one
+//	go run ./examples/llama -data tokens.bin -sequential   # llm.c's token file and batches
+//	go run ./examples/llama -init hf-dir -data tokens.bin -sequential -precision fp32 -grads-out grads.safetensors
+//
+// The default corpus is the Go source of a fixed list of standard-library
+// packages of the installed toolchain, as BPE tokens (r50k_base, GPT-2's
+// encoding; the vocabulary is padded to a multiple of 64); the last 10%
+// of the tokens is the validation split.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/term"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/train"
+	"github.com/octetml/octet/train/report"
+)
+
+// config holds the flags every training command has
+// (train.CommandFlags) and this one's.
+type config struct {
+	train.CommandFlags
+	model                          nn.LlamaConfig
+	block, iters                   int
+	encoding, text, data           string
+	initDir, exportDir, gradsOut   string
+	sequential, dump, progress     bool
+	sample, evalEvery, evalBatches int
+	set                            map[string]bool // flags given on the command line
+}
+
+func main() {
+	cfg, err := parse(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		os.Exit(2) // the flag package printed the problem
+	}
+	cfg.progress = !cfg.JSON && term.IsTerminal(int(os.Stderr.Fd()))
+	if err := run(cfg, os.Stdout); err != nil {
+		output.Fatal("llama", err)
+	}
+}
+
+// parse reads the command line into a config with the defaults.
+func parse(fs *flag.FlagSet, args []string) (config, error) {
+	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "both"}, Batch: 4, LR: 5e-4, Seed: 1, Unit: "iteration"}}
+	cfg.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
+	return cfg, nil
+}
+
+// register adds the flags to fs.
+func (c *config) register(fs *flag.FlagSet) {
+	c.Register(fs)
+	m := &c.model
+	fs.IntVar(&m.HiddenSize, "hidden", 288, "model width (hidden_size)")
+	fs.IntVar(&m.IntermediateSize, "intermediate", 768, "SwiGLU MLP width (intermediate_size)")
+	fs.IntVar(&m.NumHiddenLayers, "layers", 6, "decoder layers (num_hidden_layers)")
+	fs.IntVar(&m.NumAttentionHeads, "heads", 6, "attention heads (num_attention_heads)")
+	fs.IntVar(&m.NumKeyValueHeads, "kv-heads", 2, "key/value heads, a divisor of -heads (num_key_value_heads)")
+	fs.Float64Var(&m.RopeTheta, "rope-theta", 10000, "rotary embeddings' base θ (rope_theta)")
+	fs.BoolVar(&m.TieWordEmbeddings, "tied", false, "share the token embeddings with the LM head (tie_word_embeddings)")
+	fs.IntVar(&c.block, "block", 256, "context length")
+	fs.IntVar(&c.iters, "iters", 2000, "training iterations")
+	fs.StringVar(&c.encoding, "encoding", "r50k_base", "BPE encoding of the text: r50k_base or cl100k_base")
+	fs.StringVar(&c.text, "text", "", "train on this UTF-8 text file (BPE-encoded) instead of the Go sources")
+	fs.StringVar(&c.data, "data", "", "train on this llm.c token file (go run ./cmd/octet tokenize IN.txt OUT.bin writes one)")
+	fs.BoolVar(&c.sequential, "sequential", false, "llm.c's batches: batch k is the B·T+1 tokens from offset k·B·T (row b: inputs tokens[b·T:b·T+T], targets one further); otherwise random windows")
+	fs.StringVar(&c.initDir, "init", "", "start from this Hugging Face directory (config.json + model.safetensors): its config sets the model's sizes")
+	fs.StringVar(&c.exportDir, "export", "", "write the trained model to this directory in the Hugging Face layout (a subdirectory per precision when several run)")
+	fs.StringVar(&c.gradsOut, "grads-out", "", "after the first forward and backward (no update), write the loss (tensor \"loss\") and every parameter's gradient under its Hugging Face name to this safetensors file, and stop")
+	fs.IntVar(&c.sample, "sample", 200, "tokens to generate after training (0: none)")
+	fs.BoolVar(&c.dump, "dump", false, "print the compiled FP8 training graph")
+	fs.IntVar(&c.evalEvery, "eval-every", 250, "iterations between validation-loss estimates printed while training (0: none)")
+	fs.IntVar(&c.evalBatches, "eval-batches", 10, "batches per loss estimate")
+}
+
+// sizeFlags are the flags -init's config.json replaces.
+var sizeFlags = []string{"hidden", "intermediate", "layers", "heads", "kv-heads", "rope-theta", "tied"}
+
+// validate refuses flag values that cannot train, before any work; with
+// -init it reads the model's config from the directory.
+func (c *config) validate() error {
+	var ch train.Checks
+	c.Check(&ch)
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"block", c.block}, {"iters", c.iters}, {"eval-batches", c.evalBatches}} {
+		ch.AtLeast(f.name, f.v, 1)
+	}
+	ch.AtLeast("sample", c.sample, 0)
+	ch.AtLeast("eval-every", c.evalEvery, 0)
+	if c.text != "" && c.data != "" {
+		ch.Fail("-text and -data both name the training data; give one")
+	}
+	if c.sequential && c.data == "" {
+		ch.Fail("-sequential reads llm.c's batches from -data FILE.bin; give -data")
+	}
+	if c.data != "" {
+		ch.InputFiles("data", c.data)
+	}
+	if c.text != "" {
+		ch.InputFiles("text", c.text)
+	}
+	if c.gradsOut != "" {
+		ch.OutputFile("grads-out", c.gradsOut)
+		if ps, err := c.Precision.Runs(); err == nil && len(ps) != 1 {
+			ch.Fail("-grads-out writes one precision's gradients; give -precision fp32, bf16 or fp8")
+		}
+	}
+	if c.exportDir != "" {
+		ch.OutputDir("export", c.exportDir)
+	}
+	if c.initDir != "" {
+		for _, f := range sizeFlags {
+			if c.set[f] {
+				ch.Fail("-%s conflicts with -init: the model's sizes come from %s", f, filepath.Join(c.initDir, nn.HFConfigFile))
+			}
+		}
+		m, err := nn.ReadLlamaConfigHF(c.initDir)
+		if err != nil {
+			ch.Fail("-init: %v", err)
+		} else {
+			c.model = m
+		}
+	} else {
+		c.model.MaxPositionEmbeddings = c.block
+		// The encoding's vocabulary padded to a multiple of 64 (GPT-2's
+		// 50,257 → 50,304), so the LM head's GEMM converts to FP8.
+		if bpe, err := data.NewBPE(c.encoding); err != nil {
+			ch.Fail("-encoding: %v", err)
+		} else {
+			c.model.VocabSize = (bpe.VocabSize() + 63) / 64 * 64
+		}
+		if err := c.model.Validate(); err != nil {
+			ch.Fail("%v (flags -hidden, -intermediate, -layers, -heads, -kv-heads, -rope-theta)", err)
+		}
+	}
+	if c.model.MaxPositionEmbeddings > 0 && c.block > c.model.MaxPositionEmbeddings {
+		ch.Fail("-block %d is longer than the model's max_position_embeddings %d", c.block, c.model.MaxPositionEmbeddings)
+	}
+	if ps, err := c.Precision.Runs(); err == nil && c.Resume != "" {
+		for _, p := range ps {
+			ch.InputFiles("resume", filepath.Join(c.Resume, "llama-"+p.Name()+".safetensors"))
+		}
+	}
+	// Parameters with gradients and Adam moments (the vocabulary may not
+	// be known yet: count GPT-2's), and the step's activations.
+	m := c.model
+	e, f, t := float64(m.HiddenSize), float64(m.IntermediateSize), float64(c.block)
+	vocab := float64(max(m.VocabSize, 50304))
+	params := float64(m.NumHiddenLayers)*(4*e*e+3*e*f) + 2*vocab*e
+	acts := float64(c.Batch) * t * (float64(m.NumHiddenLayers)*(12*e+4*f) + 2*vocab)
+	ch.CheckMemory(fmt.Sprintf("the model (%d layers, width %d, context %d)", m.NumHiddenLayers, m.HiddenSize, c.block), 16*params+4*acts)
+	return ch.Err()
+}
+
+func run(cfg config, w io.Writer) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	precisions, err := cfg.Precision.Runs()
+	if err != nil {
+		return err
+	}
+	init, err := cfg.initFunc()
+	if err != nil {
+		return err
+	}
+	ds, err := loadTokens(&cfg)
+	if err != nil {
+		return err
+	}
+	if !cfg.JSON {
+		fmt.Fprintf(w, "corpus: %s: %d tokens (%s), vocabulary %d, %d train / %d validation\n", ds.source, len(ds.train)+len(ds.val), ds.encoding, cfg.model.VocabSize, len(ds.train), len(ds.val))
+	}
+	if cfg.gradsOut != "" {
+		return writeGrads(cfg, precisions[0], ds, init, w)
+	}
+	finishReport, err := report.Start(&cfg.Debug, &cfg.FP8Log, cfg.Report)
+	if err != nil {
+		return err
+	}
+	var results []*result
+	var runs []report.Run
+	var fields []map[string]any
+	for _, p := range precisions {
+		r, err := trainOne(cfg, p, ds, init, w)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p.Name(), err)
+		}
+		if cfg.exportDir != "" {
+			dir := cfg.exportDir
+			if len(precisions) > 1 {
+				dir = filepath.Join(dir, p.Name())
+			}
+			if err := r.model.SaveHF(dir, r.store); err != nil {
+				return fmt.Errorf("-export: %w", err)
+			}
+			r.exported = dir
+		}
+		results, fields = append(results, r), append(fields, r.fields())
+		runs = append(runs, report.RunOf(r.Result, fmt.Sprintf("train loss %.4f, validation loss %.4f, %.0f tokens/s", r.TrainLoss, r.ValLoss, r.tokensPerS)))
+	}
+	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %10s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "converted")
+	for _, r := range results {
+		fmt.Fprintf(w, "%-9s %-12s %10.4f %9.4f %9.1f %10.0f %10d  %d of %d linear layers\n", r.Precision, r.Recipe, r.TrainLoss, r.ValLoss, r.MsPerStep(), r.tokensPerS, r.params, len(r.Report.Converted()), r.linears)
+		if r.Ran() != r.End || r.End != r.Total {
+			fmt.Fprintf(w, "          ran iterations %d–%d of %d\n", r.First+1, r.End, r.Total)
+		}
+		for _, line := range []struct{ what, v string }{{"recipe settings", r.Settings}, {"FP8 debug statistics", r.statsFile}, {"exported to", r.exported}} {
+			if line.v != "" {
+				fmt.Fprintf(w, "          %s: %s\n", line.what, line.v)
+			}
+		}
+	}
+	if len(results) > 1 && results[0].Precision == "fp32" {
+		for _, r := range results[1:] {
+			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", train.PrecisionName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
+		}
+	}
+	for _, r := range results {
+		if r.sample != "" && !cfg.JSON {
+			fmt.Fprintf(w, "\n--- %s sample (%d tokens) ---\n%s\n", r.Precision, cfg.sample, r.sample)
+		}
+	}
+	if !cfg.JSON {
+		report.PrintProfiles(w, runs)
+	}
+	m := cfg.model
+	if err := finishReport(w, cfg.JSON, fmt.Sprintf("Llama-style decoder (%d layers, width %d, %d/%d heads, context %d)", m.NumHiddenLayers, m.HiddenSize, m.NumAttentionHeads, m.NumKeyValueHeads, cfg.block), runs); err != nil {
+		return err
+	}
+	return output.Finish(w, cfg.JSON, cfg.Plot, func(path string) error { return plotLosses(path, results) }, fields)
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nlpodyssey/safetensors"
+	"github.com/stretchr/testify/require"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/examples/internal/clitest"
+	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/llamaref"
+	"github.com/octetml/octet/nn"
+)
+
+func TestMain(m *testing.M) { clitest.Main(m, main) }
+
+// runArgs runs the command in this process and returns its output.
+func runArgs(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cfg, err := parse(flag.NewFlagSet("llama", flag.ContinueOnError), args)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	err = run(cfg, &out)
+	return out.String(), err
+}
+
+// hfLlama writes a random 2-layer grouped-query Llama in the Hugging
+// Face layout (norm weights away from 1) and returns its config.
+func hfLlama(t *testing.T, dir string, tied bool) nn.LlamaConfig {
+	cfg := nn.LlamaConfig{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+		VocabSize: 40, MaxPositionEmbeddings: 16, TieWordEmbeddings: tied, RopeTheta: 10000, RMSNormEps: 1e-5, InitializerRange: 0.3}
+	b := nn.NewBuilder(graph.New())
+	m, err := nn.NewLlama(b, cfg)
+	require.NoError(t, err)
+	store := graph.NewStore()
+	require.NoError(t, b.Init(store, 21))
+	for _, p := range b.Params() {
+		if len(p.Shape()) == 1 {
+			v := store.Float32(p.Name())
+			for i := range v {
+				v[i] = 1 + 0.3*float32(math.Cos(float64(3*i+len(p.Name()))))
+			}
+		}
+	}
+	require.NoError(t, m.SaveHF(dir, store))
+	return cfg
+}
+
+// TestGradsOutMatchesFloat64: -grads-out from -init of a random
+// Hugging Face Llama (tied and untied) on llm.c's first batch of a token
+// file gives the loss and every gradient, under Hugging Face's names,
+// of the model evaluated in float64, to 1e-4 relative per tensor.
+func TestGradsOutMatchesFloat64(t *testing.T) {
+	for _, tied := range []bool{false, true} {
+		dir := t.TempDir()
+		cfg := hfLlama(t, dir, tied)
+		toks := make([]uint16, 400)
+		for i := range toks {
+			toks[i] = uint16((i*13 + i*i%7) % 40)
+		}
+		bin := filepath.Join(dir, "tokens.bin")
+		require.NoError(t, data.WriteTokenFile(bin, toks))
+		out := filepath.Join(dir, "grads.safetensors")
+		const b, T = 2, 6
+		say, err := runArgs(t, "-init", dir, "-data", bin, "-sequential", "-batch", "2", "-block", "6", "-precision", "fp32", "-grads-out", out)
+		require.NoError(t, err)
+		require.Contains(t, say, "after the first forward and backward")
+		raw, err := os.ReadFile(out)
+		require.NoError(t, err)
+		st, err := safetensors.Deserialize(raw)
+		require.NoError(t, err)
+		f32 := func(name string) []float32 {
+			v, ok := st.Tensor(name)
+			require.True(t, ok, name)
+			d := v.Data()
+			o := make([]float32, len(d)/4)
+			for i := range o {
+				o[i] = math.Float32frombits(uint32(d[4*i]) | uint32(d[4*i+1])<<8 | uint32(d[4*i+2])<<16 | uint32(d[4*i+3])<<24)
+			}
+			return o
+		}
+		// The same model and batch in float64.
+		gb := nn.NewBuilder(graph.New())
+		m, err := nn.NewLlama(gb, cfg)
+		require.NoError(t, err)
+		store := graph.NewStore()
+		require.NoError(t, m.LoadHF(dir, store))
+		ref := llamaref.FromStore(cfg, store, gb.Params())
+		ids, labels := make([]int32, b*T), make([]int32, b*T)
+		for i := range ids {
+			ids[i], labels[i] = int32(toks[i]), int32(toks[i+1])
+		}
+		require.InEpsilon(t, ref.Loss(ids, labels, b, T), float64(f32("loss")[0]), 1e-5)
+		require.Len(t, st.Names(), len(gb.Params())+1, "the loss and one gradient per parameter")
+		for _, p := range gb.Params() {
+			e := llamaref.RelErr(f32(p.Name()), ref.Grad(p.Name(), ids, labels, b, T))
+			require.Less(t, e, 1e-4, "tied=%v %s", tied, p.Name())
+		}
+	}
+}
+
+// TestTrainExportInit: a short run in every precision exports each
+// trained model, which -init then starts from; the JSON names what was
+// exported.
+func TestTrainExportInit(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "corpus.txt")
+	require.NoError(t, os.WriteFile(text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200)), 0o644))
+	exp := filepath.Join(dir, "out")
+	quick := []string{"-text", text, "-hidden", "32", "-intermediate", "48", "-layers", "1", "-heads", "2", "-kv-heads", "1", "-block", "16", "-batch", "2",
+		"-iters", "3", "-eval-batches", "1", "-eval-every", "0", "-sample", "4"}
+	out, err := runArgs(t, append(quick, "-precision", "all", "-export", exp, "-json")...)
+	require.NoError(t, err)
+	var summary struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	require.NoError(t, output.DecodeLast(out, &summary))
+	runs := summary.Runs
+	require.Len(t, runs, 3)
+	for _, r := range runs {
+		p := r["precision"].(string)
+		require.Equal(t, filepath.Join(exp, p), r["exported"])
+		cfg, err := nn.ReadLlamaConfigHF(filepath.Join(exp, p))
+		require.NoError(t, err)
+		require.Equal(t, 50304, cfg.VocabSize)
+	}
+	require.Len(t, runs[2]["converted_layers"], 5, "FP8: qkv_proj, o_proj, gate_up_proj, down_proj and the head")
+	out, err = runArgs(t, "-text", text, "-init", filepath.Join(exp, "fp8"), "-block", "16", "-batch", "2", "-iters", "2", "-eval-batches", "1",
+		"-eval-every", "0", "-sample", "0", "-precision", "fp8")
+	require.NoError(t, err, out)
+}
+
+// TestCommandLines: hostile and careless command lines are refused
+// before training, naming the flag, file, key or tensor.
+func TestCommandLines(t *testing.T) {
+	tmp := t.TempDir()
+	hf := filepath.Join(tmp, "hf")
+	hfLlama(t, hf, false)
+	big := filepath.Join(tmp, "big.bin")
+	toks := make([]uint16, 300)
+	toks[123] = 41 // vocabulary 40
+	require.NoError(t, data.WriteTokenFile(big, toks))
+	broken := filepath.Join(tmp, "broken")
+	hfLlama(t, broken, false)
+	st, err := os.ReadFile(filepath.Join(broken, nn.HFWeightsFile))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(broken, nn.HFWeightsFile), st[:len(st)/2], 0o644))
+	quick := []string{"-hidden", "32", "-intermediate", "48", "-layers", "1", "-heads", "2", "-kv-heads", "1", "-block", "16", "-batch", "2", "-iters", "2", "-eval-batches", "1", "-eval-every", "0", "-sample", "0"}
+	clitest.Table(t, "llama", quick, []clitest.Case{
+		{Name: "kv heads not dividing", Args: []string{"-heads", "4", "-kv-heads", "3"}, Code: 1, Says: "num_key_value_heads"},
+		{Name: "heads not dividing width", Args: []string{"-heads", "5"}, Code: 1, Says: "num_attention_heads"},
+		{Name: "sequential without data", Args: []string{"-sequential"}, Code: 1, Says: "-sequential"},
+		{Name: "text and data", Args: []string{"-text", "a.txt", "-data", "b.bin"}, Code: 1, Says: "-text and -data"},
+		{Name: "missing data", Args: []string{"-data", "/nonexistent.bin"}, Code: 1, Says: "/nonexistent.bin"},
+		{Name: "init and a size flag", Args: []string{"-init", hf, "-hidden", "32", "-block", "8"}, Code: 1, Says: "-hidden conflicts with -init"},
+		{Name: "grads-out with two precisions", Args: []string{"-grads-out", filepath.Join(tmp, "g.st")}, Code: 1, Says: "-grads-out writes one precision"},
+		{Name: "bad encoding", Args: []string{"-encoding", "o300k"}, Code: 1, Says: "-encoding"},
+	}, nil)
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"-init", hf, "-data", big, "-block", "8", "-batch", "2"}, "token 41 at position 123 is outside the model's vocabulary of 40"},
+		{[]string{"-init", broken, "-block", "8"}, "not a valid safetensors file"},
+		{[]string{"-init", filepath.Join(tmp, "none")}, "config.json"},
+		{[]string{"-init", hf, "-block", "32"}, "-block 32 is longer than the model's max_position_embeddings 16"},
+	} {
+		r := clitest.Run(t, nil, c.args...)
+		require.Equal(t, 1, r.Code, "%v: %s", c.args, r.Stdout)
+		require.Contains(t, r.Stderr, c.says)
+		require.False(t, r.Panicked())
+	}
+}

@@ -1,0 +1,365 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nlpodyssey/safetensors"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/examples/internal/corpus"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/atomicfile"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/train"
+	"github.com/octetml/octet/train/report"
+)
+
+// tokens is the tokenized corpus with its split and the encoding that
+// decodes samples.
+type tokens struct {
+	train, val []int32
+	bpe        *data.BPE
+	source     string
+	encoding   string
+}
+
+// loadTokens reads -data (an llm.c token file) or BPE-encodes -text or
+// the Go sources and splits off the last 10% for validation. A token outside the vocabulary is an error
+// naming the file and its position.
+func loadTokens(cfg *config) (*tokens, error) {
+	bpe, err := data.NewBPE(cfg.encoding)
+	if err != nil {
+		return nil, fmt.Errorf("-encoding: %w", err)
+	}
+	t := &tokens{bpe: bpe, encoding: bpe.Name()}
+	var all []int32
+	if cfg.data != "" {
+		u16, err := data.ReadTokenFile(cfg.data)
+		if err != nil {
+			return nil, fmt.Errorf("-data: %w", err)
+		}
+		all = make([]int32, len(u16))
+		for i, v := range u16 {
+			all[i] = int32(v)
+		}
+		t.source, t.encoding = cfg.data, "llm.c token file, decoded as "+bpe.Name()
+	} else {
+		text, source, err := corpus.Load(cfg.text)
+		if err != nil {
+			return nil, err
+		}
+		if all, err = bpe.Encode(text); err != nil {
+			return nil, err
+		}
+		t.source = source
+	}
+	for i, v := range all {
+		if v < 0 || int(v) >= cfg.model.VocabSize {
+			what := "the corpus"
+			if cfg.data != "" {
+				what = cfg.data
+			}
+			return nil, fmt.Errorf("%s: token %d at position %d is outside the model's vocabulary of %d (vocab_size)", what, v, i, cfg.model.VocabSize)
+		}
+	}
+	split := len(all) * 9 / 10
+	t.train, t.val = all[:split], all[split:]
+	if len(t.val) <= cfg.block+1 || len(t.train) < cfg.Batch*cfg.block+1 {
+		return nil, fmt.Errorf("%d tokens are too few for a context of %d and a batch of %d (and a tenth of them for validation)", len(all), cfg.block, cfg.Batch)
+	}
+	return t, nil
+}
+
+// initFunc returns the trainer's Init for -init (nil without): the
+// Hugging Face weights, checked once here before any work.
+func (c config) initFunc() (func(*graph.Store) error, error) {
+	if c.initDir == "" {
+		return nil, nil
+	}
+	m, err := nn.NewLlama(nn.NewBuilder(graph.New()), c.model)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.LoadHF(c.initDir, graph.NewStore()); err != nil {
+		return nil, fmt.Errorf("-init: %w", err)
+	}
+	return func(s *graph.Store) error { return m.LoadHF(c.initDir, s) }, nil
+}
+
+// result is one precision's run: what the trainer measured, with the loss
+// estimates, the sample and the trained model.
+type result struct {
+	*train.Result
+	TrainLoss, ValLoss          float64
+	tokensPerS                  float64
+	params, linears             int
+	sample, statsFile, exported string
+	model                       *nn.Llama
+	store                       *graph.Store
+}
+
+func (r *result) fields() map[string]any {
+	conv := r.Report.Converted()
+	if conv == nil {
+		conv = []string{}
+	}
+	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
+		"tokens_per_s": r.tokensPerS, "ms_per_iter": r.MsPerStep(), "params": r.params, "converted_layers": conv,
+		"optimizer_state_bytes_per_param": r.Memory.StateBytes, "recipe_settings": r.Settings,
+		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran(), "exported": r.exported}
+}
+
+// modelFunc builds the Llama for a batch of sequences (its loss serves
+// training and evaluation alike).
+func (c config) modelFunc() train.ModelFunc {
+	return func(rows int, _ bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		m, err := nn.NewLlama(b, c.model)
+		if err != nil {
+			return nil, err
+		}
+		ids, labels := g.Input("ids", graph.Int32, rows, c.block), g.Input("labels", graph.Int32, rows, c.block)
+		logits := m.Forward(ids)
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": ids, "y": labels}, Loss: ops.CrossEntropy(logits, labels), Logits: logits}, g.Err()
+	}
+}
+
+// windows is the dataset of windows of block+1 tokens of tok: every
+// block tokens (llm.c's batches) or at every position.
+func windows(tok []int32, block int, sequential bool) (*data.Windows[int32], error) {
+	stride := 1
+	if sequential {
+		stride = block
+	}
+	return data.NewWindows(tok, block, stride, 0)
+}
+
+// sampleWindows draws cfg.evalBatches batches of random windows of tok
+// from seed: the fixed sample a loss is estimated on.
+func sampleWindows(cfg config, tok []int32, seed uint64) (data.Dataset, error) {
+	w, err := windows(tok, cfg.block, false)
+	if err != nil {
+		return nil, err
+	}
+	l, err := data.NewLoader(w, data.Config{BatchSize: cfg.Batch, Replacement: true, Seed: seed, Stream: 77})
+	if err != nil {
+		return nil, err
+	}
+	var x, y []int32
+	for range cfg.evalBatches {
+		b, err := l.Next()
+		if err != nil {
+			return nil, err
+		}
+		x, y = append(x, b.Int32("x")...), append(y, b.Int32("y")...)
+	}
+	return data.NewTensors(data.Int32Column("x", x, cfg.block), data.Column{Field: w.Fields()[1], I32: y})
+}
+
+// meta describes the model for checkpoints: a checkpoint of another
+// model or vocabulary is refused on resume.
+func (c config) meta(t *tokens) map[string]string {
+	m := c.model
+	return map[string]string{"model": fmt.Sprintf("llama hidden=%d intermediate=%d layers=%d heads=%d kv=%d theta=%g tied=%v vocab=%d block=%d encoding=%s",
+		m.HiddenSize, m.IntermediateSize, m.NumHiddenLayers, m.NumAttentionHeads, m.NumKeyValueHeads, m.RopeTheta, m.TieWordEmbeddings, m.VocabSize, c.block, t.encoding)}
+}
+
+// trainOne trains one precision (AdamW, warmup-cosine, gradients clipped
+// to norm 1), then estimates the losses and samples.
+func trainOne(cfg config, p train.Precision, t *tokens, init func(*graph.Store) error, w io.Writer) (*result, error) {
+	set, err := windows(t.train, cfg.block, cfg.sequential)
+	if err != nil {
+		return nil, err
+	}
+	valSample, err := sampleWindows(cfg, t.val, 99)
+	if err != nil {
+		return nil, err
+	}
+	tc := train.Config{Model: cfg.modelFunc(), Stream: 77, Replacement: !cfg.sequential, NoShuffle: cfg.sequential, WeightDecay: 0.1, ClipGradNorm: 1,
+		Schedule: optim.WarmupCosine{Base: float32(cfg.LR), Min: float32(cfg.LR) / 10, Warmup: min(100, cfg.iters/10), Total: cfg.iters},
+		Init:     init, Meta: cfg.meta(t)}
+	run := train.Run{Steps: cfg.iters, Eval: valSample, Hint: fmt.Sprintf("learning rate %g too high?", cfg.LR)}
+	cfg.Apply(p, "llama-"+p.Name(), &tc, &run)
+	tr, err := train.New(tc)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.dump && p.Name() != "fp32" {
+		run.Hooks = append(run.Hooks, train.Hook{Name: "dump", OnStart: func(*train.Status) error {
+			fmt.Fprintf(w, "== compiled %s training graph ==\n", train.PrecisionName(p.Name()))
+			if err := tr.WriteGraph(w); err != nil {
+				return err
+			}
+			_, err := fmt.Fprint(w, tr.Report())
+			return err
+		}})
+	}
+	progress := train.ProgressOptions{Name: "llama: " + p.Name(), Unit: "iteration", Every: 5 * time.Second, Bar: &cfg.progress, NoEval: true,
+		Describe: func(s *train.Status) string { return fmt.Sprintf("%s loss %.3f", p.Name(), s.Loss) }}
+	switch {
+	case !cfg.progress && !cfg.JSON && cfg.evalEvery > 0:
+		run.EvalEvery = cfg.evalEvery
+		run.Hooks = append(run.Hooks, train.Hook{Name: "eval lines", OnEval: func(s *train.Status) error {
+			if s.Step%cfg.evalEvery == 0 && s.Step < cfg.iters {
+				fmt.Fprintf(w, "%s iter %5d  train loss %.4f  val loss %.4f\n", p.Name(), s.Step, s.Loss, s.Eval.Loss)
+			}
+			return nil
+		}})
+	case !cfg.JSON:
+		run.Hooks = append(run.Hooks, train.Progress(os.Stderr, progress))
+	}
+	res, err := tr.Fit(set, run)
+	if errors.Is(err, train.ErrResume) {
+		return nil, fmt.Errorf("-resume: %s", strings.TrimPrefix(err.Error(), "train: resume: "))
+	} else if err != nil {
+		return nil, err
+	}
+	trainSample, err := sampleWindows(cfg, t.train, 98)
+	if err != nil {
+		return nil, err
+	}
+	te, err := tr.Evaluate(trainSample)
+	if err != nil {
+		return nil, err
+	}
+	r := &result{Result: res, TrainLoss: te.Loss, ValLoss: res.Eval.Loss, params: tr.Model().Builder.NumParams(), linears: len(res.Report.Layers), store: tr.Store()}
+	r.tokensPerS = float64(cfg.Batch*cfg.block) / (r.MsPerStep() / 1000)
+	if tr.Recipe() == nil {
+		r.linears = 4*cfg.model.NumHiddenLayers + 1
+	}
+	if cfg.FP8Debug != "" { // not the report's own temporary log
+		r.statsFile = res.StatsFile
+	}
+	if r.model, err = nn.NewLlama(nn.NewBuilder(graph.New()), cfg.model); err != nil {
+		return nil, err
+	}
+	if cfg.sample > 0 {
+		if r.sample, err = sample(cfg, tr, t); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// sample generates cfg.sample tokens from the first window of the
+// validation tokens at temperature 0.8 with a batch-1 program on the
+// trained parameters, and decodes them (ids past the encoding's
+// vocabulary, the padding, are left out).
+func sample(cfg config, tr *train.Trainer, t *tokens) (string, error) {
+	m, err := cfg.modelFunc()(1, false)
+	if err != nil {
+		return "", err
+	}
+	prep, err := passes.Prepare(m.Builder.Graph(), tr.Store(), passes.Config{Recipe: tr.Recipe(), EvalOutputs: []*graph.Node{m.Logits}})
+	if err != nil {
+		return "", err
+	}
+	ids, err := train.Generate(prep.Eval, m.Inputs["x"], m.Logits, t.val, cfg.sample, 0.8, rand.New(rand.NewPCG(cfg.Seed, 5)))
+	if err != nil {
+		return "", err
+	}
+	kept := ids[:0]
+	for _, id := range ids {
+		if int(id) < t.bpe.VocabSize() {
+			kept = append(kept, id)
+		}
+	}
+	return t.bpe.Decode(kept)
+}
+
+// writeGrads runs the first forward and backward of precision p on
+// llm.c's first batch of the training tokens (row b: tokens[b·T :
+// b·T+T], targets one further), before any update, and writes the loss
+// (tensor "loss", [1]) and every parameter's gradient under its Hugging
+// Face name to cfg.gradsOut.
+func writeGrads(cfg config, p train.Precision, t *tokens, init func(*graph.Store) error, w io.Writer) error {
+	recipe, err := p.Recipe()
+	if err != nil {
+		return err
+	}
+	m, err := cfg.modelFunc()(cfg.Batch, true)
+	if err != nil {
+		return err
+	}
+	store := graph.NewStore()
+	if init != nil {
+		if err := init(store); err != nil {
+			return fmt.Errorf("-init: %w", err)
+		}
+	}
+	if err := m.Builder.Init(store, cfg.Seed); err != nil {
+		return err
+	}
+	params := m.Builder.Params()
+	prep, err := passes.Prepare(m.Builder.Graph(), store, passes.Config{Recipe: recipe, Loss: m.Loss, Params: params})
+	if err != nil {
+		return err
+	}
+	bt := cfg.Batch * cfg.block
+	x, y := t.train[:bt], t.train[1:bt+1]
+	if err := prep.Train.FeedInt32(m.Inputs["x"], x); err != nil {
+		return err
+	}
+	if err := prep.Train.FeedInt32(m.Inputs["y"], y); err != nil {
+		return err
+	}
+	if err := prep.Train.Run(); err != nil {
+		return err
+	}
+	views := map[string]safetensors.TensorView{}
+	add := func(name string, shape graph.Shape, v []float32) error {
+		raw := make([]byte, 4*len(v))
+		for i, f := range v {
+			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(f))
+		}
+		dims := make([]uint64, len(shape))
+		for i, d := range shape {
+			dims[i] = uint64(d)
+		}
+		tv, err := safetensors.NewTensorView(safetensors.F32, dims, raw)
+		views[name] = tv
+		return err
+	}
+	loss := prep.Train.Float32(prep.Loss)
+	if err := add("loss", graph.Shape{1}, loss); err != nil {
+		return err
+	}
+	for i, pn := range params {
+		if err := add(pn.Name(), pn.Shape(), prep.Train.Float32(prep.Grads[i])); err != nil {
+			return err
+		}
+	}
+	buf, err := safetensors.Serialize(views, map[string]string{"format": "pt"})
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(cfg.gradsOut, func(f io.Writer) error { _, err := f.Write(buf); return err }); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s: loss %.6f and %d gradients after the first forward and backward (%s) → %s\n", p.Name(), loss[0], len(params), train.PrecisionName(p.Name()), cfg.gradsOut)
+	return nil
+}
+
+func plotLosses(path string, results []*result) error {
+	var curves []report.Curve
+	for _, r := range results {
+		label := r.Precision
+		if r.Recipe != "-" {
+			label += " " + r.Recipe
+		}
+		curves = append(curves, report.Curve{Label: fmt.Sprintf("%s (val %.4f)", label, r.ValLoss), Losses: r.Losses})
+	}
+	return report.PlotLosses(path, "Llama-style decoder training loss", "cross-entropy, 50-step average", 50, curves)
+}
