@@ -251,7 +251,11 @@ func TestStepsAllocateNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, step := range map[string]func() error{"mlp": mlp, "gpt": gpt} {
+		llama, _, err := llamaTraining(smallLlama, 2, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, step := range map[string]func() error{"mlp": mlp, "gpt": gpt, "llama": llama} {
 			if err := step(); err != nil {
 				t.Fatal(err)
 			}
@@ -281,4 +285,21 @@ func TestGPT2FiguresSmall(t *testing.T) {
 	require.InDelta(t, float64(want)/1e9, r.GPT2GEMMGFLOP, 1e-12)
 	require.Less(t, r.GPT2T512ArenaFP8, r.GPT2T512ArenaFP32)
 	require.InDelta(t, float64(r.GPT2T512ArenaFP8)/float64(r.GPT2T512ArenaFP32), r.GPT2T512ArenaRatio, 1e-12)
+}
+
+// smallLlama is a Llama of the bench's kind small enough for tests (its
+// widths multiples of 16, so every projection converts).
+var smallLlama = nn.LlamaConfig{HiddenSize: 64, IntermediateSize: 96, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+	VocabSize: 256, MaxPositionEmbeddings: 32, RopeTheta: 10000}
+
+// TestLlamaFiguresSmall runs the Llama section of the bench on a small
+// model: every figure is set and the ratios are the figures'.
+func TestLlamaFiguresSmall(t *testing.T) {
+	r := &Results{}
+	require.NoError(t, runLlama(r, 1, smallLlama, 2))
+	for _, v := range []float64{r.LlamaFP32, r.LlamaBF16, r.LlamaFP8} {
+		require.Greater(t, v, 0.0)
+	}
+	require.InDelta(t, r.LlamaFP8/r.LlamaFP32, r.LlamaFP8OverFP32, 1e-12)
+	require.InDelta(t, r.LlamaBF16/r.LlamaFP32, r.LlamaBF16OverFP32, 1e-12)
 }

@@ -52,6 +52,7 @@ func main() {
 	noGPT := flag.Bool("no-gpt", false, "skip the baby-GPT iterations")
 	gpt2 := flag.Bool("gpt2", true, "measure the GPT-2 124M iteration and plan its context-512 programs")
 	gpt2Reps := flag.Int("gpt2-reps", 3, "timed repetitions of each GPT-2 124M figure (median reported)")
+	llama := flag.Bool("llama", true, "measure an iteration of examples/llama's default model")
 	flag.Parse()
 	if *reps < 1 || *gpt2Reps < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -reps and -gpt2-reps must be at least 1")
@@ -60,6 +61,9 @@ func main() {
 	res, err := run(*n, *batch, *reps, !*noGPT)
 	if err == nil && *gpt2 {
 		err = runGPT2(res, *gpt2Reps)
+	}
+	if err == nil && *llama {
+		err = runLlama(res, *gpt2Reps, llamaConfig, llamaBatch)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -113,6 +117,14 @@ type Results struct {
 	GPT2T512ArenaFP32  int64   `json:"gpt2_t512_arena_bytes_fp32,omitempty"`
 	GPT2T512ArenaFP8   int64   `json:"gpt2_t512_arena_bytes_fp8,omitempty"`
 	GPT2T512ArenaRatio float64 `json:"ratio_gpt2_t512_arena_fp8_over_fp32,omitempty"`
+
+	// One iteration of examples/llama's default model (see runLlama);
+	// zero with -llama=false.
+	LlamaFP32         float64 `json:"llama_iter_ms_fp32,omitempty"`
+	LlamaBF16         float64 `json:"llama_iter_ms_bf16,omitempty"`
+	LlamaFP8          float64 `json:"llama_iter_ms_fp8,omitempty"`
+	LlamaBF16OverFP32 float64 `json:"ratio_llama_bf16_over_fp32,omitempty"`
+	LlamaFP8OverFP32  float64 `json:"ratio_llama_fp8_over_fp32,omitempty"`
 }
 
 // medians times each of fs reps times, interleaved (f0, f1, …, f0, f1,
@@ -409,5 +421,9 @@ func printTable(r *Results) {
 		fmt.Printf("  %-34s %8.1f ms  (%.2f× float32)\n", "Octet bf16 mixed precision", r.GPT2BF16, r.GPT2BF16OverFP32)
 		fmt.Printf("  %-34s %8.1f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPT2FP8, r.GPT2FP8OverFP32)
 		fmt.Printf("  %-34s float32 %.2f GB, FP8 %.2f GB (%.2f×)\n", "planned activations at context 512", float64(r.GPT2T512ArenaFP32)/1e9, float64(r.GPT2T512ArenaFP8)/1e9, r.GPT2T512ArenaRatio)
+	}
+	if r.LlamaFP32 > 0 {
+		fmt.Printf("Llama (examples/llama's default: width 288, 6 layers, 6/2 heads, context 256, batch %d)\n", llamaBatch)
+		fmt.Printf("  %-34s float32 %.1f ms, bf16 %.1f ms (%.2f×), FP8 %.1f ms (%.2f×)\n", "iteration", r.LlamaFP32, r.LlamaBF16, r.LlamaBF16OverFP32, r.LlamaFP8, r.LlamaFP8OverFP32)
 	}
 }
