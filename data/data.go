@@ -7,8 +7,9 @@
 //
 // Sources: in-memory tensors (NewTensors), CSV files (ReadCSV), and token
 // streams cut into windows (NewWindows) from llm.c / nanoGPT token files
-// (ReadTokenFile, ReadRawTokens). Package data/mnist's sets are Datasets
-// too.
+// (ReadTokenFile, ReadRawTokens), and text turned into tokens by
+// characters (NewChars) or by OpenAI's byte-pair encodings (NewBPE:
+// r50k_base, cl100k_base). Package data/mnist's sets are Datasets too.
 //
 // Bad input is refused when it is read, before any training step, with an
 // *Error naming the file, line and column.

@@ -42,3 +42,17 @@ func ExampleReadCSV_error() {
 	fmt.Println(err)
 	// Output: data: d.csv:3: column 2 ("label"): label "x" is not an integer
 }
+
+// GPT-2's byte-pair encoding, offline: text to token ids and back.
+func ExampleNewBPE() {
+	bpe, err := data.NewBPE("r50k_base")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ids, _ := bpe.Encode("Octet trains in FP8.")
+	text, _ := bpe.Decode(ids)
+	fmt.Println(len(ids), bpe.VocabSize(), text)
+	// Output:
+	// 7 50257 Octet trains in FP8.
+}

@@ -2,6 +2,7 @@ package nn_test
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
@@ -26,4 +27,34 @@ func ExampleNewMLP() {
 	// mlp.fc2.weight [10 512]
 	// mlp.fc2.bias [10]
 	// [32 10] 407050
+}
+
+// A Llama-style decoder in Hugging Face's terms, written in the
+// transformers layout and read back: the directory from_pretrained
+// reads.
+func ExampleNewLlama() {
+	cfg := nn.LlamaConfig{HiddenSize: 64, IntermediateSize: 128, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+		VocabSize: 1000, MaxPositionEmbeddings: 128, TieWordEmbeddings: true}
+	b := nn.NewBuilder(graph.New())
+	m, err := nn.NewLlama(b, cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ids := b.Graph().Input("ids", graph.Int32, 2, 16)
+	logits := m.Forward(ids)
+	store := graph.NewStore()
+	_ = b.Init(store, 1)
+	dir, _ := os.MkdirTemp("", "llama")
+	defer os.RemoveAll(dir)
+	if err := m.SaveHF(dir, store); err != nil {
+		fmt.Println(err)
+		return
+	}
+	back, _ := nn.ReadLlamaConfigHF(dir)
+	fmt.Println(logits.Shape(), b.NumParams(), back.NumKeyValueHeads, back.HeadDim())
+	fmt.Println(b.Params()[1].Name(), b.Params()[1].Shape())
+	// Output:
+	// [2 16 1000] 138048 2 16
+	// model.layers.0.input_layernorm.weight [64]
 }

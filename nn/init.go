@@ -1,6 +1,11 @@
 // Package nn holds layers that build graph pieces with fully qualified
 // names ("mlp.fc1"), their seeded initialisers, and a Builder that
-// collects a model's parameters.
+// collects a model's parameters; two whole models, GPT (GPT-2's
+// architecture) and Llama (RMSNorm, SwiGLU, rotary embeddings,
+// grouped-query attention, under Hugging Face's parameter names); and
+// Hugging Face's transformers layout in and out (config.json and
+// model.safetensors: ReadLlamaConfigHF, Llama.LoadHF, Llama.SaveHF, and
+// GPT-2's).
 package nn
 
 import (
