@@ -1,0 +1,220 @@
+package fp8
+
+import (
+	"fmt"
+	"math"
+)
+
+// Float8BlockScaling (Transformer Engine 2.x; DeepSeek-V3's scheme;
+// torchao's blockwise_fp8_training): a float32 scale per block of 128
+// consecutive values along the contiguous axis (1-D) or per 128×128 tile
+// (2-D), E4M3 by default, scales rounded down to a power of two unless
+// float32 scales are asked for.
+
+// Float8BlockSize is the side of a Float8BlockScaling block: 1×128 (1-D) or
+// 128×128 (2-D).
+const Float8BlockSize = 128
+
+// Float8BlockCast says how a tensor is cast with Float8BlockScaling.
+type Float8BlockCast struct {
+	// Dim is 1 (1×128 blocks along each row) or 2 (128×128 tiles).
+	Dim int
+	// Format is E4M3 or E5M2.
+	Format Format
+	// FP32Scales keeps each block's scale as computed; otherwise it is
+	// rounded down to a power of two (NVTE_FP8_BLOCK_SCALING_FP32_SCALES
+	// unset).
+	FP32Scales bool
+	// Eps is the amax floor: a block whose amax is below Eps takes Eps.
+	Eps float32
+}
+
+func (c Float8BlockCast) check(op string) error {
+	if c.Dim != 1 && c.Dim != 2 {
+		return fmt.Errorf("fp8: %s: block dimension %d, want 1 (1×128) or 2 (128×128)", op, c.Dim)
+	}
+	if !(c.Eps >= 0) || math.IsInf(float64(c.Eps), 0) {
+		return fmt.Errorf("fp8: %s: amax epsilon %v, want a finite number ≥ 0", op, c.Eps)
+	}
+	return checkFormat(op, c.Format)
+}
+
+// Float8BlockScaleShape returns the shape of the scale_inv tensor of a rows ×
+// cols matrix: [rows, ⌈cols/128⌉] for 1-D blocks, [⌈rows/128⌉,
+// ⌈cols/128⌉] for 2-D tiles, as Transformer Engine stores it.
+func Float8BlockScaleShape(rows, cols, dim int) (r, c int) {
+	c = (cols + Float8BlockSize - 1) / Float8BlockSize
+	if dim == 2 {
+		return (rows + Float8BlockSize - 1) / Float8BlockSize, c
+	}
+	return rows, c
+}
+
+// Float8BlockScale returns the scale and scale_inv of a block whose amax is
+// amax (NaN elements already left out), as Transformer Engine computes
+// them in float32: amax floored at eps; scale 1 for an amax that is 0,
+// infinite or NaN; otherwise fp8_max / amax, FLT_MAX if that overflows,
+// rounded down to a power of two (sign and exponent bits kept) unless
+// fp32Scales; scale_inv = 1/scale.
+func Float8BlockScale(amax float32, f Format, eps float32, fp32Scales bool) (scale, scaleInv float32) {
+	if amax < eps {
+		amax = eps
+	}
+	if amax == 0 || math.IsInf(float64(amax), 0) || amax != amax {
+		scale = 1
+	} else {
+		scale = f.Max() / amax
+		if math.IsInf(float64(scale), 0) {
+			scale = math.MaxFloat32
+		}
+	}
+	if !fp32Scales {
+		scale = math.Float32frombits(math.Float32bits(scale) & 0xFF800000)
+	}
+	return scale, 1 / scale
+}
+
+// blockAmax is max|x| over the values of one block with NaNs left out
+// (fmaxf's rule): rows of n values ld apart.
+func blockAmax(src []float32, rows, n, ld int) float32 {
+	var m float32
+	for r := 0; r < rows; r++ {
+		for _, v := range src[r*ld : r*ld+n] {
+			if a := float32(math.Abs(float64(v))); a > m {
+				m = a
+			}
+		}
+	}
+	return m
+}
+
+// QuantizeFloat8Block casts the rows × cols matrix src (row-major) with
+// Float8BlockScaling: per block its scale (BlockScale), each code
+// Encode(x·scale) (the product rounded to float32, saturating, nearest
+// even, the sign of zero kept), and the block's scale_inv stored in
+// scaleInv (Float8BlockScaleShape, row-major). A block at a ragged edge holds
+// only its own elements. Short slices or a bad cast are errors, and
+// nothing is written.
+func QuantizeFloat8Block(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast) error {
+	if err := c.check("quantize block"); err != nil {
+		return err
+	}
+	sr, sc := Float8BlockScaleShape(rows, cols, c.Dim)
+	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols}, "scale_inv": {len(scaleInv), sr * sc}}); err != nil {
+		return err
+	}
+	h := Float8BlockSize
+	if c.Dim == 1 {
+		h = 1
+	}
+	for br := 0; br < sr; br++ {
+		r0 := br * h
+		nr := min(h, rows-r0)
+		for bc := 0; bc < sc; bc++ {
+			c0 := bc * Float8BlockSize
+			n := min(Float8BlockSize, cols-c0)
+			scale, inv := Float8BlockScale(blockAmax(src[r0*cols+c0:], nr, n, cols), c.Format, c.Eps, c.FP32Scales)
+			scaleInv[br*sc+bc] = inv
+			for r := r0; r < r0+nr; r++ {
+				o := r*cols + c0
+				quantize(dst[o:o+n], src[o:o+n], c.Format, scale)
+			}
+		}
+	}
+	return nil
+}
+
+// DequantizeFloat8Block writes Decode(q)·scale_inv of each code to dst (the
+// values the block-scaled GEMM multiplies).
+func DequantizeFloat8Block(dst []float32, src []uint8, scaleInv []float32, rows, cols int, c Float8BlockCast) error {
+	if err := c.check("dequantize block"); err != nil {
+		return err
+	}
+	sr, sc := Float8BlockScaleShape(rows, cols, c.Dim)
+	if err := checkMatrix("dequantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols}, "scale_inv": {len(scaleInv), sr * sc}}); err != nil {
+		return err
+	}
+	tab := decodeTable(c.Format)
+	for r := 0; r < rows; r++ {
+		br := r
+		if c.Dim == 2 {
+			br = r / Float8BlockSize
+		}
+		for j := 0; j < cols; j++ {
+			dst[r*cols+j] = tab[src[r*cols+j]] * scaleInv[br*sc+j/Float8BlockSize]
+		}
+	}
+	return nil
+}
+
+// TransposeFloat8Block2D writes the exact transpose of a 2-D-tiled cast:
+// codes [cols rows] and tile scales [⌈cols/128⌉ ⌈rows/128⌉] (the
+// column-wise copy Transformer Engine makes of a 2-D-blocked tensor; a
+// 1-D-blocked one is quantized again from its source instead).
+func TransposeFloat8Block2D(dstCodes []uint8, dstScaleInv []float32, codes []uint8, scaleInv []float32, rows, cols int) error {
+	sr, sc := Float8BlockScaleShape(rows, cols, 2)
+	if err := checkMatrix("transpose block", rows, cols, map[string][2]int{"dst": {len(dstCodes), rows * cols}, "src": {len(codes), rows * cols},
+		"scale_inv": {len(scaleInv), sr * sc}, "dst scale_inv": {len(dstScaleInv), sr * sc}}); err != nil {
+		return err
+	}
+	for r := 0; r < rows; r++ {
+		for j := 0; j < cols; j++ {
+			dstCodes[j*rows+r] = codes[r*cols+j]
+		}
+	}
+	for a := 0; a < sr; a++ {
+		for b := 0; b < sc; b++ {
+			dstScaleInv[b*sr+a] = scaleInv[a*sc+b]
+		}
+	}
+	return nil
+}
+
+// Float8BlockGEMM computes C[m×n] = A·Bᵀ for block-scaled operands whose k axis
+// is each one's contiguous axis (a: m × k codes, b: n × k codes, each
+// cast 1-D or 2-D; no GEMM multiplies two 2-D operands), as Transformer
+// Engine's block-scaled GEMMs do: for each 128-long slice of k the
+// products of the codes' values are summed in float32, that partial sum
+// is multiplied by both operands' scale_inv for the slice, and the slices
+// are added in float32 in order. Bad shapes or two 2-D operands are
+// errors.
+func Float8BlockGEMM(c []float32, m, n, k int, a []uint8, aScaleInv []float32, ac Float8BlockCast, b []uint8, bScaleInv []float32, bc Float8BlockCast) error {
+	if err := ac.check("block GEMM: A"); err != nil {
+		return err
+	}
+	if err := bc.check("block GEMM: B"); err != nil {
+		return err
+	}
+	if ac.Dim == 2 && bc.Dim == 2 {
+		return fmt.Errorf("fp8: block GEMM: both operands have 2-D (128×128) blocks; Transformer Engine multiplies a 2-D operand only with a 1-D one")
+	}
+	ar, acn := Float8BlockScaleShape(m, k, ac.Dim)
+	br, bcn := Float8BlockScaleShape(n, k, bc.Dim)
+	if err := checkMatrix("block GEMM", m, n, map[string][2]int{"C": {len(c), m * n}, "A": {len(a), m * k}, "B": {len(b), n * k},
+		"A scale_inv": {len(aScaleInv), ar * acn}, "B scale_inv": {len(bScaleInv), br * bcn}}); err != nil {
+		return err
+	}
+	ta, tb := decodeTable(ac.Format), decodeTable(bc.Format)
+	for i := 0; i < m; i++ {
+		ia := i
+		if ac.Dim == 2 {
+			ia = i / Float8BlockSize
+		}
+		for j := 0; j < n; j++ {
+			jb := j
+			if bc.Dim == 2 {
+				jb = j / Float8BlockSize
+			}
+			var acc float32
+			for s := 0; s*Float8BlockSize < k; s++ {
+				var part float32
+				for p := s * Float8BlockSize; p < min(k, (s+1)*Float8BlockSize); p++ {
+					part = float32(part + float32(ta[a[i*k+p]]*tb[b[j*k+p]]))
+				}
+				acc = float32(acc + float32(float32(part*aScaleInv[ia*acn+s])*bScaleInv[jb*bcn+s]))
+			}
+			c[i*n+j] = acc
+		}
+	}
+	return nil
+}

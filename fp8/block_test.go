@@ -1,0 +1,237 @@
+package fp8
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// refBlockCodes is Float8BlockScaling from its definition, element by
+// element (Format.Encode on the float32 product), for a block given as
+// its values: the codes and scale_inv.
+func refBlock(vals []float32, f Format, eps float32, fp32 bool) ([]uint8, float32) {
+	var amax float32
+	for _, v := range vals {
+		if v != v {
+			continue // fmaxf: NaN left out
+		}
+		amax = max(amax, float32(math.Abs(float64(v))))
+	}
+	if amax < eps {
+		amax = eps
+	}
+	scale := float32(1)
+	if amax != 0 && !math.IsInf(float64(amax), 0) {
+		scale = f.Max() / amax
+		if math.IsInf(float64(scale), 1) {
+			scale = math.MaxFloat32
+		}
+	}
+	if !fp32 {
+		scale = math.Float32frombits(math.Float32bits(scale) & 0xFF800000)
+	}
+	codes := make([]uint8, len(vals))
+	for i, v := range vals {
+		codes[i] = f.Encode(v * scale)
+	}
+	return codes, 1 / scale
+}
+
+// TestFloat8BlockMatchesDefinition: codes and scales of QuantizeFloat8Block
+// equal the definition's (0 mismatches) for 1-D and 2-D blocks, both
+// formats, both scale modes and an epsilon, on ragged shapes with
+// all-zero blocks, blocks at the edges of the float32 range, NaN and
+// infinite elements and exact ties.
+func TestFloat8BlockMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	for _, sh := range [][2]int{{1, 1}, {3, 130}, {130, 200}, {257, 129}, {128, 128}} {
+		rows, cols := sh[0], sh[1]
+		src := make([]float32, rows*cols)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64() * math.Exp(3*rng.NormFloat64()))
+		}
+		// Special rows: zeros, huge, tiny, NaN, inf, ties.
+		special := func(r int, fill func(j int) float32) {
+			if r < rows {
+				for j := 0; j < cols; j++ {
+					src[r*cols+j] = fill(j)
+				}
+			}
+		}
+		special(1, func(int) float32 { return 0 })
+		special(2, func(j int) float32 { return float32(j%5) * 1e38 })
+		special(3, func(j int) float32 { return float32(j%7+1) * 1e-40 })
+		special(4, func(j int) float32 {
+			if j%9 == 0 {
+				return float32(math.NaN())
+			}
+			return float32(j)
+		})
+		special(5, func(j int) float32 {
+			if j == 3 {
+				return float32(math.Inf(-1))
+			}
+			return 1
+		})
+		special(6, func(j int) float32 { return float32(j%4) * 7 }) // amax 21: scale 448/21, ties on rounding
+		for _, f := range []Format{E4M3, E5M2} {
+			for _, dim := range []int{1, 2} {
+				for _, mode := range []struct {
+					fp32 bool
+					eps  float32
+				}{{false, 0}, {true, 0}, {false, 1e-4}} {
+					c := Float8BlockCast{Dim: dim, Format: f, FP32Scales: mode.fp32, Eps: mode.eps}
+					sr, sc := Float8BlockScaleShape(rows, cols, dim)
+					codes, inv := make([]uint8, rows*cols), make([]float32, sr*sc)
+					if err := QuantizeFloat8Block(codes, inv, src, rows, cols, c); err != nil {
+						t.Fatal(err)
+					}
+					h := 1
+					if dim == 2 {
+						h = Float8BlockSize
+					}
+					for br := 0; br < sr; br++ {
+						for bc := 0; bc < sc; bc++ {
+							var vals []float32
+							var idx []int
+							for r := br * h; r < min(rows, (br+1)*h); r++ {
+								for j := bc * 128; j < min(cols, (bc+1)*128); j++ {
+									vals, idx = append(vals, src[r*cols+j]), append(idx, r*cols+j)
+								}
+							}
+							want, wantInv := refBlock(vals, f, mode.eps, mode.fp32)
+							if math.Float32bits(inv[br*sc+bc]) != math.Float32bits(wantInv) {
+								t.Fatalf("%v %v dim %d %+v block (%d,%d): scale_inv %v, want %v", sh, f, dim, mode, br, bc, inv[br*sc+bc], wantInv)
+							}
+							for i, o := range idx {
+								if codes[o] != want[i] {
+									t.Fatalf("%v %v dim %d %+v: code[%d] of %v = %#x, want %#x", sh, f, dim, mode, o, src[o], codes[o], want[i])
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestFloat8BlockScaleCases pins the scale rules on worked values.
+func TestFloat8BlockScaleCases(t *testing.T) {
+	for _, c := range []struct {
+		amax, eps float32
+		fp32      bool
+		f         Format
+		scale     float32
+	}{
+		{3, 0, true, E4M3, 448.0 / 3},
+		{3, 0, false, E4M3, 128},                        // 149.33 rounded down
+		{0, 0, false, E4M3, 1},                          // all zeros
+		{float32(math.Inf(1)), 0, false, E4M3, 1},       // an infinite element
+		{float32(math.NaN()), 0, false, E4M3, 1},        // (NaN never reaches here from a block: fmax skips it)
+		{1e-40, 0, true, E4M3, math.MaxFloat32},         // the quotient overflows
+		{1e-40, 0, false, E4M3, 0x1p127},                // … rounded down to 2^127
+		{1e-40, 1e-3, true, E4M3, 448 / float32(1e-3)},  // the epsilon floor
+		{57344, 0, false, E5M2, 1},
+		{448, 0, false, E4M3, 1},
+		{449, 0, false, E4M3, 0.5},
+	} {
+		s, inv := Float8BlockScale(c.amax, c.f, c.eps, c.fp32)
+		if s != c.scale || inv != 1/c.scale {
+			t.Errorf("%+v: scale %v inv %v, want %v", c, s, inv, c.scale)
+		}
+	}
+	// scale_inv 2^-127 is subnormal in float32 and survives.
+	if _, inv := Float8BlockScale(1e-40, E4M3, 0, false); inv != 0x1p-127 {
+		t.Errorf("scale_inv %v, want 2^-127", inv)
+	}
+}
+
+// TestFloat8BlockTransposeAndGEMM: a 2-D cast transposes exactly; the
+// block-scaled GEMM of a 1-D and a 2-D operand (and of two 1-D ones)
+// matches the float64 product of the dequantized operands within the
+// float32 accumulation bound, on ragged sizes; two 2-D operands and bad
+// lengths are refused.
+func TestFloat8BlockTransposeAndGEMM(t *testing.T) {
+	rng := rand.New(rand.NewPCG(73, 74))
+	m, n, k := 70, 150, 300
+	a, b := make([]float32, m*k), make([]float32, n*k)
+	for i := range a {
+		a[i] = float32(rng.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(rng.NormFloat64() * 3)
+	}
+	for _, dims := range [][2]int{{1, 1}, {1, 2}, {2, 1}} {
+		ac, bc := Float8BlockCast{Dim: dims[0], Format: E4M3}, Float8BlockCast{Dim: dims[1], Format: E4M3}
+		ar, acn := Float8BlockScaleShape(m, k, ac.Dim)
+		br, bcn := Float8BlockScaleShape(n, k, bc.Dim)
+		qa, sa, qb, sb := make([]uint8, m*k), make([]float32, ar*acn), make([]uint8, n*k), make([]float32, br*bcn)
+		if err := QuantizeFloat8Block(qa, sa, a, m, k, ac); err != nil {
+			t.Fatal(err)
+		}
+		if err := QuantizeFloat8Block(qb, sb, b, n, k, bc); err != nil {
+			t.Fatal(err)
+		}
+		da, db := make([]float32, m*k), make([]float32, n*k)
+		_ = DequantizeFloat8Block(da, qa, sa, m, k, ac)
+		_ = DequantizeFloat8Block(db, qb, sb, n, k, bc)
+		c := make([]float32, m*n+3)
+		c[m*n], c[m*n+1], c[m*n+2] = -7, -7, -7
+		if err := Float8BlockGEMM(c[:m*n], m, n, k, qa, sa, ac, qb, sb, bc); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				var s, abs float64
+				for p := 0; p < k; p++ {
+					v := float64(da[i*k+p]) * float64(db[j*k+p])
+					s += v
+					abs += math.Abs(v)
+				}
+				if d := math.Abs(float64(c[i*n+j]) - s); d > float64(k+2)*0x1p-24*abs {
+					t.Fatalf("dims %v C[%d][%d] = %v, want %v", dims, i, j, c[i*n+j], s)
+				}
+			}
+		}
+		if c[m*n] != -7 {
+			t.Fatal("wrote past C")
+		}
+	}
+	// Two 2-D operands.
+	two := Float8BlockCast{Dim: 2, Format: E4M3}
+	if err := Float8BlockGEMM(make([]float32, 4), 2, 2, 2, make([]uint8, 4), make([]float32, 1), two, make([]uint8, 4), make([]float32, 1), two); err == nil {
+		t.Error("two 2-D operands: no error")
+	}
+	// Exact transpose of a 2-D cast.
+	rows, cols := 130, 257
+	src := make([]float32, rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64())
+	}
+	c2 := Float8BlockCast{Dim: 2, Format: E4M3}
+	sr, sc := Float8BlockScaleShape(rows, cols, 2)
+	q, s := make([]uint8, rows*cols), make([]float32, sr*sc)
+	_ = QuantizeFloat8Block(q, s, src, rows, cols, c2)
+	tq, ts := make([]uint8, rows*cols), make([]float32, sr*sc)
+	if err := TransposeFloat8Block2D(tq, ts, q, s, rows, cols); err != nil {
+		t.Fatal(err)
+	}
+	d, dt := make([]float32, rows*cols), make([]float32, rows*cols)
+	_ = DequantizeFloat8Block(d, q, s, rows, cols, c2)
+	_ = DequantizeFloat8Block(dt, tq, ts, cols, rows, c2)
+	for r := 0; r < rows; r++ {
+		for j := 0; j < cols; j++ {
+			if d[r*cols+j] != dt[j*rows+r] {
+				t.Fatalf("transpose [%d][%d]: %v vs %v", r, j, d[r*cols+j], dt[j*rows+r])
+			}
+		}
+	}
+	// Refusals.
+	if err := QuantizeFloat8Block(make([]uint8, 3), make([]float32, 1), make([]float32, 4), 2, 2, Float8BlockCast{Dim: 1, Format: E4M3}); err == nil {
+		t.Error("short dst: no error")
+	}
+	if err := QuantizeFloat8Block(make([]uint8, 4), make([]float32, 2), make([]float32, 4), 2, 2, Float8BlockCast{Dim: 3, Format: E4M3}); err == nil {
+		t.Error("dim 3: no error")
+	}
+}
