@@ -125,13 +125,13 @@ func TestFloat8BlockScaleCases(t *testing.T) {
 		scale     float32
 	}{
 		{3, 0, true, E4M3, 448.0 / 3},
-		{3, 0, false, E4M3, 128},                        // 149.33 rounded down
-		{0, 0, false, E4M3, 1},                          // all zeros
-		{float32(math.Inf(1)), 0, false, E4M3, 1},       // an infinite element
-		{float32(math.NaN()), 0, false, E4M3, 1},        // (NaN never reaches here from a block: fmax skips it)
-		{1e-40, 0, true, E4M3, math.MaxFloat32},         // the quotient overflows
-		{1e-40, 0, false, E4M3, 0x1p127},                // … rounded down to 2^127
-		{1e-40, 1e-3, true, E4M3, 448 / float32(1e-3)},  // the epsilon floor
+		{3, 0, false, E4M3, 128},                       // 149.33 rounded down
+		{0, 0, false, E4M3, 1},                         // all zeros
+		{float32(math.Inf(1)), 0, false, E4M3, 1},      // an infinite element
+		{float32(math.NaN()), 0, false, E4M3, 1},       // (NaN never reaches here from a block: fmax skips it)
+		{1e-40, 0, true, E4M3, math.MaxFloat32},        // the quotient overflows
+		{1e-40, 0, false, E4M3, 0x1p127},               // … rounded down to 2^127
+		{1e-40, 1e-3, true, E4M3, 448 / float32(1e-3)}, // the epsilon floor
 		{57344, 0, false, E5M2, 1},
 		{448, 0, false, E4M3, 1},
 		{449, 0, false, E4M3, 0.5},
