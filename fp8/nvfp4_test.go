@@ -1,0 +1,247 @@
+package fp8
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// refE2M1 rounds x to the nearest E2M1 magnitude by distance, ties to the
+// even code, saturating at 6.
+func refE2M1(x float32) uint8 {
+	var sign uint8
+	if math.Signbit(float64(x)) {
+		sign, x = 8, -x
+	}
+	if x >= 6 || math.IsInf(float64(x), 0) {
+		return sign | 7 // saturating
+	}
+	best, bestD := uint8(0), math.Inf(1)
+	for c := uint8(0); c < 8; c++ {
+		d := math.Abs(float64(x) - float64(nvfp4Values[c]))
+		if d < bestD || (d == bestD && c%2 == 0) {
+			best, bestD = c, d
+		}
+	}
+	return sign | best
+}
+
+// TestE2M1Encode: every value on a fine grid through 0…8 (every
+// midpoint included), both signs, infinities and NaN, against the
+// nearest-even definition; decode inverts every code.
+func TestE2M1Encode(t *testing.T) {
+	for i := 0; i <= 8*64; i++ {
+		for _, sgn := range []float32{1, -1} {
+			x := sgn * float32(i) / 64
+			if got, want := E2M1Encode(x), refE2M1(x); got != want {
+				t.Fatalf("E2M1Encode(%v) = %d, want %d", x, got, want)
+			}
+		}
+	}
+	for _, c := range []struct {
+		x    float32
+		code uint8
+	}{{0.25, 0}, {0.75, 2}, {1.25, 2}, {1.75, 4}, {2.5, 4}, {3.5, 6}, {5, 6}, {5.0001, 7}, {7, 7},
+		{float32(math.Inf(1)), 7}, {float32(math.Inf(-1)), 15}, {float32(math.Copysign(0, -1)), 8}, {float32(math.NaN()), 7}, {1e-30, 0}} {
+		if got := E2M1Encode(c.x); got != c.code {
+			t.Errorf("E2M1Encode(%v) = %d, want %d", c.x, got, c.code)
+		}
+	}
+	for c := uint8(0); c < 16; c++ {
+		if E2M1Encode(E2M1Decode(c)) != c {
+			t.Errorf("code %d does not round-trip", c)
+		}
+	}
+}
+
+// TestE2M1StochasticIsUnbiased: the mean of many stochastic roundings of
+// a value lies within 3 standard errors of it, and a key gives the same
+// codes again.
+func TestE2M1StochasticIsUnbiased(t *testing.T) {
+	for _, x := range []float32{0.3, 1.1, 2.9, 4.7, -5.5, 0.01} {
+		const n = 200000
+		var s, s2 float64
+		for i := 0; i < n; i++ {
+			v := float64(E2M1Decode(E2M1Stochastic(x, nvfp4Uniform(42, i))))
+			s += v
+			s2 += v * v
+		}
+		mean := s / n
+		se := math.Sqrt((s2/n - mean*mean) / n)
+		if math.Abs(mean-float64(x)) > 3*se {
+			t.Errorf("x=%v: mean of stochastic roundings %v, standard error %v", x, mean, se)
+		}
+	}
+	src := make([]float32, 3*48)
+	for i := range src {
+		src[i] = float32(math.Sin(float64(i)))
+	}
+	a, _ := QuantizeNVFP4(src, 3, 48, NVFP4Cast{Stochastic: true, Key: 7})
+	b, _ := QuantizeNVFP4(src, 3, 48, NVFP4Cast{Stochastic: true, Key: 7})
+	c, _ := QuantizeNVFP4(src, 3, 48, NVFP4Cast{Stochastic: true, Key: 8})
+	if string(a.Codes) != string(b.Codes) || string(a.Codes) == string(c.Codes) {
+		t.Error("stochastic rounding is not a function of its key")
+	}
+}
+
+// TestRHT16: worked vectors (a unit vector spreads to ±0.25, the signs
+// and the Hadamard pattern as defined), norm preserved to bf16 rounding,
+// lengths not a multiple of 16 refused.
+func TestRHT16(t *testing.T) {
+	s := [16]float32{1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1}
+	for k := 0; k < 16; k++ {
+		x := make([]float32, 16)
+		x[k] = 1
+		if err := RHT16(x); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 16; j++ {
+			want := 0.25 * s[k]
+			if popcount4(j&k)%2 == 1 {
+				want = -want
+			}
+			if x[j] != want {
+				t.Fatalf("e_%d: y[%d] = %v, want %v", k, j, x[j], want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(81, 82))
+	x := make([]float32, 64)
+	var n0, n1 float64
+	for i := range x {
+		x[i] = bf16Round(float32(rng.NormFloat64()))
+		n0 += float64(x[i]) * float64(x[i])
+	}
+	_ = RHT16(x)
+	for _, v := range x {
+		n1 += float64(v) * float64(v)
+	}
+	if math.Abs(math.Sqrt(n1)-math.Sqrt(n0)) > 1e-2*math.Sqrt(n0) {
+		t.Errorf("norm %v → %v", math.Sqrt(n0), math.Sqrt(n1))
+	}
+	if RHT16(make([]float32, 17)) == nil {
+		t.Error("17 values: no error")
+	}
+}
+
+// refNVFP4 casts from the definition, element by element.
+func refNVFP4(src []float32, rows, cols int, twoD, rht bool) (codes []uint8, scales []uint8, sDec float32) {
+	y := append([]float32(nil), src...)
+	if rht {
+		_ = RHT16(y)
+	}
+	var amax float32
+	for _, v := range y {
+		if a := float32(math.Abs(float64(v))); a > amax {
+			amax = a
+		}
+	}
+	sEnc := 2688 / amax
+	if math.IsInf(float64(sEnc), 0) {
+		sEnc = math.MaxFloat32
+	}
+	if amax == 0 || sEnc == 0 {
+		sEnc = 1
+	}
+	m := sEnc * float32(1.0/6)
+	sDec = float32(1 / float64(sEnc))
+	h := 1
+	if twoD {
+		h = 16
+	}
+	sr, sc := (rows+h-1)/h, (cols+15)/16
+	scales = make([]uint8, sr*sc)
+	codes = make([]uint8, rows*cols)
+	for br := 0; br < sr; br++ {
+		for bc := 0; bc < sc; bc++ {
+			var b float32
+			for r := br * h; r < min(rows, (br+1)*h); r++ {
+				for j := bc * 16; j < min(cols, (bc+1)*16); j++ {
+					b = max(b, float32(math.Abs(float64(y[r*cols+j]))))
+				}
+			}
+			sf := E4M3.Encode(min(b*m, math.MaxFloat32))
+			scales[br*sc+bc] = sf
+			es := 1 / (E4M3.Decode(sf) * sDec)
+			if es > math.MaxFloat32 {
+				es = math.MaxFloat32
+			}
+			for r := br * h; r < min(rows, (br+1)*h); r++ {
+				for j := bc * 16; j < min(cols, (bc+1)*16); j++ {
+					codes[r*cols+j] = refE2M1(y[r*cols+j] * es)
+				}
+			}
+		}
+	}
+	return codes, scales, sDec
+}
+
+// TestNVFP4MatchesDefinition: codes (unpacked from their nibbles), block
+// scales and S_dec equal the definition's for 1-D and 2-D blocks, with
+// and without the transform, on ragged shapes (odd rows pad a zero
+// nibble) with a zero block and a huge one; dequantized values are
+// e2m1·decode(sf)·S_dec.
+func TestNVFP4MatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(83, 84))
+	for _, sh := range [][2]int{{1, 1}, {3, 17}, {33, 48}, {20, 64}, {17, 31}} {
+		rows, cols := sh[0], sh[1]
+		src := make([]float32, rows*cols)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64() * math.Exp(2*rng.NormFloat64()))
+		}
+		for j := 0; j < min(cols, 16); j++ {
+			src[j] = 0 // a zero block in 1-D
+		}
+		if rows > 2 {
+			src[2*cols] = 3e38
+		}
+		for _, twoD := range []bool{false, true} {
+			for _, rht := range []bool{false, true} {
+				if rht && cols%16 != 0 {
+					if _, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{RHT: true}); err == nil {
+						t.Fatalf("%v: RHT on %d columns: no error", sh, cols)
+					}
+					continue
+				}
+				q, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{TwoD: twoD, RHT: rht})
+				if err != nil {
+					t.Fatal(err)
+				}
+				codes, scales, sDec := refNVFP4(src, rows, cols, twoD, rht)
+				if q.SDec != sDec || string(q.BlockScales) != string(scales) {
+					t.Fatalf("%v twoD=%v rht=%v: scales differ", sh, twoD, rht)
+				}
+				for r := 0; r < rows; r++ {
+					for j := 0; j < cols; j++ {
+						if q.Code(r, j) != codes[r*cols+j] {
+							t.Fatalf("%v twoD=%v rht=%v: code (%d,%d) = %d, want %d", sh, twoD, rht, r, j, q.Code(r, j), codes[r*cols+j])
+						}
+					}
+					if cols%2 == 1 && q.Codes[r*((cols+1)/2)+cols/2]>>4 != 0 {
+						t.Fatalf("%v: odd row %d does not end with a zero nibble", sh, r)
+					}
+				}
+				d := make([]float32, rows*cols)
+				_ = q.Dequantize(d)
+				_, sc := NVFP4ScaleShape(rows, cols, twoD)
+				for r := 0; r < rows; r++ {
+					br := r
+					if twoD {
+						br = r / 16
+					}
+					for j := 0; j < cols; j++ {
+						want := E2M1Decode(codes[r*cols+j]) * E4M3.Decode(scales[br*sc+j/16]) * sDec
+						if d[r*cols+j] != want {
+							t.Fatalf("dequantize (%d,%d) = %v, want %v", r, j, d[r*cols+j], want)
+						}
+					}
+				}
+			}
+		}
+	}
+	// An all-zero tensor: S_enc 1, every code and scale 0.
+	q, _ := QuantizeNVFP4(make([]float32, 32), 2, 16, NVFP4Cast{})
+	if q.SDec != 1 || q.Amax != 0 {
+		t.Errorf("zeros: S_dec %v amax %v", q.SDec, q.Amax)
+	}
+}
