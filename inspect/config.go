@@ -52,10 +52,15 @@
 // Statistics follow Transformer Engine's definitions: min, max, mean,
 // std (population), l1_norm, l2_norm, cur_amax (max |x|), dynamic_range
 // (log2 of max |x| over the smallest non-zero |x|); for the FP8 casts,
-// underflows% (non-zero values the cast sent to zero, in percent of the
-// elements), overflows% (values the cast saturated), scale_inv_min and
+// underflows% (elements whose FP8 code is 0x00 — exact zeros of the
+// input included, negative zeros not — in percent of the elements, as
+// Transformer Engine counts them), overflows% (values the cast
+// saturated), scale_inv_min and
 // scale_inv_max (over the tensor's scales) and mse (mean squared
-// difference between the dequantized tensor and its source).
+// difference between the dequantized tensor and its source); and one
+// statistic of Octet's own, flushed% (non-zero values the cast sent to
+// a zero, in percent of the elements: what underflows% counted before
+// it followed Transformer Engine).
 package inspect
 
 import (
@@ -95,7 +100,7 @@ const (
 var TensorStats = []string{"min", "max", "mean", "std", "l1_norm", "l2_norm", "cur_amax", "dynamic_range"}
 
 // The statistics LogFp8TensorStats computes of an FP8 cast.
-var FP8Stats = []string{"underflows%", "overflows%", "scale_inv_min", "scale_inv_max", "mse"}
+var FP8Stats = []string{"underflows%", "flushed%", "overflows%", "scale_inv_min", "scale_inv_max", "mse"}
 
 // Schedule says on which steps a statistic is computed: every Freq steps
 // (counted from 0) within [StartStep, EndStep] (EndStep < 0: no end), or

@@ -10,12 +10,13 @@ type Partial struct {
 	N, Sum, Sq, L1       float64
 	Min, Max, Amax, Amin float64 // Amin: the smallest non-zero |x|
 	NaN                  float64 // NaN values seen
-	Under, Over, SqErr   float64 // FP8 casts: flushed, saturated, Σ(dq − x)²
+	Under, Over, SqErr   float64 // FP8 casts: code 0x00, saturated, Σ(dq − x)²
 	InvMin, InvMax       float64 // FP8 casts: the inverse scales' range
+	Flushed              float64 // FP8 casts: non-zero values sent to zero
 }
 
 // PartialLen is the number of float32s Encode writes.
-const PartialLen = 14
+const PartialLen = 15
 
 // Reset empties the partial.
 func (p *Partial) Reset() {
@@ -46,11 +47,17 @@ func (p *Partial) AddTensor(x []float32) {
 // AddCast records one element of an FP8 cast: its source value x, the
 // value the FP8 tensor holds for it (decoded and scaled back), and
 // whether the cast saturated it (|x| beyond the format's range at its
-// scale).
+// scale). An element whose code is 0x00 — a positive zero: exact zeros
+// of the input included, negative zeros (0x80) not — counts as an
+// underflow, as Transformer Engine counts them; a non-zero x whose code
+// is a zero of either sign counts as flushed.
 func (p *Partial) AddCast(x, dq float32, saturated bool) {
 	p.N++
-	if x != 0 && dq == 0 {
+	if dq == 0 && !math.Signbit(float64(dq)) {
 		p.Under++
+	}
+	if x != 0 && dq == 0 {
+		p.Flushed++
 	}
 	if saturated {
 		p.Over++
@@ -73,6 +80,7 @@ func (p *Partial) Merge(q *Partial) {
 	p.L1 += q.L1
 	p.NaN += q.NaN
 	p.Under += q.Under
+	p.Flushed += q.Flushed
 	p.Over += q.Over
 	p.SqErr += q.SqErr
 	p.Min, p.Max = math.Min(p.Min, q.Min), math.Max(p.Max, q.Max)
@@ -83,7 +91,7 @@ func (p *Partial) Merge(q *Partial) {
 // Encode writes the partial as PartialLen float32s (for a gather across
 // ranks).
 func (p *Partial) Encode(dst []float32) {
-	for i, v := range [PartialLen]float64{p.N, p.Sum, p.Sq, p.L1, p.Min, p.Max, p.Amax, p.Amin, p.NaN, p.Under, p.Over, p.SqErr, p.InvMin, p.InvMax} {
+	for i, v := range [PartialLen]float64{p.N, p.Sum, p.Sq, p.L1, p.Min, p.Max, p.Amax, p.Amin, p.NaN, p.Under, p.Over, p.SqErr, p.InvMin, p.InvMax, p.Flushed} {
 		dst[i] = float32(v)
 	}
 }
@@ -92,7 +100,7 @@ func (p *Partial) Encode(dst []float32) {
 func (p *Partial) Decode(src []float32) {
 	f := func(i int) float64 { return float64(src[i]) }
 	*p = Partial{N: f(0), Sum: f(1), Sq: f(2), L1: f(3), Min: f(4), Max: f(5), Amax: f(6), Amin: f(7), NaN: f(8),
-		Under: f(9), Over: f(10), SqErr: f(11), InvMin: f(12), InvMax: f(13)}
+		Under: f(9), Over: f(10), SqErr: f(11), InvMin: f(12), InvMax: f(13), Flushed: f(14)}
 }
 
 // TensorStats writes the LogTensorStats statistics names into out (in
@@ -139,7 +147,9 @@ func (p *Partial) TensorStats(names []string, out []float64) {
 }
 
 // FP8Stats writes the LogFp8TensorStats statistics names into out:
-// underflows% and overflows% (of the elements), scale_inv_min,
+// underflows% (elements whose code is 0x00, Transformer Engine's
+// definition), flushed% (Octet's: non-zero values the cast sent to
+// zero) and overflows%, all in percent of the elements, scale_inv_min,
 // scale_inv_max and mse.
 func (p *Partial) FP8Stats(names []string, out []float64) {
 	for i, name := range names {
@@ -148,6 +158,8 @@ func (p *Partial) FP8Stats(names []string, out []float64) {
 			out[i] = math.NaN()
 		case name == "underflows%":
 			out[i] = 100 * p.Under / p.N
+		case name == "flushed%":
+			out[i] = 100 * p.Flushed / p.N
 		case name == "overflows%":
 			out[i] = 100 * p.Over / p.N
 		case name == "scale_inv_min":

@@ -54,7 +54,7 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 		src[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(30)-20)))
 	}
 	src[3], src[9] = 1e30, -1e-30 // one saturates under a fixed scale, one flushes
-	names := []string{"underflows%", "overflows%", "scale_inv_min", "scale_inv_max", "mse"}
+	names := []string{"underflows%", "flushed%", "overflows%", "scale_inv_min", "scale_inv_max", "mse"}
 	for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 		for _, qc := range []ops.QuantizeConfig{
 			{Scaling: ops.Delayed}, {Scaling: ops.Current}, {Scaling: ops.Axiswise, Axis: 1}, {Scaling: ops.Axiswise, Axis: 0},
@@ -112,12 +112,15 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 					invs = append(invs, s.Float32())
 				}
 			}
-			var under, over int
+			var under, flushed, over int
 			var sq float64
 			for i, x := range src {
 				dq := f.Decode(codes[i]) * inv[i]
-				if x != 0 && dq == 0 {
+				if codes[i] == 0x00 { // Transformer Engine's underflow: the code 0x00
 					under++
+				}
+				if x != 0 && dq == 0 {
+					flushed++
 				}
 				lim := float64(f.Max()) * float64(inv[i])
 				if math.Abs(float64(x)) > lim && math.Abs(float64(dq)) == lim {
@@ -129,7 +132,7 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 			for _, s := range invs {
 				imin, imax = math.Min(imin, float64(s)), math.Max(imax, float64(s))
 			}
-			want := []float64{100 * float64(under) / float64(len(src)), 100 * float64(over) / float64(len(src)), imin, imax, sq / float64(len(src))}
+			want := []float64{100 * float64(under) / float64(len(src)), 100 * float64(flushed) / float64(len(src)), 100 * float64(over) / float64(len(src)), imin, imax, sq / float64(len(src))}
 
 			g := graph.New()
 			x := g.Input("x", graph.Float32, rows, cols)
@@ -149,15 +152,16 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 			require.Len(t, stats, len(names))
 			what := fmt.Sprintf("%v %v axis %d", f, qc.Scaling, qc.Axis)
 			for i, s := range stats {
-				if i < 2 {
+				if i < 3 {
 					require.Equal(t, want[i], s.Value, "%s %s (counts exact)", what, s.Stat)
 				} else {
 					require.InDelta(t, want[i], s.Value, 1e-6*math.Abs(want[i]), "%s %s", what, s.Stat)
 				}
 			}
 			if qc.Scaling == ops.Delayed {
-				require.Positive(t, want[0], "%s: the flushed value", what)
-				require.Positive(t, want[1], "%s: the saturated value", what)
+				require.Positive(t, want[1], "%s: the flushed value", what)
+				require.Positive(t, want[2], "%s: the saturated value", what)
+				require.Greater(t, want[0], want[1], "%s: underflows%% counts the exact zeros too", what)
 			}
 		}
 	}

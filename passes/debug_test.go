@@ -122,7 +122,7 @@ s:
   layers: {layer_types: [fc]}
   transformer_engine:
     LogTensorStats: {enabled: True, tensors: [activation, weight], stats: [min, max, mean, l1_norm, dynamic_range]}
-    LogFp8TensorStats: {enabled: True, tensors: [activation], stats: [underflows%, overflows%, scale_inv_min, mse]}
+    LogFp8TensorStats: {enabled: True, tensors: [activation], stats: [underflows%, flushed%, overflows%, scale_inv_min, mse]}
 `), "s.yaml")
 	require.NoError(t, err)
 	m := linearModel(t, g, x, w)
@@ -160,7 +160,11 @@ s:
 	require.Equal(t, mx, got["activation max"])
 	require.InDelta(t, l1, got["activation l1_norm"], 1e-9)
 	require.InDelta(t, math.Log2(500/amin), got["activation dynamic_range"], 1e-12)
-	require.InDelta(t, 100.0/float64(len(xs)), got["activation underflows%"], 1e-12, "1e-4 is below E4M3's smallest subnormal")
+	// Transformer Engine's underflows%: every code 0x00, the 73 exact
+	// zeros of the input (i%7 == 3) and 1e-4, below E4M3's smallest
+	// subnormal; Octet's flushed%: the non-zero 1e-4 alone.
+	require.InDelta(t, 100*74.0/float64(len(xs)), got["activation underflows%"], 1e-12, "exact zeros and 1e-4")
+	require.InDelta(t, 100.0/float64(len(xs)), got["activation flushed%"], 1e-12, "1e-4 is below E4M3's smallest subnormal")
 	require.InDelta(t, 100.0/float64(len(xs)), got["activation overflows%"], 1e-12, "500 saturates to 448")
 	require.Equal(t, 1.0, got["activation scale_inv_min"])
 	require.InDelta(t, (52.0*52+1e-8)/float64(len(xs)), got["activation mse"], 1e-6)
@@ -320,12 +324,12 @@ look:
   enabled: True
   layers: {layer_types: [fc1]}
   transformer_engine:
-    LogFp8TensorStats: {enabled: True, tensors: [activation], stats: [underflows%], start_step: 1}
+    LogFp8TensorStats: {enabled: True, tensors: [activation], stats: [flushed%], start_step: 1}
 `
 	bad, stats := train(big, look)
 	require.NotEmpty(t, stats)
 	for _, s := range stats {
-		require.Greater(t, s.Value, 50.0, "step %d: %s %s underflows%%", s.Step, s.Layer, s.Tensor)
+		require.Greater(t, s.Value, 50.0, "step %d: %s %s flushed%%", s.Step, s.Layer, s.Tensor)
 	}
 	fixed, _ := train(big, look+`
     DisableFP8GEMM: {enabled: True, gemms: [fprop]}

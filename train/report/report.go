@@ -23,7 +23,8 @@ import (
 
 // DebugConfig is the debug config a run uses for its report when it has
 // none of its own: every layer's FP8 casts (scale from scale_inv_min,
-// underflows%, overflows%) and the amax and standard deviation of its
+// underflows% as Transformer Engine counts them, Octet's flushed%,
+// overflows%) and the amax and standard deviation of its
 // activation, weight and gradient, every freq steps.
 func DebugConfig(freq int) (*inspect.Config, error) {
 	return inspect.ParseConfig(strings.NewReader(fmt.Sprintf(`
@@ -35,7 +36,7 @@ report:
     LogFp8TensorStats:
       enabled: True
       tensors: [activation, weight, gradient]
-      stats: [underflows%%, overflows%%, scale_inv_min]
+      stats: [underflows%%, flushed%%, overflows%%, scale_inv_min]
       freq: %d
     LogTensorStats:
       enabled: True
@@ -99,7 +100,7 @@ type layerView struct {
 
 type tensorRow struct {
 	Tensor                   string
-	Underflow, Overflow, Amx string
+	Underflow, Flushed, Overflow, Amx string
 	ScaleInv, Std            string
 }
 
@@ -183,7 +184,7 @@ func layerViews(stats []inspect.Stat) ([]layerView, error) {
 		var panels []Panel
 		var rng []Line
 		for _, t := range []string{"activation", "weight", "gradient"} {
-			lv.Rows = append(lv.Rows, tensorRow{Tensor: t, Underflow: last(key{l, t, "underflows%"}), Overflow: last(key{l, t, "overflows%"}),
+			lv.Rows = append(lv.Rows, tensorRow{Tensor: t, Underflow: last(key{l, t, "underflows%"}), Flushed: last(key{l, t, "flushed%"}), Overflow: last(key{l, t, "overflows%"}),
 				Amx: last(key{l, t, "cur_amax"}), ScaleInv: last(key{l, t, "scale_inv_min"}), Std: last(key{l, t, "std"})})
 			// Each tensor on an axis of its own: an activation's amax (~10)
 			// and a gradient's (~0.001) are then both readable.
@@ -200,7 +201,7 @@ func layerViews(stats []inspect.Stat) ([]layerView, error) {
 			if len(lines) > 0 {
 				panels = append(panels, Panel{Title: t, XLabel: "step", YLabel: "value", LogY: true, Lines: lines})
 			}
-			for _, st := range []string{"underflows%", "overflows%"} {
+			for _, st := range []string{"underflows%", "flushed%", "overflows%"} {
 				if pts := series[key{l, t, st}]; len(pts) > 0 {
 					rng = append(rng, line(t+" "+st, pts, nil))
 				}
@@ -269,8 +270,8 @@ figure{margin:1em 0}svg{width:100%;height:auto}figcaption{font-weight:bold}
 {{if .Conversion}}<h3>Conversion</h3><pre>{{.Conversion}}</pre>{{end}}
 {{if .Timings}}<h3>Step timings</h3><pre class="profile">{{.Timings}}</pre>{{end}}
 {{if .Layers}}<h3>Layers</h3>
-{{if .HasFP8}}<table class="layers"><tr><th>layer</th><th>tensor</th><th>underflows%</th><th>overflows%</th><th>amax</th><th>std</th><th>scale_inv</th></tr>
-{{range .Layers}}{{$l := .Name}}{{range .Rows}}<tr><td>{{$l}}</td><td>{{.Tensor}}</td><td>{{.Underflow}}</td><td>{{.Overflow}}</td><td>{{.Amx}}</td><td>{{.Std}}</td><td>{{.ScaleInv}}</td></tr>
+{{if .HasFP8}}<table class="layers"><tr><th>layer</th><th>tensor</th><th>underflows%</th><th>flushed%</th><th>overflows%</th><th>amax</th><th>std</th><th>scale_inv</th></tr>
+{{range .Layers}}{{$l := .Name}}{{range .Rows}}<tr><td>{{$l}}</td><td>{{.Tensor}}</td><td>{{.Underflow}}</td><td>{{.Flushed}}</td><td>{{.Overflow}}</td><td>{{.Amx}}</td><td>{{.Std}}</td><td>{{.ScaleInv}}</td></tr>
 {{end}}{{end}}</table>{{else}}<table class="layers"><tr><th>layer</th><th>tensor</th><th>amax</th><th>std</th></tr>
 {{range .Layers}}{{$l := .Name}}{{range .Rows}}<tr><td>{{$l}}</td><td>{{.Tensor}}</td><td>{{.Amx}}</td><td>{{.Std}}</td></tr>
 {{end}}{{end}}</table>{{end}}
