@@ -164,17 +164,21 @@ func TestFP8Partial(t *testing.T) {
 	c.Reset()
 	c.Scale(0.5)
 	c.Scale(2)
-	c.AddCast(1e-9, 0, false) // underflow
-	c.AddCast(0, 0, false)    // zero stays zero: not an underflow
-	c.AddCast(500, 448, true) // saturated
+	negZero := float32(math.Copysign(0, -1))
+	c.AddCast(1e-9, 0, false)        // code 0x00: an underflow, and flushed
+	c.AddCast(0, 0, false)           // an exact zero: code 0x00, an underflow (TE), not flushed
+	c.AddCast(-1e-9, negZero, false) // code 0x80: flushed, not an underflow (TE)
+	c.AddCast(500, 448, true)        // saturated
 	c.AddCast(1, 1.125, false)
-	out := make([]float64, 5)
+	require.Equal(t, []string{"underflows%", "flushed%", "overflows%", "scale_inv_min", "scale_inv_max", "mse"}, FP8Stats)
+	out := make([]float64, len(FP8Stats))
 	c.FP8Stats(FP8Stats, out)
-	require.Equal(t, 25.0, out[0])
-	require.Equal(t, 25.0, out[1])
-	require.Equal(t, 0.5, out[2])
-	require.Equal(t, 2.0, out[3])
-	require.InDelta(t, (1e-18+52*52+0.125*0.125)/4, out[4], 1e-9)
+	require.Equal(t, 40.0, out[0], "underflows%: two codes 0x00 of five")
+	require.Equal(t, 40.0, out[1], "flushed%: two non-zero values of five")
+	require.Equal(t, 20.0, out[2])
+	require.Equal(t, 0.5, out[3])
+	require.Equal(t, 2.0, out[4])
+	require.InDelta(t, (2e-18+52*52+0.125*0.125)/5, out[5], 1e-9)
 	c.Reset()
 	c.FP8Stats([]string{"mse"}, out)
 	require.True(t, math.IsNaN(out[0]))

@@ -99,9 +99,9 @@ type layerView struct {
 }
 
 type tensorRow struct {
-	Tensor                   string
+	Tensor                            string
 	Underflow, Flushed, Overflow, Amx string
-	ScaleInv, Std            string
+	ScaleInv, Std                     string
 }
 
 type runView struct {
