@@ -1,6 +1,8 @@
 // Command octet is Octet's command-line tool.
 //
 //	octet tokenize [-encoding r50k_base] IN.txt OUT.bin
+//	octet quantize [-recipe fp8-block|nvfp4|mxfp8|current] [flags] IN.safetensors OUT.safetensors
+//	octet inspect FILE.safetensors
 //
 // tokenize turns a UTF-8 text file into BPE tokens (r50k_base, GPT-2's
 // encoding, or cl100k_base; the vocabularies are built in) and writes
@@ -8,6 +10,38 @@
 // version 1, the token count) and the tokens as uint16, which
 // data.ReadTokenFile and the examples' -data flag read. cl100k_base ids
 // above 65,535 do not fit the format and are refused, naming the first.
+//
+// quantize casts every float32 matrix (F32, rank 2, the last axis
+// contiguous) of IN under a recipe and writes, for each input tensor
+// NAME:
+//
+//   - -recipe fp8-block (Float8BlockScaling; -block-dim 1|2, -format
+//     E4M3|E5M2, -fp32-scales, -eps): NAME.data (U8 FP8 codes, [rows
+//     cols]) and NAME.scale_inv (F32 decode scales: [rows ⌈cols/128⌉]
+//     for 1×128 blocks, [⌈rows/128⌉ ⌈cols/128⌉] for 128×128 tiles);
+//   - -recipe nvfp4 (-2d, -rht, -sr -seed N): NAME.data (U8, [rows
+//     ⌈cols/2⌉], two E2M1 codes per byte, the even element in the low
+//     nibble), NAME.block_scale (U8 E4M3 codes, [rows ⌈cols/16⌉], or
+//     [⌈rows/16⌉ ⌈cols/16⌉] with -2d) and NAME.amax (F32 [1], the
+//     tensor's amax, after the transform with -rht);
+//   - -recipe mxfp8 (-format): NAME.data and NAME.scale (U8 E8M0 codes,
+//     [rows ⌈cols/32⌉]);
+//   - -recipe current (-format; tensorwise current scaling): NAME.data
+//     and NAME.scale_inv (F32 [1]);
+//
+// and prints per tensor the mean squared error of the dequantized
+// values (over the finite inputs; with -rht, against the transformed
+// tensor), underflows% (elements whose code is zero, Transformer
+// Engine's definition) and the range of the decode scales. Tensors that
+// are not float32 matrices (another dtype, rank 1 or 3, empty) are
+// listed as skipped and left out; NaN and infinite values are cast as
+// the recipe casts them (saturated, or NaN codes in FP8) and counted.
+// A flag the recipe does not read is refused.
+//
+// inspect lists a safetensors file's tensors (name, dtype, shape) and
+// metadata and, for an Octet checkpoint, its step, recipe and FP8 state;
+// it verifies the per-tensor CRC-32C checksums the file carries and
+// refuses a truncated or corrupt file, naming the offset or tensor.
 package main
 
 import (
@@ -42,6 +76,11 @@ const usage = `usage: octet <command> [flags] [arguments]
 commands:
   tokenize [-encoding r50k_base|cl100k_base] IN.txt OUT.bin
       write IN.txt's BPE tokens as an llm.c token file
+  quantize [-recipe fp8-block|nvfp4|mxfp8|current] [flags] IN.safetensors OUT.safetensors
+      cast every float32 matrix of IN and write codes and scales to OUT
+      (octet quantize -h lists the flags)
+  inspect FILE.safetensors
+      list a safetensors file's tensors, metadata and FP8 state; verify its checksums
 `
 
 // run runs one command line (without the program name).
@@ -53,6 +92,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "tokenize":
 		return tokenize(args[1:], stdout, stderr)
+	case "quantize":
+		return quantizeCmd(args[1:], stdout, stderr)
+	case "inspect":
+		return inspectCmd(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,89 @@
+package checkpoint
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/nlpodyssey/safetensors"
+)
+
+// TensorInfo describes one tensor of a safetensors file.
+type TensorInfo struct {
+	Name  string
+	DType string
+	Shape []int
+}
+
+// Info is what Inspect reads of a safetensors file: its tensors (sorted
+// by name), its metadata, whether it is an Octet checkpoint (and then its
+// step, and its FP8 layers' state as the JSON the file records), and
+// whether its per-tensor checksums were verified (files without them:
+// not verified).
+type Info struct {
+	Tensors    []TensorInfo
+	Meta       map[string]string
+	Checkpoint bool
+	Step       string
+	FP8        string
+	Verified   bool
+}
+
+// Inspect opens path — any safetensors file — and checks it without
+// loading it into a model: the header, that the tensors cover the data
+// exactly (truncation or trailing bytes are errors naming the offset),
+// and each tensor's CRC-32C when the file carries them (an Octet
+// checkpoint does). Errors match ErrCorrupt and name the file.
+func Inspect(path string) (info *Info, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			info, err = nil, corruptErr(path, "corrupt file: %v", r)
+		}
+	}()
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if fi.Size() > maxFileSize {
+		return nil, fmt.Errorf("checkpoint: %s: %d bytes is more than this reader takes", path, fi.Size())
+	}
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if len(buf) < 8 {
+		return nil, corruptErr(path, "%d bytes, too short for a header length at offset 0", len(buf))
+	}
+	if n := binary.LittleEndian.Uint64(buf); n > uint64(len(buf)-8) {
+		return nil, corruptErr(path, "header length %d at offset 0 runs past the end of the file (%d bytes)", n, len(buf))
+	}
+	if err := checkExtent(path, buf); err != nil {
+		return nil, err
+	}
+	st, err := safetensors.Deserialize(buf)
+	if err != nil {
+		return nil, corruptErr(path, "%w", err)
+	}
+	_, md, err := safetensors.ReadMetadata(buf)
+	if err != nil {
+		return nil, corruptErr(path, "%w", err)
+	}
+	meta := md.Metadata()
+	if err := verifySums(path, st, meta); err != nil {
+		return nil, err
+	}
+	info = &Info{Meta: meta, Checkpoint: meta["octet.format"] == Format, Step: meta["octet.step"], FP8: meta["octet.fp8"]}
+	_, info.Verified = meta[crcKey]
+	names := st.Names()
+	sort.Strings(names)
+	for _, name := range names {
+		t, _ := st.Tensor(name)
+		sh := make([]int, len(t.Shape()))
+		for i, d := range t.Shape() {
+			sh[i] = int(d)
+		}
+		info.Tensors = append(info.Tensors, TensorInfo{Name: name, DType: t.DType().String(), Shape: sh})
+	}
+	return info, nil
+}
