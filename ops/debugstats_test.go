@@ -161,7 +161,6 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 			if qc.Scaling == ops.Delayed {
 				require.Positive(t, want[1], "%s: the flushed value", what)
 				require.Positive(t, want[2], "%s: the saturated value", what)
-				require.Greater(t, want[0], want[1], "%s: underflows%% counts the exact zeros too", what)
 			}
 		}
 	}

@@ -29,6 +29,7 @@ var (
 	KindRMSNormGrad              = graph.NewKind("RMSNormGrad")
 	KindRMSNormGradGamma         = graph.NewKind("RMSNormGradGamma")
 	KindRMSNormQuantize          = graph.NewKind("RMSNormQuantize")
+	KindGELUQuantize             = graph.NewKind("GELUQuantize")
 	KindNegGrad                  = graph.NewKind("NegGrad")
 	KindScaleGrad                = graph.NewKind("ScaleGrad")
 	KindReLUGrad                 = graph.NewKind("ReLUGrad")

@@ -259,8 +259,8 @@ func QuantizeNamed(name string, x *graph.Node, cfg QuantizeConfig) *graph.Node {
 }
 
 // QuantizeConfigOf returns the config of a node that casts to FP8: a
-// Quantize, a LayerNormQuantize, a CrossEntropyGradQuantize or an
-// FP8AllGather.
+// Quantize, a LayerNormQuantize (or RMSNormQuantize), a
+// CrossEntropyGradQuantize, a GELUQuantize or an FP8AllGather.
 func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
 	switch op := n.Op().(type) {
 	case quantizeOp:
@@ -268,6 +268,8 @@ func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
 	case layerNormQuantizeOp:
 		return op.q, true
 	case crossEntropyGradQuantizeOp:
+		return op.q, true
+	case geluQuantizeOp:
 		return op.q, true
 	case fp8AllGatherOp:
 		return op.cfg, true

@@ -12,7 +12,8 @@ import (
 // normalisation in float32 and writes FP8 straight to the ScaledMatMul
 // nodes that read the cast, with no float32 tensor in between
 // (Transformer Engine's LayerNormLinear, normalization "LayerNorm" or
-// "RMSNorm").
+// "RMSNorm"), and likewise a GELU whose output an FP8 linear layer
+// casts (GELUQuantize).
 // Likewise a cross-entropy gradient whose only reader is a delayed
 // tensorwise cast (a classifier's grad_output) becomes a
 // CrossEntropyGradQuantize node.
@@ -49,7 +50,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 		if err := g.Err(); err != nil {
 			return nil, err
 		}
-		reg.ln = append(reg.ln, &lnFusion{ln: ln, quantize: q, fused: fused, active: true})
+		reg.ln = append(reg.ln, &lnFusion{ln: ln, quantize: q, fused: fused, what: what, active: true})
 		note := fmt.Sprintf("%s: %s fused into its %s cast (%s)", ln.Name(), what, qcfg.Tensor, q.Name())
 		if rest := len(consumers[ln]) - 1; rest > 0 {
 			note += fmt.Sprintf("; float32 output kept for %d other consumer(s)", rest)
@@ -67,6 +68,20 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 				return fuseNorm("LayerNorm", q, ln, func(qcfg ops.QuantizeConfig) *graph.Node {
 					cfg, _ := ops.LayerNormParts(ln)
 					return ops.LayerNormQuantize(ln.Name()+"/fp8", ln.Input(0), ln.Input(1), ln.Input(2), cfg, qcfg)
+				})
+			},
+		},
+		Rule{
+			// A GELU whose output an FP8 linear layer casts: GELU's
+			// backward reads its input, so once fused the float32 output
+			// is gone unless something else reads it.
+			Name: "gelu-quantize",
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
+				Inputs: []*Pattern{{Kind: ops.KindGELU, Bind: "gelu"}}},
+			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
+				n := m["gelu"]
+				return fuseNorm("GELU", q, n, func(qcfg ops.QuantizeConfig) *graph.Node {
+					return ops.GELUQuantize(n.Name()+"/fp8", n.Input(0), qcfg)
 				})
 			},
 		},

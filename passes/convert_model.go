@@ -57,7 +57,7 @@ func ConvertModel(g *graph.Graph, store *graph.Store, cfg ModelConfig) (Report, 
 				}
 				rep.Notes = append(rep.Notes, r.Notes...)
 			} else {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("%d LayerNorm fusion(s) restored", reused))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%d fusion(s) into FP8 casts restored", reused))
 			}
 		}
 		return rep, graph.Verify(g)
@@ -71,7 +71,7 @@ func ConvertModel(g *graph.Graph, store *graph.Store, cfg ModelConfig) (Report, 
 					return rep, err
 				}
 				f.active = false
-				rep.Notes = append(rep.Notes, f.ln.Name()+": LayerNorm fusion undone")
+				rep.Notes = append(rep.Notes, f.ln.Name()+": "+f.what+" fusion undone")
 			}
 		}
 	}

@@ -19,9 +19,11 @@ type layer struct {
 	state                     *fp8.LayerState
 }
 
-// lnFusion records one LayerNorm fused into an FP8 cast.
+// lnFusion records one LayerNorm (RMSNorm, GELU) fused into an FP8
+// cast: what names the kind.
 type lnFusion struct {
 	ln, quantize, fused *graph.Node
+	what                string
 	active              bool
 }
 

@@ -128,7 +128,7 @@ func TestConvertModelLayerNormRoundTrip(t *testing.T) {
 
 	rep, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, LayerNorm: true})
 	require.NoError(t, err)
-	require.Equal(t, []string{"block.ln: LayerNorm fusion undone"}, rep.Notes)
+	require.Equal(t, []string{"block.ln: LayerNorm fusion undone", "block.fc1/gelu: GELU fusion undone"}, rep.Notes)
 	k = countKinds(m.trainOf)
 	require.Zero(t, k["LayerNormQuantize"])
 	require.Equal(t, 1, k["LayerNorm"])
@@ -136,7 +136,7 @@ func TestConvertModelLayerNormRoundTrip(t *testing.T) {
 
 	rep, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, LayerNorm: true, Outputs: m.trainOf})
 	require.NoError(t, err)
-	require.Equal(t, []string{"1 LayerNorm fusion(s) restored"}, rep.Notes)
+	require.Equal(t, []string{"2 fusion(s) into FP8 casts restored"}, rep.Notes)
 	require.Equal(t, 1, countKinds(m.trainOf)["LayerNormQuantize"])
 
 	_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, Linear: true, LayerNorm: true})
@@ -278,7 +278,7 @@ func TestConvertLNNotes(t *testing.T) {
 		require.NoError(t, err)
 		rep, err := passes.ConvertLN(m.g, m.trainOf...)
 		require.NoError(t, err)
-		require.Equal(t, []string{c.note}, rep.Notes)
+		require.Equal(t, []string{c.note, "block.fc1/gelu: GELU fused into its input cast (block.fc2/quantize.input)"}, rep.Notes)
 	}
 	// Without outputs every node counts (the replaced float32 GEMMs
 	// too), and the LayerNorm still fuses.
@@ -287,8 +287,9 @@ func TestConvertLNNotes(t *testing.T) {
 	require.NoError(t, err)
 	rep, err := passes.ConvertLN(m.g)
 	require.NoError(t, err)
-	require.Len(t, rep.Notes, 1)
+	require.Len(t, rep.Notes, 2, "the LayerNorm and the GELU")
 	require.Equal(t, 1, countKinds(m.trainOf)["LayerNormQuantize"])
+	require.Equal(t, 1, countKinds(m.trainOf)["GELUQuantize"])
 }
 
 // Converting an autowrapped layer back and forth leaves its autocast
@@ -325,7 +326,7 @@ func TestPrepareDumpsTheTrainingGraph(t *testing.T) {
 	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf,
 		EvalOutputs: []*graph.Node{m.logits}, Dump: &dump, DOTDir: dir, Log: &log})
 	require.NoError(t, err)
-	require.Equal(t, "ConvertLinear: 2 of 2 linear layers converted (te)\nConvertLN: 1 LayerNorm fusion(s)\nAutowrap: 2 layer(s) wrapped; evaluation runs float32\nFuse: 2 elementwise node(s) fused: 1 into GEMM epilogues, 0 chain(s) into single loops\n", log.String())
+	require.Equal(t, "ConvertLinear: 2 of 2 linear layers converted (te)\nConvertLN: 1 LayerNorm fusion(s), 1 GELU fusion(s)\nAutowrap: 2 layer(s) wrapped; evaluation runs float32\nFuse: 2 elementwise node(s) fused: 1 into GEMM epilogues, 0 chain(s) into single loops\n", log.String())
 	after := dump.String()[strings.Index(dump.String(), "== after Autowrap =="):]
 	require.Contains(t, after, `"block.fc1.wgrad.fp8"`)
 	require.Contains(t, after, `"block.fc2.dgrad.fp8"`)

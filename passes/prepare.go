@@ -183,15 +183,24 @@ func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool,
 		ps = append(ps, Pass{Name: "ConvertLN", Check: checkFused, Run: func(g *graph.Graph) (string, error) {
 			r, err := ConvertLN(g, live...)
 			rep.Notes = append(rep.Notes, r.Notes...)
-			ce := 0
+			// Count the fusions by kind, from the notes ConvertLN writes:
+			// "<node>: LayerNorm fused into …", "…: cross-entropy gradient
+			// fused …". LayerNorms are always counted; the others when
+			// there are any.
+			kinds := []string{"LayerNorm", "RMSNorm", "GELU", "cross-entropy gradient"}
+			counts := make([]int, len(kinds))
 			for _, n := range r.Notes {
-				if strings.Contains(n, "cross-entropy gradient fused") {
-					ce++
+				for i, k := range kinds {
+					if strings.Contains(n, ": "+k+" fused") {
+						counts[i]++
+					}
 				}
 			}
-			msg := fmt.Sprintf("%d LayerNorm fusion(s)", len(r.Notes)-ce)
-			if ce > 0 {
-				msg += fmt.Sprintf(", %d cross-entropy gradient fusion(s)", ce)
+			msg := fmt.Sprintf("%d LayerNorm fusion(s)", counts[0])
+			for i, k := range kinds[1:] {
+				if counts[i+1] > 0 {
+					msg += fmt.Sprintf(", %d %s fusion(s)", counts[i+1], k)
+				}
 			}
 			return msg, err
 		}})

@@ -82,3 +82,50 @@ func TestRMSNormQuantizeMatchesUnfused(t *testing.T) {
 		require.NotEqual(t, make([]float32, len(p.Float32(a))), p.Float32(a))
 	}
 }
+
+// TestGELUQuantizeMatchesUnfused: the fused GELU cast gives the codes,
+// scales and recorded amax of GELU then Quantize with the same state,
+// for every scaling, over three steps, at a size that splits over the
+// workers and their blocks.
+func TestGELUQuantizeMatchesUnfused(t *testing.T) {
+	for _, scaling := range []ops.Scaling{ops.Delayed, ops.Current, ops.Axiswise, ops.Block} {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, 96, 1024)
+		metas := [2]*fp8.Meta{}
+		mk := func(i int) ops.QuantizeConfig {
+			metas[i] = fp8.NewMeta(fp8.E4M3, 4, 0, fp8.MostRecent, 1)
+			metas[i].Scale, metas[i].ScaleInv = 32, 1.0/32
+			return ops.QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: metas[i], Axis: 1, Tensor: fp8.RoleInput}
+		}
+		a := ops.Quantize(ops.GELU(x), mk(0))
+		b := ops.GELUQuantize("gelu.fused", x, mk(1))
+		p, err := graph.Compile(g, graph.NewStore(), graph.Options{Training: true}, a, b)
+		require.NoError(t, err)
+		xs := make([]float32, 96*1024)
+		for step := 0; step < 3; step++ {
+			for i := range xs {
+				xs[i] = float32(math.Sin(float64(i*(step+1)))) * float32(3+step)
+			}
+			xs[17] = float32(math.NaN()) // a NaN is cast and recorded alike
+			require.NoError(t, p.FeedFloat32(x, xs))
+			require.NoError(t, p.Run())
+			va, err := p.Value(a)
+			require.NoError(t, err)
+			vb, err := p.Value(b)
+			require.NoError(t, err)
+			require.Equal(t, va.U8, vb.U8, "%v step %d: codes", scaling, step)
+			require.Equal(t, p.Float32(a), p.Float32(b), "%v step %d: decoded", scaling, step)
+		}
+		if scaling == ops.Delayed {
+			require.Equal(t, metas[0].Scale, metas[1].Scale, "the scales after three steps")
+			bits := func(v []float32) []uint32 {
+				o := make([]uint32, len(v))
+				for i, f := range v {
+					o[i] = math.Float32bits(f)
+				}
+				return o
+			}
+			require.Equal(t, bits(metas[0].History), bits(metas[1].History), "the amax histories (NaN recorded alike)")
+		}
+	}
+}
