@@ -256,3 +256,38 @@ func TestGPTHFRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestHFConfigEdges: a Llama config without head_dim or
+// num_key_value_heads (older checkpoints) reads with their defaults; GPT-2
+// configs with a missing or ill-typed key, another activation or
+// epsilon, or a bad size are refused naming the key.
+func TestHFConfigEdges(t *testing.T) {
+	dir := t.TempDir()
+	conf := `{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+		"num_attention_heads": 4, "vocab_size": 64, "max_position_embeddings": 16, "rms_norm_eps": 1e-5}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), []byte(conf), 0o644))
+	cfg, err := nn.ReadLlamaConfigHF(dir)
+	require.NoError(t, err)
+	require.Equal(t, 4, cfg.NumKeyValueHeads, "num_key_value_heads defaults to num_attention_heads")
+	require.Equal(t, 8, cfg.HeadDim())
+	good := `{"model_type": "gpt2", "n_embd": 16, "n_layer": 2, "n_head": 2, "n_positions": 8, "vocab_size": 40, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05}`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), []byte(good), 0o644))
+	g, err := nn.ReadGPTConfigHF(dir)
+	require.NoError(t, err)
+	require.Equal(t, nn.GPTConfig{Layers: 2, Heads: 2, Embd: 16, Block: 8, Vocab: 40}, g)
+	for _, c := range []struct{ from, to, want string }{
+		{`"n_embd": 16,`, ``, `key "n_embd" is missing`},
+		{`"n_head": 2`, `"n_head": "two"`, `key "n_head"`},
+		{`"n_head": 2`, `"n_head": 3`, "multiple of 3 heads"},
+		{`"gelu_new"`, `"gelu"`, "activation_function"},
+		{`1e-05`, `1e-06`, "layer_norm_epsilon"},
+		{`"gpt2"`, `"gpt_neo"`, "model_type"},
+		{`{`, `[`, "not a JSON object"},
+	} {
+		edited := strings.Replace(good, c.from, c.to, 1)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), []byte(edited), 0o644))
+		_, err := nn.ReadGPTConfigHF(dir)
+		require.ErrorIs(t, err, nn.ErrHF, c.want)
+		require.ErrorContains(t, err, c.want)
+	}
+}
