@@ -121,3 +121,39 @@ func TestLlamaFP8Graph(t *testing.T) {
 	require.False(t, math.IsNaN(float64(l)) || math.IsInf(float64(l), 0), "loss %v", l)
 	require.InDelta(t, math.Log(64), l, 0.5, "an untrained model's loss is near log(vocab)")
 }
+
+// TestLlamaDefaults: a zero rms_norm_eps, rope_theta or
+// num_key_value_heads takes Llama's default (1e-6, 10000, the attention
+// heads), a set one is used as given; HeadDim of no heads is 0.
+func TestLlamaDefaults(t *testing.T) {
+	require.Equal(t, 0, nn.LlamaConfig{}.HeadDim())
+	for _, c := range []struct {
+		eps, theta float64
+		kv         int
+		wantEps    float32
+		wantTheta  float64
+		wantKV     int
+	}{{0, 0, 0, 1e-6, 10000, 4}, {0.25, 500000, 2, 0.25, 500000, 2}} {
+		cfg := tinyLlama(false)
+		cfg.RMSNormEps, cfg.RopeTheta, cfg.NumKeyValueHeads = c.eps, c.theta, c.kv
+		g := graph.New()
+		m, err := nn.NewLlama(nn.NewBuilder(g), cfg)
+		require.NoError(t, err)
+		logits := m.Forward(g.Input("ids", graph.Int32, 1, 8))
+		require.NoError(t, g.Err())
+		var norms, atts int
+		for _, n := range graph.Live(graph.Options{Training: true}, logits) {
+			if rc, ok := ops.RMSNormParts(n); ok {
+				require.Equal(t, c.wantEps, rc.Eps, n.Name())
+				norms++
+			}
+			if ac, ok := ops.AttentionConfigOf(n); ok {
+				require.Equal(t, c.wantTheta, ac.RoPETheta)
+				require.Equal(t, c.wantKV, ac.KVHeads)
+				atts++
+			}
+		}
+		require.Equal(t, 5, norms, "two per layer and the final norm")
+		require.Equal(t, 2, atts)
+	}
+}
