@@ -25,8 +25,9 @@ out="${TMPDIR:-/tmp}/octet-mutation"
 mkdir -p "$out"
 for p in "${pkgs[@]}"; do
 	echo "== $p"
+	f="${p//\//_}" # cmd/octet → cmd_octet
 	GOFLAGS=-count=1 "$bin" unleash --workers "$(nproc)" --timeout-coefficient 4 \
-		-o "$out/$p.json" "./$p" >"$out/$p.txt" 2>&1 || true
-	grep -E "LIVED|Killed:|Test efficacy|Mutator coverage" "$out/$p.txt" || tail -5 "$out/$p.txt"
+		-o "$out/$f.json" "./$p" >"$out/$f.txt" 2>&1 || true
+	grep -E "LIVED|Killed:|Test efficacy|Mutator coverage" "$out/$f.txt" || tail -5 "$out/$f.txt"
 done
-echo "full reports: $out/<package>.txt and .json"
+echo "full reports: $out/<package, / as _>.txt and .json"
