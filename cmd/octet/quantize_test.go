@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nlpodyssey/safetensors"
@@ -189,4 +191,82 @@ func TestInspect(t *testing.T) {
 	require.NoError(t, run([]string{"inspect", in}, &so, &se))
 	require.Contains(t, so.String(), "safetensors file, 6 tensor(s); no checksums to verify")
 	require.Contains(t, so.String(), "cube")
+}
+
+// TestQuantizeOutputsAndStatistics: for every recipe the written codes
+// and scales are the fp8 package's, and the printed MSE and underflows%
+// of a tensor are those of its dequantized values and zero codes.
+func TestQuantizeOutputsAndStatistics(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.safetensors")
+	w := writeInput(t, in)
+	rows, cols := 40, 300
+	for _, recipe := range []string{"fp8-block", "nvfp4", "mxfp8", "current"} {
+		out := filepath.Join(dir, recipe+".safetensors")
+		var so, se bytes.Buffer
+		require.NoError(t, run([]string{"quantize", "-recipe", recipe, in, out}, &so, &se))
+		raw, _ := os.ReadFile(out)
+		st, err := safetensors.Deserialize(raw)
+		require.NoError(t, err)
+		data, _ := st.Tensor("w.data")
+		dq := make([]float32, len(w))
+		zero := 0
+		switch recipe {
+		case "fp8-block":
+			codes, inv := make([]uint8, len(w)), make([]float32, rows*3)
+			require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, w, rows, cols, fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}))
+			require.Equal(t, codes, data.Data())
+			require.NoError(t, fp8.DequantizeFloat8Block(dq, codes, inv, rows, cols, fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}))
+			zero = countZero(codes)
+		case "nvfp4":
+			q, err := fp8.QuantizeNVFP4(w, rows, cols, fp8.NVFP4Cast{})
+			require.NoError(t, err)
+			require.Equal(t, q.Codes, data.Data())
+			bs, _ := st.Tensor("w.block_scale")
+			require.Equal(t, q.BlockScales, bs.Data())
+			require.NoError(t, q.Dequantize(dq))
+			for r := 0; r < rows; r++ {
+				for j := 0; j < cols; j++ {
+					if q.Code(r, j) == 0 {
+						zero++
+					}
+				}
+			}
+		case "mxfp8":
+			codes, scales := make([]uint8, len(w)), make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, 1))
+			_, err := fp8.QuantizeMX(codes, scales, w, rows, cols, 1, fp8.E4M3, fp8.ExpRoundUp)
+			require.NoError(t, err)
+			require.Equal(t, codes, data.Data())
+			require.NoError(t, fp8.DequantizeMX(dq, codes, scales, rows, cols, 1, fp8.E4M3))
+			zero = countZero(codes)
+		case "current":
+			scale := fp8.CurrentScale(fp8.Amax(w), fp8.E4M3, false)
+			codes := make([]uint8, len(w))
+			_, err := fp8.Quantize(codes, w, fp8.E4M3, scale)
+			require.NoError(t, err)
+			require.Equal(t, codes, data.Data())
+			require.NoError(t, fp8.Dequantize(dq, codes, fp8.E4M3, 1/scale))
+			zero = countZero(codes)
+		}
+		var mse float64
+		for i, v := range w {
+			d := float64(dq[i]) - float64(v)
+			mse += d * d
+		}
+		mse /= float64(len(w))
+		line := ""
+		for _, l := range bytes.Split(so.Bytes(), []byte("\n")) {
+			if bytes.HasPrefix(l, []byte("w ")) {
+				line = string(l)
+			}
+		}
+		require.NotEmpty(t, line, recipe)
+		f := strings.Fields(line) // name, "[40", "300]", mse, underflows%, …
+		gotMSE, err := strconv.ParseFloat(f[3], 64)
+		require.NoError(t, err)
+		gotUnder, err := strconv.ParseFloat(f[4], 64)
+		require.NoError(t, err)
+		require.InEpsilon(t, mse, gotMSE, 1e-3, "%s mse", recipe)
+		require.InDelta(t, 100*float64(zero)/float64(len(w)), gotUnder, 1e-4, "%s underflows%%", recipe)
+	}
 }
