@@ -118,7 +118,7 @@ func quantizeCmd(args []string, stdout, stderr io.Writer) error {
 			note = fmt.Sprintf("%d non-finite value(s) cast as the recipe casts them; mse over the finite ones", nonFinite)
 		}
 		mse, under := stats(x, r.dequant, r.zeroCodes)
-		fmt.Fprintf(stdout, "%-40s %-12s %12.4g %12.4f %12.4g %12.4g  %s\n", name, shapeString(sh), mse, under, r.scaleMin, r.scaleMax, note)
+		fmt.Fprintf(stdout, "%-40s %-12s %12.6g %12.4f %12.4g %12.4g  %s\n", name, shapeString(sh), mse, under, r.scaleMin, r.scaleMax, note)
 		done++
 	}
 	if done == 0 {
