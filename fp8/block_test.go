@@ -235,3 +235,71 @@ func TestFloat8BlockTransposeAndGEMM(t *testing.T) {
 		t.Error("dim 3: no error")
 	}
 }
+
+// TestFloat8BlockEdgesAndLengths: shapes one short of a whole block
+// (127, 255) get the right number of scales; k a multiple of 128 runs
+// the GEMM's last slice; every function refuses a slice one element
+// short, naming it.
+func TestFloat8BlockEdgesAndLengths(t *testing.T) {
+	for _, c := range []struct{ rows, cols, dim, r, c int }{{3, 127, 1, 3, 1}, {3, 255, 1, 3, 2}, {127, 255, 2, 1, 2}, {255, 129, 2, 2, 2}} {
+		r, cc := Float8BlockScaleShape(c.rows, c.cols, c.dim)
+		if r != c.r || cc != c.c {
+			t.Errorf("%+v: scale shape [%d %d]", c, r, cc)
+		}
+	}
+	// k = 256: two whole slices.
+	m, n, k := 3, 2, 256
+	a, b := make([]float32, m*k), make([]float32, n*k)
+	for i := range a {
+		a[i] = float32(i%9) - 4
+	}
+	for i := range b {
+		b[i] = float32(i%5) - 2
+	}
+	ac, bc := Float8BlockCast{Dim: 1, Format: E4M3}, Float8BlockCast{Dim: 1, Format: E4M3}
+	qa, sa, qb, sb := make([]uint8, m*k), make([]float32, m*2), make([]uint8, n*k), make([]float32, n*2)
+	if QuantizeFloat8Block(qa, sa, a, m, k, ac) != nil || QuantizeFloat8Block(qb, sb, b, n, k, bc) != nil {
+		t.Fatal("quantize")
+	}
+	c := make([]float32, m*n)
+	if err := Float8BlockGEMM(c, m, n, k, qa, sa, ac, qb, sb, bc); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				s += float64(a[i*k+p]) * float64(b[j*k+p]) // small integers: exact in E4M3 at these scales
+			}
+			if math.Abs(float64(c[i*n+j])-s) > 1e-3*math.Abs(s)+1e-3 {
+				t.Fatalf("C[%d][%d] = %v, want %v", i, j, c[i*n+j], s)
+			}
+		}
+	}
+	short := func(name string, err error) {
+		if err == nil {
+			t.Errorf("%s one short: no error", name)
+		}
+	}
+	d := make([]float32, m*k)
+	short("dequantize dst", DequantizeFloat8Block(d[:m*k-1], qa, sa, m, k, ac))
+	short("dequantize src", DequantizeFloat8Block(d, qa[:m*k-1], sa, m, k, ac))
+	short("dequantize scale_inv", DequantizeFloat8Block(d, qa, sa[:len(sa)-1], m, k, ac))
+	short("quantize scale_inv", QuantizeFloat8Block(qa, sa[:len(sa)-1], a, m, k, ac))
+	short("quantize src", QuantizeFloat8Block(qa, sa, a[:m*k-1], m, k, ac))
+	tq, ts := make([]uint8, m*k), make([]float32, 4)
+	c2 := Float8BlockCast{Dim: 2, Format: E4M3}
+	q2, s2 := make([]uint8, m*k), make([]float32, 2)
+	if err := QuantizeFloat8Block(q2, s2, a, m, k, c2); err != nil {
+		t.Fatal(err)
+	}
+	short("transpose dst", TransposeFloat8Block2D(tq[:m*k-1], ts, q2, s2, m, k))
+	short("transpose src", TransposeFloat8Block2D(tq, ts, q2[:m*k-1], s2, m, k))
+	short("transpose scale_inv", TransposeFloat8Block2D(tq, ts, q2, s2[:1], m, k))
+	short("transpose dst scale_inv", TransposeFloat8Block2D(tq, ts[:1], q2, s2, m, k))
+	short("GEMM C", Float8BlockGEMM(c[:m*n-1], m, n, k, qa, sa, ac, qb, sb, bc))
+	short("GEMM A", Float8BlockGEMM(c, m, n, k, qa[:m*k-1], sa, ac, qb, sb, bc))
+	short("GEMM B", Float8BlockGEMM(c, m, n, k, qa, sa, ac, qb[:n*k-1], sb, bc))
+	short("GEMM A scale_inv", Float8BlockGEMM(c, m, n, k, qa, sa[:len(sa)-1], ac, qb, sb, bc))
+	short("GEMM B scale_inv", Float8BlockGEMM(c, m, n, k, qa, sa, ac, qb, sb[:len(sb)-1], bc))
+}
