@@ -218,3 +218,81 @@ func Float8BlockGEMM(c []float32, m, n, k int, a []uint8, aScaleInv []float32, a
 	}
 	return nil
 }
+
+// Float8BlockScaleCount returns how many scale_inv factors a rows × cols
+// matrix cast for a GEMM contracting along axis needs: 1-D blocks along
+// axis 1 are TE's row-wise layout [rows][⌈cols/128⌉]; along axis 0 they
+// run 128 down each column, TE's column-wise layout (the transposed
+// tensor cast row-wise) [cols][⌈rows/128⌉]; 2-D tiles are
+// [⌈rows/128⌉][⌈cols/128⌉] whatever the axis.
+func Float8BlockScaleCount(rows, cols, axis, dim int) int {
+	if dim == 1 && axis == 0 {
+		return cols * ((rows + Float8BlockSize - 1) / Float8BlockSize)
+	}
+	r, c := Float8BlockScaleShape(rows, cols, dim)
+	return r * c
+}
+
+// QuantizeFloat8BlockAxis is QuantizeFloat8Block for one operand of a
+// GEMM that contracts the rows × cols matrix src along axis. With 1-D
+// blocks and axis 1 it is QuantizeFloat8Block; with axis 0 each block is
+// 128 consecutive values down a column — the codes Transformer Engine's
+// column-wise copy holds (the source transposed, then cast row-wise),
+// kept here in src's layout — with scale_inv [cols][⌈rows/128⌉]. 2-D
+// tiles do not depend on the axis (their column-wise copy is the exact
+// transpose). It returns the amax of the whole input (NaN if an element
+// is NaN; block amaxes leave NaN out). Short slices or a bad cast are
+// errors, and nothing is written. work, when it holds at least 2·cols
+// values, is the column-wise cast's scratch (so that a training step
+// allocates nothing); otherwise that cast allocates its own.
+func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, work []float32) (float32, error) {
+	if axis != 0 && axis != 1 {
+		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
+	}
+	if c.Dim == 2 || axis == 1 {
+		if err := QuantizeFloat8Block(dst, scaleInv, src, rows, cols, c); err != nil {
+			return 0, err
+		}
+		return Amax(src[:rows*cols]), nil
+	}
+	if err := c.check("quantize block"); err != nil {
+		return 0, err
+	}
+	nb := (rows + Float8BlockSize - 1) / Float8BlockSize
+	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols}, "scale_inv": {len(scaleInv), cols * nb}}); err != nil {
+		return 0, err
+	}
+	if len(work) < 2*cols {
+		work = make([]float32, 2*cols)
+	}
+	amax, scale := work[:cols], work[cols:2*cols]
+	var total float32
+	nan := false
+	for b := 0; b < nb; b++ {
+		r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
+		clear(amax)
+		for r := r0; r < r1; r++ {
+			for j, v := range src[r*cols : r*cols+cols] {
+				if a := float32(math.Abs(float64(v))); a > amax[j] {
+					amax[j] = a
+				} else if a != a {
+					nan = true
+				}
+			}
+		}
+		for j, a := range amax {
+			total = max(total, a)
+			scale[j], scaleInv[j*nb+b] = Float8BlockScale(a, c.Format, c.Eps, c.FP32Scales)
+		}
+		for r := r0; r < r1; r++ {
+			out := dst[r*cols : r*cols+cols]
+			for j, v := range src[r*cols : r*cols+cols] {
+				out[j] = c.Format.Encode(v * scale[j])
+			}
+		}
+	}
+	if nan {
+		return float32(math.NaN()), nil
+	}
+	return total, nil
+}

@@ -303,3 +303,142 @@ func TestFloat8BlockEdgesAndLengths(t *testing.T) {
 	short("GEMM A scale_inv", Float8BlockGEMM(c, m, n, k, qa, sa[:len(sa)-1], ac, qb, sb, bc))
 	short("GEMM B scale_inv", Float8BlockGEMM(c, m, n, k, qa, sa, ac, qb, sb[:len(sb)-1], bc))
 }
+
+// TestFloat8BlockAxisIsColumnwiseCopy: a 1-D cast along axis 0 gives the
+// codes and scale_inv of Transformer Engine's column-wise copy (the
+// source transposed, then cast row-wise by the definition), 0
+// mismatches, on ragged shapes with NaN, infinite and zero columns; a
+// 2-D cast does not depend on the axis; the returned amax is the
+// tensor's (NaN when an element is). Bad axes and short slices are
+// errors.
+func TestFloat8BlockAxisIsColumnwiseCopy(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, sh := range [][2]int{{1, 1}, {127, 3}, {129, 130}, {300, 17}} {
+		rows, cols := sh[0], sh[1]
+		src := make([]float32, rows*cols)
+		for i := range src {
+			src[i] = float32(rng.NormFloat64() * math.Exp(2*rng.NormFloat64()))
+		}
+		for r := 0; r < rows; r++ {
+			src[r*cols] = 0 // an all-zero column
+		}
+		if rows > 2 && cols > 1 {
+			src[2*cols+1] = float32(math.Inf(-1))
+		}
+		for _, f := range []Format{E4M3, E5M2} {
+			for _, fp32 := range []bool{false, true} {
+				c := Float8BlockCast{Dim: 1, Format: f, FP32Scales: fp32}
+				nb := (rows + 127) / 128
+				codes, inv := make([]uint8, rows*cols), make([]float32, cols*nb)
+				amax, err := QuantizeFloat8BlockAxis(codes, inv, src, rows, cols, 0, c, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := Amax(src); math.Float32bits(amax) != math.Float32bits(want) {
+					t.Fatalf("%v: amax %v, want %v", sh, amax, want)
+				}
+				for j := 0; j < cols; j++ {
+					for b := 0; b < nb; b++ {
+						var vals []float32
+						for r := b * 128; r < min(rows, (b+1)*128); r++ {
+							vals = append(vals, src[r*cols+j])
+						}
+						wc, wi := refBlock(vals, f, 0, fp32)
+						if math.Float32bits(inv[j*nb+b]) != math.Float32bits(wi) {
+							t.Fatalf("%v %v fp32=%v: scale_inv[%d,%d] = %v, want %v", sh, f, fp32, j, b, inv[j*nb+b], wi)
+						}
+						for i, w := range wc {
+							if got := codes[(b*128+i)*cols+j]; got != w {
+								t.Fatalf("%v %v: code (%d,%d) = %#x, want %#x", sh, f, b*128+i, j, got, w)
+							}
+						}
+					}
+				}
+				// Axis 1 is QuantizeFloat8Block; a 2-D cast is the same on
+				// either axis.
+				for _, dim := range []int{1, 2} {
+					c.Dim = dim
+					sr, sc := Float8BlockScaleShape(rows, cols, dim)
+					wc, wi := make([]uint8, rows*cols), make([]float32, sr*sc)
+					if err := QuantizeFloat8Block(wc, wi, src, rows, cols, c); err != nil {
+						t.Fatal(err)
+					}
+					for _, axis := range []int{0, 1} {
+						if dim == 1 && axis == 0 {
+							continue
+						}
+						if n := Float8BlockScaleCount(rows, cols, axis, dim); n != sr*sc {
+							t.Fatalf("scale count %d, want %d", n, sr*sc)
+						}
+						gc, gi := make([]uint8, rows*cols), make([]float32, sr*sc)
+						if _, err := QuantizeFloat8BlockAxis(gc, gi, src, rows, cols, axis, c, nil); err != nil {
+							t.Fatal(err)
+						}
+						for i := range wc {
+							if gc[i] != wc[i] {
+								t.Fatalf("dim %d axis %d: code %d differs", dim, axis, i)
+							}
+						}
+						for i := range wi {
+							if gi[i] != wi[i] {
+								t.Fatalf("dim %d axis %d: scale %d differs", dim, axis, i)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if n := Float8BlockScaleCount(300, 17, 0, 1); n != 17*3 {
+		t.Fatalf("column-wise scale count %d, want 51", n)
+	}
+	nanSrc := []float32{1, float32(math.NaN()), 3, 4}
+	a, err := QuantizeFloat8BlockAxis(make([]uint8, 4), make([]float32, 2), nanSrc, 2, 2, 0, Float8BlockCast{Dim: 1, Format: E4M3}, make([]float32, 4))
+	if err != nil || a == a {
+		t.Fatalf("amax with a NaN = %v, %v; want NaN", a, err)
+	}
+	c := Float8BlockCast{Dim: 1, Format: E4M3}
+	for _, tc := range []struct {
+		axis     int
+		dst, inv int
+	}{{2, 4, 2}, {0, 3, 2}, {0, 4, 1}, {1, 4, 1}} {
+		if _, err := QuantizeFloat8BlockAxis(make([]uint8, tc.dst), make([]float32, tc.inv), []float32{1, 2, 3, 4}, 2, 2, tc.axis, c, nil); err == nil {
+			t.Fatalf("%+v: no error", tc)
+		}
+	}
+	if _, err := QuantizeFloat8BlockAxis(make([]uint8, 4), make([]float32, 2), []float32{1, 2, 3, 4}, 2, 2, 0, Float8BlockCast{Dim: 3, Format: E4M3}, nil); err == nil {
+		t.Fatal("dim 3: no error")
+	}
+}
+
+// TestScaledGEMMFloat8BlockRefusals: a Float8BlockScaling operand beside
+// one with other scales, two 2-D operands, and too few block scales are
+// errors that say so.
+func TestScaledGEMMFloat8BlockRefusals(t *testing.T) {
+	g := NewScaledGEMM()
+	const m, n, k = 2, 3, 130
+	mk := func(outer int, tiles bool) Operand {
+		return Operand{Codes: make([]uint8, outer*k), Format: E4M3, Trans: true, BlockTiles: tiles,
+			BlockScaleInv: []float32{1, 1, 1, 1, 1, 1}[:float8BlockFactors(outer, k, tiles)]}
+	}
+	c := make([]float32, m*n)
+	a, b := mk(m, false), mk(n, false)
+	a.Trans = false
+	if err := g.Run(m, n, k, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	tensorwise := Operand{Codes: make([]uint8, n*k), Format: E4M3, Trans: true, ScaleInv: 1}
+	ta, tb := mk(m, true), mk(n, true)
+	ta.Trans = false
+	short := b
+	short.BlockScaleInv = short.BlockScaleInv[:5]
+	for name, tc := range map[string][2]Operand{"mixed": {a, tensorwise}, "two 2-D": {ta, tb}, "short": {a, short}} {
+		if err := g.Run(m, n, k, tc[0], tc[1], c); err == nil {
+			t.Fatalf("%s: no error", name)
+		}
+	}
+	// One 2-D operand is fine either side.
+	if err := g.Run(m, n, k, ta, b, c); err != nil {
+		t.Fatal(err)
+	}
+}

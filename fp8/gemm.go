@@ -25,12 +25,23 @@ type Operand struct {
 	// Block holds MXFP8 scales, [outer][⌈k/32⌉] with outer the rows of
 	// op(A) or the columns of op(B). It overrides the others.
 	Block []E8M0
+	// BlockScaleInv holds Float8BlockScaling decode factors (each block's
+	// scale_inv), one per 128 values along k: [outer][⌈k/128⌉] with outer
+	// the rows of op(A) or the columns of op(B); with BlockTiles, one per
+	// 128×128 tile, [⌈outer/128⌉][⌈k/128⌉]. Both operands of a GEMM carry
+	// them or neither, and at most one has tiles. It overrides the others.
+	BlockScaleInv []float32
+	BlockTiles    bool
+
+	blockF32 []float32 // BlockScaleInv per 32 values along k (float32 path)
 }
 
 func (o *Operand) kind() string {
 	switch {
 	case o.Codes == nil:
 		return "float32"
+	case o.BlockScaleInv != nil:
+		return "float8 block"
 	case o.Block != nil:
 		return "mxfp8"
 	case o.AxisScaleInv != nil:
@@ -76,6 +87,8 @@ type ScaledGEMM struct {
 	blockA, blockB []float32
 	decA, decB     []float32
 	fold           []float32 // MXFP8 block factors being folded
+	expA, expB     []E8M0    // Float8BlockScaling factors as E8M0 per 32
+	f32A, f32B     []float32 // Float8BlockScaling factors per 32 (float32 path)
 }
 
 // useBF16 reports whether FP8 products take the bf16 kernels; tests turn
@@ -92,6 +105,11 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	}
 	if len(c) < m*n {
 		return fmt.Errorf("fp8: scaled GEMM: C has %d elements, want %d", len(c), m*n)
+	}
+	if a.BlockScaleInv != nil || b.BlockScaleInv != nil {
+		if err := g.expandFloat8Blocks(m, n, k, &a, &b); err != nil {
+			return err
+		}
 	}
 	if (a.Block != nil) != (b.Block != nil) && a.Codes != nil && b.Codes != nil {
 		return fmt.Errorf("fp8: scaled GEMM: MXFP8 needs block scales on both operands (A is %s, B is %s)", a.kind(), b.kind())
@@ -110,7 +128,7 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 		ldb = k
 	}
 	g.gemm.Block = g.Block
-	if useBF16() && a.Codes != nil && b.Codes != nil {
+	if useBF16() && a.Codes != nil && b.Codes != nil && a.blockF32 == nil {
 		if ep, ok := g.prepareBF16(m, n, k, &a, &b); ok {
 			g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, lda, &g.opB, ldb, c, n, ep)
 			return nil
@@ -308,6 +326,9 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, o *Opera
 	dst.Codes, dst.Table = o.Codes, tab
 	src := decodeTable(o.Format)
 	switch {
+	case o.blockF32 != nil:
+		*tab = *src
+		dst.Block, dst.Blocks = o.blockF32, (k+BlockSize-1)/BlockSize
 	case o.Block != nil:
 		blocks := (k + BlockSize - 1) / BlockSize
 		if cap(*block) < outer*blocks {
@@ -328,4 +349,114 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, o *Opera
 		}
 		dst.Cast, dst.Scale = formats[o.Format].cast, o.ScaleInv
 	}
+}
+
+// expandFloat8Blocks turns the Float8BlockScaling factors of both
+// operands into factors per 32 values along k, the granularity the GEMM
+// kernels apply: E8M0 exponents when every factor is a power of two (the
+// default power-of-two scales), which then fold exactly into the values
+// as MXFP8's do, or float32 factors otherwise (FP32 scales), which the
+// float32 path multiplies into the decoded values (each value rounded
+// once, within the float32 accumulation bound).
+func (g *ScaledGEMM) expandFloat8Blocks(m, n, k int, a, b *Operand) error {
+	both := a.Codes != nil && b.Codes != nil
+	if both && (a.BlockScaleInv == nil) != (b.BlockScaleInv == nil) {
+		return fmt.Errorf("fp8: scaled GEMM: Float8BlockScaling needs block scales on both operands (A is %s, B is %s)", a.kind(), b.kind())
+	}
+	if a.BlockTiles && b.BlockTiles {
+		return fmt.Errorf("fp8: scaled GEMM: both operands have 2-D (128×128) blocks; a 2-D operand multiplies only a 1-D one")
+	}
+	for _, x := range []struct {
+		name  string
+		o     *Operand
+		outer int
+	}{{"A", a, m}, {"B", b, n}} {
+		if x.o.Codes == nil {
+			continue
+		}
+		if want := float8BlockFactors(x.outer, k, x.o.BlockTiles); len(x.o.BlockScaleInv) < want {
+			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d block scales, want %d", x.name, len(x.o.BlockScaleInv), want)
+		}
+	}
+	// With a float32 operand (a precision override) the other's factors
+	// multiply its decoded values on the float32 path.
+	pow2 := both && allPow2E8M0(a.BlockScaleInv[:float8BlockFactors(m, k, a.BlockTiles)]) && allPow2E8M0(b.BlockScaleInv[:float8BlockFactors(n, k, b.BlockTiles)])
+	for _, x := range []struct {
+		o     *Operand
+		outer int
+		e     *[]E8M0
+		f     *[]float32
+	}{{a, m, &g.expA, &g.f32A}, {b, n, &g.expB, &g.f32B}} {
+		o, outer := x.o, x.outer
+		if o.Codes == nil {
+			continue
+		}
+		nb, n32 := (k+Float8BlockSize-1)/Float8BlockSize, (k+BlockSize-1)/BlockSize
+		factor := func(i, bi int) float32 {
+			if o.BlockTiles {
+				i /= Float8BlockSize
+			}
+			return o.BlockScaleInv[i*nb+bi*BlockSize/Float8BlockSize]
+		}
+		if pow2 {
+			if cap(*x.e) < outer*n32 {
+				*x.e = make([]E8M0, outer*n32)
+			}
+			e := (*x.e)[:outer*n32]
+			for i := 0; i < outer; i++ {
+				for bi := 0; bi < n32; bi++ {
+					e[i*n32+bi] = E8M0FromExp(pow2Exp(factor(i, bi)))
+				}
+			}
+			o.Block = e
+		} else {
+			if cap(*x.f) < outer*n32 {
+				*x.f = make([]float32, outer*n32)
+			}
+			f := (*x.f)[:outer*n32]
+			for i := 0; i < outer; i++ {
+				for bi := 0; bi < n32; bi++ {
+					f[i*n32+bi] = factor(i, bi)
+				}
+			}
+			o.blockF32, o.Block = f, nil
+		}
+		o.BlockScaleInv, o.BlockTiles, o.ScaleInv, o.AxisScaleInv = nil, false, 1, nil
+	}
+	return nil
+}
+
+// float8BlockFactors is the number of Float8BlockScaling factors of an
+// operand with outer rows (of op(A), or columns of op(B)) and k values
+// along the contraction.
+func float8BlockFactors(outer, k int, tiles bool) int {
+	nb := (k + Float8BlockSize - 1) / Float8BlockSize
+	if tiles {
+		return ((outer + Float8BlockSize - 1) / Float8BlockSize) * nb
+	}
+	return outer * nb
+}
+
+// allPow2E8M0 reports whether every factor is a power of two that E8M0
+// holds (2^-127 … 2^127).
+func allPow2E8M0(fs []float32) bool {
+	for _, v := range fs {
+		b := math.Float32bits(v)
+		switch e, man := b>>23, b&0x7FFFFF; {
+		case e >= 1 && e <= 254 && man == 0:
+		case b == 0x00400000: // 2^-127, the one subnormal E8M0 holds
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// pow2Exp is log2 of a factor allPow2E8M0 accepted.
+func pow2Exp(v float32) int {
+	b := math.Float32bits(v)
+	if b == 0x00400000 {
+		return -127
+	}
+	return int(b>>23) - 127
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/octetml/octet/internal/kernels"
@@ -19,6 +20,12 @@ func decodedAt(o *Operand, outer, k, i, p int, rowMajor bool) float64 {
 	}
 	v := float64(o.Format.Decode(o.Codes[idx]))
 	switch {
+	case o.BlockScaleInv != nil:
+		nb, bi := (k+Float8BlockSize-1)/Float8BlockSize, i
+		if o.BlockTiles {
+			bi = i / Float8BlockSize
+		}
+		v *= float64(o.BlockScaleInv[bi*nb+p/Float8BlockSize])
 	case o.Block != nil:
 		blocks := (k + BlockSize - 1) / BlockSize
 		v *= float64(o.Block[i*blocks+p/BlockSize].Float32())
@@ -88,9 +95,21 @@ func checkAccumulationBound(t *testing.T) {
 		}
 		return s
 	}
+	// Float8BlockScaling scale_inv per 128 along k: powers of two (the
+	// default) or any float32 (FP32 scales).
+	block128 := func(n int, fp32 bool) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(math.Ldexp(1, rng.IntN(40)-20))
+			if fp32 {
+				s[i] *= float32(0.5 + rng.Float64())
+			}
+		}
+		return s
+	}
 	for _, size := range [][3]int{{1, 1, 1}, {16, 48, 1}, {9, 33, 2}, {5, 7, 33}, {13, 50, 64}, {70, 33, 100}, {130, 97, 300}, {40, 260, 900}} {
 		m, n, k := size[0], size[1], size[2]
-		for _, kind := range []string{"tensorwise", "axiswise", "mxfp8", "mxfp8-wide"} {
+		for _, kind := range []string{"tensorwise", "axiswise", "mxfp8", "mxfp8-wide", "block", "block-tilesA", "block-tilesB", "block-fp32", "block-fp32-tilesB"} {
 			for _, f := range []Format{E4M3, E5M2} {
 				for _, ta := range []bool{false, true} {
 					for _, tb := range []bool{false, true} {
@@ -104,11 +123,20 @@ func checkAccumulationBound(t *testing.T) {
 						case "mxfp8":
 							nb := (k + BlockSize - 1) / BlockSize
 							a.Block, b.Block = blocks(m*nb), blocks(n*nb)
-						default:
+						case "mxfp8-wide":
 							// Block exponents spread too far to fold into
 							// normal bf16 values: the float32 path.
 							nb := (k + BlockSize - 1) / BlockSize
 							a.Block, b.Block = wideBlocks(m*nb), blocks(n*nb)
+						default: // Float8BlockScaling: 1-D (and 2-D) blocks of 128
+							a.BlockTiles = strings.Contains(kind, "tilesA")
+							b.BlockTiles = strings.Contains(kind, "tilesB")
+							a.BlockScaleInv = block128(float8BlockFactors(m, k, a.BlockTiles), strings.Contains(kind, "fp32"))
+							b.BlockScaleInv = block128(float8BlockFactors(n, k, b.BlockTiles), strings.Contains(kind, "fp32"))
+						}
+						kindExtra := extra
+						if strings.Contains(kind, "fp32") {
+							kindExtra = 2 // float32 factors: the float32 path
 						}
 						c := make([]float32, m*n+7)
 						for i := range c {
@@ -141,7 +169,7 @@ func checkAccumulationBound(t *testing.T) {
 									abs += math.Abs(v)
 								}
 								got := float64(c[i*n+j])
-								bound := (float64(k) + extra) * 0x1p-24 * abs
+								bound := (float64(k) + kindExtra) * 0x1p-24 * abs
 								if d := math.Abs(got - s); d > 0 && d > bound {
 									t.Fatalf("%s: C[%d,%d] = %v, want %v (error %.3g > bound %.3g)", name, i, j, got, s, d, bound)
 								}
