@@ -366,64 +366,63 @@ func (g *ScaledGEMM) expandFloat8Blocks(m, n, k int, a, b *Operand) error {
 	if a.BlockTiles && b.BlockTiles {
 		return fmt.Errorf("fp8: scaled GEMM: both operands have 2-D (128×128) blocks; a 2-D operand multiplies only a 1-D one")
 	}
-	for _, x := range []struct {
-		name  string
-		o     *Operand
-		outer int
-	}{{"A", a, m}, {"B", b, n}} {
-		if x.o.Codes == nil {
-			continue
-		}
-		if want := float8BlockFactors(x.outer, k, x.o.BlockTiles); len(x.o.BlockScaleInv) < want {
-			return fmt.Errorf("fp8: scaled GEMM: operand %s has %d block scales, want %d", x.name, len(x.o.BlockScaleInv), want)
-		}
+	na, nb := float8BlockFactors(m, k, a.BlockTiles), float8BlockFactors(n, k, b.BlockTiles)
+	if a.Codes != nil && len(a.BlockScaleInv) < na {
+		return fmt.Errorf("fp8: scaled GEMM: operand A has %d block scales, want %d", len(a.BlockScaleInv), na)
+	}
+	if b.Codes != nil && len(b.BlockScaleInv) < nb {
+		return fmt.Errorf("fp8: scaled GEMM: operand B has %d block scales, want %d", len(b.BlockScaleInv), nb)
 	}
 	// With a float32 operand (a precision override) the other's factors
 	// multiply its decoded values on the float32 path.
-	pow2 := both && allPow2E8M0(a.BlockScaleInv[:float8BlockFactors(m, k, a.BlockTiles)]) && allPow2E8M0(b.BlockScaleInv[:float8BlockFactors(n, k, b.BlockTiles)])
-	for _, x := range []struct {
-		o     *Operand
-		outer int
-		e     *[]E8M0
-		f     *[]float32
-	}{{a, m, &g.expA, &g.f32A}, {b, n, &g.expB, &g.f32B}} {
-		o, outer := x.o, x.outer
-		if o.Codes == nil {
-			continue
-		}
-		nb, n32 := (k+Float8BlockSize-1)/Float8BlockSize, (k+BlockSize-1)/BlockSize
-		factor := func(i, bi int) float32 {
-			if o.BlockTiles {
-				i /= Float8BlockSize
-			}
-			return o.BlockScaleInv[i*nb+bi*BlockSize/Float8BlockSize]
-		}
-		if pow2 {
-			if cap(*x.e) < outer*n32 {
-				*x.e = make([]E8M0, outer*n32)
-			}
-			e := (*x.e)[:outer*n32]
-			for i := 0; i < outer; i++ {
-				for bi := 0; bi < n32; bi++ {
-					e[i*n32+bi] = E8M0FromExp(pow2Exp(factor(i, bi)))
-				}
-			}
-			o.Block = e
-		} else {
-			if cap(*x.f) < outer*n32 {
-				*x.f = make([]float32, outer*n32)
-			}
-			f := (*x.f)[:outer*n32]
-			for i := 0; i < outer; i++ {
-				for bi := 0; bi < n32; bi++ {
-					f[i*n32+bi] = factor(i, bi)
-				}
-			}
-			o.blockF32, o.Block = f, nil
-		}
-		o.BlockScaleInv, o.BlockTiles, o.ScaleInv, o.AxisScaleInv = nil, false, 1, nil
+	pow2 := both && allPow2E8M0(a.BlockScaleInv[:na]) && allPow2E8M0(b.BlockScaleInv[:nb])
+	if a.Codes != nil {
+		expandFloat8Block(a, m, k, pow2, &g.expA, &g.f32A)
+	}
+	if b.Codes != nil {
+		expandFloat8Block(b, n, k, pow2, &g.expB, &g.f32B)
 	}
 	return nil
+}
+
+// expandFloat8Block rewrites one operand's Float8BlockScaling factors
+// (checked) per 32 values along k: as E8M0 exponents into e when pow2,
+// as float32 factors into f otherwise.
+func expandFloat8Block(o *Operand, outer, k int, pow2 bool, e *[]E8M0, f *[]float32) {
+	nb, n32 := (k+Float8BlockSize-1)/Float8BlockSize, (k+BlockSize-1)/BlockSize
+	inv := o.BlockScaleInv
+	row := func(i int) []float32 {
+		if o.BlockTiles {
+			i /= Float8BlockSize
+		}
+		return inv[i*nb : i*nb+nb]
+	}
+	if pow2 {
+		if cap(*e) < outer*n32 {
+			*e = make([]E8M0, outer*n32)
+		}
+		d := (*e)[:outer*n32]
+		for i := 0; i < outer; i++ {
+			r := row(i)
+			for bi := 0; bi < n32; bi++ {
+				d[i*n32+bi] = E8M0FromExp(pow2Exp(r[bi*BlockSize/Float8BlockSize]))
+			}
+		}
+		o.Block = d
+	} else {
+		if cap(*f) < outer*n32 {
+			*f = make([]float32, outer*n32)
+		}
+		d := (*f)[:outer*n32]
+		for i := 0; i < outer; i++ {
+			r := row(i)
+			for bi := 0; bi < n32; bi++ {
+				d[i*n32+bi] = r[bi*BlockSize/Float8BlockSize]
+			}
+		}
+		o.blockF32, o.Block = d, nil
+	}
+	o.BlockScaleInv, o.BlockTiles, o.ScaleInv, o.AxisScaleInv = nil, false, 1, nil
 }
 
 // float8BlockFactors is the number of Float8BlockScaling factors of an

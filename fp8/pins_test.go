@@ -522,6 +522,9 @@ func TestScaledGEMMReusesItsBuffers(t *testing.T) {
 			{{Codes: codes(m * k), Format: E4M3, AxisScaleInv: make([]float32, m)}, {Codes: codes(n * k), Format: E4M3, AxisScaleInv: make([]float32, n)}},
 			{{Codes: codes(m * k), Format: E4M3, Block: blk(m * nb)}, {Codes: codes(n * k), Format: E4M3, Block: blk(n * nb)}},
 			{{Codes: codes(m * k), Format: E4M3, Block: blk(m * nb), Trans: true}, {Codes: codes(n * k), Format: E4M3, Block: blk(n * nb), Trans: true}},
+			// Float8BlockScaling: power-of-two (folded) and float32 scales.
+			{{Codes: codes(m * k), Format: E4M3, BlockScaleInv: []float32{0.5, 0.25, 1, 2, 4, 8, 16, 32, 64, 0.5, 0.25, 1, 2, 4, 8, 16, 32, 64, 0.5, 0.25, 1, 2, 4, 8}}, {Codes: codes(n * k), Format: E4M3, BlockScaleInv: []float32{2}, BlockTiles: true, Trans: true}},
+			{{Codes: codes(m * k), Format: E4M3, BlockScaleInv: []float32{0.3}, BlockTiles: true}, {Codes: codes(n * k), Format: E5M2, BlockScaleInv: make([]float32, n), Trans: true}},
 		} {
 			g := NewScaledGEMM()
 			require.NoError(t, g.Run(m, n, k, ops[0], ops[1], c))
