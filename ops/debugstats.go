@@ -161,8 +161,18 @@ func fp8CastStats(c *inspect.Partial, sc *fp8Scales, codes []uint8, x []float32)
 	rows, cols := sc.Rows, sc.Cols
 	nb := (cols + fp8.BlockSize - 1) / fp8.BlockSize // blocks per row (axis 1)
 	nbr := (rows + fp8.BlockSize - 1) / fp8.BlockSize
+	fb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize // Float8BlockScaling blocks per row
+	fbr := (rows + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
 	inv := func(r, col int) float32 {
 		switch {
+		case sc.BlockScaleInv != nil:
+			switch {
+			case sc.Config.BlockDim == 2:
+				return sc.BlockScaleInv[(r/fp8.Float8BlockSize)*fb+col/fp8.Float8BlockSize]
+			case sc.Config.Axis == 1:
+				return sc.BlockScaleInv[r*fb+col/fp8.Float8BlockSize]
+			}
+			return sc.BlockScaleInv[col*fbr+r/fp8.Float8BlockSize]
 		case sc.Block != nil:
 			if sc.Config.Axis == 1 {
 				return sc.Block[r*nb+col/fp8.BlockSize].Float32()
@@ -177,6 +187,10 @@ func fp8CastStats(c *inspect.Partial, sc *fp8Scales, codes []uint8, x []float32)
 		return sc.ScaleInv
 	}
 	switch {
+	case sc.BlockScaleInv != nil:
+		for _, s := range sc.BlockScaleInv {
+			c.Scale(s)
+		}
 	case sc.Block != nil:
 		for _, e := range sc.Block {
 			c.Scale(e.Float32())

@@ -25,9 +25,14 @@ const (
 	// Block is MXFP8: one E8M0 scale per 32 values along the contraction
 	// axis.
 	Block
+	// Float8Block is Transformer Engine's Float8BlockScaling: a float32
+	// scale per 128 values along the contraction axis (BlockDim 1) or per
+	// 128×128 tile (BlockDim 2), computed from the block's own amax at
+	// every cast (fp8.QuantizeFloat8BlockAxis).
+	Float8Block
 )
 
-var scalingNames = [...]string{"delayed", "current", "axiswise", "mxfp8"}
+var scalingNames = [...]string{"delayed", "current", "axiswise", "mxfp8", "float8block"}
 
 // String names the scaling.
 func (s Scaling) String() string {
@@ -52,6 +57,12 @@ type QuantizeConfig struct {
 	Axis int
 	// Rule is the MXFP8 exponent rule (Block only).
 	Rule fp8.ExpRule
+	// BlockDim is 1 (1×128 blocks along Axis) or 2 (128×128 tiles, the
+	// same cast for either axis), FP32Scales keeps each block's scale
+	// unrounded and Eps floors each block's amax (Float8Block only).
+	BlockDim   int
+	FP32Scales bool
+	Eps        float32
 	// Tensor is the role of the tensor in its layer (input, weight,
 	// grad_output), shown in dumps and reports; zero for none.
 	Tensor fp8.TensorRole
@@ -73,14 +84,43 @@ type fp8Scales struct {
 	AxisScaleInv []float32
 	// Block holds MXFP8 scales (Block).
 	Block []fp8.E8M0
+	// BlockScaleInv holds Float8BlockScaling decode factors in
+	// fp8.QuantizeFloat8BlockAxis's layout (Float8Block); tilesT is the
+	// transposed tile grid a GEMM contracting a 2-D operand along its rows
+	// reads, and work the cast's scratch.
+	BlockScaleInv []float32
+	tilesT, work  []float32
 	// Amax is the amax of the last cast.
 	Amax float32
 }
 
-// Operand returns the fp8.Operand for codes, transposed or not.
-func (s *fp8Scales) Operand(codes []uint8, trans bool) fp8.Operand {
-	return fp8.Operand{Codes: codes, Format: s.Config.Format, Trans: trans,
+// Operand returns the fp8.Operand for codes, transposed or not; kRows
+// says the GEMM contracts the stored matrix along its rows (A
+// transposed, or B not transposed), which turns a 2-D operand's tile
+// grid around.
+func (s *fp8Scales) Operand(codes []uint8, trans, kRows bool) fp8.Operand {
+	o := fp8.Operand{Codes: codes, Format: s.Config.Format, Trans: trans,
 		ScaleInv: s.ScaleInv, AxisScaleInv: s.AxisScaleInv, Block: s.Block}
+	if s.Config.Scaling == Float8Block {
+		o.BlockScaleInv, o.BlockTiles = s.BlockScaleInv, s.Config.BlockDim == 2
+		if o.BlockTiles && kRows {
+			// Tiles [⌈rows/128⌉][⌈cols/128⌉] with k along the rows: the
+			// GEMM wants [outer = cols][k].
+			tr, tc := fp8.Float8BlockScaleShape(s.Rows, s.Cols, 2)
+			for i := 0; i < tr; i++ {
+				for j := 0; j < tc; j++ {
+					s.tilesT[j*tr+i] = s.BlockScaleInv[i*tc+j]
+				}
+			}
+			o.BlockScaleInv = s.tilesT
+		}
+	}
+	return o
+}
+
+// float8BlockCast is the fp8 cast of a Float8Block config.
+func (c QuantizeConfig) float8BlockCast() fp8.Float8BlockCast {
+	return fp8.Float8BlockCast{Dim: c.BlockDim, Format: c.Format, FP32Scales: c.FP32Scales, Eps: c.Eps}
 }
 
 func formatDType(f fp8.Format) graph.DType {
@@ -106,8 +146,19 @@ func (o quantizeOp) Type() string     { return KindQuantize.String() }
 func (o quantizeOp) Kind() graph.Kind { return KindQuantize }
 func (o quantizeOp) Attrs() string {
 	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.Scaling)
-	if o.cfg.Scaling == Axiswise || o.cfg.Scaling == Block {
+	switch {
+	case o.cfg.Scaling == Float8Block && o.cfg.BlockDim == 2:
+		s += ",128x128"
+	case o.cfg.Scaling == Float8Block:
+		s += fmt.Sprintf(",1x128,axis=%d", o.cfg.Axis)
+	case o.cfg.Scaling == Axiswise || o.cfg.Scaling == Block:
 		s += fmt.Sprintf(",axis=%d", o.cfg.Axis)
+	}
+	if o.cfg.Scaling == Float8Block && o.cfg.FP32Scales {
+		s += ",fp32-scales"
+	}
+	if o.cfg.Scaling == Float8Block && o.cfg.Eps != 0 {
+		s += fmt.Sprintf(",eps=%g", o.cfg.Eps)
 	}
 	if o.cfg.Tensor != 0 {
 		s += "," + o.cfg.Tensor.String()
@@ -122,13 +173,17 @@ func validateQuantize(cfg QuantizeConfig) error {
 	switch {
 	case cfg.Format > fp8.E5M2:
 		return fmt.Errorf("unknown FP8 format %v", cfg.Format)
-	case cfg.Scaling > Block:
+	case cfg.Scaling > Float8Block:
 		return fmt.Errorf("unknown scaling %v", cfg.Scaling)
+	case cfg.Scaling == Float8Block && cfg.BlockDim != 1 && cfg.BlockDim != 2:
+		return fmt.Errorf("Float8BlockScaling block dimension %d, want 1 (1×128) or 2 (128×128)", cfg.BlockDim)
+	case cfg.Scaling == Float8Block && (!(cfg.Eps >= 0) || math.IsInf(float64(cfg.Eps), 0)):
+		return fmt.Errorf("Float8BlockScaling amax epsilon %v, want a finite number ≥ 0", cfg.Eps)
 	case cfg.Scaling == Delayed && cfg.Meta == nil:
 		return fmt.Errorf("delayed scaling needs an fp8.Meta")
 	case cfg.Scaling == Delayed && cfg.Meta.Format != cfg.Format:
 		return fmt.Errorf("meta format %v differs from cast format %v", cfg.Meta.Format, cfg.Format)
-	case (cfg.Scaling == Axiswise || cfg.Scaling == Block) && cfg.Axis != 0 && cfg.Axis != 1:
+	case (cfg.Scaling == Axiswise || cfg.Scaling == Block || cfg.Scaling == Float8Block) && cfg.Axis != 0 && cfg.Axis != 1:
 		return fmt.Errorf("axis %d, want 0 or 1", cfg.Axis)
 	}
 	return nil
@@ -160,6 +215,14 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 		sc.AxisScaleInv = make([]float32, n)
 	case Block:
 		sc.Block = make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, cfg.Axis))
+	case Float8Block:
+		n := fp8.Float8BlockScaleCount(rows, cols, cfg.Axis, cfg.BlockDim)
+		sc.BlockScaleInv = make([]float32, n)
+		if cfg.BlockDim == 2 {
+			sc.tilesT = make([]float32, n)
+		} else if cfg.Axis == 0 {
+			sc.work = make([]float32, 2*cols)
+		}
 	}
 	return sc
 }
@@ -220,6 +283,13 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 				inv[i] = 1 / s
 			}
 			return nil
+		}
+	case Float8Block:
+		bc := cfg.float8BlockCast()
+		return func() error {
+			a, err := fp8.QuantizeFloat8BlockAxis(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, sc.work)
+			sc.Amax = a
+			return err
 		}
 	default:
 		return func() error {

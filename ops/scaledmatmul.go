@@ -79,7 +79,10 @@ func (o scaledMatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 // along the contraction dimension of this GEMM.
 func checkAxis(name string, sc *fp8Scales, wantAxis int) error {
 	switch sc.Config.Scaling {
-	case Axiswise, Block:
+	case Axiswise, Block, Float8Block:
+		if sc.Config.Scaling == Float8Block && sc.Config.BlockDim == 2 {
+			return nil // 128×128 tiles serve either axis
+		}
 		if sc.Config.Axis != wantAxis {
 			return fmt.Errorf("operand %s was cast with %v scales along axis %d, but this GEMM contracts along axis %d", name, sc.Config.Scaling, sc.Config.Axis, wantAxis)
 		}
@@ -118,6 +121,12 @@ func (o scaledMatMulOp) bind(b *graph.Binding, epi func(r0, r1, c0, c1 int)) (gr
 	if (sa.Config.Scaling == Block) != (sb.Config.Scaling == Block) {
 		return nil, fmt.Errorf("MXFP8 needs block scales on both operands (A is %v, B is %v)", sa.Config.Scaling, sb.Config.Scaling)
 	}
+	if (sa.Config.Scaling == Float8Block) != (sb.Config.Scaling == Float8Block) {
+		return nil, fmt.Errorf("Float8BlockScaling needs block scales on both operands (A is %v, B is %v)", sa.Config.Scaling, sb.Config.Scaling)
+	}
+	if sa.Config.Scaling == Float8Block && sa.Config.BlockDim == 2 && sb.Config.BlockDim == 2 {
+		return nil, fmt.Errorf("both operands have 128×128 Float8BlockScaling tiles; a 2-D operand multiplies only a 1-D one")
+	}
 	a, bb, c := b.In[0].U8, b.In[1].U8, b.Out.F32
 	var bias []float32
 	if len(b.In) == 3 {
@@ -130,7 +139,7 @@ func (o scaledMatMulOp) bind(b *graph.Binding, epi func(r0, r1, c0, c1 int)) (gr
 	g.Block = blockEpilogue(c, n, bias, epi)
 	tA, tB := o.transA, o.transB
 	return func() error {
-		return g.Run(m, n, k, sa.Operand(a, tA), sb.Operand(bb, tB), c)
+		return g.Run(m, n, k, sa.Operand(a, tA, tA), sb.Operand(bb, tB, !tB), c)
 	}, nil
 }
 
