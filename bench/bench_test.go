@@ -32,7 +32,7 @@ func benchStep(b *testing.B, step func() error) {
 }
 
 func BenchmarkMLPStep(b *testing.B) {
-	for _, rec := range precisions {
+	for _, rec := range smallRecipes {
 		b.Run(recipeName(rec), func(b *testing.B) {
 			step, err := octetMLP(128, rec)
 			if err != nil {
@@ -94,6 +94,9 @@ func recipeName(r fp8.Recipe) string {
 	}
 	if r.Backend() == fp8.BackendBF16 {
 		return "bf16"
+	}
+	if _, ok := r.(fp8.Float8BlockRecipe); ok {
+		return "fp8block"
 	}
 	return "fp8"
 }

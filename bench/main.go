@@ -16,7 +16,9 @@
 // width 768, vocabulary 50,304, context 64, batch 4, with its GEMM FLOPs,
 // the fraction of the float32 GEMM rate it reaches and the planned
 // activation arena at context 512. Each precision runs the same model:
-// float32, bf16 mixed precision (fp8.BF16Recipe) and FP8 (TE, HYBRID).
+// float32, bf16 mixed precision (fp8.BF16Recipe) and FP8 (TE, HYBRID);
+// the MLP step and the baby GPT also run Transformer Engine's
+// Float8BlockScaling (fp8.Float8BlockRecipe's defaults).
 // Each figure is the median of -reps timed runs after warm-up, the
 // contenders of a table section interleaved so they share machine
 // conditions.
@@ -78,29 +80,35 @@ func main() {
 
 // Results are the figures of one run.
 type Results struct {
-	Kernel            string  `json:"gemm_kernel"`
-	KernelBF16        string  `json:"gemm_kernel_bf16"`
-	N                 int     `json:"gemm_n"`
-	GemmFP32          float64 `json:"gemm_gflops_fp32"`
-	GemmBF16          float64 `json:"gemm_gflops_bf16"`
-	GemmFP8           float64 `json:"gemm_gflops_fp8"`
-	GemmGonum         float64 `json:"gemm_gflops_gonum"`
-	Batch             int     `json:"mlp_batch"`
-	MLPFP32           float64 `json:"mlp_step_ms_fp32"`
-	MLPBF16           float64 `json:"mlp_step_ms_bf16"`
-	MLPFP8            float64 `json:"mlp_step_ms_fp8"`
-	MLPGorgonia       float64 `json:"mlp_step_ms_gorgonia"`
-	GPTFP32           float64 `json:"gpt_iter_ms_fp32"`
-	GPTBF16           float64 `json:"gpt_iter_ms_bf16"`
-	GPTFP8            float64 `json:"gpt_iter_ms_fp8"`
-	FP32OverGonum     float64 `json:"ratio_gemm_fp32_over_gonum"`
-	BF16OverFP32      float64 `json:"ratio_gemm_bf16_over_fp32"`
-	FP8OverFP32       float64 `json:"ratio_gemm_fp8_over_fp32"`
-	GorgoniaOverOctet float64 `json:"ratio_mlp_gorgonia_over_fp32"`
-	StepBF16OverFP32  float64 `json:"ratio_mlp_bf16_over_fp32"`
-	StepFP8OverFP32   float64 `json:"ratio_mlp_fp8_over_fp32"`
-	GPTBF16OverFP32   float64 `json:"ratio_gpt_bf16_over_fp32"`
-	GPTFP8OverFP32    float64 `json:"ratio_gpt_fp8_over_fp32"`
+	Kernel     string  `json:"gemm_kernel"`
+	KernelBF16 string  `json:"gemm_kernel_bf16"`
+	N          int     `json:"gemm_n"`
+	GemmFP32   float64 `json:"gemm_gflops_fp32"`
+	GemmBF16   float64 `json:"gemm_gflops_bf16"`
+	GemmFP8    float64 `json:"gemm_gflops_fp8"`
+	GemmGonum  float64 `json:"gemm_gflops_gonum"`
+	Batch      int     `json:"mlp_batch"`
+	MLPFP32    float64 `json:"mlp_step_ms_fp32"`
+	MLPBF16    float64 `json:"mlp_step_ms_bf16"`
+	MLPFP8     float64 `json:"mlp_step_ms_fp8"`
+	// Float8BlockScaling (fp8.Float8BlockRecipe{}), and its ratio to
+	// delayed scaling (TE HYBRID).
+	MLPFP8Block        float64 `json:"mlp_step_ms_fp8block"`
+	MLPFP8BlockOverFP8 float64 `json:"ratio_mlp_fp8block_over_fp8"`
+	MLPGorgonia        float64 `json:"mlp_step_ms_gorgonia"`
+	GPTFP32            float64 `json:"gpt_iter_ms_fp32"`
+	GPTBF16            float64 `json:"gpt_iter_ms_bf16"`
+	GPTFP8             float64 `json:"gpt_iter_ms_fp8"`
+	GPTFP8Block        float64 `json:"gpt_iter_ms_fp8block,omitempty"`
+	GPTFP8BlockOverFP8 float64 `json:"ratio_gpt_fp8block_over_fp8,omitempty"`
+	FP32OverGonum      float64 `json:"ratio_gemm_fp32_over_gonum"`
+	BF16OverFP32       float64 `json:"ratio_gemm_bf16_over_fp32"`
+	FP8OverFP32        float64 `json:"ratio_gemm_fp8_over_fp32"`
+	GorgoniaOverOctet  float64 `json:"ratio_mlp_gorgonia_over_fp32"`
+	StepBF16OverFP32   float64 `json:"ratio_mlp_bf16_over_fp32"`
+	StepFP8OverFP32    float64 `json:"ratio_mlp_fp8_over_fp32"`
+	GPTBF16OverFP32    float64 `json:"ratio_gpt_bf16_over_fp32"`
+	GPTFP8OverFP32     float64 `json:"ratio_gpt_fp8_over_fp32"`
 	// The share of a GPT iteration spent in GEMM ops (graph.Profile).
 	GPTGEMMShareFP32 float64 `json:"gpt_gemm_share_fp32"`
 	GPTGEMMShareBF16 float64 `json:"gpt_gemm_share_bf16"`
@@ -176,6 +184,11 @@ func randn(rng *rand.Rand, size int, std float64) []float32 {
 // bf16 mixed precision and FP8 (TE, HYBRID).
 var precisions = []fp8.Recipe{nil, fp8.BF16Recipe{}, fp8.TERecipe{}}
 
+// smallRecipes are the recipes of the MLP and baby-GPT figures: the
+// precisions, then Transformer Engine's Float8BlockScaling (its
+// defaults: E4M3, 1-D inputs and gradients, 2-D weights).
+var smallRecipes = append(append([]fp8.Recipe(nil), precisions...), fp8.Float8BlockRecipe{})
+
 func run(n, batch, reps int, withGPT bool) (*Results, error) {
 	if err := kernels.CheckEnv(); err != nil {
 		return nil, err
@@ -214,7 +227,7 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 	r.GemmFP32, r.GemmBF16, r.GemmFP8, r.GemmGonum = gflops(n, d[0]), gflops(n, d[1]), gflops(n, d[2]), gflops(n, d[3])
 
 	var steps []func() error
-	for _, rec := range precisions {
+	for _, rec := range smallRecipes {
 		step, err := octetMLP(batch, rec)
 		if err != nil {
 			return nil, err
@@ -231,11 +244,12 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		return nil, err
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3])
+	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPFP8Block, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4])
+	r.MLPFP8BlockOverFP8 = r.MLPFP8Block / r.MLPFP8
 
 	if withGPT {
 		steps = steps[:0]
-		for _, rec := range precisions {
+		for _, rec := range smallRecipes {
 			step, err := octetGPT(rec)
 			if err != nil {
 				return nil, err
@@ -245,7 +259,8 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		if d, err = medians(reps, steps...); err != nil {
 			return nil, err
 		}
-		r.GPTFP32, r.GPTBF16, r.GPTFP8 = ms(d[0]), ms(d[1]), ms(d[2])
+		r.GPTFP32, r.GPTBF16, r.GPTFP8, r.GPTFP8Block = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3])
+		r.GPTFP8BlockOverFP8 = r.GPTFP8Block / r.GPTFP8
 		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = r.GPTBF16/r.GPTFP32, r.GPTFP8/r.GPTFP32
 		// The share of each GPT iteration spent in GEMMs, from the
 		// programs' own per-op profile (separate runs, not timed above).
@@ -291,6 +306,8 @@ func stepper(model train.ModelFunc, ds data.Dataset, batch int, recipe fp8.Recip
 		prec.MixedPrecision = "bf16"
 	case fp8.TERecipe:
 		prec.MixedPrecision, prec.FP8Format = "fp8", r.Format.String()
+	case fp8.Float8BlockRecipe:
+		prec.MixedPrecision, prec.Backend, prec.FP8Format = "fp8", "block", r.FormatName()
 	default:
 		return nil, nil, nil, fmt.Errorf("bench: recipe %T", recipe)
 	}
@@ -407,12 +424,14 @@ func printTable(r *Results) {
 	fmt.Printf("  %-34s %8.2f ms\n", "Octet float32 (AdamW)", r.MLPFP32)
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision (AdamW)", r.MLPBF16, r.StepBF16OverFP32)
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID (AdamW)", r.MLPFP8, r.StepFP8OverFP32)
+	fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet FP8 Float8BlockScaling", r.MLPFP8Block, r.MLPFP8BlockOverFP8)
 	fmt.Printf("  %-34s %8.2f ms  (Octet float32 is %.1f× faster)\n", "gorgonia v0.9.18 (Adam)", r.MLPGorgonia, r.GorgoniaOverOctet)
 	if r.GPTFP32 > 0 {
 		fmt.Printf("Baby GPT iteration (4 layers, 4 heads, 128 wide, context 64, batch %d)\n", gptBatch)
 		fmt.Printf("  %-34s %8.2f ms\n", "Octet float32", r.GPTFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision", r.GPTBF16, r.GPTBF16OverFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPTFP8, r.GPTFP8OverFP32)
+		fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet FP8 Float8BlockScaling", r.GPTFP8Block, r.GPTFP8BlockOverFP8)
 		fmt.Printf("  %-34s float32 %.0f%%, bf16 %.0f%%, FP8 %.0f%%\n", "share of the iteration in GEMMs", 100*r.GPTGEMMShareFP32, 100*r.GPTGEMMShareBF16, 100*r.GPTGEMMShareFP8)
 	}
 	if r.GPT2FP32 > 0 {

@@ -3,6 +3,9 @@ package fp8
 import (
 	"fmt"
 	"math"
+	"unsafe"
+
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // Float8BlockScaling (Transformer Engine 2.x; DeepSeek-V3's scheme;
@@ -74,20 +77,6 @@ func Float8BlockScale(amax float32, f Format, eps float32, fp32Scales bool) (sca
 	return scale, 1 / scale
 }
 
-// blockAmax is max|x| over the values of one block with NaNs left out
-// (fmaxf's rule): rows of n values ld apart.
-func blockAmax(src []float32, rows, n, ld int) float32 {
-	var m float32
-	for r := 0; r < rows; r++ {
-		for _, v := range src[r*ld : r*ld+n] {
-			if a := float32(math.Abs(float64(v))); a > m {
-				m = a
-			}
-		}
-	}
-	return m
-}
-
 // QuantizeFloat8Block casts the rows × cols matrix src (row-major) with
 // Float8BlockScaling: per block its scale (BlockScale), each code
 // Encode(x·scale) (the product rounded to float32, saturating, nearest
@@ -96,32 +85,8 @@ func blockAmax(src []float32, rows, n, ld int) float32 {
 // only its own elements. Short slices or a bad cast are errors, and
 // nothing is written.
 func QuantizeFloat8Block(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast) error {
-	if err := c.check("quantize block"); err != nil {
-		return err
-	}
-	sr, sc := Float8BlockScaleShape(rows, cols, c.Dim)
-	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols}, "scale_inv": {len(scaleInv), sr * sc}}); err != nil {
-		return err
-	}
-	h := Float8BlockSize
-	if c.Dim == 1 {
-		h = 1
-	}
-	for br := 0; br < sr; br++ {
-		r0 := br * h
-		nr := min(h, rows-r0)
-		for bc := 0; bc < sc; bc++ {
-			c0 := bc * Float8BlockSize
-			n := min(Float8BlockSize, cols-c0)
-			scale, inv := Float8BlockScale(blockAmax(src[r0*cols+c0:], nr, n, cols), c.Format, c.Eps, c.FP32Scales)
-			scaleInv[br*sc+bc] = inv
-			for r := r0; r < r0+nr; r++ {
-				o := r*cols + c0
-				quantize(dst[o:o+n], src[o:o+n], c.Format, scale)
-			}
-		}
-	}
-	return nil
+	_, err := QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, 1, c, 0, Float8BlockSlices(rows, cols, 1, c.Dim), nil)
+	return err
 }
 
 // DequantizeFloat8Block writes Decode(q)·scale_inv of each code to dst (the
@@ -242,57 +207,162 @@ func Float8BlockScaleCount(rows, cols, axis, dim int) int {
 // tiles do not depend on the axis (their column-wise copy is the exact
 // transpose). It returns the amax of the whole input (NaN if an element
 // is NaN; block amaxes leave NaN out). Short slices or a bad cast are
-// errors, and nothing is written. work, when it holds at least 2·cols
+// errors, and nothing is written. work, when it holds at least 3·cols
 // values, is the column-wise cast's scratch (so that a training step
 // allocates nothing); otherwise that cast allocates its own.
 func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, work []float32) (float32, error) {
+	return QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, axis, c, 0, Float8BlockSlices(rows, cols, axis, c.Dim), work)
+}
+
+// Float8BlockSlices returns into how many independent slices
+// QuantizeFloat8BlockRange divides a cast: rows (1-D blocks along axis
+// 1), bands of 128 rows (2-D tiles) or columns (1-D blocks along axis
+// 0).
+func Float8BlockSlices(rows, cols, axis, dim int) int {
+	switch {
+	case dim == 2:
+		return (rows + Float8BlockSize - 1) / Float8BlockSize
+	case axis == 0:
+		return cols
+	}
+	return rows
+}
+
+// QuantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
+// [lo, hi) of the cast (Float8BlockSlices), so that parts of one cast
+// can run concurrently; it returns their amax. work, when it holds at
+// least 3·(hi−lo) values, is the scratch of a column-wise cast.
+func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, lo, hi int, work []float32) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
-	}
-	if c.Dim == 2 || axis == 1 {
-		if err := QuantizeFloat8Block(dst, scaleInv, src, rows, cols, c); err != nil {
-			return 0, err
-		}
-		return Amax(src[:rows*cols]), nil
 	}
 	if err := c.check("quantize block"); err != nil {
 		return 0, err
 	}
-	nb := (rows + Float8BlockSize - 1) / Float8BlockSize
-	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols}, "scale_inv": {len(scaleInv), cols * nb}}); err != nil {
+	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols},
+		"scale_inv": {len(scaleInv), Float8BlockScaleCount(rows, cols, axis, c.Dim)}}); err != nil {
 		return 0, err
 	}
-	if len(work) < 2*cols {
-		work = make([]float32, 2*cols)
+	if n := Float8BlockSlices(rows, cols, axis, c.Dim); lo < 0 || hi > n || lo > hi {
+		return 0, fmt.Errorf("fp8: quantize block: slices [%d, %d) of %d", lo, hi, n)
 	}
-	amax, scale := work[:cols], work[cols:2*cols]
-	var total float32
-	nan := false
-	for b := 0; b < nb; b++ {
-		r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
-		clear(amax)
-		for r := r0; r < r1; r++ {
-			for j, v := range src[r*cols : r*cols+cols] {
-				if a := float32(math.Abs(float64(v))); a > amax[j] {
-					amax[j] = a
-				} else if a != a {
-					nan = true
+	var total uint32 // amax bits: NaN sorts above +inf
+	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
+	switch {
+	case c.Dim == 2:
+		for br := lo; br < hi; br++ {
+			r0, r1 := br*Float8BlockSize, min(rows, (br+1)*Float8BlockSize)
+			for bc := 0; bc < nb; bc++ {
+				c0, c1 := bc*Float8BlockSize, min(cols, (bc+1)*Float8BlockSize)
+				var am uint32
+				nan := false
+				for r := r0; r < r1; r++ {
+					b, n := segAmax(src[r*cols+c0 : r*cols+c1])
+					am, nan = max(am, b), nan || n
+				}
+				total = max(total, am)
+				if nan {
+					total = 0x7FC00000
+				}
+				scale, inv := Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
+				scaleInv[br*nb+bc] = inv
+				for r := r0; r < r1; r++ {
+					quantize(dst[r*cols+c0:r*cols+c1], src[r*cols+c0:r*cols+c1], c.Format, scale)
 				}
 			}
 		}
-		for j, a := range amax {
-			total = max(total, a)
-			scale[j], scaleInv[j*nb+b] = Float8BlockScale(a, c.Format, c.Eps, c.FP32Scales)
+	case axis == 1:
+		for r := lo; r < hi; r++ {
+			for bc := 0; bc < nb; bc++ {
+				c0, c1 := r*cols+bc*Float8BlockSize, r*cols+min(cols, (bc+1)*Float8BlockSize)
+				am, nan := segAmax(src[c0:c1])
+				total = max(total, am)
+				if nan {
+					total = 0x7FC00000
+				}
+				scale, inv := Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
+				scaleInv[r*nb+bc] = inv
+				quantize(dst[c0:c1], src[c0:c1], c.Format, scale)
+			}
 		}
-		for r := r0; r < r1; r++ {
-			out := dst[r*cols : r*cols+cols]
-			for j, v := range src[r*cols : r*cols+cols] {
-				out[j] = c.Format.Encode(v * scale[j])
+	default:
+		w := hi - lo
+		if len(work) < 3*w {
+			work = make([]float32, 3*w)
+		}
+		amax, scale, tmp := work[:w], work[w:2*w], work[2*w:3*w]
+		nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
+		for b := 0; b < nbr; b++ {
+			r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
+			// Column amaxes as float32 bits with the sign cleared: an
+			// integer maximum, NaN (above +inf) left out and noted.
+			am := unsafeBits(amax)
+			clear(am)
+			nan := false
+			for r := r0; r < r1; r++ {
+				for j, v := range src[r*cols+lo : r*cols+hi] {
+					a := math.Float32bits(v) & 0x7FFFFFFF
+					if a > 0x7F800000 {
+						nan = true
+					} else if a > am[j] {
+						am[j] = a
+					}
+				}
+			}
+			for j, a := range am {
+				total = max(total, a)
+				var inv float32
+				scale[j], inv = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
+				scaleInv[(lo+j)*nbr+b] = inv
+			}
+			if nan {
+				total = 0x7FC00000
+			}
+			for r := r0; r < r1; r++ {
+				row := src[r*cols+lo : r*cols+hi]
+				for j, v := range row {
+					tmp[j] = v * scale[j]
+				}
+				// float32(x·scale)·1 is the product itself: the vector
+				// cast then rounds it as Encode would.
+				quantize(dst[r*cols+lo:r*cols+hi], tmp, c.Format, 1)
 			}
 		}
 	}
-	if nan {
-		return float32(math.NaN()), nil
+	return math.Float32frombits(total), nil
+}
+
+// segAmax returns max|x| of a segment as float32 bits with NaN left out
+// (fmaxf's rule), and whether a NaN was there.
+func segAmax(x []float32) (uint32, bool) {
+	b := kernels.AmaxBits(x)
+	if b <= 0x7F800000 {
+		return b, false
 	}
-	return total, nil
+	var m uint32
+	for _, v := range x {
+		if a := math.Float32bits(v) & 0x7FFFFFFF; a <= 0x7F800000 && a > m {
+			m = a
+		}
+	}
+	return m, true
+}
+
+// unsafeBits views a float32 slice as its bits.
+func unsafeBits(f []float32) []uint32 {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(&f[0])), len(f))
+}
+
+// blockAmax is max|x| over the values of one block with NaNs left out
+// (fmaxf's rule): rows of n values ld apart.
+func blockAmax(src []float32, rows, n, ld int) float32 {
+	var m uint32
+	for r := 0; r < rows; r++ {
+		b, _ := segAmax(src[r*ld : r*ld+n])
+		m = max(m, b)
+	}
+	return math.Float32frombits(m)
 }

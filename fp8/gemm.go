@@ -256,9 +256,16 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 	}
 	if rowMajor {
 		for i := 0; i < outer; i++ {
-			for bi := 0; bi < blocks; bi++ {
-				lo, hi := i*k+bi*BlockSize, i*k+min(k, (bi+1)*BlockSize)
+			// Runs of blocks with one factor (a Float8BlockScaling block
+			// is four of them) decode in one call.
+			for bi := 0; bi < blocks; {
+				be := bi + 1
+				for be < blocks && math.Float32bits(f[i*blocks+be]) == math.Float32bits(f[i*blocks+bi]) {
+					be++
+				}
+				lo, hi := i*k+bi*BlockSize, i*k+min(k, be*BlockSize)
 				decodeScaled(d[lo:hi], o.Codes[lo:hi], o.Format, f[i*blocks+bi])
+				bi = be
 			}
 		}
 	} else {

@@ -561,3 +561,110 @@ func msampRecipeFrom(r MSAMPRecipe, lookup func(string) (string, bool)) (MSAMPRe
 	}
 	return r, nil
 }
+
+// Float8BlockRecipe is Transformer Engine 2.x's Float8BlockScaling
+// recipe (DeepSeek-V3's scheme; torchao's blockwise_fp8_training): every
+// GEMM operand cast with a float32 scale per 1×128 block along its
+// contraction axis (1-D) or per 128×128 tile (2-D), computed from the
+// block's own amax at each cast, so there is no scaling state. The zero
+// value is Transformer Engine's default: E4M3 for every tensor, 1-D
+// blocks for inputs and gradients, 2-D tiles for weights, power-of-two
+// scales, amax epsilon 0.
+type Float8BlockRecipe struct {
+	// Hybrid casts gradients to E5M2 (fp8_format HYBRID); by default
+	// every tensor is E4M3. E5M2 for every tensor is refused, as
+	// Transformer Engine refuses it.
+	Hybrid bool
+	// XBlockDim, WBlockDim and GradBlockDim are 1 or 2 for the input,
+	// weight and gradient (0: the defaults 1, 2, 1). No GEMM multiplies
+	// two 2-D operands: fprop is input × weight, dgrad gradient × weight,
+	// wgrad gradient × input.
+	XBlockDim, WBlockDim, GradBlockDim int
+	// FP32Scales keeps each block's scale as computed instead of
+	// rounding it down to a power of two
+	// (NVTE_FP8_BLOCK_SCALING_FP32_SCALES=1).
+	FP32Scales bool
+	// AmaxEpsilon floors each block's amax.
+	AmaxEpsilon float32
+	// UseAutocastDuringEval runs FP8 in evaluation programs too.
+	UseAutocastDuringEval bool
+}
+
+// Backend returns BackendTE.
+func (Float8BlockRecipe) Backend() Backend { return BackendTE }
+
+// Dims returns the effective block dimensions of the input, weight and
+// gradient.
+func (r Float8BlockRecipe) Dims() (x, w, grad int) {
+	def := func(v, d int) int {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	return def(r.XBlockDim, 1), def(r.WBlockDim, 2), def(r.GradBlockDim, 1)
+}
+
+// Cast returns the block cast of one of a layer's tensors.
+func (r Float8BlockRecipe) Cast(t TensorRole) Float8BlockCast {
+	x, w, g := r.Dims()
+	c := Float8BlockCast{Dim: x, Format: E4M3, FP32Scales: r.FP32Scales, Eps: r.AmaxEpsilon}
+	switch t {
+	case RoleWeight:
+		c.Dim = w
+	case RoleGradOutput:
+		c.Dim = g
+		if r.Hybrid {
+			c.Format = E5M2
+		}
+	}
+	return c
+}
+
+// FormatName returns "E4M3" or "HYBRID".
+func (r Float8BlockRecipe) FormatName() string {
+	if r.Hybrid {
+		return "HYBRID"
+	}
+	return "E4M3"
+}
+
+// Validate reports settings that cannot work, naming the field.
+func (r Float8BlockRecipe) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    int
+	}{{"x_block_scaling_dim", r.XBlockDim}, {"w_block_scaling_dim", r.WBlockDim}, {"grad_block_scaling_dim", r.GradBlockDim}} {
+		if d.v < 0 || d.v > 2 {
+			return fmt.Errorf("fp8: Float8BlockScaling recipe: %s %d, want 1 (1×128 blocks) or 2 (128×128 tiles)", d.name, d.v)
+		}
+	}
+	x, w, g := r.Dims()
+	for _, p := range []struct {
+		gemm, a, b string
+		da, db     int
+	}{{"fprop", "x_block_scaling_dim", "w_block_scaling_dim", x, w}, {"dgrad", "grad_block_scaling_dim", "w_block_scaling_dim", g, w},
+		{"wgrad", "grad_block_scaling_dim", "x_block_scaling_dim", g, x}} {
+		if p.da == 2 && p.db == 2 {
+			return fmt.Errorf("fp8: Float8BlockScaling recipe: %s and %s are both 2, so the %s GEMM would multiply two 128×128-tiled operands; make one of them 1", p.a, p.b, p.gemm)
+		}
+	}
+	if !(r.AmaxEpsilon >= 0) || math.IsInf(float64(r.AmaxEpsilon), 0) {
+		return fmt.Errorf("fp8: Float8BlockScaling recipe: amax_epsilon %v, want a finite number ≥ 0", r.AmaxEpsilon)
+	}
+	return nil
+}
+
+// ParseFloat8BlockFormat maps fp8_format for Float8BlockScaling: "E4M3"
+// (or "") and "HYBRID" (any case); E5M2 is refused.
+func ParseFloat8BlockFormat(s string) (hybrid bool, err error) {
+	switch strings.ToUpper(strings.TrimSpace(s)) {
+	case "", "E4M3":
+		return false, nil
+	case "HYBRID":
+		return true, nil
+	case "E5M2":
+		return false, fmt.Errorf("fp8: Float8BlockScaling recipe: fp8_format E5M2 is refused (Transformer Engine's block scaling takes E4M3 or HYBRID)")
+	}
+	return false, fmt.Errorf("fp8: Float8BlockScaling recipe: unknown fp8_format %q (want E4M3 or HYBRID)", s)
+}

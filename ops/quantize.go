@@ -221,7 +221,7 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 		if cfg.BlockDim == 2 {
 			sc.tilesT = make([]float32, n)
 		} else if cfg.Axis == 0 {
-			sc.work = make([]float32, 2*cols)
+			sc.work = make([]float32, 3*cols)
 		}
 	}
 	return sc
@@ -285,11 +285,27 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 			return nil
 		}
 	case Float8Block:
+		// The cast's independent slices (rows, bands of 128 rows, or
+		// columns) split over the workers, each with its own scratch.
 		bc := cfg.float8BlockCast()
+		slices := fp8.Float8BlockSlices(rows, cols, cfg.Axis, cfg.BlockDim)
+		errs := make([]error, parallel.Workers())
+		split := newPartChunker(slices, len(src), func(p, lo, hi int) {
+			var work []float32
+			if cfg.BlockDim == 1 && cfg.Axis == 0 {
+				work = sc.work[3*lo : 3*hi]
+			}
+			a, err := fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, work)
+			amax[p], errs[p] = math.Float32bits(a), err
+		})
 		return func() error {
-			a, err := fp8.QuantizeFloat8BlockAxis(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, sc.work)
-			sc.Amax = a
-			return err
+			sc.Amax = run(split)
+			for _, err := range errs[:split.parts] {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 	default:
 		return func() error {

@@ -12,7 +12,8 @@ import (
 
 // LinearConfig configures ConvertLinear.
 type LinearConfig struct {
-	// Recipe is an fp8.TERecipe, fp8.AORecipe or fp8.MSAMPRecipe.
+	// Recipe is an fp8.TERecipe, fp8.Float8BlockRecipe, fp8.AORecipe,
+	// fp8.MSAMPRecipe or fp8.BF16Recipe.
 	Recipe fp8.Recipe
 	// Filter, if set, must accept a layer for it to convert; it gets the
 	// layer's forward node and fully qualified name. With the AO recipe
@@ -37,6 +38,7 @@ type converter struct {
 	ao     fp8.AORecipe
 	msamp  bool
 	bf16   bool // bf16 mixed precision: BF16MatMul instead of casts
+	block  *fp8.Float8BlockRecipe
 	first  *graph.Node
 	last   *graph.Node
 	quant  map[quantKey]*graph.Node
@@ -65,6 +67,12 @@ type quantKey struct {
 //     axiswise; a disabled pair keeps that GEMM in float32).
 //   - MS-AMP: delayed scaling as TE's HYBRID with a one-step window and
 //     power-of-two scales.
+//   - Float8BlockScaling (fp8.Float8BlockRecipe): each operand cast with
+//     a scale per 1×128 block along its GEMM's contraction axis (1-D:
+//     an input or gradient read by two GEMMs gets two casts, as
+//     Transformer Engine quantizes the column-wise copy again from the
+//     source) or per 128×128 tile (2-D: one cast serves both GEMMs, the
+//     column-wise copy being its exact transpose); no scaling state.
 //   - BF16: each GEMM becomes a BF16MatMul reading the same float32
 //     operands rounded to bf16 (no casts, no scaling state; any layer
 //     size).
@@ -99,6 +107,8 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 		c.te, c.msamp = r.GEMMRecipe(), true
 	case fp8.BF16Recipe:
 		c.bf16 = true
+	case fp8.Float8BlockRecipe:
+		c.block = &r
 	default:
 		return Report{}, fmt.Errorf("passes: convert linear: unsupported recipe %T", cfg.Recipe)
 	}
@@ -292,6 +302,24 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 		}
 		return conv(ca, axisA, tensors[0]), conv(cb, axisB, tensors[1]), true
 	}
+	if c.block != nil {
+		mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
+			bc := c.block.Cast(tensor)
+			if bc.Dim == 2 {
+				axis = 0 // 128×128 tiles serve both GEMMs: one cast
+			}
+			return ops.QuantizeConfig{Scaling: ops.Float8Block, Format: bc.Format, Axis: axis, BlockDim: bc.Dim,
+				FP32Scales: bc.FP32Scales, Eps: bc.Eps, Tensor: tensor}
+		}
+		switch which {
+		case gemmFprop:
+			return mk(fp8.RoleInput, axisA), mk(fp8.RoleWeight, axisB), true
+		case gemmDgrad:
+			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleWeight, axisB), true
+		default:
+			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleInput, axisB), true
+		}
+	}
 	ov := c.te.OverrideLinearPrecision
 	if (which == gemmFprop && ov.Fprop) || (which == gemmDgrad && ov.Dgrad) || (which == gemmWgrad && ov.Wgrad) {
 		return a, b, false
@@ -324,7 +352,9 @@ func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *g
 		return q
 	}
 	name := l.fqn + "/quantize." + cfg.Tensor.String()
-	if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block {
+	if cfg.Scaling == ops.Float8Block && cfg.BlockDim == 2 {
+		name += ".tiles"
+	} else if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block || cfg.Scaling == ops.Float8Block {
 		name += fmt.Sprintf(".axis%d", cfg.Axis)
 	}
 	if cfg.Scaling == ops.Current && c.backend() != fp8.BackendAO {
@@ -346,7 +376,7 @@ func (c *converter) layerState(fqn string) (*fp8.LayerState, error) {
 		return st, nil
 	}
 	st := &fp8.LayerState{FQN: fqn, Backend: c.backend()}
-	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling {
+	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling && c.block == nil {
 		st.Input, st.Weight, st.GradOutput = c.te.NewMeta(false), c.te.NewMeta(false), c.te.NewMeta(true)
 		if c.msamp {
 			st.Input.Pow2, st.Weight.Pow2, st.GradOutput.Pow2 = true, true, true

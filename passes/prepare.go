@@ -13,8 +13,9 @@ import (
 
 // Config configures Prepare.
 type Config struct {
-	// Recipe chooses the backend: fp8.TERecipe, fp8.AORecipe,
-	// fp8.MSAMPRecipe, or fp8.BF16Recipe for bf16 mixed precision. A nil
+	// Recipe chooses the backend: fp8.TERecipe, fp8.Float8BlockRecipe,
+	// fp8.AORecipe, fp8.MSAMPRecipe, or fp8.BF16Recipe for bf16 mixed
+	// precision. A nil
 	// Recipe converts nothing (float32 training, Accelerate's
 	// mixed_precision="no"): only Passes run before compiling.
 	Recipe fp8.Recipe
@@ -116,8 +117,11 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		live = cfg.EvalOutputs
 	}
 	evalFP8 := true
-	if te, ok := cfg.Recipe.(fp8.TERecipe); ok {
-		evalFP8 = te.UseAutocastDuringEval
+	switch r := cfg.Recipe.(type) {
+	case fp8.TERecipe:
+		evalFP8 = r.UseAutocastDuringEval
+	case fp8.Float8BlockRecipe:
+		evalFP8 = r.UseAutocastDuringEval
 	}
 	var rep Report
 	pl := Pipeline{Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log}

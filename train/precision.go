@@ -25,8 +25,9 @@ type Precision struct {
 	// MixedPrecision is "no" ("" or "fp32" too), "bf16" or "fp8"; "both"
 	// and "all" name several runs (see Runs).
 	MixedPrecision string
-	// Backend is the FP8 backend, case-insensitive: "te" (""), "ao" or
-	// "msamp" ("ms-amp").
+	// Backend is the FP8 backend (the recipe family), case-insensitive:
+	// "te" ("", delayed scaling or MXFP8), "block" (Transformer Engine's
+	// Float8BlockScaling), "ao" or "msamp" ("ms-amp").
 	Backend string
 
 	// Transformer Engine delayed scaling (backend te), as
@@ -41,6 +42,14 @@ type Precision struct {
 	UseAutocastDuringEval   bool
 	UseMXFP8BlockScaling    bool
 	MXFP8Rule               string
+
+	// Float8BlockScaling (backend block), as Transformer Engine's
+	// recipe: FP8Format "E4M3" ("") or "HYBRID"; the block dimensions
+	// (0: the defaults 1, 2, 1), FP32Scales
+	// (NVTE_FP8_BLOCK_SCALING_FP32_SCALES) and AmaxEpsilon.
+	XBlockScalingDim, WBlockScalingDim, GradBlockScalingDim int
+	FP32Scales                                              bool
+	AmaxEpsilon                                             float32
 
 	// torchao (backend ao), as AORecipeKwargs: AORecipe is
 	// "tensorwise" (""), "rowwise" or "rowwise_with_gw_hp"; the three
@@ -154,10 +163,12 @@ func (p *Precision) backend() (string, error) {
 		return "te", nil
 	case "ao":
 		return "ao", nil
+	case "block":
+		return "block", nil
 	case "msamp", "ms-amp", "ms_amp":
 		return "msamp", nil
 	default:
-		return "", precisionErrorf("-recipe %q (the FP8 backend): want te, ao or msamp", p.Backend)
+		return "", precisionErrorf("-recipe %q (the FP8 backend): want te, block, ao or msamp", p.Backend)
 	}
 }
 
@@ -174,6 +185,8 @@ func (p *Precision) FP8Recipe() (fp8.Recipe, error) {
 		r, err = p.teRecipe()
 	case "ao":
 		r, err = p.aoRecipe()
+	case "block":
+		r, err = p.blockRecipe()
 	case "msamp":
 		r = fp8.MSAMPRecipe{OptLevel: strings.ToUpper(strings.TrimSpace(p.OptLevel))}
 	}
@@ -232,6 +245,16 @@ func (p *Precision) teRecipe() (fp8.Recipe, error) {
 	return r, nil
 }
 
+func (p *Precision) blockRecipe() (fp8.Recipe, error) {
+	hybrid, err := fp8.ParseFloat8BlockFormat(p.FP8Format)
+	if err != nil {
+		return nil, p.blame(err)
+	}
+	return fp8.Float8BlockRecipe{Hybrid: hybrid, XBlockDim: p.XBlockScalingDim, WBlockDim: p.WBlockScalingDim,
+		GradBlockDim: p.GradBlockScalingDim, FP32Scales: p.FP32Scales, AmaxEpsilon: p.AmaxEpsilon,
+		UseAutocastDuringEval: p.UseAutocastDuringEval}, nil
+}
+
 func (p *Precision) aoRecipe() (fp8.Recipe, error) {
 	r, err := fp8.NewAORecipe(strings.ToLower(strings.TrimSpace(p.AORecipe)))
 	if err != nil {
@@ -268,9 +291,20 @@ func (p *Precision) blame(err error) error {
 }
 
 // Label names the run's recipe as summaries print it: "-" (float32),
-// "bf16", "te/HYBRID", "te/E4M3/mxfp8", "ao/rowwise", "msamp/O2".
+// "bf16", "te/HYBRID", "te/E4M3/mxfp8", "block/E4M3/x1w2g1" (with
+// "/fp32-scales" and "/eps=…" when set), "ao/rowwise", "msamp/O2".
 func Label(r fp8.Recipe) string {
 	switch r := r.(type) {
+	case fp8.Float8BlockRecipe:
+		x, w, g := r.Dims()
+		l := fmt.Sprintf("block/%s/x%dw%dg%d", r.FormatName(), x, w, g)
+		if r.FP32Scales {
+			l += "/fp32-scales"
+		}
+		if r.AmaxEpsilon != 0 {
+			l += fmt.Sprintf("/eps=%g", r.AmaxEpsilon)
+		}
+		return l
 	case fp8.TERecipe:
 		if r.UseMXFP8BlockScaling {
 			return "te/" + r.Format.String() + "/mxfp8"
@@ -312,7 +346,7 @@ func (p *Precision) Describe() string {
 	var parts []string
 	for _, s := range settings {
 		src, ok := p.src[s.key]
-		if s.backend != b || !ok || src.Kind == FromCode {
+		if !s.of(b) || !ok || src.Kind == FromCode {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s %s (%s)", s.key, p.raw[s.key], src))

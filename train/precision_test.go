@@ -113,7 +113,7 @@ func TestOctetVariablesAreTheRecipesOwn(t *testing.T) {
 	for _, b := range []fp8.Backend{fp8.BackendTE, fp8.BackendAO, fp8.BackendMSAMP} {
 		var mine []string
 		for _, s := range settings {
-			if s.backend == b.String() && s.octet != "" {
+			if s.of(b.String()) && s.octet != "" {
 				mine = append(mine, s.octet)
 			}
 		}
@@ -248,8 +248,8 @@ func TestFlags(t *testing.T) {
 	for args, want := range map[string]string{
 		"-opt-level O1":               "-opt-level applies to -recipe msamp only; -recipe te reads -format",
 		"-ao rowwise":                 "-ao applies to -recipe ao only",
-		"-recipe ao -format E4M3":     "-format applies to -recipe te only; -recipe ao reads -ao",
-		"-recipe xx":                  `-recipe "xx": want te, ao or msamp`,
+		"-recipe ao -format E4M3":     "-format applies to -recipe te or block only; -recipe ao reads -ao",
+		"-recipe xx":                  `-recipe "xx": want te, block, ao or msamp`,
 		"-precision fp16":             "fp16",
 		"-precision xx":               `-precision "xx": want fp32, bf16, fp8, both or all`,
 		"-format E3M4":                `-format "E3M4": want HYBRID, E4M3 or E5M2`,

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -12,7 +13,8 @@ import (
 type setting struct {
 	// key is its name in Accelerate's config file (and in messages).
 	key string
-	// backend is the FP8 backend it belongs to ("" for all).
+	// backend is the FP8 backend it belongs to ("" for all; several are
+	// separated by spaces).
 	backend string
 	// octet is the OCTET_FP8_ variable's suffix, accel Accelerate's
 	// variable, flag the command-line flag ("" where there is none).
@@ -25,6 +27,25 @@ type setting struct {
 	allowed string
 	canon   func(string) (string, bool)
 	apply   func(p *Precision, v string)
+}
+
+// of reports whether the setting belongs to backend b.
+func (s setting) of(b string) bool {
+	for _, x := range strings.Fields(s.backend) {
+		if x == b {
+			return true
+		}
+	}
+	return false
+}
+
+// nonNegFloat accepts a finite float32 ≥ 0.
+func nonNegFloat(s string) (string, bool) {
+	f, err := strconv.ParseFloat(s, 32)
+	if err != nil || !(f >= 0) || math.IsInf(f, 0) {
+		return "", false
+	}
+	return strconv.FormatFloat(f, 'g', -1, 32), true
 }
 
 func intAtLeast(min, max int) func(string) (string, bool) {
@@ -76,7 +97,7 @@ var settings = []setting{
 		allowed: "no, bf16 or fp8", canon: oneOf([]string{"no", "bf16", "fp8", "both", "all", "fp16"}, map[string]string{"fp32": "no"}),
 		apply: func(p *Precision, v string) { p.MixedPrecision = v }},
 	{key: "backend", flag: "recipe", accel: "ACCELERATE_FP8_BACKEND", yaml: []string{"backend"},
-		allowed: "te, ao or msamp", canon: oneOf([]string{"te", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
+		allowed: "te, block, ao or msamp", canon: oneOf([]string{"te", "block", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
 		apply: func(p *Precision, v string) { p.Backend = v }},
 	{key: "num_processes", yaml: []string{"num_processes"}, top: true,
 		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<20),
@@ -86,7 +107,7 @@ var settings = []setting{
 		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<30), apply: func(p *Precision, v string) { p.Margin = atoi(v) }},
 	{key: "interval", backend: "te", octet: "INTERVAL", accel: "ACCELERATE_FP8_INTERVAL", yaml: []string{"interval"},
 		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<30), apply: func(p *Precision, v string) { p.Interval = atoi(v) }},
-	{key: "fp8_format", backend: "te", octet: "FORMAT", accel: "ACCELERATE_FP8_FORMAT", flag: "format", yaml: []string{"fp8_format"},
+	{key: "fp8_format", backend: "te block", octet: "FORMAT", accel: "ACCELERATE_FP8_FORMAT", flag: "format", yaml: []string{"fp8_format"},
 		allowed: "HYBRID, E4M3 or E5M2", canon: oneOf([]string{"HYBRID", "E4M3", "E5M2"}, nil), apply: func(p *Precision, v string) { p.FP8Format = v }},
 	{key: "amax_history_len", backend: "te", octet: "AMAX_HISTORY_LEN", accel: "ACCELERATE_FP8_AMAX_HISTORY_LEN", yaml: []string{"amax_history_len", "amax_history_length"},
 		allowed: fmt.Sprintf("an integer from 1 to %d", fp8.MaxAmaxHistoryLen), canon: intAtLeast(1, fp8.MaxAmaxHistoryLen),
@@ -99,12 +120,26 @@ var settings = []setting{
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Dgrad = v == "true" }},
 	{key: "override_wgrad", backend: "te", octet: "OVERRIDE_WGRAD", accel: "ACCELERATE_FP8_OVERRIDE_WGRAD",
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Wgrad = v == "true" }},
-	{key: "use_autocast_during_eval", backend: "te", octet: "USE_AUTOCAST_DURING_EVAL", accel: "ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", yaml: []string{"use_autocast_during_eval"},
+	{key: "use_autocast_during_eval", backend: "te block", octet: "USE_AUTOCAST_DURING_EVAL", accel: "ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", yaml: []string{"use_autocast_during_eval"},
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseAutocastDuringEval = v == "true" }},
 	{key: "use_mxfp8_block_scaling", backend: "te", octet: "USE_MXFP8_BLOCK_SCALING", accel: "ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", yaml: []string{"use_mxfp8_block_scaling"},
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseMXFP8BlockScaling = v == "true" }},
 	{key: "mxfp8_rule", backend: "te", octet: "MXFP8_RULE", yaml: []string{"mxfp8_rule"},
 		allowed: "round_up or ocp_floor", canon: oneOf([]string{"round_up", "ocp_floor"}, nil), apply: func(p *Precision, v string) { p.MXFP8Rule = v }},
+
+	{key: "x_block_scaling_dim", backend: "block", octet: "X_BLOCK_SCALING_DIM", yaml: []string{"x_block_scaling_dim"},
+		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Precision, v string) { p.XBlockScalingDim = atoi(v) }},
+	{key: "w_block_scaling_dim", backend: "block", octet: "W_BLOCK_SCALING_DIM", yaml: []string{"w_block_scaling_dim"},
+		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Precision, v string) { p.WBlockScalingDim = atoi(v) }},
+	{key: "grad_block_scaling_dim", backend: "block", octet: "GRAD_BLOCK_SCALING_DIM", yaml: []string{"grad_block_scaling_dim"},
+		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Precision, v string) { p.GradBlockScalingDim = atoi(v) }},
+	{key: "fp32_scales", backend: "block", octet: "BLOCK_SCALING_FP32_SCALES", accel: "NVTE_FP8_BLOCK_SCALING_FP32_SCALES", yaml: []string{"fp32_scales"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.FP32Scales = v == "true" }},
+	{key: "amax_epsilon", backend: "block", octet: "AMAX_EPSILON", yaml: []string{"amax_epsilon"},
+		allowed: "a finite number ≥ 0", canon: nonNegFloat, apply: func(p *Precision, v string) {
+			f, _ := strconv.ParseFloat(v, 32)
+			p.AmaxEpsilon = float32(f)
+		}},
 
 	{key: "recipe_name", backend: "ao", octet: "RECIPE_NAME", flag: "ao", yaml: []string{"recipe_name"},
 		allowed: "tensorwise, rowwise or rowwise_with_gw_hp", canon: oneOf([]string{fp8.AOTensorwise, fp8.AORowwise, fp8.AORowwiseWithGWHP}, nil),

@@ -45,7 +45,7 @@ func TestCommandLines(t *testing.T) {
 		{Name: "NaN wd", Args: []string{"-wd", "nan"}, Code: 1, Says: "-wd NaN"},
 		{Name: "opt-level with te", Args: []string{"-opt-level", "O1"}, Code: 1, Says: "-opt-level applies to -recipe msamp only"},
 		{Name: "ao with te", Args: []string{"-ao", "rowwise"}, Code: 1, Says: "-ao applies to -recipe ao only"},
-		{Name: "format with ao", Args: []string{"-recipe", "ao", "-format", "E4M3"}, Code: 1, Says: "-format applies to -recipe te only"},
+		{Name: "format with ao", Args: []string{"-recipe", "ao", "-format", "E4M3"}, Code: 1, Says: "-format applies to -recipe te or block only"},
 		{Name: "dp 0", Args: []string{"-dp", "0"}, Code: 1, Says: "-dp 0"},
 		{Name: "dp negative", Args: []string{"-dp", "-2"}, Code: 1, Says: "-dp -2"},
 		{Name: "dp with stop-after", Args: []string{"-dp", "2", "-stop-after", "3"}, Code: 1, Says: "-stop-after does not combine with -dp"},
