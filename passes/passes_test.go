@@ -458,6 +458,8 @@ func TestFP8LinearSQNR(t *testing.T) {
 		{"AO rowwise_with_gw_hp", gwhp},
 		{"MXFP8", fp8.TERecipe{UseMXFP8BlockScaling: true}},
 		{"MS-AMP", fp8.MSAMPRecipe{}},
+		{"Float8BlockScaling", fp8.Float8BlockRecipe{}},
+		{"Float8BlockScaling HYBRID, FP32 scales, 2-D inputs", fp8.Float8BlockRecipe{Hybrid: true, FP32Scales: true, XBlockDim: 2, WBlockDim: 1}},
 	} {
 		build := func() (*graph.Graph, *graph.Store, *graph.Node, *graph.Node, *graph.Node, *graph.Node, *graph.Node) {
 			g := graph.New()
@@ -560,6 +562,10 @@ func TestInvalidCombinations(t *testing.T) {
 		{"amax settings with MXFP8", fp8.TERecipe{UseMXFP8BlockScaling: true, AmaxHistoryLen: 16}, []string{"amax_history_len", "unset"}},
 		{"float8 all-gather with rowwise weights", ag, []string{"enable_fsdp_float8_all_gather", "tensorwise"}},
 		{"MS-AMP O3", fp8.MSAMPRecipe{OptLevel: "O3"}, []string{"O2"}},
+		{"two 2-D block operands in fprop", fp8.Float8BlockRecipe{XBlockDim: 2}, []string{"x_block_scaling_dim", "w_block_scaling_dim", "fprop"}},
+		{"two 2-D block operands in wgrad", fp8.Float8BlockRecipe{XBlockDim: 2, WBlockDim: 1, GradBlockDim: 2}, []string{"grad_block_scaling_dim", "x_block_scaling_dim", "wgrad"}},
+		{"block dim 3", fp8.Float8BlockRecipe{GradBlockDim: 3}, []string{"grad_block_scaling_dim 3"}},
+		{"negative block epsilon", fp8.Float8BlockRecipe{AmaxEpsilon: -1}, []string{"amax_epsilon"}},
 	} {
 		m := mlp(t, 4)
 		_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: c.recipe, TrainOutputs: m.trainOf})
@@ -595,7 +601,7 @@ func TestAutowrapTwiceAndPipelineDumps(t *testing.T) {
 }
 
 func TestFP8TrainingStepAllocatesNothing(t *testing.T) {
-	for _, recipe := range []fp8.Recipe{fp8.TERecipe{}, fp8.TERecipe{UseMXFP8BlockScaling: true}} {
+	for _, recipe := range []fp8.Recipe{fp8.TERecipe{}, fp8.TERecipe{UseMXFP8BlockScaling: true}, fp8.Float8BlockRecipe{}, fp8.Float8BlockRecipe{FP32Scales: true}} {
 		m := mlp(t, 32)
 		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe, TrainOutputs: m.trainOf})
 		require.NoError(t, err)
@@ -628,5 +634,58 @@ func TestPrepareWithoutRecipe(t *testing.T) {
 	m.run(t, prep.Train)
 	for i, o := range m.trainOf {
 		require.Equal(t, ref[i], prep.Train.Float32(o), o.Name())
+	}
+}
+
+// TestFloat8BlockConversion: with the Float8BlockScaling recipe each
+// converted layer's input and gradient get two 1-D casts (one along each
+// GEMM's contraction axis: Transformer Engine quantizes the column-wise
+// copy again from the source) and its weight one 2-D cast that both the
+// fprop and the dgrad read; there is no scaling state to update, and the
+// recipe's dims and formats reach the casts.
+func TestFloat8BlockConversion(t *testing.T) {
+	for _, hybrid := range []bool{false, true} {
+		m := mlp(t, 16)
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.Float8BlockRecipe{Hybrid: hybrid}, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
+		require.NoError(t, err)
+		require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, prep.Report.Converted())
+		casts := map[string]ops.QuantizeConfig{}
+		readers := map[string]int{}
+		for _, n := range prep.Train.Schedule() {
+			if cfg, ok := ops.QuantizeConfigOf(n); ok {
+				casts[n.Name()] = cfg
+			}
+			for _, in := range n.Inputs() {
+				if _, ok := ops.QuantizeConfigOf(in); ok {
+					readers[in.Name()]++
+				}
+			}
+		}
+		for _, l := range []string{"mlp.fc1", "mlp.fc2"} {
+			for name, want := range map[string][3]int{ // axis, dim, E5M2?
+				"/quantize.input.axis1": {1, 1, 0}, "/quantize.input.axis0": {0, 1, 0},
+				"/quantize.weight.tiles": {0, 2, 0}, "/quantize.grad_output.axis1": {1, 1, 1}, "/quantize.grad_output.axis0": {0, 1, 1},
+			} {
+				if l == "mlp.fc1" && name == "/quantize.grad_output.axis1" {
+					continue // the first layer's dgrad is dead: x is data
+				}
+				cfg, ok := casts[l+name]
+				require.True(t, ok, "%s%s missing (casts %v)", l, name, casts)
+				f := fp8.E4M3
+				if want[2] == 1 && hybrid {
+					f = fp8.E5M2
+				}
+				require.Equal(t, ops.Float8Block, cfg.Scaling, l+name)
+				require.Equal(t, [2]int{want[0], want[1]}, [2]int{cfg.Axis, cfg.BlockDim}, l+name)
+				require.Equal(t, f, cfg.Format, l+name)
+			}
+			if l == "mlp.fc2" {
+				require.Equal(t, 2, readers[l+"/quantize.weight.tiles"], "fprop and dgrad share the weight's tiles")
+			}
+			st := m.store.State(fp8.LayerStateKey(l)).(*fp8.LayerState)
+			require.Nil(t, st.Input, "no scaling state")
+		}
+		require.Len(t, casts, 9)
+		m.run(t, prep.Train)
 	}
 }
