@@ -64,6 +64,13 @@ func TestEverySourceGivesTheGoRecipe(t *testing.T) {
 		{name: "opt level", want: Precision{Backend: "msamp", OptLevel: "O1"}, setup: Precision{Backend: "msamp"}, vars: [][2]string{{"OCTET_FP8_OPT_LEVEL", "o1"}, {"ACCELERATE_FP8_OPT_LEVEL", "O1"}}, yaml: []string{"opt_level: O1", "optimization_level: O1"}},
 		{name: "backend", want: Precision{Backend: "msamp"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "MSAMP"}}, yaml: []string{"backend: MS-AMP", "backend: msamp"}},
 		{name: "backend ao", want: Precision{Backend: "ao"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "AO"}}, yaml: []string{"backend: AO"}},
+		{name: "backend block", want: Precision{Backend: "block"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "BLOCK"}}, yaml: []string{"backend: block"}},
+		{name: "block format", want: Precision{Backend: "block", FP8Format: "HYBRID"}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_FORMAT", "hybrid"}}, yaml: []string{"fp8_format: HYBRID"}},
+		{name: "x dim", want: Precision{Backend: "block", XBlockScalingDim: 2, WBlockScalingDim: 1}, setup: Precision{Backend: "block", WBlockScalingDim: 1}, vars: [][2]string{{"OCTET_FP8_X_BLOCK_SCALING_DIM", "2"}}, yaml: []string{"x_block_scaling_dim: 2"}},
+		{name: "w dim", want: Precision{Backend: "block", WBlockScalingDim: 1}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_W_BLOCK_SCALING_DIM", "1"}}, yaml: []string{"w_block_scaling_dim: 1"}},
+		{name: "grad dim", want: Precision{Backend: "block", GradBlockScalingDim: 2, WBlockScalingDim: 1}, setup: Precision{Backend: "block", WBlockScalingDim: 1}, vars: [][2]string{{"OCTET_FP8_GRAD_BLOCK_SCALING_DIM", "2"}}, yaml: []string{"grad_block_scaling_dim: 2"}},
+		{name: "fp32 scales", want: Precision{Backend: "block", FP32Scales: true}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_BLOCK_SCALING_FP32_SCALES", "1"}, {"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1"}}, yaml: []string{"fp32_scales: true"}},
+		{name: "epsilon", want: Precision{Backend: "block", AmaxEpsilon: 1e-12}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_AMAX_EPSILON", "1e-12"}}, yaml: []string{"amax_epsilon: 1e-12"}},
 	}
 	for _, c := range cases {
 		c.want.MixedPrecision, c.setup.MixedPrecision = "fp8", "fp8"
@@ -92,6 +99,42 @@ func TestEverySourceGivesTheGoRecipe(t *testing.T) {
 		require.NoError(t, p.resolve(env()))
 		require.Equal(t, recipeOf(t, &q), recipeOf(t, &p))
 		require.Equal(t, 3, p.NumProcesses)
+	}
+}
+
+// TestFloat8BlockPrecision: -recipe block gives TE's Float8BlockScaling
+// defaults (E4M3, x1 w2 g1, power-of-two scales) and its label; E5M2,
+// a GEMM of two 2-D operands and bad values are refused naming the
+// setting and its source; a block setting with another recipe is
+// refused by Resolve.
+func TestFloat8BlockPrecision(t *testing.T) {
+	p := Precision{MixedPrecision: "fp8", Backend: "block"}
+	r := recipeOf(t, &p)
+	require.Equal(t, fp8.Float8BlockRecipe{}, r)
+	require.Equal(t, "block/E4M3/x1w2g1", Label(r))
+	require.Equal(t, "block/HYBRID/x1w1g1/fp32-scales/eps=0.001", Label(fp8.Float8BlockRecipe{Hybrid: true, WBlockDim: 1, FP32Scales: true, AmaxEpsilon: 1e-3}))
+	for _, c := range []struct {
+		vars [][2]string
+		says []string
+	}{
+		{[][2]string{{"OCTET_FP8_FORMAT", "E5M2"}}, []string{"E5M2", "OCTET_FP8_FORMAT"}},
+		{[][2]string{{"OCTET_FP8_X_BLOCK_SCALING_DIM", "2"}}, []string{"x_block_scaling_dim", "w_block_scaling_dim", "OCTET_FP8_X_BLOCK_SCALING_DIM"}},
+		{[][2]string{{"OCTET_FP8_GRAD_BLOCK_SCALING_DIM", "3"}}, []string{"OCTET_FP8_GRAD_BLOCK_SCALING_DIM", "1 or 2"}},
+		{[][2]string{{"OCTET_FP8_AMAX_EPSILON", "-1"}}, []string{"OCTET_FP8_AMAX_EPSILON"}},
+		{[][2]string{{"OCTET_FP8_AMAX_EPSILON", "NaN"}}, []string{"OCTET_FP8_AMAX_EPSILON"}},
+		{[][2]string{{"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "maybe"}}, []string{"NVTE_FP8_BLOCK_SCALING_FP32_SCALES"}},
+	} {
+		q := Precision{MixedPrecision: "fp8", Backend: "block"}
+		var kv []string
+		for _, v := range c.vars {
+			kv = append(kv, v[0], v[1])
+		}
+		err := q.resolve(env(kv...))
+		require.Error(t, err, "%v", c.vars)
+		require.ErrorIs(t, err, ErrPrecision)
+		for _, s := range c.says {
+			require.Contains(t, err.Error(), s, "%v", c.vars)
+		}
 	}
 }
 
