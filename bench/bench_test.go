@@ -77,7 +77,7 @@ all:
 }
 
 func BenchmarkGPTIteration(b *testing.B) {
-	for _, rec := range precisions {
+	for _, rec := range smallRecipes {
 		b.Run(recipeName(rec), func(b *testing.B) {
 			step, err := octetGPT(rec)
 			if err != nil {

@@ -207,7 +207,7 @@ func Float8BlockScaleCount(rows, cols, axis, dim int) int {
 // tiles do not depend on the axis (their column-wise copy is the exact
 // transpose). It returns the amax of the whole input (NaN if an element
 // is NaN; block amaxes leave NaN out). Short slices or a bad cast are
-// errors, and nothing is written. work, when it holds at least 3·cols
+// errors, and nothing is written. work, when it holds at least 2·cols
 // values, is the column-wise cast's scratch (so that a training step
 // allocates nothing); otherwise that cast allocates its own.
 func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, work []float32) (float32, error) {
@@ -231,7 +231,7 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 // QuantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
 // [lo, hi) of the cast (Float8BlockSlices), so that parts of one cast
 // can run concurrently; it returns their amax. work, when it holds at
-// least 3·(hi−lo) values, is the scratch of a column-wise cast.
+// least 2·(hi−lo) values, is the scratch of a column-wise cast.
 func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, lo, hi int, work []float32) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
@@ -287,10 +287,10 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		}
 	default:
 		w := hi - lo
-		if len(work) < 3*w {
-			work = make([]float32, 3*w)
+		if len(work) < 2*w {
+			work = make([]float32, 2*w)
 		}
-		amax, scale, tmp := work[:w], work[w:2*w], work[2*w:3*w]
+		amax, scale := work[:w], work[w:2*w]
 		nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
 		for b := 0; b < nbr; b++ {
 			r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
@@ -300,13 +300,8 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 			clear(am)
 			nan := false
 			for r := r0; r < r1; r++ {
-				for j, v := range src[r*cols+lo : r*cols+hi] {
-					a := math.Float32bits(v) & 0x7FFFFFFF
-					if a > 0x7F800000 {
-						nan = true
-					} else if a > am[j] {
-						am[j] = a
-					}
+				if kernels.AmaxCols(am, src[r*cols+lo:r*cols+hi]) > 0x7F800000 {
+					nan = true
 				}
 			}
 			for j, a := range am {
@@ -319,13 +314,7 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 				total = 0x7FC00000
 			}
 			for r := r0; r < r1; r++ {
-				row := src[r*cols+lo : r*cols+hi]
-				for j, v := range row {
-					tmp[j] = v * scale[j]
-				}
-				// float32(x·scale)·1 is the product itself: the vector
-				// cast then rounds it as Encode would.
-				quantize(dst[r*cols+lo:r*cols+hi], tmp, c.Format, 1)
+				kernels.QuantizeFP8Lanes(formats[c.Format].cast, dst[r*cols+lo:r*cols+hi], src[r*cols+lo:r*cols+hi], scale)
 			}
 		}
 	}

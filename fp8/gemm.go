@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/internal/parallel"
 )
 
 // Operand is one input of a scaled GEMM: a row-major matrix stored as
@@ -86,9 +87,12 @@ type ScaledGEMM struct {
 	tabA, tabB     [256]float32
 	blockA, blockB []float32
 	decA, decB     []float32
-	fold           []float32 // MXFP8 block factors being folded
+	fold, foldB    []float32 // block factors being folded
 	expA, expB     []E8M0    // Float8BlockScaling factors as E8M0 per 32
 	f32A, f32B     []float32 // Float8BlockScaling factors per 32 (float32 path)
+	group          parallel.Group
+	job            foldJob
+	foldPartFn     func(int)
 }
 
 // useBF16 reports whether FP8 products take the bf16 kernels; tests turn
@@ -96,7 +100,11 @@ type ScaledGEMM struct {
 var useBF16 = kernels.HasBF16
 
 // NewScaledGEMM returns a ScaledGEMM.
-func NewScaledGEMM() *ScaledGEMM { return &ScaledGEMM{gemm: kernels.NewGemm()} }
+func NewScaledGEMM() *ScaledGEMM {
+	g := &ScaledGEMM{gemm: kernels.NewGemm()}
+	g.foldPartFn = g.foldPart
+	return g
+}
 
 // Run computes C[m n] = op(A)[m k] · op(B)[k n].
 func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
@@ -107,6 +115,9 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 		return fmt.Errorf("fp8: scaled GEMM: C has %d elements, want %d", len(c), m*n)
 	}
 	if a.BlockScaleInv != nil || b.BlockScaleInv != nil {
+		if done, err := g.runFloat8BlockBF16(m, n, k, &a, &b, c); done || err != nil {
+			return err
+		}
 		if err := g.expandFloat8Blocks(m, n, k, &a, &b); err != nil {
 			return err
 		}
@@ -242,7 +253,7 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 			s := scales[i*blocks+bi]
 			v := float32(math.NaN())
 			if s != E8M0NaN {
-				v = float32(math.Ldexp(1, s.Exp()-shift))
+				v = pow2f(s.Exp() - shift)
 				if s.Exp() < minE && !zeroBlock(o.Codes, i, bi, outer, k, rowMajor) {
 					minE = s.Exp()
 				}
@@ -254,29 +265,13 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 			}
 		}
 	}
-	if rowMajor {
-		for i := 0; i < outer; i++ {
-			// Runs of blocks with one factor (a Float8BlockScaling block
-			// is four of them) decode in one call.
-			for bi := 0; bi < blocks; {
-				be := bi + 1
-				for be < blocks && math.Float32bits(f[i*blocks+be]) == math.Float32bits(f[i*blocks+bi]) {
-					be++
-				}
-				lo, hi := i*k+bi*BlockSize, i*k+min(k, be*BlockSize)
-				decodeScaled(d[lo:hi], o.Codes[lo:hi], o.Format, f[i*blocks+bi])
-				bi = be
-			}
-		}
-	} else {
-		for p := 0; p < k; p++ {
-			row, codes := d[p*outer:(p+1)*outer], o.Codes[p*outer:(p+1)*outer]
-			decodeScaled(row, codes, o.Format, 1)
-			for i, v := range f[(p/BlockSize)*outer : (p/BlockSize+1)*outer] {
-				row[i] *= v
-			}
-		}
+	g.job = foldJob{d: d, f: f, codes: o.Codes, format: o.Format, outer: outer, k: k, bl: BlockSize, rowMajor: rowMajor}
+	parts := 1
+	if size >= 1<<15 {
+		parts = parallel.Workers()
 	}
+	g.job.parts = parts
+	g.group.For(parts, g.foldPartFn)
 	*dst = kernels.Operand{F32: d}
 	if minE == math.MaxInt {
 		return shift, 0, true // no non-zero value
@@ -284,6 +279,55 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 	_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
 	minExp = minE - shift + sub - 1
 	return shift, minExp, minExp >= -126
+}
+
+// foldJob is the decode foldBlocks splits over the workers.
+type foldJob struct {
+	d, f     []float32
+	codes    []uint8
+	format   Format
+	outer, k int
+	bl       int // values along k per factor: 32 (MXFP8) or 128
+	rowMajor bool
+	parts    int
+}
+
+// foldPart decodes part i of g.job: rows of op(X) when k runs along the
+// stored rows' values (rowMajor), stored rows (values of k) otherwise.
+func (g *ScaledGEMM) foldPart(i int) {
+	j := &g.job
+	d, f, codes, format, outer, k, bl := j.d, j.f, j.codes, j.format, j.outer, j.k, j.bl
+	blocks := (k + bl - 1) / bl
+	if j.rowMajor {
+		for r := outer * i / j.parts; r < outer*(i+1)/j.parts; r++ {
+			// Runs of blocks with one factor (a Float8BlockScaling block
+			// is four of them) decode in one call.
+			for bi := 0; bi < blocks; {
+				be := bi + 1
+				for be < blocks && math.Float32bits(f[r*blocks+be]) == math.Float32bits(f[r*blocks+bi]) {
+					be++
+				}
+				lo, hi := r*k+bi*bl, r*k+min(k, be*bl)
+				decodeScaled(d[lo:hi], codes[lo:hi], format, f[r*blocks+bi])
+				bi = be
+			}
+		}
+		return
+	}
+	for p := k * i / j.parts; p < k*(i+1)/j.parts; p++ {
+		row := d[p*outer : (p+1)*outer]
+		decodeScaled(row, codes[p*outer:(p+1)*outer], format, 1)
+		kernels.MulRow(row, f[(p/bl)*outer:(p/bl+1)*outer])
+	}
+}
+
+// pow2f returns 2^e as a float32 (0 below the subnormals, +inf above
+// the range).
+func pow2f(e int) float32 {
+	if e >= -126 && e <= 127 {
+		return math.Float32frombits(uint32(e+127) << 23)
+	}
+	return float32(math.Ldexp(1, e))
 }
 
 // decodeScaled writes dst[i] = decode(src[i])·scale (exact for a power of
@@ -430,6 +474,88 @@ func expandFloat8Block(o *Operand, outer, k int, pow2 bool, e *[]E8M0, f *[]floa
 		o.blockF32, o.Block = d, nil
 	}
 	o.BlockScaleInv, o.BlockTiles, o.ScaleInv, o.AxisScaleInv = nil, false, 1, nil
+}
+
+// runFloat8BlockBF16 runs a GEMM of two Float8BlockScaling operands with
+// power-of-two scales on the bf16 kernels, each operand decoded once with
+// its block factors folded in (exact: powers of two, shifted by the
+// operand's largest so the values stay normal), and reports whether it
+// did; otherwise (float32 scales, no bf16 kernel, a float32 operand,
+// factors spread too far) the caller takes the general path.
+func (g *ScaledGEMM) runFloat8BlockBF16(m, n, k int, a, b *Operand, c []float32) (bool, error) {
+	if !useBF16() || a.Codes == nil || b.Codes == nil || a.BlockScaleInv == nil || b.BlockScaleInv == nil || (a.BlockTiles && b.BlockTiles) {
+		return false, nil
+	}
+	na, nb := float8BlockFactors(m, k, a.BlockTiles), float8BlockFactors(n, k, b.BlockTiles)
+	if len(a.BlockScaleInv) < na || len(b.BlockScaleInv) < nb || checkOperand("A", a, m, k) != nil || checkOperand("B", b, n, k) != nil {
+		return false, nil // the general path reports it
+	}
+	if !allPow2E8M0(a.BlockScaleInv[:na]) || !allPow2E8M0(b.BlockScaleInv[:nb]) {
+		return false, nil
+	}
+	shiftA, minA := g.foldFloat8(&g.opA, &g.decA, &g.fold, a, m, k, !a.Trans)
+	shiftB, minB := g.foldFloat8(&g.opB, &g.decB, &g.foldB, b, n, k, b.Trans)
+	if minA+minB < -126 {
+		return false, nil
+	}
+	lda, ldb := k, n
+	if a.Trans {
+		lda = m
+	}
+	if b.Trans {
+		ldb = k
+	}
+	g.gemm.Block = g.Block
+	g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, lda, &g.opB, ldb, c, n, kernels.Epilogue{Alpha: math.Ldexp(1, shiftA+shiftB)})
+	return true, nil
+}
+
+// foldFloat8 decodes a power-of-two Float8BlockScaling operand to
+// float32 with each factor 2^e folded in as 2^(e−shift), shift the
+// operand's largest exponent, and points dst at the values. It returns
+// shift and a lower bound on the exponent of its smallest non-zero
+// folded magnitude (an all-zero block has factor 1, so every factor
+// counts). rowMajor says the operand is stored [outer][k].
+func (g *ScaledGEMM) foldFloat8(dst *kernels.Operand, buf, fbuf *[]float32, o *Operand, outer, k int, rowMajor bool) (shift, minExp int) {
+	nb := (k + Float8BlockSize - 1) / Float8BlockSize
+	inv := o.BlockScaleInv[:float8BlockFactors(outer, k, o.BlockTiles)]
+	shift, minE := -1000, 1000
+	for _, v := range inv {
+		e := pow2Exp(v)
+		shift, minE = max(shift, e), min(minE, e)
+	}
+	if cap(*fbuf) < outer*nb {
+		*fbuf = make([]float32, outer*nb)
+	}
+	f := (*fbuf)[:outer*nb]
+	for i := 0; i < outer; i++ {
+		ti := i
+		if o.BlockTiles {
+			ti = i / Float8BlockSize
+		}
+		for s := 0; s < nb; s++ {
+			v := pow2f(pow2Exp(inv[ti*nb+s]) - shift)
+			if rowMajor {
+				f[i*nb+s] = v
+			} else {
+				f[s*outer+i] = v
+			}
+		}
+	}
+	size := outer * k
+	if cap(*buf) < size {
+		*buf = make([]float32, size)
+	}
+	d := (*buf)[:size]
+	g.job = foldJob{d: d, f: f, codes: o.Codes, format: o.Format, outer: outer, k: k, bl: Float8BlockSize, rowMajor: rowMajor}
+	g.job.parts = 1
+	if size >= 1<<15 {
+		g.job.parts = parallel.Workers()
+	}
+	g.group.For(g.job.parts, g.foldPartFn)
+	*dst = kernels.Operand{F32: d}
+	_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
+	return shift, minE - shift + sub - 1
 }
 
 // float8BlockFactors is the number of Float8BlockScaling factors of an

@@ -388,3 +388,55 @@ func TestSliceFunctionsRefuseShortDestinations(t *testing.T) {
 		t.Fatal("ScaledGEMM with too few axiswise scales")
 	}
 }
+
+// BenchmarkScaledGEMMScalings compares one GEMM's scalings at the MLP's
+// shapes (fprop 128×512×784, wgrad 512×784×128): tensorwise (delayed and
+// current scaling), MXFP8 and Float8BlockScaling (power-of-two scales).
+func BenchmarkScaledGEMMScalings(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, sz := range [][3]int{{128, 512, 784}, {512, 784, 128}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		codes := func(sz int) []uint8 {
+			c := make([]uint8, sz)
+			for i := range c {
+				c[i] = uint8(rng.IntN(0x70)) | uint8(rng.IntN(2))<<7
+			}
+			return c
+		}
+		ca, cb := codes(m*k), codes(n*k)
+		nb32, nb128 := (k+31)/32, (k+127)/128
+		e8 := func(n int) []E8M0 {
+			s := make([]E8M0, n)
+			for i := range s {
+				s[i] = E8M0FromExp(rng.IntN(8) - 4)
+			}
+			return s
+		}
+		p2 := func(n int) []float32 {
+			s := make([]float32, n)
+			for i := range s {
+				s[i] = float32(math.Ldexp(1, rng.IntN(8)-4))
+			}
+			return s
+		}
+		for _, c := range []struct {
+			name string
+			a, b Operand
+		}{
+			{"tensorwise", Operand{Codes: ca, Format: E4M3, ScaleInv: 0.5}, Operand{Codes: cb, Format: E4M3, ScaleInv: 2, Trans: true}},
+			{"mxfp8", Operand{Codes: ca, Format: E4M3, Block: e8(m * nb32)}, Operand{Codes: cb, Format: E4M3, Block: e8(n * nb32), Trans: true}},
+			{"block", Operand{Codes: ca, Format: E4M3, BlockScaleInv: p2(m * nb128)}, Operand{Codes: cb, Format: E4M3, BlockScaleInv: p2(((n + 127) / 128) * nb128), BlockTiles: true, Trans: true}},
+		} {
+			b.Run(fmt.Sprintf("%dx%dx%d/%s", m, n, k, c.name), func(b *testing.B) {
+				g := NewScaledGEMM()
+				out := make([]float32, m*n)
+				for i := 0; i < b.N; i++ {
+					if err := g.Run(m, n, k, c.a, c.b, out); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(2*float64(m*n*k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}

@@ -221,7 +221,7 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 		if cfg.BlockDim == 2 {
 			sc.tilesT = make([]float32, n)
 		} else if cfg.Axis == 0 {
-			sc.work = make([]float32, 3*cols)
+			sc.work = make([]float32, 2*cols)
 		}
 	}
 	return sc
@@ -293,7 +293,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 		split := newPartChunker(slices, len(src), func(p, lo, hi int) {
 			var work []float32
 			if cfg.BlockDim == 1 && cfg.Axis == 0 {
-				work = sc.work[3*lo : 3*hi]
+				work = sc.work[2*lo : 2*hi]
 			}
 			a, err := fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, work)
 			amax[p], errs[p] = math.Float32bits(a), err

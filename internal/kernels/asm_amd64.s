@@ -727,6 +727,175 @@ quantizeE5M2AVX512_done:
 	VZEROUPPER
 	RET
 
+// func quantizeLanesE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
+// Requires: AVX, AVX512F
+TEXT ·quantizeLanesE4M3AVX512(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         amax+32(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x46800000, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x46800000, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x0007ffff, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x000003c0, DI
+	VPBROADCASTD DI, Z26
+	MOVL         $0x0000007e, DI
+	VPBROADCASTD DI, Z27
+	MOVL         $0x0000007f, DI
+	VPBROADCASTD DI, Z28
+	MOVL         $0x3c800000, DI
+	VPBROADCASTD DI, Z29
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z30
+	MOVL         $0x00000080, DI
+	VPBROADCASTD DI, Z31
+	VPXORD       Z19, Z19, Z19
+	TESTQ        BX, BX
+	JZ           quantizeLanesE4M3AVX512_done
+
+quantizeLanesE4M3AVX512_loop:
+	VMOVUPS   (CX), Z0
+	VPANDD    Z21, Z0, Z4
+	VPMAXUD   Z4, Z19, Z19
+	VMULPS    (DX), Z0, Z2
+	ADDQ      $0x00000040, DX
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x14, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x14, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000010, AX
+	DECQ      BX
+	JNZ       quantizeLanesE4M3AVX512_loop
+
+quantizeLanesE4M3AVX512_done:
+	VMOVDQU32 Z19, (SI)
+	VZEROUPPER
+	RET
+
+// func quantizeLanesE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
+// Requires: AVX, AVX512F
+TEXT ·quantizeLanesE5M2AVX512(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         amax+32(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x43000000, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x43000000, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x000fffff, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x000001c0, DI
+	VPBROADCASTD DI, Z26
+	MOVL         $0x0000007b, DI
+	VPBROADCASTD DI, Z27
+	MOVL         $0x0000007e, DI
+	VPBROADCASTD DI, Z28
+	MOVL         $0x38800000, DI
+	VPBROADCASTD DI, Z29
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z30
+	MOVL         $0x00000080, DI
+	VPBROADCASTD DI, Z31
+	VPXORD       Z19, Z19, Z19
+	TESTQ        BX, BX
+	JZ           quantizeLanesE5M2AVX512_done
+
+quantizeLanesE5M2AVX512_loop:
+	VMOVUPS   (CX), Z0
+	VPANDD    Z21, Z0, Z4
+	VPMAXUD   Z4, Z19, Z19
+	VMULPS    (DX), Z0, Z2
+	ADDQ      $0x00000040, DX
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x15, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x15, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000010, AX
+	DECQ      BX
+	JNZ       quantizeLanesE5M2AVX512_loop
+
+quantizeLanesE5M2AVX512_done:
+	VMOVDQU32 Z19, (SI)
+	VZEROUPPER
+	RET
+
+// func amaxColsAVX512(acc *uint32, src *float32, blocks int, seen *[16]uint32)
+// Requires: AVX, AVX512F
+TEXT ·amaxColsAVX512(SB), NOSPLIT, $0-32
+	MOVQ         acc+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         seen+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z20
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z21
+	VPXORD       Z22, Z22, Z22
+	VPXORD       Z23, Z23, Z23
+	TESTQ        DX, DX
+	JZ           amaxcols_done
+
+amaxcols_loop:
+	VPANDD    (CX), Z20, Z0
+	VPMAXUD   Z0, Z22, Z22
+	VPCMPUD   $0x06, Z21, Z0, K1
+	VPBLENDMD Z23, Z0, K1, Z0
+	VPMAXUD   (AX), Z0, Z0
+	VMOVDQU32 Z0, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000040, AX
+	DECQ      DX
+	JNZ       amaxcols_loop
+
+amaxcols_done:
+	VMOVDQU32 Z22, (BX)
+	VZEROUPPER
+	RET
+
 // func adamAVX512(w *float32, grad *float32, mom *float32, vel *float32, blocks int, c *[9]float32)
 // Requires: AVX, AVX512F
 TEXT ·adamAVX512(SB), NOSPLIT, $0-48

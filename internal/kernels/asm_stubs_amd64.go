@@ -29,6 +29,21 @@ func quantizeE4M3AVX512(dst *uint8, src *float32, blocks int, scale float32, ama
 //go:noescape
 func quantizeE5M2AVX512(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)
 
+// quantizeLanesE4M3AVX512 casts 16·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeLanesE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
+
+// quantizeLanesE5M2AVX512 casts 16·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeLanesE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
+
+// amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func amaxColsAVX512(acc *uint32, src *float32, blocks int, seen *[16]uint32)
+
 // adamAVX512 applies the Adam update to 16·blocks parameters; its Go twin is the loop in Adam (adam.go) (AVX-512F).
 //
 //go:noescape

@@ -100,3 +100,103 @@ func TestQuantizeFP8MatchesTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeFP8LanesAndAmaxColsMatchTwins checks the per-lane cast and
+// the column-amax fold against their Go twins bit for bit (codes, amax,
+// accumulators), with per-value scales of every kind, on every kind of
+// value, at lengths that leave a tail; and the per-lane cast against the
+// one-scale cast when all scales are equal.
+func TestQuantizeFP8LanesAndAmaxColsMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 464, 465, 61440,
+		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3, float32(math.NaN())}
+	gen := func(n int) []float32 {
+		src := make([]float32, n)
+		for i := range src {
+			switch rng.IntN(3) {
+			case 0:
+				src[i] = special[rng.IntN(len(special))]
+			case 1:
+				src[i] = math.Float32frombits(rng.Uint32())
+			default:
+				src[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(40)-20)))
+			}
+		}
+		return src
+	}
+	for _, n := range []int{1, 15, 16, 17, 100, 4099} {
+		src := gen(n)
+		scales := make([]float32, n)
+		for i := range scales {
+			scales[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(60)-30))
+		}
+		for f, c := range testCasts {
+			got, want := make([]uint8, n), make([]uint8, n)
+			ga := QuantizeFP8Lanes(c, got, src, scales)
+			wa := quantizeFP8LanesGo(c, want, src, scales)
+			if string(got) != string(want) {
+				t.Fatalf("format %d n=%d: per-lane codes differ from the twin", f, n)
+			}
+			if (ga > 0x7F800000) != (wa > 0x7F800000) || (wa <= 0x7F800000 && ga != wa) {
+				t.Fatalf("format %d n=%d: amax bits %#x, twin %#x", f, n, ga, wa)
+			}
+			same := make([]float32, n)
+			for i := range same {
+				same[i] = 0.37
+			}
+			one := make([]uint8, n)
+			QuantizeFP8Lanes(c, got, src, same)
+			QuantizeFP8(c, one, src, 0.37)
+			if string(got) != string(one) {
+				t.Fatalf("format %d n=%d: equal per-lane scales differ from one scale", f, n)
+			}
+		}
+		acc, twin := make([]uint32, n), make([]uint32, n)
+		for i := range acc {
+			acc[i] = rng.Uint32() & 0x7F7FFFFF // finite starting amaxes
+			twin[i] = acc[i]
+		}
+		for r := 0; r < 3; r++ {
+			row := gen(n)
+			s, ws := AmaxCols(acc, row), amaxColsGo(twin, row)
+			if (s > 0x7F800000) != (ws > 0x7F800000) || (ws <= 0x7F800000 && s != ws) {
+				t.Fatalf("n=%d: seen %#x, twin %#x", n, s, ws)
+			}
+		}
+		for i := range acc {
+			if acc[i] != twin[i] {
+				t.Fatalf("n=%d: acc[%d] = %#x, twin %#x", n, i, acc[i], twin[i])
+			}
+			if acc[i] > 0x7F800000 {
+				t.Fatalf("n=%d: a NaN reached acc[%d]", n, i)
+			}
+		}
+	}
+}
+
+// TestMulRowIsFloat32Multiplication: MulRow equals Go's float32
+// multiplication bit for bit on every kind of value (NaN, ±inf,
+// subnormal products, overflow), at lengths that leave a tail.
+func TestMulRowIsFloat32Multiplication(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, n := range []int{1, 7, 8, 9, 100} {
+		row, f := make([]float32, n), make([]float32, n)
+		for i := range row {
+			row[i] = math.Float32frombits(rng.Uint32())
+			f[i] = math.Float32frombits(rng.Uint32())
+			if i%3 == 0 {
+				f[i] = float32(math.Ldexp(1, rng.IntN(300)-150))
+			}
+		}
+		want := make([]float32, n)
+		for i := range want {
+			want[i] = row[i] * f[i]
+		}
+		MulRow(row, f)
+		for i := range row {
+			if math.Float32bits(row[i]) != math.Float32bits(want[i]) && !(row[i] != row[i] && want[i] != want[i]) {
+				t.Fatalf("n=%d: row[%d] = %v, want %v", n, i, row[i], want[i])
+			}
+		}
+	}
+}

@@ -350,3 +350,36 @@ func sigmoidVector(kind int, out, x, y, z, w []float32) int {
 	}
 	return blocks * 16
 }
+
+// quantizeFP8LanesVector is quantizeFP8Vector with one scale per value.
+func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (done int, amaxBits uint32) {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
+		return 0, 0
+	}
+	var lanes [16]uint32
+	if format == 0 {
+		quantizeLanesE4M3AVX512(&dst[0], &src[0], &scales[0], blocks, &lanes)
+	} else {
+		quantizeLanesE5M2AVX512(&dst[0], &src[0], &scales[0], blocks, &lanes)
+	}
+	for _, l := range lanes {
+		amaxBits = max(amaxBits, l)
+	}
+	return blocks * 16, amaxBits
+}
+
+// amaxColsVector folds the longest multiple of 16 of src into acc (see
+// AmaxCols) and returns how many it did and the largest |x| bits seen.
+func amaxColsVector(acc []uint32, src []float32) (done int, seen uint32) {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(acc) < len(src) {
+		return 0, 0
+	}
+	var lanes [16]uint32
+	amaxColsAVX512(&acc[0], &src[0], blocks, &lanes)
+	for _, l := range lanes {
+		seen = max(seen, l)
+	}
+	return blocks * 16, seen
+}

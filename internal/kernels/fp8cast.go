@@ -145,3 +145,60 @@ func amaxBitsGo(src []float32) uint32 {
 	}
 	return max(a0, a1, a2, a3)
 }
+
+// QuantizeFP8Lanes is QuantizeFP8 with one scale per value: dst[i] is the
+// saturating cast of src[i]·scales[i] (scales and dst at least as long as
+// src). The vector kernel casts the longest multiple of 16 it can;
+// quantizeFP8LanesGo, its twin, the rest, with the same bits.
+func QuantizeFP8Lanes(c *FP8Cast, dst []uint8, src, scales []float32) (amaxBits uint32) {
+	dst, scales = dst[:len(src)], scales[:len(src)]
+	done, m := quantizeFP8LanesVector(c.Format, dst, src, scales)
+	return max(m, quantizeFP8LanesGo(c, dst[done:], src[done:], scales[done:]))
+}
+
+// quantizeFP8LanesGo is the loop the per-lane vector kernels replace:
+// quantizeFP8Go of each value with its own scale.
+func quantizeFP8LanesGo(c *FP8Cast, dst []uint8, src, scales []float32) uint32 {
+	var m uint32
+	for i, v := range src {
+		m = max(m, quantizeFP8Go(c, dst[i:i+1], src[i:i+1], scales[i]))
+		_ = v
+	}
+	return m
+}
+
+// AmaxCols folds one row into column amaxes: acc[j] = max(acc[j],
+// |src[j]|) as float32 bits, a NaN left out (fmaxf's rule), for j <
+// len(src) (acc at least as long). It returns the largest |x| bits of
+// the row, above +inf (0x7f800000) when a value is NaN. The vector kernel
+// does the longest multiple of 16 it can, amaxColsGo (its twin) the rest.
+func AmaxCols(acc []uint32, src []float32) (seen uint32) {
+	acc = acc[:len(src)]
+	done, s := amaxColsVector(acc, src)
+	return max(s, amaxColsGo(acc[done:], src[done:]))
+}
+
+// amaxColsGo is the loop amaxColsAVX512 replaces.
+func amaxColsGo(acc []uint32, src []float32) uint32 {
+	var seen uint32
+	for j, v := range src {
+		a := math.Float32bits(v) &^ (1 << 31)
+		seen = max(seen, a)
+		if a <= 0x7F800000 {
+			acc[j] = max(acc[j], a)
+		}
+	}
+	return seen
+}
+
+// MulRow multiplies each row[i] by f[i] (f at least as long), rounding
+// each product once as float32 multiplication does (the vector kernel
+// forms it exactly in float64 first). It is how a block-scaled operand
+// stored with k along its rows gets each column's factor.
+func MulRow(row, f []float32) {
+	f = f[:len(row)]
+	done := scaleRowVector(row, f, 1)
+	for i := done; i < len(row); i++ {
+		row[i] *= f[i]
+	}
+}

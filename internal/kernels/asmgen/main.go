@@ -24,6 +24,9 @@ func main() {
 	gemmKernel("sgemmKernelAVX2", "AVX2 and FMA", 6, 2, 1, ymm, 32)
 	quantize("quantizeE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	quantizeLanes("quantizeLanesE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
+	quantizeLanes("quantizeLanesE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	amaxCols()
 	adam()
 	decode("decodeE4M3AVX512", 20, 120, false)
 	decode("decodeE5M2AVX512", 21, 112, true)
@@ -271,8 +274,26 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).")
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, false)
+}
+
+// quantizeLanes is quantize with one scale per value (read from scales
+// beside src) instead of one for all: Transformer Engine's column-wise
+// block cast, where each column of a row has its own block's scale.
+func quantizeLanes(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
+	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)")
+	Pragma("noescape")
+	Doc(name + " casts 16·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX-512F).")
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, true)
+}
+
+func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, lanes bool) {
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
+	var scales Register
+	if lanes {
+		scales = Load(Param("scales"), GP64())
+	}
 	n := Load(Param("blocks"), GP64())
 	out := Load(Param("amax"), GP64())
 	bcast := func(v uint32, z VecPhysical) {
@@ -282,7 +303,9 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	}
 	zScale, zAbs, zMagic, zMagicBits := Z20, Z21, Z22, Z23
 	zHalf, zOne, zOff, zMax, zNaN, zMinNorm, zInf, zSignMask, zAmax := Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31, Z19
-	VBROADCASTSS(NewParamAddr("scale", 24), zScale)
+	if !lanes {
+		VBROADCASTSS(NewParamAddr("scale", 24), zScale)
+	}
 	bcast(0x7FFFFFFF, zAbs)
 	magic := uint32(127+magicExp) << 23
 	bcast(magic, zMagic)
@@ -301,7 +324,12 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 		VMOVUPS(Mem{Base: src}, x)
 		VPANDD(zAbs, x, t)
 		VPMAXUD(t, zAmax, zAmax)
-		VMULPS(zScale, x, y)
+		if lanes {
+			VMULPS(Mem{Base: scales}, x, y)
+			ADDQ(U32(64), scales)
+		} else {
+			VMULPS(zScale, x, y)
+		}
 		VPANDD(zAbs, y, ya)
 		// Subnormal targets: let the FPU round ya + magic.
 		VADDPS(zMagic, ya, sub)
@@ -326,6 +354,41 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 		ADDQ(U32(16), dst)
 	})
 	VMOVDQU32(zAmax, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// amaxCols emits, for 16·blocks values, acc[j] = max(acc[j], |x[j]|)
+// as float32 bits with NaN lanes left out (fmaxf's rule), and stores the
+// lane-wise maximum of the raw |x| bits to seen (above +inf where a NaN
+// was): one row's contribution to the column amaxes of a block cast.
+func amaxCols() {
+	TEXT("amaxColsAVX512", NOSPLIT, "func(acc *uint32, src *float32, blocks int, seen *[16]uint32)")
+	Pragma("noescape")
+	Doc("amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).")
+	acc := Load(Param("acc"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("seen"), GP64())
+	zAbs, zInf, zSeen, zZero := Z20, Z21, Z22, Z23
+	r := GP32()
+	MOVL(U32(0x7FFFFFFF), r)
+	VPBROADCASTD(r, zAbs)
+	MOVL(U32(0x7F800000), r)
+	VPBROADCASTD(r, zInf)
+	VPXORD(zSeen, zSeen, zSeen)
+	VPXORD(zZero, zZero, zZero)
+	loop("amaxcols", n, func() {
+		VPANDD(Mem{Base: src}, zAbs, Z0)
+		VPMAXUD(Z0, zSeen, zSeen)
+		VPCMPUD(U8(6), zInf, Z0, K1) // K1: |x| bits above +inf, a NaN
+		VPBLENDMD(zZero, Z0, K1, Z0)
+		VPMAXUD(Mem{Base: acc}, Z0, Z0)
+		VMOVDQU32(Z0, Mem{Base: acc})
+		ADDQ(U32(64), src)
+		ADDQ(U32(64), acc)
+	})
+	VMOVDQU32(zSeen, Mem{Base: out})
 	VZEROUPPER()
 	RET()
 }
