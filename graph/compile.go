@@ -140,7 +140,7 @@ func (p *Program) reorder(order []*Node) []*Node {
 		return n
 	}
 	planned := func(n *Node) bool { return !n.IsParam() && !n.IsInput() && !p.isAlias(n) }
-	bytes := func(n *Node) int { return n.shape.Numel() * n.dtype.Size() }
+	bytes := func(n *Node) int { return n.dtype.Bytes(n.shape) }
 	// The distinct taken inputs of each node, their roots, the readers
 	// left of each root and the users of each node.
 	ins := make([][]*Node, len(order))
@@ -241,7 +241,7 @@ func (p *Program) plan() error {
 	for i, n := range p.schedule {
 		v := &Value{Shape: n.shape, DType: n.dtype}
 		p.values[n] = v
-		size := n.shape.Numel() * n.dtype.Size()
+		size := n.dtype.Bytes(n.shape)
 		p.stats.NaiveBytes += size
 		switch {
 		case p.isAlias(n):
@@ -278,7 +278,7 @@ func (p *Program) plan() error {
 	arena := make([]float32, size/4)
 	p.stats.ArenaBytes = 4 * len(arena)
 	for n, b := range of {
-		v, count := p.values[n], n.shape.Numel()
+		v, count := p.values[n], storageLen(n)
 		if count == 0 { // empty, but of its dtype
 			switch n.dtype.storage() {
 			case storeF32:
@@ -303,7 +303,7 @@ func (p *Program) plan() error {
 	// Views take their slices now that the arena exists (in schedule
 	// order, so a view of a view finds its input's slices set).
 	for _, n := range aliases {
-		src, v, size := p.values[p.aliasOf(n)], p.values[n], n.shape.Numel()
+		src, v, size := p.values[p.aliasOf(n)], p.values[n], storageLen(n)
 		v.F32, v.I32, v.U8 = sub(src.F32, size), sub(src.I32, size), sub(src.U8, size)
 		v.meta = src.meta
 	}
@@ -327,7 +327,7 @@ func (p *Program) inPlaceInput(n *Node, dying []*Node, owner map[*Node]*buffer) 
 	for src := p.aliasOf(d); src != nil; src = p.aliasOf(d) {
 		d = src // a view's bytes are its root's
 	}
-	if _, planned := owner[d]; !planned || d.shape.Numel()*d.dtype.Size() < n.shape.Numel()*n.dtype.Size() {
+	if _, planned := owner[d]; !planned || d.dtype.Bytes(d.shape) < n.dtype.Bytes(n.shape) {
 		return nil
 	}
 	for _, x := range dying {
@@ -392,7 +392,7 @@ func (p *Program) bindInput(n *Node, v *Value) {
 	p.inputIdx[n] = len(p.inputs)
 	p.inputs = append(p.inputs, n)
 	p.fed = append(p.fed, false)
-	size := n.shape.Numel()
+	size := storageLen(n)
 	switch n.dtype.storage() {
 	case storeF32:
 		v.F32 = make([]float32, size)
@@ -401,7 +401,7 @@ func (p *Program) bindInput(n *Node, v *Value) {
 	case storeU8:
 		v.U8 = make([]uint8, size)
 	}
-	p.stats.InputBytes += size * n.dtype.Size()
+	p.stats.InputBytes += n.dtype.Bytes(n.shape)
 }
 
 // sub returns s[:n:n], or nil for a nil s.
@@ -591,3 +591,12 @@ func (p *Program) Graph() *Graph { return p.g }
 
 // Stats returns the program's buffer plan figures.
 func (p *Program) Stats() MemoryStats { return p.stats }
+
+// storageLen is the length of a node's value slice: its elements, or
+// the bytes of a packed Float4E2M1 value.
+func storageLen(n *Node) int {
+	if n.dtype == Float4E2M1 {
+		return n.dtype.Bytes(n.shape)
+	}
+	return n.shape.Numel()
+}

@@ -72,11 +72,18 @@ func TestReshapeSharesItsInputsBuffer(t *testing.T) {
 
 func TestDTypeValidBounds(t *testing.T) {
 	require.False(t, graph.Invalid.Valid())
-	for _, d := range []graph.DType{graph.Float32, graph.Int32, graph.Float8E4M3, graph.Float8E5M2} {
+	for _, d := range []graph.DType{graph.Float32, graph.Int32, graph.Float8E4M3, graph.Float8E5M2, graph.Float4E2M1} {
 		require.True(t, d.Valid(), d.String())
 	}
-	require.False(t, (graph.Float8E5M2 + 1).Valid())
-	require.Equal(t, "dtype(5)", (graph.Float8E5M2 + 1).String())
+	require.False(t, (graph.Float4E2M1 + 1).Valid())
+	require.Equal(t, "dtype(6)", (graph.Float4E2M1 + 1).String())
+	// NVFP4 values: half a byte each, plus a pad nibble per row or column.
+	require.Equal(t, 8+5, graph.Float4E2M1.Bytes(graph.Shape{3, 5})) // ≥ 3·⌈5/2⌉ and 5·⌈3/2⌉
+	require.Equal(t, 8+4, graph.Float4E2M1.Bytes(graph.Shape{4, 4}))
+	require.Equal(t, 12, graph.Float32.Bytes(graph.Shape{3}))
+	require.Zero(t, graph.Float4E2M1.Bytes(graph.Shape{0, 4}))
+	require.True(t, graph.Float4E2M1.IsQuantized())
+	require.False(t, graph.Float4E2M1.IsFloat8())
 	require.Equal(t, 1, graph.Float8E4M3.Size())
 	require.Equal(t, 4, graph.Int32.Size())
 	require.Zero(t, graph.Invalid.Size())
