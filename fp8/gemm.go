@@ -33,12 +33,18 @@ type Operand struct {
 	// them or neither, and at most one has tiles. It overrides the others.
 	BlockScaleInv []float32
 	BlockTiles    bool
+	// FP4, if set, is an NVFP4 operand instead of Codes: op(X) is FP4's
+	// [Rows][Cols] (or its transpose, with Trans). Both operands of a GEMM
+	// are NVFP4 or neither.
+	FP4 *NVFP4
 
 	blockF32 []float32 // BlockScaleInv per 32 values along k (float32 path)
 }
 
 func (o *Operand) kind() string {
 	switch {
+	case o.FP4 != nil:
+		return "nvfp4"
 	case o.Codes == nil:
 		return "float32"
 	case o.BlockScaleInv != nil:
@@ -93,6 +99,8 @@ type ScaledGEMM struct {
 	group          parallel.Group
 	job            foldJob
 	foldPartFn     func(int)
+	fp4            fp4Job
+	fp4PartFn      func(int)
 }
 
 // useBF16 reports whether FP8 products take the bf16 kernels; tests turn
@@ -102,7 +110,7 @@ var useBF16 = kernels.HasBF16
 // NewScaledGEMM returns a ScaledGEMM.
 func NewScaledGEMM() *ScaledGEMM {
 	g := &ScaledGEMM{gemm: kernels.NewGemm()}
-	g.foldPartFn = g.foldPart
+	g.foldPartFn, g.fp4PartFn = g.foldPart, g.fp4Part
 	return g
 }
 
@@ -113,6 +121,9 @@ func (g *ScaledGEMM) Run(m, n, k int, a, b Operand, c []float32) error {
 	}
 	if len(c) < m*n {
 		return fmt.Errorf("fp8: scaled GEMM: C has %d elements, want %d", len(c), m*n)
+	}
+	if a.FP4 != nil || b.FP4 != nil {
+		return g.runNVFP4(m, n, k, &a, &b, c)
 	}
 	if a.BlockScaleInv != nil || b.BlockScaleInv != nil {
 		if done, err := g.runFloat8BlockBF16(m, n, k, &a, &b, c); done || err != nil {
@@ -475,6 +486,94 @@ func expandFloat8Block(o *Operand, outer, k int, pow2 bool, e *[]E8M0, f *[]floa
 	}
 	o.BlockScaleInv, o.BlockTiles, o.ScaleInv, o.AxisScaleInv = nil, false, 1, nil
 }
+
+// runNVFP4 multiplies two NVFP4 operands: each decoded once (in
+// parallel) to its elements times their E4M3 block scales — every such
+// product exactly a bf16 value — then the bf16 GEMM with float32
+// accumulation, both tensors' S_dec applied to the accumulators as C is
+// stored.
+func (g *ScaledGEMM) runNVFP4(m, n, k int, a, b *Operand, c []float32) error {
+	if a.FP4 == nil || b.FP4 == nil {
+		return fmt.Errorf("fp8: scaled GEMM: NVFP4 needs both operands in NVFP4 (A is %s, B is %s)", a.kind(), b.kind())
+	}
+	for _, x := range []struct {
+		name         string
+		q            *NVFP4
+		trans        bool
+		outer, inner int
+	}{{"A", a.FP4, a.Trans, m, k}, {"B", b.FP4, !b.Trans, n, k}} {
+		r, cl := x.outer, x.inner
+		if x.trans {
+			r, cl = cl, r
+		}
+		if x.q.Rows != r || x.q.Cols != cl {
+			return fmt.Errorf("fp8: scaled GEMM: NVFP4 operand %s is [%d %d], want [%d %d]", x.name, x.q.Rows, x.q.Cols, r, cl)
+		}
+		br, bc := NVFP4ScaleShape(x.q.Rows, x.q.Cols, x.q.TwoD)
+		if len(x.q.Codes) < x.q.Rows*((x.q.Cols+1)/2) || len(x.q.BlockScales) < br*bc {
+			return fmt.Errorf("fp8: scaled GEMM: NVFP4 operand %s has %d codes and %d block scales for [%d %d]", x.name, len(x.q.Codes), len(x.q.BlockScales), x.q.Rows, x.q.Cols)
+		}
+	}
+	da := g.decodeNVFP4(&g.decA, a.FP4)
+	db := g.decodeNVFP4(&g.decB, b.FP4)
+	g.opA, g.opB = kernels.Operand{F32: da}, kernels.Operand{F32: db}
+	g.gemm.Block = g.Block
+	g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, a.FP4.Cols, &g.opB, b.FP4.Cols, c, n,
+		kernels.Epilogue{Alpha: float64(a.FP4.SDec) * float64(b.FP4.SDec)})
+	return nil
+}
+
+// decodeNVFP4 writes q's elements times their block scales (S_dec left
+// out) as float32 into *buf, in parallel over the rows.
+func (g *ScaledGEMM) decodeNVFP4(buf *[]float32, q *NVFP4) []float32 {
+	size := q.Rows * q.Cols
+	if cap(*buf) < size {
+		*buf = make([]float32, size)
+	}
+	g.fp4 = fp4Job{d: (*buf)[:size], q: *q, parts: 1}
+	if size >= 1<<15 {
+		g.fp4.parts = parallel.Workers()
+	}
+	g.group.For(g.fp4.parts, g.fp4PartFn)
+	return (*buf)[:size]
+}
+
+// fp4Job is the decode decodeNVFP4 splits over the workers.
+type fp4Job struct {
+	d     []float32
+	q     NVFP4
+	parts int
+}
+
+// fp4Part decodes rows of g.fp4 for part i.
+func (g *ScaledGEMM) fp4Part(i int) {
+	j := &g.fp4
+	q := &j.q
+	half := (q.Cols + 1) / 2
+	_, sc := NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
+	e4 := decodeTable(E4M3)
+	for r := q.Rows * i / j.parts; r < q.Rows*(i+1)/j.parts; r++ {
+		br := r
+		if q.TwoD {
+			br = r / NVFP4Block
+		}
+		row, codes, scales := j.d[r*q.Cols:(r+1)*q.Cols], q.Codes[r*half:(r+1)*half], q.BlockScales[br*sc:(br+1)*sc]
+		for c0 := 0; c0 < q.Cols; c0 += NVFP4Block {
+			f := e4[scales[c0/NVFP4Block]]
+			for jj := c0; jj < min(q.Cols, c0+NVFP4Block); jj++ {
+				row[jj] = e2m1Signed[codes[jj/2]>>(4*(jj&1))&0xF] * f
+			}
+		}
+	}
+}
+
+// e2m1Signed are the values of the 16 E2M1 codes.
+var e2m1Signed = func() (t [16]float32) {
+	for c := range t {
+		t[c] = E2M1Decode(uint8(c))
+	}
+	return t
+}()
 
 // runFloat8BlockBF16 runs a GEMM of two Float8BlockScaling operands with
 // power-of-two scales on the bf16 kernels, each operand decoded once with

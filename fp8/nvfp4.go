@@ -220,19 +220,93 @@ func QuantizeNVFP4(src []float32, rows, cols int, c NVFP4Cast) (*NVFP4, error) {
 	if rows < 0 || cols < 0 || len(src) < rows*cols {
 		return nil, fmt.Errorf("fp8: quantize NVFP4: %d values for shape [%d %d]", len(src), rows, cols)
 	}
-	y := src[:rows*cols]
-	if c.RHT {
-		if cols%NVFP4Block != 0 {
-			return nil, fmt.Errorf("fp8: quantize NVFP4: the random Hadamard transform needs rows of a multiple of 16 values, got %d", cols)
-		}
-		y = append([]float32(nil), y...)
-		_ = RHT16(y)
+	q := NewNVFP4(rows, cols, c.TwoD)
+	if err := QuantizeNVFP4Into(q, src, rows, cols, 1, c, nil); err != nil {
+		return nil, err
 	}
+	return q, nil
+}
+
+// NewNVFP4 returns a zero NVFP4 tensor of rows × cols elements with its
+// codes and block scales allocated.
+func NewNVFP4(rows, cols int, twoD bool) *NVFP4 {
+	sr, sc := NVFP4ScaleShape(rows, cols, twoD)
+	return &NVFP4{Rows: rows, Cols: cols, Codes: make([]uint8, rows*((cols+1)/2)), BlockScales: make([]uint8, sr*sc), TwoD: twoD}
+}
+
+// QuantizeNVFP4Into casts the rows × cols matrix src into q (its slices
+// allocated, as NewNVFP4 does, for the stored shape) for a GEMM that
+// contracts along axis. With axis 1 q holds src's layout, [rows][cols].
+// With axis 0 and 1×16 blocks q holds the transpose, [cols][rows]:
+// Transformer Engine's column-wise copy, whose transform and blocks run
+// down src's columns. 16×16 tiles are cast in src's layout whatever the
+// axis (their column-wise copy is the exact transpose). work is scratch
+// of at least rows·cols values when the transform is on or the copy is
+// column-wise (nil: allocated). Errors: shapes that do not match, an RHT
+// along a length that is not a multiple of 16.
+func QuantizeNVFP4Into(q *NVFP4, src []float32, rows, cols, axis int, c NVFP4Cast, work []float32) error {
+	if rows < 0 || cols < 0 || len(src) < rows*cols {
+		return fmt.Errorf("fp8: quantize NVFP4: %d values for shape [%d %d]", len(src), rows, cols)
+	}
+	if axis != 0 && axis != 1 {
+		return fmt.Errorf("fp8: quantize NVFP4: axis %d, want 0 or 1", axis)
+	}
+	trans := axis == 0 && !c.TwoD
+	sr, sc := rows, cols
+	if trans {
+		sr, sc = cols, rows
+	}
+	br, bc := NVFP4ScaleShape(sr, sc, c.TwoD)
+	if q.Rows != sr || q.Cols != sc || q.TwoD != c.TwoD || len(q.Codes) < sr*((sc+1)/2) || len(q.BlockScales) < br*bc {
+		return fmt.Errorf("fp8: quantize NVFP4: destination [%d %d] (2-D %v) for a cast stored [%d %d] (2-D %v)", q.Rows, q.Cols, q.TwoD, sr, sc, c.TwoD)
+	}
+	if c.RHT && sc%NVFP4Block != 0 {
+		return fmt.Errorf("fp8: quantize NVFP4: the random Hadamard transform needs rows of a multiple of 16 values, got %d", sc)
+	}
+	y := src[:rows*cols]
+	if trans || c.RHT {
+		if len(work) < rows*cols {
+			work = make([]float32, rows*cols)
+		}
+		w := work[:rows*cols]
+		if trans {
+			transposeF32(w, y, rows, cols)
+		} else {
+			copy(w, y)
+		}
+		if c.RHT {
+			_ = RHT16(w)
+		}
+		y = w
+	}
+	return quantizeNVFP4Rows(q, y, c)
+}
+
+// transposeF32 writes the cols × rows transpose of src into dst, in
+// tiles that stay in cache.
+func transposeF32(dst, src []float32, rows, cols int) {
+	const t = 32
+	for r0 := 0; r0 < rows; r0 += t {
+		for c0 := 0; c0 < cols; c0 += t {
+			for r := r0; r < min(rows, r0+t); r++ {
+				for j := c0; j < min(cols, c0+t); j++ {
+					dst[j*rows+r] = src[r*cols+j]
+				}
+			}
+		}
+	}
+}
+
+// quantizeNVFP4Rows casts y ([q.Rows][q.Cols], transformed already) into
+// q's slices.
+func quantizeNVFP4Rows(q *NVFP4, y []float32, c NVFP4Cast) error {
+	rows, cols := q.Rows, q.Cols
 	amax := blockAmax(y, rows, cols, cols)
 	_, m, sDec := NVFP4Scales(amax)
+	q.Amax, q.SDec = amax, sDec
 	sr, sc := NVFP4ScaleShape(rows, cols, c.TwoD)
 	half := (cols + 1) / 2
-	q := &NVFP4{Rows: rows, Cols: cols, Codes: make([]uint8, rows*half), BlockScales: make([]uint8, sr*sc), Amax: amax, SDec: sDec, TwoD: c.TwoD}
+	clear(q.Codes[:rows*half])
 	h := 1
 	if c.TwoD {
 		h = NVFP4Block
@@ -248,20 +322,22 @@ func QuantizeNVFP4(src []float32, rows, cols int, c NVFP4Cast) (*NVFP4, error) {
 			q.BlockScales[br*sc+bc] = sf
 			es := min(1/(E4M3.Decode(sf)*sDec), math.MaxFloat32)
 			for r := r0; r < r0+nr; r++ {
-				for j := c0; j < c0+n; j++ {
-					v := float32(y[r*cols+j] * es)
+				row, out := y[r*cols+c0:r*cols+c0+n], q.Codes[r*half:]
+				for i, x := range row {
+					v := float32(x * es)
 					var code uint8
 					if c.Stochastic {
-						code = E2M1Stochastic(v, nvfp4Uniform(c.Key, r*cols+j))
+						code = E2M1Stochastic(v, nvfp4Uniform(c.Key, r*cols+c0+i))
 					} else {
 						code = E2M1Encode(v)
 					}
-					q.Codes[r*half+j/2] |= code << (4 * (j & 1))
+					j := c0 + i
+					out[j/2] |= code << (4 * (j & 1))
 				}
 			}
 		}
 	}
-	return q, nil
+	return nil
 }
 
 // Code returns element (r, j)'s E2M1 code.

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // refE2M1 rounds x to the nearest E2M1 magnitude by distance, ties to the
@@ -243,5 +245,134 @@ func TestNVFP4MatchesDefinition(t *testing.T) {
 	q, _ := QuantizeNVFP4(make([]float32, 32), 2, 16, NVFP4Cast{})
 	if q.SDec != 1 || q.Amax != 0 {
 		t.Errorf("zeros: S_dec %v amax %v", q.SDec, q.Amax)
+	}
+}
+
+// TestNVFP4ColumnwiseAndGEMM: a column-wise cast (axis 0) is the row-wise
+// cast of the transpose, bit for bit (codes, block scales, amax, S_dec),
+// with and without the transform and stochastic rounding, 1-D and 2-D
+// (2-D tiles ignore the axis); and the NVFP4 GEMM of every layout, on
+// ragged sizes, is within the float32 accumulation bound of the float64
+// product of the dequantized operands, C's guard band untouched, on the
+// bf16 kernels and on the float32 path. Mismatched operands are errors.
+func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	gen := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+		}
+		return v
+	}
+	for _, sh := range [][2]int{{16, 32}, {48, 17}, {33, 64}} {
+		rows, cols := sh[0], sh[1]
+		src := gen(rows * cols)
+		tr := make([]float32, len(src))
+		transposeF32(tr, src, rows, cols)
+		for _, c := range []NVFP4Cast{{}, {RHT: true}, {Stochastic: true, Key: 9}, {RHT: true, Stochastic: true, Key: 3}, {TwoD: true}} {
+			if c.RHT && rows%16 != 0 {
+				continue
+			}
+			want, err := QuantizeNVFP4(tr, cols, rows, c)
+			if c.TwoD {
+				want, err = QuantizeNVFP4(src, rows, cols, c)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := NewNVFP4(want.Rows, want.Cols, c.TwoD)
+			if err := QuantizeNVFP4Into(got, src, rows, cols, 0, c, nil); err != nil {
+				t.Fatal(err)
+			}
+			if string(got.Codes) != string(want.Codes) || string(got.BlockScales) != string(want.BlockScales) || got.Amax != want.Amax || got.SDec != want.SDec {
+				t.Fatalf("%v %+v: the column-wise cast differs from the row-wise cast of the transpose", sh, c)
+			}
+		}
+	}
+	if err := QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 0, NVFP4Cast{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []func() error{
+		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 5, false), gen(20), 4, 5, 0, NVFP4Cast{}, nil) }, // stored [5 4]
+		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 2, NVFP4Cast{}, nil) },
+		func() error { return QuantizeNVFP4Into(NewNVFP4(5, 8, false), gen(40), 8, 5, 0, NVFP4Cast{RHT: true}, nil) },
+	} {
+		if bad() == nil {
+			t.Fatal("no error")
+		}
+	}
+
+	check := func() {
+		g := NewScaledGEMM()
+		for _, size := range [][3]int{{1, 1, 1}, {5, 7, 33}, {20, 17, 48}, {70, 40, 130}} {
+			m, n, k := size[0], size[1], size[2]
+			for _, ta := range []bool{false, true} {
+				for _, tb := range []bool{false, true} {
+					for _, twoD := range []bool{false, true} {
+						ar, ac := m, k
+						if ta {
+							ar, ac = k, m
+						}
+						br, bc := k, n
+						if tb {
+							br, bc = n, k
+						}
+						qa, _ := QuantizeNVFP4(gen(ar*ac), ar, ac, NVFP4Cast{Stochastic: true, Key: 1})
+						qb, _ := QuantizeNVFP4(gen(br*bc), br, bc, NVFP4Cast{TwoD: twoD})
+						da, db := make([]float32, ar*ac), make([]float32, br*bc)
+						_ = qa.Dequantize(da)
+						_ = qb.Dequantize(db)
+						c := make([]float32, m*n+5)
+						for i := range c {
+							c[i] = -777
+						}
+						if err := g.Run(m, n, k, Operand{FP4: qa, Trans: ta}, Operand{FP4: qb, Trans: tb}, c); err != nil {
+							t.Fatal(err)
+						}
+						for i := 0; i < m; i++ {
+							for j := 0; j < n; j++ {
+								var s, abs float64
+								for p := 0; p < k; p++ {
+									av, bv := da[i*k+p], db[p*n+j]
+									if ta {
+										av = da[p*m+i]
+									}
+									if tb {
+										bv = db[j*k+p]
+									}
+									v := float64(av) * float64(bv)
+									s += v
+									abs += math.Abs(v)
+								}
+								// The dequantized values round S_dec in once more.
+								bound := (float64(k) + 4) * 0x1p-24 * abs
+								if d := math.Abs(float64(c[i*n+j]) - s); d > bound || math.IsNaN(d) {
+									t.Fatalf("%v ta=%v tb=%v: C[%d,%d] = %v, want %v (error %.3g > %.3g)", size, ta, tb, i, j, c[i*n+j], s, d, bound)
+								}
+							}
+						}
+						for _, v := range c[m*n:] {
+							if v != -777 {
+								t.Fatalf("%v: wrote past C", size)
+							}
+						}
+					}
+				}
+			}
+		}
+		q, _ := QuantizeNVFP4(gen(6), 2, 3, NVFP4Cast{})
+		c := make([]float32, 4)
+		if err := g.Run(2, 2, 3, Operand{FP4: q}, Operand{FP4: q}, c); err == nil {
+			t.Fatal("mismatched shapes: no error")
+		}
+		if err := g.Run(2, 2, 3, Operand{FP4: q}, Operand{F32: make([]float32, 6)}, c); err == nil {
+			t.Fatal("NVFP4 × float32: no error")
+		}
+	}
+	check()
+	if useBF16() {
+		useBF16 = func() bool { return false }
+		defer func() { useBF16 = kernels.HasBF16 }()
+		check()
 	}
 }
