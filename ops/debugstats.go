@@ -61,7 +61,7 @@ func (o statsOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 		return nil, graph.Invalid, fmt.Errorf("input %q is %v, want float32", in[0].Name(), in[0].DType())
 	}
 	if o.fp8 {
-		if !in[1].DType().IsFloat8() || !in[1].Shape().Equal(in[0].Shape()) {
+		if !in[1].DType().IsQuantized() || !in[1].Shape().Equal(in[0].Shape()) {
 			return nil, graph.Invalid, fmt.Errorf("input %q %v %v is not an FP8 cast of %q %v", in[1].Name(), in[1].Shape(), in[1].DType(), in[0].Name(), in[0].Shape())
 		}
 	}
@@ -154,6 +154,10 @@ func (o statsOp) kernel(b *graph.Binding, step *int64, outs [][]float64, part *i
 // the source x, the values sent to zero and saturated, the squared
 // error of the dequantized values and the range of the inverse scales.
 func fp8CastStats(c *inspect.Partial, sc *fp8Scales, codes []uint8, x []float32) {
+	if sc.FP4 != nil {
+		nvfp4CastStats(c, sc, x)
+		return
+	}
 	c.Reset()
 	f := sc.Config.Format
 	tab := f.DecodeTable()
@@ -224,4 +228,35 @@ func TensorStats(name string, x *graph.Node, cfg StatsConfig) *graph.Node {
 // (LogFp8TensorStats): what the GEMM reading q really got.
 func FP8TensorStats(name string, x, q *graph.Node, cfg StatsConfig) *graph.Node {
 	return apply(statsOp{cfg: cfg, fp8: true}, name, x, q)
+}
+
+// nvfp4CastStats is fp8CastStats of an NVFP4 cast: each element's
+// dequantized value e2m1·decode(sf)·S_dec against the value it was cast
+// from — the transformed one when the cast ran the Hadamard transform
+// (its scratch holds them, in the stored layout) — saturated at ±6
+// times its block's scale; the inverse scales are decode(sf)·S_dec.
+func nvfp4CastStats(c *inspect.Partial, sc *fp8Scales, x []float32) {
+	c.Reset()
+	q := sc.FP4
+	src := x
+	if sc.work != nil {
+		src = sc.work[:q.Rows*q.Cols]
+	}
+	_, bc := fp8.NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
+	for _, sf := range q.BlockScales {
+		c.Scale(fp8.E4M3.Decode(sf) * q.SDec)
+	}
+	for r := 0; r < q.Rows; r++ {
+		br := r
+		if q.TwoD {
+			br = r / fp8.NVFP4Block
+		}
+		for j := 0; j < q.Cols; j++ {
+			s := fp8.E4M3.Decode(q.BlockScales[br*bc+j/fp8.NVFP4Block]) * q.SDec
+			v := src[r*q.Cols+j]
+			dq := fp8.E2M1Decode(q.Code(r, j)) * s
+			limit := 6 * float64(s)
+			c.AddCast(v, dq, math.Abs(float64(v)) > limit && math.Abs(float64(dq)) == limit)
+		}
+	}
 }

@@ -47,7 +47,7 @@ func (o layerNormQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, 
 	if err := validateQuantize(o.q); err != nil {
 		return nil, graph.Invalid, err
 	}
-	return s, formatDType(o.q.Format), nil
+	return s, castDType(o.q), nil
 }
 
 func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
@@ -61,7 +61,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		eps, zc := o.ln.cfg.eps(), o.ln.cfg.ZeroCenteredGamma
 		normRow = func(y, x []float32) { layerNormRow(y, x, gamma, beta, eps, zc) }
 	}
-	sc := newScales(o.q, b.In[0].Shape)
+	sc := bindScales(b, o.q, b.In[0].Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.q.Scaling == Delayed
 	if record {

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 
 	"github.com/octetml/octet/fp8"
@@ -30,9 +31,17 @@ const (
 	// 128×128 tile (BlockDim 2), computed from the block's own amax at
 	// every cast (fp8.QuantizeFloat8BlockAxis).
 	Float8Block
+	// NVFP4 is Transformer Engine's NVFP4BlockScaling: 4-bit E2M1
+	// elements (dtype Float4E2M1, two per byte) with an E4M3 scale per 16
+	// values along the contraction axis (BlockDim 1) or per 16×16 tile
+	// (BlockDim 2) and a float32 scale per tensor, optionally after the
+	// random Hadamard transform along the contraction axis (RHT) and
+	// with stochastic rounding (Stochastic, keyed by Seed, the node's
+	// name, the step and the element, so a resumed run draws the same).
+	NVFP4
 )
 
-var scalingNames = [...]string{"delayed", "current", "axiswise", "mxfp8", "float8block"}
+var scalingNames = [...]string{"delayed", "current", "axiswise", "mxfp8", "float8block", "nvfp4"}
 
 // String names the scaling.
 func (s Scaling) String() string {
@@ -63,6 +72,10 @@ type QuantizeConfig struct {
 	BlockDim   int
 	FP32Scales bool
 	Eps        float32
+	// RHT, Stochastic and Seed are NVFP4's transform, stochastic
+	// rounding and its seed (NVFP4 only).
+	RHT, Stochastic bool
+	Seed            uint64
 	// Tensor is the role of the tensor in its layer (input, weight,
 	// grad_output), shown in dumps and reports; zero for none.
 	Tensor fp8.TensorRole
@@ -90,6 +103,12 @@ type fp8Scales struct {
 	// reads, and work the cast's scratch.
 	BlockScaleInv []float32
 	tilesT, work  []float32
+	// FP4 is the NVFP4 tensor (NVFP4): its codes are the value's bytes,
+	// stored transposed for a 1-D cast along axis 0; key and step seed its
+	// stochastic rounding.
+	FP4  *fp8.NVFP4
+	key  uint64
+	step *int64
 	// Amax is the amax of the last cast.
 	Amax float32
 }
@@ -101,6 +120,13 @@ type fp8Scales struct {
 func (s *fp8Scales) Operand(codes []uint8, trans, kRows bool) fp8.Operand {
 	o := fp8.Operand{Codes: codes, Format: s.Config.Format, Trans: trans,
 		ScaleInv: s.ScaleInv, AxisScaleInv: s.AxisScaleInv, Block: s.Block}
+	if s.FP4 != nil {
+		// A column-wise copy is stored transposed: op(X) flips.
+		if s.Config.Axis == 0 && s.Config.BlockDim == 1 {
+			trans = !trans
+		}
+		return fp8.Operand{FP4: s.FP4, Trans: trans}
+	}
 	if s.Config.Scaling == Float8Block {
 		o.BlockScaleInv, o.BlockTiles = s.BlockScaleInv, s.Config.BlockDim == 2
 		if o.BlockTiles && kRows {
@@ -121,6 +147,14 @@ func (s *fp8Scales) Operand(codes []uint8, trans, kRows bool) fp8.Operand {
 // float8BlockCast is the fp8 cast of a Float8Block config.
 func (c QuantizeConfig) float8BlockCast() fp8.Float8BlockCast {
 	return fp8.Float8BlockCast{Dim: c.BlockDim, Format: c.Format, FP32Scales: c.FP32Scales, Eps: c.Eps}
+}
+
+// castDType is the dtype a cast per cfg produces.
+func castDType(cfg QuantizeConfig) graph.DType {
+	if cfg.Scaling == NVFP4 {
+		return graph.Float4E2M1
+	}
+	return formatDType(cfg.Format)
 }
 
 func formatDType(f fp8.Format) graph.DType {
@@ -147,6 +181,10 @@ func (o quantizeOp) Kind() graph.Kind { return KindQuantize }
 func (o quantizeOp) Attrs() string {
 	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.Scaling)
 	switch {
+	case o.cfg.Scaling == NVFP4 && o.cfg.BlockDim == 2:
+		s += ",16x16"
+	case o.cfg.Scaling == NVFP4:
+		s += fmt.Sprintf(",1x16,axis=%d", o.cfg.Axis)
 	case o.cfg.Scaling == Float8Block && o.cfg.BlockDim == 2:
 		s += ",128x128"
 	case o.cfg.Scaling == Float8Block:
@@ -156,6 +194,12 @@ func (o quantizeOp) Attrs() string {
 	}
 	if o.cfg.Scaling == Float8Block && o.cfg.FP32Scales {
 		s += ",fp32-scales"
+	}
+	if o.cfg.Scaling == NVFP4 && o.cfg.RHT {
+		s += ",rht"
+	}
+	if o.cfg.Scaling == NVFP4 && o.cfg.Stochastic {
+		s += ",stochastic"
 	}
 	if o.cfg.Scaling == Float8Block && o.cfg.Eps != 0 {
 		s += fmt.Sprintf(",eps=%g", o.cfg.Eps)
@@ -173,8 +217,10 @@ func validateQuantize(cfg QuantizeConfig) error {
 	switch {
 	case cfg.Format > fp8.E5M2:
 		return fmt.Errorf("unknown FP8 format %v", cfg.Format)
-	case cfg.Scaling > Float8Block:
+	case cfg.Scaling > NVFP4:
 		return fmt.Errorf("unknown scaling %v", cfg.Scaling)
+	case cfg.Scaling == NVFP4 && cfg.BlockDim != 1 && cfg.BlockDim != 2:
+		return fmt.Errorf("NVFP4 block dimension %d, want 1 (1×16) or 2 (16×16)", cfg.BlockDim)
 	case cfg.Scaling == Float8Block && cfg.BlockDim != 1 && cfg.BlockDim != 2:
 		return fmt.Errorf("Float8BlockScaling block dimension %d, want 1 (1×128) or 2 (128×128)", cfg.BlockDim)
 	case cfg.Scaling == Float8Block && (!(cfg.Eps >= 0) || math.IsInf(float64(cfg.Eps), 0)):
@@ -183,7 +229,7 @@ func validateQuantize(cfg QuantizeConfig) error {
 		return fmt.Errorf("delayed scaling needs an fp8.Meta")
 	case cfg.Scaling == Delayed && cfg.Meta.Format != cfg.Format:
 		return fmt.Errorf("meta format %v differs from cast format %v", cfg.Meta.Format, cfg.Format)
-	case (cfg.Scaling == Axiswise || cfg.Scaling == Block || cfg.Scaling == Float8Block) && cfg.Axis != 0 && cfg.Axis != 1:
+	case (cfg.Scaling == Axiswise || cfg.Scaling == Block || cfg.Scaling == Float8Block || cfg.Scaling == NVFP4) && cfg.Axis != 0 && cfg.Axis != 1:
 		return fmt.Errorf("axis %d, want 0 or 1", cfg.Axis)
 	}
 	return nil
@@ -199,7 +245,41 @@ func (o quantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := validateQuantize(o.cfg); err != nil {
 		return nil, graph.Invalid, err
 	}
-	return in[0].Shape(), formatDType(o.cfg.Format), nil
+	if err := checkNVFP4Shape(o.cfg, in[0]); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return in[0].Shape(), castDType(o.cfg), nil
+}
+
+// checkNVFP4Shape refuses an NVFP4 cast whose transform would run along
+// a length that is not a multiple of 16.
+func checkNVFP4Shape(cfg QuantizeConfig, x *graph.Node) error {
+	if cfg.Scaling != NVFP4 || !cfg.RHT {
+		return nil
+	}
+	rows, cols := view2D(x.Shape())
+	n := cols
+	if cfg.Axis == 0 && cfg.BlockDim == 1 {
+		n = rows
+	}
+	if n%fp8.NVFP4Block != 0 {
+		return fmt.Errorf("the random Hadamard transform of %q runs along %d values, not a multiple of 16", x.Name(), n)
+	}
+	return nil
+}
+
+// bindScales is newScales for a node being bound: an NVFP4 cast's codes
+// are the output's bytes, and its stochastic rounding is keyed by the
+// seed, the node's name and the program's step.
+func bindScales(b *graph.Binding, cfg QuantizeConfig, s graph.Shape) *fp8Scales {
+	sc := newScales(cfg, s)
+	if sc.FP4 != nil {
+		sc.FP4.Codes = b.Out.U8[:len(sc.FP4.Codes)]
+		h := fnv.New64a()
+		h.Write([]byte(b.Node.Name()))
+		sc.key, sc.step = cfg.Seed^h.Sum64(), b.Step()
+	}
+	return sc
 }
 
 // newScales allocates the scales of a value of shape s cast per cfg.
@@ -215,6 +295,15 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 		sc.AxisScaleInv = make([]float32, n)
 	case Block:
 		sc.Block = make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, cfg.Axis))
+	case NVFP4:
+		r, c := rows, cols
+		if cfg.Axis == 0 && cfg.BlockDim == 1 {
+			r, c = cols, rows // the column-wise copy, stored transposed
+		}
+		sc.FP4 = fp8.NewNVFP4(r, c, cfg.BlockDim == 2)
+		if cfg.RHT || (cfg.Axis == 0 && cfg.BlockDim == 1) {
+			sc.work = make([]float32, rows*cols)
+		}
 	case Float8Block:
 		n := fp8.Float8BlockScaleCount(rows, cols, cfg.Axis, cfg.BlockDim)
 		sc.BlockScaleInv = make([]float32, n)
@@ -234,6 +323,19 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 	rows, cols, f := sc.Rows, sc.Cols, cfg.Format
 	// Tensorwise casts split over the workers, each piece keeping its
 	// amax (as float32 bits, so that NaN sorts above +inf).
+	if cfg.Scaling == NVFP4 {
+		c := fp8.NVFP4Cast{TwoD: cfg.BlockDim == 2, RHT: cfg.RHT, Stochastic: cfg.Stochastic}
+		return func() error {
+			if c.Stochastic {
+				c.Key = nvfp4Key(sc.key, *sc.step)
+			}
+			if err := fp8.QuantizeNVFP4Into(sc.FP4, src, rows, cols, cfg.Axis, c, sc.work); err != nil {
+				return err
+			}
+			sc.Amax = sc.FP4.Amax
+			return nil
+		}
+	}
 	var scale float32
 	amax := make([]uint32, parallel.Workers())
 	if len(dst) < len(src) {
@@ -317,7 +419,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 }
 
 func (o quantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	sc := newScales(o.cfg, b.In[0].Shape)
+	sc := bindScales(b, o.cfg, b.In[0].Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.cfg.Scaling == Delayed
 	if record {
@@ -361,4 +463,11 @@ func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
 		return op.cfg, true
 	}
 	return QuantizeConfig{}, false
+}
+
+// nvfp4Key is the stochastic rounding's key of one cast at one step.
+func nvfp4Key(key uint64, step int64) uint64 {
+	z := key ^ uint64(step)*0xd1b54a32d192ed03
+	z = (z ^ z>>33) * 0xff51afd7ed558ccd
+	return z ^ z>>33
 }

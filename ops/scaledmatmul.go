@@ -59,8 +59,8 @@ func (o scaledMatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 		return nil, graph.Invalid, fmt.Errorf("got %d inputs, want A, B and an optional bias", len(in))
 	}
 	for i := 0; i < 2; i++ {
-		if !in[i].DType().IsFloat8() {
-			return nil, graph.Invalid, fmt.Errorf("operand %d %q is %v, want an FP8 dtype", i, in[i].Name(), in[i].DType())
+		if !in[i].DType().IsQuantized() {
+			return nil, graph.Invalid, fmt.Errorf("operand %d %q is %v, want an FP8 or NVFP4 dtype", i, in[i].Name(), in[i].DType())
 		}
 	}
 	out, _, n, _, err := o.dims(in[0].Shape(), in[1].Shape())
@@ -79,9 +79,9 @@ func (o scaledMatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 // along the contraction dimension of this GEMM.
 func checkAxis(name string, sc *fp8Scales, wantAxis int) error {
 	switch sc.Config.Scaling {
-	case Axiswise, Block, Float8Block:
-		if sc.Config.Scaling == Float8Block && sc.Config.BlockDim == 2 {
-			return nil // 128×128 tiles serve either axis
+	case Axiswise, Block, Float8Block, NVFP4:
+		if (sc.Config.Scaling == Float8Block || sc.Config.Scaling == NVFP4) && sc.Config.BlockDim == 2 {
+			return nil // tiles serve either axis
 		}
 		if sc.Config.Axis != wantAxis {
 			return fmt.Errorf("operand %s was cast with %v scales along axis %d, but this GEMM contracts along axis %d", name, sc.Config.Scaling, sc.Config.Axis, wantAxis)
@@ -120,6 +120,9 @@ func (o scaledMatMulOp) bind(b *graph.Binding, epi func(r0, r1, c0, c1 int)) (gr
 	}
 	if (sa.Config.Scaling == Block) != (sb.Config.Scaling == Block) {
 		return nil, fmt.Errorf("MXFP8 needs block scales on both operands (A is %v, B is %v)", sa.Config.Scaling, sb.Config.Scaling)
+	}
+	if (sa.Config.Scaling == NVFP4) != (sb.Config.Scaling == NVFP4) {
+		return nil, fmt.Errorf("NVFP4 needs both operands in NVFP4 (A is %v, B is %v)", sa.Config.Scaling, sb.Config.Scaling)
 	}
 	if (sa.Config.Scaling == Float8Block) != (sb.Config.Scaling == Float8Block) {
 		return nil, fmt.Errorf("Float8BlockScaling needs block scales on both operands (A is %v, B is %v)", sa.Config.Scaling, sb.Config.Scaling)
