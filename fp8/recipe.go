@@ -668,3 +668,56 @@ func ParseFloat8BlockFormat(s string) (hybrid bool, err error) {
 	}
 	return false, fmt.Errorf("fp8: Float8BlockScaling recipe: unknown fp8_format %q (want E4M3 or HYBRID)", s)
 }
+
+// NVFP4Recipe is Transformer Engine 2.x's NVFP4BlockScaling recipe: every
+// GEMM operand cast to 4-bit E2M1 elements with an E4M3 scale per 16
+// values along its contraction axis and a float32 scale per tensor,
+// computed at each cast (no scaling state). The zero value is
+// Transformer Engine's default: weights in 16×16 tiles, inputs and
+// gradients in 1×16 blocks, the random Hadamard transform on the
+// operands of the weight-gradient GEMM, gradients rounded
+// stochastically.
+type NVFP4Recipe struct {
+	// DisableRHT, DisableStochasticRounding and Disable2DQuantization
+	// switch off the transform, the stochastic rounding of gradients and
+	// the weights' 16×16 tiles (NVTE_NVFP4_DISABLE_RHT,
+	// NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING,
+	// NVTE_NVFP4_DISABLE_2D_QUANTIZATION).
+	DisableRHT, DisableStochasticRounding, Disable2DQuantization bool
+	// KeepFirst and KeepLast keep the first and the last N linear
+	// layers (in graph order) in high precision; the NVFP4 training
+	// recipe keeps about the last 15% of them so.
+	KeepFirst, KeepLast int
+	// Seed seeds the stochastic rounding (with each cast's node and the
+	// step, so that a resumed run draws the same).
+	Seed uint64
+	// UseAutocastDuringEval runs NVFP4 in evaluation programs too.
+	UseAutocastDuringEval bool
+}
+
+// Backend returns BackendTE.
+func (NVFP4Recipe) Backend() Backend { return BackendTE }
+
+// Validate reports settings that cannot work, naming the field.
+func (r NVFP4Recipe) Validate() error {
+	if r.KeepFirst < 0 || r.KeepLast < 0 {
+		return fmt.Errorf("fp8: NVFP4 recipe: keep_first %d and keep_last %d, want ≥ 0", r.KeepFirst, r.KeepLast)
+	}
+	return nil
+}
+
+// Cast returns how one of a layer's tensors is cast for one of its GEMMs
+// (wgrad: the weight-gradient GEMM, where the transform applies).
+func (r NVFP4Recipe) Cast(t TensorRole, wgrad bool) NVFP4Cast {
+	c := NVFP4Cast{}
+	switch t {
+	case RoleWeight:
+		c.TwoD = !r.Disable2DQuantization
+	case RoleGradOutput:
+		c.Stochastic = !r.DisableStochasticRounding
+		c.RHT = wgrad && !r.DisableRHT
+	default:
+		c.RHT = wgrad && !r.DisableRHT
+	}
+	return c
+}

@@ -68,7 +68,7 @@ func (g *Graph) WriteDOT(w io.Writer, outputs ...*Node) error {
 		switch {
 		case n.IsInput() || n.IsParam():
 			attrs = ", shape=ellipse"
-		case n.dtype.IsFloat8():
+		case n.dtype.IsQuantized():
 			attrs = ", style=filled, fillcolor=orange"
 		}
 		if n.role != RoleNone {

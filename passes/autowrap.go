@@ -66,7 +66,7 @@ func checkFP8Graph(g *graph.Graph) error {
 	for _, n := range g.Nodes() {
 		for i := 0; i < n.NumInputs(); i++ {
 			in := n.Input(i)
-			if !in.DType().IsFloat8() {
+			if !in.DType().IsQuantized() {
 				continue
 			}
 			switch {

@@ -39,6 +39,9 @@ type converter struct {
 	msamp  bool
 	bf16   bool // bf16 mixed precision: BF16MatMul instead of casts
 	block  *fp8.Float8BlockRecipe
+	nvfp4  *fp8.NVFP4Recipe
+	linIdx map[*graph.Node]int // each linear layer's place in graph order
+	nLin   int
 	first  *graph.Node
 	last   *graph.Node
 	quant  map[quantKey]*graph.Node
@@ -73,6 +76,13 @@ type quantKey struct {
 //     Transformer Engine quantizes the column-wise copy again from the
 //     source) or per 128×128 tile (2-D: one cast serves both GEMMs, the
 //     column-wise copy being its exact transpose); no scaling state.
+//   - NVFP4BlockScaling (fp8.NVFP4Recipe): 4-bit E2M1 casts with E4M3
+//     scales per 1×16 block along each GEMM's contraction axis (inputs,
+//     gradients) or per 16×16 tile (weights, one cast for both GEMMs),
+//     the random Hadamard transform on the wgrad operands (when the
+//     batch's rows are a multiple of 16; otherwise a note says it is off
+//     for that layer), stochastic rounding of gradients; KeepFirst and
+//     KeepLast keep the first and last linear layers in high precision.
 //   - BF16: each GEMM becomes a BF16MatMul reading the same float32
 //     operands rounded to bf16 (no casts, no scaling state; any layer
 //     size).
@@ -109,16 +119,21 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 		c.bf16 = true
 	case fp8.Float8BlockRecipe:
 		c.block = &r
+	case fp8.NVFP4Recipe:
+		c.nvfp4 = &r
 	default:
 		return Report{}, fmt.Errorf("passes: convert linear: unsupported recipe %T", cfg.Recipe)
 	}
 	nodes := g.Nodes()
+	c.linIdx = map[*graph.Node]int{}
 	for _, n := range nodes {
 		if isLinear(n) {
 			if c.first == nil {
 				c.first = n
 			}
 			c.last = n
+			c.linIdx[n] = c.nLin
+			c.nLin++
 		}
 	}
 	// A layer's forward GEMM x·Wᵀ (+ b), then its backward GEMMs dy·W
@@ -153,6 +168,15 @@ func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
 			return false, "excluded by the filter"
 		}
 		return true, ""
+	}
+	if c.nvfp4 != nil {
+		i := c.linIdx[n]
+		if i < c.nvfp4.KeepFirst {
+			return false, fmt.Sprintf("one of the first %d linear layers, kept in high precision (NVFP4 recipe's keep_first)", c.nvfp4.KeepFirst)
+		}
+		if i >= c.nLin-c.nvfp4.KeepLast {
+			return false, fmt.Sprintf("one of the last %d linear layers, kept in high precision (NVFP4 recipe's keep_last)", c.nvfp4.KeepLast)
+		}
 	}
 	if c.backend() != fp8.BackendAO {
 		if !divisible {
@@ -302,6 +326,26 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 		}
 		return conv(ca, axisA, tensors[0]), conv(cb, axisB, tensors[1]), true
 	}
+	if c.nvfp4 != nil {
+		wg := which == gemmWgrad
+		mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
+			nc := c.nvfp4.Cast(tensor, wg)
+			dim := 1
+			if nc.TwoD {
+				dim, axis = 2, 0 // 16×16 tiles serve both GEMMs: one cast
+			}
+			return ops.QuantizeConfig{Scaling: ops.NVFP4, BlockDim: dim, Axis: axis, RHT: nc.RHT && l.rhtOK,
+				Stochastic: nc.Stochastic, Seed: c.nvfp4.Seed, Tensor: tensor}
+		}
+		switch which {
+		case gemmFprop:
+			return mk(fp8.RoleInput, axisA), mk(fp8.RoleWeight, axisB), true
+		case gemmDgrad:
+			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleWeight, axisB), true
+		default:
+			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleInput, axisB), true
+		}
+	}
 	if c.block != nil {
 		mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
 			bc := c.block.Cast(tensor)
@@ -352,10 +396,13 @@ func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *g
 		return q
 	}
 	name := l.fqn + "/quantize." + cfg.Tensor.String()
-	if cfg.Scaling == ops.Float8Block && cfg.BlockDim == 2 {
+	if (cfg.Scaling == ops.Float8Block || cfg.Scaling == ops.NVFP4) && cfg.BlockDim == 2 {
 		name += ".tiles"
-	} else if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block || cfg.Scaling == ops.Float8Block {
+	} else if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block || cfg.Scaling == ops.Float8Block || cfg.Scaling == ops.NVFP4 {
 		name += fmt.Sprintf(".axis%d", cfg.Axis)
+	}
+	if cfg.RHT {
+		name += ".rht"
 	}
 	if cfg.Scaling == ops.Current && c.backend() != fp8.BackendAO {
 		name += ".current" // PerTensorScaling beside the recipe's casts
@@ -376,7 +423,7 @@ func (c *converter) layerState(fqn string) (*fp8.LayerState, error) {
 		return st, nil
 	}
 	st := &fp8.LayerState{FQN: fqn, Backend: c.backend()}
-	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling && c.block == nil {
+	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling && c.block == nil && c.nvfp4 == nil {
 		st.Input, st.Weight, st.GradOutput = c.te.NewMeta(false), c.te.NewMeta(false), c.te.NewMeta(true)
 		if c.msamp {
 			st.Input.Pow2, st.Weight.Pow2, st.GradOutput.Pow2 = true, true, true
@@ -425,7 +472,14 @@ func (c *converter) fprop(n *graph.Node, m Match) (*graph.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &layer{fqn: fqn, hpFprop: n, state: st, fp8: true}
+	l := &layer{fqn: fqn, hpFprop: n, state: st, fp8: true, rhtOK: true}
+	if c.nvfp4 != nil && !c.nvfp4.DisableRHT {
+		// The wgrad's transform runs along the rows (tokens) of x and dy.
+		if rows, _ := view2DOf(x.Shape()); rows%16 != 0 {
+			l.rhtOK = false
+			c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: wgrad operands cast without the random Hadamard transform: %d rows, not a multiple of 16", fqn, rows))
+		}
+	}
 	c.reg.add(l)
 	lr.Converted = true
 	c.addReport(lr)
@@ -571,4 +625,16 @@ func (l *layer) point(g *graph.Graph, toFP8 bool) error {
 	}
 	l.fp8 = toFP8
 	return nil
+}
+
+// view2DOf is a shape's 2-D view [numel/last, last].
+func view2DOf(s graph.Shape) (rows, cols int) {
+	if len(s) == 0 {
+		return 1, 1
+	}
+	cols = s[len(s)-1]
+	if cols == 0 {
+		return 0, 0
+	}
+	return s.Numel() / cols, cols
 }

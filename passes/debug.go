@@ -149,7 +149,7 @@ func castOf(mm *graph.Node, i int) *graph.Node {
 	if mm == nil || !mm.Is(ops.KindScaledMatMul) || i >= mm.NumInputs() {
 		return nil
 	}
-	if q := mm.Input(i); q.DType().IsFloat8() {
+	if q := mm.Input(i); q.DType().IsQuantized() {
 		return q
 	}
 	return nil

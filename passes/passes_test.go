@@ -460,6 +460,8 @@ func TestFP8LinearSQNR(t *testing.T) {
 		{"MS-AMP", fp8.MSAMPRecipe{}},
 		{"Float8BlockScaling", fp8.Float8BlockRecipe{}},
 		{"Float8BlockScaling HYBRID, FP32 scales, 2-D inputs", fp8.Float8BlockRecipe{Hybrid: true, FP32Scales: true, XBlockDim: 2, WBlockDim: 1}},
+		{"NVFP4", fp8.NVFP4Recipe{}},
+		{"NVFP4 without RHT, SR and 2-D", fp8.NVFP4Recipe{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true}},
 	} {
 		build := func() (*graph.Graph, *graph.Store, *graph.Node, *graph.Node, *graph.Node, *graph.Node, *graph.Node) {
 			g := graph.New()
@@ -505,8 +507,15 @@ func TestFP8LinearSQNR(t *testing.T) {
 		fy, fdw := runOnce(true, 3)
 		sy, sw := sqnr(ry, fy), sqnr(rdw, fdw)
 		t.Logf("%-22s output SQNR %.1f dB, weight gradient SQNR %.1f dB", c.name, sy, sw)
-		require.GreaterOrEqual(t, sy, 18.0, c.name)
-		require.GreaterOrEqual(t, sw, 17.0, c.name)
+		barY, barW := 18.0, 17.0
+		if _, ok := c.recipe.(fp8.NVFP4Recipe); ok {
+			// 4-bit elements: E2M1 with E4M3 block scales measures
+			// 16.7 and 15.4 dB here (the transform and stochastic
+			// rounding cost about 1 dB of it), so a bar below FP8's.
+			barY, barW = 15.0, 14.0
+		}
+		require.GreaterOrEqual(t, sy, barY, c.name)
+		require.GreaterOrEqual(t, sw, barW, c.name)
 	}
 }
 
@@ -566,6 +575,7 @@ func TestInvalidCombinations(t *testing.T) {
 		{"two 2-D block operands in wgrad", fp8.Float8BlockRecipe{XBlockDim: 2, WBlockDim: 1, GradBlockDim: 2}, []string{"grad_block_scaling_dim", "x_block_scaling_dim", "wgrad"}},
 		{"block dim 3", fp8.Float8BlockRecipe{GradBlockDim: 3}, []string{"grad_block_scaling_dim 3"}},
 		{"negative block epsilon", fp8.Float8BlockRecipe{AmaxEpsilon: -1}, []string{"amax_epsilon"}},
+		{"negative NVFP4 keep_last", fp8.NVFP4Recipe{KeepLast: -1}, []string{"keep_last"}},
 	} {
 		m := mlp(t, 4)
 		_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: c.recipe, TrainOutputs: m.trainOf})
@@ -601,7 +611,7 @@ func TestAutowrapTwiceAndPipelineDumps(t *testing.T) {
 }
 
 func TestFP8TrainingStepAllocatesNothing(t *testing.T) {
-	for _, recipe := range []fp8.Recipe{fp8.TERecipe{}, fp8.TERecipe{UseMXFP8BlockScaling: true}, fp8.Float8BlockRecipe{}, fp8.Float8BlockRecipe{FP32Scales: true}} {
+	for _, recipe := range []fp8.Recipe{fp8.TERecipe{}, fp8.TERecipe{UseMXFP8BlockScaling: true}, fp8.Float8BlockRecipe{}, fp8.Float8BlockRecipe{FP32Scales: true}, fp8.NVFP4Recipe{}} {
 		m := mlp(t, 32)
 		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe, TrainOutputs: m.trainOf})
 		require.NoError(t, err)
@@ -688,4 +698,67 @@ func TestFloat8BlockConversion(t *testing.T) {
 		require.Len(t, casts, 9)
 		m.run(t, prep.Train)
 	}
+}
+
+// TestNVFP4Conversion: with the NVFP4 recipe a layer's weight gets one
+// 16×16-tiled cast (fprop and dgrad), its input a 1×16 cast along each
+// GEMM's axis with the random Hadamard transform on the wgrad's, its
+// gradient stochastic rounding on both casts and the transform on the
+// wgrad's; the switches turn each off; KeepFirst and KeepLast keep
+// layers in high precision and say why; rows that are not a multiple of
+// 16 turn the transform off for the layer with a note.
+func TestNVFP4Conversion(t *testing.T) {
+	type want struct {
+		axis, dim  int
+		rht, stoch bool
+	}
+	for _, c := range []struct {
+		name   string
+		recipe fp8.NVFP4Recipe
+		rows   int
+		casts  map[string]want
+	}{
+		{"defaults", fp8.NVFP4Recipe{}, 16, map[string]want{
+			"/quantize.input.axis1": {1, 1, false, false}, "/quantize.input.axis0.rht": {0, 1, true, false},
+			"/quantize.weight.tiles": {0, 2, false, false}, "/quantize.grad_output.axis1": {1, 1, false, true},
+			"/quantize.grad_output.axis0.rht": {0, 1, true, true}}},
+		{"switches off", fp8.NVFP4Recipe{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true}, 16, map[string]want{
+			"/quantize.input.axis1": {1, 1, false, false}, "/quantize.input.axis0": {0, 1, false, false},
+			"/quantize.weight.axis1": {1, 1, false, false}, "/quantize.weight.axis0": {0, 1, false, false},
+			"/quantize.grad_output.axis1": {1, 1, false, false}, "/quantize.grad_output.axis0": {0, 1, false, false}}},
+		{"ragged rows", fp8.NVFP4Recipe{}, 12, map[string]want{
+			"/quantize.input.axis0": {0, 1, false, false}, "/quantize.grad_output.axis0": {0, 1, false, true}}},
+	} {
+		m := mlp(t, c.rows)
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: c.recipe, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
+		require.NoError(t, err, c.name)
+		require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, prep.Report.Converted(), c.name)
+		casts := map[string]ops.QuantizeConfig{}
+		for _, n := range prep.Train.Schedule() {
+			if cfg, ok := ops.QuantizeConfigOf(n); ok {
+				casts[n.Name()] = cfg
+				require.Equal(t, graph.Float4E2M1, n.DType(), n.Name())
+			}
+		}
+		for name, w := range c.casts {
+			cfg, ok := casts["mlp.fc2"+name]
+			require.True(t, ok, "%s: mlp.fc2%s missing (%v)", c.name, name, casts)
+			require.Equal(t, ops.NVFP4, cfg.Scaling)
+			require.Equal(t, w, want{cfg.Axis, cfg.BlockDim, cfg.RHT, cfg.Stochastic}, "%s: %s", c.name, name)
+		}
+		if c.rows%16 != 0 {
+			require.Contains(t, strings.Join(prep.Report.Notes, "\n"), "mlp.fc2: wgrad operands cast without the random Hadamard transform: 12 rows")
+		}
+		m.run(t, prep.Train)
+	}
+	m := mlp(t, 16)
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.NVFP4Recipe{KeepFirst: 1, KeepLast: 1}, TrainOutputs: m.trainOf})
+	require.NoError(t, err)
+	require.Equal(t, []string{"mlp.fc2"}, prep.Report.Converted())
+	why := map[string]string{}
+	for _, l := range prep.Report.Layers {
+		why[l.FQN] = l.Reason
+	}
+	require.Contains(t, why["mlp.fc1"], "first 1 linear layers")
+	require.Contains(t, why["mlp.fc3"], "last 1 linear layers")
 }

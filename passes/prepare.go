@@ -122,6 +122,8 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		evalFP8 = r.UseAutocastDuringEval
 	case fp8.Float8BlockRecipe:
 		evalFP8 = r.UseAutocastDuringEval
+	case fp8.NVFP4Recipe:
+		evalFP8 = r.UseAutocastDuringEval
 	}
 	var rep Report
 	pl := Pipeline{Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log}
