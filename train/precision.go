@@ -51,6 +51,13 @@ type Precision struct {
 	FP32Scales                                              bool
 	AmaxEpsilon                                             float32
 
+	// NVFP4BlockScaling (backend nvfp4), as Transformer Engine's recipe
+	// and its NVTE_NVFP4_DISABLE_* switches, with the layers kept in high
+	// precision at each end (KeepFirst, KeepLast). Its stochastic
+	// rounding is seeded by the run's seed (train.Config.Seed).
+	DisableRHT, DisableStochasticRounding, Disable2DQuantization bool
+	KeepFirst, KeepLast                                         int
+
 	// torchao (backend ao), as AORecipeKwargs: AORecipe is
 	// "tensorwise" (""), "rowwise" or "rowwise_with_gw_hp"; the three
 	// switches, when nil, keep the named recipe's defaults.
@@ -165,10 +172,12 @@ func (p *Precision) backend() (string, error) {
 		return "ao", nil
 	case "block":
 		return "block", nil
+	case "nvfp4":
+		return "nvfp4", nil
 	case "msamp", "ms-amp", "ms_amp":
 		return "msamp", nil
 	default:
-		return "", precisionErrorf("-recipe %q (the FP8 backend): want te, block, ao or msamp", p.Backend)
+		return "", precisionErrorf("-recipe %q (the FP8 backend): want te, block, nvfp4, ao or msamp", p.Backend)
 	}
 }
 
@@ -187,6 +196,10 @@ func (p *Precision) FP8Recipe() (fp8.Recipe, error) {
 		r, err = p.aoRecipe()
 	case "block":
 		r, err = p.blockRecipe()
+	case "nvfp4":
+		r = fp8.NVFP4Recipe{DisableRHT: p.DisableRHT, DisableStochasticRounding: p.DisableStochasticRounding,
+			Disable2DQuantization: p.Disable2DQuantization, KeepFirst: p.KeepFirst, KeepLast: p.KeepLast,
+			UseAutocastDuringEval: p.UseAutocastDuringEval}
 	case "msamp":
 		r = fp8.MSAMPRecipe{OptLevel: strings.ToUpper(strings.TrimSpace(p.OptLevel))}
 	}
@@ -292,9 +305,28 @@ func (p *Precision) blame(err error) error {
 
 // Label names the run's recipe as summaries print it: "-" (float32),
 // "bf16", "te/HYBRID", "te/E4M3/mxfp8", "block/E4M3/x1w2g1" (with
-// "/fp32-scales" and "/eps=…" when set), "ao/rowwise", "msamp/O2".
+// "/fp32-scales" and "/eps=…" when set), "nvfp4" (with "/no-rht",
+// "/no-sr", "/no-2d", "/keep-first=N", "/keep-last=N" when set),
+// "ao/rowwise", "msamp/O2".
 func Label(r fp8.Recipe) string {
 	switch r := r.(type) {
+	case fp8.NVFP4Recipe:
+		l := "nvfp4"
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{r.DisableRHT, "/no-rht"}, {r.DisableStochasticRounding, "/no-sr"}, {r.Disable2DQuantization, "/no-2d"}} {
+			if f.on {
+				l += f.name
+			}
+		}
+		if r.KeepFirst > 0 {
+			l += fmt.Sprintf("/keep-first=%d", r.KeepFirst)
+		}
+		if r.KeepLast > 0 {
+			l += fmt.Sprintf("/keep-last=%d", r.KeepLast)
+		}
+		return l
 	case fp8.Float8BlockRecipe:
 		x, w, g := r.Dims()
 		l := fmt.Sprintf("block/%s/x%dw%dg%d", r.FormatName(), x, w, g)

@@ -70,6 +70,12 @@ func TestEverySourceGivesTheGoRecipe(t *testing.T) {
 		{name: "w dim", want: Precision{Backend: "block", WBlockScalingDim: 1}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_W_BLOCK_SCALING_DIM", "1"}}, yaml: []string{"w_block_scaling_dim: 1"}},
 		{name: "grad dim", want: Precision{Backend: "block", GradBlockScalingDim: 2, WBlockScalingDim: 1}, setup: Precision{Backend: "block", WBlockScalingDim: 1}, vars: [][2]string{{"OCTET_FP8_GRAD_BLOCK_SCALING_DIM", "2"}}, yaml: []string{"grad_block_scaling_dim: 2"}},
 		{name: "fp32 scales", want: Precision{Backend: "block", FP32Scales: true}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_BLOCK_SCALING_FP32_SCALES", "1"}, {"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1"}}, yaml: []string{"fp32_scales: true"}},
+		{name: "backend nvfp4", want: Precision{Backend: "nvfp4"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "NVFP4"}}, yaml: []string{"backend: nvfp4"}},
+		{name: "no rht", want: Precision{Backend: "nvfp4", DisableRHT: true}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_RHT", "1"}, {"NVTE_NVFP4_DISABLE_RHT", "1"}}, yaml: []string{"disable_rht: true"}},
+		{name: "no sr", want: Precision{Backend: "nvfp4", DisableStochasticRounding: true}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_STOCHASTIC_ROUNDING", "true"}, {"NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", "1"}}, yaml: []string{"disable_stochastic_rounding: true"}},
+		{name: "no 2d", want: Precision{Backend: "nvfp4", Disable2DQuantization: true}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_2D_QUANTIZATION", "yes"}, {"NVTE_NVFP4_DISABLE_2D_QUANTIZATION", "1"}}, yaml: []string{"disable_2d_quantization: true"}},
+		{name: "keep first", want: Precision{Backend: "nvfp4", KeepFirst: 2}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_FIRST", "2"}}, yaml: []string{"keep_first: 2"}},
+		{name: "keep last", want: Precision{Backend: "nvfp4", KeepLast: 3}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_LAST", "3"}}, yaml: []string{"keep_last: 3"}},
 		{name: "epsilon", want: Precision{Backend: "block", AmaxEpsilon: 1e-12}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_AMAX_EPSILON", "1e-12"}}, yaml: []string{"amax_epsilon: 1e-12"}},
 	}
 	for _, c := range cases {
@@ -113,6 +119,15 @@ func TestFloat8BlockPrecision(t *testing.T) {
 	require.Equal(t, fp8.Float8BlockRecipe{}, r)
 	require.Equal(t, "block/E4M3/x1w2g1", Label(r))
 	require.Equal(t, "block/HYBRID/x1w1g1/fp32-scales/eps=0.001", Label(fp8.Float8BlockRecipe{Hybrid: true, WBlockDim: 1, FP32Scales: true, AmaxEpsilon: 1e-3}))
+	require.Equal(t, "nvfp4", Label(fp8.NVFP4Recipe{}))
+	require.Equal(t, "nvfp4/no-rht/no-sr/no-2d/keep-first=1/keep-last=2", Label(fp8.NVFP4Recipe{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true, KeepFirst: 1, KeepLast: 2}))
+	q := Precision{MixedPrecision: "fp8", Backend: "nvfp4"}
+	err := q.resolve(env("OCTET_FP8_NVFP4_DISABLE_RHT", "1", "NVTE_NVFP4_DISABLE_RHT", "0"))
+	require.ErrorIs(t, err, ErrPrecision)
+	require.Contains(t, err.Error(), "disagree")
+	err = q.resolve(env("OCTET_FP8_NVFP4_KEEP_LAST", "-1"))
+	require.ErrorIs(t, err, ErrPrecision)
+	require.Contains(t, err.Error(), "OCTET_FP8_NVFP4_KEEP_LAST")
 	for _, c := range []struct {
 		vars [][2]string
 		says []string
@@ -292,7 +307,7 @@ func TestFlags(t *testing.T) {
 		"-opt-level O1":               "-opt-level applies to -recipe msamp only; -recipe te reads -format",
 		"-ao rowwise":                 "-ao applies to -recipe ao only",
 		"-recipe ao -format E4M3":     "-format applies to -recipe te or block only; -recipe ao reads -ao",
-		"-recipe xx":                  `-recipe "xx": want te, block, ao or msamp`,
+		"-recipe xx":                  `-recipe "xx": want te, block, nvfp4, ao or msamp`,
 		"-precision fp16":             "fp16",
 		"-precision xx":               `-precision "xx": want fp32, bf16, fp8, both or all`,
 		"-format E3M4":                `-format "E3M4": want HYBRID, E4M3 or E5M2`,

@@ -66,7 +66,7 @@ func (p *Precision) RegisterFlags(fs *flag.FlagSet) {
 		return s
 	}
 	fs.Var(&precisionFlag{p.flags, "mixed_precision", def(p.MixedPrecision, "fp32")}, "precision", "fp32, bf16, fp8, both (fp32 and fp8) or all (the three; same seed, side by side)")
-	fs.Var(&precisionFlag{p.flags, "backend", def(p.Backend, "te")}, "recipe", "FP8 recipe family: te (delayed scaling, MXFP8), block (Float8BlockScaling), ao or msamp")
+	fs.Var(&precisionFlag{p.flags, "backend", def(p.Backend, "te")}, "recipe", "FP8 recipe family: te (delayed scaling, MXFP8), block (Float8BlockScaling), nvfp4 (NVFP4BlockScaling), ao or msamp")
 	fs.Var(&precisionFlag{p.flags, "fp8_format", def(p.FP8Format, "HYBRID")}, "format", "fp8_format: HYBRID, E4M3 or E5M2 (te); E4M3 or HYBRID (block, E4M3 by default)")
 	fs.Var(&precisionFlag{p.flags, "recipe_name", def(p.AORecipe, fp8.AOTensorwise)}, "ao", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
 	fs.Var(&precisionFlag{p.flags, "opt_level", def(p.OptLevel, "O2")}, "opt-level", "MS-AMP optimization level with -recipe msamp: O1 or O2")

@@ -97,7 +97,7 @@ var settings = []setting{
 		allowed: "no, bf16 or fp8", canon: oneOf([]string{"no", "bf16", "fp8", "both", "all", "fp16"}, map[string]string{"fp32": "no"}),
 		apply: func(p *Precision, v string) { p.MixedPrecision = v }},
 	{key: "backend", flag: "recipe", accel: "ACCELERATE_FP8_BACKEND", yaml: []string{"backend"},
-		allowed: "te, block, ao or msamp", canon: oneOf([]string{"te", "block", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
+		allowed: "te, block, nvfp4, ao or msamp", canon: oneOf([]string{"te", "block", "nvfp4", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
 		apply: func(p *Precision, v string) { p.Backend = v }},
 	{key: "num_processes", yaml: []string{"num_processes"}, top: true,
 		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<20),
@@ -120,7 +120,7 @@ var settings = []setting{
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Dgrad = v == "true" }},
 	{key: "override_wgrad", backend: "te", octet: "OVERRIDE_WGRAD", accel: "ACCELERATE_FP8_OVERRIDE_WGRAD",
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Wgrad = v == "true" }},
-	{key: "use_autocast_during_eval", backend: "te block", octet: "USE_AUTOCAST_DURING_EVAL", accel: "ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", yaml: []string{"use_autocast_during_eval"},
+	{key: "use_autocast_during_eval", backend: "te block nvfp4", octet: "USE_AUTOCAST_DURING_EVAL", accel: "ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", yaml: []string{"use_autocast_during_eval"},
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseAutocastDuringEval = v == "true" }},
 	{key: "use_mxfp8_block_scaling", backend: "te", octet: "USE_MXFP8_BLOCK_SCALING", accel: "ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", yaml: []string{"use_mxfp8_block_scaling"},
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseMXFP8BlockScaling = v == "true" }},
@@ -140,6 +140,17 @@ var settings = []setting{
 			f, _ := strconv.ParseFloat(v, 32)
 			p.AmaxEpsilon = float32(f)
 		}},
+
+	{key: "disable_rht", backend: "nvfp4", octet: "NVFP4_DISABLE_RHT", accel: "NVTE_NVFP4_DISABLE_RHT", yaml: []string{"disable_rht"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.DisableRHT = v == "true" }},
+	{key: "disable_stochastic_rounding", backend: "nvfp4", octet: "NVFP4_DISABLE_STOCHASTIC_ROUNDING", accel: "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", yaml: []string{"disable_stochastic_rounding"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.DisableStochasticRounding = v == "true" }},
+	{key: "disable_2d_quantization", backend: "nvfp4", octet: "NVFP4_DISABLE_2D_QUANTIZATION", accel: "NVTE_NVFP4_DISABLE_2D_QUANTIZATION", yaml: []string{"disable_2d_quantization"},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.Disable2DQuantization = v == "true" }},
+	{key: "keep_first", backend: "nvfp4", octet: "NVFP4_KEEP_FIRST", yaml: []string{"keep_first"},
+		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<20), apply: func(p *Precision, v string) { p.KeepFirst = atoi(v) }},
+	{key: "keep_last", backend: "nvfp4", octet: "NVFP4_KEEP_LAST", yaml: []string{"keep_last"},
+		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<20), apply: func(p *Precision, v string) { p.KeepLast = atoi(v) }},
 
 	{key: "recipe_name", backend: "ao", octet: "RECIPE_NAME", flag: "ao", yaml: []string{"recipe_name"},
 		allowed: "tensorwise, rowwise or rowwise_with_gw_hp", canon: oneOf([]string{fp8.AOTensorwise, fp8.AORowwise, fp8.AORowwiseWithGWHP}, nil),

@@ -118,6 +118,7 @@ func TestResumeIsExact(t *testing.T) {
 		{"dp2 fp32", "no", "", 2, 0}, {"dp2 fp8", "fp8", "te", 2, 0}, {"dp3 msamp", "fp8", "msamp", 3, 0},
 		{"fsdp3 fp32", "no", "", 0, 3}, {"fsdp3 ao", "fp8", "ao", 0, 3},
 		{"block", "fp8", "block", 0, 0}, {"dp2 block", "fp8", "block", 2, 0}, {"fsdp3 block", "fp8", "block", 0, 3},
+		{"nvfp4", "fp8", "nvfp4", 0, 0}, {"dp2 nvfp4", "fp8", "nvfp4", 2, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mod := func(cfg *train.Config) { cfg.DP, cfg.FSDP, cfg.ClipGradNorm, cfg.Prefetch = c.dp, c.fsdp, 1, 2 }

@@ -182,6 +182,10 @@ func New(cfg Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
+	if nr, ok := r.(fp8.NVFP4Recipe); ok && nr.Seed == 0 {
+		nr.Seed = uint64(cfg.Seed) // the run's seed draws the stochastic rounding
+		r = nr
+	}
 	t.recipe = r
 	switch {
 	case cfg.Comm != nil:
