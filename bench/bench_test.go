@@ -98,6 +98,9 @@ func recipeName(r fp8.Recipe) string {
 	if _, ok := r.(fp8.Float8BlockRecipe); ok {
 		return "fp8block"
 	}
+	if _, ok := r.(fp8.NVFP4Recipe); ok {
+		return "nvfp4"
+	}
 	return "fp8"
 }
 

@@ -95,12 +95,18 @@ type Results struct {
 	// delayed scaling (TE HYBRID).
 	MLPFP8Block        float64 `json:"mlp_step_ms_fp8block"`
 	MLPFP8BlockOverFP8 float64 `json:"ratio_mlp_fp8block_over_fp8"`
+	// NVFP4BlockScaling (fp8.NVFP4Recipe{}: the transform, stochastic
+	// rounding, 2-D weights), and its ratio to delayed scaling.
+	MLPNVFP4           float64 `json:"mlp_step_ms_nvfp4"`
+	MLPNVFP4OverFP8    float64 `json:"ratio_mlp_nvfp4_over_fp8"`
 	MLPGorgonia        float64 `json:"mlp_step_ms_gorgonia"`
 	GPTFP32            float64 `json:"gpt_iter_ms_fp32"`
 	GPTBF16            float64 `json:"gpt_iter_ms_bf16"`
 	GPTFP8             float64 `json:"gpt_iter_ms_fp8"`
 	GPTFP8Block        float64 `json:"gpt_iter_ms_fp8block,omitempty"`
 	GPTFP8BlockOverFP8 float64 `json:"ratio_gpt_fp8block_over_fp8,omitempty"`
+	GPTNVFP4           float64 `json:"gpt_iter_ms_nvfp4,omitempty"`
+	GPTNVFP4OverFP8    float64 `json:"ratio_gpt_nvfp4_over_fp8,omitempty"`
 	FP32OverGonum      float64 `json:"ratio_gemm_fp32_over_gonum"`
 	BF16OverFP32       float64 `json:"ratio_gemm_bf16_over_fp32"`
 	FP8OverFP32        float64 `json:"ratio_gemm_fp8_over_fp32"`
@@ -187,7 +193,7 @@ var precisions = []fp8.Recipe{nil, fp8.BF16Recipe{}, fp8.TERecipe{}}
 // smallRecipes are the recipes of the MLP and baby-GPT figures: the
 // precisions, then Transformer Engine's Float8BlockScaling (its
 // defaults: E4M3, 1-D inputs and gradients, 2-D weights).
-var smallRecipes = append(append([]fp8.Recipe(nil), precisions...), fp8.Float8BlockRecipe{})
+var smallRecipes = append(append([]fp8.Recipe(nil), precisions...), fp8.Float8BlockRecipe{}, fp8.NVFP4Recipe{})
 
 func run(n, batch, reps int, withGPT bool) (*Results, error) {
 	if err := kernels.CheckEnv(); err != nil {
@@ -244,8 +250,8 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		return nil, err
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPFP8Block, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4])
-	r.MLPFP8BlockOverFP8 = r.MLPFP8Block / r.MLPFP8
+	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPFP8Block, r.MLPNVFP4, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5])
+	r.MLPFP8BlockOverFP8, r.MLPNVFP4OverFP8 = r.MLPFP8Block/r.MLPFP8, r.MLPNVFP4/r.MLPFP8
 
 	if withGPT {
 		steps = steps[:0]
@@ -259,8 +265,8 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		if d, err = medians(reps, steps...); err != nil {
 			return nil, err
 		}
-		r.GPTFP32, r.GPTBF16, r.GPTFP8, r.GPTFP8Block = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3])
-		r.GPTFP8BlockOverFP8 = r.GPTFP8Block / r.GPTFP8
+		r.GPTFP32, r.GPTBF16, r.GPTFP8, r.GPTFP8Block, r.GPTNVFP4 = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4])
+		r.GPTFP8BlockOverFP8, r.GPTNVFP4OverFP8 = r.GPTFP8Block/r.GPTFP8, r.GPTNVFP4/r.GPTFP8
 		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = r.GPTBF16/r.GPTFP32, r.GPTFP8/r.GPTFP32
 		// The share of each GPT iteration spent in GEMMs, from the
 		// programs' own per-op profile (separate runs, not timed above).
@@ -308,6 +314,10 @@ func stepper(model train.ModelFunc, ds data.Dataset, batch int, recipe fp8.Recip
 		prec.MixedPrecision, prec.FP8Format = "fp8", r.Format.String()
 	case fp8.Float8BlockRecipe:
 		prec.MixedPrecision, prec.Backend, prec.FP8Format = "fp8", "block", r.FormatName()
+	case fp8.NVFP4Recipe:
+		prec.MixedPrecision, prec.Backend = "fp8", "nvfp4"
+		prec.DisableRHT, prec.DisableStochasticRounding, prec.Disable2DQuantization = r.DisableRHT, r.DisableStochasticRounding, r.Disable2DQuantization
+		prec.KeepFirst, prec.KeepLast = r.KeepFirst, r.KeepLast
 	default:
 		return nil, nil, nil, fmt.Errorf("bench: recipe %T", recipe)
 	}
@@ -425,6 +435,7 @@ func printTable(r *Results) {
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision (AdamW)", r.MLPBF16, r.StepBF16OverFP32)
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID (AdamW)", r.MLPFP8, r.StepFP8OverFP32)
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet FP8 Float8BlockScaling", r.MLPFP8Block, r.MLPFP8BlockOverFP8)
+	fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet NVFP4BlockScaling", r.MLPNVFP4, r.MLPNVFP4OverFP8)
 	fmt.Printf("  %-34s %8.2f ms  (Octet float32 is %.1f× faster)\n", "gorgonia v0.9.18 (Adam)", r.MLPGorgonia, r.GorgoniaOverOctet)
 	if r.GPTFP32 > 0 {
 		fmt.Printf("Baby GPT iteration (4 layers, 4 heads, 128 wide, context 64, batch %d)\n", gptBatch)
@@ -432,6 +443,7 @@ func printTable(r *Results) {
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet bf16 mixed precision", r.GPTBF16, r.GPTBF16OverFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPTFP8, r.GPTFP8OverFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet FP8 Float8BlockScaling", r.GPTFP8Block, r.GPTFP8BlockOverFP8)
+		fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet NVFP4BlockScaling", r.GPTNVFP4, r.GPTNVFP4OverFP8)
 		fmt.Printf("  %-34s float32 %.0f%%, bf16 %.0f%%, FP8 %.0f%%\n", "share of the iteration in GEMMs", 100*r.GPTGEMMShareFP32, 100*r.GPTGEMMShareBF16, 100*r.GPTGEMMShareFP8)
 	}
 	if r.GPT2FP32 > 0 {
