@@ -3,6 +3,9 @@ package fp8
 import (
 	"fmt"
 	"math"
+
+	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/internal/parallel"
 )
 
 // NVFP4BlockScaling (Transformer Engine 2.x): 4-bit E2M1 elements (1 sign,
@@ -154,31 +157,12 @@ func bf16Round(x float32) float32 {
 // group of 16 consecutive values of x (its length a multiple of 16),
 // in place: the values rounded to bf16, then y_j = 0.25·Σ_k s_k·
 // (−1)^popcount(j&k)·v_k accumulated in float32 over k in order, rounded
-// to bf16.
+// to bf16 (on the AVX-512 kernel where the CPU has one: the same bits).
 func RHT16(x []float32) error {
 	if len(x)%NVFP4Block != 0 {
 		return fmt.Errorf("fp8: random Hadamard transform: %d values, want a multiple of 16", len(x))
 	}
-	var v [16]float32
-	for g := 0; g < len(x); g += 16 {
-		for k := range v {
-			v[k] = bf16Round(x[g+k])
-			if rhtSigns>>k&1 != 0 {
-				v[k] = -v[k]
-			}
-		}
-		for j := 0; j < 16; j++ {
-			var s float32
-			for k := 0; k < 16; k++ {
-				if popcount4(j&k)&1 != 0 {
-					s -= v[k]
-				} else {
-					s += v[k]
-				}
-			}
-			x[g+j] = bf16Round(0.25 * s)
-		}
-	}
+	kernels.RHT16(x)
 	return nil
 }
 
@@ -221,7 +205,7 @@ func QuantizeNVFP4(src []float32, rows, cols int, c NVFP4Cast) (*NVFP4, error) {
 		return nil, fmt.Errorf("fp8: quantize NVFP4: %d values for shape [%d %d]", len(src), rows, cols)
 	}
 	q := NewNVFP4(rows, cols, c.TwoD)
-	if err := QuantizeNVFP4Into(q, src, rows, cols, 1, c, nil); err != nil {
+	if err := QuantizeNVFP4Into(q, src, rows, cols, 1, c); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -240,104 +224,217 @@ func NewNVFP4(rows, cols int, twoD bool) *NVFP4 {
 // With axis 0 and 1×16 blocks q holds the transpose, [cols][rows]:
 // Transformer Engine's column-wise copy, whose transform and blocks run
 // down src's columns. 16×16 tiles are cast in src's layout whatever the
-// axis (their column-wise copy is the exact transpose). work is scratch
-// of at least rows·cols values when the transform is on or the copy is
-// column-wise (nil: allocated). Errors: shapes that do not match, an RHT
-// along a length that is not a multiple of 16.
-func QuantizeNVFP4Into(q *NVFP4, src []float32, rows, cols, axis int, c NVFP4Cast, work []float32) error {
-	if rows < 0 || cols < 0 || len(src) < rows*cols {
-		return fmt.Errorf("fp8: quantize NVFP4: %d values for shape [%d %d]", len(src), rows, cols)
+// axis (their column-wise copy is the exact transpose). Errors: shapes
+// that do not match, an RHT along a length that is not a multiple of 16.
+// It allocates its scratch; an NVFP4Quantizer reuses it.
+func QuantizeNVFP4Into(q *NVFP4, src []float32, rows, cols, axis int, c NVFP4Cast) error {
+	z, err := NewNVFP4Quantizer(rows, cols, axis, c)
+	if err != nil {
+		return err
+	}
+	return z.Quantize(q, src, c.Key)
+}
+
+// NVFP4Quantizer casts rows × cols tensors to NVFP4 for a GEMM that
+// contracts along one axis (see QuantizeNVFP4Into), with its scratch
+// allocated once and the work split over the worker pool: Quantize
+// allocates nothing.
+type NVFP4Quantizer struct {
+	rows, cols, axis int
+	c                NVFP4Cast
+	trans            bool
+	sr, sc           int // the stored shape
+	work             []float32
+	parts            int
+	group            parallel.Group
+	// the cast being run, for the parts
+	q      *NVFP4
+	src, y []float32
+	key    uint64
+	m      float32
+	amax   []uint32
+	esv    [][]float32 // per part: each element's scale
+	codes  [][]uint8   // per part: codes one per byte
+	prepFn, amaxFn, castFn func(int)
+}
+
+// NewNVFP4Quantizer returns a quantizer for rows × cols tensors cast
+// per c for a GEMM contracting along axis, or an error for a bad axis or
+// a transform along a length that is not a multiple of 16.
+func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, error) {
+	if rows < 0 || cols < 0 {
+		return nil, fmt.Errorf("fp8: quantize NVFP4: negative shape [%d %d]", rows, cols)
 	}
 	if axis != 0 && axis != 1 {
-		return fmt.Errorf("fp8: quantize NVFP4: axis %d, want 0 or 1", axis)
+		return nil, fmt.Errorf("fp8: quantize NVFP4: axis %d, want 0 or 1", axis)
 	}
-	trans := axis == 0 && !c.TwoD
-	sr, sc := rows, cols
-	if trans {
-		sr, sc = cols, rows
+	z := &NVFP4Quantizer{rows: rows, cols: cols, axis: axis, c: c, trans: axis == 0 && !c.TwoD, sr: rows, sc: cols}
+	if z.trans {
+		z.sr, z.sc = cols, rows
 	}
-	br, bc := NVFP4ScaleShape(sr, sc, c.TwoD)
-	if q.Rows != sr || q.Cols != sc || q.TwoD != c.TwoD || len(q.Codes) < sr*((sc+1)/2) || len(q.BlockScales) < br*bc {
-		return fmt.Errorf("fp8: quantize NVFP4: destination [%d %d] (2-D %v) for a cast stored [%d %d] (2-D %v)", q.Rows, q.Cols, q.TwoD, sr, sc, c.TwoD)
+	if c.RHT && z.sc%NVFP4Block != 0 {
+		return nil, fmt.Errorf("fp8: quantize NVFP4: the random Hadamard transform needs rows of a multiple of 16 values, got %d", z.sc)
 	}
-	if c.RHT && sc%NVFP4Block != 0 {
-		return fmt.Errorf("fp8: quantize NVFP4: the random Hadamard transform needs rows of a multiple of 16 values, got %d", sc)
+	if z.trans || c.RHT {
+		z.work = make([]float32, rows*cols)
 	}
-	y := src[:rows*cols]
-	if trans || c.RHT {
-		if len(work) < rows*cols {
-			work = make([]float32, rows*cols)
-		}
-		w := work[:rows*cols]
-		if trans {
-			transposeF32(w, y, rows, cols)
-		} else {
-			copy(w, y)
-		}
-		if c.RHT {
-			_ = RHT16(w)
-		}
-		y = w
+	z.parts = 1
+	if rows*cols >= 1<<14 {
+		z.parts = parallel.Workers()
 	}
-	return quantizeNVFP4Rows(q, y, c)
+	z.amax = make([]uint32, z.parts)
+	z.esv, z.codes = make([][]float32, z.parts), make([][]uint8, z.parts)
+	for i := range z.esv {
+		z.esv[i], z.codes[i] = make([]float32, z.sc), make([]uint8, z.sc)
+	}
+	z.prepFn, z.amaxFn, z.castFn = z.prepPart, z.amaxPart, z.castPart
+	return z, nil
 }
 
-// transposeF32 writes the cols × rows transpose of src into dst, in
-// tiles that stay in cache.
-func transposeF32(dst, src []float32, rows, cols int) {
-	const t = 32
-	for r0 := 0; r0 < rows; r0 += t {
-		for c0 := 0; c0 < cols; c0 += t {
-			for r := r0; r < min(rows, r0+t); r++ {
-				for j := c0; j < min(cols, c0+t); j++ {
-					dst[j*rows+r] = src[r*cols+j]
-				}
+// Quantize casts src into q (allocated for the stored shape, as NewNVFP4
+// does); key seeds stochastic rounding.
+func (z *NVFP4Quantizer) Quantize(q *NVFP4, src []float32, key uint64) error {
+	rows, cols := z.rows, z.cols
+	if len(src) < rows*cols {
+		return fmt.Errorf("fp8: quantize NVFP4: %d values for shape [%d %d]", len(src), rows, cols)
+	}
+	br, bc := NVFP4ScaleShape(z.sr, z.sc, z.c.TwoD)
+	if q.Rows != z.sr || q.Cols != z.sc || q.TwoD != z.c.TwoD || len(q.Codes) < z.sr*((z.sc+1)/2) || len(q.BlockScales) < br*bc {
+		return fmt.Errorf("fp8: quantize NVFP4: destination [%d %d] (2-D %v) for a cast stored [%d %d] (2-D %v)", q.Rows, q.Cols, q.TwoD, z.sr, z.sc, z.c.TwoD)
+	}
+	z.q, z.src, z.key = q, src[:rows*cols], key
+	z.y = z.src
+	if z.work != nil {
+		z.y = z.work
+		z.group.For(z.parts, z.prepFn)
+	}
+	z.group.For(z.parts, z.amaxFn)
+	var amax uint32
+	for _, a := range z.amax {
+		amax = max(amax, a)
+	}
+	q.Amax = math.Float32frombits(amax)
+	_, z.m, q.SDec = NVFP4Scales(q.Amax)
+	z.group.For(z.parts, z.castFn)
+	return nil
+}
+
+// Cast returns the values the last Quantize cast, in the stored layout:
+// the source transposed for a column-wise copy, after the transform when
+// it is on (the values its codes approximate).
+func (z *NVFP4Quantizer) Cast() []float32 { return z.y }
+
+// span returns part i's range of n items.
+func (z *NVFP4Quantizer) span(i, n int) (int, int) { return n * i / z.parts, n * (i + 1) / z.parts }
+
+// prepPart writes stored rows of the transposed or copied source into
+// the scratch and transforms them.
+func (z *NVFP4Quantizer) prepPart(i int) {
+	lo, hi := z.span(i, z.sr)
+	w := z.work
+	if z.trans {
+		// Stored row j is source column j.
+		for r := 0; r < z.rows; r++ {
+			row := z.src[r*z.cols : (r+1)*z.cols]
+			for j := lo; j < hi; j++ {
+				w[j*z.rows+r] = row[j]
 			}
 		}
+	} else {
+		copy(w[lo*z.sc:hi*z.sc], z.src[lo*z.sc:hi*z.sc])
+	}
+	if z.c.RHT {
+		kernels.RHT16(w[lo*z.sc : hi*z.sc])
 	}
 }
 
-// quantizeNVFP4Rows casts y ([q.Rows][q.Cols], transformed already) into
-// q's slices.
-func quantizeNVFP4Rows(q *NVFP4, y []float32, c NVFP4Cast) error {
-	rows, cols := q.Rows, q.Cols
-	amax := blockAmax(y, rows, cols, cols)
-	_, m, sDec := NVFP4Scales(amax)
-	q.Amax, q.SDec = amax, sDec
-	sr, sc := NVFP4ScaleShape(rows, cols, c.TwoD)
-	half := (cols + 1) / 2
-	clear(q.Codes[:rows*half])
+// amaxPart is the amax of part i's stored rows, NaN left out.
+func (z *NVFP4Quantizer) amaxPart(i int) {
+	lo, hi := z.span(i, z.sr)
+	m, _ := segAmax(z.y[lo*z.sc : hi*z.sc])
+	z.amax[i] = m
+}
+
+// castPart casts part i's bands of stored rows (one row for 1×16
+// blocks, 16 for tiles).
+func (z *NVFP4Quantizer) castPart(i int) {
+	q, y, cols := z.q, z.y, z.sc
 	h := 1
-	if c.TwoD {
+	if z.c.TwoD {
 		h = NVFP4Block
 	}
-	for br := 0; br < sr; br++ {
-		r0 := br * h
-		nr := min(h, rows-r0)
+	bands := (z.sr + h - 1) / h
+	lo, hi := z.span(i, bands)
+	_, sc := NVFP4ScaleShape(z.sr, cols, z.c.TwoD)
+	half := (cols + 1) / 2
+	esv, codes := z.esv[i], z.codes[i]
+	e4 := decodeTable(E4M3)
+	for b := lo; b < hi; b++ {
+		r0, r1 := b*h, min(z.sr, (b+1)*h)
 		for bc := 0; bc < sc; bc++ {
-			c0 := bc * NVFP4Block
-			n := min(NVFP4Block, cols-c0)
-			b := blockAmax(y[r0*cols+c0:], nr, n, cols)
-			sf := E4M3.Encode(min(b*m, math.MaxFloat32))
-			q.BlockScales[br*sc+bc] = sf
-			es := min(1/(E4M3.Decode(sf)*sDec), math.MaxFloat32)
-			for r := r0; r < r0+nr; r++ {
-				row, out := y[r*cols+c0:r*cols+c0+n], q.Codes[r*half:]
-				for i, x := range row {
-					v := float32(x * es)
-					var code uint8
-					if c.Stochastic {
-						code = E2M1Stochastic(v, nvfp4Uniform(c.Key, r*cols+c0+i))
-					} else {
-						code = E2M1Encode(v)
+			c0, c1 := bc*NVFP4Block, min(cols, (bc+1)*NVFP4Block)
+			var am uint32
+			for r := r0; r < r1; r++ {
+				for _, v := range y[r*cols+c0 : r*cols+c1] {
+					if a := math.Float32bits(v) &^ (1 << 31); a <= 0x7F800000 {
+						am = max(am, a)
 					}
-					j := c0 + i
-					out[j/2] |= code << (4 * (j & 1))
 				}
+			}
+			sf := E4M3.Encode(min(math.Float32frombits(am)*z.m, math.MaxFloat32))
+			q.BlockScales[b*sc+bc] = sf
+			es := min(1/(e4[sf]*q.SDec), math.MaxFloat32)
+			for j := c0; j < c1; j++ {
+				esv[j] = es
+			}
+		}
+		for r := r0; r < r1; r++ {
+			row, out := y[r*cols:(r+1)*cols], q.Codes[r*half:(r+1)*half]
+			if z.c.Stochastic {
+				for j, x := range row {
+					codes[j] = e2m1Stochastic(float32(x*esv[j]), nvfp4Uniform(z.key, r*cols+j))
+				}
+			} else {
+				kernels.QuantizeE2M1Lanes(codes, row, esv)
+			}
+			for j := 0; j+1 < cols; j += 2 {
+				out[j/2] = codes[j] | codes[j+1]<<4
+			}
+			if cols%2 == 1 {
+				out[half-1] = codes[cols-1]
 			}
 		}
 	}
-	return nil
+}
+
+// e2m1Stochastic is E2M1Stochastic with the lower neighbour found from
+// the float32 bits (truncation to the E2M1 grid) instead of a search:
+// the same codes.
+func e2m1Stochastic(x float32, u float64) uint8 {
+	if x != x {
+		return 7
+	}
+	var sign uint8
+	if math.Signbit(float64(x)) {
+		sign, x = 8, -x
+	}
+	if x >= 6 {
+		return sign | 7
+	}
+	var c uint8
+	switch {
+	case x < 0.5:
+		c = 0
+	case x < 1:
+		c = 1
+	default:
+		c = uint8(math.Float32bits(x)>>22 - 252) // truncation: 1 mantissa bit
+	}
+	lo, hi := nvfp4Values[c], nvfp4Values[c+1]
+	if x == lo || u >= float64(x-lo)/float64(hi-lo) {
+		return sign | c
+	}
+	return sign | (c + 1)
 }
 
 // Code returns element (r, j)'s E2M1 code.

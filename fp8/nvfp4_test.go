@@ -1,6 +1,7 @@
 package fp8
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -281,7 +282,7 @@ func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := NewNVFP4(want.Rows, want.Cols, c.TwoD)
-			if err := QuantizeNVFP4Into(got, src, rows, cols, 0, c, nil); err != nil {
+			if err := QuantizeNVFP4Into(got, src, rows, cols, 0, c); err != nil {
 				t.Fatal(err)
 			}
 			if string(got.Codes) != string(want.Codes) || string(got.BlockScales) != string(want.BlockScales) || got.Amax != want.Amax || got.SDec != want.SDec {
@@ -289,13 +290,13 @@ func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
 			}
 		}
 	}
-	if err := QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 0, NVFP4Cast{}, nil); err != nil {
+	if err := QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 0, NVFP4Cast{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []func() error{
-		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 5, false), gen(20), 4, 5, 0, NVFP4Cast{}, nil) }, // stored [5 4]
-		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 2, NVFP4Cast{}, nil) },
-		func() error { return QuantizeNVFP4Into(NewNVFP4(5, 8, false), gen(40), 8, 5, 0, NVFP4Cast{RHT: true}, nil) },
+		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 5, false), gen(20), 4, 5, 0, NVFP4Cast{}) }, // stored [5 4]
+		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 2, NVFP4Cast{}) },
+		func() error { return QuantizeNVFP4Into(NewNVFP4(5, 8, false), gen(40), 8, 5, 0, NVFP4Cast{RHT: true}) },
 	} {
 		if bad() == nil {
 			t.Fatal("no error")
@@ -374,5 +375,97 @@ func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
 		useBF16 = func() bool { return false }
 		defer func() { useBF16 = kernels.HasBF16 }()
 		check()
+	}
+}
+
+// refRHT16 is the definition: it applies Transformer Engine's random Hadamard transform to each
+// group of 16 consecutive values of x (its length a multiple of 16),
+// in place: the values rounded to bf16, then y_j = 0.25·Σ_k s_k·
+// (−1)^popcount(j&k)·v_k accumulated in float32 over k in order, rounded
+// to bf16.
+func refRHT16(x []float32) error {
+	if len(x)%NVFP4Block != 0 {
+		return fmt.Errorf("fp8: random Hadamard transform: %d values, want a multiple of 16", len(x))
+	}
+	var v [16]float32
+	for g := 0; g < len(x); g += 16 {
+		for k := range v {
+			v[k] = bf16Round(x[g+k])
+			if rhtSigns>>k&1 != 0 {
+				v[k] = -v[k]
+			}
+		}
+		for j := 0; j < 16; j++ {
+			var s float32
+			for k := 0; k < 16; k++ {
+				if popcount4(j&k)&1 != 0 {
+					s -= v[k]
+				} else {
+					s += v[k]
+				}
+			}
+			x[g+j] = bf16Round(0.25 * s)
+		}
+	}
+	return nil
+}
+
+// transposeF32 writes the cols × rows transpose of src into dst.
+func transposeF32(dst, src []float32, rows, cols int) {
+	for r := 0; r < rows; r++ {
+		for j := 0; j < cols; j++ {
+			dst[j*rows+r] = src[r*cols+j]
+		}
+	}
+}
+
+// TestNVFP4KernelsMatchDefinitions: the transform's kernel equals its
+// definition (bf16 inputs, float32 sums in k order, bf16 outputs) bit for
+// bit; the vector E2M1 cast equals E2M1Encode and the bit-truncating
+// stochastic rounding equals E2M1Stochastic on every kind of value.
+func TestNVFP4KernelsMatchDefinitions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	special := []float32{0, float32(math.Copysign(0, -1)), 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 6, 6.5, float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), math.SmallestNonzeroFloat32, 1e-30, 0.5, 1, 1.5, 2, 3, 4}
+	x := make([]float32, 16*200)
+	for i := range x {
+		switch rng.IntN(3) {
+		case 0:
+			x[i] = special[rng.IntN(len(special))]
+		case 1:
+			x[i] = math.Float32frombits(rng.Uint32())
+		default:
+			x[i] = float32(rng.NormFloat64() * math.Exp(4*rng.NormFloat64()))
+		}
+	}
+	y := append([]float32(nil), x...)
+	if err := RHT16(x); err != nil {
+		t.Fatal(err)
+	}
+	_ = refRHT16(y)
+	for i := range x {
+		if math.Float32bits(x[i]) != math.Float32bits(y[i]) && !(x[i] != x[i] && y[i] != y[i]) {
+			t.Fatalf("RHT16[%d] = %v, definition %v", i, x[i], y[i])
+		}
+	}
+	vals := make([]float32, 0, 20000)
+	vals = append(vals, special...)
+	for len(vals) < cap(vals) {
+		vals = append(vals, float32(rng.NormFloat64()*3), math.Float32frombits(rng.Uint32()))
+	}
+	ones := make([]float32, len(vals))
+	for i := range ones {
+		ones[i] = 1
+	}
+	codes := make([]uint8, len(vals))
+	kernels.QuantizeE2M1Lanes(codes, vals, ones)
+	for i, v := range vals {
+		if w := E2M1Encode(v); codes[i] != w {
+			t.Fatalf("E2M1 of %v: kernel %#x, E2M1Encode %#x", v, codes[i], w)
+		}
+		u := rng.Float64()
+		if g, w := e2m1Stochastic(v, u), E2M1Stochastic(v, u); g != w {
+			t.Fatalf("stochastic E2M1 of %v (u %v): %#x, E2M1Stochastic %#x", v, u, g, w)
+		}
 	}
 }

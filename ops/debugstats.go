@@ -239,8 +239,8 @@ func nvfp4CastStats(c *inspect.Partial, sc *fp8Scales, x []float32) {
 	c.Reset()
 	q := sc.FP4
 	src := x
-	if sc.work != nil {
-		src = sc.work[:q.Rows*q.Cols]
+	if sc.nvq != nil {
+		src = sc.nvq.Cast()
 	}
 	_, bc := fp8.NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
 	for _, sf := range q.BlockScales {

@@ -107,6 +107,7 @@ type fp8Scales struct {
 	// stored transposed for a 1-D cast along axis 0; key and step seed its
 	// stochastic rounding.
 	FP4  *fp8.NVFP4
+	nvq  *fp8.NVFP4Quantizer
 	key  uint64
 	step *int64
 	// Amax is the amax of the last cast.
@@ -301,9 +302,8 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 			r, c = cols, rows // the column-wise copy, stored transposed
 		}
 		sc.FP4 = fp8.NewNVFP4(r, c, cfg.BlockDim == 2)
-		if cfg.RHT || (cfg.Axis == 0 && cfg.BlockDim == 1) {
-			sc.work = make([]float32, rows*cols)
-		}
+		// The shape was checked when the node was built (checkNVFP4Shape).
+		sc.nvq, _ = fp8.NewNVFP4Quantizer(rows, cols, cfg.Axis, fp8.NVFP4Cast{TwoD: cfg.BlockDim == 2, RHT: cfg.RHT, Stochastic: cfg.Stochastic})
 	case Float8Block:
 		n := fp8.Float8BlockScaleCount(rows, cols, cfg.Axis, cfg.BlockDim)
 		sc.BlockScaleInv = make([]float32, n)
@@ -324,12 +324,15 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 	// Tensorwise casts split over the workers, each piece keeping its
 	// amax (as float32 bits, so that NaN sorts above +inf).
 	if cfg.Scaling == NVFP4 {
-		c := fp8.NVFP4Cast{TwoD: cfg.BlockDim == 2, RHT: cfg.RHT, Stochastic: cfg.Stochastic}
 		return func() error {
-			if c.Stochastic {
-				c.Key = nvfp4Key(sc.key, *sc.step)
+			var key uint64
+			if cfg.Stochastic {
+				key = nvfp4Key(sc.key, *sc.step)
 			}
-			if err := fp8.QuantizeNVFP4Into(sc.FP4, src, rows, cols, cfg.Axis, c, sc.work); err != nil {
+			if sc.nvq == nil {
+				return fmt.Errorf("NVFP4 cast of a %d × %d tensor along axis %d: the transform needs a multiple of 16", rows, cols, cfg.Axis)
+			}
+			if err := sc.nvq.Quantize(sc.FP4, src, key); err != nil {
 				return err
 			}
 			sc.Amax = sc.FP4.Amax

@@ -863,6 +863,434 @@ quantizeLanesE5M2AVX512_done:
 	VZEROUPPER
 	RET
 
+// func quantizeLanesE2M1AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
+// Requires: AVX, AVX512F
+TEXT ·quantizeLanesE2M1AVX512(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVQ         amax+32(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x4a800000, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x4a800000, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x001fffff, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x000000fc, DI
+	VPBROADCASTD DI, Z26
+	MOVL         $0x00000007, DI
+	VPBROADCASTD DI, Z27
+	MOVL         $0x00000007, DI
+	VPBROADCASTD DI, Z28
+	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z29
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z30
+	MOVL         $0x00000008, DI
+	VPBROADCASTD DI, Z31
+	VPXORD       Z19, Z19, Z19
+	TESTQ        BX, BX
+	JZ           quantizeLanesE2M1AVX512_done
+
+quantizeLanesE2M1AVX512_loop:
+	VMOVUPS   (CX), Z0
+	VPANDD    Z21, Z0, Z4
+	VPMAXUD   Z4, Z19, Z19
+	VMULPS    (DX), Z0, Z2
+	ADDQ      $0x00000040, DX
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x16, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x16, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x1c, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPMOVDB   Z5, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000010, AX
+	DECQ      BX
+	JNZ       quantizeLanesE2M1AVX512_loop
+
+quantizeLanesE2M1AVX512_done:
+	VMOVDQU32 Z19, (SI)
+	VZEROUPPER
+	RET
+
+DATA rht16Consts<>+0(SB)/4, $0x3f800000
+DATA rht16Consts<>+4(SB)/4, $0x3f800000
+DATA rht16Consts<>+8(SB)/4, $0x3f800000
+DATA rht16Consts<>+12(SB)/4, $0x3f800000
+DATA rht16Consts<>+16(SB)/4, $0x3f800000
+DATA rht16Consts<>+20(SB)/4, $0x3f800000
+DATA rht16Consts<>+24(SB)/4, $0x3f800000
+DATA rht16Consts<>+28(SB)/4, $0x3f800000
+DATA rht16Consts<>+32(SB)/4, $0x3f800000
+DATA rht16Consts<>+36(SB)/4, $0x3f800000
+DATA rht16Consts<>+40(SB)/4, $0x3f800000
+DATA rht16Consts<>+44(SB)/4, $0x3f800000
+DATA rht16Consts<>+48(SB)/4, $0x3f800000
+DATA rht16Consts<>+52(SB)/4, $0x3f800000
+DATA rht16Consts<>+56(SB)/4, $0x3f800000
+DATA rht16Consts<>+60(SB)/4, $0x3f800000
+DATA rht16Consts<>+64(SB)/4, $0x3f800000
+DATA rht16Consts<>+68(SB)/4, $0xbf800000
+DATA rht16Consts<>+72(SB)/4, $0x3f800000
+DATA rht16Consts<>+76(SB)/4, $0xbf800000
+DATA rht16Consts<>+80(SB)/4, $0x3f800000
+DATA rht16Consts<>+84(SB)/4, $0xbf800000
+DATA rht16Consts<>+88(SB)/4, $0x3f800000
+DATA rht16Consts<>+92(SB)/4, $0xbf800000
+DATA rht16Consts<>+96(SB)/4, $0x3f800000
+DATA rht16Consts<>+100(SB)/4, $0xbf800000
+DATA rht16Consts<>+104(SB)/4, $0x3f800000
+DATA rht16Consts<>+108(SB)/4, $0xbf800000
+DATA rht16Consts<>+112(SB)/4, $0x3f800000
+DATA rht16Consts<>+116(SB)/4, $0xbf800000
+DATA rht16Consts<>+120(SB)/4, $0x3f800000
+DATA rht16Consts<>+124(SB)/4, $0xbf800000
+DATA rht16Consts<>+128(SB)/4, $0x3f800000
+DATA rht16Consts<>+132(SB)/4, $0x3f800000
+DATA rht16Consts<>+136(SB)/4, $0xbf800000
+DATA rht16Consts<>+140(SB)/4, $0xbf800000
+DATA rht16Consts<>+144(SB)/4, $0x3f800000
+DATA rht16Consts<>+148(SB)/4, $0x3f800000
+DATA rht16Consts<>+152(SB)/4, $0xbf800000
+DATA rht16Consts<>+156(SB)/4, $0xbf800000
+DATA rht16Consts<>+160(SB)/4, $0x3f800000
+DATA rht16Consts<>+164(SB)/4, $0x3f800000
+DATA rht16Consts<>+168(SB)/4, $0xbf800000
+DATA rht16Consts<>+172(SB)/4, $0xbf800000
+DATA rht16Consts<>+176(SB)/4, $0x3f800000
+DATA rht16Consts<>+180(SB)/4, $0x3f800000
+DATA rht16Consts<>+184(SB)/4, $0xbf800000
+DATA rht16Consts<>+188(SB)/4, $0xbf800000
+DATA rht16Consts<>+192(SB)/4, $0x3f800000
+DATA rht16Consts<>+196(SB)/4, $0xbf800000
+DATA rht16Consts<>+200(SB)/4, $0xbf800000
+DATA rht16Consts<>+204(SB)/4, $0x3f800000
+DATA rht16Consts<>+208(SB)/4, $0x3f800000
+DATA rht16Consts<>+212(SB)/4, $0xbf800000
+DATA rht16Consts<>+216(SB)/4, $0xbf800000
+DATA rht16Consts<>+220(SB)/4, $0x3f800000
+DATA rht16Consts<>+224(SB)/4, $0x3f800000
+DATA rht16Consts<>+228(SB)/4, $0xbf800000
+DATA rht16Consts<>+232(SB)/4, $0xbf800000
+DATA rht16Consts<>+236(SB)/4, $0x3f800000
+DATA rht16Consts<>+240(SB)/4, $0x3f800000
+DATA rht16Consts<>+244(SB)/4, $0xbf800000
+DATA rht16Consts<>+248(SB)/4, $0xbf800000
+DATA rht16Consts<>+252(SB)/4, $0x3f800000
+DATA rht16Consts<>+256(SB)/4, $0x3f800000
+DATA rht16Consts<>+260(SB)/4, $0x3f800000
+DATA rht16Consts<>+264(SB)/4, $0x3f800000
+DATA rht16Consts<>+268(SB)/4, $0x3f800000
+DATA rht16Consts<>+272(SB)/4, $0xbf800000
+DATA rht16Consts<>+276(SB)/4, $0xbf800000
+DATA rht16Consts<>+280(SB)/4, $0xbf800000
+DATA rht16Consts<>+284(SB)/4, $0xbf800000
+DATA rht16Consts<>+288(SB)/4, $0x3f800000
+DATA rht16Consts<>+292(SB)/4, $0x3f800000
+DATA rht16Consts<>+296(SB)/4, $0x3f800000
+DATA rht16Consts<>+300(SB)/4, $0x3f800000
+DATA rht16Consts<>+304(SB)/4, $0xbf800000
+DATA rht16Consts<>+308(SB)/4, $0xbf800000
+DATA rht16Consts<>+312(SB)/4, $0xbf800000
+DATA rht16Consts<>+316(SB)/4, $0xbf800000
+DATA rht16Consts<>+320(SB)/4, $0x3f800000
+DATA rht16Consts<>+324(SB)/4, $0xbf800000
+DATA rht16Consts<>+328(SB)/4, $0x3f800000
+DATA rht16Consts<>+332(SB)/4, $0xbf800000
+DATA rht16Consts<>+336(SB)/4, $0xbf800000
+DATA rht16Consts<>+340(SB)/4, $0x3f800000
+DATA rht16Consts<>+344(SB)/4, $0xbf800000
+DATA rht16Consts<>+348(SB)/4, $0x3f800000
+DATA rht16Consts<>+352(SB)/4, $0x3f800000
+DATA rht16Consts<>+356(SB)/4, $0xbf800000
+DATA rht16Consts<>+360(SB)/4, $0x3f800000
+DATA rht16Consts<>+364(SB)/4, $0xbf800000
+DATA rht16Consts<>+368(SB)/4, $0xbf800000
+DATA rht16Consts<>+372(SB)/4, $0x3f800000
+DATA rht16Consts<>+376(SB)/4, $0xbf800000
+DATA rht16Consts<>+380(SB)/4, $0x3f800000
+DATA rht16Consts<>+384(SB)/4, $0x3f800000
+DATA rht16Consts<>+388(SB)/4, $0x3f800000
+DATA rht16Consts<>+392(SB)/4, $0xbf800000
+DATA rht16Consts<>+396(SB)/4, $0xbf800000
+DATA rht16Consts<>+400(SB)/4, $0xbf800000
+DATA rht16Consts<>+404(SB)/4, $0xbf800000
+DATA rht16Consts<>+408(SB)/4, $0x3f800000
+DATA rht16Consts<>+412(SB)/4, $0x3f800000
+DATA rht16Consts<>+416(SB)/4, $0x3f800000
+DATA rht16Consts<>+420(SB)/4, $0x3f800000
+DATA rht16Consts<>+424(SB)/4, $0xbf800000
+DATA rht16Consts<>+428(SB)/4, $0xbf800000
+DATA rht16Consts<>+432(SB)/4, $0xbf800000
+DATA rht16Consts<>+436(SB)/4, $0xbf800000
+DATA rht16Consts<>+440(SB)/4, $0x3f800000
+DATA rht16Consts<>+444(SB)/4, $0x3f800000
+DATA rht16Consts<>+448(SB)/4, $0x3f800000
+DATA rht16Consts<>+452(SB)/4, $0xbf800000
+DATA rht16Consts<>+456(SB)/4, $0xbf800000
+DATA rht16Consts<>+460(SB)/4, $0x3f800000
+DATA rht16Consts<>+464(SB)/4, $0xbf800000
+DATA rht16Consts<>+468(SB)/4, $0x3f800000
+DATA rht16Consts<>+472(SB)/4, $0x3f800000
+DATA rht16Consts<>+476(SB)/4, $0xbf800000
+DATA rht16Consts<>+480(SB)/4, $0x3f800000
+DATA rht16Consts<>+484(SB)/4, $0xbf800000
+DATA rht16Consts<>+488(SB)/4, $0xbf800000
+DATA rht16Consts<>+492(SB)/4, $0x3f800000
+DATA rht16Consts<>+496(SB)/4, $0xbf800000
+DATA rht16Consts<>+500(SB)/4, $0x3f800000
+DATA rht16Consts<>+504(SB)/4, $0x3f800000
+DATA rht16Consts<>+508(SB)/4, $0xbf800000
+DATA rht16Consts<>+512(SB)/4, $0x3f800000
+DATA rht16Consts<>+516(SB)/4, $0x3f800000
+DATA rht16Consts<>+520(SB)/4, $0x3f800000
+DATA rht16Consts<>+524(SB)/4, $0x3f800000
+DATA rht16Consts<>+528(SB)/4, $0x3f800000
+DATA rht16Consts<>+532(SB)/4, $0x3f800000
+DATA rht16Consts<>+536(SB)/4, $0x3f800000
+DATA rht16Consts<>+540(SB)/4, $0x3f800000
+DATA rht16Consts<>+544(SB)/4, $0xbf800000
+DATA rht16Consts<>+548(SB)/4, $0xbf800000
+DATA rht16Consts<>+552(SB)/4, $0xbf800000
+DATA rht16Consts<>+556(SB)/4, $0xbf800000
+DATA rht16Consts<>+560(SB)/4, $0xbf800000
+DATA rht16Consts<>+564(SB)/4, $0xbf800000
+DATA rht16Consts<>+568(SB)/4, $0xbf800000
+DATA rht16Consts<>+572(SB)/4, $0xbf800000
+DATA rht16Consts<>+576(SB)/4, $0x3f800000
+DATA rht16Consts<>+580(SB)/4, $0xbf800000
+DATA rht16Consts<>+584(SB)/4, $0x3f800000
+DATA rht16Consts<>+588(SB)/4, $0xbf800000
+DATA rht16Consts<>+592(SB)/4, $0x3f800000
+DATA rht16Consts<>+596(SB)/4, $0xbf800000
+DATA rht16Consts<>+600(SB)/4, $0x3f800000
+DATA rht16Consts<>+604(SB)/4, $0xbf800000
+DATA rht16Consts<>+608(SB)/4, $0xbf800000
+DATA rht16Consts<>+612(SB)/4, $0x3f800000
+DATA rht16Consts<>+616(SB)/4, $0xbf800000
+DATA rht16Consts<>+620(SB)/4, $0x3f800000
+DATA rht16Consts<>+624(SB)/4, $0xbf800000
+DATA rht16Consts<>+628(SB)/4, $0x3f800000
+DATA rht16Consts<>+632(SB)/4, $0xbf800000
+DATA rht16Consts<>+636(SB)/4, $0x3f800000
+DATA rht16Consts<>+640(SB)/4, $0x3f800000
+DATA rht16Consts<>+644(SB)/4, $0x3f800000
+DATA rht16Consts<>+648(SB)/4, $0xbf800000
+DATA rht16Consts<>+652(SB)/4, $0xbf800000
+DATA rht16Consts<>+656(SB)/4, $0x3f800000
+DATA rht16Consts<>+660(SB)/4, $0x3f800000
+DATA rht16Consts<>+664(SB)/4, $0xbf800000
+DATA rht16Consts<>+668(SB)/4, $0xbf800000
+DATA rht16Consts<>+672(SB)/4, $0xbf800000
+DATA rht16Consts<>+676(SB)/4, $0xbf800000
+DATA rht16Consts<>+680(SB)/4, $0x3f800000
+DATA rht16Consts<>+684(SB)/4, $0x3f800000
+DATA rht16Consts<>+688(SB)/4, $0xbf800000
+DATA rht16Consts<>+692(SB)/4, $0xbf800000
+DATA rht16Consts<>+696(SB)/4, $0x3f800000
+DATA rht16Consts<>+700(SB)/4, $0x3f800000
+DATA rht16Consts<>+704(SB)/4, $0x3f800000
+DATA rht16Consts<>+708(SB)/4, $0xbf800000
+DATA rht16Consts<>+712(SB)/4, $0xbf800000
+DATA rht16Consts<>+716(SB)/4, $0x3f800000
+DATA rht16Consts<>+720(SB)/4, $0x3f800000
+DATA rht16Consts<>+724(SB)/4, $0xbf800000
+DATA rht16Consts<>+728(SB)/4, $0xbf800000
+DATA rht16Consts<>+732(SB)/4, $0x3f800000
+DATA rht16Consts<>+736(SB)/4, $0xbf800000
+DATA rht16Consts<>+740(SB)/4, $0x3f800000
+DATA rht16Consts<>+744(SB)/4, $0x3f800000
+DATA rht16Consts<>+748(SB)/4, $0xbf800000
+DATA rht16Consts<>+752(SB)/4, $0xbf800000
+DATA rht16Consts<>+756(SB)/4, $0x3f800000
+DATA rht16Consts<>+760(SB)/4, $0x3f800000
+DATA rht16Consts<>+764(SB)/4, $0xbf800000
+DATA rht16Consts<>+768(SB)/4, $0x3f800000
+DATA rht16Consts<>+772(SB)/4, $0x3f800000
+DATA rht16Consts<>+776(SB)/4, $0x3f800000
+DATA rht16Consts<>+780(SB)/4, $0x3f800000
+DATA rht16Consts<>+784(SB)/4, $0xbf800000
+DATA rht16Consts<>+788(SB)/4, $0xbf800000
+DATA rht16Consts<>+792(SB)/4, $0xbf800000
+DATA rht16Consts<>+796(SB)/4, $0xbf800000
+DATA rht16Consts<>+800(SB)/4, $0xbf800000
+DATA rht16Consts<>+804(SB)/4, $0xbf800000
+DATA rht16Consts<>+808(SB)/4, $0xbf800000
+DATA rht16Consts<>+812(SB)/4, $0xbf800000
+DATA rht16Consts<>+816(SB)/4, $0x3f800000
+DATA rht16Consts<>+820(SB)/4, $0x3f800000
+DATA rht16Consts<>+824(SB)/4, $0x3f800000
+DATA rht16Consts<>+828(SB)/4, $0x3f800000
+DATA rht16Consts<>+832(SB)/4, $0x3f800000
+DATA rht16Consts<>+836(SB)/4, $0xbf800000
+DATA rht16Consts<>+840(SB)/4, $0x3f800000
+DATA rht16Consts<>+844(SB)/4, $0xbf800000
+DATA rht16Consts<>+848(SB)/4, $0xbf800000
+DATA rht16Consts<>+852(SB)/4, $0x3f800000
+DATA rht16Consts<>+856(SB)/4, $0xbf800000
+DATA rht16Consts<>+860(SB)/4, $0x3f800000
+DATA rht16Consts<>+864(SB)/4, $0xbf800000
+DATA rht16Consts<>+868(SB)/4, $0x3f800000
+DATA rht16Consts<>+872(SB)/4, $0xbf800000
+DATA rht16Consts<>+876(SB)/4, $0x3f800000
+DATA rht16Consts<>+880(SB)/4, $0x3f800000
+DATA rht16Consts<>+884(SB)/4, $0xbf800000
+DATA rht16Consts<>+888(SB)/4, $0x3f800000
+DATA rht16Consts<>+892(SB)/4, $0xbf800000
+DATA rht16Consts<>+896(SB)/4, $0x3f800000
+DATA rht16Consts<>+900(SB)/4, $0x3f800000
+DATA rht16Consts<>+904(SB)/4, $0xbf800000
+DATA rht16Consts<>+908(SB)/4, $0xbf800000
+DATA rht16Consts<>+912(SB)/4, $0xbf800000
+DATA rht16Consts<>+916(SB)/4, $0xbf800000
+DATA rht16Consts<>+920(SB)/4, $0x3f800000
+DATA rht16Consts<>+924(SB)/4, $0x3f800000
+DATA rht16Consts<>+928(SB)/4, $0xbf800000
+DATA rht16Consts<>+932(SB)/4, $0xbf800000
+DATA rht16Consts<>+936(SB)/4, $0x3f800000
+DATA rht16Consts<>+940(SB)/4, $0x3f800000
+DATA rht16Consts<>+944(SB)/4, $0x3f800000
+DATA rht16Consts<>+948(SB)/4, $0x3f800000
+DATA rht16Consts<>+952(SB)/4, $0xbf800000
+DATA rht16Consts<>+956(SB)/4, $0xbf800000
+DATA rht16Consts<>+960(SB)/4, $0x3f800000
+DATA rht16Consts<>+964(SB)/4, $0xbf800000
+DATA rht16Consts<>+968(SB)/4, $0xbf800000
+DATA rht16Consts<>+972(SB)/4, $0x3f800000
+DATA rht16Consts<>+976(SB)/4, $0xbf800000
+DATA rht16Consts<>+980(SB)/4, $0x3f800000
+DATA rht16Consts<>+984(SB)/4, $0x3f800000
+DATA rht16Consts<>+988(SB)/4, $0xbf800000
+DATA rht16Consts<>+992(SB)/4, $0xbf800000
+DATA rht16Consts<>+996(SB)/4, $0x3f800000
+DATA rht16Consts<>+1000(SB)/4, $0x3f800000
+DATA rht16Consts<>+1004(SB)/4, $0xbf800000
+DATA rht16Consts<>+1008(SB)/4, $0x3f800000
+DATA rht16Consts<>+1012(SB)/4, $0xbf800000
+DATA rht16Consts<>+1016(SB)/4, $0xbf800000
+DATA rht16Consts<>+1020(SB)/4, $0x3f800000
+DATA rht16Consts<>+1024(SB)/4, $0x00000000
+DATA rht16Consts<>+1028(SB)/4, $0x00000000
+DATA rht16Consts<>+1032(SB)/4, $0x00000000
+DATA rht16Consts<>+1036(SB)/4, $0x80000000
+DATA rht16Consts<>+1040(SB)/4, $0x00000000
+DATA rht16Consts<>+1044(SB)/4, $0x80000000
+DATA rht16Consts<>+1048(SB)/4, $0x80000000
+DATA rht16Consts<>+1052(SB)/4, $0x80000000
+DATA rht16Consts<>+1056(SB)/4, $0x80000000
+DATA rht16Consts<>+1060(SB)/4, $0x80000000
+DATA rht16Consts<>+1064(SB)/4, $0x80000000
+DATA rht16Consts<>+1068(SB)/4, $0x00000000
+DATA rht16Consts<>+1072(SB)/4, $0x80000000
+DATA rht16Consts<>+1076(SB)/4, $0x00000000
+DATA rht16Consts<>+1080(SB)/4, $0x80000000
+DATA rht16Consts<>+1084(SB)/4, $0x80000000
+GLOBL rht16Consts<>(SB), RODATA|NOPTR, $1088
+
+// func rht16AVX512(x *float32, groups int)
+// Requires: AVX, AVX512F
+TEXT ·rht16AVX512(SB), NOSPLIT, $64-16
+	MOVQ         x+0(FP), AX
+	MOVQ         groups+8(FP), CX
+	LEAQ         rht16Consts<>+0(SB), DX
+	MOVL         $0x7fffffff, BX
+	VPBROADCASTD BX, Z20
+	MOVL         $0x7f800000, BX
+	VPBROADCASTD BX, Z21
+	MOVL         $0x00007fff, BX
+	VPBROADCASTD BX, Z22
+	MOVL         $0x00000001, BX
+	VPBROADCASTD BX, Z23
+	MOVL         $0xffff0000, BX
+	VPBROADCASTD BX, Z24
+	MOVL         $0x3e800000, BX
+	VPBROADCASTD BX, Z25
+	VMOVDQU32    1024(DX), Z26
+	TESTQ        CX, CX
+	JZ           rht16_done
+
+rht16_loop:
+	VMOVUPS      (AX), Z0
+	VPSRLD       $0x10, Z0, Z1
+	VPANDD       Z23, Z1, Z1
+	VPADDD       Z22, Z1, Z1
+	VPADDD       Z0, Z1, Z1
+	VPANDD       Z24, Z1, Z1
+	VPANDD       Z20, Z0, Z31
+	VPCMPUD      $0x06, Z21, Z31, K1
+	VPBLENDMD    Z0, Z1, K1, Z0
+	VPXORD       Z26, Z0, Z0
+	VMOVUPS      Z0, (SP)
+	VPXORD       Z2, Z2, Z2
+	VBROADCASTSS (SP), Z3
+	VFMADD231PS  (DX), Z3, Z2
+	VBROADCASTSS 4(SP), Z3
+	VFMADD231PS  64(DX), Z3, Z2
+	VBROADCASTSS 8(SP), Z3
+	VFMADD231PS  128(DX), Z3, Z2
+	VBROADCASTSS 12(SP), Z3
+	VFMADD231PS  192(DX), Z3, Z2
+	VBROADCASTSS 16(SP), Z3
+	VFMADD231PS  256(DX), Z3, Z2
+	VBROADCASTSS 20(SP), Z3
+	VFMADD231PS  320(DX), Z3, Z2
+	VBROADCASTSS 24(SP), Z3
+	VFMADD231PS  384(DX), Z3, Z2
+	VBROADCASTSS 28(SP), Z3
+	VFMADD231PS  448(DX), Z3, Z2
+	VBROADCASTSS 32(SP), Z3
+	VFMADD231PS  512(DX), Z3, Z2
+	VBROADCASTSS 36(SP), Z3
+	VFMADD231PS  576(DX), Z3, Z2
+	VBROADCASTSS 40(SP), Z3
+	VFMADD231PS  640(DX), Z3, Z2
+	VBROADCASTSS 44(SP), Z3
+	VFMADD231PS  704(DX), Z3, Z2
+	VBROADCASTSS 48(SP), Z3
+	VFMADD231PS  768(DX), Z3, Z2
+	VBROADCASTSS 52(SP), Z3
+	VFMADD231PS  832(DX), Z3, Z2
+	VBROADCASTSS 56(SP), Z3
+	VFMADD231PS  896(DX), Z3, Z2
+	VBROADCASTSS 60(SP), Z3
+	VFMADD231PS  960(DX), Z3, Z2
+	VMULPS       Z25, Z2, Z2
+	VPSRLD       $0x10, Z2, Z1
+	VPANDD       Z23, Z1, Z1
+	VPADDD       Z22, Z1, Z1
+	VPADDD       Z2, Z1, Z1
+	VPANDD       Z24, Z1, Z1
+	VPANDD       Z20, Z2, Z31
+	VPCMPUD      $0x06, Z21, Z31, K1
+	VPBLENDMD    Z2, Z1, K1, Z2
+	VMOVUPS      Z2, (AX)
+	ADDQ         $0x00000040, AX
+	DECQ         CX
+	JNZ          rht16_loop
+
+rht16_done:
+	VZEROUPPER
+	RET
+
 // func amaxColsAVX512(acc *uint32, src *float32, blocks int, seen *[16]uint32)
 // Requires: AVX, AVX512F
 TEXT ·amaxColsAVX512(SB), NOSPLIT, $0-32

@@ -39,6 +39,16 @@ func quantizeLanesE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks i
 //go:noescape
 func quantizeLanesE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
 
+// quantizeLanesE2M1AVX512 casts 16·blocks values times their own scales to E2M1 codes, one per byte, and records their amax; its Go twin is quantizeE2M1LanesGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeLanesE2M1AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
+
+// rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func rht16AVX512(x *float32, groups int)
+
 // amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape

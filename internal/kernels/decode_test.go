@@ -200,3 +200,58 @@ func TestMulRowIsFloat32Multiplication(t *testing.T) {
 		}
 	}
 }
+
+// TestE2M1AndRHTMatchTwins checks the E2M1 per-lane cast and the random
+// Hadamard transform against their Go twins bit for bit, on every kind
+// of value (NaN, ±inf, subnormals, ties, any bit pattern) at lengths
+// that leave a tail.
+func TestE2M1AndRHTMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 6, 7,
+		math.SmallestNonzeroFloat32, math.MaxFloat32, float32(math.NaN()), float32(-math.NaN())}
+	gen := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			switch rng.IntN(3) {
+			case 0:
+				v[i] = special[rng.IntN(len(special))]
+			case 1:
+				v[i] = math.Float32frombits(rng.Uint32())
+			default:
+				v[i] = float32(rng.NormFloat64() * 3)
+			}
+		}
+		return v
+	}
+	for _, n := range []int{1, 15, 16, 17, 100, 4099} {
+		src, scales := gen(n), make([]float32, n)
+		for i := range scales {
+			scales[i] = 1
+			if rng.IntN(2) == 0 {
+				scales[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(20)-10))
+			}
+		}
+		got, want := make([]uint8, n), make([]uint8, n)
+		ga, wa := QuantizeE2M1Lanes(got, src, scales), quantizeE2M1LanesGo(want, src, scales)
+		if string(got) != string(want) {
+			t.Fatalf("n=%d: E2M1 codes differ from the twin", n)
+		}
+		if (ga > 0x7F800000) != (wa > 0x7F800000) || (wa <= 0x7F800000 && ga != wa) {
+			t.Fatalf("n=%d: amax bits %#x, twin %#x", n, ga, wa)
+		}
+		for _, c := range got {
+			if c > 15 {
+				t.Fatalf("n=%d: code %#x is not 4 bits", n, c)
+			}
+		}
+		x := gen(n)
+		y := append([]float32(nil), x...)
+		RHT16(x)
+		rht16Go(y[:len(y)/16*16])
+		for i := range x {
+			if math.Float32bits(x[i]) != math.Float32bits(y[i]) && !(x[i] != x[i] && y[i] != y[i]) {
+				t.Fatalf("n=%d: RHT16[%d] = %v, twin %v", n, i, x[i], y[i])
+			}
+		}
+	}
+}

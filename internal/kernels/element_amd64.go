@@ -383,3 +383,30 @@ func amaxColsVector(acc []uint32, src []float32) (done int, seen uint32) {
 	}
 	return blocks * 16, seen
 }
+
+// quantizeE2M1LanesVector casts the longest multiple of 16 of src to
+// E2M1 codes (see QuantizeE2M1Lanes) and returns how many it did and the
+// bits of their amax.
+func quantizeE2M1LanesVector(dst []uint8, src, scales []float32) (done int, amaxBits uint32) {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
+		return 0, 0
+	}
+	var lanes [16]uint32
+	quantizeLanesE2M1AVX512(&dst[0], &src[0], &scales[0], blocks, &lanes)
+	for _, l := range lanes {
+		amaxBits = max(amaxBits, l)
+	}
+	return blocks * 16, amaxBits
+}
+
+// rht16Vector transforms every group of 16 of x (a multiple of 16 long)
+// and returns how many values it did.
+func rht16Vector(x []float32) int {
+	groups := len(x) / 16
+	if !hasAVX512 || groups == 0 {
+		return 0
+	}
+	rht16AVX512(&x[0], groups)
+	return groups * 16
+}

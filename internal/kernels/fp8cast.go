@@ -1,6 +1,9 @@
 package kernels
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // FP8Cast holds what the float32 ↔ FP8 kernels need of one format: the
 // constants of the rounding cast (see EncodeAbs) and the decode table.
@@ -200,5 +203,92 @@ func MulRow(row, f []float32) {
 	done := scaleRowVector(row, f, 1)
 	for i := done; i < len(row); i++ {
 		row[i] *= f[i]
+	}
+}
+
+// QuantizeE2M1Lanes writes, for every value of src, the E2M1 code (NVFP4's
+// element: 0, 0.5, 1, 1.5, 2, 3, 4, 6; the sign in bit 3) of
+// src[i]·scales[i], one code per byte: round to nearest, ties to the even
+// code, |v| beyond 6 (infinities too) to ±6, a NaN to +6, the sign of
+// zero kept. It returns the float32 bits of max|x| over src (above +inf
+// when a value is NaN). The vector kernel does the longest multiple of 16
+// it can, quantizeE2M1LanesGo (its twin) the rest, with the same bits.
+func QuantizeE2M1Lanes(dst []uint8, src, scales []float32) (amaxBits uint32) {
+	dst, scales = dst[:len(src)], scales[:len(src)]
+	done, m := quantizeE2M1LanesVector(dst, src, scales)
+	return max(m, quantizeE2M1LanesGo(dst[done:], src[done:], scales[done:]))
+}
+
+// quantizeE2M1LanesGo is the loop quantizeLanesE2M1AVX512 replaces:
+// quantizeFP8Go's rounding with E2M1's constants (22 = 23 − 1 mantissa
+// bit; the smallest normal 1.0; subnormals on the magic constant 2^22,
+// whose ulp is 0.5; exponent rebias 126 << 1).
+func quantizeE2M1LanesGo(dst []uint8, src, scales []float32) uint32 {
+	const shift, off, half = 22, 126 << 1, 1<<21 - 1
+	const minNorm, magic = 0x3F800000, float32(1 << 22)
+	magicBits := math.Float32bits(magic)
+	var m uint32
+	for i, v := range src {
+		m = max(m, math.Float32bits(v)&^(1<<31))
+		y := math.Float32bits(v * scales[i])
+		ya := y &^ (1 << 31)
+		var code uint32
+		if ya < minNorm {
+			code = math.Float32bits(math.Float32frombits(ya)+magic) - magicBits
+		} else {
+			code = (ya+half+(ya>>shift)&1)>>shift - off
+		}
+		code = min(code, 7) | y>>28&8
+		if ya > 0x7F800000 {
+			code = 7
+		}
+		dst[i] = uint8(code)
+	}
+	return m
+}
+
+// RHT16 applies Transformer Engine's 16-point random Hadamard transform
+// in place to each group of 16 consecutive values of x (len(x) a
+// multiple of 16; a shorter tail is left alone): the values rounded to
+// bf16 (nearest even, NaN kept), times the sign vector s (bit k of
+// 0xD7E8 set where s_k = −1), y_j = Σ_k (−1)^popcount(j&k)·v_k
+// accumulated in float32 in k order, times 0.25, rounded to bf16. The
+// vector kernel transforms what it can, rht16Go (its twin) the rest.
+func RHT16(x []float32) {
+	x = x[:len(x)/16*16]
+	done := rht16Vector(x)
+	rht16Go(x[done:])
+}
+
+// bf16RoundF32 rounds x to bf16 (nearest even, NaN kept) as a float32.
+func bf16RoundF32(x float32) float32 {
+	b := math.Float32bits(x)
+	if b&0x7FFFFFFF > 0x7F800000 {
+		return x
+	}
+	return math.Float32frombits((b + 0x7FFF + (b>>16)&1) &^ 0xFFFF)
+}
+
+// rht16Go is the loop rht16AVX512 replaces.
+func rht16Go(x []float32) {
+	var v [16]float32
+	for g := 0; g+16 <= len(x); g += 16 {
+		for k := range v {
+			v[k] = bf16RoundF32(x[g+k])
+			if 0xD7E8>>k&1 != 0 {
+				v[k] = -v[k]
+			}
+		}
+		for j := 0; j < 16; j++ {
+			var s float32
+			for k := 0; k < 16; k++ {
+				if bits.OnesCount(uint(j&k))&1 != 0 {
+					s -= v[k]
+				} else {
+					s += v[k]
+				}
+			}
+			x[g+j] = bf16RoundF32(0.25 * s)
+		}
 	}
 }

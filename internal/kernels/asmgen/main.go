@@ -26,6 +26,9 @@ func main() {
 	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	quantizeLanes("quantizeLanesE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantizeLanes("quantizeLanesE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	quantizeLanesE2M1()
+	rht16Data()
+	rht16()
 	amaxCols()
 	adam()
 	decode("decodeE4M3AVX512", 20, 120, false)
@@ -274,7 +277,7 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, false)
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, false, false)
 }
 
 // quantizeLanes is quantize with one scale per value (read from scales
@@ -284,10 +287,21 @@ func quantizeLanes(name string, shift int, minNorm uint32, magicExp int, off, ma
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts 16·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, true)
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, true, false)
 }
 
-func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, lanes bool) {
+// quantizeLanesE2M1 is quantizeLanes for NVFP4's E2M1 elements (1
+// mantissa bit, bias 1, largest 6): one code per byte, the sign in bit
+// 3, a NaN giving +6 (code 7) whatever its sign.
+func quantizeLanesE2M1() {
+	name := "quantizeLanesE2M1AVX512"
+	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)")
+	Pragma("noescape")
+	Doc(name + " casts 16·blocks values times their own scales to E2M1 codes, one per byte, and records their amax; its Go twin is quantizeE2M1LanesGo (fp8cast.go) (AVX-512F).")
+	quantizeBody(name, 22, 0x3F800000, 22, 126<<1, 7, 7, true, true)
+}
+
+func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, lanes, e2m1 bool) {
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	var scales Register
@@ -317,7 +331,11 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 	bcast(nanCode, zNaN)
 	bcast(minNorm, zMinNorm)
 	bcast(0x7F800000, zInf)
-	bcast(0x80, zSignMask)
+	if e2m1 {
+		bcast(0x08, zSignMask)
+	} else {
+		bcast(0x80, zSignMask)
+	}
 	VPXORD(zAmax, zAmax, zAmax)
 	loop(name, n, func() {
 		x, ya, y, sub, t, c := Z0, Z1, Z2, Z3, Z4, Z5
@@ -346,14 +364,106 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		VPMINUD(zMax, c, c)
 		VPCMPUD(U8(6), zInf, ya, K2) // K2: ya > +inf bits, a NaN
 		VPBLENDMD(zNaN, c, K2, c)
-		VPSRLD(U8(24), y, t)
+		if e2m1 {
+			VPSRLD(U8(28), y, t) // the sign to bit 3
+		} else {
+			VPSRLD(U8(24), y, t)
+		}
 		VPANDD(zSignMask, t, t)
 		VPORD(t, c, c)
+		if e2m1 {
+			VPBLENDMD(zNaN, c, K2, c) // NaN: +6, unsigned
+		}
 		VPMOVDB(c, Mem{Base: dst})
 		ADDQ(U32(64), src)
 		ADDQ(U32(16), dst)
 	})
 	VMOVDQU32(zAmax, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// rht16Data defines the random Hadamard transform's constants: the 16
+// columns of the Hadamard matrix, column k holding (−1)^popcount(j&k)
+// for lanes j as float32 ±1, then the sign vector s as sign-bit masks.
+func rht16Data() {
+	rhtMem = GLOBL("rht16Consts", RODATA|NOPTR)
+	for k := 0; k < 16; k++ {
+		for j := 0; j < 16; j++ {
+			v := float32(1)
+			if popcount4(j&k)%2 == 1 {
+				v = -1
+			}
+			DATA(64*k+4*j, U32(math.Float32bits(v)))
+		}
+	}
+	for k := 0; k < 16; k++ {
+		var m uint32
+		if 0xD7E8>>k&1 != 0 {
+			m = 0x80000000
+		}
+		DATA(64*16+4*k, U32(m))
+	}
+}
+
+var rhtMem Mem
+
+func popcount4(v int) int { return v&1 + v>>1&1 + v>>2&1 + v>>3&1 }
+
+// rht16 emits Transformer Engine's 16-point random Hadamard transform in
+// place over 16·groups values: each group rounded to bf16 (nearest even,
+// NaN kept), signed by s, then y_j = Σ_k H[j][k]·v_k accumulated in k
+// order (an FMA with ±1 is the exact add or subtract, one rounding as
+// the sequential sum), times 0.25, rounded to bf16.
+func rht16() {
+	TEXT("rht16AVX512", NOSPLIT, "func(x *float32, groups int)")
+	Pragma("noescape")
+	Doc("rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("groups"), GP64())
+	tab := GP64()
+	LEAQ(rhtMem, tab)
+	local := AllocLocal(64)
+	zAbs, zInf, zRound, zOne, zMask, zQuarter, zSigns := Z20, Z21, Z22, Z23, Z24, Z25, Z26
+	bcast := func(v uint32, z VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		VPBROADCASTD(r, z)
+	}
+	bcast(0x7FFFFFFF, zAbs)
+	bcast(0x7F800000, zInf)
+	bcast(0x7FFF, zRound)
+	bcast(1, zOne)
+	bcast(0xFFFF0000, zMask)
+	bcast(math.Float32bits(0.25), zQuarter)
+	VMOVDQU32(Mem{Base: tab, Disp: 64 * 16}, zSigns)
+	// toBF16 rounds z to bf16 in place (NaN lanes kept), with t scratch.
+	toBF16 := func(z, t VecPhysical) {
+		VPSRLD(U8(16), z, t)
+		VPANDD(zOne, t, t)
+		VPADDD(zRound, t, t)
+		VPADDD(z, t, t)
+		VPANDD(zMask, t, t)
+		VPANDD(zAbs, z, Z31)
+		VPCMPUD(U8(6), zInf, Z31, K1) // K1: NaN
+		VPBLENDMD(z, t, K1, z)
+	}
+	loop("rht16", n, func() {
+		v, t, acc, b := Z0, Z1, Z2, Z3
+		VMOVUPS(Mem{Base: x}, v)
+		toBF16(v, t)
+		VPXORD(zSigns, v, v)
+		VMOVUPS(v, local)
+		VPXORD(acc, acc, acc)
+		for k := 0; k < 16; k++ {
+			VBROADCASTSS(local.Offset(4*k), b)
+			VFMADD231PS(Mem{Base: tab, Disp: 64 * k}, b, acc)
+		}
+		VMULPS(zQuarter, acc, acc)
+		toBF16(acc, t)
+		VMOVUPS(acc, Mem{Base: x})
+		ADDQ(U32(64), x)
+	})
 	VZEROUPPER()
 	RET()
 }
