@@ -560,12 +560,27 @@ func (g *ScaledGEMM) fp4Part(i int) {
 		row, codes, scales := j.d[r*q.Cols:(r+1)*q.Cols], q.Codes[r*half:(r+1)*half], q.BlockScales[br*sc:(br+1)*sc]
 		for c0 := 0; c0 < q.Cols; c0 += NVFP4Block {
 			f := e4[scales[c0/NVFP4Block]]
-			for jj := c0; jj < min(q.Cols, c0+NVFP4Block); jj++ {
-				row[jj] = e2m1Signed[codes[jj/2]>>(4*(jj&1))&0xF] * f
+			c1 := min(q.Cols, c0+NVFP4Block)
+			jj := c0
+			for ; jj+1 < c1; jj += 2 { // a byte: two elements
+				p := &e2m1Pairs[codes[jj/2]]
+				row[jj], row[jj+1] = p[0]*f, p[1]*f
+			}
+			if jj < c1 {
+				row[jj] = e2m1Signed[codes[jj/2]&0xF] * f
 			}
 		}
 	}
 }
+
+// e2m1Pairs are the two values of each byte of E2M1 codes (the low
+// nibble first).
+var e2m1Pairs = func() (t [256][2]float32) {
+	for b := range t {
+		t[b] = [2]float32{E2M1Decode(uint8(b) & 0xF), E2M1Decode(uint8(b) >> 4)}
+	}
+	return t
+}()
 
 // e2m1Signed are the values of the 16 E2M1 codes.
 var e2m1Signed = func() (t [16]float32) {

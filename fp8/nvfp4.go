@@ -376,9 +376,9 @@ func (z *NVFP4Quantizer) castPart(i int) {
 			var am uint32
 			for r := r0; r < r1; r++ {
 				for _, v := range y[r*cols+c0 : r*cols+c1] {
-					if a := math.Float32bits(v) &^ (1 << 31); a <= 0x7F800000 {
-						am = max(am, a)
-					}
+					a := math.Float32bits(v) &^ (1 << 31)
+					a &^= uint32(int32(0x7F800000-a) >> 31) // a NaN counts as 0
+					am = max(am, a)
 				}
 			}
 			sf := E4M3.Encode(min(math.Float32frombits(am)*z.m, math.MaxFloat32))
@@ -430,12 +430,17 @@ func e2m1Stochastic(x float32, u float64) uint8 {
 	default:
 		c = uint8(math.Float32bits(x)>>22 - 252) // truncation: 1 mantissa bit
 	}
-	lo, hi := nvfp4Values[c], nvfp4Values[c+1]
-	if x == lo || u >= float64(x-lo)/float64(hi-lo) {
+	// The gap to the next value is a power of two: dividing by it is
+	// multiplying by its inverse, exactly.
+	lo := nvfp4Values[c]
+	if x == lo || u >= float64(x-lo)*e2m1InvGap[c] {
 		return sign | c
 	}
 	return sign | (c + 1)
 }
+
+// e2m1InvGap[c] is 1/(value(c+1) − value(c)).
+var e2m1InvGap = [7]float64{2, 2, 2, 2, 1, 1, 0.5}
 
 // Code returns element (r, j)'s E2M1 code.
 func (q *NVFP4) Code(r, j int) uint8 { return q.Codes[r*((q.Cols+1)/2)+j/2] >> (4 * (j & 1)) & 0xF }
