@@ -411,32 +411,29 @@ func (z *NVFP4Quantizer) castPart(i int) {
 // the float32 bits (truncation to the E2M1 grid) instead of a search:
 // the same codes.
 func e2m1Stochastic(x float32, u float64) uint8 {
-	if x != x {
-		return 7
+	b := math.Float32bits(x)
+	a := b &^ (1 << 31)
+	if a > 0x7F800000 {
+		return 7 // NaN
 	}
-	var sign uint8
-	if math.Signbit(float64(x)) {
-		sign, x = 8, -x
-	}
-	if x >= 6 {
+	sign := uint8(b>>28) & 8
+	xa := math.Float32frombits(a)
+	if xa >= 6 {
 		return sign | 7
 	}
-	var c uint8
-	switch {
-	case x < 0.5:
-		c = 0
-	case x < 1:
-		c = 1
-	default:
-		c = uint8(math.Float32bits(x)>>22 - 252) // truncation: 1 mantissa bit
+	// The code at or below |x|: 0 or 1 below 1.0 (2|x| truncated),
+	// otherwise the exponent and the one mantissa bit, chosen without a
+	// branch (the data decide it at random).
+	below := uint32(int32(a-0x3F800000) >> 31) // all ones when |x| < 1
+	c := uint32(xa*2)&below | (a>>22-252)&^below
+	// The gap to the next value is a power of two: the fraction is exact,
+	// and 0 at a representable value (u ≥ 0 keeps it).
+	frac := float64(xa-nvfp4Values[c]) * e2m1InvGap[c]
+	up := uint8(0)
+	if u < frac {
+		up = 1
 	}
-	// The gap to the next value is a power of two: dividing by it is
-	// multiplying by its inverse, exactly.
-	lo := nvfp4Values[c]
-	if x == lo || u >= float64(x-lo)*e2m1InvGap[c] {
-		return sign | c
-	}
-	return sign | (c + 1)
+	return sign | (uint8(c) + up)
 }
 
 // e2m1InvGap[c] is 1/(value(c+1) − value(c)).

@@ -28,7 +28,10 @@ func (o geluQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 	if err := validateQuantize(o.q); err != nil {
 		return nil, graph.Invalid, err
 	}
-	return s, formatDType(o.q.Format), nil
+	if err := checkNVFP4Shape(o.q, in[0]); err != nil {
+		return nil, graph.Invalid, err
+	}
+	return s, castDType(o.q), nil
 }
 
 // geluQuantizeBlock is how many values each worker runs through GELU
@@ -37,7 +40,7 @@ const geluQuantizeBlock = 4096
 
 func (o geluQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, out := b.In[0].F32, b.Out.U8
-	sc := newScales(o.q, b.In[0].Shape)
+	sc := bindScales(b, o.q, b.In[0].Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.q.Scaling == Delayed
 	if record {

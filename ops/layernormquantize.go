@@ -47,6 +47,9 @@ func (o layerNormQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, 
 	if err := validateQuantize(o.q); err != nil {
 		return nil, graph.Invalid, err
 	}
+	if err := checkNVFP4Shape(o.q, in[0]); err != nil {
+		return nil, graph.Invalid, err
+	}
 	return s, castDType(o.q), nil
 }
 
