@@ -169,14 +169,15 @@ func RHT16(x []float32) error {
 func popcount4(v int) int { return v&1 + v>>1&1 + v>>2&1 + v>>3&1 }
 
 // nvfp4Uniform is the stochastic rounding's uniform number for element
-// i under key: SplitMix64's finaliser of key + i·φ, its top 53 bits.
+// i (its index in the stored layout) under key:
+// kernels.StochasticUniform (murmur3's 32-bit finaliser, 24 bits) of
+// the key folded to 32 bits and the element's counter.
 func nvfp4Uniform(key uint64, i int) float64 {
-	z := key + uint64(i)*0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	z ^= z >> 31
-	return float64(z>>11) / (1 << 53)
+	return float64(kernels.StochasticUniform(nvfp4Key32(key), uint32(i)))
 }
+
+// nvfp4Key32 folds a 64-bit key to the generator's 32 bits.
+func nvfp4Key32(key uint64) uint32 { return uint32(key) ^ uint32(key>>32) }
 
 // NVFP4Scales returns a tensor's encode scale S_enc = 2688/amax (448·6;
 // FLT_MAX when that overflows; 1 when amax is 0 or the quotient 0), the
@@ -391,9 +392,7 @@ func (z *NVFP4Quantizer) castPart(i int) {
 		for r := r0; r < r1; r++ {
 			row, out := y[r*cols:(r+1)*cols], q.Codes[r*half:(r+1)*half]
 			if z.c.Stochastic {
-				for j, x := range row {
-					codes[j] = e2m1Stochastic(float32(x*esv[j]), nvfp4Uniform(z.key, r*cols+j))
-				}
+				kernels.E2M1StochasticLanes(codes, row, esv, nvfp4Key32(z.key), uint32(r*cols))
 			} else {
 				kernels.QuantizeE2M1Lanes(codes, row, esv)
 			}
@@ -406,38 +405,6 @@ func (z *NVFP4Quantizer) castPart(i int) {
 		}
 	}
 }
-
-// e2m1Stochastic is E2M1Stochastic with the lower neighbour found from
-// the float32 bits (truncation to the E2M1 grid) instead of a search:
-// the same codes.
-func e2m1Stochastic(x float32, u float64) uint8 {
-	b := math.Float32bits(x)
-	a := b &^ (1 << 31)
-	if a > 0x7F800000 {
-		return 7 // NaN
-	}
-	sign := uint8(b>>28) & 8
-	xa := math.Float32frombits(a)
-	if xa >= 6 {
-		return sign | 7
-	}
-	// The code at or below |x|: 0 or 1 below 1.0 (2|x| truncated),
-	// otherwise the exponent and the one mantissa bit, chosen without a
-	// branch (the data decide it at random).
-	below := uint32(int32(a-0x3F800000) >> 31) // all ones when |x| < 1
-	c := uint32(xa*2)&below | (a>>22-252)&^below
-	// The gap to the next value is a power of two: the fraction is exact,
-	// and 0 at a representable value (u ≥ 0 keeps it).
-	frac := float64(xa-nvfp4Values[c]) * e2m1InvGap[c]
-	up := uint8(0)
-	if u < frac {
-		up = 1
-	}
-	return sign | (uint8(c) + up)
-}
-
-// e2m1InvGap[c] is 1/(value(c+1) − value(c)).
-var e2m1InvGap = [7]float64{2, 2, 2, 2, 1, 1, 0.5}
 
 // Code returns element (r, j)'s E2M1 code.
 func (q *NVFP4) Code(r, j int) uint8 { return q.Codes[r*((q.Cols+1)/2)+j/2] >> (4 * (j & 1)) & 0xF }

@@ -422,7 +422,7 @@ func transposeF32(dst, src []float32, rows, cols int) {
 // TestNVFP4KernelsMatchDefinitions: the transform's kernel equals its
 // definition (bf16 inputs, float32 sums in k order, bf16 outputs) bit for
 // bit; the vector E2M1 cast equals E2M1Encode and the bit-truncating
-// stochastic rounding equals E2M1Stochastic on every kind of value.
+// vector stochastic rounding equals E2M1Stochastic on every kind of value.
 func TestNVFP4KernelsMatchDefinitions(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	special := []float32{0, float32(math.Copysign(0, -1)), 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 6, 6.5, float32(math.Inf(1)), float32(math.Inf(-1)),
@@ -463,9 +463,12 @@ func TestNVFP4KernelsMatchDefinitions(t *testing.T) {
 		if w := E2M1Encode(v); codes[i] != w {
 			t.Fatalf("E2M1 of %v: kernel %#x, E2M1Encode %#x", v, codes[i], w)
 		}
-		u := rng.Float64()
-		if g, w := e2m1Stochastic(v, u), E2M1Stochastic(v, u); g != w {
-			t.Fatalf("stochastic E2M1 of %v (u %v): %#x, E2M1Stochastic %#x", v, u, g, w)
+		// The vector stochastic rounding against E2M1Stochastic with the
+		// same uniform numbers.
+		sr := make([]uint8, 1)
+		kernels.E2M1StochasticLanes(sr, vals[i:i+1], ones[i:i+1], 77, uint32(i))
+		if w := E2M1Stochastic(v, nvfp4Uniform(77, i)); sr[0] != w {
+			t.Fatalf("stochastic E2M1 of %v: %#x, E2M1Stochastic %#x", v, sr[0], w)
 		}
 	}
 }

@@ -1291,6 +1291,160 @@ rht16_done:
 	VZEROUPPER
 	RET
 
+DATA e2m1Tables<>+0(SB)/4, $0x00000000
+DATA e2m1Tables<>+4(SB)/4, $0x3f000000
+DATA e2m1Tables<>+8(SB)/4, $0x3f800000
+DATA e2m1Tables<>+12(SB)/4, $0x3fc00000
+DATA e2m1Tables<>+16(SB)/4, $0x40000000
+DATA e2m1Tables<>+20(SB)/4, $0x40400000
+DATA e2m1Tables<>+24(SB)/4, $0x40800000
+DATA e2m1Tables<>+28(SB)/4, $0x40c00000
+DATA e2m1Tables<>+32(SB)/4, $0x00000000
+DATA e2m1Tables<>+36(SB)/4, $0x3f000000
+DATA e2m1Tables<>+40(SB)/4, $0x3f800000
+DATA e2m1Tables<>+44(SB)/4, $0x3fc00000
+DATA e2m1Tables<>+48(SB)/4, $0x40000000
+DATA e2m1Tables<>+52(SB)/4, $0x40400000
+DATA e2m1Tables<>+56(SB)/4, $0x40800000
+DATA e2m1Tables<>+60(SB)/4, $0x40c00000
+DATA e2m1Tables<>+64(SB)/4, $0x40000000
+DATA e2m1Tables<>+68(SB)/4, $0x40000000
+DATA e2m1Tables<>+72(SB)/4, $0x40000000
+DATA e2m1Tables<>+76(SB)/4, $0x40000000
+DATA e2m1Tables<>+80(SB)/4, $0x3f800000
+DATA e2m1Tables<>+84(SB)/4, $0x3f800000
+DATA e2m1Tables<>+88(SB)/4, $0x3f000000
+DATA e2m1Tables<>+92(SB)/4, $0x00000000
+DATA e2m1Tables<>+96(SB)/4, $0x40000000
+DATA e2m1Tables<>+100(SB)/4, $0x40000000
+DATA e2m1Tables<>+104(SB)/4, $0x40000000
+DATA e2m1Tables<>+108(SB)/4, $0x40000000
+DATA e2m1Tables<>+112(SB)/4, $0x3f800000
+DATA e2m1Tables<>+116(SB)/4, $0x3f800000
+DATA e2m1Tables<>+120(SB)/4, $0x3f000000
+DATA e2m1Tables<>+124(SB)/4, $0x00000000
+DATA e2m1Tables<>+128(SB)/4, $0x00000000
+DATA e2m1Tables<>+132(SB)/4, $0x00000001
+DATA e2m1Tables<>+136(SB)/4, $0x00000002
+DATA e2m1Tables<>+140(SB)/4, $0x00000003
+DATA e2m1Tables<>+144(SB)/4, $0x00000004
+DATA e2m1Tables<>+148(SB)/4, $0x00000005
+DATA e2m1Tables<>+152(SB)/4, $0x00000006
+DATA e2m1Tables<>+156(SB)/4, $0x00000007
+DATA e2m1Tables<>+160(SB)/4, $0x00000008
+DATA e2m1Tables<>+164(SB)/4, $0x00000009
+DATA e2m1Tables<>+168(SB)/4, $0x0000000a
+DATA e2m1Tables<>+172(SB)/4, $0x0000000b
+DATA e2m1Tables<>+176(SB)/4, $0x0000000c
+DATA e2m1Tables<>+180(SB)/4, $0x0000000d
+DATA e2m1Tables<>+184(SB)/4, $0x0000000e
+DATA e2m1Tables<>+188(SB)/4, $0x0000000f
+DATA e2m1Tables<>+192(SB)/4, $0x00000001
+DATA e2m1Tables<>+196(SB)/4, $0x00000001
+DATA e2m1Tables<>+200(SB)/4, $0x00000001
+DATA e2m1Tables<>+204(SB)/4, $0x00000001
+DATA e2m1Tables<>+208(SB)/4, $0x00000001
+DATA e2m1Tables<>+212(SB)/4, $0x00000001
+DATA e2m1Tables<>+216(SB)/4, $0x00000001
+DATA e2m1Tables<>+220(SB)/4, $0x00000001
+DATA e2m1Tables<>+224(SB)/4, $0x00000001
+DATA e2m1Tables<>+228(SB)/4, $0x00000001
+DATA e2m1Tables<>+232(SB)/4, $0x00000001
+DATA e2m1Tables<>+236(SB)/4, $0x00000001
+DATA e2m1Tables<>+240(SB)/4, $0x00000001
+DATA e2m1Tables<>+244(SB)/4, $0x00000001
+DATA e2m1Tables<>+248(SB)/4, $0x00000001
+DATA e2m1Tables<>+252(SB)/4, $0x00000001
+GLOBL e2m1Tables<>(SB), RODATA|NOPTR, $256
+
+// func e2m1StochasticAVX512(dst *uint8, src *float32, scales *float32, blocks int, key uint32, base uint32)
+// Requires: AVX, AVX512F
+TEXT ·e2m1StochasticAVX512(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	LEAQ         e2m1Tables<>+0(SB), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z16
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z17
+	MOVL         $0x40c00000, DI
+	VPBROADCASTD DI, Z18
+	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z19
+	MOVL         $0x000000fc, DI
+	VPBROADCASTD DI, Z20
+	MOVL         $0x00000007, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x00000008, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x9e3779b1, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x85ebca6b, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0xc2b2ae35, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x00000010, DI
+	VPBROADCASTD DI, Z28
+	MOVL         $0x33800000, DI
+	VPBROADCASTD DI, Z29
+	VPBROADCASTD key+32(FP), Z26
+	VPBROADCASTD base+36(FP), Z27
+	VPADDD       128(SI), Z27, Z27
+	VMOVUPS      (SI), Z30
+	VMOVUPS      64(SI), Z31
+	TESTQ        BX, BX
+	JZ           e2m1sr_done
+
+e2m1sr_loop:
+	VMOVUPS    (CX), Z0
+	VMULPS     (DX), Z0, Z0
+	VPANDD     Z16, Z0, Z1
+	VPSRLD     $0x16, Z1, Z2
+	VPSUBD     Z20, Z2, Z2
+	VADDPS     Z1, Z1, Z7
+	VCVTTPS2DQ Z7, Z3
+	VPCMPUD    $0x01, Z19, Z1, K1
+	VPBLENDMD  Z3, Z2, K1, Z2
+	VPCMPUD    $0x05, Z18, Z1, K2
+	VPBLENDMD  Z21, Z2, K2, Z2
+	VPERMPS    Z30, Z2, Z4
+	VPERMPS    Z31, Z2, Z5
+	VSUBPS     Z4, Z1, Z7
+	VMULPS     Z5, Z7, Z5
+	VPMULLD    Z23, Z27, Z6
+	VPXORD     Z26, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPXORD     Z7, Z6, Z6
+	VPMULLD    Z24, Z6, Z6
+	VPSRLD     $0x0d, Z6, Z7
+	VPXORD     Z7, Z6, Z6
+	VPMULLD    Z25, Z6, Z6
+	VPSRLD     $0x10, Z6, Z7
+	VPXORD     Z7, Z6, Z6
+	VPSRLD     $0x08, Z6, Z6
+	VCVTDQ2PS  Z6, Z8
+	VMULPS     Z29, Z8, Z8
+	VCMPPS     $0x01, Z5, Z8, K3
+	VPADDD     192(SI), Z2, K3, Z2
+	VPSRLD     $0x1c, Z0, Z7
+	VPANDD     Z22, Z7, Z7
+	VPORD      Z7, Z2, Z2
+	VPCMPUD    $0x06, Z17, Z1, K4
+	VPBLENDMD  Z21, Z2, K4, Z2
+	VPMOVDB    Z2, (AX)
+	VPADDD     Z28, Z27, Z27
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, DX
+	ADDQ       $0x00000010, AX
+	DECQ       BX
+	JNZ        e2m1sr_loop
+
+e2m1sr_done:
+	VZEROUPPER
+	RET
+
 // func amaxColsAVX512(acc *uint32, src *float32, blocks int, seen *[16]uint32)
 // Requires: AVX, AVX512F
 TEXT ·amaxColsAVX512(SB), NOSPLIT, $0-32

@@ -49,6 +49,11 @@ func quantizeLanesE2M1AVX512(dst *uint8, src *float32, scales *float32, blocks i
 //go:noescape
 func rht16AVX512(x *float32, groups int)
 
+// e2m1StochasticAVX512 rounds 16·blocks values times their scales stochastically to E2M1 codes; its Go twin is e2m1StochasticGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func e2m1StochasticAVX512(dst *uint8, src *float32, scales *float32, blocks int, key uint32, base uint32)
+
 // amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape

@@ -410,3 +410,14 @@ func rht16Vector(x []float32) int {
 	rht16AVX512(&x[0], groups)
 	return groups * 16
 }
+
+// e2m1StochasticVector rounds the longest multiple of 16 of src (see
+// E2M1StochasticLanes) and returns how many it did.
+func e2m1StochasticVector(dst []uint8, src, scales []float32, key, base uint32) int {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
+		return 0
+	}
+	e2m1StochasticAVX512(&dst[0], &src[0], &scales[0], blocks, key, base)
+	return blocks * 16
+}

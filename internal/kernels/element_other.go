@@ -53,3 +53,5 @@ func amaxColsVector(acc []uint32, src []float32) (int, uint32) { return 0, 0 }
 
 func quantizeE2M1LanesVector(dst []uint8, src, scales []float32) (int, uint32) { return 0, 0 }
 func rht16Vector(x []float32) int                                              { return 0 }
+
+func e2m1StochasticVector(dst []uint8, src, scales []float32, key, base uint32) int { return 0 }

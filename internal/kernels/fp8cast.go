@@ -292,3 +292,63 @@ func rht16Go(x []float32) {
 		}
 	}
 }
+
+// StochasticUniform is the uniform number in [0, 1) that NVFP4's
+// stochastic rounding draws for element counter i under key: murmur3's
+// 32-bit finaliser of key ^ i·0x9E3779B1, its top 24 bits times 2^−24.
+func StochasticUniform(key, i uint32) float32 {
+	h := i*0x9E3779B1 ^ key
+	h ^= h >> 16
+	h *= 0x85EBCA6B
+	h ^= h >> 13
+	h *= 0xC2B2AE35
+	h ^= h >> 16
+	return float32(h>>8) * 0x1p-24
+}
+
+// E2M1StochasticLanes rounds each src[i]·scales[i] stochastically to an
+// E2M1 code (one per byte, the sign in bit 3): up to the next magnitude
+// when StochasticUniform(key, base+i) is below the fraction of the gap
+// the value lies above the code at or below it, down otherwise (an exact
+// value stays); |v| ≥ 6 (infinities too) gives ±6, a NaN +6. The vector
+// kernel does the longest multiple of 16 it can, e2m1StochasticGo (its
+// twin) the rest, with the same codes.
+func E2M1StochasticLanes(dst []uint8, src, scales []float32, key, base uint32) {
+	dst, scales = dst[:len(src)], scales[:len(src)]
+	done := e2m1StochasticVector(dst, src, scales, key, base)
+	e2m1StochasticGo(dst[done:], src[done:], scales[done:], key, base+uint32(done))
+}
+
+// e2m1Values and e2m1InvGaps are the E2M1 magnitudes and the inverses of
+// the gaps above them (0 above 6).
+var (
+	e2m1Values  = [8]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	e2m1InvGaps = [8]float32{2, 2, 2, 2, 1, 1, 0.5, 0}
+)
+
+// e2m1StochasticGo is the loop e2m1StochasticAVX512 replaces.
+func e2m1StochasticGo(dst []uint8, src, scales []float32, key, base uint32) {
+	for i, x := range src {
+		v := x * scales[i]
+		b := math.Float32bits(v)
+		a := b &^ (1 << 31)
+		fa := math.Float32frombits(a)
+		var c uint32
+		if a < 0x3F800000 {
+			c = uint32(int32(fa + fa))
+		} else {
+			c = a>>22 - 252
+		}
+		if a >= 0x40C00000 {
+			c = 7
+		}
+		if StochasticUniform(key, base+uint32(i)) < (fa-e2m1Values[c])*e2m1InvGaps[c] {
+			c++
+		}
+		c |= b >> 28 & 8
+		if a > 0x7F800000 {
+			c = 7
+		}
+		dst[i] = uint8(c)
+	}
+}

@@ -29,6 +29,8 @@ func main() {
 	quantizeLanesE2M1()
 	rht16Data()
 	rht16()
+	e2m1StochasticData()
+	e2m1Stochastic()
 	amaxCols()
 	adam()
 	decode("decodeE4M3AVX512", 20, 120, false)
@@ -463,6 +465,120 @@ func rht16() {
 		toBF16(acc, t)
 		VMOVUPS(acc, Mem{Base: x})
 		ADDQ(U32(64), x)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// e2m1StochasticData defines the E2M1 magnitudes (codes 0–7) and the
+// inverses of the gaps above them, as float32 lane tables.
+func e2m1StochasticData() {
+	e2m1Mem = GLOBL("e2m1Tables", RODATA|NOPTR)
+	vals := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	inv := []float32{2, 2, 2, 2, 1, 1, 0.5, 0}
+	// In offset order: the values, the inverse gaps, the lane offsets
+	// 0…15 of the element counter, sixteen ones.
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(math.Float32bits(vals[i%8])))
+	}
+	for i := 0; i < 16; i++ {
+		DATA(64+4*i, U32(math.Float32bits(inv[i%8])))
+	}
+	for i := 0; i < 16; i++ {
+		DATA(128+4*i, U32(uint32(i)))
+	}
+	for i := 0; i < 16; i++ {
+		DATA(192+4*i, U32(1))
+	}
+}
+
+var e2m1Mem Mem
+
+// e2m1Stochastic emits NVFP4's stochastic rounding of 16·blocks values
+// times their own scales to E2M1 codes, one per byte: each value's
+// uniform u = (fmix32(key ^ (i·0x9E3779B1)) >> 8)·2^−24 of its element
+// counter i = base + position (murmur3's finaliser), the code at or
+// below |v| found from its bits, raised by one when u < the fraction of
+// the gap |v| lies above it; saturating at ±6, a NaN giving +6, the sign
+// in bit 3.
+func e2m1Stochastic() {
+	TEXT("e2m1StochasticAVX512", NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, key uint32, base uint32)")
+	Pragma("noescape")
+	Doc("e2m1StochasticAVX512 rounds 16·blocks values times their scales stochastically to E2M1 codes; its Go twin is e2m1StochasticGo (fp8cast.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	scales := Load(Param("scales"), GP64())
+	n := Load(Param("blocks"), GP64())
+	tab := GP64()
+	LEAQ(e2m1Mem, tab)
+	bcast := func(v uint32, z VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		VPBROADCASTD(r, z)
+	}
+	zAbs, zInf, zSix, zOne, zRebias, zSeven, zSign8, zPhi, zM1, zM2, zKey, zCtr, zSixteen, zU, zVals, zInv := Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
+	bcast(0x7FFFFFFF, zAbs)
+	bcast(0x7F800000, zInf)
+	bcast(0x40C00000, zSix)
+	bcast(0x3F800000, zOne)
+	bcast(252, zRebias)
+	bcast(7, zSeven)
+	bcast(8, zSign8)
+	bcast(0x9E3779B1, zPhi)
+	bcast(0x85EBCA6B, zM1)
+	bcast(0xC2B2AE35, zM2)
+	bcast(16, zSixteen)
+	bcast(0x33800000, zU) // 2^-24
+	VPBROADCASTD(NewParamAddr("key", 32), zKey)
+	VPBROADCASTD(NewParamAddr("base", 36), zCtr)
+	VPADDD(Mem{Base: tab, Disp: 128}, zCtr, zCtr)
+	VMOVUPS(Mem{Base: tab}, zVals)
+	VMOVUPS(Mem{Base: tab, Disp: 64}, zInv)
+	loop("e2m1sr", n, func() {
+		v, a, c, cs, lo, fr, h, t, u := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8
+		VMOVUPS(Mem{Base: src}, v)
+		VMULPS(Mem{Base: scales}, v, v) // v = x·scale
+		VPANDD(zAbs, v, a)
+		// The code at or below |v|: (bits>>22) − 252 from 1.0 up,
+		// trunc(2|v|) below it.
+		VPSRLD(U8(22), a, c)
+		VPSUBD(zRebias, c, c)
+		VADDPS(a, a, t)
+		VCVTTPS2DQ(t, cs)
+		VPCMPUD(U8(1), zOne, a, K1) // K1: |v| < 1
+		VPBLENDMD(cs, c, K1, c)
+		VPCMPUD(U8(5), zSix, a, K2) // K2: |v| ≥ 6 (inf and NaN too): code 7
+		VPBLENDMD(zSeven, c, K2, c)
+		VPERMPS(zVals, c, lo)
+		VPERMPS(zInv, c, fr)
+		VSUBPS(lo, a, t)
+		VMULPS(fr, t, fr) // the fraction of the gap above lo
+		// u from the element counter.
+		VPMULLD(zPhi, zCtr, h)
+		VPXORD(zKey, h, h)
+		VPSRLD(U8(16), h, t)
+		VPXORD(t, h, h)
+		VPMULLD(zM1, h, h)
+		VPSRLD(U8(13), h, t)
+		VPXORD(t, h, h)
+		VPMULLD(zM2, h, h)
+		VPSRLD(U8(16), h, t)
+		VPXORD(t, h, h)
+		VPSRLD(U8(8), h, h)
+		VCVTDQ2PS(h, u)
+		VMULPS(zU, u, u)
+		VCMPPS(U8(1), fr, u, K3) // K3: u < fraction (LT_OS)
+		VPADDD(Mem{Base: tab, Disp: 192}, c, K3, c) // + 1 where raised
+		VPSRLD(U8(28), v, t)
+		VPANDD(zSign8, t, t)
+		VPORD(t, c, c)
+		VPCMPUD(U8(6), zInf, a, K4) // K4: NaN
+		VPBLENDMD(zSeven, c, K4, c)
+		VPMOVDB(c, Mem{Base: dst})
+		VPADDD(zSixteen, zCtr, zCtr)
+		ADDQ(U32(64), src)
+		ADDQ(U32(64), scales)
+		ADDQ(U32(16), dst)
 	})
 	VZEROUPPER()
 	RET()
