@@ -530,9 +530,18 @@ func (g *ScaledGEMM) decodeNVFP4(buf *[]float32, q *NVFP4) []float32 {
 	if cap(*buf) < size {
 		*buf = make([]float32, size)
 	}
-	g.fp4 = fp4Job{d: (*buf)[:size], q: *q, parts: 1}
+	g.fp4.d, g.fp4.q, g.fp4.parts = (*buf)[:size], *q, 1
 	if size >= 1<<15 {
 		g.fp4.parts = parallel.Workers()
+	}
+	_, sc := NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
+	for len(g.fp4.factors) < g.fp4.parts {
+		g.fp4.factors = append(g.fp4.factors, nil)
+	}
+	for p := range g.fp4.factors[:g.fp4.parts] {
+		if cap(g.fp4.factors[p]) < sc {
+			g.fp4.factors[p] = make([]float32, sc)
+		}
 	}
 	g.group.For(g.fp4.parts, g.fp4PartFn)
 	return (*buf)[:size]
@@ -540,9 +549,10 @@ func (g *ScaledGEMM) decodeNVFP4(buf *[]float32, q *NVFP4) []float32 {
 
 // fp4Job is the decode decodeNVFP4 splits over the workers.
 type fp4Job struct {
-	d     []float32
-	q     NVFP4
-	parts int
+	d       []float32
+	q       NVFP4
+	parts   int
+	factors [][]float32 // per part: a row's block scales decoded
 }
 
 // fp4Part decodes rows of g.fp4 for part i.
@@ -552,43 +562,19 @@ func (g *ScaledGEMM) fp4Part(i int) {
 	half := (q.Cols + 1) / 2
 	_, sc := NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
 	e4 := decodeTable(E4M3)
+	f := j.factors[i][:sc]
 	for r := q.Rows * i / j.parts; r < q.Rows*(i+1)/j.parts; r++ {
 		br := r
 		if q.TwoD {
 			br = r / NVFP4Block
 		}
-		row, codes, scales := j.d[r*q.Cols:(r+1)*q.Cols], q.Codes[r*half:(r+1)*half], q.BlockScales[br*sc:(br+1)*sc]
-		for c0 := 0; c0 < q.Cols; c0 += NVFP4Block {
-			f := e4[scales[c0/NVFP4Block]]
-			c1 := min(q.Cols, c0+NVFP4Block)
-			jj := c0
-			for ; jj+1 < c1; jj += 2 { // a byte: two elements
-				p := &e2m1Pairs[codes[jj/2]]
-				row[jj], row[jj+1] = p[0]*f, p[1]*f
-			}
-			if jj < c1 {
-				row[jj] = e2m1Signed[codes[jj/2]&0xF] * f
-			}
+		for b, s := range q.BlockScales[br*sc : (br+1)*sc] {
+			f[b] = e4[s]
 		}
+		kernels.DecodeE2M1(j.d[r*q.Cols:(r+1)*q.Cols], q.Codes[r*half:(r+1)*half], f, q.Cols)
 	}
 }
 
-// e2m1Pairs are the two values of each byte of E2M1 codes (the low
-// nibble first).
-var e2m1Pairs = func() (t [256][2]float32) {
-	for b := range t {
-		t[b] = [2]float32{E2M1Decode(uint8(b) & 0xF), E2M1Decode(uint8(b) >> 4)}
-	}
-	return t
-}()
-
-// e2m1Signed are the values of the 16 E2M1 codes.
-var e2m1Signed = func() (t [16]float32) {
-	for c := range t {
-		t[c] = E2M1Decode(uint8(c))
-	}
-	return t
-}()
 
 // runFloat8BlockBF16 runs a GEMM of two Float8BlockScaling operands with
 // power-of-two scales on the bf16 kernels, each operand decoded once with

@@ -249,13 +249,13 @@ type NVFP4Quantizer struct {
 	parts            int
 	group            parallel.Group
 	// the cast being run, for the parts
-	q      *NVFP4
-	src, y []float32
-	key    uint64
-	m      float32
-	amax   []uint32
-	esv    [][]float32 // per part: each element's scale
-	codes  [][]uint8   // per part: codes one per byte
+	q                      *NVFP4
+	src, y                 []float32
+	key                    uint64
+	m                      float32
+	amax                   []uint32
+	esv                    [][]float32 // per part: each element's scale
+	codes                  [][]uint8   // per part: codes one per byte
 	prepFn, amaxFn, castFn func(int)
 }
 
@@ -334,11 +334,15 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 	lo, hi := z.span(i, z.sr)
 	w := z.work
 	if z.trans {
-		// Stored row j is source column j.
-		for r := 0; r < z.rows; r++ {
-			row := z.src[r*z.cols : (r+1)*z.cols]
+		// Stored row j is source column j; in tiles of 16 source rows,
+		// so that each write fills a cache line of the stored row.
+		for r0 := 0; r0 < z.rows; r0 += 16 {
+			r1 := min(z.rows, r0+16)
 			for j := lo; j < hi; j++ {
-				w[j*z.rows+r] = row[j]
+				out := w[j*z.rows+r0 : j*z.rows+r1]
+				for r := range out {
+					out[r] = z.src[(r0+r)*z.cols+j]
+				}
 			}
 		}
 	} else {

@@ -56,7 +56,7 @@ type Precision struct {
 	// precision at each end (KeepFirst, KeepLast). Its stochastic
 	// rounding is seeded by the run's seed (train.Config.Seed).
 	DisableRHT, DisableStochasticRounding, Disable2DQuantization bool
-	KeepFirst, KeepLast                                         int
+	KeepFirst, KeepLast                                          int
 
 	// torchao (backend ao), as AORecipeKwargs: AORecipe is
 	// "tensorwise" (""), "rowwise" or "rowwise_with_gw_hp"; the three

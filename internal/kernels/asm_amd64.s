@@ -1445,6 +1445,75 @@ e2m1sr_done:
 	VZEROUPPER
 	RET
 
+DATA e2m1Decode<>+0(SB)/4, $0x00000000
+DATA e2m1Decode<>+4(SB)/4, $0x3f000000
+DATA e2m1Decode<>+8(SB)/4, $0x3f800000
+DATA e2m1Decode<>+12(SB)/4, $0x3fc00000
+DATA e2m1Decode<>+16(SB)/4, $0x40000000
+DATA e2m1Decode<>+20(SB)/4, $0x40400000
+DATA e2m1Decode<>+24(SB)/4, $0x40800000
+DATA e2m1Decode<>+28(SB)/4, $0x40c00000
+DATA e2m1Decode<>+32(SB)/4, $0x80000000
+DATA e2m1Decode<>+36(SB)/4, $0xbf000000
+DATA e2m1Decode<>+40(SB)/4, $0xbf800000
+DATA e2m1Decode<>+44(SB)/4, $0xbfc00000
+DATA e2m1Decode<>+48(SB)/4, $0xc0000000
+DATA e2m1Decode<>+52(SB)/4, $0xc0400000
+DATA e2m1Decode<>+56(SB)/4, $0xc0800000
+DATA e2m1Decode<>+60(SB)/4, $0xc0c00000
+DATA e2m1Decode<>+64(SB)/4, $0x00000000
+DATA e2m1Decode<>+68(SB)/4, $0x00000010
+DATA e2m1Decode<>+72(SB)/4, $0x00000001
+DATA e2m1Decode<>+76(SB)/4, $0x00000011
+DATA e2m1Decode<>+80(SB)/4, $0x00000002
+DATA e2m1Decode<>+84(SB)/4, $0x00000012
+DATA e2m1Decode<>+88(SB)/4, $0x00000003
+DATA e2m1Decode<>+92(SB)/4, $0x00000013
+DATA e2m1Decode<>+96(SB)/4, $0x00000004
+DATA e2m1Decode<>+100(SB)/4, $0x00000014
+DATA e2m1Decode<>+104(SB)/4, $0x00000005
+DATA e2m1Decode<>+108(SB)/4, $0x00000015
+DATA e2m1Decode<>+112(SB)/4, $0x00000006
+DATA e2m1Decode<>+116(SB)/4, $0x00000016
+DATA e2m1Decode<>+120(SB)/4, $0x00000007
+DATA e2m1Decode<>+124(SB)/4, $0x00000017
+GLOBL e2m1Decode<>(SB), RODATA|NOPTR, $128
+
+// func e2m1DecodeAVX512(dst *float32, src *uint8, factors *float32, blocks int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·e2m1DecodeAVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         factors+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	LEAQ         e2m1Decode<>+0(SB), SI
+	VMOVUPS      (SI), Z20
+	VMOVDQU32    64(SI), Z21
+	MOVL         $0x0000000f, SI
+	VPBROADCASTD SI, Z22
+	TESTQ        BX, BX
+	JZ           e2m1dec_done
+
+e2m1dec_loop:
+	VPMOVZXBD    (CX), Y0
+	VPANDD       Z22, Z0, Z1
+	VPSRLD       $0x04, Z0, Z2
+	VMOVDQU32    Z21, Z3
+	VPERMI2D     Z2, Z1, Z3
+	VPERMPS      Z20, Z3, Z4
+	VBROADCASTSS (DX), Z5
+	VMULPS       Z5, Z4, Z4
+	VMOVUPS      Z4, (AX)
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000040, AX
+	DECQ         BX
+	JNZ          e2m1dec_loop
+
+e2m1dec_done:
+	VZEROUPPER
+	RET
+
 // func amaxColsAVX512(acc *uint32, src *float32, blocks int, seen *[16]uint32)
 // Requires: AVX, AVX512F
 TEXT ·amaxColsAVX512(SB), NOSPLIT, $0-32

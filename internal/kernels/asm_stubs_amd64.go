@@ -54,6 +54,11 @@ func rht16AVX512(x *float32, groups int)
 //go:noescape
 func e2m1StochasticAVX512(dst *uint8, src *float32, scales *float32, blocks int, key uint32, base uint32)
 
+// e2m1DecodeAVX512 decodes 16·blocks packed E2M1 codes times a factor per 16; its Go twin is decodeE2M1Go (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func e2m1DecodeAVX512(dst *float32, src *uint8, factors *float32, blocks int)
+
 // amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape

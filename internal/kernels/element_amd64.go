@@ -421,3 +421,14 @@ func e2m1StochasticVector(dst []uint8, src, scales []float32, key, base uint32) 
 	e2m1StochasticAVX512(&dst[0], &src[0], &scales[0], blocks, key, base)
 	return blocks * 16
 }
+
+// decodeE2M1Vector decodes the whole blocks of 16 of dst (see
+// DecodeE2M1) and returns how many values it did.
+func decodeE2M1Vector(dst []float32, src []uint8, factors []float32) int {
+	blocks := len(dst) / 16
+	if !hasAVX512 || blocks == 0 || len(src) < 8*blocks || len(factors) < blocks {
+		return 0
+	}
+	e2m1DecodeAVX512(&dst[0], &src[0], &factors[0], blocks)
+	return blocks * 16
+}

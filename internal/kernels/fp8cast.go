@@ -352,3 +352,26 @@ func e2m1StochasticGo(dst []uint8, src, scales []float32, key, base uint32) {
 		dst[i] = uint8(c)
 	}
 }
+
+// DecodeE2M1 writes the values of n packed E2M1 codes (src, two per
+// byte, the even element in the low nibble) times one factor per 16
+// elements: dst[j] = value(code j)·factors[j/16], for j < n (dst at
+// least n long, src ⌈n/2⌉ bytes). The vector kernel decodes the whole
+// blocks of 16, decodeE2M1Go (its twin) the rest, with the same bits.
+func DecodeE2M1(dst []float32, src []uint8, factors []float32, n int) {
+	done := decodeE2M1Vector(dst[:n], src[:(n+1)/2], factors[:(n+15)/16])
+	decodeE2M1Go(dst[done:n], src[done/2:(n+1)/2], factors[done/16:(n+15)/16])
+}
+
+// decodeE2M1Go is the loop e2m1DecodeAVX512 replaces, from an even
+// element on.
+func decodeE2M1Go(dst []float32, src []uint8, factors []float32) {
+	for j := range dst {
+		c := src[j/2] >> (4 * (j & 1)) & 0xF
+		v := e2m1Values[c&7]
+		if c&8 != 0 {
+			v = -v
+		}
+		dst[j] = v * factors[j/16]
+	}
+}

@@ -31,6 +31,8 @@ func main() {
 	rht16()
 	e2m1StochasticData()
 	e2m1Stochastic()
+	e2m1DecodeData()
+	e2m1Decode()
 	amaxCols()
 	adam()
 	decode("decodeE4M3AVX512", 20, 120, false)
@@ -567,7 +569,7 @@ func e2m1Stochastic() {
 		VPSRLD(U8(8), h, h)
 		VCVTDQ2PS(h, u)
 		VMULPS(zU, u, u)
-		VCMPPS(U8(1), fr, u, K3) // K3: u < fraction (LT_OS)
+		VCMPPS(U8(1), fr, u, K3)                    // K3: u < fraction (LT_OS)
 		VPADDD(Mem{Base: tab, Disp: 192}, c, K3, c) // + 1 where raised
 		VPSRLD(U8(28), v, t)
 		VPANDD(zSign8, t, t)
@@ -579,6 +581,64 @@ func e2m1Stochastic() {
 		ADDQ(U32(64), src)
 		ADDQ(U32(64), scales)
 		ADDQ(U32(16), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// e2m1DecodeData defines the values of the 16 E2M1 codes and the
+// VPERMI2D index that interleaves two registers' low halves (lane 2k from
+// the first, 2k+1 from the second: VPERMI2D, the index overwritten).
+func e2m1DecodeData() {
+	e2m1DecMem = GLOBL("e2m1Decode", RODATA|NOPTR)
+	vals := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	for c := 0; c < 16; c++ {
+		v := vals[c&7]
+		if c&8 != 0 {
+			v = -v
+		}
+		DATA(4*c, U32(math.Float32bits(v)))
+	}
+	for k := 0; k < 16; k++ {
+		DATA(64+4*k, U32(uint32(k/2+16*(k%2))))
+	}
+}
+
+var e2m1DecMem Mem
+
+// e2m1Decode emits the decode of NVFP4's packed E2M1 codes (two per
+// byte, the even element low) times one factor per 16 elements:
+// dst[16b+j] = value(code)·factors[b] for blocks of 16.
+func e2m1Decode() {
+	TEXT("e2m1DecodeAVX512", NOSPLIT, "func(dst *float32, src *uint8, factors *float32, blocks int)")
+	Pragma("noescape")
+	Doc("e2m1DecodeAVX512 decodes 16·blocks packed E2M1 codes times a factor per 16; its Go twin is decodeE2M1Go (fp8cast.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	fac := Load(Param("factors"), GP64())
+	n := Load(Param("blocks"), GP64())
+	tab := GP64()
+	LEAQ(e2m1DecMem, tab)
+	zVals, zIdx, z15 := Z20, Z21, Z22
+	VMOVUPS(Mem{Base: tab}, zVals)
+	VMOVDQU32(Mem{Base: tab, Disp: 64}, zIdx)
+	r := GP32()
+	MOVL(U32(15), r)
+	VPBROADCASTD(r, z15)
+	loop("e2m1dec", n, func() {
+		b, lo, hi, c, v, f := Z0, Z1, Z2, Z3, Z4, Z5
+		VPMOVZXBD(Mem{Base: src}, b.AsY()) // 8 bytes → 8 lanes
+		VPANDD(z15, b, lo)
+		VPSRLD(U8(4), b, hi)
+		VMOVDQU32(zIdx, c)
+		VPERMI2D(hi, lo, c) // c: lo0 hi0 lo1 hi1 … (index in, values out)
+		VPERMPS(zVals, c, v)
+		VBROADCASTSS(Mem{Base: fac}, f)
+		VMULPS(f, v, v)
+		VMOVUPS(v, Mem{Base: dst})
+		ADDQ(U32(8), src)
+		ADDQ(U32(4), fac)
+		ADDQ(U32(64), dst)
 	})
 	VZEROUPPER()
 	RET()
