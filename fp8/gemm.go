@@ -575,7 +575,6 @@ func (g *ScaledGEMM) fp4Part(i int) {
 	}
 }
 
-
 // runFloat8BlockBF16 runs a GEMM of two Float8BlockScaling operands with
 // power-of-two scales on the bf16 kernels, each operand decoded once with
 // its block factors folded in (exact: powers of two, shifted by the
