@@ -72,6 +72,7 @@ var (
 	KindScaledMatMul             = graph.NewKind("ScaledMatMul")
 	KindBF16MatMul               = graph.NewKind("BF16MatMul")
 	KindFakeQuant                = graph.NewKind("FakeQuant")
+	KindDequantize               = graph.NewKind("Dequantize")
 	KindTensorStats              = graph.NewKind("TensorStats")
 	KindFP8TensorStats           = graph.NewKind("FP8TensorStats")
 	KindAllGather                = graph.NewKind("AllGather")

@@ -70,9 +70,9 @@ func checkFP8Graph(g *graph.Graph) error {
 				continue
 			}
 			switch {
-			case n.Is(graph.KindSwitch), ops.GEMMKind(n) == ops.KindScaledMatMul: // fused epilogues included
+			case n.Is(graph.KindSwitch), n.Is(ops.KindDequantize), ops.GEMMKind(n) == ops.KindScaledMatMul: // fused epilogues included
 			default:
-				return fmt.Errorf("check: FP8 value %q feeds %q (%s); only ScaledMatMul and Switch read FP8", in.Name(), n.Name(), n.Op().Type())
+				return fmt.Errorf("check: FP8 value %q feeds %q (%s); only ScaledMatMul, Dequantize and Switch read FP8", in.Name(), n.Name(), n.Op().Type())
 			}
 			if _, ok := ops.QuantizeConfigOf(in); !ok && !in.IsSwitch() {
 				return fmt.Errorf("check: %q reads FP8 value %q, which no cast produced", n.Name(), in.Name())

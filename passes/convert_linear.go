@@ -21,6 +21,11 @@ type LinearConfig struct {
 	// and layers with dims not divisible by 16 stay in high precision);
 	// the recipe's own ModuleFilter is used when Filter is nil.
 	Filter func(n *graph.Node, fqn string) bool
+	// BackwardOverride, when set, runs every converted layer's dgrad and
+	// wgrad unquantized (Transformer Engine's NVTE_BACKWARD_OVERRIDE):
+	// on the float32 operands (high_precision) or on the forward's
+	// quantized weight and input, dequantized (dequantized).
+	BackwardOverride fp8.BackwardOverride
 	// Debug, if set, applies a debug config's precision switches: a
 	// layer of a section with DisableFP8Layer stays float32, and the
 	// GEMMs its DisableFP8GEMM lists stay in high precision.
@@ -40,6 +45,8 @@ type converter struct {
 	bf16   bool // bf16 mixed precision: BF16MatMul instead of casts
 	block  *fp8.Float8BlockRecipe
 	nvfp4  *fp8.NVFP4Recipe
+	custom *fp8.CustomRecipe
+	deq    map[*graph.Node]*graph.Node // Dequantize node of each forward cast
 	linIdx map[*graph.Node]int // each linear layer's place in graph order
 	nLin   int
 	first  *graph.Node
@@ -106,8 +113,11 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	if err := g.Err(); err != nil {
 		return Report{}, fmt.Errorf("passes: convert linear: graph has errors: %w", err)
 	}
+	if cfg.BackwardOverride > fp8.BackwardDequantized {
+		return Report{}, fmt.Errorf("passes: convert linear: backward override %d, want high_precision or dequantized", cfg.BackwardOverride)
+	}
 	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend().String()},
-		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}, keptBy: map[string]string{}}
+		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}, keptBy: map[string]string{}, deq: map[*graph.Node]*graph.Node{}}
 	switch r := cfg.Recipe.(type) {
 	case fp8.TERecipe:
 		c.te = r
@@ -121,6 +131,8 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 		c.block = &r
 	case fp8.NVFP4Recipe:
 		c.nvfp4 = &r
+	case fp8.CustomRecipe:
+		c.custom = &r
 	default:
 		return Report{}, fmt.Errorf("passes: convert linear: unsupported recipe %T", cfg.Recipe)
 	}
@@ -168,6 +180,18 @@ func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
 			return false, "excluded by the filter"
 		}
 		return true, ""
+	}
+	if c.custom != nil {
+		hp := true
+		for _, g := range []fp8.GEMM{fp8.Fprop, fp8.Dgrad, fp8.Wgrad} {
+			ops := g.Operands()
+			if c.custom.Quantizer(fqn, g, ops[0]).Kind != fp8.HighPrecision || c.custom.Quantizer(fqn, g, ops[1]).Kind != fp8.HighPrecision {
+				hp = false
+			}
+		}
+		if hp {
+			return false, "the custom recipe keeps its three GEMMs in high precision"
+		}
 	}
 	if c.nvfp4 != nil {
 		i := c.linIdx[n]
@@ -326,6 +350,16 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 		}
 		return conv(ca, axisA, tensors[0]), conv(cb, axisB, tensors[1]), true
 	}
+	if c.custom != nil {
+		g := fp8.GEMM(which)
+		roles := g.Operands()
+		qa, qb := c.custom.Quantizer(l.fqn, g, roles[0]), c.custom.Quantizer(l.fqn, g, roles[1])
+		if qa.Kind == fp8.HighPrecision { // checked: then so is qb
+			c.keptBy[l.fqn+"/"+gemmNames[which]] = "by the custom recipe"
+			return a, b, false
+		}
+		return c.quantizerConfig(qa, axisA, roles[0]), c.quantizerConfig(qb, axisB, roles[1]), true
+	}
 	if c.nvfp4 != nil {
 		wg := which == gemmWgrad
 		mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
@@ -389,6 +423,50 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 	}
 }
 
+// quantizerConfig is the cast of a custom recipe's quantizer along axis.
+func (c *converter) quantizerConfig(q fp8.Quantizer, axis int, tensor fp8.TensorRole) ops.QuantizeConfig {
+	cfg := ops.QuantizeConfig{Format: q.Format, Tensor: tensor, Axis: axis}
+	switch q.Kind {
+	case fp8.CurrentScaling:
+		cfg.Scaling, cfg.Pow2, cfg.Axis = ops.Current, q.Pow2, 0
+	case fp8.MXFP8Blocks:
+		cfg.Scaling = ops.Block
+	case fp8.Float8Blocks:
+		cfg.Scaling, cfg.BlockDim, cfg.FP32Scales, cfg.Eps = ops.Float8Block, q.Dim(), q.FP32Scales, q.Eps
+	case fp8.NVFP4Blocks:
+		cfg.Scaling, cfg.BlockDim, cfg.RHT, cfg.Stochastic, cfg.Seed, cfg.Format = ops.NVFP4, q.Dim(), q.RHT, q.Stochastic, c.custom.Seed, 0
+	}
+	if cfg.BlockDim == 2 {
+		cfg.Axis = 0 // tiles serve both GEMMs: one cast
+	}
+	return cfg
+}
+
+// checkCustom checks a custom recipe's choices for each of a layer's
+// GEMMs, naming the layer and the GEMM, and notes them in the report.
+func (c *converter) checkCustom(fqn string) error {
+	var parts []string
+	for _, g := range []fp8.GEMM{fp8.Fprop, fp8.Dgrad, fp8.Wgrad} {
+		roles := g.Operands()
+		qa, qb := c.custom.Quantizer(fqn, g, roles[0]), c.custom.Quantizer(fqn, g, roles[1])
+		for i, q := range []fp8.Quantizer{qa, qb} {
+			if err := q.Check(); err != nil {
+				return fmt.Errorf("layer %q: the custom recipe's %s quantizer of the %s GEMM: %w", fqn, roles[i], g, err)
+			}
+		}
+		if err := fp8.Multiplies(qa, qb); err != nil {
+			return fmt.Errorf("layer %q: the custom recipe's %s GEMM cannot run: %w", fqn, g, err)
+		}
+		if qa.Kind == fp8.HighPrecision {
+			parts = append(parts, g.String()+" high precision")
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s × %s", g, qa, qb))
+		}
+	}
+	c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: custom recipe: %s", fqn, strings.Join(parts, "; ")))
+	return nil
+}
+
 // quantize returns the (shared) Quantize node casting x per cfg.
 func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *graph.Node {
 	k := quantKey{x, cfg}
@@ -423,7 +501,7 @@ func (c *converter) layerState(fqn string) (*fp8.LayerState, error) {
 		return st, nil
 	}
 	st := &fp8.LayerState{FQN: fqn, Backend: c.backend()}
-	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling && c.block == nil && c.nvfp4 == nil {
+	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling && c.block == nil && c.nvfp4 == nil && c.custom == nil {
 		st.Input, st.Weight, st.GradOutput = c.te.NewMeta(false), c.te.NewMeta(false), c.te.NewMeta(true)
 		if c.msamp {
 			st.Input.Pow2, st.Weight.Pow2, st.GradOutput.Pow2 = true, true, true
@@ -467,6 +545,11 @@ func (c *converter) fprop(n *graph.Node, m Match) (*graph.Node, error) {
 		lr.Reason = why
 		c.addReport(lr)
 		return nil, nil
+	}
+	if c.custom != nil {
+		if err := c.checkCustom(fqn); err != nil {
+			return nil, err
+		}
 	}
 	st, err := c.layerState(fqn)
 	if err != nil {
@@ -558,6 +641,34 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 		return nil, fmt.Errorf("layer %q: unexpected %s layout %v", l.fqn, name, n)
 	}
 	var out *graph.Node
+	if ov := c.cfg.BackwardOverride; ov != fp8.BackwardQuantized && !c.bf16 {
+		fq := l.fpFprop
+		if ov == fp8.BackwardHighPrecision || fq == nil || !fq.Is(ops.KindScaledMatMul) {
+			c.keptBy[l.fqn+"/"+name] = "by the backward override " + ov.String()
+			c.noteKept(l, name)
+			return nil, nil
+		}
+		// dequantized: the forward's cast of the weight (dgrad) or the
+		// input (wgrad), decoded.
+		cast := fq.Input(1)
+		if !dgrad {
+			cast = fq.Input(0)
+		}
+		deq, ok := c.deq[cast]
+		if !ok {
+			deq = ops.Dequantize(cast.Name()+"/dequantize", cast)
+			c.deq[cast] = deq
+		}
+		out = ops.MatMul(dy2, deq, wantTA, false)
+		if err := c.g.Err(); err != nil {
+			return nil, fmt.Errorf("layer %q: %w", l.fqn, err)
+		}
+		out.SetRole(role, fwd)
+		*slot = out
+		c.keptBy[l.fqn+"/"+name] = "on the dequantized forward operands (backward override dequantized)"
+		c.noteKept(l, name)
+		return out, nil
+	}
 	if fa, fb, fake := c.fake(l, kind, dy2, other); fake {
 		out = ops.MatMul(fa, fb, wantTA, false)
 	} else if c.bf16 {

@@ -33,6 +33,9 @@ type Config struct {
 	ForwardPasses []Pass
 	// Filter restricts which linear layers convert (see LinearConfig).
 	Filter func(n *graph.Node, fqn string) bool
+	// BackwardOverride runs the converted layers' backward GEMMs
+	// unquantized (see LinearConfig).
+	BackwardOverride fp8.BackwardOverride
 	// NoLayerNormFusion skips ConvertLN.
 	NoLayerNormFusion bool
 	// Debug, if set, is a debug config (see package inspect): its
@@ -124,6 +127,8 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 		evalFP8 = r.UseAutocastDuringEval
 	case fp8.NVFP4Recipe:
 		evalFP8 = r.UseAutocastDuringEval
+	case fp8.CustomRecipe:
+		evalFP8 = r.UseAutocastDuringEval
 	}
 	var rep Report
 	pl := Pipeline{Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log}
@@ -181,7 +186,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 // check; the passes fill rep.
 func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool, rep *Report) []Pass {
 	ps := []Pass{{Name: "ConvertLinear", Check: checkConverted, Run: func(g *graph.Graph) (string, error) {
-		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter, Debug: cfg.Debug})
+		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter, Debug: cfg.Debug, BackwardOverride: cfg.BackwardOverride})
 		*rep = r
 		return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
 	}}}

@@ -70,6 +70,16 @@ type Precision struct {
 	// "O2" ("").
 	OptLevel string
 
+	// Custom, when set with MixedPrecision "fp8", is the recipe (TE's
+	// CustomRecipe: a quantizer per layer, GEMM and tensor), whatever
+	// Backend says; it is set in Go only.
+	Custom *fp8.CustomRecipe
+
+	// BackwardOverride is Transformer Engine's NVTE_BACKWARD_OVERRIDE for
+	// every FP8 recipe: "" (the recipe's casts), "high_precision" or
+	// "dequantized" (see fp8.BackwardOverride).
+	BackwardOverride string
+
 	// NumProcesses is the config file's num_processes (0: not given):
 	// the data-parallel ranks a driver starts unless told otherwise.
 	NumProcesses int
@@ -184,6 +194,15 @@ func (p *Precision) backend() (string, error) {
 // FP8Recipe returns the FP8 recipe the settings describe, whatever
 // MixedPrecision says (a program checks it before its float32 run too).
 func (p *Precision) FP8Recipe() (fp8.Recipe, error) {
+	if _, err := fp8.ParseBackwardOverride(p.BackwardOverride); err != nil {
+		return nil, p.blame(err)
+	}
+	if p.Custom != nil {
+		if err := p.Custom.Validate(); err != nil {
+			return nil, wrapPrecision(err)
+		}
+		return *p.Custom, nil
+	}
 	b, err := p.backend()
 	if err != nil {
 		return nil, err
@@ -306,10 +325,12 @@ func (p *Precision) blame(err error) error {
 // Label names the run's recipe as summaries print it: "-" (float32),
 // "bf16", "te/HYBRID", "te/E4M3/mxfp8", "block/E4M3/x1w2g1" (with
 // "/fp32-scales" and "/eps=…" when set), "nvfp4" (with "/no-rht",
-// "/no-sr", "/no-2d", "/keep-first=N", "/keep-last=N" when set),
+// "/no-sr", "/no-2d", "/keep-first=N", "/keep-last=N" when set), "custom",
 // "ao/rowwise", "msamp/O2".
 func Label(r fp8.Recipe) string {
 	switch r := r.(type) {
+	case fp8.CustomRecipe:
+		return "custom"
 	case fp8.NVFP4Recipe:
 		l := "nvfp4"
 		for _, f := range []struct {
@@ -352,6 +373,12 @@ func Label(r fp8.Recipe) string {
 		return "-"
 	}
 	return r.Backend().String()
+}
+
+// Override returns the backward override the settings ask for.
+func (p *Precision) Override() fp8.BackwardOverride {
+	o, _ := fp8.ParseBackwardOverride(p.BackwardOverride)
+	return o
 }
 
 // Source returns where a setting (by its Accelerate name: "margin",

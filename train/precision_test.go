@@ -76,6 +76,7 @@ func TestEverySourceGivesTheGoRecipe(t *testing.T) {
 		{name: "no 2d", want: Precision{Backend: "nvfp4", Disable2DQuantization: true}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_2D_QUANTIZATION", "yes"}, {"NVTE_NVFP4_DISABLE_2D_QUANTIZATION", "1"}}, yaml: []string{"disable_2d_quantization: true"}},
 		{name: "keep first", want: Precision{Backend: "nvfp4", KeepFirst: 2}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_FIRST", "2"}}, yaml: []string{"keep_first: 2"}},
 		{name: "keep last", want: Precision{Backend: "nvfp4", KeepLast: 3}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_LAST", "3"}}, yaml: []string{"keep_last: 3"}},
+		{name: "backward override", want: Precision{BackwardOverride: "dequantized"}, vars: [][2]string{{"OCTET_FP8_BACKWARD_OVERRIDE", "dequantized"}, {"NVTE_BACKWARD_OVERRIDE", "DEQUANTIZED"}}, yaml: []string{"backward_override: dequantized"}},
 		{name: "epsilon", want: Precision{Backend: "block", AmaxEpsilon: 1e-12}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_AMAX_EPSILON", "1e-12"}}, yaml: []string{"amax_epsilon: 1e-12"}},
 	}
 	for _, c := range cases {
@@ -120,9 +121,20 @@ func TestFloat8BlockPrecision(t *testing.T) {
 	require.Equal(t, "block/E4M3/x1w2g1", Label(r))
 	require.Equal(t, "block/HYBRID/x1w1g1/fp32-scales/eps=0.001", Label(fp8.Float8BlockRecipe{Hybrid: true, WBlockDim: 1, FP32Scales: true, AmaxEpsilon: 1e-3}))
 	require.Equal(t, "nvfp4", Label(fp8.NVFP4Recipe{}))
+	require.Equal(t, "custom", Label(fp8.CustomRecipe{}))
+	cq := Precision{MixedPrecision: "fp8", Custom: &fp8.CustomRecipe{Quantizer: func(string, fp8.GEMM, fp8.TensorRole) fp8.Quantizer { return fp8.Quantizer{} }}}
+	cr, err := cq.Recipe()
+	require.NoError(t, err)
+	require.IsType(t, fp8.CustomRecipe{}, cr)
+	_, err = (&Precision{MixedPrecision: "fp8", Custom: &fp8.CustomRecipe{}}).Recipe()
+	require.ErrorIs(t, err, ErrPrecision)
+	bo := Precision{MixedPrecision: "fp8"}
+	require.ErrorIs(t, bo.resolve(env("NVTE_BACKWARD_OVERRIDE", "sometimes")), ErrPrecision)
+	require.NoError(t, bo.resolve(env("NVTE_BACKWARD_OVERRIDE", "high_precision")))
+	require.Equal(t, fp8.BackwardHighPrecision, bo.Override())
 	require.Equal(t, "nvfp4/no-rht/no-sr/no-2d/keep-first=1/keep-last=2", Label(fp8.NVFP4Recipe{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true, KeepFirst: 1, KeepLast: 2}))
 	q := Precision{MixedPrecision: "fp8", Backend: "nvfp4"}
-	err := q.resolve(env("OCTET_FP8_NVFP4_DISABLE_RHT", "1", "NVTE_NVFP4_DISABLE_RHT", "0"))
+	err = q.resolve(env("OCTET_FP8_NVFP4_DISABLE_RHT", "1", "NVTE_NVFP4_DISABLE_RHT", "0"))
 	require.ErrorIs(t, err, ErrPrecision)
 	require.Contains(t, err.Error(), "disagree")
 	err = q.resolve(env("OCTET_FP8_NVFP4_KEEP_LAST", "-1"))
@@ -171,7 +183,7 @@ func TestOctetVariablesAreTheRecipesOwn(t *testing.T) {
 	for _, b := range []fp8.Backend{fp8.BackendTE, fp8.BackendAO, fp8.BackendMSAMP} {
 		var mine []string
 		for _, s := range settings {
-			if s.of(b.String()) && s.octet != "" {
+			if s.of(b.String()) && s.octet != "" && s.key != "backward_override" { // the override is no recipe field
 				mine = append(mine, s.octet)
 			}
 		}

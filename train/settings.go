@@ -99,6 +99,14 @@ var settings = []setting{
 	{key: "backend", flag: "recipe", accel: "ACCELERATE_FP8_BACKEND", yaml: []string{"backend"},
 		allowed: "te, block, nvfp4, ao or msamp", canon: oneOf([]string{"te", "block", "nvfp4", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
 		apply: func(p *Precision, v string) { p.Backend = v }},
+	{key: "backward_override", backend: "te block nvfp4 ao msamp", octet: "BACKWARD_OVERRIDE", accel: "NVTE_BACKWARD_OVERRIDE", yaml: []string{"backward_override"},
+		allowed: "high_precision or dequantized", canon: oneOf([]string{"high_precision", "dequantized", "none"}, nil),
+		apply: func(p *Precision, v string) {
+			if v == "none" {
+				v = ""
+			}
+			p.BackwardOverride = v
+		}},
 	{key: "num_processes", yaml: []string{"num_processes"}, top: true,
 		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<20),
 		apply: func(p *Precision, v string) { p.NumProcesses = atoi(v) }},

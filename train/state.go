@@ -3,6 +3,7 @@ package train
 import (
 	"errors"
 	"fmt"
+	"github.com/octetml/octet/fp8"
 	"os"
 	"path/filepath"
 	"sort"
@@ -140,6 +141,9 @@ func (t *Trainer) meta() map[string]string {
 		m[k] = v
 	}
 	m["recipe"] = Label(t.recipe)
+	if o := t.cfg.Precision.Override(); o != fp8.BackwardQuantized && t.recipe != nil {
+		m["recipe"] += "/backward=" + o.String() // a resume must run the same backward
+	}
 	m["train.accumulation"] = strconv.Itoa(t.accum)
 	return m
 }

@@ -182,9 +182,18 @@ func New(cfg Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if nr, ok := r.(fp8.NVFP4Recipe); ok && nr.Seed == 0 {
-		nr.Seed = uint64(cfg.Seed) // the run's seed draws the stochastic rounding
-		r = nr
+	// The run's seed draws NVFP4's stochastic rounding.
+	switch nr := r.(type) {
+	case fp8.NVFP4Recipe:
+		if nr.Seed == 0 {
+			nr.Seed = uint64(cfg.Seed)
+			r = nr
+		}
+	case fp8.CustomRecipe:
+		if nr.Seed == 0 {
+			nr.Seed = uint64(cfg.Seed)
+			r = nr
+		}
 	}
 	t.recipe = r
 	switch {

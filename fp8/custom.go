@@ -1,0 +1,235 @@
+package fp8
+
+import (
+	"fmt"
+	"strings"
+)
+
+// GEMM names one of a linear layer's three products.
+type GEMM uint8
+
+// The GEMMs of a linear layer.
+const (
+	// Fprop is the forward product y = x·Wᵀ (operands: input, weight).
+	Fprop GEMM = iota
+	// Dgrad is dx = dy·W (operands: grad_output, weight).
+	Dgrad
+	// Wgrad is dW = dyᵀ·x (operands: grad_output, input).
+	Wgrad
+)
+
+// String returns "fprop", "dgrad" or "wgrad".
+func (g GEMM) String() string {
+	switch g {
+	case Fprop:
+		return "fprop"
+	case Dgrad:
+		return "dgrad"
+	case Wgrad:
+		return "wgrad"
+	}
+	return fmt.Sprintf("GEMM(%d)", uint8(g))
+}
+
+// Operands returns the tensor roles of the GEMM's two operands, in
+// order.
+func (g GEMM) Operands() [2]TensorRole {
+	switch g {
+	case Dgrad:
+		return [2]TensorRole{RoleGradOutput, RoleWeight}
+	case Wgrad:
+		return [2]TensorRole{RoleGradOutput, RoleInput}
+	}
+	return [2]TensorRole{RoleInput, RoleWeight}
+}
+
+// QuantizerKind is the family of a custom recipe's quantizer.
+type QuantizerKind uint8
+
+// The quantizer families. The zero QuantizerKind keeps the tensor in
+// high precision (TE's identity quantizer).
+const (
+	// HighPrecision leaves the operand unquantized; the GEMM then runs
+	// in float32 (its other operand must be high precision too).
+	HighPrecision QuantizerKind = iota
+	// CurrentScaling is a tensorwise cast with a scale from this
+	// tensor's own amax (TE's Float8CurrentScaling).
+	CurrentScaling
+	// MXFP8Blocks is MXFP8: an E8M0 scale per 32 values along the
+	// contraction axis.
+	MXFP8Blocks
+	// Float8Blocks is Float8BlockScaling: a float32 scale per 1×128
+	// block (BlockDim 1) or 128×128 tile (BlockDim 2).
+	Float8Blocks
+	// NVFP4Blocks is NVFP4: E2M1 elements with an E4M3 scale per 1×16
+	// block (BlockDim 1) or 16×16 tile (BlockDim 2) and a float32 scale
+	// per tensor.
+	NVFP4Blocks
+)
+
+var quantizerNames = [...]string{"high precision", "current scaling", "MXFP8", "Float8BlockScaling", "NVFP4"}
+
+// String names the family.
+func (k QuantizerKind) String() string {
+	if int(k) < len(quantizerNames) {
+		return quantizerNames[k]
+	}
+	return fmt.Sprintf("QuantizerKind(%d)", uint8(k))
+}
+
+// Quantizer is how a custom recipe casts one operand of one GEMM. The
+// zero value is HighPrecision.
+type Quantizer struct {
+	Kind QuantizerKind
+	// Format is the FP8 format of CurrentScaling, MXFP8Blocks and
+	// Float8Blocks (E4M3 by default).
+	Format Format
+	// Pow2 rounds a current scale down to a power of two.
+	Pow2 bool
+	// BlockDim is 1 or 2 for Float8Blocks and NVFP4Blocks (0 means 1).
+	BlockDim int
+	// FP32Scales and Eps are Float8Blocks' float32 scales and amax
+	// epsilon.
+	FP32Scales bool
+	Eps        float32
+	// RHT and Stochastic are NVFP4's transform along the contraction
+	// axis and stochastic rounding.
+	RHT, Stochastic bool
+}
+
+// Dim returns the effective block dimension.
+func (q Quantizer) Dim() int { return max(q.BlockDim, 1) }
+
+// String describes the quantizer: "high precision", "MXFP8 E4M3",
+// "Float8BlockScaling E4M3 128×128", "NVFP4 1×16 rht stochastic", …
+func (q Quantizer) String() string {
+	var b strings.Builder
+	b.WriteString(q.Kind.String())
+	switch q.Kind {
+	case CurrentScaling, MXFP8Blocks:
+		b.WriteString(" " + q.Format.String())
+	case Float8Blocks:
+		b.WriteString(" " + q.Format.String())
+		if q.Dim() == 2 {
+			b.WriteString(" 128×128")
+		} else {
+			b.WriteString(" 1×128")
+		}
+	case NVFP4Blocks:
+		if q.Dim() == 2 {
+			b.WriteString(" 16×16")
+		} else {
+			b.WriteString(" 1×16")
+		}
+		if q.RHT {
+			b.WriteString(" rht")
+		}
+		if q.Stochastic {
+			b.WriteString(" stochastic")
+		}
+	}
+	return b.String()
+}
+
+// Check reports a quantizer that cannot work.
+func (q Quantizer) Check() error {
+	switch {
+	case q.Kind > NVFP4Blocks:
+		return fmt.Errorf("unknown quantizer kind %d", q.Kind)
+	case q.Format > E5M2:
+		return fmt.Errorf("%v: format %d, want E4M3 or E5M2", q.Kind, q.Format)
+	case (q.Kind == Float8Blocks || q.Kind == NVFP4Blocks) && (q.BlockDim < 0 || q.BlockDim > 2):
+		return fmt.Errorf("%v: block dimension %d, want 1 or 2", q.Kind, q.BlockDim)
+	case q.Kind == Float8Blocks && (!(q.Eps >= 0) || q.Eps > 3.4e38):
+		return fmt.Errorf("%v: amax epsilon %v, want a finite number ≥ 0", q.Kind, q.Eps)
+	}
+	return nil
+}
+
+// Multiplies reports whether a GEMM can multiply operands quantized by
+// a and b, and why not: both high precision or both quantized by one
+// family, never two 2-D-tiled operands, never two E5M2 operands.
+func Multiplies(a, b Quantizer) error {
+	switch {
+	case (a.Kind == HighPrecision) != (b.Kind == HighPrecision):
+		return fmt.Errorf("one operand is high precision (%v) and the other quantized (%v); quantize both or neither", a, b)
+	case a.Kind != b.Kind:
+		return fmt.Errorf("the operands are quantized by different families (%v and %v), which no GEMM multiplies", a, b)
+	case (a.Kind == Float8Blocks || a.Kind == NVFP4Blocks) && a.Dim() == 2 && b.Dim() == 2:
+		return fmt.Errorf("both operands are 2-D tiles (%v, %v); a 2-D operand multiplies only a 1-D one", a, b)
+	case a.Kind != HighPrecision && a.Kind != NVFP4Blocks && a.Format == E5M2 && b.Format == E5M2:
+		return fmt.Errorf("both operands are E5M2 (%v, %v); make at least one E4M3", a, b)
+	}
+	return nil
+}
+
+// CustomRecipe is Transformer Engine 2.x's CustomRecipe: Quantizer
+// chooses, for each linear layer (by its fully qualified name), each of
+// its GEMMs and each operand's tensor role, how that operand is cast —
+// any family above, or high precision — so that, say, the forward runs
+// MXFP8 and the backward NVFP4, or one layer stays in high precision.
+// passes.Prepare checks every GEMM's pair of choices and refuses one it
+// cannot multiply, naming the layer. There is no scaling state.
+type CustomRecipe struct {
+	// Quantizer is called once per operand of each GEMM of each linear
+	// layer; it must not be nil.
+	Quantizer func(fqn string, gemm GEMM, tensor TensorRole) Quantizer
+	// Seed seeds NVFP4's stochastic rounding (train sets the run's seed
+	// when it is 0).
+	Seed uint64
+	// UseAutocastDuringEval runs the recipe in evaluation programs too.
+	UseAutocastDuringEval bool
+}
+
+// Backend returns BackendTE.
+func (CustomRecipe) Backend() Backend { return BackendTE }
+
+// Validate refuses a recipe without a Quantizer function.
+func (r CustomRecipe) Validate() error {
+	if r.Quantizer == nil {
+		return fmt.Errorf("fp8: custom recipe: no Quantizer function")
+	}
+	return nil
+}
+
+// BackwardOverride runs a recipe's backward GEMMs unquantized
+// (Transformer Engine's NVTE_BACKWARD_OVERRIDE). The zero value
+// quantizes them as the recipe says.
+type BackwardOverride uint8
+
+const (
+	// BackwardQuantized: the recipe's casts (the default).
+	BackwardQuantized BackwardOverride = iota
+	// BackwardHighPrecision runs dgrad and wgrad in float32 on the
+	// float32 operands ("high_precision").
+	BackwardHighPrecision
+	// BackwardDequantized runs dgrad and wgrad in float32 with the
+	// forward's quantized weight and input, dequantized, as operands
+	// ("dequantized").
+	BackwardDequantized
+)
+
+// String returns "", "high_precision" or "dequantized".
+func (o BackwardOverride) String() string {
+	switch o {
+	case BackwardHighPrecision:
+		return "high_precision"
+	case BackwardDequantized:
+		return "dequantized"
+	}
+	return ""
+}
+
+// ParseBackwardOverride maps "" (or "none"), "high_precision" and
+// "dequantized" (any case) to a BackwardOverride.
+func ParseBackwardOverride(s string) (BackwardOverride, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "none":
+		return BackwardQuantized, nil
+	case "high_precision":
+		return BackwardHighPrecision, nil
+	case "dequantized":
+		return BackwardDequantized, nil
+	}
+	return 0, fmt.Errorf("fp8: backward override %q, want high_precision or dequantized", s)
+}
