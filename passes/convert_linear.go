@@ -47,7 +47,7 @@ type converter struct {
 	nvfp4  *fp8.NVFP4Recipe
 	custom *fp8.CustomRecipe
 	deq    map[*graph.Node]*graph.Node // Dequantize node of each forward cast
-	linIdx map[*graph.Node]int // each linear layer's place in graph order
+	linIdx map[*graph.Node]int         // each linear layer's place in graph order
 	nLin   int
 	first  *graph.Node
 	last   *graph.Node

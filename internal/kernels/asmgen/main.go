@@ -531,8 +531,9 @@ func e2m1Stochastic() {
 	bcast(0xC2B2AE35, zM2)
 	bcast(16, zSixteen)
 	bcast(0x33800000, zU) // 2^-24
-	VPBROADCASTD(NewParamAddr("key", 32), zKey)
-	VPBROADCASTD(NewParamAddr("base", 36), zCtr)
+	kr, br := Load(Param("key"), GP32()), Load(Param("base"), GP32())
+	VPBROADCASTD(kr, zKey)
+	VPBROADCASTD(br, zCtr)
 	VPADDD(Mem{Base: tab, Disp: 128}, zCtr, zCtr)
 	VMOVUPS(Mem{Base: tab}, zVals)
 	VMOVUPS(Mem{Base: tab, Disp: 64}, zInv)
