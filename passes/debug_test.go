@@ -493,3 +493,82 @@ s:
 	require.InDelta(t, local[0]+local[1], got[inspect.Activation], 1e-4*got[inspect.Activation], "merged")
 	require.InDelta(t, weightL1, got[inspect.Weight], 1e-4*weightL1, "the weight's own")
 }
+
+// TestDebugStatisticsOfBlockRecipes: LogFp8TensorStats under the
+// Float8BlockScaling and NVFP4 recipes reports Transformer Engine's
+// statistics of the activation's fprop cast, checked against the cast's
+// definition: underflows% (codes 0x00: the 73 exact zeros), overflows%,
+// scale_inv_min/max over the blocks, mse of the dequantized values.
+func TestDebugStatisticsOfBlockRecipes(t *testing.T) {
+	for _, recipe := range []fp8.Recipe{fp8.Float8BlockRecipe{}, fp8.NVFP4Recipe{}} {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, 16, 32)
+		w := g.Param("fc.weight", 16, 32)
+		cfg, err := inspect.ParseConfig(strings.NewReader(`
+s:
+  enabled: True
+  layers: {layer_types: [fc]}
+  transformer_engine:
+    LogFp8TensorStats: {enabled: True, tensors: [activation], stats: [underflows%, overflows%, scale_inv_min, scale_inv_max, mse]}
+`), "s.yaml")
+		require.NoError(t, err)
+		m := linearModel(t, g, x, w)
+		dir := t.TempDir()
+		log, err := inspect.OpenLog(dir, 0)
+		require.NoError(t, err)
+		xs := make([]float32, 16*32)
+		for i := range xs {
+			xs[i] = float32(i%7) - 3 // 73 exact zeros
+		}
+		prep, err := passes.Prepare(g, m.store, passes.Config{Recipe: recipe, TrainOutputs: m.outs, Debug: cfg, DebugLog: log})
+		require.NoError(t, err)
+		require.NoError(t, prep.Train.FeedFloat32(x, xs))
+		require.NoError(t, prep.Train.Run())
+		require.NoError(t, log.Close())
+		stats, err := inspect.ReadStats(dir)
+		require.NoError(t, err)
+		got := map[string]float64{}
+		for _, s := range stats {
+			got[string(s.Tensor)+" "+s.Stat] = s.Value
+		}
+		// The definition: the fprop cast of x (1-D blocks along its rows).
+		var mse, lo, hi float64
+		lo = math.Inf(1)
+		zeros := 0
+		if _, ok := recipe.(fp8.NVFP4Recipe); ok {
+			q, err := fp8.QuantizeNVFP4(xs, 16, 32, fp8.NVFP4Cast{})
+			require.NoError(t, err)
+			dq := make([]float32, len(xs))
+			require.NoError(t, q.Dequantize(dq))
+			for i := range xs {
+				if q.Code(i/32, i%32) == 0 {
+					zeros++
+				}
+				mse += math.Pow(float64(dq[i]-xs[i]), 2)
+			}
+			for _, sf := range q.BlockScales {
+				s := float64(fp8.E4M3.Decode(sf) * q.SDec)
+				lo, hi = math.Min(lo, s), math.Max(hi, s)
+			}
+		} else {
+			codes, inv := make([]uint8, len(xs)), make([]float32, 16)
+			require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, xs, 16, 32, fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}))
+			for i, c := range codes {
+				if c == 0 {
+					zeros++
+				}
+				mse += math.Pow(float64(fp8.E4M3.Decode(c)*inv[i/32]-xs[i]), 2)
+			}
+			for _, s := range inv {
+				lo, hi = math.Min(lo, float64(s)), math.Max(hi, float64(s))
+			}
+		}
+		n := float64(len(xs))
+		require.Equal(t, 73, zeros, "%T", recipe)
+		require.InDelta(t, 100*float64(zeros)/n, got["activation underflows%"], 1e-12, "%T", recipe)
+		require.Zero(t, got["activation overflows%"], "%T", recipe)
+		require.Equal(t, lo, got["activation scale_inv_min"], "%T", recipe)
+		require.Equal(t, hi, got["activation scale_inv_max"], "%T", recipe)
+		require.InDelta(t, mse/n, got["activation mse"], 1e-9, "%T", recipe)
+	}
+}
