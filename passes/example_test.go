@@ -2,6 +2,7 @@ package passes_test
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -152,4 +153,58 @@ func ExamplePrepare_forwardPasses() {
 	grad := prep.Train.Float32(prep.Grads[0])
 	fmt.Printf("loss %.3f, gradient %.3f %.3f %.3f\n", l, grad[0], grad[1], grad[2])
 	// Output: loss 14.000, gradient 2.000 4.000 6.000
+}
+
+// With fp8.CustomRecipe a function chooses each operand's cast per layer
+// and GEMM: here MXFP8 for the forward, NVFP4 for the backward (16×16
+// weight tiles, the transform on the weight gradient's operands,
+// stochastic gradients), and one layer in high precision. Prepare checks
+// every GEMM's pair and notes what each layer runs.
+func ExamplePrepare_customRecipe() {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 16, 32)
+	y := g.Input("labels", graph.Int32, 16)
+	w1, w2 := g.Param("mlp.fc1.weight", 64, 32), g.Param("mlp.fc2.weight", 16, 64)
+	logits := ops.Linear("mlp.fc2", ops.ReLU(ops.Linear("mlp.fc1", x, w1, nil)), w2, nil)
+	loss := ops.CrossEntropy(logits, y)
+	grads, _ := graph.Grad(loss, w1, w2)
+	store := graph.NewStore()
+	_ = store.Init(g, func(_ *graph.Node, v []float32) {
+		for i := range v {
+			v[i] = float32(i%7-3) * 0.05
+		}
+	})
+	recipe := fp8.CustomRecipe{Seed: 1, Quantizer: func(fqn string, gemm fp8.GEMM, t fp8.TensorRole) fp8.Quantizer {
+		switch {
+		case fqn == "mlp.fc2":
+			return fp8.Quantizer{} // high precision
+		case gemm == fp8.Fprop:
+			return fp8.Quantizer{Kind: fp8.MXFP8Blocks}
+		case t == fp8.RoleWeight:
+			return fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2}
+		}
+		return fp8.Quantizer{Kind: fp8.NVFP4Blocks, RHT: gemm == fp8.Wgrad, Stochastic: t == fp8.RoleGradOutput}
+	}}
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: []*graph.Node{loss, grads[0], grads[1]}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(prep.Report.Converted())
+	for _, n := range prep.Report.Notes {
+		if strings.Contains(n, "custom recipe") {
+			fmt.Println(n)
+		}
+	}
+	xs, labels := make([]float32, 16*32), make([]int32, 16)
+	for i := range xs {
+		xs[i] = float32(i%5) - 2
+	}
+	_ = prep.Train.FeedFloat32(x, xs)
+	_ = prep.Train.FeedInt32(y, labels)
+	fmt.Println(prep.Train.Run())
+	// Output:
+	// [mlp.fc1]
+	// mlp.fc1: custom recipe: fprop MXFP8 E4M3 × MXFP8 E4M3; dgrad NVFP4 1×16 stochastic × NVFP4 16×16; wgrad NVFP4 1×16 rht stochastic × NVFP4 1×16 rht
+	// <nil>
 }
