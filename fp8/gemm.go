@@ -94,6 +94,7 @@ type ScaledGEMM struct {
 	blockA, blockB []float32
 	decA, decB     []float32
 	fold, foldB    []float32 // block factors being folded
+	expShA, expShB []int8    // Float8BlockScaling exponent shifts (direct path)
 	expA, expB     []E8M0    // Float8BlockScaling factors as E8M0 per 32
 	f32A, f32B     []float32 // Float8BlockScaling factors per 32 (float32 path)
 	group          parallel.Group
@@ -592,8 +593,16 @@ func (g *ScaledGEMM) runFloat8BlockBF16(m, n, k int, a, b *Operand, c []float32)
 	if !allPow2E8M0(a.BlockScaleInv[:na]) || !allPow2E8M0(b.BlockScaleInv[:nb]) {
 		return false, nil
 	}
-	shiftA, minA := g.foldFloat8(&g.opA, &g.decA, &g.fold, a, m, k, !a.Trans)
-	shiftB, minB := g.foldFloat8(&g.opB, &g.decB, &g.foldB, b, n, k, b.Trans)
+	var shiftA, shiftB, minA, minB int
+	if kernels.DirectBF16(m, n, k) {
+		// The direct path shifts the converted bf16 values' exponents
+		// itself: no decoded copy of either operand.
+		shiftA, minA = g.exponents(&g.opA, &g.expShA, a, m, k)
+		shiftB, minB = g.exponents(&g.opB, &g.expShB, b, n, k)
+	} else {
+		shiftA, minA = g.foldFloat8(&g.opA, &g.decA, &g.fold, a, m, k, !a.Trans)
+		shiftB, minB = g.foldFloat8(&g.opB, &g.decB, &g.foldB, b, n, k, b.Trans)
+	}
 	if minA+minB < -126 {
 		return false, nil
 	}
@@ -607,6 +616,39 @@ func (g *ScaledGEMM) runFloat8BlockBF16(m, n, k int, a, b *Operand, c []float32)
 	g.gemm.Block = g.Block
 	g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, lda, &g.opB, ldb, c, n, kernels.Epilogue{Alpha: math.Ldexp(1, shiftA+shiftB)})
 	return true, nil
+}
+
+// exponents points dst at a power-of-two Float8BlockScaling operand's
+// codes with its factors as exponent shifts 2^(e−shift) per row of op(X)
+// (or column of op(B)) and 128-block of k, shift the operand's largest
+// exponent; it returns shift and the bound foldFloat8 returns.
+func (g *ScaledGEMM) exponents(dst *kernels.Operand, buf *[]int8, o *Operand, outer, k int) (shift, minExp int) {
+	nb := (k + Float8BlockSize - 1) / Float8BlockSize
+	inv := o.BlockScaleInv[:float8BlockFactors(outer, k, o.BlockTiles)]
+	shift, minE := -1000, 1000
+	for _, v := range inv {
+		e := pow2Exp(v)
+		shift, minE = max(shift, e), min(minE, e)
+	}
+	if cap(*buf) < outer*nb {
+		*buf = make([]int8, outer*nb)
+	}
+	ex := (*buf)[:outer*nb]
+	_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
+	minExp = minE - shift + sub - 1
+	if minExp >= -126 { // otherwise the caller refuses: shifts would not fit
+		for i := 0; i < outer; i++ {
+			ti := i
+			if o.BlockTiles {
+				ti = i / Float8BlockSize
+			}
+			for s := 0; s < nb; s++ {
+				ex[i*nb+s] = int8(pow2Exp(inv[ti*nb+s]) - shift)
+			}
+		}
+	}
+	*dst = kernels.Operand{Codes: o.Codes, Table: decodeTable(o.Format), Cast: formats[o.Format].cast, Scale: 1, Exp: ex, ExpBlocks: nb}
+	return shift, minExp
 }
 
 // foldFloat8 decodes a power-of-two Float8BlockScaling operand to

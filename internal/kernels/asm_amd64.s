@@ -1516,6 +1516,35 @@ e2m1dec_done:
 	VZEROUPPER
 	RET
 
+// func bf16ShiftAVX512(d *uint32, shifts *uint32, blocks int, step int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·bf16ShiftAVX512(SB), NOSPLIT, $0-32
+	MOVQ         d+0(FP), AX
+	MOVQ         shifts+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVQ         step+24(FP), BX
+	MOVL         $0x7f807f80, SI
+	VPBROADCASTD SI, Z20
+	TESTQ        DX, DX
+	JZ           bf16shift_done
+
+bf16shift_loop:
+	VMOVDQU32 (AX), Z0
+	VPANDD    Z20, Z0, Z1
+	VPTESTMW  Z1, Z1, K1
+	VPCMPEQW  Z20, Z1, K2
+	KANDNQ    K1, K2, K1
+	VPADDW    (CX), Z0, K1, Z0
+	VMOVDQU32 Z0, (AX)
+	ADDQ      $0x00000040, AX
+	ADDQ      BX, CX
+	DECQ      DX
+	JNZ       bf16shift_loop
+
+bf16shift_done:
+	VZEROUPPER
+	RET
+
 // func amaxColsAVX512(acc *uint32, src *float32, blocks int, seen *[16]uint32)
 // Requires: AVX, AVX512F
 TEXT ·amaxColsAVX512(SB), NOSPLIT, $0-32

@@ -59,6 +59,11 @@ func e2m1StochasticAVX512(dst *uint8, src *float32, scales *float32, blocks int,
 //go:noescape
 func e2m1DecodeAVX512(dst *float32, src *uint8, factors *float32, blocks int)
 
+// bf16ShiftAVX512 adds per-lane exponent shifts to the finite non-zero bf16 halves of 16·blocks lanes; its Go twin is bf16ShiftGo (bf16pack.go) (AVX-512BW).
+//
+//go:noescape
+func bf16ShiftAVX512(d *uint32, shifts *uint32, blocks int, step int)
+
 // amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape

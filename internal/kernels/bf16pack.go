@@ -207,3 +207,53 @@ func macroKernel16(tile []float32, mb, nb, kp int, alpha, alphaLo float32, overw
 		}
 	}
 }
+
+// ExpBlock is the number of values along k that share one exponent
+// shift of Operand.Exp (Float8BlockScaling's 128).
+const ExpBlock = 128
+
+// bf16ShiftGo is the loop bf16ShiftAVX512 replaces: each bf16 half of
+// d[i] whose exponent field is neither 0 nor all ones gets the matching
+// half of shifts[i] added (shifts one per lane, or, when len(shifts) is
+// 16 and d longer, the same 16 for every run of 16 lanes).
+func bf16ShiftGo(d, shifts []uint32) {
+	for i, x := range d {
+		s := shifts[i%len(shifts)]
+		var out uint32
+		for h := 0; h < 32; h += 16 {
+			v := uint16(x >> h)
+			if e := v & 0x7F80; e != 0 && e != 0x7F80 {
+				v += uint16(s >> h)
+			}
+			out |= uint32(v) << h
+		}
+		d[i] = out
+	}
+}
+
+// shiftLane is the lane value that moves both bf16 halves' exponents by
+// e (e·2^7 in each 16-bit half).
+func shiftLane(e int) uint32 {
+	h := uint32(uint16(int16(e) << 7))
+	return h | h<<16
+}
+
+// shiftRun moves the exponents of the n lanes at d by e.
+func shiftRun(d []uint32, e int) {
+	if e == 0 || len(d) == 0 {
+		return
+	}
+	var v [16]uint32
+	for i := range v {
+		v[i] = shiftLane(e)
+	}
+	done := bf16ShiftVector(d, v[:], 0)
+	bf16ShiftGo(d[done:], v[:])
+}
+
+// shiftLanes moves the exponent of each lane d[i] by the lane shifts[i]
+// (shiftLane values).
+func shiftLanes(d, shifts []uint32) {
+	done := bf16ShiftVector(d, shifts, 64)
+	bf16ShiftGo(d[done:], shifts[done:])
+}

@@ -187,3 +187,15 @@ func scaleRowVector(row, col []float32, f float64) int {
 	}
 	return 8 * blocks
 }
+
+// bf16ShiftVector shifts the longest multiple of 16 lanes of d (see
+// bf16ShiftGo; step 0 reuses shifts[0:16], 64 walks them along) and
+// returns how many it did.
+func bf16ShiftVector(d, shifts []uint32, step int) int {
+	blocks := len(d) / 16
+	if !hasBF16 || blocks == 0 || len(shifts) < 16 || (step != 0 && len(shifts) < len(d)) {
+		return 0
+	}
+	bf16ShiftAVX512(&d[0], &shifts[0], blocks, step)
+	return blocks * 16
+}

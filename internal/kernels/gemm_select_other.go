@@ -26,3 +26,6 @@ func scaleRowVector(row, col []float32, f float64) int { return 0 }
 
 // hasBF16: this build has no AVX512_BF16 kernels.
 const hasBF16 = false
+
+// bf16ShiftVector has no vector path on this build.
+func bf16ShiftVector(d, shifts []uint32, step int) int { return 0 }

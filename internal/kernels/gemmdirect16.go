@@ -37,6 +37,10 @@ const direct16MaxPairs = 4096
 // op(A)'s rows as pairs, or 16 rows of Bᵀ before they are transposed.
 const direct16TmpLanes = 16 * direct16MaxPairs
 
+// DirectBF16 reports whether RunBF16 runs an m×n×k product on the direct
+// path (the one that reads Operand.Exp).
+func DirectBF16(m, n, k int) bool { return useDirect16(m, n, k) }
+
 // useDirect16 reports whether a bf16 GEMM of this shape runs direct:
 // with an AVX512_BF16 micro-kernel in use (not AMX's tiles, not the
 // portable twin, as for the float32 path) and op(B) small enough.
@@ -188,6 +192,23 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 				pair(rest, j1-rest)
 			}
 		}
+		if x.Exp != nil {
+			// Lane (q, j) takes column j's shift of k-block q/64, per
+			// panel of 64 columns.
+			var sv [64]uint32
+			for p0 := j0 / 64 * 64; p0 < j1; p0 += 64 {
+				c0, c1 := max(j0, p0)-p0, min(j1, p0+64)-p0
+				for q := 0; q < kp; q++ {
+					if q%(ExpBlock/2) == 0 {
+						for c := c0; c < c1; c++ {
+							sv[c] = shiftLane(int(x.Exp[(p0+c)*x.ExpBlocks+q/(ExpBlock/2)]))
+						}
+					}
+					base := p0/64*64*kp + q*64
+					shiftLanes(bt[base+c0:base+c1], sv[c0:c1])
+				}
+			}
+		}
 		return
 	}
 	// op(B)[p][j] = B[j][p]: a column of op(B) is a row of B, whose
@@ -198,6 +219,9 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 		rows := min(16, j1-j)
 		for r := 0; r < rows; r++ {
 			x.row16(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k)
+			if x.Exp != nil {
+				shiftRow(tmp[r*kp:(r+1)*kp], x.Exp[(j+r)*x.ExpBlocks:(j+r+1)*x.ExpBlocks])
+			}
 		}
 		transposeInto(bt[j/64*64*kp:], 64, j%64, tmp, kp, rows)
 	}
@@ -223,6 +247,7 @@ func (g *Gemm) directPart16(i int) {
 	tmp, x, lda, k := g.scr16.tmp[i], a.qa, a.lda, a.k
 	kp := (k + 1) / 2
 	step := direct16Rows(kp)
+	var sv [48]uint32 // a k-block's shifts of the rows (Exp, Aᵀ)
 	for r0 := m0; r0 < m1; r0 += step {
 		rows := min(step, m1-r0)
 		rsA, csA := kp, 1
@@ -230,6 +255,9 @@ func (g *Gemm) directPart16(i int) {
 			// Row i of op(A) is row i of A: its values are pairs.
 			for r := 0; r < rows; r++ {
 				x.row16(tmp[r*kp:(r+1)*kp], (r0+r)*lda, k)
+				if x.Exp != nil {
+					shiftRow(tmp[r*kp:(r+1)*kp], x.Exp[(r0+r)*x.ExpBlocks:(r0+r+1)*x.ExpBlocks])
+				}
 			}
 		} else {
 			// Row i of op(A) is column i of A: pair rows 2q and 2q+1.
@@ -240,6 +268,14 @@ func (g *Gemm) directPart16(i int) {
 					o1 = o0 + lda
 				}
 				x.pairs16(tmp[q*rows:(q+1)*rows], o0, o1, rows)
+				if x.Exp != nil {
+					if q%(ExpBlock/2) == 0 {
+						for r := 0; r < rows; r++ {
+							sv[r] = shiftLane(int(x.Exp[(r0+r)*x.ExpBlocks+q/(ExpBlock/2)]))
+						}
+					}
+					shiftLanes(tmp[q*rows:(q+1)*rows], sv[:rows])
+				}
 			}
 		}
 		rowGemm16(rows, n1-n0, kp, tmp, rsA, csA, g.scr16.bt[n0*kp:], a.c[r0*a.ldc+n0:], a.ldc, a.alpha, a.alphaLo)
@@ -289,5 +325,17 @@ func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32
 				crow[j] = acc * alpha
 			}
 		}
+	}
+}
+
+// shiftRow moves a row of pairs (k along the row) by its k-blocks'
+// exponent shifts, ExpBlock/2 pairs each.
+func shiftRow(row []uint32, exp []int8) {
+	for s, e := range exp {
+		lo := s * (ExpBlock / 2)
+		if lo >= len(row) {
+			break
+		}
+		shiftRun(row[lo:min(len(row), lo+ExpBlock/2)], int(e))
 	}
 }

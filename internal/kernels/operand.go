@@ -23,6 +23,13 @@ type Operand struct {
 	// or column of op(B); Blocks is the number of blocks per row (⌈k/32⌉).
 	Block  []float32
 	Blocks int
+	// Exp, when set, holds power-of-two factors of FP8 codes as exponent
+	// shifts (each ≤ 0, keeping the values normal): element (i, p) of
+	// op(X) is Table[c]·2^Exp[i·ExpBlocks + p/ExpBlock]. Only RunBF16's
+	// direct path reads them (see DirectBF16); they are applied to the
+	// converted bf16 values, exactly.
+	Exp       []int8
+	ExpBlocks int
 	// bf16Tab holds the bf16 bits of Table[0:128], set by RunBF16 on its
 	// own copy of the operand when the table allows the vector packs
 	// (every value a bf16 value, Table[c|0x80] = −Table[c]).

@@ -33,6 +33,7 @@ func main() {
 	e2m1Stochastic()
 	e2m1DecodeData()
 	e2m1Decode()
+	bf16Shift()
 	amaxCols()
 	adam()
 	decode("decodeE4M3AVX512", 20, 120, false)
@@ -640,6 +641,39 @@ func e2m1Decode() {
 		ADDQ(U32(8), src)
 		ADDQ(U32(4), fac)
 		ADDQ(U32(64), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16Shift emits the exponent shift of bf16 pairs: each 16-bit half of
+// the 16·blocks lanes at d whose exponent field is neither 0 (zero) nor
+// all ones (inf, NaN) gets the matching half of its lane of shifts added
+// (a power-of-two factor, the exponent field moved by it); shifts
+// advances by step bytes per 16 lanes (0: one vector for all).
+func bf16Shift() {
+	TEXT("bf16ShiftAVX512", NOSPLIT, "func(d *uint32, shifts *uint32, blocks int, step int)")
+	Pragma("noescape")
+	Doc("bf16ShiftAVX512 adds per-lane exponent shifts to the finite non-zero bf16 halves of 16·blocks lanes; its Go twin is bf16ShiftGo (bf16pack.go) (AVX-512BW).")
+	d := Load(Param("d"), GP64())
+	sh := Load(Param("shifts"), GP64())
+	n := Load(Param("blocks"), GP64())
+	step := Load(Param("step"), GP64())
+	zExp := Z20
+	r := GP32()
+	MOVL(U32(0x7F807F80), r)
+	VPBROADCASTD(r, zExp)
+	loop("bf16shift", n, func() {
+		x, e := Z0, Z1
+		VMOVDQU32(Mem{Base: d}, x)
+		VPANDD(zExp, x, e)
+		VPTESTMW(e, e, K1)         // exponent ≠ 0
+		VPCMPEQW(zExp, e, K2)      // exponent all ones
+		KANDNQ(K1, K2, K1)         // K1 = ¬K2 ∧ K1
+		VPADDW(Mem{Base: sh}, x, K1, x)
+		VMOVDQU32(x, Mem{Base: d})
+		ADDQ(U32(64), d)
+		ADDQ(step, sh)
 	})
 	VZEROUPPER()
 	RET()
