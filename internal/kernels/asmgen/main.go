@@ -667,9 +667,9 @@ func bf16Shift() {
 		x, e := Z0, Z1
 		VMOVDQU32(Mem{Base: d}, x)
 		VPANDD(zExp, x, e)
-		VPTESTMW(e, e, K1)         // exponent ≠ 0
-		VPCMPEQW(zExp, e, K2)      // exponent all ones
-		KANDNQ(K1, K2, K1)         // K1 = ¬K2 ∧ K1
+		VPTESTMW(e, e, K1)    // exponent ≠ 0
+		VPCMPEQW(zExp, e, K2) // exponent all ones
+		KANDNQ(K1, K2, K1)    // K1 = ¬K2 ∧ K1
 		VPADDW(Mem{Base: sh}, x, K1, x)
 		VMOVDQU32(x, Mem{Base: d})
 		ADDQ(U32(64), d)
