@@ -588,6 +588,10 @@ type Float8BlockRecipe struct {
 	AmaxEpsilon float32
 	// UseAutocastDuringEval runs FP8 in evaluation programs too.
 	UseAutocastDuringEval bool
+	// FSDPFloat8AllGather, under FSDP, gathers each weight as its block
+	// cast (1 byte per element and its block scales) instead of float32
+	// (enable_fsdp_float8_all_gather).
+	FSDPFloat8AllGather bool
 }
 
 // Backend returns BackendTE.

@@ -93,11 +93,19 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 			Apply: func(q *graph.Node, m passes.Match) (*graph.Node, error) {
 				p := m["w"]
 				qc, _ := ops.QuantizeConfigOf(q)
-				if qc.Scaling != ops.Current {
-					return nil, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe), its cast is %v; turn float8 all-gather off or use the tensorwise recipe", p.Name(), qc.Scaling)
+				if qc.Scaling != ops.Current && qc.Scaling != ops.Float8Block {
+					return nil, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe) or Float8BlockScaling, its cast is %v; turn float8 all-gather off or use one of those recipes", p.Name(), qc.Scaling)
 				}
 				sh := shardOf[p]
 				ag := ops.FP8AllGather(p, sh, qc)
+				if qc.Scaling == ops.Float8Block {
+					// Block scales come from the gathered blocks' amaxes,
+					// all-reduced by the gather itself: nothing to
+					// precompute. A 1-D weight is gathered once per axis.
+					rep.Float8Weights++
+					rep.Float8Bytes += p.Shape().Numel()
+					return ag, g.Err()
+				}
 				if len(s.fp8) == 0 || s.fp8[len(s.fp8)-1] != sh {
 					s.fp8 = append(s.fp8, sh)
 					rep.Float8Weights++

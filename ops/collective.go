@@ -2,6 +2,7 @@ package ops
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
@@ -89,16 +90,78 @@ func (o fp8AllGatherOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 	if err != nil {
 		return nil, graph.Invalid, err
 	}
-	if o.cfg.Scaling != Current {
-		return nil, graph.Invalid, fmt.Errorf("float8 all-gather needs tensorwise current scaling, not %v", o.cfg.Scaling)
+	if o.cfg.Scaling != Current && o.cfg.Scaling != Float8Block {
+		return nil, graph.Invalid, fmt.Errorf("float8 all-gather needs tensorwise current scaling or Float8BlockScaling, not %v", o.cfg.Scaling)
+	}
+	if err := validateQuantize(o.cfg); err != nil {
+		return nil, graph.Invalid, err
 	}
 	return s, formatDType(o.cfg.Format), nil
+}
+
+// bindBlock is the kernel of a Float8BlockScaling all-gather: every rank
+// takes the block amaxes of its own elements, the ranks all-reduce them
+// with MAX (a block's amax is then the whole block's, NaN left out, as
+// one cast of the full tensor computes it), each rank casts its
+// elements with their blocks' scales and the ranks gather one byte per
+// element: the codes and scales of the full tensor's cast.
+func (o fp8AllGatherOp) bindBlock(b *graph.Binding, sc *fp8Scales) graph.Kernel {
+	sh, cfg := o.sh, o.cfg
+	rows, cols := sc.Rows, sc.Cols
+	off := 0
+	for _, c := range sh.Counts[:sh.Comm.Rank()] {
+		off += c
+	}
+	nb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
+	nbr := (rows + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
+	block := func(e int) int {
+		r, c := e/cols, e%cols
+		switch {
+		case cfg.BlockDim == 2:
+			return (r/fp8.Float8BlockSize)*nb + c/fp8.Float8BlockSize
+		case cfg.Axis == 1:
+			return r*nb + c/fp8.Float8BlockSize
+		}
+		return c*nbr + r/fp8.Float8BlockSize
+	}
+	amax := make([]float32, len(sc.BlockScaleInv))
+	scale := make([]float32, len(sc.BlockScaleInv))
+	idx := make([]int32, len(sh.Data)) // each element's block, fixed
+	for i := range idx {
+		idx[i] = int32(block(off + i))
+	}
+	codes := make([]uint8, len(sh.Data))
+	out := b.Out.U8
+	bc := cfg.float8BlockCast()
+	return func() error {
+		clear(amax)
+		for i, v := range sh.Data {
+			if a := float32(math.Abs(float64(v))); a > amax[idx[i]] {
+				amax[idx[i]] = a // NaN compares false: left out
+			}
+		}
+		if err := sh.Comm.AllReduceF32(amax, dist.Max); err != nil {
+			return err
+		}
+		sc.Amax = 0
+		for k, a := range amax {
+			scale[k], sc.BlockScaleInv[k] = fp8.Float8BlockScale(a, bc.Format, bc.Eps, bc.FP32Scales)
+			sc.Amax = max(sc.Amax, a)
+		}
+		for i, v := range sh.Data {
+			codes[i] = bc.Format.Encode(v * scale[idx[i]])
+		}
+		return sh.Comm.AllGatherU8(out, codes, sh.Counts)
+	}
 }
 
 func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	sh, cfg := o.sh, o.cfg
 	sc := newScales(cfg, b.Out.Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
+	if cfg.Scaling == Float8Block {
+		return o.bindBlock(b, sc), nil
+	}
 	codes := make([]uint8, len(sh.Data))
 	amax := make([]float32, 1)
 	out := b.Out.U8
@@ -121,7 +184,8 @@ func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 }
 
 // FP8AllGather returns parameter p cast to FP8 per cfg (tensorwise
-// current scaling) and gathered from shards one byte per element.
+// current scaling, or Float8BlockScaling blocks or tiles) and gathered
+// from shards one byte per element.
 func FP8AllGather(p *graph.Node, sh *Shard, cfg QuantizeConfig) *graph.Node {
 	return apply(fp8AllGatherOp{sh: sh, cfg: cfg}, scopedName(p, "fp8_all_gather"), p)
 }

@@ -60,7 +60,9 @@ type Precision struct {
 
 	// torchao (backend ao), as AORecipeKwargs: AORecipe is
 	// "tensorwise" (""), "rowwise" or "rowwise_with_gw_hp"; the three
-	// switches, when nil, keep the named recipe's defaults.
+	// switches, when nil, keep the named recipe's defaults
+	// (EnableFSDPFloat8AllGather also applies to backend block, where it
+	// is off unless set).
 	AORecipe                  string
 	PadInnerDim               *bool
 	EnableFSDPFloat8AllGather *bool
@@ -284,7 +286,8 @@ func (p *Precision) blockRecipe() (fp8.Recipe, error) {
 	}
 	return fp8.Float8BlockRecipe{Hybrid: hybrid, XBlockDim: p.XBlockScalingDim, WBlockDim: p.WBlockScalingDim,
 		GradBlockDim: p.GradBlockScalingDim, FP32Scales: p.FP32Scales, AmaxEpsilon: p.AmaxEpsilon,
-		UseAutocastDuringEval: p.UseAutocastDuringEval}, nil
+		UseAutocastDuringEval: p.UseAutocastDuringEval,
+		FSDPFloat8AllGather:   p.EnableFSDPFloat8AllGather != nil && *p.EnableFSDPFloat8AllGather}, nil
 }
 
 func (p *Precision) aoRecipe() (fp8.Recipe, error) {

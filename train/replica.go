@@ -82,8 +82,11 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
 	if t.fsdp {
 		f8 := false
-		if ao, ok := t.recipe.(fp8.AORecipe); ok {
-			f8 = ao.EnableFSDPFloat8AllGather
+		switch r := t.recipe.(type) {
+		case fp8.AORecipe:
+			f8 = r.EnableFSDPFloat8AllGather
+		case fp8.Float8BlockRecipe:
+			f8 = r.FSDPFloat8AllGather
 		}
 		pc.Passes = append(pc.Passes, fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep))
 	}

@@ -165,7 +165,7 @@ var settings = []setting{
 		apply: func(p *Precision, v string) { p.AORecipe = v }},
 	{key: "pad_inner_dim", backend: "ao", octet: "PAD_INNER_DIM", accel: "ACCELERATE_FP8_PAD_INNER_DIM", yaml: []string{"pad_inner_dim"},
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.PadInnerDim = ptr(v == "true") }},
-	{key: "enable_fsdp_float8_all_gather", backend: "ao", octet: "ENABLE_FSDP_FLOAT8_ALL_GATHER", accel: "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", yaml: []string{"enable_fsdp_float8_all_gather"},
+	{key: "enable_fsdp_float8_all_gather", backend: "ao block", octet: "ENABLE_FSDP_FLOAT8_ALL_GATHER", accel: "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", yaml: []string{"enable_fsdp_float8_all_gather"},
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.EnableFSDPFloat8AllGather = ptr(v == "true") }},
 	{key: "round_scales_to_power_of_2", backend: "ao", octet: "ROUND_SCALES_TO_POWER_OF_2", yaml: []string{"round_scales_to_power_of_2"},
 		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.RoundScalesToPowerOf2 = ptr(v == "true") }},

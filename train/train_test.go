@@ -446,3 +446,24 @@ func TestConfigInit(t *testing.T) {
 	_, err = tr.Start(ds)
 	require.ErrorContains(t, err, "Init: no such file")
 }
+
+// TestFSDPFloat8BlockAllGather: FSDP over 3 ranks with the
+// Float8BlockScaling recipe trains the same losses, bit for bit, whether
+// the weights are gathered in float32 and cast by each rank or gathered
+// as their block casts (enable_fsdp_float8_all_gather), which move one
+// byte per weight element.
+func TestFSDPFloat8BlockAllGather(t *testing.T) {
+	ds := blobs(t, 100, 5)
+	run := func(f8 bool) *train.Result {
+		res, err := trainer(t, "fp8", "block", func(c *train.Config) {
+			c.FSDP, c.Model = 3, mlpNoDropout
+			c.Precision.EnableFSDPFloat8AllGather = &f8
+		}).Fit(ds, train.Run{Steps: 6})
+		require.NoError(t, err)
+		return res
+	}
+	f32, f8 := run(false), run(true)
+	require.Equal(t, bits(f32.Losses), bits(f8.Losses))
+	require.Zero(t, f32.Float8AllGatherBytes)
+	require.Positive(t, f8.Float8AllGatherBytes)
+}
