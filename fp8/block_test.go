@@ -442,3 +442,62 @@ func TestScaledGEMMFloat8BlockRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFloat8BlockRangeSplits: a cast run as two ranges of slices (any
+// split, for rows, bands of 128 rows and columns) writes what one run of
+// all of them writes, codes and scales, and returns the amax of its own
+// slices; empty ranges are fine, ranges past the slices are refused; a
+// block holding both a NaN and an infinity takes the infinity as its
+// amax.
+func TestFloat8BlockRangeSplits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	const rows, cols = 300, 260
+	src := make([]float32, rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+	}
+	for _, cfg := range []struct{ axis, dim int }{{1, 1}, {0, 1}, {1, 2}} {
+		c := Float8BlockCast{Dim: cfg.dim, Format: E4M3}
+		n := Float8BlockSlices(rows, cols, cfg.axis, cfg.dim)
+		nsc := Float8BlockScaleCount(rows, cols, cfg.axis, cfg.dim)
+		wc, wi := make([]uint8, len(src)), make([]float32, nsc)
+		wa, err := QuantizeFloat8BlockRange(wc, wi, src, rows, cols, cfg.axis, c, 0, n, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []int{0, 1, n / 3, n - 1, n} {
+			gc, gi := make([]uint8, len(src)), make([]float32, nsc)
+			a1, err1 := QuantizeFloat8BlockRange(gc, gi, src, rows, cols, cfg.axis, c, 0, k, make([]float32, 2*cols))
+			a2, err2 := QuantizeFloat8BlockRange(gc, gi, src, rows, cols, cfg.axis, c, k, n, nil)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if string(gc) != string(wc) {
+				t.Fatalf("%+v split at %d: codes differ", cfg, k)
+			}
+			for i := range wi {
+				if gi[i] != wi[i] {
+					t.Fatalf("%+v split at %d: scale %d differs", cfg, k, i)
+				}
+			}
+			if max(a1, a2) != wa {
+				t.Fatalf("%+v split at %d: amaxes %v, %v; whole %v", cfg, k, a1, a2, wa)
+			}
+		}
+		for _, r := range [][2]int{{-1, 1}, {0, n + 1}, {2, 1}} {
+			if _, err := QuantizeFloat8BlockRange(wc, wi, src, rows, cols, cfg.axis, c, r[0], r[1], nil); err == nil {
+				t.Fatalf("%+v range %v: no error", cfg, r)
+			}
+		}
+	}
+	// A NaN and an infinity in one block (row-wise and down a column).
+	x := make([]float32, 4*128)
+	x[3], x[5] = float32(math.NaN()), float32(math.Inf(1))
+	inv := make([]float32, 4)
+	if _, err := QuantizeFloat8BlockAxis(make([]uint8, len(x)), inv, x, 4, 128, 1, Float8BlockCast{Dim: 1, Format: E4M3}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if inv[0] != 1 { // an infinite amax: scale 1
+		t.Fatalf("scale_inv of a block with NaN and inf = %v, want 1", inv[0])
+	}
+}

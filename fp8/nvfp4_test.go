@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/internal/parallel"
 )
 
 // refE2M1 rounds x to the nearest E2M1 magnitude by distance, ties to the
@@ -195,47 +196,49 @@ func TestNVFP4MatchesDefinition(t *testing.T) {
 		for j := 0; j < min(cols, 16); j++ {
 			src[j] = 0 // a zero block in 1-D
 		}
-		if rows > 2 {
-			src[2*cols] = 3e38
-		}
-		for _, twoD := range []bool{false, true} {
-			for _, rht := range []bool{false, true} {
-				if rht && cols%16 != 0 {
-					if _, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{RHT: true}); err == nil {
-						t.Fatalf("%v: RHT on %d columns: no error", sh, cols)
+		for _, huge := range []bool{false, true} {
+			if huge && rows > 2 {
+				src[2*cols] = 3e38 // every other block's scale then flushes
+			}
+			for _, twoD := range []bool{false, true} {
+				for _, rht := range []bool{false, true} {
+					if rht && cols%16 != 0 {
+						if _, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{RHT: true}); err == nil {
+							t.Fatalf("%v: RHT on %d columns: no error", sh, cols)
+						}
+						continue
 					}
-					continue
-				}
-				q, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{TwoD: twoD, RHT: rht})
-				if err != nil {
-					t.Fatal(err)
-				}
-				codes, scales, sDec := refNVFP4(src, rows, cols, twoD, rht)
-				if q.SDec != sDec || string(q.BlockScales) != string(scales) {
-					t.Fatalf("%v twoD=%v rht=%v: scales differ", sh, twoD, rht)
-				}
-				for r := 0; r < rows; r++ {
-					for j := 0; j < cols; j++ {
-						if q.Code(r, j) != codes[r*cols+j] {
-							t.Fatalf("%v twoD=%v rht=%v: code (%d,%d) = %d, want %d", sh, twoD, rht, r, j, q.Code(r, j), codes[r*cols+j])
+					q, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{TwoD: twoD, RHT: rht})
+					if err != nil {
+						t.Fatal(err)
+					}
+					codes, scales, sDec := refNVFP4(src, rows, cols, twoD, rht)
+					if q.SDec != sDec || string(q.BlockScales) != string(scales) {
+						t.Fatalf("%v twoD=%v rht=%v: scales differ", sh, twoD, rht)
+					}
+					for r := 0; r < rows; r++ {
+						for j := 0; j < cols; j++ {
+							if q.Code(r, j) != codes[r*cols+j] {
+								t.Fatalf("%v twoD=%v rht=%v: code (%d,%d) = %d, want %d", sh, twoD, rht, r, j, q.Code(r, j), codes[r*cols+j])
+							}
+						}
+						if cols%2 == 1 && q.Codes[r*((cols+1)/2)+cols/2]>>4 != 0 {
+							t.Fatalf("%v: odd row %d does not end with a zero nibble", sh, r)
 						}
 					}
-					if cols%2 == 1 && q.Codes[r*((cols+1)/2)+cols/2]>>4 != 0 {
-						t.Fatalf("%v: odd row %d does not end with a zero nibble", sh, r)
-					}
-				}
-				d := make([]float32, rows*cols)
-				_ = q.Dequantize(d)
-				_, sc := NVFP4ScaleShape(rows, cols, twoD)
-				for r := 0; r < rows; r++ {
-					br := r
-					if twoD {
-						br = r / 16
-					}
-					for j := 0; j < cols; j++ {
-						want := E2M1Decode(codes[r*cols+j]) * E4M3.Decode(scales[br*sc+j/16]) * sDec
-						if d[r*cols+j] != want {
-							t.Fatalf("dequantize (%d,%d) = %v, want %v", r, j, d[r*cols+j], want)
+					d := make([]float32, rows*cols)
+					_ = q.Dequantize(d)
+					_, sc := NVFP4ScaleShape(rows, cols, twoD)
+					for r := 0; r < rows; r++ {
+						br := r
+						if twoD {
+							br = r / 16
+						}
+						for j := 0; j < cols; j++ {
+							want := E2M1Decode(codes[r*cols+j]) * E4M3.Decode(scales[br*sc+j/16]) * sDec
+							if d[r*cols+j] != want {
+								t.Fatalf("dequantize (%d,%d) = %v, want %v", r, j, d[r*cols+j], want)
+							}
 						}
 					}
 				}
@@ -470,5 +473,110 @@ func TestNVFP4KernelsMatchDefinitions(t *testing.T) {
 		if w := E2M1Stochastic(v, nvfp4Uniform(77, i)); sr[0] != w {
 			t.Fatalf("stochastic E2M1 of %v: %#x, E2M1Stochastic %#x", v, sr[0], w)
 		}
+	}
+}
+
+// TestNVFP4QuantizerAtSize: casts large enough to split over the
+// workers (row-wise and column-wise, with and without the transform, 2-D
+// tiles, nearest and stochastic rounding) equal the definition element by
+// element — the stochastic codes E2M1Stochastic of each value scaled by
+// its block's definition scale, with the generator's uniform of its
+// stored index — and NVFP4Scales' worked values, scale shapes one short
+// of a block and the refusals hold.
+func TestNVFP4QuantizerAtSize(t *testing.T) {
+	rng := rand.New(rand.NewPCG(91, 92))
+	const rows, cols = 256, 160
+	src := make([]float32, rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+	}
+	tr := make([]float32, len(src))
+	transposeF32(tr, src, rows, cols)
+	for _, c := range []struct {
+		axis int
+		cast NVFP4Cast
+	}{{1, NVFP4Cast{}}, {1, NVFP4Cast{RHT: true}}, {0, NVFP4Cast{}}, {0, NVFP4Cast{RHT: true}}, {0, NVFP4Cast{TwoD: true}},
+		{1, NVFP4Cast{Stochastic: true, Key: 5}}, {0, NVFP4Cast{RHT: true, Stochastic: true, Key: 1 << 40}}} {
+		r, cl, s := rows, cols, src
+		if c.axis == 0 && !c.cast.TwoD {
+			r, cl, s = cols, rows, tr
+		}
+		z, err := NewNVFP4Quantizer(rows, cols, c.axis, c.cast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if z.parts < 2 && parallel.Workers() > 1 {
+			t.Fatalf("%+v: a %d-element cast runs in %d part(s)", c, rows*cols, z.parts)
+		}
+		q := NewNVFP4(r, cl, c.cast.TwoD)
+		if err := z.Quantize(q, src, c.cast.Key); err != nil {
+			t.Fatal(err)
+		}
+		codes, scales, sDec := refNVFP4(s, r, cl, c.cast.TwoD, c.cast.RHT)
+		if q.SDec != sDec || string(q.BlockScales) != string(scales) {
+			t.Fatalf("%+v: scales differ from the definition", c)
+		}
+		y := append([]float32(nil), s...)
+		if c.cast.RHT {
+			_ = refRHT16(y)
+		}
+		if got := z.Cast(); len(got) > 0 && &got[0] != &src[0] {
+			for i := range y {
+				if math.Float32bits(got[i]) != math.Float32bits(y[i]) {
+					t.Fatalf("%+v: the cast's source %d = %v, want %v", c, i, got[i], y[i])
+				}
+			}
+		}
+		_, bc := NVFP4ScaleShape(r, cl, c.cast.TwoD)
+		for i := 0; i < r; i++ {
+			br := i
+			if c.cast.TwoD {
+				br = i / 16
+			}
+			for j := 0; j < cl; j++ {
+				want := codes[i*cl+j]
+				if c.cast.Stochastic {
+					es := min(1/(E4M3.Decode(scales[br*bc+j/16])*sDec), math.MaxFloat32)
+					want = E2M1Stochastic(float32(y[i*cl+j]*es), nvfp4Uniform(c.cast.Key, i*cl+j))
+				}
+				if got := q.Code(i, j); got != want {
+					t.Fatalf("%+v: code (%d,%d) = %#x, want %#x", c, i, j, got, want)
+				}
+			}
+		}
+	}
+	// Worked scale values: amax 2688 → S_enc 1, M 1/6, S_dec 1; amax 448
+	// → 6, 1, 1/6; amax 0 → 1.
+	for _, w := range [][4]float32{{2688, 1, float32(1.0 / 6), 1}, {448, 6, 1, float32(1.0 / 6)}, {0, 1, float32(1.0 / 6), 1}} {
+		if e, m, d := NVFP4Scales(w[0]); e != w[1] || m != w[2] || d != w[3] {
+			t.Fatalf("NVFP4Scales(%v) = %v %v %v, want %v %v %v", w[0], e, m, d, w[1], w[2], w[3])
+		}
+	}
+	for _, sh := range [][3]int{{15, 15, 1}, {16, 16, 1}, {17, 17, 2}, {31, 33, 2}} {
+		r, cl := NVFP4ScaleShape(sh[0], sh[1], true)
+		if r != sh[2] || cl != (sh[1]+15)/16 {
+			t.Fatalf("2-D scale shape of %v: [%d %d]", sh, r, cl)
+		}
+		if q := NewNVFP4(sh[0], sh[1], true); len(q.BlockScales) != r*cl || len(q.Codes) != sh[0]*((sh[1]+1)/2) {
+			t.Fatalf("NewNVFP4%v: %d codes, %d scales", sh, len(q.Codes), len(q.BlockScales))
+		}
+	}
+	if _, err := NewNVFP4Quantizer(-1, 4, 1, NVFP4Cast{}); err == nil {
+		t.Fatal("negative rows: no error")
+	}
+	if _, err := QuantizeNVFP4(make([]float32, 3), 2, 2, NVFP4Cast{}); err == nil {
+		t.Fatal("short source: no error")
+	}
+	z, _ := NewNVFP4Quantizer(2, 16, 1, NVFP4Cast{})
+	if err := z.Quantize(NewNVFP4(2, 16, false), make([]float32, 31), 0); err == nil {
+		t.Fatal("short source: no error")
+	}
+	short := NewNVFP4(2, 16, false)
+	short.BlockScales = short.BlockScales[:1]
+	if err := z.Quantize(short, make([]float32, 32), 0); err == nil {
+		t.Fatal("short block scales: no error")
+	}
+	if err := NewNVFP4(2, 16, false).Dequantize(make([]float32, 31)); err == nil {
+		t.Fatal("short dequantize destination: no error")
 	}
 }
