@@ -231,7 +231,8 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 // QuantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
 // [lo, hi) of the cast (Float8BlockSlices), so that parts of one cast
 // can run concurrently; it returns their amax. work, when it holds at
-// least 2·(hi−lo) values, is the scratch of a column-wise cast.
+// least 2·(hi−lo) values for a column-wise cast, 2·⌈cols/128⌉ otherwise,
+// is the cast's scratch (else it allocates its own).
 func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, lo, hi int, work []float32) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
@@ -250,36 +251,45 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
 	switch {
 	case c.Dim == 2:
+		if len(work) < 2*nb {
+			work = make([]float32, 2*nb)
+		}
+		row, acc := unsafeBits(work[:nb]), unsafeBits(work[nb:2*nb])
 		for br := lo; br < hi; br++ {
 			r0, r1 := br*Float8BlockSize, min(rows, (br+1)*Float8BlockSize)
-			for bc := 0; bc < nb; bc++ {
+			clear(acc)
+			nan := false
+			for r := r0; r < r1; r++ {
+				nan = rowBlockAmax(row, src[r*cols:(r+1)*cols]) || nan
+				for b, a := range row {
+					acc[b] = max(acc[b], a)
+				}
+			}
+			for bc, am := range acc {
 				c0, c1 := bc*Float8BlockSize, min(cols, (bc+1)*Float8BlockSize)
-				var am uint32
-				nan := false
-				for r := r0; r < r1; r++ {
-					b, n := segAmax(src[r*cols+c0 : r*cols+c1])
-					am, nan = max(am, b), nan || n
-				}
 				total = max(total, am)
-				if nan {
-					total = 0x7FC00000
-				}
 				scale, inv := Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
 				scaleInv[br*nb+bc] = inv
 				for r := r0; r < r1; r++ {
 					quantize(dst[r*cols+c0:r*cols+c1], src[r*cols+c0:r*cols+c1], c.Format, scale)
 				}
 			}
+			if nan {
+				total = 0x7FC00000
+			}
 		}
 	case axis == 1:
+		if len(work) < nb {
+			work = make([]float32, nb)
+		}
+		row := unsafeBits(work[:nb])
 		for r := lo; r < hi; r++ {
-			for bc := 0; bc < nb; bc++ {
+			if rowBlockAmax(row, src[r*cols:(r+1)*cols]) {
+				total = 0x7FC00000
+			}
+			for bc, am := range row {
 				c0, c1 := r*cols+bc*Float8BlockSize, r*cols+min(cols, (bc+1)*Float8BlockSize)
-				am, nan := segAmax(src[c0:c1])
 				total = max(total, am)
-				if nan {
-					total = 0x7FC00000
-				}
 				scale, inv := Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
 				scaleInv[r*nb+bc] = inv
 				quantize(dst[c0:c1], src[c0:c1], c.Format, scale)
@@ -319,6 +329,25 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		}
 	}
 	return math.Float32frombits(total), nil
+}
+
+// rowBlockAmax writes the amax bits of each 128-value block of row (the
+// last one ragged) into out, NaN left out (fmaxf's rule), and reports
+// whether a NaN was there.
+func rowBlockAmax(out []uint32, row []float32) bool {
+	full := len(row) / Float8BlockSize
+	kernels.Amax128(out[:full], row)
+	if full < len(out) {
+		out[full] = kernels.AmaxBits(row[full*Float8BlockSize:])
+	}
+	nan := false
+	for b, a := range out {
+		if a > 0x7F800000 { // a NaN in the block: its amax without it
+			out[b], _ = segAmax(row[b*Float8BlockSize : min(len(row), (b+1)*Float8BlockSize)])
+			nan = true
+		}
+	}
+	return nan
 }
 
 // segAmax returns max|x| of a segment as float32 bits with NaN left out

@@ -395,8 +395,13 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 		bc := cfg.float8BlockCast()
 		slices := fp8.Float8BlockSlices(rows, cols, cfg.Axis, cfg.BlockDim)
 		errs := make([]error, parallel.Workers())
+		nb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
+		partWork := make([][]float32, parallel.Workers())
+		for i := range partWork {
+			partWork[i] = make([]float32, 2*nb)
+		}
 		split := newPartChunker(slices, len(src), func(p, lo, hi int) {
-			var work []float32
+			work := partWork[p]
 			if cfg.BlockDim == 1 && cfg.Axis == 0 {
 				work = sc.work[2*lo : 2*hi]
 			}

@@ -1545,6 +1545,51 @@ bf16shift_done:
 	VZEROUPPER
 	RET
 
+// func amax128AVX512(src *float32, blocks int, out *uint32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·amax128AVX512(SB), NOSPLIT, $0-24
+	MOVQ         src+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	VPBROADCASTD BX, Z20
+	TESTQ        CX, CX
+	JZ           amax128_done
+
+amax128_loop:
+	VPANDD        (AX), Z20, Z0
+	VPANDD        64(AX), Z20, Z1
+	VPANDD        128(AX), Z20, Z2
+	VPANDD        192(AX), Z20, Z3
+	VPANDD        256(AX), Z20, Z4
+	VPMAXUD       Z4, Z0, Z0
+	VPANDD        320(AX), Z20, Z5
+	VPMAXUD       Z5, Z1, Z1
+	VPANDD        384(AX), Z20, Z6
+	VPMAXUD       Z6, Z2, Z2
+	VPANDD        448(AX), Z20, Z7
+	VPMAXUD       Z7, Z3, Z3
+	VPMAXUD       Z1, Z0, Z0
+	VPMAXUD       Z3, Z2, Z2
+	VPMAXUD       Z2, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y1
+	VPMAXUD       Y1, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X1
+	VPMAXUD       X1, X0, X0
+	VPSHUFD       $0x4e, X0, X1
+	VPMAXUD       X1, X0, X0
+	VPSHUFD       $0xb1, X0, X1
+	VPMAXUD       X1, X0, X0
+	VMOVD         X0, (DX)
+	ADDQ          $0x00000200, AX
+	ADDQ          $0x00000004, DX
+	DECQ          CX
+	JNZ           amax128_loop
+
+amax128_done:
+	VZEROUPPER
+	RET
+
 // func amaxColsAVX512(acc *uint32, src *float32, blocks int, seen *[16]uint32)
 // Requires: AVX, AVX512F
 TEXT ·amaxColsAVX512(SB), NOSPLIT, $0-32

@@ -64,6 +64,11 @@ func e2m1DecodeAVX512(dst *float32, src *uint8, factors *float32, blocks int)
 //go:noescape
 func bf16ShiftAVX512(d *uint32, shifts *uint32, blocks int, step int)
 
+// amax128AVX512 stores the max |x| bits of each block of 128 values; its Go twin is amax128Go (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func amax128AVX512(src *float32, blocks int, out *uint32)
+
 // amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape

@@ -280,3 +280,25 @@ func TestDecodeE2M1MatchesTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestAmax128MatchesTwin: the per-128 block amaxes of the vector kernel
+// equal the twin's, NaN (above +inf), infinities and any bit pattern
+// included.
+func TestAmax128MatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	src := make([]float32, 128*9+50)
+	for i := range src {
+		src[i] = math.Float32frombits(rng.Uint32())
+		if rng.IntN(4) == 0 {
+			src[i] = float32(rng.NormFloat64())
+		}
+	}
+	got, want := make([]uint32, 9), make([]uint32, 9)
+	Amax128(got, src)
+	amax128Go(want, src[:9*128])
+	for b := range got {
+		if (got[b] > 0x7F800000) != (want[b] > 0x7F800000) || (want[b] <= 0x7F800000 && got[b] != want[b]) {
+			t.Fatalf("block %d: %#x, twin %#x", b, got[b], want[b])
+		}
+	}
+}

@@ -432,3 +432,14 @@ func decodeE2M1Vector(dst []float32, src []uint8, factors []float32) int {
 	e2m1DecodeAVX512(&dst[0], &src[0], &factors[0], blocks)
 	return blocks * 16
 }
+
+// amax128Vector does Amax128 for every block with the vector kernel and
+// returns how many blocks it did.
+func amax128Vector(out []uint32, src []float32) int {
+	blocks := len(src) / 128
+	if !hasAVX512 || blocks == 0 || len(out) < blocks {
+		return 0
+	}
+	amax128AVX512(&src[0], blocks, &out[0])
+	return blocks
+}

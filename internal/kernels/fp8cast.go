@@ -375,3 +375,21 @@ func decodeE2M1Go(dst []float32, src []uint8, factors []float32) {
 		dst[j] = v * factors[j/16]
 	}
 }
+
+// Amax128 writes to out[b] the float32 bits of max|x| over each block
+// of 128 values of src (len(src)/128 blocks; a pattern above +inf when
+// the block holds a NaN). The vector kernel does the blocks, amax128Go
+// (its twin) is the loop.
+func Amax128(out []uint32, src []float32) {
+	blocks := len(src) / 128
+	out = out[:blocks]
+	done := amax128Vector(out, src[:blocks*128])
+	amax128Go(out[done:], src[done*128:blocks*128])
+}
+
+// amax128Go is the loop amax128AVX512 replaces.
+func amax128Go(out []uint32, src []float32) {
+	for b := range out {
+		out[b] = amaxBitsGo(src[b*128 : (b+1)*128])
+	}
+}

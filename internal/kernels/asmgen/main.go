@@ -34,6 +34,7 @@ func main() {
 	e2m1DecodeData()
 	e2m1Decode()
 	bf16Shift()
+	amax128()
 	amaxCols()
 	adam()
 	decode("decodeE4M3AVX512", 20, 120, false)
@@ -674,6 +675,49 @@ func bf16Shift() {
 		VMOVDQU32(x, Mem{Base: d})
 		ADDQ(U32(64), d)
 		ADDQ(step, sh)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// amax128 emits the max |x| bits of each run of 128 values (a
+// Float8BlockScaling block) over 128·blocks values: out[b] is above +inf
+// when the block holds a NaN.
+func amax128() {
+	TEXT("amax128AVX512", NOSPLIT, "func(src *float32, blocks int, out *uint32)")
+	Pragma("noescape")
+	Doc("amax128AVX512 stores the max |x| bits of each block of 128 values; its Go twin is amax128Go (fp8cast.go) (AVX-512F).")
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("out"), GP64())
+	zAbs := Z20
+	r := GP32()
+	MOVL(U32(0x7FFFFFFF), r)
+	VPBROADCASTD(r, zAbs)
+	loop("amax128", n, func() {
+		acc := []VecPhysical{Z0, Z1, Z2, Z3}
+		for i, a := range acc {
+			VPANDD(Mem{Base: src, Disp: 64 * i}, zAbs, a)
+		}
+		for i, a := range acc {
+			t := []VecPhysical{Z4, Z5, Z6, Z7}[i]
+			VPANDD(Mem{Base: src, Disp: 64 * (i + 4)}, zAbs, t)
+			VPMAXUD(t, a, a)
+		}
+		VPMAXUD(Z1, Z0, Z0)
+		VPMAXUD(Z3, Z2, Z2)
+		VPMAXUD(Z2, Z0, Z0)
+		VEXTRACTI64X4(U8(1), Z0, Y1)
+		VPMAXUD(Y1, Y0, Y0)
+		VEXTRACTI128(U8(1), Y0, X1)
+		VPMAXUD(X1, X0, X0)
+		VPSHUFD(U8(0x4E), X0, X1)
+		VPMAXUD(X1, X0, X0)
+		VPSHUFD(U8(0xB1), X0, X1)
+		VPMAXUD(X1, X0, X0)
+		VMOVD(X0, Mem{Base: out})
+		ADDQ(U32(512), src)
+		ADDQ(U32(4), out)
 	})
 	VZEROUPPER()
 	RET()
