@@ -384,3 +384,16 @@ func blockAmax(src []float32, rows, n, ld int) float32 {
 	}
 	return math.Float32frombits(m)
 }
+
+// Float8BlockIndex returns the index, in QuantizeFloat8BlockAxis's
+// scale_inv layout, of the block holding element (r, c) of a rows × cols
+// matrix cast along axis with blocks of dimension dim.
+func Float8BlockIndex(rows, cols, axis, dim, r, c int) int {
+	switch {
+	case dim == 2:
+		return (r/Float8BlockSize)*((cols+Float8BlockSize-1)/Float8BlockSize) + c/Float8BlockSize
+	case axis == 1:
+		return r*((cols+Float8BlockSize-1)/Float8BlockSize) + c/Float8BlockSize
+	}
+	return c*((rows+Float8BlockSize-1)/Float8BlockSize) + r/Float8BlockSize
+}

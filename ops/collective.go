@@ -112,18 +112,7 @@ func (o fp8AllGatherOp) bindBlock(b *graph.Binding, sc *fp8Scales) graph.Kernel 
 	for _, c := range sh.Counts[:sh.Comm.Rank()] {
 		off += c
 	}
-	nb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
-	nbr := (rows + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
-	block := func(e int) int {
-		r, c := e/cols, e%cols
-		switch {
-		case cfg.BlockDim == 2:
-			return (r/fp8.Float8BlockSize)*nb + c/fp8.Float8BlockSize
-		case cfg.Axis == 1:
-			return r*nb + c/fp8.Float8BlockSize
-		}
-		return c*nbr + r/fp8.Float8BlockSize
-	}
+	block := func(e int) int { return fp8.Float8BlockIndex(rows, cols, cfg.Axis, cfg.BlockDim, e/cols, e%cols) }
 	amax := make([]float32, len(sc.BlockScaleInv))
 	scale := make([]float32, len(sc.BlockScaleInv))
 	idx := make([]int32, len(sh.Data)) // each element's block, fixed

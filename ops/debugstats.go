@@ -165,18 +165,10 @@ func fp8CastStats(c *inspect.Partial, sc *fp8Scales, codes []uint8, x []float32)
 	rows, cols := sc.Rows, sc.Cols
 	nb := (cols + fp8.BlockSize - 1) / fp8.BlockSize // blocks per row (axis 1)
 	nbr := (rows + fp8.BlockSize - 1) / fp8.BlockSize
-	fb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize // Float8BlockScaling blocks per row
-	fbr := (rows + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
 	inv := func(r, col int) float32 {
 		switch {
 		case sc.BlockScaleInv != nil:
-			switch {
-			case sc.Config.BlockDim == 2:
-				return sc.BlockScaleInv[(r/fp8.Float8BlockSize)*fb+col/fp8.Float8BlockSize]
-			case sc.Config.Axis == 1:
-				return sc.BlockScaleInv[r*fb+col/fp8.Float8BlockSize]
-			}
-			return sc.BlockScaleInv[col*fbr+r/fp8.Float8BlockSize]
+			return sc.BlockScaleInv[fp8.Float8BlockIndex(rows, cols, sc.Config.Axis, sc.Config.BlockDim, r, col)]
 		case sc.Block != nil:
 			if sc.Config.Axis == 1 {
 				return sc.Block[r*nb+col/fp8.BlockSize].Float32()

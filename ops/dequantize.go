@@ -57,8 +57,6 @@ func (dequantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}, nil
 	}
 	tab := cfg.Format.DecodeTable()
-	fb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
-	fbr := (rows + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
 	return func() error {
 		switch {
 		case sc.Block != nil:
@@ -66,15 +64,7 @@ func (dequantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		case sc.BlockScaleInv != nil:
 			for r := 0; r < rows; r++ {
 				for j := 0; j < cols; j++ {
-					var s float32
-					switch {
-					case cfg.BlockDim == 2:
-						s = sc.BlockScaleInv[(r/fp8.Float8BlockSize)*fb+j/fp8.Float8BlockSize]
-					case cfg.Axis == 1:
-						s = sc.BlockScaleInv[r*fb+j/fp8.Float8BlockSize]
-					default:
-						s = sc.BlockScaleInv[j*fbr+r/fp8.Float8BlockSize]
-					}
+					s := sc.BlockScaleInv[fp8.Float8BlockIndex(rows, cols, cfg.Axis, cfg.BlockDim, r, j)]
 					y[r*cols+j] = tab[codes[r*cols+j]] * s
 				}
 			}
