@@ -625,11 +625,7 @@ func (g *ScaledGEMM) runFloat8BlockBF16(m, n, k int, a, b *Operand, c []float32)
 func (g *ScaledGEMM) exponents(dst *kernels.Operand, buf *[]int8, o *Operand, outer, k int) (shift, minExp int) {
 	nb := (k + Float8BlockSize - 1) / Float8BlockSize
 	inv := o.BlockScaleInv[:float8BlockFactors(outer, k, o.BlockTiles)]
-	shift, minE := -1000, 1000
-	for _, v := range inv {
-		e := pow2Exp(v)
-		shift, minE = max(shift, e), min(minE, e)
-	}
+	shift, minE := pow2Range(inv)
 	if cap(*buf) < outer*nb {
 		*buf = make([]int8, outer*nb)
 	}
@@ -660,11 +656,7 @@ func (g *ScaledGEMM) exponents(dst *kernels.Operand, buf *[]int8, o *Operand, ou
 func (g *ScaledGEMM) foldFloat8(dst *kernels.Operand, buf, fbuf *[]float32, o *Operand, outer, k int, rowMajor bool) (shift, minExp int) {
 	nb := (k + Float8BlockSize - 1) / Float8BlockSize
 	inv := o.BlockScaleInv[:float8BlockFactors(outer, k, o.BlockTiles)]
-	shift, minE := -1000, 1000
-	for _, v := range inv {
-		e := pow2Exp(v)
-		shift, minE = max(shift, e), min(minE, e)
-	}
+	shift, minE := pow2Range(inv)
 	if cap(*fbuf) < outer*nb {
 		*fbuf = make([]float32, outer*nb)
 	}
@@ -723,6 +715,17 @@ func allPow2E8M0(fs []float32) bool {
 		}
 	}
 	return true
+}
+
+// pow2Range returns the largest and smallest exponents of factors that
+// allPow2E8M0 accepted.
+func pow2Range(inv []float32) (hi, lo int) {
+	hi, lo = -1000, 1000
+	for _, v := range inv {
+		e := pow2Exp(v)
+		hi, lo = max(hi, e), min(lo, e)
+	}
+	return hi, lo
 }
 
 // pow2Exp is log2 of a factor allPow2E8M0 accepted.

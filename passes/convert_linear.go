@@ -371,14 +371,8 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 			return ops.QuantizeConfig{Scaling: ops.NVFP4, BlockDim: dim, Axis: axis, RHT: nc.RHT && l.rhtOK,
 				Stochastic: nc.Stochastic, Seed: c.nvfp4.Seed, Tensor: tensor}
 		}
-		switch which {
-		case gemmFprop:
-			return mk(fp8.RoleInput, axisA), mk(fp8.RoleWeight, axisB), true
-		case gemmDgrad:
-			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleWeight, axisB), true
-		default:
-			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleInput, axisB), true
-		}
+		a, b := gemmCasts(which, axisA, axisB, mk)
+		return a, b, true
 	}
 	if c.block != nil {
 		mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
@@ -389,14 +383,8 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 			return ops.QuantizeConfig{Scaling: ops.Float8Block, Format: bc.Format, Axis: axis, BlockDim: bc.Dim,
 				FP32Scales: bc.FP32Scales, Eps: bc.Eps, Tensor: tensor}
 		}
-		switch which {
-		case gemmFprop:
-			return mk(fp8.RoleInput, axisA), mk(fp8.RoleWeight, axisB), true
-		case gemmDgrad:
-			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleWeight, axisB), true
-		default:
-			return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleInput, axisB), true
-		}
+		a, b := gemmCasts(which, axisA, axisB, mk)
+		return a, b, true
 	}
 	ov := c.te.OverrideLinearPrecision
 	if (which == gemmFprop && ov.Fprop) || (which == gemmDgrad && ov.Dgrad) || (which == gemmWgrad && ov.Wgrad) {
@@ -413,14 +401,15 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 		}
 		return ops.QuantizeConfig{Scaling: ops.Delayed, Format: f, Meta: meta, Tensor: tensor}
 	}
-	switch which {
-	case gemmFprop:
-		return mk(fp8.RoleInput, axisA), mk(fp8.RoleWeight, axisB), true
-	case gemmDgrad:
-		return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleWeight, axisB), true
-	default:
-		return mk(fp8.RoleGradOutput, axisA), mk(fp8.RoleInput, axisB), true
-	}
+	a, b = gemmCasts(which, axisA, axisB, mk)
+	return a, b, true
+}
+
+// gemmCasts applies mk to a GEMM's two operands (their tensor roles and
+// contraction axes).
+func gemmCasts(which gemm, axisA, axisB int, mk func(fp8.TensorRole, int) ops.QuantizeConfig) (a, b ops.QuantizeConfig) {
+	roles := fp8.GEMM(which).Operands()
+	return mk(roles[0], axisA), mk(roles[1], axisB)
 }
 
 // quantizerConfig is the cast of a custom recipe's quantizer along axis.
