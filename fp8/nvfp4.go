@@ -144,14 +144,6 @@ func NVFP4ScaleShape(rows, cols int, twoD bool) (r, c int) {
 // random Hadamard transform: bit k of 0xD7E8 set where s_k = −1.
 const rhtSigns = 0xD7E8
 
-// bf16Round rounds x to bfloat16 (nearest even; NaN kept), as a float32.
-func bf16Round(x float32) float32 {
-	b := math.Float32bits(x)
-	if b&0x7FFFFFFF > 0x7F800000 {
-		return x
-	}
-	return math.Float32frombits((b + 0x7FFF + (b>>16)&1) &^ 0xFFFF)
-}
 
 // RHT16 applies Transformer Engine's random Hadamard transform to each
 // group of 16 consecutive values of x (its length a multiple of 16),

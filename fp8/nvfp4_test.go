@@ -580,3 +580,12 @@ func TestNVFP4QuantizerAtSize(t *testing.T) {
 		t.Fatal("short dequantize destination: no error")
 	}
 }
+
+// bf16Round rounds x to bfloat16 (nearest even; NaN kept), as a float32.
+func bf16Round(x float32) float32 {
+	b := math.Float32bits(x)
+	if b&0x7FFFFFFF > 0x7F800000 {
+		return x
+	}
+	return math.Float32frombits((b + 0x7FFF + (b>>16)&1) &^ 0xFFFF)
+}
