@@ -144,7 +144,6 @@ func NVFP4ScaleShape(rows, cols int, twoD bool) (r, c int) {
 // random Hadamard transform: bit k of 0xD7E8 set where s_k = −1.
 const rhtSigns = 0xD7E8
 
-
 // RHT16 applies Transformer Engine's random Hadamard transform to each
 // group of 16 consecutive values of x (its length a multiple of 16),
 // in place: the values rounded to bf16, then y_j = 0.25·Σ_k s_k·
