@@ -175,11 +175,6 @@ func decode(name string, shift int, rebias int, e5m2 bool) {
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
-	bcast := func(v uint32, z VecPhysical) {
-		r := GP32()
-		MOVL(U32(v), r)
-		VPBROADCASTD(r, z)
-	}
 	zScale, zMagic, z7F, z80, zNaN, zInf, zNaNMag, zInfMag := Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27
 	VBROADCASTSS(NewParamAddr("scale", 24), zScale)
 	bcast(uint32(127+rebias)<<23, zMagic)
@@ -316,11 +311,6 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 	}
 	n := Load(Param("blocks"), GP64())
 	out := Load(Param("amax"), GP64())
-	bcast := func(v uint32, z VecPhysical) {
-		r := GP32()
-		MOVL(U32(v), r)
-		VPBROADCASTD(r, z)
-	}
 	zScale, zAbs, zMagic, zMagicBits := Z20, Z21, Z22, Z23
 	zHalf, zOne, zOff, zMax, zNaN, zMinNorm, zInf, zSignMask, zAmax := Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31, Z19
 	if !lanes {
@@ -431,11 +421,6 @@ func rht16() {
 	LEAQ(rhtMem, tab)
 	local := AllocLocal(64)
 	zAbs, zInf, zRound, zOne, zMask, zQuarter, zSigns := Z20, Z21, Z22, Z23, Z24, Z25, Z26
-	bcast := func(v uint32, z VecPhysical) {
-		r := GP32()
-		MOVL(U32(v), r)
-		VPBROADCASTD(r, z)
-	}
 	bcast(0x7FFFFFFF, zAbs)
 	bcast(0x7F800000, zInf)
 	bcast(0x7FFF, zRound)
@@ -515,11 +500,6 @@ func e2m1Stochastic() {
 	n := Load(Param("blocks"), GP64())
 	tab := GP64()
 	LEAQ(e2m1Mem, tab)
-	bcast := func(v uint32, z VecPhysical) {
-		r := GP32()
-		MOVL(U32(v), r)
-		VPBROADCASTD(r, z)
-	}
 	zAbs, zInf, zSix, zOne, zRebias, zSeven, zSign8, zPhi, zM1, zM2, zKey, zCtr, zSixteen, zU, zVals, zInv := Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
 	bcast(0x7FFFFFFF, zAbs)
 	bcast(0x7F800000, zInf)
@@ -973,4 +953,11 @@ func gemmKernel(name, isa string, mr, nv, nb int, vec func(int) VecPhysical, wid
 		VZEROUPPER()
 		RET()
 	}
+}
+
+// bcast broadcasts the 32-bit constant v to every lane of z.
+func bcast(v uint32, z VecPhysical) {
+	r := GP32()
+	MOVL(U32(v), r)
+	VPBROADCASTD(r, z)
 }
