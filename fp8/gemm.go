@@ -95,7 +95,6 @@ type ScaledGEMM struct {
 	decA, decB     []float32
 	fold, foldB    []float32 // block factors being folded
 	expShA, expShB []int8    // Float8BlockScaling exponent shifts (direct path)
-	expA, expB     []E8M0    // Float8BlockScaling factors as E8M0 per 32
 	f32A, f32B     []float32 // Float8BlockScaling factors per 32 (float32 path)
 	group          parallel.Group
 	job            foldJob
@@ -415,12 +414,11 @@ func prepare(dst *kernels.Operand, tab *[256]float32, block *[]float32, o *Opera
 }
 
 // expandFloat8Blocks turns the Float8BlockScaling factors of both
-// operands into factors per 32 values along k, the granularity the GEMM
-// kernels apply: E8M0 exponents when every factor is a power of two (the
-// default power-of-two scales), which then fold exactly into the values
-// as MXFP8's do, or float32 factors otherwise (FP32 scales), which the
-// float32 path multiplies into the decoded values (each value rounded
-// once, within the float32 accumulation bound).
+// operands into float32 factors per 32 values along k, the granularity
+// the float32 path applies: it multiplies them into the decoded values
+// (exact for power-of-two factors; each value rounded once otherwise,
+// within the float32 accumulation bound). The bf16 kernels take
+// power-of-two factors in runFloat8BlockBF16 instead.
 func (g *ScaledGEMM) expandFloat8Blocks(m, n, k int, a, b *Operand) error {
 	both := a.Codes != nil && b.Codes != nil
 	if both && (a.BlockScaleInv == nil) != (b.BlockScaleInv == nil) {
@@ -437,54 +435,35 @@ func (g *ScaledGEMM) expandFloat8Blocks(m, n, k int, a, b *Operand) error {
 		return fmt.Errorf("fp8: scaled GEMM: operand B has %d block scales, want %d", len(b.BlockScaleInv), nb)
 	}
 	// With a float32 operand (a precision override) the other's factors
-	// multiply its decoded values on the float32 path.
-	pow2 := both && allPow2E8M0(a.BlockScaleInv[:na]) && allPow2E8M0(b.BlockScaleInv[:nb])
+	// multiply its decoded values alone.
 	if a.Codes != nil {
-		expandFloat8Block(a, m, k, pow2, &g.expA, &g.f32A)
+		expandFloat8Block(a, m, k, &g.f32A)
 	}
 	if b.Codes != nil {
-		expandFloat8Block(b, n, k, pow2, &g.expB, &g.f32B)
+		expandFloat8Block(b, n, k, &g.f32B)
 	}
 	return nil
 }
 
 // expandFloat8Block rewrites one operand's Float8BlockScaling factors
-// (checked) per 32 values along k: as E8M0 exponents into e when pow2,
-// as float32 factors into f otherwise.
-func expandFloat8Block(o *Operand, outer, k int, pow2 bool, e *[]E8M0, f *[]float32) {
+// (checked) as float32 factors per 32 values along k, into f.
+func expandFloat8Block(o *Operand, outer, k int, f *[]float32) {
 	nb, n32 := (k+Float8BlockSize-1)/Float8BlockSize, (k+BlockSize-1)/BlockSize
-	inv := o.BlockScaleInv
-	row := func(i int) []float32 {
+	if cap(*f) < outer*n32 {
+		*f = make([]float32, outer*n32)
+	}
+	d := (*f)[:outer*n32]
+	for i := 0; i < outer; i++ {
+		ti := i
 		if o.BlockTiles {
-			i /= Float8BlockSize
+			ti = i / Float8BlockSize
 		}
-		return inv[i*nb : i*nb+nb]
+		r := o.BlockScaleInv[ti*nb : ti*nb+nb]
+		for bi := 0; bi < n32; bi++ {
+			d[i*n32+bi] = r[bi*BlockSize/Float8BlockSize]
+		}
 	}
-	if pow2 {
-		if cap(*e) < outer*n32 {
-			*e = make([]E8M0, outer*n32)
-		}
-		d := (*e)[:outer*n32]
-		for i := 0; i < outer; i++ {
-			r := row(i)
-			for bi := 0; bi < n32; bi++ {
-				d[i*n32+bi] = E8M0FromExp(pow2Exp(r[bi*BlockSize/Float8BlockSize]))
-			}
-		}
-		o.Block = d
-	} else {
-		if cap(*f) < outer*n32 {
-			*f = make([]float32, outer*n32)
-		}
-		d := (*f)[:outer*n32]
-		for i := 0; i < outer; i++ {
-			r := row(i)
-			for bi := 0; bi < n32; bi++ {
-				d[i*n32+bi] = r[bi*BlockSize/Float8BlockSize]
-			}
-		}
-		o.blockF32, o.Block = d, nil
-	}
+	o.blockF32, o.Block = d, nil
 	o.BlockScaleInv, o.BlockTiles, o.ScaleInv, o.AxisScaleInv = nil, false, 1, nil
 }
 
