@@ -236,18 +236,20 @@ type NVFP4Quantizer struct {
 	c                NVFP4Cast
 	trans            bool
 	sr, sc           int // the stored shape
+	nb               int // blocks of 16 per stored row
 	work             []float32
+	bam              []uint32 // each stored row's block amaxes, [sr][nb]
 	parts            int
 	group            parallel.Group
 	// the cast being run, for the parts
-	q                      *NVFP4
-	src, y                 []float32
-	key                    uint64
-	m                      float32
-	amax                   []uint32
-	esv                    [][]float32 // per part: each element's scale
-	codes                  [][]uint8   // per part: codes one per byte
-	prepFn, amaxFn, castFn func(int)
+	q              *NVFP4
+	src, y         []float32
+	key            uint64
+	m              float32
+	amax           []uint32
+	tam            [][]uint32  // per part: a band's tile amaxes (16×16 tiles)
+	es             [][]float32 // per part: the band's element scales, one a block
+	prepFn, castFn func(int)
 }
 
 // NewNVFP4Quantizer returns a quantizer for rows × cols tensors cast
@@ -270,16 +272,18 @@ func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, erro
 	if z.trans || c.RHT {
 		z.work = make([]float32, rows*cols)
 	}
+	_, z.nb = NVFP4ScaleShape(z.sr, z.sc, false)
+	z.bam = make([]uint32, z.sr*z.nb)
 	z.parts = 1
 	if rows*cols >= 1<<14 {
 		z.parts = parallel.Workers()
 	}
 	z.amax = make([]uint32, z.parts)
-	z.esv, z.codes = make([][]float32, z.parts), make([][]uint8, z.parts)
-	for i := range z.esv {
-		z.esv[i], z.codes[i] = make([]float32, z.sc), make([]uint8, z.sc)
+	z.tam, z.es = make([][]uint32, z.parts), make([][]float32, z.parts)
+	for i := range z.es {
+		z.tam[i], z.es[i] = make([]uint32, z.nb), make([]float32, z.nb)
 	}
-	z.prepFn, z.amaxFn, z.castFn = z.prepPart, z.amaxPart, z.castPart
+	z.prepFn, z.castFn = z.prepPart, z.castPart
 	return z, nil
 }
 
@@ -298,9 +302,8 @@ func (z *NVFP4Quantizer) Quantize(q *NVFP4, src []float32, key uint64) error {
 	z.y = z.src
 	if z.work != nil {
 		z.y = z.work
-		z.group.For(z.parts, z.prepFn)
 	}
-	z.group.For(z.parts, z.amaxFn)
+	z.group.For(z.parts, z.prepFn)
 	var amax uint32
 	for _, a := range z.amax {
 		amax = max(amax, a)
@@ -319,83 +322,67 @@ func (z *NVFP4Quantizer) Cast() []float32 { return z.y }
 // span returns part i's range of n items.
 func (z *NVFP4Quantizer) span(i, n int) (int, int) { return n * i / z.parts, n * (i + 1) / z.parts }
 
-// prepPart writes stored rows of the transposed or copied source into
-// the scratch and transforms them.
+// prepPart writes part i's stored rows of the transposed or copied
+// source into the scratch and transforms them, when the cast needs that;
+// then it takes the amax of each of their blocks of 16 (NaN left out),
+// and their largest as the part's amax: the tensor's amax is the largest
+// block amax.
 func (z *NVFP4Quantizer) prepPart(i int) {
 	lo, hi := z.span(i, z.sr)
-	w := z.work
-	if z.trans {
-		// Stored row j is source column j; in tiles of 16 source rows,
-		// so that each write fills a cache line of the stored row.
-		for r0 := 0; r0 < z.rows; r0 += 16 {
-			r1 := min(z.rows, r0+16)
-			for j := lo; j < hi; j++ {
-				out := w[j*z.rows+r0 : j*z.rows+r1]
-				for r := range out {
-					out[r] = z.src[(r0+r)*z.cols+j]
-				}
-			}
+	if w := z.work; w != nil {
+		if z.trans {
+			// Stored row j is source column j.
+			kernels.Transpose(w, z.src, z.rows, z.cols, lo, hi)
+		} else {
+			copy(w[lo*z.sc:hi*z.sc], z.src[lo*z.sc:hi*z.sc])
 		}
-	} else {
-		copy(w[lo*z.sc:hi*z.sc], z.src[lo*z.sc:hi*z.sc])
+		if z.c.RHT {
+			kernels.RHT16(w[lo*z.sc : hi*z.sc])
+		}
 	}
-	if z.c.RHT {
-		kernels.RHT16(w[lo*z.sc : hi*z.sc])
+	for r := lo; r < hi; r++ {
+		kernels.Amax16(z.bam[r*z.nb:(r+1)*z.nb], z.y[r*z.sc:(r+1)*z.sc])
 	}
-}
-
-// amaxPart is the amax of part i's stored rows, NaN left out.
-func (z *NVFP4Quantizer) amaxPart(i int) {
-	lo, hi := z.span(i, z.sr)
-	m, _ := segAmax(z.y[lo*z.sc : hi*z.sc])
+	var m uint32
+	for _, a := range z.bam[lo*z.nb : hi*z.nb] {
+		m = max(m, a)
+	}
 	z.amax[i] = m
 }
 
 // castPart casts part i's bands of stored rows (one row for 1×16
-// blocks, 16 for tiles).
+// blocks, 16 for tiles): the band's block scales from its block amaxes
+// (a tile's amax the largest of its rows'), then each row's codes.
 func (z *NVFP4Quantizer) castPart(i int) {
-	q, y, cols := z.q, z.y, z.sc
+	q, y, cols, nb := z.q, z.y, z.sc, z.nb
 	h := 1
 	if z.c.TwoD {
 		h = NVFP4Block
 	}
 	bands := (z.sr + h - 1) / h
 	lo, hi := z.span(i, bands)
-	_, sc := NVFP4ScaleShape(z.sr, cols, z.c.TwoD)
 	half := (cols + 1) / 2
-	esv, codes := z.esv[i], z.codes[i]
-	e4 := decodeTable(E4M3)
+	es, key := z.es[i], nvfp4Key32(z.key)
 	for b := lo; b < hi; b++ {
 		r0, r1 := b*h, min(z.sr, (b+1)*h)
-		for bc := 0; bc < sc; bc++ {
-			c0, c1 := bc*NVFP4Block, min(cols, (bc+1)*NVFP4Block)
-			var am uint32
-			for r := r0; r < r1; r++ {
-				for _, v := range y[r*cols+c0 : r*cols+c1] {
-					a := math.Float32bits(v) &^ (1 << 31)
-					a &^= uint32(int32(0x7F800000-a) >> 31) // a NaN counts as 0
-					am = max(am, a)
+		am := z.bam[r0*nb : (r0+1)*nb]
+		if r1-r0 > 1 {
+			t := z.tam[i]
+			copy(t, am)
+			for r := r0 + 1; r < r1; r++ {
+				for k, a := range z.bam[r*nb : (r+1)*nb] {
+					t[k] = max(t[k], a)
 				}
 			}
-			sf := E4M3.Encode(min(math.Float32frombits(am)*z.m, math.MaxFloat32))
-			q.BlockScales[b*sc+bc] = sf
-			es := min(1/(e4[sf]*q.SDec), math.MaxFloat32)
-			for j := c0; j < c1; j++ {
-				esv[j] = es
-			}
+			am = t
 		}
+		kernels.NVFP4BlockScales(q.BlockScales[b*nb:(b+1)*nb], es, am, z.m, q.SDec)
 		for r := r0; r < r1; r++ {
 			row, out := y[r*cols:(r+1)*cols], q.Codes[r*half:(r+1)*half]
 			if z.c.Stochastic {
-				kernels.E2M1StochasticLanes(codes, row, esv, nvfp4Key32(z.key), uint32(r*cols))
+				kernels.E2M1StochasticBlocks(out, row, es, key, uint32(r*cols))
 			} else {
-				kernels.QuantizeE2M1Lanes(codes, row, esv)
-			}
-			for j := 0; j+1 < cols; j += 2 {
-				out[j/2] = codes[j] | codes[j+1]<<4
-			}
-			if cols%2 == 1 {
-				out[half-1] = codes[cols-1]
+				kernels.QuantizeE2M1Blocks(out, row, es)
 			}
 		}
 	}

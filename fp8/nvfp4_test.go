@@ -456,22 +456,21 @@ func TestNVFP4KernelsMatchDefinitions(t *testing.T) {
 	for len(vals) < cap(vals) {
 		vals = append(vals, float32(rng.NormFloat64()*3), math.Float32frombits(rng.Uint32()))
 	}
-	ones := make([]float32, len(vals))
+	ones := make([]float32, (len(vals)+15)/16)
 	for i := range ones {
 		ones[i] = 1
 	}
-	codes := make([]uint8, len(vals))
-	kernels.QuantizeE2M1Lanes(codes, vals, ones)
+	codes, sr := make([]uint8, (len(vals)+1)/2), make([]uint8, (len(vals)+1)/2)
+	kernels.QuantizeE2M1Blocks(codes, vals, ones)
+	// The vector stochastic rounding against E2M1Stochastic with the
+	// same uniform numbers.
+	kernels.E2M1StochasticBlocks(sr, vals, ones, 77, 0)
 	for i, v := range vals {
-		if w := E2M1Encode(v); codes[i] != w {
-			t.Fatalf("E2M1 of %v: kernel %#x, E2M1Encode %#x", v, codes[i], w)
+		if c, w := codes[i/2]>>(4*(i&1))&0xF, E2M1Encode(v); c != w {
+			t.Fatalf("E2M1 of %v: kernel %#x, E2M1Encode %#x", v, c, w)
 		}
-		// The vector stochastic rounding against E2M1Stochastic with the
-		// same uniform numbers.
-		sr := make([]uint8, 1)
-		kernels.E2M1StochasticLanes(sr, vals[i:i+1], ones[i:i+1], 77, uint32(i))
-		if w := E2M1Stochastic(v, nvfp4Uniform(77, i)); sr[0] != w {
-			t.Fatalf("stochastic E2M1 of %v: %#x, E2M1Stochastic %#x", v, sr[0], w)
+		if c, w := sr[i/2]>>(4*(i&1))&0xF, E2M1Stochastic(v, nvfp4Uniform(77, i)); c != w {
+			t.Fatalf("stochastic E2M1 of %v: %#x, E2M1Stochastic %#x", v, c, w)
 		}
 	}
 }

@@ -39,20 +39,30 @@ func quantizeLanesE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks i
 //go:noescape
 func quantizeLanesE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
 
-// quantizeLanesE2M1AVX512 casts 16·blocks values times their own scales to E2M1 codes, one per byte, and records their amax; its Go twin is quantizeE2M1LanesGo (fp8cast.go) (AVX-512F).
-//
-//go:noescape
-func quantizeLanesE2M1AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
-
 // rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape
 func rht16AVX512(x *float32, groups int)
 
-// e2m1StochasticAVX512 rounds 16·blocks values times their scales stochastically to E2M1 codes; its Go twin is e2m1StochasticGo (fp8cast.go) (AVX-512F).
+// amax16AVX512 stores the max |x| bits of each block of 16 values, NaN left out; its Go twin is amax16Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape
-func e2m1StochasticAVX512(dst *uint8, src *float32, scales *float32, blocks int, key uint32, base uint32)
+func amax16AVX512(src *float32, blocks int, out *uint32)
+
+// nvfp4ScalesAVX512 computes the E4M3 block scales and element scales of 16·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func nvfp4ScalesAVX512(amax *uint32, sf *uint8, es *float32, groups int, m float32, sdec float32)
+
+// e2m1BlocksAVX512 casts 16·blocks values times their block's scale to E2M1 codes, two per byte; its Go twin is e2m1BlocksGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func e2m1BlocksAVX512(dst *uint8, src *float32, es *float32, blocks int)
+
+// e2m1StochasticAVX512 casts 16·blocks values times their block's scale to E2M1 codes, two per byte; its Go twin is e2m1StochasticGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func e2m1StochasticAVX512(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)
 
 // e2m1DecodeAVX512 decodes 16·blocks packed E2M1 codes times a factor per 16; its Go twin is decodeE2M1Go (fp8cast.go) (AVX-512F).
 //

@@ -224,24 +224,30 @@ func TestE2M1AndRHTMatchTwins(t *testing.T) {
 		return v
 	}
 	for _, n := range []int{1, 15, 16, 17, 100, 4099} {
-		src, scales := gen(n), make([]float32, n)
-		for i := range scales {
-			scales[i] = 1
+		src, es := gen(n), make([]float32, (n+15)/16)
+		for i := range es {
+			es[i] = 1
 			if rng.IntN(2) == 0 {
-				scales[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(20)-10))
+				es[i] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(20)-10))
 			}
 		}
-		got, want := make([]uint8, n), make([]uint8, n)
-		ga, wa := QuantizeE2M1Lanes(got, src, scales), quantizeE2M1LanesGo(want, src, scales)
-		if string(got) != string(want) {
-			t.Fatalf("n=%d: E2M1 codes differ from the twin", n)
-		}
-		if (ga > 0x7F800000) != (wa > 0x7F800000) || (wa <= 0x7F800000 && ga != wa) {
-			t.Fatalf("n=%d: amax bits %#x, twin %#x", n, ga, wa)
-		}
-		for _, c := range got {
-			if c > 15 {
-				t.Fatalf("n=%d: code %#x is not 4 bits", n, c)
+		for _, stochastic := range []bool{false, true} {
+			got, want := make([]uint8, (n+1)/2), make([]uint8, (n+1)/2)
+			for i := range got {
+				got[i], want[i] = 0xAA, 0x55 // every byte is written
+			}
+			if stochastic {
+				E2M1StochasticBlocks(got, src, es, 77, 5)
+				e2m1StochasticGo(want, src, es, 77, 5)
+			} else {
+				QuantizeE2M1Blocks(got, src, es)
+				e2m1BlocksGo(want, src, es)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("n=%d stochastic=%v: packed E2M1 codes differ from the twin", n, stochastic)
+			}
+			if n%2 == 1 && got[n/2]>>4 != 0 {
+				t.Fatalf("n=%d: the padding nibble is %#x", n, got[n/2]>>4)
 			}
 		}
 		x := gen(n)
@@ -299,6 +305,81 @@ func TestAmax128MatchesTwin(t *testing.T) {
 	for b := range got {
 		if (got[b] > 0x7F800000) != (want[b] > 0x7F800000) || (want[b] <= 0x7F800000 && got[b] != want[b]) {
 			t.Fatalf("block %d: %#x, twin %#x", b, got[b], want[b])
+		}
+	}
+}
+
+// TestNVFP4ScaleKernelsMatchTwins checks the block amaxes, the block
+// scales and the transpose against their Go twins bit for bit: NaN,
+// infinities, zeros and any bit pattern, lengths that leave a tail.
+func TestNVFP4ScaleKernelsMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, n := range []int{1, 15, 16, 17, 255, 256, 257, 16 * 33} {
+		src := make([]float32, n)
+		for i := range src {
+			switch rng.IntN(4) {
+			case 0:
+				src[i] = math.Float32frombits(rng.Uint32())
+			case 1:
+				src[i] = []float32{0, float32(math.Inf(-1)), float32(math.NaN()), math.MaxFloat32, 1e-40}[rng.IntN(5)]
+			default:
+				src[i] = float32(rng.NormFloat64())
+			}
+		}
+		nb := (n + 15) / 16
+		got, want := make([]uint32, nb), make([]uint32, nb)
+		Amax16(got, src)
+		amax16Go(want, src)
+		for b := range got {
+			if got[b] != want[b] || got[b] > 0x7F800000 {
+				t.Fatalf("n=%d block %d: amax %#x, twin %#x", n, b, got[b], want[b])
+			}
+		}
+		// Block amaxes of every kind, including ones whose scales
+		// saturate, underflow to subnormal E4M3 or to zero.
+		am := make([]uint32, n)
+		for i := range am {
+			switch rng.IntN(4) {
+			case 0:
+				am[i] = rng.Uint32() &^ (1 << 31) % 0x7F800001
+			case 1:
+				am[i] = []uint32{0, 0x7F800000, 0x7F7FFFFF, 1}[rng.IntN(4)]
+			default:
+				am[i] = math.Float32bits(float32(math.Ldexp(rng.Float64(), rng.IntN(40)-20)))
+			}
+		}
+		for _, ms := range [][2]float32{{448, 1.0 / 2688}, {math.MaxFloat32, 1e-38}, {1e-30, 3e30}, {1, 1}} {
+			sg, sw := make([]uint8, n), make([]uint8, n)
+			eg, ew := make([]float32, n), make([]float32, n)
+			NVFP4BlockScales(sg, eg, am, ms[0], ms[1])
+			nvfp4ScalesGo(sw, ew, am, ms[0], ms[1])
+			for b := range sg {
+				if sg[b] != sw[b] || math.Float32bits(eg[b]) != math.Float32bits(ew[b]) {
+					t.Fatalf("n=%d m=%g block %d (amax %#x): sf %#x es %g, twin %#x %g", n, ms[0], b, am[b], sg[b], eg[b], sw[b], ew[b])
+				}
+			}
+		}
+	}
+	for _, shape := range [][2]int{{1, 1}, {16, 16}, {17, 35}, {48, 64}, {64, 20}, {33, 130}} {
+		rows, cols := shape[0], shape[1]
+		src := make([]float32, rows*cols)
+		for i := range src {
+			src[i] = float32(i)
+		}
+		for _, span := range [][2]int{{0, cols}, {cols / 3, cols}, {1, max(1, cols-1)}} {
+			got := make([]float32, rows*cols)
+			Transpose(got, src, rows, cols, span[0], span[1])
+			for j := 0; j < cols; j++ {
+				for i := 0; i < rows; i++ {
+					want := float32(0)
+					if j >= span[0] && j < span[1] {
+						want = src[i*cols+j]
+					}
+					if got[j*rows+i] != want {
+						t.Fatalf("%d×%d columns %v: dst[%d][%d] = %v, want %v", rows, cols, span, j, i, got[j*rows+i], want)
+					}
+				}
+			}
 		}
 	}
 }

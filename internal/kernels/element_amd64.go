@@ -384,22 +384,6 @@ func amaxColsVector(acc []uint32, src []float32) (done int, seen uint32) {
 	return blocks * 16, seen
 }
 
-// quantizeE2M1LanesVector casts the longest multiple of 16 of src to
-// E2M1 codes (see QuantizeE2M1Lanes) and returns how many it did and the
-// bits of their amax.
-func quantizeE2M1LanesVector(dst []uint8, src, scales []float32) (done int, amaxBits uint32) {
-	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
-		return 0, 0
-	}
-	var lanes [16]uint32
-	quantizeLanesE2M1AVX512(&dst[0], &src[0], &scales[0], blocks, &lanes)
-	for _, l := range lanes {
-		amaxBits = max(amaxBits, l)
-	}
-	return blocks * 16, amaxBits
-}
-
 // rht16Vector transforms every group of 16 of x (a multiple of 16 long)
 // and returns how many values it did.
 func rht16Vector(x []float32) int {
@@ -411,15 +395,48 @@ func rht16Vector(x []float32) int {
 	return groups * 16
 }
 
-// e2m1StochasticVector rounds the longest multiple of 16 of src (see
-// E2M1StochasticLanes) and returns how many it did.
-func e2m1StochasticVector(dst []uint8, src, scales []float32, key, base uint32) int {
+// amax16Vector does Amax16 for the whole blocks of src with the vector
+// kernel and returns how many blocks it did.
+func amax16Vector(out []uint32, src []float32) int {
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
+	if !hasAVX512 || blocks == 0 || len(out) < blocks {
 		return 0
 	}
-	e2m1StochasticAVX512(&dst[0], &src[0], &scales[0], blocks, key, base)
-	return blocks * 16
+	amax16AVX512(&src[0], blocks, &out[0])
+	return blocks
+}
+
+// nvfp4ScalesVector does NVFP4BlockScales for the longest multiple of
+// 16 blocks and returns how many it did.
+func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int {
+	groups := len(amax) / 16
+	if !hasAVX512 || groups == 0 || len(sf) < 16*groups || len(es) < 16*groups {
+		return 0
+	}
+	nvfp4ScalesAVX512(&amax[0], &sf[0], &es[0], groups, m, sdec)
+	return 16 * groups
+}
+
+// e2m1BlocksVector casts the whole blocks of 16 of src (see
+// QuantizeE2M1Blocks) and returns how many values it did.
+func e2m1BlocksVector(dst []uint8, src, es []float32) int {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < 8*blocks || len(es) < blocks {
+		return 0
+	}
+	e2m1BlocksAVX512(&dst[0], &src[0], &es[0], blocks)
+	return 16 * blocks
+}
+
+// e2m1StochasticVector rounds the whole blocks of 16 of src (see
+// E2M1StochasticBlocks) and returns how many values it did.
+func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < 8*blocks || len(es) < blocks {
+		return 0
+	}
+	e2m1StochasticAVX512(&dst[0], &src[0], &es[0], blocks, key, base)
+	return 16 * blocks
 }
 
 // decodeE2M1Vector decodes the whole blocks of 16 of dst (see

@@ -51,10 +51,12 @@ func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int
 }
 func amaxColsVector(acc []uint32, src []float32) (int, uint32) { return 0, 0 }
 
-func quantizeE2M1LanesVector(dst []uint8, src, scales []float32) (int, uint32) { return 0, 0 }
-func rht16Vector(x []float32) int                                              { return 0 }
+func rht16Vector(x []float32) int { return 0 }
 
-func e2m1StochasticVector(dst []uint8, src, scales []float32, key, base uint32) int { return 0 }
+func amax16Vector(out []uint32, src []float32) int                                   { return 0 }
+func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int { return 0 }
+func e2m1BlocksVector(dst []uint8, src, es []float32) int                            { return 0 }
+func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int      { return 0 }
 
 func decodeE2M1Vector(dst []float32, src []uint8, factors []float32) int { return 0 }
 

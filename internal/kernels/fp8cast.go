@@ -206,47 +206,6 @@ func MulRow(row, f []float32) {
 	}
 }
 
-// QuantizeE2M1Lanes writes, for every value of src, the E2M1 code (NVFP4's
-// element: 0, 0.5, 1, 1.5, 2, 3, 4, 6; the sign in bit 3) of
-// src[i]·scales[i], one code per byte: round to nearest, ties to the even
-// code, |v| beyond 6 (infinities too) to ±6, a NaN to +6, the sign of
-// zero kept. It returns the float32 bits of max|x| over src (above +inf
-// when a value is NaN). The vector kernel does the longest multiple of 16
-// it can, quantizeE2M1LanesGo (its twin) the rest, with the same bits.
-func QuantizeE2M1Lanes(dst []uint8, src, scales []float32) (amaxBits uint32) {
-	dst, scales = dst[:len(src)], scales[:len(src)]
-	done, m := quantizeE2M1LanesVector(dst, src, scales)
-	return max(m, quantizeE2M1LanesGo(dst[done:], src[done:], scales[done:]))
-}
-
-// quantizeE2M1LanesGo is the loop quantizeLanesE2M1AVX512 replaces:
-// quantizeFP8Go's rounding with E2M1's constants (22 = 23 − 1 mantissa
-// bit; the smallest normal 1.0; subnormals on the magic constant 2^22,
-// whose ulp is 0.5; exponent rebias 126 << 1).
-func quantizeE2M1LanesGo(dst []uint8, src, scales []float32) uint32 {
-	const shift, off, half = 22, 126 << 1, 1<<21 - 1
-	const minNorm, magic = 0x3F800000, float32(1 << 22)
-	magicBits := math.Float32bits(magic)
-	var m uint32
-	for i, v := range src {
-		m = max(m, math.Float32bits(v)&^(1<<31))
-		y := math.Float32bits(v * scales[i])
-		ya := y &^ (1 << 31)
-		var code uint32
-		if ya < minNorm {
-			code = math.Float32bits(math.Float32frombits(ya)+magic) - magicBits
-		} else {
-			code = (ya+half+(ya>>shift)&1)>>shift - off
-		}
-		code = min(code, 7) | y>>28&8
-		if ya > 0x7F800000 {
-			code = 7
-		}
-		dst[i] = uint8(code)
-	}
-	return m
-}
-
 // RHT16 applies Transformer Engine's 16-point random Hadamard transform
 // in place to each group of 16 consecutive values of x (len(x) a
 // multiple of 16; a shorter tail is left alone): the values rounded to
@@ -306,19 +265,6 @@ func StochasticUniform(key, i uint32) float32 {
 	return float32(h>>8) * 0x1p-24
 }
 
-// E2M1StochasticLanes rounds each src[i]·scales[i] stochastically to an
-// E2M1 code (one per byte, the sign in bit 3): up to the next magnitude
-// when StochasticUniform(key, base+i) is below the fraction of the gap
-// the value lies above the code at or below it, down otherwise (an exact
-// value stays); |v| ≥ 6 (infinities too) gives ±6, a NaN +6. The vector
-// kernel does the longest multiple of 16 it can, e2m1StochasticGo (its
-// twin) the rest, with the same codes.
-func E2M1StochasticLanes(dst []uint8, src, scales []float32, key, base uint32) {
-	dst, scales = dst[:len(src)], scales[:len(src)]
-	done := e2m1StochasticVector(dst, src, scales, key, base)
-	e2m1StochasticGo(dst[done:], src[done:], scales[done:], key, base+uint32(done))
-}
-
 // e2m1Values and e2m1InvGaps are the E2M1 magnitudes and the inverses of
 // the gaps above them (0 above 6).
 var (
@@ -326,10 +272,143 @@ var (
 	e2m1InvGaps = [8]float32{2, 2, 2, 2, 1, 1, 0.5, 0}
 )
 
-// e2m1StochasticGo is the loop e2m1StochasticAVX512 replaces.
-func e2m1StochasticGo(dst []uint8, src, scales []float32, key, base uint32) {
-	for i, x := range src {
-		v := x * scales[i]
+// Amax16 writes to out[b] the float32 bits of max|x| over block b of 16
+// consecutive values of src (⌈len(src)/16⌉ blocks, the last one holding
+// what is left), a NaN counting as 0 (fmaxf's rule): NVFP4's block
+// amaxes. The vector kernel does the whole blocks, amax16Go (its twin)
+// the rest.
+func Amax16(out []uint32, src []float32) {
+	out = out[:(len(src)+15)/16]
+	done := amax16Vector(out, src)
+	amax16Go(out[done:], src[16*done:])
+}
+
+// amax16Go is the loop amax16AVX512 replaces.
+func amax16Go(out []uint32, src []float32) {
+	for b := range out {
+		var m uint32
+		for _, v := range src[16*b : min(len(src), 16*b+16)] {
+			if a := math.Float32bits(v) &^ (1 << 31); a <= 0x7F800000 {
+				m = max(m, a)
+			}
+		}
+		out[b] = m
+	}
+}
+
+// NVFP4BlockScales computes NVFP4's scales of blocks whose amaxes (float32
+// bits, sign clear, no NaN) are amax, under the tensor's factor m = S_enc/6
+// and decode scale sdec: sf[b] = E4M3(min(amax[b]·m, FLT_MAX)), saturating
+// and rounding to nearest even, the stored block scale; es[b] =
+// min(1/(decode(sf[b])·sdec), FLT_MAX), the scale its elements are
+// multiplied by before their cast (FLT_MAX for a zero sf). The vector
+// kernel does the multiples of 16 blocks, nvfp4ScalesGo (its twin) the
+// rest, with the same bits.
+func NVFP4BlockScales(sf []uint8, es []float32, amax []uint32, m, sdec float32) {
+	sf, es = sf[:len(amax)], es[:len(amax)]
+	done := nvfp4ScalesVector(sf, es, amax, m, sdec)
+	nvfp4ScalesGo(sf[done:], es[done:], amax[done:], m, sdec)
+}
+
+// nvfp4ScalesGo is the loop nvfp4ScalesAVX512 replaces.
+func nvfp4ScalesGo(sf []uint8, es []float32, amax []uint32, m, sdec float32) {
+	for b, a := range amax {
+		c := e4m3RoundAbs(min(math.Float32frombits(a)*m, math.MaxFloat32))
+		sf[b] = uint8(c)
+		es[b] = min(1/(e4m3Value(c)*sdec), math.MaxFloat32)
+	}
+}
+
+// e4m3RoundAbs is the E4M3 code of a non-negative, non-NaN x: nearest
+// even, saturating at 448 (quantizeFP8Go's arithmetic with E4M3's
+// constants).
+func e4m3RoundAbs(x float32) uint32 {
+	const shift, off, half = 20, 120 << 3, 1<<19 - 1
+	const minNorm, magic = 0x3C800000, float32(1 << 14)
+	ya := math.Float32bits(x)
+	var code uint32
+	if ya < minNorm {
+		code = math.Float32bits(x+magic) - math.Float32bits(magic)
+	} else {
+		code = (ya+half+(ya>>shift)&1)>>shift - off
+	}
+	return min(code, 0x7E)
+}
+
+// e4m3Value is the value of a non-negative E4M3 code below 0x7F.
+func e4m3Value(c uint32) float32 {
+	if c < 8 {
+		return float32(c) * 0x1p-9
+	}
+	return math.Float32frombits(c<<20 + 120<<23)
+}
+
+// QuantizeE2M1Blocks writes the E2M1 code (NVFP4's element: 0, 0.5, 1,
+// 1.5, 2, 3, 4, 6; the sign in bit 3) of src[j]·es[j/16] for every value
+// of src, two codes a byte, element j in the low nibble of dst[j/2] when
+// j is even (an odd length ends with a zero nibble): round to nearest,
+// ties to the even code, |v| beyond 6 (infinities too) to ±6, a NaN to
+// +6, the sign of zero kept. The vector kernel does the whole blocks of
+// 16, e2m1BlocksGo (its twin) the rest, with the same codes.
+func QuantizeE2M1Blocks(dst []uint8, src, es []float32) {
+	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
+	done := e2m1BlocksVector(dst, src, es)
+	e2m1BlocksGo(dst[done/2:], src[done:], es[done/16:])
+}
+
+// e2m1BlocksGo is the loop e2m1BlocksAVX512 replaces: quantizeFP8Go's
+// rounding with E2M1's constants (22 = 23 − 1 mantissa bit; the smallest
+// normal 1.0; subnormals on the magic constant 2^22, whose ulp is 0.5;
+// exponent rebias 126 << 1), from an even element on.
+func e2m1BlocksGo(dst []uint8, src, es []float32) {
+	const shift, off, half = 22, 126 << 1, 1<<21 - 1
+	const minNorm, magic = 0x3F800000, float32(1 << 22)
+	magicBits := math.Float32bits(magic)
+	for j, v := range src {
+		y := math.Float32bits(v * es[j/16])
+		ya := y &^ (1 << 31)
+		var code uint32
+		if ya < minNorm {
+			code = math.Float32bits(math.Float32frombits(ya)+magic) - magicBits
+		} else {
+			code = (ya+half+(ya>>shift)&1)>>shift - off
+		}
+		code = min(code, 7) | y>>28&8
+		if ya > 0x7F800000 {
+			code = 7
+		}
+		packNibble(dst, j, uint8(code))
+	}
+}
+
+// packNibble stores code as element j of a packed E2M1 row (the even
+// element low; an even element clears the high nibble).
+func packNibble(dst []uint8, j int, code uint8) {
+	if j&1 == 0 {
+		dst[j/2] = code
+	} else {
+		dst[j/2] |= code << 4
+	}
+}
+
+// E2M1StochasticBlocks rounds each src[j]·es[j/16] stochastically to an
+// E2M1 code (the sign in bit 3), packed as QuantizeE2M1Blocks packs: up to
+// the next magnitude when StochasticUniform(key, base+j) is below the
+// fraction of the gap the value lies above the code at or below it, down
+// otherwise (an exact value stays); |v| ≥ 6 (infinities too) gives ±6, a
+// NaN +6. The vector kernel does the whole blocks of 16,
+// e2m1StochasticGo (its twin) the rest, with the same codes.
+func E2M1StochasticBlocks(dst []uint8, src, es []float32, key, base uint32) {
+	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
+	done := e2m1StochasticVector(dst, src, es, key, base)
+	e2m1StochasticGo(dst[done/2:], src[done:], es[done/16:], key, base+uint32(done))
+}
+
+// e2m1StochasticGo is the loop e2m1StochasticAVX512 replaces, from an
+// even element on.
+func e2m1StochasticGo(dst []uint8, src, es []float32, key, base uint32) {
+	for j, x := range src {
+		v := x * es[j/16]
 		b := math.Float32bits(v)
 		a := b &^ (1 << 31)
 		fa := math.Float32frombits(a)
@@ -342,14 +421,38 @@ func e2m1StochasticGo(dst []uint8, src, scales []float32, key, base uint32) {
 		if a >= 0x40C00000 {
 			c = 7
 		}
-		if StochasticUniform(key, base+uint32(i)) < (fa-e2m1Values[c])*e2m1InvGaps[c] {
+		if StochasticUniform(key, base+uint32(j)) < (fa-e2m1Values[c])*e2m1InvGaps[c] {
 			c++
 		}
 		c |= b >> 28 & 8
 		if a > 0x7F800000 {
 			c = 7
 		}
-		dst[i] = uint8(c)
+		packNibble(dst, j, uint8(c))
+	}
+}
+
+// Transpose writes columns c0 ≤ j < c1 of the rows × cols matrix src
+// (row-major) to rows c0…c1−1 of its transpose dst (cols × rows):
+// dst[j·rows+i] = src[i·cols+j]. Bands of 16 rows go through the vector
+// kernel 16 columns at a time; the rest is the loop.
+func Transpose(dst, src []float32, rows, cols, c0, c1 int) {
+	_, _ = src[rows*cols-1], dst[c1*rows-1]
+	r0 := 0
+	for ; r0+16 <= rows; r0 += 16 {
+		done := transposeVector(asU32(dst[c0*rows+r0:]), rows, asU32(src[r0*cols+c0:]), cols, 16, c1-c0)
+		transposeGo(dst, src, rows, cols, r0, r0+16, c0+done, c1)
+	}
+	transposeGo(dst, src, rows, cols, r0, rows, c0, c1)
+}
+
+// transposeGo is Transpose's loop over rows r0…r1−1 and columns c0…c1−1.
+func transposeGo(dst, src []float32, rows, cols, r0, r1, c0, c1 int) {
+	for j := c0; j < c1; j++ {
+		out := dst[j*rows+r0 : j*rows+r1]
+		for i := range out {
+			out[i] = src[(r0+i)*cols+j]
+		}
 	}
 }
 

@@ -26,11 +26,13 @@ func main() {
 	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	quantizeLanes("quantizeLanesE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantizeLanes("quantizeLanesE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
-	quantizeLanesE2M1()
 	rht16Data()
 	rht16()
-	e2m1StochasticData()
-	e2m1Stochastic()
+	amax16()
+	nvfp4Scales()
+	e2m1Tables()
+	e2m1Blocks(false)
+	e2m1Blocks(true)
 	e2m1DecodeData()
 	e2m1Decode()
 	bf16Shift()
@@ -278,7 +280,7 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, false, false)
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, false)
 }
 
 // quantizeLanes is quantize with one scale per value (read from scales
@@ -288,21 +290,10 @@ func quantizeLanes(name string, shift int, minNorm uint32, magicExp int, off, ma
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts 16·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, true, false)
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, true)
 }
 
-// quantizeLanesE2M1 is quantizeLanes for NVFP4's E2M1 elements (1
-// mantissa bit, bias 1, largest 6): one code per byte, the sign in bit
-// 3, a NaN giving +6 (code 7) whatever its sign.
-func quantizeLanesE2M1() {
-	name := "quantizeLanesE2M1AVX512"
-	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)")
-	Pragma("noescape")
-	Doc(name + " casts 16·blocks values times their own scales to E2M1 codes, one per byte, and records their amax; its Go twin is quantizeE2M1LanesGo (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, 22, 0x3F800000, 22, 126<<1, 7, 7, true, true)
-}
-
-func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, lanes, e2m1 bool) {
+func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, lanes bool) {
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	var scales Register
@@ -311,27 +302,15 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 	}
 	n := Load(Param("blocks"), GP64())
 	out := Load(Param("amax"), GP64())
-	zScale, zAbs, zMagic, zMagicBits := Z20, Z21, Z22, Z23
-	zHalf, zOne, zOff, zMax, zNaN, zMinNorm, zInf, zSignMask, zAmax := Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31, Z19
+	zScale, zAbs, zNaN, zInf, zSignMask, zAmax := Z20, Z21, Z28, Z30, Z31, Z19
 	if !lanes {
 		VBROADCASTSS(NewParamAddr("scale", 24), zScale)
 	}
 	bcast(0x7FFFFFFF, zAbs)
-	magic := uint32(127+magicExp) << 23
-	bcast(magic, zMagic)
-	bcast(magic, zMagicBits)
-	bcast(1<<(shift-1)-1, zHalf)
-	bcast(1, zOne)
-	bcast(off, zOff)
-	bcast(maxCode, zMax)
+	r := newRoundRegs(shift, minNorm, magicExp, off, maxCode, Z22, Z23, Z24, Z25, Z26, Z27, Z29)
 	bcast(nanCode, zNaN)
-	bcast(minNorm, zMinNorm)
 	bcast(0x7F800000, zInf)
-	if e2m1 {
-		bcast(0x08, zSignMask)
-	} else {
-		bcast(0x80, zSignMask)
-	}
+	bcast(0x80, zSignMask)
 	VPXORD(zAmax, zAmax, zAmax)
 	loop(name, n, func() {
 		x, ya, y, sub, t, c := Z0, Z1, Z2, Z3, Z4, Z5
@@ -345,31 +324,12 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 			VMULPS(zScale, x, y)
 		}
 		VPANDD(zAbs, y, ya)
-		// Subnormal targets: let the FPU round ya + magic.
-		VADDPS(zMagic, ya, sub)
-		VPSUBD(zMagicBits, sub, sub)
-		// Normal targets: rebias and round half to even at bit shift.
-		VPSRLD(U8(shift), ya, t)
-		VPANDD(zOne, t, t)
-		VPADDD(zHalf, t, t)
-		VPADDD(ya, t, t)
-		VPSRLD(U8(shift), t, t)
-		VPSUBD(zOff, t, c)
-		VPCMPUD(U8(1), zMinNorm, ya, K1) // K1: ya < smallest normal
-		VPBLENDMD(sub, c, K1, c)
-		VPMINUD(zMax, c, c)
+		r.round(ya, c, t, sub)
 		VPCMPUD(U8(6), zInf, ya, K2) // K2: ya > +inf bits, a NaN
 		VPBLENDMD(zNaN, c, K2, c)
-		if e2m1 {
-			VPSRLD(U8(28), y, t) // the sign to bit 3
-		} else {
-			VPSRLD(U8(24), y, t)
-		}
+		VPSRLD(U8(24), y, t)
 		VPANDD(zSignMask, t, t)
 		VPORD(t, c, c)
-		if e2m1 {
-			VPBLENDMD(zNaN, c, K2, c) // NaN: +6, unsigned
-		}
 		VPMOVDB(c, Mem{Base: dst})
 		ADDQ(U32(64), src)
 		ADDQ(U32(16), dst)
@@ -379,194 +339,47 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 	RET()
 }
 
-// rht16Data defines the random Hadamard transform's constants: the 16
-// columns of the Hadamard matrix, column k holding (−1)^popcount(j&k)
-// for lanes j as float32 ±1, then the sign vector s as sign-bit masks.
-func rht16Data() {
-	rhtMem = GLOBL("rht16Consts", RODATA|NOPTR)
-	for k := 0; k < 16; k++ {
-		for j := 0; j < 16; j++ {
-			v := float32(1)
-			if popcount4(j&k)%2 == 1 {
-				v = -1
-			}
-			DATA(64*k+4*j, U32(math.Float32bits(v)))
-		}
-	}
-	for k := 0; k < 16; k++ {
-		var m uint32
-		if 0xD7E8>>k&1 != 0 {
-			m = 0x80000000
-		}
-		DATA(64*16+4*k, U32(m))
-	}
+// roundRegs hold the constants of a rounding to a small float format
+// (quantizeFP8Go's arithmetic): the code of a magnitude is found by
+// rebiasing its bits and rounding half to even at bit shift, or, below
+// the smallest normal, by letting the FPU round it against a magic
+// constant whose ulp is the format's smallest subnormal.
+type roundRegs struct {
+	shift                                       int
+	magic, magicBits, half, one, off, max, norm VecPhysical
 }
 
-var rhtMem Mem
-
-func popcount4(v int) int { return v&1 + v>>1&1 + v>>2&1 + v>>3&1 }
-
-// rht16 emits Transformer Engine's 16-point random Hadamard transform in
-// place over 16·groups values: each group rounded to bf16 (nearest even,
-// NaN kept), signed by s, then y_j = Σ_k H[j][k]·v_k accumulated in k
-// order (an FMA with ±1 is the exact add or subtract, one rounding as
-// the sequential sum), times 0.25, rounded to bf16.
-func rht16() {
-	TEXT("rht16AVX512", NOSPLIT, "func(x *float32, groups int)")
-	Pragma("noescape")
-	Doc("rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).")
-	x := Load(Param("x"), GP64())
-	n := Load(Param("groups"), GP64())
-	tab := GP64()
-	LEAQ(rhtMem, tab)
-	local := AllocLocal(64)
-	zAbs, zInf, zRound, zOne, zMask, zQuarter, zSigns := Z20, Z21, Z22, Z23, Z24, Z25, Z26
-	bcast(0x7FFFFFFF, zAbs)
-	bcast(0x7F800000, zInf)
-	bcast(0x7FFF, zRound)
-	bcast(1, zOne)
-	bcast(0xFFFF0000, zMask)
-	bcast(math.Float32bits(0.25), zQuarter)
-	VMOVDQU32(Mem{Base: tab, Disp: 64 * 16}, zSigns)
-	// toBF16 rounds z to bf16 in place (NaN lanes kept), with t scratch.
-	toBF16 := func(z, t VecPhysical) {
-		VPSRLD(U8(16), z, t)
-		VPANDD(zOne, t, t)
-		VPADDD(zRound, t, t)
-		VPADDD(z, t, t)
-		VPANDD(zMask, t, t)
-		VPANDD(zAbs, z, Z31)
-		VPCMPUD(U8(6), zInf, Z31, K1) // K1: NaN
-		VPBLENDMD(z, t, K1, z)
-	}
-	loop("rht16", n, func() {
-		v, t, acc, b := Z0, Z1, Z2, Z3
-		VMOVUPS(Mem{Base: x}, v)
-		toBF16(v, t)
-		VPXORD(zSigns, v, v)
-		VMOVUPS(v, local)
-		VPXORD(acc, acc, acc)
-		for k := 0; k < 16; k++ {
-			VBROADCASTSS(local.Offset(4*k), b)
-			VFMADD231PS(Mem{Base: tab, Disp: 64 * k}, b, acc)
-		}
-		VMULPS(zQuarter, acc, acc)
-		toBF16(acc, t)
-		VMOVUPS(acc, Mem{Base: x})
-		ADDQ(U32(64), x)
-	})
-	VZEROUPPER()
-	RET()
+// newRoundRegs broadcasts a format's rounding constants into seven
+// registers.
+func newRoundRegs(shift int, minNorm uint32, magicExp int, off, maxCode uint32, magic, magicBits, half, one, offR, maxR, norm VecPhysical) roundRegs {
+	m := uint32(127+magicExp) << 23
+	bcast(m, magic)
+	bcast(m, magicBits)
+	bcast(1<<(shift-1)-1, half)
+	bcast(1, one)
+	bcast(off, offR)
+	bcast(maxCode, maxR)
+	bcast(minNorm, norm)
+	return roundRegs{shift, magic, magicBits, half, one, offR, maxR, norm}
 }
 
-// e2m1StochasticData defines the E2M1 magnitudes (codes 0–7) and the
-// inverses of the gaps above them, as float32 lane tables.
-func e2m1StochasticData() {
-	e2m1Mem = GLOBL("e2m1Tables", RODATA|NOPTR)
-	vals := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
-	inv := []float32{2, 2, 2, 2, 1, 1, 0.5, 0}
-	// In offset order: the values, the inverse gaps, the lane offsets
-	// 0…15 of the element counter, sixteen ones.
-	for i := 0; i < 16; i++ {
-		DATA(4*i, U32(math.Float32bits(vals[i%8])))
-	}
-	for i := 0; i < 16; i++ {
-		DATA(64+4*i, U32(math.Float32bits(inv[i%8])))
-	}
-	for i := 0; i < 16; i++ {
-		DATA(128+4*i, U32(uint32(i)))
-	}
-	for i := 0; i < 16; i++ {
-		DATA(192+4*i, U32(1))
-	}
-}
-
-var e2m1Mem Mem
-
-// e2m1Stochastic emits NVFP4's stochastic rounding of 16·blocks values
-// times their own scales to E2M1 codes, one per byte: each value's
-// uniform u = (fmix32(key ^ (i·0x9E3779B1)) >> 8)·2^−24 of its element
-// counter i = base + position (murmur3's finaliser), the code at or
-// below |v| found from its bits, raised by one when u < the fraction of
-// the gap |v| lies above it; saturating at ±6, a NaN giving +6, the sign
-// in bit 3.
-func e2m1Stochastic() {
-	TEXT("e2m1StochasticAVX512", NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, key uint32, base uint32)")
-	Pragma("noescape")
-	Doc("e2m1StochasticAVX512 rounds 16·blocks values times their scales stochastically to E2M1 codes; its Go twin is e2m1StochasticGo (fp8cast.go) (AVX-512F).")
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	scales := Load(Param("scales"), GP64())
-	n := Load(Param("blocks"), GP64())
-	tab := GP64()
-	LEAQ(e2m1Mem, tab)
-	zAbs, zInf, zSix, zOne, zRebias, zSeven, zSign8, zPhi, zM1, zM2, zKey, zCtr, zSixteen, zU, zVals, zInv := Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
-	bcast(0x7FFFFFFF, zAbs)
-	bcast(0x7F800000, zInf)
-	bcast(0x40C00000, zSix)
-	bcast(0x3F800000, zOne)
-	bcast(252, zRebias)
-	bcast(7, zSeven)
-	bcast(8, zSign8)
-	bcast(0x9E3779B1, zPhi)
-	bcast(0x85EBCA6B, zM1)
-	bcast(0xC2B2AE35, zM2)
-	bcast(16, zSixteen)
-	bcast(0x33800000, zU) // 2^-24
-	kr, br := Load(Param("key"), GP32()), Load(Param("base"), GP32())
-	VPBROADCASTD(kr, zKey)
-	VPBROADCASTD(br, zCtr)
-	VPADDD(Mem{Base: tab, Disp: 128}, zCtr, zCtr)
-	VMOVUPS(Mem{Base: tab}, zVals)
-	VMOVUPS(Mem{Base: tab, Disp: 64}, zInv)
-	loop("e2m1sr", n, func() {
-		v, a, c, cs, lo, fr, h, t, u := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8
-		VMOVUPS(Mem{Base: src}, v)
-		VMULPS(Mem{Base: scales}, v, v) // v = x·scale
-		VPANDD(zAbs, v, a)
-		// The code at or below |v|: (bits>>22) − 252 from 1.0 up,
-		// trunc(2|v|) below it.
-		VPSRLD(U8(22), a, c)
-		VPSUBD(zRebias, c, c)
-		VADDPS(a, a, t)
-		VCVTTPS2DQ(t, cs)
-		VPCMPUD(U8(1), zOne, a, K1) // K1: |v| < 1
-		VPBLENDMD(cs, c, K1, c)
-		VPCMPUD(U8(5), zSix, a, K2) // K2: |v| ≥ 6 (inf and NaN too): code 7
-		VPBLENDMD(zSeven, c, K2, c)
-		VPERMPS(zVals, c, lo)
-		VPERMPS(zInv, c, fr)
-		VSUBPS(lo, a, t)
-		VMULPS(fr, t, fr) // the fraction of the gap above lo
-		// u from the element counter.
-		VPMULLD(zPhi, zCtr, h)
-		VPXORD(zKey, h, h)
-		VPSRLD(U8(16), h, t)
-		VPXORD(t, h, h)
-		VPMULLD(zM1, h, h)
-		VPSRLD(U8(13), h, t)
-		VPXORD(t, h, h)
-		VPMULLD(zM2, h, h)
-		VPSRLD(U8(16), h, t)
-		VPXORD(t, h, h)
-		VPSRLD(U8(8), h, h)
-		VCVTDQ2PS(h, u)
-		VMULPS(zU, u, u)
-		VCMPPS(U8(1), fr, u, K3)                    // K3: u < fraction (LT_OS)
-		VPADDD(Mem{Base: tab, Disp: 192}, c, K3, c) // + 1 where raised
-		VPSRLD(U8(28), v, t)
-		VPANDD(zSign8, t, t)
-		VPORD(t, c, c)
-		VPCMPUD(U8(6), zInf, a, K4) // K4: NaN
-		VPBLENDMD(zSeven, c, K4, c)
-		VPMOVDB(c, Mem{Base: dst})
-		VPADDD(zSixteen, zCtr, zCtr)
-		ADDQ(U32(64), src)
-		ADDQ(U32(64), scales)
-		ADDQ(U32(16), dst)
-	})
-	VZEROUPPER()
-	RET()
+// round sets c to the code of the magnitude ya (float32 bits, sign
+// clear), rounded to nearest even and saturating at the largest finite
+// code (NaN is the caller's), with t and sub scratch and K1 clobbered.
+func (r roundRegs) round(ya, c, t, sub VecPhysical) {
+	// Subnormal targets: let the FPU round ya + magic.
+	VADDPS(r.magic, ya, sub)
+	VPSUBD(r.magicBits, sub, sub)
+	// Normal targets: rebias and round half to even at bit shift.
+	VPSRLD(U8(r.shift), ya, t)
+	VPANDD(r.one, t, t)
+	VPADDD(r.half, t, t)
+	VPADDD(ya, t, t)
+	VPSRLD(U8(r.shift), t, t)
+	VPSUBD(r.off, t, c)
+	VPCMPUD(U8(1), r.norm, ya, K1) // K1: ya < smallest normal
+	VPBLENDMD(sub, c, K1, c)
+	VPMINUD(r.max, c, c)
 }
 
 // e2m1DecodeData defines the values of the 16 E2M1 codes and the

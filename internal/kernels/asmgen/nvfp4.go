@@ -1,0 +1,348 @@
+package main
+
+import (
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The kernels of NVFP4's cast (Transformer Engine's NVFP4BlockScaling):
+// the random Hadamard transform, the amax of each block of 16, the
+// blocks' E4M3 scales and element scales, and the E2M1 cast of each
+// block with its scale, nearest even or stochastic, written two codes a
+// byte.
+
+// rht16Data defines the random Hadamard transform's constants: the 16
+// columns of the Hadamard matrix, column k holding (−1)^popcount(j&k)
+// for lanes j as float32 ±1, then the sign vector s as sign-bit masks.
+func rht16Data() {
+	rhtMem = GLOBL("rht16Consts", RODATA|NOPTR)
+	for k := 0; k < 16; k++ {
+		for j := 0; j < 16; j++ {
+			v := float32(1)
+			if popcount4(j&k)%2 == 1 {
+				v = -1
+			}
+			DATA(64*k+4*j, U32(math.Float32bits(v)))
+		}
+	}
+	for k := 0; k < 16; k++ {
+		var m uint32
+		if 0xD7E8>>k&1 != 0 {
+			m = 0x80000000
+		}
+		DATA(64*16+4*k, U32(m))
+	}
+}
+
+var rhtMem Mem
+
+func popcount4(v int) int { return v&1 + v>>1&1 + v>>2&1 + v>>3&1 }
+
+// rhtGroups is how many groups of 16 the transform's main loop
+// interleaves: each group's sum is a chain of 16 dependent additions, so
+// one group at a time waits on the adder's latency.
+const rhtGroups = 8
+
+// rht16 emits Transformer Engine's 16-point random Hadamard transform in
+// place over 16·groups values: each group rounded to bf16 (nearest even,
+// NaN kept), signed by s, then y_j = Σ_k H[j][k]·v_k accumulated in k
+// order (an FMA with ±1 is the exact add or subtract, one rounding as
+// the sequential sum), times 0.25, rounded to bf16. Eight groups run
+// side by side, then the rest one at a time; each group's arithmetic is
+// the same either way.
+func rht16() {
+	TEXT("rht16AVX512", NOSPLIT, "func(x *float32, groups int)")
+	Pragma("noescape")
+	Doc("rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("groups"), GP64())
+	tab := GP64()
+	LEAQ(rhtMem, tab)
+	local := AllocLocal(64 * rhtGroups)
+	zAbs, zInf, zRound, zOne, zMask, zQuarter, zSigns := Z20, Z21, Z22, Z23, Z24, Z25, Z26
+	bcast(0x7FFFFFFF, zAbs)
+	bcast(0x7F800000, zInf)
+	bcast(0x7FFF, zRound)
+	bcast(1, zOne)
+	bcast(0xFFFF0000, zMask)
+	bcast(math.Float32bits(0.25), zQuarter)
+	VMOVDQU32(Mem{Base: tab, Disp: 64 * 16}, zSigns)
+	// toBF16 rounds z to bf16 in place (NaN lanes kept), with t scratch.
+	toBF16 := func(z, t VecPhysical) {
+		VPSRLD(U8(16), z, t)
+		VPANDD(zOne, t, t)
+		VPADDD(zRound, t, t)
+		VPADDD(z, t, t)
+		VPANDD(zMask, t, t)
+		VPANDD(zAbs, z, Z31)
+		VPCMPUD(U8(6), zInf, Z31, K1) // K1: NaN
+		VPBLENDMD(z, t, K1, z)
+	}
+	// body transforms g groups at x: their signed bf16 inputs go to the
+	// frame, whose lanes the FMAs broadcast.
+	body := func(g int) {
+		h, t := Z16, Z17
+		for i := 0; i < g; i++ {
+			v := zmm(i)
+			VMOVUPS(Mem{Base: x, Disp: 64 * i}, v)
+			toBF16(v, t)
+			VPXORD(zSigns, v, v)
+			VMOVUPS(v, local.Offset(64*i))
+			VPXORD(v, v, v)
+		}
+		for k := 0; k < 16; k++ {
+			VMOVUPS(Mem{Base: tab, Disp: 64 * k}, h)
+			for i := 0; i < g; i++ {
+				VFMADD231PS_BCST(local.Offset(64*i+4*k), h, zmm(i))
+			}
+		}
+		for i := 0; i < g; i++ {
+			v := zmm(i)
+			VMULPS(zQuarter, v, v)
+			toBF16(v, t)
+			VMOVUPS(v, Mem{Base: x, Disp: 64 * i})
+		}
+		ADDQ(U32(64*g), x)
+	}
+	wide := GP64()
+	MOVQ(n, wide)
+	SHRQ(U8(3), wide)
+	ANDQ(U32(rhtGroups-1), n)
+	loop("rht16x8", wide, func() { body(rhtGroups) })
+	loop("rht16", n, func() { body(1) })
+	VZEROUPPER()
+	RET()
+}
+
+// amax16 emits the max |x| bits of each block of 16 values (an NVFP4
+// block) over 16·blocks values, a NaN counting as 0 (fmaxf's rule).
+func amax16() {
+	TEXT("amax16AVX512", NOSPLIT, "func(src *float32, blocks int, out *uint32)")
+	Pragma("noescape")
+	Doc("amax16AVX512 stores the max |x| bits of each block of 16 values, NaN left out; its Go twin is amax16Go (fp8cast.go) (AVX-512F).")
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("out"), GP64())
+	zAbs, zInf := Z20, Z21
+	bcast(0x7FFFFFFF, zAbs)
+	bcast(0x7F800000, zInf)
+	loop("amax16", n, func() {
+		VPANDD(Mem{Base: src}, zAbs, Z0)
+		VPCMPUD(U8(6), zInf, Z0, K1) // K1: NaN
+		VPXORD(Z0, Z0, K1, Z0)
+		VEXTRACTI64X4(U8(1), Z0, Y1)
+		VPMAXUD(Y1, Y0, Y0)
+		VEXTRACTI128(U8(1), Y0, X1)
+		VPMAXUD(X1, X0, X0)
+		VPSHUFD(U8(0x4E), X0, X1)
+		VPMAXUD(X1, X0, X0)
+		VPSHUFD(U8(0xB1), X0, X1)
+		VPMAXUD(X1, X0, X0)
+		VMOVD(X0, Mem{Base: out})
+		ADDQ(U32(64), src)
+		ADDQ(U32(4), out)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// nvfp4Scales emits the scales of 16·groups NVFP4 blocks from their
+// amaxes (float32 bits, sign clear, no NaN): sf = E4M3(min(amax·m,
+// FLT_MAX)) — saturating, nearest even, quantizeE4M3AVX512's rounding —
+// stored a byte each, and the element scale es = min(1/(decode(sf)·sdec),
+// FLT_MAX) (1/0 is +inf, so a zero sf gives FLT_MAX).
+func nvfp4Scales() {
+	TEXT("nvfp4ScalesAVX512", NOSPLIT, "func(amax *uint32, sf *uint8, es *float32, groups int, m float32, sdec float32)")
+	Pragma("noescape")
+	Doc("nvfp4ScalesAVX512 computes the E4M3 block scales and element scales of 16·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX-512F).")
+	am := Load(Param("amax"), GP64())
+	sf := Load(Param("sf"), GP64())
+	es := Load(Param("es"), GP64())
+	n := Load(Param("groups"), GP64())
+	zM, zSdec, zFltMax, zOne, zSubScale, zRebias, zEight := Z16, Z17, Z18, Z19, Z20, Z21, Z28
+	VBROADCASTSS(NewParamAddr("m", 32), zM)
+	VBROADCASTSS(NewParamAddr("sdec", 36), zSdec)
+	bcast(math.Float32bits(math.MaxFloat32), zFltMax)
+	bcast(math.Float32bits(1), zOne)
+	bcast(math.Float32bits(0x1p-9), zSubScale)
+	bcast(120<<23, zRebias)
+	bcast(8, zEight)
+	r := newRoundRegs(20, 0x3C800000, 14, 120<<3, 0x7E, Z22, Z23, Z24, Z25, Z26, Z27, Z29)
+	loop("nvfp4sc", n, func() {
+		t, c, u, sub, d, q := Z0, Z1, Z2, Z3, Z4, Z5
+		VMULPS(Mem{Base: am}, zM, t)
+		VMINPS(zFltMax, t, t)
+		r.round(t, c, u, sub)
+		VPMOVDB(c, Mem{Base: sf})
+		// decode(sf): (c<<20) + (120<<23) from code 8 up, c·2^−9 below.
+		VPSLLD(U8(20), c, d)
+		VPADDD(zRebias, d, d)
+		VCVTDQ2PS(c, sub)
+		VMULPS(zSubScale, sub, sub)
+		VPCMPUD(U8(1), zEight, c, K2) // K2: c < 8, a subnormal
+		VPBLENDMD(sub, d, K2, d)
+		VMULPS(zSdec, d, d)
+		VDIVPS(d, zOne, q)
+		VMINPS(zFltMax, q, q)
+		VMOVUPS(q, Mem{Base: es})
+		ADDQ(U32(64), am)
+		ADDQ(U32(16), sf)
+		ADDQ(U32(64), es)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// e2m1Tables defines the stochastic rounding's tables: the E2M1
+// magnitudes (codes 0–7) and the inverses of the gaps above them, as
+// float32 lane tables, the lane offsets 0…15 of the element counter, and
+// sixteen ones.
+func e2m1Tables() {
+	e2m1Mem = GLOBL("e2m1Tables", RODATA|NOPTR)
+	vals := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+	inv := []float32{2, 2, 2, 2, 1, 1, 0.5, 0}
+	for i := 0; i < 16; i++ {
+		DATA(4*i, U32(math.Float32bits(vals[i%8])))
+	}
+	for i := 0; i < 16; i++ {
+		DATA(64+4*i, U32(math.Float32bits(inv[i%8])))
+	}
+	for i := 0; i < 16; i++ {
+		DATA(128+4*i, U32(uint32(i)))
+	}
+	for i := 0; i < 16; i++ {
+		DATA(192+4*i, U32(1))
+	}
+}
+
+var e2m1Mem Mem
+
+// e2m1Blocks emits NVFP4's element cast: each block of 16 values times
+// its block's scale (es, one per block) to E2M1 codes, written two per
+// byte (the even element in the low nibble).
+//
+// Nearest (stochastic false): quantizeFP8Go's rounding with E2M1's
+// constants (22 = 23 − 1 mantissa bit; smallest normal 1.0; subnormals
+// on the magic constant 2^22, whose ulp is 0.5; rebias 126 << 1),
+// saturating at ±6, a NaN giving +6, the sign in bit 3.
+//
+// Stochastic: each value's uniform u = (fmix32(key ^ (i·0x9E3779B1)) >>
+// 8)·2^−24 of its element counter i = base + position (murmur3's
+// finaliser); the code at or below |v| found from its bits, raised by
+// one when u < the fraction of the gap |v| lies above it; saturating at
+// ±6, a NaN giving +6, the sign in bit 3.
+func e2m1Blocks(stochastic bool) {
+	name := "e2m1BlocksAVX512"
+	sig := "func(dst *uint8, src *float32, es *float32, blocks int)"
+	twin := "e2m1BlocksGo"
+	if stochastic {
+		name, sig, twin = "e2m1StochasticAVX512", "func(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)", "e2m1StochasticGo"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(name + " casts 16·blocks values times their block's scale to E2M1 codes, two per byte; its Go twin is " + twin + " (fp8cast.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	es := Load(Param("es"), GP64())
+	n := Load(Param("blocks"), GP64())
+	zAbs, zInf, zSeven, zSign8, zPack := Z16, Z17, Z21, Z22, Z9
+	bcast(0x7FFFFFFF, zAbs)
+	bcast(0x7F800000, zInf)
+	bcast(7, zSeven)
+	bcast(8, zSign8)
+	bcast(0x10011001, zPack) // byte multipliers 1, 16: two codes to a byte
+	// pack writes the 16 codes in c (one a lane) to dst, two a byte.
+	pack := func(c VecPhysical) {
+		VPMOVDB(c, X10)
+		VPMADDUBSW(X9, X10, X10)
+		VPACKUSWB(X10, X10, X10)
+		VMOVQ(X10, Mem{Base: dst})
+		ADDQ(U32(8), dst)
+		ADDQ(U32(64), src)
+		ADDQ(U32(4), es)
+	}
+	if !stochastic {
+		r := newRoundRegs(22, 0x3F800000, 22, 126<<1, 7, Z23, Z24, Z25, Z26, Z27, Z28, Z29)
+		loop("e2m1rn", n, func() {
+			y, ya, t, sub, c, s := Z0, Z1, Z2, Z3, Z4, Z5
+			VBROADCASTSS(Mem{Base: es}, s)
+			VMULPS(Mem{Base: src}, s, y)
+			VPANDD(zAbs, y, ya)
+			r.round(ya, c, t, sub)
+			VPSRLD(U8(28), y, t) // the sign to bit 3
+			VPANDD(zSign8, t, t)
+			VPORD(t, c, c)
+			VPCMPUD(U8(6), zInf, ya, K2) // K2: NaN: +6, unsigned
+			VPBLENDMD(zSeven, c, K2, c)
+			pack(c)
+		})
+		VZEROUPPER()
+		RET()
+		return
+	}
+	tab := GP64()
+	LEAQ(e2m1Mem, tab)
+	zSix, zOne, zRebias, zPhi, zM1, zM2, zKey, zCtr, zSixteen, zU, zVals, zInv := Z18, Z19, Z20, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
+	bcast(0x40C00000, zSix)
+	bcast(0x3F800000, zOne)
+	bcast(252, zRebias)
+	bcast(0x9E3779B1, zPhi)
+	bcast(0x85EBCA6B, zM1)
+	bcast(0xC2B2AE35, zM2)
+	bcast(16, zSixteen)
+	bcast(0x33800000, zU) // 2^-24
+	kr, br := Load(Param("key"), GP32()), Load(Param("base"), GP32())
+	VPBROADCASTD(kr, zKey)
+	VPBROADCASTD(br, zCtr)
+	VPADDD(Mem{Base: tab, Disp: 128}, zCtr, zCtr)
+	VMOVUPS(Mem{Base: tab}, zVals)
+	VMOVUPS(Mem{Base: tab, Disp: 64}, zInv)
+	loop("e2m1sr", n, func() {
+		v, a, c, cs, lo, fr, h, t, u := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8
+		VBROADCASTSS(Mem{Base: es}, t)
+		VMULPS(Mem{Base: src}, t, v) // v = x·scale
+		VPANDD(zAbs, v, a)
+		// The code at or below |v|: (bits>>22) − 252 from 1.0 up,
+		// trunc(2|v|) below it.
+		VPSRLD(U8(22), a, c)
+		VPSUBD(zRebias, c, c)
+		VADDPS(a, a, t)
+		VCVTTPS2DQ(t, cs)
+		VPCMPUD(U8(1), zOne, a, K1) // K1: |v| < 1
+		VPBLENDMD(cs, c, K1, c)
+		VPCMPUD(U8(5), zSix, a, K2) // K2: |v| ≥ 6 (inf and NaN too): code 7
+		VPBLENDMD(zSeven, c, K2, c)
+		VPERMPS(zVals, c, lo)
+		VPERMPS(zInv, c, fr)
+		VSUBPS(lo, a, t)
+		VMULPS(fr, t, fr) // the fraction of the gap above lo
+		// u from the element counter.
+		VPMULLD(zPhi, zCtr, h)
+		VPXORD(zKey, h, h)
+		VPSRLD(U8(16), h, t)
+		VPXORD(t, h, h)
+		VPMULLD(zM1, h, h)
+		VPSRLD(U8(13), h, t)
+		VPXORD(t, h, h)
+		VPMULLD(zM2, h, h)
+		VPSRLD(U8(16), h, t)
+		VPXORD(t, h, h)
+		VPSRLD(U8(8), h, h)
+		VCVTDQ2PS(h, u)
+		VMULPS(zU, u, u)
+		VCMPPS(U8(1), fr, u, K3)                    // K3: u < fraction (LT_OS)
+		VPADDD(Mem{Base: tab, Disp: 192}, c, K3, c) // + 1 where raised
+		VPSRLD(U8(28), v, t)
+		VPANDD(zSign8, t, t)
+		VPORD(t, c, c)
+		VPCMPUD(U8(6), zInf, a, K4) // K4: NaN
+		VPBLENDMD(zSeven, c, K4, c)
+		VPADDD(zSixteen, zCtr, zCtr)
+		pack(c)
+	})
+	VZEROUPPER()
+	RET()
+}
