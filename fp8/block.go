@@ -265,35 +265,33 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 					acc[b] = max(acc[b], a)
 				}
 			}
+			// Each tile's amax becomes its scale in place.
+			scales := work[nb : 2*nb]
 			for bc, am := range acc {
-				c0, c1 := bc*Float8BlockSize, min(cols, (bc+1)*Float8BlockSize)
 				total = max(total, am)
-				scale, inv := Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
-				scaleInv[br*nb+bc] = inv
-				for r := r0; r < r1; r++ {
-					quantize(dst[r*cols+c0:r*cols+c1], src[r*cols+c0:r*cols+c1], c.Format, scale)
-				}
+				scales[bc], scaleInv[br*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
 			}
 			if nan {
 				total = 0x7FC00000
+			}
+			for r := r0; r < r1; r++ {
+				kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)
 			}
 		}
 	case axis == 1:
 		if len(work) < nb {
 			work = make([]float32, nb)
 		}
-		row := unsafeBits(work[:nb])
+		row, scales := unsafeBits(work[:nb]), work[:nb] // each amax becomes its scale in place
 		for r := lo; r < hi; r++ {
 			if rowBlockAmax(row, src[r*cols:(r+1)*cols]) {
 				total = 0x7FC00000
 			}
 			for bc, am := range row {
-				c0, c1 := r*cols+bc*Float8BlockSize, r*cols+min(cols, (bc+1)*Float8BlockSize)
 				total = max(total, am)
-				scale, inv := Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
-				scaleInv[r*nb+bc] = inv
-				quantize(dst[c0:c1], src[c0:c1], c.Format, scale)
+				scales[bc], scaleInv[r*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
 			}
+			kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)
 		}
 	default:
 		w := hi - lo

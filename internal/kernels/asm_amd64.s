@@ -766,7 +766,6 @@ quantizeLanesE4M3AVX512_loop:
 	VPANDD    Z21, Z0, Z4
 	VPMAXUD   Z4, Z19, Z19
 	VMULPS    (DX), Z0, Z2
-	ADDQ      $0x00000040, DX
 	VPANDD    Z21, Z2, Z1
 	VADDPS    Z22, Z1, Z3
 	VPSUBD    Z23, Z3, Z3
@@ -785,6 +784,7 @@ quantizeLanesE4M3AVX512_loop:
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
 	VPMOVDB   Z5, (AX)
+	ADDQ      $0x00000040, DX
 	ADDQ      $0x00000040, CX
 	ADDQ      $0x00000010, AX
 	DECQ      BX
@@ -834,7 +834,6 @@ quantizeLanesE5M2AVX512_loop:
 	VPANDD    Z21, Z0, Z4
 	VPMAXUD   Z4, Z19, Z19
 	VMULPS    (DX), Z0, Z2
-	ADDQ      $0x00000040, DX
 	VPANDD    Z21, Z2, Z1
 	VADDPS    Z22, Z1, Z3
 	VPSUBD    Z23, Z3, Z3
@@ -853,6 +852,7 @@ quantizeLanesE5M2AVX512_loop:
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
 	VPMOVDB   Z5, (AX)
+	ADDQ      $0x00000040, DX
 	ADDQ      $0x00000040, CX
 	ADDQ      $0x00000010, AX
 	DECQ      BX
@@ -860,6 +860,416 @@ quantizeLanesE5M2AVX512_loop:
 
 quantizeLanesE5M2AVX512_done:
 	VMOVDQU32 Z19, (SI)
+	VZEROUPPER
+	RET
+
+// func quantizeBlocksE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·quantizeBlocksE4M3AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x0007ffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000003c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x3c800000, SI
+	VPBROADCASTD SI, Z29
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	VPXORD       Z19, Z19, Z19
+	TESTQ        BX, BX
+	JZ           quantizeBlocksE4M3AVX512_done
+
+quantizeBlocksE4M3AVX512_loop:
+	VBROADCASTSS (DX), Z20
+	VMOVUPS      (CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, (AX)
+	VMOVUPS      64(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 16(AX)
+	VMOVUPS      128(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 32(AX)
+	VMOVUPS      192(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 48(AX)
+	VMOVUPS      256(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 64(AX)
+	VMOVUPS      320(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 80(AX)
+	VMOVUPS      384(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 96(AX)
+	VMOVUPS      448(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 112(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000200, CX
+	ADDQ         $0x00000080, AX
+	DECQ         BX
+	JNZ          quantizeBlocksE4M3AVX512_loop
+
+quantizeBlocksE4M3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeBlocksE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·quantizeBlocksE5M2AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x000fffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000001c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007b, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x38800000, SI
+	VPBROADCASTD SI, Z29
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	VPXORD       Z19, Z19, Z19
+	TESTQ        BX, BX
+	JZ           quantizeBlocksE5M2AVX512_done
+
+quantizeBlocksE5M2AVX512_loop:
+	VBROADCASTSS (DX), Z20
+	VMOVUPS      (CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, (AX)
+	VMOVUPS      64(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 16(AX)
+	VMOVUPS      128(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 32(AX)
+	VMOVUPS      192(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 48(AX)
+	VMOVUPS      256(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 64(AX)
+	VMOVUPS      320(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 80(AX)
+	VMOVUPS      384(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 96(AX)
+	VMOVUPS      448(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, Z3
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z4
+	VPSUBD       Z26, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z5, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPANDD       Z31, Z4, Z4
+	VPORD        Z4, Z5, Z5
+	VPMOVDB      Z5, 112(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000200, CX
+	ADDQ         $0x00000080, AX
+	DECQ         BX
+	JNZ          quantizeBlocksE5M2AVX512_loop
+
+quantizeBlocksE5M2AVX512_done:
 	VZEROUPPER
 	RET
 

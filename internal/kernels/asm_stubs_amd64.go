@@ -39,6 +39,16 @@ func quantizeLanesE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks i
 //go:noescape
 func quantizeLanesE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)
 
+// quantizeBlocksE4M3AVX512 casts 128·blocks values to FP8, each block of 128 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeBlocksE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+
+// quantizeBlocksE5M2AVX512 casts 128·blocks values to FP8, each block of 128 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeBlocksE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+
 // rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape

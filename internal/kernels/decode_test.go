@@ -124,7 +124,7 @@ func TestQuantizeFP8LanesAndAmaxColsMatchTwins(t *testing.T) {
 		}
 		return src
 	}
-	for _, n := range []int{1, 15, 16, 17, 100, 4099} {
+	for _, n := range []int{1, 15, 16, 17, 100, 128, 300, 4099} {
 		src := gen(n)
 		scales := make([]float32, n)
 		for i := range scales {
@@ -149,6 +149,21 @@ func TestQuantizeFP8LanesAndAmaxColsMatchTwins(t *testing.T) {
 			QuantizeFP8(c, one, src, 0.37)
 			if string(got) != string(one) {
 				t.Fatalf("format %d n=%d: equal per-lane scales differ from one scale", f, n)
+			}
+			// A scale per block of 128: the vector kernel against its
+			// twin, and against the per-lane cast with each block's
+			// scale repeated.
+			bs := scales[:(n+127)/128]
+			blk, twin, lanes := make([]uint8, n), make([]uint8, n), make([]uint8, n)
+			for i := range blk {
+				blk[i], twin[i] = 0xAA, 0x55
+				same[i] = bs[i/128]
+			}
+			QuantizeFP8Blocks(c, blk, src, bs)
+			quantizeFP8BlocksGo(c, twin, src, bs)
+			QuantizeFP8Lanes(c, lanes, src, same)
+			if string(blk) != string(twin) || string(blk) != string(lanes) {
+				t.Fatalf("format %d n=%d: per-block codes differ from the twin or the per-lane cast", f, n)
 			}
 		}
 		acc, twin := make([]uint32, n), make([]uint32, n)

@@ -369,6 +369,21 @@ func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (don
 	return blocks * 16, amaxBits
 }
 
+// quantizeFP8BlocksVector casts the whole blocks of 128 of src (see
+// QuantizeFP8Blocks) and returns how many values it did.
+func quantizeFP8BlocksVector(format int, dst []uint8, src, scales []float32) int {
+	blocks := len(src) / 128
+	if !hasAVX512 || blocks == 0 || len(dst) < 128*blocks || len(scales) < blocks {
+		return 0
+	}
+	if format == 0 {
+		quantizeBlocksE4M3AVX512(&dst[0], &src[0], &scales[0], blocks)
+	} else {
+		quantizeBlocksE5M2AVX512(&dst[0], &src[0], &scales[0], blocks)
+	}
+	return 128 * blocks
+}
+
 // amaxColsVector folds the longest multiple of 16 of src into acc (see
 // AmaxCols) and returns how many it did and the largest |x| bits seen.
 func amaxColsVector(acc []uint32, src []float32) (done int, seen uint32) {

@@ -49,7 +49,8 @@ func sigmoidVector(kind int, out, x, y, z, w []float32) int { return 0 }
 func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int, uint32) {
 	return 0, 0
 }
-func amaxColsVector(acc []uint32, src []float32) (int, uint32) { return 0, 0 }
+func quantizeFP8BlocksVector(format int, dst []uint8, src, scales []float32) int { return 0 }
+func amaxColsVector(acc []uint32, src []float32) (int, uint32)                   { return 0, 0 }
 
 func rht16Vector(x []float32) int { return 0 }
 

@@ -170,6 +170,26 @@ func quantizeFP8LanesGo(c *FP8Cast, dst []uint8, src, scales []float32) uint32 {
 	return m
 }
 
+// QuantizeFP8Blocks writes the saturating cast of src[j]·scales[j/128]
+// to dst[j] for every value of src (Float8BlockScaling's row-wise cast:
+// a scale per block of 128, the last block holding what is left). It
+// records no amax. The vector kernel does the whole blocks,
+// quantizeFP8BlocksGo (its twin) the rest, with the same bits.
+func QuantizeFP8Blocks(c *FP8Cast, dst []uint8, src, scales []float32) {
+	dst, scales = dst[:len(src)], scales[:(len(src)+127)/128]
+	done := quantizeFP8BlocksVector(c.Format, dst, src, scales)
+	quantizeFP8BlocksGo(c, dst[done:], src[done:], scales[done/128:])
+}
+
+// quantizeFP8BlocksGo is the loop quantizeBlocksE4M3AVX512 and
+// quantizeBlocksE5M2AVX512 replace: quantizeFP8Go block by block.
+func quantizeFP8BlocksGo(c *FP8Cast, dst []uint8, src, scales []float32) {
+	for b, s := range scales {
+		lo, hi := 128*b, min(len(src), 128*b+128)
+		quantizeFP8Go(c, dst[lo:hi], src[lo:hi], s)
+	}
+}
+
 // AmaxCols folds one row into column amaxes: acc[j] = max(acc[j],
 // |src[j]|) as float32 bits, a NaN left out (fmaxf's rule), for j <
 // len(src) (acc at least as long). It returns the largest |x| bits of

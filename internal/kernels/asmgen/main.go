@@ -26,6 +26,8 @@ func main() {
 	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	quantizeLanes("quantizeLanesE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantizeLanes("quantizeLanesE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	quantizeBlocks("quantizeBlocksE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
+	quantizeBlocks("quantizeBlocksE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	rht16Data()
 	rht16()
 	amax16()
@@ -280,7 +282,7 @@ func quantize(name string, shift int, minNorm uint32, magicExp int, off, maxCode
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[16]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts 16·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, false)
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, castScalar)
 }
 
 // quantizeLanes is quantize with one scale per value (read from scales
@@ -290,20 +292,41 @@ func quantizeLanes(name string, shift int, minNorm uint32, magicExp int, off, ma
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[16]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts 16·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, true)
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, castLanes)
 }
 
-func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, lanes bool) {
+// quantizeBlocks is quantize with one scale per block of 128 values
+// (read from scales, one a block): Transformer Engine's row-wise
+// Float8BlockScaling cast, whose amaxes are known before it runs, so it
+// records none.
+func quantizeBlocks(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
+	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int)")
+	Pragma("noescape")
+	Doc(name + " casts 128·blocks values to FP8, each block of 128 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX-512F).")
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, castBlocks)
+}
+
+// The scales of a quantize kernel: one for all values, one per value,
+// one per block of 128.
+const (
+	castScalar = iota
+	castLanes
+	castBlocks
+)
+
+func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, kind int) {
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
-	var scales Register
-	if lanes {
+	var scales, out Register
+	if kind != castScalar {
 		scales = Load(Param("scales"), GP64())
 	}
 	n := Load(Param("blocks"), GP64())
-	out := Load(Param("amax"), GP64())
+	if kind != castBlocks {
+		out = Load(Param("amax"), GP64())
+	}
 	zScale, zAbs, zNaN, zInf, zSignMask, zAmax := Z20, Z21, Z28, Z30, Z31, Z19
-	if !lanes {
+	if kind == castScalar {
 		VBROADCASTSS(NewParamAddr("scale", 24), zScale)
 	}
 	bcast(0x7FFFFFFF, zAbs)
@@ -312,14 +335,16 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 	bcast(0x7F800000, zInf)
 	bcast(0x80, zSignMask)
 	VPXORD(zAmax, zAmax, zAmax)
-	loop(name, n, func() {
+	// cast16 casts the 16 values at src+64·i to the 16 codes at dst+16·i.
+	cast16 := func(i int) {
 		x, ya, y, sub, t, c := Z0, Z1, Z2, Z3, Z4, Z5
-		VMOVUPS(Mem{Base: src}, x)
-		VPANDD(zAbs, x, t)
-		VPMAXUD(t, zAmax, zAmax)
-		if lanes {
-			VMULPS(Mem{Base: scales}, x, y)
-			ADDQ(U32(64), scales)
+		VMOVUPS(Mem{Base: src, Disp: 64 * i}, x)
+		if kind != castBlocks {
+			VPANDD(zAbs, x, t)
+			VPMAXUD(t, zAmax, zAmax)
+		}
+		if kind == castLanes {
+			VMULPS(Mem{Base: scales, Disp: 64 * i}, x, y)
 		} else {
 			VMULPS(zScale, x, y)
 		}
@@ -330,7 +355,27 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		VPSRLD(U8(24), y, t)
 		VPANDD(zSignMask, t, t)
 		VPORD(t, c, c)
-		VPMOVDB(c, Mem{Base: dst})
+		VPMOVDB(c, Mem{Base: dst, Disp: 16 * i})
+	}
+	if kind == castBlocks {
+		loop(name, n, func() {
+			VBROADCASTSS(Mem{Base: scales}, zScale)
+			for i := 0; i < 8; i++ {
+				cast16(i)
+			}
+			ADDQ(U32(4), scales)
+			ADDQ(U32(512), src)
+			ADDQ(U32(128), dst)
+		})
+		VZEROUPPER()
+		RET()
+		return
+	}
+	loop(name, n, func() {
+		cast16(0)
+		if kind == castLanes {
+			ADDQ(U32(64), scales)
+		}
 		ADDQ(U32(64), src)
 		ADDQ(U32(16), dst)
 	})
