@@ -305,13 +305,7 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 			// Column amaxes as float32 bits with the sign cleared: an
 			// integer maximum, NaN (above +inf) left out and noted.
 			am := unsafeBits(amax)
-			clear(am)
-			nan := false
-			for r := r0; r < r1; r++ {
-				if kernels.AmaxCols(am, src[r*cols+lo:r*cols+hi]) > 0x7F800000 {
-					nan = true
-				}
-			}
+			nan := kernels.AmaxColsBand(am, src[r0*cols+lo:], cols, r1-r0, w) > 0x7F800000
 			for j, a := range am {
 				total = max(total, a)
 				var inv float32
@@ -321,9 +315,7 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 			if nan {
 				total = 0x7FC00000
 			}
-			for r := r0; r < r1; r++ {
-				kernels.QuantizeFP8Lanes(formats[c.Format].cast, dst[r*cols+lo:r*cols+hi], src[r*cols+lo:r*cols+hi], scale)
-			}
+			kernels.QuantizeFP8Cols(formats[c.Format].cast, dst[r0*cols+lo:], cols, src[r0*cols+lo:], cols, scale, r1-r0, w)
 		}
 	}
 	return math.Float32frombits(total), nil

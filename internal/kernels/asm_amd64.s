@@ -1273,6 +1273,214 @@ quantizeBlocksE5M2AVX512_done:
 	VZEROUPPER
 	RET
 
+// func quantizeColsE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+// Requires: AVX, AVX512F
+TEXT ·quantizeColsE4M3AVX512(SB), NOSPLIT, $0-56
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x0007ffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000003c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x3c800000, SI
+	VPBROADCASTD SI, Z29
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	VPXORD       Z19, Z19, Z19
+	MOVQ         rows+32(FP), SI
+	MOVQ         ld+40(FP), DI
+	MOVQ         ldd+48(FP), R8
+	TESTQ        BX, BX
+	JZ           quantizeColsE4M3AVX512_done
+
+quantizeColsE4M3AVX512_loop:
+	VMOVUPS (DX), Z20
+	MOVQ    CX, R9
+	MOVQ    AX, R10
+	MOVQ    SI, R11
+	TESTQ   R11, R11
+	JZ      quantizeColsE4M3AVX512_rows_done
+
+quantizeColsE4M3AVX512_rows_loop:
+	VMOVUPS   (R9), Z0
+	VMULPS    Z20, Z0, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x14, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x14, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R10)
+	ADDQ      DI, R9
+	ADDQ      R8, R10
+	DECQ      R11
+	JNZ       quantizeColsE4M3AVX512_rows_loop
+
+quantizeColsE4M3AVX512_rows_done:
+	ADDQ $0x00000040, DX
+	ADDQ $0x00000040, CX
+	ADDQ $0x00000010, AX
+	DECQ BX
+	JNZ  quantizeColsE4M3AVX512_loop
+
+quantizeColsE4M3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeColsE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+// Requires: AVX, AVX512F
+TEXT ·quantizeColsE5M2AVX512(SB), NOSPLIT, $0-56
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x000fffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000001c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007b, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x38800000, SI
+	VPBROADCASTD SI, Z29
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	VPXORD       Z19, Z19, Z19
+	MOVQ         rows+32(FP), SI
+	MOVQ         ld+40(FP), DI
+	MOVQ         ldd+48(FP), R8
+	TESTQ        BX, BX
+	JZ           quantizeColsE5M2AVX512_done
+
+quantizeColsE5M2AVX512_loop:
+	VMOVUPS (DX), Z20
+	MOVQ    CX, R9
+	MOVQ    AX, R10
+	MOVQ    SI, R11
+	TESTQ   R11, R11
+	JZ      quantizeColsE5M2AVX512_rows_done
+
+quantizeColsE5M2AVX512_rows_loop:
+	VMOVUPS   (R9), Z0
+	VMULPS    Z20, Z0, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x15, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x15, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R10)
+	ADDQ      DI, R9
+	ADDQ      R8, R10
+	DECQ      R11
+	JNZ       quantizeColsE5M2AVX512_rows_loop
+
+quantizeColsE5M2AVX512_rows_done:
+	ADDQ $0x00000040, DX
+	ADDQ $0x00000040, CX
+	ADDQ $0x00000010, AX
+	DECQ BX
+	JNZ  quantizeColsE5M2AVX512_loop
+
+quantizeColsE5M2AVX512_done:
+	VZEROUPPER
+	RET
+
+// func amaxColsBandAVX512(acc *uint32, src *float32, strips int, rows int, ld int, seen *[16]uint32)
+// Requires: AVX, AVX512F
+TEXT ·amaxColsBandAVX512(SB), NOSPLIT, $0-48
+	MOVQ         acc+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         strips+16(FP), DX
+	MOVQ         rows+24(FP), BX
+	MOVQ         ld+32(FP), SI
+	MOVQ         seen+40(FP), DI
+	MOVL         $0x7fffffff, R8
+	VPBROADCASTD R8, Z20
+	MOVL         $0x7f800000, R8
+	VPBROADCASTD R8, Z21
+	VPXORD       Z22, Z22, Z22
+	TESTQ        DX, DX
+	JZ           amaxcb_done
+
+amaxcb_loop:
+	MOVQ   CX, R8
+	MOVQ   BX, R9
+	VPXORD Z0, Z0, Z0
+	TESTQ  R9, R9
+	JZ     amaxcb_rows_done
+
+amaxcb_rows_loop:
+	VPANDD  (R8), Z20, Z1
+	VPMAXUD Z1, Z22, Z22
+	VPCMPUD $0x06, Z21, Z1, K1
+	VPXORD  Z1, Z1, K1, Z1
+	VPMAXUD Z1, Z0, Z0
+	ADDQ    SI, R8
+	DECQ    R9
+	JNZ     amaxcb_rows_loop
+
+amaxcb_rows_done:
+	VMOVDQU32 Z0, (AX)
+	ADDQ      $0x00000040, AX
+	ADDQ      $0x00000040, CX
+	DECQ      DX
+	JNZ       amaxcb_loop
+
+amaxcb_done:
+	VMOVDQU32 Z22, (DI)
+	VZEROUPPER
+	RET
+
 DATA rht16Consts<>+0(SB)/4, $0x3f800000
 DATA rht16Consts<>+4(SB)/4, $0x3f800000
 DATA rht16Consts<>+8(SB)/4, $0x3f800000

@@ -49,6 +49,21 @@ func quantizeBlocksE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks 
 //go:noescape
 func quantizeBlocksE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int)
 
+// quantizeColsE4M3AVX512 casts rows × 16·blocks values (rows ld bytes apart, codes ldd apart) to FP8 with a scale per column; its Go twin is quantizeFP8ColsGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeColsE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+
+// quantizeColsE5M2AVX512 casts rows × 16·blocks values (rows ld bytes apart, codes ldd apart) to FP8 with a scale per column; its Go twin is quantizeFP8ColsGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeColsE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+
+// amaxColsBandAVX512 stores the column amaxes of rows × 16·strips values (rows ld bytes apart), NaN left out, and the lane-wise max of |x| bits; its Go twin is amaxColsBandGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func amaxColsBandAVX512(acc *uint32, src *float32, strips int, rows int, ld int, seen *[16]uint32)
+
 // rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape

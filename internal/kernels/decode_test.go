@@ -216,6 +216,58 @@ func TestMulRowIsFloat32Multiplication(t *testing.T) {
 	}
 }
 
+// TestColumnBandKernelsMatchTwins checks the band kernels of the
+// column-wise block cast (column amaxes down a band, the cast with a
+// scale per column) against their Go twins bit for bit, on every kind of
+// value, with widths that leave a tail of columns and strides wider than
+// the band.
+func TestColumnBandKernelsMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	for _, shape := range [][3]int{{1, 1, 1}, {3, 16, 16}, {5, 17, 40}, {128, 64, 64}, {130, 50, 99}, {7, 300, 301}} {
+		rows, n, ld := shape[0], shape[1], shape[2]
+		src := make([]float32, (rows-1)*ld+n)
+		for i := range src {
+			switch rng.IntN(4) {
+			case 0:
+				src[i] = math.Float32frombits(rng.Uint32())
+			case 1:
+				src[i] = []float32{0, float32(math.Inf(1)), float32(math.NaN()), 464, 61440, 1e-40}[rng.IntN(6)]
+			default:
+				src[i] = float32(rng.NormFloat64())
+			}
+		}
+		acc, twin := make([]uint32, n), make([]uint32, n)
+		for i := range acc {
+			acc[i], twin[i] = rng.Uint32(), rng.Uint32() // overwritten, not folded
+		}
+		s, ws := AmaxColsBand(acc, src, ld, rows, n), amaxColsBandGo(twin, src, ld, rows)
+		if (s > 0x7F800000) != (ws > 0x7F800000) || (ws <= 0x7F800000 && s != ws) {
+			t.Fatalf("%v: seen %#x, twin %#x", shape, s, ws)
+		}
+		for j := range acc {
+			if acc[j] != twin[j] {
+				t.Fatalf("%v: column %d amax %#x, twin %#x", shape, j, acc[j], twin[j])
+			}
+		}
+		scales := make([]float32, n)
+		for j := range scales {
+			scales[j] = float32(math.Ldexp(1+rng.Float64(), rng.IntN(60)-30))
+		}
+		ldd := n + 3
+		for f, c := range testCasts {
+			got, want := make([]uint8, (rows-1)*ldd+n), make([]uint8, (rows-1)*ldd+n)
+			for i := range got {
+				got[i], want[i] = 0xAA, 0xAA // the gaps between rows stay
+			}
+			QuantizeFP8Cols(c, got, ldd, src, ld, scales, rows, n)
+			quantizeFP8ColsGo(c, want, ldd, src, ld, scales, rows, n)
+			if string(got) != string(want) {
+				t.Fatalf("format %d %v: column-scaled codes differ from the twin", f, shape)
+			}
+		}
+	}
+}
+
 // TestE2M1AndRHTMatchTwins checks the E2M1 per-lane cast and the random
 // Hadamard transform against their Go twins bit for bit, on every kind
 // of value (NaN, ±inf, subnormals, ties, any bit pattern) at lengths

@@ -384,6 +384,39 @@ func quantizeFP8BlocksVector(format int, dst []uint8, src, scales []float32) int
 	return 128 * blocks
 }
 
+// quantizeFP8ColsVector casts the whole strips of 16 columns of a band
+// (see QuantizeFP8Cols) and returns how many columns it did.
+func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
+	strips := n / 16
+	if !hasAVX512 || strips == 0 || rows == 0 {
+		return 0
+	}
+	_, _, _ = dst[(rows-1)*ldd+16*strips-1], src[(rows-1)*ld+16*strips-1], scales[16*strips-1]
+	if format == 0 {
+		quantizeColsE4M3AVX512(&dst[0], &src[0], &scales[0], strips, rows, 4*ld, ldd)
+	} else {
+		quantizeColsE5M2AVX512(&dst[0], &src[0], &scales[0], strips, rows, 4*ld, ldd)
+	}
+	return 16 * strips
+}
+
+// amaxColsBandVector does AmaxColsBand for the whole strips of 16
+// columns and returns how many columns it did and the largest |x| bits
+// seen.
+func amaxColsBandVector(acc []uint32, src []float32, ld, rows, n int) (done int, seen uint32) {
+	strips := n / 16
+	if !hasAVX512 || strips == 0 || rows == 0 {
+		return 0, 0
+	}
+	_, _ = acc[16*strips-1], src[(rows-1)*ld+16*strips-1]
+	var lanes [16]uint32
+	amaxColsBandAVX512(&acc[0], &src[0], strips, rows, 4*ld, &lanes)
+	for _, l := range lanes {
+		seen = max(seen, l)
+	}
+	return 16 * strips, seen
+}
+
 // amaxColsVector folds the longest multiple of 16 of src into acc (see
 // AmaxCols) and returns how many it did and the largest |x| bits seen.
 func amaxColsVector(acc []uint32, src []float32) (done int, seen uint32) {

@@ -50,7 +50,11 @@ func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int
 	return 0, 0
 }
 func quantizeFP8BlocksVector(format int, dst []uint8, src, scales []float32) int { return 0 }
-func amaxColsVector(acc []uint32, src []float32) (int, uint32)                   { return 0, 0 }
+func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
+	return 0
+}
+func amaxColsBandVector(acc []uint32, src []float32, ld, rows, n int) (int, uint32) { return 0, 0 }
+func amaxColsVector(acc []uint32, src []float32) (int, uint32)                      { return 0, 0 }
 
 func rht16Vector(x []float32) int { return 0 }
 

@@ -190,6 +190,50 @@ func quantizeFP8BlocksGo(c *FP8Cast, dst []uint8, src, scales []float32) {
 	}
 }
 
+// QuantizeFP8Cols casts a band of rows × n values of src (rows ld apart)
+// with a scale per column, writing codes ldd apart: dst[r·ldd+j] =
+// cast(src[r·ld+j]·scales[j]) (Float8BlockScaling's column-wise cast, a
+// block being 128 values down a column). It records no amax. The vector
+// kernel does the whole strips of 16 columns, quantizeFP8ColsGo (its
+// twin) the rest, with the same bits.
+func QuantizeFP8Cols(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) {
+	done := quantizeFP8ColsVector(c.Format, dst, ldd, src, ld, scales, rows, n)
+	if done < n {
+		quantizeFP8ColsGo(c, dst[done:], ldd, src[done:], ld, scales[done:], rows, n-done)
+	}
+}
+
+// quantizeFP8ColsGo is the loop quantizeColsE4M3AVX512 and
+// quantizeColsE5M2AVX512 replace: quantizeFP8LanesGo row by row.
+func quantizeFP8ColsGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) {
+	for r := 0; r < rows; r++ {
+		quantizeFP8LanesGo(c, dst[r*ldd:r*ldd+n], src[r*ld:r*ld+n], scales[:n])
+	}
+}
+
+// AmaxColsBand writes to acc[j] the float32 bits of max|x| down column j
+// of a band of rows × n values of src (rows ld apart), NaN left out
+// (fmaxf's rule), and returns the largest |x| bits seen (above +inf when
+// the band holds a NaN). The vector kernel does the whole strips of 16
+// columns, amaxColsBandGo (its twin) the rest.
+func AmaxColsBand(acc []uint32, src []float32, ld, rows, n int) (seen uint32) {
+	done, seen := amaxColsBandVector(acc, src, ld, rows, n)
+	if done < n {
+		seen = max(seen, amaxColsBandGo(acc[done:n], src[done:], ld, rows))
+	}
+	return seen
+}
+
+// amaxColsBandGo is the loop amaxColsBandAVX512 replaces: amaxColsGo
+// row by row from zero amaxes.
+func amaxColsBandGo(acc []uint32, src []float32, ld, rows int) (seen uint32) {
+	clear(acc)
+	for r := 0; r < rows; r++ {
+		seen = max(seen, amaxColsGo(acc, src[r*ld:r*ld+len(acc)]))
+	}
+	return seen
+}
+
 // AmaxCols folds one row into column amaxes: acc[j] = max(acc[j],
 // |src[j]|) as float32 bits, a NaN left out (fmaxf's rule), for j <
 // len(src) (acc at least as long). It returns the largest |x| bits of

@@ -28,6 +28,9 @@ func main() {
 	quantizeLanes("quantizeLanesE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	quantizeBlocks("quantizeBlocksE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantizeBlocks("quantizeBlocksE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	quantizeCols("quantizeColsE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
+	quantizeCols("quantizeColsE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	amaxColsBand()
 	rht16Data()
 	rht16()
 	amax16()
@@ -306,12 +309,24 @@ func quantizeBlocks(name string, shift int, minNorm uint32, magicExp int, off, m
 	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, castBlocks)
 }
 
+// quantizeCols is quantize over a band of rows with one scale per
+// column (Transformer Engine's column-wise Float8BlockScaling cast: a
+// block is 128 values down a column): strips of 16 columns, each strip's
+// scales held in a register while the kernel walks down its rows.
+func quantizeCols(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
+	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)")
+	Pragma("noescape")
+	Doc(name + " casts rows × 16·blocks values (rows ld bytes apart, codes ldd apart) to FP8 with a scale per column; its Go twin is quantizeFP8ColsGo (fp8cast.go) (AVX-512F).")
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, castCols)
+}
+
 // The scales of a quantize kernel: one for all values, one per value,
-// one per block of 128.
+// one per block of 128 along a row, one per column of a band.
 const (
 	castScalar = iota
 	castLanes
 	castBlocks
+	castCols
 )
 
 func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, kind int) {
@@ -322,7 +337,7 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		scales = Load(Param("scales"), GP64())
 	}
 	n := Load(Param("blocks"), GP64())
-	if kind != castBlocks {
+	if kind == castScalar || kind == castLanes {
 		out = Load(Param("amax"), GP64())
 	}
 	zScale, zAbs, zNaN, zInf, zSignMask, zAmax := Z20, Z21, Z28, Z30, Z31, Z19
@@ -335,11 +350,11 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 	bcast(0x7F800000, zInf)
 	bcast(0x80, zSignMask)
 	VPXORD(zAmax, zAmax, zAmax)
-	// cast16 casts the 16 values at src+64·i to the 16 codes at dst+16·i.
-	cast16 := func(i int) {
+	// cast16 casts the 16 values at sp+64·i to the 16 codes at dp+16·i.
+	cast16 := func(sp, dp Register, i int) {
 		x, ya, y, sub, t, c := Z0, Z1, Z2, Z3, Z4, Z5
-		VMOVUPS(Mem{Base: src, Disp: 64 * i}, x)
-		if kind != castBlocks {
+		VMOVUPS(Mem{Base: sp, Disp: 64 * i}, x)
+		if kind == castScalar || kind == castLanes {
 			VPANDD(zAbs, x, t)
 			VPMAXUD(t, zAmax, zAmax)
 		}
@@ -355,13 +370,35 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		VPSRLD(U8(24), y, t)
 		VPANDD(zSignMask, t, t)
 		VPORD(t, c, c)
-		VPMOVDB(c, Mem{Base: dst, Disp: 16 * i})
+		VPMOVDB(c, Mem{Base: dp, Disp: 16 * i})
+	}
+	if kind == castCols {
+		rows := Load(Param("rows"), GP64())
+		ld, ldd := Load(Param("ld"), GP64()), Load(Param("ldd"), GP64())
+		loop(name, n, func() {
+			VMOVUPS(Mem{Base: scales}, zScale)
+			p, q, k := GP64(), GP64(), GP64()
+			MOVQ(src, p)
+			MOVQ(dst, q)
+			MOVQ(rows, k)
+			loop(name+"_rows", k, func() {
+				cast16(p, q, 0)
+				ADDQ(ld, p)
+				ADDQ(ldd, q)
+			})
+			ADDQ(U32(64), scales)
+			ADDQ(U32(64), src)
+			ADDQ(U32(16), dst)
+		})
+		VZEROUPPER()
+		RET()
+		return
 	}
 	if kind == castBlocks {
 		loop(name, n, func() {
 			VBROADCASTSS(Mem{Base: scales}, zScale)
 			for i := 0; i < 8; i++ {
-				cast16(i)
+				cast16(src, dst, i)
 			}
 			ADDQ(U32(4), scales)
 			ADDQ(U32(512), src)
@@ -372,7 +409,7 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		return
 	}
 	loop(name, n, func() {
-		cast16(0)
+		cast16(src, dst, 0)
 		if kind == castLanes {
 			ADDQ(U32(64), scales)
 		}
@@ -710,6 +747,47 @@ func scaleRow(withCol bool) {
 		VMOVUPS(Y0, Mem{Base: c})
 		ADDQ(U32(32), c)
 	})
+	VZEROUPPER()
+	RET()
+}
+
+// amaxColsBand emits the column amaxes of a band of rows: for each
+// strip of 16 columns, acc[j] = max over the rows of |x[r][j]| as float32
+// bits with NaN lanes left out (fmaxf's rule), the strip's running
+// maximum held in a register down the rows; seen gets the lane-wise
+// maximum of the raw |x| bits (above +inf where a NaN was).
+func amaxColsBand() {
+	TEXT("amaxColsBandAVX512", NOSPLIT, "func(acc *uint32, src *float32, strips int, rows int, ld int, seen *[16]uint32)")
+	Pragma("noescape")
+	Doc("amaxColsBandAVX512 stores the column amaxes of rows × 16·strips values (rows ld bytes apart), NaN left out, and the lane-wise max of |x| bits; its Go twin is amaxColsBandGo (fp8cast.go) (AVX-512F).")
+	acc := Load(Param("acc"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("strips"), GP64())
+	rows := Load(Param("rows"), GP64())
+	ld := Load(Param("ld"), GP64())
+	out := Load(Param("seen"), GP64())
+	zAbs, zInf, zSeen := Z20, Z21, Z22
+	bcast(0x7FFFFFFF, zAbs)
+	bcast(0x7F800000, zInf)
+	VPXORD(zSeen, zSeen, zSeen)
+	loop("amaxcb", n, func() {
+		p, k := GP64(), GP64()
+		MOVQ(src, p)
+		MOVQ(rows, k)
+		VPXORD(Z0, Z0, Z0)
+		loop("amaxcb_rows", k, func() {
+			VPANDD(Mem{Base: p}, zAbs, Z1)
+			VPMAXUD(Z1, zSeen, zSeen)
+			VPCMPUD(U8(6), zInf, Z1, K1) // K1: NaN
+			VPXORD(Z1, Z1, K1, Z1)
+			VPMAXUD(Z1, Z0, Z0)
+			ADDQ(ld, p)
+		})
+		VMOVDQU32(Z0, Mem{Base: acc})
+		ADDQ(U32(64), acc)
+		ADDQ(U32(64), src)
+	})
+	VMOVDQU32(zSeen, Mem{Base: out})
 	VZEROUPPER()
 	RET()
 }
