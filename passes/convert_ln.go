@@ -17,10 +17,14 @@ import (
 // Likewise a cross-entropy gradient whose only reader is a delayed
 // tensorwise cast (a classifier's grad_output) becomes a
 // CrossEntropyGradQuantize node.
-// When the LayerNorm has other consumers in the training graph (a second
-// cast with other scales, or float32 ops), it stays for them and keeps
-// its float32 output. outputs are the training program's outputs, which
-// decide what is live; with none, every node counts.
+// When the LayerNorm has other float32 consumers in the training graph,
+// it stays for them and keeps its float32 output. When a second cast
+// reads it (the column-wise copy of Float8BlockScaling and NVFP4, cast
+// again from the float32 values), nothing is fused: the output exists
+// anyway, and a cast reading it costs less than computing the norm (or
+// GELU) a second time; a note says so. outputs are the training
+// program's outputs, which decide what is live; with none, every node
+// counts.
 func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	rep := Report{Backend: "ln"}
 	if err := g.Err(); err != nil {
@@ -32,15 +36,31 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 		nodes = graph.Live(graph.Options{Training: true}, outputs...)
 	}
 	consumers := g.Consumers(nodes...)
-	// The first cast of each LayerNorm takes its place; later casts and
-	// float32 readers keep reading the LayerNorm.
-	firstCast := func(q *graph.Node) bool {
+	// The cast of a LayerNorm takes its place, unless a second cast
+	// reads the same output (the column-wise copy of Float8BlockScaling
+	// and NVFP4, quantized again from the float32 values): that output
+	// exists anyway, and fusing would compute the norm twice. Float32
+	// readers keep reading the LayerNorm.
+	casts := func(n *graph.Node) (k int) {
+		for _, c := range consumers[n] {
+			if c.Is(ops.KindQuantize) {
+				k++
+			}
+		}
+		return k
+	}
+	soleCast := func(q *graph.Node) bool {
 		for _, c := range consumers[q.Input(0)] {
 			if c.Is(ops.KindQuantize) {
-				return c == q
+				return c == q && casts(q.Input(0)) == 1
 			}
 		}
 		return false
+	}
+	for _, n := range nodes {
+		if k := casts(n); k > 1 && (n.Is(ops.KindLayerNorm) || n.Is(ops.KindRMSNorm) || n.Is(ops.KindGELU)) {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: not fused: %d FP8 casts read its float32 output", n.Name(), k))
+		}
 	}
 	// fuseNorm replaces the first cast of a LayerNorm or RMSNorm output
 	// with the fused node that norm builds.
@@ -61,7 +81,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	_, err := Rewrite(g, nodes,
 		Rule{
 			Name: "layernorm-quantize",
-			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: soleCast,
 				Inputs: []*Pattern{{Kind: ops.KindLayerNorm, Bind: "ln"}}},
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				ln := m["ln"]
@@ -76,7 +96,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 			// backward reads its input, so once fused the float32 output
 			// is gone unless something else reads it.
 			Name: "gelu-quantize",
-			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: soleCast,
 				Inputs: []*Pattern{{Kind: ops.KindGELU, Bind: "gelu"}}},
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				n := m["gelu"]
@@ -87,7 +107,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 		},
 		Rule{
 			Name: "rmsnorm-quantize",
-			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: firstCast,
+			Pattern: &Pattern{Kind: ops.KindQuantize, Bind: "cast", Where: soleCast,
 				Inputs: []*Pattern{{Kind: ops.KindRMSNorm, Bind: "norm"}}},
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				n := m["norm"]

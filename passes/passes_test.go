@@ -762,3 +762,35 @@ func TestNVFP4Conversion(t *testing.T) {
 	require.Contains(t, why["mlp.fc1"], "first 1 linear layers")
 	require.Contains(t, why["mlp.fc3"], "last 1 linear layers")
 }
+
+// TestConvertLNTwoCasts: under Float8BlockScaling and NVFP4 the
+// column-wise copy of a linear layer's input is cast again from its
+// float32 values, so the LayerNorm and the GELU feeding it are not fused
+// into their row-wise casts (that would compute them twice): both casts
+// read the float32 output, a note says why, and the step runs.
+func TestConvertLNTwoCasts(t *testing.T) {
+	for _, rec := range []fp8.Recipe{fp8.Float8BlockRecipe{}, fp8.NVFP4Recipe{}} {
+		m := lnLinear(t, 16, false)
+		_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: rec})
+		require.NoError(t, err)
+		rep, err := passes.ConvertLN(m.g, m.trainOf...)
+		require.NoError(t, err)
+		require.Equal(t, []string{"block.ln: not fused: 2 FP8 casts read its float32 output", "block.fc1/gelu: not fused: 2 FP8 casts read its float32 output"}, rep.Notes, "%T", rec)
+		kinds, _ := live(m)
+		require.Zero(t, kinds["LayerNormQuantize"])
+		require.Zero(t, kinds["GELUQuantize"])
+		require.Equal(t, 1, kinds["LayerNorm"])
+		require.Equal(t, 1, kinds["GELU"])
+		ln := m.g.Lookup("block.ln")
+		readers := 0
+		for _, n := range graph.Live(graph.Options{Training: true}, m.trainOf...) {
+			if n.Is(ops.KindQuantize) && n.Input(0) == ln {
+				readers++
+			}
+		}
+		require.Equal(t, 2, readers, "%T: both casts read the LayerNorm", rec)
+		p, err := graph.Compile(m.g, m.store, graph.Options{Training: true}, m.trainOf...)
+		require.NoError(t, err)
+		m.run(t, p)
+	}
+}
