@@ -178,7 +178,9 @@ func quantizeFP8LanesGo(c *FP8Cast, dst []uint8, src, scales []float32) uint32 {
 func QuantizeFP8Blocks(c *FP8Cast, dst []uint8, src, scales []float32) {
 	dst, scales = dst[:len(src)], scales[:(len(src)+127)/128]
 	done := quantizeFP8BlocksVector(c.Format, dst, src, scales)
-	quantizeFP8BlocksGo(c, dst[done:], src[done:], scales[done/128:])
+	if done < len(src) { // a ragged last block: one scale
+		QuantizeFP8(c, dst[done:], src[done:], scales[done/128])
+	}
 }
 
 // quantizeFP8BlocksGo is the loop quantizeBlocksE4M3AVX512 and
