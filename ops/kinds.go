@@ -60,6 +60,8 @@ var (
 	KindLayerNormGradBeta        = graph.NewKind("LayerNormGradBeta")
 	KindLayerNormQuantize        = graph.NewKind("LayerNormQuantize")
 	KindCrossEntropyGradQuantize = graph.NewKind("CrossEntropyGradQuantize")
+	KindClassifierCrossEntropy   = graph.NewKind("ClassifierCrossEntropy")
+	KindClassifierLoss           = graph.NewKind("ClassifierLoss")
 	KindEmbedding                = graph.NewKind("Embedding")
 	KindEmbeddingGrad            = graph.NewKind("EmbeddingGrad")
 	KindDropout                  = graph.NewKind("Dropout")
@@ -108,6 +110,10 @@ func GEMMKind(n *graph.Node) graph.Kind {
 // Benchmarks divide it by a step's time to tell how close the step runs
 // to the GEMM rate.
 func GEMMFlops(n *graph.Node) (flops int64, ok bool) {
+	if n != nil && n.Is(KindClassifierCrossEntropy) {
+		xs := n.Input(0).Shape()
+		return 2 * int64(n.Shape().Numel()) * int64(xs[len(xs)-1]), true
+	}
 	if GEMMKind(n).IsZero() {
 		return 0, false
 	}

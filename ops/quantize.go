@@ -456,7 +456,8 @@ func QuantizeNamed(name string, x *graph.Node, cfg QuantizeConfig) *graph.Node {
 
 // QuantizeConfigOf returns the config of a node that casts to FP8: a
 // Quantize, a LayerNormQuantize (or RMSNormQuantize), a
-// CrossEntropyGradQuantize, a GELUQuantize or an FP8AllGather.
+// CrossEntropyGradQuantize, a ClassifierCrossEntropy, a GELUQuantize or
+// an FP8AllGather.
 func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
 	switch op := n.Op().(type) {
 	case quantizeOp:
@@ -464,6 +465,8 @@ func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
 	case layerNormQuantizeOp:
 		return op.q, true
 	case crossEntropyGradQuantizeOp:
+		return op.q, true
+	case classifierCrossEntropyOp:
 		return op.q, true
 	case geluQuantizeOp:
 		return op.q, true

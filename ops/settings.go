@@ -47,11 +47,21 @@ func PermuteAxes(n *graph.Node) ([]int, bool) {
 	return nil, false
 }
 
-// MatMulTransposes says whether a MatMul or BatchMatMul node transposes
-// its operands.
+// MatMulTransposes says whether a MatMul, BatchMatMul, ScaledMatMul or
+// BF16MatMul node transposes its operands.
 func MatMulTransposes(n *graph.Node) (transA, transB, ok bool) {
-	o, ok := opOf[matMulOp](n)
-	return o.transA, o.transB, ok
+	if n == nil {
+		return false, false, false
+	}
+	switch o := n.Op().(type) {
+	case matMulOp:
+		return o.transA, o.transB, true
+	case scaledMatMulOp:
+		return o.transA, o.transB, true
+	case bf16MatMulOp:
+		return o.transA, o.transB, true
+	}
+	return false, false, false
 }
 
 // ReduceAxes returns a Sum or Mean node's axes (empty: all) and whether

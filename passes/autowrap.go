@@ -70,7 +70,7 @@ func checkFP8Graph(g *graph.Graph) error {
 				continue
 			}
 			switch {
-			case n.Is(graph.KindSwitch), n.Is(ops.KindDequantize), ops.GEMMKind(n) == ops.KindScaledMatMul: // fused epilogues included
+			case n.Is(graph.KindSwitch), n.Is(ops.KindDequantize), n.Is(ops.KindClassifierCrossEntropy), n.Is(ops.KindClassifierLoss), ops.GEMMKind(n) == ops.KindScaledMatMul: // fused epilogues included
 			default:
 				return fmt.Errorf("check: FP8 value %q feeds %q (%s); only ScaledMatMul, Dequantize and Switch read FP8", in.Name(), n.Name(), n.Op().Type())
 			}

@@ -171,5 +171,63 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 				return fuseCE(q, m["ceg"])
 			},
 		})
+	if err != nil {
+		return rep, err
+	}
+	// A classifier whose logits only its loss and that loss's FP8
+	// gradient read (tensorwise-scaled operands) is fused with both:
+	// ClassifierCrossEntropy computes the logits a band of rows at a
+	// time, so they never exist whole, and the loss becomes a Switch
+	// that training takes to ClassifierLoss and evaluation to the
+	// CrossEntropy it was.
+	nodes = g.Nodes()
+	if len(outputs) > 0 {
+		nodes = graph.Live(graph.Options{Training: true}, outputs...)
+	}
+	consumers = g.Consumers(nodes...)
+	tensorwise := func(n *graph.Node) bool {
+		cfg, ok := ops.QuantizeConfigOf(n)
+		return ok && (cfg.Scaling == ops.Delayed || cfg.Scaling == ops.Current)
+	}
+	_, err = Rewrite(g, nodes, Rule{
+		Name: "classifier-crossentropy",
+		Pattern: &Pattern{Kind: ops.KindCrossEntropyGradQuantize, Bind: "cast",
+			Inputs: []*Pattern{{Kind: ops.KindScaledMatMul, Roles: []graph.Role{graph.Fprop}, Bind: "logits"}, {Bind: "labels"}, {Bind: "dloss"}}},
+		Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
+			logits, labels := m["logits"], m["labels"]
+			cs := consumers[logits]
+			if len(cs) != 2 {
+				return nil, nil
+			}
+			loss := cs[0]
+			if loss == q {
+				loss = cs[1]
+			}
+			if !loss.Is(ops.KindCrossEntropy) || loss.Input(0) != logits || loss.Input(1) != labels {
+				return nil, nil
+			}
+			ta, tb, _ := ops.MatMulTransposes(logits)
+			x, w := logits.Input(0), logits.Input(1)
+			if ta || !tb || !tensorwise(x) || !tensorwise(w) {
+				return nil, nil
+			}
+			var bias *graph.Node
+			if logits.NumInputs() == 3 {
+				bias = logits.Input(2)
+			}
+			qcfg, _ := ops.QuantizeConfigOf(q)
+			fused := ops.ClassifierCrossEntropy(q.Name()+"/classifier", x, w, bias, labels, m["dloss"], qcfg)
+			fusedLoss := ops.ClassifierLoss(loss.Name()+"/classifier", fused, labels)
+			sw := g.Switch(loss.Name()+".fused", "training: fused classifier", func(o graph.Options) bool { return o.Training }, fusedLoss, loss)
+			if err := g.Err(); err != nil {
+				return nil, err
+			}
+			if err := g.ReplaceUses(loss, sw); err != nil {
+				return nil, err
+			}
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: classifier fused with its cross-entropy and gradient cast (%s): logits computed %d rows at a time, never whole", logits.Name(), fused.Name(), min(ops.ClassifierRows, logits.Shape().Numel()/logits.Shape()[len(logits.Shape())-1])))
+			return fused, nil
+		},
+	})
 	return rep, err
 }

@@ -794,3 +794,54 @@ func TestConvertLNTwoCasts(t *testing.T) {
 		m.run(t, p)
 	}
 }
+
+// TestClassifierFusionFreesTheLogits: with the TE recipe a classifier
+// whose logits only its loss reads computes them in bands (no float32
+// tensor of rows × classes in the training program, whose arena is
+// smaller than the logits alone), and an evaluation program in FP8
+// (UseAutocastDuringEval) still computes CrossEntropy from whole logits
+// — the same loss, bit for bit, on the same batch and weights.
+func TestClassifierFusionFreesTheLogits(t *testing.T) {
+	const rows, in, classes = 300, 64, 2048
+	g := graph.New()
+	x := g.Input("x", graph.Float32, rows, in)
+	y := g.Input("labels", graph.Int32, rows)
+	w1, w2 := g.Param("fc1.weight", 64, in), g.Param("fc2.weight", classes, 64)
+	loss := ops.CrossEntropy(ops.Linear("fc2", ops.ReLU(ops.Linear("fc1", x, w1, nil)), w2, nil), y)
+	grads, err := graph.Grad(loss, w1, w2)
+	require.NoError(t, err)
+	store := initStore(t, g, 3)
+	all := func(*graph.Node, string) bool { return true }
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{UseAutocastDuringEval: true}, Filter: all,
+		TrainOutputs: append([]*graph.Node{loss}, grads...), EvalOutputs: []*graph.Node{loss}})
+	require.NoError(t, err)
+	for _, n := range prep.Train.Schedule() {
+		require.False(t, n.Shape().Equal(graph.Shape{rows, classes}) && n.DType() == graph.Float32, "float32 logits %q in training", n.Name())
+	}
+	require.Less(t, prep.Train.Stats().ArenaBytes, 4*rows*classes)
+	evalCE := 0
+	for _, n := range prep.Eval.Schedule() {
+		if n.Is(ops.KindCrossEntropy) {
+			evalCE++
+		}
+	}
+	require.Equal(t, 1, evalCE, "evaluation computes the loss from the logits")
+	rng := rand.New(rand.NewPCG(9, 9))
+	xs, ys := make([]float32, rows*in), make([]int32, rows)
+	for i := range xs {
+		xs[i] = float32(rng.NormFloat64())
+	}
+	for i := range ys {
+		ys[i] = rng.Int32N(classes)
+	}
+	var losses []float32
+	for _, p := range []*graph.Program{prep.Eval, prep.Train} { // both with the first step's scales
+		require.NoError(t, p.FeedFloat32(x, xs))
+		require.NoError(t, p.FeedInt32(y, ys))
+		require.NoError(t, p.Run())
+		v, err := p.Value(g.Resolve(loss))
+		require.NoError(t, err)
+		losses = append(losses, v.F32[0])
+	}
+	require.Equal(t, math.Float32bits(losses[0]), math.Float32bits(losses[1]), "evaluation %v, training %v", losses[0], losses[1])
+}

@@ -371,9 +371,17 @@ func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 	}
 	rep, kinds := build(fp8.TERecipe{}, false)
 	require.Contains(t, rep.Notes, "fc2/crossentropygrad: cross-entropy gradient fused into its grad_output cast (fc2/quantize.grad_output)")
-	require.Equal(t, 1, kinds["CrossEntropyGradQuantize"])
+	// Its logits read by nothing else, the classifier is then fused with
+	// its loss and the FP8 gradient: no float32 logits in training.
+	require.Contains(t, rep.Notes, "fc2.fp8: classifier fused with its cross-entropy and gradient cast (fc2/crossentropygrad/fp8/classifier): logits computed 16 rows at a time, never whole")
+	require.Equal(t, 1, kinds["ClassifierCrossEntropy"])
+	require.Equal(t, 1, kinds["ClassifierLoss"])
+	require.Zero(t, kinds["CrossEntropyGradQuantize"])
+	require.Zero(t, kinds["CrossEntropy"])
+	require.Equal(t, 3, kinds["ScaledMatMul"], "fc1's fprop and wgrad, fc2's wgrad (its dgrad carries ReLU's gradient); not fc2's fprop")
+	require.Equal(t, 1, kinds["ScaledMatMul+ReLUGrad"])
 	require.Zero(t, kinds["CrossEntropyGrad"], "the float32 gradient is gone")
-	require.Contains(t, log.String(), "ConvertLN: 0 LayerNorm fusion(s), 1 cross-entropy gradient fusion(s)\n")
+	require.Contains(t, log.String(), "ConvertLN: 0 LayerNorm fusion(s), 1 cross-entropy gradient fusion(s), 1 classifier fusion(s)\n")
 	for _, c := range []struct {
 		recipe fp8.Recipe
 		bias   bool

@@ -198,7 +198,7 @@ func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool,
 			// "<node>: LayerNorm fused into …", "…: cross-entropy gradient
 			// fused …". LayerNorms are always counted; the others when
 			// there are any.
-			kinds := []string{"LayerNorm", "RMSNorm", "GELU", "cross-entropy gradient"}
+			kinds := []string{"LayerNorm", "RMSNorm", "GELU", "cross-entropy gradient", "classifier"}
 			counts := make([]int, len(kinds))
 			for _, n := range r.Notes {
 				for i, k := range kinds {

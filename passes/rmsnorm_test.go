@@ -38,7 +38,7 @@ func TestConvertLNFusesRMSNorm(t *testing.T) {
 	require.NoError(t, err)
 	rep, err := passes.ConvertLN(m.g, m.trainOf...)
 	require.NoError(t, err)
-	require.Len(t, rep.Notes, 2, "the RMSNorm and the classifier's gradient")
+	require.Len(t, rep.Notes, 3, "the RMSNorm, the classifier's gradient and the classifier")
 	require.Contains(t, rep.Notes[0], "block.norm: RMSNorm fused into its input cast")
 	kinds, _ := live(m)
 	require.Equal(t, 1, kinds["RMSNormQuantize"])
