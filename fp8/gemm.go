@@ -518,10 +518,14 @@ func (g *ScaledGEMM) decodeNVFP4(buf *[]float32, q *NVFP4) []float32 {
 	for len(g.fp4.factors) < g.fp4.parts {
 		g.fp4.factors = append(g.fp4.factors, nil)
 	}
+	// A part's factors: its rows' block scales (1×16), or a band's
+	// tile scales once per row.
+	need := max(NVFP4Block, (q.Rows+g.fp4.parts-1)/g.fp4.parts+1) * sc
 	for p := range g.fp4.factors[:g.fp4.parts] {
-		if cap(g.fp4.factors[p]) < sc {
-			g.fp4.factors[p] = make([]float32, sc)
+		if cap(g.fp4.factors[p]) < need {
+			g.fp4.factors[p] = make([]float32, need)
 		}
+		g.fp4.factors[p] = g.fp4.factors[p][:need]
 	}
 	g.group.For(g.fp4.parts, g.fp4PartFn)
 	return (*buf)[:size]
@@ -532,26 +536,43 @@ type fp4Job struct {
 	d       []float32
 	q       NVFP4
 	parts   int
-	factors [][]float32 // per part: a row's block scales decoded
+	factors [][]float32 // per part: block scales decoded
 }
 
-// fp4Part decodes rows of g.fp4 for part i.
+// fp4Part decodes rows of g.fp4 for part i. The block scales are
+// decoded by the vector E4M3 kernel; with 1×16 blocks and rows a
+// multiple of 16 long the part's rows are one run of whole blocks,
+// decoded in one call, and a band of rows sharing 16×16 tiles is too,
+// its tiles' factors repeated for each row.
 func (g *ScaledGEMM) fp4Part(i int) {
 	j := &g.fp4
 	q := &j.q
 	half := (q.Cols + 1) / 2
 	_, sc := NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
-	e4 := decodeTable(E4M3)
-	f := j.factors[i][:sc]
-	for r := q.Rows * i / j.parts; r < q.Rows*(i+1)/j.parts; r++ {
-		br := r
+	cast := formats[E4M3].cast
+	lo, hi := q.Rows*i/j.parts, q.Rows*(i+1)/j.parts
+	f := j.factors[i]
+	whole := q.Cols%NVFP4Block == 0
+	if !q.TwoD && whole {
+		f = f[:(hi-lo)*sc]
+		kernels.DecodeFP8(cast, f, q.BlockScales[lo*sc:hi*sc], 1)
+		kernels.DecodeE2M1(j.d[lo*q.Cols:hi*q.Cols], q.Codes[lo*half:hi*half], f, (hi-lo)*q.Cols)
+		return
+	}
+	for r := lo; r < hi; {
+		br, r1 := r, r+1
 		if q.TwoD {
 			br = r / NVFP4Block
+			if whole {
+				r1 = min(hi, (br+1)*NVFP4Block)
+			}
 		}
-		for b, s := range q.BlockScales[br*sc : (br+1)*sc] {
-			f[b] = e4[s]
+		kernels.DecodeFP8(cast, f[:sc], q.BlockScales[br*sc:(br+1)*sc], 1)
+		for k := 1; k < r1-r; k++ {
+			copy(f[k*sc:(k+1)*sc], f[:sc])
 		}
-		kernels.DecodeE2M1(j.d[r*q.Cols:(r+1)*q.Cols], q.Codes[r*half:(r+1)*half], f, q.Cols)
+		kernels.DecodeE2M1(j.d[r*q.Cols:r1*q.Cols], q.Codes[r*half:r1*half], f[:(r1-r)*sc], (r1-r)*q.Cols)
+		r = r1
 	}
 }
 

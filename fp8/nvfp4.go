@@ -248,7 +248,7 @@ type NVFP4Quantizer struct {
 	m              float32
 	amax           []uint32
 	tam            [][]uint32  // per part: a band's tile amaxes (16×16 tiles)
-	es             [][]float32 // per part: the band's element scales, one a block
+	es             []float32   // element scales, one a block: [sr][nb] (1×16), per part [nb] (tiles)
 	prepFn, castFn func(int)
 }
 
@@ -279,9 +279,14 @@ func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, erro
 		z.parts = parallel.Workers()
 	}
 	z.amax = make([]uint32, z.parts)
-	z.tam, z.es = make([][]uint32, z.parts), make([][]float32, z.parts)
-	for i := range z.es {
-		z.tam[i], z.es[i] = make([]uint32, z.nb), make([]float32, z.nb)
+	z.tam = make([][]uint32, z.parts)
+	for i := range z.tam {
+		z.tam[i] = make([]uint32, z.nb)
+	}
+	if c.TwoD {
+		z.es = make([]float32, z.parts*z.nb)
+	} else {
+		z.es = make([]float32, z.sr*z.nb)
 	}
 	z.prepFn, z.castFn = z.prepPart, z.castPart
 	return z, nil
@@ -352,7 +357,11 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 
 // castPart casts part i's bands of stored rows (one row for 1×16
 // blocks, 16 for tiles): the band's block scales from its block amaxes
-// (a tile's amax the largest of its rows'), then each row's codes.
+// (a tile's amax the largest of its rows'), then each row's codes. With
+// 1×16 blocks and rows a multiple of 16 long, the part's rows are one
+// run of whole blocks: one call computes all their scales, one casts
+// all their codes (the stochastic counter of each element is its index
+// either way).
 func (z *NVFP4Quantizer) castPart(i int) {
 	q, y, cols, nb := z.q, z.y, z.sc, z.nb
 	h := 1
@@ -362,28 +371,40 @@ func (z *NVFP4Quantizer) castPart(i int) {
 	bands := (z.sr + h - 1) / h
 	lo, hi := z.span(i, bands)
 	half := (cols + 1) / 2
-	es, key := z.es[i], nvfp4Key32(z.key)
+	key := nvfp4Key32(z.key)
+	cast := func(r0, r1 int, es []float32) {
+		row, out := y[r0*cols:r1*cols], q.Codes[r0*half:r1*half]
+		if z.c.Stochastic {
+			kernels.E2M1StochasticBlocks(out, row, es, key, uint32(r0*cols))
+		} else {
+			kernels.QuantizeE2M1Blocks(out, row, es)
+		}
+	}
+	if h == 1 {
+		es := z.es[lo*nb : hi*nb]
+		kernels.NVFP4BlockScales(q.BlockScales[lo*nb:hi*nb], es, z.bam[lo*nb:hi*nb], z.m, q.SDec)
+		if cols%NVFP4Block == 0 {
+			cast(lo, hi, es)
+			return
+		}
+		for r := lo; r < hi; r++ {
+			cast(r, r+1, z.es[r*nb:(r+1)*nb])
+		}
+		return
+	}
+	es := z.es[i*nb : (i+1)*nb]
 	for b := lo; b < hi; b++ {
 		r0, r1 := b*h, min(z.sr, (b+1)*h)
-		am := z.bam[r0*nb : (r0+1)*nb]
-		if r1-r0 > 1 {
-			t := z.tam[i]
-			copy(t, am)
-			for r := r0 + 1; r < r1; r++ {
-				for k, a := range z.bam[r*nb : (r+1)*nb] {
-					t[k] = max(t[k], a)
-				}
+		t := z.tam[i]
+		copy(t, z.bam[r0*nb:(r0+1)*nb])
+		for r := r0 + 1; r < r1; r++ {
+			for k, a := range z.bam[r*nb : (r+1)*nb] {
+				t[k] = max(t[k], a)
 			}
-			am = t
 		}
-		kernels.NVFP4BlockScales(q.BlockScales[b*nb:(b+1)*nb], es, am, z.m, q.SDec)
+		kernels.NVFP4BlockScales(q.BlockScales[b*nb:(b+1)*nb], es, t, z.m, q.SDec)
 		for r := r0; r < r1; r++ {
-			row, out := y[r*cols:(r+1)*cols], q.Codes[r*half:(r+1)*half]
-			if z.c.Stochastic {
-				kernels.E2M1StochasticBlocks(out, row, es, key, uint32(r*cols))
-			} else {
-				kernels.QuantizeE2M1Blocks(out, row, es)
-			}
+			cast(r, r+1, es)
 		}
 	}
 }
