@@ -231,8 +231,10 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 // QuantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
 // [lo, hi) of the cast (Float8BlockSlices), so that parts of one cast
 // can run concurrently; it returns their amax. work, when it holds at
-// least 2·(hi−lo) values for a column-wise cast, 2·⌈cols/128⌉ otherwise,
-// is the cast's scratch (else it allocates its own).
+// least 2·(hi−lo) values for a column-wise cast, cols + ⌈cols/128⌉ for
+// 128×128 tiles, ⌈cols/128⌉ otherwise, is the cast's scratch (else it
+// allocates its own); with (hi−lo)·cols/128 values for a row-wise cast
+// of rows a multiple of 128 long, it casts the rows in one run.
 func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, lo, hi int, work []float32) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
@@ -251,22 +253,24 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
 	switch {
 	case c.Dim == 2:
-		if len(work) < 2*nb {
-			work = make([]float32, 2*nb)
+		// Each band's column amaxes in one pass down its strips of
+		// columns, folded into its tiles' amaxes, which then become
+		// their scales in place.
+		if len(work) < cols+nb {
+			work = make([]float32, cols+nb)
 		}
-		row, acc := unsafeBits(work[:nb]), unsafeBits(work[nb:2*nb])
+		colAmax, acc := unsafeBits(work[:cols]), unsafeBits(work[cols:cols+nb])
+		scales := work[cols : cols+nb]
 		for br := lo; br < hi; br++ {
 			r0, r1 := br*Float8BlockSize, min(rows, (br+1)*Float8BlockSize)
-			clear(acc)
-			nan := false
-			for r := r0; r < r1; r++ {
-				nan = rowBlockAmax(row, src[r*cols:(r+1)*cols]) || nan
-				for b, a := range row {
-					acc[b] = max(acc[b], a)
+			nan := kernels.AmaxColsBand(colAmax, src[r0*cols:], cols, r1-r0, cols) > 0x7F800000
+			for bc := range acc {
+				var m uint32
+				for _, a := range colAmax[bc*Float8BlockSize : min(cols, (bc+1)*Float8BlockSize)] {
+					m = max(m, a)
 				}
+				acc[bc] = m
 			}
-			// Each tile's amax becomes its scale in place.
-			scales := work[nb : 2*nb]
 			for bc, am := range acc {
 				total = max(total, am)
 				scales[bc], scaleInv[br*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
@@ -278,6 +282,18 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 				kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)
 			}
 		}
+	case axis == 1 && cols%Float8BlockSize == 0 && len(work) >= (hi-lo)*nb:
+		// Rows of whole blocks: the rows are one run of blocks, their
+		// amaxes, scales and codes each one pass.
+		am, scales := unsafeBits(work[:(hi-lo)*nb]), work[:(hi-lo)*nb] // each amax becomes its scale in place
+		if rowBlockAmax(am, src[lo*cols:hi*cols]) {
+			total = 0x7FC00000
+		}
+		for b, a := range am {
+			total = max(total, a)
+			scales[b], scaleInv[lo*nb+b] = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
+		}
+		kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[lo*cols:hi*cols], src[lo*cols:hi*cols], scales)
 	case axis == 1:
 		if len(work) < nb {
 			work = make([]float32, nb)

@@ -397,12 +397,21 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 		errs := make([]error, parallel.Workers())
 		nb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
 		partWork := make([][]float32, parallel.Workers())
+		perPart := (rows + parallel.Workers() - 1) / parallel.Workers()
 		for i := range partWork {
-			partWork[i] = make([]float32, 2*nb)
+			partWork[i] = make([]float32, max(cols+2*nb, perPart*nb))
 		}
-		split := newPartChunker(slices, len(src), func(p, lo, hi int) {
+		// A column-wise cast splits at strips of 16 columns, so that
+		// each part's columns are whole vectors.
+		colWise := cfg.BlockDim == 1 && cfg.Axis == 0
+		units := slices
+		if colWise {
+			units = (cols + 15) / 16
+		}
+		split := newPartChunker(units, len(src), func(p, lo, hi int) {
 			work := partWork[p]
-			if cfg.BlockDim == 1 && cfg.Axis == 0 {
+			if colWise {
+				lo, hi = 16*lo, min(cols, 16*hi)
 				work = sc.work[2*lo : 2*hi]
 			}
 			a, err := fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, work)

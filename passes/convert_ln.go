@@ -16,7 +16,12 @@ import (
 // casts (GELUQuantize).
 // Likewise a cross-entropy gradient whose only reader is a delayed
 // tensorwise cast (a classifier's grad_output) becomes a
-// CrossEntropyGradQuantize node.
+// CrossEntropyGradQuantize node; and when that classifier's FP8 logits
+// (tensorwise-scaled operands) feed only its CrossEntropy and that
+// gradient, the three become a ClassifierCrossEntropy node, which
+// computes the logits ops.ClassifierRows rows at a time so that they
+// never exist whole, and the loss a Switch that training programs take
+// to a ClassifierLoss and evaluation programs to the CrossEntropy.
 // When the LayerNorm has other float32 consumers in the training graph,
 // it stays for them and keeps its float32 output. When a second cast
 // reads it (the column-wise copy of Float8BlockScaling and NVFP4, cast
