@@ -247,8 +247,8 @@ type NVFP4Quantizer struct {
 	key            uint64
 	m              float32
 	amax           []uint32
-	tam            [][]uint32  // per part: a band's tile amaxes (16×16 tiles)
-	es             []float32   // element scales, one a block: [sr][nb] (1×16), per part [nb] (tiles)
+	tam            [][]uint32 // per part: a band's tile amaxes (16×16 tiles)
+	es             []float32  // element scales, one a block: [sr][nb] (1×16), per part [nb] (tiles)
 	prepFn, castFn func(int)
 }
 
