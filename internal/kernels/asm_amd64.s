@@ -2605,6 +2605,58 @@ bf16shift_done:
 	VZEROUPPER
 	RET
 
+// func bf16ShiftRunsAVX512(d *uint32, exp *int8, runs int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·bf16ShiftRunsAVX512(SB), NOSPLIT, $0-24
+	MOVQ         d+0(FP), AX
+	MOVQ         exp+8(FP), CX
+	MOVQ         runs+16(FP), DX
+	MOVL         $0x7f807f80, BX
+	VPBROADCASTD BX, Z20
+	TESTQ        DX, DX
+	JZ           bf16shiftruns_done
+
+bf16shiftruns_loop:
+	MOVBLSX      (CX), BX
+	SHLL         $0x07, BX
+	VPBROADCASTW BX, Z21
+	VMOVDQU32    (AX), Z0
+	VPANDD       Z20, Z0, Z1
+	VPTESTMW     Z1, Z1, K1
+	VPCMPEQW     Z20, Z1, K2
+	KANDNQ       K1, K2, K1
+	VPADDW       Z21, Z0, K1, Z0
+	VMOVDQU32    Z0, (AX)
+	VMOVDQU32    64(AX), Z0
+	VPANDD       Z20, Z0, Z1
+	VPTESTMW     Z1, Z1, K1
+	VPCMPEQW     Z20, Z1, K2
+	KANDNQ       K1, K2, K1
+	VPADDW       Z21, Z0, K1, Z0
+	VMOVDQU32    Z0, 64(AX)
+	VMOVDQU32    128(AX), Z0
+	VPANDD       Z20, Z0, Z1
+	VPTESTMW     Z1, Z1, K1
+	VPCMPEQW     Z20, Z1, K2
+	KANDNQ       K1, K2, K1
+	VPADDW       Z21, Z0, K1, Z0
+	VMOVDQU32    Z0, 128(AX)
+	VMOVDQU32    192(AX), Z0
+	VPANDD       Z20, Z0, Z1
+	VPTESTMW     Z1, Z1, K1
+	VPCMPEQW     Z20, Z1, K2
+	KANDNQ       K1, K2, K1
+	VPADDW       Z21, Z0, K1, Z0
+	VMOVDQU32    Z0, 192(AX)
+	ADDQ         $0x00000100, AX
+	INCQ         CX
+	DECQ         DX
+	JNZ          bf16shiftruns_loop
+
+bf16shiftruns_done:
+	VZEROUPPER
+	RET
+
 // func amax128AVX512(src *float32, blocks int, out *uint32)
 // Requires: AVX, AVX2, AVX512F
 TEXT ·amax128AVX512(SB), NOSPLIT, $0-24

@@ -99,6 +99,11 @@ func e2m1DecodeAVX512(dst *float32, src *uint8, factors *float32, blocks int)
 //go:noescape
 func bf16ShiftAVX512(d *uint32, shifts *uint32, blocks int, step int)
 
+// bf16ShiftRunsAVX512 adds the exponent shift exp[r] to the finite non-zero bf16 halves of the 64 lanes of each run r; its Go twin is bf16ShiftRunsGo (bf16pack.go) (AVX-512BW).
+//
+//go:noescape
+func bf16ShiftRunsAVX512(d *uint32, exp *int8, runs int)
+
 // amax128AVX512 stores the max |x| bits of each block of 128 values; its Go twin is amax128Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape

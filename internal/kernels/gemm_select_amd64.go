@@ -199,3 +199,14 @@ func bf16ShiftVector(d, shifts []uint32, step int) int {
 	bf16ShiftAVX512(&d[0], &shifts[0], blocks, step)
 	return blocks * 16
 }
+
+// bf16ShiftRunsVector shifts the whole runs of 64 lanes of d by their
+// exp entries (see bf16ShiftRunsGo) and returns how many runs it did.
+func bf16ShiftRunsVector(d []uint32, exp []int8) int {
+	runs := min(len(d)/64, len(exp))
+	if !hasBF16 || runs == 0 {
+		return 0
+	}
+	bf16ShiftRunsAVX512(&d[0], &exp[0], runs)
+	return runs
+}

@@ -331,11 +331,18 @@ func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32
 // shiftRow moves a row of pairs (k along the row) by its k-blocks'
 // exponent shifts, ExpBlock/2 pairs each.
 func shiftRow(row []uint32, exp []int8) {
+	done := bf16ShiftRunsVector(row, exp)
+	bf16ShiftRunsGo(row[done*(ExpBlock/2):], exp[done:])
+}
+
+// bf16ShiftRunsGo is the loop bf16ShiftRunsAVX512 replaces: each run of
+// ExpBlock/2 lanes of d (the last one shorter) moves by its exp entry.
+func bf16ShiftRunsGo(d []uint32, exp []int8) {
 	for s, e := range exp {
 		lo := s * (ExpBlock / 2)
-		if lo >= len(row) {
+		if lo >= len(d) {
 			break
 		}
-		shiftRun(row[lo:min(len(row), lo+ExpBlock/2)], int(e))
+		shiftRun(d[lo:min(len(d), lo+ExpBlock/2)], int(e))
 	}
 }

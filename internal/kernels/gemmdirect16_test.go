@@ -303,4 +303,30 @@ func TestDirectBF16Exp(t *testing.T) {
 	if want[0]>>16 != 0x7F80 || want[1]&0xFFFF != 0x8000 {
 		t.Fatalf("inf or NaN halves shifted: %#x %#x", want[0], want[1])
 	}
+	// The per-run shift kernel (64 lanes a run, one int8 each) against
+	// the same shifts lane by lane, a short last run included.
+	for _, n := range []int{64, 200, 64 * 5} {
+		d := make([]uint32, n)
+		for i := range d {
+			d[i] = rng.Uint32()
+		}
+		d[0], d[1], d[n-1] = 0x7F800000, 0x7FC00000|0x8000, 0
+		exp := make([]int8, (n+63)/64)
+		for i := range exp {
+			exp[i] = int8(-rng.IntN(30))
+		}
+		exp[0] = 0
+		lanes := make([]uint32, n)
+		for i := range lanes {
+			lanes[i] = shiftLane(int(exp[i/64]))
+		}
+		want := append([]uint32(nil), d...)
+		bf16ShiftGo(want, lanes)
+		shiftRow(d, exp)
+		for i := range d {
+			if d[i] != want[i] {
+				t.Fatalf("n=%d lane %d: %#x, lane by lane %#x", n, i, d[i], want[i])
+			}
+		}
+	}
 }

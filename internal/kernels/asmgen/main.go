@@ -41,6 +41,7 @@ func main() {
 	e2m1DecodeData()
 	e2m1Decode()
 	bf16Shift()
+	bf16ShiftRuns()
 	amax128()
 	amaxCols()
 	adam()
@@ -550,6 +551,43 @@ func bf16Shift() {
 		VMOVDQU32(x, Mem{Base: d})
 		ADDQ(U32(64), d)
 		ADDQ(step, sh)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16ShiftRuns emits bf16Shift for runs of 64 lanes (a 128-value
+// block of k as bf16 pairs) that share one exponent shift: run r's lanes
+// move by exp[r] (an int8), broadcast to every 16-bit half in the
+// kernel, so that a row of pairs takes one call instead of one per run.
+func bf16ShiftRuns() {
+	TEXT("bf16ShiftRunsAVX512", NOSPLIT, "func(d *uint32, exp *int8, runs int)")
+	Pragma("noescape")
+	Doc("bf16ShiftRunsAVX512 adds the exponent shift exp[r] to the finite non-zero bf16 halves of the 64 lanes of each run r; its Go twin is bf16ShiftRunsGo (bf16pack.go) (AVX-512BW).")
+	d := Load(Param("d"), GP64())
+	ex := Load(Param("exp"), GP64())
+	n := Load(Param("runs"), GP64())
+	zExp, zShift := Z20, Z21
+	r := GP32()
+	MOVL(U32(0x7F807F80), r)
+	VPBROADCASTD(r, zExp)
+	e := GP32()
+	loop("bf16shiftruns", n, func() {
+		MOVBLSX(Mem{Base: ex}, e)
+		SHLL(U8(7), e)
+		VPBROADCASTW(e, zShift)
+		for i := 0; i < 4; i++ {
+			x, t := Z0, Z1
+			VMOVDQU32(Mem{Base: d, Disp: 64 * i}, x)
+			VPANDD(zExp, x, t)
+			VPTESTMW(t, t, K1)    // exponent ≠ 0
+			VPCMPEQW(zExp, t, K2) // exponent all ones
+			KANDNQ(K1, K2, K1)    // K1 = ¬K2 ∧ K1
+			VPADDW(zShift, x, K1, x)
+			VMOVDQU32(x, Mem{Base: d, Disp: 64 * i})
+		}
+		ADDQ(U32(256), d)
+		INCQ(ex)
 	})
 	VZEROUPPER()
 	RET()
