@@ -504,13 +504,22 @@ func e2m1StochasticGo(dst []uint8, src, es []float32, key, base uint32) {
 // kernel 16 columns at a time; the rest is the loop.
 func Transpose(dst, src []float32, rows, cols, c0, c1 int) {
 	_, _ = src[rows*cols-1], dst[c1*rows-1]
-	r0 := 0
-	for ; r0+16 <= rows; r0 += 16 {
-		done := transposeVector(asU32(dst[c0*rows+r0:]), rows, asU32(src[r0*cols+c0:]), cols, 16, c1-c0)
-		transposeGo(dst, src, rows, cols, r0, r0+16, c0+done, c1)
+	// Strips of transposeCols columns, so that the rows of dst being
+	// written stay few (a band of 16 source rows across every column
+	// would write a line in every row of dst, page after page).
+	for j0 := c0; j0 < c1; j0 += transposeCols {
+		j1 := min(c1, j0+transposeCols)
+		r0 := 0
+		for ; r0+16 <= rows; r0 += 16 {
+			done := transposeVector(asU32(dst[j0*rows+r0:]), rows, asU32(src[r0*cols+j0:]), cols, 16, j1-j0)
+			transposeGo(dst, src, rows, cols, r0, r0+16, j0+done, j1)
+		}
+		transposeGo(dst, src, rows, cols, r0, rows, j0, j1)
 	}
-	transposeGo(dst, src, rows, cols, r0, rows, c0, c1)
 }
+
+// transposeCols is how many columns Transpose moves at a time.
+const transposeCols = 16
 
 // transposeGo is Transpose's loop over rows r0…r1−1 and columns c0…c1−1.
 func transposeGo(dst, src []float32, rows, cols, r0, r1, c0, c1 int) {
