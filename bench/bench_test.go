@@ -242,7 +242,7 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 // nothing after the first, for the MLP and the baby GPT in every
 // precision.
 func TestStepsAllocateNothing(t *testing.T) {
-	recs := precisions
+	recs := smallRecipes // the precisions, Float8BlockScaling and NVFP4
 	if pureGo {
 		recs = recs[:1] // float32: the bf16 twin is slow, and allocates nothing either way
 	}
