@@ -93,6 +93,7 @@ type ScaledGEMM struct {
 	tabA, tabB     [256]float32
 	blockA, blockB []float32
 	decA, decB     []float32
+	dec16A, dec16B []uint16  // NVFP4 operands decoded to bf16
 	fold, foldB    []float32 // block factors being folded
 	expShA, expShB []int8    // Float8BlockScaling exponent shifts (direct path)
 	f32A, f32B     []float32 // Float8BlockScaling factors per 32 (float32 path)
@@ -494,9 +495,9 @@ func (g *ScaledGEMM) runNVFP4(m, n, k int, a, b *Operand, c []float32) error {
 			return fmt.Errorf("fp8: scaled GEMM: NVFP4 operand %s has %d codes and %d block scales for [%d %d]", x.name, len(x.q.Codes), len(x.q.BlockScales), x.q.Rows, x.q.Cols)
 		}
 	}
-	da := g.decodeNVFP4(&g.decA, a.FP4)
-	db := g.decodeNVFP4(&g.decB, b.FP4)
-	g.opA, g.opB = kernels.Operand{F32: da}, kernels.Operand{F32: db}
+	da := g.decodeNVFP4(&g.dec16A, a.FP4)
+	db := g.decodeNVFP4(&g.dec16B, b.FP4)
+	g.opA, g.opB = kernels.Operand{BF16: da}, kernels.Operand{BF16: db}
 	g.gemm.Block = g.Block
 	g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, a.FP4.Cols, &g.opB, b.FP4.Cols, c, n,
 		kernels.Epilogue{Alpha: float64(a.FP4.SDec) * float64(b.FP4.SDec)})
@@ -504,11 +505,12 @@ func (g *ScaledGEMM) runNVFP4(m, n, k int, a, b *Operand, c []float32) error {
 }
 
 // decodeNVFP4 writes q's elements times their block scales (S_dec left
-// out) as float32 into *buf, in parallel over the rows.
-func (g *ScaledGEMM) decodeNVFP4(buf *[]float32, q *NVFP4) []float32 {
+// out; each product exactly a bf16 value) as bf16 into *buf, in parallel
+// over the rows.
+func (g *ScaledGEMM) decodeNVFP4(buf *[]uint16, q *NVFP4) []uint16 {
 	size := q.Rows * q.Cols
 	if cap(*buf) < size {
-		*buf = make([]float32, size)
+		*buf = make([]uint16, size)
 	}
 	g.fp4.d, g.fp4.q, g.fp4.parts = (*buf)[:size], *q, 1
 	if size >= 1<<15 {
@@ -533,7 +535,7 @@ func (g *ScaledGEMM) decodeNVFP4(buf *[]float32, q *NVFP4) []float32 {
 
 // fp4Job is the decode decodeNVFP4 splits over the workers.
 type fp4Job struct {
-	d       []float32
+	d       []uint16
 	q       NVFP4
 	parts   int
 	factors [][]float32 // per part: block scales decoded
@@ -556,7 +558,7 @@ func (g *ScaledGEMM) fp4Part(i int) {
 	if !q.TwoD && whole {
 		f = f[:(hi-lo)*sc]
 		kernels.DecodeFP8(cast, f, q.BlockScales[lo*sc:hi*sc], 1)
-		kernels.DecodeE2M1(j.d[lo*q.Cols:hi*q.Cols], q.Codes[lo*half:hi*half], f, (hi-lo)*q.Cols)
+		kernels.DecodeE2M1BF16(j.d[lo*q.Cols:hi*q.Cols], q.Codes[lo*half:hi*half], f, (hi-lo)*q.Cols)
 		return
 	}
 	for r := lo; r < hi; {
@@ -571,7 +573,7 @@ func (g *ScaledGEMM) fp4Part(i int) {
 		for k := 1; k < r1-r; k++ {
 			copy(f[k*sc:(k+1)*sc], f[:sc])
 		}
-		kernels.DecodeE2M1(j.d[r*q.Cols:r1*q.Cols], q.Codes[r*half:r1*half], f[:(r1-r)*sc], (r1-r)*q.Cols)
+		kernels.DecodeE2M1BF16(j.d[r*q.Cols:r1*q.Cols], q.Codes[r*half:r1*half], f[:(r1-r)*sc], (r1-r)*q.Cols)
 		r = r1
 	}
 }

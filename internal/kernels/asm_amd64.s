@@ -2541,9 +2541,9 @@ DATA e2m1Decode<>+120(SB)/4, $0x00000007
 DATA e2m1Decode<>+124(SB)/4, $0x00000017
 GLOBL e2m1Decode<>(SB), RODATA|NOPTR, $128
 
-// func e2m1DecodeAVX512(dst *float32, src *uint8, factors *float32, blocks int)
+// func e2m1DecodeBF16AVX512(dst *uint16, src *uint8, factors *float32, blocks int)
 // Requires: AVX, AVX2, AVX512F
-TEXT ·e2m1DecodeAVX512(SB), NOSPLIT, $0-32
+TEXT ·e2m1DecodeBF16AVX512(SB), NOSPLIT, $0-32
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
 	MOVQ         factors+16(FP), DX
@@ -2565,10 +2565,11 @@ e2m1dec_loop:
 	VPERMPS      Z20, Z3, Z4
 	VBROADCASTSS (DX), Z5
 	VMULPS       Z5, Z4, Z4
-	VMOVUPS      Z4, (AX)
+	VPSRLD       $0x10, Z4, Z4
+	VPMOVDW      Z4, (AX)
 	ADDQ         $0x00000008, CX
 	ADDQ         $0x00000004, DX
-	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000020, AX
 	DECQ         BX
 	JNZ          e2m1dec_loop
 
@@ -4936,6 +4937,44 @@ bf16RowFP8_loop:
 	JNZ       bf16RowFP8_loop
 
 bf16RowFP8_done:
+	VZEROUPPER
+	RET
+
+// func bf16PairsBF16(dst *uint32, r0 *uint16, r1 *uint16, groups int, group int, stride int)
+// Requires: AVX, AVX512F
+TEXT ·bf16PairsBF16(SB), NOSPLIT, $0-48
+	MOVQ  dst+0(FP), AX
+	MOVQ  r0+8(FP), CX
+	MOVQ  r1+16(FP), DX
+	MOVQ  groups+24(FP), BX
+	MOVQ  stride+40(FP), SI
+	TESTQ BX, BX
+	JZ    bf16PairsBF16_g_done
+
+bf16PairsBF16_g_loop:
+	MOVQ  group+32(FP), DI
+	MOVQ  AX, R8
+	TESTQ DI, DI
+	JZ    bf16PairsBF16_done
+
+bf16PairsBF16_loop:
+	VPMOVZXWD (CX), Z0
+	VPMOVZXWD (DX), Z1
+	VPSLLD    $0x10, Z1, Z1
+	VPORD     Z1, Z0, Z0
+	VMOVDQU32 Z0, (R8)
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000020, DX
+	ADDQ      $0x00000040, R8
+	DECQ      DI
+	JNZ       bf16PairsBF16_loop
+
+bf16PairsBF16_done:
+	ADDQ SI, AX
+	DECQ BX
+	JNZ  bf16PairsBF16_g_loop
+
+bf16PairsBF16_g_done:
 	VZEROUPPER
 	RET
 

@@ -89,10 +89,10 @@ func e2m1BlocksAVX512(dst *uint8, src *float32, es *float32, blocks int)
 //go:noescape
 func e2m1StochasticAVX512(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)
 
-// e2m1DecodeAVX512 decodes 16·blocks packed E2M1 codes times a factor per 16; its Go twin is decodeE2M1Go (fp8cast.go) (AVX-512F).
+// e2m1DecodeBF16AVX512 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape
-func e2m1DecodeAVX512(dst *float32, src *uint8, factors *float32, blocks int)
+func e2m1DecodeBF16AVX512(dst *uint16, src *uint8, factors *float32, blocks int)
 
 // bf16ShiftAVX512 adds per-lane exponent shifts to the finite non-zero bf16 halves of 16·blocks lanes; its Go twin is bf16ShiftGo (bf16pack.go) (AVX-512BW).
 //
@@ -198,6 +198,11 @@ func bf16PairsFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stri
 //
 //go:noescape
 func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
+
+// bf16PairsBF16 interleaves two rows of 16·group·groups bf16 values as pairs, each group of 16·group lanes stride bytes after the last (AVX-512F).
+//
+//go:noescape
+func bf16PairsBF16(dst *uint32, r0 *uint16, r1 *uint16, groups int, group int, stride int)
 
 // bf16Transpose16 transposes blocks of 16×16 32-bit lanes, storing the masked lanes of each row (AVX-512F).
 //

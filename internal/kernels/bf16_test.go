@@ -231,7 +231,11 @@ func TestBF16PackKernels(t *testing.T) {
 			f[i] = math.Float32frombits(rng.Uint32())
 		}
 	}
-	ops := []*Operand{{F32: f}}
+	bf := make([]uint16, len(f))
+	for i, v := range f {
+		bf[i] = uint16(math.Float32bits(v) >> 16)
+	}
+	ops := []*Operand{{F32: f}, {BF16: bf}}
 	for format := 0; format < 2; format++ {
 		codes := make([]uint8, 2*n+256)
 		for i := range codes {
@@ -287,7 +291,11 @@ func TestBF16PairsGroups(t *testing.T) {
 	for i := range codes {
 		codes[i] = uint8(rng.IntN(256))
 	}
-	for _, x := range []*Operand{{F32: f}, fp8OperandForTest(codes, 1, 0.5)} {
+	bf := make([]uint16, len(f))
+	for i, v := range f {
+		bf[i] = BF16FromFloat32(v)
+	}
+	for _, x := range []*Operand{{F32: f}, fp8OperandForTest(codes, 1, 0.5), {BF16: bf}} {
 		for _, width := range []int{16, 32, 48, 40} {
 			for _, groups := range []int{1, 3, 7} {
 				stride := width*5 + 3
@@ -670,5 +678,51 @@ func BenchmarkGemmShapes(b *testing.B) {
 			}
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// TestGemmBF16Operands: RunBF16 with operands given as bf16 values (how
+// NVFP4's decoded elements reach the GEMM) computes exactly what it
+// computes from float32 operands holding the same values, on every
+// kernel and the fallback, for every layout, on the direct and the
+// blocked path and ragged sizes.
+func TestGemmBF16Operands(t *testing.T) { withBF16Kernel(t, testGemmBF16Operands) }
+
+func testGemmBF16Operands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	g := NewGemm()
+	for _, s := range [][3]int{{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {130, 70, 257}, {200, 300, 801}, {64, 1100, 512}} {
+		for _, tA := range []bool{false, true} {
+			for _, tB := range []bool{false, true} {
+				m, n, k := s[0], s[1], s[2]
+				lda, ldb := k, n
+				arows, brows := m, k
+				if tA {
+					lda, arows = m, k
+				}
+				if tB {
+					ldb, brows = k, n
+				}
+				operand := func(size int) (*Operand, *Operand) {
+					f, h := make([]float32, size), make([]uint16, size)
+					for i := range f {
+						h[i] = BF16FromFloat32(float32(rng.NormFloat64()))
+						f[i] = BF16ToFloat32(h[i])
+					}
+					return &Operand{F32: f}, &Operand{BF16: h}
+				}
+				fa, ha := operand(arows * lda)
+				fb, hb := operand(brows * ldb)
+				want, got := make([]float32, m*n), make([]float32, m*n)
+				ep := Epilogue{Alpha: 0.37}
+				g.RunBF16(tA, tB, m, n, k, fa, lda, fb, ldb, want, n, ep)
+				g.RunBF16(tA, tB, m, n, k, ha, lda, hb, ldb, got, n, ep)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v tA=%v tB=%v: C[%d] = %v, from float32 %v", s, tA, tB, i, got[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }

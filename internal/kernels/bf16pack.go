@@ -21,6 +21,9 @@ func asU32(f []float32) []uint32 {
 
 // bf16At returns element o of the operand as bf16.
 func (x *Operand) bf16At(o int) uint16 {
+	if x.BF16 != nil {
+		return x.BF16[o]
+	}
 	if x.Codes == nil {
 		return BF16FromFloat32(x.F32[o])
 	}
@@ -62,6 +65,18 @@ func (x *Operand) pairs16Groups(dst []uint32, o0, o1, groups, width, stride int)
 
 // row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
 func (x *Operand) row16(dst []uint32, o, n int) {
+	if x.BF16 != nil {
+		// Consecutive bf16 values are already pairs (the first in the
+		// low half): a copy.
+		q := n / 2
+		if q > 0 {
+			copy(dst[:q], unsafe.Slice((*uint32)(unsafe.Pointer(&x.BF16[o])), q))
+		}
+		if n%2 == 1 {
+			dst[q] = uint32(x.BF16[o+n-1])
+		}
+		return
+	}
 	q := rowVector(x, dst, o, n)
 	for ; 2*q+1 < n; q++ {
 		dst[q] = bf16Pair(x.bf16At(o+2*q), x.bf16At(o+2*q+1))

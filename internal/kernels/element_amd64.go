@@ -487,14 +487,14 @@ func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int 
 	return 16 * blocks
 }
 
-// decodeE2M1Vector decodes the whole blocks of 16 of dst (see
-// DecodeE2M1) and returns how many values it did.
-func decodeE2M1Vector(dst []float32, src []uint8, factors []float32) int {
+// decodeE2M1BF16Vector decodes the whole blocks of 16 of dst (see
+// DecodeE2M1BF16) and returns how many values it did.
+func decodeE2M1BF16Vector(dst []uint16, src []uint8, factors []float32) int {
 	blocks := len(dst) / 16
 	if !hasAVX512 || blocks == 0 || len(src) < 8*blocks || len(factors) < blocks {
 		return 0
 	}
-	e2m1DecodeAVX512(&dst[0], &src[0], &factors[0], blocks)
+	e2m1DecodeBF16AVX512(&dst[0], &src[0], &factors[0], blocks)
 	return blocks * 16
 }
 

@@ -63,6 +63,6 @@ func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32)
 func e2m1BlocksVector(dst []uint8, src, es []float32) int                            { return 0 }
 func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int      { return 0 }
 
-func decodeE2M1Vector(dst []float32, src []uint8, factors []float32) int { return 0 }
+func decodeE2M1BF16Vector(dst []uint16, src []uint8, factors []float32) int { return 0 }
 
 func amax128Vector(out []uint32, src []float32) int { return 0 }

@@ -178,8 +178,11 @@ func quantizeFP8LanesGo(c *FP8Cast, dst []uint8, src, scales []float32) uint32 {
 func QuantizeFP8Blocks(c *FP8Cast, dst []uint8, src, scales []float32) {
 	dst, scales = dst[:len(src)], scales[:(len(src)+127)/128]
 	done := quantizeFP8BlocksVector(c.Format, dst, src, scales)
-	if done < len(src) { // a ragged last block: one scale
-		QuantizeFP8(c, dst[done:], src[done:], scales[done/128])
+	// The blocks the kernel left (a ragged last one; all of them without
+	// it), each through the one-scale cast.
+	for b := done / 128; b < len(scales); b++ {
+		lo, hi := 128*b, min(len(src), 128*b+128)
+		QuantizeFP8(c, dst[lo:hi], src[lo:hi], scales[b])
 	}
 }
 
@@ -531,26 +534,29 @@ func transposeGo(dst, src []float32, rows, cols, r0, r1, c0, c1 int) {
 	}
 }
 
-// DecodeE2M1 writes the values of n packed E2M1 codes (src, two per
-// byte, the even element in the low nibble) times one factor per 16
-// elements: dst[j] = value(code j)·factors[j/16], for j < n (dst at
-// least n long, src ⌈n/2⌉ bytes). The vector kernel decodes the whole
-// blocks of 16, decodeE2M1Go (its twin) the rest, with the same bits.
-func DecodeE2M1(dst []float32, src []uint8, factors []float32, n int) {
-	done := decodeE2M1Vector(dst[:n], src[:(n+1)/2], factors[:(n+15)/16])
-	decodeE2M1Go(dst[done:n], src[done/2:(n+1)/2], factors[done/16:(n+15)/16])
+// DecodeE2M1BF16 writes, as bf16, the values of n packed E2M1 codes (src,
+// two per byte, the even element in the low nibble) times one factor per
+// 16 elements: dst[j] = the top half of the float32 bits of
+// value(code j)·factors[j/16], for j < n (dst at least n long, src
+// ⌈n/2⌉ bytes) — exact when each product is a bf16 value, as an E2M1
+// value times an E4M3 block scale is (NVFP4's GEMM operands). The
+// vector kernel decodes the whole blocks of 16, decodeE2M1BF16Go (its
+// twin) the rest, with the same bits.
+func DecodeE2M1BF16(dst []uint16, src []uint8, factors []float32, n int) {
+	done := decodeE2M1BF16Vector(dst[:n], src[:(n+1)/2], factors[:(n+15)/16])
+	decodeE2M1BF16Go(dst[done:n], src[done/2:(n+1)/2], factors[done/16:(n+15)/16])
 }
 
-// decodeE2M1Go is the loop e2m1DecodeAVX512 replaces, from an even
-// element on.
-func decodeE2M1Go(dst []float32, src []uint8, factors []float32) {
+// decodeE2M1BF16Go is the loop e2m1DecodeBF16AVX512 replaces, from an
+// even element on.
+func decodeE2M1BF16Go(dst []uint16, src []uint8, factors []float32) {
 	for j := range dst {
 		c := src[j/2] >> (4 * (j & 1)) & 0xF
 		v := e2m1Values[c&7]
 		if c&8 != 0 {
 			v = -v
 		}
-		dst[j] = v * factors[j/16]
+		dst[j] = uint16(math.Float32bits(v*factors[j/16]) >> 16)
 	}
 }
 

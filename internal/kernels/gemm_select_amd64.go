@@ -131,6 +131,11 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 	}
 	_ = dst[(groups-1)*stride+width-1]
 	n := groups * width
+	if x.BF16 != nil {
+		_, _ = x.BF16[o0+n-1], x.BF16[o1+n-1]
+		bf16PairsBF16(&dst[0], &x.BF16[o0], &x.BF16[o1], groups, width/16, 4*stride)
+		return true
+	}
 	if x.Codes == nil {
 		_, _ = x.F32[o0+n-1], x.F32[o1+n-1]
 		bf16PairsF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride)
@@ -157,6 +162,9 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 // rowVector does the longest multiple of 32 values of Operand.row16 with
 // the vector kernel and returns how many pairs it wrote.
 func rowVector(x *Operand, dst []uint32, o, n int) int {
+	if x.BF16 != nil {
+		return 0 // row16 copies bf16 rows itself
+	}
 	blocks := n / 32
 	if !hasBF16 || blocks == 0 || (x.Codes != nil && x.bf16Tab == nil) {
 		return 0

@@ -9,7 +9,11 @@ package kernels
 // Table[c]·Outer[i]·Block[i·Blocks + p/32], each factor present only when
 // its slice is set. A tensorwise scale is folded into Table by the caller.
 type Operand struct {
-	F32   []float32
+	F32 []float32
+	// BF16, when set, holds the operand as bf16 values (RunBF16 only:
+	// NVFP4 elements times their block scales, each exactly a bf16
+	// value, decoded once and packed without a float32 copy).
+	BF16  []uint16
 	Codes []uint8
 	Table *[256]float32
 	// Cast and Scale, when Cast is set, describe Table (Table[c] =

@@ -60,6 +60,7 @@ func main() {
 	amxBF16Kernel()
 	bf16Pack("F32")
 	bf16Pack("FP8")
+	bf16PairsBF16()
 	transpose16()
 	for nv := 1; nv <= 4; nv++ {
 		for mr := 1; mr <= rowGemmRows(nv); mr++ {
@@ -486,12 +487,14 @@ func e2m1DecodeData() {
 var e2m1DecMem Mem
 
 // e2m1Decode emits the decode of NVFP4's packed E2M1 codes (two per
-// byte, the even element low) times one factor per 16 elements:
-// dst[16b+j] = value(code)·factors[b] for blocks of 16.
+// byte, the even element low) times one factor per 16 elements, as bf16:
+// dst[16b+j] = the top half of the float32 bits of value(code)·
+// factors[b], for blocks of 16 (exact when the product is a bf16 value,
+// as an E2M1 value times an E4M3 block scale is).
 func e2m1Decode() {
-	TEXT("e2m1DecodeAVX512", NOSPLIT, "func(dst *float32, src *uint8, factors *float32, blocks int)")
+	TEXT("e2m1DecodeBF16AVX512", NOSPLIT, "func(dst *uint16, src *uint8, factors *float32, blocks int)")
 	Pragma("noescape")
-	Doc("e2m1DecodeAVX512 decodes 16·blocks packed E2M1 codes times a factor per 16; its Go twin is decodeE2M1Go (fp8cast.go) (AVX-512F).")
+	Doc("e2m1DecodeBF16AVX512 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX-512F).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	fac := Load(Param("factors"), GP64())
@@ -514,10 +517,11 @@ func e2m1Decode() {
 		VPERMPS(zVals, c, v)
 		VBROADCASTSS(Mem{Base: fac}, f)
 		VMULPS(f, v, v)
-		VMOVUPS(v, Mem{Base: dst})
+		VPSRLD(U8(16), v, v)
+		VPMOVDW(v, Mem{Base: dst})
 		ADDQ(U32(8), src)
 		ADDQ(U32(4), fac)
-		ADDQ(U32(64), dst)
+		ADDQ(U32(32), dst)
 	})
 	VZEROUPPER()
 	RET()
