@@ -3,6 +3,7 @@ package ops_test
 import (
 	"fmt"
 
+	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 )
@@ -44,4 +45,38 @@ func ExampleCausalAttention() {
 	_ = p.Run()
 	fmt.Println(y.Shape(), p.Float32(y))
 	// Output: [1 3 2] [3 0 1.5 1.5 2 2]
+}
+
+// ClassifierCrossEntropy computes a classifier's FP8 logits a band of
+// rows at a time with their cross-entropy and the FP8 gradient the
+// classifier's backward GEMMs read, so the float32 logits never exist
+// whole (the FP8 compiler emits it; here it is built by hand beside the
+// separate ops it stands for, which give the same loss).
+func ExampleClassifierCrossEntropy() {
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2, 16)
+	w := g.Input("w", graph.Float32, 4, 16)
+	labels := g.Input("labels", graph.Int32, 2)
+	rec := fp8.TERecipe{}
+	delayed := func(f fp8.Format, grad bool) ops.QuantizeConfig {
+		return ops.QuantizeConfig{Scaling: ops.Delayed, Format: f, Meta: rec.NewMeta(grad)}
+	}
+	xq := ops.QuantizeNamed("xq", x, delayed(fp8.E4M3, false))
+	wq := ops.QuantizeNamed("wq", w, delayed(fp8.E4M3, false))
+	dloss := g.Const("dloss", 1)
+	grad := ops.ClassifierCrossEntropy("head", xq, wq, nil, labels, dloss, delayed(fp8.E5M2, true))
+	loss := ops.ClassifierLoss("head/loss", grad, labels)
+	separate := ops.CrossEntropy(ops.ScaledMatMul("logits", xq, wq, false, true, nil), labels)
+
+	p, _ := graph.Compile(g, graph.NewStore(), graph.Options{Training: true}, loss, separate, grad)
+	xs, ws := make([]float32, 32), make([]float32, 64)
+	xs[0], ws[0] = 1, 1 // logits [1 0 0 0] and [0 0 0 0]
+	_ = p.FeedFloat32(x, xs)
+	_ = p.FeedFloat32(w, ws)
+	_ = p.FeedInt32(labels, []int32{0, 3})
+	_ = p.Run()
+	l, _ := p.Scalar(loss)
+	s, _ := p.Scalar(separate)
+	fmt.Printf("loss %.4f, separately %.4f; gradient %v %v\n", l, s, grad.Shape(), grad.DType())
+	// Output: loss 1.0650, separately 1.0650; gradient [2 4] float8_e5m2
 }
