@@ -121,4 +121,11 @@ func TestClassifierCrossEntropyRefuses(t *testing.T) {
 	require.NoError(t, p.FeedInt32(in[2], []int32{1, 2, 9, 0}))
 	require.NoError(t, p.FeedFloat32(in[3], []float32{1}))
 	require.ErrorContains(t, p.Run(), "label 9 at row 2")
+	// A batch of only ignored rows: loss 0, as CrossEntropy's.
+	ig := int32(ops.IgnoreLabel)
+	require.NoError(t, p.FeedInt32(in[2], []int32{ig, ig, ig, ig}))
+	require.NoError(t, p.Run())
+	l, err := p.Scalar(loss)
+	require.NoError(t, err)
+	require.Equal(t, float32(0), l)
 }
