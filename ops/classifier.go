@@ -128,26 +128,18 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		for i := rows * part / parts; i < rows*(part+1)/parts; i++ {
 			r := r0 + i
 			row := logits[i*c : i*c+c]
-			if labels[r] == IgnoreLabel {
-				clear(row)
-			} else {
-				// CrossEntropy's term of the row, then
-				// CrossEntropyGrad's row in place, as the two
-				// separate ops compute them.
+			if labels[r] != IgnoreLabel {
+				// CrossEntropy's term of the row; then
+				// CrossEntropyGrad's row, in place, cast.
 				mx := kernels.RowMax(row)
 				sum := kernels.ExpSum(e, row, 1, mx)
 				terms[r] = mx + math32.Log(sum) - row[labels[r]]
-				softmaxRow(row, row, false)
-				row[labels[r]] -= 1
-				for j := range row {
-					row[j] *= lossScale
-				}
 			}
-			ra, err := fp8.Quantize(out[r*c:r*c+c], row, f, scale)
+			ra, err := gradRowQuantize(out[r*c:r*c+c], row, row, labels[r], lossScale, f, scale)
 			if err != nil {
 				castErr = err // the format, checked by Infer: never
 			}
-			a = max(a, math.Float32bits(ra))
+			a = max(a, ra)
 		}
 		amax[part] = a
 	}

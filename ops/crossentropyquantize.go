@@ -74,20 +74,11 @@ func (o crossEntropyGradQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error)
 		row := rows[part]
 		var a uint32
 		for r := lo; r < hi; r++ {
-			if labels[r] == IgnoreLabel {
-				clear(row)
-			} else {
-				softmaxRow(row, x[r*c:r*c+c], false)
-				row[labels[r]] -= 1
-				for i := range row {
-					row[i] *= lossScale
-				}
-			}
-			ra, err := fp8.Quantize(out[r*c:r*c+c], row, f, scale)
+			ra, err := gradRowQuantize(out[r*c:r*c+c], row, x[r*c:r*c+c], labels[r], lossScale, f, scale)
 			if err != nil {
 				castErr = err // the format, checked by Infer: never
 			}
-			a = max(a, math.Float32bits(ra))
+			a = max(a, ra)
 		}
 		amax[part] = a
 	})
@@ -112,6 +103,24 @@ func (o crossEntropyGradQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error)
 		}
 		return nil
 	}, nil
+}
+
+// gradRowQuantize writes one row of the cross-entropy gradient,
+// (softmax(logits) − onehot(label))·lossScale, into row (which may be
+// logits itself; zeros for an ignored row) and its FP8 codes into dst,
+// and returns the float32 bits of the row's amax.
+func gradRowQuantize(dst []uint8, row, logits []float32, label int32, lossScale float32, f fp8.Format, scale float32) (uint32, error) {
+	if label == IgnoreLabel {
+		clear(row)
+	} else {
+		softmaxRow(row, logits, false)
+		row[label] -= 1
+		for i := range row {
+			row[i] *= lossScale
+		}
+	}
+	a, err := fp8.Quantize(dst, row, f, scale)
+	return math.Float32bits(a), err
 }
 
 // CrossEntropyGradQuantize returns the gradient of CrossEntropy(logits,

@@ -624,20 +624,26 @@ func amax128() {
 		VPMAXUD(Z1, Z0, Z0)
 		VPMAXUD(Z3, Z2, Z2)
 		VPMAXUD(Z2, Z0, Z0)
-		VEXTRACTI64X4(U8(1), Z0, Y1)
-		VPMAXUD(Y1, Y0, Y0)
-		VEXTRACTI128(U8(1), Y0, X1)
-		VPMAXUD(X1, X0, X0)
-		VPSHUFD(U8(0x4E), X0, X1)
-		VPMAXUD(X1, X0, X0)
-		VPSHUFD(U8(0xB1), X0, X1)
-		VPMAXUD(X1, X0, X0)
-		VMOVD(X0, Mem{Base: out})
+		storeMaxUD(Mem{Base: out})
 		ADDQ(U32(512), src)
 		ADDQ(U32(4), out)
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// storeMaxUD stores the largest of Z0's 16 unsigned 32-bit lanes to m
+// (Y1 scratch; Z0 clobbered): the horizontal step of the block amaxes.
+func storeMaxUD(m Mem) {
+	VEXTRACTI64X4(U8(1), Z0, Y1)
+	VPMAXUD(Y1, Y0, Y0)
+	VEXTRACTI128(U8(1), Y0, X1)
+	VPMAXUD(X1, X0, X0)
+	VPSHUFD(U8(0x4E), X0, X1)
+	VPMAXUD(X1, X0, X0)
+	VPSHUFD(U8(0xB1), X0, X1)
+	VPMAXUD(X1, X0, X0)
+	VMOVD(X0, m)
 }
 
 // amaxCols emits, for 16·blocks values, acc[j] = max(acc[j], |x[j]|)
