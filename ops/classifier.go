@@ -2,7 +2,6 @@ package ops
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/chewxy/math32"
 	"github.com/octetml/octet/fp8"
@@ -111,10 +110,6 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	g := fp8.NewScaledGEMM()
 	g.Block = blockEpilogue(logits, c, bias, nil)
 	workers := parallel.Workers()
-	scratch := make([][]float32, workers)
-	for i := range scratch {
-		scratch[i] = make([]float32, c)
-	}
 	amax := make([]uint32, workers) // float32 bits: NaN sorts above +inf
 	var scale, lossScale float32
 	var castErr error
@@ -123,19 +118,19 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	parts := 1
 	body := func(part int) {
 		rows := min(band, n-r0)
-		e := scratch[part]
 		a := amax[part]
 		for i := rows * part / parts; i < rows*(part+1)/parts; i++ {
 			r := r0 + i
 			row := logits[i*c : i*c+c]
-			if labels[r] != IgnoreLabel {
-				// CrossEntropy's term of the row; then
-				// CrossEntropyGrad's row, in place, cast.
-				mx := kernels.RowMax(row)
-				sum := kernels.ExpSum(e, row, 1, mx)
-				terms[r] = mx + math32.Log(sum) - row[labels[r]]
+			if label := labels[r]; label != IgnoreLabel {
+				// The row's softmax in place, with CrossEntropy's
+				// term from the same max and sum; then
+				// CrossEntropyGrad's row, cast.
+				logit := row[label]
+				mx, sum := softmaxSum(row, row)
+				terms[r] = mx + math32.Log(sum) - logit
 			}
-			ra, err := gradRowQuantize(out[r*c:r*c+c], row, row, labels[r], lossScale, f, scale)
+			ra, err := gradRowQuantize(out[r*c:r*c+c], row, labels[r], lossScale, f, scale)
 			if err != nil {
 				castErr = err // the format, checked by Infer: never
 			}
@@ -165,11 +160,7 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		if castErr != nil {
 			return castErr
 		}
-		a := amax[0]
-		for _, v := range amax[1:] {
-			a = max(a, v)
-		}
-		sc.Amax = math.Float32frombits(a)
+		sc.Amax = partsAmax(amax)
 		if record {
 			m.Record(sc.Amax)
 		}

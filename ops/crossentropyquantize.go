@@ -74,7 +74,10 @@ func (o crossEntropyGradQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error)
 		row := rows[part]
 		var a uint32
 		for r := lo; r < hi; r++ {
-			ra, err := gradRowQuantize(out[r*c:r*c+c], row, x[r*c:r*c+c], labels[r], lossScale, f, scale)
+			if labels[r] != IgnoreLabel {
+				softmaxRow(row, x[r*c:r*c+c], false)
+			}
+			ra, err := gradRowQuantize(out[r*c:r*c+c], row, labels[r], lossScale, f, scale)
 			if err != nil {
 				castErr = err // the format, checked by Infer: never
 			}
@@ -93,11 +96,7 @@ func (o crossEntropyGradQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error)
 		if castErr != nil {
 			return castErr
 		}
-		a := amax[0]
-		for _, v := range amax[1:run.parts] {
-			a = max(a, v)
-		}
-		sc.Amax = math.Float32frombits(a)
+		sc.Amax = partsAmax(amax[:run.parts])
 		if record {
 			m.Record(sc.Amax)
 		}
@@ -105,15 +104,14 @@ func (o crossEntropyGradQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error)
 	}, nil
 }
 
-// gradRowQuantize writes one row of the cross-entropy gradient,
-// (softmax(logits) − onehot(label))·lossScale, into row (which may be
-// logits itself; zeros for an ignored row) and its FP8 codes into dst,
-// and returns the float32 bits of the row's amax.
-func gradRowQuantize(dst []uint8, row, logits []float32, label int32, lossScale float32, f fp8.Format, scale float32) (uint32, error) {
+// gradRowQuantize turns row, holding the softmax of a row of logits,
+// into that row's cross-entropy gradient (softmax − onehot(label))·
+// lossScale (zeros for an ignored row, whatever row held), writes its
+// FP8 codes into dst and returns the float32 bits of its amax.
+func gradRowQuantize(dst []uint8, row []float32, label int32, lossScale float32, f fp8.Format, scale float32) (uint32, error) {
 	if label == IgnoreLabel {
 		clear(row)
 	} else {
-		softmaxRow(row, logits, false)
 		row[label] -= 1
 		for i := range row {
 			row[i] *= lossScale

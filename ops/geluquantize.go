@@ -82,11 +82,7 @@ func (o geluQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	return func() error {
 		sc.ScaleInv, scale = m.ScaleInv, m.Scale
 		c.group.For(c.parts, c.run)
-		a := amax[0]
-		for _, v := range amax[1:c.parts] {
-			a = max(a, v)
-		}
-		sc.Amax = math.Float32frombits(a)
+		sc.Amax = partsAmax(amax[:c.parts])
 		if record {
 			m.Record(sc.Amax)
 		}

@@ -353,11 +353,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 	})
 	run := func(c *chunker) float32 {
 		c.group.For(c.parts, c.run)
-		m := amax[0]
-		for _, a := range amax[1:c.parts] {
-			m = max(m, a)
-		}
-		return math.Float32frombits(m)
+		return partsAmax(amax[:c.parts])
 	}
 	switch cfg.Scaling {
 	case Delayed:
@@ -461,6 +457,16 @@ func Quantize(x *graph.Node, cfg QuantizeConfig) *graph.Node {
 // QuantizeNamed is Quantize with an explicit node name.
 func QuantizeNamed(name string, x *graph.Node, cfg QuantizeConfig) *graph.Node {
 	return apply(quantizeOp{cfg}, name, x)
+}
+
+// partsAmax combines the amaxes the parts of a cast recorded (float32
+// bits, so that a NaN sorts above +inf) into the cast's.
+func partsAmax(parts []uint32) float32 {
+	a := parts[0]
+	for _, v := range parts[1:] {
+		a = max(a, v)
+	}
+	return math.Float32frombits(a)
 }
 
 // QuantizeConfigOf returns the config of a node that casts to FP8: a

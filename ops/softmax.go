@@ -51,19 +51,29 @@ func softmaxRow(y, x []float32, log bool) {
 	if len(x) == 0 {
 		return
 	}
-	m := kernels.RowMax(x)
-	sum := kernels.ExpSum(y, x, 1, m)
-	if log {
-		lse := m + math32.Log(sum)
-		for i, v := range x {
-			y[i] = v - lse
-		}
+	if !log {
+		softmaxSum(y, x)
 		return
 	}
+	m := kernels.RowMax(x)
+	sum := kernels.ExpSum(y, x, 1, m)
+	lse := m + math32.Log(sum)
+	for i, v := range x {
+		y[i] = v - lse
+	}
+}
+
+// softmaxSum writes softmax(x) into y (which may be x) and returns the
+// row's max m and the sum of exp(x − m), whose log plus m is the row's
+// log-sum-exp (CrossEntropy's term is that less the label's logit).
+func softmaxSum(y, x []float32) (m, sum float32) {
+	m = kernels.RowMax(x)
+	sum = kernels.ExpSum(y, x, 1, m)
 	inv := 1 / sum
 	for i := range y {
 		y[i] *= inv
 	}
+	return m, sum
 }
 
 func (o softmaxOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
