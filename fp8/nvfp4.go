@@ -345,8 +345,12 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 			kernels.RHT16(w[lo*z.sc : hi*z.sc])
 		}
 	}
-	for r := lo; r < hi; r++ {
-		kernels.Amax16(z.bam[r*z.nb:(r+1)*z.nb], z.y[r*z.sc:(r+1)*z.sc])
+	if z.sc%NVFP4Block == 0 { // rows of whole blocks: one run
+		kernels.Amax16(z.bam[lo*z.nb:hi*z.nb], z.y[lo*z.sc:hi*z.sc])
+	} else {
+		for r := lo; r < hi; r++ {
+			kernels.Amax16(z.bam[r*z.nb:(r+1)*z.nb], z.y[r*z.sc:(r+1)*z.sc])
+		}
 	}
 	var m uint32
 	for _, a := range z.bam[lo*z.nb : hi*z.nb] {
