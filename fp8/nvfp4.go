@@ -333,14 +333,20 @@ func (z *NVFP4Quantizer) span(i, n int) (int, int) { return n * i / z.parts, n *
 // and their largest as the part's amax: the tensor's amax is the largest
 // block amax.
 func (z *NVFP4Quantizer) prepPart(i int) {
+	if z.trans {
+		// Stored row j is source column j: one pass transposes,
+		// transforms and takes the block amaxes, the parts split at
+		// strips of 16 columns (the vector kernel's).
+		strips := (z.sr + 15) / 16
+		s0, s1 := z.span(i, strips)
+		lo, hi := 16*s0, min(z.sr, 16*s1)
+		kernels.NVFP4Cols(z.work, z.bam, z.src, z.rows, z.cols, lo, hi, z.c.RHT)
+		z.amax[i] = maxBits(z.bam[lo*z.nb : hi*z.nb])
+		return
+	}
 	lo, hi := z.span(i, z.sr)
 	if w := z.work; w != nil {
-		if z.trans {
-			// Stored row j is source column j.
-			kernels.Transpose(w, z.src, z.rows, z.cols, lo, hi)
-		} else {
-			copy(w[lo*z.sc:hi*z.sc], z.src[lo*z.sc:hi*z.sc])
-		}
+		copy(w[lo*z.sc:hi*z.sc], z.src[lo*z.sc:hi*z.sc])
 		if z.c.RHT {
 			kernels.RHT16(w[lo*z.sc : hi*z.sc])
 		}
@@ -352,11 +358,16 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 			kernels.Amax16(z.bam[r*z.nb:(r+1)*z.nb], z.y[r*z.sc:(r+1)*z.sc])
 		}
 	}
+	z.amax[i] = maxBits(z.bam[lo*z.nb : hi*z.nb])
+}
+
+// maxBits returns the largest of a part's block amaxes (0 for none).
+func maxBits(bam []uint32) uint32 {
 	var m uint32
-	for _, a := range z.bam[lo*z.nb : hi*z.nb] {
+	for _, a := range bam {
 		m = max(m, a)
 	}
-	z.amax[i] = m
+	return m
 }
 
 // castPart casts part i's bands of stored rows (one row for 1×16

@@ -74,6 +74,16 @@ func rht16AVX512(x *float32, groups int)
 //go:noescape
 func amax16AVX512(src *float32, blocks int, out *uint32)
 
+// nvfp4ColsAVX512 writes 16 source columns of 16·groups rows transposed with the amax of each block of 16; its Go twin is Transpose and Amax16 (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func nvfp4ColsAVX512(dst *float32, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
+
+// nvfp4ColsRHTAVX512 writes 16 source columns of 16·groups rows transposed, randomly Hadamard-transformed along the rows, with the amax of each block of 16; its Go twin is Transpose, RHT16 and Amax16 (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func nvfp4ColsRHTAVX512(dst *float32, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
+
 // nvfp4ScalesAVX512 computes the E4M3 block scales and element scales of 16·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape

@@ -329,6 +329,72 @@ func TestE2M1AndRHTMatchTwins(t *testing.T) {
 	}
 }
 
+// TestNVFP4ColsMatchesTwin checks the fused column pass of NVFP4's
+// column-wise cast (transpose, transform, block amaxes) against the
+// three loops it replaces, bit for bit (NaN for NaN), on every kind of
+// value, for column ranges that start, end or fall between strips of
+// 16, rows that are and are not multiples of 16, and checks that the
+// rows outside the range are not written.
+func TestNVFP4ColsMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-42,
+		math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32, float32(math.NaN()), math.Float32frombits(0x7FFFFFFF), math.Float32frombits(0xFF800001)}
+	for _, c := range []struct{ rows, cols, c0, c1 int }{
+		{16, 16, 0, 16}, {64, 48, 0, 48}, {32, 40, 3, 37}, {48, 128, 16, 80}, {768, 128, 64, 128}, {20, 33, 0, 33}, {7, 16, 0, 16}, {16, 5, 1, 4},
+	} {
+		for _, rht := range []bool{false, true} {
+			if rht && c.rows%16 != 0 {
+				continue
+			}
+			for _, kind := range []string{"normal", "special", "bits", "zeros"} {
+				src := make([]float32, c.rows*c.cols)
+				for i := range src {
+					switch kind {
+					case "normal":
+						src[i] = float32(rng.NormFloat64() * 3)
+					case "special":
+						src[i] = special[rng.IntN(len(special))]
+						if rng.IntN(2) == 0 {
+							src[i] = float32(rng.NormFloat64())
+						}
+					case "bits":
+						src[i] = math.Float32frombits(rng.Uint32())
+					case "zeros":
+						src[i] = float32(math.Copysign(0, float64(rng.IntN(2)*2-1)))
+					}
+				}
+				nb := (c.rows + 15) / 16
+				got, want := make([]float32, c.rows*c.cols), make([]float32, c.rows*c.cols)
+				gam, wam := make([]uint32, c.cols*nb), make([]uint32, c.cols*nb)
+				for i := range got {
+					got[i], want[i] = 7, 7
+				}
+				for i := range gam {
+					gam[i], wam[i] = 9, 9
+				}
+				NVFP4Cols(got, gam, src, c.rows, c.cols, c.c0, c.c1, rht)
+				transposeGo(want, src, c.rows, c.cols, 0, c.rows, c.c0, c.c1)
+				if rht {
+					rht16Go(want[c.c0*c.rows : c.c1*c.rows])
+				}
+				for r := c.c0; r < c.c1; r++ {
+					amax16Go(wam[r*nb:(r+1)*nb], want[r*c.rows:(r+1)*c.rows])
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+						t.Fatalf("%+v rht=%v %s: stored value %d (row %d) = %#x, twin %#x", c, rht, kind, i, i/c.rows, math.Float32bits(got[i]), math.Float32bits(want[i]))
+					}
+				}
+				for i := range gam {
+					if gam[i] != wam[i] {
+						t.Fatalf("%+v rht=%v %s: block amax %d (row %d) = %#x, twin %#x", c, rht, kind, i, i/nb, gam[i], wam[i])
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestDecodeE2M1MatchesTwin checks the vector E2M1 decode to bf16
 // against its Go twin bit for bit over every byte, with factors of every
 // kind, at lengths that leave a tail (odd ones included).

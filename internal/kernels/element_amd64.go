@@ -443,6 +443,25 @@ func rht16Vector(x []float32) int {
 	return groups * 16
 }
 
+// nvfp4ColsVector does NVFP4Cols for the strips of 16 whole columns
+// from c0 when rows is a multiple of 16 and returns how many columns it
+// did.
+func nvfp4ColsVector(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 int, rht bool) int {
+	if !hasAVX512 || rows%16 != 0 {
+		return 0
+	}
+	nb, strips := rows/16, (c1-c0)/16
+	for s := 0; s < strips; s++ {
+		c := c0 + 16*s
+		if rht {
+			nvfp4ColsRHTAVX512(&dst[c*rows], &src[c], &bam[c*nb], nb, 4*cols, 4*rows, int32(nb))
+		} else {
+			nvfp4ColsAVX512(&dst[c*rows], &src[c], &bam[c*nb], nb, 4*cols, 4*rows, int32(nb))
+		}
+	}
+	return 16 * strips
+}
+
 // amax16Vector does Amax16 for the whole blocks of src with the vector
 // kernel and returns how many blocks it did.
 func amax16Vector(out []uint32, src []float32) int {

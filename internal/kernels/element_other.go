@@ -58,6 +58,10 @@ func amaxColsVector(acc []uint32, src []float32) (int, uint32)                  
 
 func rht16Vector(x []float32) int { return 0 }
 
+func nvfp4ColsVector(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 int, rht bool) int {
+	return 0
+}
+
 func amax16Vector(out []uint32, src []float32) int                                   { return 0 }
 func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int { return 0 }
 func e2m1BlocksVector(dst []uint8, src, es []float32) int                            { return 0 }

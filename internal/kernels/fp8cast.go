@@ -352,6 +352,34 @@ func Amax16(out []uint32, src []float32) {
 	amax16Go(out[done:], src[16*done:])
 }
 
+// NVFP4Cols is the first pass of NVFP4's column-wise cast of columns
+// c0 ≤ j < c1 of the rows × cols matrix src (row-major): it writes them
+// transposed to rows c0…c1−1 of dst (cols × rows, as Transpose does),
+// with rht after Transformer Engine's random Hadamard transform of each
+// group of 16 along them (RHT16; rows must then be a multiple of 16),
+// and the amax bits of each block of 16 of those rows to bam (⌈rows/16⌉
+// blocks a row, Amax16's rule). The vector kernel does strips of 16
+// columns when rows is a multiple of 16, reading each value once;
+// Transpose, RHT16 and Amax16 (its twin) do the rest, with the same bits.
+func NVFP4Cols(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 int, rht bool) {
+	if rows <= 0 || c0 >= c1 {
+		return
+	}
+	nb := (rows + 15) / 16
+	_, _, _ = src[rows*cols-1], dst[c1*rows-1], bam[c1*nb-1]
+	j := c0 + nvfp4ColsVector(dst, bam, src, rows, cols, c0, c1, rht)
+	if j >= c1 {
+		return
+	}
+	Transpose(dst, src, rows, cols, j, c1)
+	if rht {
+		RHT16(dst[j*rows : c1*rows])
+	}
+	for r := j; r < c1; r++ {
+		Amax16(bam[r*nb:(r+1)*nb], dst[r*rows:(r+1)*rows])
+	}
+}
+
 // amax16Go is the loop amax16AVX512 replaces.
 func amax16Go(out []uint32, src []float32) {
 	for b := range out {

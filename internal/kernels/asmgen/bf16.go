@@ -363,45 +363,7 @@ func transpose16() {
 				ADDQ(ss, p)
 			}
 		}
-		// 32-bit interleave of row pairs, within 128-bit lanes.
-		a := make([]VecPhysical, 16)
-		for k := 0; k < 8; k++ {
-			a[2*k], a[2*k+1] = zmm(16+2*k), zmm(17+2*k)
-			VPUNPCKLDQ(r[2*k+1], r[2*k], a[2*k])
-			VPUNPCKHDQ(r[2*k+1], r[2*k], a[2*k+1])
-		}
-		// 64-bit interleave: b[4k+m] lane L holds rows 4k…4k+3 of
-		// column 4L+m.
-		b := make([]VecPhysical, 16)
-		for k := 0; k < 4; k++ {
-			for m := 0; m < 4; m++ {
-				b[4*k+m] = zmm(4*k + m)
-			}
-			VPUNPCKLQDQ(a[4*k+2], a[4*k], b[4*k+0])
-			VPUNPCKHQDQ(a[4*k+2], a[4*k], b[4*k+1])
-			VPUNPCKLQDQ(a[4*k+3], a[4*k+1], b[4*k+2])
-			VPUNPCKHQDQ(a[4*k+3], a[4*k+1], b[4*k+3])
-		}
-		// 128-bit lane shuffles: column 4L+m gathers lane L of
-		// b[m], b[4+m], b[8+m], b[12+m].
-		out := make([]VecPhysical, 16)
-		for m := 0; m < 4; m++ {
-			p0, q0, p1, q1 := zmm(16+4*m), zmm(17+4*m), zmm(18+4*m), zmm(19+4*m)
-			VSHUFI32X4(U8(0x88), b[4+m], b[m], p0)
-			VSHUFI32X4(U8(0xDD), b[4+m], b[m], q0)
-			VSHUFI32X4(U8(0x88), b[12+m], b[8+m], p1)
-			VSHUFI32X4(U8(0xDD), b[12+m], b[8+m], q1)
-		}
-		// b is consumed: the outputs go back into Z0–Z15.
-		for m := 0; m < 4; m++ {
-			p0, q0, p1, q1 := zmm(16+4*m), zmm(17+4*m), zmm(18+4*m), zmm(19+4*m)
-			o0, o1, o2, o3 := zmm(4*m), zmm(4*m+1), zmm(4*m+2), zmm(4*m+3)
-			VSHUFI32X4(U8(0x88), p1, p0, o0) // L = 0
-			VSHUFI32X4(U8(0x88), q1, q0, o1) // L = 1
-			VSHUFI32X4(U8(0xDD), p1, p0, o2) // L = 2
-			VSHUFI32X4(U8(0xDD), q1, q0, o3) // L = 3
-			out[0+m], out[4+m], out[8+m], out[12+m] = o0, o1, o2, o3
-		}
+		out := transpose16Regs()
 		d := GP64()
 		MOVQ(dst, d)
 		for j := 0; j < 16; j++ {
@@ -535,4 +497,54 @@ func addRow() {
 	VMOVUPS(Z0, K1, Mem{Base: dst})
 	VZEROUPPER()
 	RET()
+}
+
+// transpose16Regs transposes the 16×16 lanes of Z0–Z15 (row i in Zi)
+// with Z16–Z31 as scratch and returns the registers holding the
+// transposed rows: column j of the input in the j-th.
+func transpose16Regs() []VecPhysical {
+	r := make([]VecPhysical, 16)
+	for i := range r {
+		r[i] = zmm(i)
+	}
+	// 32-bit interleave of row pairs, within 128-bit lanes.
+	a := make([]VecPhysical, 16)
+	for k := 0; k < 8; k++ {
+		a[2*k], a[2*k+1] = zmm(16+2*k), zmm(17+2*k)
+		VPUNPCKLDQ(r[2*k+1], r[2*k], a[2*k])
+		VPUNPCKHDQ(r[2*k+1], r[2*k], a[2*k+1])
+	}
+	// 64-bit interleave: b[4k+m] lane L holds rows 4k…4k+3 of
+	// column 4L+m.
+	b := make([]VecPhysical, 16)
+	for k := 0; k < 4; k++ {
+		for m := 0; m < 4; m++ {
+			b[4*k+m] = zmm(4*k + m)
+		}
+		VPUNPCKLQDQ(a[4*k+2], a[4*k], b[4*k+0])
+		VPUNPCKHQDQ(a[4*k+2], a[4*k], b[4*k+1])
+		VPUNPCKLQDQ(a[4*k+3], a[4*k+1], b[4*k+2])
+		VPUNPCKHQDQ(a[4*k+3], a[4*k+1], b[4*k+3])
+	}
+	// 128-bit lane shuffles: column 4L+m gathers lane L of
+	// b[m], b[4+m], b[8+m], b[12+m].
+	out := make([]VecPhysical, 16)
+	for m := 0; m < 4; m++ {
+		p0, q0, p1, q1 := zmm(16+4*m), zmm(17+4*m), zmm(18+4*m), zmm(19+4*m)
+		VSHUFI32X4(U8(0x88), b[4+m], b[m], p0)
+		VSHUFI32X4(U8(0xDD), b[4+m], b[m], q0)
+		VSHUFI32X4(U8(0x88), b[12+m], b[8+m], p1)
+		VSHUFI32X4(U8(0xDD), b[12+m], b[8+m], q1)
+	}
+	// b is consumed: the outputs go back into Z0–Z15.
+	for m := 0; m < 4; m++ {
+		p0, q0, p1, q1 := zmm(16+4*m), zmm(17+4*m), zmm(18+4*m), zmm(19+4*m)
+		o0, o1, o2, o3 := zmm(4*m), zmm(4*m+1), zmm(4*m+2), zmm(4*m+3)
+		VSHUFI32X4(U8(0x88), p1, p0, o0) // L = 0
+		VSHUFI32X4(U8(0x88), q1, q0, o1) // L = 1
+		VSHUFI32X4(U8(0xDD), p1, p0, o2) // L = 2
+		VSHUFI32X4(U8(0xDD), q1, q0, o3) // L = 3
+		out[0+m], out[4+m], out[8+m], out[12+m] = o0, o1, o2, o3
+	}
+	return out
 }

@@ -338,3 +338,174 @@ func e2m1Blocks(stochastic bool) {
 	VZEROUPPER()
 	RET()
 }
+
+// nvfp4ColsData defines the constants of nvfp4Cols: single lanes to
+// broadcast (offsets colsAbs…colsSign), then the lane indices 0…15.
+func nvfp4ColsData() {
+	colsMem = GLOBL("nvfp4ColsConsts", RODATA|NOPTR)
+	for i, v := range []uint32{0x7FFFFFFF, 0x7F800000, 0x7FFF, 1, 0xFFFF0000, math.Float32bits(0.25), 0x80000000} {
+		DATA(4*i, U32(v))
+	}
+	for i := 0; i < 16; i++ {
+		DATA(64+4*i, U32(uint32(i)))
+	}
+}
+
+var colsMem Mem
+
+// Offsets of nvfp4ColsConsts' single lanes.
+const (
+	colsAbs = 4 * iota
+	colsInf
+	colsRound
+	colsOne
+	colsMask
+	colsQuarter
+	colsSign
+	colsIota = 64
+)
+
+// nvfp4Cols emits the first pass of a column-wise NVFP4 cast over a
+// strip of 16 source columns: for each group of 16 source rows, the
+// 16×16 values (lanes the columns), with rht Transformer Engine's random
+// Hadamard transform along the rows — each value rounded to bf16 (NaN
+// kept) and signed by s_k, y_j = Σ_k ±v_k added in k order from +0 in
+// float32 (rht16Go's arithmetic, lane by lane), times 0.25, rounded to
+// bf16 — are stored transposed (stored row l = source column l), and
+// each lane's amax over the group (NaN left out: amax16's rule) is
+// scattered to its stored row's block amax. It replaces a transpose, the
+// transform and the block amaxes: three passes over the tensor in one.
+func nvfp4Cols(rht bool) {
+	name, twin := "nvfp4ColsAVX512", "Transpose and Amax16"
+	if rht {
+		name, twin = "nvfp4ColsRHTAVX512", "Transpose, RHT16 and Amax16"
+	}
+	// Not NOSPLIT: the frame (1,152 bytes) is over the limit.
+	TEXT(name, 0, "func(dst *float32, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)")
+	Pragma("noescape")
+	Doc(name + " writes 16 source columns of 16·groups rows transposed" + map[bool]string{true: ", randomly Hadamard-transformed along the rows,", false: ""}[rht] + " with the amax of each block of 16; its Go twin is " + twin + " (fp8cast.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	bam := Load(Param("bam"), GP64())
+	n := Load(Param("groups"), GP64())
+	ss := Load(Param("srcStride"), GP64())
+	ds := Load(Param("dstStride"), GP64())
+	c := GP64()
+	LEAQ(colsMem, c)
+	cm := func(off int) Mem { return Mem{Base: c, Disp: off} }
+	// frame: 16 transposable vectors, the amaxes, the scatter indices.
+	local := AllocLocal(64 * 18)
+	nbr := Load(Param("nb"), GP32())
+	VPBROADCASTD(nbr, Z0)
+	VPMULLD(cm(colsIota), Z0, Z0)
+	VMOVDQU32(Z0, local.Offset(64*17))
+	// toBF16 rounds z to bf16 in place, NaN lanes kept (t scratch).
+	toBF16 := func(z, t VecPhysical) {
+		VPSRLD(U8(16), z, t)
+		VPANDD_BCST(cm(colsOne), t, t)
+		VPADDD(z, t, t)
+		VPADDD_BCST(cm(colsRound), t, t)
+		VFPCLASSPSZ(U8(0x81), z, K2) // K2: NaN (quiet or signalling)
+		KNOTW(K2, K3)
+		VPANDD_BCST(cm(colsMask), t, K3, z)
+	}
+	// amax folds |z| into m, NaN lanes left out (t scratch).
+	m := Z25
+	amax := func(z, t VecPhysical) {
+		VPANDD_BCST(cm(colsAbs), z, t)
+		VPCMPUD_BCST(U8(2), cm(colsInf), t, K4) // K4: |z| ≤ inf
+		VPMAXUD(t, m, K4, m)
+	}
+	loop(name, n, func() {
+		p := GP64()
+		MOVQ(src, p)
+		for k := 0; k < 16; k++ {
+			VMOVUPS(Mem{Base: p}, zmm(k))
+			if k < 15 {
+				ADDQ(ss, p)
+			}
+		}
+		VPXORD(m, m, m)
+		if !rht {
+			for k := 0; k < 16; k++ {
+				amax(zmm(k), Z26)
+			}
+		} else {
+			for k := 0; k < 16; k++ {
+				toBF16(zmm(k), Z26)
+				if 0xD7E8>>k&1 != 0 {
+					VPXORD_BCST(cm(colsSign), zmm(k), zmm(k))
+				}
+			}
+			// The sums share their prefixes: after terms 0…k, y_j's
+			// partial sum depends only on j mod d (d the power of two
+			// above k), so d partial sums are carried, not 16 — the
+			// same additions in the same order, 171 of them instead
+			// of 256. Pattern p's sum is in Z16+p, and p ≥ 8 in
+			// Z(p−8), once v_0…v_7 are no longer needed.
+			acc := func(p int) VecPhysical {
+				if p < 8 {
+					return zmm(16 + p)
+				}
+				return zmm(p - 8)
+			}
+			zero := Z24
+			VPXORD(zero, zero, zero)
+			VADDPS(Z0, zero, acc(0)) // +0 + v_0
+			addTerm := func(dst, src VecPhysical, p, k int) {
+				if popcount4(p&k)%2 == 1 {
+					VSUBPS(zmm(k), src, dst)
+				} else {
+					VADDPS(zmm(k), src, dst)
+				}
+			}
+			d := 1
+			for k := 1; k < 16; k++ {
+				if k == d { // the patterns double: new ones first
+					for p := d; p < 2*d; p++ {
+						addTerm(acc(p), acc(p-d), p, k)
+					}
+					for p := 0; p < d; p++ {
+						addTerm(acc(p), acc(p), p, k)
+					}
+					d *= 2
+					continue
+				}
+				for p := 0; p < d; p++ {
+					addTerm(acc(p), acc(p), p, k)
+				}
+			}
+			for j := 0; j < 16; j++ {
+				VMULPS_BCST(cm(colsQuarter), acc(j), acc(j))
+				toBF16(acc(j), Z26)
+				amax(acc(j), Z26)
+				VMOVUPS(acc(j), local.Offset(64*j))
+			}
+			for j := 0; j < 16; j++ {
+				VMOVUPS(local.Offset(64*j), zmm(j))
+			}
+		}
+		VMOVDQU32(m, local.Offset(64*16))
+		out := transpose16Regs()
+		d := GP64()
+		MOVQ(dst, d)
+		for l := 0; l < 16; l++ {
+			VMOVUPS(out[l], Mem{Base: d})
+			if l < 15 {
+				ADDQ(ds, d)
+			}
+		}
+		VMOVDQU32(local.Offset(64*16), Z0)
+		VMOVDQU32(local.Offset(64*17), Z1)
+		KXNORW(K1, K1, K1)
+		VPSCATTERDD(Z0, K1, Mem{Base: bam, Index: Z1, Scale: 4})
+		// Next group: 16 source rows down, 16 stored values along.
+		MOVQ(ss, p)
+		SHLQ(U8(4), p)
+		ADDQ(p, src)
+		ADDQ(U32(64), dst)
+		ADDQ(U32(4), bam)
+	})
+	VZEROUPPER()
+	RET()
+}
