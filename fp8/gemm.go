@@ -93,15 +93,13 @@ type ScaledGEMM struct {
 	tabA, tabB     [256]float32
 	blockA, blockB []float32
 	decA, decB     []float32
-	dec16A, dec16B []uint16  // NVFP4 operands decoded to bf16
+	f4A, f4B       []float32 // NVFP4 block factors
 	fold, foldB    []float32 // block factors being folded
 	expShA, expShB []int8    // Float8BlockScaling exponent shifts (direct path)
 	f32A, f32B     []float32 // Float8BlockScaling factors per 32 (float32 path)
 	group          parallel.Group
 	job            foldJob
 	foldPartFn     func(int)
-	fp4            fp4Job
-	fp4PartFn      func(int)
 }
 
 // useBF16 reports whether FP8 products take the bf16 kernels; tests turn
@@ -111,7 +109,7 @@ var useBF16 = kernels.HasBF16
 // NewScaledGEMM returns a ScaledGEMM.
 func NewScaledGEMM() *ScaledGEMM {
 	g := &ScaledGEMM{gemm: kernels.NewGemm()}
-	g.foldPartFn, g.fp4PartFn = g.foldPart, g.fp4Part
+	g.foldPartFn = g.foldPart
 	return g
 }
 
@@ -495,87 +493,27 @@ func (g *ScaledGEMM) runNVFP4(m, n, k int, a, b *Operand, c []float32) error {
 			return fmt.Errorf("fp8: scaled GEMM: NVFP4 operand %s has %d codes and %d block scales for [%d %d]", x.name, len(x.q.Codes), len(x.q.BlockScales), x.q.Rows, x.q.Cols)
 		}
 	}
-	da := g.decodeNVFP4(&g.dec16A, a.FP4)
-	db := g.decodeNVFP4(&g.dec16B, b.FP4)
-	g.opA, g.opB = kernels.Operand{BF16: da}, kernels.Operand{BF16: db}
+	g.opA = nvfp4Operand(&g.f4A, a.FP4)
+	g.opB = nvfp4Operand(&g.f4B, b.FP4)
 	g.gemm.Block = g.Block
 	g.gemm.RunBF16(a.Trans, b.Trans, m, n, k, &g.opA, a.FP4.Cols, &g.opB, b.FP4.Cols, c, n,
 		kernels.Epilogue{Alpha: float64(a.FP4.SDec) * float64(b.FP4.SDec)})
 	return nil
 }
 
-// decodeNVFP4 writes q's elements times their block scales (S_dec left
-// out; each product exactly a bf16 value) as bf16 into *buf, in parallel
-// over the rows.
-func (g *ScaledGEMM) decodeNVFP4(buf *[]uint16, q *NVFP4) []uint16 {
-	size := q.Rows * q.Cols
-	if cap(*buf) < size {
-		*buf = make([]uint16, size)
+// nvfp4Operand points an operand of the bf16 kernels at q's codes, with
+// its block scales decoded into *buf as the factors of their blocks of
+// 16 (or 16×16 tiles): the packs decode each element to bf16 as they
+// read it, its code's value times its factor, exactly (S_dec left out:
+// the epilogue applies it).
+func nvfp4Operand(buf *[]float32, q *NVFP4) kernels.Operand {
+	br, bc := NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
+	if cap(*buf) < br*bc {
+		*buf = make([]float32, br*bc)
 	}
-	g.fp4.d, g.fp4.q, g.fp4.parts = (*buf)[:size], *q, 1
-	if size >= 1<<15 {
-		g.fp4.parts = parallel.Workers()
-	}
-	_, sc := NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
-	for len(g.fp4.factors) < g.fp4.parts {
-		g.fp4.factors = append(g.fp4.factors, nil)
-	}
-	// A part's factors: its rows' block scales (1×16), or a band's
-	// tile scales once per row.
-	need := max(NVFP4Block, (q.Rows+g.fp4.parts-1)/g.fp4.parts+1) * sc
-	for p := range g.fp4.factors[:g.fp4.parts] {
-		if cap(g.fp4.factors[p]) < need {
-			g.fp4.factors[p] = make([]float32, need)
-		}
-		g.fp4.factors[p] = g.fp4.factors[p][:need]
-	}
-	g.group.For(g.fp4.parts, g.fp4PartFn)
-	return (*buf)[:size]
-}
-
-// fp4Job is the decode decodeNVFP4 splits over the workers.
-type fp4Job struct {
-	d       []uint16
-	q       NVFP4
-	parts   int
-	factors [][]float32 // per part: block scales decoded
-}
-
-// fp4Part decodes rows of g.fp4 for part i. The block scales are
-// decoded by the vector E4M3 kernel; with 1×16 blocks and rows a
-// multiple of 16 long the part's rows are one run of whole blocks,
-// decoded in one call, and a band of rows sharing 16×16 tiles is too,
-// its tiles' factors repeated for each row.
-func (g *ScaledGEMM) fp4Part(i int) {
-	j := &g.fp4
-	q := &j.q
-	half := (q.Cols + 1) / 2
-	_, sc := NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
-	cast := formats[E4M3].cast
-	lo, hi := q.Rows*i/j.parts, q.Rows*(i+1)/j.parts
-	f := j.factors[i]
-	whole := q.Cols%NVFP4Block == 0
-	if !q.TwoD && whole {
-		f = f[:(hi-lo)*sc]
-		kernels.DecodeFP8(cast, f, q.BlockScales[lo*sc:hi*sc], 1)
-		kernels.DecodeE2M1BF16(j.d[lo*q.Cols:hi*q.Cols], q.Codes[lo*half:hi*half], f, (hi-lo)*q.Cols)
-		return
-	}
-	for r := lo; r < hi; {
-		br, r1 := r, r+1
-		if q.TwoD {
-			br = r / NVFP4Block
-			if whole {
-				r1 = min(hi, (br+1)*NVFP4Block)
-			}
-		}
-		kernels.DecodeFP8(cast, f[:sc], q.BlockScales[br*sc:(br+1)*sc], 1)
-		for k := 1; k < r1-r; k++ {
-			copy(f[k*sc:(k+1)*sc], f[:sc])
-		}
-		kernels.DecodeE2M1BF16(j.d[r*q.Cols:r1*q.Cols], q.Codes[r*half:r1*half], f[:(r1-r)*sc], (r1-r)*q.Cols)
-		r = r1
-	}
+	f := (*buf)[:br*bc]
+	kernels.DecodeFP8(formats[E4M3].cast, f, q.BlockScales[:br*bc], 1)
+	return kernels.Operand{E2M1: q.Codes, E2M1Factors: f, E2M1Cols: q.Cols, E2M1Tiles: q.TwoD}
 }
 
 // runFloat8BlockBF16 runs a GEMM of two Float8BlockScaling operands with

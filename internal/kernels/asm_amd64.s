@@ -3480,6 +3480,58 @@ e2m1dec_done:
 	VZEROUPPER
 	RET
 
+// func e2m1PairsAVX512(dst *uint32, r0 *uint8, r1 *uint8, f0 *float32, f1 *float32, blocks int)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·e2m1PairsAVX512(SB), NOSPLIT, $0-48
+	MOVQ         dst+0(FP), AX
+	MOVQ         r0+8(FP), CX
+	MOVQ         r1+16(FP), DX
+	MOVQ         f0+24(FP), BX
+	MOVQ         f1+32(FP), SI
+	MOVQ         blocks+40(FP), DI
+	LEAQ         e2m1Decode<>+0(SB), R8
+	VMOVUPS      (R8), Z20
+	VMOVDQU32    64(R8), Z21
+	MOVL         $0x0000000f, R8
+	VPBROADCASTD R8, Z22
+	MOVL         $0xffff0000, R8
+	VPBROADCASTD R8, Z23
+	TESTQ        DI, DI
+	JZ           e2m1pairs_done
+
+e2m1pairs_loop:
+	VPMOVZXBD    (CX), Y0
+	VPANDD       Z22, Z0, Z1
+	VPSRLD       $0x04, Z0, Z2
+	VMOVDQU32    Z21, Z3
+	VPERMI2D     Z2, Z1, Z3
+	VPERMPS      Z20, Z3, Z4
+	VBROADCASTSS (BX), Z5
+	VMULPS       Z5, Z4, Z4
+	VPMOVZXBD    (DX), Y6
+	VPANDD       Z22, Z6, Z7
+	VPSRLD       $0x04, Z6, Z8
+	VMOVDQU32    Z21, Z9
+	VPERMI2D     Z8, Z7, Z9
+	VPERMPS      Z20, Z9, Z10
+	VBROADCASTSS (SI), Z11
+	VMULPS       Z11, Z10, Z10
+	VPSRLD       $0x10, Z4, Z4
+	VPANDD       Z23, Z10, Z10
+	VPORD        Z10, Z4, Z4
+	VMOVDQU32    Z4, (AX)
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000008, DX
+	ADDQ         $0x00000004, BX
+	ADDQ         $0x00000004, SI
+	ADDQ         $0x00000040, AX
+	DECQ         DI
+	JNZ          e2m1pairs_loop
+
+e2m1pairs_done:
+	VZEROUPPER
+	RET
+
 // func bf16ShiftAVX512(d *uint32, shifts *uint32, blocks int, step int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·bf16ShiftAVX512(SB), NOSPLIT, $0-32
@@ -5840,44 +5892,6 @@ bf16RowFP8_loop:
 	JNZ       bf16RowFP8_loop
 
 bf16RowFP8_done:
-	VZEROUPPER
-	RET
-
-// func bf16PairsBF16(dst *uint32, r0 *uint16, r1 *uint16, groups int, group int, stride int)
-// Requires: AVX, AVX512F
-TEXT ·bf16PairsBF16(SB), NOSPLIT, $0-48
-	MOVQ  dst+0(FP), AX
-	MOVQ  r0+8(FP), CX
-	MOVQ  r1+16(FP), DX
-	MOVQ  groups+24(FP), BX
-	MOVQ  stride+40(FP), SI
-	TESTQ BX, BX
-	JZ    bf16PairsBF16_g_done
-
-bf16PairsBF16_g_loop:
-	MOVQ  group+32(FP), DI
-	MOVQ  AX, R8
-	TESTQ DI, DI
-	JZ    bf16PairsBF16_done
-
-bf16PairsBF16_loop:
-	VPMOVZXWD (CX), Z0
-	VPMOVZXWD (DX), Z1
-	VPSLLD    $0x10, Z1, Z1
-	VPORD     Z1, Z0, Z0
-	VMOVDQU32 Z0, (R8)
-	ADDQ      $0x00000020, CX
-	ADDQ      $0x00000020, DX
-	ADDQ      $0x00000040, R8
-	DECQ      DI
-	JNZ       bf16PairsBF16_loop
-
-bf16PairsBF16_done:
-	ADDQ SI, AX
-	DECQ BX
-	JNZ  bf16PairsBF16_g_loop
-
-bf16PairsBF16_g_done:
 	VZEROUPPER
 	RET
 

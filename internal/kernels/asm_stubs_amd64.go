@@ -104,6 +104,11 @@ func e2m1StochasticAVX512(dst *uint8, src *float32, es *float32, blocks int, key
 //go:noescape
 func e2m1DecodeBF16AVX512(dst *uint16, src *uint8, factors *float32, blocks int)
 
+// e2m1PairsAVX512 decodes 16·blocks E2M1 codes of two rows times their factors per 16 and interleaves them as bf16 pairs; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX-512F).
+//
+//go:noescape
+func e2m1PairsAVX512(dst *uint32, r0 *uint8, r1 *uint8, f0 *float32, f1 *float32, blocks int)
+
 // bf16ShiftAVX512 adds per-lane exponent shifts to the finite non-zero bf16 halves of 16·blocks lanes; its Go twin is bf16ShiftGo (bf16pack.go) (AVX-512BW).
 //
 //go:noescape
@@ -208,11 +213,6 @@ func bf16PairsFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stri
 //
 //go:noescape
 func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
-
-// bf16PairsBF16 interleaves two rows of 16·group·groups bf16 values as pairs, each group of 16·group lanes stride bytes after the last (AVX-512F).
-//
-//go:noescape
-func bf16PairsBF16(dst *uint32, r0 *uint16, r1 *uint16, groups int, group int, stride int)
 
 // bf16Transpose16 transposes blocks of 16×16 32-bit lanes, storing the masked lanes of each row (AVX-512F).
 //

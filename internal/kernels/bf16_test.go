@@ -231,11 +231,7 @@ func TestBF16PackKernels(t *testing.T) {
 			f[i] = math.Float32frombits(rng.Uint32())
 		}
 	}
-	bf := make([]uint16, len(f))
-	for i, v := range f {
-		bf[i] = uint16(math.Float32bits(v) >> 16)
-	}
-	ops := []*Operand{{F32: f}, {BF16: bf}}
+	ops := []*Operand{{F32: f}, e2m1OperandForTest(rng, 2, 200, false), e2m1OperandForTest(rng, 40, 37, true)}
 	for format := 0; format < 2; format++ {
 		codes := make([]uint8, 2*n+256)
 		for i := range codes {
@@ -291,11 +287,7 @@ func TestBF16PairsGroups(t *testing.T) {
 	for i := range codes {
 		codes[i] = uint8(rng.IntN(256))
 	}
-	bf := make([]uint16, len(f))
-	for i, v := range f {
-		bf[i] = BF16FromFloat32(v)
-	}
-	for _, x := range []*Operand{{F32: f}, fp8OperandForTest(codes, 1, 0.5), {BF16: bf}} {
+	for _, x := range []*Operand{{F32: f}, fp8OperandForTest(codes, 1, 0.5), e2m1OperandForTest(rng, 30, 75, false)} {
 		for _, width := range []int{16, 32, 48, 40} {
 			for _, groups := range []int{1, 3, 7} {
 				stride := width*5 + 3
@@ -358,6 +350,25 @@ func TestTransposeInto(t *testing.T) {
 
 // fp8OperandForTest is an FP8 operand with its bf16 table, as RunBF16
 // prepares it for the vector packs.
+// e2m1OperandForTest returns NVFP4 codes of rows × cols elements (any
+// code, the padding nibble of odd rows set too) with factors of every
+// E4M3 kind (zero, subnormal, large), per row or per 16×16 tile.
+func e2m1OperandForTest(rng *rand.Rand, rows, cols int, tiles bool) *Operand {
+	codes := make([]uint8, rows*((cols+1)/2))
+	for i := range codes {
+		codes[i] = uint8(rng.IntN(256))
+	}
+	fr := rows
+	if tiles {
+		fr = (rows + 15) / 16
+	}
+	f := make([]float32, fr*((cols+15)/16))
+	for i := range f {
+		f[i] = fp8TableForTest(0, 1)[rng.IntN(127)] * float32(math.Ldexp(1, rng.IntN(40)-20))
+	}
+	return &Operand{E2M1: codes, E2M1Factors: f, E2M1Cols: cols, E2M1Tiles: tiles}
+}
+
 func fp8OperandForTest(codes []uint8, format int, scale float32) *Operand {
 	x := &Operand{Codes: codes, Table: fp8TableForTest(format, scale), Cast: testCasts[format], Scale: scale}
 	var t [128]uint16
@@ -681,8 +692,8 @@ func BenchmarkGemmShapes(b *testing.B) {
 	}
 }
 
-// TestGemmBF16Operands: RunBF16 with operands given as bf16 values (how
-// NVFP4's decoded elements reach the GEMM) computes exactly what it
+// TestGemmBF16Operands: RunBF16 with NVFP4 operands (codes decoded to
+// bf16 by the packs, factors per row or per 16×16 tile) computes exactly what it
 // computes from float32 operands holding the same values, on every
 // kernel and the fallback, for every layout, on the direct and the
 // blocked path and ragged sizes.
@@ -703,16 +714,18 @@ func testGemmBF16Operands(t *testing.T) {
 				if tB {
 					ldb, brows = k, n
 				}
-				operand := func(size int) (*Operand, *Operand) {
-					f, h := make([]float32, size), make([]uint16, size)
+				// NVFP4 codes (per-row factors for A, tiles for B) and
+				// their float32 values.
+				operand := func(rows, cols int, tiles bool) (*Operand, *Operand) {
+					h := e2m1OperandForTest(rng, rows, cols, tiles)
+					f := make([]float32, rows*cols)
 					for i := range f {
-						h[i] = BF16FromFloat32(float32(rng.NormFloat64()))
-						f[i] = BF16ToFloat32(h[i])
+						f[i] = BF16ToFloat32(h.bf16At(i))
 					}
-					return &Operand{F32: f}, &Operand{BF16: h}
+					return &Operand{F32: f}, h
 				}
-				fa, ha := operand(arows * lda)
-				fb, hb := operand(brows * ldb)
+				fa, ha := operand(arows, lda, false)
+				fb, hb := operand(brows, ldb, true)
 				want, got := make([]float32, m*n), make([]float32, m*n)
 				ep := Epilogue{Alpha: 0.37}
 				g.RunBF16(tA, tB, m, n, k, fa, lda, fb, ldb, want, n, ep)

@@ -1,6 +1,9 @@
 package kernels
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+)
 
 // Packing for the bf16 GEMM. A packed sliver holds, for each pair q of k
 // values (2q, 2q+1), one 32-bit lane per row of op(A) (or column of
@@ -21,8 +24,8 @@ func asU32(f []float32) []uint32 {
 
 // bf16At returns element o of the operand as bf16.
 func (x *Operand) bf16At(o int) uint16 {
-	if x.BF16 != nil {
-		return x.BF16[o]
+	if x.E2M1 != nil {
+		return x.e2m1At(o)
 	}
 	if x.Codes == nil {
 		return BF16FromFloat32(x.F32[o])
@@ -35,8 +38,12 @@ func (x *Operand) bf16At(o int) uint16 {
 func (x *Operand) pairs16(dst []uint32, o0, o1, n int) {
 	dst = dst[:n]
 	j := 0
-	if o1 >= 0 {
+	if x.E2M1 != nil && o1 >= 0 {
+		j = x.e2m1PairsVector(dst, o0, o1, n)
+	} else if o1 >= 0 {
 		j = pairsVector(x, dst, o0, o1, n)
+	}
+	if o1 >= 0 {
 		for ; j < n; j++ {
 			dst[j] = bf16Pair(x.bf16At(o0+j), x.bf16At(o1+j))
 		}
@@ -65,16 +72,8 @@ func (x *Operand) pairs16Groups(dst []uint32, o0, o1, groups, width, stride int)
 
 // row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
 func (x *Operand) row16(dst []uint32, o, n int) {
-	if x.BF16 != nil {
-		// Consecutive bf16 values are already pairs (the first in the
-		// low half): a copy.
-		q := n / 2
-		if q > 0 {
-			copy(dst[:q], unsafe.Slice((*uint32)(unsafe.Pointer(&x.BF16[o])), q))
-		}
-		if n%2 == 1 {
-			dst[q] = uint32(x.BF16[o+n-1])
-		}
+	if x.E2M1 != nil {
+		x.e2m1Row(dst, o, n)
 		return
 	}
 	q := rowVector(x, dst, o, n)
@@ -271,4 +270,83 @@ func shiftRun(d []uint32, e int) {
 func shiftLanes(d, shifts []uint32) {
 	done := bf16ShiftVector(d, shifts, 64)
 	bf16ShiftGo(d[done:], shifts[done:])
+}
+
+// e2m1Loc returns the code of NVFP4 element o (r·E2M1Cols + c) and its
+// factor.
+func (x *Operand) e2m1Loc(o int) (code uint8, f float32) {
+	cols := x.E2M1Cols
+	r, c := o/cols, o%cols
+	fr := r
+	if x.E2M1Tiles {
+		fr = r / 16
+	}
+	code = x.E2M1[r*((cols+1)/2)+c/2] >> (4 * (c & 1)) & 0xF
+	return code, x.E2M1Factors[fr*((cols+15)/16)+c/16]
+}
+
+// e2m1At returns NVFP4 element o (r·E2M1Cols + c) as bf16: its code's
+// value times its factor, decodeE2M1BF16Go's arithmetic.
+func (x *Operand) e2m1At(o int) uint16 {
+	c, f := x.e2m1Loc(o)
+	v := e2m1Values[c&7]
+	if c&8 != 0 {
+		v = -v
+	}
+	return uint16(math.Float32bits(v*f) >> 16)
+}
+
+// e2m1Row is row16 for NVFP4 codes: a run starting on a block of 16
+// decodes straight into the pairs (consecutive bf16 values are pairs,
+// the first in the low half), the vector kernel doing its whole blocks;
+// any other run goes element by element.
+func (x *Operand) e2m1Row(dst []uint32, o, n int) {
+	if n <= 0 {
+		return
+	}
+	cols := x.E2M1Cols
+	r, c := o/cols, o%cols
+	if c%16 != 0 || c+n > cols {
+		q := 0
+		for ; 2*q+1 < n; q++ {
+			dst[q] = bf16Pair(x.e2m1At(o+2*q), x.e2m1At(o+2*q+1))
+		}
+		if 2*q < n {
+			dst[q] = uint32(x.e2m1At(o + 2*q))
+		}
+		return
+	}
+	fr := r
+	if x.E2M1Tiles {
+		fr = r / 16
+	}
+	d := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), 2*len(dst))
+	DecodeE2M1BF16(d, x.E2M1[r*((cols+1)/2)+c/2:], x.E2M1Factors[fr*((cols+15)/16)+c/16:], n)
+	if n%2 == 1 {
+		d[n] = 0 // the odd pair's missing value
+	}
+}
+
+// e2m1PairsVector does the whole blocks of 16 of pairs16 for NVFP4
+// codes with the vector kernel, when both runs start on a block within
+// their rows, and returns how many lanes it wrote.
+func (x *Operand) e2m1PairsVector(dst []uint32, o0, o1, n int) int {
+	cols := x.E2M1Cols
+	c0, c1 := o0%cols, o1%cols
+	blocks := n / 16
+	if blocks == 0 || c0%16 != 0 || c1%16 != 0 || c0+n > cols || c1+n > cols {
+		return 0
+	}
+	half, nb := (cols+1)/2, (cols+15)/16
+	row := func(o int) (codes []uint8, f []float32) {
+		r, c := o/cols, o%cols
+		fr := r
+		if x.E2M1Tiles {
+			fr = r / 16
+		}
+		return x.E2M1[r*half+c/2 : r*half+c/2+8*blocks], x.E2M1Factors[fr*nb+c/16 : fr*nb+c/16+blocks]
+	}
+	a, fa := row(o0)
+	b, fb := row(o1)
+	return e2m1PairsVector(dst[:16*blocks], a, b, fa, fb)
 }

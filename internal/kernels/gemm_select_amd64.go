@@ -126,16 +126,11 @@ func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int {
 // groupsVector does Operand.pairs16Groups with the vector kernel when it
 // can (width a multiple of 16) and reports whether it did.
 func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) bool {
-	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) {
+	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.E2M1 != nil {
 		return false
 	}
 	_ = dst[(groups-1)*stride+width-1]
 	n := groups * width
-	if x.BF16 != nil {
-		_, _ = x.BF16[o0+n-1], x.BF16[o1+n-1]
-		bf16PairsBF16(&dst[0], &x.BF16[o0], &x.BF16[o1], groups, width/16, 4*stride)
-		return true
-	}
 	if x.Codes == nil {
 		_, _ = x.F32[o0+n-1], x.F32[o1+n-1]
 		bf16PairsF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride)
@@ -144,6 +139,19 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 		bf16PairsFP8(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.bf16Tab)
 	}
 	return true
+}
+
+// e2m1PairsVector interleaves the decoded NVFP4 runs a and b (16 lanes
+// of dst per block, one factor each) with the vector kernel and returns
+// how many lanes it wrote.
+func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int {
+	blocks := len(fa)
+	if !hasAVX512 || blocks == 0 {
+		return 0
+	}
+	_, _, _, _ = dst[16*blocks-1], a[8*blocks-1], b[8*blocks-1], fb[blocks-1]
+	e2m1PairsAVX512(&dst[0], &a[0], &b[0], &fa[0], &fb[0], blocks)
+	return 16 * blocks
 }
 
 // transposeVector does the longest multiple of 16 of transposeInto's
@@ -162,8 +170,8 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 // rowVector does the longest multiple of 32 values of Operand.row16 with
 // the vector kernel and returns how many pairs it wrote.
 func rowVector(x *Operand, dst []uint32, o, n int) int {
-	if x.BF16 != nil {
-		return 0 // row16 copies bf16 rows itself
+	if x.E2M1 != nil {
+		return 0 // row16 decodes NVFP4 rows itself
 	}
 	blocks := n / 32
 	if !hasBF16 || blocks == 0 || (x.Codes != nil && x.bf16Tab == nil) {

@@ -10,12 +10,19 @@ package kernels
 // its slice is set. A tensorwise scale is folded into Table by the caller.
 type Operand struct {
 	F32 []float32
-	// BF16, when set, holds the operand as bf16 values (RunBF16 only:
-	// NVFP4 elements times their block scales, each exactly a bf16
-	// value, decoded once and packed without a float32 copy).
-	BF16  []uint16
-	Codes []uint8
-	Table *[256]float32
+	// E2M1, when set, holds NVFP4 codes (RunBF16 only), decoded to bf16
+	// as the packs read them: rows of E2M1Cols elements (the stored
+	// operand's row stride), ⌈E2M1Cols/2⌉ bytes each, two codes a byte
+	// with the even element in the low nibble. Element (r, c) is its
+	// code's value times E2M1Factors[f·⌈E2M1Cols/16⌉ + c/16] — f = r, or
+	// r/16 with E2M1Tiles (16×16 tiles) — each product exactly a bf16
+	// value (an E2M1 value times an E4M3 block scale).
+	E2M1        []uint8
+	E2M1Factors []float32
+	E2M1Cols    int
+	E2M1Tiles   bool
+	Codes       []uint8
+	Table       *[256]float32
 	// Cast and Scale, when Cast is set, describe Table (Table[c] =
 	// Cast.Decode[c]·Scale) so that runs of codes can be decoded with the
 	// vector kernel instead of table lookups.

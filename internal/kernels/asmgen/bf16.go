@@ -272,39 +272,6 @@ func bf16Pack(kind string) {
 	RET()
 }
 
-// bf16PairsBF16 emits bf16Pairs for operands already in bf16: two rows
-// of 16·group·groups values interleaved as pairs (the r0 value in the low
-// half), each group of 16·group lanes stride bytes after the last.
-func bf16PairsBF16() {
-	name := "bf16PairsBF16"
-	TEXT(name, NOSPLIT, "func(dst *uint32, r0, r1 *uint16, groups, group, stride int)")
-	Pragma("noescape")
-	Doc(name + " interleaves two rows of 16·group·groups bf16 values as pairs, each group of 16·group lanes stride bytes after the last (AVX-512F).")
-	dst := Load(Param("dst"), GP64())
-	r0 := Load(Param("r0"), GP64())
-	r1 := Load(Param("r1"), GP64())
-	ng := Load(Param("groups"), GP64())
-	stride := Load(Param("stride"), GP64())
-	loop(name+"_g", ng, func() {
-		n := Load(Param("group"), GP64())
-		d := GP64()
-		MOVQ(dst, d)
-		loop(name, n, func() {
-			VPMOVZXWD(Mem{Base: r0}, Z0)
-			VPMOVZXWD(Mem{Base: r1}, Z1)
-			VPSLLD(U8(16), Z1, Z1)
-			VPORD(Z1, Z0, Z0)
-			VMOVDQU32(Z0, Mem{Base: d})
-			ADDQ(U32(32), r0)
-			ADDQ(U32(32), r1)
-			ADDQ(U32(64), d)
-		})
-		ADDQ(stride, dst)
-	})
-	VZEROUPPER()
-	RET()
-}
-
 // loadTable loads the 128-word bf16 table whose pointer is the
 // parameter at off into Z20–Z23 and the word masks 0x7F, 0x80 and 0x40
 // into Z24–Z26.

@@ -43,6 +43,7 @@ func main() {
 	e2m1Blocks(true)
 	e2m1DecodeData()
 	e2m1Decode()
+	e2m1Pairs()
 	bf16Shift()
 	bf16ShiftRuns()
 	amax128()
@@ -63,7 +64,6 @@ func main() {
 	amxBF16Kernel()
 	bf16Pack("F32")
 	bf16Pack("FP8")
-	bf16PairsBF16()
 	transpose16()
 	for nv := 1; nv <= 4; nv++ {
 		for mr := 1; mr <= rowGemmRows(nv); mr++ {
@@ -525,6 +525,58 @@ func e2m1Decode() {
 		ADDQ(U32(8), src)
 		ADDQ(U32(4), fac)
 		ADDQ(U32(32), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// e2m1Pairs emits the bf16 pairs of two rows of NVFP4 codes (k along
+// the rows of the stored operand, op(X) transposed): element j of each
+// row decoded as e2m1Decode does (code value times its block's factor,
+// the top half of the product), the r0 one in the low half of lane j.
+func e2m1Pairs() {
+	TEXT("e2m1PairsAVX512", NOSPLIT, "func(dst *uint32, r0, r1 *uint8, f0, f1 *float32, blocks int)")
+	Pragma("noescape")
+	Doc("e2m1PairsAVX512 decodes 16·blocks E2M1 codes of two rows times their factors per 16 and interleaves them as bf16 pairs; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	r0 := Load(Param("r0"), GP64())
+	r1 := Load(Param("r1"), GP64())
+	f0 := Load(Param("f0"), GP64())
+	f1 := Load(Param("f1"), GP64())
+	n := Load(Param("blocks"), GP64())
+	tab := GP64()
+	LEAQ(e2m1DecMem, tab)
+	zVals, zIdx, z15, zHi := Z20, Z21, Z22, Z23
+	VMOVUPS(Mem{Base: tab}, zVals)
+	VMOVDQU32(Mem{Base: tab, Disp: 64}, zIdx)
+	r := GP32()
+	MOVL(U32(15), r)
+	VPBROADCASTD(r, z15)
+	MOVL(U32(0xFFFF0000), r)
+	VPBROADCASTD(r, zHi)
+	// decode writes the 16 products of the codes at src times *fac to v.
+	decode := func(src, fac Register, v, b, lo, hi, c, f VecPhysical) {
+		VPMOVZXBD(Mem{Base: src}, b.AsY()) // 8 bytes → 8 lanes
+		VPANDD(z15, b, lo)
+		VPSRLD(U8(4), b, hi)
+		VMOVDQU32(zIdx, c)
+		VPERMI2D(hi, lo, c) // c: lo0 hi0 lo1 hi1 … (index in, values out)
+		VPERMPS(zVals, c, v)
+		VBROADCASTSS(Mem{Base: fac}, f)
+		VMULPS(f, v, v)
+	}
+	loop("e2m1pairs", n, func() {
+		decode(r0, f0, Z4, Z0, Z1, Z2, Z3, Z5)
+		decode(r1, f1, Z10, Z6, Z7, Z8, Z9, Z11)
+		VPSRLD(U8(16), Z4, Z4)
+		VPANDD(zHi, Z10, Z10)
+		VPORD(Z10, Z4, Z4)
+		VMOVDQU32(Z4, Mem{Base: dst})
+		ADDQ(U32(8), r0)
+		ADDQ(U32(8), r1)
+		ADDQ(U32(4), f0)
+		ADDQ(U32(4), f1)
+		ADDQ(U32(64), dst)
 	})
 	VZEROUPPER()
 	RET()
