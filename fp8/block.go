@@ -318,24 +318,35 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
 		for b := 0; b < nbr; b++ {
 			r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
-			// Column amaxes as float32 bits with the sign cleared: an
-			// integer maximum, NaN (above +inf) left out and noted.
-			am := unsafeBits(amax)
-			nan := kernels.AmaxColsBand(am, src[r0*cols+lo:], cols, r1-r0, w) > 0x7F800000
-			for j, a := range am {
-				total = max(total, a)
-				var inv float32
-				scale[j], inv = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
-				scaleInv[(lo+j)*nbr+b] = inv
+			// A chunk of columns at a time, so that the cast reads the
+			// values its amax pass just brought into the L1 cache.
+			for j0 := 0; j0 < w; j0 += colChunk {
+				j1 := min(w, j0+colChunk)
+				// Column amaxes as float32 bits with the sign cleared:
+				// an integer maximum, NaN (above +inf) left out and
+				// noted.
+				am := unsafeBits(amax[j0:j1])
+				nan := kernels.AmaxColsBand(am, src[r0*cols+lo+j0:], cols, r1-r0, j1-j0) > 0x7F800000
+				for j, a := range am {
+					total = max(total, a)
+					var inv float32
+					scale[j0+j], inv = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
+					scaleInv[(lo+j0+j)*nbr+b] = inv
+				}
+				if nan {
+					total = 0x7FC00000
+				}
+				kernels.QuantizeFP8Cols(formats[c.Format].cast, dst[r0*cols+lo+j0:], cols, src[r0*cols+lo+j0:], cols, scale[j0:j1], r1-r0, j1-j0)
 			}
-			if nan {
-				total = 0x7FC00000
-			}
-			kernels.QuantizeFP8Cols(formats[c.Format].cast, dst[r0*cols+lo:], cols, src[r0*cols+lo:], cols, scale, r1-r0, w)
 		}
 	}
 	return math.Float32frombits(total), nil
 }
+
+// colChunk is how many columns a column-wise cast takes at a time: a
+// band of 128 rows of them is 32 KiB, in the L1 cache between the amax
+// pass and the cast.
+const colChunk = 64
 
 // rowBlockAmax writes the amax bits of each 128-value block of row (the
 // last one ragged) into out, NaN left out (fmaxf's rule), and reports

@@ -12,7 +12,7 @@ import (
 // amax, Float8BlockScaling's row-wise and column-wise 1×128 casts and
 // 128×128 tiles, and NVFP4's row-wise and column-wise casts, plain and
 // with the transform and stochastic rounding (the wgrad operand of a
-// gradient).
+// gradient), and its 16×16 tiles (a weight).
 //
 //	go test -run xxx -bench Casts ./fp8/
 func BenchmarkCasts(b *testing.B) {
@@ -44,13 +44,20 @@ func BenchmarkCasts(b *testing.B) {
 		})
 	}
 	for _, axis := range []int{1, 0} {
-		for _, c := range []NVFP4Cast{{}, {RHT: true, Stochastic: true}} {
+		for _, c := range []NVFP4Cast{{}, {RHT: true, Stochastic: true}, {TwoD: true}} {
+			if c.TwoD && axis == 0 {
+				continue // tiles are cast along the rows
+			}
 			z, err := NewNVFP4Quantizer(rows, cols, axis, c)
 			if err != nil {
 				b.Fatal(err)
 			}
-			q := NewNVFP4(rows, cols, false)
-			b.Run(fmt.Sprintf("nvfp4-axis%d-rht%v-sr%v", axis, c.RHT, c.Stochastic), func(b *testing.B) {
+			q := NewNVFP4(rows, cols, c.TwoD)
+			name := fmt.Sprintf("nvfp4-axis%d-rht%v-sr%v", axis, c.RHT, c.Stochastic)
+			if c.TwoD {
+				name = "nvfp4-tiles"
+			}
+			b.Run(name, func(b *testing.B) {
 				b.SetBytes(4 * rows * cols)
 				for i := 0; i < b.N; i++ {
 					if err := z.Quantize(q, src, uint64(i)); err != nil {

@@ -3,6 +3,7 @@ package fp8
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/internal/parallel"
@@ -238,7 +239,7 @@ type NVFP4Quantizer struct {
 	sr, sc           int // the stored shape
 	nb               int // blocks of 16 per stored row
 	work             []float32
-	bam              []uint32 // each stored row's block amaxes, [sr][nb]
+	bam              []uint32 // each stored row's block amaxes, [sr][nb]; tiles': [⌈sr/16⌉][nb]
 	parts            int
 	group            parallel.Group
 	// the cast being run, for the parts
@@ -247,7 +248,7 @@ type NVFP4Quantizer struct {
 	key            uint64
 	m              float32
 	amax           []uint32
-	tam            [][]uint32 // per part: a band's tile amaxes (16×16 tiles)
+	tam            [][]uint32 // per part: a band's column amaxes (16×16 tiles)
 	es             []float32  // element scales, one a block: [sr][nb] (1×16), per part [nb] (tiles)
 	prepFn, castFn func(int)
 }
@@ -281,7 +282,7 @@ func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, erro
 	z.amax = make([]uint32, z.parts)
 	z.tam = make([][]uint32, z.parts)
 	for i := range z.tam {
-		z.tam[i] = make([]uint32, z.nb)
+		z.tam[i] = make([]uint32, z.sc)
 	}
 	if c.TwoD {
 		z.es = make([]float32, z.parts*z.nb)
@@ -345,11 +346,33 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 		return
 	}
 	lo, hi := z.span(i, z.sr)
+	if z.c.TwoD {
+		// Parts of whole bands of 16 rows; each band's tile amaxes
+		// straight from its column amaxes (bam then holds tiles,
+		// [bands][nb]).
+		bands := (z.sr + NVFP4Block - 1) / NVFP4Block
+		b0, b1 := z.span(i, bands)
+		lo, hi = b0*NVFP4Block, min(z.sr, b1*NVFP4Block)
+	}
 	if w := z.work; w != nil {
 		copy(w[lo*z.sc:hi*z.sc], z.src[lo*z.sc:hi*z.sc])
 		if z.c.RHT {
 			kernels.RHT16(w[lo*z.sc : hi*z.sc])
 		}
+	}
+	if z.c.TwoD {
+		colAm := z.tam[i][:z.sc]
+		cam := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(colAm))), len(colAm))
+		for r0 := lo; r0 < hi; r0 += NVFP4Block {
+			r1 := min(hi, r0+NVFP4Block)
+			kernels.AmaxColsBand(colAm, z.y[r0*z.sc:], z.sc, r1-r0, z.sc)
+			// The column amaxes are float32 bits, NaN-free: a tile's
+			// amax is their largest over its 16 columns.
+			b := r0 / NVFP4Block
+			kernels.Amax16(z.bam[b*z.nb:(b+1)*z.nb], cam)
+		}
+		z.amax[i] = maxBits(z.bam[lo/NVFP4Block*z.nb : (hi+NVFP4Block-1)/NVFP4Block*z.nb])
+		return
 	}
 	if z.sc%NVFP4Block == 0 { // rows of whole blocks: one run
 		kernels.Amax16(z.bam[lo*z.nb:hi*z.nb], z.y[lo*z.sc:hi*z.sc])
@@ -410,14 +433,7 @@ func (z *NVFP4Quantizer) castPart(i int) {
 	es := z.es[i*nb : (i+1)*nb]
 	for b := lo; b < hi; b++ {
 		r0, r1 := b*h, min(z.sr, (b+1)*h)
-		t := z.tam[i]
-		copy(t, z.bam[r0*nb:(r0+1)*nb])
-		for r := r0 + 1; r < r1; r++ {
-			for k, a := range z.bam[r*nb : (r+1)*nb] {
-				t[k] = max(t[k], a)
-			}
-		}
-		kernels.NVFP4BlockScales(q.BlockScales[b*nb:(b+1)*nb], es, t, z.m, q.SDec)
+		kernels.NVFP4BlockScales(q.BlockScales[b*nb:(b+1)*nb], es, z.bam[b*nb:(b+1)*nb], z.m, q.SDec)
 		for r := r0; r < r1; r++ {
 			cast(r, r+1, es)
 		}
