@@ -314,33 +314,73 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		if len(work) < 2*w {
 			work = make([]float32, 2*w)
 		}
-		amax, scale := work[:w], work[w:2*w]
 		nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
 		for b := 0; b < nbr; b++ {
-			r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
-			// A chunk of columns at a time, so that the cast reads the
-			// values its amax pass just brought into the L1 cache.
-			for j0 := 0; j0 < w; j0 += colChunk {
-				j1 := min(w, j0+colChunk)
-				// Column amaxes as float32 bits with the sign cleared:
-				// an integer maximum, NaN (above +inf) left out and
-				// noted.
-				am := unsafeBits(amax[j0:j1])
-				nan := kernels.AmaxColsBand(am, src[r0*cols+lo+j0:], cols, r1-r0, j1-j0) > 0x7F800000
-				for j, a := range am {
-					total = max(total, a)
-					var inv float32
-					scale[j0+j], inv = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
-					scaleInv[(lo+j0+j)*nbr+b] = inv
-				}
-				if nan {
-					total = 0x7FC00000
-				}
-				kernels.QuantizeFP8Cols(formats[c.Format].cast, dst[r0*cols+lo+j0:], cols, src[r0*cols+lo+j0:], cols, scale[j0:j1], r1-r0, j1-j0)
-			}
+			total = max(total, castColsBand(dst, scaleInv, src, rows, cols, c, b, lo, hi, work))
 		}
 	}
 	return math.Float32frombits(total), nil
+}
+
+// QuantizeFloat8BlockBands is the column-wise cast (1-D blocks along
+// axis 0, QuantizeFloat8BlockAxis with axis 0) of the bands [b0, b1) of
+// 128 rows, every column: a part of the cast that reads only its own
+// rows, as the part of the producer that wrote them did. work, when it
+// holds at least 2·cols values, is its scratch. It returns the bands'
+// amax (NaN if an element is NaN).
+func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, b0, b1 int, work []float32) (float32, error) {
+	if err := c.check("quantize block"); err != nil {
+		return 0, err
+	}
+	if c.Dim != 1 {
+		return 0, fmt.Errorf("fp8: quantize block: bands of a column-wise cast need 1-D blocks, got dimension %d", c.Dim)
+	}
+	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols},
+		"scale_inv": {len(scaleInv), Float8BlockScaleCount(rows, cols, 0, 1)}}); err != nil {
+		return 0, err
+	}
+	if nbr := (rows + Float8BlockSize - 1) / Float8BlockSize; b0 < 0 || b1 > nbr || b0 > b1 {
+		return 0, fmt.Errorf("fp8: quantize block: bands [%d, %d) of %d", b0, b1, nbr)
+	}
+	if len(work) < 2*cols {
+		work = make([]float32, 2*cols)
+	}
+	var total uint32
+	for b := b0; b < b1; b++ {
+		total = max(total, castColsBand(dst, scaleInv, src, rows, cols, c, b, 0, cols, work))
+	}
+	return math.Float32frombits(total), nil
+}
+
+// castColsBand casts columns [lo, hi) of band b (128 rows) of a
+// column-wise cast, a chunk of columns at a time (so that the cast reads
+// the values its amax pass just brought into the L1 cache), with work
+// (2·(hi−lo) values) for the column amaxes and scales; it returns the
+// band's amax bits (NaN above +inf).
+func castColsBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, b, lo, hi int, work []float32) uint32 {
+	w := hi - lo
+	amax, scale := work[:w], work[w:2*w]
+	nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
+	r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
+	var total uint32
+	for j0 := 0; j0 < w; j0 += colChunk {
+		j1 := min(w, j0+colChunk)
+		// Column amaxes as float32 bits with the sign cleared: an
+		// integer maximum, NaN (above +inf) left out and noted.
+		am := unsafeBits(amax[j0:j1])
+		nan := kernels.AmaxColsBand(am, src[r0*cols+lo+j0:], cols, r1-r0, j1-j0) > 0x7F800000
+		for j, a := range am {
+			total = max(total, a)
+			var inv float32
+			scale[j0+j], inv = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
+			scaleInv[(lo+j0+j)*nbr+b] = inv
+		}
+		if nan {
+			total = 0x7FC00000
+		}
+		kernels.QuantizeFP8Cols(formats[c.Format].cast, dst[r0*cols+lo+j0:], cols, src[r0*cols+lo+j0:], cols, scale[j0:j1], r1-r0, j1-j0)
+	}
+	return total
 }
 
 // colChunk is how many columns a column-wise cast takes at a time: a

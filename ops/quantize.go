@@ -395,22 +395,34 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 		partWork := make([][]float32, parallel.Workers())
 		perPart := (rows + parallel.Workers() - 1) / parallel.Workers()
 		for i := range partWork {
-			partWork[i] = make([]float32, max(cols+2*nb, perPart*nb))
+			partWork[i] = make([]float32, max(2*cols, cols+2*nb, perPart*nb))
 		}
-		// A column-wise cast splits at strips of 16 columns, so that
-		// each part's columns are whole vectors.
+		// A column-wise cast splits into bands of 128 rows when there
+		// are enough of them — each part reads the rows the same part
+		// of the producer wrote — and otherwise at strips of 16
+		// columns, so that each part's columns are whole vectors.
 		colWise := cfg.BlockDim == 1 && cfg.Axis == 0
+		bands := colWise && (rows+fp8.Float8BlockSize-1)/fp8.Float8BlockSize >= parallel.Workers()
 		units := slices
-		if colWise {
+		switch {
+		case bands:
+			units = (rows + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
+		case colWise:
 			units = (cols + 15) / 16
 		}
 		split := newPartChunker(units, len(src), func(p, lo, hi int) {
 			work := partWork[p]
-			if colWise {
+			var a float32
+			var err error
+			switch {
+			case bands:
+				a, err = fp8.QuantizeFloat8BlockBands(dst, sc.BlockScaleInv, src, rows, cols, bc, lo, hi, work)
+			case colWise:
 				lo, hi = 16*lo, min(cols, 16*hi)
-				work = sc.work[2*lo : 2*hi]
+				a, err = fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, sc.work[2*lo:2*hi])
+			default:
+				a, err = fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, work)
 			}
-			a, err := fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, work)
 			amax[p], errs[p] = math.Float32bits(a), err
 		})
 		return func() error {
