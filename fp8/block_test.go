@@ -499,6 +499,61 @@ func testFloat8BlockRangeSplits(t *testing.T, rng *rand.Rand, cols int) {
 	}
 }
 
+// TestFloat8BlockBandsSplits: the column-wise cast split into bands of
+// 128 rows (QuantizeFloat8BlockBands) writes exactly the codes and
+// scales of the whole cast, whatever the split (a ragged last band, NaN
+// and infinity included), each band's amax combining to the whole's;
+// bad bands and 2-D blocks are refused.
+func TestFloat8BlockBandsSplits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	const rows, cols = 300, 70
+	src := make([]float32, rows*cols)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
+	}
+	src[7*cols+3], src[200*cols+69] = float32(math.NaN()), float32(math.Inf(-1))
+	for _, f := range []Format{E4M3, E5M2} {
+		c := Float8BlockCast{Dim: 1, Format: f, Eps: 1e-30}
+		nsc := Float8BlockScaleCount(rows, cols, 0, 1)
+		wc, wi := make([]uint8, len(src)), make([]float32, nsc)
+		wa, err := QuantizeFloat8BlockAxis(wc, wi, src, rows, cols, 0, c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const bands = 3
+		for k := 0; k <= bands; k++ {
+			gc, gi := make([]uint8, len(src)), make([]float32, nsc)
+			a1, err1 := QuantizeFloat8BlockBands(gc, gi, src, rows, cols, c, 0, k, nil)
+			a2, err2 := QuantizeFloat8BlockBands(gc, gi, src, rows, cols, c, k, bands, make([]float32, 2*cols))
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			if string(gc) != string(wc) {
+				t.Fatalf("%v split at band %d: codes differ", f, k)
+			}
+			for i := range wi {
+				if math.Float32bits(gi[i]) != math.Float32bits(wi[i]) {
+					t.Fatalf("%v split at band %d: scale_inv %d = %v, want %v", f, k, i, gi[i], wi[i])
+				}
+			}
+			if m := max(a1, a2); !(m == wa || (m != m && wa != wa)) {
+				t.Fatalf("%v split at band %d: amaxes %v, %v; whole %v", f, k, a1, a2, wa)
+			}
+		}
+		for _, r := range [][2]int{{-1, 1}, {0, bands + 1}, {2, 1}} {
+			if _, err := QuantizeFloat8BlockBands(wc, wi, src, rows, cols, c, r[0], r[1], nil); err == nil {
+				t.Fatalf("bands %v: no error", r)
+			}
+		}
+	}
+	if _, err := QuantizeFloat8BlockBands(make([]uint8, rows*cols), make([]float32, 9), src, rows, cols, Float8BlockCast{Dim: 2}, 0, 1, nil); err == nil {
+		t.Fatal("2-D blocks in bands: no error")
+	}
+	if _, err := QuantizeFloat8BlockBands(make([]uint8, 10), make([]float32, 1000), src, rows, cols, Float8BlockCast{Dim: 1}, 0, 1, nil); err == nil {
+		t.Fatal("short dst: no error")
+	}
+}
+
 // TestFloat8BlockNaNAndInfinity: a block holding both a NaN and an
 // infinity takes the infinity as its amax.
 func TestFloat8BlockNaNAndInfinity(t *testing.T) {
