@@ -231,7 +231,7 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 // QuantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
 // [lo, hi) of the cast (Float8BlockSlices), so that parts of one cast
 // can run concurrently; it returns their amax. work, when it holds at
-// least 2·(hi−lo) values for a column-wise cast, cols + ⌈cols/128⌉ for
+// least 2·(hi−lo) values for a column-wise cast, 129·⌈cols/128⌉ for
 // 128×128 tiles, ⌈cols/128⌉ otherwise, is the cast's scratch (else it
 // allocates its own); with (hi−lo)·cols/128 values for a row-wise cast
 // of rows a multiple of 128 long, it casts the rows in one run.
@@ -253,30 +253,41 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
 	switch {
 	case c.Dim == 2:
-		// Each band's column amaxes in one pass down its strips of
-		// columns, folded into its tiles' amaxes, which then become
-		// their scales in place.
-		if len(work) < cols+nb {
-			work = make([]float32, cols+nb)
+		// Each band's block amaxes row by row (a row-major pass, as the
+		// optimizer wrote the weight), folded into its tiles' amaxes,
+		// which then become their scales in place.
+		if len(work) < (Float8BlockSize+1)*nb {
+			work = make([]float32, (Float8BlockSize+1)*nb)
 		}
-		colAmax, acc := unsafeBits(work[:cols]), unsafeBits(work[cols:cols+nb])
-		scales := work[cols : cols+nb]
+		rowAm, acc := unsafeBits(work[:Float8BlockSize*nb]), unsafeBits(work[Float8BlockSize*nb:(Float8BlockSize+1)*nb])
+		scales := work[Float8BlockSize*nb : (Float8BlockSize+1)*nb]
+		full := cols / Float8BlockSize
 		for br := lo; br < hi; br++ {
 			r0, r1 := br*Float8BlockSize, min(rows, (br+1)*Float8BlockSize)
-			nan := kernels.AmaxColsBand(colAmax, src[r0*cols:], cols, r1-r0, cols) > 0x7F800000
-			for bc := range acc {
-				var m uint32
-				for _, a := range colAmax[bc*Float8BlockSize : min(cols, (bc+1)*Float8BlockSize)] {
-					m = max(m, a)
+			// Raw amax bits per row and block (NaN above +inf).
+			if full == nb {
+				kernels.Amax128(rowAm[:(r1-r0)*nb], src[r0*cols:r1*cols])
+			} else {
+				for r := r0; r < r1; r++ {
+					ra := rowAm[(r-r0)*nb : (r-r0+1)*nb]
+					kernels.Amax128(ra[:full], src[r*cols:r*cols+full*Float8BlockSize])
+					ra[full] = kernels.AmaxBits(src[r*cols+full*Float8BlockSize : (r+1)*cols])
 				}
-				acc[bc] = m
+			}
+			copy(acc, rowAm[:nb])
+			for r := 1; r < r1-r0; r++ {
+				for bc, a := range rowAm[r*nb : (r+1)*nb] {
+					acc[bc] = max(acc[bc], a)
+				}
 			}
 			for bc, am := range acc {
+				if am > 0x7F800000 { // a NaN in the tile: its amax without it
+					c0 := bc * Float8BlockSize
+					am = math.Float32bits(blockAmax(src[r0*cols+c0:], r1-r0, min(cols, c0+Float8BlockSize)-c0, cols))
+					total = 0x7FC00000
+				}
 				total = max(total, am)
 				scales[bc], scaleInv[br*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
-			}
-			if nan {
-				total = 0x7FC00000
 			}
 			for r := r0; r < r1; r++ {
 				kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)

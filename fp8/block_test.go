@@ -567,4 +567,42 @@ func TestFloat8BlockNaNAndInfinity(t *testing.T) {
 	if inv[0] != 1 { // an infinite amax: scale 1
 		t.Fatalf("scale_inv of a block with NaN and inf = %v, want 1", inv[0])
 	}
+	// A NaN in a tile (and in a 1×128 block, each way, and in a ragged
+	// tile) is left out of its amax: the scale comes from the finite
+	// values around it, as the definition's fmax does; the cast's amax
+	// is NaN.
+	for _, c := range []struct{ rows, cols, axis, dim int }{{200, 300, 1, 2}, {200, 300, 1, 1}, {200, 300, 0, 1}} {
+		y := make([]float32, c.rows*c.cols)
+		for i := range y {
+			y[i] = 0.25
+		}
+		y[150*c.cols+290] = float32(math.NaN()) // the ragged corner tile/block
+		y[20*c.cols+3] = 8
+		y[21*c.cols+4] = float32(math.NaN())
+		inv := make([]float32, Float8BlockScaleCount(c.rows, c.cols, c.axis, c.dim))
+		codes := make([]uint8, len(y))
+		a, err := QuantizeFloat8BlockAxis(codes, inv, y, c.rows, c.cols, c.axis, Float8BlockCast{Dim: c.dim, Format: E4M3}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a == a {
+			t.Fatalf("%+v: amax %v with NaN elements, want NaN", c, a)
+		}
+		for i, v := range inv {
+			// amax 0.25: scale 448/0.25 = 1792, rounded down to 1024;
+			// amax 8: 56, rounded down to 32.
+			if v != 1.0/1024 && v != 1.0/32 {
+				t.Fatalf("%+v: scale_inv %d = %v, want that of a finite amax", c, i, v)
+			}
+		}
+		for i, v := range y {
+			if v != v {
+				if codes[i]&0x7F != 0x7F {
+					t.Fatalf("%+v: NaN element %d has code %#x", c, i, codes[i])
+				}
+			} else if back := E4M3.Decode(codes[i]) * inv[Float8BlockIndex(c.rows, c.cols, c.axis, c.dim, i/c.cols, i%c.cols)]; back != v {
+				t.Fatalf("%+v: element %d (%v) decodes to %v", c, i, v, back)
+			}
+		}
+	}
 }

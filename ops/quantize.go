@@ -395,7 +395,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 		partWork := make([][]float32, parallel.Workers())
 		perPart := (rows + parallel.Workers() - 1) / parallel.Workers()
 		for i := range partWork {
-			partWork[i] = make([]float32, max(2*cols, cols+2*nb, perPart*nb))
+			partWork[i] = make([]float32, max(2*cols, (fp8.Float8BlockSize+1)*nb, perPart*nb))
 		}
 		// A column-wise cast splits into bands of 128 rows when there
 		// are enough of them — each part reads the rows the same part
