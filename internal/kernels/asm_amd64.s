@@ -5895,6 +5895,175 @@ bf16RowFP8_done:
 	VZEROUPPER
 	RET
 
+// func bf16RowFP8Shift(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·bf16RowFP8Shift(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         runs+16(FP), DX
+	MOVQ         table+24(FP), BX
+	VMOVDQU32    (BX), Z20
+	VMOVDQU32    64(BX), Z21
+	VMOVDQU32    128(BX), Z22
+	VMOVDQU32    192(BX), Z23
+	MOVL         $0x007f007f, BX
+	VPBROADCASTD BX, Z24
+	MOVL         $0x00800080, BX
+	VPBROADCASTD BX, Z25
+	MOVL         $0x00400040, BX
+	VPBROADCASTD BX, Z26
+	MOVQ         exp+32(FP), BX
+	MOVL         $0x7f807f80, SI
+	VPBROADCASTD SI, Z27
+	TESTQ        DX, DX
+	JZ           bf16RowFP8Shift_done
+
+bf16RowFP8Shift_loop:
+	MOVBLSX      (BX), SI
+	SHLL         $0x07, SI
+	VPBROADCASTW SI, Z28
+	VPMOVZXBW    (CX), Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPANDD       Z27, Z4, Z5
+	VPTESTMW     Z5, Z5, K2
+	VPCMPEQW     Z27, Z5, K3
+	KANDNQ       K2, K3, K2
+	VPADDW       Z28, Z4, K2, Z4
+	VMOVDQU32    Z4, (AX)
+	VPMOVZXBW    32(CX), Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPANDD       Z27, Z4, Z5
+	VPTESTMW     Z5, Z5, K2
+	VPCMPEQW     Z27, Z5, K3
+	KANDNQ       K2, K3, K2
+	VPADDW       Z28, Z4, K2, Z4
+	VMOVDQU32    Z4, 64(AX)
+	VPMOVZXBW    64(CX), Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPANDD       Z27, Z4, Z5
+	VPTESTMW     Z5, Z5, K2
+	VPCMPEQW     Z27, Z5, K3
+	KANDNQ       K2, K3, K2
+	VPADDW       Z28, Z4, K2, Z4
+	VMOVDQU32    Z4, 128(AX)
+	VPMOVZXBW    96(CX), Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPANDD       Z27, Z4, Z5
+	VPTESTMW     Z5, Z5, K2
+	VPCMPEQW     Z27, Z5, K3
+	KANDNQ       K2, K3, K2
+	VPADDW       Z28, Z4, K2, Z4
+	VMOVDQU32    Z4, 192(AX)
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000100, AX
+	INCQ         BX
+	DECQ         DX
+	JNZ          bf16RowFP8Shift_loop
+
+bf16RowFP8Shift_done:
+	VZEROUPPER
+	RET
+
+// func bf16PairsFP8Shift(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, table *[128]uint16, shifts *uint32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·bf16PairsFP8Shift(SB), NOSPLIT, $0-64
+	MOVQ         dst+0(FP), AX
+	MOVQ         r0+8(FP), CX
+	MOVQ         r1+16(FP), DX
+	MOVQ         groups+24(FP), BX
+	MOVQ         stride+40(FP), SI
+	MOVQ         table+48(FP), DI
+	VMOVDQU32    (DI), Z20
+	VMOVDQU32    64(DI), Z21
+	VMOVDQU32    128(DI), Z22
+	VMOVDQU32    192(DI), Z23
+	MOVL         $0x007f007f, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x00800080, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x00400040, DI
+	VPBROADCASTD DI, Z26
+	MOVQ         shifts+56(FP), DI
+	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
+	MOVL         $0x7f807f80, R8
+	VPBROADCASTD R8, Z27
+	TESTQ        BX, BX
+	JZ           bf16PairsFP8Shift_g_done
+
+bf16PairsFP8Shift_g_loop:
+	MOVQ  group+32(FP), R8
+	MOVQ  AX, R9
+	TESTQ R8, R8
+	JZ    bf16PairsFP8Shift_done
+
+bf16PairsFP8Shift_loop:
+	VPMOVZXBW    (CX), Y0
+	VPMOVZXBW    (DX), Y1
+	VINSERTI64X4 $0x01, Y1, Z0, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPERMW       Z4, Z31, Z4
+	VPANDD       Z27, Z4, Z5
+	VPTESTMW     Z5, Z5, K2
+	VPCMPEQW     Z27, Z5, K3
+	KANDNQ       K2, K3, K2
+	VPADDW       (DI), Z4, K2, Z4
+	VMOVDQU32    Z4, (R9)
+	ADDQ         $0x00000010, CX
+	ADDQ         $0x00000010, DX
+	ADDQ         $0x00000040, DI
+	ADDQ         $0x00000040, R9
+	DECQ         R8
+	JNZ          bf16PairsFP8Shift_loop
+
+bf16PairsFP8Shift_done:
+	ADDQ SI, AX
+	DECQ BX
+	JNZ  bf16PairsFP8Shift_g_loop
+
+bf16PairsFP8Shift_g_done:
+	VZEROUPPER
+	RET
+
 // func bf16Transpose16(dst *uint32, src *uint32, mask int, blocks int, srcStride int, dstStride int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·bf16Transpose16(SB), NOSPLIT, $0-48

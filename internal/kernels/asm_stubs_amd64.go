@@ -214,6 +214,16 @@ func bf16PairsFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stri
 //go:noescape
 func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
 
+// bf16RowFP8Shift converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo (AVX512_BF16).
+//
+//go:noescape
+func bf16RowFP8Shift(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)
+
+// bf16PairsFP8Shift interleaves two rows of 16·group·groups FP8 codes through a bf16 table as bf16 pairs, each group of 16·group lanes stride bytes after the last, lane j's exponents shifted by shifts[j]; its Go twin is bf16PairsFP8 then bf16ShiftGo (AVX512_BF16).
+//
+//go:noescape
+func bf16PairsFP8Shift(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, table *[128]uint16, shifts *uint32)
+
 // bf16Transpose16 transposes blocks of 16×16 32-bit lanes, storing the masked lanes of each row (AVX-512F).
 //
 //go:noescape

@@ -70,6 +70,38 @@ func (x *Operand) pairs16Groups(dst []uint32, o0, o1, groups, width, stride int)
 	}
 }
 
+// pairs16GroupsExp is pairs16Groups followed by the exponent shifts of
+// Float8BlockScaling: lane j of the groups taken end to end (group g's
+// lane i is j = g·width + i) adds shifts[j] (shiftLane values). The
+// vector kernel shifts as it converts; otherwise each group is shifted
+// after.
+func (x *Operand) pairs16GroupsExp(dst []uint32, o0, o1, groups, width, stride int, shifts []uint32) {
+	if groupsExpVector(x, dst, o0, o1, groups, width, stride, shifts) {
+		return
+	}
+	x.pairs16Groups(dst, o0, o1, groups, width, stride)
+	for g := 0; g < groups; g++ {
+		shiftLanes(dst[g*stride:g*stride+width], shifts[g*width:(g+1)*width])
+	}
+}
+
+// pairs16Exp is pairs16 followed by shiftLanes(dst, shifts): the vector
+// kernel does the longest multiple of 16 lanes in one pass.
+func (x *Operand) pairs16Exp(dst []uint32, o0, o1, n int, shifts []uint32) {
+	j := 0
+	if blocks := n / 16; blocks > 0 && groupsExpVector(x, dst, o0, o1, 1, 16*blocks, 0, shifts) {
+		j = 16 * blocks
+	}
+	if j < n {
+		p1 := -1
+		if o1 >= 0 {
+			p1 = o1 + j
+		}
+		x.pairs16(dst[j:n], o0+j, p1, n-j)
+		shiftLanes(dst[j:n], shifts[j:n])
+	}
+}
+
 // row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
 func (x *Operand) row16(dst []uint32, o, n int) {
 	if x.E2M1 != nil {

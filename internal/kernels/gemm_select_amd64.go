@@ -188,6 +188,31 @@ func rowVector(x *Operand, dst []uint32, o, n int) int {
 	return blocks * 16
 }
 
+// groupsExpVector does Operand.pairs16GroupsExp with the vector kernel
+// when it can (FP8 codes with a bf16 table, width a multiple of 16) and
+// reports whether it did.
+func groupsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int, shifts []uint32) bool {
+	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || x.Codes == nil || x.bf16Tab == nil || o1 < 0 {
+		return false
+	}
+	n := groups * width
+	_, _, _, _ = dst[(groups-1)*stride+width-1], x.Codes[o0+n-1], x.Codes[o1+n-1], shifts[n-1]
+	bf16PairsFP8Shift(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.bf16Tab, &shifts[0])
+	return true
+}
+
+// rowExpVector does the whole runs of 128 values of Operand.row16Exp
+// with the vector kernel and returns how many values it did.
+func rowExpVector(x *Operand, dst []uint32, o, n int, exp []int8) int {
+	runs := min(n/ExpBlock, len(exp))
+	if !hasBF16 || runs == 0 || x.Codes == nil || x.bf16Tab == nil {
+		return 0
+	}
+	_, _ = dst[runs*ExpBlock/2-1], x.Codes[o+runs*ExpBlock-1]
+	bf16RowFP8Shift(&dst[0], &x.Codes[o], runs, x.bf16Tab, &exp[0])
+	return runs * ExpBlock
+}
+
 // scaleRowVector does the longest multiple of 8 of postScale's loop over
 // one row with the vector kernel and returns how many it did.
 func scaleRowVector(row, col []float32, f float64) int {

@@ -32,3 +32,9 @@ func bf16ShiftVector(d, shifts []uint32, step int) int { return 0 }
 func bf16ShiftRunsVector(d []uint32, exp []int8) int   { return 0 }
 
 func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int { return 0 }
+
+func rowExpVector(x *Operand, dst []uint32, o, n int, exp []int8) int { return 0 }
+
+func groupsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int, shifts []uint32) bool {
+	return false
+}

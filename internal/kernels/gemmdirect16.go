@@ -166,17 +166,35 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 		// them across the whole panels at once, then the rest.
 		first := min(j1, roundUp(j0, 64)) // j0 up to its panel's end
 		full := (j1 - first) / 64
+		// With exponent shifts, sv[j−j0] is column j's shift (as a
+		// lane) for the current k-block, applied as the codes convert
+		// (the worker's buffer holds them: this branch does not use it
+		// otherwise).
+		var sv []uint32
+		fused := x.Exp != nil && j1-j0 <= len(g.scr16.tmp[w])
+		if fused {
+			sv = g.scr16.tmp[w][:j1-j0]
+		}
 		for q := 0; q < kp; q++ {
 			o0, o1 := 2*q*ldb, -1
 			if 2*q+1 < k {
 				o1 = o0 + ldb
+			}
+			if fused && q%(ExpBlock/2) == 0 {
+				for j := j0; j < j1; j++ {
+					sv[j-j0] = shiftLane(int(x.Exp[j*x.ExpBlocks+q/(ExpBlock/2)]))
+				}
 			}
 			pair := func(j, n int) {
 				p1 := -1
 				if o1 >= 0 {
 					p1 = o1 + j
 				}
-				x.pairs16(at(q, j), o0+j, p1, n)
+				if fused {
+					x.pairs16Exp(at(q, j), o0+j, p1, n, sv[j-j0:j-j0+n])
+				} else {
+					x.pairs16(at(q, j), o0+j, p1, n)
+				}
 			}
 			if first > j0 {
 				pair(j0, first-j0)
@@ -186,13 +204,17 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 				if o1 >= 0 {
 					p1 = o1 + first
 				}
-				x.pairs16Groups(at(q, first), o0+first, p1, full, 64, 64*kp)
+				if fused {
+					x.pairs16GroupsExp(at(q, first), o0+first, p1, full, 64, 64*kp, sv[first-j0:])
+				} else {
+					x.pairs16Groups(at(q, first), o0+first, p1, full, 64, 64*kp)
+				}
 			}
 			if rest := first + 64*full; rest < j1 {
 				pair(rest, j1-rest)
 			}
 		}
-		if x.Exp != nil {
+		if x.Exp != nil && !fused {
 			// Lane (q, j) takes column j's shift of k-block q/64, per
 			// panel of 64 columns.
 			var sv [64]uint32
@@ -218,9 +240,10 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 	for j := j0; j < j1; j += 16 {
 		rows := min(16, j1-j)
 		for r := 0; r < rows; r++ {
-			x.row16(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k)
 			if x.Exp != nil {
-				shiftRow(tmp[r*kp:(r+1)*kp], x.Exp[(j+r)*x.ExpBlocks:(j+r+1)*x.ExpBlocks])
+				x.row16Exp(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k, x.Exp[(j+r)*x.ExpBlocks:(j+r+1)*x.ExpBlocks])
+			} else {
+				x.row16(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k)
 			}
 		}
 		transposeInto(bt[j/64*64*kp:], 64, j%64, tmp, kp, rows)
@@ -254,9 +277,10 @@ func (g *Gemm) directPart16(i int) {
 		if !a.transA {
 			// Row i of op(A) is row i of A: its values are pairs.
 			for r := 0; r < rows; r++ {
-				x.row16(tmp[r*kp:(r+1)*kp], (r0+r)*lda, k)
 				if x.Exp != nil {
-					shiftRow(tmp[r*kp:(r+1)*kp], x.Exp[(r0+r)*x.ExpBlocks:(r0+r+1)*x.ExpBlocks])
+					x.row16Exp(tmp[r*kp:(r+1)*kp], (r0+r)*lda, k, x.Exp[(r0+r)*x.ExpBlocks:(r0+r+1)*x.ExpBlocks])
+				} else {
+					x.row16(tmp[r*kp:(r+1)*kp], (r0+r)*lda, k)
 				}
 			}
 		} else {
@@ -267,15 +291,16 @@ func (g *Gemm) directPart16(i int) {
 				if 2*q+1 < k {
 					o1 = o0 + lda
 				}
-				x.pairs16(tmp[q*rows:(q+1)*rows], o0, o1, rows)
-				if x.Exp != nil {
-					if q%(ExpBlock/2) == 0 {
-						for r := 0; r < rows; r++ {
-							sv[r] = shiftLane(int(x.Exp[(r0+r)*x.ExpBlocks+q/(ExpBlock/2)]))
-						}
-					}
-					shiftLanes(tmp[q*rows:(q+1)*rows], sv[:rows])
+				if x.Exp == nil {
+					x.pairs16(tmp[q*rows:(q+1)*rows], o0, o1, rows)
+					continue
 				}
+				if q%(ExpBlock/2) == 0 {
+					for r := 0; r < rows; r++ {
+						sv[r] = shiftLane(int(x.Exp[(r0+r)*x.ExpBlocks+q/(ExpBlock/2)]))
+					}
+				}
+				x.pairs16Exp(tmp[q*rows:(q+1)*rows], o0, o1, rows, sv[:rows])
 			}
 		}
 		rowGemm16(rows, n1-n0, kp, tmp, rsA, csA, g.scr16.bt[n0*kp:], a.c[r0*a.ldc+n0:], a.ldc, a.alpha, a.alphaLo)
@@ -326,6 +351,18 @@ func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32
 			}
 		}
 	}
+}
+
+// row16Exp is row16 of the n values at x[o:] (a row of op(X), k along
+// it) followed by shiftRow with its k-blocks' shifts exp: the vector
+// kernel converts and shifts the whole blocks in one pass.
+func (x *Operand) row16Exp(dst []uint32, o, n int, exp []int8) {
+	done := rowExpVector(x, dst, o, n, exp)
+	if done == n {
+		return
+	}
+	x.row16(dst[done/2:], o+done, n-done)
+	shiftRow(dst[done/2:(n+1)/2], exp[done/ExpBlock:])
 }
 
 // shiftRow moves a row of pairs (k along the row) by its k-blocks'

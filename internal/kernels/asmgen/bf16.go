@@ -272,6 +272,95 @@ func bf16Pack(kind string) {
 	RET()
 }
 
+// bf16RowFP8Shift emits bf16RowFP8 with Float8BlockScaling's exponent
+// shifts applied as the codes convert: runs of 128 codes (64 pairs), run
+// r's finite non-zero bf16 values moved by exp[r] (bf16ShiftRuns'
+// arithmetic), so that a row is read and written once.
+func bf16RowFP8Shift() {
+	name := "bf16RowFP8Shift"
+	TEXT(name, NOSPLIT, "func(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)")
+	Pragma("noescape")
+	Doc(name + " converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo (AVX512_BF16).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("runs"), GP64())
+	loadTable(24)
+	ex := Load(Param("exp"), GP64())
+	zExp, zShift := Z27, Z28
+	r := GP32()
+	MOVL(U32(0x7F807F80), r)
+	VPBROADCASTD(r, zExp)
+	e := GP32()
+	loop(name, n, func() {
+		MOVBLSX(Mem{Base: ex}, e)
+		SHLL(U8(7), e)
+		VPBROADCASTW(e, zShift)
+		for i := 0; i < 4; i++ {
+			VPMOVZXBW(Mem{Base: src, Disp: 32 * i}, Z0)
+			lookup(Z0, Z4)
+			VPANDD(zExp, Z4, Z5)
+			VPTESTMW(Z5, Z5, K2)    // exponent ≠ 0
+			VPCMPEQW(zExp, Z5, K3)  // exponent all ones
+			KANDNQ(K2, K3, K2)      // K2 = ¬K3 ∧ K2
+			VPADDW(zShift, Z4, K2, Z4)
+			VMOVDQU32(Z4, Mem{Base: dst, Disp: 64 * i})
+		}
+		ADDQ(U32(128), src)
+		ADDQ(U32(256), dst)
+		INCQ(ex)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16PairsFP8Shift emits bf16PairsFP8 with Float8BlockScaling's
+// exponent shifts applied as the codes convert: lane j (of the groups
+// taken end to end) adds shifts[j] to its finite non-zero bf16 halves
+// (bf16Shift's arithmetic), so that the pairs are written once.
+func bf16PairsFP8Shift() {
+	name := "bf16PairsFP8Shift"
+	TEXT(name, NOSPLIT, "func(dst *uint32, r0, r1 *uint8, groups, group, stride int, table *[128]uint16, shifts *uint32)")
+	Pragma("noescape")
+	Doc(name + " interleaves two rows of 16·group·groups FP8 codes through a bf16 table as bf16 pairs, each group of 16·group lanes stride bytes after the last, lane j's exponents shifted by shifts[j]; its Go twin is bf16PairsFP8 then bf16ShiftGo (AVX512_BF16).")
+	dst := Load(Param("dst"), GP64())
+	r0 := Load(Param("r0"), GP64())
+	r1 := Load(Param("r1"), GP64())
+	ng := Load(Param("groups"), GP64())
+	stride := Load(Param("stride"), GP64())
+	loadTable(48)
+	sh := Load(Param("shifts"), GP64())
+	pairIndex(Z31)
+	zExp := Z27
+	r := GP32()
+	MOVL(U32(0x7F807F80), r)
+	VPBROADCASTD(r, zExp)
+	loop(name+"_g", ng, func() {
+		n := Load(Param("group"), GP64())
+		d := GP64()
+		MOVQ(dst, d)
+		loop(name, n, func() {
+			VPMOVZXBW(Mem{Base: r0}, Y0)
+			VPMOVZXBW(Mem{Base: r1}, Y1)
+			VINSERTI64X4(U8(1), Y1, Z0, Z0)
+			lookup(Z0, Z4)
+			VPERMW(Z4, Z31, Z4)
+			VPANDD(zExp, Z4, Z5)
+			VPTESTMW(Z5, Z5, K2)   // exponent ≠ 0
+			VPCMPEQW(zExp, Z5, K3) // exponent all ones
+			KANDNQ(K2, K3, K2)     // K2 = ¬K3 ∧ K2
+			VPADDW(Mem{Base: sh}, Z4, K2, Z4)
+			VMOVDQU32(Z4, Mem{Base: d})
+			ADDQ(U32(16), r0)
+			ADDQ(U32(16), r1)
+			ADDQ(U32(64), sh)
+			ADDQ(U32(64), d)
+		})
+		ADDQ(stride, dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // loadTable loads the 128-word bf16 table whose pointer is the
 // parameter at off into Z20–Z23 and the word masks 0x7F, 0x80 and 0x40
 // into Z24–Z26.

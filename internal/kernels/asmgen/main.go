@@ -64,6 +64,8 @@ func main() {
 	amxBF16Kernel()
 	bf16Pack("F32")
 	bf16Pack("FP8")
+	bf16RowFP8Shift()
+	bf16PairsFP8Shift()
 	transpose16()
 	for nv := 1; nv <= 4; nv++ {
 		for mr := 1; mr <= rowGemmRows(nv); mr++ {
