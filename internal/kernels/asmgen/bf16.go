@@ -299,9 +299,9 @@ func bf16RowFP8Shift() {
 			VPMOVZXBW(Mem{Base: src, Disp: 32 * i}, Z0)
 			lookup(Z0, Z4)
 			VPANDD(zExp, Z4, Z5)
-			VPTESTMW(Z5, Z5, K2)    // exponent ≠ 0
-			VPCMPEQW(zExp, Z5, K3)  // exponent all ones
-			KANDNQ(K2, K3, K2)      // K2 = ¬K3 ∧ K2
+			VPTESTMW(Z5, Z5, K2)   // exponent ≠ 0
+			VPCMPEQW(zExp, Z5, K3) // exponent all ones
+			KANDNQ(K2, K3, K2)     // K2 = ¬K3 ∧ K2
 			VPADDW(zShift, Z4, K2, Z4)
 			VMOVDQU32(Z4, Mem{Base: dst, Disp: 64 * i})
 		}
