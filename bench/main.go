@@ -143,13 +143,19 @@ type Results struct {
 
 // medians times each of fs reps times, interleaved (f0, f1, …, f0, f1,
 // …) so that all of them see the same machine conditions, after warm-up
-// calls, and returns each one's median.
+// calls, and returns each one's median. A sample is the mean of as many
+// consecutive calls as fill sampleTime (one for a call that long): the
+// steady state a training loop runs in, not one call after the
+// collection that precedes each sample.
 func medians(reps int, fs ...func() error) ([]time.Duration, error) {
+	runs := make([]int, len(fs))
 	for i := 0; i < 2; i++ {
-		for _, f := range fs {
+		for j, f := range fs {
+			start := time.Now()
 			if err := f(); err != nil {
 				return nil, err
 			}
+			runs[j] = max(1, min(maxRuns, int(sampleTime/max(time.Since(start), time.Microsecond))))
 		}
 	}
 	ts := make([][]time.Duration, len(fs))
@@ -160,10 +166,12 @@ func medians(reps int, fs ...func() error) ([]time.Duration, error) {
 			// another's time.
 			runtime.GC()
 			start := time.Now()
-			if err := f(); err != nil {
-				return nil, err
+			for k := 0; k < runs[i]; k++ {
+				if err := f(); err != nil {
+					return nil, err
+				}
 			}
-			ts[i] = append(ts[i], time.Since(start))
+			ts[i] = append(ts[i], time.Since(start)/time.Duration(runs[i]))
 		}
 	}
 	out := make([]time.Duration, len(fs))
@@ -173,6 +181,13 @@ func medians(reps int, fs ...func() error) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// sampleTime is how long a timed sample of medians runs, and maxRuns
+// the most calls it averages.
+const (
+	sampleTime = 20 * time.Millisecond
+	maxRuns    = 50
+)
 
 func gflops(n int, d time.Duration) float64 {
 	return 2 * float64(n) * float64(n) * float64(n) / d.Seconds() / 1e9
