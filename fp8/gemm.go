@@ -466,11 +466,11 @@ func expandFloat8Block(o *Operand, outer, k int, f *[]float32) {
 	o.BlockScaleInv, o.BlockTiles, o.ScaleInv, o.AxisScaleInv = nil, false, 1, nil
 }
 
-// runNVFP4 multiplies two NVFP4 operands: each decoded once (in
-// parallel) to its elements times their E4M3 block scales — every such
-// product exactly a bf16 value — then the bf16 GEMM with float32
-// accumulation, both tensors' S_dec applied to the accumulators as C is
-// stored.
+// runNVFP4 multiplies two NVFP4 operands on the bf16 GEMM: its packs
+// decode each element as they read it, its code's value times its E4M3
+// block scale — every such product exactly a bf16 value — and the
+// products accumulate in float32, both tensors' S_dec applied to the
+// accumulators as C is stored.
 func (g *ScaledGEMM) runNVFP4(m, n, k int, a, b *Operand, c []float32) error {
 	if a.FP4 == nil || b.FP4 == nil {
 		return fmt.Errorf("fp8: scaled GEMM: NVFP4 needs both operands in NVFP4 (A is %s, B is %s)", a.kind(), b.kind())
