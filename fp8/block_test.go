@@ -491,6 +491,20 @@ func testFloat8BlockRangeSplits(t *testing.T, rng *rand.Rand, cols int) {
 				t.Fatalf("%+v split at %d: amaxes %v, %v; whole %v", cfg, k, a1, a2, wa)
 			}
 		}
+		// Scratch one value too short for the cast is not used (the cast
+		// allocates its own) and changes nothing.
+		nb := (cols + Float8BlockSize - 1) / Float8BlockSize
+		short := map[int]int{1: nb - 1, 2: Float8BlockSize*nb + nb - 1}[cfg.dim]
+		if cfg.axis == 0 && cfg.dim == 1 {
+			short = 2*cols - 1
+		}
+		sc, si := make([]uint8, len(src)), make([]float32, nsc)
+		if _, err := QuantizeFloat8BlockRange(sc, si, src, rows, cols, cfg.axis, c, 0, n, make([]float32, short)); err != nil {
+			t.Fatal(err)
+		}
+		if string(sc) != string(wc) {
+			t.Fatalf("%+v with short scratch: codes differ", cfg)
+		}
 		for _, r := range [][2]int{{-1, 1}, {0, n + 1}, {2, 1}} {
 			if _, err := QuantizeFloat8BlockRange(wc, wi, src, rows, cols, cfg.axis, c, r[0], r[1], nil); err == nil {
 				t.Fatalf("%+v range %v: no error", cfg, r)
@@ -567,41 +581,65 @@ func TestFloat8BlockNaNAndInfinity(t *testing.T) {
 	if inv[0] != 1 { // an infinite amax: scale 1
 		t.Fatalf("scale_inv of a block with NaN and inf = %v, want 1", inv[0])
 	}
-	// A NaN in a tile (and in a 1×128 block, each way, and in a ragged
-	// tile) is left out of its amax: the scale comes from the finite
-	// values around it, as the definition's fmax does; the cast's amax
-	// is NaN.
-	for _, c := range []struct{ rows, cols, axis, dim int }{{200, 300, 1, 2}, {200, 300, 1, 1}, {200, 300, 0, 1}} {
-		y := make([]float32, c.rows*c.cols)
-		for i := range y {
-			y[i] = 0.25
-		}
-		y[150*c.cols+290] = float32(math.NaN()) // the ragged corner tile/block
-		y[20*c.cols+3] = 8
-		y[21*c.cols+4] = float32(math.NaN())
-		inv := make([]float32, Float8BlockScaleCount(c.rows, c.cols, c.axis, c.dim))
-		codes := make([]uint8, len(y))
-		a, err := QuantizeFloat8BlockAxis(codes, inv, y, c.rows, c.cols, c.axis, Float8BlockCast{Dim: c.dim, Format: E4M3}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a == a {
-			t.Fatalf("%+v: amax %v with NaN elements, want NaN", c, a)
-		}
-		for i, v := range inv {
-			// amax 0.25: scale 448/0.25 = 1792, rounded down to 1024;
-			// amax 8: 56, rounded down to 32.
-			if v != 1.0/1024 && v != 1.0/32 {
-				t.Fatalf("%+v: scale_inv %d = %v, want that of a finite amax", c, i, v)
+	// A NaN in a tile, a row block or a column block (ragged ones too)
+	// is left out of the block's amax, an infinity is not; the cast's
+	// amax is NaN only when an element is NaN. Values of widely spread
+	// magnitudes, so that a block's amax taken over any other range
+	// gives another scale; every block against the definition.
+	rng := rand.New(rand.NewPCG(81, 82))
+	const rows, cols = 200, 300
+	for _, c := range []struct{ axis, dim int }{{1, 2}, {1, 1}, {0, 1}} {
+		for _, special := range []string{"nan", "inf", "both", "none"} {
+			y := make([]float32, rows*cols)
+			for i := range y {
+				y[i] = float32(rng.NormFloat64() * math.Exp(4*rng.NormFloat64()))
 			}
-		}
-		for i, v := range y {
-			if v != v {
-				if codes[i]&0x7F != 0x7F {
-					t.Fatalf("%+v: NaN element %d has code %#x", c, i, codes[i])
+			at := func(r, col int, v float64) { y[r*cols+col] = float32(v) }
+			if special == "nan" || special == "both" {
+				at(21, 4, math.NaN())
+				at(150, 290, math.NaN()) // the ragged corner
+				at(130, 140, math.NaN())
+			}
+			if special == "inf" || special == "both" {
+				at(150, 291, math.Inf(-1))
+				at(3, 200, math.Inf(1))
+			}
+			f := Float8BlockCast{Dim: c.dim, Format: E4M3}
+			inv := make([]float32, Float8BlockScaleCount(rows, cols, c.axis, c.dim))
+			codes := make([]uint8, len(y))
+			a, err := QuantizeFloat8BlockAxis(codes, inv, y, rows, cols, c.axis, f, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want float32
+			nan := false
+			for _, v := range y {
+				nan = nan || v != v
+				want = max(want, float32(math.Abs(float64(v))))
+			}
+			if nan != (a != a) || (!nan && a != want) {
+				t.Fatalf("%+v %s: amax %v, want %v (NaN: %v)", c, special, a, want, nan)
+			}
+			// Every block's elements, gathered, against refBlock.
+			blocks := map[int][]int{}
+			for i := range y {
+				k := Float8BlockIndex(rows, cols, c.axis, c.dim, i/cols, i%cols)
+				blocks[k] = append(blocks[k], i)
+			}
+			for k, idx := range blocks {
+				vals := make([]float32, len(idx))
+				for j, i := range idx {
+					vals[j] = y[i]
 				}
-			} else if back := E4M3.Decode(codes[i]) * inv[Float8BlockIndex(c.rows, c.cols, c.axis, c.dim, i/c.cols, i%c.cols)]; back != v {
-				t.Fatalf("%+v: element %d (%v) decodes to %v", c, i, v, back)
+				wc, wi := refBlock(vals, E4M3, 0, false)
+				if math.Float32bits(inv[k]) != math.Float32bits(wi) {
+					t.Fatalf("%+v %s: block %d scale_inv %v, want %v", c, special, k, inv[k], wi)
+				}
+				for j, i := range idx {
+					if codes[i] != wc[j] {
+						t.Fatalf("%+v %s: element %d code %#x, want %#x", c, special, i, codes[i], wc[j])
+					}
+				}
 			}
 		}
 	}
