@@ -560,6 +560,11 @@ func TestFloat8BlockBandsSplits(t *testing.T) {
 			}
 		}
 	}
+	// A band past the last is refused when the rows fill their bands
+	// exactly too.
+	if _, err := QuantizeFloat8BlockBands(make([]uint8, 256*cols), make([]float32, 2*cols), make([]float32, 256*cols), 256, cols, Float8BlockCast{Dim: 1}, 0, 3, nil); err == nil {
+		t.Fatal("band 2 of 256 rows: no error")
+	}
 	if _, err := QuantizeFloat8BlockBands(make([]uint8, rows*cols), make([]float32, 9), src, rows, cols, Float8BlockCast{Dim: 2}, 0, 1, nil); err == nil {
 		t.Fatal("2-D blocks in bands: no error")
 	}
