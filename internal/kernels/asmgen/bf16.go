@@ -298,11 +298,7 @@ func bf16RowFP8Shift() {
 		for i := 0; i < 4; i++ {
 			VPMOVZXBW(Mem{Base: src, Disp: 32 * i}, Z0)
 			lookup(Z0, Z4)
-			VPANDD(zExp, Z4, Z5)
-			VPTESTMW(Z5, Z5, K2)   // exponent ≠ 0
-			VPCMPEQW(zExp, Z5, K3) // exponent all ones
-			KANDNQ(K2, K3, K2)     // K2 = ¬K3 ∧ K2
-			VPADDW(zShift, Z4, K2, Z4)
+			shiftBF16Exp(Z4, Z5, zExp, zShift, K2, K3)
 			VMOVDQU32(Z4, Mem{Base: dst, Disp: 64 * i})
 		}
 		ADDQ(U32(128), src)
@@ -344,11 +340,7 @@ func bf16PairsFP8Shift() {
 			VINSERTI64X4(U8(1), Y1, Z0, Z0)
 			lookup(Z0, Z4)
 			VPERMW(Z4, Z31, Z4)
-			VPANDD(zExp, Z4, Z5)
-			VPTESTMW(Z5, Z5, K2)   // exponent ≠ 0
-			VPCMPEQW(zExp, Z5, K3) // exponent all ones
-			KANDNQ(K2, K3, K2)     // K2 = ¬K3 ∧ K2
-			VPADDW(Mem{Base: sh}, Z4, K2, Z4)
+			shiftBF16Exp(Z4, Z5, zExp, Mem{Base: sh}, K2, K3)
 			VMOVDQU32(Z4, Mem{Base: d})
 			ADDQ(U32(16), r0)
 			ADDQ(U32(16), r1)

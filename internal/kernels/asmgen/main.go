@@ -513,15 +513,8 @@ func e2m1Decode() {
 	MOVL(U32(15), r)
 	VPBROADCASTD(r, z15)
 	loop("e2m1dec", n, func() {
-		b, lo, hi, c, v, f := Z0, Z1, Z2, Z3, Z4, Z5
-		VPMOVZXBD(Mem{Base: src}, b.AsY()) // 8 bytes → 8 lanes
-		VPANDD(z15, b, lo)
-		VPSRLD(U8(4), b, hi)
-		VMOVDQU32(zIdx, c)
-		VPERMI2D(hi, lo, c) // c: lo0 hi0 lo1 hi1 … (index in, values out)
-		VPERMPS(zVals, c, v)
-		VBROADCASTSS(Mem{Base: fac}, f)
-		VMULPS(f, v, v)
+		v := Z4
+		e2m1Products(src, fac, v, Z0, Z1, Z2, Z3, Z5, zVals, zIdx, z15)
 		VPSRLD(U8(16), v, v)
 		VPMOVDW(v, Mem{Base: dst})
 		ADDQ(U32(8), src)
@@ -530,6 +523,22 @@ func e2m1Decode() {
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// e2m1Products sets v to the 16 values of the 8 bytes of packed E2M1
+// codes at src (the even element in the low nibble) times the factor at
+// fac, as float32: zVals holds the 16 codes' values, zIdx the index that
+// interleaves the low and high nibbles, z15 the nibble mask; b, lo, hi,
+// c and f are scratch.
+func e2m1Products(src, fac Register, v, b, lo, hi, c, f, zVals, zIdx, z15 VecPhysical) {
+	VPMOVZXBD(Mem{Base: src}, b.AsY()) // 8 bytes → 8 lanes
+	VPANDD(z15, b, lo)
+	VPSRLD(U8(4), b, hi)
+	VMOVDQU32(zIdx, c)
+	VPERMI2D(hi, lo, c) // c: lo0 hi0 lo1 hi1 … (index in, values out)
+	VPERMPS(zVals, c, v)
+	VBROADCASTSS(Mem{Base: fac}, f)
+	VMULPS(f, v, v)
 }
 
 // e2m1Pairs emits the bf16 pairs of two rows of NVFP4 codes (k along
@@ -556,20 +565,9 @@ func e2m1Pairs() {
 	VPBROADCASTD(r, z15)
 	MOVL(U32(0xFFFF0000), r)
 	VPBROADCASTD(r, zHi)
-	// decode writes the 16 products of the codes at src times *fac to v.
-	decode := func(src, fac Register, v, b, lo, hi, c, f VecPhysical) {
-		VPMOVZXBD(Mem{Base: src}, b.AsY()) // 8 bytes → 8 lanes
-		VPANDD(z15, b, lo)
-		VPSRLD(U8(4), b, hi)
-		VMOVDQU32(zIdx, c)
-		VPERMI2D(hi, lo, c) // c: lo0 hi0 lo1 hi1 … (index in, values out)
-		VPERMPS(zVals, c, v)
-		VBROADCASTSS(Mem{Base: fac}, f)
-		VMULPS(f, v, v)
-	}
 	loop("e2m1pairs", n, func() {
-		decode(r0, f0, Z4, Z0, Z1, Z2, Z3, Z5)
-		decode(r1, f1, Z10, Z6, Z7, Z8, Z9, Z11)
+		e2m1Products(r0, f0, Z4, Z0, Z1, Z2, Z3, Z5, zVals, zIdx, z15)
+		e2m1Products(r1, f1, Z10, Z6, Z7, Z8, Z9, Z11, zVals, zIdx, z15)
 		VPSRLD(U8(16), Z4, Z4)
 		VPANDD(zHi, Z10, Z10)
 		VPORD(Z10, Z4, Z4)
@@ -582,6 +580,18 @@ func e2m1Pairs() {
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// shiftBF16Exp adds shift (a word per bf16 half: the exponent moved by
+// a power-of-two factor) to the halves of x whose exponent field is
+// neither 0 (zero) nor all ones (inf, NaN); zExp holds 0x7F80 in each
+// half, t and the masks k, k2 are scratch.
+func shiftBF16Exp(x, t, zExp VecPhysical, shift Op, k, k2 Op) {
+	VPANDD(zExp, x, t)
+	VPTESTMW(t, t, k)     // exponent ≠ 0
+	VPCMPEQW(zExp, t, k2) // exponent all ones
+	KANDNQ(k, k2, k)      // k = ¬k2 ∧ k
+	VPADDW(shift, x, k, x)
 }
 
 // bf16Shift emits the exponent shift of bf16 pairs: each 16-bit half of
@@ -604,11 +614,7 @@ func bf16Shift() {
 	loop("bf16shift", n, func() {
 		x, e := Z0, Z1
 		VMOVDQU32(Mem{Base: d}, x)
-		VPANDD(zExp, x, e)
-		VPTESTMW(e, e, K1)    // exponent ≠ 0
-		VPCMPEQW(zExp, e, K2) // exponent all ones
-		KANDNQ(K1, K2, K1)    // K1 = ¬K2 ∧ K1
-		VPADDW(Mem{Base: sh}, x, K1, x)
+		shiftBF16Exp(x, e, zExp, Mem{Base: sh}, K1, K2)
 		VMOVDQU32(x, Mem{Base: d})
 		ADDQ(U32(64), d)
 		ADDQ(step, sh)
@@ -640,11 +646,7 @@ func bf16ShiftRuns() {
 		for i := 0; i < 4; i++ {
 			x, t := Z0, Z1
 			VMOVDQU32(Mem{Base: d, Disp: 64 * i}, x)
-			VPANDD(zExp, x, t)
-			VPTESTMW(t, t, K1)    // exponent ≠ 0
-			VPCMPEQW(zExp, t, K2) // exponent all ones
-			KANDNQ(K1, K2, K1)    // K1 = ¬K2 ∧ K1
-			VPADDW(zShift, x, K1, x)
+			shiftBF16Exp(x, t, zExp, zShift, K1, K2)
 			VMOVDQU32(x, Mem{Base: d, Disp: 64 * i})
 		}
 		ADDQ(U32(256), d)
