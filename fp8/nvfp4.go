@@ -3,7 +3,6 @@ package fp8
 import (
 	"fmt"
 	"math"
-	"unsafe"
 
 	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/internal/parallel"
@@ -248,8 +247,8 @@ type NVFP4Quantizer struct {
 	key            uint64
 	m              float32
 	amax           []uint32
-	tam            [][]uint32 // per part: a band's column amaxes (16×16 tiles)
-	es             []float32  // element scales, one a block: [sr][nb] (1×16), per part [nb] (tiles)
+	tam            [][]float32 // per part: a band's column amaxes as float32 bits (16×16 tiles)
+	es             []float32   // element scales, one a block: [sr][nb] (1×16), per part [nb] (tiles)
 	prepFn, castFn func(int)
 }
 
@@ -280,9 +279,9 @@ func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, erro
 		z.parts = parallel.Workers()
 	}
 	z.amax = make([]uint32, z.parts)
-	z.tam = make([][]uint32, z.parts)
+	z.tam = make([][]float32, z.parts)
 	for i := range z.tam {
-		z.tam[i] = make([]uint32, z.sc)
+		z.tam[i] = make([]float32, z.sc)
 	}
 	if c.TwoD {
 		z.es = make([]float32, z.parts*z.nb)
@@ -361,8 +360,8 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 		}
 	}
 	if z.c.TwoD {
-		colAm := z.tam[i][:z.sc]
-		cam := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(colAm))), len(colAm))
+		cam := z.tam[i][:z.sc]
+		colAm := unsafeBits(cam)
 		for r0 := lo; r0 < hi; r0 += NVFP4Block {
 			r1 := min(hi, r0+NVFP4Block)
 			kernels.AmaxColsBand(colAm, z.y[r0*z.sc:], z.sc, r1-r0, z.sc)
