@@ -70,3 +70,34 @@ func ExampleNewAORecipe() {
 	// E4M3/axiswise E4M3/axiswise true
 	// fp8: AO recipe "rowwise": enable_fsdp_float8_all_gather needs tensorwise FP8 weights (weight cast is E4M3/axiswise); turn it off or use the tensorwise recipe
 }
+
+// A column-wise Float8BlockScaling cast (blocks of 128 values down each
+// column) split by bands of 128 rows: each part can run on its own
+// worker, reading only its rows, and together they write what the
+// whole cast writes.
+func ExampleQuantizeFloat8BlockBands() {
+	const rows, cols = 256, 2
+	x := make([]float32, rows*cols)
+	for r := 0; r < rows; r++ {
+		x[r*cols] = float32(r + 1) // column 0: 1 … 256
+		x[r*cols+1] = 0.5          // column 1: 0.5
+	}
+	c := fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}
+	n := fp8.Float8BlockScaleCount(rows, cols, 0, 1) // [cols][bands]
+	codes, inv := make([]uint8, len(x)), make([]float32, n)
+	for band := 0; band < 2; band++ {
+		if _, err := fp8.QuantizeFloat8BlockBands(codes, inv, x, rows, cols, c, band, band+1, nil); err != nil {
+			fmt.Println(err)
+		}
+	}
+	whole, wholeInv := make([]uint8, len(x)), make([]float32, n)
+	amax, _ := fp8.QuantizeFloat8BlockAxis(whole, wholeInv, x, rows, cols, 0, c, nil)
+	// Column 0's bands have amaxes 128 and 256: scales 448/128 and
+	// 448/256 rounded down to powers of two, 2 and 1; column 1's 0.5:
+	// 896, rounded down to 512.
+	fmt.Println("scale_inv [column][band]:", inv)
+	fmt.Println("as the whole cast:", string(codes) == string(whole), amax)
+	// Output:
+	// scale_inv [column][band]: [0.5 1 0.001953125 0.001953125]
+	// as the whole cast: true 256
+}
