@@ -161,11 +161,10 @@ type Adam struct {
 	m, v         [][]float32
 	steps        int
 	// The update of all parameters, elementwise, is spread over the
-	// workers as one range over their concatenation: ends[i] is where
-	// parameter i ends in it; consts its step's kernel constants.
+	// workers, each taking the same share of every parameter (see
+	// splitter.shares); consts holds the step's kernel constants.
 	split  *splitter
-	body   func(k, lo, hi int)
-	ends   []int
+	body   func(k, parts int)
 	consts []kernels.AdamConsts
 }
 
@@ -176,16 +175,12 @@ func NewAdam(params []Param, weightDecay float32) *Adam {
 	return o
 }
 
-// update applies the step to elements [lo, hi) of the concatenated
-// parameters.
-func (o *Adam) update(_, lo, hi int) {
-	start := 0
-	for pi, end := range o.ends {
-		if a, b := max(lo, start)-start, min(hi, end)-start; a < b {
-			p := o.Params[pi]
+// update applies the step to share k of parts of every parameter.
+func (o *Adam) update(k, parts int) {
+	for pi, p := range o.Params {
+		if a, b := share(len(p.W), k, parts); a < b {
 			kernels.Adam(p.W[a:b], p.G[a:b], o.m[pi][a:b], o.v[pi][a:b], &o.consts[pi])
 		}
-		start = end
 	}
 }
 
@@ -214,14 +209,13 @@ func (o *Adam) Step(lr float32) {
 	bc1 := 1 - math.Pow(float64(o.Beta1), t)
 	bc2 := 1 - math.Pow(float64(o.Beta2), t)
 	step, bc2s := float32(float64(lr)/bc1), float32(math.Sqrt(bc2))
-	o.ends, o.consts = o.ends[:0], o.consts[:0]
+	o.consts = o.consts[:0]
 	total := 0
 	for _, p := range o.Params {
 		total += len(p.W)
-		o.ends = append(o.ends, total)
 		o.consts = append(o.consts, adamConsts(o.Beta1, o.Beta2, o.Eps, step, bc2s, lr, o.WeightDecay, p.Decay, o.Decoupled))
 	}
-	o.split.do(total, o.body)
+	o.split.shares(total, o.body)
 }
 
 // adamConsts returns the kernel constants of one Adam update: step is

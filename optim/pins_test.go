@@ -1,6 +1,7 @@
 package optim
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -204,5 +205,88 @@ func TestSplitterParts(t *testing.T) {
 		for i, c := range seen {
 			require.Equal(t, 1, c, "n=%d element %d", n, i)
 		}
+	}
+}
+
+// shares runs small loops as one part and larger ones as one part per
+// worker, and each part's share of every array covers it exactly once.
+func TestSplitterShares(t *testing.T) {
+	s := newSplitter()
+	sizes := []int{0, 1, 5, 2*splitMin + 3}
+	for _, total := range []int{splitMin - 1, splitMin} {
+		seen := make([][]int, len(sizes))
+		for i, n := range sizes {
+			seen[i] = make([]int, n)
+		}
+		var mu sync.Mutex
+		used := map[int]int{}
+		s.shares(total, func(k, parts int) {
+			mu.Lock()
+			used[k] = parts
+			mu.Unlock()
+			for i, n := range sizes {
+				lo, hi := share(n, k, parts)
+				for j := lo; j < hi; j++ {
+					seen[i][j]++ // parts touch disjoint elements
+				}
+			}
+		})
+		want := 1
+		if total >= splitMin {
+			want = s.parts
+		}
+		require.Len(t, used, want, "total=%d", total)
+		for k, parts := range used {
+			require.Equal(t, want, parts, "total=%d part %d", total, k)
+		}
+		for i := range seen {
+			for j, c := range seen[i] {
+				require.Equal(t, 1, c, "total=%d array %d element %d", total, i, j)
+			}
+		}
+	}
+}
+
+// Adam split over the workers, each taking its share of every
+// parameter, writes exactly what one part writes, parameter by
+// parameter with its own decay.
+func TestAdamSplitMatchesSerial(t *testing.T) {
+	sizes := []int{3, splitMin + 5, 7, 2*splitMin - 1}
+	mk := func() []Param {
+		ps := make([]Param, len(sizes))
+		for i, n := range sizes {
+			ps[i] = Param{Name: fmt.Sprint("p", i), W: make([]float32, n), G: make([]float32, n), Decay: i%2 == 1}
+			for j := range ps[i].W {
+				ps[i].W[j] = float32(math.Sin(float64(7*j+i))) * 2
+				ps[i].G[j] = float32(math.Cos(float64(3*j+i*5))) / float32(1+j%13)
+			}
+		}
+		return ps
+	}
+	// The reference: one optimizer per parameter, in one part.
+	split, serial := mk(), mk()
+	a := NewAdamW(split, 0.1)
+	var refs []*Adam
+	for i := range serial {
+		r := NewAdamW(serial[i:i+1], 0.1)
+		r.split.parts = 1
+		refs = append(refs, r)
+	}
+	for step := 0; step < 3; step++ {
+		a.Step(0.01)
+		for _, r := range refs {
+			r.Step(0.01)
+		}
+	}
+	for i := range split {
+		for j := range split[i].W {
+			if math.Float32bits(split[i].W[j]) != math.Float32bits(serial[i].W[j]) {
+				t.Fatalf("%s[%d] = %v split, %v in one part", split[i].Name, j, split[i].W[j], serial[i].W[j])
+			}
+		}
+		ma, va := a.Moments(i)
+		mb, vb := refs[i].Moments(0)
+		require.Equal(t, mb, ma, "m of %s", split[i].Name)
+		require.Equal(t, vb, va, "v of %s", split[i].Name)
 	}
 }

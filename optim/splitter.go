@@ -17,18 +17,23 @@ type splitter struct {
 	n     int
 	body  func(k, lo, hi int)
 	run   func(int)
-	maxes []float32 // one partial max per part
+	// shareBody and runShare are shares' body and its method value.
+	shareBody func(k, parts int)
+	runShare  func(int)
+	maxes     []float32 // one partial max per part
 }
 
 func newSplitter() *splitter {
 	s := &splitter{parts: max(1, parallel.Workers())}
 	s.maxes = make([]float32, s.parts)
 	s.run = s.part
+	s.runShare = s.share
 	return s
 }
 
 func (s *splitter) part(k int) {
-	s.body(k, k*s.n/s.parts, (k+1)*s.n/s.parts)
+	lo, hi := share(s.n, k, s.parts)
+	s.body(k, lo, hi)
 }
 
 // do runs body(k, lo, hi) over parts of [0, n) and returns how many parts
@@ -42,6 +47,31 @@ func (s *splitter) do(n int, body func(k, lo, hi int)) int {
 	s.group.For(s.parts, s.run)
 	return s.parts
 }
+
+// shares runs body(k, parts) for each part k of parts, over the workers
+// when the loop is large enough (total elements, summed over the arrays
+// the body updates), else body(0, 1) on the caller. The body updates
+// share k of every array (share): each worker then writes the same
+// fraction of each tensor that the program's casts and GEMMs, which
+// split a tensor's rows evenly over the same workers, read on it at the
+// next step, so the values stay in that core's cache. One contiguous
+// range over the arrays' concatenation instead would hand a worker most
+// of one tensor and none of the next (measured: the MLP step 4–7%
+// slower in every precision, bench/RESULTS.md).
+func (s *splitter) shares(total int, body func(k, parts int)) {
+	if total < splitMin || s.parts == 1 {
+		body(0, 1)
+		return
+	}
+	s.shareBody = body
+	s.group.For(s.parts, s.runShare)
+}
+
+func (s *splitter) share(k int) { s.shareBody(k, s.parts) }
+
+// share returns part k of parts of [0, n): contiguous, in order, sizes
+// differing by at most one.
+func share(n, k, parts int) (lo, hi int) { return k * n / parts, (k + 1) * n / parts }
 
 // maxOf combines the partial maxima of the first parts parts, NaN if any
 // is NaN (as fp8.Amax).
