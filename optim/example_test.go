@@ -26,3 +26,15 @@ func ExampleWarmupCosine() {
 	fmt.Println()
 	// Output: 0.500 1.000 1.000 0.550 0.100
 }
+
+// ExampleClipGradNorm clips two gradients whose global L2 norm is 5 to
+// norm 1: each is scaled by 1/(5+1e-6).
+func ExampleClipGradNorm() {
+	params := []optim.Param{{G: []float32{3}}, {G: []float32{4}}}
+	fmt.Println(optim.GradSumSquares(params))
+	norm := optim.ClipGradNorm(params, 1)
+	fmt.Printf("%.4g %.4f %.4f\n", norm, params[0].G[0], params[1].G[0])
+	// Output:
+	// 25
+	// 5 0.6000 0.8000
+}

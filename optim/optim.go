@@ -53,30 +53,6 @@ type Optimizer interface {
 	Steps() int
 }
 
-// ClipGradNorm scales all gradients so that their global L2 norm is at
-// most maxNorm (PyTorch's clip_grad_norm_: factor maxNorm/(norm+1e-6)
-// when norm > maxNorm) and returns the norm before clipping. A
-// non-finite norm is returned as is and nothing is scaled.
-func ClipGradNorm(params []Param, maxNorm float32) float32 {
-	var s float64
-	for _, p := range params {
-		for _, g := range p.G {
-			s += float64(g) * float64(g)
-		}
-	}
-	norm := float32(math.Sqrt(s))
-	if norm <= maxNorm || math.IsNaN(float64(norm)) || math.IsInf(float64(norm), 0) {
-		return norm
-	}
-	f := maxNorm / (norm + 1e-6)
-	for _, p := range params {
-		for i := range p.G {
-			p.G[i] *= f
-		}
-	}
-	return norm
-}
-
 func state(params []Param) [][]float32 {
 	s := make([][]float32, len(params))
 	for i, p := range params {

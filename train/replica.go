@@ -302,24 +302,13 @@ func (r *replica) clip() error {
 		optim.ClipGradNorm(r.params, maxNorm)
 		return nil
 	}
-	var ss float64
-	for _, p := range r.params {
-		for _, g := range p.G {
-			ss += float64(g) * float64(g)
-		}
-	}
-	r.lbuf[1] = float32(ss)
+	r.lbuf[1] = float32(optim.GradSumSquares(r.params))
 	if err := r.comm.AllReduceF32(r.lbuf[1:2], dist.Sum); err != nil {
 		return err
 	}
 	norm := float32(math.Sqrt(float64(r.lbuf[1])))
 	if norm > maxNorm && !math.IsInf(float64(norm), 0) && !math.IsNaN(float64(norm)) {
-		s := maxNorm / (norm + 1e-6)
-		for _, p := range r.params {
-			for j := range p.G {
-				p.G[j] *= s
-			}
-		}
+		optim.ScaleGrads(r.params, maxNorm/(norm+1e-6))
 	}
 	return nil
 }
