@@ -438,19 +438,7 @@ func (rr *rankRun) step(step int) error {
 		if t.accum == 1 {
 			lossSum, rowsSum = float64(loss), 1
 		} else {
-			w := float32(b.GlobalRows)
-			for i := range r.acc {
-				acc, g := r.acc[i], r.src[i]
-				if micro == 0 {
-					for j := range acc {
-						acc[j] = w * g[j]
-					}
-				} else {
-					for j := range acc {
-						acc[j] += w * g[j]
-					}
-				}
-			}
+			r.accum.add(float32(b.GlobalRows), micro == 0)
 			lossSum += float64(b.GlobalRows) * float64(loss)
 			rowsSum += b.GlobalRows
 		}
@@ -458,12 +446,7 @@ func (rr *rankRun) step(step int) error {
 	}
 	start := time.Now()
 	if t.accum > 1 {
-		inv := 1 / float32(rowsSum)
-		for _, acc := range r.acc {
-			for j := range acc {
-				acc[j] *= inv
-			}
-		}
+		optim.ScaleGrads(r.params, 1/float32(rowsSum)) // the accumulators
 	}
 	loss := float32(lossSum / float64(rowsSum))
 	if f := float64(loss); math.IsNaN(f) || math.IsInf(f, 0) {

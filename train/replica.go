@@ -45,6 +45,7 @@ type replica struct {
 	// grad accumulation: acc[i] sums the weighted gradients of params[i].
 	acc      [][]float32
 	src      [][]float32 // the gradients each micro-batch leaves
+	accum    *accumulator
 	log      *inspect.Log
 	lbuf     []float32
 	warnings []string // Prepare's, about the joint-graph passes
@@ -119,6 +120,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 			r.acc = append(r.acc, make([]float32, len(r.params[i].G)))
 			r.params[i].G = r.acc[i]
 		}
+		r.accum = newAccumulator(r.acc, r.src)
 	}
 	return r, r.newOptimizer()
 }
