@@ -3,6 +3,9 @@ package graph
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/internal/parallel"
 )
 
 // inputOp is a value fed at run time.
@@ -74,16 +77,32 @@ func (addNOp) Bind(b *Binding) (Kernel, error) {
 	for i, v := range b.In {
 		ins[i] = v.F32[:len(out)]
 	}
-	return func() error {
-		copy(out, ins[0])
-		for _, x := range ins[1:] {
-			for i, v := range x {
-				out[i] += v
-			}
+	// ((in0 + in1) + in2) + … element by element, on the vector kernels,
+	// split over the workers in runs of 16 values.
+	units, parts := (len(out)+15)/16, 1
+	if len(out) >= addNParallelMin {
+		parts = parallel.Workers()
+	}
+	var group parallel.Group
+	run := func(p int) {
+		lo, hi := 16*(p*units/parts), min(len(out), 16*((p+1)*units/parts))
+		o := out[lo:hi]
+		if len(ins) == 1 {
+			copy(o, ins[0][lo:hi])
+			return
 		}
-		return nil
-	}, nil
+		kernels.Add(o, ins[0][lo:hi], ins[1][lo:hi])
+		for _, x := range ins[2:] {
+			kernels.AddTo(o, x[lo:hi])
+		}
+	}
+	return func() error { group.For(parts, run); return nil }, nil
 }
+
+// addNParallelMin is the element count from which AddN splits its sum
+// over the workers.
+const addNParallelMin = 1 << 15
+
 func (addNOp) Grad(n, dy *Node, need []bool) []*Node {
 	gs := make([]*Node, len(n.inputs))
 	for i := range gs {

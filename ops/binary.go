@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 type binaryKind uint8
@@ -38,8 +39,14 @@ func (o binaryOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	av, bv := b.In[0], b.In[1]
 	x, y := av.F32, bv.F32
 	if av.Shape.Equal(b.Out.Shape) && bv.Shape.Equal(b.Out.Shape) {
+		// Split over the workers in runs of 16 values.
 		x, y = x[:len(out)], y[:len(out)]
-		return func() error { binaryRow(o.kind, out, x, y, 1, 1); return nil }, nil
+		kind := o.kind
+		c := newChunkerCost((len(out)+15)/16, len(out), func(lo, hi int) {
+			lo, hi = 16*lo, min(len(out), 16*hi)
+			binaryRow(kind, out[lo:hi], x[lo:hi], y[lo:hi], 1, 1)
+		})
+		return c.kernel(), nil
 	}
 	p := newStridedPlan(b.Out.Shape, b.Out.Shape.Strides(), broadcastStrides(av.Shape, b.Out.Shape), broadcastStrides(bv.Shape, b.Out.Shape))
 	n, sa, sb := p.n, p.inner[1], p.inner[2]
@@ -73,9 +80,7 @@ func binaryRow(kind binaryKind, out, x, y []float32, sa, sb int) {
 		x, y = x[:len(out)], y[:len(out)]
 		switch kind {
 		case kindAdd:
-			for i := range out {
-				out[i] = x[i] + y[i]
-			}
+			kernels.Add(out, x, y)
 		case kindSub:
 			for i := range out {
 				out[i] = x[i] - y[i]

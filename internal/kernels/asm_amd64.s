@@ -16265,6 +16265,36 @@ addRowAVX512_done:
 	VZEROUPPER
 	RET
 
+// func addAVX512(dst *float32, x *float32, y *float32, blocks int, mask uint16)
+// Requires: AVX, AVX512F
+TEXT ·addAVX512(SB), NOSPLIT, $0-34
+	MOVQ    dst+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    blocks+24(FP), BX
+	MOVWLZX mask+32(FP), SI
+	KMOVW   SI, K1
+	TESTQ   BX, BX
+	JZ      addAVX512_done
+
+addAVX512_loop:
+	VMOVUPS (CX), Z0
+	VADDPS  (DX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x40, CX
+	ADDQ    $0x40, DX
+	ADDQ    $0x40, AX
+	DECQ    BX
+	JNZ     addAVX512_loop
+
+addAVX512_done:
+	VMOVUPS.Z (CX), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (AX)
+	VZEROUPPER
+	RET
+
 // func sigmoidAVX512(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX512F
 TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-24

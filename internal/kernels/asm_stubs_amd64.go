@@ -534,6 +534,11 @@ func rowGemm16_6x4AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int
 //go:noescape
 func addRowAVX512(dst *float32, src *float32, blocks int, mask uint16)
 
+// addAVX512 writes x + y to dst over 16·blocks values and the lanes of mask in one more vector; its Go twin is addGo (element.go) (AVX-512F).
+//
+//go:noescape
+func addAVX512(dst *float32, x *float32, y *float32, blocks int, mask uint16)
+
 // sigmoidAVX512 is the vector form of the Go loop in Sigmoid (sigmoid.go), bit for bit (AVX-512F).
 //
 //go:noescape

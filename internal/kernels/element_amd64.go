@@ -291,6 +291,18 @@ func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []flo
 	return true
 }
 
+// addVector writes x + y to dst with the vector kernel and reports
+// whether it could.
+func addVector(dst, x, y []float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	_, _ = x[len(dst)-1], y[len(dst)-1]
+	blocks, mask := tailMask(len(dst))
+	addAVX512(&dst[0], &x[0], &y[0], blocks, mask)
+	return true
+}
+
 // addRowVector adds src to dst (same length) with the vector kernel and
 // reports whether it could.
 func addRowVector(dst, src []float32) bool {

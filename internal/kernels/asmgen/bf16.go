@@ -547,6 +547,33 @@ func addRow() {
 	RET()
 }
 
+// add3 emits dst[j] = x[j] + y[j] (x the first operand, as Go's x + y)
+// for 16·blocks values and then the lanes of mask.
+func add3() {
+	TEXT("addAVX512", NOSPLIT, "func(dst, x, y *float32, blocks int, mask uint16)")
+	Pragma("noescape")
+	Doc("addAVX512 writes x + y to dst over 16·blocks values and the lanes of mask in one more vector; its Go twin is addGo (element.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	x := Load(Param("x"), GP64())
+	y := Load(Param("y"), GP64())
+	n := Load(Param("blocks"), GP64())
+	maskK1()
+	loop("addAVX512", n, func() {
+		VMOVUPS(Mem{Base: x}, Z0)
+		VADDPS(Mem{Base: y}, Z0, Z0)
+		VMOVUPS(Z0, Mem{Base: dst})
+		ADDQ(U8(64), x)
+		ADDQ(U8(64), y)
+		ADDQ(U8(64), dst)
+	})
+	VMOVUPS_Z(Mem{Base: x}, K1, Z0)
+	VMOVUPS_Z(Mem{Base: y}, K1, Z1)
+	VADDPS(Z1, Z0, Z0)
+	VMOVUPS(Z0, K1, Mem{Base: dst})
+	VZEROUPPER()
+	RET()
+}
+
 // transpose16Regs transposes the 16×16 lanes of Z0–Z15 (row i in Zi)
 // with Z16–Z31 as scratch and returns the registers holding the
 // transposed rows: column j of the input in the j-th.

@@ -78,6 +78,7 @@ func main() {
 		}
 	}
 	addRow()
+	add3()
 	for kind := range sigmoidKernels {
 		sigmoidFamily(sigmoidKind(kind))
 	}

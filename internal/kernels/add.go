@@ -1,0 +1,33 @@
+package kernels
+
+// Add writes x + y to dst element by element (x, y at least as long as
+// dst; dst may be x or y): the vector kernel where there is one, the
+// loop addGo (its twin) elsewhere.
+func Add(dst, x, y []float32) {
+	if len(dst) == 0 || addVector(dst, x, y) {
+		return
+	}
+	addGo(dst, x, y)
+}
+
+func addGo(dst, x, y []float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	for i := range dst {
+		dst[i] = x[i] + y[i]
+	}
+}
+
+// AddTo adds src to dst element by element (src at least as long as
+// dst): dst[i] += src[i].
+func AddTo(dst, src []float32) {
+	if len(dst) == 0 {
+		return
+	}
+	src = src[:len(dst)]
+	if addRowVector(dst, src) {
+		return
+	}
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
