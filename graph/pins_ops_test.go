@@ -318,3 +318,33 @@ func TestInPlaceNeedsRoomAndAnInput(t *testing.T) {
 		require.Equal(t, float32(5), v.F32[256+5])
 	}
 }
+
+// AddN sums its inputs in order, ((a + b) + c) + d, element by element,
+// across the workers' runs and the ragged end, as the loop does.
+func TestAddNSumsInOrder(t *testing.T) {
+	for _, n := range []int{7, 40001} {
+		g := graph.New()
+		var in []*graph.Node
+		vals := make([][]float32, 4)
+		for i := range vals {
+			in = append(in, g.Input(string(rune('a'+i)), graph.Float32, n))
+			vals[i] = make([]float32, n)
+			for j := range vals[i] {
+				// Magnitudes that make the order matter.
+				vals[i][j] = float32(j%13-6) * []float32{1e8, 1, -1e8, 0.37}[i] * float32(1+j%7)
+			}
+		}
+		s := graph.AddN("s", in...)
+		p, err := graph.Compile(g, nil, graph.Options{}, s)
+		require.NoError(t, err)
+		for i, x := range in {
+			require.NoError(t, p.FeedFloat32(x, vals[i]))
+		}
+		require.NoError(t, p.Run())
+		got := p.Float32(s)
+		for j := range n {
+			want := ((vals[0][j] + vals[1][j]) + vals[2][j]) + vals[3][j]
+			require.Equal(t, want, got[j], "n=%d element %d", n, j)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSumToLeadingAxesExact checks that summing leading axes (a bias
@@ -40,6 +41,34 @@ func TestSumToLeadingAxesExact(t *testing.T) {
 			if got[i] != want[i] {
 				t.Fatalf("%v → %v: [%d] = %v, want %v", c.x, c.to, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// Same-shape binary ops split over the workers in runs of 16 values
+// compute every element as the loop does, the ragged end included.
+func TestBinarySplitsElementwise(t *testing.T) {
+	const rows, cols = 301, 117 // 35,217 values: split, not a multiple of 16
+	g := graph.New()
+	x := g.Input("x", graph.Float32, rows, cols)
+	y := g.Input("y", graph.Float32, rows, cols)
+	outs := []*graph.Node{ops.Add(x, y), ops.Sub(x, y), ops.Mul(x, y), ops.Div(x, y)}
+	p, err := graph.Compile(g, nil, graph.Options{}, outs...)
+	require.NoError(t, err)
+	xv, yv := make([]float32, rows*cols), make([]float32, rows*cols)
+	for i := range xv {
+		xv[i], yv[i] = float32(i%97)*1.37-40, float32(i%89)*0.71+0.5
+	}
+	require.NoError(t, p.FeedFloat32(x, xv))
+	require.NoError(t, p.FeedFloat32(y, yv))
+	require.NoError(t, p.Run())
+	for k, f := range []func(a, b float32) float32{
+		func(a, b float32) float32 { return a + b }, func(a, b float32) float32 { return a - b },
+		func(a, b float32) float32 { return a * b }, func(a, b float32) float32 { return a / b },
+	} {
+		got := p.Float32(outs[k])
+		for i := range xv {
+			require.Equal(t, f(xv[i], yv[i]), got[i], "op %d element %d", k, i)
 		}
 	}
 }
