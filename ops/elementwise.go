@@ -87,11 +87,7 @@ func (o unaryOp) rows() func(x, y []float32) {
 			}
 		}
 	case kindReLU:
-		k = func(x, y []float32) {
-			for i, v := range x {
-				y[i] = max(v, 0)
-			}
-		}
+		k = func(x, y []float32) { kernels.ReLU(y, x) }
 	case kindGELU:
 		k = func(x, y []float32) { kernels.GELU(y, x) }
 	case kindSiLU:

@@ -31,3 +31,21 @@ func AddTo(dst, src []float32) {
 		dst[i] += src[i]
 	}
 }
+
+// ReLU writes max(x, 0) to y element by element with Go's max (−0 and
+// every negative value give +0, a NaN keeps its bits but the sign); y
+// may be x.
+func ReLU(y, x []float32) {
+	x = x[:len(y)]
+	if len(y) == 0 || reluVector(y, x) {
+		return
+	}
+	reluGo(y, x)
+}
+
+func reluGo(y, x []float32) {
+	x = x[:len(y)]
+	for i, v := range x {
+		y[i] = max(v, 0)
+	}
+}

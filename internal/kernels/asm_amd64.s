@@ -16295,6 +16295,38 @@ addAVX512_done:
 	VZEROUPPER
 	RET
 
+// func reluAVX512(dst *float32, src *float32, blocks int, mask uint16)
+// Requires: AVX, AVX512F
+TEXT ·reluAVX512(SB), NOSPLIT, $0-26
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVWLZX      mask+24(FP), BX
+	KMOVW        BX, K1
+	VPXORD       Z2, Z2, Z2
+	MOVL         $0x7fffffff, BX
+	VPBROADCASTD BX, Z3
+	TESTQ        DX, DX
+	JZ           reluAVX512_done
+
+reluAVX512_loop:
+	VMOVUPS  (CX), Z0
+	VCMPPS   $0x06, Z2, Z0, K2
+	VPANDD.Z Z3, Z0, K2, Z1
+	VMOVUPS  Z1, (AX)
+	ADDQ     $0x40, CX
+	ADDQ     $0x40, AX
+	DECQ     DX
+	JNZ      reluAVX512_loop
+
+reluAVX512_done:
+	VMOVUPS.Z (CX), K1, Z0
+	VCMPPS    $0x06, Z2, Z0, K2
+	VPANDD.Z  Z3, Z0, K2, Z1
+	VMOVUPS   Z1, K1, (AX)
+	VZEROUPPER
+	RET
+
 // func sigmoidAVX512(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX512F
 TEXT ·sigmoidAVX512(SB), NOSPLIT, $0-24

@@ -539,6 +539,11 @@ func addRowAVX512(dst *float32, src *float32, blocks int, mask uint16)
 //go:noescape
 func addAVX512(dst *float32, x *float32, y *float32, blocks int, mask uint16)
 
+// reluAVX512 writes max(x, 0) (Go's max: −0 gives +0, a NaN its bits with the sign cleared) over 16·blocks values and the lanes of mask in one more vector; its Go twin is reluGo (add.go) (AVX-512F).
+//
+//go:noescape
+func reluAVX512(dst *float32, src *float32, blocks int, mask uint16)
+
 // sigmoidAVX512 is the vector form of the Go loop in Sigmoid (sigmoid.go), bit for bit (AVX-512F).
 //
 //go:noescape

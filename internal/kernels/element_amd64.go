@@ -303,6 +303,17 @@ func addVector(dst, x, y []float32) bool {
 	return true
 }
 
+// reluVector writes max(x, 0) to y with the vector kernel and reports
+// whether it could.
+func reluVector(y, x []float32) bool {
+	if !hasAVX512 {
+		return false
+	}
+	blocks, mask := tailMask(len(y))
+	reluAVX512(&y[0], &x[0], blocks, mask)
+	return true
+}
+
 // addRowVector adds src to dst (same length) with the vector kernel and
 // reports whether it could.
 func addRowVector(dst, src []float32) bool {

@@ -39,6 +39,7 @@ func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs,
 func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	return false
 }
+func reluVector(y, x []float32) bool                                                    { return false }
 func addVector(dst, x, y []float32) bool                                                { return false }
 func addRowVector(dst, src []float32) bool                                              { return false }
 func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float32) bool { return false }

@@ -196,3 +196,36 @@ func TestAddMatchesLoop(t *testing.T) {
 		}
 	}
 }
+
+// ReLU is Go's max(x, 0) bit for bit at every length: −0 and negatives
+// give +0, NaN (any sign or payload) as max leaves it, denormals and
+// infinities as max gives them; in place too.
+func TestReLUMatchesMax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 19))
+	specials := []float32{float32(math.NaN()), math.Float32frombits(0xFFC00001), math.Float32frombits(0x7F800001),
+		float32(math.Copysign(0, -1)), 0, float32(math.Inf(1)), float32(math.Inf(-1)), 1e-45, -1e-45, -3e38}
+	for n := 0; n <= 70; n++ {
+		x := make([]float32, n+1)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+			if rng.IntN(3) == 0 {
+				x[i] = specials[rng.IntN(len(specials))]
+			}
+		}
+		got := make([]float32, n+1)
+		got[n] = 42
+		ReLU(got[:n], x)
+		in := append([]float32(nil), x...)
+		ReLU(in[:n], in)
+		for i := range n {
+			want := max(x[i], 0)
+			if math.Float32bits(got[i]) != math.Float32bits(want) || math.Float32bits(in[i]) != math.Float32bits(want) {
+				t.Fatalf("n=%d ReLU(%v) [%08x] = %v [%08x] (in place %08x), want %v [%08x]", n, x[i], math.Float32bits(x[i]),
+					got[i], math.Float32bits(got[i]), math.Float32bits(in[i]), want, math.Float32bits(want))
+			}
+		}
+		if got[n] != 42 || math.Float32bits(in[n]) != math.Float32bits(x[n]) {
+			t.Fatalf("n=%d: a value past the end changed", n)
+		}
+	}
+}

@@ -574,6 +574,38 @@ func add3() {
 	RET()
 }
 
+// relu emits dst[j] = max(src[j], 0) with Go's max: +0 for every value
+// at most zero (−0 included), the value itself above zero, a NaN with
+// its sign bit cleared (Go computes max as −min(−x, −0)), for 16·blocks
+// values and then the lanes of mask.
+func relu() {
+	TEXT("reluAVX512", NOSPLIT, "func(dst, src *float32, blocks int, mask uint16)")
+	Pragma("noescape")
+	Doc("reluAVX512 writes max(x, 0) (Go's max: −0 gives +0, a NaN its bits with the sign cleared) over 16·blocks values and the lanes of mask in one more vector; its Go twin is reluGo (add.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	maskK1()
+	VPXORD(Z2, Z2, Z2)
+	bcast(0x7FFFFFFF, Z3)
+	// K2: not (x ≤ 0), true for x > 0 and NaN; the other lanes become
+	// +0, and the sign bit is cleared (which changes only NaNs).
+	loop("reluAVX512", n, func() {
+		VMOVUPS(Mem{Base: src}, Z0)
+		VCMPPS(U8(6), Z2, Z0, K2)
+		VPANDD_Z(Z3, Z0, K2, Z1)
+		VMOVUPS(Z1, Mem{Base: dst})
+		ADDQ(U8(64), src)
+		ADDQ(U8(64), dst)
+	})
+	VMOVUPS_Z(Mem{Base: src}, K1, Z0)
+	VCMPPS(U8(6), Z2, Z0, K2)
+	VPANDD_Z(Z3, Z0, K2, Z1)
+	VMOVUPS(Z1, K1, Mem{Base: dst})
+	VZEROUPPER()
+	RET()
+}
+
 // transpose16Regs transposes the 16×16 lanes of Z0–Z15 (row i in Zi)
 // with Z16–Z31 as scratch and returns the registers holding the
 // transposed rows: column j of the input in the j-th.

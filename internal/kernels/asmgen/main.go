@@ -79,6 +79,7 @@ func main() {
 	}
 	addRow()
 	add3()
+	relu()
 	for kind := range sigmoidKernels {
 		sigmoidFamily(sigmoidKind(kind))
 	}
