@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // embeddingOp gathers rows of a table [V, D] by int32 ids [...], giving
@@ -75,18 +76,25 @@ func (o embeddingGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	ids, dy, out := b.In[0].I32, b.In[1].F32, b.Out.F32
 	d := b.Out.Shape[1]
 	v := o.vocab
+	// The table's rows split over the workers: each clears its rows and
+	// adds, in token order, the gradients of the tokens that select
+	// them (the same sums, in the same order, as one pass).
+	c := newChunkerCost(v, v*d, func(lo, hi int) {
+		clear(out[lo*d : hi*d])
+		for i, id := range ids {
+			if r := int(id); r >= lo && r < hi {
+				kernels.AddTo(out[r*d:r*d+d], dy[i*d:i*d+d])
+			}
+		}
+	})
+	run := c.kernel()
 	return func() error {
-		clear(out)
 		for i, id := range ids {
 			if id < 0 || int(id) >= v {
 				return idError(id, i, v)
 			}
-			dst, src := out[int(id)*d:int(id)*d+d], dy[i*d:i*d+d]
-			for j, g := range src {
-				dst[j] += g
-			}
 		}
-		return nil
+		return run()
 	}, nil
 }
 

@@ -72,3 +72,43 @@ func TestBinarySplitsElementwise(t *testing.T) {
 		}
 	}
 }
+
+// The embedding's gradient, its table rows split over the workers, adds
+// each row's tokens in token order (repeated ids included) as one pass
+// does; a bad id fails the step.
+func TestEmbeddingGradSplitsInOrder(t *testing.T) {
+	const vocab, d, tokens = 600, 70, 900 // 42,000 table values: split
+	g := graph.New()
+	table := g.Param("table", vocab, d)
+	ids := g.Input("ids", graph.Int32, tokens)
+	loss := ops.Sum(ops.Mul(ops.Embedding("emb", table, ids), g.Input("w", graph.Float32, tokens, d)))
+	grads, err := graph.Grad(loss, table)
+	require.NoError(t, err)
+	store := graph.NewStore()
+	require.NoError(t, store.Init(g, nil))
+	p, err := graph.Compile(g, store, graph.Options{Training: true}, loss, grads[0])
+	require.NoError(t, err)
+	idv, wv := make([]int32, tokens), make([]float32, tokens*d)
+	for i := range idv {
+		idv[i] = int32((i * 7) % vocab) // every row, 300 of them twice
+	}
+	for i := range wv {
+		wv[i] = float32(i%31)*1e6 - float32(i%17)*0.3 // order matters
+	}
+	require.NoError(t, p.FeedInt32(ids, idv))
+	require.NoError(t, p.FeedFloat32(g.Lookup("w"), wv))
+	require.NoError(t, p.Run())
+	want := make([]float32, vocab*d)
+	for i, id := range idv {
+		for j := range d {
+			want[int(id)*d+j] += wv[i*d+j]
+		}
+	}
+	got := p.Float32(grads[0])
+	for i := range want {
+		require.Equal(t, want[i], got[i], "table value %d", i)
+	}
+	idv[3] = vocab
+	require.NoError(t, p.FeedInt32(ids, idv))
+	require.ErrorContains(t, p.Run(), "3")
+}
