@@ -71,6 +71,12 @@ type SGD struct {
 	WeightDecay float32
 	buf         [][]float32
 	steps       int
+	// The step's settings for update, and the splitter that runs it
+	// (made on the first step, so that a zero SGD works).
+	split *splitter
+	body  func(k, parts int)
+	lr    float32
+	first bool
 }
 
 // NewSGD returns SGD over params.
@@ -87,13 +93,31 @@ func (o *SGD) Steps() int { return o.steps }
 
 // Step applies w -= lr·d, d being the (decayed) gradient or its momentum
 // buffer b = μ·b + (1−dampening)·g (b = g on the first step), with
-// Nesterov d = g + μ·b.
+// Nesterov d = g + μ·b. Like Adam's, the update is spread over the
+// workers, each taking the same share of every parameter.
 func (o *SGD) Step(lr float32) {
-	first := o.steps == 0
+	o.first = o.steps == 0
 	o.steps++
-	mu, damp, wd := o.Momentum, 1-o.Dampening, o.WeightDecay
+	o.lr = lr
+	if o.split == nil {
+		o.split = newSplitter()
+		o.body = o.update
+	}
+	total := 0
+	for _, p := range o.Params {
+		total += len(p.W)
+	}
+	o.split.shares(total, o.body)
+}
+
+// update applies the step to share k of parts of every parameter.
+func (o *SGD) update(k, parts int) {
+	lr, mu, damp, wd, first := o.lr, o.Momentum, 1-o.Dampening, o.WeightDecay, o.first
 	for pi, p := range o.Params {
-		w, g := p.W, p.G[:len(p.W)]
+		lo, hi := share(len(p.W), k, parts)
+		w := p.W[lo:hi]
+		g := p.G[lo:hi]
+		g = g[:len(w)]
 		if o.buf == nil {
 			for i := range w {
 				d := g[i]
@@ -104,7 +128,8 @@ func (o *SGD) Step(lr float32) {
 			}
 			continue
 		}
-		b := o.buf[pi][:len(w)]
+		b := o.buf[pi][lo:hi]
+		b = b[:len(w)]
 		for i := range w {
 			d := g[i]
 			if p.Decay {

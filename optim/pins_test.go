@@ -290,3 +290,48 @@ func TestAdamSplitMatchesSerial(t *testing.T) {
 		require.Equal(t, vb, va, "v of %s", split[i].Name)
 	}
 }
+
+// SGD split over the workers (momentum, Nesterov, decay on some
+// parameters) writes exactly what one optimizer per parameter, in one
+// part, writes.
+func TestSGDSplitMatchesSerial(t *testing.T) {
+	sizes := []int{3, splitMin + 5, 7, 2*splitMin - 1}
+	mk := func() []Param {
+		ps := make([]Param, len(sizes))
+		for i, n := range sizes {
+			ps[i] = Param{Name: fmt.Sprint("p", i), W: make([]float32, n), G: make([]float32, n), Decay: i%2 == 1}
+			for j := range ps[i].W {
+				ps[i].W[j] = float32(math.Sin(float64(5*j+i))) * 3
+				ps[i].G[j] = float32(math.Cos(float64(11*j+i*3))) / float32(1+j%7)
+			}
+		}
+		return ps
+	}
+	for _, nesterov := range []bool{false, true} {
+		split, serial := mk(), mk()
+		a := NewSGD(split, 0.9, 0.01, nesterov)
+		a.Dampening = 0.1
+		var refs []*SGD
+		for i := range serial {
+			r := NewSGD(serial[i:i+1], 0.9, 0.01, nesterov)
+			r.Dampening = 0.1
+			r.split = newSplitter()
+			r.split.parts = 1
+			r.body = r.update
+			refs = append(refs, r)
+		}
+		for step := 0; step < 3; step++ {
+			a.Step(0.05)
+			for _, r := range refs {
+				r.Step(0.05)
+			}
+		}
+		for i := range split {
+			for j := range split[i].W {
+				if math.Float32bits(split[i].W[j]) != math.Float32bits(serial[i].W[j]) {
+					t.Fatalf("nesterov=%v %s[%d] = %v split, %v in one part", nesterov, split[i].Name, j, split[i].W[j], serial[i].W[j])
+				}
+			}
+		}
+	}
+}
