@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/internal/hooks"
 	"github.com/octetml/octet/internal/parallel"
 )
 
@@ -77,8 +77,8 @@ func (addNOp) Bind(b *Binding) (Kernel, error) {
 	for i, v := range b.In {
 		ins[i] = v.F32[:len(out)]
 	}
-	// ((in0 + in1) + in2) + … element by element, on the vector kernels,
-	// split over the workers in runs of 16 values.
+	// ((in0 + in1) + in2) + … element by element, on the vector kernels
+	// (see internal/hooks), split over the workers in runs of 16 values.
 	units, parts := (len(out)+15)/16, 1
 	if len(out) >= addNParallelMin {
 		parts = parallel.Workers()
@@ -91,9 +91,9 @@ func (addNOp) Bind(b *Binding) (Kernel, error) {
 			copy(o, ins[0][lo:hi])
 			return
 		}
-		kernels.Add(o, ins[0][lo:hi], ins[1][lo:hi])
+		hooks.Add(o, ins[0][lo:hi], ins[1][lo:hi])
 		for _, x := range ins[2:] {
-			kernels.AddTo(o, x[lo:hi])
+			hooks.AddTo(o, x[lo:hi])
 		}
 	}
 	return func() error { group.For(parts, run); return nil }, nil
