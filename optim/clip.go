@@ -26,6 +26,9 @@ type clipScratch struct {
 
 var clipping clipScratch
 
+// chunksOf is the number of chunks of n values (the last one short).
+func chunksOf(n int) int { return (n + normChunk - 1) / normChunk }
+
 // lock takes the scratch, making its splitter on first use.
 func (s *clipScratch) lock() {
 	s.mu.Lock()
@@ -49,7 +52,7 @@ func GradSumSquares(params []Param) float64 {
 	chunks, total := 0, 0
 	for _, p := range params {
 		s.starts = append(s.starts, chunks)
-		chunks += (len(p.G) + normChunk - 1) / normChunk
+		chunks += chunksOf(len(p.G))
 		total += len(p.G)
 	}
 	if cap(s.partial) < chunks {
@@ -84,7 +87,7 @@ func ScaleGrads(params []Param, f float32) {
 // sumPart fills share k of each parameter's chunk sums.
 func (s *clipScratch) sumPart(k, parts int) {
 	for i, p := range s.params {
-		lo, hi := share((len(p.G)+normChunk-1)/normChunk, k, parts)
+		lo, hi := share(chunksOf(len(p.G)), k, parts)
 		for c := lo; c < hi; c++ {
 			s.partial[s.starts[i]+c] = sumSquares(p.G[c*normChunk : min(len(p.G), (c+1)*normChunk)])
 		}
