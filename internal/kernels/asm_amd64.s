@@ -5765,6 +5765,57 @@ bf16PairsF32_g_done:
 	VZEROUPPER
 	RET
 
+// func bf16PairsStridedF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, stride int, sstride int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·bf16PairsStridedF32(SB), NOSPLIT, $0-56
+	MOVQ      dst+0(FP), AX
+	MOVQ      r0+8(FP), CX
+	MOVQ      r1+16(FP), DX
+	MOVQ      groups+24(FP), BX
+	MOVQ      stride+40(FP), SI
+	MOVQ      sstride+48(FP), DI
+	VMOVDQU32 bf16PairIndex<>+0(SB), Z31
+	TESTQ     BX, BX
+	JZ        bf16PairsStridedF32_g_done
+
+bf16PairsStridedF32_g_loop:
+	MOVQ  group+32(FP), R8
+	MOVQ  AX, R9
+	MOVQ  CX, R10
+	MOVQ  DX, R11
+	TESTQ R8, R8
+	JZ    bf16PairsStridedF32_done
+
+bf16PairsStridedF32_loop:
+	VMOVUPS (R10), Z0
+	VMOVUPS (R11), Z1
+
+	// VCVTNE2PS2BF16 z4, z1, z0
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xe0
+	VPERMW    Z4, Z31, Z4
+	VMOVDQU32 Z4, (R9)
+	ADDQ      $0x00000040, R10
+	ADDQ      $0x00000040, R11
+	ADDQ      $0x00000040, R9
+	DECQ      R8
+	JNZ       bf16PairsStridedF32_loop
+
+bf16PairsStridedF32_done:
+	ADDQ SI, AX
+	ADDQ DI, CX
+	ADDQ DI, DX
+	DECQ BX
+	JNZ  bf16PairsStridedF32_g_loop
+
+bf16PairsStridedF32_g_done:
+	VZEROUPPER
+	RET
+
 // func bf16RowF32(dst *uint32, src *float32, blocks int)
 // Requires: AVX, AVX512F
 TEXT ·bf16RowF32(SB), NOSPLIT, $0-24
@@ -5851,6 +5902,70 @@ bf16PairsFP8_done:
 	JNZ  bf16PairsFP8_g_loop
 
 bf16PairsFP8_g_done:
+	VZEROUPPER
+	RET
+
+// func bf16PairsStridedFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, sstride int, table *[128]uint16)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·bf16PairsStridedFP8(SB), NOSPLIT, $0-64
+	MOVQ         dst+0(FP), AX
+	MOVQ         r0+8(FP), CX
+	MOVQ         r1+16(FP), DX
+	MOVQ         groups+24(FP), BX
+	MOVQ         stride+40(FP), SI
+	MOVQ         sstride+48(FP), DI
+	MOVQ         table+56(FP), R8
+	VMOVDQU32    (R8), Z20
+	VMOVDQU32    64(R8), Z21
+	VMOVDQU32    128(R8), Z22
+	VMOVDQU32    192(R8), Z23
+	MOVL         $0x007f007f, R8
+	VPBROADCASTD R8, Z24
+	MOVL         $0x00800080, R8
+	VPBROADCASTD R8, Z25
+	MOVL         $0x00400040, R8
+	VPBROADCASTD R8, Z26
+	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
+	TESTQ        BX, BX
+	JZ           bf16PairsStridedFP8_g_done
+
+bf16PairsStridedFP8_g_loop:
+	MOVQ  group+32(FP), R8
+	MOVQ  AX, R9
+	MOVQ  CX, R10
+	MOVQ  DX, R11
+	TESTQ R8, R8
+	JZ    bf16PairsStridedFP8_done
+
+bf16PairsStridedFP8_loop:
+	VPMOVZXBW    (R10), Y0
+	VPMOVZXBW    (R11), Y1
+	VINSERTI64X4 $0x01, Y1, Z0, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPERMW       Z4, Z31, Z4
+	VMOVDQU32    Z4, (R9)
+	ADDQ         $0x00000010, R10
+	ADDQ         $0x00000010, R11
+	ADDQ         $0x00000040, R9
+	DECQ         R8
+	JNZ          bf16PairsStridedFP8_loop
+
+bf16PairsStridedFP8_done:
+	ADDQ SI, AX
+	ADDQ DI, CX
+	ADDQ DI, DX
+	DECQ BX
+	JNZ  bf16PairsStridedFP8_g_loop
+
+bf16PairsStridedFP8_g_done:
 	VZEROUPPER
 	RET
 

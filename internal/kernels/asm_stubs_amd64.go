@@ -199,6 +199,11 @@ func amxBF16Tiles(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, mt
 //go:noescape
 func bf16PairsF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, stride int)
 
+// bf16PairsStridedF32 interleaves, for each of groups pairs of rows, 16·group values of the two rows as bf16 pairs: group g reads r0 and r1 advanced by g·sstride bytes and writes dst advanced by g·stride bytes (AVX512_BF16).
+//
+//go:noescape
+func bf16PairsStridedF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, stride int, sstride int)
+
 // bf16RowF32 converts 32·blocks consecutive values to bf16 pairs (AVX512_BF16).
 //
 //go:noescape
@@ -208,6 +213,11 @@ func bf16RowF32(dst *uint32, src *float32, blocks int)
 //
 //go:noescape
 func bf16PairsFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, table *[128]uint16)
+
+// bf16PairsStridedFP8 interleaves, for each of groups pairs of rows, 16·group values of the two rows (FP8 codes through a bf16 table) as bf16 pairs: group g reads r0 and r1 advanced by g·sstride bytes and writes dst advanced by g·stride bytes (AVX512_BF16).
+//
+//go:noescape
+func bf16PairsStridedFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, sstride int, table *[128]uint16)
 
 // bf16RowFP8 converts 32·blocks consecutive values (FP8 codes through a bf16 table) to bf16 pairs (AVX512_BF16).
 //

@@ -739,3 +739,40 @@ func testGemmBF16Operands(t *testing.T) {
 		}
 	}
 }
+
+// The strided pairs kernel writes, group by group, exactly what pairs16
+// writes for each pair of rows, for FP8 codes and float32 values, and
+// nothing past its groups' lanes.
+func TestStridedPairsMatchPairs16(t *testing.T) {
+	if !hasBF16 {
+		t.Skip("no AVX512_BF16 kernels on this build or CPU")
+	}
+	rng := rand.New(rand.NewPCG(23, 23))
+	const ld = 77
+	codes := make([]uint8, 40*ld)
+	for i := range codes {
+		codes[i] = uint8(rng.IntN(256))
+	}
+	f32 := randSlice(rng, 40*ld)
+	g := NewGemm()
+	for _, x := range []*Operand{g.op16(0, &Operand{Codes: codes, Table: fp8TableForTest(0, 1), Cast: testCasts[0], Scale: 1}), {F32: f32}} {
+		for _, c := range []struct{ o0, groups, width, stride int }{{0, 1, 16, 16}, {5, 7, 32, 40}, {3, 19, 48, 48}} {
+			got := make([]uint32, c.groups*c.stride+8)
+			want := make([]uint32, len(got))
+			for i := range got {
+				got[i], want[i] = 0xDEADBEEF, 0xDEADBEEF
+			}
+			if !stridedPairsVector(x, got, c.o0, c.o0+ld, c.groups, c.width, c.stride, 2*ld) {
+				t.Fatal("no vector path")
+			}
+			for q := 0; q < c.groups; q++ {
+				x.pairs16(want[q*c.stride:q*c.stride+c.width], c.o0+2*q*ld, c.o0+2*q*ld+ld, c.width)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("codes=%v %+v: lane %d = %08x, want %08x", x.Codes != nil, c, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

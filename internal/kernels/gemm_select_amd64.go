@@ -141,6 +141,28 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 	return true
 }
 
+// stridedPairsVector writes, for each of groups pair rows g, the width
+// lanes (a multiple of 16) pairing x[o0+g·sstride+j] with
+// x[o1+g·sstride+j] to dst[g·stride:], in one call of the vector kernel
+// (Aᵀ's pairs down its columns, a chunk of rows at a time); false when
+// the operand has no vector path (E2M1, exponent shifts, FP8 without a
+// bf16 table).
+func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int) bool {
+	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.E2M1 != nil || x.Exp != nil {
+		return false
+	}
+	last := (groups-1)*sstride + width - 1
+	_ = dst[(groups-1)*stride+width-1]
+	if x.Codes == nil {
+		_, _ = x.F32[o0+last], x.F32[o1+last]
+		bf16PairsStridedF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride, 4*sstride)
+	} else {
+		_, _ = x.Codes[o0+last], x.Codes[o1+last]
+		bf16PairsStridedFP8(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, sstride, x.bf16Tab)
+	}
+	return true
+}
+
 // e2m1PairsVector interleaves the decoded NVFP4 runs a and b (16 lanes
 // of dst per block, one factor each) with the vector kernel and returns
 // how many lanes it wrote.

@@ -17,6 +17,9 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 	return false
 }
 func rowVector(x *Operand, dst []uint32, o, n int) int { return 0 }
+func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int) bool {
+	return false
+}
 
 // transposeVector has no vector path on this build.
 func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int { return 0 }

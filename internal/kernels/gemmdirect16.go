@@ -284,9 +284,22 @@ func (g *Gemm) directPart16(i int) {
 				}
 			}
 		} else {
-			// Row i of op(A) is column i of A: pair rows 2q and 2q+1.
+			// Row i of op(A) is column i of A: pair rows 2q and 2q+1 —
+			// the whole 16-lane runs of every full pair in one call when
+			// the operand has a vector path, the rest below.
 			rsA, csA = 1, rows
+			vec := rows / 16 * 16
+			if !stridedPairsVector(x, tmp, r0, r0+lda, k/2, vec, rows, 2*lda) {
+				vec = 0
+			}
 			for q := 0; q < kp; q++ {
+				if vec > 0 && 2*q+1 < k {
+					if vec < rows {
+						o0 := 2*q*lda + r0 + vec
+						x.pairs16(tmp[q*rows+vec:(q+1)*rows], o0, o0+lda, rows-vec)
+					}
+					continue
+				}
 				o0, o1 := 2*q*lda+r0, -1
 				if 2*q+1 < k {
 					o1 = o0 + lda

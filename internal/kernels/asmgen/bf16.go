@@ -244,6 +244,51 @@ func bf16Pack(kind string) {
 	VZEROUPPER()
 	RET()
 
+	// strided pairs: groups of pair rows, each its own two source rows
+	name = "bf16PairsStrided" + kind
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, groups, group, stride, sstride int%s)", elem, tabSig))
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s interleaves, for each of groups pairs of rows, 16·group values of the two rows%s as bf16 pairs: group g reads r0 and r1 advanced by g·sstride bytes and writes dst advanced by g·stride bytes (AVX512_BF16).", name, tabDoc))
+	dst = Load(Param("dst"), GP64())
+	r0 = Load(Param("r0"), GP64())
+	r1 = Load(Param("r1"), GP64())
+	ng = Load(Param("groups"), GP64())
+	stride = Load(Param("stride"), GP64())
+	ss := Load(Param("sstride"), GP64())
+	if fp8 {
+		loadTable(56)
+	}
+	pairIndex(Z31)
+	loop(name+"_g", ng, func() {
+		n := Load(Param("group"), GP64())
+		d, p0, p1 := GP64(), GP64(), GP64()
+		MOVQ(dst, d)
+		MOVQ(r0, p0)
+		MOVQ(r1, p1)
+		loop(name, n, func() {
+			if fp8 {
+				VPMOVZXBW(Mem{Base: p0}, Y0)
+				VPMOVZXBW(Mem{Base: p1}, Y1)
+				VINSERTI64X4(U8(1), Y1, Z0, Z0)
+				lookup(Z0, Z4)
+			} else {
+				VMOVUPS(Mem{Base: p0}, Z0)
+				VMOVUPS(Mem{Base: p1}, Z1)
+				vcvtne2ps2bf16(Z4, Z1, Z0)
+			}
+			VPERMW(Z4, Z31, Z4)
+			VMOVDQU32(Z4, Mem{Base: d})
+			ADDQ(U32(width), p0)
+			ADDQ(U32(width), p1)
+			ADDQ(U32(64), d)
+		})
+		ADDQ(stride, dst)
+		ADDQ(ss, r0)
+		ADDQ(ss, r1)
+	})
+	VZEROUPPER()
+	RET()
+
 	// row
 	name = "bf16Row" + kind
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, src *%s, blocks int%s)", elem, tabSig))
