@@ -6179,6 +6179,79 @@ bf16PairsFP8Shift_g_done:
 	VZEROUPPER
 	RET
 
+// func bf16PairsStridedFP8Shift(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, sstride int, table *[128]uint16, shifts *uint32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F
+TEXT ·bf16PairsStridedFP8Shift(SB), NOSPLIT, $0-72
+	MOVQ         dst+0(FP), AX
+	MOVQ         r0+8(FP), CX
+	MOVQ         r1+16(FP), DX
+	MOVQ         groups+24(FP), BX
+	MOVQ         stride+40(FP), SI
+	MOVQ         sstride+48(FP), DI
+	MOVQ         table+56(FP), R8
+	VMOVDQU32    (R8), Z20
+	VMOVDQU32    64(R8), Z21
+	VMOVDQU32    128(R8), Z22
+	VMOVDQU32    192(R8), Z23
+	MOVL         $0x007f007f, R8
+	VPBROADCASTD R8, Z24
+	MOVL         $0x00800080, R8
+	VPBROADCASTD R8, Z25
+	MOVL         $0x00400040, R8
+	VPBROADCASTD R8, Z26
+	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
+	MOVL         $0x7f807f80, R8
+	VPBROADCASTD R8, Z27
+	TESTQ        BX, BX
+	JZ           bf16PairsStridedFP8Shift_g_done
+
+bf16PairsStridedFP8Shift_g_loop:
+	MOVQ  group+32(FP), R8
+	MOVQ  shifts+64(FP), R9
+	MOVQ  AX, R10
+	MOVQ  CX, R11
+	MOVQ  DX, R12
+	TESTQ R8, R8
+	JZ    bf16PairsStridedFP8Shift_done
+
+bf16PairsStridedFP8Shift_loop:
+	VPMOVZXBW    (R11), Y0
+	VPMOVZXBW    (R12), Y1
+	VINSERTI64X4 $0x01, Y1, Z0, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z21, Z20, Z4
+	VPERMI2W     Z23, Z22, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	VPERMW       Z4, Z31, Z4
+	VPANDD       Z27, Z4, Z5
+	VPTESTMW     Z5, Z5, K2
+	VPCMPEQW     Z27, Z5, K3
+	KANDNQ       K2, K3, K2
+	VPADDW       (R9), Z4, K2, Z4
+	VMOVDQU32    Z4, (R10)
+	ADDQ         $0x00000010, R11
+	ADDQ         $0x00000010, R12
+	ADDQ         $0x00000040, R9
+	ADDQ         $0x00000040, R10
+	DECQ         R8
+	JNZ          bf16PairsStridedFP8Shift_loop
+
+bf16PairsStridedFP8Shift_done:
+	ADDQ SI, AX
+	ADDQ DI, CX
+	ADDQ DI, DX
+	DECQ BX
+	JNZ  bf16PairsStridedFP8Shift_g_loop
+
+bf16PairsStridedFP8Shift_g_done:
+	VZEROUPPER
+	RET
+
 // func bf16Transpose16(dst *uint32, src *uint32, mask int, blocks int, srcStride int, dstStride int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·bf16Transpose16(SB), NOSPLIT, $0-48

@@ -234,6 +234,11 @@ func bf16RowFP8Shift(dst *uint32, src *uint8, runs int, table *[128]uint16, exp 
 //go:noescape
 func bf16PairsFP8Shift(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, table *[128]uint16, shifts *uint32)
 
+// bf16PairsStridedFP8Shift is bf16PairsStridedFP8 with every group's lane j's exponents shifted by shifts[j]; its Go twin is pairs16 then shiftLanes per group (AVX512_BF16).
+//
+//go:noescape
+func bf16PairsStridedFP8Shift(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, sstride int, table *[128]uint16, shifts *uint32)
+
 // bf16Transpose16 transposes blocks of 16×16 32-bit lanes, storing the masked lanes of each row (AVX-512F).
 //
 //go:noescape

@@ -776,3 +776,41 @@ func TestStridedPairsMatchPairs16(t *testing.T) {
 		}
 	}
 }
+
+// The strided pairs kernel with exponent shifts writes, group by group,
+// what pairs16Exp writes with the same shifts for each pair of rows.
+func TestStridedPairsExpMatchPairs16Exp(t *testing.T) {
+	if !hasBF16 {
+		t.Skip("no AVX512_BF16 kernels on this build or CPU")
+	}
+	rng := rand.New(rand.NewPCG(29, 29))
+	const ld = 93
+	codes := make([]uint8, 140*ld)
+	for i := range codes {
+		codes[i] = uint8(rng.IntN(256))
+	}
+	g := NewGemm()
+	x := g.op16(0, &Operand{Codes: codes, Table: fp8TableForTest(0, 1), Cast: testCasts[0], Scale: 1})
+	for _, c := range []struct{ o0, groups, width, stride int }{{0, 1, 16, 16}, {7, 64, 32, 40}, {2, 5, 48, 48}} {
+		shifts := make([]uint32, c.width)
+		for i := range shifts {
+			shifts[i] = shiftLane(rng.IntN(41) - 20)
+		}
+		got := make([]uint32, c.groups*c.stride+8)
+		want := make([]uint32, len(got))
+		for i := range got {
+			got[i], want[i] = 0xDEADBEEF, 0xDEADBEEF
+		}
+		if !stridedPairsExpVector(x, got, c.o0, c.o0+ld, c.groups, c.width, c.stride, 2*ld, shifts) {
+			t.Fatal("no vector path")
+		}
+		for q := 0; q < c.groups; q++ {
+			x.pairs16Exp(want[q*c.stride:q*c.stride+c.width], c.o0+2*q*ld, c.o0+2*q*ld+ld, c.width, shifts)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%+v: lane %d = %08x, want %08x", c, i, got[i], want[i])
+			}
+		}
+	}
+}

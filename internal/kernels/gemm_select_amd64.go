@@ -163,6 +163,19 @@ func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride,
 	return true
 }
 
+// stridedPairsExpVector is stridedPairsVector with Float8BlockScaling's
+// exponent shifts, the same shifts[:width] for every group (the pair
+// rows of one k-block), for FP8 codes with a bf16 table.
+func stridedPairsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int, shifts []uint32) bool {
+	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || x.Codes == nil || x.bf16Tab == nil {
+		return false
+	}
+	last := (groups-1)*sstride + width - 1
+	_, _, _, _ = dst[(groups-1)*stride+width-1], x.Codes[o0+last], x.Codes[o1+last], shifts[width-1]
+	bf16PairsStridedFP8Shift(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, sstride, x.bf16Tab, &shifts[0])
+	return true
+}
+
 // e2m1PairsVector interleaves the decoded NVFP4 runs a and b (16 lanes
 // of dst per block, one factor each) with the vector kernel and returns
 // how many lanes it wrote.

@@ -20,6 +20,9 @@ func rowVector(x *Operand, dst []uint32, o, n int) int { return 0 }
 func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int) bool {
 	return false
 }
+func stridedPairsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int, shifts []uint32) bool {
+	return false
+}
 
 // transposeVector has no vector path on this build.
 func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int { return 0 }

@@ -271,6 +271,9 @@ func (g *Gemm) directPart16(i int) {
 	kp := (k + 1) / 2
 	step := direct16Rows(kp)
 	var sv [48]uint32 // a k-block's shifts of the rows (Exp, Aᵀ)
+	// With Exp and Aᵀ: the pair rows below expEnd of the current k-block
+	// had their first expVec lanes converted in one call.
+	var expVec, expEnd int
 	for r0 := m0; r0 < m1; r0 += step {
 		rows := min(step, m1-r0)
 		rsA, csA := kp, 1
@@ -312,6 +315,20 @@ func (g *Gemm) directPart16(i int) {
 					for r := 0; r < rows; r++ {
 						sv[r] = shiftLane(int(x.Exp[(r0+r)*x.ExpBlocks+q/(ExpBlock/2)]))
 					}
+					// The k-block's full pair rows, their whole 16-lane
+					// runs in one call; the rest pair by pair below.
+					full := min(ExpBlock/2, k/2-q)
+					if vec := rows / 16 * 16; full > 0 && stridedPairsExpVector(x, tmp[q*rows:], o0, o0+lda, full, vec, rows, 2*lda, sv[:vec]) {
+						expVec, expEnd = vec, q+full
+					} else {
+						expVec, expEnd = 0, q
+					}
+				}
+				if q < expEnd {
+					if expVec < rows {
+						x.pairs16Exp(tmp[q*rows+expVec:(q+1)*rows], o0+expVec, o1+expVec, rows-expVec, sv[expVec:rows])
+					}
+					continue
 				}
 				x.pairs16Exp(tmp[q*rows:(q+1)*rows], o0, o1, rows, sv[:rows])
 			}

@@ -398,6 +398,54 @@ func bf16PairsFP8Shift() {
 	RET()
 }
 
+// bf16PairsStridedFP8Shift emits bf16PairsStridedFP8 with the exponent
+// shifts of bf16PairsFP8Shift: every group (a pair of rows of Aᵀ within
+// one k-block) shifts lane j by shifts[j].
+func bf16PairsStridedFP8Shift() {
+	name := "bf16PairsStridedFP8Shift"
+	TEXT(name, NOSPLIT, "func(dst *uint32, r0, r1 *uint8, groups, group, stride, sstride int, table *[128]uint16, shifts *uint32)")
+	Pragma("noescape")
+	Doc(name + " is bf16PairsStridedFP8 with every group's lane j's exponents shifted by shifts[j]; its Go twin is pairs16 then shiftLanes per group (AVX512_BF16).")
+	dst := Load(Param("dst"), GP64())
+	r0 := Load(Param("r0"), GP64())
+	r1 := Load(Param("r1"), GP64())
+	ng := Load(Param("groups"), GP64())
+	stride := Load(Param("stride"), GP64())
+	ss := Load(Param("sstride"), GP64())
+	loadTable(56)
+	pairIndex(Z31)
+	zExp := Z27
+	r := GP32()
+	MOVL(U32(0x7F807F80), r)
+	VPBROADCASTD(r, zExp)
+	loop(name+"_g", ng, func() {
+		n := Load(Param("group"), GP64())
+		sh := Load(Param("shifts"), GP64())
+		d, p0, p1 := GP64(), GP64(), GP64()
+		MOVQ(dst, d)
+		MOVQ(r0, p0)
+		MOVQ(r1, p1)
+		loop(name, n, func() {
+			VPMOVZXBW(Mem{Base: p0}, Y0)
+			VPMOVZXBW(Mem{Base: p1}, Y1)
+			VINSERTI64X4(U8(1), Y1, Z0, Z0)
+			lookup(Z0, Z4)
+			VPERMW(Z4, Z31, Z4)
+			shiftBF16Exp(Z4, Z5, zExp, Mem{Base: sh}, K2, K3)
+			VMOVDQU32(Z4, Mem{Base: d})
+			ADDQ(U32(16), p0)
+			ADDQ(U32(16), p1)
+			ADDQ(U32(64), sh)
+			ADDQ(U32(64), d)
+		})
+		ADDQ(stride, dst)
+		ADDQ(ss, r0)
+		ADDQ(ss, r1)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // loadTable loads the 128-word bf16 table whose pointer is the
 // parameter at off into Z20–Z23 and the word masks 0x7F, 0x80 and 0x40
 // into Z24–Z26.

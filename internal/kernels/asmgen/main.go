@@ -66,6 +66,7 @@ func main() {
 	bf16Pack("FP8")
 	bf16RowFP8Shift()
 	bf16PairsFP8Shift()
+	bf16PairsStridedFP8Shift()
 	transpose16()
 	for nv := 1; nv <= 4; nv++ {
 		for mr := 1; mr <= rowGemmRows(nv); mr++ {
