@@ -814,3 +814,39 @@ func TestStridedPairsExpMatchPairs16Exp(t *testing.T) {
 		}
 	}
 }
+
+// NVFP4 operands (one factor row per code row) take the strided pairs
+// kernel too, group by group what pairs16 writes; tiles and unaligned
+// runs are refused.
+func TestStridedPairsE2M1MatchPairs16(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512 kernels on this build or CPU")
+	}
+	rng := rand.New(rand.NewPCG(31, 31))
+	const rows, cols = 50, 80
+	x := e2m1OperandForTest(rng, rows, cols, false)
+	for _, c := range []struct{ r, c0, groups, width, stride int }{{0, 0, 1, 16, 16}, {3, 16, 20, 48, 56}, {1, 64, 24, 16, 16}} {
+		o0 := c.r*cols + c.c0
+		got := make([]uint32, c.groups*c.stride+8)
+		want := make([]uint32, len(got))
+		for i := range got {
+			got[i], want[i] = 0xDEADBEEF, 0xDEADBEEF
+		}
+		if !stridedPairsVector(x, got, o0, o0+cols, c.groups, c.width, c.stride, 2*cols) {
+			t.Fatalf("%+v: no vector path", c)
+		}
+		for q := 0; q < c.groups; q++ {
+			x.pairs16(want[q*c.stride:q*c.stride+c.width], o0+2*q*cols, o0+2*q*cols+cols, c.width)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%+v: lane %d = %08x, want %08x", c, i, got[i], want[i])
+			}
+		}
+	}
+	tiles := e2m1OperandForTest(rng, rows, cols, true)
+	buf := make([]uint32, 64)
+	if stridedPairsVector(tiles, buf, 0, cols, 1, 16, 16, 2*cols) || stridedPairsVector(x, buf, 8, 8+cols, 1, 16, 16, 2*cols) {
+		t.Fatal("tiles or a run off the blocks took the vector path")
+	}
+}

@@ -148,7 +148,10 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 // the operand has no vector path (E2M1, exponent shifts, FP8 without a
 // bf16 table).
 func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int) bool {
-	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.E2M1 != nil || x.Exp != nil {
+	if x.E2M1 != nil {
+		return hasAVX512 && groups > 0 && width > 0 && x.e2m1Strided(dst, o0, o1, groups, width, stride, sstride)
+	}
+	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.Exp != nil {
 		return false
 	}
 	last := (groups-1)*sstride + width - 1
@@ -160,6 +163,25 @@ func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride,
 		_, _ = x.Codes[o0+last], x.Codes[o1+last]
 		bf16PairsStridedFP8(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, sstride, x.bf16Tab)
 	}
+	return true
+}
+
+// e2m1Strided is stridedPairsVector for an NVFP4 operand with one
+// factor row per code row (not 16×16 tiles): each group's two rows are
+// consecutive rows of the codes (o1 = o0 + cols, sstride = 2·cols), its
+// lanes whole blocks of 16 that start on a block.
+func (x *Operand) e2m1Strided(dst []uint32, o0, o1, groups, width, stride, sstride int) bool {
+	cols := x.E2M1Cols
+	c0 := o0 % cols
+	if x.E2M1Tiles || o1 != o0+cols || sstride != 2*cols || width%16 != 0 || c0%16 != 0 || c0+width > cols {
+		return false
+	}
+	r, half, nb, blocks := o0/cols, (cols+1)/2, (cols+15)/16, width/16
+	lastRow := r + 2*(groups-1) + 1
+	_, _ = x.E2M1[lastRow*half+c0/2+8*blocks-1], x.E2M1Factors[lastRow*nb+c0/16+blocks-1]
+	_ = dst[(groups-1)*stride+width-1]
+	e2m1PairsStridedAVX512(&dst[0], &x.E2M1[r*half+c0/2], &x.E2M1[(r+1)*half+c0/2], &x.E2M1Factors[r*nb+c0/16], &x.E2M1Factors[(r+1)*nb+c0/16],
+		groups, blocks, 4*stride, 2*half, 4*2*nb)
 	return true
 }
 
