@@ -322,7 +322,7 @@ func addRowVector(dst, src []float32) bool {
 	}
 	_ = src[len(dst)-1]
 	blocks, mask := tailMask(len(dst))
-	addRowAVX512(&dst[0], &src[0], blocks, mask)
+	addAVX512(&dst[0], &dst[0], &src[0], blocks, mask) // dst + src, dst first as in dst += src
 	return true
 }
 

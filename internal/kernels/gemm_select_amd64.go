@@ -129,16 +129,23 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.E2M1 != nil {
 		return false
 	}
-	_ = dst[(groups-1)*stride+width-1]
-	n := groups * width
-	if x.Codes == nil {
-		_, _ = x.F32[o0+n-1], x.F32[o1+n-1]
-		bf16PairsF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride)
-	} else {
-		_, _ = x.Codes[o0+n-1], x.Codes[o1+n-1]
-		bf16PairsFP8(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.bf16Tab)
-	}
+	pairsStrided(x, dst, o0, o1, groups, width, stride, width) // the groups contiguous in x
 	return true
+}
+
+// pairsStrided runs the strided pairs kernel of a float32 or FP8 operand
+// (checked by the caller) over groups runs of width lanes, the run g at
+// x[o0+g·sstride:] and x[o1+g·sstride:], written to dst[g·stride:].
+func pairsStrided(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int) {
+	last := (groups-1)*sstride + width - 1
+	_ = dst[(groups-1)*stride+width-1]
+	if x.Codes == nil {
+		_, _ = x.F32[o0+last], x.F32[o1+last]
+		bf16PairsStridedF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride, 4*sstride)
+	} else {
+		_, _ = x.Codes[o0+last], x.Codes[o1+last]
+		bf16PairsStridedFP8(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, sstride, x.bf16Tab)
+	}
 }
 
 // stridedPairsVector writes, for each of groups pair rows g, the width
@@ -154,15 +161,7 @@ func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride,
 	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.Exp != nil {
 		return false
 	}
-	last := (groups-1)*sstride + width - 1
-	_ = dst[(groups-1)*stride+width-1]
-	if x.Codes == nil {
-		_, _ = x.F32[o0+last], x.F32[o1+last]
-		bf16PairsStridedF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride, 4*sstride)
-	} else {
-		_, _ = x.Codes[o0+last], x.Codes[o1+last]
-		bf16PairsStridedFP8(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, sstride, x.bf16Tab)
-	}
+	pairsStrided(x, dst, o0, o1, groups, width, stride, sstride)
 	return true
 }
 
@@ -207,7 +206,7 @@ func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int {
 		return 0
 	}
 	_, _, _, _ = dst[16*blocks-1], a[8*blocks-1], b[8*blocks-1], fb[blocks-1]
-	e2m1PairsAVX512(&dst[0], &a[0], &b[0], &fa[0], &fb[0], blocks)
+	e2m1PairsStridedAVX512(&dst[0], &a[0], &b[0], &fa[0], &fb[0], 1, blocks, 0, 0, 0)
 	return 16 * blocks
 }
 

@@ -203,57 +203,16 @@ func bf16Pack(kind string) {
 		elem, width = "uint8", 16
 		tabSig, tabDoc = ", table *[128]uint16", " (FP8 codes through a bf16 table)"
 	}
-	// pairs
-	name := "bf16Pairs" + kind
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, groups, group, stride int%s)", elem, tabSig))
+	// pairs: groups of pair rows, each its own two source rows
+	name := "bf16PairsStrided" + kind
+	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, groups, group, stride, sstride int%s)", elem, tabSig))
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s interleaves two rows of 16·group·groups values%s as bf16 pairs, each group of 16·group lanes stride bytes after the last (AVX512_BF16).", name, tabDoc))
+	Doc(fmt.Sprintf("%s interleaves, for each of groups pairs of rows, 16·group values of the two rows%s as bf16 pairs: group g reads r0 and r1 advanced by g·sstride bytes and writes dst advanced by g·stride bytes (AVX512_BF16).", name, tabDoc))
 	dst := Load(Param("dst"), GP64())
 	r0 := Load(Param("r0"), GP64())
 	r1 := Load(Param("r1"), GP64())
 	ng := Load(Param("groups"), GP64())
 	stride := Load(Param("stride"), GP64())
-	if fp8 {
-		loadTable(48)
-	}
-	pairIndex(Z31)
-	loop(name+"_g", ng, func() {
-		n := Load(Param("group"), GP64())
-		d := GP64()
-		MOVQ(dst, d)
-		loop(name, n, func() {
-			if fp8 {
-				// 16 codes of each row → 32 words, rows side by side.
-				VPMOVZXBW(Mem{Base: r0}, Y0)
-				VPMOVZXBW(Mem{Base: r1}, Y1)
-				VINSERTI64X4(U8(1), Y1, Z0, Z0)
-				lookup(Z0, Z4)
-			} else {
-				VMOVUPS(Mem{Base: r0}, Z0)
-				VMOVUPS(Mem{Base: r1}, Z1)
-				vcvtne2ps2bf16(Z4, Z1, Z0) // words 0–15 from r0, 16–31 from r1
-			}
-			VPERMW(Z4, Z31, Z4)
-			VMOVDQU32(Z4, Mem{Base: d})
-			ADDQ(U32(width), r0)
-			ADDQ(U32(width), r1)
-			ADDQ(U32(64), d)
-		})
-		ADDQ(stride, dst)
-	})
-	VZEROUPPER()
-	RET()
-
-	// strided pairs: groups of pair rows, each its own two source rows
-	name = "bf16PairsStrided" + kind
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, r0, r1 *%s, groups, group, stride, sstride int%s)", elem, tabSig))
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s interleaves, for each of groups pairs of rows, 16·group values of the two rows%s as bf16 pairs: group g reads r0 and r1 advanced by g·sstride bytes and writes dst advanced by g·stride bytes (AVX512_BF16).", name, tabDoc))
-	dst = Load(Param("dst"), GP64())
-	r0 = Load(Param("r0"), GP64())
-	r1 = Load(Param("r1"), GP64())
-	ng = Load(Param("groups"), GP64())
-	stride = Load(Param("stride"), GP64())
 	ss := Load(Param("sstride"), GP64())
 	if fp8 {
 		loadTable(56)
@@ -267,10 +226,7 @@ func bf16Pack(kind string) {
 		MOVQ(r1, p1)
 		loop(name, n, func() {
 			if fp8 {
-				VPMOVZXBW(Mem{Base: p0}, Y0)
-				VPMOVZXBW(Mem{Base: p1}, Y1)
-				VINSERTI64X4(U8(1), Y1, Z0, Z0)
-				lookup(Z0, Z4)
+				fp8PairWords(p0, p1)
 			} else {
 				VMOVUPS(Mem{Base: p0}, Z0)
 				VMOVUPS(Mem{Base: p1}, Z1)
@@ -354,15 +310,16 @@ func bf16RowFP8Shift() {
 	RET()
 }
 
-// bf16PairsFP8Shift emits bf16PairsFP8 with Float8BlockScaling's
-// exponent shifts applied as the codes convert: lane j (of the groups
-// taken end to end) adds shifts[j] to its finite non-zero bf16 halves
-// (bf16Shift's arithmetic), so that the pairs are written once.
+// bf16PairsFP8Shift emits bf16PairsStridedFP8 (groups contiguous in the
+// source) with Float8BlockScaling's exponent shifts applied as the codes
+// convert: lane j (of the groups taken end to end) adds shifts[j] to its
+// finite non-zero bf16 halves (bf16Shift's arithmetic), so that the
+// pairs are written once.
 func bf16PairsFP8Shift() {
 	name := "bf16PairsFP8Shift"
 	TEXT(name, NOSPLIT, "func(dst *uint32, r0, r1 *uint8, groups, group, stride int, table *[128]uint16, shifts *uint32)")
 	Pragma("noescape")
-	Doc(name + " interleaves two rows of 16·group·groups FP8 codes through a bf16 table as bf16 pairs, each group of 16·group lanes stride bytes after the last, lane j's exponents shifted by shifts[j]; its Go twin is bf16PairsFP8 then bf16ShiftGo (AVX512_BF16).")
+	Doc(name + " interleaves two rows of 16·group·groups FP8 codes through a bf16 table as bf16 pairs, each group of 16·group lanes stride bytes after the last, lane j's exponents shifted by shifts[j]; its Go twin is pairs16 then bf16ShiftGo (AVX512_BF16).")
 	dst := Load(Param("dst"), GP64())
 	r0 := Load(Param("r0"), GP64())
 	r1 := Load(Param("r1"), GP64())
@@ -380,10 +337,7 @@ func bf16PairsFP8Shift() {
 		d := GP64()
 		MOVQ(dst, d)
 		loop(name, n, func() {
-			VPMOVZXBW(Mem{Base: r0}, Y0)
-			VPMOVZXBW(Mem{Base: r1}, Y1)
-			VINSERTI64X4(U8(1), Y1, Z0, Z0)
-			lookup(Z0, Z4)
+			fp8PairWords(r0, r1)
 			VPERMW(Z4, Z31, Z4)
 			shiftBF16Exp(Z4, Z5, zExp, Mem{Base: sh}, K2, K3)
 			VMOVDQU32(Z4, Mem{Base: d})
@@ -426,10 +380,7 @@ func bf16PairsStridedFP8Shift() {
 		MOVQ(r0, p0)
 		MOVQ(r1, p1)
 		loop(name, n, func() {
-			VPMOVZXBW(Mem{Base: p0}, Y0)
-			VPMOVZXBW(Mem{Base: p1}, Y1)
-			VINSERTI64X4(U8(1), Y1, Z0, Z0)
-			lookup(Z0, Z4)
+			fp8PairWords(p0, p1)
 			VPERMW(Z4, Z31, Z4)
 			shiftBF16Exp(Z4, Z5, zExp, Mem{Base: sh}, K2, K3)
 			VMOVDQU32(Z4, Mem{Base: d})
@@ -444,6 +395,16 @@ func bf16PairsStridedFP8Shift() {
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// fp8PairWords loads 16 FP8 codes from each of r0 and r1 and leaves
+// their bf16 bits in Z4, the 16 of r0 in words 0–15 and those of r1 in
+// words 16–31 (Z0–Z3 and K1 are scratch).
+func fp8PairWords(r0, r1 Register) {
+	VPMOVZXBW(Mem{Base: r0}, Y0)
+	VPMOVZXBW(Mem{Base: r1}, Y1)
+	VINSERTI64X4(U8(1), Y1, Z0, Z0)
+	lookup(Z0, Z4)
 }
 
 // loadTable loads the 128-word bf16 table whose pointer is the
@@ -610,32 +571,6 @@ func rowGemm16Kernel(name string, mr, nv int) {
 			ADDQ(ldc, c)
 		}
 	}
-	VZEROUPPER()
-	RET()
-}
-
-// addRow emits dst[j] += src[j] for 16·blocks values and then the
-// masked lanes of one more vector: a GEMM's bias added to a finished row
-// of C (kernels.AddBias; one rounding per element, as the Go loop).
-func addRow() {
-	TEXT("addRowAVX512", NOSPLIT, "func(dst, src *float32, blocks int, mask uint16)")
-	Pragma("noescape")
-	Doc("addRowAVX512 adds src to dst over 16·blocks values and the lanes of mask in one more vector; its Go twin is the loop in AddBias (gemm.go) (AVX-512F).")
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	n := Load(Param("blocks"), GP64())
-	maskK1()
-	loop("addRowAVX512", n, func() {
-		VMOVUPS(Mem{Base: src}, Z0)
-		VADDPS(Mem{Base: dst}, Z0, Z0)
-		VMOVUPS(Z0, Mem{Base: dst})
-		ADDQ(U8(64), src)
-		ADDQ(U8(64), dst)
-	})
-	VMOVUPS_Z(Mem{Base: src}, K1, Z0)
-	VMOVUPS_Z(Mem{Base: dst}, K1, Z1)
-	VADDPS(Z1, Z0, Z0)
-	VMOVUPS(Z0, K1, Mem{Base: dst})
 	VZEROUPPER()
 	RET()
 }

@@ -43,7 +43,6 @@ func main() {
 	e2m1Blocks(true)
 	e2m1DecodeData()
 	e2m1Decode()
-	e2m1Pairs()
 	e2m1PairsStrided()
 	bf16Shift()
 	bf16ShiftRuns()
@@ -79,7 +78,6 @@ func main() {
 			rowGemm16Kernel(fmt.Sprintf("rowGemm16_%dx%dAVX512", mr, nv), mr, nv)
 		}
 	}
-	addRow()
 	add3()
 	relu()
 	for kind := range sigmoidKernels {
@@ -545,56 +543,16 @@ func e2m1Products(src, fac Register, v, b, lo, hi, c, f, zVals, zIdx, z15 VecPhy
 	VMULPS(f, v, v)
 }
 
-// e2m1Pairs emits the bf16 pairs of two rows of NVFP4 codes (k along
-// the rows of the stored operand, op(X) transposed): element j of each
-// row decoded as e2m1Decode does (code value times its block's factor,
-// the top half of the product), the r0 one in the low half of lane j.
-func e2m1Pairs() {
-	TEXT("e2m1PairsAVX512", NOSPLIT, "func(dst *uint32, r0, r1 *uint8, f0, f1 *float32, blocks int)")
-	Pragma("noescape")
-	Doc("e2m1PairsAVX512 decodes 16·blocks E2M1 codes of two rows times their factors per 16 and interleaves them as bf16 pairs; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX-512F).")
-	dst := Load(Param("dst"), GP64())
-	r0 := Load(Param("r0"), GP64())
-	r1 := Load(Param("r1"), GP64())
-	f0 := Load(Param("f0"), GP64())
-	f1 := Load(Param("f1"), GP64())
-	n := Load(Param("blocks"), GP64())
-	tab := GP64()
-	LEAQ(e2m1DecMem, tab)
-	zVals, zIdx, z15, zHi := Z20, Z21, Z22, Z23
-	VMOVUPS(Mem{Base: tab}, zVals)
-	VMOVDQU32(Mem{Base: tab, Disp: 64}, zIdx)
-	r := GP32()
-	MOVL(U32(15), r)
-	VPBROADCASTD(r, z15)
-	MOVL(U32(0xFFFF0000), r)
-	VPBROADCASTD(r, zHi)
-	loop("e2m1pairs", n, func() {
-		e2m1Products(r0, f0, Z4, Z0, Z1, Z2, Z3, Z5, zVals, zIdx, z15)
-		e2m1Products(r1, f1, Z10, Z6, Z7, Z8, Z9, Z11, zVals, zIdx, z15)
-		VPSRLD(U8(16), Z4, Z4)
-		VPANDD(zHi, Z10, Z10)
-		VPORD(Z10, Z4, Z4)
-		VMOVDQU32(Z4, Mem{Base: dst})
-		ADDQ(U32(8), r0)
-		ADDQ(U32(8), r1)
-		ADDQ(U32(4), f0)
-		ADDQ(U32(4), f1)
-		ADDQ(U32(64), dst)
-	})
-	VZEROUPPER()
-	RET()
-}
-
-// e2m1PairsStrided emits e2m1PairsAVX512 for groups pairs of rows: group
-// g reads the codes at r0, r1 advanced by g·cstride bytes and the factors
+// e2m1PairsStrided emits the E2M1 pairs kernel: for each of groups
+// pairs of rows, 16·blocks codes of each row times their factors per 16,
+// interleaved as bf16 pairs; group g reads the codes at r0, r1 advanced by g·cstride bytes and the factors
 // at f0, f1 advanced by g·fstride bytes, and writes dst advanced by
 // g·stride bytes (Aᵀ's pairs down its columns, a chunk of rows at a
 // time).
 func e2m1PairsStrided() {
 	TEXT("e2m1PairsStridedAVX512", NOSPLIT, "func(dst *uint32, r0, r1 *uint8, f0, f1 *float32, groups, blocks, stride, cstride, fstride int)")
 	Pragma("noescape")
-	Doc("e2m1PairsStridedAVX512 is e2m1PairsAVX512 for groups pairs of rows, each stride bytes of dst, cstride bytes of codes and fstride bytes of factors after the last; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX-512F).")
+	Doc("e2m1PairsStridedAVX512 decodes, for each of groups pairs of rows, 16·blocks E2M1 codes of the two rows times their factors per 16 and interleaves them as bf16 pairs, each group stride bytes of dst, cstride bytes of codes and fstride bytes of factors after the last; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX-512F).")
 	dst := Load(Param("dst"), GP64())
 	r0 := Load(Param("r0"), GP64())
 	r1 := Load(Param("r1"), GP64())
