@@ -85,7 +85,8 @@ func (addNOp) Bind(b *Binding) (Kernel, error) {
 	}
 	var group parallel.Group
 	run := func(p int) {
-		lo, hi := 16*(p*units/parts), min(len(out), 16*((p+1)*units/parts))
+		lo, hi := parallel.Share(units, p, parts)
+		lo, hi = 16*lo, min(len(out), 16*hi)
 		o := out[lo:hi]
 		if len(ins) == 1 {
 			copy(o, ins[0][lo:hi])

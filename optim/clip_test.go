@@ -56,9 +56,9 @@ func TestGradSumSquaresOrder(t *testing.T) {
 	s := &clipping
 	s.lock()
 	s.mu.Unlock()
-	defer func(p int) { s.split.parts = p }(s.split.parts)
+	defer s.split.setParts(s.split.parts)
 	for _, parts := range []int{1, 2, 3, 5} {
-		s.split.parts = parts
+		s.split.setParts(parts)
 		got := GradSumSquares(ps)
 		require.Equal(t, math.Float64bits(want), math.Float64bits(got), "%d parts: %v, want %v", parts, got, want)
 	}

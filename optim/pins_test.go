@@ -269,7 +269,7 @@ func TestAdamSplitMatchesSerial(t *testing.T) {
 	var refs []*Adam
 	for i := range serial {
 		r := NewAdamW(serial[i:i+1], 0.1)
-		r.split.parts = 1
+		r.split.setParts(1)
 		refs = append(refs, r)
 	}
 	for step := 0; step < 3; step++ {
@@ -316,7 +316,7 @@ func TestSGDSplitMatchesSerial(t *testing.T) {
 			r := NewSGD(serial[i:i+1], 0.9, 0.01, nesterov)
 			r.Dampening = 0.1
 			r.split = newSplitter()
-			r.split.parts = 1
+			r.split.setParts(1)
 			r.body = r.update
 			refs = append(refs, r)
 		}

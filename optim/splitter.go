@@ -7,45 +7,47 @@ import "github.com/octetml/octet/internal/parallel"
 const splitMin = 1 << 14
 
 // splitter runs an elementwise loop body over [0, n) in one contiguous
-// part per worker. It allocates nothing per call: the bodies it runs are
+// part per worker (do), or over each worker's share of several arrays
+// (shares). It allocates nothing per call: the bodies it runs are
 // method values made once, and their operands live in the caller.
 // Every result is the same whatever the split, because each element is
 // computed on its own and partial maxima combine in any order.
 type splitter struct {
-	group parallel.Group
-	parts int
-	n     int
-	body  func(k, lo, hi int)
-	run   func(int)
-	// shareBody and runShare are shares' body and its method value.
-	shareBody func(k, parts int)
-	runShare  func(int)
-	maxes     []float32 // one partial max per part
+	sh     *parallel.Shares
+	parts  int // the parts of a split loop (maxes has one per part)
+	n      int
+	body   func(k, lo, hi int)
+	partFn func(k, parts int)
+	maxes  []float32 // one partial max per part
 }
 
 func newSplitter() *splitter {
-	s := &splitter{parts: max(1, parallel.Workers())}
+	s := &splitter{sh: parallel.NewShares(splitMin), parts: max(1, parallel.Workers())}
 	s.maxes = make([]float32, s.parts)
-	s.run = s.part
-	s.runShare = s.share
+	s.partFn = s.part
 	return s
 }
 
-func (s *splitter) part(k int) {
-	lo, hi := share(s.n, k, s.parts)
+// setParts makes split loops run in parts parts (tests).
+func (s *splitter) setParts(parts int) {
+	s.parts = parts
+	s.sh.SetParts(parts)
+	if len(s.maxes) < parts {
+		s.maxes = make([]float32, parts)
+	}
+}
+
+func (s *splitter) part(k, parts int) {
+	lo, hi := share(s.n, k, parts)
 	s.body(k, lo, hi)
 }
 
 // do runs body(k, lo, hi) over parts of [0, n) and returns how many parts
 // it used (their index k runs from 0).
 func (s *splitter) do(n int, body func(k, lo, hi int)) int {
-	if n < splitMin || s.parts == 1 {
-		body(0, 0, n)
-		return 1
-	}
 	s.n, s.body = n, body
-	s.group.For(s.parts, s.run)
-	return s.parts
+	s.sh.Run(n, s.partFn)
+	return s.sh.Parts(n)
 }
 
 // shares runs body(k, parts) for each part k of parts, over the workers
@@ -58,20 +60,10 @@ func (s *splitter) do(n int, body func(k, lo, hi int)) int {
 // range over the arrays' concatenation instead would hand a worker most
 // of one tensor and none of the next (measured: the MLP step 4–7%
 // slower in every precision, bench/RESULTS.md).
-func (s *splitter) shares(total int, body func(k, parts int)) {
-	if total < splitMin || s.parts == 1 {
-		body(0, 1)
-		return
-	}
-	s.shareBody = body
-	s.group.For(s.parts, s.runShare)
-}
+func (s *splitter) shares(total int, body func(k, parts int)) { s.sh.Run(total, body) }
 
-func (s *splitter) share(k int) { s.shareBody(k, s.parts) }
-
-// share returns part k of parts of [0, n): contiguous, in order, sizes
-// differing by at most one.
-func share(n, k, parts int) (lo, hi int) { return k * n / parts, (k + 1) * n / parts }
+// share is parallel.Share: part k of parts of [0, n).
+func share(n, k, parts int) (lo, hi int) { return parallel.Share(n, k, parts) }
 
 // maxOf combines the partial maxima of the first parts parts, NaN if any
 // is NaN (as fp8.Amax).

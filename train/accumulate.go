@@ -8,12 +8,11 @@ import "github.com/octetml/octet/internal/parallel"
 // computed on its own, so the split changes no bit. It allocates
 // nothing per call.
 type accumulator struct {
-	group    parallel.Group
-	parts    int
+	sh       *parallel.Shares
 	acc, src [][]float32
 	w        float32
 	first    bool
-	addFn    func(int)
+	addFn    func(k, parts int)
 }
 
 // accumulateMin is the element count below which accumulation runs on
@@ -21,8 +20,8 @@ type accumulator struct {
 const accumulateMin = 1 << 14
 
 func newAccumulator(acc, src [][]float32) *accumulator {
-	a := &accumulator{parts: max(1, parallel.Workers()), acc: acc, src: src}
-	a.addFn = a.addPart
+	a := &accumulator{sh: parallel.NewShares(accumulateMin), acc: acc, src: src}
+	a.addFn = a.addShare
 	return a
 }
 
@@ -33,20 +32,14 @@ func (a *accumulator) add(w float32, first bool) {
 	for _, x := range a.acc {
 		total += len(x)
 	}
-	if total < accumulateMin || a.parts == 1 {
-		a.addShare(0, 1)
-		return
-	}
-	a.group.For(a.parts, a.addFn)
+	a.sh.Run(total, a.addFn)
 }
-
-func (a *accumulator) addPart(k int) { a.addShare(k, a.parts) }
 
 // addShare does share k of parts of every buffer.
 func (a *accumulator) addShare(k, parts int) {
 	w := a.w
 	for i, acc := range a.acc {
-		lo, hi := k*len(acc)/parts, (k+1)*len(acc)/parts
+		lo, hi := parallel.Share(len(acc), k, parts)
 		d := acc[lo:hi]
 		g := a.src[i][lo:hi]
 		g = g[:len(d)]

@@ -24,9 +24,7 @@ func TestAccumulatorSplitsBitForBit(t *testing.T) {
 	}
 	acc, src := mk()
 	a := newAccumulator(acc, src)
-	if a.parts < 2 {
-		a.parts = 3 // split even on one core
-	}
+	a.sh.SetParts(3) // split even on one core
 	want := make([][]float32, len(acc))
 	for i := range acc {
 		want[i] = make([]float32, len(acc[i]))

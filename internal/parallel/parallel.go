@@ -151,3 +151,50 @@ func (g *Group) For(n int, fn func(i int)) {
 		}
 	}
 }
+
+// Share returns part k of parts of [0, n): contiguous, in order, sizes
+// differing by at most one. Loops that update several arrays take the
+// same share of each on every worker, so that a worker reads next what
+// it wrote last.
+func Share(n, k, parts int) (lo, hi int) { return k * n / parts, (k + 1) * n / parts }
+
+// Shares runs body(k, parts) for each part k of one part per worker,
+// or body(0, 1) on the caller when the loop is smaller than its
+// threshold. Make one (NewShares) per loop and reuse it: Run allocates
+// nothing, and one Shares' Run calls must not overlap.
+type Shares struct {
+	group Group
+	parts int
+	min   int
+	body  func(k, parts int)
+	run   func(int)
+}
+
+// NewShares returns a Shares that splits loops of at least min elements.
+func NewShares(min int) *Shares {
+	s := &Shares{parts: max(1, Workers()), min: min}
+	s.run = func(k int) { s.body(k, s.parts) }
+	return s
+}
+
+// SetParts makes loops at or above the threshold run in parts parts
+// (at least 1; tests force a split with it).
+func (s *Shares) SetParts(parts int) { s.parts = max(1, parts) }
+
+// Parts returns how many parts a loop of total elements runs in.
+func (s *Shares) Parts(total int) int {
+	if total < s.min {
+		return 1
+	}
+	return s.parts
+}
+
+// Run runs body over the parts of a loop of total elements.
+func (s *Shares) Run(total int, body func(k, parts int)) {
+	if s.Parts(total) == 1 {
+		body(0, 1)
+		return
+	}
+	s.body = body
+	s.group.For(s.parts, s.run)
+}

@@ -89,3 +89,33 @@ func TestWorkersParkAndWake(t *testing.T) {
 		}
 	}
 }
+
+// Shares runs a small loop as one part on the caller and a large one in
+// the parts set, whose shares of an array cover it once, in order.
+func TestSharesCoverOnce(t *testing.T) {
+	s := NewShares(100)
+	s.SetParts(3)
+	for _, total := range []int{99, 100, 1001} {
+		seen := make([]int32, total)
+		var calls atomic.Int32
+		s.Run(total, func(k, parts int) {
+			calls.Add(1)
+			lo, hi := Share(total, k, parts)
+			for i := lo; i < hi; i++ {
+				atomic.AddInt32(&seen[i], 1)
+			}
+		})
+		want := int32(3)
+		if total < 100 {
+			want = 1
+		}
+		if calls.Load() != want || int32(s.Parts(total)) != want {
+			t.Fatalf("total %d: %d parts (Parts %d), want %d", total, calls.Load(), s.Parts(total), want)
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("total %d: element %d seen %d times", total, i, c)
+			}
+		}
+	}
+}
