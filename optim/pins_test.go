@@ -251,20 +251,8 @@ func TestSplitterShares(t *testing.T) {
 // parameter, writes exactly what one part writes, parameter by
 // parameter with its own decay.
 func TestAdamSplitMatchesSerial(t *testing.T) {
-	sizes := []int{3, splitMin + 5, 7, 2*splitMin - 1}
-	mk := func() []Param {
-		ps := make([]Param, len(sizes))
-		for i, n := range sizes {
-			ps[i] = Param{Name: fmt.Sprint("p", i), W: make([]float32, n), G: make([]float32, n), Decay: i%2 == 1}
-			for j := range ps[i].W {
-				ps[i].W[j] = float32(math.Sin(float64(7*j+i))) * 2
-				ps[i].G[j] = float32(math.Cos(float64(3*j+i*5))) / float32(1+j%13)
-			}
-		}
-		return ps
-	}
 	// The reference: one optimizer per parameter, in one part.
-	split, serial := mk(), mk()
+	split, serial := splitParams(), splitParams()
 	a := NewAdamW(split, 0.1)
 	var refs []*Adam
 	for i := range serial {
@@ -295,20 +283,8 @@ func TestAdamSplitMatchesSerial(t *testing.T) {
 // parameters) writes exactly what one optimizer per parameter, in one
 // part, writes.
 func TestSGDSplitMatchesSerial(t *testing.T) {
-	sizes := []int{3, splitMin + 5, 7, 2*splitMin - 1}
-	mk := func() []Param {
-		ps := make([]Param, len(sizes))
-		for i, n := range sizes {
-			ps[i] = Param{Name: fmt.Sprint("p", i), W: make([]float32, n), G: make([]float32, n), Decay: i%2 == 1}
-			for j := range ps[i].W {
-				ps[i].W[j] = float32(math.Sin(float64(5*j+i))) * 3
-				ps[i].G[j] = float32(math.Cos(float64(11*j+i*3))) / float32(1+j%7)
-			}
-		}
-		return ps
-	}
 	for _, nesterov := range []bool{false, true} {
-		split, serial := mk(), mk()
+		split, serial := splitParams(), splitParams()
 		a := NewSGD(split, 0.9, 0.01, nesterov)
 		a.Dampening = 0.1
 		var refs []*SGD
@@ -334,4 +310,20 @@ func TestSGDSplitMatchesSerial(t *testing.T) {
 			}
 		}
 	}
+}
+
+// splitParams returns parameters around splitMin in size (the total above
+// it), decay on every other one, with deterministic weights and
+// gradients: the split tests' input.
+func splitParams() []Param {
+	sizes := []int{3, splitMin + 5, 7, 2*splitMin - 1}
+	ps := make([]Param, len(sizes))
+	for i, n := range sizes {
+		ps[i] = Param{Name: fmt.Sprint("p", i), W: make([]float32, n), G: make([]float32, n), Decay: i%2 == 1}
+		for j := range ps[i].W {
+			ps[i].W[j] = float32(math.Sin(float64(7*j+i))) * 2
+			ps[i].G[j] = float32(math.Cos(float64(3*j+i*5))) / float32(1+j%13)
+		}
+	}
+	return ps
 }
