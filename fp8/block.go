@@ -60,21 +60,16 @@ func Float8BlockScaleShape(rows, cols, dim int) (r, c int) {
 // rounded down to a power of two (sign and exponent bits kept) unless
 // fp32Scales; scale_inv = 1/scale.
 func Float8BlockScale(amax float32, f Format, eps float32, fp32Scales bool) (scale, scaleInv float32) {
-	if amax < eps {
-		amax = eps
+	return kernels.BlockScale(amax, f.Max(), eps, c8mask(fp32Scales))
+}
+
+// c8mask is the mask of a block scale's bits: all of them for float32
+// scales, the sign and exponent (a power of two) otherwise.
+func c8mask(fp32Scales bool) uint32 {
+	if fp32Scales {
+		return 0xFFFFFFFF
 	}
-	if amax == 0 || math.IsInf(float64(amax), 0) || amax != amax {
-		scale = 1
-	} else {
-		scale = f.Max() / amax
-		if math.IsInf(float64(scale), 0) {
-			scale = math.MaxFloat32
-		}
-	}
-	if !fp32Scales {
-		scale = math.Float32frombits(math.Float32bits(scale) & 0xFF800000)
-	}
-	return scale, 1 / scale
+	return 0xFF800000
 }
 
 // QuantizeFloat8Block casts the rows × cols matrix src (row-major) with
@@ -230,11 +225,13 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 
 // QuantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
 // [lo, hi) of the cast (Float8BlockSlices), so that parts of one cast
-// can run concurrently; it returns their amax. work, when it holds at
-// least 2·(hi−lo) values for a column-wise cast, 129·⌈cols/128⌉ for
-// 128×128 tiles, ⌈cols/128⌉ otherwise, is the cast's scratch (else it
-// allocates its own); with (hi−lo)·cols/128 values for a row-wise cast
-// of rows a multiple of 128 long, it casts the rows in one run.
+// can run concurrently; it returns their amax. Blocks go through fused
+// kernels (each block's amax, scale and codes from one read of it); a
+// block holding a NaN goes through a slower path that leaves the NaN
+// out of its amax. work, when it holds at least hi−lo values for a
+// column-wise cast, 129·⌈cols/128⌉ for 128×128 tiles, ⌈cols/128⌉
+// otherwise, is the cast's scratch (else it allocates its own when it
+// needs one).
 func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, lo, hi int, work []float32) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
@@ -251,74 +248,56 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 	}
 	var total uint32 // amax bits: NaN sorts above +inf
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
+	cast, mask := formats[c.Format].cast, c8mask(c.FP32Scales)
+	full := cols / Float8BlockSize
 	switch {
 	case c.Dim == 2:
-		// Each band's block amaxes row by row (a row-major pass, as the
-		// optimizer wrote the weight), folded into its tiles' amaxes,
-		// which then become their scales in place.
-		if len(work) < (Float8BlockSize+1)*nb {
-			work = make([]float32, (Float8BlockSize+1)*nb)
-		}
-		rowAm, acc := unsafeBits(work[:Float8BlockSize*nb]), unsafeBits(work[Float8BlockSize*nb:(Float8BlockSize+1)*nb])
-		scales := work[Float8BlockSize*nb : (Float8BlockSize+1)*nb]
-		full := cols / Float8BlockSize
+		// Each band's tiles through the fused kernel (amax, scale and
+		// codes, a tile at a time); a band holding a NaN through
+		// castTileBand.
 		for br := lo; br < hi; br++ {
 			r0, r1 := br*Float8BlockSize, min(rows, (br+1)*Float8BlockSize)
-			// Raw amax bits per row and block (NaN above +inf).
-			if full == nb {
-				kernels.Amax128(rowAm[:(r1-r0)*nb], src[r0*cols:r1*cols])
-			} else {
-				for r := r0; r < r1; r++ {
-					ra := rowAm[(r-r0)*nb : (r-r0+1)*nb]
-					kernels.Amax128(ra[:full], src[r*cols:r*cols+full*Float8BlockSize])
-					ra[full] = kernels.AmaxBits(src[r*cols+full*Float8BlockSize : (r+1)*cols])
-				}
+			d, a := kernels.BlockTiles(cast, dst[r0*cols:], cols, src[r0*cols:], cols, scaleInv[br*nb:], full, r1-r0, Float8BlockSize, c.Eps, mask)
+			if d == full && full < nb {
+				e, b := kernels.BlockTiles(cast, dst[r0*cols+full*Float8BlockSize:], cols, src[r0*cols+full*Float8BlockSize:], cols, scaleInv[br*nb+full:], 1, r1-r0, cols-full*Float8BlockSize, c.Eps, mask)
+				d, a = d+e, max(a, b)
 			}
-			copy(acc, rowAm[:nb])
-			for r := 1; r < r1-r0; r++ {
-				for bc, a := range rowAm[r*nb : (r+1)*nb] {
-					acc[bc] = max(acc[bc], a)
-				}
-			}
-			for bc, am := range acc {
-				if am > 0x7F800000 { // a NaN in the tile: its amax without it
-					c0 := bc * Float8BlockSize
-					am = math.Float32bits(blockAmax(src[r0*cols+c0:], r1-r0, min(cols, c0+Float8BlockSize)-c0, cols))
-					total = 0x7FC00000
-				}
-				total = max(total, am)
-				scales[bc], scaleInv[br*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
-			}
-			for r := r0; r < r1; r++ {
-				kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)
-			}
-		}
-	case axis == 1 && cols%Float8BlockSize == 0 && len(work) >= (hi-lo)*nb:
-		// Rows of whole blocks: the rows are one run of blocks, their
-		// amaxes, scales and codes each one pass.
-		am, scales := unsafeBits(work[:(hi-lo)*nb]), work[:(hi-lo)*nb] // each amax becomes its scale in place
-		if rowBlockAmax(am, src[lo*cols:hi*cols]) {
-			total = 0x7FC00000
-		}
-		for b, a := range am {
 			total = max(total, a)
-			scales[b], scaleInv[lo*nb+b] = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
+			if d < nb {
+				if len(work) < (Float8BlockSize+1)*nb {
+					work = make([]float32, (Float8BlockSize+1)*nb)
+				}
+				total = max(total, castTileBand(dst, scaleInv, src, rows, cols, c, br, work))
+			}
 		}
-		kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[lo*cols:hi*cols], src[lo*cols:hi*cols], scales)
+	case axis == 1 && full == nb:
+		// Rows of whole blocks: one run of blocks side by side, a row
+		// holding a NaN through castRowBlocks.
+		if len(work) < nb {
+			work = make([]float32, nb)
+		}
+		for t, n := lo*nb, hi*nb; t < n; {
+			d, a := kernels.BlockTiles(cast, dst[t*Float8BlockSize:], 0, src[t*Float8BlockSize:], 0, scaleInv[t:], n-t, 1, Float8BlockSize, c.Eps, mask)
+			total, t = max(total, a), t+d
+			if t < n {
+				r := t / nb
+				total, t = max(total, castRowBlocks(dst, scaleInv, src, cols, c, r, work)), (r+1)*nb
+			}
+		}
 	case axis == 1:
 		if len(work) < nb {
 			work = make([]float32, nb)
 		}
-		row, scales := unsafeBits(work[:nb]), work[:nb] // each amax becomes its scale in place
 		for r := lo; r < hi; r++ {
-			if rowBlockAmax(row, src[r*cols:(r+1)*cols]) {
-				total = 0x7FC00000
+			d, a := kernels.BlockTiles(cast, dst[r*cols:], 0, src[r*cols:], 0, scaleInv[r*nb:], full, 1, Float8BlockSize, c.Eps, mask)
+			if d == full {
+				e, b := kernels.BlockTiles(cast, dst[r*cols+full*Float8BlockSize:], 0, src[r*cols+full*Float8BlockSize:], 0, scaleInv[r*nb+full:], 1, 1, cols-full*Float8BlockSize, c.Eps, mask)
+				d, a = d+e, max(a, b)
 			}
-			for bc, am := range row {
-				total = max(total, am)
-				scales[bc], scaleInv[r*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
+			total = max(total, a)
+			if d < nb {
+				total = max(total, castRowBlocks(dst, scaleInv, src, cols, c, r, work))
 			}
-			kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)
 		}
 	default:
 		w := hi - lo
@@ -364,40 +343,105 @@ func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, ro
 }
 
 // castColsBand casts columns [lo, hi) of band b (128 rows) of a
-// column-wise cast, a chunk of columns at a time (so that the cast reads
-// the values its amax pass just brought into the L1 cache), with work
-// (2·(hi−lo) values) for the column amaxes and scales; it returns the
-// band's amax bits (NaN above +inf).
+// column-wise cast, with work (at least hi−lo values) for their
+// scale_invs, and returns the band's amax bits (NaN above +inf). The
+// fused kernel does it strip by strip (16 columns: amaxes, scales,
+// codes, the strip read from memory once); a strip holding a NaN goes
+// through castColsNaN.
 func castColsBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, b, lo, hi int, work []float32) uint32 {
 	w := hi - lo
-	amax, scale := work[:w], work[w:2*w]
+	inv := work[:w]
 	nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
 	r0, r1 := b*Float8BlockSize, min(rows, (b+1)*Float8BlockSize)
+	cast, mask := formats[c.Format].cast, c8mask(c.FP32Scales)
 	var total uint32
-	for j0 := 0; j0 < w; j0 += colChunk {
-		j1 := min(w, j0+colChunk)
-		// Column amaxes as float32 bits with the sign cleared: an
-		// integer maximum, NaN (above +inf) left out and noted.
-		am := unsafeBits(amax[j0:j1])
-		nan := kernels.AmaxColsBand(am, src[r0*cols+lo+j0:], cols, r1-r0, j1-j0) > 0x7F800000
-		for j, a := range am {
-			total = max(total, a)
-			var inv float32
-			scale[j0+j], inv = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
-			scaleInv[(lo+j0+j)*nbr+b] = inv
+	for j := 0; j < w; {
+		at := r0*cols + lo + j
+		d, a := kernels.BlockCols(cast, dst[at:], cols, src[at:], cols, inv[j:], r1-r0, w-j, c.Eps, mask)
+		total, j = max(total, a), j+d
+		if j < w {
+			s := min(w, j+16)
+			total, j = max(total, castColsNaN(dst, inv[j:s], src, cols, c, r0, r1, lo+j, lo+s)), s
 		}
-		if nan {
-			total = 0x7FC00000
-		}
-		kernels.QuantizeFP8Cols(formats[c.Format].cast, dst[r0*cols+lo+j0:], cols, src[r0*cols+lo+j0:], cols, scale[j0:j1], r1-r0, j1-j0)
+	}
+	for j, v := range inv {
+		scaleInv[(lo+j)*nbr+b] = v
 	}
 	return total
 }
 
-// colChunk is how many columns a column-wise cast takes at a time: a
-// band of 128 rows of them is 32 KiB, in the L1 cache between the amax
-// pass and the cast.
-const colChunk = 64
+// castColsNaN casts columns [j0, j1) (at most 16) of rows [r0, r1), some
+// holding a NaN, writing their scale_invs to inv: each column's amax
+// leaves the NaN out (fmaxf's rule), and the band's amax is NaN.
+func castColsNaN(dst []uint8, inv []float32, src []float32, cols int, c Float8BlockCast, r0, r1, j0, j1 int) uint32 {
+	var am [16]uint32
+	var scale [16]float32
+	w := j1 - j0
+	total := uint32(0x7FC00000)
+	kernels.AmaxColsBand(am[:w], src[r0*cols+j0:], cols, r1-r0, w)
+	for j, a := range am[:w] {
+		scale[j], inv[j] = Float8BlockScale(math.Float32frombits(a), c.Format, c.Eps, c.FP32Scales)
+	}
+	kernels.QuantizeFP8Cols(formats[c.Format].cast, dst[r0*cols+j0:], cols, src[r0*cols+j0:], cols, scale[:w], r1-r0, w)
+	return total
+}
+
+// castRowBlocks casts row r's 1×128 blocks when one holds a NaN (its
+// amax leaves the NaN out), with work (⌈cols/128⌉ values), and returns
+// the row's amax bits (NaN above +inf).
+func castRowBlocks(dst []uint8, scaleInv []float32, src []float32, cols int, c Float8BlockCast, r int, work []float32) uint32 {
+	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
+	row, scales := unsafeBits(work[:nb]), work[:nb] // each amax becomes its scale in place
+	var total uint32
+	if rowBlockAmax(row, src[r*cols:(r+1)*cols]) {
+		total = 0x7FC00000
+	}
+	for bc, am := range row {
+		total = max(total, am)
+		scales[bc], scaleInv[r*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
+	}
+	kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)
+	return total
+}
+
+// castTileBand casts band br's 128×128 tiles when one holds a NaN (its
+// amax leaves the NaN out), with work (129·⌈cols/128⌉ values), and
+// returns the band's amax bits (NaN above +inf).
+func castTileBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, br int, work []float32) uint32 {
+	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
+	full := cols / Float8BlockSize
+	rowAm, acc := unsafeBits(work[:Float8BlockSize*nb]), unsafeBits(work[Float8BlockSize*nb:(Float8BlockSize+1)*nb])
+	scales := work[Float8BlockSize*nb : (Float8BlockSize+1)*nb]
+	r0, r1 := br*Float8BlockSize, min(rows, (br+1)*Float8BlockSize)
+	var total uint32
+	// Raw amax bits per row and block (NaN above +inf).
+	for r := r0; r < r1; r++ {
+		ra := rowAm[(r-r0)*nb : (r-r0+1)*nb]
+		kernels.Amax128(ra[:full], src[r*cols:r*cols+full*Float8BlockSize])
+		if full < nb {
+			ra[full] = kernels.AmaxBits(src[r*cols+full*Float8BlockSize : (r+1)*cols])
+		}
+	}
+	copy(acc, rowAm[:nb])
+	for r := 1; r < r1-r0; r++ {
+		for bc, a := range rowAm[r*nb : (r+1)*nb] {
+			acc[bc] = max(acc[bc], a)
+		}
+	}
+	for bc, am := range acc {
+		if am > 0x7F800000 { // a NaN in the tile: its amax without it
+			c0 := bc * Float8BlockSize
+			am = math.Float32bits(blockAmax(src[r0*cols+c0:], r1-r0, min(cols, c0+Float8BlockSize)-c0, cols))
+			total = 0x7FC00000
+		}
+		total = max(total, am)
+		scales[bc], scaleInv[br*nb+bc] = Float8BlockScale(math.Float32frombits(am), c.Format, c.Eps, c.FP32Scales)
+	}
+	for r := r0; r < r1; r++ {
+		kernels.QuantizeFP8Blocks(formats[c.Format].cast, dst[r*cols:(r+1)*cols], src[r*cols:(r+1)*cols], scales)
+	}
+	return total
+}
 
 // rowBlockAmax writes the amax bits of each 128-value block of row (the
 // last one ragged) into out, NaN left out (fmaxf's rule), and reports

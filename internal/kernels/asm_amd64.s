@@ -1481,6 +1481,666 @@ amaxcb_done:
 	VZEROUPPER
 	RET
 
+// func blockTilesE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, group int, eps float32, mask uint32, res *[2]uint32)
+// Requires: AVX, AVX2, AVX512F, BMI2, CMOV
+TEXT ·blockTilesE4M3AVX512(SB), NOSPLIT, $128-88
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         inv+16(FP), DX
+	MOVQ         tiles+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x0007ffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000003c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x3c800000, SI
+	VPBROADCASTD SI, Z29
+	VBROADCASTSS eps+72(FP), Z14
+	VBROADCASTSS mask+76(FP), Z15
+	MOVL         $0x43e00000, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x7f7fffff, SI
+	VPBROADCASTD SI, Z18
+	VPXORD       Z13, Z13, Z13
+
+blockTilesE4M3AVX512_group:
+	TESTQ     BX, BX
+	JZ        blockTilesE4M3AVX512_end
+	MOVQ      group+64(FP), SI
+	CMPQ      BX, SI
+	CMOVQLT   BX, SI
+	VPXORD    Z7, Z7, Z7
+	VMOVDQU32 Z7, (SP)
+	MOVQ      SI, DI
+	MOVQ      CX, R8
+	LEAQ      (SP), R9
+	TESTQ     DI, DI
+	JZ        blockTilesE4M3AVX512_amaxtile_done
+
+blockTilesE4M3AVX512_amaxtile_loop:
+	MOVQ   R8, R10
+	MOVQ   rows+32(FP), R11
+	VPXORD Z6, Z6, Z6
+	TESTQ  R11, R11
+	JZ     blockTilesE4M3AVX512_amax_done
+
+blockTilesE4M3AVX512_amax_loop:
+	MOVQ  R10, R12
+	MOVQ  strips+40(FP), R13
+	TESTQ R13, R13
+	JZ    blockTilesE4M3AVX512_amaxrow_done
+
+blockTilesE4M3AVX512_amaxrow_loop:
+	VPANDD  (R12), Z21, Z7
+	VPMAXUD Z7, Z6, Z6
+	ADDQ    $0x00000040, R12
+	DECQ    R13
+	JNZ     blockTilesE4M3AVX512_amaxrow_loop
+
+blockTilesE4M3AVX512_amaxrow_done:
+	ADDQ ld+48(FP), R10
+	DECQ R11
+	JNZ  blockTilesE4M3AVX512_amax_loop
+
+blockTilesE4M3AVX512_amax_done:
+	VEXTRACTI64X4 $0x01, Z6, Y7
+	VPMAXUD       Y7, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPBROADCASTD  X6, Z6
+	VMOVSS        X6, (R9)
+	ADDQ          $0x00000004, R9
+	MOVQ          strips+40(FP), R10
+	SHLQ          $0x06, R10
+	ADDQ          R10, R8
+	DECQ          DI
+	JNZ           blockTilesE4M3AVX512_amaxtile_loop
+
+blockTilesE4M3AVX512_amaxtile_done:
+	VMOVDQU32 (SP), Z6
+	VPCMPUD   $0x06, Z30, Z6, K1
+	KORTESTW  K1, K1
+	JNZ       blockTilesE4M3AVX512_bail
+	VPMAXUD   Z6, Z13, Z13
+	VMAXPS    Z6, Z14, Z6
+	VPTESTNMD Z21, Z6, K1
+	VPCMPEQD  Z30, Z6, K2
+	KORW      K2, K1, K1
+	VDIVPS    Z6, Z16, Z8
+	VPCMPEQD  Z30, Z8, K2
+	VPBLENDMD Z18, Z8, K2, Z8
+	VPBLENDMD Z17, Z8, K1, Z8
+	VPANDD    Z15, Z8, Z8
+	VDIVPS    Z8, Z17, Z9
+	MOVL      $0x0000ffff, DI
+	BZHIL     SI, DI, DI
+	KMOVW     DI, K3
+	VMOVUPS   Z9, K3, (DX)
+	VMOVUPS   Z8, 64(SP)
+	MOVQ      SI, DI
+	LEAQ      64(SP), R8
+	TESTQ     DI, DI
+	JZ        blockTilesE4M3AVX512_casttile_done
+
+blockTilesE4M3AVX512_casttile_loop:
+	VBROADCASTSS (R8), Z10
+	ADDQ         $0x00000004, R8
+	MOVQ         CX, R9
+	MOVQ         AX, R10
+	MOVQ         rows+32(FP), R11
+	TESTQ        R11, R11
+	JZ           blockTilesE4M3AVX512_cast_done
+
+blockTilesE4M3AVX512_cast_loop:
+	MOVQ  R9, R12
+	MOVQ  R10, R13
+	MOVQ  strips+40(FP), R14
+	TESTQ R14, R14
+	JZ    blockTilesE4M3AVX512_castrow_done
+
+blockTilesE4M3AVX512_castrow_loop:
+	VMULPS    (R12), Z10, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x14, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x14, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R13)
+	ADDQ      $0x00000040, R12
+	ADDQ      $0x00000010, R13
+	DECQ      R14
+	JNZ       blockTilesE4M3AVX512_castrow_loop
+
+blockTilesE4M3AVX512_castrow_done:
+	ADDQ ld+48(FP), R9
+	ADDQ ldd+56(FP), R10
+	DECQ R11
+	JNZ  blockTilesE4M3AVX512_cast_loop
+
+blockTilesE4M3AVX512_cast_done:
+	MOVQ strips+40(FP), R9
+	SHLQ $0x04, R9
+	ADDQ R9, AX
+	SHLQ $0x02, R9
+	ADDQ R9, CX
+	DECQ DI
+	JNZ  blockTilesE4M3AVX512_casttile_loop
+
+blockTilesE4M3AVX512_casttile_done:
+	LEAQ (DX)(SI*4), DX
+	SUBQ SI, BX
+	JMP  blockTilesE4M3AVX512_group
+
+blockTilesE4M3AVX512_end:
+blockTilesE4M3AVX512_bail:
+	MOVQ          tiles+24(FP), AX
+	SUBQ          BX, AX
+	MOVQ          res+80(FP), CX
+	MOVL          AX, (CX)
+	VEXTRACTI64X4 $0x01, Z13, Y7
+	VPMAXUD       Y7, Y13, Y13
+	VEXTRACTI128  $0x01, Y13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0x4e, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0xb1, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPBROADCASTD  X13, Z13
+	VMOVSS        X13, 4(CX)
+	VZEROUPPER
+	RET
+
+// func blockColsE4M3AVX512(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·blockColsE4M3AVX512(SB), NOSPLIT, $0-72
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         inv+16(FP), DX
+	MOVQ         strips+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x0007ffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000003c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x3c800000, SI
+	VPBROADCASTD SI, Z29
+	VBROADCASTSS eps+56(FP), Z14
+	VBROADCASTSS mask+60(FP), Z15
+	MOVL         $0x43e00000, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x7f7fffff, SI
+	VPBROADCASTD SI, Z18
+	VPXORD       Z13, Z13, Z13
+	TESTQ        BX, BX
+	JZ           blockColsE4M3AVX512_done
+
+blockColsE4M3AVX512_loop:
+	MOVQ   CX, SI
+	MOVQ   rows+32(FP), DI
+	VPXORD Z6, Z6, Z6
+	TESTQ  DI, DI
+	JZ     blockColsE4M3AVX512_amax_done
+
+blockColsE4M3AVX512_amax_loop:
+	VPANDD  (SI), Z21, Z7
+	VPMAXUD Z7, Z6, Z6
+	ADDQ    ld+40(FP), SI
+	DECQ    DI
+	JNZ     blockColsE4M3AVX512_amax_loop
+
+blockColsE4M3AVX512_amax_done:
+	VPCMPUD   $0x06, Z30, Z6, K1
+	KORTESTW  K1, K1
+	JNZ       blockColsE4M3AVX512_bail
+	VPMAXUD   Z6, Z13, Z13
+	VMAXPS    Z6, Z14, Z6
+	VPTESTNMD Z21, Z6, K1
+	VPCMPEQD  Z30, Z6, K2
+	KORW      K2, K1, K1
+	VDIVPS    Z6, Z16, Z8
+	VPCMPEQD  Z30, Z8, K2
+	VPBLENDMD Z18, Z8, K2, Z8
+	VPBLENDMD Z17, Z8, K1, Z8
+	VPANDD    Z15, Z8, Z8
+	VDIVPS    Z8, Z17, Z9
+	VMOVUPS   Z9, (DX)
+	ADDQ      $0x00000040, DX
+	MOVQ      CX, SI
+	MOVQ      AX, R8
+	MOVQ      rows+32(FP), DI
+	TESTQ     DI, DI
+	JZ        blockColsE4M3AVX512_cast_done
+
+blockColsE4M3AVX512_cast_loop:
+	VMULPS    (SI), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x14, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x14, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R8)
+	ADDQ      ld+40(FP), SI
+	ADDQ      ldd+48(FP), R8
+	DECQ      DI
+	JNZ       blockColsE4M3AVX512_cast_loop
+
+blockColsE4M3AVX512_cast_done:
+	ADDQ $0x00000040, CX
+	ADDQ $0x00000010, AX
+	DECQ BX
+	JNZ  blockColsE4M3AVX512_loop
+
+blockColsE4M3AVX512_done:
+blockColsE4M3AVX512_bail:
+	MOVQ          strips+24(FP), AX
+	SUBQ          BX, AX
+	MOVQ          res+64(FP), CX
+	MOVL          AX, (CX)
+	VEXTRACTI64X4 $0x01, Z13, Y7
+	VPMAXUD       Y7, Y13, Y13
+	VEXTRACTI128  $0x01, Y13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0x4e, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0xb1, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPBROADCASTD  X13, Z13
+	VMOVSS        X13, 4(CX)
+	VZEROUPPER
+	RET
+
+// func blockTilesE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, group int, eps float32, mask uint32, res *[2]uint32)
+// Requires: AVX, AVX2, AVX512F, BMI2, CMOV
+TEXT ·blockTilesE5M2AVX512(SB), NOSPLIT, $128-88
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         inv+16(FP), DX
+	MOVQ         tiles+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x000fffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000001c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007b, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x38800000, SI
+	VPBROADCASTD SI, Z29
+	VBROADCASTSS eps+72(FP), Z14
+	VBROADCASTSS mask+76(FP), Z15
+	MOVL         $0x47600000, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x7f7fffff, SI
+	VPBROADCASTD SI, Z18
+	VPXORD       Z13, Z13, Z13
+
+blockTilesE5M2AVX512_group:
+	TESTQ     BX, BX
+	JZ        blockTilesE5M2AVX512_end
+	MOVQ      group+64(FP), SI
+	CMPQ      BX, SI
+	CMOVQLT   BX, SI
+	VPXORD    Z7, Z7, Z7
+	VMOVDQU32 Z7, (SP)
+	MOVQ      SI, DI
+	MOVQ      CX, R8
+	LEAQ      (SP), R9
+	TESTQ     DI, DI
+	JZ        blockTilesE5M2AVX512_amaxtile_done
+
+blockTilesE5M2AVX512_amaxtile_loop:
+	MOVQ   R8, R10
+	MOVQ   rows+32(FP), R11
+	VPXORD Z6, Z6, Z6
+	TESTQ  R11, R11
+	JZ     blockTilesE5M2AVX512_amax_done
+
+blockTilesE5M2AVX512_amax_loop:
+	MOVQ  R10, R12
+	MOVQ  strips+40(FP), R13
+	TESTQ R13, R13
+	JZ    blockTilesE5M2AVX512_amaxrow_done
+
+blockTilesE5M2AVX512_amaxrow_loop:
+	VPANDD  (R12), Z21, Z7
+	VPMAXUD Z7, Z6, Z6
+	ADDQ    $0x00000040, R12
+	DECQ    R13
+	JNZ     blockTilesE5M2AVX512_amaxrow_loop
+
+blockTilesE5M2AVX512_amaxrow_done:
+	ADDQ ld+48(FP), R10
+	DECQ R11
+	JNZ  blockTilesE5M2AVX512_amax_loop
+
+blockTilesE5M2AVX512_amax_done:
+	VEXTRACTI64X4 $0x01, Z6, Y7
+	VPMAXUD       Y7, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPBROADCASTD  X6, Z6
+	VMOVSS        X6, (R9)
+	ADDQ          $0x00000004, R9
+	MOVQ          strips+40(FP), R10
+	SHLQ          $0x06, R10
+	ADDQ          R10, R8
+	DECQ          DI
+	JNZ           blockTilesE5M2AVX512_amaxtile_loop
+
+blockTilesE5M2AVX512_amaxtile_done:
+	VMOVDQU32 (SP), Z6
+	VPCMPUD   $0x06, Z30, Z6, K1
+	KORTESTW  K1, K1
+	JNZ       blockTilesE5M2AVX512_bail
+	VPMAXUD   Z6, Z13, Z13
+	VMAXPS    Z6, Z14, Z6
+	VPTESTNMD Z21, Z6, K1
+	VPCMPEQD  Z30, Z6, K2
+	KORW      K2, K1, K1
+	VDIVPS    Z6, Z16, Z8
+	VPCMPEQD  Z30, Z8, K2
+	VPBLENDMD Z18, Z8, K2, Z8
+	VPBLENDMD Z17, Z8, K1, Z8
+	VPANDD    Z15, Z8, Z8
+	VDIVPS    Z8, Z17, Z9
+	MOVL      $0x0000ffff, DI
+	BZHIL     SI, DI, DI
+	KMOVW     DI, K3
+	VMOVUPS   Z9, K3, (DX)
+	VMOVUPS   Z8, 64(SP)
+	MOVQ      SI, DI
+	LEAQ      64(SP), R8
+	TESTQ     DI, DI
+	JZ        blockTilesE5M2AVX512_casttile_done
+
+blockTilesE5M2AVX512_casttile_loop:
+	VBROADCASTSS (R8), Z10
+	ADDQ         $0x00000004, R8
+	MOVQ         CX, R9
+	MOVQ         AX, R10
+	MOVQ         rows+32(FP), R11
+	TESTQ        R11, R11
+	JZ           blockTilesE5M2AVX512_cast_done
+
+blockTilesE5M2AVX512_cast_loop:
+	MOVQ  R9, R12
+	MOVQ  R10, R13
+	MOVQ  strips+40(FP), R14
+	TESTQ R14, R14
+	JZ    blockTilesE5M2AVX512_castrow_done
+
+blockTilesE5M2AVX512_castrow_loop:
+	VMULPS    (R12), Z10, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x15, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x15, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R13)
+	ADDQ      $0x00000040, R12
+	ADDQ      $0x00000010, R13
+	DECQ      R14
+	JNZ       blockTilesE5M2AVX512_castrow_loop
+
+blockTilesE5M2AVX512_castrow_done:
+	ADDQ ld+48(FP), R9
+	ADDQ ldd+56(FP), R10
+	DECQ R11
+	JNZ  blockTilesE5M2AVX512_cast_loop
+
+blockTilesE5M2AVX512_cast_done:
+	MOVQ strips+40(FP), R9
+	SHLQ $0x04, R9
+	ADDQ R9, AX
+	SHLQ $0x02, R9
+	ADDQ R9, CX
+	DECQ DI
+	JNZ  blockTilesE5M2AVX512_casttile_loop
+
+blockTilesE5M2AVX512_casttile_done:
+	LEAQ (DX)(SI*4), DX
+	SUBQ SI, BX
+	JMP  blockTilesE5M2AVX512_group
+
+blockTilesE5M2AVX512_end:
+blockTilesE5M2AVX512_bail:
+	MOVQ          tiles+24(FP), AX
+	SUBQ          BX, AX
+	MOVQ          res+80(FP), CX
+	MOVL          AX, (CX)
+	VEXTRACTI64X4 $0x01, Z13, Y7
+	VPMAXUD       Y7, Y13, Y13
+	VEXTRACTI128  $0x01, Y13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0x4e, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0xb1, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPBROADCASTD  X13, Z13
+	VMOVSS        X13, 4(CX)
+	VZEROUPPER
+	RET
+
+// func blockColsE5M2AVX512(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·blockColsE5M2AVX512(SB), NOSPLIT, $0-72
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         inv+16(FP), DX
+	MOVQ         strips+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x000fffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000001c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007b, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x38800000, SI
+	VPBROADCASTD SI, Z29
+	VBROADCASTSS eps+56(FP), Z14
+	VBROADCASTSS mask+60(FP), Z15
+	MOVL         $0x47600000, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x7f7fffff, SI
+	VPBROADCASTD SI, Z18
+	VPXORD       Z13, Z13, Z13
+	TESTQ        BX, BX
+	JZ           blockColsE5M2AVX512_done
+
+blockColsE5M2AVX512_loop:
+	MOVQ   CX, SI
+	MOVQ   rows+32(FP), DI
+	VPXORD Z6, Z6, Z6
+	TESTQ  DI, DI
+	JZ     blockColsE5M2AVX512_amax_done
+
+blockColsE5M2AVX512_amax_loop:
+	VPANDD  (SI), Z21, Z7
+	VPMAXUD Z7, Z6, Z6
+	ADDQ    ld+40(FP), SI
+	DECQ    DI
+	JNZ     blockColsE5M2AVX512_amax_loop
+
+blockColsE5M2AVX512_amax_done:
+	VPCMPUD   $0x06, Z30, Z6, K1
+	KORTESTW  K1, K1
+	JNZ       blockColsE5M2AVX512_bail
+	VPMAXUD   Z6, Z13, Z13
+	VMAXPS    Z6, Z14, Z6
+	VPTESTNMD Z21, Z6, K1
+	VPCMPEQD  Z30, Z6, K2
+	KORW      K2, K1, K1
+	VDIVPS    Z6, Z16, Z8
+	VPCMPEQD  Z30, Z8, K2
+	VPBLENDMD Z18, Z8, K2, Z8
+	VPBLENDMD Z17, Z8, K1, Z8
+	VPANDD    Z15, Z8, Z8
+	VDIVPS    Z8, Z17, Z9
+	VMOVUPS   Z9, (DX)
+	ADDQ      $0x00000040, DX
+	MOVQ      CX, SI
+	MOVQ      AX, R8
+	MOVQ      rows+32(FP), DI
+	TESTQ     DI, DI
+	JZ        blockColsE5M2AVX512_cast_done
+
+blockColsE5M2AVX512_cast_loop:
+	VMULPS    (SI), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x15, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x15, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R8)
+	ADDQ      ld+40(FP), SI
+	ADDQ      ldd+48(FP), R8
+	DECQ      DI
+	JNZ       blockColsE5M2AVX512_cast_loop
+
+blockColsE5M2AVX512_cast_done:
+	ADDQ $0x00000040, CX
+	ADDQ $0x00000010, AX
+	DECQ BX
+	JNZ  blockColsE5M2AVX512_loop
+
+blockColsE5M2AVX512_done:
+blockColsE5M2AVX512_bail:
+	MOVQ          strips+24(FP), AX
+	SUBQ          BX, AX
+	MOVQ          res+64(FP), CX
+	MOVL          AX, (CX)
+	VEXTRACTI64X4 $0x01, Z13, Y7
+	VPMAXUD       Y7, Y13, Y13
+	VEXTRACTI128  $0x01, Y13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0x4e, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0xb1, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPBROADCASTD  X13, Z13
+	VMOVSS        X13, 4(CX)
+	VZEROUPPER
+	RET
+
 DATA rht16Consts<>+0(SB)/4, $0x3f800000
 DATA rht16Consts<>+4(SB)/4, $0x3f800000
 DATA rht16Consts<>+8(SB)/4, $0x3f800000

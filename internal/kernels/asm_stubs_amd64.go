@@ -64,6 +64,26 @@ func quantizeColsE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks in
 //go:noescape
 func amaxColsBandAVX512(acc *uint32, src *float32, strips int, rows int, ld int, seen *[16]uint32)
 
+// blockTilesE4M3AVX512 casts tiles of rows × 16·strips values to E4M3, each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F, BMI2).
+//
+//go:noescape
+func blockTilesE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, group int, eps float32, mask uint32, res *[2]uint32)
+
+// blockColsE4M3AVX512 casts a band of rows × 16·strips values to E4M3, each column with the scale of its own amax, and stores each scale_inv; its Go twin is blockColsGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func blockColsE4M3AVX512(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)
+
+// blockTilesE5M2AVX512 casts tiles of rows × 16·strips values to E5M2, each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F, BMI2).
+//
+//go:noescape
+func blockTilesE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, group int, eps float32, mask uint32, res *[2]uint32)
+
+// blockColsE5M2AVX512 casts a band of rows × 16·strips values to E5M2, each column with the scale of its own amax, and stores each scale_inv; its Go twin is blockColsGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func blockColsE5M2AVX512(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)
+
 // rht16AVX512 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX-512F).
 //
 //go:noescape

@@ -516,3 +516,78 @@ func TestNVFP4ScaleKernelsMatchTwins(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockKernelsMatchTwins checks the fused Float8BlockScaling casts
+// (tiles side by side, and columns of a band) against their Go twins
+// bit for bit — codes, scale_invs, counts and amaxes — on every kind of
+// value, with power-of-two and float32 scales, an amax floor, widths
+// that are and are not multiples of 16, and NaNs that stop them.
+func TestBlockKernelsMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	gen := func(n int, nanEvery int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			switch rng.IntN(6) {
+			case 0:
+				v[i] = math.Float32frombits(rng.Uint32() &^ (0xFF << 23)) // subnormal or zero
+			case 1:
+				v[i] = []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 464, 61440, 1e-40, math.MaxFloat32}[rng.IntN(8)]
+			default:
+				v[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(20)-10))
+			}
+			if v[i] != v[i] || (nanEvery > 0 && rng.IntN(nanEvery) == 0) {
+				v[i] = float32(math.NaN())
+			}
+		}
+		return v
+	}
+	type opts struct {
+		eps  float32
+		mask uint32
+	}
+	for _, o := range []opts{{0, 0xFF800000}, {0, 0xFFFFFFFF}, {1e-3, 0xFF800000}, {1e30, 0xFFFFFFFF}} {
+		for _, shape := range [][3]int{{1, 1, 128}, {1, 6, 128}, {1, 37, 128}, {2, 20, 16}, {3, 2, 16}, {128, 2, 128}, {5, 3, 40}, {2, 1, 7}, {130, 1, 48}} {
+			rows, tiles, width := shape[0], shape[1], shape[2]
+			for _, nanEvery := range []int{0, 3000} {
+				ld, ldd := tiles*width+5, tiles*width+3
+				src := gen((rows-1)*ld+tiles*width, nanEvery)
+				for f, c := range testCasts {
+					got, want := make([]uint8, (rows-1)*ldd+tiles*width), make([]uint8, (rows-1)*ldd+tiles*width)
+					for i := range got {
+						got[i], want[i] = 0xAA, 0xAA
+					}
+					gi, wi := make([]float32, tiles), make([]float32, tiles)
+					gd, ga := BlockTiles(c, got, ldd, src, ld, gi, tiles, rows, width, o.eps, o.mask)
+					wd, wa := blockTilesGo(c, want, ldd, src, ld, wi, tiles, rows, width, o.eps, o.mask)
+					if gd != wd || ga != wa || string(got) != string(want) {
+						t.Fatalf("tiles %v %v format %d: done %d amax %#x, twin %d %#x; codes equal %v", o, shape, f, gd, ga, wd, wa, string(got) == string(want))
+					}
+					for i := range gi {
+						if math.Float32bits(gi[i]) != math.Float32bits(wi[i]) {
+							t.Fatalf("tiles %v %v format %d: scale_inv[%d] %v, twin %v", o, shape, f, i, gi[i], wi[i])
+						}
+					}
+					if nanEvery == 0 && gd != tiles {
+						t.Fatalf("tiles %v %v: stopped at %d of %d without a NaN", o, shape, gd, tiles)
+					}
+					// Columns: the band rows × tiles·width.
+					n := tiles * width
+					for i := range got {
+						got[i], want[i] = 0xAA, 0xAA
+					}
+					gi, wi = make([]float32, n), make([]float32, n)
+					gd, ga = BlockCols(c, got, ldd, src, ld, gi, rows, n, o.eps, o.mask)
+					wd, wa = blockColsGo(c, want, ldd, src, ld, wi, rows, n, o.eps, o.mask)
+					if gd != wd || ga != wa || string(got) != string(want) {
+						t.Fatalf("cols %v %v format %d: done %d amax %#x, twin %d %#x; codes equal %v", o, shape, f, gd, ga, wd, wa, string(got) == string(want))
+					}
+					for i := range gi {
+						if math.Float32bits(gi[i]) != math.Float32bits(wi[i]) {
+							t.Fatalf("cols %v %v format %d: scale_inv[%d] %v, twin %v", o, shape, f, i, gi[i], wi[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -550,3 +550,37 @@ func amax128Vector(out []uint32, src []float32) int {
 	amax128AVX512(&src[0], blocks, &out[0])
 	return blocks
 }
+
+// blockTilesVector runs BlockTiles' vector kernel when width is a
+// multiple of 16 (bounds checked by the caller), reporting whether it
+// ran.
+func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width int, eps float32, mask uint32) (done int, amax uint32, ok bool) {
+	if !hasAVX512 || width%16 != 0 {
+		return 0, 0, false
+	}
+	var res [2]uint32
+	if format == 0 {
+		blockTilesE4M3AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, blockGroup(rows, width), eps, mask, &res)
+	} else {
+		blockTilesE5M2AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, blockGroup(rows, width), eps, mask, &res)
+	}
+	return int(res[0]), res[1], true
+}
+
+// blockColsVector casts the whole strips of 16 columns of BlockCols'
+// band (bounds checked by the caller), stopping before a strip that
+// holds a NaN, and returns how many columns it did, their largest amax
+// bits, and how many it tried.
+func blockColsVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32, tried int) {
+	strips := n / 16
+	if !hasAVX512 || strips == 0 {
+		return 0, 0, 0
+	}
+	var res [2]uint32
+	if format == 0 {
+		blockColsE4M3AVX512(&dst[0], &src[0], &inv[0], strips, rows, 4*ld, ldd, eps, mask, &res)
+	} else {
+		blockColsE5M2AVX512(&dst[0], &src[0], &inv[0], strips, rows, 4*ld, ldd, eps, mask, &res)
+	}
+	return 16 * int(res[0]), res[1], 16 * strips
+}

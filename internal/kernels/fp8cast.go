@@ -605,3 +605,130 @@ func amax128Go(out []uint32, src []float32) {
 		out[b] = amaxBitsGo(src[b*128 : (b+1)*128])
 	}
 }
+
+// BlockScale returns the scale and scale_inv of a Float8BlockScaling
+// block whose amax (NaN elements left out) is amax, for a format whose
+// largest finite value is fmax, in float32 as Transformer Engine
+// computes them: amax floored at eps; scale 1 for an amax of 0, ±inf or
+// NaN; otherwise fmax/amax, FLT_MAX if that overflows; the scale's bits
+// masked with mask (0xFF800000 rounds it down to a power of two,
+// 0xFFFFFFFF keeps it); scale_inv = 1/scale.
+func BlockScale(amax, fmax, eps float32, mask uint32) (scale, scaleInv float32) {
+	if amax < eps {
+		amax = eps
+	}
+	if amax == 0 || math.IsInf(float64(amax), 0) || amax != amax {
+		scale = 1
+	} else {
+		scale = fmax / amax
+		if math.IsInf(float64(scale), 0) {
+			scale = math.MaxFloat32
+		}
+	}
+	scale = math.Float32frombits(math.Float32bits(scale) & mask)
+	return scale, 1 / scale
+}
+
+// BlockTiles casts tiles side by side along a band with Float8BlockScaling:
+// tile t is rows × width values of src from column t·width (rows ld
+// apart; codes ldd apart in dst), cast with the scale BlockScale gives
+// its amax, its scale_inv stored to inv[t]. A 1×128 row block is a tile
+// of one row, a 128×128 tile one of 128 rows. A tile holding a NaN
+// (whose amax leaves the NaN out) is for the caller's slower path. It
+// returns the number of tiles cast and the largest amax bits
+// among them. Tiles go in groups (blockGroup), and it stops before the
+// first group holding a NaN. The vector kernel runs when width is a
+// multiple of 16, blockTilesGo (its twin) otherwise, with the same bits.
+func BlockTiles(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width int, eps float32, mask uint32) (done int, amax uint32) {
+	if tiles <= 0 || rows <= 0 || width <= 0 {
+		return 0, 0
+	}
+	_, _, _ = dst[(rows-1)*ldd+tiles*width-1], src[(rows-1)*ld+tiles*width-1], inv[tiles-1]
+	if done, amax, ok := blockTilesVector(c.Format, dst, ldd, src, ld, inv, tiles, rows, width, eps, mask); ok {
+		return done, amax
+	}
+	return blockTilesGo(c, dst, ldd, src, ld, inv, tiles, rows, width, eps, mask)
+}
+
+// blockGroup is how many tiles of rows × width values BlockTiles takes
+// at a time: up to 16 small ones (so that the scales of several are one
+// vector computation), large ones one by one (so that a tile is still in
+// the cache when its codes are written).
+func blockGroup(rows, width int) int { return min(16, max(1, 2048/(rows*width))) }
+
+// blockTilesGo is the loop blockTilesE4M3AVX512 and blockTilesE5M2AVX512
+// replace: group by group (blockGroup), each tile's amax (amaxBitsGo row
+// by row), its scale (BlockScale), and quantizeFP8Go row by row.
+func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width int, eps float32, mask uint32) (done int, amax uint32) {
+	fmax := c.Decode[c.MaxCode]
+	group := blockGroup(rows, width)
+	var am [16]uint32
+	for t0 := 0; t0 < tiles; t0 += group {
+		g := min(group, tiles-t0)
+		for i := range g {
+			t := t0 + i
+			am[i] = 0
+			for r := 0; r < rows; r++ {
+				am[i] = max(am[i], amaxBitsGo(src[r*ld+t*width:r*ld+(t+1)*width]))
+			}
+			if am[i] > 0x7F800000 {
+				return t0, amax
+			}
+		}
+		for i, a := range am[:g] {
+			t := t0 + i
+			amax = max(amax, a)
+			var scale float32
+			scale, inv[t] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
+			for r := 0; r < rows; r++ {
+				quantizeFP8Go(c, dst[r*ldd+t*width:r*ldd+(t+1)*width], src[r*ld+t*width:r*ld+(t+1)*width], scale)
+			}
+		}
+	}
+	return tiles, amax
+}
+
+// BlockCols casts the columns of a band of rows × n values of src (rows
+// ld apart; codes ldd apart in dst) with Float8BlockScaling, a block
+// being a column: each column cast with the scale BlockScale gives its
+// amax, column j's scale_inv stored to inv[j]. It works in strips of 16
+// columns (the last one ragged), stops before the first strip holding a
+// NaN (the caller's slower path), and returns the number of columns
+// cast and the largest amax bits among them. The vector kernel does the
+// whole strips, blockColsGo (its twin) the rest, with the same bits.
+func BlockCols(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
+	if rows <= 0 || n <= 0 {
+		return 0, 0
+	}
+	_, _, _ = dst[(rows-1)*ldd+n-1], src[(rows-1)*ld+n-1], inv[n-1]
+	done, amax, tried := blockColsVector(c.Format, dst, ldd, src, ld, inv, rows, n, eps, mask)
+	if done < tried { // stopped before a strip holding a NaN
+		return done, amax
+	}
+	if done < n {
+		d, a := blockColsGo(c, dst[done:], ldd, src[done:], ld, inv[done:], rows, n-done, eps, mask)
+		done, amax = done+d, max(amax, a)
+	}
+	return done, amax
+}
+
+// blockColsGo is the loop blockColsE4M3AVX512 and blockColsE5M2AVX512
+// replace: strip by strip, the column amaxes (amaxColsBandGo), their
+// scales (BlockScale) and quantizeFP8ColsGo.
+func blockColsGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
+	fmax := c.Decode[c.MaxCode]
+	var am [16]uint32
+	var scales [16]float32
+	for j0 := 0; j0 < n; j0 += 16 {
+		w := min(16, n-j0)
+		if amaxColsBandGo(am[:w], src[j0:], ld, rows) > 0x7F800000 {
+			return j0, amax
+		}
+		for j, a := range am[:w] {
+			amax = max(amax, a)
+			scales[j], inv[j0+j] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
+		}
+		quantizeFP8ColsGo(c, dst[j0:], ldd, src[j0:], ld, scales[:w], rows, w)
+	}
+	return n, amax
+}

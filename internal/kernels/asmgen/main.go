@@ -31,6 +31,10 @@ func main() {
 	quantizeCols("quantizeColsE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantizeCols("quantizeColsE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	amaxColsBand()
+	for _, f := range blockFormats {
+		blockTiles(f)
+		blockCols(f)
+	}
 	rht16Data()
 	rht16()
 	amax16()
