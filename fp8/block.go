@@ -257,9 +257,10 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		// castTileBand.
 		for br := lo; br < hi; br++ {
 			r0, r1 := br*Float8BlockSize, min(rows, (br+1)*Float8BlockSize)
-			d, a := kernels.BlockTiles(cast, dst[r0*cols:], cols, src[r0*cols:], cols, scaleInv[br*nb:], full, r1-r0, Float8BlockSize, c.Eps, mask)
+			d, a := kernels.BlockTiles(cast, dst[r0*cols:], cols, src[r0*cols:], cols, scaleInv[br*nb:], full, r1-r0, Float8BlockSize, Float8BlockSize, Float8BlockSize, c.Eps, mask)
 			if d == full && full < nb {
-				e, b := kernels.BlockTiles(cast, dst[r0*cols+full*Float8BlockSize:], cols, src[r0*cols+full*Float8BlockSize:], cols, scaleInv[br*nb+full:], 1, r1-r0, cols-full*Float8BlockSize, c.Eps, mask)
+				w := cols - full*Float8BlockSize
+				e, b := kernels.BlockTiles(cast, dst[r0*cols+full*Float8BlockSize:], cols, src[r0*cols+full*Float8BlockSize:], cols, scaleInv[br*nb+full:], 1, r1-r0, w, w, w, c.Eps, mask)
 				d, a = d+e, max(a, b)
 			}
 			total = max(total, a)
@@ -277,7 +278,7 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 			work = make([]float32, nb)
 		}
 		for t, n := lo*nb, hi*nb; t < n; {
-			d, a := kernels.BlockTiles(cast, dst[t*Float8BlockSize:], 0, src[t*Float8BlockSize:], 0, scaleInv[t:], n-t, 1, Float8BlockSize, c.Eps, mask)
+			d, a := kernels.BlockTiles(cast, dst[t*Float8BlockSize:], 0, src[t*Float8BlockSize:], 0, scaleInv[t:], n-t, 1, Float8BlockSize, Float8BlockSize, Float8BlockSize, c.Eps, mask)
 			total, t = max(total, a), t+d
 			if t < n {
 				r := t / nb
@@ -285,19 +286,41 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 			}
 		}
 	case axis == 1:
+		// Rows with a ragged last block: each row's whole blocks, then
+		// the ragged blocks of all the rows as tiles stacked down them;
+		// a row holding a NaN through castRowBlocks.
 		if len(work) < nb {
 			work = make([]float32, nb)
 		}
-		for r := lo; r < hi; r++ {
-			d, a := kernels.BlockTiles(cast, dst[r*cols:], 0, src[r*cols:], 0, scaleInv[r*nb:], full, 1, Float8BlockSize, c.Eps, mask)
-			if d == full {
-				e, b := kernels.BlockTiles(cast, dst[r*cols+full*Float8BlockSize:], 0, src[r*cols+full*Float8BlockSize:], 0, scaleInv[r*nb+full:], 1, 1, cols-full*Float8BlockSize, c.Eps, mask)
-				d, a = d+e, max(a, b)
+		rag := cols - full*Float8BlockSize
+		nan := -1 // the first row left for castRowBlocks
+		for r := lo; r < hi && nan < 0; r++ {
+			d, a := kernels.BlockTiles(cast, dst[r*cols:], 0, src[r*cols:], 0, scaleInv[r*nb:], full, 1, Float8BlockSize, Float8BlockSize, Float8BlockSize, c.Eps, mask)
+			if total = max(total, a); d < full {
+				nan = r
 			}
+		}
+		end := hi
+		if nan >= 0 {
+			end = nan
+		}
+		// The ragged blocks of rows [lo, end): scale_invs nb apart, so
+		// into work first.
+		inv := work[:0]
+		for r := lo; r < end; {
+			k := min(end-r, len(work))
+			inv = work[:k]
+			d, a := kernels.BlockTiles(cast, dst[r*cols+full*Float8BlockSize:], cols, src[r*cols+full*Float8BlockSize:], cols, inv, k, 1, rag, cols, cols, c.Eps, mask)
 			total = max(total, a)
-			if d < nb {
-				total = max(total, castRowBlocks(dst, scaleInv, src, cols, c, r, work))
+			for i, v := range inv[:d] {
+				scaleInv[(r+i)*nb+full] = v
 			}
+			if r += d; d < k {
+				end = r // a NaN in row r's ragged block
+			}
+		}
+		for r := end; r < hi; r++ {
+			total = max(total, castRowBlocks(dst, scaleInv, src, cols, c, r, work))
 		}
 	default:
 		w := hi - lo

@@ -1481,9 +1481,9 @@ amaxcb_done:
 	VZEROUPPER
 	RET
 
-// func blockTilesE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, group int, eps float32, mask uint32, res *[2]uint32)
+// func blockTilesE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, group int, eps float32, mask uint32, res *[2]uint32)
 // Requires: AVX, AVX2, AVX512F, BMI2, CMOV
-TEXT ·blockTilesE4M3AVX512(SB), NOSPLIT, $128-88
+TEXT ·blockTilesE4M3AVX512(SB), NOSPLIT, $128-104
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
 	MOVQ         inv+16(FP), DX
@@ -1510,8 +1510,8 @@ TEXT ·blockTilesE4M3AVX512(SB), NOSPLIT, $128-88
 	VPBROADCASTD SI, Z27
 	MOVL         $0x3c800000, SI
 	VPBROADCASTD SI, Z29
-	VBROADCASTSS eps+72(FP), Z14
-	VBROADCASTSS mask+76(FP), Z15
+	VBROADCASTSS eps+88(FP), Z14
+	VBROADCASTSS mask+92(FP), Z15
 	MOVL         $0x43e00000, SI
 	VPBROADCASTD SI, Z16
 	MOVL         $0x3f800000, SI
@@ -1523,7 +1523,7 @@ TEXT ·blockTilesE4M3AVX512(SB), NOSPLIT, $128-88
 blockTilesE4M3AVX512_group:
 	TESTQ     BX, BX
 	JZ        blockTilesE4M3AVX512_end
-	MOVQ      group+64(FP), SI
+	MOVQ      group+80(FP), SI
 	CMPQ      BX, SI
 	CMOVQLT   BX, SI
 	VPXORD    Z7, Z7, Z7
@@ -1571,9 +1571,7 @@ blockTilesE4M3AVX512_amax_done:
 	VPBROADCASTD  X6, Z6
 	VMOVSS        X6, (R9)
 	ADDQ          $0x00000004, R9
-	MOVQ          strips+40(FP), R10
-	SHLQ          $0x06, R10
-	ADDQ          R10, R8
+	ADDQ          ts+64(FP), R8
 	DECQ          DI
 	JNZ           blockTilesE4M3AVX512_amaxtile_loop
 
@@ -1651,11 +1649,8 @@ blockTilesE4M3AVX512_castrow_done:
 	JNZ  blockTilesE4M3AVX512_cast_loop
 
 blockTilesE4M3AVX512_cast_done:
-	MOVQ strips+40(FP), R9
-	SHLQ $0x04, R9
-	ADDQ R9, AX
-	SHLQ $0x02, R9
-	ADDQ R9, CX
+	ADDQ tds+72(FP), AX
+	ADDQ ts+64(FP), CX
 	DECQ DI
 	JNZ  blockTilesE4M3AVX512_casttile_loop
 
@@ -1668,7 +1663,7 @@ blockTilesE4M3AVX512_end:
 blockTilesE4M3AVX512_bail:
 	MOVQ          tiles+24(FP), AX
 	SUBQ          BX, AX
-	MOVQ          res+80(FP), CX
+	MOVQ          res+96(FP), CX
 	MOVL          AX, (CX)
 	VEXTRACTI64X4 $0x01, Z13, Y7
 	VPMAXUD       Y7, Y13, Y13
@@ -1811,9 +1806,9 @@ blockColsE4M3AVX512_bail:
 	VZEROUPPER
 	RET
 
-// func blockTilesE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, group int, eps float32, mask uint32, res *[2]uint32)
+// func blockTilesE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, group int, eps float32, mask uint32, res *[2]uint32)
 // Requires: AVX, AVX2, AVX512F, BMI2, CMOV
-TEXT ·blockTilesE5M2AVX512(SB), NOSPLIT, $128-88
+TEXT ·blockTilesE5M2AVX512(SB), NOSPLIT, $128-104
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
 	MOVQ         inv+16(FP), DX
@@ -1840,8 +1835,8 @@ TEXT ·blockTilesE5M2AVX512(SB), NOSPLIT, $128-88
 	VPBROADCASTD SI, Z27
 	MOVL         $0x38800000, SI
 	VPBROADCASTD SI, Z29
-	VBROADCASTSS eps+72(FP), Z14
-	VBROADCASTSS mask+76(FP), Z15
+	VBROADCASTSS eps+88(FP), Z14
+	VBROADCASTSS mask+92(FP), Z15
 	MOVL         $0x47600000, SI
 	VPBROADCASTD SI, Z16
 	MOVL         $0x3f800000, SI
@@ -1853,7 +1848,7 @@ TEXT ·blockTilesE5M2AVX512(SB), NOSPLIT, $128-88
 blockTilesE5M2AVX512_group:
 	TESTQ     BX, BX
 	JZ        blockTilesE5M2AVX512_end
-	MOVQ      group+64(FP), SI
+	MOVQ      group+80(FP), SI
 	CMPQ      BX, SI
 	CMOVQLT   BX, SI
 	VPXORD    Z7, Z7, Z7
@@ -1901,9 +1896,7 @@ blockTilesE5M2AVX512_amax_done:
 	VPBROADCASTD  X6, Z6
 	VMOVSS        X6, (R9)
 	ADDQ          $0x00000004, R9
-	MOVQ          strips+40(FP), R10
-	SHLQ          $0x06, R10
-	ADDQ          R10, R8
+	ADDQ          ts+64(FP), R8
 	DECQ          DI
 	JNZ           blockTilesE5M2AVX512_amaxtile_loop
 
@@ -1981,11 +1974,8 @@ blockTilesE5M2AVX512_castrow_done:
 	JNZ  blockTilesE5M2AVX512_cast_loop
 
 blockTilesE5M2AVX512_cast_done:
-	MOVQ strips+40(FP), R9
-	SHLQ $0x04, R9
-	ADDQ R9, AX
-	SHLQ $0x02, R9
-	ADDQ R9, CX
+	ADDQ tds+72(FP), AX
+	ADDQ ts+64(FP), CX
 	DECQ DI
 	JNZ  blockTilesE5M2AVX512_casttile_loop
 
@@ -1998,7 +1988,7 @@ blockTilesE5M2AVX512_end:
 blockTilesE5M2AVX512_bail:
 	MOVQ          tiles+24(FP), AX
 	SUBQ          BX, AX
-	MOVQ          res+80(FP), CX
+	MOVQ          res+96(FP), CX
 	MOVL          AX, (CX)
 	VEXTRACTI64X4 $0x01, Z13, Y7
 	VPMAXUD       Y7, Y13, Y13

@@ -557,8 +557,8 @@ func TestBlockKernelsMatchTwins(t *testing.T) {
 						got[i], want[i] = 0xAA, 0xAA
 					}
 					gi, wi := make([]float32, tiles), make([]float32, tiles)
-					gd, ga := BlockTiles(c, got, ldd, src, ld, gi, tiles, rows, width, o.eps, o.mask)
-					wd, wa := blockTilesGo(c, want, ldd, src, ld, wi, tiles, rows, width, o.eps, o.mask)
+					gd, ga := BlockTiles(c, got, ldd, src, ld, gi, tiles, rows, width, width, width, o.eps, o.mask)
+					wd, wa := blockTilesGo(c, want, ldd, src, ld, wi, tiles, rows, width, width, width, o.eps, o.mask)
 					if gd != wd || ga != wa || string(got) != string(want) {
 						t.Fatalf("tiles %v %v format %d: done %d amax %#x, twin %d %#x; codes equal %v", o, shape, f, gd, ga, wd, wa, string(got) == string(want))
 					}
@@ -569,6 +569,22 @@ func TestBlockKernelsMatchTwins(t *testing.T) {
 					}
 					if nanEvery == 0 && gd != tiles {
 						t.Fatalf("tiles %v %v: stopped at %d of %d without a NaN", o, shape, gd, tiles)
+					}
+					// The first block of each row as a tile of one row,
+					// stacked down the rows.
+					for i := range got {
+						got[i], want[i] = 0xAA, 0xAA
+					}
+					gi, wi = make([]float32, rows), make([]float32, rows)
+					gd, ga = BlockTiles(c, got, ldd, src, ld, gi, rows, 1, width, ld, ldd, o.eps, o.mask)
+					wd, wa = blockTilesGo(c, want, ldd, src, ld, wi, rows, 1, width, ld, ldd, o.eps, o.mask)
+					if gd != wd || ga != wa || string(got) != string(want) {
+						t.Fatalf("stacked tiles %v %v format %d: done %d amax %#x, twin %d %#x; codes equal %v", o, shape, f, gd, ga, wd, wa, string(got) == string(want))
+					}
+					for i := range gi {
+						if math.Float32bits(gi[i]) != math.Float32bits(wi[i]) {
+							t.Fatalf("stacked tiles %v %v format %d: scale_inv[%d] %v, twin %v", o, shape, f, i, gi[i], wi[i])
+						}
 					}
 					// Columns: the band rows × tiles·width.
 					n := tiles * width

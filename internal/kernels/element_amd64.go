@@ -554,15 +554,15 @@ func amax128Vector(out []uint32, src []float32) int {
 // blockTilesVector runs BlockTiles' vector kernel when width is a
 // multiple of 16 (bounds checked by the caller), reporting whether it
 // ran.
-func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width int, eps float32, mask uint32) (done int, amax uint32, ok bool) {
+func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32, ok bool) {
 	if !hasAVX512 || width%16 != 0 {
 		return 0, 0, false
 	}
 	var res [2]uint32
 	if format == 0 {
-		blockTilesE4M3AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, blockGroup(rows, width), eps, mask, &res)
+		blockTilesE4M3AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, blockGroup(rows, width), eps, mask, &res)
 	} else {
-		blockTilesE5M2AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, blockGroup(rows, width), eps, mask, &res)
+		blockTilesE5M2AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, blockGroup(rows, width), eps, mask, &res)
 	}
 	return int(res[0]), res[1], true
 }

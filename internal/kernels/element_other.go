@@ -73,7 +73,7 @@ func decodeE2M1BF16Vector(dst []uint16, src []uint8, factors []float32) int { re
 
 func amax128Vector(out []uint32, src []float32) int { return 0 }
 
-func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width int, eps float32, mask uint32) (int, uint32, bool) {
+func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (int, uint32, bool) {
 	return 0, 0, false
 }
 func blockColsVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (int, uint32, int) {

@@ -629,25 +629,27 @@ func BlockScale(amax, fmax, eps float32, mask uint32) (scale, scaleInv float32) 
 	return scale, 1 / scale
 }
 
-// BlockTiles casts tiles side by side along a band with Float8BlockScaling:
-// tile t is rows × width values of src from column t·width (rows ld
-// apart; codes ldd apart in dst), cast with the scale BlockScale gives
-// its amax, its scale_inv stored to inv[t]. A 1×128 row block is a tile
-// of one row, a 128×128 tile one of 128 rows. A tile holding a NaN
-// (whose amax leaves the NaN out) is for the caller's slower path. It
-// returns the number of tiles cast and the largest amax bits
-// among them. Tiles go in groups (blockGroup), and it stops before the
-// first group holding a NaN. The vector kernel runs when width is a
-// multiple of 16, blockTilesGo (its twin) otherwise, with the same bits.
-func BlockTiles(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width int, eps float32, mask uint32) (done int, amax uint32) {
+// BlockTiles casts tiles with Float8BlockScaling: tile t is rows × width
+// values of src from offset t·ts (rows ld apart; codes in dst from t·tds,
+// rows ldd apart), cast with the scale BlockScale gives its amax, its
+// scale_inv stored to inv[t]. Tiles side by side along a band have ts =
+// tds = width; the ragged last blocks of consecutive rows are tiles of
+// one row with ts = ld, tds = ldd. A 1×128 row block is a tile of one
+// row, a 128×128 tile one of 128 rows. A tile holding a NaN (whose amax
+// leaves the NaN out) is for the caller's slower path. Tiles go in
+// groups (blockGroup), and it stops before the first group holding a
+// NaN; it returns the number of tiles cast and the largest amax bits
+// among them. The vector kernel runs when width is a multiple of 16,
+// blockTilesGo (its twin) otherwise, with the same bits.
+func BlockTiles(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32) {
 	if tiles <= 0 || rows <= 0 || width <= 0 {
 		return 0, 0
 	}
-	_, _, _ = dst[(rows-1)*ldd+tiles*width-1], src[(rows-1)*ld+tiles*width-1], inv[tiles-1]
-	if done, amax, ok := blockTilesVector(c.Format, dst, ldd, src, ld, inv, tiles, rows, width, eps, mask); ok {
+	_, _, _ = dst[(tiles-1)*tds+(rows-1)*ldd+width-1], src[(tiles-1)*ts+(rows-1)*ld+width-1], inv[tiles-1]
+	if done, amax, ok := blockTilesVector(c.Format, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask); ok {
 		return done, amax
 	}
-	return blockTilesGo(c, dst, ldd, src, ld, inv, tiles, rows, width, eps, mask)
+	return blockTilesGo(c, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
 }
 
 // blockGroup is how many tiles of rows × width values BlockTiles takes
@@ -659,17 +661,17 @@ func blockGroup(rows, width int) int { return min(16, max(1, 2048/(rows*width)))
 // blockTilesGo is the loop blockTilesE4M3AVX512 and blockTilesE5M2AVX512
 // replace: group by group (blockGroup), each tile's amax (amaxBitsGo row
 // by row), its scale (BlockScale), and quantizeFP8Go row by row.
-func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width int, eps float32, mask uint32) (done int, amax uint32) {
+func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32) {
 	fmax := c.Decode[c.MaxCode]
 	group := blockGroup(rows, width)
 	var am [16]uint32
 	for t0 := 0; t0 < tiles; t0 += group {
 		g := min(group, tiles-t0)
 		for i := range g {
-			t := t0 + i
+			s := (t0 + i) * ts
 			am[i] = 0
 			for r := 0; r < rows; r++ {
-				am[i] = max(am[i], amaxBitsGo(src[r*ld+t*width:r*ld+(t+1)*width]))
+				am[i] = max(am[i], amaxBitsGo(src[s+r*ld:s+r*ld+width]))
 			}
 			if am[i] > 0x7F800000 {
 				return t0, amax
@@ -680,8 +682,9 @@ func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv [
 			amax = max(amax, a)
 			var scale float32
 			scale, inv[t] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
+			s, d := t*ts, t*tds
 			for r := 0; r < rows; r++ {
-				quantizeFP8Go(c, dst[r*ldd+t*width:r*ldd+(t+1)*width], src[r*ld+t*width:r*ld+(t+1)*width], scale)
+				quantizeFP8Go(c, dst[d+r*ldd:d+r*ldd+width], src[s+r*ld:s+r*ld+width], scale)
 			}
 		}
 	}

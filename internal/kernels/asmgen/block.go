@@ -102,8 +102,8 @@ func hmaxBroadcast(z, t VecPhysical, zy, ty, zx, tx VecPhysical) {
 
 // blockTiles emits the fused cast of tiles side by side along a band:
 // each tile rows × 16·strips values (rows ld bytes apart, codes ldd
-// apart), the next tile 16·strips values to the right, one scale per
-// tile. A 1×128 row block is a tile of one row and 8 strips; a 128×128
+// apart), the next tile ts bytes on in src and tds bytes on in dst (the
+// next along the row, or the one below), one scale per tile. A 1×128 row block is a tile of one row and 8 strips; a 128×128
 // tile one of 128 rows. Tiles go in groups of up to group (≤ 16): the
 // group's amaxes, then their scales as one vector (so that small tiles
 // do not each wait for a division chain), then the group's codes. res[0]
@@ -111,7 +111,7 @@ func hmaxBroadcast(z, t VecPhysical, zy, ty, zx, tx VecPhysical) {
 // res[1] the largest amax bits among them.
 func blockTiles(f blockFormat) {
 	name := "blockTiles" + f.suffix + "AVX512"
-	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, group int, eps float32, mask uint32, res *[2]uint32)")
+	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, group int, eps float32, mask uint32, res *[2]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts tiles of rows × 16·strips values to " + f.suffix + ", each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F, BMI2).")
 	local := AllocLocal(128) // the group's amaxes, then its scales
@@ -119,7 +119,7 @@ func blockTiles(f blockFormat) {
 	src := Load(Param("src"), GP64())
 	inv := Load(Param("inv"), GP64())
 	n := Load(Param("tiles"), GP64())
-	b := newBlockRegs(f, 72)
+	b := newBlockRegs(f, 88)
 	zTot := Z13
 	VPXORD(zTot, zTot, zTot)
 	bail, top, done := name+"_bail", name+"_group", name+"_end"
@@ -127,7 +127,7 @@ func blockTiles(f blockFormat) {
 	TESTQ(n, n)
 	JZ(LabelRef(done))
 	g := GP64()
-	MOVQ(NewParamAddr("group", 64), g)
+	MOVQ(NewParamAddr("group", 80), g)
 	CMPQ(n, g)
 	CMOVQLT(n, g) // g = min(group, n)
 	VPXORD(Z7, Z7, Z7)
@@ -157,10 +157,7 @@ func blockTiles(f blockFormat) {
 			hmaxBroadcast(Z6, Z7, Y6, Y7, X6, X7)
 			VMOVSS(X6, Mem{Base: slot})
 			ADDQ(U32(4), slot)
-			w := GP64()
-			MOVQ(NewParamAddr("strips", 40), w)
-			SHLQ(U8(6), w)
-			ADDQ(w, sp)
+			ADDQ(NewParamAddr("ts", 64), sp)
 		})
 	}
 	// Phase B: the group's scales.
@@ -203,12 +200,8 @@ func blockTiles(f blockFormat) {
 				ADDQ(NewParamAddr("ld", 48), p)
 				ADDQ(NewParamAddr("ldd", 56), d)
 			})
-			w := GP64()
-			MOVQ(NewParamAddr("strips", 40), w)
-			SHLQ(U8(4), w)
-			ADDQ(w, dst)
-			SHLQ(U8(2), w)
-			ADDQ(w, src)
+			ADDQ(NewParamAddr("tds", 72), dst)
+			ADDQ(NewParamAddr("ts", 64), src)
 		})
 	}
 	LEAQ(Mem{Base: inv, Index: g, Scale: 4}, inv)
@@ -216,7 +209,7 @@ func blockTiles(f blockFormat) {
 	JMP(LabelRef(top))
 	Label(done)
 	Label(bail)
-	blockResult(n, zTot, NewParamAddr("tiles", 24), NewParamAddr("res", 80))
+	blockResult(n, zTot, NewParamAddr("tiles", 24), NewParamAddr("res", 96))
 }
 
 // blockResult stores the count done (total − n left) and zTot's
