@@ -109,6 +109,9 @@ func (x *Operand) row16(dst []uint32, o, n int) {
 		return
 	}
 	q := rowVector(x, dst, o, n)
+	if 2*q < n && rowTailVector(x, dst[q:], o+2*q, n-2*q) {
+		return
+	}
 	for ; 2*q+1 < n; q++ {
 		dst[q] = bf16Pair(x.bf16At(o+2*q), x.bf16At(o+2*q+1))
 	}

@@ -244,6 +244,45 @@ func rowVector(x *Operand, dst []uint32, o, n int) int {
 	return blocks * 16
 }
 
+// rowTailVector converts the n < 32 values at x[o:] (a row's tail) into
+// ⌈n/2⌉ pairs through the vector kernel, from a zero-padded copy: a zero
+// code or value converts to the zero half row16's loop pads an odd tail
+// with (which needs code 0 to decode to zero) — and reports whether it
+// could.
+func rowTailVector(x *Operand, dst []uint32, o, n int) bool {
+	if !hasBF16 || n <= 0 || n >= 32 || x.E2M1 != nil || (x.Codes != nil && (x.bf16Tab == nil || x.bf16Tab[0] != 0)) {
+		return false
+	}
+	var pairs [16]uint32
+	if x.Codes == nil {
+		var v [32]float32
+		copy(v[:], x.F32[o:o+n])
+		bf16RowF32(&pairs[0], &v[0], 1)
+	} else {
+		var c [32]uint8
+		copy(c[:], x.Codes[o:o+n])
+		bf16RowFP8(&pairs[0], &c[0], 1, x.bf16Tab)
+	}
+	copy(dst[:(n+1)/2], pairs[:])
+	return true
+}
+
+// rowExpTailVector does Operand.row16Exp for the n < ExpBlock values at
+// x[o:] (a row's ragged last k-block, shifted by exp) through the vector
+// kernel, from a zero-padded copy as rowTailVector, and reports whether
+// it could.
+func rowExpTailVector(x *Operand, dst []uint32, o, n int, exp int8) bool {
+	if !hasBF16 || n <= 0 || n >= ExpBlock || x.Codes == nil || x.bf16Tab == nil || x.bf16Tab[0] != 0 {
+		return false
+	}
+	var pairs [ExpBlock / 2]uint32
+	var c [ExpBlock]uint8
+	copy(c[:], x.Codes[o:o+n])
+	bf16RowFP8Shift(&pairs[0], &c[0], 1, x.bf16Tab, &exp)
+	copy(dst[:(n+1)/2], pairs[:])
+	return true
+}
+
 // groupsExpVector does Operand.pairs16GroupsExp with the vector kernel
 // when it can (FP8 codes with a bf16 table, width a multiple of 16) and
 // reports whether it did.

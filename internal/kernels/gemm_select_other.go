@@ -41,6 +41,9 @@ func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int { return 
 
 func rowExpVector(x *Operand, dst []uint32, o, n int, exp []int8) int { return 0 }
 
+func rowTailVector(x *Operand, dst []uint32, o, n int) bool              { return false }
+func rowExpTailVector(x *Operand, dst []uint32, o, n int, exp int8) bool { return false }
+
 func groupsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int, shifts []uint32) bool {
 	return false
 }

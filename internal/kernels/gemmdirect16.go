@@ -391,6 +391,9 @@ func (x *Operand) row16Exp(dst []uint32, o, n int, exp []int8) {
 	if done == n {
 		return
 	}
+	if b := done / ExpBlock; b < len(exp) && rowExpTailVector(x, dst[done/2:], o+done, n-done, exp[b]) {
+		return
+	}
 	x.row16(dst[done/2:], o+done, n-done)
 	shiftRow(dst[done/2:(n+1)/2], exp[done/ExpBlock:])
 }
