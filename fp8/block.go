@@ -3,6 +3,7 @@ package fp8
 import (
 	"fmt"
 	"math"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/octetml/octet/internal/kernels"
@@ -393,10 +394,16 @@ func castColsBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int
 	return total
 }
 
+// nanPaths counts the calls of the casts' paths for blocks holding a NaN
+// (castColsNaN, castRowBlocks, castTileBand), so that a test can tell
+// that a cast without NaNs never leaves the fused kernels.
+var nanPaths atomic.Int64
+
 // castColsNaN casts columns [j0, j1) (at most 16) of rows [r0, r1), some
 // holding a NaN, writing their scale_invs to inv: each column's amax
 // leaves the NaN out (fmaxf's rule), and the band's amax is NaN.
 func castColsNaN(dst []uint8, inv []float32, src []float32, cols int, c Float8BlockCast, r0, r1, j0, j1 int) uint32 {
+	nanPaths.Add(1)
 	var am [16]uint32
 	var scale [16]float32
 	w := j1 - j0
@@ -413,6 +420,7 @@ func castColsNaN(dst []uint8, inv []float32, src []float32, cols int, c Float8Bl
 // amax leaves the NaN out), with work (⌈cols/128⌉ values), and returns
 // the row's amax bits (NaN above +inf).
 func castRowBlocks(dst []uint8, scaleInv []float32, src []float32, cols int, c Float8BlockCast, r int, work []float32) uint32 {
+	nanPaths.Add(1)
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
 	row, scales := unsafeBits(work[:nb]), work[:nb] // each amax becomes its scale in place
 	var total uint32
@@ -431,6 +439,7 @@ func castRowBlocks(dst []uint8, scaleInv []float32, src []float32, cols int, c F
 // amax leaves the NaN out), with work (129·⌈cols/128⌉ values), and
 // returns the band's amax bits (NaN above +inf).
 func castTileBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, br int, work []float32) uint32 {
+	nanPaths.Add(1)
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
 	full := cols / Float8BlockSize
 	rowAm, acc := unsafeBits(work[:Float8BlockSize*nb]), unsafeBits(work[Float8BlockSize*nb:(Float8BlockSize+1)*nb])

@@ -649,3 +649,38 @@ func TestFloat8BlockNaNAndInfinity(t *testing.T) {
 		}
 	}
 }
+
+// TestFloat8BlockFastPath: a cast without NaNs never leaves the fused
+// kernels for the slower paths of blocks that hold one (every block
+// option, ragged rows and columns, whole casts and parts of them), and a
+// cast with a NaN takes them.
+func TestFloat8BlockFastPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(91, 92))
+	for _, sh := range [][2]int{{128, 784}, {200, 300}, {3, 512}, {130, 40}, {257, 129}} {
+		rows, cols := sh[0], sh[1]
+		for _, c := range []struct{ axis, dim int }{{1, 2}, {1, 1}, {0, 1}} {
+			for _, nan := range []bool{false, true} {
+				y := make([]float32, rows*cols)
+				for i := range y {
+					y[i] = float32(rng.NormFloat64() * math.Exp(2*rng.NormFloat64()))
+				}
+				if nan {
+					y[rng.IntN(len(y))] = float32(math.NaN())
+				}
+				f := Float8BlockCast{Dim: c.dim, Format: E4M3}
+				inv := make([]float32, Float8BlockScaleCount(rows, cols, c.axis, c.dim))
+				codes := make([]uint8, len(y))
+				n := Float8BlockSlices(rows, cols, c.axis, c.dim)
+				before := nanPaths.Load()
+				for _, part := range [][2]int{{0, n / 2}, {n / 2, n}} {
+					if _, err := QuantizeFloat8BlockRange(codes, inv, y, rows, cols, c.axis, f, part[0], part[1], nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if took := nanPaths.Load() - before; (took > 0) != nan {
+					t.Fatalf("%v %+v NaN %v: %d calls of the NaN paths", sh, c, nan, took)
+				}
+			}
+		}
+	}
+}
