@@ -234,7 +234,7 @@ func bf16PairsStridedFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group in
 //go:noescape
 func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
 
-// bf16RowFP8Shift converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo (AVX512_BF16).
+// bf16RowFP8Shift converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo, equal whenever no shifted exponent leaves 1…254 (AVX512_BF16).
 //
 //go:noescape
 func bf16RowFP8Shift(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)

@@ -281,7 +281,7 @@ func bf16RowFP8Shift() {
 	name := "bf16RowFP8Shift"
 	TEXT(name, NOSPLIT, "func(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)")
 	Pragma("noescape")
-	Doc(name + " converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo (AVX512_BF16).")
+	Doc(name + " converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo, equal whenever no shifted exponent leaves 1…254 (AVX512_BF16).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("runs"), GP64())
@@ -291,15 +291,33 @@ func bf16RowFP8Shift() {
 	r := GP32()
 	MOVL(U32(0x7F807F80), r)
 	VPBROADCASTD(r, zExp)
+	// A run's 128 codes share one shift: shift the table's finite
+	// non-zero entries (K4–K7, the entries whose exponent is neither 0
+	// nor all ones) once per run, and look the codes up in the shifted
+	// table. The sign, ORed in after the lookup, is then outside the
+	// addition, which is the same as adding to the signed value as long
+	// as no exponent leaves 1…254 (the caller's range check).
+	tabs := []VecPhysical{Z20, Z21, Z22, Z23}
+	shifted := []VecPhysical{Z8, Z9, Z10, Z11}
+	masks := []Op{K4, K5, K6, K7}
+	for i, t := range tabs {
+		VPANDD(zExp, t, Z5)
+		VPTESTMW(Z5, Z5, masks[i])     // exponent ≠ 0
+		VPCMPEQW(zExp, Z5, K2)         // exponent all ones
+		KANDNQ(masks[i], K2, masks[i]) // ¬K2 ∧ mask
+	}
 	e := GP32()
 	loop(name, n, func() {
 		MOVBLSX(Mem{Base: ex}, e)
 		SHLL(U8(7), e)
 		VPBROADCASTW(e, zShift)
+		for i, t := range tabs {
+			VMOVDQA64(t, shifted[i])
+			VPADDW(zShift, shifted[i], masks[i], shifted[i])
+		}
 		for i := 0; i < 4; i++ {
 			VPMOVZXBW(Mem{Base: src, Disp: 32 * i}, Z0)
-			lookup(Z0, Z4)
-			shiftBF16Exp(Z4, Z5, zExp, zShift, K2, K3)
+			lookupIn(Z0, Z4, shifted)
 			VMOVDQU32(Z4, Mem{Base: dst, Disp: 64 * i})
 		}
 		ADDQ(U32(128), src)
@@ -425,14 +443,17 @@ func loadTable(off int) {
 
 // lookup turns 32 word-wide FP8 codes in c into their bf16 bits in out
 // (c, Z1–Z3 and K1 are scratch).
-func lookup(c, out VecPhysical) {
-	VPANDD(Z24, c, Z1)      // magnitude
-	VPANDD(Z25, c, Z2)      // sign, at bit 7
-	VPSLLW(U8(8), Z2, Z2)   // … to bit 15
-	VMOVDQA64(Z1, out)      // VPERMI2W overwrites its index
-	VPERMI2W(Z21, Z20, out) // magnitudes 0–63 (index bits 0–5)
-	VPERMI2W(Z23, Z22, Z1)  // magnitudes 64–127
-	VPTESTMW(Z26, c, K1)    // bit 6: the upper half of the table
+func lookup(c, out VecPhysical) { lookupIn(c, out, []VecPhysical{Z20, Z21, Z22, Z23}) }
+
+// lookupIn is lookup with the table in the four registers tab.
+func lookupIn(c, out VecPhysical, tab []VecPhysical) {
+	VPANDD(Z24, c, Z1)            // magnitude
+	VPANDD(Z25, c, Z2)            // sign, at bit 7
+	VPSLLW(U8(8), Z2, Z2)         // … to bit 15
+	VMOVDQA64(Z1, out)            // VPERMI2W overwrites its index
+	VPERMI2W(tab[1], tab[0], out) // magnitudes 0–63 (index bits 0–5)
+	VPERMI2W(tab[3], tab[2], Z1)  // magnitudes 64–127
+	VPTESTMW(Z26, c, K1)          // bit 6: the upper half of the table
 	VPBLENDMW(Z1, out, K1, out)
 	VPORD(Z2, out, out)
 }
