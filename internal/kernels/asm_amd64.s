@@ -4210,15 +4210,18 @@ TEXT ·bf16ShiftAVX512(SB), NOSPLIT, $0-32
 	MOVQ         step+24(FP), BX
 	MOVL         $0x7f807f80, SI
 	VPBROADCASTD SI, Z20
+	MOVL         $0x00800080, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x7e807e80, SI
+	VPBROADCASTD SI, Z22
 	TESTQ        DX, DX
 	JZ           bf16shift_done
 
 bf16shift_loop:
 	VMOVDQU32 (AX), Z0
 	VPANDD    Z20, Z0, Z1
-	VPTESTMW  Z1, Z1, K1
-	VPCMPEQW  Z20, Z1, K2
-	KANDNQ    K1, K2, K1
+	VPSUBW    Z21, Z1, Z1
+	VPCMPUW   $0x02, Z22, Z1, K1
 	VPADDW    (CX), Z0, K1, Z0
 	VMOVDQU32 Z0, (AX)
 	ADDQ      $0x00000040, AX
@@ -4238,40 +4241,40 @@ TEXT ·bf16ShiftRunsAVX512(SB), NOSPLIT, $0-24
 	MOVQ         runs+16(FP), DX
 	MOVL         $0x7f807f80, BX
 	VPBROADCASTD BX, Z20
+	MOVL         $0x00800080, BX
+	VPBROADCASTD BX, Z21
+	MOVL         $0x7e807e80, BX
+	VPBROADCASTD BX, Z22
 	TESTQ        DX, DX
 	JZ           bf16shiftruns_done
 
 bf16shiftruns_loop:
 	MOVBLSX      (CX), BX
 	SHLL         $0x07, BX
-	VPBROADCASTW BX, Z21
+	VPBROADCASTW BX, Z23
 	VMOVDQU32    (AX), Z0
 	VPANDD       Z20, Z0, Z1
-	VPTESTMW     Z1, Z1, K1
-	VPCMPEQW     Z20, Z1, K2
-	KANDNQ       K1, K2, K1
-	VPADDW       Z21, Z0, K1, Z0
+	VPSUBW       Z21, Z1, Z1
+	VPCMPUW      $0x02, Z22, Z1, K1
+	VPADDW       Z23, Z0, K1, Z0
 	VMOVDQU32    Z0, (AX)
 	VMOVDQU32    64(AX), Z0
 	VPANDD       Z20, Z0, Z1
-	VPTESTMW     Z1, Z1, K1
-	VPCMPEQW     Z20, Z1, K2
-	KANDNQ       K1, K2, K1
-	VPADDW       Z21, Z0, K1, Z0
+	VPSUBW       Z21, Z1, Z1
+	VPCMPUW      $0x02, Z22, Z1, K1
+	VPADDW       Z23, Z0, K1, Z0
 	VMOVDQU32    Z0, 64(AX)
 	VMOVDQU32    128(AX), Z0
 	VPANDD       Z20, Z0, Z1
-	VPTESTMW     Z1, Z1, K1
-	VPCMPEQW     Z20, Z1, K2
-	KANDNQ       K1, K2, K1
-	VPADDW       Z21, Z0, K1, Z0
+	VPSUBW       Z21, Z1, Z1
+	VPCMPUW      $0x02, Z22, Z1, K1
+	VPADDW       Z23, Z0, K1, Z0
 	VMOVDQU32    Z0, 128(AX)
 	VMOVDQU32    192(AX), Z0
 	VPANDD       Z20, Z0, Z1
-	VPTESTMW     Z1, Z1, K1
-	VPCMPEQW     Z20, Z1, K2
-	KANDNQ       K1, K2, K1
-	VPADDW       Z21, Z0, K1, Z0
+	VPSUBW       Z21, Z1, Z1
+	VPCMPUW      $0x02, Z22, Z1, K1
+	VPADDW       Z23, Z0, K1, Z0
 	VMOVDQU32    Z0, 192(AX)
 	ADDQ         $0x00000100, AX
 	INCQ         CX
@@ -6702,6 +6705,10 @@ TEXT ·bf16PairsFP8Shift(SB), NOSPLIT, $0-64
 	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
 	MOVL         $0x7f807f80, R8
 	VPBROADCASTD R8, Z27
+	MOVL         $0x00800080, R8
+	VPBROADCASTD R8, Z28
+	MOVL         $0x7e807e80, R8
+	VPBROADCASTD R8, Z29
 	TESTQ        BX, BX
 	JZ           bf16PairsFP8Shift_g_done
 
@@ -6726,9 +6733,8 @@ bf16PairsFP8Shift_loop:
 	VPORD        Z2, Z4, Z4
 	VPERMW       Z4, Z31, Z4
 	VPANDD       Z27, Z4, Z5
-	VPTESTMW     Z5, Z5, K2
-	VPCMPEQW     Z27, Z5, K3
-	KANDNQ       K2, K3, K2
+	VPSUBW       Z28, Z5, Z5
+	VPCMPUW      $0x02, Z29, Z5, K2
 	VPADDW       (DI), Z4, K2, Z4
 	VMOVDQU32    Z4, (R9)
 	ADDQ         $0x00000010, CX
@@ -6770,6 +6776,10 @@ TEXT ·bf16PairsStridedFP8Shift(SB), NOSPLIT, $0-72
 	VMOVDQU32    bf16PairIndex<>+0(SB), Z31
 	MOVL         $0x7f807f80, R8
 	VPBROADCASTD R8, Z27
+	MOVL         $0x00800080, R8
+	VPBROADCASTD R8, Z28
+	MOVL         $0x7e807e80, R8
+	VPBROADCASTD R8, Z29
 	TESTQ        BX, BX
 	JZ           bf16PairsStridedFP8Shift_g_done
 
@@ -6797,9 +6807,8 @@ bf16PairsStridedFP8Shift_loop:
 	VPORD        Z2, Z4, Z4
 	VPERMW       Z4, Z31, Z4
 	VPANDD       Z27, Z4, Z5
-	VPTESTMW     Z5, Z5, K2
-	VPCMPEQW     Z27, Z5, K3
-	KANDNQ       K2, K3, K2
+	VPSUBW       Z28, Z5, Z5
+	VPCMPUW      $0x02, Z29, Z5, K2
 	VPADDW       (R9), Z4, K2, Z4
 	VMOVDQU32    Z4, (R10)
 	ADDQ         $0x00000010, R11

@@ -346,10 +346,7 @@ func bf16PairsFP8Shift() {
 	loadTable(48)
 	sh := Load(Param("shifts"), GP64())
 	pairIndex(Z31)
-	zExp := Z27
-	r := GP32()
-	MOVL(U32(0x7F807F80), r)
-	VPBROADCASTD(r, zExp)
+	sc := newShiftRegs(Z27, Z28, Z29)
 	loop(name+"_g", ng, func() {
 		n := Load(Param("group"), GP64())
 		d := GP64()
@@ -357,7 +354,7 @@ func bf16PairsFP8Shift() {
 		loop(name, n, func() {
 			fp8PairWords(r0, r1)
 			VPERMW(Z4, Z31, Z4)
-			shiftBF16Exp(Z4, Z5, zExp, Mem{Base: sh}, K2, K3)
+			shiftBF16Exp(Z4, Z5, sc, Mem{Base: sh}, K2)
 			VMOVDQU32(Z4, Mem{Base: d})
 			ADDQ(U32(16), r0)
 			ADDQ(U32(16), r1)
@@ -386,10 +383,7 @@ func bf16PairsStridedFP8Shift() {
 	ss := Load(Param("sstride"), GP64())
 	loadTable(56)
 	pairIndex(Z31)
-	zExp := Z27
-	r := GP32()
-	MOVL(U32(0x7F807F80), r)
-	VPBROADCASTD(r, zExp)
+	sc := newShiftRegs(Z27, Z28, Z29)
 	loop(name+"_g", ng, func() {
 		n := Load(Param("group"), GP64())
 		sh := Load(Param("shifts"), GP64())
@@ -400,7 +394,7 @@ func bf16PairsStridedFP8Shift() {
 		loop(name, n, func() {
 			fp8PairWords(p0, p1)
 			VPERMW(Z4, Z31, Z4)
-			shiftBF16Exp(Z4, Z5, zExp, Mem{Base: sh}, K2, K3)
+			shiftBF16Exp(Z4, Z5, sc, Mem{Base: sh}, K2)
 			VMOVDQU32(Z4, Mem{Base: d})
 			ADDQ(U32(16), p0)
 			ADDQ(U32(16), p1)

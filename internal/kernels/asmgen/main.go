@@ -604,15 +604,27 @@ func e2m1PairsStrided() {
 	RET()
 }
 
+// shiftRegs hold the constants of shiftBF16Exp: 0x7F80 (the exponent
+// field), 0x0080 and 0x7E80 in each 16-bit half.
+type shiftRegs struct{ exp, lo, span VecPhysical }
+
+// newShiftRegs broadcasts shiftBF16Exp's constants into three registers.
+func newShiftRegs(exp, lo, span VecPhysical) shiftRegs {
+	bcast(0x7F807F80, exp)
+	bcast(0x00800080, lo)
+	bcast(0x7E807E80, span)
+	return shiftRegs{exp, lo, span}
+}
+
 // shiftBF16Exp adds shift (a word per bf16 half: the exponent moved by
-// a power-of-two factor) to the halves of x whose exponent field is
-// neither 0 (zero) nor all ones (inf, NaN); zExp holds 0x7F80 in each
-// half, t and the masks k, k2 are scratch.
-func shiftBF16Exp(x, t, zExp VecPhysical, shift Op, k, k2 Op) {
-	VPANDD(zExp, x, t)
-	VPTESTMW(t, t, k)     // exponent ≠ 0
-	VPCMPEQW(zExp, t, k2) // exponent all ones
-	KANDNQ(k, k2, k)      // k = ¬k2 ∧ k
+// a power-of-two factor) to the halves of x whose exponent field e is
+// neither 0 (zero) nor all ones (inf, NaN): e − 0x80, as an unsigned
+// word, is at most 0x7E80 exactly for those (0 wraps to 0xFF80, 0x7F80
+// gives 0x7F00), one comparison into a mask; t and k are scratch.
+func shiftBF16Exp(x, t VecPhysical, c shiftRegs, shift Op, k Op) {
+	VPANDD(c.exp, x, t)
+	VPSUBW(c.lo, t, t)
+	VPCMPUW(U8(2), c.span, t, k) // k: e − 0x80 ≤ 0x7E80
 	VPADDW(shift, x, k, x)
 }
 
@@ -629,14 +641,11 @@ func bf16Shift() {
 	sh := Load(Param("shifts"), GP64())
 	n := Load(Param("blocks"), GP64())
 	step := Load(Param("step"), GP64())
-	zExp := Z20
-	r := GP32()
-	MOVL(U32(0x7F807F80), r)
-	VPBROADCASTD(r, zExp)
+	c := newShiftRegs(Z20, Z21, Z22)
 	loop("bf16shift", n, func() {
 		x, e := Z0, Z1
 		VMOVDQU32(Mem{Base: d}, x)
-		shiftBF16Exp(x, e, zExp, Mem{Base: sh}, K1, K2)
+		shiftBF16Exp(x, e, c, Mem{Base: sh}, K1)
 		VMOVDQU32(x, Mem{Base: d})
 		ADDQ(U32(64), d)
 		ADDQ(step, sh)
@@ -656,10 +665,8 @@ func bf16ShiftRuns() {
 	d := Load(Param("d"), GP64())
 	ex := Load(Param("exp"), GP64())
 	n := Load(Param("runs"), GP64())
-	zExp, zShift := Z20, Z21
-	r := GP32()
-	MOVL(U32(0x7F807F80), r)
-	VPBROADCASTD(r, zExp)
+	zShift := Z23
+	c := newShiftRegs(Z20, Z21, Z22)
 	e := GP32()
 	loop("bf16shiftruns", n, func() {
 		MOVBLSX(Mem{Base: ex}, e)
@@ -668,7 +675,7 @@ func bf16ShiftRuns() {
 		for i := 0; i < 4; i++ {
 			x, t := Z0, Z1
 			VMOVDQU32(Mem{Base: d, Disp: 64 * i}, x)
-			shiftBF16Exp(x, t, zExp, zShift, K1, K2)
+			shiftBF16Exp(x, t, c, zShift, K1)
 			VMOVDQU32(x, Mem{Base: d, Disp: 64 * i})
 		}
 		ADDQ(U32(256), d)
