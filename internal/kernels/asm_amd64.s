@@ -1716,15 +1716,13 @@ TEXT ·blockColsE4M3AVX512(SB), NOSPLIT, $0-72
 	MOVL         $0x7f7fffff, SI
 	VPBROADCASTD SI, Z18
 	VPXORD       Z13, Z13, Z13
+	MOVQ         CX, SI
+	MOVQ         rows+32(FP), DI
+	VPXORD       Z6, Z6, Z6
 	TESTQ        BX, BX
-	JZ           blockColsE4M3AVX512_done
-
-blockColsE4M3AVX512_loop:
-	MOVQ   CX, SI
-	MOVQ   rows+32(FP), DI
-	VPXORD Z6, Z6, Z6
-	TESTQ  DI, DI
-	JZ     blockColsE4M3AVX512_amax_done
+	JZ           blockColsE4M3AVX512_bail
+	TESTQ        DI, DI
+	JZ           blockColsE4M3AVX512_amax_done
 
 blockColsE4M3AVX512_amax_loop:
 	VPANDD  (SI), Z21, Z7
@@ -1734,6 +1732,10 @@ blockColsE4M3AVX512_amax_loop:
 	JNZ     blockColsE4M3AVX512_amax_loop
 
 blockColsE4M3AVX512_amax_done:
+	TESTQ BX, BX
+	JZ    blockColsE4M3AVX512_done
+
+blockColsE4M3AVX512_loop:
 	VPCMPUD   $0x06, Z30, Z6, K1
 	KORTESTW  K1, K1
 	JNZ       blockColsE4M3AVX512_bail
@@ -1751,10 +1753,47 @@ blockColsE4M3AVX512_amax_done:
 	VMOVUPS   Z9, (DX)
 	ADDQ      $0x00000040, DX
 	MOVQ      CX, SI
-	MOVQ      AX, R8
-	MOVQ      rows+32(FP), DI
-	TESTQ     DI, DI
-	JZ        blockColsE4M3AVX512_cast_done
+	MOVQ      AX, DI
+	MOVQ      rows+32(FP), R8
+	VPXORD    Z6, Z6, Z6
+	CMPQ      BX, $0x01
+	JE        blockColsE4M3AVX512_last
+	TESTQ     R8, R8
+	JZ        blockColsE4M3AVX512_castnext_done
+
+blockColsE4M3AVX512_castnext_loop:
+	VMULPS    (SI), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x14, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x14, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (DI)
+	VPANDD    64(SI), Z21, Z7
+	VPMAXUD   Z7, Z6, Z6
+	ADDQ      ld+40(FP), SI
+	ADDQ      ldd+48(FP), DI
+	DECQ      R8
+	JNZ       blockColsE4M3AVX512_castnext_loop
+
+blockColsE4M3AVX512_castnext_done:
+	JMP blockColsE4M3AVX512_next
+
+blockColsE4M3AVX512_last:
+	TESTQ R8, R8
+	JZ    blockColsE4M3AVX512_cast_done
 
 blockColsE4M3AVX512_cast_loop:
 	VMULPS    (SI), Z8, Z2
@@ -1775,13 +1814,14 @@ blockColsE4M3AVX512_cast_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R8)
+	VPMOVDB   Z5, (DI)
 	ADDQ      ld+40(FP), SI
-	ADDQ      ldd+48(FP), R8
-	DECQ      DI
+	ADDQ      ldd+48(FP), DI
+	DECQ      R8
 	JNZ       blockColsE4M3AVX512_cast_loop
 
 blockColsE4M3AVX512_cast_done:
+blockColsE4M3AVX512_next:
 	ADDQ $0x00000040, CX
 	ADDQ $0x00000010, AX
 	DECQ BX
@@ -2041,15 +2081,13 @@ TEXT ·blockColsE5M2AVX512(SB), NOSPLIT, $0-72
 	MOVL         $0x7f7fffff, SI
 	VPBROADCASTD SI, Z18
 	VPXORD       Z13, Z13, Z13
+	MOVQ         CX, SI
+	MOVQ         rows+32(FP), DI
+	VPXORD       Z6, Z6, Z6
 	TESTQ        BX, BX
-	JZ           blockColsE5M2AVX512_done
-
-blockColsE5M2AVX512_loop:
-	MOVQ   CX, SI
-	MOVQ   rows+32(FP), DI
-	VPXORD Z6, Z6, Z6
-	TESTQ  DI, DI
-	JZ     blockColsE5M2AVX512_amax_done
+	JZ           blockColsE5M2AVX512_bail
+	TESTQ        DI, DI
+	JZ           blockColsE5M2AVX512_amax_done
 
 blockColsE5M2AVX512_amax_loop:
 	VPANDD  (SI), Z21, Z7
@@ -2059,6 +2097,10 @@ blockColsE5M2AVX512_amax_loop:
 	JNZ     blockColsE5M2AVX512_amax_loop
 
 blockColsE5M2AVX512_amax_done:
+	TESTQ BX, BX
+	JZ    blockColsE5M2AVX512_done
+
+blockColsE5M2AVX512_loop:
 	VPCMPUD   $0x06, Z30, Z6, K1
 	KORTESTW  K1, K1
 	JNZ       blockColsE5M2AVX512_bail
@@ -2076,10 +2118,47 @@ blockColsE5M2AVX512_amax_done:
 	VMOVUPS   Z9, (DX)
 	ADDQ      $0x00000040, DX
 	MOVQ      CX, SI
-	MOVQ      AX, R8
-	MOVQ      rows+32(FP), DI
-	TESTQ     DI, DI
-	JZ        blockColsE5M2AVX512_cast_done
+	MOVQ      AX, DI
+	MOVQ      rows+32(FP), R8
+	VPXORD    Z6, Z6, Z6
+	CMPQ      BX, $0x01
+	JE        blockColsE5M2AVX512_last
+	TESTQ     R8, R8
+	JZ        blockColsE5M2AVX512_castnext_done
+
+blockColsE5M2AVX512_castnext_loop:
+	VMULPS    (SI), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x15, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x15, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (DI)
+	VPANDD    64(SI), Z21, Z7
+	VPMAXUD   Z7, Z6, Z6
+	ADDQ      ld+40(FP), SI
+	ADDQ      ldd+48(FP), DI
+	DECQ      R8
+	JNZ       blockColsE5M2AVX512_castnext_loop
+
+blockColsE5M2AVX512_castnext_done:
+	JMP blockColsE5M2AVX512_next
+
+blockColsE5M2AVX512_last:
+	TESTQ R8, R8
+	JZ    blockColsE5M2AVX512_cast_done
 
 blockColsE5M2AVX512_cast_loop:
 	VMULPS    (SI), Z8, Z2
@@ -2100,13 +2179,14 @@ blockColsE5M2AVX512_cast_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R8)
+	VPMOVDB   Z5, (DI)
 	ADDQ      ld+40(FP), SI
-	ADDQ      ldd+48(FP), R8
-	DECQ      DI
+	ADDQ      ldd+48(FP), DI
+	DECQ      R8
 	JNZ       blockColsE5M2AVX512_cast_loop
 
 blockColsE5M2AVX512_cast_done:
+blockColsE5M2AVX512_next:
 	ADDQ $0x00000040, CX
 	ADDQ $0x00000010, AX
 	DECQ BX

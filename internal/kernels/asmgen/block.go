@@ -243,16 +243,23 @@ func blockCols(f blockFormat) {
 	zTot := Z13
 	VPXORD(zTot, zTot, zTot)
 	bail := name + "_bail"
-	loop(name, n, func() {
+	// The first strip's column amaxes; each later strip's are folded
+	// into the cast of the one before it (its row r read beside row r
+	// of the strip being cast), so that no amax pass waits on its own.
+	{
 		p, k := GP64(), GP64()
 		MOVQ(src, p)
 		MOVQ(NewParamAddr("rows", 32), k)
 		VPXORD(Z6, Z6, Z6)
+		TESTQ(n, n)
+		JZ(LabelRef(bail))
 		loop(name+"_amax", k, func() {
 			VPANDD(Mem{Base: p}, b.abs, Z7)
 			VPMAXUD(Z7, Z6, Z6)
 			ADDQ(NewParamAddr("ld", 40), p)
 		})
+	}
+	loop(name, n, func() {
 		VPCMPUD(U8(6), b.inf, Z6, K1) // a NaN in a column
 		KORTESTW(K1, K1)
 		JNZ(LabelRef(bail))
@@ -260,15 +267,28 @@ func blockCols(f blockFormat) {
 		b.scales(Z6, Z8, Z9)
 		VMOVUPS(Z9, Mem{Base: inv})
 		ADDQ(U32(64), inv)
-		d := GP64()
+		p, d, k := GP64(), GP64(), GP64()
 		MOVQ(src, p)
 		MOVQ(dst, d)
 		MOVQ(NewParamAddr("rows", 32), k)
+		VPXORD(Z6, Z6, Z6)
+		CMPQ(n, U8(1))
+		JE(LabelRef(name + "_last"))
+		loop(name+"_castnext", k, func() {
+			b.cast16(Mem{Base: p}, Mem{Base: d}, Z8)
+			VPANDD(Mem{Base: p, Disp: 64}, b.abs, Z7)
+			VPMAXUD(Z7, Z6, Z6)
+			ADDQ(NewParamAddr("ld", 40), p)
+			ADDQ(NewParamAddr("ldd", 48), d)
+		})
+		JMP(LabelRef(name + "_next"))
+		Label(name + "_last")
 		loop(name+"_cast", k, func() {
 			b.cast16(Mem{Base: p}, Mem{Base: d}, Z8)
 			ADDQ(NewParamAddr("ld", 40), p)
 			ADDQ(NewParamAddr("ldd", 48), d)
 		})
+		Label(name + "_next")
 		ADDQ(U32(64), src)
 		ADDQ(U32(16), dst)
 	})
