@@ -1678,6 +1678,224 @@ blockTilesE4M3AVX512_bail:
 	VZEROUPPER
 	RET
 
+// func blockTilesSeqE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·blockTilesSeqE4M3AVX512(SB), NOSPLIT, $0-96
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         inv+16(FP), DX
+	MOVQ         tiles+24(FP), BX
+	MOVQ         ts+64(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z30
+	MOVL         $0x0000007f, DI
+	VPBROADCASTD DI, Z28
+	MOVL         $0x00000080, DI
+	VPBROADCASTD DI, Z31
+	MOVL         $0x46800000, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x46800000, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x0007ffff, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x000003c0, DI
+	VPBROADCASTD DI, Z26
+	MOVL         $0x0000007e, DI
+	VPBROADCASTD DI, Z27
+	MOVL         $0x3c800000, DI
+	VPBROADCASTD DI, Z29
+	VBROADCASTSS eps+80(FP), Z14
+	VBROADCASTSS mask+84(FP), Z15
+	MOVL         $0x43e00000, DI
+	VPBROADCASTD DI, Z16
+	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z17
+	MOVL         $0x7f7fffff, DI
+	VPBROADCASTD DI, Z18
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z6, Z6, Z6
+	TESTQ        BX, BX
+	JZ           blockTilesSeqE4M3AVX512_bail
+	MOVQ         CX, DI
+	MOVQ         rows+32(FP), R8
+	TESTQ        R8, R8
+	JZ           blockTilesSeqE4M3AVX512_amax_done
+
+blockTilesSeqE4M3AVX512_amax_loop:
+	MOVQ  DI, R9
+	MOVQ  strips+40(FP), R10
+	TESTQ R10, R10
+	JZ    blockTilesSeqE4M3AVX512_amaxrow_done
+
+blockTilesSeqE4M3AVX512_amaxrow_loop:
+	VPANDD  (R9), Z21, Z7
+	VPMAXUD Z7, Z6, Z6
+	ADDQ    $0x00000040, R9
+	DECQ    R10
+	JNZ     blockTilesSeqE4M3AVX512_amaxrow_loop
+
+blockTilesSeqE4M3AVX512_amaxrow_done:
+	ADDQ ld+48(FP), DI
+	DECQ R8
+	JNZ  blockTilesSeqE4M3AVX512_amax_loop
+
+blockTilesSeqE4M3AVX512_amax_done:
+	TESTQ BX, BX
+	JZ    blockTilesSeqE4M3AVX512_done
+
+blockTilesSeqE4M3AVX512_loop:
+	VEXTRACTI64X4 $0x01, Z6, Y7
+	VPMAXUD       Y7, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPBROADCASTD  X6, Z6
+	VPCMPUD       $0x06, Z30, Z6, K1
+	KORTESTW      K1, K1
+	JNZ           blockTilesSeqE4M3AVX512_bail
+	VPMAXUD       Z6, Z13, Z13
+	VMAXPS        Z6, Z14, Z6
+	VPTESTNMD     Z21, Z6, K1
+	VPCMPEQD      Z30, Z6, K2
+	KORW          K2, K1, K1
+	VDIVPS        Z6, Z16, Z8
+	VPCMPEQD      Z30, Z8, K2
+	VPBLENDMD     Z18, Z8, K2, Z8
+	VPBLENDMD     Z17, Z8, K1, Z8
+	VPANDD        Z15, Z8, Z8
+	VDIVPS        Z8, Z17, Z9
+	VMOVSS        X9, (DX)
+	ADDQ          $0x00000004, DX
+	VPXORD        Z6, Z6, Z6
+	CMPQ          BX, $0x01
+	JE            blockTilesSeqE4M3AVX512_last
+	MOVQ          CX, DI
+	MOVQ          AX, R8
+	MOVQ          rows+32(FP), R9
+	TESTQ         R9, R9
+	JZ            blockTilesSeqE4M3AVX512_castnext_done
+
+blockTilesSeqE4M3AVX512_castnext_loop:
+	MOVQ  DI, R10
+	MOVQ  R8, R11
+	MOVQ  strips+40(FP), R12
+	TESTQ R12, R12
+	JZ    blockTilesSeqE4M3AVX512_castnextrow_done
+
+blockTilesSeqE4M3AVX512_castnextrow_loop:
+	VMULPS    (R10), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x14, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x14, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R11)
+	VPANDD    (R10)(SI*1), Z21, Z7
+	VPMAXUD   Z7, Z6, Z6
+	ADDQ      $0x00000040, R10
+	ADDQ      $0x00000010, R11
+	DECQ      R12
+	JNZ       blockTilesSeqE4M3AVX512_castnextrow_loop
+
+blockTilesSeqE4M3AVX512_castnextrow_done:
+	ADDQ ld+48(FP), DI
+	ADDQ ldd+56(FP), R8
+	DECQ R9
+	JNZ  blockTilesSeqE4M3AVX512_castnext_loop
+
+blockTilesSeqE4M3AVX512_castnext_done:
+	JMP blockTilesSeqE4M3AVX512_next
+
+blockTilesSeqE4M3AVX512_last:
+	MOVQ  CX, DI
+	MOVQ  AX, R8
+	MOVQ  rows+32(FP), R9
+	TESTQ R9, R9
+	JZ    blockTilesSeqE4M3AVX512_cast_done
+
+blockTilesSeqE4M3AVX512_cast_loop:
+	MOVQ  DI, R10
+	MOVQ  R8, R11
+	MOVQ  strips+40(FP), R12
+	TESTQ R12, R12
+	JZ    blockTilesSeqE4M3AVX512_castrow_done
+
+blockTilesSeqE4M3AVX512_castrow_loop:
+	VMULPS    (R10), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x14, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x14, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R11)
+	ADDQ      $0x00000040, R10
+	ADDQ      $0x00000010, R11
+	DECQ      R12
+	JNZ       blockTilesSeqE4M3AVX512_castrow_loop
+
+blockTilesSeqE4M3AVX512_castrow_done:
+	ADDQ ld+48(FP), DI
+	ADDQ ldd+56(FP), R8
+	DECQ R9
+	JNZ  blockTilesSeqE4M3AVX512_cast_loop
+
+blockTilesSeqE4M3AVX512_cast_done:
+blockTilesSeqE4M3AVX512_next:
+	ADDQ SI, CX
+	ADDQ tds+72(FP), AX
+	DECQ BX
+	JNZ  blockTilesSeqE4M3AVX512_loop
+
+blockTilesSeqE4M3AVX512_done:
+blockTilesSeqE4M3AVX512_bail:
+	MOVQ          tiles+24(FP), AX
+	SUBQ          BX, AX
+	MOVQ          res+88(FP), CX
+	MOVL          AX, (CX)
+	VEXTRACTI64X4 $0x01, Z13, Y7
+	VPMAXUD       Y7, Y13, Y13
+	VEXTRACTI128  $0x01, Y13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0x4e, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0xb1, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPBROADCASTD  X13, Z13
+	VMOVSS        X13, 4(CX)
+	VZEROUPPER
+	RET
+
 // func blockColsE4M3AVX512(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)
 // Requires: AVX, AVX2, AVX512F
 TEXT ·blockColsE4M3AVX512(SB), NOSPLIT, $0-72
@@ -2029,6 +2247,224 @@ blockTilesE5M2AVX512_bail:
 	MOVQ          tiles+24(FP), AX
 	SUBQ          BX, AX
 	MOVQ          res+96(FP), CX
+	MOVL          AX, (CX)
+	VEXTRACTI64X4 $0x01, Z13, Y7
+	VPMAXUD       Y7, Y13, Y13
+	VEXTRACTI128  $0x01, Y13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0x4e, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPSHUFD       $0xb1, X13, X7
+	VPMAXUD       X7, X13, X13
+	VPBROADCASTD  X13, Z13
+	VMOVSS        X13, 4(CX)
+	VZEROUPPER
+	RET
+
+// func blockTilesSeqE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·blockTilesSeqE5M2AVX512(SB), NOSPLIT, $0-96
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         inv+16(FP), DX
+	MOVQ         tiles+24(FP), BX
+	MOVQ         ts+64(FP), SI
+	MOVL         $0x7fffffff, DI
+	VPBROADCASTD DI, Z21
+	MOVL         $0x7f800000, DI
+	VPBROADCASTD DI, Z30
+	MOVL         $0x0000007e, DI
+	VPBROADCASTD DI, Z28
+	MOVL         $0x00000080, DI
+	VPBROADCASTD DI, Z31
+	MOVL         $0x43000000, DI
+	VPBROADCASTD DI, Z22
+	MOVL         $0x43000000, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x000fffff, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0x00000001, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x000001c0, DI
+	VPBROADCASTD DI, Z26
+	MOVL         $0x0000007b, DI
+	VPBROADCASTD DI, Z27
+	MOVL         $0x38800000, DI
+	VPBROADCASTD DI, Z29
+	VBROADCASTSS eps+80(FP), Z14
+	VBROADCASTSS mask+84(FP), Z15
+	MOVL         $0x47600000, DI
+	VPBROADCASTD DI, Z16
+	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z17
+	MOVL         $0x7f7fffff, DI
+	VPBROADCASTD DI, Z18
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z6, Z6, Z6
+	TESTQ        BX, BX
+	JZ           blockTilesSeqE5M2AVX512_bail
+	MOVQ         CX, DI
+	MOVQ         rows+32(FP), R8
+	TESTQ        R8, R8
+	JZ           blockTilesSeqE5M2AVX512_amax_done
+
+blockTilesSeqE5M2AVX512_amax_loop:
+	MOVQ  DI, R9
+	MOVQ  strips+40(FP), R10
+	TESTQ R10, R10
+	JZ    blockTilesSeqE5M2AVX512_amaxrow_done
+
+blockTilesSeqE5M2AVX512_amaxrow_loop:
+	VPANDD  (R9), Z21, Z7
+	VPMAXUD Z7, Z6, Z6
+	ADDQ    $0x00000040, R9
+	DECQ    R10
+	JNZ     blockTilesSeqE5M2AVX512_amaxrow_loop
+
+blockTilesSeqE5M2AVX512_amaxrow_done:
+	ADDQ ld+48(FP), DI
+	DECQ R8
+	JNZ  blockTilesSeqE5M2AVX512_amax_loop
+
+blockTilesSeqE5M2AVX512_amax_done:
+	TESTQ BX, BX
+	JZ    blockTilesSeqE5M2AVX512_done
+
+blockTilesSeqE5M2AVX512_loop:
+	VEXTRACTI64X4 $0x01, Z6, Y7
+	VPMAXUD       Y7, Y6, Y6
+	VEXTRACTI128  $0x01, Y6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0x4e, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPSHUFD       $0xb1, X6, X7
+	VPMAXUD       X7, X6, X6
+	VPBROADCASTD  X6, Z6
+	VPCMPUD       $0x06, Z30, Z6, K1
+	KORTESTW      K1, K1
+	JNZ           blockTilesSeqE5M2AVX512_bail
+	VPMAXUD       Z6, Z13, Z13
+	VMAXPS        Z6, Z14, Z6
+	VPTESTNMD     Z21, Z6, K1
+	VPCMPEQD      Z30, Z6, K2
+	KORW          K2, K1, K1
+	VDIVPS        Z6, Z16, Z8
+	VPCMPEQD      Z30, Z8, K2
+	VPBLENDMD     Z18, Z8, K2, Z8
+	VPBLENDMD     Z17, Z8, K1, Z8
+	VPANDD        Z15, Z8, Z8
+	VDIVPS        Z8, Z17, Z9
+	VMOVSS        X9, (DX)
+	ADDQ          $0x00000004, DX
+	VPXORD        Z6, Z6, Z6
+	CMPQ          BX, $0x01
+	JE            blockTilesSeqE5M2AVX512_last
+	MOVQ          CX, DI
+	MOVQ          AX, R8
+	MOVQ          rows+32(FP), R9
+	TESTQ         R9, R9
+	JZ            blockTilesSeqE5M2AVX512_castnext_done
+
+blockTilesSeqE5M2AVX512_castnext_loop:
+	MOVQ  DI, R10
+	MOVQ  R8, R11
+	MOVQ  strips+40(FP), R12
+	TESTQ R12, R12
+	JZ    blockTilesSeqE5M2AVX512_castnextrow_done
+
+blockTilesSeqE5M2AVX512_castnextrow_loop:
+	VMULPS    (R10), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x15, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x15, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R11)
+	VPANDD    (R10)(SI*1), Z21, Z7
+	VPMAXUD   Z7, Z6, Z6
+	ADDQ      $0x00000040, R10
+	ADDQ      $0x00000010, R11
+	DECQ      R12
+	JNZ       blockTilesSeqE5M2AVX512_castnextrow_loop
+
+blockTilesSeqE5M2AVX512_castnextrow_done:
+	ADDQ ld+48(FP), DI
+	ADDQ ldd+56(FP), R8
+	DECQ R9
+	JNZ  blockTilesSeqE5M2AVX512_castnext_loop
+
+blockTilesSeqE5M2AVX512_castnext_done:
+	JMP blockTilesSeqE5M2AVX512_next
+
+blockTilesSeqE5M2AVX512_last:
+	MOVQ  CX, DI
+	MOVQ  AX, R8
+	MOVQ  rows+32(FP), R9
+	TESTQ R9, R9
+	JZ    blockTilesSeqE5M2AVX512_cast_done
+
+blockTilesSeqE5M2AVX512_cast_loop:
+	MOVQ  DI, R10
+	MOVQ  R8, R11
+	MOVQ  strips+40(FP), R12
+	TESTQ R12, R12
+	JZ    blockTilesSeqE5M2AVX512_castrow_done
+
+blockTilesSeqE5M2AVX512_castrow_loop:
+	VMULPS    (R10), Z8, Z2
+	VPANDD    Z21, Z2, Z1
+	VADDPS    Z22, Z1, Z3
+	VPSUBD    Z23, Z3, Z3
+	VPSRLD    $0x15, Z1, Z4
+	VPANDD    Z25, Z4, Z4
+	VPADDD    Z24, Z4, Z4
+	VPADDD    Z1, Z4, Z4
+	VPSRLD    $0x15, Z4, Z4
+	VPSUBD    Z26, Z4, Z5
+	VPCMPUD   $0x01, Z29, Z1, K1
+	VPBLENDMD Z3, Z5, K1, Z5
+	VPMINUD   Z27, Z5, Z5
+	VPCMPUD   $0x06, Z30, Z1, K2
+	VPBLENDMD Z28, Z5, K2, Z5
+	VPSRLD    $0x18, Z2, Z4
+	VPANDD    Z31, Z4, Z4
+	VPORD     Z4, Z5, Z5
+	VPMOVDB   Z5, (R11)
+	ADDQ      $0x00000040, R10
+	ADDQ      $0x00000010, R11
+	DECQ      R12
+	JNZ       blockTilesSeqE5M2AVX512_castrow_loop
+
+blockTilesSeqE5M2AVX512_castrow_done:
+	ADDQ ld+48(FP), DI
+	ADDQ ldd+56(FP), R8
+	DECQ R9
+	JNZ  blockTilesSeqE5M2AVX512_cast_loop
+
+blockTilesSeqE5M2AVX512_cast_done:
+blockTilesSeqE5M2AVX512_next:
+	ADDQ SI, CX
+	ADDQ tds+72(FP), AX
+	DECQ BX
+	JNZ  blockTilesSeqE5M2AVX512_loop
+
+blockTilesSeqE5M2AVX512_done:
+blockTilesSeqE5M2AVX512_bail:
+	MOVQ          tiles+24(FP), AX
+	SUBQ          BX, AX
+	MOVQ          res+88(FP), CX
 	MOVL          AX, (CX)
 	VEXTRACTI64X4 $0x01, Z13, Y7
 	VPMAXUD       Y7, Y13, Y13

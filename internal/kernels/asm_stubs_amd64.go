@@ -69,6 +69,11 @@ func amaxColsBandAVX512(acc *uint32, src *float32, strips int, rows int, ld int,
 //go:noescape
 func blockTilesE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, group int, eps float32, mask uint32, res *[2]uint32)
 
+// blockTilesSeqE4M3AVX512 casts tiles of rows × 16·strips values to E4M3 one by one, each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func blockTilesSeqE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)
+
 // blockColsE4M3AVX512 casts a band of rows × 16·strips values to E4M3, each column with the scale of its own amax, and stores each scale_inv; its Go twin is blockColsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape
@@ -78,6 +83,11 @@ func blockColsE4M3AVX512(dst *uint8, src *float32, inv *float32, strips int, row
 //
 //go:noescape
 func blockTilesE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, group int, eps float32, mask uint32, res *[2]uint32)
+
+// blockTilesSeqE5M2AVX512 casts tiles of rows × 16·strips values to E5M2 one by one, each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func blockTilesSeqE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)
 
 // blockColsE5M2AVX512 casts a band of rows × 16·strips values to E5M2, each column with the scale of its own amax, and stores each scale_inv; its Go twin is blockColsGo (fp8cast.go) (AVX-512F).
 //

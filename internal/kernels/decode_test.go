@@ -546,7 +546,7 @@ func TestBlockKernelsMatchTwins(t *testing.T) {
 		mask uint32
 	}
 	for _, o := range []opts{{0, 0xFF800000}, {0, 0xFFFFFFFF}, {1e-3, 0xFF800000}, {1e30, 0xFFFFFFFF}} {
-		for _, shape := range [][3]int{{1, 1, 128}, {1, 6, 128}, {1, 37, 128}, {2, 20, 16}, {3, 2, 16}, {128, 2, 128}, {5, 3, 40}, {2, 1, 7}, {130, 1, 48}} {
+		for _, shape := range [][3]int{{1, 1, 128}, {1, 6, 128}, {1, 37, 128}, {2, 20, 16}, {40, 5, 64}, {3, 2, 16}, {128, 2, 128}, {5, 3, 40}, {2, 1, 7}, {130, 1, 48}} {
 			rows, tiles, width := shape[0], shape[1], shape[2]
 			for _, nanEvery := range []int{0, 3000} {
 				ld, ldd := tiles*width+5, tiles*width+3

@@ -559,10 +559,15 @@ func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, i
 		return 0, 0, false
 	}
 	var res [2]uint32
-	if format == 0 {
-		blockTilesE4M3AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, blockGroup(rows, width), eps, mask, &res)
-	} else {
-		blockTilesE5M2AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, blockGroup(rows, width), eps, mask, &res)
+	switch group := blockGroup(rows, width); {
+	case group == 1 && format == 0:
+		blockTilesSeqE4M3AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, eps, mask, &res)
+	case group == 1:
+		blockTilesSeqE5M2AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, eps, mask, &res)
+	case format == 0:
+		blockTilesE4M3AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, group, eps, mask, &res)
+	default:
+		blockTilesE5M2AVX512(&dst[0], &src[0], &inv[0], tiles, rows, width/16, 4*ld, ldd, 4*ts, tds, group, eps, mask, &res)
 	}
 	return int(res[0]), res[1], true
 }

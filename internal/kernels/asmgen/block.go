@@ -295,3 +295,94 @@ func blockCols(f blockFormat) {
 	Label(bail)
 	blockResult(n, zTot, NewParamAddr("strips", 24), NewParamAddr("res", 64))
 }
+
+// blockTilesSeq emits blockTiles for large tiles taken one at a time
+// (group 1), each tile's amax folded into the cast of the tile before
+// it (its row r read beside row r of the tile being cast), so that no
+// amax pass waits on its own. Same parameters and results as
+// blockTiles, without group.
+func blockTilesSeq(f blockFormat) {
+	name := "blockTilesSeq" + f.suffix + "AVX512"
+	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)")
+	Pragma("noescape")
+	Doc(name + " casts tiles of rows × 16·strips values to " + f.suffix + " one by one, each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	inv := Load(Param("inv"), GP64())
+	n := Load(Param("tiles"), GP64())
+	tsR := Load(Param("ts"), GP64())
+	b := newBlockRegs(f, 80)
+	zTot := Z13
+	VPXORD(zTot, zTot, zTot)
+	bail := name + "_bail"
+	// The first tile's amax.
+	VPXORD(Z6, Z6, Z6)
+	TESTQ(n, n)
+	JZ(LabelRef(bail))
+	{
+		p, k := GP64(), GP64()
+		MOVQ(src, p)
+		MOVQ(NewParamAddr("rows", 32), k)
+		loop(name+"_amax", k, func() {
+			q, j := GP64(), GP64()
+			MOVQ(p, q)
+			MOVQ(NewParamAddr("strips", 40), j)
+			loop(name+"_amaxrow", j, func() {
+				VPANDD(Mem{Base: q}, b.abs, Z7)
+				VPMAXUD(Z7, Z6, Z6)
+				ADDQ(U32(64), q)
+			})
+			ADDQ(NewParamAddr("ld", 48), p)
+		})
+	}
+	loop(name, n, func() {
+		hmaxBroadcast(Z6, Z7, Y6, Y7, X6, X7)
+		VPCMPUD(U8(6), b.inf, Z6, K1) // a NaN in the tile
+		KORTESTW(K1, K1)
+		JNZ(LabelRef(bail))
+		VPMAXUD(Z6, zTot, zTot)
+		b.scales(Z6, Z8, Z9)
+		VMOVSS(X9, Mem{Base: inv})
+		ADDQ(U32(4), inv)
+		VPXORD(Z6, Z6, Z6)
+		for _, next := range []bool{true, false} {
+			lbl := name + "_cast"
+			if next {
+				lbl = name + "_castnext"
+				CMPQ(n, U8(1))
+				JE(LabelRef(name + "_last"))
+			} else {
+				Label(name + "_last")
+			}
+			p, d, k := GP64(), GP64(), GP64()
+			MOVQ(src, p)
+			MOVQ(dst, d)
+			MOVQ(NewParamAddr("rows", 32), k)
+			loop(lbl, k, func() {
+				q, e, j := GP64(), GP64(), GP64()
+				MOVQ(p, q)
+				MOVQ(d, e)
+				MOVQ(NewParamAddr("strips", 40), j)
+				loop(lbl+"row", j, func() {
+					b.cast16(Mem{Base: q}, Mem{Base: e}, Z8)
+					if next {
+						VPANDD(Mem{Base: q, Index: tsR, Scale: 1}, b.abs, Z7)
+						VPMAXUD(Z7, Z6, Z6)
+					}
+					ADDQ(U32(64), q)
+					ADDQ(U32(16), e)
+				})
+				ADDQ(NewParamAddr("ld", 48), p)
+				ADDQ(NewParamAddr("ldd", 56), d)
+			})
+			if next {
+				JMP(LabelRef(name + "_next"))
+			}
+		}
+		Label(name + "_next")
+		ADDQ(tsR, src)
+		ADDQ(NewParamAddr("tds", 72), dst)
+	})
+	Label(bail)
+	blockResult(n, zTot, NewParamAddr("tiles", 24), NewParamAddr("res", 88))
+}

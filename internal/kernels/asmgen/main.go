@@ -33,6 +33,7 @@ func main() {
 	amaxColsBand()
 	for _, f := range blockFormats {
 		blockTiles(f)
+		blockTilesSeq(f)
 		blockCols(f)
 	}
 	rht16Data()
