@@ -6,6 +6,9 @@ import "golang.org/x/sys/cpu"
 
 var hasAVX512 = cpu.X86.HasAVX512F
 
+// hasBMI2: the grouped block casts build their masks with BZHI.
+var hasBMI2 = cpu.X86.HasBMI2
+
 // quantizeFP8Vector casts the longest prefix of src that it can vectorise
 // (a multiple of 16 values) to FP8 format (0: E4M3, 1: E5M2) with scale,
 // writing codes to dst, and returns how many values it did and the
@@ -555,7 +558,7 @@ func amax128Vector(out []uint32, src []float32) int {
 // multiple of 16 (bounds checked by the caller), reporting whether it
 // ran.
 func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32, ok bool) {
-	if !hasAVX512 || width%16 != 0 {
+	if !hasAVX512 || !hasBMI2 || width%16 != 0 {
 		return 0, 0, false
 	}
 	var res [2]uint32
