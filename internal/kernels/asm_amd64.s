@@ -1535,9 +1535,9 @@ blockTilesE4M3AVX512_group:
 	JZ        blockTilesE4M3AVX512_amaxtile_done
 
 blockTilesE4M3AVX512_amaxtile_loop:
+	VPXORD Z6, Z6, Z6
 	MOVQ   R8, R10
 	MOVQ   rows+32(FP), R11
-	VPXORD Z6, Z6, Z6
 	TESTQ  R11, R11
 	JZ     blockTilesE4M3AVX512_amax_done
 
@@ -1605,16 +1605,16 @@ blockTilesE4M3AVX512_casttile_loop:
 	VBROADCASTSS (R8), Z10
 	ADDQ         $0x00000004, R8
 	MOVQ         CX, R9
-	MOVQ         AX, R10
-	MOVQ         rows+32(FP), R11
-	TESTQ        R11, R11
+	MOVQ         AX, R11
+	MOVQ         rows+32(FP), R10
+	TESTQ        R10, R10
 	JZ           blockTilesE4M3AVX512_cast_done
 
 blockTilesE4M3AVX512_cast_loop:
 	MOVQ  R9, R12
-	MOVQ  R10, R13
-	MOVQ  strips+40(FP), R14
-	TESTQ R14, R14
+	MOVQ  R11, R14
+	MOVQ  strips+40(FP), R13
+	TESTQ R13, R13
 	JZ    blockTilesE4M3AVX512_castrow_done
 
 blockTilesE4M3AVX512_castrow_loop:
@@ -1636,16 +1636,16 @@ blockTilesE4M3AVX512_castrow_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R13)
+	VPMOVDB   Z5, (R14)
 	ADDQ      $0x00000040, R12
-	ADDQ      $0x00000010, R13
-	DECQ      R14
+	ADDQ      $0x00000010, R14
+	DECQ      R13
 	JNZ       blockTilesE4M3AVX512_castrow_loop
 
 blockTilesE4M3AVX512_castrow_done:
 	ADDQ ld+48(FP), R9
-	ADDQ ldd+56(FP), R10
-	DECQ R11
+	ADDQ ldd+56(FP), R11
+	DECQ R10
 	JNZ  blockTilesE4M3AVX512_cast_loop
 
 blockTilesE4M3AVX512_cast_done:
@@ -1685,38 +1685,38 @@ TEXT ·blockTilesSeqE4M3AVX512(SB), NOSPLIT, $0-96
 	MOVQ         src+8(FP), CX
 	MOVQ         inv+16(FP), DX
 	MOVQ         tiles+24(FP), BX
-	MOVQ         ts+64(FP), SI
-	MOVL         $0x7fffffff, DI
-	VPBROADCASTD DI, Z21
-	MOVL         $0x7f800000, DI
-	VPBROADCASTD DI, Z30
-	MOVL         $0x0000007f, DI
-	VPBROADCASTD DI, Z28
-	MOVL         $0x00000080, DI
-	VPBROADCASTD DI, Z31
-	MOVL         $0x46800000, DI
-	VPBROADCASTD DI, Z22
-	MOVL         $0x46800000, DI
-	VPBROADCASTD DI, Z23
-	MOVL         $0x0007ffff, DI
-	VPBROADCASTD DI, Z24
-	MOVL         $0x00000001, DI
-	VPBROADCASTD DI, Z25
-	MOVL         $0x000003c0, DI
-	VPBROADCASTD DI, Z26
-	MOVL         $0x0000007e, DI
-	VPBROADCASTD DI, Z27
-	MOVL         $0x3c800000, DI
-	VPBROADCASTD DI, Z29
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x0007ffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000003c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x3c800000, SI
+	VPBROADCASTD SI, Z29
 	VBROADCASTSS eps+80(FP), Z14
 	VBROADCASTSS mask+84(FP), Z15
-	MOVL         $0x43e00000, DI
-	VPBROADCASTD DI, Z16
-	MOVL         $0x3f800000, DI
-	VPBROADCASTD DI, Z17
-	MOVL         $0x7f7fffff, DI
-	VPBROADCASTD DI, Z18
+	MOVL         $0x43e00000, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x7f7fffff, SI
+	VPBROADCASTD SI, Z18
 	VPXORD       Z13, Z13, Z13
+	MOVQ         ts+64(FP), SI
 	VPXORD       Z6, Z6, Z6
 	TESTQ        BX, BX
 	JZ           blockTilesSeqE4M3AVX512_bail
@@ -1777,16 +1777,16 @@ blockTilesSeqE4M3AVX512_loop:
 	CMPQ          BX, $0x01
 	JE            blockTilesSeqE4M3AVX512_last
 	MOVQ          CX, DI
-	MOVQ          AX, R8
-	MOVQ          rows+32(FP), R9
-	TESTQ         R9, R9
+	MOVQ          AX, R9
+	MOVQ          rows+32(FP), R8
+	TESTQ         R8, R8
 	JZ            blockTilesSeqE4M3AVX512_castnext_done
 
 blockTilesSeqE4M3AVX512_castnext_loop:
 	MOVQ  DI, R10
-	MOVQ  R8, R11
-	MOVQ  strips+40(FP), R12
-	TESTQ R12, R12
+	MOVQ  R9, R12
+	MOVQ  strips+40(FP), R11
+	TESTQ R11, R11
 	JZ    blockTilesSeqE4M3AVX512_castnextrow_done
 
 blockTilesSeqE4M3AVX512_castnextrow_loop:
@@ -1808,18 +1808,18 @@ blockTilesSeqE4M3AVX512_castnextrow_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R11)
+	VPMOVDB   Z5, (R12)
 	VPANDD    (R10)(SI*1), Z21, Z7
 	VPMAXUD   Z7, Z6, Z6
 	ADDQ      $0x00000040, R10
-	ADDQ      $0x00000010, R11
-	DECQ      R12
+	ADDQ      $0x00000010, R12
+	DECQ      R11
 	JNZ       blockTilesSeqE4M3AVX512_castnextrow_loop
 
 blockTilesSeqE4M3AVX512_castnextrow_done:
 	ADDQ ld+48(FP), DI
-	ADDQ ldd+56(FP), R8
-	DECQ R9
+	ADDQ ldd+56(FP), R9
+	DECQ R8
 	JNZ  blockTilesSeqE4M3AVX512_castnext_loop
 
 blockTilesSeqE4M3AVX512_castnext_done:
@@ -1827,16 +1827,16 @@ blockTilesSeqE4M3AVX512_castnext_done:
 
 blockTilesSeqE4M3AVX512_last:
 	MOVQ  CX, DI
-	MOVQ  AX, R8
-	MOVQ  rows+32(FP), R9
-	TESTQ R9, R9
+	MOVQ  AX, R9
+	MOVQ  rows+32(FP), R8
+	TESTQ R8, R8
 	JZ    blockTilesSeqE4M3AVX512_cast_done
 
 blockTilesSeqE4M3AVX512_cast_loop:
 	MOVQ  DI, R10
-	MOVQ  R8, R11
-	MOVQ  strips+40(FP), R12
-	TESTQ R12, R12
+	MOVQ  R9, R12
+	MOVQ  strips+40(FP), R11
+	TESTQ R11, R11
 	JZ    blockTilesSeqE4M3AVX512_castrow_done
 
 blockTilesSeqE4M3AVX512_castrow_loop:
@@ -1858,16 +1858,16 @@ blockTilesSeqE4M3AVX512_castrow_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R11)
+	VPMOVDB   Z5, (R12)
 	ADDQ      $0x00000040, R10
-	ADDQ      $0x00000010, R11
-	DECQ      R12
+	ADDQ      $0x00000010, R12
+	DECQ      R11
 	JNZ       blockTilesSeqE4M3AVX512_castrow_loop
 
 blockTilesSeqE4M3AVX512_castrow_done:
 	ADDQ ld+48(FP), DI
-	ADDQ ldd+56(FP), R8
-	DECQ R9
+	ADDQ ldd+56(FP), R9
+	DECQ R8
 	JNZ  blockTilesSeqE4M3AVX512_cast_loop
 
 blockTilesSeqE4M3AVX512_cast_done:
@@ -2118,9 +2118,9 @@ blockTilesE5M2AVX512_group:
 	JZ        blockTilesE5M2AVX512_amaxtile_done
 
 blockTilesE5M2AVX512_amaxtile_loop:
+	VPXORD Z6, Z6, Z6
 	MOVQ   R8, R10
 	MOVQ   rows+32(FP), R11
-	VPXORD Z6, Z6, Z6
 	TESTQ  R11, R11
 	JZ     blockTilesE5M2AVX512_amax_done
 
@@ -2188,16 +2188,16 @@ blockTilesE5M2AVX512_casttile_loop:
 	VBROADCASTSS (R8), Z10
 	ADDQ         $0x00000004, R8
 	MOVQ         CX, R9
-	MOVQ         AX, R10
-	MOVQ         rows+32(FP), R11
-	TESTQ        R11, R11
+	MOVQ         AX, R11
+	MOVQ         rows+32(FP), R10
+	TESTQ        R10, R10
 	JZ           blockTilesE5M2AVX512_cast_done
 
 blockTilesE5M2AVX512_cast_loop:
 	MOVQ  R9, R12
-	MOVQ  R10, R13
-	MOVQ  strips+40(FP), R14
-	TESTQ R14, R14
+	MOVQ  R11, R14
+	MOVQ  strips+40(FP), R13
+	TESTQ R13, R13
 	JZ    blockTilesE5M2AVX512_castrow_done
 
 blockTilesE5M2AVX512_castrow_loop:
@@ -2219,16 +2219,16 @@ blockTilesE5M2AVX512_castrow_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R13)
+	VPMOVDB   Z5, (R14)
 	ADDQ      $0x00000040, R12
-	ADDQ      $0x00000010, R13
-	DECQ      R14
+	ADDQ      $0x00000010, R14
+	DECQ      R13
 	JNZ       blockTilesE5M2AVX512_castrow_loop
 
 blockTilesE5M2AVX512_castrow_done:
 	ADDQ ld+48(FP), R9
-	ADDQ ldd+56(FP), R10
-	DECQ R11
+	ADDQ ldd+56(FP), R11
+	DECQ R10
 	JNZ  blockTilesE5M2AVX512_cast_loop
 
 blockTilesE5M2AVX512_cast_done:
@@ -2268,38 +2268,38 @@ TEXT ·blockTilesSeqE5M2AVX512(SB), NOSPLIT, $0-96
 	MOVQ         src+8(FP), CX
 	MOVQ         inv+16(FP), DX
 	MOVQ         tiles+24(FP), BX
-	MOVQ         ts+64(FP), SI
-	MOVL         $0x7fffffff, DI
-	VPBROADCASTD DI, Z21
-	MOVL         $0x7f800000, DI
-	VPBROADCASTD DI, Z30
-	MOVL         $0x0000007e, DI
-	VPBROADCASTD DI, Z28
-	MOVL         $0x00000080, DI
-	VPBROADCASTD DI, Z31
-	MOVL         $0x43000000, DI
-	VPBROADCASTD DI, Z22
-	MOVL         $0x43000000, DI
-	VPBROADCASTD DI, Z23
-	MOVL         $0x000fffff, DI
-	VPBROADCASTD DI, Z24
-	MOVL         $0x00000001, DI
-	VPBROADCASTD DI, Z25
-	MOVL         $0x000001c0, DI
-	VPBROADCASTD DI, Z26
-	MOVL         $0x0000007b, DI
-	VPBROADCASTD DI, Z27
-	MOVL         $0x38800000, DI
-	VPBROADCASTD DI, Z29
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x000fffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x000001c0, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x0000007b, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x38800000, SI
+	VPBROADCASTD SI, Z29
 	VBROADCASTSS eps+80(FP), Z14
 	VBROADCASTSS mask+84(FP), Z15
-	MOVL         $0x47600000, DI
-	VPBROADCASTD DI, Z16
-	MOVL         $0x3f800000, DI
-	VPBROADCASTD DI, Z17
-	MOVL         $0x7f7fffff, DI
-	VPBROADCASTD DI, Z18
+	MOVL         $0x47600000, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x7f7fffff, SI
+	VPBROADCASTD SI, Z18
 	VPXORD       Z13, Z13, Z13
+	MOVQ         ts+64(FP), SI
 	VPXORD       Z6, Z6, Z6
 	TESTQ        BX, BX
 	JZ           blockTilesSeqE5M2AVX512_bail
@@ -2360,16 +2360,16 @@ blockTilesSeqE5M2AVX512_loop:
 	CMPQ          BX, $0x01
 	JE            blockTilesSeqE5M2AVX512_last
 	MOVQ          CX, DI
-	MOVQ          AX, R8
-	MOVQ          rows+32(FP), R9
-	TESTQ         R9, R9
+	MOVQ          AX, R9
+	MOVQ          rows+32(FP), R8
+	TESTQ         R8, R8
 	JZ            blockTilesSeqE5M2AVX512_castnext_done
 
 blockTilesSeqE5M2AVX512_castnext_loop:
 	MOVQ  DI, R10
-	MOVQ  R8, R11
-	MOVQ  strips+40(FP), R12
-	TESTQ R12, R12
+	MOVQ  R9, R12
+	MOVQ  strips+40(FP), R11
+	TESTQ R11, R11
 	JZ    blockTilesSeqE5M2AVX512_castnextrow_done
 
 blockTilesSeqE5M2AVX512_castnextrow_loop:
@@ -2391,18 +2391,18 @@ blockTilesSeqE5M2AVX512_castnextrow_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R11)
+	VPMOVDB   Z5, (R12)
 	VPANDD    (R10)(SI*1), Z21, Z7
 	VPMAXUD   Z7, Z6, Z6
 	ADDQ      $0x00000040, R10
-	ADDQ      $0x00000010, R11
-	DECQ      R12
+	ADDQ      $0x00000010, R12
+	DECQ      R11
 	JNZ       blockTilesSeqE5M2AVX512_castnextrow_loop
 
 blockTilesSeqE5M2AVX512_castnextrow_done:
 	ADDQ ld+48(FP), DI
-	ADDQ ldd+56(FP), R8
-	DECQ R9
+	ADDQ ldd+56(FP), R9
+	DECQ R8
 	JNZ  blockTilesSeqE5M2AVX512_castnext_loop
 
 blockTilesSeqE5M2AVX512_castnext_done:
@@ -2410,16 +2410,16 @@ blockTilesSeqE5M2AVX512_castnext_done:
 
 blockTilesSeqE5M2AVX512_last:
 	MOVQ  CX, DI
-	MOVQ  AX, R8
-	MOVQ  rows+32(FP), R9
-	TESTQ R9, R9
+	MOVQ  AX, R9
+	MOVQ  rows+32(FP), R8
+	TESTQ R8, R8
 	JZ    blockTilesSeqE5M2AVX512_cast_done
 
 blockTilesSeqE5M2AVX512_cast_loop:
 	MOVQ  DI, R10
-	MOVQ  R8, R11
-	MOVQ  strips+40(FP), R12
-	TESTQ R12, R12
+	MOVQ  R9, R12
+	MOVQ  strips+40(FP), R11
+	TESTQ R11, R11
 	JZ    blockTilesSeqE5M2AVX512_castrow_done
 
 blockTilesSeqE5M2AVX512_castrow_loop:
@@ -2441,16 +2441,16 @@ blockTilesSeqE5M2AVX512_castrow_loop:
 	VPSRLD    $0x18, Z2, Z4
 	VPANDD    Z31, Z4, Z4
 	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (R11)
+	VPMOVDB   Z5, (R12)
 	ADDQ      $0x00000040, R10
-	ADDQ      $0x00000010, R11
-	DECQ      R12
+	ADDQ      $0x00000010, R12
+	DECQ      R11
 	JNZ       blockTilesSeqE5M2AVX512_castrow_loop
 
 blockTilesSeqE5M2AVX512_castrow_done:
 	ADDQ ld+48(FP), DI
-	ADDQ ldd+56(FP), R8
-	DECQ R9
+	ADDQ ldd+56(FP), R9
+	DECQ R8
 	JNZ  blockTilesSeqE5M2AVX512_cast_loop
 
 blockTilesSeqE5M2AVX512_cast_done:

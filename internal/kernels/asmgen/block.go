@@ -87,24 +87,18 @@ func (b blockRegs) cast16(src, dst Mem, scale VecPhysical) {
 }
 
 // hmaxBroadcast sets every lane of z to the largest of its 16 unsigned
-// lanes (t scratch).
-func hmaxBroadcast(z, t VecPhysical, zy, ty, zx, tx VecPhysical) {
-	VEXTRACTI64X4(U8(1), z, ty)
-	VPMAXUD(ty, zy, zy)
-	VEXTRACTI128(U8(1), zy, tx)
-	VPMAXUD(tx, zx, zx)
-	VPSHUFD(U8(0x4E), zx, tx)
-	VPMAXUD(tx, zx, zx)
-	VPSHUFD(U8(0xB1), zx, tx)
-	VPMAXUD(tx, zx, zx)
+// lanes (zy, zx its lower halves; ty, tx scratch of one register).
+func hmaxBroadcast(z, zy, ty, zx, tx VecPhysical) {
+	hmaxUD(z, zy, ty, zx, tx)
 	VPBROADCASTD(zx, z)
 }
 
 // blockTiles emits the fused cast of tiles side by side along a band:
 // each tile rows × 16·strips values (rows ld bytes apart, codes ldd
 // apart), the next tile ts bytes on in src and tds bytes on in dst (the
-// next along the row, or the one below), one scale per tile. A 1×128 row block is a tile of one row and 8 strips; a 128×128
-// tile one of 128 rows. Tiles go in groups of up to group (≤ 16): the
+// next along the row, or the one below), one scale per tile. A 1×128
+// row block is a tile of one row and 8 strips; a 128×128 tile one of
+// 128 rows. Tiles go in groups of up to group (≤ 16): the
 // group's amaxes, then their scales as one vector (so that small tiles
 // do not each wait for a division chain), then the group's codes. res[0]
 // is the number of tiles cast (it stops before a group holding a NaN),
@@ -115,13 +109,8 @@ func blockTiles(f blockFormat) {
 	Pragma("noescape")
 	Doc(name + " casts tiles of rows × 16·strips values to " + f.suffix + ", each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F, BMI2).")
 	local := AllocLocal(128) // the group's amaxes, then its scales
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	inv := Load(Param("inv"), GP64())
-	n := Load(Param("tiles"), GP64())
-	b := newBlockRegs(f, 88)
 	zTot := Z13
-	VPXORD(zTot, zTot, zTot)
+	dst, src, inv, n, b := blockPrologue(f, "tiles", 88, zTot)
 	bail, top, done := name+"_bail", name+"_group", name+"_end"
 	Label(top)
 	TESTQ(n, n)
@@ -139,22 +128,12 @@ func blockTiles(f blockFormat) {
 		MOVQ(src, sp)
 		LEAQ(local, slot)
 		loop(name+"_amaxtile", t, func() {
-			p, k := GP64(), GP64()
-			MOVQ(sp, p)
-			MOVQ(NewParamAddr("rows", 32), k)
 			VPXORD(Z6, Z6, Z6)
-			loop(name+"_amax", k, func() {
-				q, j := GP64(), GP64()
-				MOVQ(p, q)
-				MOVQ(NewParamAddr("strips", 40), j)
-				loop(name+"_amaxrow", j, func() {
-					VPANDD(Mem{Base: q}, b.abs, Z7)
-					VPMAXUD(Z7, Z6, Z6)
-					ADDQ(U32(64), q)
-				})
-				ADDQ(NewParamAddr("ld", 48), p)
+			tileRows(name+"_amax", sp, nil, func(q, _ Register) {
+				VPANDD(Mem{Base: q}, b.abs, Z7)
+				VPMAXUD(Z7, Z6, Z6)
 			})
-			hmaxBroadcast(Z6, Z7, Y6, Y7, X6, X7)
+			hmaxBroadcast(Z6, Y6, Y7, X6, X7)
 			VMOVSS(X6, Mem{Base: slot})
 			ADDQ(U32(4), slot)
 			ADDQ(NewParamAddr("ts", 64), sp)
@@ -183,22 +162,8 @@ func blockTiles(f blockFormat) {
 		loop(name+"_casttile", t, func() {
 			VBROADCASTSS(Mem{Base: slot}, Z10)
 			ADDQ(U32(4), slot)
-			p, d, k := GP64(), GP64(), GP64()
-			MOVQ(src, p)
-			MOVQ(dst, d)
-			MOVQ(NewParamAddr("rows", 32), k)
-			loop(name+"_cast", k, func() {
-				q, e, j := GP64(), GP64(), GP64()
-				MOVQ(p, q)
-				MOVQ(d, e)
-				MOVQ(NewParamAddr("strips", 40), j)
-				loop(name+"_castrow", j, func() {
-					b.cast16(Mem{Base: q}, Mem{Base: e}, Z10)
-					ADDQ(U32(64), q)
-					ADDQ(U32(16), e)
-				})
-				ADDQ(NewParamAddr("ld", 48), p)
-				ADDQ(NewParamAddr("ldd", 56), d)
+			tileRows(name+"_cast", src, dst, func(q, e Register) {
+				b.cast16(Mem{Base: q}, Mem{Base: e}, Z10)
 			})
 			ADDQ(NewParamAddr("tds", 72), dst)
 			ADDQ(NewParamAddr("ts", 64), src)
@@ -212,6 +177,55 @@ func blockTiles(f blockFormat) {
 	blockResult(n, zTot, NewParamAddr("tiles", 24), NewParamAddr("res", 96))
 }
 
+// blockPrologue loads a fused block kernel's dst, src and inv pointers
+// and its count (the parameter named count), broadcasts its constants
+// (eps at byte offset epsOff) and zeroes the running amax zTot.
+func blockPrologue(f blockFormat, count string, epsOff int, zTot VecPhysical) (dst, src, inv, n Register, b blockRegs) {
+	dst = Load(Param("dst"), GP64())
+	src = Load(Param("src"), GP64())
+	inv = Load(Param("inv"), GP64())
+	n = Load(Param(count), GP64())
+	b = newBlockRegs(f, epsOff)
+	VPXORD(zTot, zTot, zTot)
+	return dst, src, inv, n, b
+}
+
+// tileRows emits a walk over one tile of blockTiles or blockTilesSeq
+// (whose rows, strips, ld and ldd parameters sit at the same offsets):
+// body gets the address of each 16 values (q) and, when d0 is not nil,
+// of their 16 codes (e), row by row from p0 and d0.
+func tileRows(label string, p0, d0 Register, body func(q, e Register)) {
+	p, k := GP64(), GP64()
+	MOVQ(p0, p)
+	var d Register
+	if d0 != nil {
+		d = GP64()
+		MOVQ(d0, d)
+	}
+	MOVQ(NewParamAddr("rows", 32), k)
+	loop(label, k, func() {
+		q, j := GP64(), GP64()
+		MOVQ(p, q)
+		var e Register
+		if d0 != nil {
+			e = GP64()
+			MOVQ(d, e)
+		}
+		MOVQ(NewParamAddr("strips", 40), j)
+		loop(label+"row", j, func() {
+			body(q, e)
+			ADDQ(U32(64), q)
+			if d0 != nil {
+				ADDQ(U32(16), e)
+			}
+		})
+		ADDQ(NewParamAddr("ld", 48), p)
+		if d0 != nil {
+			ADDQ(NewParamAddr("ldd", 56), d)
+		}
+	})
+}
+
 // blockResult stores the count done (total − n left) and zTot's
 // largest lane to res.
 func blockResult(n Register, zTot VecPhysical, total, resAddr Mem) {
@@ -220,7 +234,7 @@ func blockResult(n Register, zTot VecPhysical, total, resAddr Mem) {
 	SUBQ(n, t)
 	MOVQ(resAddr, r)
 	MOVL(t.As32(), Mem{Base: r})
-	hmaxBroadcast(zTot, Z7, Y13, Y7, X13, X7)
+	hmaxBroadcast(zTot, Y13, Y7, X13, X7)
 	VMOVSS(X13, Mem{Base: r, Disp: 4})
 	VZEROUPPER()
 	RET()
@@ -235,13 +249,8 @@ func blockCols(f blockFormat) {
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts a band of rows × 16·strips values to " + f.suffix + ", each column with the scale of its own amax, and stores each scale_inv; its Go twin is blockColsGo (fp8cast.go) (AVX-512F).")
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	inv := Load(Param("inv"), GP64())
-	n := Load(Param("strips"), GP64())
-	b := newBlockRegs(f, 56)
 	zTot := Z13
-	VPXORD(zTot, zTot, zTot)
+	dst, src, inv, n, b := blockPrologue(f, "strips", 56, zTot)
 	bail := name + "_bail"
 	// The first strip's column amaxes; each later strip's are folded
 	// into the cast of the one before it (its row r read beside row r
@@ -306,37 +315,20 @@ func blockTilesSeq(f blockFormat) {
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)")
 	Pragma("noescape")
 	Doc(name + " casts tiles of rows × 16·strips values to " + f.suffix + " one by one, each with the scale of its own amax, and stores each scale_inv; its Go twin is blockTilesGo (fp8cast.go) (AVX-512F).")
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	inv := Load(Param("inv"), GP64())
-	n := Load(Param("tiles"), GP64())
-	tsR := Load(Param("ts"), GP64())
-	b := newBlockRegs(f, 80)
 	zTot := Z13
-	VPXORD(zTot, zTot, zTot)
+	dst, src, inv, n, b := blockPrologue(f, "tiles", 80, zTot)
+	tsR := Load(Param("ts"), GP64())
 	bail := name + "_bail"
 	// The first tile's amax.
 	VPXORD(Z6, Z6, Z6)
 	TESTQ(n, n)
 	JZ(LabelRef(bail))
-	{
-		p, k := GP64(), GP64()
-		MOVQ(src, p)
-		MOVQ(NewParamAddr("rows", 32), k)
-		loop(name+"_amax", k, func() {
-			q, j := GP64(), GP64()
-			MOVQ(p, q)
-			MOVQ(NewParamAddr("strips", 40), j)
-			loop(name+"_amaxrow", j, func() {
-				VPANDD(Mem{Base: q}, b.abs, Z7)
-				VPMAXUD(Z7, Z6, Z6)
-				ADDQ(U32(64), q)
-			})
-			ADDQ(NewParamAddr("ld", 48), p)
-		})
-	}
+	tileRows(name+"_amax", src, nil, func(q, _ Register) {
+		VPANDD(Mem{Base: q}, b.abs, Z7)
+		VPMAXUD(Z7, Z6, Z6)
+	})
 	loop(name, n, func() {
-		hmaxBroadcast(Z6, Z7, Y6, Y7, X6, X7)
+		hmaxBroadcast(Z6, Y6, Y7, X6, X7)
 		VPCMPUD(U8(6), b.inf, Z6, K1) // a NaN in the tile
 		KORTESTW(K1, K1)
 		JNZ(LabelRef(bail))
@@ -354,26 +346,12 @@ func blockTilesSeq(f blockFormat) {
 			} else {
 				Label(name + "_last")
 			}
-			p, d, k := GP64(), GP64(), GP64()
-			MOVQ(src, p)
-			MOVQ(dst, d)
-			MOVQ(NewParamAddr("rows", 32), k)
-			loop(lbl, k, func() {
-				q, e, j := GP64(), GP64(), GP64()
-				MOVQ(p, q)
-				MOVQ(d, e)
-				MOVQ(NewParamAddr("strips", 40), j)
-				loop(lbl+"row", j, func() {
-					b.cast16(Mem{Base: q}, Mem{Base: e}, Z8)
-					if next {
-						VPANDD(Mem{Base: q, Index: tsR, Scale: 1}, b.abs, Z7)
-						VPMAXUD(Z7, Z6, Z6)
-					}
-					ADDQ(U32(64), q)
-					ADDQ(U32(16), e)
-				})
-				ADDQ(NewParamAddr("ld", 48), p)
-				ADDQ(NewParamAddr("ldd", 56), d)
+			tileRows(lbl, src, dst, func(q, e Register) {
+				b.cast16(Mem{Base: q}, Mem{Base: e}, Z8)
+				if next {
+					VPANDD(Mem{Base: q, Index: tsR, Scale: 1}, b.abs, Z7)
+					VPMAXUD(Z7, Z6, Z6)
+				}
 			})
 			if next {
 				JMP(LabelRef(name + "_next"))

@@ -724,15 +724,21 @@ func amax128() {
 // storeMaxUD stores the largest of Z0's 16 unsigned 32-bit lanes to m
 // (Y1 scratch; Z0 clobbered): the horizontal step of the block amaxes.
 func storeMaxUD(m Mem) {
-	VEXTRACTI64X4(U8(1), Z0, Y1)
-	VPMAXUD(Y1, Y0, Y0)
-	VEXTRACTI128(U8(1), Y0, X1)
-	VPMAXUD(X1, X0, X0)
-	VPSHUFD(U8(0x4E), X0, X1)
-	VPMAXUD(X1, X0, X0)
-	VPSHUFD(U8(0xB1), X0, X1)
-	VPMAXUD(X1, X0, X0)
+	hmaxUD(Z0, Y0, Y1, X0, X1)
 	VMOVD(X0, m)
+}
+
+// hmaxUD leaves the largest of z's 16 unsigned 32-bit lanes in lane 0
+// of zx (zy and zx are z's lower halves; ty, tx scratch of one register).
+func hmaxUD(z, zy, ty, zx, tx VecPhysical) {
+	VEXTRACTI64X4(U8(1), z, ty)
+	VPMAXUD(ty, zy, zy)
+	VEXTRACTI128(U8(1), zy, tx)
+	VPMAXUD(tx, zx, zx)
+	VPSHUFD(U8(0x4E), zx, tx)
+	VPMAXUD(tx, zx, zx)
+	VPSHUFD(U8(0xB1), zx, tx)
+	VPMAXUD(tx, zx, zx)
 }
 
 // amaxCols emits, for 16·blocks values, acc[j] = max(acc[j], |x[j]|)
