@@ -203,7 +203,7 @@ func Float8BlockScaleCount(rows, cols, axis, dim int) int {
 // tiles do not depend on the axis (their column-wise copy is the exact
 // transpose). It returns the amax of the whole input (NaN if an element
 // is NaN; block amaxes leave NaN out). Short slices or a bad cast are
-// errors, and nothing is written. work, when it holds at least 2·cols
+// errors, and nothing is written. work, when it holds at least cols
 // values, is the column-wise cast's scratch (so that a training step
 // allocates nothing); otherwise that cast allocates its own.
 func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, work []float32) (float32, error) {
@@ -325,8 +325,8 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		}
 	default:
 		w := hi - lo
-		if len(work) < 2*w {
-			work = make([]float32, 2*w)
+		if len(work) < w {
+			work = make([]float32, w)
 		}
 		nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
 		for b := 0; b < nbr; b++ {
@@ -340,7 +340,7 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 // axis 0, QuantizeFloat8BlockAxis with axis 0) of the bands [b0, b1) of
 // 128 rows, every column: a part of the cast that reads only its own
 // rows, as the part of the producer that wrote them did. work, when it
-// holds at least 2·cols values, is its scratch. It returns the bands'
+// holds at least cols values, is its scratch. It returns the bands'
 // amax (NaN if an element is NaN).
 func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, b0, b1 int, work []float32) (float32, error) {
 	if err := c.check("quantize block"); err != nil {
@@ -356,8 +356,8 @@ func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, ro
 	if nbr := (rows + Float8BlockSize - 1) / Float8BlockSize; b0 < 0 || b1 > nbr || b0 > b1 {
 		return 0, fmt.Errorf("fp8: quantize block: bands [%d, %d) of %d", b0, b1, nbr)
 	}
-	if len(work) < 2*cols {
-		work = make([]float32, 2*cols)
+	if len(work) < cols {
+		work = make([]float32, cols)
 	}
 	var total uint32
 	for b := b0; b < b1; b++ {

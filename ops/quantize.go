@@ -310,7 +310,7 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 		if cfg.BlockDim == 2 {
 			sc.tilesT = make([]float32, n)
 		} else if cfg.Axis == 0 {
-			sc.work = make([]float32, 2*cols)
+			sc.work = make([]float32, cols)
 		}
 	}
 	return sc
@@ -395,7 +395,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 		partWork := make([][]float32, parallel.Workers())
 		perPart := (rows + parallel.Workers() - 1) / parallel.Workers()
 		for i := range partWork {
-			partWork[i] = make([]float32, max(2*cols, (fp8.Float8BlockSize+1)*nb, perPart*nb))
+			partWork[i] = make([]float32, max(cols, (fp8.Float8BlockSize+1)*nb, perPart*nb))
 		}
 		// A column-wise cast splits into bands of 128 rows when there
 		// are enough of them — each part reads the rows the same part
@@ -419,7 +419,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 				a, err = fp8.QuantizeFloat8BlockBands(dst, sc.BlockScaleInv, src, rows, cols, bc, lo, hi, work)
 			case colWise:
 				lo, hi = 16*lo, min(cols, 16*hi)
-				a, err = fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, sc.work[2*lo:2*hi])
+				a, err = fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, sc.work[lo:hi])
 			default:
 				a, err = fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, work)
 			}
