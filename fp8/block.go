@@ -307,10 +307,9 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		}
 		// The ragged blocks of rows [lo, end): scale_invs nb apart, so
 		// into work first.
-		inv := work[:0]
 		for r := lo; r < end; {
 			k := min(end-r, len(work))
-			inv = work[:k]
+			inv := work[:k]
 			d, a := kernels.BlockTiles(cast, dst[r*cols+full*Float8BlockSize:], cols, src[r*cols+full*Float8BlockSize:], cols, inv, k, 1, rag, cols, cols, c.Eps, mask)
 			total = max(total, a)
 			for i, v := range inv[:d] {
