@@ -7052,13 +7052,13 @@ bf16PairsStridedFP8_g_done:
 	VZEROUPPER
 	RET
 
-// func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
-// Requires: AVX, AVX512BW, AVX512F
-TEXT ·bf16RowFP8(SB), NOSPLIT, $0-32
+// func bf16RowsFP8(dst *uint32, src *uint8, rows int, runs int, tail int, ld int, ldd int, table *[128]uint16)
+// Requires: AVX, AVX512BW, AVX512F, BMI2
+TEXT ·bf16RowsFP8(SB), NOSPLIT, $0-64
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
-	MOVQ         blocks+16(FP), DX
-	MOVQ         table+24(FP), BX
+	MOVQ         rows+16(FP), DX
+	MOVQ         table+56(FP), BX
 	VMOVDQU32    (BX), Z20
 	VMOVDQU32    64(BX), Z21
 	VMOVDQU32    128(BX), Z22
@@ -7070,10 +7070,17 @@ TEXT ·bf16RowFP8(SB), NOSPLIT, $0-32
 	MOVL         $0x00400040, BX
 	VPBROADCASTD BX, Z26
 	TESTQ        DX, DX
-	JZ           bf16RowFP8_done
+	JZ           bf16RowsFP8_row_done
 
-bf16RowFP8_loop:
-	VPMOVZXBW (CX), Z0
+bf16RowsFP8_row_loop:
+	MOVQ  CX, BX
+	MOVQ  AX, SI
+	MOVQ  runs+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16RowsFP8_run_done
+
+bf16RowsFP8_run_loop:
+	VPMOVZXBW (BX), Z0
 	VPANDD    Z24, Z0, Z1
 	VPANDD    Z25, Z0, Z2
 	VPSLLW    $0x08, Z2, Z2
@@ -7083,23 +7090,52 @@ bf16RowFP8_loop:
 	VPTESTMW  Z26, Z0, K1
 	VPBLENDMW Z1, Z4, K1, Z4
 	VPORD     Z2, Z4, Z4
-	VMOVDQU32 Z4, (AX)
-	ADDQ      $0x00000020, CX
-	ADDQ      $0x00000040, AX
-	DECQ      DX
-	JNZ       bf16RowFP8_loop
+	VMOVDQU32 Z4, (SI)
+	ADDQ      $0x00000020, BX
+	ADDQ      $0x00000040, SI
+	DECQ      DI
+	JNZ       bf16RowsFP8_run_loop
 
-bf16RowFP8_done:
+bf16RowsFP8_run_done:
+	MOVQ        tail+32(FP), DI
+	TESTQ       DI, DI
+	JZ          bf16RowsFP8_rowend
+	MOVL        $0xffffffff, R8
+	BZHIL       DI, R8, R9
+	KMOVD       R9, K2
+	VPMOVZXBW.Z (BX), K2, Z0
+	VPANDD      Z24, Z0, Z1
+	VPANDD      Z25, Z0, Z2
+	VPSLLW      $0x08, Z2, Z2
+	VMOVDQA64   Z1, Z4
+	VPERMI2W    Z21, Z20, Z4
+	VPERMI2W    Z23, Z22, Z1
+	VPTESTMW    Z26, Z0, K1
+	VPBLENDMW   Z1, Z4, K1, Z4
+	VPORD       Z2, Z4, Z4
+	LEAL        1(DI), R9
+	SHRL        $0x01, R9
+	BZHIL       R9, R8, R9
+	KMOVW       R9, K3
+	VMOVDQU32   Z4, K3, (SI)
+
+bf16RowsFP8_rowend:
+	ADDQ ld+40(FP), CX
+	ADDQ ldd+48(FP), AX
+	DECQ DX
+	JNZ  bf16RowsFP8_row_loop
+
+bf16RowsFP8_row_done:
 	VZEROUPPER
 	RET
 
-// func bf16RowFP8Shift(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)
-// Requires: AVX, AVX512BW, AVX512F
-TEXT ·bf16RowFP8Shift(SB), NOSPLIT, $0-40
+// func bf16RowsFP8Shift(dst *uint32, src *uint8, rows int, runs int, tail int, ld int, ldd int, table *[128]uint16, exp *int8, es int)
+// Requires: AVX, AVX512BW, AVX512F, BMI2
+TEXT ·bf16RowsFP8Shift(SB), NOSPLIT, $0-80
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
-	MOVQ         runs+16(FP), DX
-	MOVQ         table+24(FP), BX
+	MOVQ         rows+16(FP), DX
+	MOVQ         table+56(FP), BX
 	VMOVDQU32    (BX), Z20
 	VMOVDQU32    64(BX), Z21
 	VMOVDQU32    128(BX), Z22
@@ -7110,7 +7146,7 @@ TEXT ·bf16RowFP8Shift(SB), NOSPLIT, $0-40
 	VPBROADCASTD BX, Z25
 	MOVL         $0x00400040, BX
 	VPBROADCASTD BX, Z26
-	MOVQ         exp+32(FP), BX
+	MOVQ         exp+64(FP), BX
 	MOVL         $0x7f807f80, SI
 	VPBROADCASTD SI, Z27
 	VPANDD       Z27, Z20, Z5
@@ -7130,12 +7166,20 @@ TEXT ·bf16RowFP8Shift(SB), NOSPLIT, $0-40
 	VPCMPEQW     Z27, Z5, K2
 	KANDNQ       K7, K2, K7
 	TESTQ        DX, DX
-	JZ           bf16RowFP8Shift_done
+	JZ           bf16RowsFP8Shift_row_done
 
-bf16RowFP8Shift_loop:
-	MOVBLSX      (BX), SI
-	SHLL         $0x07, SI
-	VPBROADCASTW SI, Z28
+bf16RowsFP8Shift_row_loop:
+	MOVQ  CX, SI
+	MOVQ  AX, DI
+	MOVQ  BX, R8
+	MOVQ  runs+24(FP), R9
+	TESTQ R9, R9
+	JZ    bf16RowsFP8Shift_run_done
+
+bf16RowsFP8Shift_run_loop:
+	MOVBLSX      (R8), R10
+	SHLL         $0x07, R10
+	VPBROADCASTW R10, Z28
 	VMOVDQA64    Z20, Z8
 	VPADDW       Z28, Z8, K4, Z8
 	VMOVDQA64    Z21, Z9
@@ -7144,7 +7188,8 @@ bf16RowFP8Shift_loop:
 	VPADDW       Z28, Z10, K6, Z10
 	VMOVDQA64    Z23, Z11
 	VPADDW       Z28, Z11, K7, Z11
-	VPMOVZXBW    (CX), Z0
+	INCQ         R8
+	VPMOVZXBW    (SI), Z0
 	VPANDD       Z24, Z0, Z1
 	VPANDD       Z25, Z0, Z2
 	VPSLLW       $0x08, Z2, Z2
@@ -7154,8 +7199,8 @@ bf16RowFP8Shift_loop:
 	VPTESTMW     Z26, Z0, K1
 	VPBLENDMW    Z1, Z4, K1, Z4
 	VPORD        Z2, Z4, Z4
-	VMOVDQU32    Z4, (AX)
-	VPMOVZXBW    32(CX), Z0
+	VMOVDQU32    Z4, (DI)
+	VPMOVZXBW    32(SI), Z0
 	VPANDD       Z24, Z0, Z1
 	VPANDD       Z25, Z0, Z2
 	VPSLLW       $0x08, Z2, Z2
@@ -7165,8 +7210,8 @@ bf16RowFP8Shift_loop:
 	VPTESTMW     Z26, Z0, K1
 	VPBLENDMW    Z1, Z4, K1, Z4
 	VPORD        Z2, Z4, Z4
-	VMOVDQU32    Z4, 64(AX)
-	VPMOVZXBW    64(CX), Z0
+	VMOVDQU32    Z4, 64(DI)
+	VPMOVZXBW    64(SI), Z0
 	VPANDD       Z24, Z0, Z1
 	VPANDD       Z25, Z0, Z2
 	VPSLLW       $0x08, Z2, Z2
@@ -7176,8 +7221,8 @@ bf16RowFP8Shift_loop:
 	VPTESTMW     Z26, Z0, K1
 	VPBLENDMW    Z1, Z4, K1, Z4
 	VPORD        Z2, Z4, Z4
-	VMOVDQU32    Z4, 128(AX)
-	VPMOVZXBW    96(CX), Z0
+	VMOVDQU32    Z4, 128(DI)
+	VPMOVZXBW    96(SI), Z0
 	VPANDD       Z24, Z0, Z1
 	VPANDD       Z25, Z0, Z2
 	VPSLLW       $0x08, Z2, Z2
@@ -7187,14 +7232,111 @@ bf16RowFP8Shift_loop:
 	VPTESTMW     Z26, Z0, K1
 	VPBLENDMW    Z1, Z4, K1, Z4
 	VPORD        Z2, Z4, Z4
-	VMOVDQU32    Z4, 192(AX)
-	ADDQ         $0x00000080, CX
-	ADDQ         $0x00000100, AX
-	INCQ         BX
-	DECQ         DX
-	JNZ          bf16RowFP8Shift_loop
+	VMOVDQU32    Z4, 192(DI)
+	ADDQ         $0x00000080, SI
+	ADDQ         $0x00000100, DI
+	DECQ         R9
+	JNZ          bf16RowsFP8Shift_run_loop
 
-bf16RowFP8Shift_done:
+bf16RowsFP8Shift_run_done:
+	MOVQ         tail+32(FP), R9
+	TESTQ        R9, R9
+	JZ           bf16RowsFP8Shift_rowend
+	MOVBLSX      (R8), R8
+	SHLL         $0x07, R8
+	VPBROADCASTW R8, Z28
+	VMOVDQA64    Z20, Z8
+	VPADDW       Z28, Z8, K4, Z8
+	VMOVDQA64    Z21, Z9
+	VPADDW       Z28, Z9, K5, Z9
+	VMOVDQA64    Z22, Z10
+	VPADDW       Z28, Z10, K6, Z10
+	VMOVDQA64    Z23, Z11
+	VPADDW       Z28, Z11, K7, Z11
+	MOVL         $0xffffffff, R8
+	BZHIL        R9, R8, R10
+	KMOVD        R10, K2
+	VPMOVZXBW.Z  (SI), K2, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z9, Z8, Z4
+	VPERMI2W     Z11, Z10, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	LEAL         1(R9), R10
+	SHRL         $0x01, R10
+	BZHIL        R10, R8, R10
+	KMOVW        R10, K3
+	VMOVDQU32    Z4, K3, (DI)
+	SUBQ         $0x20, R9
+	JLE          bf16RowsFP8Shift_rowend
+	BZHIL        R9, R8, R10
+	KMOVD        R10, K2
+	VPMOVZXBW.Z  32(SI), K2, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z9, Z8, Z4
+	VPERMI2W     Z11, Z10, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	LEAL         1(R9), R10
+	SHRL         $0x01, R10
+	BZHIL        R10, R8, R10
+	KMOVW        R10, K3
+	VMOVDQU32    Z4, K3, 64(DI)
+	SUBQ         $0x20, R9
+	JLE          bf16RowsFP8Shift_rowend
+	BZHIL        R9, R8, R10
+	KMOVD        R10, K2
+	VPMOVZXBW.Z  64(SI), K2, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z9, Z8, Z4
+	VPERMI2W     Z11, Z10, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	LEAL         1(R9), R10
+	SHRL         $0x01, R10
+	BZHIL        R10, R8, R10
+	KMOVW        R10, K3
+	VMOVDQU32    Z4, K3, 128(DI)
+	SUBQ         $0x20, R9
+	JLE          bf16RowsFP8Shift_rowend
+	BZHIL        R9, R8, R10
+	KMOVD        R10, K2
+	VPMOVZXBW.Z  96(SI), K2, Z0
+	VPANDD       Z24, Z0, Z1
+	VPANDD       Z25, Z0, Z2
+	VPSLLW       $0x08, Z2, Z2
+	VMOVDQA64    Z1, Z4
+	VPERMI2W     Z9, Z8, Z4
+	VPERMI2W     Z11, Z10, Z1
+	VPTESTMW     Z26, Z0, K1
+	VPBLENDMW    Z1, Z4, K1, Z4
+	VPORD        Z2, Z4, Z4
+	LEAL         1(R9), R10
+	SHRL         $0x01, R10
+	BZHIL        R10, R8, R10
+	KMOVW        R10, K3
+	VMOVDQU32    Z4, K3, 192(DI)
+
+bf16RowsFP8Shift_rowend:
+	ADDQ ld+40(FP), CX
+	ADDQ ldd+48(FP), AX
+	ADDQ es+72(FP), BX
+	DECQ DX
+	JNZ  bf16RowsFP8Shift_row_loop
+
+bf16RowsFP8Shift_row_done:
 	VZEROUPPER
 	RET
 

@@ -239,15 +239,15 @@ func bf16RowF32(dst *uint32, src *float32, blocks int)
 //go:noescape
 func bf16PairsStridedFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, sstride int, table *[128]uint16)
 
-// bf16RowFP8 converts 32·blocks consecutive values (FP8 codes through a bf16 table) to bf16 pairs (AVX512_BF16).
+// bf16RowsFP8 converts rows of 32·runs + tail FP8 codes through a bf16 table to bf16 pairs, the tail through masked loads and stores; its Go twin is bf16At pair by pair (row16's loop) (AVX512_BF16, BMI2).
 //
 //go:noescape
-func bf16RowFP8(dst *uint32, src *uint8, blocks int, table *[128]uint16)
+func bf16RowsFP8(dst *uint32, src *uint8, rows int, runs int, tail int, ld int, ldd int, table *[128]uint16)
 
-// bf16RowFP8Shift converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo, equal whenever no shifted exponent leaves 1…254 (AVX512_BF16).
+// bf16RowsFP8Shift converts rows of 128·runs + tail FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry, the tail through masked loads and stores; its Go twin is that loop then bf16ShiftRunsGo, equal whenever no shifted exponent leaves 1…254 (AVX512_BF16, BMI2).
 //
 //go:noescape
-func bf16RowFP8Shift(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)
+func bf16RowsFP8Shift(dst *uint32, src *uint8, rows int, runs int, tail int, ld int, ldd int, table *[128]uint16, exp *int8, es int)
 
 // bf16PairsFP8Shift interleaves two rows of 16·group·groups FP8 codes through a bf16 table as bf16 pairs, each group of 16·group lanes stride bytes after the last, lane j's exponents shifted by shifts[j]; its Go twin is pairs16 then bf16ShiftGo (AVX512_BF16).
 //

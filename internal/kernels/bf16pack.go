@@ -102,10 +102,24 @@ func (x *Operand) pairs16Exp(dst []uint32, o0, o1, n int, shifts []uint32) {
 	}
 }
 
+// rows16 is row16 of rows rows of n values, row r at x[o+r·ld:] written
+// to dst[r·ldd:]: one call of the vector kernel for FP8 codes.
+func (x *Operand) rows16(dst []uint32, o, ld, rows, n, ldd int) {
+	if rowsVector(x, dst, o, ld, rows, n, ldd) {
+		return
+	}
+	for r := 0; r < rows; r++ {
+		x.row16(dst[r*ldd:r*ldd+(n+1)/2], o+r*ld, n)
+	}
+}
+
 // row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
 func (x *Operand) row16(dst []uint32, o, n int) {
 	if x.E2M1 != nil {
 		x.e2m1Row(dst, o, n)
+		return
+	}
+	if rowsVector(x, dst, o, 0, 1, n, 0) {
 		return
 	}
 	q := rowVector(x, dst, o, n)
@@ -164,9 +178,7 @@ func rowsTransposed(d []uint32, w int, x *Operand, ld, i0, pc, kb, rows int, tmp
 			}
 			continue
 		}
-		for i := 0; i < n; i++ {
-			x.row16(tmp[i*kp:(i+1)*kp], (i0+r0+i)*ld+pc, kb)
-		}
+		x.rows16(tmp, (i0+r0)*ld+pc, ld, n, kb, kp)
 		transposeInto(d, w, r0, tmp, kp, n)
 		if r0+n < w && n < 16 {
 			for q := 0; q < kp; q++ {

@@ -223,63 +223,63 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	return 16 * blocks
 }
 
-// rowVector does the longest multiple of 32 values of Operand.row16 with
-// the vector kernel and returns how many pairs it wrote.
+// rowVector does the longest multiple of 32 values of Operand.row16 of
+// a float32 operand with the vector kernel and returns how many pairs
+// it wrote (FP8 rows go through rowsVector).
 func rowVector(x *Operand, dst []uint32, o, n int) int {
-	if x.E2M1 != nil {
-		return 0 // row16 decodes NVFP4 rows itself
-	}
 	blocks := n / 32
-	if !hasBF16 || blocks == 0 || (x.Codes != nil && x.bf16Tab == nil) {
+	if !hasBF16 || blocks == 0 || x.Codes != nil || x.E2M1 != nil {
 		return 0
 	}
-	_ = dst[blocks*16-1]
-	if x.Codes == nil {
-		_ = x.F32[o+blocks*32-1]
-		bf16RowF32(&dst[0], &x.F32[o], blocks)
-	} else {
-		_ = x.Codes[o+blocks*32-1]
-		bf16RowFP8(&dst[0], &x.Codes[o], blocks, x.bf16Tab)
-	}
+	_, _ = dst[blocks*16-1], x.F32[o+blocks*32-1]
+	bf16RowF32(&dst[0], &x.F32[o], blocks)
 	return blocks * 16
 }
 
-// rowTailVector converts the n < 32 values at x[o:] (a row's tail) into
-// ⌈n/2⌉ pairs through the vector kernel, from a zero-padded copy: a zero
-// code or value converts to the zero half row16's loop pads an odd tail
-// with (which needs code 0 to decode to zero) — and reports whether it
-// could.
+// rowTailVector converts the n < 32 values at x[o:] (a float32 row's
+// tail) into ⌈n/2⌉ pairs through the vector kernel, from a zero-padded
+// copy (a zero value converts to the zero half row16's loop pads an odd
+// tail with), and reports whether it could.
 func rowTailVector(x *Operand, dst []uint32, o, n int) bool {
-	if !hasBF16 || n <= 0 || n >= 32 || x.E2M1 != nil || (x.Codes != nil && (x.bf16Tab == nil || x.bf16Tab[0] != 0)) {
+	if !hasBF16 || n <= 0 || n >= 32 || x.Codes != nil || x.E2M1 != nil {
 		return false
 	}
 	var pairs [16]uint32
-	if x.Codes == nil {
-		var v [32]float32
-		copy(v[:], x.F32[o:o+n])
-		bf16RowF32(&pairs[0], &v[0], 1)
-	} else {
-		var c [32]uint8
-		copy(c[:], x.Codes[o:o+n])
-		bf16RowFP8(&pairs[0], &c[0], 1, x.bf16Tab)
-	}
+	var v [32]float32
+	copy(v[:], x.F32[o:o+n])
+	bf16RowF32(&pairs[0], &v[0], 1)
 	copy(dst[:(n+1)/2], pairs[:])
 	return true
 }
 
-// rowExpTailVector does Operand.row16Exp for the n < ExpBlock values at
-// x[o:] (a row's ragged last k-block, shifted by exp) through the vector
-// kernel, from a zero-padded copy as rowTailVector, and reports whether
-// it could.
-func rowExpTailVector(x *Operand, dst []uint32, o, n int, exp int8) bool {
-	if !hasBF16 || n <= 0 || n >= ExpBlock || x.Codes == nil || x.bf16Tab == nil || x.bf16Tab[0] != 0 {
+// fp8RowsOK reports whether rows of n FP8 codes of x convert with the
+// vector row kernels: a bf16 table, and an odd row's missing last value
+// read as code 0 converting to the zero half row16 pads with.
+func fp8RowsOK(x *Operand, rows, n int) bool {
+	return hasBF16 && hasBMI2 && rows > 0 && n > 0 && x.Codes != nil && x.bf16Tab != nil && x.E2M1 == nil && (n%2 == 0 || x.bf16Tab[0] == 0)
+}
+
+// rowsVector does Operand.rows16 for FP8 codes with the vector kernel
+// (rows rows of n codes, ld apart, written ⌈n/2⌉ pairs each, ldd apart)
+// and reports whether it could.
+func rowsVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
+	if !fp8RowsOK(x, rows, n) {
 		return false
 	}
-	var pairs [ExpBlock / 2]uint32
-	var c [ExpBlock]uint8
-	copy(c[:], x.Codes[o:o+n])
-	bf16RowFP8Shift(&pairs[0], &c[0], 1, x.bf16Tab, &exp)
-	copy(dst[:(n+1)/2], pairs[:])
+	_, _ = x.Codes[o+(rows-1)*ld+n-1], dst[(rows-1)*ldd+(n+1)/2-1]
+	bf16RowsFP8(&dst[0], &x.Codes[o], rows, n/32, n%32, ld, 4*ldd, x.bf16Tab)
+	return true
+}
+
+// rowsExpVector does Operand.rows16Exp with the vector kernel (row r's
+// k-block shifts at exp[r·es:]) and reports whether it could.
+func rowsExpVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int, exp []int8, es int) bool {
+	if !fp8RowsOK(x, rows, n) {
+		return false
+	}
+	nb := (n + ExpBlock - 1) / ExpBlock
+	_, _, _ = x.Codes[o+(rows-1)*ld+n-1], dst[(rows-1)*ldd+(n+1)/2-1], exp[(rows-1)*es+nb-1]
+	bf16RowsFP8Shift(&dst[0], &x.Codes[o], rows, n/ExpBlock, n%ExpBlock, ld, 4*ldd, x.bf16Tab, &exp[0], es)
 	return true
 }
 
@@ -294,18 +294,6 @@ func groupsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int
 	_, _, _, _ = dst[(groups-1)*stride+width-1], x.Codes[o0+n-1], x.Codes[o1+n-1], shifts[n-1]
 	bf16PairsFP8Shift(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, x.bf16Tab, &shifts[0])
 	return true
-}
-
-// rowExpVector does the whole runs of 128 values of Operand.row16Exp
-// with the vector kernel and returns how many values it did.
-func rowExpVector(x *Operand, dst []uint32, o, n int, exp []int8) int {
-	runs := min(n/ExpBlock, len(exp))
-	if !hasBF16 || runs == 0 || x.Codes == nil || x.bf16Tab == nil {
-		return 0
-	}
-	_, _ = dst[runs*ExpBlock/2-1], x.Codes[o+runs*ExpBlock-1]
-	bf16RowFP8Shift(&dst[0], &x.Codes[o], runs, x.bf16Tab, &exp[0])
-	return runs * ExpBlock
 }
 
 // scaleRowVector does the longest multiple of 8 of postScale's loop over

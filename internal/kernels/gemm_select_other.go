@@ -39,10 +39,13 @@ func bf16ShiftRunsVector(d []uint32, exp []int8) int   { return 0 }
 
 func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int { return 0 }
 
-func rowExpVector(x *Operand, dst []uint32, o, n int, exp []int8) int { return 0 }
+func rowTailVector(x *Operand, dst []uint32, o, n int) bool { return false }
 
-func rowTailVector(x *Operand, dst []uint32, o, n int) bool              { return false }
-func rowExpTailVector(x *Operand, dst []uint32, o, n int, exp int8) bool { return false }
+// rowsVector and rowsExpVector have no vector path on this build.
+func rowsVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool { return false }
+func rowsExpVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int, exp []int8, es int) bool {
+	return false
+}
 
 func groupsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int, shifts []uint32) bool {
 	return false

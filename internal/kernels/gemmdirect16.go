@@ -239,12 +239,10 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 	tmp := g.scr16.tmp[w]
 	for j := j0; j < j1; j += 16 {
 		rows := min(16, j1-j)
-		for r := 0; r < rows; r++ {
-			if x.Exp != nil {
-				x.row16Exp(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k, x.Exp[(j+r)*x.ExpBlocks:(j+r+1)*x.ExpBlocks])
-			} else {
-				x.row16(tmp[r*kp:(r+1)*kp], (j+r)*ldb, k)
-			}
+		if x.Exp != nil {
+			x.rows16Exp(tmp, j*ldb, ldb, rows, k, kp, x.Exp[j*x.ExpBlocks:], x.ExpBlocks)
+		} else {
+			x.rows16(tmp, j*ldb, ldb, rows, k, kp)
 		}
 		transposeInto(bt[j/64*64*kp:], 64, j%64, tmp, kp, rows)
 	}
@@ -279,12 +277,10 @@ func (g *Gemm) directPart16(i int) {
 		rsA, csA := kp, 1
 		if !a.transA {
 			// Row i of op(A) is row i of A: its values are pairs.
-			for r := 0; r < rows; r++ {
-				if x.Exp != nil {
-					x.row16Exp(tmp[r*kp:(r+1)*kp], (r0+r)*lda, k, x.Exp[(r0+r)*x.ExpBlocks:(r0+r+1)*x.ExpBlocks])
-				} else {
-					x.row16(tmp[r*kp:(r+1)*kp], (r0+r)*lda, k)
-				}
+			if x.Exp != nil {
+				x.rows16Exp(tmp, r0*lda, lda, rows, k, kp, x.Exp[r0*x.ExpBlocks:], x.ExpBlocks)
+			} else {
+				x.rows16(tmp, r0*lda, lda, rows, k, kp)
 			}
 		} else {
 			// Row i of op(A) is column i of A: pair rows 2q and 2q+1 —
@@ -385,17 +381,25 @@ func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32
 
 // row16Exp is row16 of the n values at x[o:] (a row of op(X), k along
 // it) followed by shiftRow with its k-blocks' shifts exp: the vector
-// kernel converts and shifts the whole blocks in one pass.
+// kernel converts and shifts the row in one pass.
 func (x *Operand) row16Exp(dst []uint32, o, n int, exp []int8) {
-	done := rowExpVector(x, dst, o, n, exp)
-	if done == n {
+	if rowsExpVector(x, dst, o, 0, 1, n, 0, exp, 0) {
 		return
 	}
-	if b := done / ExpBlock; b < len(exp) && rowExpTailVector(x, dst[done/2:], o+done, n-done, exp[b]) {
+	x.row16(dst, o, n)
+	shiftRow(dst[:(n+1)/2], exp)
+}
+
+// rows16Exp is row16Exp of rows rows of n values, row r at x[o+r·ld:]
+// with the shifts at exp[r·es:], written to dst[r·ldd:]: one call of the
+// vector kernel.
+func (x *Operand) rows16Exp(dst []uint32, o, ld, rows, n, ldd int, exp []int8, es int) {
+	if rowsExpVector(x, dst, o, ld, rows, n, ldd, exp, es) {
 		return
 	}
-	x.row16(dst[done/2:], o+done, n-done)
-	shiftRow(dst[done/2:(n+1)/2], exp[done/ExpBlock:])
+	for r := 0; r < rows; r++ {
+		x.row16Exp(dst[r*ldd:r*ldd+(n+1)/2], o+r*ld, n, exp[r*es:])
+	}
 }
 
 // shiftRow moves a row of pairs (k along the row) by its k-blocks'

@@ -330,3 +330,62 @@ func TestDirectBF16Exp(t *testing.T) {
 		}
 	}
 }
+
+// TestRowsKernelsMatchTwins checks the row kernels of FP8 codes (every
+// row length from 1 to 300, so every tail of a 32-code block and of a
+// 128-code run, odd ones included; rows apart by more than their
+// length; with and without Float8BlockScaling's exponent shifts) against
+// the conversion pair by pair, shifted run by run: the pairs written
+// (a NaN half's sign aside), and no lane past a row's pairs touched.
+func TestRowsKernelsMatchTwins(t *testing.T) {
+	rng := rand.New(rand.NewPCG(31, 32))
+	const rows = 3
+	for n := 1; n <= 300; n++ {
+		ld, kp := n+5, (n+1)/2
+		ldd := kp + 3
+		nb := (n + ExpBlock - 1) / ExpBlock
+		es := nb + 1
+		codes := make([]uint8, rows*ld)
+		for i := range codes {
+			codes[i] = uint8(rng.IntN(256))
+		}
+		codes[0] = 0x7F // NaN: not shifted
+		exp := make([]int8, rows*es)
+		for i := range exp {
+			exp[i] = int8(-rng.IntN(20))
+		}
+		x := fp8OperandForTest(codes, n%2, 1)
+		for _, shift := range []bool{false, true} {
+			const fill = 0xDEADBEEF
+			got, want := make([]uint32, rows*ldd), make([]uint32, rows*ldd)
+			for i := range got {
+				got[i], want[i] = fill, fill
+			}
+			for r := 0; r < rows; r++ {
+				o, w := r*ld, want[r*ldd:r*ldd+kp]
+				for q := range w {
+					var hi uint16
+					if 2*q+1 < n {
+						hi = x.bf16At(o + 2*q + 1)
+					}
+					w[q] = bf16Pair(x.bf16At(o+2*q), hi)
+				}
+				if shift {
+					bf16ShiftRunsGo(w, exp[r*es:r*es+nb])
+				}
+			}
+			if shift {
+				x.rows16Exp(got, 0, ld, rows, n, ldd, exp, es)
+			} else {
+				x.rows16(got, 0, ld, rows, n, ldd)
+			}
+			nan := func(h uint32) bool { return h&0x7F80 == 0x7F80 && h&0x7F != 0 }
+			half := func(a, b uint32) bool { return a == b || nan(a) && nan(b) } // NaN's sign is free
+			for i := range got {
+				if !half(got[i]&0xFFFF, want[i]&0xFFFF) || !half(got[i]>>16, want[i]>>16) {
+					t.Fatalf("n=%d shift=%v: lane %d (row %d) = %#x, want %#x", n, shift, i, i/ldd, got[i], want[i])
+				}
+			}
+		}
+	}
+}

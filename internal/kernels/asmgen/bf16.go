@@ -245,6 +245,9 @@ func bf16Pack(kind string) {
 	VZEROUPPER()
 	RET()
 
+	if fp8 {
+		return // rows of FP8 codes: bf16RowsFP8
+	}
 	// row
 	name = "bf16Row" + kind
 	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, src *%s, blocks int%s)", elem, tabSig))
@@ -273,56 +276,128 @@ func bf16Pack(kind string) {
 	RET()
 }
 
-// bf16RowFP8Shift emits bf16RowFP8 with Float8BlockScaling's exponent
-// shifts applied as the codes convert: runs of 128 codes (64 pairs), run
-// r's finite non-zero bf16 values moved by exp[r] (bf16ShiftRuns'
-// arithmetic), so that a row is read and written once.
-func bf16RowFP8Shift() {
-	name := "bf16RowFP8Shift"
-	TEXT(name, NOSPLIT, "func(dst *uint32, src *uint8, runs int, table *[128]uint16, exp *int8)")
+// bf16RowsFP8 emits the conversion of rows of FP8 codes to bf16 pairs
+// (k along the row: consecutive codes are already pairs), through the
+// 128-entry bf16 table as bf16RowF32's FP8 twin did: rows rows, each
+// runs·L + tail codes (L = 32, or 128 with shift), row r read at src +
+// r·ld bytes and written at dst + r·ldd bytes, ⌈(runs·L + tail)/2⌉
+// pairs. The tail goes through masked loads and stores: codes past it
+// read as code 0 (the zero half an odd row's last pair needs, when the
+// table's entry 0 is zero) and lanes past it are left alone, so a row
+// of any length is one pass and the caller needs no padded copy.
+//
+// With shift (Float8BlockScaling's power-of-two scales), run r of a row
+// (128 codes, a k-block; the tail its own) has its finite non-zero bf16
+// values moved by exp[r] (bf16ShiftRuns' arithmetic), the row's shifts
+// es bytes after the last row's: the shift is added to the table's
+// finite non-zero entries (K4–K7, the entries whose exponent is neither
+// 0 nor all ones) once per run, and the codes are looked up in the
+// shifted table. The sign, ORed in after the lookup, is then outside the
+// addition, which is the same as adding to the signed value as long as
+// no exponent leaves 1…254 (the caller's range check).
+func bf16RowsFP8(shift bool) {
+	name, run := "bf16RowsFP8", 32
+	sig := "func(dst *uint32, src *uint8, rows, runs, tail, ld, ldd int, table *[128]uint16)"
+	twin := "bf16At pair by pair (row16's loop)"
+	if shift {
+		name, run = "bf16RowsFP8Shift", ExpBlockAsm
+		sig = "func(dst *uint32, src *uint8, rows, runs, tail, ld, ldd int, table *[128]uint16, exp *int8, es int)"
+		twin = "that loop then bf16ShiftRunsGo, equal whenever no shifted exponent leaves 1…254"
+	}
+	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " converts 128·runs FP8 codes through a bf16 table to bf16 pairs, each run's exponents shifted by its exp entry; its Go twin is bf16RowFP8 then bf16ShiftRunsGo, equal whenever no shifted exponent leaves 1…254 (AVX512_BF16).")
+	Doc(fmt.Sprintf("%s converts rows of %d·runs + tail FP8 codes through a bf16 table to bf16 pairs%s, the tail through masked loads and stores; its Go twin is %s (AVX512_BF16, BMI2).",
+		name, run, map[bool]string{true: ", each run's exponents shifted by its exp entry", false: ""}[shift], twin))
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
-	n := Load(Param("runs"), GP64())
-	loadTable(24)
-	ex := Load(Param("exp"), GP64())
-	zExp, zShift := Z27, Z28
-	r := GP32()
-	MOVL(U32(0x7F807F80), r)
-	VPBROADCASTD(r, zExp)
-	// A run's 128 codes share one shift: shift the table's finite
-	// non-zero entries (K4–K7, the entries whose exponent is neither 0
-	// nor all ones) once per run, and look the codes up in the shifted
-	// table. The sign, ORed in after the lookup, is then outside the
-	// addition, which is the same as adding to the signed value as long
-	// as no exponent leaves 1…254 (the caller's range check).
-	tabs := []VecPhysical{Z20, Z21, Z22, Z23}
-	shifted := []VecPhysical{Z8, Z9, Z10, Z11}
-	masks := []Op{K4, K5, K6, K7}
-	for i, t := range tabs {
-		VPANDD(zExp, t, Z5)
-		VPTESTMW(Z5, Z5, masks[i])     // exponent ≠ 0
-		VPCMPEQW(zExp, Z5, K2)         // exponent all ones
-		KANDNQ(masks[i], K2, masks[i]) // ¬K2 ∧ mask
+	nr := Load(Param("rows"), GP64())
+	loadTable(56)
+	tab := []VecPhysical{Z20, Z21, Z22, Z23}
+	var ex Register
+	zShift := Z28
+	if shift {
+		ex = Load(Param("exp"), GP64())
+		zExp := Z27
+		r := GP32()
+		MOVL(U32(0x7F807F80), r)
+		VPBROADCASTD(r, zExp)
+		shifted := []VecPhysical{Z8, Z9, Z10, Z11}
+		masks := []Op{K4, K5, K6, K7}
+		for i, t := range tab {
+			VPANDD(zExp, t, Z5)
+			VPTESTMW(Z5, Z5, masks[i])     // exponent ≠ 0
+			VPCMPEQW(zExp, Z5, K2)         // exponent all ones
+			KANDNQ(masks[i], K2, masks[i]) // ¬K2 ∧ mask
+		}
+		tab = shifted
 	}
-	e := GP32()
-	loop(name, n, func() {
-		MOVBLSX(Mem{Base: ex}, e)
-		SHLL(U8(7), e)
-		VPBROADCASTW(e, zShift)
-		for i, t := range tabs {
-			VMOVDQA64(t, shifted[i])
-			VPADDW(zShift, shifted[i], masks[i], shifted[i])
+	// shiftTable moves the table's finite non-zero entries by the run's
+	// exponent shift at e.
+	shiftTable := func(e Register) {
+		v := GP32()
+		MOVBLSX(Mem{Base: e}, v)
+		SHLL(U8(7), v)
+		VPBROADCASTW(v, zShift)
+		for i, t := range []VecPhysical{Z20, Z21, Z22, Z23} {
+			VMOVDQA64(t, tab[i])
+			VPADDW(zShift, tab[i], []Op{K4, K5, K6, K7}[i], tab[i])
 		}
-		for i := 0; i < 4; i++ {
-			VPMOVZXBW(Mem{Base: src, Disp: 32 * i}, Z0)
-			lookupIn(Z0, Z4, shifted)
-			VMOVDQU32(Z4, Mem{Base: dst, Disp: 64 * i})
+	}
+	end := name + "_rowend"
+	loop(name+"_row", nr, func() {
+		p, d := GP64(), GP64()
+		MOVQ(src, p)
+		MOVQ(dst, d)
+		var e Register
+		if shift {
+			e = GP64()
+			MOVQ(ex, e)
 		}
-		ADDQ(U32(128), src)
-		ADDQ(U32(256), dst)
-		INCQ(ex)
+		n := Load(Param("runs"), GP64())
+		loop(name+"_run", n, func() {
+			if shift {
+				shiftTable(e)
+				INCQ(e)
+			}
+			for i := 0; i < run/32; i++ {
+				VPMOVZXBW(Mem{Base: p, Disp: 32 * i}, Z0)
+				lookupIn(Z0, Z4, tab)
+				VMOVDQU32(Z4, Mem{Base: d, Disp: 64 * i})
+			}
+			ADDQ(U32(run), p)
+			ADDQ(U32(2*run), d)
+		})
+		t := Load(Param("tail"), GP64()).(GPVirtual)
+		TESTQ(t, t)
+		JZ(LabelRef(end))
+		if shift {
+			shiftTable(e)
+		}
+		ones, m := GP32(), GP32()
+		MOVL(U32(0xFFFFFFFF), ones)
+		for i := 0; i < run/32; i++ {
+			// t > 0 codes left: this block's first min(t, 32) (BZHI
+			// keeps all 32 bits for an index of 32 or more).
+			BZHIL(t.As32(), ones, m)
+			KMOVD(m, K2)
+			VPMOVZXBW_Z(Mem{Base: p, Disp: 32 * i}, K2, Z0)
+			lookupIn(Z0, Z4, tab)
+			LEAL(Mem{Base: t, Disp: 1}, m)
+			SHRL(U8(1), m) // ⌈t/2⌉ pairs
+			BZHIL(m, ones, m)
+			KMOVW(m, K3)
+			VMOVDQU32(Z4, K3, Mem{Base: d, Disp: 64 * i})
+			if i < run/32-1 {
+				SUBQ(U8(32), t)
+				JLE(LabelRef(end))
+			}
+		}
+		Label(end)
+		ADDQ(NewParamAddr("ld", 40), src)
+		ADDQ(NewParamAddr("ldd", 48), dst)
+		if shift {
+			ADDQ(NewParamAddr("es", 72), ex)
+		}
 	})
 	VZEROUPPER()
 	RET()

@@ -69,7 +69,8 @@ func main() {
 	amxBF16Kernel()
 	bf16Pack("F32")
 	bf16Pack("FP8")
-	bf16RowFP8Shift()
+	bf16RowsFP8(false)
+	bf16RowsFP8(true)
 	bf16PairsFP8Shift()
 	bf16PairsStridedFP8Shift()
 	transpose16()
@@ -497,6 +498,10 @@ func e2m1DecodeData() {
 }
 
 var e2m1DecMem Mem
+
+// ExpBlockAsm is kernels.ExpBlock: the k-block of Float8BlockScaling's
+// exponent shifts (one shift per run of 128 codes).
+const ExpBlockAsm = 128
 
 // e2m1Decode emits the decode of NVFP4's packed E2M1 codes (two per
 // byte, the even element low) times one factor per 16 elements, as bf16:
