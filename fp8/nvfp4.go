@@ -3,6 +3,7 @@ package fp8
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/internal/parallel"
@@ -383,13 +384,14 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 	z.amax[i] = maxBits(z.bam[lo*z.nb : hi*z.nb])
 }
 
-// maxBits returns the largest of a part's block amaxes (0 for none).
+// maxBits returns the largest of a part's block amaxes (0 for none):
+// float32 bits with the sign clear, so the vector amax of the bits read
+// as float32 values is their largest.
 func maxBits(bam []uint32) uint32 {
-	var m uint32
-	for _, a := range bam {
-		m = max(m, a)
+	if len(bam) == 0 {
+		return 0
 	}
-	return m
+	return kernels.AmaxBits(unsafe.Slice((*float32)(unsafe.Pointer(&bam[0])), len(bam)))
 }
 
 // castPart casts part i's bands of stored rows (one row for 1×16
