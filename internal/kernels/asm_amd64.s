@@ -1897,7 +1897,7 @@ blockTilesSeqE4M3AVX512_bail:
 	RET
 
 // func blockColsE4M3AVX512(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·blockColsE4M3AVX512(SB), NOSPLIT, $0-72
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
@@ -1943,11 +1943,12 @@ TEXT ·blockColsE4M3AVX512(SB), NOSPLIT, $0-72
 	JZ           blockColsE4M3AVX512_amax_done
 
 blockColsE4M3AVX512_amax_loop:
-	VPANDD  (SI), Z21, Z7
-	VPMAXUD Z7, Z6, Z6
-	ADDQ    ld+40(FP), SI
-	DECQ    DI
-	JNZ     blockColsE4M3AVX512_amax_loop
+	VPANDD     (SI), Z21, Z7
+	VPMAXUD    Z7, Z6, Z6
+	PREFETCHT0 64(SI)
+	ADDQ       ld+40(FP), SI
+	DECQ       DI
+	JNZ        blockColsE4M3AVX512_amax_loop
 
 blockColsE4M3AVX512_amax_done:
 	TESTQ BX, BX
@@ -1980,31 +1981,32 @@ blockColsE4M3AVX512_loop:
 	JZ        blockColsE4M3AVX512_castnext_done
 
 blockColsE4M3AVX512_castnext_loop:
-	VMULPS    (SI), Z8, Z2
-	VPANDD    Z21, Z2, Z1
-	VADDPS    Z22, Z1, Z3
-	VPSUBD    Z23, Z3, Z3
-	VPSRLD    $0x14, Z1, Z4
-	VPANDD    Z25, Z4, Z4
-	VPADDD    Z24, Z4, Z4
-	VPADDD    Z1, Z4, Z4
-	VPSRLD    $0x14, Z4, Z4
-	VPSUBD    Z26, Z4, Z5
-	VPCMPUD   $0x01, Z29, Z1, K1
-	VPBLENDMD Z3, Z5, K1, Z5
-	VPMINUD   Z27, Z5, Z5
-	VPCMPUD   $0x06, Z30, Z1, K2
-	VPBLENDMD Z28, Z5, K2, Z5
-	VPSRLD    $0x18, Z2, Z4
-	VPANDD    Z31, Z4, Z4
-	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (DI)
-	VPANDD    64(SI), Z21, Z7
-	VPMAXUD   Z7, Z6, Z6
-	ADDQ      ld+40(FP), SI
-	ADDQ      ldd+48(FP), DI
-	DECQ      R8
-	JNZ       blockColsE4M3AVX512_castnext_loop
+	VMULPS     (SI), Z8, Z2
+	VPANDD     Z21, Z2, Z1
+	VADDPS     Z22, Z1, Z3
+	VPSUBD     Z23, Z3, Z3
+	VPSRLD     $0x14, Z1, Z4
+	VPANDD     Z25, Z4, Z4
+	VPADDD     Z24, Z4, Z4
+	VPADDD     Z1, Z4, Z4
+	VPSRLD     $0x14, Z4, Z4
+	VPSUBD     Z26, Z4, Z5
+	VPCMPUD    $0x01, Z29, Z1, K1
+	VPBLENDMD  Z3, Z5, K1, Z5
+	VPMINUD    Z27, Z5, Z5
+	VPCMPUD    $0x06, Z30, Z1, K2
+	VPBLENDMD  Z28, Z5, K2, Z5
+	VPSRLD     $0x18, Z2, Z4
+	VPANDD     Z31, Z4, Z4
+	VPORD      Z4, Z5, Z5
+	VPMOVDB    Z5, (DI)
+	VPANDD     64(SI), Z21, Z7
+	VPMAXUD    Z7, Z6, Z6
+	PREFETCHT0 128(SI)
+	ADDQ       ld+40(FP), SI
+	ADDQ       ldd+48(FP), DI
+	DECQ       R8
+	JNZ        blockColsE4M3AVX512_castnext_loop
 
 blockColsE4M3AVX512_castnext_done:
 	JMP blockColsE4M3AVX512_next
@@ -2480,7 +2482,7 @@ blockTilesSeqE5M2AVX512_bail:
 	RET
 
 // func blockColsE5M2AVX512(dst *uint8, src *float32, inv *float32, strips int, rows int, ld int, ldd int, eps float32, mask uint32, res *[2]uint32)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·blockColsE5M2AVX512(SB), NOSPLIT, $0-72
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
@@ -2526,11 +2528,12 @@ TEXT ·blockColsE5M2AVX512(SB), NOSPLIT, $0-72
 	JZ           blockColsE5M2AVX512_amax_done
 
 blockColsE5M2AVX512_amax_loop:
-	VPANDD  (SI), Z21, Z7
-	VPMAXUD Z7, Z6, Z6
-	ADDQ    ld+40(FP), SI
-	DECQ    DI
-	JNZ     blockColsE5M2AVX512_amax_loop
+	VPANDD     (SI), Z21, Z7
+	VPMAXUD    Z7, Z6, Z6
+	PREFETCHT0 64(SI)
+	ADDQ       ld+40(FP), SI
+	DECQ       DI
+	JNZ        blockColsE5M2AVX512_amax_loop
 
 blockColsE5M2AVX512_amax_done:
 	TESTQ BX, BX
@@ -2563,31 +2566,32 @@ blockColsE5M2AVX512_loop:
 	JZ        blockColsE5M2AVX512_castnext_done
 
 blockColsE5M2AVX512_castnext_loop:
-	VMULPS    (SI), Z8, Z2
-	VPANDD    Z21, Z2, Z1
-	VADDPS    Z22, Z1, Z3
-	VPSUBD    Z23, Z3, Z3
-	VPSRLD    $0x15, Z1, Z4
-	VPANDD    Z25, Z4, Z4
-	VPADDD    Z24, Z4, Z4
-	VPADDD    Z1, Z4, Z4
-	VPSRLD    $0x15, Z4, Z4
-	VPSUBD    Z26, Z4, Z5
-	VPCMPUD   $0x01, Z29, Z1, K1
-	VPBLENDMD Z3, Z5, K1, Z5
-	VPMINUD   Z27, Z5, Z5
-	VPCMPUD   $0x06, Z30, Z1, K2
-	VPBLENDMD Z28, Z5, K2, Z5
-	VPSRLD    $0x18, Z2, Z4
-	VPANDD    Z31, Z4, Z4
-	VPORD     Z4, Z5, Z5
-	VPMOVDB   Z5, (DI)
-	VPANDD    64(SI), Z21, Z7
-	VPMAXUD   Z7, Z6, Z6
-	ADDQ      ld+40(FP), SI
-	ADDQ      ldd+48(FP), DI
-	DECQ      R8
-	JNZ       blockColsE5M2AVX512_castnext_loop
+	VMULPS     (SI), Z8, Z2
+	VPANDD     Z21, Z2, Z1
+	VADDPS     Z22, Z1, Z3
+	VPSUBD     Z23, Z3, Z3
+	VPSRLD     $0x15, Z1, Z4
+	VPANDD     Z25, Z4, Z4
+	VPADDD     Z24, Z4, Z4
+	VPADDD     Z1, Z4, Z4
+	VPSRLD     $0x15, Z4, Z4
+	VPSUBD     Z26, Z4, Z5
+	VPCMPUD    $0x01, Z29, Z1, K1
+	VPBLENDMD  Z3, Z5, K1, Z5
+	VPMINUD    Z27, Z5, Z5
+	VPCMPUD    $0x06, Z30, Z1, K2
+	VPBLENDMD  Z28, Z5, K2, Z5
+	VPSRLD     $0x18, Z2, Z4
+	VPANDD     Z31, Z4, Z4
+	VPORD      Z4, Z5, Z5
+	VPMOVDB    Z5, (DI)
+	VPANDD     64(SI), Z21, Z7
+	VPMAXUD    Z7, Z6, Z6
+	PREFETCHT0 128(SI)
+	ADDQ       ld+40(FP), SI
+	ADDQ       ldd+48(FP), DI
+	DECQ       R8
+	JNZ        blockColsE5M2AVX512_castnext_loop
 
 blockColsE5M2AVX512_castnext_done:
 	JMP blockColsE5M2AVX512_next

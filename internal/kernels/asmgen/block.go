@@ -265,6 +265,7 @@ func blockCols(f blockFormat) {
 		loop(name+"_amax", k, func() {
 			VPANDD(Mem{Base: p}, b.abs, Z7)
 			VPMAXUD(Z7, Z6, Z6)
+			PREFETCHT0(Mem{Base: p, Disp: 64}) // the next strip
 			ADDQ(NewParamAddr("ld", 40), p)
 		})
 	}
@@ -287,6 +288,9 @@ func blockCols(f blockFormat) {
 			b.cast16(Mem{Base: p}, Mem{Base: d}, Z8)
 			VPANDD(Mem{Base: p, Disp: 64}, b.abs, Z7)
 			VPMAXUD(Z7, Z6, Z6)
+			// The strip after next: its rows are a stride apart, often
+			// a page or more, where the hardware does not prefetch.
+			PREFETCHT0(Mem{Base: p, Disp: 128})
 			ADDQ(NewParamAddr("ld", 40), p)
 			ADDQ(NewParamAddr("ldd", 48), d)
 		})
