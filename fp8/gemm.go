@@ -573,13 +573,22 @@ func (g *ScaledGEMM) exponents(dst *kernels.Operand, buf *[]int8, o *Operand, ou
 	_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
 	minExp = minE - shift + sub - 1
 	if minExp >= -126 { // otherwise the caller refuses: shifts would not fit
-		for i := 0; i < outer; i++ {
-			ti := i
-			if o.BlockTiles {
-				ti = i / Float8BlockSize
+		// One pass over the scales, without branches (this runs on one
+		// core before the GEMM); a tile's row of shifts is then repeated
+		// down its rows by doubling copies.
+		if !o.BlockTiles {
+			for i, v := range inv {
+				ex[i] = int8(pow2Exp(v) - shift)
 			}
-			for s := 0; s < nb; s++ {
-				ex[i*nb+s] = int8(pow2Exp(inv[ti*nb+s]) - shift)
+		} else {
+			for t := 0; t*Float8BlockSize < outer; t++ {
+				r0, r1 := t*Float8BlockSize*nb, min(outer, (t+1)*Float8BlockSize)*nb
+				for s, v := range inv[t*nb : (t+1)*nb] {
+					ex[r0+s] = int8(pow2Exp(v) - shift)
+				}
+				for w := nb; r0+w < r1; w *= 2 {
+					copy(ex[r0+w:r1], ex[r0:r0+w])
+				}
 			}
 		}
 	}
@@ -668,11 +677,7 @@ func pow2Range(inv []float32) (hi, lo int) {
 	return hi, lo
 }
 
-// pow2Exp is log2 of a factor allPow2E8M0 accepted.
-func pow2Exp(v float32) int {
-	b := math.Float32bits(v)
-	if b == 0x00400000 {
-		return -127
-	}
-	return int(b>>23) - 127
-}
+// pow2Exp is log2 of a factor allPow2E8M0 accepted: its exponent field
+// less the bias, which is also right for 2^-127 (0x00400000, exponent
+// field 0).
+func pow2Exp(v float32) int { return int(math.Float32bits(v)>>23) - 127 }
