@@ -4650,6 +4650,112 @@ e2m1dec_done:
 	VZEROUPPER
 	RET
 
+DATA e2m1RowsConsts<>+0(SB)/4, $0x00030001
+DATA e2m1RowsConsts<>+4(SB)/4, $0x00070005
+DATA e2m1RowsConsts<>+8(SB)/4, $0x000b0009
+DATA e2m1RowsConsts<>+12(SB)/4, $0x000f000d
+DATA e2m1RowsConsts<>+16(SB)/4, $0x00130011
+DATA e2m1RowsConsts<>+20(SB)/4, $0x00170015
+DATA e2m1RowsConsts<>+24(SB)/4, $0x001b0019
+DATA e2m1RowsConsts<>+28(SB)/4, $0x001f001d
+DATA e2m1RowsConsts<>+32(SB)/4, $0x00230021
+DATA e2m1RowsConsts<>+36(SB)/4, $0x00270025
+DATA e2m1RowsConsts<>+40(SB)/4, $0x002b0029
+DATA e2m1RowsConsts<>+44(SB)/4, $0x002f002d
+DATA e2m1RowsConsts<>+48(SB)/4, $0x00330031
+DATA e2m1RowsConsts<>+52(SB)/4, $0x00370035
+DATA e2m1RowsConsts<>+56(SB)/4, $0x003b0039
+DATA e2m1RowsConsts<>+60(SB)/4, $0x003f003d
+DATA e2m1RowsConsts<>+64(SB)/4, $0x000f000f
+DATA e2m1RowsConsts<>+128(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+132(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+136(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+140(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+144(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+148(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+152(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+156(SB)/4, $0x00000000
+DATA e2m1RowsConsts<>+160(SB)/4, $0x00100010
+DATA e2m1RowsConsts<>+164(SB)/4, $0x00100010
+DATA e2m1RowsConsts<>+168(SB)/4, $0x00100010
+DATA e2m1RowsConsts<>+172(SB)/4, $0x00100010
+DATA e2m1RowsConsts<>+176(SB)/4, $0x00100010
+DATA e2m1RowsConsts<>+180(SB)/4, $0x00100010
+DATA e2m1RowsConsts<>+184(SB)/4, $0x00100010
+DATA e2m1RowsConsts<>+188(SB)/4, $0x00100010
+GLOBL e2m1RowsConsts<>(SB), RODATA|NOPTR, $192
+
+// func e2m1RowsBF16AVX512(dst *uint16, src *uint8, factors *float32, rows int, blocks int, ld int, ldd int, fs int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL
+TEXT ·e2m1RowsBF16AVX512(SB), NOSPLIT, $0-64
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         factors+16(FP), DX
+	MOVQ         rows+24(FP), BX
+	LEAQ         e2m1Decode<>+0(SB), SI
+	VMOVUPS      (SI), Z20
+	LEAQ         e2m1RowsConsts<>+0(SB), SI
+	VMOVDQU32    (SI), Z21
+	VPBROADCASTD 64(SI), Z22
+	VMOVDQU32    128(SI), Z23
+	TESTQ        BX, BX
+	JZ           e2m1rows_done
+
+e2m1rows_loop:
+	MOVQ  CX, SI
+	MOVQ  AX, DI
+	MOVQ  DX, R8
+	MOVQ  blocks+32(FP), R9
+	MOVQ  R9, R10
+	SHRQ  $0x01, R10
+	TESTQ R10, R10
+	JZ    e2m1rows_pair_done
+
+e2m1rows_pair_loop:
+	VBROADCASTSS (R8), Z1
+	VMULPS       Z20, Z1, Z1
+	VBROADCASTSS 4(R8), Z2
+	VMULPS       Z20, Z2, Z2
+	VMOVDQA64    Z21, Z3
+	VPERMI2W     Z2, Z1, Z3
+	VPMOVZXBD    (SI), Z0
+	VPSLLD       $0x0c, Z0, Z4
+	VPORD        Z4, Z0, Z0
+	VPANDD       Z22, Z0, Z0
+	VPORD        Z23, Z0, Z0
+	VPERMW       Z3, Z0, Z0
+	VMOVDQU32    Z0, (DI)
+	ADDQ         $0x00000010, SI
+	ADDQ         $0x00000040, DI
+	ADDQ         $0x00000008, R8
+	DECQ         R10
+	JNZ          e2m1rows_pair_loop
+
+e2m1rows_pair_done:
+	TESTQ        $0x00000001, R9
+	JZ           e2m1rows_next
+	VBROADCASTSS (R8), Z1
+	VMULPS       Z20, Z1, Z1
+	VMOVDQA64    Z21, Z3
+	VPERMI2W     Z1, Z1, Z3
+	VPMOVZXBD    (SI), Y0
+	VPSLLD       $0x0c, Z0, Z4
+	VPORD        Z4, Z0, Z0
+	VPANDD       Z22, Z0, Z0
+	VPERMW       Z3, Z0, Z0
+	VMOVDQU32    Y0, (DI)
+
+e2m1rows_next:
+	ADDQ ld+40(FP), CX
+	ADDQ ldd+48(FP), AX
+	ADDQ fs+56(FP), DX
+	DECQ BX
+	JNZ  e2m1rows_loop
+
+e2m1rows_done:
+	VZEROUPPER
+	RET
+
 // func e2m1PairsStridedAVX512(dst *uint32, r0 *uint8, r1 *uint8, f0 *float32, f1 *float32, groups int, blocks int, stride int, cstride int, fstride int)
 // Requires: AVX, AVX2, AVX512F
 TEXT ·e2m1PairsStridedAVX512(SB), NOSPLIT, $0-80

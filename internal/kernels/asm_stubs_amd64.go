@@ -134,6 +134,11 @@ func e2m1StochasticAVX512(dst *uint8, src *float32, es *float32, blocks int, key
 //go:noescape
 func e2m1DecodeBF16AVX512(dst *uint16, src *uint8, factors *float32, blocks int)
 
+// e2m1RowsBF16AVX512 decodes rows of 16·blocks packed E2M1 codes times a factor per 16 to bf16, a table of each block's products looked up by code; its Go twin is decodeE2M1BF16Go row by row (fp8cast.go) (AVX-512BW).
+//
+//go:noescape
+func e2m1RowsBF16AVX512(dst *uint16, src *uint8, factors *float32, rows int, blocks int, ld int, ldd int, fs int)
+
 // e2m1PairsStridedAVX512 decodes, for each of groups pairs of rows, 16·blocks E2M1 codes of the two rows times their factors per 16 and interleaves them as bf16 pairs, each group stride bytes of dst, cstride bytes of codes and fstride bytes of factors after the last; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX-512F).
 //
 //go:noescape

@@ -103,9 +103,10 @@ func (x *Operand) pairs16Exp(dst []uint32, o0, o1, n int, shifts []uint32) {
 }
 
 // rows16 is row16 of rows rows of n values, row r at x[o+r·ld:] written
-// to dst[r·ldd:]: one call of the vector kernel for FP8 codes.
+// to dst[r·ldd:]: one call of the vector kernel for FP8 codes, and for
+// NVFP4 codes one a band of rows sharing their factors' stride.
 func (x *Operand) rows16(dst []uint32, o, ld, rows, n, ldd int) {
-	if rowsVector(x, dst, o, ld, rows, n, ldd) {
+	if rowsVector(x, dst, o, ld, rows, n, ldd) || x.e2m1RowsVector(dst, o, ld, rows, n, ldd) {
 		return
 	}
 	for r := 0; r < rows; r++ {
@@ -116,7 +117,9 @@ func (x *Operand) rows16(dst []uint32, o, ld, rows, n, ldd int) {
 // row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
 func (x *Operand) row16(dst []uint32, o, n int) {
 	if x.E2M1 != nil {
-		x.e2m1Row(dst, o, n)
+		if !x.e2m1RowsVector(dst, o, x.E2M1Cols, 1, n, 0) {
+			x.e2m1Row(dst, o, n)
+		}
 		return
 	}
 	if rowsVector(x, dst, o, 0, 1, n, 0) {
@@ -341,6 +344,32 @@ func (x *Operand) e2m1At(o int) uint16 {
 		v = -v
 	}
 	return uint16(math.Float32bits(v*f) >> 16)
+}
+
+// e2m1RowsVector does rows16 for NVFP4 codes with the vector kernel when
+// the rows are runs of whole blocks of 16 of consecutive stored rows
+// (ld the stored row length), and reports whether it did: rows of 1×16
+// blocks in one call, rows of 16×16 tiles a call per band of rows that
+// share their tiles' factors.
+func (x *Operand) e2m1RowsVector(dst []uint32, o, ld, rows, n, ldd int) bool {
+	cols := x.E2M1Cols
+	if !hasE2M1Rows || x.E2M1 == nil || rows <= 0 || n <= 0 || n%16 != 0 || ld != cols {
+		return false
+	}
+	r0, c0 := o/cols, o%cols
+	if c0%16 != 0 || c0+n > cols {
+		return false
+	}
+	half, nb := (cols+1)/2, (cols+15)/16
+	for r := 0; r < rows; {
+		k, fr, fs := rows-r, r0+r, nb
+		if x.E2M1Tiles {
+			k, fr, fs = min(k, 16-fr%16), fr/16, 0
+		}
+		e2m1RowsVector(dst[r*ldd:], x.E2M1[(r0+r)*half+c0/2:], x.E2M1Factors[fr*nb+c0/16:], k, n/16, half, ldd, fs)
+		r += k
+	}
+	return true
 }
 
 // e2m1Row is row16 for NVFP4 codes: a run starting on a block of 16

@@ -2,9 +2,17 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 var hasAVX512 = cpu.X86.HasAVX512F
+
+// hasE2M1Rows: the NVFP4 row decode looks codes up with word permutes
+// (AVX-512BW).
+var hasE2M1Rows = hasAVX512 && cpu.X86.HasAVX512BW
 
 // hasBMI2: the grouped block casts build their masks with BZHI.
 var hasBMI2 = cpu.X86.HasBMI2
@@ -591,4 +599,12 @@ func blockColsVector(format int, dst []uint8, ldd int, src []float32, ld int, in
 		blockColsE5M2AVX512(&dst[0], &src[0], &inv[0], strips, rows, 4*ld, ldd, eps, mask, &res)
 	}
 	return 16 * int(res[0]), res[1], 16 * strips
+}
+
+// e2m1RowsVector decodes rows rows of 16·blocks NVFP4 codes (ld bytes of
+// codes apart, their factors fs apart) to bf16 pairs, ldd lanes apart,
+// with the vector kernel (hasE2M1Rows checked by the caller).
+func e2m1RowsVector(dst []uint32, codes []uint8, factors []float32, rows, blocks, ld, ldd, fs int) {
+	_, _, _ = dst[(rows-1)*ldd+8*blocks-1], codes[(rows-1)*ld+8*blocks-1], factors[(rows-1)*fs+blocks-1]
+	e2m1RowsBF16AVX512((*uint16)(unsafe.Pointer(&dst[0])), &codes[0], &factors[0], rows, blocks, ld, 4*ldd, 4*fs)
 }

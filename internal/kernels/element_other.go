@@ -79,3 +79,10 @@ func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, i
 func blockColsVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (int, uint32, int) {
 	return 0, 0, 0
 }
+
+// hasE2M1Rows: no NVFP4 row kernel on this build.
+const hasE2M1Rows = false
+
+func e2m1RowsVector(dst []uint32, codes []uint8, factors []float32, rows, blocks, ld, ldd, fs int) {
+	panic("kernels: no vector NVFP4 rows on this build")
+}

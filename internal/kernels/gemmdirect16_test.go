@@ -389,3 +389,49 @@ func TestRowsKernelsMatchTwins(t *testing.T) {
 		}
 	}
 }
+
+// TestE2M1RowsMatchTwin checks the NVFP4 row decode (rows16 and row16 of
+// E2M1 operands: whole blocks through the table kernel, two blocks a
+// lookup and an odd last one alone) against e2m1At pair by pair, for 1×16
+// blocks and 16×16 tiles, runs starting on any block of a row, bands of
+// rows crossing tile boundaries, zero and NaN factors; no lane past a
+// row's pairs is touched.
+func TestE2M1RowsMatchTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, tiles := range []bool{false, true} {
+		const rows, cols = 40, 112 // 7 blocks a row
+		x := e2m1OperandForTest(rng, rows, cols, tiles)
+		x.E2M1Factors[0], x.E2M1Factors[3] = 0, float32(math.NaN())
+		for _, c := range []struct{ r0, nr, c0, n int }{
+			{0, 40, 0, 112}, {3, 30, 16, 64}, {14, 5, 32, 16}, {1, 1, 0, 48}, {17, 20, 96, 16}, {0, 33, 16, 96},
+		} {
+			ldd := c.n/2 + 5
+			const fill = 0xDEADBEEF
+			got := make([]uint32, c.nr*ldd)
+			for i := range got {
+				got[i] = fill
+			}
+			want := append([]uint32(nil), got...)
+			o := c.r0*cols + c.c0
+			for r := 0; r < c.nr; r++ {
+				for q := 0; q < c.n/2; q++ {
+					e := o + r*cols + 2*q
+					want[r*ldd+q] = bf16Pair(x.e2m1At(e), x.e2m1At(e+1))
+				}
+			}
+			x.rows16(got, o, cols, c.nr, c.n, ldd)
+			single := make([]uint32, c.n/2)
+			x.row16(single, o, c.n)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("tiles=%v %+v: lane %d (row %d) = %#x, want %#x", tiles, c, i, i/ldd, got[i], want[i])
+				}
+			}
+			for q := range single {
+				if single[q] != want[q] {
+					t.Fatalf("tiles=%v %+v: row16 lane %d = %#x, want %#x", tiles, c, q, single[q], want[q])
+				}
+			}
+		}
+	}
+}

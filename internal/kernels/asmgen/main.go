@@ -48,6 +48,8 @@ func main() {
 	e2m1Blocks(true)
 	e2m1DecodeData()
 	e2m1Decode()
+	e2m1RowsData()
+	e2m1Rows()
 	e2m1PairsStrided()
 	bf16Shift()
 	bf16ShiftRuns()
@@ -532,6 +534,104 @@ func e2m1Decode() {
 		ADDQ(U32(8), src)
 		ADDQ(U32(4), fac)
 		ADDQ(U32(32), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// e2m1RowsData defines e2m1Rows' constants: the VPERMI2W index that
+// gathers the high (bf16) halves of two registers of float32 products
+// (word i ← word 2i+1 of the pair), the nibble mask of a code pair's
+// dword, and the offset that sends the second block's codes to the
+// second table.
+func e2m1RowsData() {
+	e2m1RowsMem = GLOBL("e2m1RowsConsts", RODATA|NOPTR)
+	for i := 0; i < 32; i += 2 {
+		DATA(2*i, U32(uint32(2*i+1)|uint32(2*i+3)<<16))
+	}
+	DATA(64, U32(0x000F000F))
+	for i := 0; i < 16; i++ {
+		v := uint32(0)
+		if i >= 8 {
+			v = 0x00100010
+		}
+		DATA(128+4*i, U32(v))
+	}
+}
+
+var e2m1RowsMem Mem
+
+// e2m1Rows emits the decode of rows of NVFP4 codes to bf16 (k along the
+// rows: consecutive values are already pairs): for each of rows rows,
+// 16·blocks codes times one factor per 16, as e2m1Decode computes them
+// (each product exactly a bf16 value), two blocks at a time through a
+// 32-entry word table: the block's 16 products are computed once and
+// each code is looked up (VPERMW), not decoded and multiplied one by
+// one. Row r reads src + r·ld bytes of codes and factors + r·fs bytes,
+// and writes dst + r·ldd bytes.
+func e2m1Rows() {
+	TEXT("e2m1RowsBF16AVX512", NOSPLIT, "func(dst *uint16, src *uint8, factors *float32, rows, blocks, ld, ldd, fs int)")
+	Pragma("noescape")
+	Doc("e2m1RowsBF16AVX512 decodes rows of 16·blocks packed E2M1 codes times a factor per 16 to bf16, a table of each block's products looked up by code; its Go twin is decodeE2M1BF16Go row by row (fp8cast.go) (AVX-512BW).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	fac := Load(Param("factors"), GP64())
+	nr := Load(Param("rows"), GP64())
+	tab := GP64()
+	LEAQ(e2m1DecMem, tab)
+	zVals, zGather, zNib, zHiBlk := Z20, Z21, Z22, Z23
+	VMOVUPS(Mem{Base: tab}, zVals)
+	LEAQ(e2m1RowsMem, tab)
+	VMOVDQU32(Mem{Base: tab}, zGather)
+	VPBROADCASTD(Mem{Base: tab, Disp: 64}, zNib)
+	VMOVDQU32(Mem{Base: tab, Disp: 128}, zHiBlk)
+	// index turns the code bytes in c (a dword each) into the word
+	// indices code_lo | code_hi<<16 (t scratch).
+	index := func(c, t VecPhysical) {
+		VPSLLD(U8(12), c, t)
+		VPORD(t, c, c)
+		VPANDD(zNib, c, c)
+	}
+	loop("e2m1rows", nr, func() {
+		p, d, f := GP64(), GP64(), GP64()
+		MOVQ(src, p)
+		MOVQ(dst, d)
+		MOVQ(fac, f)
+		n := Load(Param("blocks"), GP64())
+		k := GP64()
+		MOVQ(n, k)
+		SHRQ(U8(1), k)
+		loop("e2m1rows_pair", k, func() {
+			VBROADCASTSS(Mem{Base: f}, Z1)
+			VMULPS(zVals, Z1, Z1)
+			VBROADCASTSS(Mem{Base: f, Disp: 4}, Z2)
+			VMULPS(zVals, Z2, Z2)
+			VMOVDQA64(zGather, Z3)
+			VPERMI2W(Z2, Z1, Z3) // the two blocks' 32 products as bf16
+			VPMOVZXBD(Mem{Base: p}, Z0)
+			index(Z0, Z4)
+			VPORD(zHiBlk, Z0, Z0)
+			VPERMW(Z3, Z0, Z0)
+			VMOVDQU32(Z0, Mem{Base: d})
+			ADDQ(U32(16), p)
+			ADDQ(U32(64), d)
+			ADDQ(U32(8), f)
+		})
+		TESTQ(U32(1), n)
+		JZ(LabelRef("e2m1rows_next"))
+		// An odd last block: its table alone, its 8 bytes of codes.
+		VBROADCASTSS(Mem{Base: f}, Z1)
+		VMULPS(zVals, Z1, Z1)
+		VMOVDQA64(zGather, Z3)
+		VPERMI2W(Z1, Z1, Z3)
+		VPMOVZXBD(Mem{Base: p}, Y0)
+		index(Z0, Z4)
+		VPERMW(Z3, Z0, Z0)
+		VMOVDQU32(Y0, Mem{Base: d})
+		Label("e2m1rows_next")
+		ADDQ(NewParamAddr("ld", 40), src)
+		ADDQ(NewParamAddr("ldd", 48), dst)
+		ADDQ(NewParamAddr("fs", 56), fac)
 	})
 	VZEROUPPER()
 	RET()
