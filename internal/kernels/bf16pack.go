@@ -58,7 +58,7 @@ func (x *Operand) pairs16(dst []uint32, o0, o1, n int) {
 // x[o0+g·width:] and x[o1+g·width:] and writes dst[g·stride:] (one run
 // per sliver of a packed panel).
 func (x *Operand) pairs16Groups(dst []uint32, o0, o1, groups, width, stride int) {
-	if o1 >= 0 && groupsVector(x, dst, o0, o1, groups, width, stride) {
+	if o1 >= 0 && (groupsVector(x, dst, o0, o1, groups, width, stride) || x.e2m1GroupsVector(dst, o0, o1, groups, width, stride)) {
 		return
 	}
 	for g := 0; g < groups; g++ {
@@ -401,6 +401,33 @@ func (x *Operand) e2m1Row(dst []uint32, o, n int) {
 	if n%2 == 1 {
 		d[n] = 0 // the odd pair's missing value
 	}
+}
+
+// e2m1GroupsVector does pairs16Groups for NVFP4 codes with one call of
+// the vector kernel, when both rows' runs start on a block and the
+// groups lie end to end within the rows, and reports whether it did.
+func (x *Operand) e2m1GroupsVector(dst []uint32, o0, o1, groups, width, stride int) bool {
+	cols := x.E2M1Cols
+	if x.E2M1 == nil || groups <= 0 || width <= 0 || width%16 != 0 {
+		return false
+	}
+	c0, c1 := o0%cols, o1%cols
+	n := groups * width
+	if c0%16 != 0 || c1%16 != 0 || c0+n > cols || c1+n > cols {
+		return false
+	}
+	half, nb := (cols+1)/2, (cols+15)/16
+	row := func(o int) (codes []uint8, f []float32) {
+		r, c := o/cols, o%cols
+		fr := r
+		if x.E2M1Tiles {
+			fr = r / 16
+		}
+		return x.E2M1[r*half+c/2:], x.E2M1Factors[fr*nb+c/16:]
+	}
+	a, fa := row(o0)
+	b, fb := row(o1)
+	return e2m1GroupsVector(dst, a, b, fa, fb, groups, width/16, stride, width)
 }
 
 // e2m1PairsVector does the whole blocks of 16 of pairs16 for NVFP4

@@ -210,6 +210,20 @@ func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int {
 	return 16 * blocks
 }
 
+// e2m1GroupsVector interleaves groups runs of 16·blocks decoded NVFP4
+// values of two code rows, run g starting g·cstep codes (and g·cstep/16
+// factors) along a and b and written g·stride lanes along dst, with one
+// call of the vector kernel, and reports whether it could.
+func e2m1GroupsVector(dst []uint32, a, b []uint8, fa, fb []float32, groups, blocks, stride, cstep int) bool {
+	if !hasAVX512 || groups <= 0 || blocks <= 0 {
+		return false
+	}
+	last := (groups - 1) * cstep
+	_, _, _, _, _ = dst[(groups-1)*stride+16*blocks-1], a[last/2+8*blocks-1], b[last/2+8*blocks-1], fa[last/16+blocks-1], fb[last/16+blocks-1]
+	e2m1PairsStridedAVX512(&dst[0], &a[0], &b[0], &fa[0], &fb[0], groups, blocks, 4*stride, cstep/2, 4*(cstep/16))
+	return true
+}
+
 // transposeVector does the longest multiple of 16 of transposeInto's
 // columns with the vector kernel and returns how many it did: dst[q·w+i]
 // = src[i·ld+q] for i < rows (at most 16; src must hold 16 rows of ld).

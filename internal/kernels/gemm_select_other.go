@@ -38,6 +38,9 @@ func bf16ShiftVector(d, shifts []uint32, step int) int { return 0 }
 func bf16ShiftRunsVector(d []uint32, exp []int8) int   { return 0 }
 
 func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int { return 0 }
+func e2m1GroupsVector(dst []uint32, a, b []uint8, fa, fb []float32, groups, blocks, stride, cstep int) bool {
+	return false
+}
 
 func rowTailVector(x *Operand, dst []uint32, o, n int) bool { return false }
 

@@ -435,3 +435,39 @@ func TestE2M1RowsMatchTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestE2M1PairsGroupsMatchTwin checks pairs16Groups of NVFP4 codes (the
+// groups of a pair of rows in one call of the strided pairs kernel)
+// against e2m1At lane by lane, for 1×16 blocks and 16×16 tiles, rows
+// within and across a band of tiles, runs starting on any block: every
+// group's lanes, and nothing between the groups touched.
+func TestE2M1PairsGroupsMatchTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 36))
+	for _, tiles := range []bool{false, true} {
+		const rows, cols = 40, 192
+		x := e2m1OperandForTest(rng, rows, cols, tiles)
+		for _, c := range []struct{ r0, r1, c0, width, groups int }{
+			{0, 1, 0, 64, 3}, {14, 15, 32, 16, 10}, {15, 16, 0, 32, 6}, {6, 30, 64, 64, 2}, {2, 3, 176, 16, 1},
+		} {
+			stride := c.width + 7
+			got := make([]uint32, c.groups*stride)
+			for i := range got {
+				got[i] = 0xDEADBEEF
+			}
+			want := append([]uint32(nil), got...)
+			o0, o1 := c.r0*cols+c.c0, c.r1*cols+c.c0
+			for g := 0; g < c.groups; g++ {
+				for j := 0; j < c.width; j++ {
+					e := g*c.width + j
+					want[g*stride+j] = bf16Pair(x.e2m1At(o0+e), x.e2m1At(o1+e))
+				}
+			}
+			x.pairs16Groups(got, o0, o1, c.groups, c.width, stride)
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("tiles=%v %+v: lane %d = %#x, want %#x", tiles, c, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
