@@ -4432,8 +4432,6 @@ TEXT ·e2m1BlocksAVX512(SB), NOSPLIT, $0-32
 	VPBROADCASTD SI, Z21
 	MOVL         $0x00000008, SI
 	VPBROADCASTD SI, Z22
-	MOVL         $0x10011001, SI
-	VPBROADCASTD SI, Z9
 	MOVL         $0x4a800000, SI
 	VPBROADCASTD SI, Z23
 	MOVL         $0x4a800000, SI
@@ -4448,7 +4446,9 @@ TEXT ·e2m1BlocksAVX512(SB), NOSPLIT, $0-32
 	VPBROADCASTD SI, Z28
 	MOVL         $0x3f800000, SI
 	VPBROADCASTD SI, Z29
-	TESTQ        BX, BX
+	MOVQ         BX, SI
+	SHRQ         $0x01, SI
+	TESTQ        SI, SI
 	JZ           e2m1rn_done
 
 e2m1rn_loop:
@@ -4467,21 +4467,62 @@ e2m1rn_loop:
 	VPBLENDMD    Z3, Z4, K1, Z4
 	VPMINUD      Z28, Z4, Z4
 	VPSRLD       $0x1c, Z0, Z2
-	VPANDD       Z22, Z2, Z2
-	VPORD        Z2, Z4, Z4
-	VPCMPUD      $0x06, Z17, Z1, K2
-	VPBLENDMD    Z21, Z4, K2, Z4
-	VPMOVDB      Z4, X10
-	VPMADDUBSW   X9, X10, X10
-	VPACKUSWB    X10, X10, X10
-	VMOVQ        X10, (AX)
-	ADDQ         $0x00000008, AX
-	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000004, DX
-	DECQ         BX
+	VPCMPUD      $0x02, Z17, Z1, K2
+	VPTERNLOGD   $0xf8, Z22, Z2, K2, Z4
+	VPSRLQ       $0x1c, Z4, Z2
+	VPORQ        Z2, Z4, Z4
+	VPMOVQB      Z4, (AX)
+	VBROADCASTSS 4(DX), Z15
+	VMULPS       64(CX), Z15, Z10
+	VPANDD       Z16, Z10, Z11
+	VADDPS       Z23, Z11, Z13
+	VPSUBD       Z24, Z13, Z13
+	VPSRLD       $0x16, Z11, Z12
+	VPANDD       Z26, Z12, Z12
+	VPADDD       Z25, Z12, Z12
+	VPADDD       Z11, Z12, Z12
+	VPSRLD       $0x16, Z12, Z12
+	VPSUBD       Z27, Z12, Z14
+	VPCMPUD      $0x01, Z29, Z11, K1
+	VPBLENDMD    Z13, Z14, K1, Z14
+	VPMINUD      Z28, Z14, Z14
+	VPSRLD       $0x1c, Z10, Z12
+	VPCMPUD      $0x02, Z17, Z11, K3
+	VPTERNLOGD   $0xf8, Z22, Z12, K3, Z14
+	VPSRLQ       $0x1c, Z14, Z12
+	VPORQ        Z12, Z14, Z14
+	VPMOVQB      Z14, 8(AX)
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000008, DX
+	DECQ         SI
 	JNZ          e2m1rn_loop
 
 e2m1rn_done:
+	TESTQ        $0x00000001, BX
+	JZ           e2m1rn_end
+	VBROADCASTSS (DX), Z5
+	VMULPS       (CX), Z5, Z0
+	VPANDD       Z16, Z0, Z1
+	VADDPS       Z23, Z1, Z3
+	VPSUBD       Z24, Z3, Z3
+	VPSRLD       $0x16, Z1, Z2
+	VPANDD       Z26, Z2, Z2
+	VPADDD       Z25, Z2, Z2
+	VPADDD       Z1, Z2, Z2
+	VPSRLD       $0x16, Z2, Z2
+	VPSUBD       Z27, Z2, Z4
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z4, K1, Z4
+	VPMINUD      Z28, Z4, Z4
+	VPSRLD       $0x1c, Z0, Z2
+	VPCMPUD      $0x02, Z17, Z1, K2
+	VPTERNLOGD   $0xf8, Z22, Z2, K2, Z4
+	VPSRLQ       $0x1c, Z4, Z2
+	VPORQ        Z2, Z4, Z4
+	VPMOVQB      Z4, (AX)
+
+e2m1rn_end:
 	VZEROUPPER
 	RET
 
@@ -4500,8 +4541,6 @@ TEXT ·e2m1StochasticAVX512(SB), NOSPLIT, $0-40
 	VPBROADCASTD SI, Z21
 	MOVL         $0x00000008, SI
 	VPBROADCASTD SI, Z22
-	MOVL         $0x10011001, SI
-	VPBROADCASTD SI, Z9
 	LEAQ         e2m1Tables<>+0(SB), SI
 	MOVL         $0x40c00000, DI
 	VPBROADCASTD DI, Z18
@@ -4561,15 +4600,12 @@ e2m1sr_loop:
 	VCMPPS       $0x01, Z5, Z8, K3
 	VPADDD       192(SI), Z2, K3, Z2
 	VPSRLD       $0x1c, Z0, Z7
-	VPANDD       Z22, Z7, Z7
-	VPORD        Z7, Z2, Z2
-	VPCMPUD      $0x06, Z17, Z1, K4
-	VPBLENDMD    Z21, Z2, K4, Z2
+	VPCMPUD      $0x02, Z17, Z1, K4
+	VPTERNLOGD   $0xf8, Z22, Z7, K4, Z2
 	VPADDD       Z28, Z27, Z27
-	VPMOVDB      Z2, X10
-	VPMADDUBSW   X9, X10, X10
-	VPACKUSWB    X10, X10, X10
-	VMOVQ        X10, (AX)
+	VPSRLQ       $0x1c, Z2, Z10
+	VPORQ        Z10, Z2, Z2
+	VPMOVQB      Z2, (AX)
 	ADDQ         $0x00000008, AX
 	ADDQ         $0x00000040, CX
 	ADDQ         $0x00000004, DX

@@ -240,37 +240,56 @@ func e2m1Blocks(stochastic bool) {
 	src := Load(Param("src"), GP64())
 	es := Load(Param("es"), GP64())
 	n := Load(Param("blocks"), GP64())
-	zAbs, zInf, zSeven, zSign8, zPack := Z16, Z17, Z21, Z22, Z9
+	zAbs, zInf, zSeven, zSign8 := Z16, Z17, Z21, Z22
 	bcast(0x7FFFFFFF, zAbs)
 	bcast(0x7F800000, zInf)
 	bcast(7, zSeven)
 	bcast(8, zSign8)
-	bcast(0x10011001, zPack) // byte multipliers 1, 16: two codes to a byte
-	// pack writes the 16 codes in c (one a lane) to dst, two a byte.
+	// pack writes the 16 codes in c (one a lane) to dst, two a byte:
+	// the codes pair up within each quadword (the odd one shifted down
+	// to bits 4–7), whose low bytes are stored.
 	pack := func(c VecPhysical) {
-		VPMOVDB(c, X10)
-		VPMADDUBSW(X9, X10, X10)
-		VPACKUSWB(X10, X10, X10)
-		VMOVQ(X10, Mem{Base: dst})
+		VPSRLQ(U8(28), c, Z10)
+		VPORQ(Z10, c, c)
+		VPMOVQB(c, Mem{Base: dst})
 		ADDQ(U32(8), dst)
 		ADDQ(U32(64), src)
 		ADDQ(U32(4), es)
 	}
 	if !stochastic {
 		r := newRoundRegs(22, 0x3F800000, 22, 126<<1, 7, Z23, Z24, Z25, Z26, Z27, Z28, Z29)
-		loop("e2m1rn", n, func() {
-			y, ya, t, sub, c, s := Z0, Z1, Z2, Z3, Z4, Z5
-			VBROADCASTSS(Mem{Base: es}, s)
-			VMULPS(Mem{Base: src}, s, y)
+		// block casts the 16 values at src+64·i with the scale at es+4·i
+		// and stores their 8 bytes at dst+8·i. The rounding saturates a
+		// NaN to 7 (its magnitude bits are above +inf's), so only the
+		// sign is left to it: ORed in (bit 3) where the value is not a
+		// NaN. Codes pair up within each quadword (the odd one shifted
+		// down to bits 4–7), whose low bytes are stored.
+		block := func(i int, y, ya, t, sub, c, s VecPhysical, k Op) {
+			VBROADCASTSS(Mem{Base: es, Disp: 4 * i}, s)
+			VMULPS(Mem{Base: src, Disp: 64 * i}, s, y)
 			VPANDD(zAbs, y, ya)
 			r.round(ya, c, t, sub)
-			VPSRLD(U8(28), y, t) // the sign to bit 3
-			VPANDD(zSign8, t, t)
-			VPORD(t, c, c)
-			VPCMPUD(U8(6), zInf, ya, K2) // K2: NaN: +6, unsigned
-			VPBLENDMD(zSeven, c, K2, c)
-			pack(c)
+			VPSRLD(U8(28), y, t)
+			VPCMPUD(U8(2), zInf, ya, k)           // k: not a NaN
+			VPTERNLOGD(U8(0xF8), zSign8, t, k, c) // c |= t & 8 (the sign) there
+			VPSRLQ(U8(28), c, t)                  // pack as pack does
+			VPORQ(t, c, c)
+			VPMOVQB(c, Mem{Base: dst, Disp: 8 * i})
+		}
+		pairs := GP64()
+		MOVQ(n, pairs)
+		SHRQ(U8(1), pairs)
+		loop("e2m1rn", pairs, func() {
+			block(0, Z0, Z1, Z2, Z3, Z4, Z5, K2)
+			block(1, Z10, Z11, Z12, Z13, Z14, Z15, K3)
+			ADDQ(U32(16), dst)
+			ADDQ(U32(128), src)
+			ADDQ(U32(8), es)
 		})
+		TESTQ(U32(1), n)
+		JZ(LabelRef("e2m1rn_end"))
+		block(0, Z0, Z1, Z2, Z3, Z4, Z5, K2)
+		Label("e2m1rn_end")
 		VZEROUPPER()
 		RET()
 		return
@@ -327,11 +346,10 @@ func e2m1Blocks(stochastic bool) {
 		VMULPS(zU, u, u)
 		VCMPPS(U8(1), fr, u, K3)                    // K3: u < fraction (LT_OS)
 		VPADDD(Mem{Base: tab, Disp: 192}, c, K3, c) // + 1 where raised
+		// The sign (bit 3) where v is not a NaN (a NaN is 7 already).
 		VPSRLD(U8(28), v, t)
-		VPANDD(zSign8, t, t)
-		VPORD(t, c, c)
-		VPCMPUD(U8(6), zInf, a, K4) // K4: NaN
-		VPBLENDMD(zSeven, c, K4, c)
+		VPCMPUD(U8(2), zInf, a, K4)
+		VPTERNLOGD(U8(0xF8), zSign8, t, K4, c)
 		VPADDD(zSixteen, zCtr, zCtr)
 		pack(c)
 	})
