@@ -38,6 +38,7 @@ func main() {
 	}
 	rht16Data()
 	rht16()
+	amax16Data()
 	amax16()
 	nvfp4ColsData()
 	nvfp4Cols(false)

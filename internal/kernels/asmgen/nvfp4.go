@@ -117,6 +117,18 @@ func rht16() {
 	RET()
 }
 
+// amax16Data defines the permute that puts amax16's sixteen reduced
+// maxima in block order: block j = 4t+L sits in dword 4L+t.
+func amax16Data() {
+	amax16Mem = GLOBL("amax16Perm", RODATA|NOPTR)
+	for j := 0; j < 16; j++ {
+		t, l := j/4, j%4
+		DATA(4*j, U32(uint32(4*l+t)))
+	}
+}
+
+var amax16Mem Mem
+
 // amax16 emits the max |x| bits of each block of 16 values (an NVFP4
 // block) over 16·blocks values, a NaN counting as 0 (fmaxf's rule).
 func amax16() {
@@ -126,9 +138,57 @@ func amax16() {
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
 	out := Load(Param("out"), GP64())
-	zAbs, zInf := Z20, Z21
+	zAbs, zInf, zIdx := Z20, Z21, Z26
 	bcast(0x7FFFFFFF, zAbs)
 	bcast(0x7F800000, zInf)
+	// Sixteen blocks at a time: their |x| (NaN lanes zeroed), then the
+	// sixteen horizontal maxima as one transposing reduction — halves of
+	// register pairs, then quarters, pairs of lanes and lanes — whose
+	// result (block 4t+L in dword 4L+t) one permute puts in order.
+	{
+		t := GP64()
+		LEAQ(amax16Mem, t)
+		VMOVDQU32(Mem{Base: t}, zIdx)
+	}
+	g := GP64()
+	MOVQ(n, g)
+	SHRQ(U8(4), g)
+	ANDQ(U8(15), n)
+	loop("amax16x16", g, func() {
+		v := make([]VecPhysical, 16)
+		for i := range v {
+			v[i] = zmm(i)
+			VPANDD(Mem{Base: src, Disp: 64 * i}, zAbs, v[i])
+			VPCMPUD(U8(6), zInf, v[i], K1) // K1: NaN
+			VPXORD(v[i], v[i], K1, v[i])
+		}
+		lo, hi := Z27, Z28
+		w := []VecPhysical{Z16, Z17, Z18, Z19, Z22, Z23, Z24, Z25}
+		for i := range w {
+			VSHUFI64X2(U8(0x44), v[2*i+1], v[2*i], lo)
+			VSHUFI64X2(U8(0xEE), v[2*i+1], v[2*i], hi)
+			VPMAXUD(hi, lo, w[i])
+		}
+		x := v[:4]
+		for k := range x {
+			VSHUFI64X2(U8(0x88), w[2*k+1], w[2*k], lo)
+			VSHUFI64X2(U8(0xDD), w[2*k+1], w[2*k], hi)
+			VPMAXUD(hi, lo, x[k])
+		}
+		y := v[4:6]
+		for m := range y {
+			VPUNPCKLQDQ(x[2*m+1], x[2*m], lo)
+			VPUNPCKHQDQ(x[2*m+1], x[2*m], hi)
+			VPMAXUD(hi, lo, y[m])
+		}
+		VSHUFPS(U8(0x88), y[1], y[0], lo)
+		VSHUFPS(U8(0xDD), y[1], y[0], hi)
+		VPMAXUD(hi, lo, lo)
+		VPERMD(lo, zIdx, lo)
+		VMOVDQU32(lo, Mem{Base: out})
+		ADDQ(U32(1024), src)
+		ADDQ(U32(64), out)
+	})
 	loop("amax16", n, func() {
 		VPANDD(Mem{Base: src}, zAbs, Z0)
 		VPCMPUD(U8(6), zInf, Z0, K1) // K1: NaN
