@@ -389,9 +389,24 @@ func TestSliceFunctionsRefuseShortDestinations(t *testing.T) {
 	}
 }
 
+// nvfp4Random returns a rows × cols NVFP4 tensor of normal values (1×16
+// blocks, or 16×16 tiles).
+func nvfp4Random(rng *rand.Rand, rows, cols int, tiles bool) *NVFP4 {
+	v := make([]float32, rows*cols)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	q, err := QuantizeNVFP4(v, rows, cols, NVFP4Cast{TwoD: tiles})
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
 // BenchmarkScaledGEMMScalings compares one GEMM's scalings at the MLP's
 // shapes (fprop 128×512×784, wgrad 512×784×128): tensorwise (delayed and
-// current scaling), MXFP8 and Float8BlockScaling (power-of-two scales).
+// current scaling), MXFP8, Float8BlockScaling (power-of-two scales) and
+// NVFP4 (1×16 blocks times 16×16 weight tiles).
 func BenchmarkScaledGEMMScalings(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	for _, sz := range [][3]int{{128, 512, 784}, {512, 784, 128}} {
@@ -426,6 +441,7 @@ func BenchmarkScaledGEMMScalings(b *testing.B) {
 			{"tensorwise", Operand{Codes: ca, Format: E4M3, ScaleInv: 0.5}, Operand{Codes: cb, Format: E4M3, ScaleInv: 2, Trans: true}},
 			{"mxfp8", Operand{Codes: ca, Format: E4M3, Block: e8(m * nb32)}, Operand{Codes: cb, Format: E4M3, Block: e8(n * nb32), Trans: true}},
 			{"block", Operand{Codes: ca, Format: E4M3, BlockScaleInv: p2(m * nb128)}, Operand{Codes: cb, Format: E4M3, BlockScaleInv: p2(((n + 127) / 128) * nb128), BlockTiles: true, Trans: true}},
+			{"nvfp4", Operand{FP4: nvfp4Random(rng, m, k, false)}, Operand{FP4: nvfp4Random(rng, n, k, true), Trans: true}},
 		} {
 			b.Run(fmt.Sprintf("%dx%dx%d/%s", m, n, k, c.name), func(b *testing.B) {
 				g := NewScaledGEMM()
