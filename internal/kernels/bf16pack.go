@@ -322,17 +322,24 @@ func shiftLanes(d, shifts []uint32) {
 	bf16ShiftGo(d[done:], shifts[done:])
 }
 
-// e2m1Loc returns the code of NVFP4 element o (r·E2M1Cols + c) and its
-// factor.
-func (x *Operand) e2m1Loc(o int) (code uint8, f float32) {
+// e2m1Run returns NVFP4's codes and factors from element o (r·E2M1Cols
+// + c) on: the byte holding o (its low nibble when c is even) and o's
+// block factor (its tile's with E2M1Tiles).
+func (x *Operand) e2m1Run(o int) (codes []uint8, f []float32) {
 	cols := x.E2M1Cols
 	r, c := o/cols, o%cols
 	fr := r
 	if x.E2M1Tiles {
 		fr = r / 16
 	}
-	code = x.E2M1[r*((cols+1)/2)+c/2] >> (4 * (c & 1)) & 0xF
-	return code, x.E2M1Factors[fr*((cols+15)/16)+c/16]
+	return x.E2M1[r*((cols+1)/2)+c/2:], x.E2M1Factors[fr*((cols+15)/16)+c/16:]
+}
+
+// e2m1Loc returns the code of NVFP4 element o (r·E2M1Cols + c) and its
+// factor.
+func (x *Operand) e2m1Loc(o int) (code uint8, f float32) {
+	codes, fs := x.e2m1Run(o)
+	return codes[0] >> (4 * (o % x.E2M1Cols & 1)) & 0xF, fs[0]
 }
 
 // e2m1At returns NVFP4 element o (r·E2M1Cols + c) as bf16: its code's
@@ -360,13 +367,13 @@ func (x *Operand) e2m1RowsVector(dst []uint32, o, ld, rows, n, ldd int) bool {
 	if c0%16 != 0 || c0+n > cols {
 		return false
 	}
-	half, nb := (cols+1)/2, (cols+15)/16
 	for r := 0; r < rows; {
-		k, fr, fs := rows-r, r0+r, nb
+		k, fs := rows-r, (cols+15)/16
 		if x.E2M1Tiles {
-			k, fr, fs = min(k, 16-fr%16), fr/16, 0
+			k, fs = min(k, 16-(r0+r)%16), 0
 		}
-		e2m1RowsVector(dst[r*ldd:], x.E2M1[(r0+r)*half+c0/2:], x.E2M1Factors[fr*nb+c0/16:], k, n/16, half, ldd, fs)
+		codes, f := x.e2m1Run(o + r*cols)
+		e2m1RowsVector(dst[r*ldd:], codes, f, k, n/16, (cols+1)/2, ldd, fs)
 		r += k
 	}
 	return true
@@ -381,8 +388,7 @@ func (x *Operand) e2m1Row(dst []uint32, o, n int) {
 		return
 	}
 	cols := x.E2M1Cols
-	r, c := o/cols, o%cols
-	if c%16 != 0 || c+n > cols {
+	if c := o % cols; c%16 != 0 || c+n > cols {
 		q := 0
 		for ; 2*q+1 < n; q++ {
 			dst[q] = bf16Pair(x.e2m1At(o+2*q), x.e2m1At(o+2*q+1))
@@ -392,12 +398,9 @@ func (x *Operand) e2m1Row(dst []uint32, o, n int) {
 		}
 		return
 	}
-	fr := r
-	if x.E2M1Tiles {
-		fr = r / 16
-	}
+	codes, f := x.e2m1Run(o)
 	d := unsafe.Slice((*uint16)(unsafe.Pointer(&dst[0])), 2*len(dst))
-	DecodeE2M1BF16(d, x.E2M1[r*((cols+1)/2)+c/2:], x.E2M1Factors[fr*((cols+15)/16)+c/16:], n)
+	DecodeE2M1BF16(d, codes, f, n)
 	if n%2 == 1 {
 		d[n] = 0 // the odd pair's missing value
 	}
@@ -416,40 +419,18 @@ func (x *Operand) e2m1GroupsVector(dst []uint32, o0, o1, groups, width, stride i
 	if c0%16 != 0 || c1%16 != 0 || c0+n > cols || c1+n > cols {
 		return false
 	}
-	half, nb := (cols+1)/2, (cols+15)/16
-	row := func(o int) (codes []uint8, f []float32) {
-		r, c := o/cols, o%cols
-		fr := r
-		if x.E2M1Tiles {
-			fr = r / 16
-		}
-		return x.E2M1[r*half+c/2:], x.E2M1Factors[fr*nb+c/16:]
-	}
-	a, fa := row(o0)
-	b, fb := row(o1)
+	a, fa := x.e2m1Run(o0)
+	b, fb := x.e2m1Run(o1)
 	return e2m1GroupsVector(dst, a, b, fa, fb, groups, width/16, stride, width)
 }
 
 // e2m1PairsVector does the whole blocks of 16 of pairs16 for NVFP4
-// codes with the vector kernel, when both runs start on a block within
-// their rows, and returns how many lanes it wrote.
+// codes with the vector kernel (as one group of e2m1GroupsVector), when
+// both runs start on a block within their rows, and returns how many
+// lanes it wrote.
 func (x *Operand) e2m1PairsVector(dst []uint32, o0, o1, n int) int {
-	cols := x.E2M1Cols
-	c0, c1 := o0%cols, o1%cols
-	blocks := n / 16
-	if blocks == 0 || c0%16 != 0 || c1%16 != 0 || c0+n > cols || c1+n > cols {
-		return 0
+	if w := n / 16 * 16; w > 0 && x.e2m1GroupsVector(dst, o0, o1, 1, w, 0) {
+		return w
 	}
-	half, nb := (cols+1)/2, (cols+15)/16
-	row := func(o int) (codes []uint8, f []float32) {
-		r, c := o/cols, o%cols
-		fr := r
-		if x.E2M1Tiles {
-			fr = r / 16
-		}
-		return x.E2M1[r*half+c/2 : r*half+c/2+8*blocks], x.E2M1Factors[fr*nb+c/16 : fr*nb+c/16+blocks]
-	}
-	a, fa := row(o0)
-	b, fb := row(o1)
-	return e2m1PairsVector(dst[:16*blocks], a, b, fa, fb)
+	return 0
 }

@@ -197,19 +197,6 @@ func stridedPairsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stri
 	return true
 }
 
-// e2m1PairsVector interleaves the decoded NVFP4 runs a and b (16 lanes
-// of dst per block, one factor each) with the vector kernel and returns
-// how many lanes it wrote.
-func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int {
-	blocks := len(fa)
-	if !hasAVX512 || blocks == 0 {
-		return 0
-	}
-	_, _, _, _ = dst[16*blocks-1], a[8*blocks-1], b[8*blocks-1], fb[blocks-1]
-	e2m1PairsStridedAVX512(&dst[0], &a[0], &b[0], &fa[0], &fb[0], 1, blocks, 0, 0, 0)
-	return 16 * blocks
-}
-
 // e2m1GroupsVector interleaves groups runs of 16·blocks decoded NVFP4
 // values of two code rows, run g starting g·cstep codes (and g·cstep/16
 // factors) along a and b and written g·stride lanes along dst, with one

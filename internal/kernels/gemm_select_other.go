@@ -37,7 +37,6 @@ const hasBF16 = false
 func bf16ShiftVector(d, shifts []uint32, step int) int { return 0 }
 func bf16ShiftRunsVector(d []uint32, exp []int8) int   { return 0 }
 
-func e2m1PairsVector(dst []uint32, a, b []uint8, fa, fb []float32) int { return 0 }
 func e2m1GroupsVector(dst []uint32, a, b []uint8, fa, fb []float32, groups, blocks, stride, cstep int) bool {
 	return false
 }
