@@ -7232,36 +7232,6 @@ bf16PairsStridedF32_g_done:
 	VZEROUPPER
 	RET
 
-// func bf16RowF32(dst *uint32, src *float32, blocks int)
-// Requires: AVX, AVX512F
-TEXT ·bf16RowF32(SB), NOSPLIT, $0-24
-	MOVQ  dst+0(FP), AX
-	MOVQ  src+8(FP), CX
-	MOVQ  blocks+16(FP), DX
-	TESTQ DX, DX
-	JZ    bf16RowF32_done
-
-bf16RowF32_loop:
-	VMOVUPS (CX), Z0
-	VMOVUPS 64(CX), Z1
-
-	// VCVTNE2PS2BF16 z4, z1, z0
-	BYTE      $0x62
-	BYTE      $0xf2
-	BYTE      $0x77
-	BYTE      $0x48
-	BYTE      $0x72
-	BYTE      $0xe0
-	VMOVDQU32 Z4, (AX)
-	ADDQ      $0x00000080, CX
-	ADDQ      $0x00000040, AX
-	DECQ      DX
-	JNZ       bf16RowF32_loop
-
-bf16RowF32_done:
-	VZEROUPPER
-	RET
-
 // func bf16PairsStridedFP8(dst *uint32, r0 *uint8, r1 *uint8, groups int, group int, stride int, sstride int, table *[128]uint16)
 // Requires: AVX, AVX2, AVX512BW, AVX512F
 TEXT ·bf16PairsStridedFP8(SB), NOSPLIT, $0-64
@@ -7611,6 +7581,74 @@ bf16RowsFP8Shift_rowend:
 	JNZ  bf16RowsFP8Shift_row_loop
 
 bf16RowsFP8Shift_row_done:
+	VZEROUPPER
+	RET
+
+// func bf16RowsF32(dst *uint32, src *float32, rows int, runs int, tail int, ld int, ldd int)
+// Requires: AVX, AVX512F, BMI2
+TEXT ·bf16RowsF32(SB), NOSPLIT, $0-56
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  rows+16(FP), DX
+	TESTQ DX, DX
+	JZ    bf16RowsF32_row_done
+
+bf16RowsF32_row_loop:
+	MOVQ  CX, BX
+	MOVQ  AX, SI
+	MOVQ  runs+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16RowsF32_run_done
+
+bf16RowsF32_run_loop:
+	VMOVUPS (BX), Z0
+	VMOVUPS 64(BX), Z1
+
+	// VCVTNE2PS2BF16 z4, z1, z0
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xe0
+	VMOVDQU32 Z4, (SI)
+	ADDQ      $0x00000080, BX
+	ADDQ      $0x00000040, SI
+	DECQ      DI
+	JNZ       bf16RowsF32_run_loop
+
+bf16RowsF32_run_done:
+	MOVQ      tail+32(FP), DI
+	TESTQ     DI, DI
+	JZ        bf16RowsF32_rowend
+	MOVL      $0xffffffff, R8
+	BZHIL     DI, R8, R9
+	KMOVW     R9, K2
+	SHRL      $0x10, R9
+	KMOVW     R9, K4
+	VMOVUPS.Z (BX), K2, Z0
+	VMOVUPS.Z 64(BX), K4, Z1
+
+	// VCVTNE2PS2BF16 z4, z1, z0
+	BYTE      $0x62
+	BYTE      $0xf2
+	BYTE      $0x77
+	BYTE      $0x48
+	BYTE      $0x72
+	BYTE      $0xe0
+	LEAL      1(DI), R9
+	SHRL      $0x01, R9
+	BZHIL     R9, R8, R9
+	KMOVW     R9, K3
+	VMOVDQU32 Z4, K3, (SI)
+
+bf16RowsF32_rowend:
+	ADDQ ld+40(FP), CX
+	ADDQ ldd+48(FP), AX
+	DECQ DX
+	JNZ  bf16RowsF32_row_loop
+
+bf16RowsF32_row_done:
 	VZEROUPPER
 	RET
 

@@ -234,11 +234,6 @@ func amxBF16Tiles(kt int, a *uint32, lda int, b *uint32, c *float32, ldc int, mt
 //go:noescape
 func bf16PairsStridedF32(dst *uint32, r0 *float32, r1 *float32, groups int, group int, stride int, sstride int)
 
-// bf16RowF32 converts 32·blocks consecutive values to bf16 pairs (AVX512_BF16).
-//
-//go:noescape
-func bf16RowF32(dst *uint32, src *float32, blocks int)
-
 // bf16PairsStridedFP8 interleaves, for each of groups pairs of rows, 16·group values of the two rows (FP8 codes through a bf16 table) as bf16 pairs: group g reads r0 and r1 advanced by g·sstride bytes and writes dst advanced by g·stride bytes (AVX512_BF16).
 //
 //go:noescape
@@ -253,6 +248,11 @@ func bf16RowsFP8(dst *uint32, src *uint8, rows int, runs int, tail int, ld int, 
 //
 //go:noescape
 func bf16RowsFP8Shift(dst *uint32, src *uint8, rows int, runs int, tail int, ld int, ldd int, table *[128]uint16, exp *int8, es int)
+
+// bf16RowsF32 converts rows of 32·runs + tail float32 values (nearest even) to bf16 pairs, the tail through masked loads and stores; its Go twin is bf16At pair by pair (row16's loop) (AVX512_BF16, BMI2).
+//
+//go:noescape
+func bf16RowsF32(dst *uint32, src *float32, rows int, runs int, tail int, ld int, ldd int)
 
 // bf16PairsFP8Shift interleaves two rows of 16·group·groups FP8 codes through a bf16 table as bf16 pairs, each group of 16·group lanes stride bytes after the last, lane j's exponents shifted by shifts[j]; its Go twin is pairs16 then bf16ShiftGo (AVX512_BF16).
 //

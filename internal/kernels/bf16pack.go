@@ -103,8 +103,9 @@ func (x *Operand) pairs16Exp(dst []uint32, o0, o1, n int, shifts []uint32) {
 }
 
 // rows16 is row16 of rows rows of n values, row r at x[o+r·ld:] written
-// to dst[r·ldd:]: one call of the vector kernel for FP8 codes, and for
-// NVFP4 codes one a band of rows sharing their factors' stride.
+// to dst[r·ldd:]: one call of the vector kernel for float32 values and
+// FP8 codes, and for NVFP4 codes one a band of rows sharing their
+// factors' stride.
 func (x *Operand) rows16(dst []uint32, o, ld, rows, n, ldd int) {
 	if rowsVector(x, dst, o, ld, rows, n, ldd) || x.e2m1RowsVector(dst, o, ld, rows, n, ldd) {
 		return
@@ -125,10 +126,7 @@ func (x *Operand) row16(dst []uint32, o, n int) {
 	if rowsVector(x, dst, o, 0, 1, n, 0) {
 		return
 	}
-	q := rowVector(x, dst, o, n)
-	if 2*q < n && rowTailVector(x, dst[q:], o+2*q, n-2*q) {
-		return
-	}
+	q := 0
 	for ; 2*q+1 < n; q++ {
 		dst[q] = bf16Pair(x.bf16At(o+2*q), x.bf16At(o+2*q+1))
 	}

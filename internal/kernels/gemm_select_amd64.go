@@ -224,35 +224,6 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	return 16 * blocks
 }
 
-// rowVector does the longest multiple of 32 values of Operand.row16 of
-// a float32 operand with the vector kernel and returns how many pairs
-// it wrote (FP8 rows go through rowsVector).
-func rowVector(x *Operand, dst []uint32, o, n int) int {
-	blocks := n / 32
-	if !hasBF16 || blocks == 0 || x.Codes != nil || x.E2M1 != nil {
-		return 0
-	}
-	_, _ = dst[blocks*16-1], x.F32[o+blocks*32-1]
-	bf16RowF32(&dst[0], &x.F32[o], blocks)
-	return blocks * 16
-}
-
-// rowTailVector converts the n < 32 values at x[o:] (a float32 row's
-// tail) into ⌈n/2⌉ pairs through the vector kernel, from a zero-padded
-// copy (a zero value converts to the zero half row16's loop pads an odd
-// tail with), and reports whether it could.
-func rowTailVector(x *Operand, dst []uint32, o, n int) bool {
-	if !hasBF16 || n <= 0 || n >= 32 || x.Codes != nil || x.E2M1 != nil {
-		return false
-	}
-	var pairs [16]uint32
-	var v [32]float32
-	copy(v[:], x.F32[o:o+n])
-	bf16RowF32(&pairs[0], &v[0], 1)
-	copy(dst[:(n+1)/2], pairs[:])
-	return true
-}
-
 // fp8RowsOK reports whether rows of n FP8 codes of x convert with the
 // vector row kernels: a bf16 table, and an odd row's missing last value
 // read as code 0 converting to the zero half row16 pads with.
@@ -260,10 +231,15 @@ func fp8RowsOK(x *Operand, rows, n int) bool {
 	return hasBF16 && hasBMI2 && rows > 0 && n > 0 && x.Codes != nil && x.bf16Tab != nil && x.E2M1 == nil && (n%2 == 0 || x.bf16Tab[0] == 0)
 }
 
-// rowsVector does Operand.rows16 for FP8 codes with the vector kernel
-// (rows rows of n codes, ld apart, written ⌈n/2⌉ pairs each, ldd apart)
-// and reports whether it could.
+// rowsVector does Operand.rows16 for float32 values or FP8 codes with
+// the vector kernel (rows rows of n values, ld apart, written ⌈n/2⌉
+// pairs each, ldd apart) and reports whether it could.
 func rowsVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
+	if x.Codes == nil && x.E2M1 == nil && hasBF16 && hasBMI2 && rows > 0 && n > 0 {
+		_, _ = x.F32[o+(rows-1)*ld+n-1], dst[(rows-1)*ldd+(n+1)/2-1]
+		bf16RowsF32(&dst[0], &x.F32[o], rows, n/32, n%32, 4*ld, 4*ldd)
+		return true
+	}
 	if !fp8RowsOK(x, rows, n) {
 		return false
 	}

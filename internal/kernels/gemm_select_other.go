@@ -11,12 +11,11 @@ func availableBF16Kernels() []bf16Kernel { return []bf16Kernel{goBF16Kernel, goA
 // defaultBF16: the twin is used by default here.
 const defaultBF16 = true
 
-// pairsVector and rowVector have no vector path on this build.
+// pairsVector has no vector path on this build.
 func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int { return 0 }
 func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) bool {
 	return false
 }
-func rowVector(x *Operand, dst []uint32, o, n int) int { return 0 }
 func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int) bool {
 	return false
 }
@@ -40,8 +39,6 @@ func bf16ShiftRunsVector(d []uint32, exp []int8) int   { return 0 }
 func e2m1GroupsVector(dst []uint32, a, b []uint8, fa, fb []float32, groups, blocks, stride, cstep int) bool {
 	return false
 }
-
-func rowTailVector(x *Operand, dst []uint32, o, n int) bool { return false }
 
 // rowsVector and rowsExpVector have no vector path on this build.
 func rowsVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool { return false }

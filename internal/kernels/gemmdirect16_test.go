@@ -331,12 +331,13 @@ func TestDirectBF16Exp(t *testing.T) {
 	}
 }
 
-// TestRowsKernelsMatchTwins checks the row kernels of FP8 codes (every
-// row length from 1 to 300, so every tail of a 32-code block and of a
-// 128-code run, odd ones included; rows apart by more than their
-// length; with and without Float8BlockScaling's exponent shifts) against
-// the conversion pair by pair, shifted run by run: the pairs written
-// (a NaN half's sign aside), and no lane past a row's pairs touched.
+// TestRowsKernelsMatchTwins checks the row kernels of FP8 codes and of
+// float32 values (every row length from 1 to 300, so every tail of a
+// 32-value block and of a 128-code run, odd ones included; rows apart by
+// more than their length; FP8 with and without Float8BlockScaling's
+// exponent shifts) against the conversion pair by pair, shifted run by
+// run: the pairs written (a NaN half's sign aside), and no lane past a
+// row's pairs touched.
 func TestRowsKernelsMatchTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	const rows = 3
@@ -354,8 +355,17 @@ func TestRowsKernelsMatchTwins(t *testing.T) {
 		for i := range exp {
 			exp[i] = int8(-rng.IntN(20))
 		}
+		f := make([]float32, rows*ld)
+		for i := range f {
+			f[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(40)-20))
+		}
+		f[1] = float32(math.Inf(-1))
 		x := fp8OperandForTest(codes, n%2, 1)
-		for _, shift := range []bool{false, true} {
+		for _, kind := range []string{"fp8", "fp8 shifted", "float32"} {
+			shift := kind == "fp8 shifted"
+			if kind == "float32" {
+				x = &Operand{F32: f}
+			}
 			const fill = 0xDEADBEEF
 			got, want := make([]uint32, rows*ldd), make([]uint32, rows*ldd)
 			for i := range got {
@@ -383,7 +393,7 @@ func TestRowsKernelsMatchTwins(t *testing.T) {
 			half := func(a, b uint32) bool { return a == b || nan(a) && nan(b) } // NaN's sign is free
 			for i := range got {
 				if !half(got[i]&0xFFFF, want[i]&0xFFFF) || !half(got[i]>>16, want[i]>>16) {
-					t.Fatalf("n=%d shift=%v: lane %d (row %d) = %#x, want %#x", n, shift, i, i/ldd, got[i], want[i])
+					t.Fatalf("n=%d %s: lane %d (row %d) = %#x, want %#x", n, kind, i, i/ldd, got[i], want[i])
 				}
 			}
 		}

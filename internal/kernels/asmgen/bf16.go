@@ -181,15 +181,11 @@ func pairIndex(dst VecPhysical) {
 
 var pairIndexMem Mem
 
-// bf16Pack emits the bf16 packing kernels for one source type:
-//
-//   - pairs: dst[j] = bf16(r0[j]) | bf16(r1[j])<<16 for 16·blocks j —
-//     two rows of op(X) along k interleaved, as the kernel reads them,
-//     written in groups (one per sliver of the packed panel) that lie
-//     stride bytes apart;
-//   - row: dst[q] = bf16(s[2q]) | bf16(s[2q+1])<<16 for 16·blocks q —
-//     32·blocks consecutive values, which is already pairs when k runs
-//     along the row.
+// bf16Pack emits the bf16 pairs kernel for one source type: dst[j] =
+// bf16(r0[j]) | bf16(r1[j])<<16 for 16·blocks j — two rows of op(X)
+// along k interleaved, as the kernel reads them, written in groups (one
+// per sliver of the packed panel) that lie stride bytes apart. (Rows
+// whose k runs along them are already pairs: bf16Rows converts those.)
 //
 // float32 values round to nearest even (VCVTNE2PS2BF16). FP8 codes
 // (kind "FP8", any format) are looked up in a 128-entry table of the
@@ -244,47 +240,26 @@ func bf16Pack(kind string) {
 	})
 	VZEROUPPER()
 	RET()
-
-	if fp8 {
-		return // rows of FP8 codes: bf16RowsFP8
-	}
-	// row
-	name = "bf16Row" + kind
-	TEXT(name, NOSPLIT, fmt.Sprintf("func(dst *uint32, src *%s, blocks int%s)", elem, tabSig))
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s converts 32·blocks consecutive values%s to bf16 pairs (AVX512_BF16).", name, tabDoc))
-	dst = Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	n := Load(Param("blocks"), GP64())
-	if fp8 {
-		loadTable(24)
-	}
-	loop(name, n, func() {
-		if fp8 {
-			VPMOVZXBW(Mem{Base: src}, Z0)
-			lookup(Z0, Z4)
-		} else {
-			VMOVUPS(Mem{Base: src}, Z0)
-			VMOVUPS(Mem{Base: src, Disp: 64}, Z1)
-			vcvtne2ps2bf16(Z4, Z1, Z0)
-		}
-		VMOVDQU32(Z4, Mem{Base: dst})
-		ADDQ(U32(2*width), src)
-		ADDQ(U32(64), dst)
-	})
-	VZEROUPPER()
-	RET()
 }
 
-// bf16RowsFP8 emits the conversion of rows of FP8 codes to bf16 pairs
-// (k along the row: consecutive codes are already pairs), through the
-// 128-entry bf16 table as bf16RowF32's FP8 twin did: rows rows, each
-// runs·L + tail codes (L = 32, or 128 with shift), row r read at src +
-// r·ld bytes and written at dst + r·ldd bytes, ⌈(runs·L + tail)/2⌉
-// pairs. The tail goes through masked loads and stores: codes past it
-// read as code 0 (the zero half an odd row's last pair needs, when the
-// table's entry 0 is zero) and lanes past it are left alone, so a row
-// of any length is one pass and the caller needs no padded copy.
+// The sources of bf16Rows: FP8 codes, FP8 codes with exponent shifts,
+// float32 values.
+const (
+	rowsFP8 = iota
+	rowsFP8Shift
+	rowsF32
+)
+
+// bf16Rows emits the conversion of rows to bf16 pairs (k along the
+// row: consecutive values are already pairs): float32 values rounded to
+// nearest even (VCVTNE2PS2BF16), or FP8 codes through the 128-entry bf16
+// table (bf16Pack's lookup): rows rows, each runs·L + tail values (L =
+// 32, or 128 with shift), row r read at src + r·ld bytes and written at
+// dst + r·ldd bytes, ⌈(runs·L + tail)/2⌉ pairs. The tail goes through
+// masked loads and stores: values past it read as zero (code 0: the zero
+// half an odd row's last pair needs, when the table's entry 0 is zero)
+// and lanes past it are left alone, so a row of any length is one pass
+// and the caller needs no padded copy.
 //
 // With shift (Float8BlockScaling's power-of-two scales), run r of a row
 // (128 codes, a k-block; the tail its own) has its finite non-zero bf16
@@ -295,24 +270,35 @@ func bf16Pack(kind string) {
 // shifted table. The sign, ORed in after the lookup, is then outside the
 // addition, which is the same as adding to the signed value as long as
 // no exponent leaves 1…254 (the caller's range check).
-func bf16RowsFP8(shift bool) {
-	name, run := "bf16RowsFP8", 32
+func bf16Rows(kind int) {
+	shift, f32 := kind == rowsFP8Shift, kind == rowsF32
+	name, run, elem := "bf16RowsFP8", 32, 1
 	sig := "func(dst *uint32, src *uint8, rows, runs, tail, ld, ldd int, table *[128]uint16)"
 	twin := "bf16At pair by pair (row16's loop)"
-	if shift {
+	switch kind {
+	case rowsFP8Shift:
 		name, run = "bf16RowsFP8Shift", ExpBlockAsm
 		sig = "func(dst *uint32, src *uint8, rows, runs, tail, ld, ldd int, table *[128]uint16, exp *int8, es int)"
 		twin = "that loop then bf16ShiftRunsGo, equal whenever no shifted exponent leaves 1…254"
+	case rowsF32:
+		name, elem = "bf16RowsF32", 4
+		sig = "func(dst *uint32, src *float32, rows, runs, tail, ld, ldd int)"
 	}
 	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s converts rows of %d·runs + tail FP8 codes through a bf16 table to bf16 pairs%s, the tail through masked loads and stores; its Go twin is %s (AVX512_BF16, BMI2).",
-		name, run, map[bool]string{true: ", each run's exponents shifted by its exp entry", false: ""}[shift], twin))
+	what := "FP8 codes through a bf16 table"
+	if f32 {
+		what = "float32 values (nearest even)"
+	}
+	Doc(fmt.Sprintf("%s converts rows of %d·runs + tail %s to bf16 pairs%s, the tail through masked loads and stores; its Go twin is %s (AVX512_BF16, BMI2).",
+		name, run, what, map[bool]string{true: ", each run's exponents shifted by its exp entry", false: ""}[shift], twin))
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	nr := Load(Param("rows"), GP64())
-	loadTable(56)
 	tab := []VecPhysical{Z20, Z21, Z22, Z23}
+	if !f32 {
+		loadTable(56)
+	}
 	var ex Register
 	zShift := Z28
 	if shift {
@@ -360,11 +346,17 @@ func bf16RowsFP8(shift bool) {
 				INCQ(e)
 			}
 			for i := 0; i < run/32; i++ {
-				VPMOVZXBW(Mem{Base: p, Disp: 32 * i}, Z0)
-				lookupIn(Z0, Z4, tab)
+				if f32 {
+					VMOVUPS(Mem{Base: p, Disp: 128 * i}, Z0)
+					VMOVUPS(Mem{Base: p, Disp: 128*i + 64}, Z1)
+					vcvtne2ps2bf16(Z4, Z1, Z0)
+				} else {
+					VPMOVZXBW(Mem{Base: p, Disp: 32 * i}, Z0)
+					lookupIn(Z0, Z4, tab)
+				}
 				VMOVDQU32(Z4, Mem{Base: d, Disp: 64 * i})
 			}
-			ADDQ(U32(run), p)
+			ADDQ(U32(run*elem), p)
 			ADDQ(U32(2*run), d)
 		})
 		t := Load(Param("tail"), GP64()).(GPVirtual)
@@ -379,9 +371,18 @@ func bf16RowsFP8(shift bool) {
 			// t > 0 codes left: this block's first min(t, 32) (BZHI
 			// keeps all 32 bits for an index of 32 or more).
 			BZHIL(t.As32(), ones, m)
-			KMOVD(m, K2)
-			VPMOVZXBW_Z(Mem{Base: p, Disp: 32 * i}, K2, Z0)
-			lookupIn(Z0, Z4, tab)
+			if f32 {
+				KMOVW(m, K2)
+				SHRL(U8(16), m)
+				KMOVW(m, K4)
+				VMOVUPS_Z(Mem{Base: p, Disp: 128 * i}, K2, Z0)
+				VMOVUPS_Z(Mem{Base: p, Disp: 128*i + 64}, K4, Z1)
+				vcvtne2ps2bf16(Z4, Z1, Z0)
+			} else {
+				KMOVD(m, K2)
+				VPMOVZXBW_Z(Mem{Base: p, Disp: 32 * i}, K2, Z0)
+				lookupIn(Z0, Z4, tab)
+			}
 			LEAL(Mem{Base: t, Disp: 1}, m)
 			SHRL(U8(1), m) // ⌈t/2⌉ pairs
 			BZHIL(m, ones, m)
