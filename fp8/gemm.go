@@ -94,8 +94,8 @@ type ScaledGEMM struct {
 	blockA, blockB []float32
 	decA, decB     []float32
 	f4A, f4B       []float32 // NVFP4 block factors
-	fold, foldB    []float32 // block factors being folded
-	expShA, expShB []int8    // Float8BlockScaling exponent shifts (direct path)
+	fold           []float32 // MXFP8 block factors being folded
+	expShA, expShB []int8    // Float8BlockScaling exponent shifts
 	f32A, f32B     []float32 // Float8BlockScaling factors per 32 (float32 path)
 	group          parallel.Group
 	job            foldJob
@@ -517,10 +517,10 @@ func nvfp4Operand(buf *[]float32, q *NVFP4) kernels.Operand {
 }
 
 // runFloat8BlockBF16 runs a GEMM of two Float8BlockScaling operands with
-// power-of-two scales on the bf16 kernels, each operand decoded once with
-// its block factors folded in (exact: powers of two, shifted by the
-// operand's largest so the values stay normal), and reports whether it
-// did; otherwise (float32 scales, no bf16 kernel, a float32 operand,
+// power-of-two scales on the bf16 kernels, each operand's block factors
+// applied as exponent shifts while its codes convert to bf16 (exact:
+// powers of two, relative to the operand's largest so the values stay
+// normal), and reports whether it did; otherwise (float32 scales, no bf16 kernel, a float32 operand,
 // factors spread too far) the caller takes the general path.
 func (g *ScaledGEMM) runFloat8BlockBF16(m, n, k int, a, b *Operand, c []float32) (bool, error) {
 	if !useBF16() || a.Codes == nil || b.Codes == nil || a.BlockScaleInv == nil || b.BlockScaleInv == nil || (a.BlockTiles && b.BlockTiles) {
@@ -533,16 +533,10 @@ func (g *ScaledGEMM) runFloat8BlockBF16(m, n, k int, a, b *Operand, c []float32)
 	if !allPow2E8M0(a.BlockScaleInv[:na]) || !allPow2E8M0(b.BlockScaleInv[:nb]) {
 		return false, nil
 	}
-	var shiftA, shiftB, minA, minB int
-	if kernels.DirectBF16(m, n, k) {
-		// The direct path shifts the converted bf16 values' exponents
-		// itself: no decoded copy of either operand.
-		shiftA, minA = g.exponents(&g.opA, &g.expShA, a, m, k)
-		shiftB, minB = g.exponents(&g.opB, &g.expShB, b, n, k)
-	} else {
-		shiftA, minA = g.foldFloat8(&g.opA, &g.decA, &g.fold, a, m, k, !a.Trans)
-		shiftB, minB = g.foldFloat8(&g.opB, &g.decB, &g.foldB, b, n, k, b.Trans)
-	}
+	// The bf16 GEMM shifts the converted values' exponents as it packs
+	// them: no decoded copy of either operand.
+	shiftA, minA := g.exponents(&g.opA, &g.expShA, a, m, k)
+	shiftB, minB := g.exponents(&g.opB, &g.expShB, b, n, k)
 	if minA+minB < -126 {
 		return false, nil
 	}
@@ -561,7 +555,9 @@ func (g *ScaledGEMM) runFloat8BlockBF16(m, n, k int, a, b *Operand, c []float32)
 // exponents points dst at a power-of-two Float8BlockScaling operand's
 // codes with its factors as exponent shifts 2^(e−shift) per row of op(X)
 // (or column of op(B)) and 128-block of k, shift the operand's largest
-// exponent; it returns shift and the bound foldFloat8 returns.
+// exponent; it returns shift and a lower bound on the exponent of its
+// smallest non-zero shifted magnitude (an all-zero block has factor 1,
+// so every factor counts).
 func (g *ScaledGEMM) exponents(dst *kernels.Operand, buf *[]int8, o *Operand, outer, k int) (shift, minExp int) {
 	nb := (k + Float8BlockSize - 1) / Float8BlockSize
 	inv := o.BlockScaleInv[:float8BlockFactors(outer, k, o.BlockTiles)]
@@ -594,50 +590,6 @@ func (g *ScaledGEMM) exponents(dst *kernels.Operand, buf *[]int8, o *Operand, ou
 	}
 	*dst = kernels.Operand{Codes: o.Codes, Table: decodeTable(o.Format), Cast: formats[o.Format].cast, Scale: 1, Exp: ex, ExpBlocks: nb}
 	return shift, minExp
-}
-
-// foldFloat8 decodes a power-of-two Float8BlockScaling operand to
-// float32 with each factor 2^e folded in as 2^(e−shift), shift the
-// operand's largest exponent, and points dst at the values. It returns
-// shift and a lower bound on the exponent of its smallest non-zero
-// folded magnitude (an all-zero block has factor 1, so every factor
-// counts). rowMajor says the operand is stored [outer][k].
-func (g *ScaledGEMM) foldFloat8(dst *kernels.Operand, buf, fbuf *[]float32, o *Operand, outer, k int, rowMajor bool) (shift, minExp int) {
-	nb := (k + Float8BlockSize - 1) / Float8BlockSize
-	inv := o.BlockScaleInv[:float8BlockFactors(outer, k, o.BlockTiles)]
-	shift, minE := pow2Range(inv)
-	if cap(*fbuf) < outer*nb {
-		*fbuf = make([]float32, outer*nb)
-	}
-	f := (*fbuf)[:outer*nb]
-	for i := 0; i < outer; i++ {
-		ti := i
-		if o.BlockTiles {
-			ti = i / Float8BlockSize
-		}
-		for s := 0; s < nb; s++ {
-			v := pow2f(pow2Exp(inv[ti*nb+s]) - shift)
-			if rowMajor {
-				f[i*nb+s] = v
-			} else {
-				f[s*outer+i] = v
-			}
-		}
-	}
-	size := outer * k
-	if cap(*buf) < size {
-		*buf = make([]float32, size)
-	}
-	d := (*buf)[:size]
-	g.job = foldJob{d: d, f: f, codes: o.Codes, format: o.Format, outer: outer, k: k, bl: Float8BlockSize, rowMajor: rowMajor}
-	g.job.parts = 1
-	if size >= 1<<15 {
-		g.job.parts = parallel.Workers()
-	}
-	g.group.For(g.job.parts, g.foldPartFn)
-	*dst = kernels.Operand{F32: d}
-	_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
-	return shift, minE - shift + sub - 1
 }
 
 // float8BlockFactors is the number of Float8BlockScaling factors of an

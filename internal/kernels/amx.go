@@ -75,13 +75,14 @@ var goAMXKernel = bf16Kernel{name: "go amx 32x32", mr: 32, nr: 32, tiles: amxTil
 
 // packA16AMX packs op(A)[ic:ic+mb, pc:pc+kb] for the AMX kernel: row r
 // at dst[r·kps:], its ⌈kb/2⌉ pairs then zero pairs up to kps, rows
-// padded with zeros to a multiple of 32. tmp must hold 16·mb lanes.
-func packA16AMX(dst []uint32, trans bool, a *Operand, lda, ic, pc, mb, kb, kps int, tmp []uint32) {
+// padded with zeros to a multiple of 32. tmp must hold 16·mb lanes, and
+// shifts mb (for Operand.Exp; pc is then a multiple of ExpBlock).
+func packA16AMX(dst []uint32, trans bool, a *Operand, lda, ic, pc, mb, kb, kps int, tmp, shifts []uint32) {
 	kp := (kb + 1) / 2
 	rows := roundUp(mb, 32)
 	if !trans {
+		a.rowsAt(dst, ic, lda, pc, mb, kb, kps)
 		for r := 0; r < mb; r++ {
-			a.row16(dst[r*kps:r*kps+kp], (ic+r)*lda+pc, kb)
 			clear(dst[r*kps+kp : (r+1)*kps])
 		}
 		clear(dst[mb*kps : rows*kps])
@@ -97,6 +98,13 @@ func packA16AMX(dst []uint32, trans bool, a *Operand, lda, ic, pc, mb, kb, kps i
 			o0, o1 := (pc+2*q)*lda+ic, -1
 			if 2*q+1 < kb {
 				o1 = o0 + lda
+			}
+			if a.Exp != nil {
+				if q%(ExpBlock/2) == 0 {
+					a.expLanes(shifts[:mb], ic, pc+2*q)
+				}
+				a.pairs16Exp(tmp[i*mb:(i+1)*mb], o0, o1, mb, shifts[:mb])
+				continue
 			}
 			a.pairs16(tmp[i*mb:(i+1)*mb], o0, o1, mb)
 		}

@@ -115,6 +115,27 @@ func (x *Operand) rows16(dst []uint32, o, ld, rows, n, ldd int) {
 	}
 }
 
+// rowsAt is rows16 of rows rows i0 … of a stored operand along which k
+// runs, the n values of each from k index pc, ld apart, written ldd
+// apart; with Operand.Exp (pc a multiple of ExpBlock) each k-block of
+// row i takes its shift as it converts.
+func (x *Operand) rowsAt(dst []uint32, i0, ld, pc, rows, n, ldd int) {
+	if x.Exp != nil {
+		x.rows16Exp(dst, i0*ld+pc, ld, rows, n, ldd, x.Exp[i0*x.ExpBlocks+pc/ExpBlock:], x.ExpBlocks)
+		return
+	}
+	x.rows16(dst, i0*ld+pc, ld, rows, n, ldd)
+}
+
+// expLanes writes the shifts (shiftLane values) of the k-block holding k
+// index p for rows (or columns) i0 … i0+len(sv)−1 of op(X).
+func (x *Operand) expLanes(sv []uint32, i0, p int) {
+	e := x.Exp[i0*x.ExpBlocks+p/ExpBlock:]
+	for j := range sv {
+		sv[j] = shiftLane(int(e[j*x.ExpBlocks]))
+	}
+}
+
 // row16 converts the n consecutive values at x[o:] into ⌈n/2⌉ pairs.
 func (x *Operand) row16(dst []uint32, o, n int) {
 	if x.E2M1 != nil {
@@ -137,8 +158,9 @@ func (x *Operand) row16(dst []uint32, o, n int) {
 
 // packA16 packs op(A)[ic:ic+mb, pc:pc+kb] into mr-row bf16-pair slivers
 // (sliver s at dst[s·kp:], kp = ⌈kb/2⌉ pairs of mr lanes); missing rows
-// are zero. tmp must hold max(16·kp, mb) lanes.
-func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb int, tmp []uint32) {
+// are zero. tmp must hold max(16·kp, mb) lanes, and shifts mb (for
+// Operand.Exp; pc is then a multiple of ExpBlock).
+func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb int, tmp, shifts []uint32) {
 	kp := (kb + 1) / 2
 	if trans {
 		// op(A)[r][p] = A[p][r]: rows p and p+1 of A are contiguous
@@ -149,7 +171,14 @@ func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb i
 			if 2*q+1 < kb {
 				o1 = o0 + lda
 			}
-			a.pairs16(t, o0, o1, mb)
+			if a.Exp != nil {
+				if q%(ExpBlock/2) == 0 {
+					a.expLanes(shifts[:mb], ic, pc+2*q)
+				}
+				a.pairs16Exp(t, o0, o1, mb, shifts[:mb])
+			} else {
+				a.pairs16(t, o0, o1, mb)
+			}
 			for s := 0; s < mb; s += mr {
 				rows := min(mr, mb-s)
 				d := dst[s*kp+q*mr : s*kp+q*mr+mr]
@@ -179,7 +208,7 @@ func rowsTransposed(d []uint32, w int, x *Operand, ld, i0, pc, kb, rows int, tmp
 			}
 			continue
 		}
-		x.rows16(tmp, (i0+r0)*ld+pc, ld, n, kb, kp)
+		x.rowsAt(tmp, i0+r0, ld, pc, n, kb, kp)
 		transposeInto(d, w, r0, tmp, kp, n)
 		if r0+n < w && n < 16 {
 			for q := 0; q < kp; q++ {
@@ -205,8 +234,9 @@ func transposeInto(d []uint32, w, c int, t []uint32, kp, rows int) {
 // packB16 packs op(B)[pc:pc+kb, jc:jc+nb] into nr-column bf16-pair
 // slivers of kps ≥ ⌈kb/2⌉ pair-rows (the rows past ⌈kb/2⌉ zero, for the
 // AMX kernel's whole tiles); missing columns are zero. tmp must hold
-// 16·kp lanes.
-func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb, kps int, tmp []uint32) {
+// 16·kp lanes, and shifts nb (for Operand.Exp; pc is then a multiple of
+// ExpBlock).
+func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb, kps int, tmp, shifts []uint32) {
 	kp := (kb + 1) / 2
 	if kps > kp {
 		for s := 0; s < nb; s += nr {
@@ -222,14 +252,31 @@ func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb, 
 			if 2*q+1 < kb {
 				o1 = o0 + ldb
 			}
-			b.pairs16Groups(dst[q*nr:], o0, o1, full, nr, kps*nr)
+			var sv []uint32
+			if b.Exp != nil {
+				sv = shifts[:nb]
+				if q%(ExpBlock/2) == 0 {
+					b.expLanes(sv, jc, pc+2*q)
+				}
+			}
+			if full > 0 {
+				if sv != nil {
+					b.pairs16GroupsExp(dst[q*nr:], o0, o1, full, nr, kps*nr, sv)
+				} else {
+					b.pairs16Groups(dst[q*nr:], o0, o1, full, nr, kps*nr)
+				}
+			}
 			if cols := nb - full*nr; cols > 0 {
 				o := -1
 				if o1 >= 0 {
 					o = o1 + full*nr
 				}
 				dq := dst[full*nr*kps+q*nr : full*nr*kps+q*nr+nr]
-				b.pairs16(dq, o0+full*nr, o, cols)
+				if sv != nil {
+					b.pairs16Exp(dq, o0+full*nr, o, cols, sv[full*nr:])
+				} else {
+					b.pairs16(dq, o0+full*nr, o, cols)
+				}
 				clear(dq[cols:])
 			}
 		}

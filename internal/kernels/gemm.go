@@ -139,11 +139,16 @@ type gemmArgs struct {
 }
 
 type gemmPart struct {
-	packA []float32
-	packB []float32
-	tile  []float32
-	tmp16 []uint32 // staging for the bf16 packs
+	packA  []float32
+	packB  []float32
+	tile   []float32
+	tmp16  []uint32 // staging for the bf16 packs
+	shifts []uint32 // a block's exponent shifts (Operand.Exp), one per row or column
 }
+
+// The blocks of k start on multiples of ExpBlock, so a packed block's
+// exponent shifts start with a whole k-block (Operand.Exp).
+var _ = [1]int{}[kc%ExpBlock]
 
 // Packing buffers are shared by all Gemms through a free list, so that a
 // program with many GEMM nodes holds one set per concurrent call, not one
@@ -169,8 +174,9 @@ func getParts(dst []*gemmPart) {
 // newPart makes packing buffers large enough for the float32 kernel and
 // the bf16 kernel in use (a bf16 pack takes one lane per pair of k).
 func newPart() *gemmPart {
-	mcr, tile, tmp := kern.mc(), kern.mr*kern.nr, 8*kc
+	mcr, tile, tmp, shifts := kern.mc(), kern.mr*kern.nr, 8*kc, 0
 	if kern16 != nil {
+		shifts = max(nc, kern16.mc())
 		mcr = max(mcr, (kern16.mc()+1)/2)
 		tile = max(tile, kern16.mr*kern16.nr)
 		if kern16.tiles != nil {
@@ -178,7 +184,8 @@ func newPart() *gemmPart {
 		}
 		tmp = max(tmp, 2*kern16.mc())
 	}
-	return &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp)}
+	return &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp),
+		shifts: make([]uint32, shifts)}
 }
 
 func putParts(src []*gemmPart) {
@@ -400,9 +407,9 @@ func (g *Gemm) packPart(i int) {
 				kps := kern16.pairRows(kb)
 				dst := asU32(a.packedA[a.packedABlock(pc, ic, kb)+(s0-ic)*kps:])
 				if kern16.tiles != nil {
-					packA16AMX(dst, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, kps, g.parts[i].tmp16)
+					packA16AMX(dst, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, kps, g.parts[i].tmp16, g.parts[i].shifts)
 				} else {
-					packA16(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, g.parts[i].tmp16)
+					packA16(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, g.parts[i].tmp16, g.parts[i].shifts)
 				}
 				continue
 			}

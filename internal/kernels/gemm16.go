@@ -182,7 +182,7 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 		for pc := 0; pc < k; pc += kc {
 			kb := min(kc, k-pc)
 			kps := kern16.pairRows(kb)
-			packB16(pb16, nr, g.transB, g.qb, g.ldb, pc, n0+jc, kb, nb, kps, w.tmp16)
+			packB16(pb16, nr, g.transB, g.qb, g.ldb, pc, n0+jc, kb, nb, kps, w.tmp16, w.shifts)
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
 				pa := pa16
@@ -190,9 +190,9 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 				case g.packedA != nil:
 					pa = asU32(g.packedA[g.packedABlock(pc, ic, kb):])
 				case amx:
-					packA16AMX(pa16, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, kps, w.tmp16)
+					packA16AMX(pa16, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, kps, w.tmp16, w.shifts)
 				default:
-					packA16(pa16, mr, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, w.tmp16)
+					packA16(pa16, mr, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, w.tmp16, w.shifts)
 				}
 				if amx {
 					macroKernelAMX(w, mb, nb, kps, g.alpha, g.alphaLo, pc == 0, pa, pb16, c[ic*ldc+jc:], ldc)

@@ -37,10 +37,6 @@ const direct16MaxPairs = 4096
 // op(A)'s rows as pairs, or 16 rows of Bᵀ before they are transposed.
 const direct16TmpLanes = 16 * direct16MaxPairs
 
-// DirectBF16 reports whether RunBF16 runs an m×n×k product on the direct
-// path (the one that reads Operand.Exp).
-func DirectBF16(m, n, k int) bool { return useDirect16(m, n, k) }
-
 // useDirect16 reports whether a bf16 GEMM of this shape runs direct:
 // with an AVX512_BF16 micro-kernel in use (not AMX's tiles, not the
 // portable twin, as for the float32 path) and op(B) small enough.
@@ -181,9 +177,7 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 				o1 = o0 + ldb
 			}
 			if fused && q%(ExpBlock/2) == 0 {
-				for j := j0; j < j1; j++ {
-					sv[j-j0] = shiftLane(int(x.Exp[j*x.ExpBlocks+q/(ExpBlock/2)]))
-				}
+				x.expLanes(sv, j0, 2*q)
 			}
 			pair := func(j, n int) {
 				p1 := -1
@@ -222,9 +216,7 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 				c0, c1 := max(j0, p0)-p0, min(j1, p0+64)-p0
 				for q := 0; q < kp; q++ {
 					if q%(ExpBlock/2) == 0 {
-						for c := c0; c < c1; c++ {
-							sv[c] = shiftLane(int(x.Exp[(p0+c)*x.ExpBlocks+q/(ExpBlock/2)]))
-						}
+						x.expLanes(sv[c0:c1], p0+c0, 2*q)
 					}
 					base := p0/64*64*kp + q*64
 					shiftLanes(bt[base+c0:base+c1], sv[c0:c1])
@@ -239,11 +231,7 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 	tmp := g.scr16.tmp[w]
 	for j := j0; j < j1; j += 16 {
 		rows := min(16, j1-j)
-		if x.Exp != nil {
-			x.rows16Exp(tmp, j*ldb, ldb, rows, k, kp, x.Exp[j*x.ExpBlocks:], x.ExpBlocks)
-		} else {
-			x.rows16(tmp, j*ldb, ldb, rows, k, kp)
-		}
+		x.rowsAt(tmp, j, ldb, 0, rows, k, kp)
 		transposeInto(bt[j/64*64*kp:], 64, j%64, tmp, kp, rows)
 	}
 }
@@ -277,11 +265,7 @@ func (g *Gemm) directPart16(i int) {
 		rsA, csA := kp, 1
 		if !a.transA {
 			// Row i of op(A) is row i of A: its values are pairs.
-			if x.Exp != nil {
-				x.rows16Exp(tmp, r0*lda, lda, rows, k, kp, x.Exp[r0*x.ExpBlocks:], x.ExpBlocks)
-			} else {
-				x.rows16(tmp, r0*lda, lda, rows, k, kp)
-			}
+			x.rowsAt(tmp, r0, lda, 0, rows, k, kp)
 		} else {
 			// Row i of op(A) is column i of A: pair rows 2q and 2q+1 —
 			// the whole 16-lane runs of every full pair in one call when
@@ -308,9 +292,7 @@ func (g *Gemm) directPart16(i int) {
 					continue
 				}
 				if q%(ExpBlock/2) == 0 {
-					for r := 0; r < rows; r++ {
-						sv[r] = shiftLane(int(x.Exp[(r0+r)*x.ExpBlocks+q/(ExpBlock/2)]))
-					}
+					x.expLanes(sv[:rows], r0, 2*q)
 					// The k-block's full pair rows, their whole 16-lane
 					// runs in one call; the rest pair by pair below.
 					full := min(ExpBlock/2, k/2-q)

@@ -217,19 +217,32 @@ func TestAddBiasVectorMatchesLoop(t *testing.T) {
 	}
 }
 
-// TestDirectBF16Exp: on the direct path, FP8 codes with per-block
-// exponent shifts (Operand.Exp) give C bit for bit equal to the same
-// product of the values with the factors folded in as float32, for every
-// layout, ragged sizes, zero and NaN codes, shifts of 0 to −40, and the
+// TestBF16Exp: FP8 codes with per-block exponent shifts (Operand.Exp)
+// give C bit for bit equal to the same product of the values with the
+// factors folded in as float32, on every bf16 kernel (AMX's tiles and
+// the portable twins included), on the direct path and the blocked one
+// (several blocks of k and of rows, A packed once and shared), for every
+// layout, ragged sizes, zero and NaN codes, shifts of 0 to −40; and the
 // twin of the shift kernel equals it.
-func TestDirectBF16Exp(t *testing.T) {
-	if !useDirect16(8, 8, 8) {
-		t.Skip("no direct bf16 path on this CPU or build")
+func TestBF16Exp(t *testing.T) {
+	savedK, savedD := kern16, directGemm
+	defer func() { kern16, directGemm = savedK, savedD; resetParts() }()
+	ks := availableBF16Kernels()
+	for i := range ks {
+		kern16 = &ks[i]
+		resetParts()
+		for _, direct := range []bool{true, false} {
+			directGemm = direct
+			t.Run(fmt.Sprintf("%s/direct=%v", ks[i].name, direct), testBF16Exp)
+		}
 	}
+}
+
+func testBF16Exp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	tab := &testCasts[0].Decode
 	g := NewGemm()
-	for _, sz := range [][3]int{{5, 7, 33}, {48, 70, 260}, {130, 64, 129}} {
+	for _, sz := range [][3]int{{5, 7, 33}, {48, 70, 260}, {130, 64, 129}, {300, 45, 800}, {20, 700, 400}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		nb := (k + ExpBlock - 1) / ExpBlock
 		for _, ta := range []bool{false, true} {

@@ -36,9 +36,9 @@ type Operand struct {
 	Blocks int
 	// Exp, when set, holds power-of-two factors of FP8 codes as exponent
 	// shifts (each ≤ 0, keeping the values normal): element (i, p) of
-	// op(X) is Table[c]·2^Exp[i·ExpBlocks + p/ExpBlock]. Only RunBF16's
-	// direct path reads them (see DirectBF16); they are applied to the
-	// converted bf16 values, exactly.
+	// op(X) is Table[c]·2^Exp[i·ExpBlocks + p/ExpBlock]. Only RunBF16
+	// reads them, with a bf16 kernel (HasBF16): they are applied to the
+	// converted bf16 values, exactly, on its direct and blocked paths.
 	Exp       []int8
 	ExpBlocks int
 	// bf16Tab holds the bf16 bits of Table[0:128], set by RunBF16 on its
