@@ -236,12 +236,16 @@ type NVFP4Quantizer struct {
 	rows, cols, axis int
 	c                NVFP4Cast
 	trans            bool
-	sr, sc           int // the stored shape
-	nb               int // blocks of 16 per stored row
-	work             []float32
-	bam              []uint32 // each stored row's block amaxes, [sr][nb]; tiles': [⌈sr/16⌉][nb]
-	parts            int
-	group            parallel.Group
+	// bands: the column-wise pass splits the source rows over the parts
+	// (each part then reads the rows its core most likely wrote, and
+	// does enough of them to stream), not the columns.
+	bands  bool
+	sr, sc int // the stored shape
+	nb     int // blocks of 16 per stored row
+	work   []float32
+	bam    []uint32 // each stored row's block amaxes, [sr][nb]; tiles': [⌈sr/16⌉][nb]
+	parts  int
+	group  parallel.Group
 	// the cast being run, for the parts
 	q              *NVFP4
 	src, y         []float32
@@ -252,6 +256,12 @@ type NVFP4Quantizer struct {
 	es             []float32   // element scales, one a block: [sr][nb] (1×16), per part [nb] (tiles)
 	prepFn, castFn func(int)
 }
+
+// nvfp4BandRows is the fewest source rows a part of a column-wise cast
+// takes when the parts split the rows (NVFP4Quantizer.bands): with
+// fewer, splitting the columns measured faster (the MLP's 128-row
+// batches), with more, splitting the rows (the baby GPT's 768 tokens).
+const nvfp4BandRows = 256
 
 // NewNVFP4Quantizer returns a quantizer for rows × cols tensors cast
 // per c for a GEMM contracting along axis, or an error for a bad axis or
@@ -279,6 +289,7 @@ func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, erro
 	if rows*cols >= 1<<14 {
 		z.parts = parallel.Workers()
 	}
+	z.bands = z.trans && z.parts > 1 && rows >= nvfp4BandRows*z.parts && kernels.NVFP4ColsBands(rows, cols)
 	z.amax = make([]uint32, z.parts)
 	z.tam = make([][]float32, z.parts)
 	for i := range z.tam {
@@ -314,6 +325,9 @@ func (z *NVFP4Quantizer) Quantize(q *NVFP4, src []float32, key uint64) error {
 	for _, a := range z.amax {
 		amax = max(amax, a)
 	}
+	if z.bands {
+		amax = maxBits(z.bam[:z.sr*z.nb]) // the parts' blocks interleave
+	}
 	q.Amax = math.Float32frombits(amax)
 	_, z.m, q.SDec = NVFP4Scales(q.Amax)
 	z.group.For(z.parts, z.castFn)
@@ -334,6 +348,11 @@ func (z *NVFP4Quantizer) span(i, n int) (int, int) { return n * i / z.parts, n *
 // and their largest as the part's amax: the tensor's amax is the largest
 // block amax.
 func (z *NVFP4Quantizer) prepPart(i int) {
+	if z.bands {
+		b0, b1 := z.span(i, z.rows/NVFP4Block)
+		kernels.NVFP4ColsBand(z.work, z.bam, z.src, z.rows, z.cols, NVFP4Block*b0, NVFP4Block*b1, z.c.RHT)
+		return
+	}
 	if z.trans {
 		// Stored row j is source column j: one pass transposes,
 		// transforms and takes the block amaxes, the parts split at

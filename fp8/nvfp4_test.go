@@ -484,7 +484,47 @@ func TestNVFP4KernelsMatchDefinitions(t *testing.T) {
 // of a block and the refusals hold.
 func TestNVFP4QuantizerAtSize(t *testing.T) {
 	rng := rand.New(rand.NewPCG(91, 92))
-	const rows, cols = 256, 160
+	// 528 rows: the column-wise passes split the rows over the parts.
+	for _, sh := range [][2]int{{256, 160}, {528, 48}} {
+		testNVFP4QuantizerAtSize(t, rng, sh[0], sh[1])
+	}
+	// Worked scale values: amax 2688 → S_enc 1, M 1/6, S_dec 1; amax 448
+	// → 6, 1, 1/6; amax 0 → 1.
+	for _, w := range [][4]float32{{2688, 1, float32(1.0 / 6), 1}, {448, 6, 1, float32(1.0 / 6)}, {0, 1, float32(1.0 / 6), 1}} {
+		if e, m, d := NVFP4Scales(w[0]); e != w[1] || m != w[2] || d != w[3] {
+			t.Fatalf("NVFP4Scales(%v) = %v %v %v, want %v %v %v", w[0], e, m, d, w[1], w[2], w[3])
+		}
+	}
+	for _, sh := range [][3]int{{15, 15, 1}, {16, 16, 1}, {17, 17, 2}, {31, 33, 2}} {
+		r, cl := NVFP4ScaleShape(sh[0], sh[1], true)
+		if r != sh[2] || cl != (sh[1]+15)/16 {
+			t.Fatalf("2-D scale shape of %v: [%d %d]", sh, r, cl)
+		}
+		if q := NewNVFP4(sh[0], sh[1], true); len(q.BlockScales) != r*cl || len(q.Codes) != sh[0]*((sh[1]+1)/2) {
+			t.Fatalf("NewNVFP4%v: %d codes, %d scales", sh, len(q.Codes), len(q.BlockScales))
+		}
+	}
+	if _, err := NewNVFP4Quantizer(-1, 4, 1, NVFP4Cast{}); err == nil {
+		t.Fatal("negative rows: no error")
+	}
+	if _, err := QuantizeNVFP4(make([]float32, 3), 2, 2, NVFP4Cast{}); err == nil {
+		t.Fatal("short source: no error")
+	}
+	z, _ := NewNVFP4Quantizer(2, 16, 1, NVFP4Cast{})
+	if err := z.Quantize(NewNVFP4(2, 16, false), make([]float32, 31), 0); err == nil {
+		t.Fatal("short source: no error")
+	}
+	short := NewNVFP4(2, 16, false)
+	short.BlockScales = short.BlockScales[:1]
+	if err := z.Quantize(short, make([]float32, 32), 0); err == nil {
+		t.Fatal("short block scales: no error")
+	}
+	if err := NewNVFP4(2, 16, false).Dequantize(make([]float32, 31)); err == nil {
+		t.Fatal("short dequantize destination: no error")
+	}
+}
+
+func testNVFP4QuantizerAtSize(t *testing.T, rng *rand.Rand, rows, cols int) {
 	src := make([]float32, rows*cols)
 	for i := range src {
 		src[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
@@ -506,6 +546,9 @@ func TestNVFP4QuantizerAtSize(t *testing.T) {
 		}
 		if z.parts < 2 && parallel.Workers() > 1 {
 			t.Fatalf("%+v: a %d-element cast runs in %d part(s)", c, rows*cols, z.parts)
+		}
+		if wantBands := z.trans && z.parts > 1 && rows >= 512 && kernels.NVFP4ColsBands(rows, cols); z.bands != wantBands {
+			t.Fatalf("%+v [%d %d]: parts split the rows: %v, want %v", c, rows, cols, z.bands, wantBands)
 		}
 		q := NewNVFP4(r, cl, c.cast.TwoD)
 		if err := z.Quantize(q, src, c.cast.Key); err != nil {
@@ -543,40 +586,6 @@ func TestNVFP4QuantizerAtSize(t *testing.T) {
 				}
 			}
 		}
-	}
-	// Worked scale values: amax 2688 → S_enc 1, M 1/6, S_dec 1; amax 448
-	// → 6, 1, 1/6; amax 0 → 1.
-	for _, w := range [][4]float32{{2688, 1, float32(1.0 / 6), 1}, {448, 6, 1, float32(1.0 / 6)}, {0, 1, float32(1.0 / 6), 1}} {
-		if e, m, d := NVFP4Scales(w[0]); e != w[1] || m != w[2] || d != w[3] {
-			t.Fatalf("NVFP4Scales(%v) = %v %v %v, want %v %v %v", w[0], e, m, d, w[1], w[2], w[3])
-		}
-	}
-	for _, sh := range [][3]int{{15, 15, 1}, {16, 16, 1}, {17, 17, 2}, {31, 33, 2}} {
-		r, cl := NVFP4ScaleShape(sh[0], sh[1], true)
-		if r != sh[2] || cl != (sh[1]+15)/16 {
-			t.Fatalf("2-D scale shape of %v: [%d %d]", sh, r, cl)
-		}
-		if q := NewNVFP4(sh[0], sh[1], true); len(q.BlockScales) != r*cl || len(q.Codes) != sh[0]*((sh[1]+1)/2) {
-			t.Fatalf("NewNVFP4%v: %d codes, %d scales", sh, len(q.Codes), len(q.BlockScales))
-		}
-	}
-	if _, err := NewNVFP4Quantizer(-1, 4, 1, NVFP4Cast{}); err == nil {
-		t.Fatal("negative rows: no error")
-	}
-	if _, err := QuantizeNVFP4(make([]float32, 3), 2, 2, NVFP4Cast{}); err == nil {
-		t.Fatal("short source: no error")
-	}
-	z, _ := NewNVFP4Quantizer(2, 16, 1, NVFP4Cast{})
-	if err := z.Quantize(NewNVFP4(2, 16, false), make([]float32, 31), 0); err == nil {
-		t.Fatal("short source: no error")
-	}
-	short := NewNVFP4(2, 16, false)
-	short.BlockScales = short.BlockScales[:1]
-	if err := z.Quantize(short, make([]float32, 32), 0); err == nil {
-		t.Fatal("short block scales: no error")
-	}
-	if err := NewNVFP4(2, 16, false).Dequantize(make([]float32, 31)); err == nil {
-		t.Fatal("short dequantize destination: no error")
 	}
 }
 

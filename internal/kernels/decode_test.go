@@ -334,13 +334,15 @@ func TestE2M1AndRHTMatchTwins(t *testing.T) {
 // three loops it replaces, bit for bit (NaN for NaN), on every kind of
 // value, for column ranges that start, end or fall between strips of
 // 16, rows that are and are not multiples of 16, and checks that the
-// rows outside the range are not written.
+// rows outside the range are not written; where the vector kernel takes
+// bands of source rows, the same by two bands.
 func TestNVFP4ColsMatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-42,
 		math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32, float32(math.NaN()), math.Float32frombits(0x7FFFFFFF), math.Float32frombits(0xFF800001)}
 	for _, c := range []struct{ rows, cols, c0, c1 int }{
 		{16, 16, 0, 16}, {64, 48, 0, 48}, {32, 40, 3, 37}, {48, 128, 16, 80}, {768, 128, 64, 128}, {20, 33, 0, 33}, {7, 16, 0, 16}, {16, 5, 1, 4},
+		{96, 32, 0, 32}, {48, 16, 0, 16},
 	} {
 		for _, rht := range []bool{false, true} {
 			if rht && c.rows%16 != 0 {
@@ -373,6 +375,19 @@ func TestNVFP4ColsMatchesTwin(t *testing.T) {
 					gam[i], wam[i] = 9, 9
 				}
 				NVFP4Cols(got, gam, src, c.rows, c.cols, c.c0, c.c1, rht)
+				if c.c0 == 0 && c.c1 == c.cols && NVFP4ColsBands(c.rows, c.cols) {
+					// The same by bands of source rows, in two calls
+					// (the second band first), over guard values.
+					for i := range got {
+						got[i] = 7
+					}
+					for i := range gam {
+						gam[i] = 9
+					}
+					mid := c.rows / 32 * 16
+					NVFP4ColsBand(got, gam, src, c.rows, c.cols, mid, c.rows, rht)
+					NVFP4ColsBand(got, gam, src, c.rows, c.cols, 0, mid, rht)
+				}
 				transposeGo(want, src, c.rows, c.cols, 0, c.rows, c.c0, c.c1)
 				if rht {
 					rht16Go(want[c.c0*c.rows : c.c1*c.rows])

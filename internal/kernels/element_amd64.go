@@ -496,6 +496,22 @@ func nvfp4ColsVector(dst []float32, bam []uint32, src []float32, rows, cols, c0,
 	return 16 * strips
 }
 
+// nvfp4ColsBands: the strip kernels take any run of whole row groups.
+func nvfp4ColsBands(rows, cols int) bool { return hasAVX512 && rows%16 == 0 && cols%16 == 0 }
+
+// nvfp4ColsBandVector runs the strip kernel over source rows [r0, r1) of
+// every strip of 16 columns.
+func nvfp4ColsBandVector(dst []float32, bam []uint32, src []float32, rows, cols, r0, r1 int, rht bool) {
+	nb := rows / 16
+	for c := 0; c < cols; c += 16 {
+		if rht {
+			nvfp4ColsRHTAVX512(&dst[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 4*rows, int32(nb))
+		} else {
+			nvfp4ColsAVX512(&dst[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 4*rows, int32(nb))
+		}
+	}
+}
+
 // amax16Vector does Amax16 for the whole blocks of src with the vector
 // kernel and returns how many blocks it did.
 func amax16Vector(out []uint32, src []float32) int {

@@ -64,6 +64,11 @@ func nvfp4ColsVector(dst []float32, bam []uint32, src []float32, rows, cols, c0,
 	return 0
 }
 
+func nvfp4ColsBands(rows, cols int) bool { return false }
+func nvfp4ColsBandVector(dst []float32, bam []uint32, src []float32, rows, cols, r0, r1 int, rht bool) {
+	panic("kernels: no vector NVFP4 column pass on this build")
+}
+
 func amax16Vector(out []uint32, src []float32) int                                   { return 0 }
 func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int { return 0 }
 func e2m1BlocksVector(dst []uint8, src, es []float32) int                            { return 0 }

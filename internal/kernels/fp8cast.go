@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/bits"
 )
@@ -378,6 +379,26 @@ func NVFP4Cols(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 in
 	for r := j; r < c1; r++ {
 		Amax16(bam[r*nb:(r+1)*nb], dst[r*rows:(r+1)*rows])
 	}
+}
+
+// NVFP4ColsBands reports whether NVFP4ColsBand has a vector kernel for a
+// rows × cols source: AVX-512, and both sides multiples of 16.
+func NVFP4ColsBands(rows, cols int) bool { return nvfp4ColsBands(rows, cols) }
+
+// NVFP4ColsBand is NVFP4Cols for source rows r0 ≤ i < r1 (multiples of
+// 16) of every column, when NVFP4ColsBands allows it: stored columns r0
+// … r1−1 of every stored row, and their blocks' amaxes, with the same
+// bits.
+func NVFP4ColsBand(dst []float32, bam []uint32, src []float32, rows, cols, r0, r1 int, rht bool) {
+	if r0 >= r1 {
+		return
+	}
+	if !nvfp4ColsBands(rows, cols) || r0%16 != 0 || r1%16 != 0 || r1 > rows {
+		panic(fmt.Sprintf("kernels: NVFP4ColsBand rows %d…%d of [%d %d]", r0, r1, rows, cols))
+	}
+	nb := rows / 16
+	_, _, _ = src[rows*cols-1], dst[cols*rows-1], bam[cols*nb-1]
+	nvfp4ColsBandVector(dst, bam, src, rows, cols, r0, r1, rht)
 }
 
 // amax16Go is the loop amax16AVX512 replaces.
