@@ -243,6 +243,12 @@ type NVFP4Quantizer struct {
 	sr, sc int // the stored shape
 	nb     int // blocks of 16 per stored row
 	work   []float32
+	// work16 holds a transformed column-wise copy: the transform's
+	// values are bf16 values, so their bits take half work's bytes (the
+	// pass that writes them and the cast that reads them back move
+	// less); cast32 is Cast's float32 copy of them.
+	work16 []uint16
+	cast32 []float32
 	bam    []uint32 // each stored row's block amaxes, [sr][nb]; tiles': [⌈sr/16⌉][nb]
 	parts  int
 	group  parallel.Group
@@ -281,7 +287,11 @@ func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, erro
 		return nil, fmt.Errorf("fp8: quantize NVFP4: the random Hadamard transform needs rows of a multiple of 16 values, got %d", z.sc)
 	}
 	if z.trans || c.RHT {
-		z.work = make([]float32, rows*cols)
+		if z.trans && c.RHT {
+			z.work16 = make([]uint16, rows*cols)
+		} else {
+			z.work = make([]float32, rows*cols)
+		}
 	}
 	_, z.nb = NVFP4ScaleShape(z.sr, z.sc, false)
 	z.bam = make([]uint32, z.sr*z.nb)
@@ -337,7 +347,18 @@ func (z *NVFP4Quantizer) Quantize(q *NVFP4, src []float32, key uint64) error {
 // Cast returns the values the last Quantize cast, in the stored layout:
 // the source transposed for a column-wise copy, after the transform when
 // it is on (the values its codes approximate).
-func (z *NVFP4Quantizer) Cast() []float32 { return z.y }
+func (z *NVFP4Quantizer) Cast() []float32 {
+	if z.work16 == nil {
+		return z.y
+	}
+	if z.cast32 == nil {
+		z.cast32 = make([]float32, len(z.work16))
+	}
+	for i, h := range z.work16 {
+		z.cast32[i] = kernels.BF16ToFloat32(h)
+	}
+	return z.cast32
+}
 
 // span returns part i's range of n items.
 func (z *NVFP4Quantizer) span(i, n int) (int, int) { return n * i / z.parts, n * (i + 1) / z.parts }
@@ -350,7 +371,11 @@ func (z *NVFP4Quantizer) span(i, n int) (int, int) { return n * i / z.parts, n *
 func (z *NVFP4Quantizer) prepPart(i int) {
 	if z.bands {
 		b0, b1 := z.span(i, z.rows/NVFP4Block)
-		kernels.NVFP4ColsBand(z.work, z.bam, z.src, z.rows, z.cols, NVFP4Block*b0, NVFP4Block*b1, z.c.RHT)
+		if z.work16 != nil {
+			kernels.NVFP4ColsBandRHT(z.work16, z.bam, z.src, z.rows, z.cols, NVFP4Block*b0, NVFP4Block*b1)
+		} else {
+			kernels.NVFP4ColsBand(z.work, z.bam, z.src, z.rows, z.cols, NVFP4Block*b0, NVFP4Block*b1)
+		}
 		return
 	}
 	if z.trans {
@@ -360,7 +385,11 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 		strips := (z.sr + 15) / 16
 		s0, s1 := z.span(i, strips)
 		lo, hi := 16*s0, min(z.sr, 16*s1)
-		kernels.NVFP4Cols(z.work, z.bam, z.src, z.rows, z.cols, lo, hi, z.c.RHT)
+		if z.work16 != nil {
+			kernels.NVFP4ColsRHT(z.work16, z.bam, z.src, z.rows, z.cols, lo, hi)
+		} else {
+			kernels.NVFP4Cols(z.work, z.bam, z.src, z.rows, z.cols, lo, hi)
+		}
 		z.amax[i] = maxBits(z.bam[lo*z.nb : hi*z.nb])
 		return
 	}
@@ -431,7 +460,16 @@ func (z *NVFP4Quantizer) castPart(i int) {
 	half := (cols + 1) / 2
 	key := nvfp4Key32(z.key)
 	cast := func(r0, r1 int, es []float32) {
-		row, out := y[r0*cols:r1*cols], q.Codes[r0*half:r1*half]
+		out := q.Codes[r0*half : r1*half]
+		if w := z.work16; w != nil {
+			if z.c.Stochastic {
+				kernels.E2M1StochasticBlocksBF16(out, w[r0*cols:r1*cols], es, key, uint32(r0*cols))
+			} else {
+				kernels.QuantizeE2M1BlocksBF16(out, w[r0*cols:r1*cols], es)
+			}
+			return
+		}
+		row := y[r0*cols : r1*cols]
 		if z.c.Stochastic {
 			kernels.E2M1StochasticBlocks(out, row, es, key, uint32(r0*cols))
 		} else {

@@ -3512,6 +3512,7 @@ DATA nvfp4ColsConsts<>+12(SB)/4, $0x00000001
 DATA nvfp4ColsConsts<>+16(SB)/4, $0xffff0000
 DATA nvfp4ColsConsts<>+20(SB)/4, $0x3e800000
 DATA nvfp4ColsConsts<>+24(SB)/4, $0x80000000
+DATA nvfp4ColsConsts<>+28(SB)/4, $0x00400000
 DATA nvfp4ColsConsts<>+64(SB)/4, $0x00000000
 DATA nvfp4ColsConsts<>+68(SB)/4, $0x00000001
 DATA nvfp4ColsConsts<>+72(SB)/4, $0x00000002
@@ -3742,7 +3743,7 @@ nvfp4ColsAVX512_done:
 	VZEROUPPER
 	RET
 
-// func nvfp4ColsRHTAVX512(dst *float32, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
+// func nvfp4ColsRHTAVX512(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
 // Requires: AVX, AVX512DQ, AVX512F
 TEXT ·nvfp4ColsRHTAVX512(SB), $1152-52
 	MOVQ         dst+0(FP), AX
@@ -4098,6 +4099,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z16, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z16, K2, Z16
 	VMOVUPS      Z16, (SP)
 	VMULPS.BCST  20(R8), Z17, Z17
 	VPSRLD       $0x10, Z17, Z26
@@ -4110,6 +4112,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z17, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z17, K2, Z17
 	VMOVUPS      Z17, 64(SP)
 	VMULPS.BCST  20(R8), Z18, Z18
 	VPSRLD       $0x10, Z18, Z26
@@ -4122,6 +4125,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z18, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z18, K2, Z18
 	VMOVUPS      Z18, 128(SP)
 	VMULPS.BCST  20(R8), Z19, Z19
 	VPSRLD       $0x10, Z19, Z26
@@ -4134,6 +4138,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z19, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z19, K2, Z19
 	VMOVUPS      Z19, 192(SP)
 	VMULPS.BCST  20(R8), Z20, Z20
 	VPSRLD       $0x10, Z20, Z26
@@ -4146,6 +4151,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z20, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z20, K2, Z20
 	VMOVUPS      Z20, 256(SP)
 	VMULPS.BCST  20(R8), Z21, Z21
 	VPSRLD       $0x10, Z21, Z26
@@ -4158,6 +4164,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z21, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z21, K2, Z21
 	VMOVUPS      Z21, 320(SP)
 	VMULPS.BCST  20(R8), Z22, Z22
 	VPSRLD       $0x10, Z22, Z26
@@ -4170,6 +4177,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z22, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z22, K2, Z22
 	VMOVUPS      Z22, 384(SP)
 	VMULPS.BCST  20(R8), Z23, Z23
 	VPSRLD       $0x10, Z23, Z26
@@ -4182,6 +4190,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z23, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z23, K2, Z23
 	VMOVUPS      Z23, 448(SP)
 	VMULPS.BCST  20(R8), Z0, Z0
 	VPSRLD       $0x10, Z0, Z26
@@ -4194,6 +4203,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z0, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z0, K2, Z0
 	VMOVUPS      Z0, 512(SP)
 	VMULPS.BCST  20(R8), Z1, Z1
 	VPSRLD       $0x10, Z1, Z26
@@ -4206,6 +4216,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z1, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z1, K2, Z1
 	VMOVUPS      Z1, 576(SP)
 	VMULPS.BCST  20(R8), Z2, Z2
 	VPSRLD       $0x10, Z2, Z26
@@ -4218,6 +4229,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z2, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z2, K2, Z2
 	VMOVUPS      Z2, 640(SP)
 	VMULPS.BCST  20(R8), Z3, Z3
 	VPSRLD       $0x10, Z3, Z26
@@ -4230,6 +4242,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z3, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z3, K2, Z3
 	VMOVUPS      Z3, 704(SP)
 	VMULPS.BCST  20(R8), Z4, Z4
 	VPSRLD       $0x10, Z4, Z26
@@ -4242,6 +4255,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z4, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z4, K2, Z4
 	VMOVUPS      Z4, 768(SP)
 	VMULPS.BCST  20(R8), Z5, Z5
 	VPSRLD       $0x10, Z5, Z26
@@ -4254,6 +4268,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z5, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z5, K2, Z5
 	VMOVUPS      Z5, 832(SP)
 	VMULPS.BCST  20(R8), Z6, Z6
 	VPSRLD       $0x10, Z6, Z26
@@ -4266,6 +4281,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z6, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z6, K2, Z6
 	VMOVUPS      Z6, 896(SP)
 	VMULPS.BCST  20(R8), Z7, Z7
 	VPSRLD       $0x10, Z7, Z26
@@ -4278,6 +4294,7 @@ nvfp4ColsRHTAVX512_loop:
 	VPANDD.BCST  (R8), Z7, Z26
 	VPCMPUD.BCST $0x02, 4(R8), Z26, K4
 	VPMAXUD      Z26, Z25, K4, Z25
+	VPORD.BCST   28(R8), Z7, K2, Z7
 	VMOVUPS      Z7, 960(SP)
 	VMOVUPS      (SP), Z0
 	VMOVUPS      64(SP), Z1
@@ -4361,37 +4378,53 @@ nvfp4ColsRHTAVX512_loop:
 	VSHUFI32X4   $0xdd, Z30, Z28, Z14
 	VSHUFI32X4   $0xdd, Z31, Z29, Z15
 	MOVQ         AX, R9
-	VMOVUPS      Z0, (R9)
+	VPSRLD       $0x10, Z0, Z0
+	VPMOVDW      Z0, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z4, (R9)
+	VPSRLD       $0x10, Z4, Z4
+	VPMOVDW      Z4, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z8, (R9)
+	VPSRLD       $0x10, Z8, Z8
+	VPMOVDW      Z8, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z12, (R9)
+	VPSRLD       $0x10, Z12, Z12
+	VPMOVDW      Z12, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z1, (R9)
+	VPSRLD       $0x10, Z1, Z1
+	VPMOVDW      Z1, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z5, (R9)
+	VPSRLD       $0x10, Z5, Z5
+	VPMOVDW      Z5, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z9, (R9)
+	VPSRLD       $0x10, Z9, Z9
+	VPMOVDW      Z9, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z13, (R9)
+	VPSRLD       $0x10, Z13, Z13
+	VPMOVDW      Z13, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z2, (R9)
+	VPSRLD       $0x10, Z2, Z2
+	VPMOVDW      Z2, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z6, (R9)
+	VPSRLD       $0x10, Z6, Z6
+	VPMOVDW      Z6, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z10, (R9)
+	VPSRLD       $0x10, Z10, Z10
+	VPMOVDW      Z10, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z14, (R9)
+	VPSRLD       $0x10, Z14, Z14
+	VPMOVDW      Z14, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z3, (R9)
+	VPSRLD       $0x10, Z3, Z3
+	VPMOVDW      Z3, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z7, (R9)
+	VPSRLD       $0x10, Z7, Z7
+	VPMOVDW      Z7, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z11, (R9)
+	VPSRLD       $0x10, Z11, Z11
+	VPMOVDW      Z11, (R9)
 	ADDQ         DI, R9
-	VMOVUPS      Z15, (R9)
+	VPSRLD       $0x10, Z15, Z15
+	VPMOVDW      Z15, (R9)
 	VMOVDQU32    1024(SP), Z0
 	VMOVDQU32    1088(SP), Z1
 	KXNORW       K1, K1, K1
@@ -4399,7 +4432,7 @@ nvfp4ColsRHTAVX512_loop:
 	MOVQ         SI, R9
 	SHLQ         $0x04, R9
 	ADDQ         R9, CX
-	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000004, DX
 	DECQ         BX
 	JNZ          nvfp4ColsRHTAVX512_loop
@@ -4736,6 +4769,213 @@ e2m1sr_loop:
 	VPMOVQB      Z2, (AX)
 	ADDQ         $0x00000008, AX
 	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000004, DX
+	DECQ         BX
+	JNZ          e2m1sr_loop
+
+e2m1sr_done:
+	VZEROUPPER
+	RET
+
+// func e2m1BlocksBF16AVX512(dst *uint8, src *uint16, es *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·e2m1BlocksBF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         es+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x00000007, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x00000008, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x4a800000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x4a800000, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x001fffff, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z26
+	MOVL         $0x000000fc, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x00000007, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x3f800000, SI
+	VPBROADCASTD SI, Z29
+	MOVQ         BX, SI
+	SHRQ         $0x01, SI
+	TESTQ        SI, SI
+	JZ           e2m1rn_done
+
+e2m1rn_loop:
+	VBROADCASTSS (DX), Z5
+	VPMOVZXWD    (CX), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VMULPS       Z0, Z5, Z0
+	VPANDD       Z16, Z0, Z1
+	VADDPS       Z23, Z1, Z3
+	VPSUBD       Z24, Z3, Z3
+	VPSRLD       $0x16, Z1, Z2
+	VPANDD       Z26, Z2, Z2
+	VPADDD       Z25, Z2, Z2
+	VPADDD       Z1, Z2, Z2
+	VPSRLD       $0x16, Z2, Z2
+	VPSUBD       Z27, Z2, Z4
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z4, K1, Z4
+	VPMINUD      Z28, Z4, Z4
+	VPSRLD       $0x1c, Z0, Z2
+	VPCMPUD      $0x02, Z17, Z1, K2
+	VPTERNLOGD   $0xf8, Z22, Z2, K2, Z4
+	VPSRLQ       $0x1c, Z4, Z2
+	VPORQ        Z2, Z4, Z4
+	VPMOVQB      Z4, (AX)
+	VBROADCASTSS 4(DX), Z15
+	VPMOVZXWD    32(CX), Z10
+	VPSLLD       $0x10, Z10, Z10
+	VMULPS       Z10, Z15, Z10
+	VPANDD       Z16, Z10, Z11
+	VADDPS       Z23, Z11, Z13
+	VPSUBD       Z24, Z13, Z13
+	VPSRLD       $0x16, Z11, Z12
+	VPANDD       Z26, Z12, Z12
+	VPADDD       Z25, Z12, Z12
+	VPADDD       Z11, Z12, Z12
+	VPSRLD       $0x16, Z12, Z12
+	VPSUBD       Z27, Z12, Z14
+	VPCMPUD      $0x01, Z29, Z11, K1
+	VPBLENDMD    Z13, Z14, K1, Z14
+	VPMINUD      Z28, Z14, Z14
+	VPSRLD       $0x1c, Z10, Z12
+	VPCMPUD      $0x02, Z17, Z11, K3
+	VPTERNLOGD   $0xf8, Z22, Z12, K3, Z14
+	VPSRLQ       $0x1c, Z14, Z12
+	VPORQ        Z12, Z14, Z14
+	VPMOVQB      Z14, 8(AX)
+	ADDQ         $0x00000010, AX
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000008, DX
+	DECQ         SI
+	JNZ          e2m1rn_loop
+
+e2m1rn_done:
+	TESTQ        $0x00000001, BX
+	JZ           e2m1rn_end
+	VBROADCASTSS (DX), Z5
+	VPMOVZXWD    (CX), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VMULPS       Z0, Z5, Z0
+	VPANDD       Z16, Z0, Z1
+	VADDPS       Z23, Z1, Z3
+	VPSUBD       Z24, Z3, Z3
+	VPSRLD       $0x16, Z1, Z2
+	VPANDD       Z26, Z2, Z2
+	VPADDD       Z25, Z2, Z2
+	VPADDD       Z1, Z2, Z2
+	VPSRLD       $0x16, Z2, Z2
+	VPSUBD       Z27, Z2, Z4
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VPBLENDMD    Z3, Z4, K1, Z4
+	VPMINUD      Z28, Z4, Z4
+	VPSRLD       $0x1c, Z0, Z2
+	VPCMPUD      $0x02, Z17, Z1, K2
+	VPTERNLOGD   $0xf8, Z22, Z2, K2, Z4
+	VPSRLQ       $0x1c, Z4, Z2
+	VPORQ        Z2, Z4, Z4
+	VPMOVQB      Z4, (AX)
+
+e2m1rn_end:
+	VZEROUPPER
+	RET
+
+// func e2m1StochasticBF16AVX512(dst *uint8, src *uint16, es *float32, blocks int, key uint32, base uint32)
+// Requires: AVX, AVX512F
+TEXT ·e2m1StochasticBF16AVX512(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         es+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z16
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z17
+	MOVL         $0x00000007, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x00000008, SI
+	VPBROADCASTD SI, Z22
+	LEAQ         e2m1Tables<>+0(SB), SI
+	MOVL         $0x40c00000, DI
+	VPBROADCASTD DI, Z18
+	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z19
+	MOVL         $0x000000fc, DI
+	VPBROADCASTD DI, Z20
+	MOVL         $0x9e3779b1, DI
+	VPBROADCASTD DI, Z23
+	MOVL         $0x85ebca6b, DI
+	VPBROADCASTD DI, Z24
+	MOVL         $0xc2b2ae35, DI
+	VPBROADCASTD DI, Z25
+	MOVL         $0x00000010, DI
+	VPBROADCASTD DI, Z28
+	MOVL         $0x33800000, DI
+	VPBROADCASTD DI, Z29
+	MOVL         key+32(FP), DI
+	MOVL         base+36(FP), R8
+	VPBROADCASTD DI, Z26
+	VPBROADCASTD R8, Z27
+	VPADDD       128(SI), Z27, Z27
+	VMOVUPS      (SI), Z30
+	VMOVUPS      64(SI), Z31
+	TESTQ        BX, BX
+	JZ           e2m1sr_done
+
+e2m1sr_loop:
+	VBROADCASTSS (DX), Z7
+	VPMOVZXWD    (CX), Z0
+	VPSLLD       $0x10, Z0, Z0
+	VMULPS       Z0, Z7, Z0
+	VPANDD       Z16, Z0, Z1
+	VPSRLD       $0x16, Z1, Z2
+	VPSUBD       Z20, Z2, Z2
+	VADDPS       Z1, Z1, Z7
+	VCVTTPS2DQ   Z7, Z3
+	VPCMPUD      $0x01, Z19, Z1, K1
+	VPBLENDMD    Z3, Z2, K1, Z2
+	VPCMPUD      $0x05, Z18, Z1, K2
+	VPBLENDMD    Z21, Z2, K2, Z2
+	VPERMPS      Z30, Z2, Z4
+	VPERMPS      Z31, Z2, Z5
+	VSUBPS       Z4, Z1, Z7
+	VMULPS       Z5, Z7, Z5
+	VPMULLD      Z23, Z27, Z6
+	VPXORD       Z26, Z6, Z6
+	VPSRLD       $0x10, Z6, Z7
+	VPXORD       Z7, Z6, Z6
+	VPMULLD      Z24, Z6, Z6
+	VPSRLD       $0x0d, Z6, Z7
+	VPXORD       Z7, Z6, Z6
+	VPMULLD      Z25, Z6, Z6
+	VPSRLD       $0x10, Z6, Z7
+	VPXORD       Z7, Z6, Z6
+	VPSRLD       $0x08, Z6, Z6
+	VCVTDQ2PS    Z6, Z8
+	VMULPS       Z29, Z8, Z8
+	VCMPPS       $0x01, Z5, Z8, K3
+	VPADDD       192(SI), Z2, K3, Z2
+	VPSRLD       $0x1c, Z0, Z7
+	VPCMPUD      $0x02, Z17, Z1, K4
+	VPTERNLOGD   $0xf8, Z22, Z7, K4, Z2
+	VPADDD       Z28, Z27, Z27
+	VPSRLQ       $0x1c, Z2, Z10
+	VPORQ        Z10, Z2, Z2
+	VPMOVQB      Z2, (AX)
+	ADDQ         $0x00000008, AX
+	ADDQ         $0x00000020, CX
 	ADDQ         $0x00000004, DX
 	DECQ         BX
 	JNZ          e2m1sr_loop

@@ -109,10 +109,10 @@ func amax16AVX512(src *float32, blocks int, out *uint32)
 //go:noescape
 func nvfp4ColsAVX512(dst *float32, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
 
-// nvfp4ColsRHTAVX512 writes 16 source columns of 16·groups rows transposed, randomly Hadamard-transformed along the rows, with the amax of each block of 16; its Go twin is Transpose, RHT16 and Amax16 (fp8cast.go) (AVX-512F).
+// nvfp4ColsRHTAVX512 writes 16 source columns of 16·groups rows transposed, randomly Hadamard-transformed along the rows (as bf16 bits, a NaN quiet), with the amax of each block of 16; its Go twin is nvfp4ColsRHTGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape
-func nvfp4ColsRHTAVX512(dst *float32, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
+func nvfp4ColsRHTAVX512(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
 
 // nvfp4ScalesAVX512 computes the E4M3 block scales and element scales of 16·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX-512F).
 //
@@ -128,6 +128,16 @@ func e2m1BlocksAVX512(dst *uint8, src *float32, es *float32, blocks int)
 //
 //go:noescape
 func e2m1StochasticAVX512(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)
+
+// e2m1BlocksBF16AVX512 casts 16·blocks bf16 values times their block's scale to E2M1 codes, two per byte; its Go twin is e2m1BlocksGo (each block widened to float32) (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func e2m1BlocksBF16AVX512(dst *uint8, src *uint16, es *float32, blocks int)
+
+// e2m1StochasticBF16AVX512 casts 16·blocks bf16 values times their block's scale to E2M1 codes, two per byte; its Go twin is e2m1StochasticGo (each block widened to float32) (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func e2m1StochasticBF16AVX512(dst *uint8, src *uint16, es *float32, blocks int, key uint32, base uint32)
 
 // e2m1DecodeBF16AVX512 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX-512F).
 //

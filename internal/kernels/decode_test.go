@@ -268,10 +268,10 @@ func TestColumnBandKernelsMatchTwins(t *testing.T) {
 	}
 }
 
-// TestE2M1AndRHTMatchTwins checks the E2M1 per-lane cast and the random
-// Hadamard transform against their Go twins bit for bit, on every kind
-// of value (NaN, ±inf, subnormals, ties, any bit pattern) at lengths
-// that leave a tail.
+// TestE2M1AndRHTMatchTwins checks the E2M1 per-lane cast (of float32
+// and of bf16 values) and the random Hadamard transform against their Go
+// twins bit for bit, on every kind of value (NaN, ±inf, subnormals,
+// ties, any bit pattern) at lengths that leave a tail.
 func TestE2M1AndRHTMatchTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5, 6, 7,
@@ -315,6 +315,26 @@ func TestE2M1AndRHTMatchTwins(t *testing.T) {
 			}
 			if n%2 == 1 && got[n/2]>>4 != 0 {
 				t.Fatalf("n=%d: the padding nibble is %#x", n, got[n/2]>>4)
+			}
+			// The bf16 variants: the high halves of the values, against
+			// the float32 twin of their float32 values.
+			h, w := make([]uint16, n), make([]float32, n)
+			for i, v := range src {
+				h[i] = uint16(math.Float32bits(v) >> 16)
+				w[i] = math.Float32frombits(uint32(h[i]) << 16)
+			}
+			for i := range got {
+				got[i] = 0xAA
+			}
+			if stochastic {
+				E2M1StochasticBlocksBF16(got, h, es, 77, 5)
+				e2m1StochasticGo(want, w, es, 77, 5)
+			} else {
+				QuantizeE2M1BlocksBF16(got, h, es)
+				e2m1BlocksGo(want, w, es)
+			}
+			if string(got) != string(want) {
+				t.Fatalf("n=%d stochastic=%v: packed E2M1 codes of bf16 values differ from the twin", n, stochastic)
 			}
 		}
 		x := gen(n)
@@ -367,26 +387,40 @@ func TestNVFP4ColsMatchesTwin(t *testing.T) {
 				}
 				nb := (c.rows + 15) / 16
 				got, want := make([]float32, c.rows*c.cols), make([]float32, c.rows*c.cols)
+				got16 := make([]uint16, c.rows*c.cols)
 				gam, wam := make([]uint32, c.cols*nb), make([]uint32, c.cols*nb)
-				for i := range got {
-					got[i], want[i] = 7, 7
-				}
-				for i := range gam {
-					gam[i], wam[i] = 9, 9
-				}
-				NVFP4Cols(got, gam, src, c.rows, c.cols, c.c0, c.c1, rht)
-				if c.c0 == 0 && c.c1 == c.cols && NVFP4ColsBands(c.rows, c.cols) {
-					// The same by bands of source rows, in two calls
-					// (the second band first), over guard values.
+				guards := func() {
 					for i := range got {
-						got[i] = 7
+						got[i], got16[i] = 7, 7
 					}
 					for i := range gam {
 						gam[i] = 9
 					}
+				}
+				guards()
+				for i := range want {
+					want[i] = 7
+				}
+				for i := range wam {
+					wam[i] = 9
+				}
+				if rht {
+					NVFP4ColsRHT(got16, gam, src, c.rows, c.cols, c.c0, c.c1)
+				} else {
+					NVFP4Cols(got, gam, src, c.rows, c.cols, c.c0, c.c1)
+				}
+				if c.c0 == 0 && c.c1 == c.cols && NVFP4ColsBands(c.rows, c.cols) {
+					// The same by bands of source rows, in two calls
+					// (the second band first), over guard values.
+					guards()
 					mid := c.rows / 32 * 16
-					NVFP4ColsBand(got, gam, src, c.rows, c.cols, mid, c.rows, rht)
-					NVFP4ColsBand(got, gam, src, c.rows, c.cols, 0, mid, rht)
+					for _, b := range [][2]int{{mid, c.rows}, {0, mid}} {
+						if rht {
+							NVFP4ColsBandRHT(got16, gam, src, c.rows, c.cols, b[0], b[1])
+						} else {
+							NVFP4ColsBand(got, gam, src, c.rows, c.cols, b[0], b[1])
+						}
+					}
 				}
 				transposeGo(want, src, c.rows, c.cols, 0, c.rows, c.c0, c.c1)
 				if rht {
@@ -396,8 +430,25 @@ func TestNVFP4ColsMatchesTwin(t *testing.T) {
 					amax16Go(wam[r*nb:(r+1)*nb], want[r*c.rows:(r+1)*c.rows])
 				}
 				for i := range got {
+					in := i/c.rows >= c.c0 && i/c.rows < c.c1
+					if rht {
+						// The bf16 bits of the twin's values (bf16 values:
+						// their low halves are 0), a NaN for a NaN.
+						w := math.Float32bits(want[i])
+						ok := got16[i] == uint16(w>>16) && w&0xFFFF == 0
+						if want[i] != want[i] {
+							ok = BF16ToFloat32(got16[i]) != BF16ToFloat32(got16[i])
+						}
+						if !in {
+							ok = got16[i] == 7
+						}
+						if !ok {
+							t.Fatalf("%+v rht %s: stored value %d (row %d) = %#x, twin %#x", c, kind, i, i/c.rows, got16[i], w)
+						}
+						continue
+					}
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
-						t.Fatalf("%+v rht=%v %s: stored value %d (row %d) = %#x, twin %#x", c, rht, kind, i, i/c.rows, math.Float32bits(got[i]), math.Float32bits(want[i]))
+						t.Fatalf("%+v %s: stored value %d (row %d) = %#x, twin %#x", c, kind, i, i/c.rows, math.Float32bits(got[i]), math.Float32bits(want[i]))
 					}
 				}
 				for i := range gam {

@@ -477,20 +477,21 @@ func rht16Vector(x []float32) int {
 	return groups * 16
 }
 
-// nvfp4ColsVector does NVFP4Cols for the strips of 16 whole columns
-// from c0 when rows is a multiple of 16 and returns how many columns it
-// did.
-func nvfp4ColsVector(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 int, rht bool) int {
-	if !hasAVX512 || rows%16 != 0 {
+// nvfp4ColsStrips runs the strip kernels on source rows [r0, r1) (whole
+// groups of 16) of the strips of 16 columns from c0 up to c1 and returns
+// how many columns they did: the plain pass into dst32, or with dst16
+// the transform, its bf16 bits into dst16.
+func nvfp4ColsStrips(dst32 []float32, dst16 []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) int {
+	if !hasAVX512 || rows%16 != 0 || r0%16 != 0 || r1%16 != 0 || r0 >= r1 {
 		return 0
 	}
 	nb, strips := rows/16, (c1-c0)/16
 	for s := 0; s < strips; s++ {
 		c := c0 + 16*s
-		if rht {
-			nvfp4ColsRHTAVX512(&dst[c*rows], &src[c], &bam[c*nb], nb, 4*cols, 4*rows, int32(nb))
+		if dst16 != nil {
+			nvfp4ColsRHTAVX512(&dst16[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 2*rows, int32(nb))
 		} else {
-			nvfp4ColsAVX512(&dst[c*rows], &src[c], &bam[c*nb], nb, 4*cols, 4*rows, int32(nb))
+			nvfp4ColsAVX512(&dst32[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 4*rows, int32(nb))
 		}
 	}
 	return 16 * strips
@@ -498,19 +499,6 @@ func nvfp4ColsVector(dst []float32, bam []uint32, src []float32, rows, cols, c0,
 
 // nvfp4ColsBands: the strip kernels take any run of whole row groups.
 func nvfp4ColsBands(rows, cols int) bool { return hasAVX512 && rows%16 == 0 && cols%16 == 0 }
-
-// nvfp4ColsBandVector runs the strip kernel over source rows [r0, r1) of
-// every strip of 16 columns.
-func nvfp4ColsBandVector(dst []float32, bam []uint32, src []float32, rows, cols, r0, r1 int, rht bool) {
-	nb := rows / 16
-	for c := 0; c < cols; c += 16 {
-		if rht {
-			nvfp4ColsRHTAVX512(&dst[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 4*rows, int32(nb))
-		} else {
-			nvfp4ColsAVX512(&dst[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 4*rows, int32(nb))
-		}
-	}
-}
 
 // amax16Vector does Amax16 for the whole blocks of src with the vector
 // kernel and returns how many blocks it did.
@@ -542,6 +530,26 @@ func e2m1BlocksVector(dst []uint8, src, es []float32) int {
 		return 0
 	}
 	e2m1BlocksAVX512(&dst[0], &src[0], &es[0], blocks)
+	return 16 * blocks
+}
+
+// e2m1BlocksBF16Vector is e2m1BlocksVector for bf16 values.
+func e2m1BlocksBF16Vector(dst []uint8, src []uint16, es []float32) int {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < 8*blocks || len(es) < blocks {
+		return 0
+	}
+	e2m1BlocksBF16AVX512(&dst[0], &src[0], &es[0], blocks)
+	return 16 * blocks
+}
+
+// e2m1StochasticBF16Vector is e2m1StochasticVector for bf16 values.
+func e2m1StochasticBF16Vector(dst []uint8, src []uint16, es []float32, key, base uint32) int {
+	blocks := len(src) / 16
+	if !hasAVX512 || blocks == 0 || len(dst) < 8*blocks || len(es) < blocks {
+		return 0
+	}
+	e2m1StochasticBF16AVX512(&dst[0], &src[0], &es[0], blocks, key, base)
 	return 16 * blocks
 }
 

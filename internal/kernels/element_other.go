@@ -60,19 +60,20 @@ func amaxColsVector(acc []uint32, src []float32) (int, uint32)                  
 
 func rht16Vector(x []float32) int { return 0 }
 
-func nvfp4ColsVector(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 int, rht bool) int {
+func nvfp4ColsStrips(dst32 []float32, dst16 []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) int {
 	return 0
 }
 
 func nvfp4ColsBands(rows, cols int) bool { return false }
-func nvfp4ColsBandVector(dst []float32, bam []uint32, src []float32, rows, cols, r0, r1 int, rht bool) {
-	panic("kernels: no vector NVFP4 column pass on this build")
-}
 
 func amax16Vector(out []uint32, src []float32) int                                   { return 0 }
 func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int { return 0 }
 func e2m1BlocksVector(dst []uint8, src, es []float32) int                            { return 0 }
 func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int      { return 0 }
+func e2m1BlocksBF16Vector(dst []uint8, src []uint16, es []float32) int               { return 0 }
+func e2m1StochasticBF16Vector(dst []uint8, src []uint16, es []float32, key, base uint32) int {
+	return 0
+}
 
 func decodeE2M1BF16Vector(dst []uint16, src []uint8, factors []float32) int { return 0 }
 

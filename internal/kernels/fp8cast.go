@@ -354,42 +354,99 @@ func Amax16(out []uint32, src []float32) {
 }
 
 // NVFP4Cols is the first pass of NVFP4's column-wise cast of columns
-// c0 ≤ j < c1 of the rows × cols matrix src (row-major): it writes them
-// transposed to rows c0…c1−1 of dst (cols × rows, as Transpose does),
-// with rht after Transformer Engine's random Hadamard transform of each
-// group of 16 along them (RHT16; rows must then be a multiple of 16),
-// and the amax bits of each block of 16 of those rows to bam (⌈rows/16⌉
-// blocks a row, Amax16's rule). The vector kernel does strips of 16
-// columns when rows is a multiple of 16, reading each value once;
-// Transpose, RHT16 and Amax16 (its twin) do the rest, with the same bits.
-func NVFP4Cols(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 int, rht bool) {
+// c0 ≤ j < c1 of the rows × cols matrix src (row-major), without the
+// transform: it writes them transposed to rows c0…c1−1 of dst (cols ×
+// rows, as Transpose does), and the amax bits of each block of 16 of
+// those rows to bam (⌈rows/16⌉ blocks a row, Amax16's rule). The vector
+// kernel does strips of 16 columns when rows is a multiple of 16,
+// reading each value once; Transpose and Amax16 (its twin) do the rest,
+// with the same bits.
+func NVFP4Cols(dst []float32, bam []uint32, src []float32, rows, cols, c0, c1 int) {
 	if rows <= 0 || c0 >= c1 {
 		return
 	}
 	nb := (rows + 15) / 16
 	_, _, _ = src[rows*cols-1], dst[c1*rows-1], bam[c1*nb-1]
-	j := c0 + nvfp4ColsVector(dst, bam, src, rows, cols, c0, c1, rht)
+	j := c0 + nvfp4ColsStrips(dst, nil, bam, src, rows, cols, 0, rows, c0, c1)
 	if j >= c1 {
 		return
 	}
 	Transpose(dst, src, rows, cols, j, c1)
-	if rht {
-		RHT16(dst[j*rows : c1*rows])
-	}
 	for r := j; r < c1; r++ {
 		Amax16(bam[r*nb:(r+1)*nb], dst[r*rows:(r+1)*rows])
 	}
 }
 
-// NVFP4ColsBands reports whether NVFP4ColsBand has a vector kernel for a
-// rows × cols source: AVX-512, and both sides multiples of 16.
+// NVFP4ColsRHT is NVFP4Cols with Transformer Engine's random Hadamard
+// transform of each group of 16 along the stored rows (RHT16; rows must
+// be a multiple of 16). The transformed values are bf16 values: dst
+// takes their bf16 bits (a NaN made quiet, so that it stays one), half
+// the bytes of float32 for the cast to read back. The vector kernel does
+// the strips of 16 columns, nvfp4ColsRHTGo (its twin) the rest, with the
+// same bits.
+func NVFP4ColsRHT(dst []uint16, bam []uint32, src []float32, rows, cols, c0, c1 int) {
+	if rows <= 0 || c0 >= c1 {
+		return
+	}
+	if rows%16 != 0 {
+		panic(fmt.Sprintf("kernels: NVFP4ColsRHT of %d rows, not a multiple of 16", rows))
+	}
+	nb := rows / 16
+	_, _, _ = src[rows*cols-1], dst[c1*rows-1], bam[c1*nb-1]
+	j := c0 + nvfp4ColsStrips(nil, dst, bam, src, rows, cols, 0, rows, c0, c1)
+	nvfp4ColsRHTGo(dst, bam, src, rows, cols, 0, rows, j, c1)
+}
+
+// nvfp4ColsRHTGo is the loop nvfp4ColsRHTAVX512 replaces, for source
+// rows [r0, r1) of columns [c0, c1): each group of 16 of a column
+// transformed (rht16Go), its amax (amax16Go), its values' bf16 bits.
+func nvfp4ColsRHTGo(dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
+	nb := rows / 16
+	var v [16]float32
+	for j := c0; j < c1; j++ {
+		for g := r0 / 16; g < r1/16; g++ {
+			for k := range v {
+				v[k] = src[(16*g+k)*cols+j]
+			}
+			rht16Go(v[:])
+			amax16Go(bam[j*nb+g:j*nb+g+1], v[:])
+			for k, x := range v {
+				dst[j*rows+16*g+k] = bf16Bits(x)
+			}
+		}
+	}
+}
+
+// bf16Bits returns the high half of a bf16 value's float32 bits, a NaN
+// made quiet first (so that the half is a NaN too).
+func bf16Bits(x float32) uint16 {
+	b := math.Float32bits(x)
+	if b&0x7FFFFFFF > 0x7F800000 {
+		b |= 0x00400000
+	}
+	return uint16(b >> 16)
+}
+
+// NVFP4ColsBands reports whether NVFP4ColsBand and NVFP4ColsBandRHT have
+// a vector kernel for a rows × cols source: AVX-512, and both sides
+// multiples of 16.
 func NVFP4ColsBands(rows, cols int) bool { return nvfp4ColsBands(rows, cols) }
 
 // NVFP4ColsBand is NVFP4Cols for source rows r0 ≤ i < r1 (multiples of
 // 16) of every column, when NVFP4ColsBands allows it: stored columns r0
 // … r1−1 of every stored row, and their blocks' amaxes, with the same
 // bits.
-func NVFP4ColsBand(dst []float32, bam []uint32, src []float32, rows, cols, r0, r1 int, rht bool) {
+func NVFP4ColsBand(dst []float32, bam []uint32, src []float32, rows, cols, r0, r1 int) {
+	nvfp4ColsBand(dst, nil, bam, src, rows, cols, r0, r1)
+}
+
+// NVFP4ColsBandRHT is NVFP4ColsRHT for source rows r0 ≤ i < r1, as
+// NVFP4ColsBand is NVFP4Cols's.
+func NVFP4ColsBandRHT(dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1 int) {
+	nvfp4ColsBand(nil, dst, bam, src, rows, cols, r0, r1)
+}
+
+func nvfp4ColsBand(dst32 []float32, dst16 []uint16, bam []uint32, src []float32, rows, cols, r0, r1 int) {
 	if r0 >= r1 {
 		return
 	}
@@ -397,8 +454,13 @@ func NVFP4ColsBand(dst []float32, bam []uint32, src []float32, rows, cols, r0, r
 		panic(fmt.Sprintf("kernels: NVFP4ColsBand rows %d…%d of [%d %d]", r0, r1, rows, cols))
 	}
 	nb := rows / 16
-	_, _, _ = src[rows*cols-1], dst[cols*rows-1], bam[cols*nb-1]
-	nvfp4ColsBandVector(dst, bam, src, rows, cols, r0, r1, rht)
+	_, _ = src[rows*cols-1], bam[cols*nb-1]
+	if dst16 != nil {
+		_ = dst16[cols*rows-1]
+	} else {
+		_ = dst32[cols*rows-1]
+	}
+	nvfp4ColsStrips(dst32, dst16, bam, src, rows, cols, r0, r1, 0, cols)
 }
 
 // amax16Go is the loop amax16AVX512 replaces.
@@ -520,6 +582,39 @@ func E2M1StochasticBlocks(dst []uint8, src, es []float32, key, base uint32) {
 	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
 	done := e2m1StochasticVector(dst, src, es, key, base)
 	e2m1StochasticGo(dst[done/2:], src[done:], es[done/16:], key, base+uint32(done))
+}
+
+// QuantizeE2M1BlocksBF16 is QuantizeE2M1Blocks of bf16 values (bf16
+// bits, each read as the float32 of its high half).
+func QuantizeE2M1BlocksBF16(dst []uint8, src []uint16, es []float32) {
+	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
+	done := e2m1BlocksBF16Vector(dst, src, es)
+	var v [16]float32
+	for b := done / 16; 16*b < len(src); b++ {
+		w := widenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
+		e2m1BlocksGo(dst[8*b:], w, es[b:b+1])
+	}
+}
+
+// E2M1StochasticBlocksBF16 is E2M1StochasticBlocks of bf16 values.
+func E2M1StochasticBlocksBF16(dst []uint8, src []uint16, es []float32, key, base uint32) {
+	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
+	done := e2m1StochasticBF16Vector(dst, src, es, key, base)
+	var v [16]float32
+	for b := done / 16; 16*b < len(src); b++ {
+		w := widenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
+		e2m1StochasticGo(dst[8*b:], w, es[b:b+1], key, base+uint32(16*b))
+	}
+}
+
+// widenBF16 writes the float32 values of the bf16 bits h to v and returns
+// them.
+func widenBF16(v []float32, h []uint16) []float32 {
+	v = v[:len(h)]
+	for i, x := range h {
+		v[i] = BF16ToFloat32(x)
+	}
+	return v
 }
 
 // e2m1StochasticGo is the loop e2m1StochasticAVX512 replaces, from an

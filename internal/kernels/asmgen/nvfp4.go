@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -286,20 +287,45 @@ var e2m1Mem Mem
 // finaliser); the code at or below |v| found from its bits, raised by
 // one when u < the fraction of the gap |v| lies above it; saturating at
 // ±6, a NaN giving +6, the sign in bit 3.
-func e2m1Blocks(stochastic bool) {
+//
+// With bf16 the source values are bf16 bits (16-bit lanes), each read as
+// the float32 of its high half.
+func e2m1Blocks(stochastic, bf16 bool) {
 	name := "e2m1BlocksAVX512"
 	sig := "func(dst *uint8, src *float32, es *float32, blocks int)"
 	twin := "e2m1BlocksGo"
 	if stochastic {
 		name, sig, twin = "e2m1StochasticAVX512", "func(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)", "e2m1StochasticGo"
 	}
+	what := "values"
+	if bf16 {
+		name = strings.Replace(name, "AVX512", "BF16AVX512", 1)
+		sig = strings.Replace(sig, "src *float32", "src *uint16", 1)
+		twin += " (each block widened to float32)"
+		what = "bf16 values"
+	}
 	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " casts 16·blocks values times their block's scale to E2M1 codes, two per byte; its Go twin is " + twin + " (fp8cast.go) (AVX-512F).")
+	Doc(name + " casts 16·blocks " + what + " times their block's scale to E2M1 codes, two per byte; its Go twin is " + twin + " (fp8cast.go) (AVX-512F).")
+	// Bytes of source a block takes, and the load of block i's values
+	// times the scale s into y.
+	blockBytes := 64
+	if bf16 {
+		blockBytes = 32
+	}
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	es := Load(Param("es"), GP64())
 	n := Load(Param("blocks"), GP64())
+	scaled := func(i int, s, y VecPhysical) {
+		if !bf16 {
+			VMULPS(Mem{Base: src, Disp: 64 * i}, s, y)
+			return
+		}
+		VPMOVZXWD(Mem{Base: src, Disp: 32 * i}, y)
+		VPSLLD(U8(16), y, y)
+		VMULPS(y, s, y)
+	}
 	zAbs, zInf, zSeven, zSign8 := Z16, Z17, Z21, Z22
 	bcast(0x7FFFFFFF, zAbs)
 	bcast(0x7F800000, zInf)
@@ -313,7 +339,7 @@ func e2m1Blocks(stochastic bool) {
 		VPORQ(Z10, c, c)
 		VPMOVQB(c, Mem{Base: dst})
 		ADDQ(U32(8), dst)
-		ADDQ(U32(64), src)
+		ADDQ(U32(blockBytes), src)
 		ADDQ(U32(4), es)
 	}
 	if !stochastic {
@@ -326,7 +352,7 @@ func e2m1Blocks(stochastic bool) {
 		// down to bits 4–7), whose low bytes are stored.
 		block := func(i int, y, ya, t, sub, c, s VecPhysical, k Op) {
 			VBROADCASTSS(Mem{Base: es, Disp: 4 * i}, s)
-			VMULPS(Mem{Base: src, Disp: 64 * i}, s, y)
+			scaled(i, s, y)
 			VPANDD(zAbs, y, ya)
 			r.round(ya, c, t, sub)
 			VPSRLD(U8(28), y, t)
@@ -343,7 +369,7 @@ func e2m1Blocks(stochastic bool) {
 			block(0, Z0, Z1, Z2, Z3, Z4, Z5, K2)
 			block(1, Z10, Z11, Z12, Z13, Z14, Z15, K3)
 			ADDQ(U32(16), dst)
-			ADDQ(U32(128), src)
+			ADDQ(U32(2*blockBytes), src)
 			ADDQ(U32(8), es)
 		})
 		TESTQ(U32(1), n)
@@ -374,7 +400,7 @@ func e2m1Blocks(stochastic bool) {
 	loop("e2m1sr", n, func() {
 		v, a, c, cs, lo, fr, h, t, u := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8
 		VBROADCASTSS(Mem{Base: es}, t)
-		VMULPS(Mem{Base: src}, t, v) // v = x·scale
+		scaled(0, t, v) // v = x·scale
 		VPANDD(zAbs, v, a)
 		// The code at or below |v|: (bits>>22) − 252 from 1.0 up,
 		// trunc(2|v|) below it.
@@ -421,7 +447,7 @@ func e2m1Blocks(stochastic bool) {
 // broadcast (offsets colsAbs…colsSign), then the lane indices 0…15.
 func nvfp4ColsData() {
 	colsMem = GLOBL("nvfp4ColsConsts", RODATA|NOPTR)
-	for i, v := range []uint32{0x7FFFFFFF, 0x7F800000, 0x7FFF, 1, 0xFFFF0000, math.Float32bits(0.25), 0x80000000} {
+	for i, v := range []uint32{0x7FFFFFFF, 0x7F800000, 0x7FFF, 1, 0xFFFF0000, math.Float32bits(0.25), 0x80000000, 0x00400000} {
 		DATA(4*i, U32(v))
 	}
 	for i := 0; i < 16; i++ {
@@ -440,6 +466,7 @@ const (
 	colsMask
 	colsQuarter
 	colsSign
+	colsQuiet
 	colsIota = 64
 )
 
@@ -453,15 +480,22 @@ const (
 // each lane's amax over the group (NaN left out: amax16's rule) is
 // scattered to its stored row's block amax. It replaces a transpose, the
 // transform and the block amaxes: three passes over the tensor in one.
+// The transformed values are bf16 values, so rht stores their bf16 bits
+// (a NaN made quiet first, so that it stays one): half the bytes, for
+// the cast's pass to read back.
 func nvfp4Cols(rht bool) {
 	name, twin := "nvfp4ColsAVX512", "Transpose and Amax16"
 	if rht {
-		name, twin = "nvfp4ColsRHTAVX512", "Transpose, RHT16 and Amax16"
+		name, twin = "nvfp4ColsRHTAVX512", "nvfp4ColsRHTGo"
 	}
 	// Not NOSPLIT: the frame (1,152 bytes) is over the limit.
-	TEXT(name, 0, "func(dst *float32, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)")
+	dstType := "*float32"
+	if rht {
+		dstType = "*uint16"
+	}
+	TEXT(name, 0, "func(dst "+dstType+", src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)")
 	Pragma("noescape")
-	Doc(name + " writes 16 source columns of 16·groups rows transposed" + map[bool]string{true: ", randomly Hadamard-transformed along the rows,", false: ""}[rht] + " with the amax of each block of 16; its Go twin is " + twin + " (fp8cast.go) (AVX-512F).")
+	Doc(name + " writes 16 source columns of 16·groups rows transposed" + map[bool]string{true: ", randomly Hadamard-transformed along the rows (as bf16 bits, a NaN quiet),", false: ""}[rht] + " with the amax of each block of 16; its Go twin is " + twin + " (fp8cast.go) (AVX-512F).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	bam := Load(Param("bam"), GP64())
@@ -557,6 +591,8 @@ func nvfp4Cols(rht bool) {
 				VMULPS_BCST(cm(colsQuarter), acc(j), acc(j))
 				toBF16(acc(j), Z26)
 				amax(acc(j), Z26)
+				// A NaN quiet, so that its high half, stored, is one.
+				VPORD_BCST(cm(colsQuiet), acc(j), K2, acc(j))
 				VMOVUPS(acc(j), local.Offset(64*j))
 			}
 			for j := 0; j < 16; j++ {
@@ -568,7 +604,12 @@ func nvfp4Cols(rht bool) {
 		d := GP64()
 		MOVQ(dst, d)
 		for l := 0; l < 16; l++ {
-			VMOVUPS(out[l], Mem{Base: d})
+			if rht { // the high halves: bf16 bits
+				VPSRLD(U8(16), out[l], out[l])
+				VPMOVDW(out[l], Mem{Base: d})
+			} else {
+				VMOVUPS(out[l], Mem{Base: d})
+			}
 			if l < 15 {
 				ADDQ(ds, d)
 			}
@@ -581,7 +622,11 @@ func nvfp4Cols(rht bool) {
 		MOVQ(ss, p)
 		SHLQ(U8(4), p)
 		ADDQ(p, src)
-		ADDQ(U32(64), dst)
+		if rht {
+			ADDQ(U32(32), dst)
+		} else {
+			ADDQ(U32(64), dst)
+		}
 		ADDQ(U32(4), bam)
 	})
 	VZEROUPPER()
