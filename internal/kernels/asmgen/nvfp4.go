@@ -382,19 +382,23 @@ func e2m1Blocks(stochastic, bf16 bool) {
 	}
 	tab := GP64()
 	LEAQ(e2m1Mem, tab)
-	zSix, zOne, zRebias, zPhi, zM1, zM2, zKey, zCtr, zSixteen, zU, zVals, zInv := Z18, Z19, Z20, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
+	// zCtr holds i·0x9E3779B1 of each lane's element counter i: the
+	// product steps by 16·0x9E3779B1 (mod 2^32) from one iteration to
+	// the next, an add instead of a multiply.
+	zSix, zOne, zRebias, zPhi, zM1, zM2, zKey, zCtr, zStep, zU, zVals, zInv := Z18, Z19, Z20, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
 	bcast(0x40C00000, zSix)
 	bcast(0x3F800000, zOne)
 	bcast(252, zRebias)
 	bcast(0x9E3779B1, zPhi)
 	bcast(0x85EBCA6B, zM1)
 	bcast(0xC2B2AE35, zM2)
-	bcast(16, zSixteen)
+	bcast(uint32(16*0x9E3779B1&0xFFFFFFFF), zStep)
 	bcast(0x33800000, zU) // 2^-24
 	kr, br := Load(Param("key"), GP32()), Load(Param("base"), GP32())
 	VPBROADCASTD(kr, zKey)
 	VPBROADCASTD(br, zCtr)
 	VPADDD(Mem{Base: tab, Disp: 128}, zCtr, zCtr)
+	VPMULLD(zPhi, zCtr, zCtr)
 	VMOVUPS(Mem{Base: tab}, zVals)
 	VMOVUPS(Mem{Base: tab, Disp: 64}, zInv)
 	loop("e2m1sr", n, func() {
@@ -417,8 +421,7 @@ func e2m1Blocks(stochastic, bf16 bool) {
 		VSUBPS(lo, a, t)
 		VMULPS(fr, t, fr) // the fraction of the gap above lo
 		// u from the element counter.
-		VPMULLD(zPhi, zCtr, h)
-		VPXORD(zKey, h, h)
+		VPXORD(zKey, zCtr, h)
 		VPSRLD(U8(16), h, t)
 		VPXORD(t, h, h)
 		VPMULLD(zM1, h, h)
@@ -436,7 +439,7 @@ func e2m1Blocks(stochastic, bf16 bool) {
 		VPSRLD(U8(28), v, t)
 		VPCMPUD(U8(2), zInf, a, K4)
 		VPTERNLOGD(U8(0xF8), zSign8, t, K4, c)
-		VPADDD(zSixteen, zCtr, zCtr)
+		VPADDD(zStep, zCtr, zCtr)
 		pack(c)
 	})
 	VZEROUPPER()
