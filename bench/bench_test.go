@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -308,4 +309,21 @@ func TestLlamaFiguresSmall(t *testing.T) {
 	}
 	require.InDelta(t, r.LlamaFP8/r.LlamaFP32, r.LlamaFP8OverFP32, 1e-12)
 	require.InDelta(t, r.LlamaBF16/r.LlamaFP32, r.LlamaBF16OverFP32, 1e-12)
+}
+
+// TestPairedRatio: the recipes' ratios pair each round's samples, so a
+// busy round slows both; the ratio of the medians would pair a quiet
+// round of one with a busy round of the other.
+func TestPairedRatio(t *testing.T) {
+	ms := func(v ...float64) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x * float64(time.Millisecond))
+		}
+		return d
+	}
+	te, block := ms(1, 3, 1.1), ms(1.1, 3.3, 2.9)
+	if got := pairedRatio(block, te); math.Abs(got-1.1) > 1e-9 {
+		t.Fatalf("paired ratio %v, want 1.1 (the ratio of the medians is %v)", got, float64(median([][]time.Duration{block})[0])/float64(median([][]time.Duration{te})[0]))
+	}
 }

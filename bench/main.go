@@ -92,11 +92,15 @@ type Results struct {
 	MLPBF16    float64 `json:"mlp_step_ms_bf16"`
 	MLPFP8     float64 `json:"mlp_step_ms_fp8"`
 	// Float8BlockScaling (fp8.Float8BlockRecipe{}), and its ratio to
-	// delayed scaling (TE HYBRID).
+	// delayed scaling (TE HYBRID): the median over the rounds of the
+	// ratio of the two samples each round takes back to back (see
+	// pairedRatio), so that a change in the machine's load between
+	// rounds moves both.
 	MLPFP8Block        float64 `json:"mlp_step_ms_fp8block"`
 	MLPFP8BlockOverFP8 float64 `json:"ratio_mlp_fp8block_over_fp8"`
 	// NVFP4BlockScaling (fp8.NVFP4Recipe{}: the transform, stochastic
-	// rounding, 2-D weights), and its ratio to delayed scaling.
+	// rounding, 2-D weights), and its ratio to delayed scaling (paired
+	// as Float8BlockScaling's; the baby GPT's ratios likewise).
 	MLPNVFP4           float64 `json:"mlp_step_ms_nvfp4"`
 	MLPNVFP4OverFP8    float64 `json:"ratio_mlp_nvfp4_over_fp8"`
 	MLPGorgonia        float64 `json:"mlp_step_ms_gorgonia"`
@@ -148,6 +152,40 @@ type Results struct {
 // steady state a training loop runs in, not one call after the
 // collection that precedes each sample.
 func medians(reps int, fs ...func() error) ([]time.Duration, error) {
+	ts, err := samples(reps, fs...)
+	if err != nil {
+		return nil, err
+	}
+	return median(ts), nil
+}
+
+// median returns the median of each contender's samples.
+func median(ts [][]time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ts))
+	for i, t := range ts {
+		t = append([]time.Duration(nil), t...)
+		sort.Slice(t, func(a, b int) bool { return t[a] < t[b] })
+		out[i] = t[len(t)/2]
+	}
+	return out
+}
+
+// pairedRatio returns the median over the rounds of samples of
+// num[r]/den[r]: each round times every contender back to back, so the
+// ratio of one round's two samples sees one machine state, where the
+// ratio of two medians can pair a quiet minute with a busy one.
+func pairedRatio(num, den []time.Duration) float64 {
+	r := make([]float64, len(num))
+	for i := range num {
+		r[i] = float64(num[i]) / float64(den[i])
+	}
+	sort.Float64s(r)
+	return r[len(r)/2]
+}
+
+// samples is medians' timing: each of fs's reps samples, in the order
+// taken (round r of every contender before round r+1 of any).
+func samples(reps int, fs ...func() error) ([][]time.Duration, error) {
 	runs := make([]int, len(fs))
 	for i := 0; i < 2; i++ {
 		for j, f := range fs {
@@ -174,12 +212,7 @@ func medians(reps int, fs ...func() error) ([]time.Duration, error) {
 			ts[i] = append(ts[i], time.Since(start)/time.Duration(runs[i]))
 		}
 	}
-	out := make([]time.Duration, len(fs))
-	for i, t := range ts {
-		sort.Slice(t, func(a, b int) bool { return t[a] < t[b] })
-		out[i] = t[len(t)/2]
-	}
-	return out, nil
+	return ts, nil
 }
 
 // sampleTime is how long a timed sample of medians runs, and maxRuns
@@ -260,13 +293,14 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		return nil, err
 	}
 	defer cleanup()
-	d, err = medians(reps, append(steps, stepG)...)
+	ts, err := samples(reps, append(steps, stepG)...)
 	if err != nil {
 		return nil, err
 	}
+	d = median(ts)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPFP8Block, r.MLPNVFP4, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5])
-	r.MLPFP8BlockOverFP8, r.MLPNVFP4OverFP8 = r.MLPFP8Block/r.MLPFP8, r.MLPNVFP4/r.MLPFP8
+	r.MLPFP8BlockOverFP8, r.MLPNVFP4OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2])
 
 	if withGPT {
 		steps = steps[:0]
@@ -277,11 +311,12 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 			}
 			steps = append(steps, step)
 		}
-		if d, err = medians(reps, steps...); err != nil {
+		if ts, err = samples(reps, steps...); err != nil {
 			return nil, err
 		}
+		d = median(ts)
 		r.GPTFP32, r.GPTBF16, r.GPTFP8, r.GPTFP8Block, r.GPTNVFP4 = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4])
-		r.GPTFP8BlockOverFP8, r.GPTNVFP4OverFP8 = r.GPTFP8Block/r.GPTFP8, r.GPTNVFP4/r.GPTFP8
+		r.GPTFP8BlockOverFP8, r.GPTNVFP4OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2])
 		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = r.GPTBF16/r.GPTFP32, r.GPTFP8/r.GPTFP32
 		// The share of each GPT iteration spent in GEMMs, from the
 		// programs' own per-op profile (separate runs, not timed above).
