@@ -346,7 +346,9 @@ func (z *NVFP4Quantizer) Quantize(q *NVFP4, src []float32, key uint64) error {
 
 // Cast returns the values the last Quantize cast, in the stored layout:
 // the source transposed for a column-wise copy, after the transform when
-// it is on (the values its codes approximate).
+// it is on (the values its codes approximate). A transformed column-wise
+// copy is held as bf16 bits; Cast widens them into a float32 buffer that
+// its first call allocates and later calls reuse.
 func (z *NVFP4Quantizer) Cast() []float32 {
 	if z.work16 == nil {
 		return z.y
