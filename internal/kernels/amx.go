@@ -99,14 +99,7 @@ func packA16AMX(dst []uint32, trans bool, a *Operand, lda, ic, pc, mb, kb, kps i
 			if 2*q+1 < kb {
 				o1 = o0 + lda
 			}
-			if a.Exp != nil {
-				if q%(ExpBlock/2) == 0 {
-					a.expLanes(shifts[:mb], ic, pc+2*q)
-				}
-				a.pairs16Exp(tmp[i*mb:(i+1)*mb], o0, o1, mb, shifts[:mb])
-				continue
-			}
-			a.pairs16(tmp[i*mb:(i+1)*mb], o0, o1, mb)
+			a.pairs16Shifted(tmp[i*mb:(i+1)*mb], o0, o1, mb, ic, pc+2*q, shifts)
 		}
 		done := 0
 		if mb >= 16 {

@@ -127,6 +127,21 @@ func (x *Operand) rowsAt(dst []uint32, i0, ld, pc, rows, n, ldd int) {
 	x.rows16(dst, i0*ld+pc, ld, rows, n, ldd)
 }
 
+// pairs16Shifted is pairs16 of the n lanes of rows (or columns) i0 … of
+// op(X) that pair k indices p and p+1, and with Operand.Exp each lane's
+// k-block shift: sv holds the lanes' shifts, refilled when p starts a
+// k-block (the callers walk p up from a multiple of ExpBlock).
+func (x *Operand) pairs16Shifted(dst []uint32, o0, o1, n, i0, p int, sv []uint32) {
+	if x.Exp == nil {
+		x.pairs16(dst, o0, o1, n)
+		return
+	}
+	if p%ExpBlock == 0 {
+		x.expLanes(sv[:n], i0, p)
+	}
+	x.pairs16Exp(dst, o0, o1, n, sv[:n])
+}
+
 // expLanes writes the shifts (shiftLane values) of the k-block holding k
 // index p for rows (or columns) i0 … i0+len(sv)−1 of op(X).
 func (x *Operand) expLanes(sv []uint32, i0, p int) {
@@ -171,14 +186,7 @@ func packA16(dst []uint32, mr int, trans bool, a *Operand, lda, ic, pc, mb, kb i
 			if 2*q+1 < kb {
 				o1 = o0 + lda
 			}
-			if a.Exp != nil {
-				if q%(ExpBlock/2) == 0 {
-					a.expLanes(shifts[:mb], ic, pc+2*q)
-				}
-				a.pairs16Exp(t, o0, o1, mb, shifts[:mb])
-			} else {
-				a.pairs16(t, o0, o1, mb)
-			}
+			a.pairs16Shifted(t, o0, o1, mb, ic, pc+2*q, shifts)
 			for s := 0; s < mb; s += mr {
 				rows := min(mr, mb-s)
 				d := dst[s*kp+q*mr : s*kp+q*mr+mr]
