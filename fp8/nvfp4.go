@@ -356,10 +356,7 @@ func (z *NVFP4Quantizer) Cast() []float32 {
 	if z.cast32 == nil {
 		z.cast32 = make([]float32, len(z.work16))
 	}
-	for i, h := range z.work16 {
-		z.cast32[i] = kernels.BF16ToFloat32(h)
-	}
-	return z.cast32
+	return kernels.WidenBF16(z.cast32, z.work16)
 }
 
 // span returns part i's range of n items.

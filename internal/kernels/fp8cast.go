@@ -591,7 +591,7 @@ func QuantizeE2M1BlocksBF16(dst []uint8, src []uint16, es []float32) {
 	done := e2m1BlocksBF16Vector(dst, src, es)
 	var v [16]float32
 	for b := done / 16; 16*b < len(src); b++ {
-		w := widenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
+		w := WidenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
 		e2m1BlocksGo(dst[8*b:], w, es[b:b+1])
 	}
 }
@@ -602,14 +602,14 @@ func E2M1StochasticBlocksBF16(dst []uint8, src []uint16, es []float32, key, base
 	done := e2m1StochasticBF16Vector(dst, src, es, key, base)
 	var v [16]float32
 	for b := done / 16; 16*b < len(src); b++ {
-		w := widenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
+		w := WidenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
 		e2m1StochasticGo(dst[8*b:], w, es[b:b+1], key, base+uint32(16*b))
 	}
 }
 
-// widenBF16 writes the float32 values of the bf16 bits h to v and returns
-// them.
-func widenBF16(v []float32, h []uint16) []float32 {
+// WidenBF16 writes the float32 values of the bf16 bits h to v[:len(h)]
+// and returns that slice.
+func WidenBF16(v []float32, h []uint16) []float32 {
 	v = v[:len(h)]
 	for i, x := range h {
 		v[i] = BF16ToFloat32(x)
