@@ -16,22 +16,22 @@ import (
 // blockFormat is what the fused casts need of an FP8 format: its largest
 // finite value and quantize's rounding constants.
 type blockFormat struct {
-	suffix                string
-	max                   uint32 // float32 bits of the largest finite value
-	shift                 int
-	minNorm               uint32
-	magicExp              int
-	off, maxCode, nanCode uint32
+	suffix       string
+	max          uint32 // float32 bits of the largest finite value
+	shift        int
+	minNorm      uint32
+	magicExp     int
+	off, maxCode uint32
 }
 
 var blockFormats = []blockFormat{
-	{"E4M3", f32(448), 20, 0x3C800000, 14, 120 << 3, 0x7E, 0x7F},
-	{"E5M2", f32(57344), 21, 0x38800000, 7, 112 << 2, 0x7B, 0x7E},
+	{"E4M3", f32(448), 20, 0x3C800000, 14, 120 << 3, 0x7E},
+	{"E5M2", f32(57344), 21, 0x38800000, 7, 112 << 2, 0x7B},
 }
 
 // blockRegs are the constants of a fused block cast.
 type blockRegs struct {
-	abs, inf, nan, sign         VecPhysical
+	abs, inf, sign              VecPhysical
 	eps, mask, max, one, fltMax VecPhysical
 	r                           roundRegs
 }
@@ -39,12 +39,11 @@ type blockRegs struct {
 // newBlockRegs broadcasts a format's constants and the kernel's eps and
 // mask parameters (at byte offsets epsOff and epsOff+4).
 func newBlockRegs(f blockFormat, epsOff int) blockRegs {
-	b := blockRegs{abs: Z21, inf: Z30, nan: Z28, sign: Z31, eps: Z14, mask: Z15, max: Z16, one: Z17, fltMax: Z18}
+	b := blockRegs{abs: Z21, inf: Z30, sign: Z31, eps: Z14, mask: Z15, max: Z16, one: Z17, fltMax: Z18}
 	bcast(0x7FFFFFFF, b.abs)
 	bcast(0x7F800000, b.inf)
-	bcast(f.nanCode, b.nan)
 	bcast(0x80, b.sign)
-	b.r = newRoundRegs(f.shift, f.minNorm, f.magicExp, f.off, f.maxCode, Z22, Z23, Z24, Z25, Z26, Z27, Z29)
+	b.r = newRoundRegs(f.shift, f.minNorm, f.magicExp, f.off, f.maxCode, Z22, Z23, Z24, Z25, Z27, Z29)
 	VBROADCASTSS(NewParamAddr("eps", epsOff), b.eps)
 	VBROADCASTSS(NewParamAddr("mask", epsOff+4), b.mask) // the bits, broadcast
 	bcast(f.max, b.max)
@@ -72,17 +71,17 @@ func (b blockRegs) scales(a, s, inv VecPhysical) {
 }
 
 // cast16 writes the codes of the 16 values at src times scale to dst,
-// quantizeFP8Go's rounding (Z1-Z5 and K1, K2 clobbered).
+// quantizeFP8Go's rounding (Z1-Z5 and K1 clobbered). The values hold no
+// NaN — the kernels cast only blocks whose amax says so — so the NaN
+// code is never needed: a finite value times a finite scale rounds and
+// saturates, an infinite one saturates.
 func (b blockRegs) cast16(src, dst Mem, scale VecPhysical) {
 	ya, y, sub, t, c := Z1, Z2, Z3, Z4, Z5
 	VMULPS(src, scale, y)
 	VPANDD(b.abs, y, ya)
 	b.r.round(ya, c, t, sub)
-	VPCMPUD(U8(6), b.inf, ya, K2) // K2: a NaN
-	VPBLENDMD(b.nan, c, K2, c)
 	VPSRLD(U8(24), y, t)
-	VPANDD(b.sign, t, t)
-	VPORD(t, c, c)
+	VPTERNLOGD(U8(0xF8), b.sign, t, c) // c |= t & 0x80 (the sign)
 	VPMOVDB(c, dst)
 }
 

@@ -366,7 +366,7 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		VBROADCASTSS(NewParamAddr("scale", 24), zScale)
 	}
 	bcast(0x7FFFFFFF, zAbs)
-	r := newRoundRegs(shift, minNorm, magicExp, off, maxCode, Z22, Z23, Z24, Z25, Z26, Z27, Z29)
+	r := newRoundRegs(shift, minNorm, magicExp, off, maxCode, Z22, Z23, Z24, Z25, Z27, Z29)
 	bcast(nanCode, zNaN)
 	bcast(0x7F800000, zInf)
 	bcast(0x80, zSignMask)
@@ -389,8 +389,7 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		VPCMPUD(U8(6), zInf, ya, K2) // K2: ya > +inf bits, a NaN
 		VPBLENDMD(zNaN, c, K2, c)
 		VPSRLD(U8(24), y, t)
-		VPANDD(zSignMask, t, t)
-		VPORD(t, c, c)
+		VPTERNLOGD(U8(0xF8), zSignMask, t, c) // c |= t & 0x80 (the sign)
 		VPMOVDB(c, Mem{Base: dp, Disp: 16 * i})
 	}
 	if kind == castCols {
@@ -448,40 +447,41 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 // the smallest normal, by letting the FPU round it against a magic
 // constant whose ulp is the format's smallest subnormal.
 type roundRegs struct {
-	shift                                       int
-	magic, magicBits, half, one, off, max, norm VecPhysical
+	shift                                  int
+	magic, magicBits, half, one, max, norm VecPhysical
 }
 
-// newRoundRegs broadcasts a format's rounding constants into seven
-// registers.
-func newRoundRegs(shift int, minNorm uint32, magicExp int, off, maxCode uint32, magic, magicBits, half, one, offR, maxR, norm VecPhysical) roundRegs {
+// newRoundRegs broadcasts a format's rounding constants into six
+// registers. The rebias off is folded into the rounding's half:
+// (ya + half + lsb) >> shift − off is (ya + half − off<<shift + lsb) >>
+// shift for every magnitude at or above the smallest normal (whose bits
+// are at least off<<shift), the only ones that take that path.
+func newRoundRegs(shift int, minNorm uint32, magicExp int, off, maxCode uint32, magic, magicBits, half, one, maxR, norm VecPhysical) roundRegs {
 	m := uint32(127+magicExp) << 23
 	bcast(m, magic)
 	bcast(m, magicBits)
-	bcast(1<<(shift-1)-1, half)
+	bcast(uint32(1)<<(shift-1)-1-off<<shift, half)
 	bcast(1, one)
-	bcast(off, offR)
 	bcast(maxCode, maxR)
 	bcast(minNorm, norm)
-	return roundRegs{shift, magic, magicBits, half, one, offR, maxR, norm}
+	return roundRegs{shift, magic, magicBits, half, one, maxR, norm}
 }
 
 // round sets c to the code of the magnitude ya (float32 bits, sign
 // clear), rounded to nearest even and saturating at the largest finite
 // code (NaN is the caller's), with t and sub scratch and K1 clobbered.
+// The subnormal targets' codes overwrite theirs under a mask.
 func (r roundRegs) round(ya, c, t, sub VecPhysical) {
-	// Subnormal targets: let the FPU round ya + magic.
-	VADDPS(r.magic, ya, sub)
-	VPSUBD(r.magicBits, sub, sub)
 	// Normal targets: rebias and round half to even at bit shift.
 	VPSRLD(U8(r.shift), ya, t)
 	VPANDD(r.one, t, t)
 	VPADDD(r.half, t, t)
 	VPADDD(ya, t, t)
-	VPSRLD(U8(r.shift), t, t)
-	VPSUBD(r.off, t, c)
+	VPSRLD(U8(r.shift), t, c)
+	// Subnormal targets: let the FPU round ya + magic.
 	VPCMPUD(U8(1), r.norm, ya, K1) // K1: ya < smallest normal
-	VPBLENDMD(sub, c, K1, c)
+	VADDPS(r.magic, ya, sub)
+	VPSUBD(r.magicBits, sub, K1, c)
 	VPMINUD(r.max, c, c)
 }
 

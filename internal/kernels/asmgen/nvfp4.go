@@ -223,7 +223,7 @@ func nvfp4Scales() {
 	bcast(math.Float32bits(0x1p-9), zSubScale)
 	bcast(120<<23, zRebias)
 	bcast(8, zEight)
-	r := newRoundRegs(20, 0x3C800000, 14, 120<<3, 0x7E, Z22, Z23, Z24, Z25, Z26, Z27, Z29)
+	r := newRoundRegs(20, 0x3C800000, 14, 120<<3, 0x7E, Z22, Z23, Z24, Z25, Z27, Z29)
 	loop("nvfp4sc", n, func() {
 		t, c, u, sub, d, q := Z0, Z1, Z2, Z3, Z4, Z5
 		VMULPS(Mem{Base: am}, zM, t)
@@ -343,7 +343,7 @@ func e2m1Blocks(stochastic, bf16 bool) {
 		ADDQ(U32(4), es)
 	}
 	if !stochastic {
-		r := newRoundRegs(22, 0x3F800000, 22, 126<<1, 7, Z23, Z24, Z25, Z26, Z27, Z28, Z29)
+		r := newRoundRegs(22, 0x3F800000, 22, 126<<1, 7, Z23, Z24, Z25, Z26, Z28, Z29)
 		// block casts the 16 values at src+64·i with the scale at es+4·i
 		// and stores their 8 bytes at dst+8·i. The rounding saturates a
 		// NaN to 7 (its magnitude bits are above +inf's), so only the
