@@ -114,6 +114,11 @@ func nvfp4ColsAVX512(dst *float32, src *float32, bam *uint32, groups int, srcStr
 //go:noescape
 func nvfp4ColsRHTAVX512(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
 
+// nvfp4ColsRHTBF16AVX512 writes 16 source columns of 16·groups rows transposed, randomly Hadamard-transformed along the rows (as bf16 bits, a NaN quiet), with the amax of each block of 16; its Go twin is nvfp4ColsRHTGo (fp8cast.go) (AVX-512F, AVX512BW, AVX512_BF16).
+//
+//go:noescape
+func nvfp4ColsRHTBF16AVX512(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
+
 // nvfp4ScalesAVX512 computes the E4M3 block scales and element scales of 16·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape

@@ -357,6 +357,7 @@ func TestE2M1AndRHTMatchTwins(t *testing.T) {
 // rows outside the range are not written; where the vector kernel takes
 // bands of source rows, the same by two bands.
 func TestNVFP4ColsMatchesTwin(t *testing.T) {
+	defer func(v bool) { nvfp4ColsBF16 = v }(nvfp4ColsBF16)
 	rng := rand.New(rand.NewPCG(23, 24))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-42,
 		math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32, float32(math.NaN()), math.Float32frombits(0x7FFFFFFF), math.Float32frombits(0xFF800001)}
@@ -364,11 +365,13 @@ func TestNVFP4ColsMatchesTwin(t *testing.T) {
 		{16, 16, 0, 16}, {64, 48, 0, 48}, {32, 40, 3, 37}, {48, 128, 16, 80}, {768, 128, 64, 128}, {20, 33, 0, 33}, {7, 16, 0, 16}, {16, 5, 1, 4},
 		{96, 32, 0, 32}, {48, 16, 0, 16},
 	} {
-		for _, rht := range []bool{false, true} {
-			if rht && c.rows%16 != 0 {
+		for _, mode := range []string{"plain", "rht", "rht-bf16"} {
+			rht := mode != "plain"
+			if rht && c.rows%16 != 0 || mode == "rht-bf16" && !hasBF16 {
 				continue
 			}
-			for _, kind := range []string{"normal", "special", "bits", "zeros"} {
+			nvfp4ColsBF16 = mode == "rht-bf16"
+			for _, kind := range []string{"normal", "special", "bits", "zeros", "tiny"} {
 				src := make([]float32, c.rows*c.cols)
 				for i := range src {
 					switch kind {
@@ -383,6 +386,8 @@ func TestNVFP4ColsMatchesTwin(t *testing.T) {
 						src[i] = math.Float32frombits(rng.Uint32())
 					case "zeros":
 						src[i] = float32(math.Copysign(0, float64(rng.IntN(2)*2-1)))
+					case "tiny": // normal values whose transforms can be denormal
+						src[i] = float32(rng.NormFloat64() * 1e-37)
 					}
 				}
 				nb := (c.rows + 15) / 16
@@ -443,7 +448,7 @@ func TestNVFP4ColsMatchesTwin(t *testing.T) {
 							ok = got16[i] == 7
 						}
 						if !ok {
-							t.Fatalf("%+v rht %s: stored value %d (row %d) = %#x, twin %#x", c, kind, i, i/c.rows, got16[i], w)
+							t.Fatalf("%+v %s %s: stored value %d (row %d) = %#x, twin %#x", c, mode, kind, i, i/c.rows, got16[i], w)
 						}
 						continue
 					}
@@ -453,7 +458,7 @@ func TestNVFP4ColsMatchesTwin(t *testing.T) {
 				}
 				for i := range gam {
 					if gam[i] != wam[i] {
-						t.Fatalf("%+v rht=%v %s: block amax %d (row %d) = %#x, twin %#x", c, rht, kind, i, i/nb, gam[i], wam[i])
+						t.Fatalf("%+v %s %s: block amax %d (row %d) = %#x, twin %#x", c, mode, kind, i, i/nb, gam[i], wam[i])
 					}
 				}
 			}

@@ -488,14 +488,22 @@ func nvfp4ColsStrips(dst32 []float32, dst16 []uint16, bam []uint32, src []float3
 	nb, strips := rows/16, (c1-c0)/16
 	for s := 0; s < strips; s++ {
 		c := c0 + 16*s
-		if dst16 != nil {
+		switch {
+		case dst16 != nil && nvfp4ColsBF16:
+			nvfp4ColsRHTBF16AVX512(&dst16[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 2*rows, int32(nb))
+		case dst16 != nil:
 			nvfp4ColsRHTAVX512(&dst16[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 2*rows, int32(nb))
-		} else {
+		default:
 			nvfp4ColsAVX512(&dst32[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 4*rows, int32(nb))
 		}
 	}
 	return 16 * strips
 }
+
+// nvfp4ColsBF16 selects the transposing pass's AVX512_BF16 kernel
+// (its outputs rounded by VCVTNE2PS2BF16, its transpose of 16-bit
+// values) where the CPU has one; tests turn it off to run the other.
+var nvfp4ColsBF16 = hasBF16
 
 // nvfp4ColsBands: the strip kernels take any run of whole row groups.
 func nvfp4ColsBands(rows, cols int) bool { return hasAVX512 && rows%16 == 0 && cols%16 == 0 }

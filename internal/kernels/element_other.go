@@ -92,3 +92,6 @@ const hasE2M1Rows = false
 func e2m1RowsVector(dst []uint32, codes []uint8, factors []float32, rows, blocks, ld, ldd, fs int) {
 	panic("kernels: no vector NVFP4 rows on this build")
 }
+
+// nvfp4ColsBF16: this build has no AVX512_BF16 transposing pass.
+var nvfp4ColsBF16 = false

@@ -446,6 +446,72 @@ func e2m1Blocks(stochastic, bf16 bool) {
 	RET()
 }
 
+// wordOutputs emits nvfp4Cols's output stage with cvt: the 16 sums acc(j)
+// (times 0.25 already) as bf16 values, two rows a register, their
+// column amaxes (NaN left out) into the frame's slot 16, and the 16×16
+// transpose of the words stored a source column a stored row, dst's rows
+// ds bytes apart, then a jump to the amax scatter. A group with a
+// denormal sum falls through to the exact rounding that follows.
+func wordOutputs(name string, acc func(int) VecPhysical, m VecPhysical, cm func(int) Mem, local Mem, dst, ds Register) {
+	KXORW(K5, K5, K5)
+	for j := 0; j < 16; j++ {
+		VFPCLASSPSZ(U8(0x20), acc(j), K6) // K6: a denormal
+		KORW(K6, K5, K5)
+	}
+	KORTESTW(K5, K5)
+	JNZ(LabelRef(name + "_exact"))
+	// Register 8+p: row 2p in words 0–15, row 2p+1 in words 16–31 (a
+	// NaN made quiet, as the exact path does).
+	p8 := func(p int) VecPhysical { return zmm(8 + p) }
+	for p := 0; p < 8; p++ {
+		vcvtne2ps2bf16(p8(p), acc(2*p+1), acc(2*p))
+	}
+	// Column amaxes over the 16 rows: the even rows' in words 0–15, the
+	// odd rows' in 16–31, then folded; a NaN (above +inf's bits) left out.
+	inf16 := Z27
+	VPBROADCASTD(cm(colsInf16), inf16)
+	VPXORD(m, m, m)
+	for p := 0; p < 8; p++ {
+		VPANDD_BCST(cm(colsAbs16), p8(p), Z26)
+		VPCMPUW(U8(2), inf16, Z26, K4) // K4: |w| ≤ +inf
+		VPMAXUW(Z26, m, K4, m)
+	}
+	VEXTRACTI64X4(U8(1), m, Y26)
+	VPMAXUW(Y26, m.(VecPhysical).AsY(), m.(VecPhysical).AsY())
+	VPMOVZXWD(m.(VecPhysical).AsY(), m)
+	VPSLLD(U8(16), m, m)
+	VMOVDQU32(m, local.Offset(64*16))
+	// The transpose, three stages of VPERMI2W: Z8–Z15 → Z0–Z7 → Z8–Z15
+	// → Z0–Z7 (see wordTransposeIndices).
+	regs := [2]func(int) VecPhysical{func(i int) VecPhysical { return zmm(8 + i) }, func(i int) VecPhysical { return zmm(i) }}
+	for s := 0; s < 3; s++ {
+		in, out := regs[s%2], regs[(s+1)%2]
+		bit := 1 << s
+		for o := 0; o < 8; o++ {
+			k := 2*s + o>>s&1
+			VMOVDQU64(cm(colsPerm+64*k), out(o))
+			VPERMI2W(in(o|bit), in(o&^bit), out(o))
+		}
+	}
+	// Register q: column 2q (stored row 2q) in words 0–15, column 2q+1
+	// in 16–31.
+	d := GP64()
+	MOVQ(dst, d)
+	for l := 0; l < 16; l++ {
+		q := zmm(l / 2)
+		if l%2 == 0 {
+			VMOVDQU(q.AsY(), Mem{Base: d})
+		} else {
+			VEXTRACTI64X4(U8(1), q, Mem{Base: d})
+		}
+		if l < 15 {
+			ADDQ(ds, d)
+		}
+	}
+	JMP(LabelRef(name + "_scatter"))
+	Label(name + "_exact")
+}
+
 // nvfp4ColsData defines the constants of nvfp4Cols: single lanes to
 // broadcast (offsets colsAbs…colsSign), then the lane indices 0…15.
 func nvfp4ColsData() {
@@ -455,6 +521,14 @@ func nvfp4ColsData() {
 	}
 	for i := 0; i < 16; i++ {
 		DATA(64+4*i, U32(uint32(i)))
+	}
+	DATA(colsAbs16, U32(0x7FFF7FFF))
+	DATA(colsInf16, U32(0x7F807F80))
+	// The word transpose's VPERMI2W indices, two a stage.
+	for s, idx := range wordTransposeIndices() {
+		for w, v := range idx {
+			DATA(colsPerm+64*s+2*w, U16(v))
+		}
 	}
 }
 
@@ -470,8 +544,66 @@ const (
 	colsQuarter
 	colsSign
 	colsQuiet
-	colsIota = 64
+	colsIota  = 64
+	colsAbs16 = 128 // 0x7FFF: a bf16 magnitude, two a lane
+	colsInf16 = 132 // +inf's bf16 bits, two a lane
+	colsPerm  = 192 // wordTransposeIndices, 64 bytes each
 )
+
+// wordTransposeIndices returns the VPERMI2W indices of a 16×16
+// transpose of 16-bit values held two rows a register (register p: row
+// 2p in words 0–15, row 2p+1 in words 16–31) into two columns a
+// register (register q: column 2q in words 0–15, column 2q+1 in 16–31).
+// Write an element's row r and column c in bits: the registers start
+// as r3 r2 r1 (the register's bits) over r0 c3 c2 c1 c0 (the word's),
+// and each of three stages swaps one register bit for a word bit
+// between two registers — r1 for c1, r2 for c2, r3 for c3 — each output
+// register a VPERMI2W of the pair that differs in that bit; the last
+// stage also orders the words c0 r3 r2 r1 r0. A stage's two indices
+// serve the pair's outputs whose new bit is 0 and 1.
+func wordTransposeIndices() [6][32]uint16 {
+	// layout[s] maps (register, word) to (r, c) after stage s.
+	layout := [4]func(reg, w int) (r, c int){
+		func(reg, w int) (int, int) { return 2*reg | w>>4, w & 15 },
+		func(reg, w int) (int, int) {
+			return reg&6<<1 | w&2 | w>>4, w&12 | reg&1<<1 | w&1
+		},
+		func(reg, w int) (int, int) {
+			return reg&4<<1 | w&6 | w>>4, w&8 | reg&3<<1 | w&1
+		},
+		func(reg, w int) (int, int) { return w & 15, 2*reg | w>>4 },
+	}
+	var out [6][32]uint16
+	var seen [6]bool
+	for s := 1; s <= 3; s++ {
+		bit := 1 << (s - 1)
+		for reg := 0; reg < 8; reg++ {
+			var idx [32]uint16
+			for w := 0; w < 32; w++ {
+				r, c := layout[s](reg, w)
+				found := false
+				for _, t := range []int{0, 1} {
+					src := reg&^bit | t*bit
+					for v := 0; v < 32; v++ {
+						if rr, cc := layout[s-1](src, v); rr == r && cc == c {
+							idx[w], found = uint16(t<<5|v), true
+						}
+					}
+				}
+				if !found {
+					panic("wordTransposeIndices: an element is lost")
+				}
+			}
+			k := 2*(s-1) + reg>>(s-1)&1
+			if !seen[k] {
+				out[k], seen[k] = idx, true
+			} else if out[k] != idx {
+				panic("wordTransposeIndices: outputs disagree")
+			}
+		}
+	}
+	return out
+}
 
 // nvfp4Cols emits the first pass of a column-wise NVFP4 cast over a
 // strip of 16 source columns: for each group of 16 source rows, the
@@ -486,10 +618,18 @@ const (
 // The transformed values are bf16 values, so rht stores their bf16 bits
 // (a NaN made quiet first, so that it stays one): half the bytes, for
 // the cast's pass to read back.
-func nvfp4Cols(rht bool) {
+//
+// With cvt (rht only; AVX512_BF16) the outputs round with VCVTNE2PS2BF16,
+// two registers into one, and the transpose moves 16-bit values: a
+// third of the instructions. That conversion flushes a denormal to zero,
+// so a group with a denormal output takes the exact rounding instead.
+func nvfp4Cols(rht, cvt bool) {
 	name, twin := "nvfp4ColsAVX512", "Transpose and Amax16"
 	if rht {
 		name, twin = "nvfp4ColsRHTAVX512", "nvfp4ColsRHTGo"
+	}
+	if cvt {
+		name = "nvfp4ColsRHTBF16AVX512"
 	}
 	// Not NOSPLIT: the frame (1,152 bytes) is over the limit.
 	dstType := "*float32"
@@ -498,7 +638,7 @@ func nvfp4Cols(rht bool) {
 	}
 	TEXT(name, 0, "func(dst "+dstType+", src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)")
 	Pragma("noescape")
-	Doc(name + " writes 16 source columns of 16·groups rows transposed" + map[bool]string{true: ", randomly Hadamard-transformed along the rows (as bf16 bits, a NaN quiet),", false: ""}[rht] + " with the amax of each block of 16; its Go twin is " + twin + " (fp8cast.go) (AVX-512F).")
+	Doc(name + " writes 16 source columns of 16·groups rows transposed" + map[bool]string{true: ", randomly Hadamard-transformed along the rows (as bf16 bits, a NaN quiet),", false: ""}[rht] + " with the amax of each block of 16; its Go twin is " + twin + " (fp8cast.go) " + map[bool]string{false: "(AVX-512F).", true: "(AVX-512F, AVX512BW, AVX512_BF16)."}[cvt])
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	bam := Load(Param("bam"), GP64())
@@ -590,8 +730,16 @@ func nvfp4Cols(rht bool) {
 					addTerm(acc(p), acc(p), p, k)
 				}
 			}
+			if cvt {
+				for j := 0; j < 16; j++ {
+					VMULPS_BCST(cm(colsQuarter), acc(j), acc(j))
+				}
+				wordOutputs(name, acc, m, cm, local, dst, ds)
+			}
 			for j := 0; j < 16; j++ {
-				VMULPS_BCST(cm(colsQuarter), acc(j), acc(j))
+				if !cvt {
+					VMULPS_BCST(cm(colsQuarter), acc(j), acc(j))
+				}
 				toBF16(acc(j), Z26)
 				amax(acc(j), Z26)
 				// A NaN quiet, so that its high half, stored, is one.
@@ -616,6 +764,9 @@ func nvfp4Cols(rht bool) {
 			if l < 15 {
 				ADDQ(ds, d)
 			}
+		}
+		if cvt {
+			Label(name + "_scatter")
 		}
 		VMOVDQU32(local.Offset(64*16), Z0)
 		VMOVDQU32(local.Offset(64*17), Z1)
