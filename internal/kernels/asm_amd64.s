@@ -1588,7 +1588,7 @@ blockTilesE4M3AVX512_bail:
 	RET
 
 // func blockTilesSeqE4M3AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·blockTilesSeqE4M3AVX512(SB), NOSPLIT, $0-96
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
@@ -1711,6 +1711,7 @@ blockTilesSeqE4M3AVX512_castnextrow_loop:
 	VPMOVDB    Z5, (R12)
 	VPANDD     (R10)(SI*1), Z21, Z7
 	VPMAXUD    Z7, Z6, Z6
+	PREFETCHT0 (R10)(SI*2)
 	ADDQ       $0x00000040, R10
 	ADDQ       $0x00000010, R12
 	DECQ       R11
@@ -2136,7 +2137,7 @@ blockTilesE5M2AVX512_bail:
 	RET
 
 // func blockTilesSeqE5M2AVX512(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)
-// Requires: AVX, AVX2, AVX512F
+// Requires: AVX, AVX2, AVX512F, MMX+
 TEXT ·blockTilesSeqE5M2AVX512(SB), NOSPLIT, $0-96
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
@@ -2259,6 +2260,7 @@ blockTilesSeqE5M2AVX512_castnextrow_loop:
 	VPMOVDB    Z5, (R12)
 	VPANDD     (R10)(SI*1), Z21, Z7
 	VPMAXUD    Z7, Z6, Z6
+	PREFETCHT0 (R10)(SI*2)
 	ADDQ       $0x00000040, R10
 	ADDQ       $0x00000010, R12
 	DECQ       R11

@@ -311,8 +311,8 @@ func blockCols(f blockFormat) {
 // blockTilesSeq emits blockTiles for large tiles taken one at a time
 // (group 1), each tile's amax folded into the cast of the tile before
 // it (its row r read beside row r of the tile being cast), so that no
-// amax pass waits on its own. Same parameters and results as
-// blockTiles, without group.
+// amax pass waits on its own, and the tile after that prefetched. Same
+// parameters and results as blockTiles, without group.
 func blockTilesSeq(f blockFormat) {
 	name := "blockTilesSeq" + f.suffix + "AVX512"
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, inv *float32, tiles int, rows int, strips int, ld int, ldd int, ts int, tds int, eps float32, mask uint32, res *[2]uint32)")
@@ -354,6 +354,10 @@ func blockTilesSeq(f blockFormat) {
 				if next {
 					VPANDD(Mem{Base: q, Index: tsR, Scale: 1}, b.abs, Z7)
 					VPMAXUD(Z7, Z6, Z6)
+					// The tile after next: its rows are a stride apart,
+					// each in a page of its own, where the hardware does
+					// not prefetch ahead.
+					PREFETCHT0(Mem{Base: q, Index: tsR, Scale: 2})
 				}
 			})
 			if next {
