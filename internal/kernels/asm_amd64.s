@@ -3784,7 +3784,7 @@ nvfp4ColsAVX512_done:
 	RET
 
 // func nvfp4ColsRHTAVX512(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
-// Requires: AVX, AVX512DQ, AVX512F
+// Requires: AVX, AVX512DQ, AVX512F, MMX+
 TEXT ·nvfp4ColsRHTAVX512(SB), $1152-52
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
@@ -3797,42 +3797,60 @@ TEXT ·nvfp4ColsRHTAVX512(SB), $1152-52
 	VPBROADCASTD R9, Z0
 	VPMULLD      64(R8), Z0, Z0
 	VMOVDQU32    Z0, 1088(SP)
+	MOVQ         SI, R9
+	SHLQ         $0x05, R9
 	TESTQ        BX, BX
 	JZ           nvfp4ColsRHTAVX512_done
 
 nvfp4ColsRHTAVX512_loop:
-	MOVQ         CX, R9
-	VMOVUPS      (R9), Z0
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z1
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z2
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z3
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z4
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z5
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z6
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z7
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z8
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z9
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z10
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z11
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z12
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z13
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z14
-	ADDQ         SI, R9
-	VMOVUPS      (R9), Z15
+	MOVQ         CX, R10
+	VMOVUPS      (R10), Z0
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z1
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z2
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z3
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z4
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z5
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z6
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z7
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z8
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z9
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z10
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z11
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z12
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z13
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z14
+	PREFETCHT0   (R10)(R9*1)
+	ADDQ         SI, R10
+	VMOVUPS      (R10), Z15
+	PREFETCHT0   (R10)(R9*1)
 	VPXORD       Z25, Z25, Z25
 	VPSRLD       $0x10, Z0, Z26
 	VPANDD.BCST  12(R8), Z26, Z26
@@ -4417,61 +4435,61 @@ nvfp4ColsRHTAVX512_loop:
 	VSHUFI32X4   $0x88, Z31, Z29, Z13
 	VSHUFI32X4   $0xdd, Z30, Z28, Z14
 	VSHUFI32X4   $0xdd, Z31, Z29, Z15
-	MOVQ         AX, R9
+	MOVQ         AX, R10
 	VPSRLD       $0x10, Z0, Z0
-	VPMOVDW      Z0, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z0, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z4, Z4
-	VPMOVDW      Z4, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z4, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z8, Z8
-	VPMOVDW      Z8, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z8, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z12, Z12
-	VPMOVDW      Z12, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z12, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z1, Z1
-	VPMOVDW      Z1, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z1, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z5, Z5
-	VPMOVDW      Z5, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z5, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z9, Z9
-	VPMOVDW      Z9, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z9, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z13, Z13
-	VPMOVDW      Z13, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z13, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z2, Z2
-	VPMOVDW      Z2, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z2, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z6, Z6
-	VPMOVDW      Z6, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z6, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z10, Z10
-	VPMOVDW      Z10, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z10, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z14, Z14
-	VPMOVDW      Z14, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z14, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z3, Z3
-	VPMOVDW      Z3, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z3, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z7, Z7
-	VPMOVDW      Z7, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z7, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z11, Z11
-	VPMOVDW      Z11, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z11, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z15, Z15
-	VPMOVDW      Z15, (R9)
+	VPMOVDW      Z15, (R10)
 	VMOVDQU32    1024(SP), Z0
 	VMOVDQU32    1088(SP), Z1
 	KXNORW       K1, K1, K1
 	VPSCATTERDD  Z0, K1, (DX)(Z1*4)
-	MOVQ         SI, R9
-	SHLQ         $0x04, R9
-	ADDQ         R9, CX
+	MOVQ         SI, R10
+	SHLQ         $0x04, R10
+	ADDQ         R10, CX
 	ADDQ         $0x00000020, AX
 	ADDQ         $0x00000004, DX
 	DECQ         BX
@@ -4482,7 +4500,7 @@ nvfp4ColsRHTAVX512_done:
 	RET
 
 // func nvfp4ColsRHTBF16AVX512(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
-// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F
+// Requires: AVX, AVX2, AVX512BW, AVX512DQ, AVX512F, MMX+
 TEXT ·nvfp4ColsRHTBF16AVX512(SB), $1152-52
 	MOVQ         dst+0(FP), AX
 	MOVQ         src+8(FP), CX
@@ -4495,42 +4513,60 @@ TEXT ·nvfp4ColsRHTBF16AVX512(SB), $1152-52
 	VPBROADCASTD R9, Z0
 	VPMULLD      64(R8), Z0, Z0
 	VMOVDQU32    Z0, 1088(SP)
+	MOVQ         SI, R9
+	SHLQ         $0x05, R9
 	TESTQ        BX, BX
 	JZ           nvfp4ColsRHTBF16AVX512_done
 
 nvfp4ColsRHTBF16AVX512_loop:
-	MOVQ        CX, R9
-	VMOVUPS     (R9), Z0
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z1
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z2
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z3
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z4
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z5
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z6
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z7
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z8
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z9
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z10
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z11
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z12
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z13
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z14
-	ADDQ        SI, R9
-	VMOVUPS     (R9), Z15
+	MOVQ        CX, R10
+	VMOVUPS     (R10), Z0
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z1
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z2
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z3
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z4
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z5
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z6
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z7
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z8
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z9
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z10
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z11
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z12
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z13
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z14
+	PREFETCHT0  (R10)(R9*1)
+	ADDQ        SI, R10
+	VMOVUPS     (R10), Z15
+	PREFETCHT0  (R10)(R9*1)
 	VPXORD      Z25, Z25, Z25
 	VPSRLD      $0x10, Z0, Z26
 	VPANDD.BCST 12(R8), Z26, Z26
@@ -5020,38 +5056,38 @@ nvfp4ColsRHTBF16AVX512_loop:
 	VPERMI2W      Z14, Z10, Z6
 	VMOVDQU64     512(R8), Z7
 	VPERMI2W      Z15, Z11, Z7
-	MOVQ          AX, R9
-	VMOVDQU       Y0, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z0, (R9)
-	ADDQ          DI, R9
-	VMOVDQU       Y1, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z1, (R9)
-	ADDQ          DI, R9
-	VMOVDQU       Y2, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z2, (R9)
-	ADDQ          DI, R9
-	VMOVDQU       Y3, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z3, (R9)
-	ADDQ          DI, R9
-	VMOVDQU       Y4, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z4, (R9)
-	ADDQ          DI, R9
-	VMOVDQU       Y5, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z5, (R9)
-	ADDQ          DI, R9
-	VMOVDQU       Y6, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z6, (R9)
-	ADDQ          DI, R9
-	VMOVDQU       Y7, (R9)
-	ADDQ          DI, R9
-	VEXTRACTI64X4 $0x01, Z7, (R9)
+	MOVQ          AX, R10
+	VMOVDQU       Y0, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z0, (R10)
+	ADDQ          DI, R10
+	VMOVDQU       Y1, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z1, (R10)
+	ADDQ          DI, R10
+	VMOVDQU       Y2, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z2, (R10)
+	ADDQ          DI, R10
+	VMOVDQU       Y3, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z3, (R10)
+	ADDQ          DI, R10
+	VMOVDQU       Y4, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z4, (R10)
+	ADDQ          DI, R10
+	VMOVDQU       Y5, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z5, (R10)
+	ADDQ          DI, R10
+	VMOVDQU       Y6, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z6, (R10)
+	ADDQ          DI, R10
+	VMOVDQU       Y7, (R10)
+	ADDQ          DI, R10
+	VEXTRACTI64X4 $0x01, Z7, (R10)
 	JMP           nvfp4ColsRHTBF16AVX512_scatter
 
 nvfp4ColsRHTBF16AVX512_exact:
@@ -5328,63 +5364,63 @@ nvfp4ColsRHTBF16AVX512_exact:
 	VSHUFI32X4   $0x88, Z31, Z29, Z13
 	VSHUFI32X4   $0xdd, Z30, Z28, Z14
 	VSHUFI32X4   $0xdd, Z31, Z29, Z15
-	MOVQ         AX, R9
+	MOVQ         AX, R10
 	VPSRLD       $0x10, Z0, Z0
-	VPMOVDW      Z0, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z0, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z4, Z4
-	VPMOVDW      Z4, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z4, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z8, Z8
-	VPMOVDW      Z8, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z8, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z12, Z12
-	VPMOVDW      Z12, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z12, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z1, Z1
-	VPMOVDW      Z1, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z1, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z5, Z5
-	VPMOVDW      Z5, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z5, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z9, Z9
-	VPMOVDW      Z9, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z9, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z13, Z13
-	VPMOVDW      Z13, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z13, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z2, Z2
-	VPMOVDW      Z2, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z2, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z6, Z6
-	VPMOVDW      Z6, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z6, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z10, Z10
-	VPMOVDW      Z10, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z10, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z14, Z14
-	VPMOVDW      Z14, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z14, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z3, Z3
-	VPMOVDW      Z3, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z3, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z7, Z7
-	VPMOVDW      Z7, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z7, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z11, Z11
-	VPMOVDW      Z11, (R9)
-	ADDQ         DI, R9
+	VPMOVDW      Z11, (R10)
+	ADDQ         DI, R10
 	VPSRLD       $0x10, Z15, Z15
-	VPMOVDW      Z15, (R9)
+	VPMOVDW      Z15, (R10)
 
 nvfp4ColsRHTBF16AVX512_scatter:
 	VMOVDQU32   1024(SP), Z0
 	VMOVDQU32   1088(SP), Z1
 	KXNORW      K1, K1, K1
 	VPSCATTERDD Z0, K1, (DX)(Z1*4)
-	MOVQ        SI, R9
-	SHLQ        $0x04, R9
-	ADDQ        R9, CX
+	MOVQ        SI, R10
+	SHLQ        $0x04, R10
+	ADDQ        R10, CX
 	ADDQ        $0x00000020, AX
 	ADDQ        $0x00000004, DX
 	DECQ        BX

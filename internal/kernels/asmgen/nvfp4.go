@@ -671,11 +671,25 @@ func nvfp4Cols(rht, cvt bool) {
 		VPCMPUD_BCST(U8(2), cm(colsInf), t, K4) // K4: |z| ≤ inf
 		VPMAXUD(t, m, K4, m)
 	}
+	// With the transform the pass has work enough to hide a prefetch of
+	// the group after next (32 rows on): rows a stride apart, each in a
+	// page of its own, which the hardware does not fetch ahead. From
+	// memory it measured 10-30% faster; the plain pass measured slower
+	// from cache with it.
+	var pfOff Register
+	if rht {
+		pfOff = GP64()
+		MOVQ(ss, pfOff)
+		SHLQ(U8(5), pfOff)
+	}
 	loop(name, n, func() {
 		p := GP64()
 		MOVQ(src, p)
 		for k := 0; k < 16; k++ {
 			VMOVUPS(Mem{Base: p}, zmm(k))
+			if rht {
+				PREFETCHT0(Mem{Base: p, Index: pfOff, Scale: 1})
+			}
 			if k < 15 {
 				ADDQ(ss, p)
 			}
