@@ -477,8 +477,8 @@ func wordOutputs(name string, acc func(int) VecPhysical, m VecPhysical, cm func(
 		VPMAXUW(Z26, m, K4, m)
 	}
 	VEXTRACTI64X4(U8(1), m, Y26)
-	VPMAXUW(Y26, m.(VecPhysical).AsY(), m.(VecPhysical).AsY())
-	VPMOVZXWD(m.(VecPhysical).AsY(), m)
+	VPMAXUW(Y26, m.AsY(), m.AsY())
+	VPMOVZXWD(m.AsY(), m)
 	VPSLLD(U8(16), m, m)
 	VMOVDQU32(m, local.Offset(64*16))
 	// The transpose, three stages of VPERMI2W: Z8–Z15 → Z0–Z7 → Z8–Z15
