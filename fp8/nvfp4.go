@@ -110,8 +110,9 @@ type NVFP4Cast struct {
 	// (rows must then be a multiple of 16 long).
 	RHT bool
 	// Stochastic rounds the elements stochastically (gradients), from a
-	// counter-based generator keyed by Key and each element's index, so
-	// the same key gives the same codes.
+	// counter-based generator keyed by Key and each element's place (one
+	// 32-bit draw per stored byte, 16 bits an element), so the same key
+	// gives the same codes.
 	Stochastic bool
 	Key        uint64
 }
@@ -160,12 +161,14 @@ func RHT16(x []float32) error {
 
 func popcount4(v int) int { return v&1 + v>>1&1 + v>>2&1 + v>>3&1 }
 
-// nvfp4Uniform is the stochastic rounding's uniform number for element
-// i (its index in the stored layout) under key:
-// kernels.StochasticUniform (murmur3's 32-bit finaliser, 24 bits) of
-// the key folded to 32 bits and the element's counter.
-func nvfp4Uniform(key uint64, i int) float64 {
-	return float64(kernels.StochasticUniform(nvfp4Key32(key), uint32(i)))
+// nvfp4Uniform is the stochastic rounding's uniform number under key for
+// element j of stored row r of a tensor whose stored rows are cols long:
+// kernels.StochasticUniform — one draw (murmur3's 32-bit finaliser) per
+// stored byte, counted r·⌈cols/2⌉ + j/2, whose low 16 bits serve the
+// even element and high 16 bits the odd one — of the key folded to 32
+// bits.
+func nvfp4Uniform(key uint64, r, j, cols int) float64 {
+	return float64(kernels.StochasticUniform(nvfp4Key32(key), uint32(r*((cols+1)/2)+j/2), j&1 == 1))
 }
 
 // nvfp4Key32 folds a 64-bit key to the generator's 32 bits.
@@ -446,8 +449,8 @@ func maxBits(bam []uint32) uint32 {
 // (a tile's amax the largest of its rows'), then each row's codes. With
 // 1×16 blocks and rows a multiple of 16 long, the part's rows are one
 // run of whole blocks: one call computes all their scales, one casts
-// all their codes (the stochastic counter of each element is its index
-// either way).
+// all their codes (the stochastic counter of each element is its byte's
+// index either way).
 func (z *NVFP4Quantizer) castPart(i int) {
 	q, y, cols, nb := z.q, z.y, z.sc, z.nb
 	h := 1
@@ -462,7 +465,7 @@ func (z *NVFP4Quantizer) castPart(i int) {
 		out := q.Codes[r0*half : r1*half]
 		if w := z.work16; w != nil {
 			if z.c.Stochastic {
-				kernels.E2M1StochasticBlocksBF16(out, w[r0*cols:r1*cols], es, key, uint32(r0*cols))
+				kernels.E2M1StochasticBlocksBF16(out, w[r0*cols:r1*cols], es, key, uint32(r0*half))
 			} else {
 				kernels.QuantizeE2M1BlocksBF16(out, w[r0*cols:r1*cols], es)
 			}
@@ -470,7 +473,7 @@ func (z *NVFP4Quantizer) castPart(i int) {
 		}
 		row := y[r0*cols : r1*cols]
 		if z.c.Stochastic {
-			kernels.E2M1StochasticBlocks(out, row, es, key, uint32(r0*cols))
+			kernels.E2M1StochasticBlocks(out, row, es, key, uint32(r0*half))
 		} else {
 			kernels.QuantizeE2M1Blocks(out, row, es)
 		}

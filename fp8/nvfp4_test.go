@@ -66,7 +66,7 @@ func TestE2M1StochasticIsUnbiased(t *testing.T) {
 		const n = 200000
 		var s, s2 float64
 		for i := 0; i < n; i++ {
-			v := float64(E2M1Decode(E2M1Stochastic(x, nvfp4Uniform(42, i))))
+			v := float64(E2M1Decode(E2M1Stochastic(x, nvfp4Uniform(42, 0, i, n))))
 			s += v
 			s2 += v * v
 		}
@@ -469,8 +469,36 @@ func TestNVFP4KernelsMatchDefinitions(t *testing.T) {
 		if c, w := codes[i/2]>>(4*(i&1))&0xF, E2M1Encode(v); c != w {
 			t.Fatalf("E2M1 of %v: kernel %#x, E2M1Encode %#x", v, c, w)
 		}
-		if c, w := sr[i/2]>>(4*(i&1))&0xF, E2M1Stochastic(v, nvfp4Uniform(77, i)); c != w {
+		if c, w := sr[i/2]>>(4*(i&1))&0xF, E2M1Stochastic(v, nvfp4Uniform(77, 0, i, len(vals))); c != w {
 			t.Fatalf("stochastic E2M1 of %v: %#x, E2M1Stochastic %#x", v, c, w)
+		}
+	}
+	// Values on the edge of their draw: the fraction of the gap above
+	// the lower code equal to the draw's u, or 2^−23 or 2^−22 of the gap
+	// either side of it, below every code, either sign. A value's code
+	// turns on a comparison such values decide.
+	type gap struct{ lo, width float64 }
+	gaps := []gap{{0, 0.5}, {0.5, 0.5}, {1, 0.5}, {1.5, 0.5}, {2, 1}, {3, 1}, {4, 2}}
+	offsets := []float64{-0x1p-22, -0x1p-23, 0, 0x1p-23, 0x1p-22}
+	edge := make([]float32, 16*len(gaps)*len(offsets)*4)
+	for i := range edge {
+		u := nvfp4Uniform(77, 0, i, len(edge))
+		g, d := gaps[i/2%len(gaps)], offsets[i/2/len(gaps)%len(offsets)]
+		v := float32(g.lo + g.width*(u+d))
+		if i&2 != 0 {
+			v = -v
+		}
+		edge[i] = v
+	}
+	esEdge := make([]float32, len(edge)/16)
+	for i := range esEdge {
+		esEdge[i] = 1
+	}
+	sr = make([]uint8, len(edge)/2)
+	kernels.E2M1StochasticBlocks(sr, edge, esEdge, 77, 0)
+	for i, v := range edge {
+		if c, w := sr[i/2]>>(4*(i&1))&0xF, E2M1Stochastic(v, nvfp4Uniform(77, 0, i, len(edge))); c != w {
+			t.Fatalf("stochastic E2M1 of %v (element %d, u %v): %#x, E2M1Stochastic %#x", v, i, nvfp4Uniform(77, 0, i, len(edge)), c, w)
 		}
 	}
 }
@@ -579,7 +607,7 @@ func testNVFP4QuantizerAtSize(t *testing.T, rng *rand.Rand, rows, cols int) {
 				want := codes[i*cl+j]
 				if c.cast.Stochastic {
 					es := min(1/(E4M3.Decode(scales[br*bc+j/16])*sDec), math.MaxFloat32)
-					want = E2M1Stochastic(float32(y[i*cl+j]*es), nvfp4Uniform(c.cast.Key, i*cl+j))
+					want = E2M1Stochastic(float32(y[i*cl+j]*es), nvfp4Uniform(c.cast.Key, i, j, cl))
 				}
 				if got := q.Code(i, j); got != want {
 					t.Fatalf("%+v: code (%d,%d) = %#x, want %#x", c, i, j, got, want)

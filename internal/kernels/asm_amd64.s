@@ -5498,70 +5498,22 @@ nvfp4sc_done:
 	RET
 
 DATA e2m1Tables<>+0(SB)/4, $0x00000000
-DATA e2m1Tables<>+4(SB)/4, $0x3f000000
-DATA e2m1Tables<>+8(SB)/4, $0x3f800000
-DATA e2m1Tables<>+12(SB)/4, $0x3fc00000
-DATA e2m1Tables<>+16(SB)/4, $0x40000000
-DATA e2m1Tables<>+20(SB)/4, $0x40400000
-DATA e2m1Tables<>+24(SB)/4, $0x40800000
-DATA e2m1Tables<>+28(SB)/4, $0x40c00000
-DATA e2m1Tables<>+32(SB)/4, $0x00000000
-DATA e2m1Tables<>+36(SB)/4, $0x3f000000
-DATA e2m1Tables<>+40(SB)/4, $0x3f800000
-DATA e2m1Tables<>+44(SB)/4, $0x3fc00000
-DATA e2m1Tables<>+48(SB)/4, $0x40000000
-DATA e2m1Tables<>+52(SB)/4, $0x40400000
-DATA e2m1Tables<>+56(SB)/4, $0x40800000
-DATA e2m1Tables<>+60(SB)/4, $0x40c00000
-DATA e2m1Tables<>+64(SB)/4, $0x40000000
-DATA e2m1Tables<>+68(SB)/4, $0x40000000
-DATA e2m1Tables<>+72(SB)/4, $0x40000000
-DATA e2m1Tables<>+76(SB)/4, $0x40000000
-DATA e2m1Tables<>+80(SB)/4, $0x3f800000
-DATA e2m1Tables<>+84(SB)/4, $0x3f800000
-DATA e2m1Tables<>+88(SB)/4, $0x3f000000
-DATA e2m1Tables<>+92(SB)/4, $0x00000000
-DATA e2m1Tables<>+96(SB)/4, $0x40000000
-DATA e2m1Tables<>+100(SB)/4, $0x40000000
-DATA e2m1Tables<>+104(SB)/4, $0x40000000
-DATA e2m1Tables<>+108(SB)/4, $0x40000000
-DATA e2m1Tables<>+112(SB)/4, $0x3f800000
-DATA e2m1Tables<>+116(SB)/4, $0x3f800000
-DATA e2m1Tables<>+120(SB)/4, $0x3f000000
-DATA e2m1Tables<>+124(SB)/4, $0x00000000
-DATA e2m1Tables<>+128(SB)/4, $0x00000000
-DATA e2m1Tables<>+132(SB)/4, $0x00000001
-DATA e2m1Tables<>+136(SB)/4, $0x00000002
-DATA e2m1Tables<>+140(SB)/4, $0x00000003
-DATA e2m1Tables<>+144(SB)/4, $0x00000004
-DATA e2m1Tables<>+148(SB)/4, $0x00000005
-DATA e2m1Tables<>+152(SB)/4, $0x00000006
-DATA e2m1Tables<>+156(SB)/4, $0x00000007
-DATA e2m1Tables<>+160(SB)/4, $0x00000008
-DATA e2m1Tables<>+164(SB)/4, $0x00000009
-DATA e2m1Tables<>+168(SB)/4, $0x0000000a
-DATA e2m1Tables<>+172(SB)/4, $0x0000000b
-DATA e2m1Tables<>+176(SB)/4, $0x0000000c
-DATA e2m1Tables<>+180(SB)/4, $0x0000000d
-DATA e2m1Tables<>+184(SB)/4, $0x0000000e
-DATA e2m1Tables<>+188(SB)/4, $0x0000000f
-DATA e2m1Tables<>+192(SB)/4, $0x00000001
-DATA e2m1Tables<>+196(SB)/4, $0x00000001
-DATA e2m1Tables<>+200(SB)/4, $0x00000001
-DATA e2m1Tables<>+204(SB)/4, $0x00000001
-DATA e2m1Tables<>+208(SB)/4, $0x00000001
-DATA e2m1Tables<>+212(SB)/4, $0x00000001
-DATA e2m1Tables<>+216(SB)/4, $0x00000001
-DATA e2m1Tables<>+220(SB)/4, $0x00000001
-DATA e2m1Tables<>+224(SB)/4, $0x00000001
-DATA e2m1Tables<>+228(SB)/4, $0x00000001
-DATA e2m1Tables<>+232(SB)/4, $0x00000001
-DATA e2m1Tables<>+236(SB)/4, $0x00000001
-DATA e2m1Tables<>+240(SB)/4, $0x00000001
-DATA e2m1Tables<>+244(SB)/4, $0x00000001
-DATA e2m1Tables<>+248(SB)/4, $0x00000001
-DATA e2m1Tables<>+252(SB)/4, $0x00000001
-GLOBL e2m1Tables<>(SB), RODATA|NOPTR, $256
+DATA e2m1Tables<>+4(SB)/4, $0x00000001
+DATA e2m1Tables<>+8(SB)/4, $0x00000002
+DATA e2m1Tables<>+12(SB)/4, $0x00000003
+DATA e2m1Tables<>+16(SB)/4, $0x00000004
+DATA e2m1Tables<>+20(SB)/4, $0x00000005
+DATA e2m1Tables<>+24(SB)/4, $0x00000006
+DATA e2m1Tables<>+28(SB)/4, $0x00000007
+DATA e2m1Tables<>+32(SB)/4, $0x00000008
+DATA e2m1Tables<>+36(SB)/4, $0x00000009
+DATA e2m1Tables<>+40(SB)/4, $0x0000000a
+DATA e2m1Tables<>+44(SB)/4, $0x0000000b
+DATA e2m1Tables<>+48(SB)/4, $0x0000000c
+DATA e2m1Tables<>+52(SB)/4, $0x0000000d
+DATA e2m1Tables<>+56(SB)/4, $0x0000000e
+DATA e2m1Tables<>+60(SB)/4, $0x0000000f
+GLOBL e2m1Tables<>(SB), RODATA|NOPTR, $64
 
 // func e2m1BlocksAVX512(dst *uint8, src *float32, es *float32, blocks int)
 // Requires: AVX, AVX512F
@@ -5680,13 +5632,13 @@ TEXT ·e2m1StochasticAVX512(SB), NOSPLIT, $0-40
 	MOVL         $0x00000008, SI
 	VPBROADCASTD SI, Z22
 	LEAQ         e2m1Tables<>+0(SB), SI
-	MOVL         $0x40c00000, DI
-	VPBROADCASTD DI, Z18
 	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z18
+	MOVL         $0x3f000000, DI
 	VPBROADCASTD DI, Z19
-	MOVL         $0x000000fc, DI
+	MOVL         $0x4b000000, DI
 	VPBROADCASTD DI, Z20
-	MOVL         $0x9e3779b1, DI
+	MOVL         $0x003fffff, DI
 	VPBROADCASTD DI, Z23
 	MOVL         $0x85ebca6b, DI
 	VPBROADCASTD DI, Z24
@@ -5694,63 +5646,109 @@ TEXT ·e2m1StochasticAVX512(SB), NOSPLIT, $0-40
 	VPBROADCASTD DI, Z25
 	MOVL         $0xe3779b10, DI
 	VPBROADCASTD DI, Z28
-	MOVL         $0x33800000, DI
-	VPBROADCASTD DI, Z29
 	MOVL         key+32(FP), DI
 	MOVL         base+36(FP), R8
 	VPBROADCASTD DI, Z26
 	VPBROADCASTD R8, Z27
-	VPADDD       128(SI), Z27, Z27
-	VPMULLD      Z23, Z27, Z27
-	VMOVUPS      (SI), Z30
-	VMOVUPS      64(SI), Z31
-	TESTQ        BX, BX
+	VPADDD       (SI), Z27, Z27
+	MOVL         $0x9e3779b1, SI
+	VPBROADCASTD SI, Z29
+	VPMULLD      Z29, Z27, Z27
+	MOVQ         BX, SI
+	SHRQ         $0x01, SI
+	TESTQ        SI, SI
 	JZ           e2m1sr_done
 
 e2m1sr_loop:
-	VBROADCASTSS (DX), Z7
-	VMULPS       (CX), Z7, Z0
-	VPANDD       Z16, Z0, Z1
-	VPSRLD       $0x16, Z1, Z2
-	VPSUBD       Z20, Z2, Z2
-	VADDPS       Z1, Z1, Z7
-	VCVTTPS2DQ   Z7, Z3
-	VPCMPUD      $0x01, Z19, Z1, K1
-	VPBLENDMD    Z3, Z2, K1, Z2
-	VPCMPUD      $0x05, Z18, Z1, K2
-	VPBLENDMD    Z21, Z2, K2, Z2
-	VPERMPS      Z30, Z2, Z4
-	VPERMPS      Z31, Z2, Z5
-	VSUBPS       Z4, Z1, Z7
-	VMULPS       Z5, Z7, Z5
-	VPXORD       Z26, Z27, Z6
-	VPSRLD       $0x10, Z6, Z7
-	VPXORD       Z7, Z6, Z6
-	VPMULLD      Z24, Z6, Z6
-	VPSRLD       $0x0d, Z6, Z7
-	VPXORD       Z7, Z6, Z6
-	VPMULLD      Z25, Z6, Z6
-	VPSRLD       $0x10, Z6, Z7
-	VPXORD       Z7, Z6, Z6
-	VPSRLD       $0x08, Z6, Z6
-	VCVTDQ2PS    Z6, Z8
-	VMULPS       Z29, Z8, Z8
-	VCMPPS       $0x01, Z5, Z8, K3
-	VPADDD       192(SI), Z2, K3, Z2
-	VPSRLD       $0x1c, Z0, Z7
-	VPCMPUD      $0x02, Z17, Z1, K4
-	VPTERNLOGD   $0xf8, Z22, Z7, K4, Z2
-	VPADDD       Z28, Z27, Z27
-	VPSRLQ       $0x1c, Z2, Z10
-	VPORQ        Z10, Z2, Z2
-	VPMOVQB      Z2, (AX)
-	ADDQ         $0x00000008, AX
-	ADDQ         $0x00000040, CX
-	ADDQ         $0x00000004, DX
-	DECQ         BX
-	JNZ          e2m1sr_loop
+	VPXORD           Z26, Z27, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z24, Z0, Z0
+	VPSRLD           $0x0d, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z25, Z0, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPADDD           Z28, Z27, Z27
+	VEXTRACTI64X4    $0x01, Z0, Y1
+	VPMOVZXWD        Y0, Z2
+	VPMOVZXWD        Y1, Z3
+	VBROADCASTSS     (DX), Z8
+	VMULPS           (CX), Z8, Z4
+	VPANDD           Z16, Z4, Z5
+	VPSUBD           Z19, Z5, Z6
+	VPCMPUD          $0x01, Z18, Z5, K1
+	VMULPS           Z20, Z5, K1, Z6
+	VCVTPS2DQ.RU_SAE Z6, K1, Z6
+	VPSLLD           $0x06, Z2, Z2
+	VPADDD           Z23, Z6, Z6
+	VPSUBD           Z2, Z6, Z6
+	VPSRLD           $0x16, Z6, Z7
+	VPMINUD          Z21, Z7, Z7
+	VPSRLD           $0x1c, Z4, Z6
+	VPCMPUD          $0x02, Z17, Z5, K4
+	VPTERNLOGD       $0xf8, Z22, Z6, K4, Z7
+	VPSRLQ           $0x1c, Z7, Z6
+	VPORQ            Z6, Z7, Z7
+	VPMOVQB          Z7, (AX)
+	VBROADCASTSS     4(DX), Z14
+	VMULPS           64(CX), Z14, Z10
+	VPANDD           Z16, Z10, Z11
+	VPSUBD           Z19, Z11, Z12
+	VPCMPUD          $0x01, Z18, Z11, K1
+	VMULPS           Z20, Z11, K1, Z12
+	VCVTPS2DQ.RU_SAE Z12, K1, Z12
+	VPSLLD           $0x06, Z3, Z3
+	VPADDD           Z23, Z12, Z12
+	VPSUBD           Z3, Z12, Z12
+	VPSRLD           $0x16, Z12, Z13
+	VPMINUD          Z21, Z13, Z13
+	VPSRLD           $0x1c, Z10, Z12
+	VPCMPUD          $0x02, Z17, Z11, K4
+	VPTERNLOGD       $0xf8, Z22, Z12, K4, Z13
+	VPSRLQ           $0x1c, Z13, Z12
+	VPORQ            Z12, Z13, Z13
+	VPMOVQB          Z13, 8(AX)
+	ADDQ             $0x00000010, AX
+	ADDQ             $0x00000080, CX
+	ADDQ             $0x00000008, DX
+	DECQ             SI
+	JNZ              e2m1sr_loop
 
 e2m1sr_done:
+	TESTQ            $0x00000001, BX
+	JZ               e2m1sr_end
+	VPXORD           Z26, Z27, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z24, Z0, Z0
+	VPSRLD           $0x0d, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z25, Z0, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPADDD           Z28, Z27, Z27
+	VPMOVZXWD        Y0, Z2
+	VBROADCASTSS     (DX), Z8
+	VMULPS           (CX), Z8, Z4
+	VPANDD           Z16, Z4, Z5
+	VPSUBD           Z19, Z5, Z6
+	VPCMPUD          $0x01, Z18, Z5, K1
+	VMULPS           Z20, Z5, K1, Z6
+	VCVTPS2DQ.RU_SAE Z6, K1, Z6
+	VPSLLD           $0x06, Z2, Z2
+	VPADDD           Z23, Z6, Z6
+	VPSUBD           Z2, Z6, Z6
+	VPSRLD           $0x16, Z6, Z7
+	VPMINUD          Z21, Z7, Z7
+	VPSRLD           $0x1c, Z4, Z6
+	VPCMPUD          $0x02, Z17, Z5, K4
+	VPTERNLOGD       $0xf8, Z22, Z6, K4, Z7
+	VPSRLQ           $0x1c, Z7, Z6
+	VPORQ            Z6, Z7, Z7
+	VPMOVQB          Z7, (AX)
+
+e2m1sr_end:
 	VZEROUPPER
 	RET
 
@@ -5877,13 +5875,13 @@ TEXT ·e2m1StochasticBF16AVX512(SB), NOSPLIT, $0-40
 	MOVL         $0x00000008, SI
 	VPBROADCASTD SI, Z22
 	LEAQ         e2m1Tables<>+0(SB), SI
-	MOVL         $0x40c00000, DI
-	VPBROADCASTD DI, Z18
 	MOVL         $0x3f800000, DI
+	VPBROADCASTD DI, Z18
+	MOVL         $0x3f000000, DI
 	VPBROADCASTD DI, Z19
-	MOVL         $0x000000fc, DI
+	MOVL         $0x4b000000, DI
 	VPBROADCASTD DI, Z20
-	MOVL         $0x9e3779b1, DI
+	MOVL         $0x003fffff, DI
 	VPBROADCASTD DI, Z23
 	MOVL         $0x85ebca6b, DI
 	VPBROADCASTD DI, Z24
@@ -5891,65 +5889,115 @@ TEXT ·e2m1StochasticBF16AVX512(SB), NOSPLIT, $0-40
 	VPBROADCASTD DI, Z25
 	MOVL         $0xe3779b10, DI
 	VPBROADCASTD DI, Z28
-	MOVL         $0x33800000, DI
-	VPBROADCASTD DI, Z29
 	MOVL         key+32(FP), DI
 	MOVL         base+36(FP), R8
 	VPBROADCASTD DI, Z26
 	VPBROADCASTD R8, Z27
-	VPADDD       128(SI), Z27, Z27
-	VPMULLD      Z23, Z27, Z27
-	VMOVUPS      (SI), Z30
-	VMOVUPS      64(SI), Z31
-	TESTQ        BX, BX
+	VPADDD       (SI), Z27, Z27
+	MOVL         $0x9e3779b1, SI
+	VPBROADCASTD SI, Z29
+	VPMULLD      Z29, Z27, Z27
+	MOVQ         BX, SI
+	SHRQ         $0x01, SI
+	TESTQ        SI, SI
 	JZ           e2m1sr_done
 
 e2m1sr_loop:
-	VBROADCASTSS (DX), Z7
-	VPMOVZXWD    (CX), Z0
-	VPSLLD       $0x10, Z0, Z0
-	VMULPS       Z0, Z7, Z0
-	VPANDD       Z16, Z0, Z1
-	VPSRLD       $0x16, Z1, Z2
-	VPSUBD       Z20, Z2, Z2
-	VADDPS       Z1, Z1, Z7
-	VCVTTPS2DQ   Z7, Z3
-	VPCMPUD      $0x01, Z19, Z1, K1
-	VPBLENDMD    Z3, Z2, K1, Z2
-	VPCMPUD      $0x05, Z18, Z1, K2
-	VPBLENDMD    Z21, Z2, K2, Z2
-	VPERMPS      Z30, Z2, Z4
-	VPERMPS      Z31, Z2, Z5
-	VSUBPS       Z4, Z1, Z7
-	VMULPS       Z5, Z7, Z5
-	VPXORD       Z26, Z27, Z6
-	VPSRLD       $0x10, Z6, Z7
-	VPXORD       Z7, Z6, Z6
-	VPMULLD      Z24, Z6, Z6
-	VPSRLD       $0x0d, Z6, Z7
-	VPXORD       Z7, Z6, Z6
-	VPMULLD      Z25, Z6, Z6
-	VPSRLD       $0x10, Z6, Z7
-	VPXORD       Z7, Z6, Z6
-	VPSRLD       $0x08, Z6, Z6
-	VCVTDQ2PS    Z6, Z8
-	VMULPS       Z29, Z8, Z8
-	VCMPPS       $0x01, Z5, Z8, K3
-	VPADDD       192(SI), Z2, K3, Z2
-	VPSRLD       $0x1c, Z0, Z7
-	VPCMPUD      $0x02, Z17, Z1, K4
-	VPTERNLOGD   $0xf8, Z22, Z7, K4, Z2
-	VPADDD       Z28, Z27, Z27
-	VPSRLQ       $0x1c, Z2, Z10
-	VPORQ        Z10, Z2, Z2
-	VPMOVQB      Z2, (AX)
-	ADDQ         $0x00000008, AX
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000004, DX
-	DECQ         BX
-	JNZ          e2m1sr_loop
+	VPXORD           Z26, Z27, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z24, Z0, Z0
+	VPSRLD           $0x0d, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z25, Z0, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPADDD           Z28, Z27, Z27
+	VEXTRACTI64X4    $0x01, Z0, Y1
+	VPMOVZXWD        Y0, Z2
+	VPMOVZXWD        Y1, Z3
+	VBROADCASTSS     (DX), Z8
+	VPMOVZXWD        (CX), Z4
+	VPSLLD           $0x10, Z4, Z4
+	VMULPS           Z4, Z8, Z4
+	VPANDD           Z16, Z4, Z5
+	VPSUBD           Z19, Z5, Z6
+	VPCMPUD          $0x01, Z18, Z5, K1
+	VMULPS           Z20, Z5, K1, Z6
+	VCVTPS2DQ.RU_SAE Z6, K1, Z6
+	VPSLLD           $0x06, Z2, Z2
+	VPADDD           Z23, Z6, Z6
+	VPSUBD           Z2, Z6, Z6
+	VPSRLD           $0x16, Z6, Z7
+	VPMINUD          Z21, Z7, Z7
+	VPSRLD           $0x1c, Z4, Z6
+	VPCMPUD          $0x02, Z17, Z5, K4
+	VPTERNLOGD       $0xf8, Z22, Z6, K4, Z7
+	VPSRLQ           $0x1c, Z7, Z6
+	VPORQ            Z6, Z7, Z7
+	VPMOVQB          Z7, (AX)
+	VBROADCASTSS     4(DX), Z14
+	VPMOVZXWD        32(CX), Z10
+	VPSLLD           $0x10, Z10, Z10
+	VMULPS           Z10, Z14, Z10
+	VPANDD           Z16, Z10, Z11
+	VPSUBD           Z19, Z11, Z12
+	VPCMPUD          $0x01, Z18, Z11, K1
+	VMULPS           Z20, Z11, K1, Z12
+	VCVTPS2DQ.RU_SAE Z12, K1, Z12
+	VPSLLD           $0x06, Z3, Z3
+	VPADDD           Z23, Z12, Z12
+	VPSUBD           Z3, Z12, Z12
+	VPSRLD           $0x16, Z12, Z13
+	VPMINUD          Z21, Z13, Z13
+	VPSRLD           $0x1c, Z10, Z12
+	VPCMPUD          $0x02, Z17, Z11, K4
+	VPTERNLOGD       $0xf8, Z22, Z12, K4, Z13
+	VPSRLQ           $0x1c, Z13, Z12
+	VPORQ            Z12, Z13, Z13
+	VPMOVQB          Z13, 8(AX)
+	ADDQ             $0x00000010, AX
+	ADDQ             $0x00000040, CX
+	ADDQ             $0x00000008, DX
+	DECQ             SI
+	JNZ              e2m1sr_loop
 
 e2m1sr_done:
+	TESTQ            $0x00000001, BX
+	JZ               e2m1sr_end
+	VPXORD           Z26, Z27, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z24, Z0, Z0
+	VPSRLD           $0x0d, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPMULLD          Z25, Z0, Z0
+	VPSRLD           $0x10, Z0, Z1
+	VPXORD           Z1, Z0, Z0
+	VPADDD           Z28, Z27, Z27
+	VPMOVZXWD        Y0, Z2
+	VBROADCASTSS     (DX), Z8
+	VPMOVZXWD        (CX), Z4
+	VPSLLD           $0x10, Z4, Z4
+	VMULPS           Z4, Z8, Z4
+	VPANDD           Z16, Z4, Z5
+	VPSUBD           Z19, Z5, Z6
+	VPCMPUD          $0x01, Z18, Z5, K1
+	VMULPS           Z20, Z5, K1, Z6
+	VCVTPS2DQ.RU_SAE Z6, K1, Z6
+	VPSLLD           $0x06, Z2, Z2
+	VPADDD           Z23, Z6, Z6
+	VPSUBD           Z2, Z6, Z6
+	VPSRLD           $0x16, Z6, Z7
+	VPMINUD          Z21, Z7, Z7
+	VPSRLD           $0x1c, Z4, Z6
+	VPCMPUD          $0x02, Z17, Z5, K4
+	VPTERNLOGD       $0xf8, Z22, Z6, K4, Z7
+	VPSRLQ           $0x1c, Z7, Z6
+	VPORQ            Z6, Z7, Z7
+	VPMOVQB          Z7, (AX)
+
+e2m1sr_end:
 	VZEROUPPER
 	RET
 

@@ -67,7 +67,7 @@ func TestQuantizeFP8MatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 464, 465, 61440, 1.0 / 1024, 3.0 / 1024,
 		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3, float32(math.NaN())}
-	for _, n := range []int{1, 15, 16, 17, 100, 4099} {
+	for _, n := range []int{1, 15, 16, 17, 50, 100, 4099} {
 		src := make([]float32, n)
 		for i := range src {
 			switch rng.IntN(3) {
@@ -290,7 +290,7 @@ func TestE2M1AndRHTMatchTwins(t *testing.T) {
 		}
 		return v
 	}
-	for _, n := range []int{1, 15, 16, 17, 100, 4099} {
+	for _, n := range []int{1, 15, 16, 17, 50, 100, 4099} {
 		src, es := gen(n), make([]float32, (n+15)/16)
 		for i := range es {
 			es[i] = 1

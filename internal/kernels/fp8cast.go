@@ -322,17 +322,29 @@ func rht16Go(x []float32) {
 	}
 }
 
-// StochasticUniform is the uniform number in [0, 1) that NVFP4's
-// stochastic rounding draws for element counter i under key: murmur3's
-// 32-bit finaliser of key ^ i·0x9E3779B1, its top 24 bits times 2^−24.
-func StochasticUniform(key, i uint32) float32 {
-	h := i*0x9E3779B1 ^ key
+// StochasticDraw is NVFP4 stochastic rounding's 32-bit draw for stored
+// byte n under key: murmur3's 32-bit finaliser of key ^ n·0x9E3779B1.
+// Its low 16 bits round the byte's even element, its high 16 bits the
+// odd one.
+func StochasticDraw(key, n uint32) uint32 {
+	h := n*0x9E3779B1 ^ key
 	h ^= h >> 16
 	h *= 0x85EBCA6B
 	h ^= h >> 13
 	h *= 0xC2B2AE35
 	h ^= h >> 16
-	return float32(h>>8) * 0x1p-24
+	return h
+}
+
+// StochasticUniform is the uniform number in [0, 1), a multiple of
+// 2^−16, that stochastic rounding draws for the even (odd false) or odd
+// element of stored byte n under key.
+func StochasticUniform(key, n uint32, odd bool) float32 {
+	h := StochasticDraw(key, n)
+	if odd {
+		h >>= 16
+	}
+	return float32(h&0xFFFF) * 0x1p-16
 }
 
 // e2m1Values and e2m1InvGaps are the E2M1 magnitudes and the inverses of
@@ -573,15 +585,16 @@ func packNibble(dst []uint8, j int, code uint8) {
 
 // E2M1StochasticBlocks rounds each src[j]·es[j/16] stochastically to an
 // E2M1 code (the sign in bit 3), packed as QuantizeE2M1Blocks packs: up to
-// the next magnitude when StochasticUniform(key, base+j) is below the
-// fraction of the gap the value lies above the code at or below it, down
-// otherwise (an exact value stays); |v| ≥ 6 (infinities too) gives ±6, a
-// NaN +6. The vector kernel does the whole blocks of 16,
-// e2m1StochasticGo (its twin) the rest, with the same codes.
+// the next magnitude when StochasticUniform(key, base+j/2, j odd) — base
+// is dst[0]'s byte counter — is below the fraction of the gap the value
+// lies above the code at or below it, down otherwise (an exact value
+// stays); |v| ≥ 6 (infinities too) gives ±6, a NaN +6. The vector kernel
+// does the whole blocks of 16, e2m1StochasticGo (its twin) the rest, with
+// the same codes.
 func E2M1StochasticBlocks(dst []uint8, src, es []float32, key, base uint32) {
 	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
 	done := e2m1StochasticVector(dst, src, es, key, base)
-	e2m1StochasticGo(dst[done/2:], src[done:], es[done/16:], key, base+uint32(done))
+	e2m1StochasticGo(dst[done/2:], src[done:], es[done/16:], key, base+uint32(done/2))
 }
 
 // QuantizeE2M1BlocksBF16 is QuantizeE2M1Blocks of bf16 values (bf16
@@ -603,7 +616,7 @@ func E2M1StochasticBlocksBF16(dst []uint8, src []uint16, es []float32, key, base
 	var v [16]float32
 	for b := done / 16; 16*b < len(src); b++ {
 		w := WidenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
-		e2m1StochasticGo(dst[8*b:], w, es[b:b+1], key, base+uint32(16*b))
+		e2m1StochasticGo(dst[8*b:], w, es[b:b+1], key, base+uint32(8*b))
 	}
 }
 
@@ -618,7 +631,7 @@ func WidenBF16(v []float32, h []uint16) []float32 {
 }
 
 // e2m1StochasticGo is the loop e2m1StochasticAVX512 replaces, from an
-// even element on.
+// even element on (base the byte counter of dst[0]).
 func e2m1StochasticGo(dst []uint8, src, es []float32, key, base uint32) {
 	for j, x := range src {
 		v := x * es[j/16]
@@ -634,7 +647,7 @@ func e2m1StochasticGo(dst []uint8, src, es []float32, key, base uint32) {
 		if a >= 0x40C00000 {
 			c = 7
 		}
-		if StochasticUniform(key, base+uint32(j)) < (fa-e2m1Values[c])*e2m1InvGaps[c] {
+		if StochasticUniform(key, base+uint32(j/2), j&1 == 1) < (fa-e2m1Values[c])*e2m1InvGaps[c] {
 			c++
 		}
 		c |= b >> 28 & 8

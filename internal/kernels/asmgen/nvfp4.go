@@ -249,25 +249,12 @@ func nvfp4Scales() {
 	RET()
 }
 
-// e2m1Tables defines the stochastic rounding's tables: the E2M1
-// magnitudes (codes 0–7) and the inverses of the gaps above them, as
-// float32 lane tables, the lane offsets 0…15 of the element counter, and
-// sixteen ones.
+// e2m1Tables defines the stochastic rounding's lane offsets 0…15 of
+// the byte counter.
 func e2m1Tables() {
 	e2m1Mem = GLOBL("e2m1Tables", RODATA|NOPTR)
-	vals := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
-	inv := []float32{2, 2, 2, 2, 1, 1, 0.5, 0}
 	for i := 0; i < 16; i++ {
-		DATA(4*i, U32(math.Float32bits(vals[i%8])))
-	}
-	for i := 0; i < 16; i++ {
-		DATA(64+4*i, U32(math.Float32bits(inv[i%8])))
-	}
-	for i := 0; i < 16; i++ {
-		DATA(128+4*i, U32(uint32(i)))
-	}
-	for i := 0; i < 16; i++ {
-		DATA(192+4*i, U32(1))
+		DATA(4*i, U32(uint32(i)))
 	}
 }
 
@@ -282,11 +269,12 @@ var e2m1Mem Mem
 // on the magic constant 2^22, whose ulp is 0.5; rebias 126 << 1),
 // saturating at ±6, a NaN giving +6, the sign in bit 3.
 //
-// Stochastic: each value's uniform u = (fmix32(key ^ (i·0x9E3779B1)) >>
-// 8)·2^−24 of its element counter i = base + position (murmur3's
-// finaliser); the code at or below |v| found from its bits, raised by
-// one when u < the fraction of the gap |v| lies above it; saturating at
-// ±6, a NaN giving +6, the sign in bit 3.
+// Stochastic: one draw fmix32(key ^ n·0x9E3779B1) (murmur3's finaliser)
+// per stored byte, n = base + the byte's position; its low 16 bits u
+// round the even element, its high 16 bits the odd one. A value is
+// raised from the code at or below |v| when u·2^−16 is below the
+// fraction of the gap |v| lies above it (integer arithmetic on its bits,
+// below); saturating at ±6, a NaN giving +6, the sign in bit 3.
 //
 // With bf16 the source values are bf16 bits (16-bit lanes), each read as
 // the float32 of its high half.
@@ -331,36 +319,31 @@ func e2m1Blocks(stochastic, bf16 bool) {
 	bcast(0x7F800000, zInf)
 	bcast(7, zSeven)
 	bcast(8, zSign8)
-	// pack writes the 16 codes in c (one a lane) to dst, two a byte:
-	// the codes pair up within each quadword (the odd one shifted down
-	// to bits 4–7), whose low bytes are stored.
-	pack := func(c VecPhysical) {
-		VPSRLQ(U8(28), c, Z10)
-		VPORQ(Z10, c, c)
-		VPMOVQB(c, Mem{Base: dst})
-		ADDQ(U32(8), dst)
-		ADDQ(U32(blockBytes), src)
-		ADDQ(U32(4), es)
+	// store ORs the sign of v (bit 3) into the codes c where v is not a
+	// NaN (a its magnitude; a NaN's code is 7 already, +6) and stores
+	// the 16 codes at dst+8·i, two a byte: the codes pair up within
+	// each quadword (the odd one shifted down to bits 4–7), whose low
+	// bytes are stored.
+	store := func(i int, v, a, c, t VecPhysical, k Op) {
+		VPSRLD(U8(28), v, t)
+		VPCMPUD(U8(2), zInf, a, k)            // k: not a NaN
+		VPTERNLOGD(U8(0xF8), zSign8, t, k, c) // c |= t & 8 (the sign) there
+		VPSRLQ(U8(28), c, t)
+		VPORQ(t, c, c)
+		VPMOVQB(c, Mem{Base: dst, Disp: 8 * i})
 	}
 	if !stochastic {
 		r := newRoundRegs(22, 0x3F800000, 22, 126<<1, 7, Z23, Z24, Z25, Z26, Z28, Z29)
 		// block casts the 16 values at src+64·i with the scale at es+4·i
 		// and stores their 8 bytes at dst+8·i. The rounding saturates a
 		// NaN to 7 (its magnitude bits are above +inf's), so only the
-		// sign is left to it: ORed in (bit 3) where the value is not a
-		// NaN. Codes pair up within each quadword (the odd one shifted
-		// down to bits 4–7), whose low bytes are stored.
+		// sign is left to store.
 		block := func(i int, y, ya, t, sub, c, s VecPhysical, k Op) {
 			VBROADCASTSS(Mem{Base: es, Disp: 4 * i}, s)
 			scaled(i, s, y)
 			VPANDD(zAbs, y, ya)
 			r.round(ya, c, t, sub)
-			VPSRLD(U8(28), y, t)
-			VPCMPUD(U8(2), zInf, ya, k)           // k: not a NaN
-			VPTERNLOGD(U8(0xF8), zSign8, t, k, c) // c |= t & 8 (the sign) there
-			VPSRLQ(U8(28), c, t)                  // pack as pack does
-			VPORQ(t, c, c)
-			VPMOVQB(c, Mem{Base: dst, Disp: 8 * i})
+			store(i, y, ya, c, t, k)
 		}
 		pairs := GP64()
 		MOVQ(n, pairs)
@@ -382,45 +365,27 @@ func e2m1Blocks(stochastic, bf16 bool) {
 	}
 	tab := GP64()
 	LEAQ(e2m1Mem, tab)
-	// zCtr holds i·0x9E3779B1 of each lane's element counter i: the
-	// product steps by 16·0x9E3779B1 (mod 2^32) from one iteration to
-	// the next, an add instead of a multiply.
-	zSix, zOne, zRebias, zPhi, zM1, zM2, zKey, zCtr, zStep, zU, zVals, zInv := Z18, Z19, Z20, Z23, Z24, Z25, Z26, Z27, Z28, Z29, Z30, Z31
-	bcast(0x40C00000, zSix)
+	// zCtr holds n·0x9E3779B1 of each lane's byte counter n (lane l of
+	// an iteration: base + 16·iteration + l): the product steps by
+	// 16·0x9E3779B1 (mod 2^32) from one iteration to the next, an add
+	// instead of a multiply.
+	zOne, zRebias, zTwo23, zLow22, zM1, zM2, zKey, zCtr, zStep := Z18, Z19, Z20, Z23, Z24, Z25, Z26, Z27, Z28
 	bcast(0x3F800000, zOne)
-	bcast(252, zRebias)
-	bcast(0x9E3779B1, zPhi)
+	bcast(0x3F000000, zRebias)
+	bcast(0x4B000000, zTwo23) // 2^23
+	bcast(0x3FFFFF, zLow22)
 	bcast(0x85EBCA6B, zM1)
 	bcast(0xC2B2AE35, zM2)
 	bcast(uint32(16*0x9E3779B1&0xFFFFFFFF), zStep)
-	bcast(0x33800000, zU) // 2^-24
 	kr, br := Load(Param("key"), GP32()), Load(Param("base"), GP32())
 	VPBROADCASTD(kr, zKey)
 	VPBROADCASTD(br, zCtr)
-	VPADDD(Mem{Base: tab, Disp: 128}, zCtr, zCtr)
-	VPMULLD(zPhi, zCtr, zCtr)
-	VMOVUPS(Mem{Base: tab}, zVals)
-	VMOVUPS(Mem{Base: tab, Disp: 64}, zInv)
-	loop("e2m1sr", n, func() {
-		v, a, c, cs, lo, fr, h, t, u := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z8
-		VBROADCASTSS(Mem{Base: es}, t)
-		scaled(0, t, v) // v = x·scale
-		VPANDD(zAbs, v, a)
-		// The code at or below |v|: (bits>>22) − 252 from 1.0 up,
-		// trunc(2|v|) below it.
-		VPSRLD(U8(22), a, c)
-		VPSUBD(zRebias, c, c)
-		VADDPS(a, a, t)
-		VCVTTPS2DQ(t, cs)
-		VPCMPUD(U8(1), zOne, a, K1) // K1: |v| < 1
-		VPBLENDMD(cs, c, K1, c)
-		VPCMPUD(U8(5), zSix, a, K2) // K2: |v| ≥ 6 (inf and NaN too): code 7
-		VPBLENDMD(zSeven, c, K2, c)
-		VPERMPS(zVals, c, lo)
-		VPERMPS(zInv, c, fr)
-		VSUBPS(lo, a, t)
-		VMULPS(fr, t, fr) // the fraction of the gap above lo
-		// u from the element counter.
+	VPADDD(Mem{Base: tab}, zCtr, zCtr)
+	bcast(0x9E3779B1, Z29)
+	VPMULLD(Z29, zCtr, zCtr)
+	// draws hashes the sixteen byte counters of the next two blocks into
+	// h (murmur3's finaliser) and steps the counters.
+	draws := func(h, t VecPhysical) {
 		VPXORD(zKey, zCtr, h)
 		VPSRLD(U8(16), h, t)
 		VPXORD(t, h, h)
@@ -430,18 +395,55 @@ func e2m1Blocks(stochastic, bf16 bool) {
 		VPMULLD(zM2, h, h)
 		VPSRLD(U8(16), h, t)
 		VPXORD(t, h, h)
-		VPSRLD(U8(8), h, h)
-		VCVTDQ2PS(h, u)
-		VMULPS(zU, u, u)
-		VCMPPS(U8(1), fr, u, K3)                    // K3: u < fraction (LT_OS)
-		VPADDD(Mem{Base: tab, Disp: 192}, c, K3, c) // + 1 where raised
-		// The sign (bit 3) where v is not a NaN (a NaN is 7 already).
-		VPSRLD(U8(28), v, t)
-		VPCMPUD(U8(2), zInf, a, K4)
-		VPTERNLOGD(U8(0xF8), zSign8, t, K4, c)
 		VPADDD(zStep, zCtr, zCtr)
-		pack(c)
+	}
+	// block rounds block i (its 16 values at src+blockBytes·i, its scale
+	// at es+4·i) with the draws' 16-bit words in u (one a lane, shifted
+	// up by 6 here) and stores its 8 bytes at dst+8·i. With t the value's
+	// magnitude bits less 0x3F000000 from 1.0 up (the codes' step is then
+	// 2^22 and code 2 is 1.0) and ceil(|v|·2^23) below 1 (step 2^22 again,
+	// a step of 0.5), (t + 2^22 − 1 − u·2^6) >> 22 is the code at or
+	// below |v| plus one exactly when the fraction of the gap above it,
+	// times 2^22, exceeds u·2^6: up with probability the fraction, to
+	// 2^−16. Codes above 7 (|v| ≥ 6, infinities, NaN) saturate to 7.
+	block := func(i int, u, v, a, t, c, s VecPhysical) {
+		VBROADCASTSS(Mem{Base: es, Disp: 4 * i}, s)
+		scaled(i, s, v) // v = x·scale
+		VPANDD(zAbs, v, a)
+		VPSUBD(zRebias, a, t)
+		VPCMPUD(U8(1), zOne, a, K1) // K1: |v| < 1
+		VMULPS(zTwo23, a, K1, t)
+		VCVTPS2DQ_RU_SAE(t, K1, t)
+		VPSLLD(U8(6), u, u)
+		VPADDD(zLow22, t, t)
+		VPSUBD(u, t, t)
+		VPSRLD(U8(22), t, c)
+		VPMINUD(zSeven, c, c)
+		store(i, v, a, c, t, K4)
+	}
+	pairs := GP64()
+	MOVQ(n, pairs)
+	SHRQ(U8(1), pairs)
+	// Block 0 of a pair takes the draws' low 256 bits (bytes 0–7: word
+	// 2k the even element of byte k, word 2k+1 the odd one), block 1
+	// the high 256 bits.
+	loop("e2m1sr", pairs, func() {
+		draws(Z0, Z1)
+		VEXTRACTI64X4(U8(1), Z0, Y1)
+		VPMOVZXWD(Y0, Z2)
+		VPMOVZXWD(Y1, Z3)
+		block(0, Z2, Z4, Z5, Z6, Z7, Z8)
+		block(1, Z3, Z10, Z11, Z12, Z13, Z14)
+		ADDQ(U32(16), dst)
+		ADDQ(U32(2*blockBytes), src)
+		ADDQ(U32(8), es)
 	})
+	TESTQ(U32(1), n)
+	JZ(LabelRef("e2m1sr_end"))
+	draws(Z0, Z1)
+	VPMOVZXWD(Y0, Z2)
+	block(0, Z2, Z4, Z5, Z6, Z7, Z8)
+	Label("e2m1sr_end")
 	VZEROUPPER()
 	RET()
 }
