@@ -287,36 +287,33 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 			}
 		}
 	case axis == 1:
-		// Rows with a ragged last block: each row's whole blocks, then
-		// the ragged blocks of all the rows as tiles stacked down them;
-		// a row holding a NaN through castRowBlocks.
-		if len(work) < nb {
-			work = make([]float32, nb)
-		}
+		// Rows with a ragged last block: bands of up to raggedRows rows,
+		// each band's blocks a column of blocks at a time (tiles one row
+		// high, cols apart; their scale_invs into work, then to their
+		// places nb apart), so that every call fills its groups. A band
+		// holding a NaN, from its row, goes through castRowBlocks.
 		rag := cols - full*Float8BlockSize
-		nan := -1 // the first row left for castRowBlocks
-		for r := lo; r < hi && nan < 0; r++ {
-			d, a := kernels.BlockTiles(cast, dst[r*cols:], 0, src[r*cols:], 0, scaleInv[r*nb:], full, 1, Float8BlockSize, Float8BlockSize, Float8BlockSize, c.Eps, mask)
-			if total = max(total, a); d < full {
-				nan = r
-			}
+		if len(work) < max(nb, raggedRows) {
+			work = make([]float32, max(nb, raggedRows))
 		}
 		end := hi
-		if nan >= 0 {
-			end = nan
-		}
-		// The ragged blocks of rows [lo, end): scale_invs nb apart, so
-		// into work first.
-		for r := lo; r < end; {
-			k := min(end-r, len(work))
-			inv := work[:k]
-			d, a := kernels.BlockTiles(cast, dst[r*cols+full*Float8BlockSize:], cols, src[r*cols+full*Float8BlockSize:], cols, inv, k, 1, rag, cols, cols, c.Eps, mask)
-			total = max(total, a)
-			for i, v := range inv[:d] {
-				scaleInv[(r+i)*nb+full] = v
-			}
-			if r += d; d < k {
-				end = r // a NaN in row r's ragged block
+		for r0 := lo; r0 < end; r0 += raggedRows {
+			r1 := min(end, r0+raggedRows)
+			for k := 0; k < nb && r0 < r1; k++ {
+				w := Float8BlockSize
+				if k == full {
+					w = rag
+				}
+				inv, c0 := work[:r1-r0], k*Float8BlockSize
+				d, a := kernels.BlockTiles(cast, dst[r0*cols+c0:], cols, src[r0*cols+c0:], cols, inv, r1-r0, 1, w, cols, cols, c.Eps, mask)
+				total = max(total, a)
+				for i, v := range inv[:d] {
+					scaleInv[(r0+i)*nb+k] = v
+				}
+				if d < r1-r0 {
+					r1 = r0 + d // a NaN in row r0+d's block k
+					end = r1
+				}
 			}
 		}
 		for r := end; r < hi; r++ {
@@ -392,6 +389,13 @@ func castColsBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int
 	}
 	return total
 }
+
+// raggedRows is how many rows QuantizeFloat8BlockRange's row-wise cast
+// of rows with a ragged last block takes at a time: a band whose
+// columns of blocks are one call each (so that the calls fill the fused
+// kernel's groups of 16) and whose rows stay in the cache from one
+// column of blocks to the next.
+const raggedRows = 32
 
 // nanPaths counts the calls of the casts' paths for blocks holding a NaN
 // (castColsNaN, castRowBlocks, castTileBand), so that a test can tell
