@@ -113,11 +113,14 @@ func quantizeCmd(args []string, stdout, stderr io.Writer) error {
 			}
 			views[name+o.suffix] = v
 		}
+		mse, under, lost := stats(x, r.dequant, r.zeroCodes)
 		note := ""
 		if nonFinite > 0 {
 			note = fmt.Sprintf("%d non-finite value(s) cast as the recipe casts them; mse over the finite ones", nonFinite)
 		}
-		mse, under := stats(x, r.dequant, r.zeroCodes)
+		if lost > 0 {
+			note += fmt.Sprintf(", less %d that decode to NaN (their block's scale is NaN)", lost)
+		}
 		fmt.Fprintf(stdout, "%-40s %-12s %12.6g %12.4f %12.4g %12.4g  %s\n", name, shapeString(sh), mse, under, r.scaleMin, r.scaleMax, note)
 		done++
 	}
@@ -223,10 +226,17 @@ func f32Data(v []float32) []byte {
 	return b
 }
 
+// scaleRange returns the smallest and largest scale of v, NaN scales
+// left out (NaN when all are).
 func scaleRange(v []float32) (lo, hi float32) {
 	lo, hi = float32(math.Inf(1)), float32(math.Inf(-1))
 	for _, s := range v {
-		lo, hi = min(lo, s), max(hi, s)
+		if s == s {
+			lo, hi = min(lo, s), max(hi, s)
+		}
+	}
+	if lo > hi { // every scale NaN
+		return float32(math.NaN()), float32(math.NaN())
 	}
 	return lo, hi
 }
@@ -331,11 +341,17 @@ func fnv64(s string) uint64 {
 }
 
 // stats returns the mean squared error of the dequantized values over
-// the finite inputs, and underflows% (zero codes over all elements).
-func stats(x, dq []float32, zeroCodes int) (mse, under float64) {
+// the finite inputs whose dequantized value is not NaN, underflows%
+// (zero codes over all elements), and how many finite inputs decode to
+// NaN (MXFP8 gives a block holding a NaN a NaN scale).
+func stats(x, dq []float32, zeroCodes int) (mse, under float64, lost int) {
 	n := 0
 	for i, v := range x {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			continue
+		}
+		if dq[i] != dq[i] {
+			lost++
 			continue
 		}
 		d := float64(dq[i]) - float64(v)
@@ -345,7 +361,7 @@ func stats(x, dq []float32, zeroCodes int) (mse, under float64) {
 	if n > 0 {
 		mse /= float64(n)
 	}
-	return mse, 100 * float64(zeroCodes) / float64(len(x))
+	return mse, 100 * float64(zeroCodes) / float64(len(x)), lost
 }
 
 // inspectCmd is octet inspect.
