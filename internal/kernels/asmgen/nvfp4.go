@@ -381,8 +381,9 @@ func e2m1Blocks(stochastic, bf16 bool) {
 	VPBROADCASTD(kr, zKey)
 	VPBROADCASTD(br, zCtr)
 	VPADDD(Mem{Base: tab}, zCtr, zCtr)
-	bcast(0x9E3779B1, Z29)
-	VPMULLD(Z29, zCtr, zCtr)
+	zPhi := Z29
+	bcast(0x9E3779B1, zPhi)
+	VPMULLD(zPhi, zCtr, zCtr)
 	// draws hashes the sixteen byte counters of the next two blocks into
 	// h (murmur3's finaliser) and steps the counters.
 	draws := func(h, t VecPhysical) {
