@@ -15,11 +15,22 @@ import (
 	"github.com/octetml/octet/graph"
 )
 
-// CSVConfig says how to read a CSV file of numeric features and an integer
-// class label, with a header row naming the columns.
+// CSVConfig says how to read a CSV file of numeric features and either an
+// integer class label (classification) or float targets (regression),
+// with a header row naming the columns.
 type CSVConfig struct {
-	// Label names the label column (required): integers in [0, Classes).
+	// Label names the label column: integers in [0, Classes) for
+	// classification, or one float target with Task Regression (or
+	// AutoTask finding a value that is not an integer). Set Label or
+	// Targets.
 	Label string
+	// Task says what Label holds: Classification (the zero value),
+	// Regression, or AutoTask (regression when any label is not an
+	// integer or is negative, else classification).
+	Task Task
+	// Targets names the target columns of a regression (float values,
+	// field "target" of len(Targets) values a row); it excludes Label.
+	Targets []string
 	// Features names the feature columns, in the order the model reads
 	// them; nil takes every column but Label, in file order.
 	Features []string
@@ -33,16 +44,58 @@ type CSVConfig struct {
 	Comma rune
 }
 
+// Task is what a table's examples are to be predicted as.
+type Task uint8
+
+const (
+	// Classification: an integer class label per row (field "label").
+	Classification Task = iota
+	// Regression: float targets per row (field "target").
+	Regression
+	// AutoTask reads Label as Regression when any of its values is not a
+	// non-negative integer, else as Classification.
+	AutoTask
+)
+
+func (t Task) String() string {
+	switch t {
+	case Classification:
+		return "classification"
+	case Regression:
+		return "regression"
+	case AutoTask:
+		return "auto"
+	}
+	return fmt.Sprintf("Task(%d)", int(t))
+}
+
+// ParseTask reads a task's name: "classification", "regression" or
+// "auto".
+func ParseTask(s string) (Task, error) {
+	for _, t := range []Task{Classification, Regression, AutoTask} {
+		if strings.EqualFold(strings.TrimSpace(s), t.String()) {
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("data: task %q: want classification, regression or auto", s)
+}
+
 // Table is a CSV file read into memory: a Dataset with the fields "x"
-// (float32, one value per feature) and "label" (int32 class labels).
+// (float32, one value per feature) and, for a classification, "label"
+// (int32 class labels) or, for a regression, "target" (float32, one value
+// per target column).
 type Table struct {
-	// X holds the features, row after row; Y the labels.
+	// X holds the features, row after row; Y the labels (classification)
+	// or T the targets, row after row (regression).
 	X []float32
 	Y []int32
-	// Features names X's columns; Label the label column.
+	T []float32
+	// Features names X's columns; Label the label column
+	// (classification), Targets the target columns (regression).
 	Features []string
 	Label    string
-	// Classes is the number of classes.
+	Targets  []string
+	// Classes is the number of classes (0 for a regression).
 	Classes int
 	// Source is the file read ("" for a split of no file).
 	Source string
@@ -56,7 +109,8 @@ type Table struct {
 // rows, an unknown or repeated column, a ragged row, an empty or
 // non-numeric cell, a NaN or infinite value (unless DropNonFinite), a
 // value out of float32's range, a label that is not an integer or lies
-// outside [0, Classes).
+// outside [0, Classes) (classification), a target that is not a finite
+// number (regression).
 func ReadCSV(path string, cfg CSVConfig) (*Table, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -77,8 +131,19 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 	fail := func(line, col int, colName, format string, args ...any) error {
 		return &Error{File: name, Line: line, Column: col, ColumnName: colName, Msg: fmt.Sprintf(format, args...)}
 	}
-	if cfg.Label == "" {
-		return nil, fail(0, 0, "", "no label column given")
+	task := cfg.Task
+	targets := cfg.Targets
+	switch {
+	case len(cfg.Targets) > 0 && cfg.Label != "":
+		return nil, fail(0, 0, "", "both a label column %q and target columns %v: set Label (one column) or Targets", cfg.Label, cfg.Targets)
+	case len(cfg.Targets) > 0:
+		task = Regression
+	case cfg.Label == "":
+		return nil, fail(0, 0, "", "no label column given (Label, or Targets for a regression)")
+	case task > AutoTask:
+		return nil, fail(0, 0, "", "task %v: want classification, regression or auto", task)
+	case task != Classification:
+		targets = []string{cfg.Label}
 	}
 	header, err := cr.Read()
 	if err == io.EOF {
@@ -101,20 +166,38 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 		}
 		index[h] = i
 	}
-	labelCol, ok := index[cfg.Label]
-	if !ok {
-		return nil, fail(1, 0, "", "no label column %q in the header (columns: %s)", cfg.Label, strings.Join(header, ", "))
+	// outputs are the label's or the targets' columns.
+	outNames := targets
+	if task == Classification {
+		outNames = []string{cfg.Label}
+	}
+	outCols := make([]int, len(outNames))
+	isOut := map[string]bool{}
+	for i, o := range outNames {
+		c, ok := index[o]
+		what := "label"
+		if task == Regression || len(cfg.Targets) > 0 {
+			what = "target"
+		}
+		switch {
+		case !ok:
+			return nil, fail(1, 0, "", "no %s column %q in the header (columns: %s)", what, o, strings.Join(header, ", "))
+		case isOut[o]:
+			return nil, fail(1, c+1, o, "target column %q is listed twice", o)
+		}
+		isOut[o] = true
+		outCols[i] = c
 	}
 	feats := cfg.Features
 	if feats == nil {
 		for _, h := range header {
-			if h != cfg.Label {
+			if !isOut[h] {
 				feats = append(feats, h)
 			}
 		}
 	}
 	if len(feats) == 0 {
-		return nil, fail(1, 0, "", "no feature columns (the header has only the label %q)", cfg.Label)
+		return nil, fail(1, 0, "", "no feature columns (the header has only %s)", strings.Join(outNames, ", "))
 	}
 	cols := make([]int, len(feats))
 	seen := map[string]bool{}
@@ -123,8 +206,10 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 		switch {
 		case !ok:
 			return nil, fail(1, 0, "", "no feature column %q in the header (columns: %s)", f, strings.Join(header, ", "))
-		case f == cfg.Label:
+		case isOut[f] && task == Classification:
 			return nil, fail(1, c+1, f, "column %q is the label; it cannot be a feature too", f)
+		case isOut[f]:
+			return nil, fail(1, c+1, f, "column %q is a target; it cannot be a feature too", f)
 		case seen[f]:
 			return nil, fail(1, c+1, f, "feature column %q is listed twice", f)
 		}
@@ -134,9 +219,12 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 	if cfg.Classes < 0 {
 		return nil, fail(0, 0, "", "classes %d, want at least 1 (or 0 to count them)", cfg.Classes)
 	}
-	t := &Table{Features: slices.Clone(feats), Label: cfg.Label, Source: name}
+	t := &Table{Features: slices.Clone(feats), Source: name}
 	row := make([]float32, len(feats))
+	outRow := make([]float32, len(outCols))
 	maxLabel := int64(-1)
+	integral := true // AutoTask: every label a non-negative integer so far
+	rows := 0
 	for {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -156,38 +244,74 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 			l, _ := cr.FieldPos(c)
 			return strings.TrimSpace(rec[c]), l
 		}
-		drop := false
-		for i, c := range cols {
+		// number reads column c's cell as a float32; drop reports a
+		// non-finite value that DropNonFinite drops.
+		number := func(c int) (v float32, drop bool, err error) {
 			s, l := cell(c)
 			if s == "" {
-				return nil, fail(l, c+1, header[c], "empty cell")
+				return 0, false, fail(l, c+1, header[c], "empty cell")
 			}
-			v, err := strconv.ParseFloat(s, 64)
-			if err != nil && !errors.Is(err, strconv.ErrRange) {
-				return nil, fail(l, c+1, header[c], "%q is not a number", s)
+			f, perr := strconv.ParseFloat(s, 64)
+			if perr != nil && !errors.Is(perr, strconv.ErrRange) {
+				return 0, false, fail(l, c+1, header[c], "%q is not a number", s)
 			}
-			f := float32(v)
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				if cfg.DropNonFinite && err == nil {
-					drop = true
-					continue
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				if cfg.DropNonFinite && perr == nil {
+					return 0, true, nil
 				}
-				if err == nil {
-					return nil, fail(l, c+1, header[c], "%s is not finite (set DropNonFinite to drop such rows)", s)
+				if perr == nil {
+					return 0, false, fail(l, c+1, header[c], "%s is not finite (set DropNonFinite to drop such rows)", s)
 				}
 			}
-			if math.IsInf(float64(f), 0) {
-				return nil, fail(l, c+1, header[c], "%s is out of float32's range", s)
+			if math.IsInf(float64(float32(f)), 0) {
+				return 0, false, fail(l, c+1, header[c], "%s is out of float32's range", s)
 			}
-			row[i] = f
+			return float32(f), false, nil
 		}
+		drop := false
+		for i, c := range cols {
+			v, d, err := number(c)
+			if err != nil {
+				return nil, err
+			}
+			drop = drop || d
+			row[i] = v
+		}
+		if task != Classification {
+			for i, c := range outCols {
+				v, d, err := number(c)
+				if err != nil {
+					return nil, err
+				}
+				drop = drop || d
+				outRow[i] = v
+				if s, _ := cell(c); integral {
+					lab, err := strconv.ParseInt(s, 10, 32)
+					integral = err == nil && lab >= 0
+					maxLabel = max(maxLabel, lab)
+				}
+			}
+			if drop {
+				t.Dropped++
+				continue
+			}
+			t.X = append(t.X, row...)
+			t.T = append(t.T, outRow...)
+			rows++
+			continue
+		}
+		labelCol := outCols[0]
 		s, l := cell(labelCol)
 		lab, err := strconv.ParseInt(s, 10, 32)
 		switch {
 		case s == "":
 			return nil, fail(l, labelCol+1, cfg.Label, "empty label")
 		case err != nil:
-			return nil, fail(l, labelCol+1, cfg.Label, "label %q is not an integer", s)
+			hint := ""
+			if _, ferr := strconv.ParseFloat(s, 64); ferr == nil {
+				hint = " (a regression target? read it with Task Regression or AutoTask)"
+			}
+			return nil, fail(l, labelCol+1, cfg.Label, "label %q is not an integer%s", s, hint)
 		case lab < 0 || (cfg.Classes > 0 && lab >= int64(cfg.Classes)):
 			hi := "∞"
 			if cfg.Classes > 0 {
@@ -202,17 +326,34 @@ func ParseCSV(r io.Reader, name string, cfg CSVConfig) (*Table, error) {
 		t.X = append(t.X, row...)
 		t.Y = append(t.Y, int32(lab))
 		maxLabel = max(maxLabel, lab)
+		rows++
 	}
-	if len(t.Y) == 0 {
+	if rows == 0 {
 		if t.Dropped > 0 {
-			return nil, fail(0, 0, "", "every one of the %d data rows has a non-finite feature", t.Dropped)
+			return nil, fail(0, 0, "", "every one of the %d data rows has a non-finite value", t.Dropped)
 		}
 		return nil, fail(0, 0, "", "the header has no data rows after it")
 	}
-	t.Classes = cfg.Classes
-	if t.Classes == 0 {
-		t.Classes = int(maxLabel) + 1
+	if task == AutoTask && integral {
+		if cfg.Classes > 0 && maxLabel >= int64(cfg.Classes) {
+			return nil, fail(0, 0, cfg.Label, "label %d is outside [0, %d)", maxLabel, cfg.Classes)
+		}
+		task = Classification
+		t.Y = make([]int32, len(t.T))
+		for i, v := range t.T {
+			t.Y[i] = int32(v)
+		}
+		t.T = nil
 	}
+	if task == Classification {
+		t.Label = cfg.Label
+		t.Classes = cfg.Classes
+		if t.Classes == 0 {
+			t.Classes = int(maxLabel) + 1
+		}
+		return t, nil
+	}
+	t.Targets = slices.Clone(outNames)
 	return t, nil
 }
 
@@ -225,21 +366,40 @@ func csvError(name string, err error) error {
 	return &Error{File: name, Msg: err.Error()}
 }
 
-// Len returns the number of rows.
-func (t *Table) Len() int { return len(t.Y) }
-
-// Fields returns "x" (float32 [features]) and "label".
-func (t *Table) Fields() []Field {
-	return []Field{
-		{Name: "x", DType: graph.Float32, Shape: []int{len(t.Features)}},
-		{Name: "label", DType: graph.Int32, Label: true, Classes: t.Classes},
+// Task returns Regression for a table of targets, else Classification.
+func (t *Table) Task() Task {
+	if len(t.Targets) > 0 {
+		return Regression
 	}
+	return Classification
+}
+
+// Len returns the number of rows.
+func (t *Table) Len() int { return len(t.X) / max(1, len(t.Features)) }
+
+// Fields returns "x" (float32 [features]) and "label" (classification)
+// or "target" (float32 [targets], regression).
+func (t *Table) Fields() []Field {
+	x := Field{Name: "x", DType: graph.Float32, Shape: []int{len(t.Features)}}
+	if t.Task() == Regression {
+		return []Field{x, {Name: "target", DType: graph.Float32, Shape: []int{len(t.Targets)}}}
+	}
+	return []Field{x, {Name: "label", DType: graph.Int32, Label: true, Classes: t.Classes}}
 }
 
 // Fill copies rows idx into b.
 func (t *Table) Fill(b *Batch, idx []int) error {
 	f := len(t.Features)
-	x, y := b.Float32At(0), b.Int32At(1)
+	x := b.Float32At(0)
+	if k := len(t.Targets); k > 0 {
+		y := b.Float32At(1)
+		for r, e := range idx {
+			copy(x[r*f:(r+1)*f], t.X[e*f:(e+1)*f])
+			copy(y[r*k:(r+1)*k], t.T[e*k:(e+1)*k])
+		}
+		return nil
+	}
+	y := b.Int32At(1)
 	for r, e := range idx {
 		copy(x[r*f:(r+1)*f], t.X[e*f:(e+1)*f])
 		y[r] = t.Y[e]
@@ -258,46 +418,112 @@ func (t *Table) Split(heldOut float64, seed uint64) (train, test *Table, err err
 	}
 	perm := rand.New(rand.NewPCG(seed, 1)).Perm(n)
 	take := func(rows []int) *Table {
-		out := &Table{Features: t.Features, Label: t.Label, Classes: t.Classes, Source: t.Source}
-		f := len(t.Features)
+		out := &Table{Features: t.Features, Label: t.Label, Targets: t.Targets, Classes: t.Classes, Source: t.Source}
+		f, nt := len(t.Features), len(t.Targets)
 		for _, r := range rows {
 			out.X = append(out.X, t.X[r*f:(r+1)*f]...)
-			out.Y = append(out.Y, t.Y[r])
+			if nt > 0 {
+				out.T = append(out.T, t.T[r*nt:(r+1)*nt]...)
+			} else {
+				out.Y = append(out.Y, t.Y[r])
+			}
 		}
 		return out
 	}
 	return take(perm[:n-k]), take(perm[n-k:]), nil
 }
 
-// Standardizer maps each feature to (x − Mean)/Std.
+// Standardizer maps each value of an example's float32 field to
+// (x − Mean)/Std, position by position: the features of a Table, or any
+// dataset's field (FitStandardizer). Fit it on the training examples and
+// apply it to every split, and to each row a trained model is given.
 type Standardizer struct {
-	Features  []string
+	// Features names the positions (a table's feature columns; nil for
+	// a field fitted by FitStandardizer); Field is the field fitted
+	// ("x" for a table's features).
+	Features []string
+	Field    string
+	// Mean and Std hold one value per position of the field.
 	Mean, Std []float32
 }
 
-// FitStandardizer computes each feature's mean and (population) standard
-// deviation over t, in float64; a constant feature gets Std 1.
-func (t *Table) FitStandardizer() Standardizer {
-	f := len(t.Features)
-	s := Standardizer{Features: t.Features, Mean: make([]float32, f), Std: make([]float32, f)}
-	n := float64(t.Len())
-	for j := 0; j < f; j++ {
-		var sum float64
-		for r := 0; r < t.Len(); r++ {
-			sum += float64(t.X[r*f+j])
+// FitStandardizer computes the mean and (population) standard deviation
+// of each position of ds's float32 field over all its examples, in
+// float64; a constant position gets Std 1.
+func FitStandardizer(ds Dataset, field string) (Standardizer, error) {
+	fields := ds.Fields()
+	fi := -1
+	for i, f := range fields {
+		if f.Name == field {
+			fi = i
 		}
-		mean := sum / n
-		var ss float64
-		for r := 0; r < t.Len(); r++ {
-			d := float64(t.X[r*f+j]) - mean
-			ss += d * d
+	}
+	if fi < 0 || fields[fi].DType != graph.Float32 {
+		return Standardizer{}, fmt.Errorf("data: standardize: the dataset has no float32 field %q", field)
+	}
+	n, k := ds.Len(), fields[fi].Size()
+	if n < 1 {
+		return Standardizer{}, fmt.Errorf("data: standardize %q: the dataset is empty", field)
+	}
+	const chunk = 256
+	b := NewBatch(fields, chunk)
+	idx := make([]int, 0, chunk)
+	// each calls fn on every example's values of the field, in order.
+	each := func(fn func(v []float32)) error {
+		for lo := 0; lo < n; lo += chunk {
+			idx = idx[:0]
+			for e := lo; e < min(n, lo+chunk); e++ {
+				idx = append(idx, e)
+			}
+			if err := ds.Fill(b, idx); err != nil {
+				return err
+			}
+			vals := b.Float32At(fi)
+			for r := range idx {
+				fn(vals[r*k : (r+1)*k])
+			}
 		}
-		std := math.Sqrt(ss / n)
+		return nil
+	}
+	sum, ss := make([]float64, k), make([]float64, k)
+	if err := each(func(v []float32) {
+		for j, x := range v {
+			sum[j] += float64(x)
+		}
+	}); err != nil {
+		return Standardizer{}, err
+	}
+	for j := range sum {
+		sum[j] /= float64(n) // the mean
+	}
+	if err := each(func(v []float32) {
+		for j, x := range v {
+			d := float64(x) - sum[j]
+			ss[j] += d * d
+		}
+	}); err != nil {
+		return Standardizer{}, err
+	}
+	s := Standardizer{Field: field, Mean: make([]float32, k), Std: make([]float32, k)}
+	for j := range k {
+		std := math.Sqrt(ss[j] / float64(n))
 		if std == 0 || math.IsNaN(std) {
 			std = 1
 		}
-		s.Mean[j], s.Std[j] = float32(mean), float32(std)
+		s.Mean[j], s.Std[j] = float32(sum[j]), float32(std)
 	}
+	return s, nil
+}
+
+// FitStandardizer computes each feature's mean and (population) standard
+// deviation over t, in float64 (FitStandardizer of its field "x"); a
+// constant feature gets Std 1.
+func (t *Table) FitStandardizer() Standardizer {
+	s, err := FitStandardizer(t, "x")
+	if err != nil { // a table always has rows and the field x
+		return Standardizer{Features: t.Features, Field: "x"}
+	}
+	s.Features = t.Features
 	return s
 }
 
@@ -311,6 +537,73 @@ func (s Standardizer) Apply(t *Table) error {
 	for i := range t.X {
 		j := i % f
 		t.X[i] = (t.X[i] - s.Mean[j]) / s.Std[j]
+	}
+	return nil
+}
+
+func (s Standardizer) checkRow(row []float32) error {
+	if len(row) != len(s.Mean) {
+		return fmt.Errorf("data: standardizer of %d values a row, given %d", len(s.Mean), len(row))
+	}
+	return nil
+}
+
+// ApplyRow standardises one example's values in place (a row a trained
+// model is to be given).
+func (s Standardizer) ApplyRow(row []float32) error {
+	if err := s.checkRow(row); err != nil {
+		return err
+	}
+	for j := range row {
+		row[j] = (row[j] - s.Mean[j]) / s.Std[j]
+	}
+	return nil
+}
+
+// Invert maps standardised values back in place: x·Std + Mean (a
+// regression's standardised predictions to the targets' units).
+func (s Standardizer) Invert(row []float32) error {
+	if err := s.checkRow(row); err != nil {
+		return err
+	}
+	for j := range row {
+		row[j] = row[j]*s.Std[j] + s.Mean[j]
+	}
+	return nil
+}
+
+// Dataset returns ds with the standardizer's field standardised as it is
+// filled (ds itself unchanged): for datasets that are not tables, or to
+// standardise a regression's targets.
+func (s Standardizer) Dataset(ds Dataset) (Dataset, error) {
+	for i, f := range ds.Fields() {
+		if f.Name == s.Field {
+			if f.DType != graph.Float32 || f.Size() != len(s.Mean) {
+				return nil, fmt.Errorf("data: standardizer of %d values for field %q, which is %v %v", len(s.Mean), s.Field, f.DType, f.Shape)
+			}
+			return &standardized{ds, s, i}, nil
+		}
+	}
+	return nil, fmt.Errorf("data: standardize: the dataset has no field %q", s.Field)
+}
+
+// standardized is a dataset whose field is standardised on Fill.
+type standardized struct {
+	Dataset
+	s     Standardizer
+	field int
+}
+
+func (d *standardized) Fill(b *Batch, idx []int) error {
+	if err := d.Dataset.Fill(b, idx); err != nil {
+		return err
+	}
+	vals, k := b.Float32At(d.field), len(d.s.Mean)
+	for r := range idx {
+		row := vals[r*k : (r+1)*k]
+		for j := range row {
+			row[j] = (row[j] - d.s.Mean[j]) / d.s.Std[j]
+		}
 	}
 	return nil
 }

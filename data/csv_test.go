@@ -70,6 +70,14 @@ func TestReadCSVRefusesBadFiles(t *testing.T) {
 		{"empty label", "a,y\n1, \n", data.CSVConfig{Label: "y"}, 2, 2, "empty label"},
 		{"bad quote", "a,y\n\"1,0\n", data.CSVConfig{Label: "y"}, 2, 0, "extraneous or missing"},
 		{"all dropped", "a,y\nnan,0\n", data.CSVConfig{Label: "y", DropNonFinite: true}, 0, 0, "every one of the 1 data rows"},
+		{"label and targets", "a,y\n1,0\n", data.CSVConfig{Label: "y", Targets: []string{"y"}}, 0, 0, "set Label (one column) or Targets"},
+		{"no target column", "a,y\n1,0\n", data.CSVConfig{Targets: []string{"z"}}, 1, 0, `no target column "z"`},
+		{"target twice", "a,y\n1,0\n", data.CSVConfig{Targets: []string{"y", "y"}}, 1, 2, "listed twice"},
+		{"target as feature", "a,y\n1,0\n", data.CSVConfig{Targets: []string{"y"}, Features: []string{"y"}}, 1, 2, "is a target"},
+		{"target not a number", "a,y\n1,0\n2,x\n", data.CSVConfig{Label: "y", Task: data.Regression}, 3, 2, `"x" is not a number`},
+		{"target NaN", "a,y\n1,nan\n", data.CSVConfig{Targets: []string{"y"}}, 2, 2, "nan is not finite"},
+		{"auto label too large", "a,y\n1,3\n", data.CSVConfig{Label: "y", Task: data.AutoTask, Classes: 3}, 0, 0, "label 3 is outside [0, 3)"},
+		{"bad task", "a,y\n1,3\n", data.CSVConfig{Label: "y", Task: 7}, 0, 0, "task Task(7)"},
 	} {
 		p := writeFile(t, "bad.csv", c.body)
 		_, err := data.ReadCSV(p, c.cfg)
@@ -130,6 +138,99 @@ func TestSplitAndStandardize(t *testing.T) {
 	require.Error(t, err)
 	other := &data.Table{Features: []string{"q"}}
 	require.Error(t, st.Apply(other))
+}
+
+// TestReadCSVRegression: float targets from one or several columns, by
+// Targets, Task Regression, or AutoTask finding a value that is not a
+// class; an all-integer column under AutoTask stays a classification.
+func TestReadCSVRegression(t *testing.T) {
+	body := "a,y,b,z\n1,0.5,2,-1\n3,-0.69918,4,2e3\n5,7,6,0\n"
+	tab, err := data.ParseCSV(strings.NewReader(body), "r.csv", data.CSVConfig{Targets: []string{"z", "y"}})
+	require.NoError(t, err)
+	require.Equal(t, data.Regression, tab.Task())
+	require.Equal(t, []string{"a", "b"}, tab.Features)
+	require.Equal(t, []float32{1, 2, 3, 4, 5, 6}, tab.X)
+	require.Equal(t, []float32{-1, 0.5, 2000, -0.69918, 0, 7}, tab.T)
+	require.Nil(t, tab.Y)
+	require.Zero(t, tab.Classes)
+	f := tab.Fields()
+	require.Equal(t, data.Field{Name: "target", DType: f[1].DType, Shape: []int{2}}, f[1])
+	ds, err := data.NewLoader(tab, data.Config{BatchSize: 2})
+	require.NoError(t, err)
+	b, err := ds.Next()
+	require.NoError(t, err)
+	require.Equal(t, []float32{-1, 0.5, 2000, -0.69918}, b.Float32("target"))
+	for _, task := range []data.Task{data.Regression, data.AutoTask} {
+		tab, err = data.ParseCSV(strings.NewReader(body), "r.csv", data.CSVConfig{Label: "y", Task: task})
+		require.NoError(t, err)
+		require.Equal(t, []float32{0.5, -0.69918, 7}, tab.T, task.String())
+		require.Equal(t, []string{"a", "b", "z"}, tab.Features)
+		train, test, err := tab.Split(0.34, 1)
+		require.NoError(t, err)
+		require.Equal(t, 2, train.Len())
+		require.Len(t, train.T, 2)
+		require.Len(t, test.T, 1)
+		require.Equal(t, []string{"y"}, test.Targets)
+	}
+	tab, err = data.ParseCSV(strings.NewReader("a,y\n1,2\n3,0\n"), "c.csv", data.CSVConfig{Label: "y", Task: data.AutoTask})
+	require.NoError(t, err)
+	require.Equal(t, data.Classification, tab.Task())
+	require.Equal(t, []int32{2, 0}, tab.Y)
+	require.Equal(t, 3, tab.Classes)
+	// A negative integer is no class: a regression.
+	tab, err = data.ParseCSV(strings.NewReader("a,y\n1,2\n3,-1\n"), "c.csv", data.CSVConfig{Label: "y", Task: data.AutoTask})
+	require.NoError(t, err)
+	require.Equal(t, data.Regression, tab.Task())
+	for _, name := range []string{"classification", "Regression", " auto "} {
+		_, err := data.ParseTask(name)
+		require.NoError(t, err)
+	}
+	_, err = data.ParseTask("cluster")
+	require.ErrorContains(t, err, `task "cluster"`)
+}
+
+// TestStandardizerOfAnyDataset: FitStandardizer over a dataset's field
+// equals a table's, ApplyRow and Invert undo each other, and a wrapped
+// dataset standardises its field as it is filled.
+func TestStandardizerOfAnyDataset(t *testing.T) {
+	x := []float32{1, 10, 2, 20, 3, 30, 4, 40, 5, 50}
+	y := []float32{0.5, 1.5, 2.5, 3.5, 4.5}
+	ds, err := data.NewTensors(data.Float32Column("x", x, 2), data.Float32Column("y", y))
+	require.NoError(t, err)
+	s, err := data.FitStandardizer(ds, "x")
+	require.NoError(t, err)
+	require.Equal(t, []float32{3, 30}, s.Mean)
+	require.InDelta(t, 1.4142135, s.Std[0], 1e-6)
+	tab := &data.Table{X: append([]float32(nil), x...), Features: []string{"p", "q"}, Y: make([]int32, 5)}
+	ts := tab.FitStandardizer()
+	require.Equal(t, s.Mean, ts.Mean)
+	require.Equal(t, s.Std, ts.Std)
+	row := []float32{4, 40}
+	require.NoError(t, s.ApplyRow(row))
+	require.InDelta(t, 0.70710678, row[0], 1e-6)
+	require.NoError(t, s.Invert(row))
+	require.InDelta(t, 4, row[0], 1e-6)
+	require.InDelta(t, 40, row[1], 1e-5)
+	require.ErrorContains(t, s.ApplyRow([]float32{1}), "2 values a row, given 1")
+	ys, err := data.FitStandardizer(ds, "y")
+	require.NoError(t, err)
+	wrapped, err := ys.Dataset(ds)
+	require.NoError(t, err)
+	l, err := data.NewLoader(wrapped, data.Config{BatchSize: 5})
+	require.NoError(t, err)
+	b, err := l.Next()
+	require.NoError(t, err)
+	require.InDelta(t, -1.4142135, b.Float32("y")[0], 1e-6)
+	require.Equal(t, float32(1), b.Float32("x")[0], "other fields untouched")
+	require.Equal(t, float32(0.5), y[0], "the source untouched")
+	_, err = data.FitStandardizer(ds, "label")
+	require.ErrorContains(t, err, `no float32 field "label"`)
+	_, err = s.Dataset(ds)
+	require.NoError(t, err)
+	bad := s
+	bad.Field = "y"
+	_, err = bad.Dataset(ds)
+	require.ErrorContains(t, err, `2 values for field "y"`)
 }
 
 func itoa(i int) string {

@@ -494,6 +494,13 @@ func (p *Program) Run() error {
 	return nil
 }
 
+// HasInput reports whether n is an input the program reads (an input
+// the outputs do not depend on is dropped when compiling).
+func (p *Program) HasInput(n *Node) bool {
+	_, ok := p.inputIdx[n]
+	return ok
+}
+
 func (p *Program) input(n *Node) (*Value, error) {
 	i, ok := p.inputIdx[n]
 	if !ok {

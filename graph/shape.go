@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -73,8 +74,49 @@ func (s Shape) Validate() error {
 	return nil
 }
 
+// ErrImplicitBroadcast is wrapped by ImplicitBroadcast's error for
+// operands that numpy would broadcast but that elementwise ops refuse.
+var ErrImplicitBroadcast = errors.New("operands of different ranks broadcast only where the smaller is a scalar or the larger's trailing axes")
+
+// ImplicitBroadcast is the shape rule of elementwise ops (Add, Sub, Mul,
+// Div): the shape two operands broadcast to without being asked.
+//
+//   - Shapes of the same rank broadcast as in numpy: each axis is equal,
+//     or 1 on one side ([n 1] with [n 4], [n 1] with [1 n]).
+//   - A single value (a scalar [] or any shape of one element whose rank
+//     is not above the other's) stretches to any shape.
+//   - Otherwise the smaller-rank operand must equal the larger's trailing
+//     axes exactly: [C] with [B T C] (a bias), but not [n] with [n 1], nor
+//     [1 C] with [B T C].
+//
+// The last rule refuses what numpy would quietly turn into a larger shape
+// ([n 1] against [n] is [n n] there, a loss of n² terms); ask for it with
+// ops.BroadcastTo or a Reshape to equal ranks.
+func ImplicitBroadcast(a, b Shape) (Shape, error) {
+	switch {
+	case a.Equal(b):
+		return a.Clone(), nil
+	case len(a) == len(b):
+		return Broadcast(a, b)
+	case a.Numel() == 1 && len(a) <= len(b):
+		return b.Clone(), nil
+	case b.Numel() == 1 && len(b) <= len(a):
+		return a.Clone(), nil
+	}
+	small, large := a, b
+	if len(a) > len(b) {
+		small, large = b, a
+	}
+	if !large[len(large)-len(small):].Equal(small) {
+		return nil, fmt.Errorf("shapes %v and %v: %w (reshape to one rank, or ops.BroadcastTo, to broadcast them)", a, b, ErrImplicitBroadcast)
+	}
+	return large.Clone(), nil
+}
+
 // Broadcast returns the numpy-style broadcast of two shapes: axes are
 // aligned from the right and an axis of extent 1 stretches to the other.
+// It is the rule of explicit broadcasts (ops.BroadcastTo); elementwise ops
+// use the stricter ImplicitBroadcast.
 func Broadcast(a, b Shape) (Shape, error) {
 	n := max(len(a), len(b))
 	out := make(Shape, n)

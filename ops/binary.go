@@ -16,8 +16,8 @@ const (
 	kindDiv
 )
 
-// binaryOp is an elementwise function of two float32 inputs with
-// numpy-style broadcasting.
+// binaryOp is an elementwise function of two float32 inputs, broadcast
+// by graph.ImplicitBroadcast's rule.
 type binaryOp struct{ kind binaryKind }
 
 func (o binaryOp) Type() string     { return o.Kind().String() }
@@ -27,7 +27,7 @@ func (o binaryOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := float32In(in, 2); err != nil {
 		return nil, graph.Invalid, err
 	}
-	s, err := graph.Broadcast(in[0].Shape(), in[1].Shape())
+	s, err := graph.ImplicitBroadcast(in[0].Shape(), in[1].Shape())
 	if err != nil {
 		return nil, graph.Invalid, fmt.Errorf("%q %v and %q %v: %w", in[0].Name(), in[0].Shape(), in[1].Name(), in[1].Shape(), err)
 	}
@@ -167,16 +167,17 @@ func (o binaryOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 	return gs
 }
 
-// Add returns a + b with broadcasting.
+// Add returns a + b, broadcast by graph.ImplicitBroadcast's rule (an error
+// naming both nodes for operands of different ranks that would stretch).
 func Add(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindAdd}, "", a, b) }
 
-// Sub returns a - b with broadcasting.
+// Sub returns a - b, broadcast as Add.
 func Sub(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindSub}, "", a, b) }
 
-// Mul returns a · b elementwise with broadcasting.
+// Mul returns a · b elementwise, broadcast as Add.
 func Mul(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindMul}, "", a, b) }
 
-// Div returns a / b elementwise with broadcasting.
+// Div returns a / b elementwise, broadcast as Add.
 func Div(a, b *graph.Node) *graph.Node { return apply(binaryOp{kindDiv}, "", a, b) }
 
 func shapeMismatch(a, b *graph.Node) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/stretchr/testify/require"
 )
 
 // gradCase is one finite-difference check: build makes the op under test
@@ -191,9 +192,10 @@ func TestGradBinaryBroadcast(t *testing.T) {
 		{s(3, 4), s(3, 4)},
 		{s(3, 4), s(4)},
 		{s(4), s(3, 4)},
-		{s(2, 3, 4), s(3, 1)},
+		{s(2, 3, 4), s(1, 3, 1)},
 		{s(2, 1, 4), s(1, 3, 1)},
 		{s(3, 4), s()},
+		{s(1), s(3, 4)},
 	}
 	for name, f := range fns {
 		for _, sh := range shapes {
@@ -205,6 +207,30 @@ func TestGradBinaryBroadcast(t *testing.T) {
 			checkGrad(t, c)
 		}
 	}
+}
+
+// TestImplicitBroadcastRefused: operands of different ranks that numpy
+// would stretch ([n 1] against [n] is [n n] there) are refused, naming
+// both nodes and shapes; BroadcastTo asks for the stretch.
+func TestImplicitBroadcastRefused(t *testing.T) {
+	for _, sh := range [][2]graph.Shape{{s(5, 1), s(5)}, {s(5), s(5, 1)}, {s(2, 3, 4), s(3, 1)}, {s(2, 3, 4), s(1, 4)}} {
+		for name, f := range map[string]func(a, b *graph.Node) *graph.Node{"Add": ops.Add, "Sub": ops.Sub, "Mul": ops.Mul, "Div": ops.Div} {
+			g := graph.New()
+			a, b := g.Input("pred", graph.Float32, sh[0]...), g.Input("target", graph.Float32, sh[1]...)
+			f(a, b)
+			err := g.Err()
+			require.Error(t, err, "%s %v %v", name, sh[0], sh[1])
+			require.ErrorIs(t, err, graph.ErrImplicitBroadcast)
+			for _, want := range []string{`"pred" ` + sh[0].String(), `"target" ` + sh[1].String()} {
+				require.Contains(t, err.Error(), want)
+			}
+		}
+	}
+	g := graph.New()
+	a, b := g.Input("pred", graph.Float32, 5, 1), g.Input("target", graph.Float32, 5)
+	d := ops.Sub(ops.BroadcastTo(a, graph.Shape{5, 5}), b)
+	require.NoError(t, g.Err())
+	require.Equal(t, graph.Shape{5, 5}, d.Shape())
 }
 
 func TestGradReduceAndShape(t *testing.T) {

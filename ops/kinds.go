@@ -81,6 +81,16 @@ var (
 	KindFP8AllGather             = graph.NewKind("FP8AllGather")
 	KindFusedElementwise         = graph.NewKind("FusedElementwise")
 	KindFusedGEMM                = graph.NewKind("FusedGEMM")
+	KindMaskedMean               = graph.NewKind("MaskedMean")
+	KindMaskedMeanGrad           = graph.NewKind("MaskedMeanGrad")
+	KindMSELoss                  = graph.NewKind("MSELoss")
+	KindMSELossGrad              = graph.NewKind("MSELossGrad")
+	KindL1Loss                   = graph.NewKind("L1Loss")
+	KindL1LossGrad               = graph.NewKind("L1LossGrad")
+	KindHuberLoss                = graph.NewKind("HuberLoss")
+	KindHuberLossGrad            = graph.NewKind("HuberLossGrad")
+	KindBCEWithLogits            = graph.NewKind("BCEWithLogits")
+	KindBCEWithLogitsGrad        = graph.NewKind("BCEWithLogitsGrad")
 )
 
 var unaryKinds = [...]graph.Kind{KindNeg, KindScale, KindReLU, KindGELU, KindTanh, KindExp, KindLog, KindSqrt, KindSiLU, KindSigmoid}

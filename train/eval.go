@@ -17,6 +17,12 @@ type Eval struct {
 	// loss in evaluation); Accuracy the fraction of labelled positions
 	// whose largest logit is the label's (NaN without Logits).
 	Loss, Accuracy float64
+	// RMSE is the root of the mean squared error of Model.Predictions
+	// against Model.Targets over every value of the examples, and R2 the
+	// coefficient of determination, 1 − SS_res/SS_tot per target column
+	// averaged over the columns (scikit-learn's r2_score); NaN without
+	// Predictions (R2 also when a column's targets are constant).
+	RMSE, R2 float64
 	// Examples is the number of examples evaluated.
 	Examples int
 }
@@ -29,14 +35,22 @@ func (e *Eval) String() string {
 	if !math.IsNaN(e.Accuracy) {
 		s += fmt.Sprintf(", accuracy %.2f%%", 100*e.Accuracy)
 	}
+	// A regression's metrics (both zero only in an Eval made by hand).
+	if !math.IsNaN(e.RMSE) && (e.RMSE != 0 || e.R2 != 0) {
+		s += fmt.Sprintf(", RMSE %.4g", e.RMSE)
+		if !math.IsNaN(e.R2) {
+			s += fmt.Sprintf(", R² %.4f", e.R2)
+		}
+	}
 	return s
 }
 
 // evaluator is rank 0's evaluation program.
 type evaluator struct {
-	m    *Model
-	prog *graph.Program
-	rows int
+	m        *Model
+	prog     *graph.Program
+	rows     int
+	lossRows lossRows
 }
 
 // evaluator builds (once) the evaluation model on rank 0's store and
@@ -56,14 +70,15 @@ func (t *Trainer) evaluator() (*evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
+	lr := inspectLoss(m)
 	var outs []*graph.Node
-	for _, n := range []*graph.Node{m.Loss, m.Logits} {
+	for _, n := range []*graph.Node{m.Loss, m.Logits, m.Predictions} {
 		if n != nil {
 			outs = append(outs, n)
 		}
 	}
 	if len(outs) == 0 {
-		return nil, configErrorf("the evaluation model has neither Loss nor Logits")
+		return nil, configErrorf("the evaluation model has no Loss, Logits or Predictions")
 	}
 	prep, err := passes.Prepare(m.Builder.Graph(), t.rep.store, passes.Config{Recipe: t.recipe, EvalOutputs: outs, Filter: t.cfg.Filter})
 	if err != nil {
@@ -74,7 +89,7 @@ func (t *Trainer) evaluator() (*evaluator, error) {
 			return nil, fmt.Errorf("train: Fixed: %w", err)
 		}
 	}
-	t.ev = &evaluator{m: m, prog: prep.Eval, rows: rows}
+	t.ev = &evaluator{m: m, prog: prep.Eval, rows: rows, lossRows: lr}
 	return t.ev, nil
 }
 
@@ -102,6 +117,18 @@ func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
 	if err != nil {
 		return nil, fmt.Errorf("evaluation: %w", err)
 	}
+	if err := checkPadding(e.m, e.lossRows, ds, e.rows, padded(ds.Len(), e.rows), "evaluation"); err != nil {
+		return nil, err
+	}
+	target := -1
+	if e.m.Targets != nil {
+		for name, n := range e.m.Inputs {
+			if n == e.m.Targets {
+				target = fieldIndex(ds.Fields(), name)
+			}
+		}
+	}
+	var reg regression
 	label := -1
 	for i, f := range ds.Fields() {
 		if f.Label && label < 0 {
@@ -139,6 +166,9 @@ func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
 			lossSum += float64(l) * float64(b.Rows)
 			meanSum += float64(l)
 		}
+		if target >= 0 {
+			reg.add(e.prog.Float32(e.m.Predictions), b.Float32At(target), b.Rows, b.Size())
+		}
 		if e.m.Logits != nil && label >= 0 {
 			c, n, err := accuracy(e.prog.Float32(e.m.Logits), b.Int32At(label))
 			if err != nil {
@@ -158,9 +188,91 @@ func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
 	if counted > 0 {
 		ev.Accuracy = float64(correct) / float64(counted)
 	}
+	ev.RMSE, ev.R2 = math.NaN(), math.NaN()
+	if target >= 0 {
+		ev.RMSE, ev.R2 = reg.metrics()
+	}
 	return ev, nil
 }
 
+func fieldIndex(fields []data.Field, name string) int {
+	for i, f := range fields {
+		if f.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// regression accumulates the squared errors and the targets' moments of
+// each target column over the real rows of the batches, in float64.
+type regression struct {
+	sse       float64   // Σ (p − y)² over every value
+	n         int       // values
+	rows      int       // rows
+	shift     []float64 // each column's first target: moments of y − shift
+	sum, sq   []float64 // Σ (y − shift), Σ (y − shift)² per column
+	sseColumn []float64 // Σ (p − y)² per column
+}
+
+// add counts the first rows rows of a batch of size rows a batch:
+// predictions and targets of the same length.
+func (r *regression) add(pred, y []float32, rows, size int) {
+	cols := len(y) / size
+	if r.shift == nil {
+		r.shift, r.sum, r.sq, r.sseColumn = make([]float64, cols), make([]float64, cols), make([]float64, cols), make([]float64, cols)
+		for j := range cols {
+			r.shift[j] = float64(y[j])
+		}
+	}
+	for i := range rows * cols {
+		j := i % cols
+		d := float64(pred[i]) - float64(y[i])
+		r.sse += d * d
+		r.sseColumn[j] += d * d
+		v := float64(y[i]) - r.shift[j]
+		r.sum[j] += v
+		r.sq[j] += v * v
+	}
+	r.n += rows * cols
+	r.rows += rows
+}
+
+// metrics returns the RMSE and the mean over the columns of R².
+func (r *regression) metrics() (rmse, r2 float64) {
+	if r.n == 0 {
+		return math.NaN(), math.NaN()
+	}
+	rmse = math.Sqrt(r.sse / float64(r.n))
+	for j := range r.sum {
+		n := float64(r.rows)
+		tot := r.sq[j] - r.sum[j]*r.sum[j]/n
+		if !(tot > 0) {
+			return rmse, math.NaN()
+		}
+		r2 += 1 - r.sseColumn[j]/tot
+	}
+	return rmse, r2 / float64(len(r.sum))
+}
+
+// checkPredictions checks a regression's Predictions and Targets.
+func checkPredictions(m *Model) error {
+	p, y := m.Predictions, m.Targets
+	switch {
+	case p == nil && y == nil:
+		return nil
+	case p == nil || y == nil:
+		return fmt.Errorf("train: model: set both Predictions and Targets (a regression's outputs and the input of their targets), or neither")
+	case !p.Shape().Equal(y.Shape()) || p.DType() != graph.Float32 || y.DType() != graph.Float32:
+		return fmt.Errorf("train: model: Predictions %q %v %v and Targets %q %v %v: want float32 of one shape", p.Name(), p.DType(), p.Shape(), y.Name(), y.DType(), y.Shape())
+	}
+	for _, n := range m.Inputs {
+		if n == y {
+			return nil
+		}
+	}
+	return fmt.Errorf("train: model: Targets %q is not one of Inputs (the trainer feeds it from a dataset field)", y.Name())
+}
 // accuracy counts the labelled positions (not IgnoreLabel) whose largest
 // logit is their label's.
 func accuracy(logits []float32, labels []int32) (correct, counted int, err error) {
@@ -206,12 +318,12 @@ func (rr *rankRun) evaluate() error {
 	}
 	if r.comm != nil {
 		// Every rank's Result has the evaluation rank 0 made.
-		v := []float32{float32(ev.Loss), float32(ev.Accuracy), float32(ev.Examples)}
+		v := []float32{float32(ev.Loss), float32(ev.Accuracy), float32(ev.Examples), float32(ev.RMSE), float32(ev.R2)}
 		if err := r.comm.BroadcastF32(v, 0); err != nil {
 			return err
 		}
 		if r.rank != 0 {
-			ev.Loss, ev.Accuracy, ev.Examples = float64(v[0]), float64(v[1]), int(v[2])
+			ev.Loss, ev.Accuracy, ev.Examples, ev.RMSE, ev.R2 = float64(v[0]), float64(v[1]), int(v[2]), float64(v[3]), float64(v[4])
 		}
 	}
 	rr.res.Eval, rr.status.Eval = ev, ev

@@ -296,6 +296,11 @@ func (t *Trainer) setup(comm dist.Communicator, ds data.Dataset) (*replica, *dat
 	if rep.feeds, err = bindFeeds(rep.m, ds.Fields(), hi-lo); err != nil {
 		return nil, nil, err
 	}
+	if pad := padded(ds.Len(), t.cfg.BatchSize); !t.cfg.DropLast && !t.cfg.Replacement {
+		if err := checkPadding(rep.m, rep.lossRows, ds, t.cfg.BatchSize, pad, "training"); err != nil {
+			return nil, nil, err
+		}
+	}
 	loader, err := data.NewLoader(ds, data.Config{BatchSize: t.cfg.BatchSize, Shuffle: !t.cfg.NoShuffle, Seed: t.cfg.Seed,
 		DropLast: t.cfg.DropLast, Rank: rank, World: t.world, Prefetch: t.cfg.Prefetch, Replacement: t.cfg.Replacement, Stream: t.cfg.Stream})
 	if err != nil {

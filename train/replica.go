@@ -49,11 +49,12 @@ type replica struct {
 	log      *inspect.Log
 	lbuf     []float32
 	warnings []string // Prepare's, about the joint-graph passes
+	lossRows lossRows // how the loss treats padded rows
 }
 
 type feed struct {
 	node  *graph.Node
-	field int
+	field int // -1: the batch's row mask
 	f32   bool
 }
 
@@ -67,7 +68,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	if err != nil {
 		return nil, err
 	}
-	r.m = m
+	r.m, r.lossRows = m, inspectLoss(m)
 	params := m.Builder.Params()
 	if t.cfg.Init != nil {
 		if err := t.cfg.Init(r.store); err != nil {
@@ -140,6 +141,12 @@ func (t *Trainer) build(rows int, training bool) (*Model, error) {
 	if err := m.Builder.Graph().Err(); err != nil {
 		return nil, fmt.Errorf("train: model: %w", err)
 	}
+	if err := finishLoss(m, rows); err != nil {
+		return nil, err
+	}
+	if err := checkPredictions(m); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -198,16 +205,25 @@ func bindFeeds(m *Model, fields []data.Field, rows int) ([]feed, error) {
 		}
 		out = append(out, feed{node: n, field: idx, f32: f.DType == graph.Float32})
 	}
+	if m.Mask != nil {
+		out = append(out, feed{node: m.Mask, field: -1, f32: true})
+	}
 	return out, nil
 }
 
 // feed copies a batch into the program's inputs.
 func feedBatch(p *graph.Program, feeds []feed, b *data.Batch) error {
 	for _, f := range feeds {
+		if !p.HasInput(f.node) {
+			continue // a listed input the program does not read
+		}
 		var err error
-		if f.f32 {
+		switch {
+		case f.field < 0:
+			err = p.FeedFloat32(f.node, b.Mask)
+		case f.f32:
 			err = p.FeedFloat32(f.node, b.Float32At(f.field))
-		} else {
+		default:
 			err = p.FeedInt32(f.node, b.Int32At(f.field))
 		}
 		if err != nil {

@@ -26,13 +26,30 @@ type Model struct {
 	// fed from it; every input of the graph must be listed, and every
 	// field it names must exist in the dataset.
 	Inputs map[string]*graph.Node
-	// Loss is the scalar loss: required for training, optional for
-	// evaluation (the evaluation loss).
+	// Loss is the loss: required for training, optional for evaluation
+	// (the evaluation loss). Either a scalar that leaves padded rows out
+	// itself — ops.CrossEntropy against a label field (padded rows are
+	// data.IgnoreLabel), or a loss given Mask (ops.MSELoss(pred, y,
+	// mask), ops.MaskedMean) — or a loss per row ([rows] or [rows, …]),
+	// which the trainer averages over the real rows (ops.MaskedMean).
+	// A scalar loss that reads neither is refused when the dataset's last
+	// batch would be padded (training without DropLast, or evaluation),
+	// since it would count the padding.
 	Loss *graph.Node
+	// Mask, when set, is a float32 input [rows] (graph.Graph.Input, not
+	// listed in Inputs) that the trainer feeds with each batch's row
+	// mask, data.Batch.Mask: 1 for a real example, 0 for a padded row of
+	// a last batch. Losses take it to average over the real rows only.
+	// With a per-row Loss and no Mask, the trainer adds one.
+	Mask *graph.Node
 	// Logits, when set, are class scores [..., classes] whose leading
 	// dims are those of the dataset's label field: evaluation reports
 	// their accuracy.
 	Logits *graph.Node
+	// Predictions and Targets, when set, are a regression's outputs and
+	// the input (one of Inputs) holding their targets, of the same
+	// shape: evaluation reports the RMSE and R² over the real rows.
+	Predictions, Targets *graph.Node
 	// Fixed feeds inputs that are not dataset fields (position ids) once
 	// per compiled program.
 	Fixed func(p *graph.Program) error

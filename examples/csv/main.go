@@ -1,12 +1,14 @@
-// Command csv trains an MLP classifier on any CSV file with a header row:
-// numeric feature columns and an integer label column. 80% of the rows
-// train (features standardised), 20% are held out.
+// Command csv trains an MLP on any CSV file with a header row: numeric
+// feature columns and a label column, integer classes (classification) or
+// numbers (regression, the task found from the values unless -task says).
+// 80% of the rows train (features standardised), 20% are held out.
 //
-//	go run ./examples/csv -data iris.csv -label species
-//	go run ./examples/csv -data iris.csv -label species -precision bf16 -dp 2
+//	go run ./examples/csv -data examples/csv/testdata/iris.csv -label species
+//	go run ./examples/csv -data examples/csv/testdata/iris.csv -label petal_width -precision bf16 -dp 2
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,7 +22,8 @@ import (
 
 func main() {
 	file := flag.String("data", "", "the CSV file (a header row, then one example per row)")
-	label := flag.String("label", "label", "the label column: integer classes 0, 1, …")
+	label := flag.String("label", "label", "the label column: integer classes 0, 1, … or a regression target")
+	taskName := flag.String("task", "auto", "classification, regression, or auto (regression when a label is not a class)")
 	hidden := flag.Int("hidden", 64, "units in each of the two hidden layers")
 	epochs := flag.Int("epochs", 20, "passes over the training rows")
 	batch := flag.Int("batch", 32, "rows per step")
@@ -32,53 +35,63 @@ func main() {
 	prec := train.Precision{MixedPrecision: "fp8"}
 	prec.RegisterFlags(flag.CommandLine) // -precision -recipe -format -ao -opt-level -config
 	flag.Parse()
-	if err := prec.Resolve(); err != nil {
-		fail(err)
-	}
-	table, err := data.ReadCSV(*file, data.CSVConfig{Label: *label})
-	if err != nil {
-		fail(err)
-	}
+	task, err := data.ParseTask(*taskName)
+	check(err)
+	check(prec.Resolve())
+	table, err := data.ReadCSV(*file, data.CSVConfig{Label: *label, Task: task})
+	check(err)
 	trainRows, testRows, err := table.Split(0.2, 1)
-	if err != nil {
-		fail(err)
-	}
+	check(err)
 	std := trainRows.FitStandardizer()
-	if err := std.Apply(trainRows); err != nil {
-		fail(err)
+	check(std.Apply(trainRows))
+	check(std.Apply(testRows))
+	regression := table.Task() == data.Regression
+	outputs := table.Classes
+	var ys data.Standardizer // the model learns standardised targets
+	if regression {
+		ys, err = data.FitStandardizer(trainRows, "target")
+		check(err)
+		outputs = len(table.Targets)
 	}
-	if err := std.Apply(testRows); err != nil {
-		fail(err)
-	}
-	sizes := []int{len(table.Features), *hidden, *hidden, table.Classes}
+	sizes := []int{len(table.Features), *hidden, *hidden, outputs}
 	model := func(rows int, training bool) (*train.Model, error) {
 		g := graph.New()
 		b := nn.NewBuilder(g)
 		x := g.Input("x", graph.Float32, rows, sizes[0])
-		y := g.Input("label", graph.Int32, rows)
 		mlp, err := nn.NewMLP(b, "mlp", sizes, nn.ReLU, nn.Dropout{})
 		if err != nil {
 			return nil, err
 		}
-		logits := mlp.Forward(x)
-		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, nil
+		out := mlp.Forward(x)
+		if !regression {
+			y := g.Input("label", graph.Int32, rows)
+			return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(out, y), Logits: out}, nil
+		}
+		y, mask := g.Input("target", graph.Float32, rows, outputs), g.Input("mask", graph.Float32, rows)
+		mean, sd := g.Input("mean", graph.Float32, outputs), g.Input("std", graph.Float32, outputs)
+		fixed := func(p *graph.Program) error { return errors.Join(p.FeedFloat32(mean, ys.Mean), p.FeedFloat32(sd, ys.Std)) }
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "target": y}, Mask: mask, Fixed: fixed,
+			Loss:        ops.MSELoss(out, ops.Div(ops.Sub(y, mean), sd), mask),
+			Predictions: ops.Add(ops.Mul(out, sd), mean), Targets: y}, nil
 	}
 	trainer, err := train.New(train.Config{Model: model, Precision: prec, BatchSize: *batch, LR: *lr, WeightDecay: 0.01,
-		DP: *dp, FSDP: *fsdp, Seed: 1, Meta: map[string]string{"model": fmt.Sprint("csv mlp ", sizes)}})
-	if err != nil {
-		fail(err)
-	}
+		DP: *dp, FSDP: *fsdp, Seed: 1, Meta: map[string]string{"model": fmt.Sprint("csv mlp ", sizes, " ", table.Task())}})
+	check(err)
 	res, err := trainer.Fit(trainRows, train.Run{Epochs: *epochs, Eval: testRows, SaveDir: *save, Resume: *resume,
 		Hooks: []train.Hook{train.Progress(os.Stderr, train.ProgressOptions{})}})
-	if err != nil {
-		fail(err)
-	}
+	check(err)
 	fmt.Print(trainer.Report())
-	fmt.Printf("%s %s: held-out accuracy %.2f%% (%d rows), loss %.4f; steps %d–%d of %d, %.2f ms/step\n", res.Precision, res.Recipe,
-		100*res.Eval.Accuracy, res.Eval.Examples, res.Eval.Loss, res.First+1, res.End, res.Total, res.MsPerStep())
+	score := fmt.Sprintf("accuracy %.2f%%", 100*res.Eval.Accuracy)
+	if regression {
+		score = fmt.Sprintf("RMSE %.4g, R² %.4f", res.Eval.RMSE, res.Eval.R2)
+	}
+	fmt.Printf("%s %s: held-out %s (%d rows), loss %.4f; steps %d–%d of %d, %.2f ms/step\n", res.Precision, res.Recipe,
+		score, res.Eval.Examples, res.Eval.Loss, res.First+1, res.End, res.Total, res.MsPerStep())
 }
 
-func fail(err error) {
-	fmt.Fprintln(os.Stderr, "csv:", err)
-	os.Exit(1)
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "csv:", err)
+		os.Exit(1)
+	}
 }
