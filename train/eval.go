@@ -273,6 +273,7 @@ func checkPredictions(m *Model) error {
 	}
 	return fmt.Errorf("train: model: Targets %q is not one of Inputs (the trainer feeds it from a dataset field)", y.Name())
 }
+
 // accuracy counts the labelled positions (not IgnoreLabel) whose largest
 // logit is their label's.
 func accuracy(logits []float32, labels []int32) (correct, counted int, err error) {

@@ -69,7 +69,9 @@ func main() {
 		}
 		y, mask := g.Input("target", graph.Float32, rows, outputs), g.Input("mask", graph.Float32, rows)
 		mean, sd := g.Input("mean", graph.Float32, outputs), g.Input("std", graph.Float32, outputs)
-		fixed := func(p *graph.Program) error { return errors.Join(p.FeedFloat32(mean, ys.Mean), p.FeedFloat32(sd, ys.Std)) }
+		fixed := func(p *graph.Program) error {
+			return errors.Join(p.FeedFloat32(mean, ys.Mean), p.FeedFloat32(sd, ys.Std))
+		}
 		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "target": y}, Mask: mask, Fixed: fixed,
 			Loss:        ops.MSELoss(out, ops.Div(ops.Sub(y, mean), sd), mask),
 			Predictions: ops.Add(ops.Mul(out, sd), mean), Targets: y}, nil
