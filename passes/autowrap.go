@@ -13,6 +13,9 @@ type AutowrapConfig struct {
 	// use_autocast_during_eval). Evaluation never records amaxes either
 	// way.
 	EvalFP8 bool
+	// Precision names the converted path in the report's note ("FP8"
+	// when empty; "bf16" for fp8.BF16Recipe).
+	Precision string
 }
 
 // Autowrap binds the FP8 region to training and evaluation programs, as
@@ -54,7 +57,15 @@ func Autowrap(g *graph.Graph, cfg AutowrapConfig) (Report, error) {
 		wrapped++
 	}
 	reg.wrapped = true
-	rep.Notes = append(rep.Notes, fmt.Sprintf("%d layer(s) wrapped; evaluation runs %s", wrapped, map[bool]string{true: "FP8", false: "float32"}[evalFP8]))
+	converted := cfg.Precision
+	if converted == "" {
+		converted = "FP8"
+	}
+	runs := "float32"
+	if evalFP8 {
+		runs = converted
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("%d layer(s) wrapped; evaluation runs %s", wrapped, runs))
 	return rep, nil
 }
 

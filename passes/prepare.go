@@ -217,7 +217,11 @@ func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool,
 		}})
 	}
 	return append(ps, Pass{Name: "Autowrap", Check: checkWrapped, Run: func(g *graph.Graph) (string, error) {
-		r, err := Autowrap(g, AutowrapConfig{EvalFP8: evalFP8})
+		ac := AutowrapConfig{EvalFP8: evalFP8}
+		if cfg.Recipe.Backend() == fp8.BackendBF16 {
+			ac.Precision = "bf16"
+		}
+		r, err := Autowrap(g, ac)
 		rep.Notes = append(rep.Notes, r.Notes...)
 		if len(r.Notes) > 0 {
 			return r.Notes[0], err

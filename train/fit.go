@@ -66,8 +66,12 @@ type Status struct {
 	StepTime time.Duration
 	// Eval is the evaluation just made (OnEval, and at OnEnd the last).
 	Eval *Eval
-	// Checkpoint is the directory just written (OnSave).
+	// Checkpoint is the directory just written (OnSave), and at OnEnd the
+	// last one written ("" for none).
 	Checkpoint string
+	// Resumed is the checkpoint directory the run resumed from ("" for a
+	// fresh run); it resumed after step First.
+	Resumed string
 	// Precision names the run ("fp32", "bf16", "fp8"); Trainer is the
 	// trainer.
 	Precision string
@@ -126,10 +130,12 @@ type Result struct {
 	Profile *graph.Profile
 	// StatsFile is the FP8 debug statistics file ("" without).
 	StatsFile string
-	// Warnings are Prepare's about Config.Passes (see passes.Prepared).
+	// Warnings are the precision's (Precision.Warnings) and Prepare's
+	// about Config.Passes (see passes.Prepared).
 	Warnings []string
-	// Checkpoint is the last checkpoint written ("" for none).
-	Checkpoint string
+	// Checkpoint is the last checkpoint written ("" for none); Resumed
+	// the one the run resumed from ("" for a fresh run).
+	Checkpoint, Resumed string
 }
 
 // Ran returns the number of steps this process ran.
@@ -182,7 +188,7 @@ func (t *Trainer) Fit(ds data.Dataset, run Run) (*Result, error) {
 			return nil, err
 		}
 	}
-	res := &Result{Precision: t.cfg.Precision.Name(), Recipe: Label(t.recipe), Settings: t.cfg.Precision.Describe(), Ranks: t.world}
+	res := &Result{Precision: t.cfg.Precision.Name(), Recipe: Label(t.recipe), Settings: t.cfg.Precision.Describe(), Ranks: t.world, Resumed: resume}
 	t.ev = nil // the evaluation program of an earlier Fit reads another store
 	switch {
 	case t.cfg.Comm != nil:
@@ -327,7 +333,8 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 		total = (run.Epochs*loader.BatchesPerEpoch() + t.accum - 1) / t.accum
 	}
 	rr := &rankRun{t: t, r: rep, run: run, loader: loader, total: total, res: res, evalSet: run.Eval}
-	res.Report, res.Memory, res.Total, res.Warnings = rep.report, rep.memory, total, rep.warnings
+	res.Report, res.Memory, res.Total = rep.report, rep.memory, total
+	res.Warnings = append(t.cfg.Precision.Warnings(), rep.warnings...)
 	if rank == 0 {
 		if rep.log != nil {
 			res.StatsFile = rep.log.Path()
@@ -366,7 +373,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 	}
 	res.First, res.End = first, first
 	res.Losses = make([]float32, 0, end-first)
-	rr.status = Status{Step: first, Total: total, First: first, Epoch: loader.Epoch(), Precision: res.Precision, Trainer: t}
+	rr.status = Status{Step: first, Total: total, First: first, Epoch: loader.Epoch(), Precision: res.Precision, Trainer: t, Resumed: resume}
 	if t.cfg.Profile && rank == 0 {
 		rep.prog.SetProfiling(true)
 		defer func() {

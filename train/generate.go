@@ -11,9 +11,13 @@ import (
 // Generate samples n tokens from a causal language model: p is its
 // evaluation program for one sequence of the model's context length,
 // ids its token input [1, T] and logits its output [1, T, vocab]. The
-// window starts as the prompt's first T tokens; each new token is drawn
-// from the softmax of the last position's logits at temperature (> 0)
-// with rng, and shifted into the window.
+// prompt takes one token or more. The window starts as the prompt's
+// first T tokens; each new token is drawn from the softmax of the logits
+// at the window's last token, at temperature (> 0) with rng, and added
+// to the window, which slides once it holds T tokens. A prompt shorter
+// than T runs on that prefix: the positions after it hold token 0 and,
+// the model being causal (each position's logits depend on the tokens
+// at or before it, as in GPT and Llama), change nothing.
 func Generate(p *graph.Program, ids, logits *graph.Node, prompt []int32, n int, temperature float64, rng *rand.Rand) ([]int32, error) {
 	is, ls := ids.Shape(), logits.Shape()
 	if len(is) != 2 || is[0] != 1 || len(ls) != 3 || ls[0] != 1 || ls[1] != is[1] {
@@ -21,12 +25,13 @@ func Generate(p *graph.Program, ids, logits *graph.Node, prompt []int32, n int, 
 	}
 	t, vocab := is[1], ls[2]
 	switch {
-	case len(prompt) < t:
-		return nil, fmt.Errorf("train: generate: a prompt of %d tokens for a context of %d", len(prompt), t)
+	case len(prompt) == 0:
+		return nil, fmt.Errorf("train: generate: an empty prompt (give one token or more)")
 	case !(temperature > 0) || math.IsInf(temperature, 0):
 		return nil, fmt.Errorf("train: generate: temperature %v, want a finite value above 0", temperature)
 	}
-	ctx := append([]int32(nil), prompt[:t]...)
+	ctx := make([]int32, t)
+	filled := copy(ctx, prompt) // the window's tokens; the rest are 0
 	out := make([]int32, 0, n)
 	probs := make([]float64, vocab)
 	for len(out) < n {
@@ -36,7 +41,7 @@ func Generate(p *graph.Program, ids, logits *graph.Node, prompt []int32, n int, 
 		if err := p.Run(); err != nil {
 			return nil, err
 		}
-		last := p.Float32(logits)[(t-1)*vocab : t*vocab]
+		last := p.Float32(logits)[(filled-1)*vocab : filled*vocab]
 		mx := float64(last[0])
 		for _, l := range last {
 			mx = math.Max(mx, float64(l))
@@ -55,6 +60,11 @@ func Generate(p *graph.Program, ids, logits *graph.Node, prompt []int32, n int, 
 			u -= pr
 		}
 		out = append(out, int32(next))
+		if filled < t {
+			ctx[filled] = int32(next)
+			filled++
+			continue
+		}
 		copy(ctx, ctx[1:])
 		ctx[len(ctx)-1] = int32(next)
 	}

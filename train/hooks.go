@@ -32,7 +32,11 @@ type ProgressOptions struct {
 
 // Progress returns the hook named "progress": a progress bar on w when w
 // is a terminal, else a line every few seconds — "fp8 step 120/936 epoch
-// 1 loss 0.2312" — and a line per evaluation.
+// 1 loss 0.2312" — and a line per evaluation. It also says, a line each,
+// the precision's warnings (Precision.Warnings), where a resumed run
+// resumed from ("fp8 resumed from ckpt/checkpoint-40 after step 40 of
+// 120"), and where a run stopped before the end of its schedule stopped
+// ("fp8 stopped after step 60 of 120; checkpoint ckpt/checkpoint-60").
 func Progress(w io.Writer, o ProgressOptions) Hook {
 	every := o.Every
 	if every <= 0 {
@@ -68,6 +72,18 @@ func Progress(w io.Writer, o ProgressOptions) Hook {
 		Name: "progress",
 		OnStart: func(s *Status) error {
 			last = time.Now()
+			if s.Trainer != nil {
+				for _, warn := range s.Trainer.cfg.Precision.Warnings() {
+					if _, err := fmt.Fprintf(w, "%s warning: %s\n", name(s), warn); err != nil {
+						return err
+					}
+				}
+			}
+			if s.Resumed != "" {
+				if _, err := fmt.Fprintf(w, "%s resumed from %s after %s %d of %d\n", name(s), s.Resumed, unit, s.First, s.Total); err != nil {
+					return err
+				}
+			}
 			if tty {
 				bar = progressbar.NewOptions(s.Total, progressbar.OptionSetWriter(w), progressbar.OptionShowIts(),
 					progressbar.OptionSetItsString(unit+"s"), progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
@@ -98,7 +114,17 @@ func Progress(w io.Writer, o ProgressOptions) Hook {
 		},
 		OnEnd: func(s *Status) error {
 			if bar != nil {
-				return bar.Finish()
+				if err := bar.Finish(); err != nil {
+					return err
+				}
+			}
+			if s.Step < s.Total {
+				ck := "no checkpoint (nothing to save it to)"
+				if s.Checkpoint != "" {
+					ck = "checkpoint " + s.Checkpoint
+				}
+				_, err := fmt.Fprintf(w, "%s stopped after %s %d of %d; %s\n", name(s), unit, s.Step, s.Total, ck)
+				return err
 			}
 			return nil
 		},
@@ -108,7 +134,8 @@ func Progress(w io.Writer, o ProgressOptions) Hook {
 // JSONLines returns the hook named "jsonl", a metric tracker: one JSON
 // object per line on w for every step ({"step", "loss", "lr", "epoch",
 // "ms"}), evaluation ({"step", "eval_loss", "eval_accuracy"}) and
-// checkpoint ({"step", "checkpoint"}), as Accelerate's trackers log.
+// checkpoint ({"step", "checkpoint"}), as Accelerate's trackers log; a
+// regression's evaluation adds "eval_rmse" and "eval_r2".
 func JSONLines(w io.Writer) Hook {
 	enc := json.NewEncoder(w)
 	num := func(v float64) any {
@@ -124,7 +151,11 @@ func JSONLines(w io.Writer) Hook {
 				"ms": float64(s.StepTime.Microseconds()) / 1000})
 		},
 		OnEval: func(s *Status) error {
-			return enc.Encode(map[string]any{"precision": s.Precision, "step": s.Step, "eval_loss": num(s.Eval.Loss), "eval_accuracy": num(s.Eval.Accuracy), "eval_examples": s.Eval.Examples})
+			m := map[string]any{"precision": s.Precision, "step": s.Step, "eval_loss": num(s.Eval.Loss), "eval_accuracy": num(s.Eval.Accuracy), "eval_examples": s.Eval.Examples}
+			if !math.IsNaN(s.Eval.RMSE) {
+				m["eval_rmse"], m["eval_r2"] = num(s.Eval.RMSE), num(s.Eval.R2)
+			}
+			return enc.Encode(m)
 		},
 		OnSave: func(s *Status) error {
 			return enc.Encode(map[string]any{"precision": s.Precision, "step": s.Step, "checkpoint": s.Checkpoint})

@@ -1,10 +1,13 @@
 package train_test
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/graph"
@@ -251,4 +254,37 @@ func TestModelMaskChecked(t *testing.T) {
 		_, err = tr.Fit(ds, train.Run{Steps: 1})
 		require.ErrorContains(t, err, c.want)
 	}
+}
+
+// TestResumeAndStopSayWhere: the progress hook names the checkpoint a
+// run resumed from and the step, and where a stopped run stopped; the
+// Result says the same; a resume that changes the gradient accumulation
+// (the effective batch) is refused, naming both.
+func TestResumeAndStopSayWhere(t *testing.T) {
+	ds := blobs(t, 96, 1)
+	dir := t.TempDir()
+	var out bytes.Buffer
+	no := false
+	hooks := []train.Hook{train.Progress(&out, train.ProgressOptions{Name: "run", Bar: &no, Every: time.Hour})}
+	tr := trainer(t, "no", "", nil)
+	res, err := tr.Fit(ds, train.Run{Steps: 8, StopAfter: 3, SaveDir: dir, Hooks: hooks})
+	require.NoError(t, err)
+	ck := filepath.Join(dir, "checkpoint-3")
+	require.Equal(t, ck, res.Checkpoint)
+	require.Equal(t, "run stopped after step 3 of 8; checkpoint "+ck+"\n", out.String())
+	out.Reset()
+	res, err = trainer(t, "no", "", nil).Fit(ds, train.Run{Steps: 8, Resume: dir, Hooks: hooks})
+	require.NoError(t, err)
+	require.Equal(t, ck, res.Resumed)
+	require.Equal(t, "run resumed from "+ck+" after step 3 of 8\n", out.String())
+	out.Reset()
+	_, err = trainer(t, "no", "", nil).Fit(ds, train.Run{Steps: 8, StopAfter: 5, Hooks: hooks})
+	require.NoError(t, err)
+	require.Equal(t, "run stopped after step 5 of 8; no checkpoint (nothing to save it to)\n", out.String())
+
+	_, err = trainer(t, "no", "", func(c *train.Config) { c.GradientAccumulationSteps = 2 }).Fit(ds, train.Run{Steps: 8, Resume: dir})
+	require.ErrorIs(t, err, train.ErrResume)
+	require.ErrorContains(t, err, "saved with gradient accumulation over 1 micro-batches, and this run accumulates 2")
+	_, err = trainer(t, "no", "", func(c *train.Config) { c.BatchSize = 12 }).Fit(ds, train.Run{Steps: 8, Resume: dir})
+	require.ErrorIs(t, err, train.ErrResume, "another batch size")
 }

@@ -86,10 +86,11 @@ type Precision struct {
 	// the data-parallel ranks a driver starts unless told otherwise.
 	NumProcesses int
 
-	src     map[string]Source
-	raw     map[string]string
-	ignored []string
-	flags   *flagValues
+	src      map[string]Source
+	raw      map[string]string
+	ignored  []string
+	warnings []string
+	flags    *flagValues
 }
 
 // ErrPrecision is wrapped by every error about a precision setting (a
@@ -396,9 +397,19 @@ func (p *Precision) Ignored() []string { return append([]string(nil), p.ignored.
 // Describe says where the settings of the run's recipe came from, as the
 // examples' summaries print it: "margin 2 (OCTET_FP8_MARGIN), fp8_format
 // E4M3 (-format); the rest defaults", or "defaults" when nothing was set;
-// "" for float32 and bf16 (no recipe settings).
+// for bf16, that it has none and where mixed_precision came from ("none:
+// bf16 has no recipe settings (mixed_precision from -precision bf16)");
+// "" for float32.
 func (p *Precision) Describe() string {
-	if m, _ := p.mode(); m != "fp8" {
+	m, _ := p.mode()
+	if m == "bf16" {
+		from := "code"
+		if src, ok := p.src["mixed_precision"]; ok && src.Kind != FromCode {
+			from = src.describe(p.raw["mixed_precision"])
+		}
+		return "none: bf16 has no recipe settings (mixed_precision from " + from + ")"
+	}
+	if m != "fp8" {
 		return ""
 	}
 	b, err := p.backend()

@@ -282,11 +282,15 @@ func TestSourcesDisagree(t *testing.T) {
 	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "2")))
 	require.Equal(t, "margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults", p.Describe())
 
-	path := writeConfig(t, "mixed_precision: bf16\nfp8_config:\n  margin: 1\n")
+	path := writeConfig(t, "mixed_precision: fp8\nfp8_config:\n  margin: 1\n")
 	p = Precision{flags: &flagValues{given: map[string]string{}, config: path}}
 	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "4")))
 	require.Equal(t, 4, p.Margin)
-	require.Equal(t, "bf16", p.Name())
+	require.Equal(t, "fp8", p.Name())
+	// Under bf16 an FP8 setting would be read by nothing: refused.
+	path = writeConfig(t, "mixed_precision: bf16\nfp8_config:\n  margin: 1\n")
+	p = Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+	require.ErrorContains(t, p.resolve(env("OCTET_FP8_MARGIN", "4")), "OCTET_FP8_MARGIN=4: an FP8 setting, and this run is bf16 (from "+path+":1 bf16)")
 }
 
 // TestFlags: the examples' flags, their checks and messages.

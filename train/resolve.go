@@ -92,7 +92,7 @@ type value struct {
 // Precision) and checks the result: it returns the first bad value,
 // conflict or unknown config key, naming the flag, variable, or file and
 // line. It can be called again (the sources are read anew).
-func (p *Precision) Resolve() error { return p.resolve(os.LookupEnv) }
+func (p *Precision) Resolve() error { return p.resolveEnv(os.LookupEnv, os.Environ) }
 
 // ResolveFile is Resolve with a config file given in Go (Accelerate's
 // `accelerate launch --config_file`).
@@ -103,11 +103,23 @@ func (p *Precision) ResolveFile(path string) error {
 	if !p.flags.set {
 		p.flags.config = path
 	}
-	return p.resolve(os.LookupEnv)
+	return p.resolveEnv(os.LookupEnv, os.Environ)
 }
 
+// resolve is Resolve with the environment's variables given by lookup
+// (and no check of the names in it).
 func (p *Precision) resolve(lookup func(string) (string, bool)) error {
-	p.src, p.raw, p.ignored = map[string]Source{}, map[string]string{}, nil
+	return p.resolveEnv(lookup, func() []string { return nil })
+}
+
+// resolveEnv is Resolve on an environment: lookup reads a variable,
+// environ lists them all (KEY=VALUE).
+func (p *Precision) resolveEnv(lookup func(string) (string, bool), environ func() []string) error {
+	p.src, p.raw, p.ignored, p.warnings = map[string]Source{}, map[string]string{}, nil, nil
+	var err error
+	if p.warnings, err = checkEnviron(environ()); err != nil {
+		return err
+	}
 	var file map[string]value
 	if p.flags != nil && p.flags.config != "" {
 		var err error
@@ -165,8 +177,14 @@ func (p *Precision) resolve(lookup func(string) (string, bool)) error {
 		s.apply(p, win.canon)
 		p.src[s.key], p.raw[s.key] = win.src, win.raw
 	}
-	if _, err := p.mode(); err != nil {
+	m, err := p.mode()
+	if err != nil {
 		return p.blame(err)
+	}
+	if m == "no" || m == "bf16" {
+		if err := p.checkUnread(m); err != nil {
+			return err
+		}
 	}
 	b, err := p.backend()
 	if err != nil {
@@ -192,6 +210,34 @@ func flagAllowed(s setting) string {
 	}
 	return s.allowed
 }
+
+// checkUnread refuses an FP8 setting given by a flag, a variable or a
+// config file to a run of mode ("no" or "bf16"), which reads none: the
+// setting would be ignored without a word.
+func (p *Precision) checkUnread(mode string) error {
+	for _, s := range settings {
+		src, ok := p.src[s.key]
+		if !ok || src.Kind == FromCode || s.top {
+			continue
+		}
+		given := src.describe(p.raw[s.key])
+		if src.Kind == FromFile {
+			given = fmt.Sprintf("%s: fp8_config.%s %s", src, s.key, p.raw[s.key])
+		}
+		name := PrecisionName(p.Name())
+		from := "by default"
+		if ms, ok := p.src["mixed_precision"]; ok && ms.Kind != FromCode {
+			from = "from " + ms.describe(p.raw["mixed_precision"])
+		}
+		return precisionErrorf("%s: an FP8 setting, and this run is %s (%s), which reads none; drop it, or train with -precision fp8 (or both, all)", given, name, from)
+	}
+	return nil
+}
+
+// Warnings lists what Resolve found worth saying but not refusing: an
+// ACCELERATE_FP8_ variable Octet does not read (Accelerate's launcher sets
+// some), with the nearest one it does. The progress hook prints them.
+func (p *Precision) Warnings() []string { return append([]string(nil), p.warnings...) }
 
 // checkRecipeFlags refuses a recipe flag for another backend than the one
 // chosen, saying which flag that backend reads.

@@ -282,6 +282,12 @@ func (rr *rankRun) loadState(path string, st *checkpoint.State) (int, error) {
 	if err != nil || step < 0 {
 		return 0, resumeErr(fmt.Errorf("train: resume: %s: no train.step in its metadata (not saved by train?)", path))
 	}
+	// The loader refuses another batch size or rank count; accumulation
+	// changes the effective batch too, so the run would not continue
+	// the same optimisation.
+	if a, ok := st.Saved["train.accumulation"]; ok && a != strconv.Itoa(rr.t.accum) {
+		return 0, resumeErr(configErrorf("resume: %s was saved with gradient accumulation over %s micro-batches, and this run accumulates %d: the effective batch would change; resume with GradientAccumulationSteps %s", path, a, rr.t.accum, a))
+	}
 	lb, ok := st.RNG["loader"]
 	if !ok {
 		return 0, resumeErr(fmt.Errorf("train: resume: %s: no loader state", path))

@@ -351,8 +351,15 @@ func TestGenerate(t *testing.T) {
 	out, err := train.Generate(p, ids, logits, []int32{0, 1, 2, 4}, 6, 0.8, rand.New(rand.NewPCG(1, 1)))
 	require.NoError(t, err)
 	require.Equal(t, []int32{3, 4, 0, 1, 2, 3}, out)
-	_, err = train.Generate(p, ids, logits, []int32{0}, 2, 0.8, rand.New(rand.NewPCG(1, 1)))
-	require.ErrorContains(t, err, "a prompt of 1 tokens")
+	// Prompts shorter than the context run on their prefix: the logits
+	// read are the last prompt token's, then the last generated one's.
+	for _, prompt := range [][]int32{{2}, {1, 2}} {
+		out, err = train.Generate(p, ids, logits, prompt, 6, 0.8, rand.New(rand.NewPCG(1, 1)))
+		require.NoError(t, err)
+		require.Equal(t, []int32{3, 4, 0, 1, 2, 3}, out, "prompt %v", prompt)
+	}
+	_, err = train.Generate(p, ids, logits, nil, 2, 0.8, rand.New(rand.NewPCG(1, 1)))
+	require.ErrorContains(t, err, "an empty prompt")
 	_, err = train.Generate(p, ids, logits, []int32{0, 1, 2}, 2, 0, rand.New(rand.NewPCG(1, 1)))
 	require.ErrorContains(t, err, "temperature")
 }

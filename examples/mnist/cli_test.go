@@ -69,7 +69,7 @@ func TestCommandLines(t *testing.T) {
 		{Name: "batch below ranks", Args: []string{"-fsdp", "3", "-batch", "2", "-recipe", "ao"}, Code: 1, Says: "-fsdp 3: the batch of 2 leaves ranks without rows"},
 		{Name: "diverging run", Args: []string{"-lr", "1e30", "-precision", "fp8"}, Quick: true, Code: 1, Says: "first non-finite gradient"},
 		{Name: "diverging dp run", Args: []string{"-lr", "1e30", "-precision", "fp32", "-dp", "2"}, Quick: true, Code: 1, Says: "the loss is"},
-		{Name: "uneven fsdp split", Args: []string{"-fsdp", "3", "-recipe", "ao", "-precision", "fp32"}, Quick: true, Code: 0, Says: "sharded: each of the 3 ranks"},
+		{Name: "uneven fsdp split", Args: []string{"-fsdp", "3", "-precision", "fp32"}, Quick: true, Code: 0, Says: "sharded: each of the 3 ranks"},
 		{Name: "uneven dp split", Args: []string{"-dp", "3", "-precision", "fp32"}, Quick: true, Code: 0, Says: "fp32 optimizer memory"},
 		{Name: "stop early reports steps run", Args: []string{"-stop-after", "2", "-precision", "fp32"}, Quick: true, Code: 0, Says: "ran steps 1–2 of 4"},
 		{Name: "settings say where they came from", Env: []string{"OCTET_FP8_MARGIN=2"}, Args: []string{"-precision", "fp8", "-format", "E4M3"}, Quick: true, Code: 0,
@@ -153,7 +153,7 @@ s:
 `), 0o644))
 	run := func(extra ...string) map[string]float64 {
 		logs := filepath.Join(tmp, strings.Join(extra, "_")+"logs")
-		args := append([]string{"-data", dataDir, "-limit", "256", "-epochs", "1", "-batch", "64", "-hidden", "32", "-precision", "fp32", "-recipe", "ao",
+		args := append([]string{"-data", dataDir, "-limit", "256", "-epochs", "1", "-batch", "64", "-hidden", "32", "-precision", "fp32",
 			"-fp8-debug", cfgPath, "-fp8-log", logs}, extra...)
 		r := clitest.Run(t, nil, args...)
 		require.Equal(t, 0, r.Code, r.Stderr)
