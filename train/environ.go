@@ -12,8 +12,8 @@ import (
 // settings (EnvVars): the kernels' choice, the MPI backend's time-out, and
 // those that switch on some of Octet's own tests.
 var OtherEnvVars = []string{
-	kernels.KernelEnv,     // OCTET_GEMM_KERNEL
-	"OCTET_MPI_TIMEOUT",   // dist, with -tags mpi
+	kernels.KernelEnv,      // OCTET_GEMM_KERNEL
+	"OCTET_MPI_TIMEOUT",    // dist, with -tags mpi
 	"OCTET_MPI_STALL_TEST", // tests
 	"OCTET_EXHAUSTIVE",
 	"OCTET_BROWSER_TEST",
