@@ -71,7 +71,10 @@ func ExamplePrepare_bf16() {
 		return
 	}
 	fmt.Println(prep.Report.Converted(), passes.BF16Layers(g), passes.HasFP8Layers(g))
-	// Output: [mlp.fc1 mlp.fc2] [mlp.fc1 mlp.fc2] false
+	fmt.Println(prep.Report.Notes[len(prep.Report.Notes)-1])
+	// Output:
+	// [mlp.fc1 mlp.fc2] [mlp.fc1 mlp.fc2] false
+	// 2 layer(s) wrapped; evaluation runs bf16
 }
 
 // Fuse replaces a chain of elementwise ops by one node: here a Linear

@@ -313,6 +313,10 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, "fp8", runs[1].Name())
 	require.Equal(t, "defaults", runs[1].Describe())
 	require.Equal(t, "", runs[0].Describe())
+	bf := Precision{MixedPrecision: "bf16"}
+	require.Equal(t, "none: bf16 has no recipe settings (mixed_precision from code)", bf.Describe())
+	require.NoError(t, bf.resolve(env("ACCELERATE_MIXED_PRECISION", "bf16")))
+	require.Equal(t, "none: bf16 has no recipe settings (mixed_precision from ACCELERATE_MIXED_PRECISION=bf16)", bf.Describe())
 	r, err := runs[1].Recipe()
 	require.NoError(t, err)
 	require.Equal(t, fp8.TERecipe{}, r)
