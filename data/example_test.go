@@ -56,3 +56,23 @@ func ExampleNewBPE() {
 	// Output:
 	// 7 50257 Octet trains in FP8.
 }
+
+// A regression: float targets from named columns (field "target"), and a
+// standardizer of them for any dataset.
+func ExampleReadCSV_regression() {
+	csv := "rooms,age,price,rent\n3,10,250.5,1.2\n4,2,400,1.9\n2,40,120.25,0.8\n"
+	tab, _ := data.ParseCSV(strings.NewReader(csv), "houses.csv", data.CSVConfig{Targets: []string{"price", "rent"}})
+	fmt.Println(tab.Task(), tab.Features, tab.Targets, tab.T)
+	s, _ := data.FitStandardizer(tab, "target")
+	ds, _ := s.Dataset(tab) // targets standardised as batches are filled
+	l, _ := data.NewLoader(ds, data.Config{BatchSize: 3})
+	b, _ := l.Next()
+	fmt.Printf("%.3f\n", b.Float32("target")[:2])
+	row := append([]float32(nil), b.Float32("target")[:2]...)
+	_ = s.Invert(row)
+	fmt.Println(row)
+	// Output:
+	// regression [rooms age] [price rent] [250.5 1.2 400 1.9 120.25 0.8]
+	// [-0.056 -0.220]
+	// [250.5 1.2]
+}

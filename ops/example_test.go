@@ -80,3 +80,36 @@ func ExampleClassifierCrossEntropy() {
 	fmt.Printf("loss %.4f, separately %.4f; gradient %v %v\n", l, s, grad.Shape(), grad.DType())
 	// Output: loss 1.0650, separately 1.0650; gradient [2 4] float8_e5m2
 }
+
+// MSELoss averages over the rows a mask keeps: the last row here is a
+// padded one (mask 0), which neither counts in the mean nor gets a
+// gradient, whatever it holds.
+func ExampleMSELoss() {
+	g := graph.New()
+	pred := g.Param("pred", 3, 2)
+	y := g.Input("y", graph.Float32, 3, 2)
+	mask := g.Input("mask", graph.Float32, 3)
+	loss := ops.MSELoss(pred, y, mask)
+	grads, _ := graph.Grad(loss, pred)
+	store := graph.NewStore()
+	_ = store.SetFloat32("pred", []float32{1, 2, 3, 4, 99, 99}, 3, 2)
+	p, _ := graph.Compile(g, store, graph.Options{Training: true}, loss, grads[0])
+	_ = p.FeedFloat32(y, []float32{0, 2, 3, 2, 0, 0})
+	_ = p.FeedFloat32(mask, []float32{1, 1, 0})
+	_ = p.Run()
+	l, _ := p.Scalar(loss)
+	fmt.Println(l, p.Float32(grads[0])) // ((1−0)² + 0 + 0 + (4−2)²) / 4
+	// Output: 1.25 [0.5 0 0 1 0 0]
+}
+
+// Operands of different ranks broadcast only as a single value or along
+// the larger's trailing axes: a [4 1] prediction against a [4] target is
+// refused, naming both, where numpy would make a [4 4] difference.
+func ExampleSub_shapes() {
+	g := graph.New()
+	pred := g.Input("pred", graph.Float32, 4, 1)
+	y := g.Input("y", graph.Float32, 4)
+	ops.Sub(pred, y)
+	fmt.Println(g.Err())
+	// Output: graph: node "pred/sub" (Sub): "pred" [4 1] and "y" [4]: shapes [4 1] and [4]: operands of different ranks broadcast only where the smaller is a scalar or the larger's trailing axes (reshape to one rank, or ops.BroadcastTo, to broadcast them)
+}
