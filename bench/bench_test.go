@@ -148,8 +148,8 @@ func TestRunSmall(t *testing.T) {
 // boundary, so it gets looser bounds (measured: 6e-7 at step 1, 1.7e-2
 // at step 50).
 func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
-	if testing.Short() || pureGo {
-		t.Skip("50 steps of the baby GPT, twice per precision (-short, or every kernel a Go twin)")
+	if testing.Short() || pureGo || !longTests {
+		t.Skip("50 steps of the baby GPT, twice per precision: run with -tags long (not with -short, or every kernel a Go twin)")
 	}
 	for _, c := range []struct {
 		rec             fp8.Recipe
@@ -199,8 +199,8 @@ func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
 // compute exactly what the separate ops do, so every loss is the same
 // to the bit.
 func TestFusionTrainsBitForBit(t *testing.T) {
-	if testing.Short() || pureGo {
-		t.Skip("50 steps of the baby GPT, twice per precision (-short, or every kernel a Go twin)")
+	if testing.Short() || pureGo || !longTests {
+		t.Skip("50 steps of the baby GPT, twice per precision: run with -tags long (not with -short, or every kernel a Go twin)")
 	}
 	for _, rec := range precisions {
 		cfg := gptConfig
