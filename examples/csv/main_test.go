@@ -116,7 +116,8 @@ var rmseRe = regexp.MustCompile(`held-out RMSE ([0-9.]+), R² ([0-9.]+) \(2400 r
 
 // TestRegression: a float label makes a regression (found, or asked for
 // with -task), whose held-out RMSE is within 5% of a float64
-// least-squares fit's in float32, bf16 and FP8, also over ranks.
+// least-squares fit's in float32, bf16 and FP8 (10% with NVFP4 and
+// MS-AMP), also over ranks.
 func TestRegression(t *testing.T) {
 	file := writeLinearCSV(t)
 	ols := olsRMSE(t, file, "y")
@@ -127,6 +128,8 @@ func TestRegression(t *testing.T) {
 		{"-task", "regression", "-recipe", "block"},
 		{"-recipe", "ao", "-fsdp", "3"},
 		{"-precision", "fp32", "-dp", "3", "-batch", "127"},
+		{"-recipe", "nvfp4"},
+		{"-recipe", "msamp", "-dp", "2"},
 	} {
 		r := clitest.Run(t, nil, append([]string{"-data", file, "-label", "y", "-epochs", "20", "-hidden", "16", "-lr", "1e-2", "-batch", "128"}, args...)...)
 		require.Equal(t, 0, r.Code, "%v: %s", args, r.Stderr)
@@ -134,7 +137,11 @@ func TestRegression(t *testing.T) {
 		require.NotNil(t, m, "%v: %s", args, r.Stdout)
 		rmse, err := strconv.ParseFloat(m[1], 64)
 		require.NoError(t, err)
-		require.Less(t, rmse, 1.05*ols, "%v: RMSE %v against least squares' %v", args, rmse, ols)
+		bound := 1.05
+		if len(args) > 1 && (args[1] == "nvfp4" || args[1] == "msamp") {
+			bound = 1.10 // 4-bit weights; MS-AMP's FP8 optimizer states
+		}
+		require.Less(t, rmse, bound*ols, "%v: RMSE %v against least squares' %v", args, rmse, ols)
 		r2, err := strconv.ParseFloat(m[2], 64)
 		require.NoError(t, err)
 		require.Greater(t, r2, 0.95)
