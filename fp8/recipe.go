@@ -8,13 +8,37 @@ import (
 	"strings"
 )
 
-// Recipe is one of TERecipe, AORecipe and MSAMPRecipe: what
-// passes.Prepare needs to choose a backend.
+// Recipe is a mixed-precision recipe: TERecipe (delayed scaling, MXFP8),
+// Float8BlockRecipe, NVFP4Recipe, CustomRecipe, AORecipe, MSAMPRecipe or
+// BF16Recipe. The compiler and the trainer ask it what they need through
+// these methods, never by its type.
 type Recipe interface {
 	// Backend names the backend.
 	Backend() Backend
 	// Validate reports settings that cannot work.
 	Validate() error
+	// Label names the recipe as summaries and checkpoints say it:
+	// "te/HYBRID", "te/E4M3/mxfp8", "block/E4M3/x1w2g1" (with
+	// "/fp32-scales" and "/eps=…" when set), "nvfp4" (with "/no-rht",
+	// "/no-sr", "/no-2d", "/keep-first=N", "/keep-last=N"), "custom",
+	// "ao/rowwise", "msamp/O2", "bf16".
+	Label() string
+	// EvalQuantized reports whether evaluation programs run the
+	// converted layers as training does (TE's use_autocast_during_eval;
+	// always for the AO and MS-AMP recipes and bf16) rather than in
+	// float32.
+	EvalQuantized() bool
+	// Seeded returns the recipe with its stochastic rounding seeded by
+	// seed unless it was given a seed of its own (NVFP4, custom); a
+	// recipe that draws nothing returns itself.
+	Seeded(seed uint64) Recipe
+	// Float8AllGather reports whether, under FSDP, sharded weights are
+	// all-gathered as their FP8 casts (1 byte a weight on the wire).
+	Float8AllGather() bool
+	// LowBitOptimizer returns the MS-AMP recipe whose low-bit AdamW
+	// (optim.NewLowBitAdam) the weights train with, and false for a
+	// recipe that leaves the optimizer to the caller.
+	LowBitOptimizer() (MSAMPRecipe, bool)
 }
 
 // Backend returns BackendTE.

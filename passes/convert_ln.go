@@ -69,7 +69,8 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	}
 	// fuseNorm replaces the first cast of a LayerNorm or RMSNorm output
 	// with the fused node that norm builds.
-	fuseNorm := func(what string, q, ln *graph.Node, norm func(qcfg ops.QuantizeConfig) *graph.Node) (*graph.Node, error) {
+	fuseNorm := func(kind FusionKind, q, ln *graph.Node, norm func(qcfg ops.QuantizeConfig) *graph.Node) (*graph.Node, error) {
+		what := kind.String()
 		qcfg, _ := ops.QuantizeConfigOf(q)
 		fused := norm(qcfg)
 		if err := g.Err(); err != nil {
@@ -81,6 +82,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 			note += fmt.Sprintf("; float32 output kept for %d other consumer(s)", rest)
 		}
 		rep.Notes = append(rep.Notes, note)
+		rep.Fusions = append(rep.Fusions, Fusion{Kind: kind, Node: ln.Name(), Fused: fused.Name()})
 		return fused, nil // the norm itself stays for any other consumer
 	}
 	_, err := Rewrite(g, nodes,
@@ -90,7 +92,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 				Inputs: []*Pattern{{Kind: ops.KindLayerNorm, Bind: "ln"}}},
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				ln := m["ln"]
-				return fuseNorm("LayerNorm", q, ln, func(qcfg ops.QuantizeConfig) *graph.Node {
+				return fuseNorm(FusedLayerNorm, q, ln, func(qcfg ops.QuantizeConfig) *graph.Node {
 					cfg, _ := ops.LayerNormParts(ln)
 					return ops.LayerNormQuantize(ln.Name()+"/fp8", ln.Input(0), ln.Input(1), ln.Input(2), cfg, qcfg)
 				})
@@ -105,7 +107,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 				Inputs: []*Pattern{{Kind: ops.KindGELU, Bind: "gelu"}}},
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				n := m["gelu"]
-				return fuseNorm("GELU", q, n, func(qcfg ops.QuantizeConfig) *graph.Node {
+				return fuseNorm(FusedGELU, q, n, func(qcfg ops.QuantizeConfig) *graph.Node {
 					return ops.GELUQuantize(n.Name()+"/fp8", n.Input(0), qcfg)
 				})
 			},
@@ -116,7 +118,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 				Inputs: []*Pattern{{Kind: ops.KindRMSNorm, Bind: "norm"}}},
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				n := m["norm"]
-				return fuseNorm("RMSNorm", q, n, func(qcfg ops.QuantizeConfig) *graph.Node {
+				return fuseNorm(FusedRMSNorm, q, n, func(qcfg ops.QuantizeConfig) *graph.Node {
 					cfg, _ := ops.RMSNormParts(n)
 					return ops.RMSNormQuantize(n.Name()+"/fp8", n.Input(0), n.Input(1), cfg, qcfg)
 				})
@@ -151,6 +153,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 			return nil, err
 		}
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%s: cross-entropy gradient fused into its %s cast (%s)", ceg.Name(), qcfg.Tensor, q.Name()))
+		rep.Fusions = append(rep.Fusions, Fusion{Kind: FusedCrossEntropyGrad, Node: ceg.Name(), Fused: fused.Name()})
 		return fused, nil
 	}
 	_, err = Rewrite(g, nodes,
@@ -231,6 +234,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 				return nil, err
 			}
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s: classifier fused with its cross-entropy and gradient cast (%s): logits computed %d rows at a time, never whole", logits.Name(), fused.Name(), min(ops.ClassifierRows, logits.Shape().Numel()/logits.Shape()[len(logits.Shape())-1])))
+			rep.Fusions = append(rep.Fusions, Fusion{Kind: FusedClassifier, Node: logits.Name(), Fused: fused.Name()})
 			return fused, nil
 		},
 	})

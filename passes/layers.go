@@ -78,6 +78,39 @@ type Report struct {
 	Layers  []LayerReport
 	// Notes holds pass-level remarks (fusions, repeated application).
 	Notes []string
+	// Fusions records each fusion ConvertLN made, in order.
+	Fusions []Fusion
+}
+
+// FusionKind is what ConvertLN fused into an FP8 cast.
+type FusionKind uint8
+
+// The fusions of ConvertLN.
+const (
+	FusedLayerNorm FusionKind = iota
+	FusedRMSNorm
+	FusedGELU
+	FusedCrossEntropyGrad
+	FusedClassifier
+)
+
+var fusionNames = [...]string{"LayerNorm", "RMSNorm", "GELU", "cross-entropy gradient", "classifier"}
+
+// String names the kind as the report's notes do: "LayerNorm",
+// "RMSNorm", "GELU", "cross-entropy gradient", "classifier".
+func (k FusionKind) String() string {
+	if int(k) < len(fusionNames) {
+		return fusionNames[k]
+	}
+	return fmt.Sprintf("FusionKind(%d)", uint8(k))
+}
+
+// Fusion is one fusion ConvertLN made: the node whose output it fused
+// (a LayerNorm, an RMSNorm, a GELU, a cross-entropy gradient, a
+// classifier's logits) and the fused node that took the cast's place.
+type Fusion struct {
+	Kind        FusionKind
+	Node, Fused string
 }
 
 // Converted returns the names of the converted layers.

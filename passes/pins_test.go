@@ -279,6 +279,11 @@ func TestConvertLNNotes(t *testing.T) {
 		rep, err := passes.ConvertLN(m.g, m.trainOf...)
 		require.NoError(t, err)
 		require.Equal(t, []string{c.note, "block.fc1/gelu: GELU fused into its input cast (block.fc2/quantize.input)"}, rep.Notes)
+		require.Len(t, rep.Fusions, 2)
+		require.Equal(t, passes.Fusion{Kind: passes.FusedLayerNorm, Node: "block.ln", Fused: "block.ln/fp8"}, rep.Fusions[0])
+		require.Equal(t, passes.FusedGELU, rep.Fusions[1].Kind)
+		require.Equal(t, "block.fc1/gelu", rep.Fusions[1].Node)
+		require.Equal(t, "cross-entropy gradient", passes.FusedCrossEntropyGrad.String())
 	}
 	// Without outputs every node counts (the replaced float32 GEMMs
 	// too), and the LayerNorm still fuses.

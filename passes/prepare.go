@@ -119,17 +119,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	if len(live) == 0 {
 		live = cfg.EvalOutputs
 	}
-	evalFP8 := true
-	switch r := cfg.Recipe.(type) {
-	case fp8.TERecipe:
-		evalFP8 = r.UseAutocastDuringEval
-	case fp8.Float8BlockRecipe:
-		evalFP8 = r.UseAutocastDuringEval
-	case fp8.NVFP4Recipe:
-		evalFP8 = r.UseAutocastDuringEval
-	case fp8.CustomRecipe:
-		evalFP8 = r.UseAutocastDuringEval
-	}
+	evalFP8 := cfg.Recipe != nil && cfg.Recipe.EvalQuantized()
 	var rep Report
 	pl := Pipeline{Outputs: live, Dump: cfg.Dump, DOTDir: cfg.DOTDir, Log: cfg.Log}
 	if cfg.Recipe != nil {
@@ -194,23 +184,17 @@ func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool,
 		ps = append(ps, Pass{Name: "ConvertLN", Check: checkFused, Run: func(g *graph.Graph) (string, error) {
 			r, err := ConvertLN(g, live...)
 			rep.Notes = append(rep.Notes, r.Notes...)
-			// Count the fusions by kind, from the notes ConvertLN writes:
-			// "<node>: LayerNorm fused into …", "…: cross-entropy gradient
-			// fused …". LayerNorms are always counted; the others when
-			// there are any.
-			kinds := []string{"LayerNorm", "RMSNorm", "GELU", "cross-entropy gradient", "classifier"}
-			counts := make([]int, len(kinds))
-			for _, n := range r.Notes {
-				for i, k := range kinds {
-					if strings.Contains(n, ": "+k+" fused") {
-						counts[i]++
-					}
-				}
+			rep.Fusions = append(rep.Fusions, r.Fusions...)
+			// Count the fusions by kind: LayerNorms always, the others
+			// when there are any.
+			counts := make([]int, FusedClassifier+1)
+			for _, f := range r.Fusions {
+				counts[f.Kind]++
 			}
-			msg := fmt.Sprintf("%d LayerNorm fusion(s)", counts[0])
-			for i, k := range kinds[1:] {
-				if counts[i+1] > 0 {
-					msg += fmt.Sprintf(", %d %s fusion(s)", counts[i+1], k)
+			msg := fmt.Sprintf("%d LayerNorm fusion(s)", counts[FusedLayerNorm])
+			for k := FusedRMSNorm; k <= FusedClassifier; k++ {
+				if counts[k] > 0 {
+					msg += fmt.Sprintf(", %d %s fusion(s)", counts[k], k)
 				}
 			}
 			return msg, err

@@ -326,57 +326,14 @@ func (p *Precision) blame(err error) error {
 	return &kindError{fmt.Errorf("%w (%s)", err, strings.Join(from, ", ")), ErrPrecision}
 }
 
-// Label names the run's recipe as summaries print it: "-" (float32),
-// "bf16", "te/HYBRID", "te/E4M3/mxfp8", "block/E4M3/x1w2g1" (with
-// "/fp32-scales" and "/eps=…" when set), "nvfp4" (with "/no-rht",
-// "/no-sr", "/no-2d", "/keep-first=N", "/keep-last=N" when set), "custom",
-// "ao/rowwise", "msamp/O2".
+// Label names the run's recipe as summaries print it: "-" for float32
+// (nil), else the recipe's own Label ("bf16", "te/HYBRID",
+// "block/E4M3/x1w2g1", "nvfp4/no-rht", "custom", "ao/rowwise", "msamp/O2").
 func Label(r fp8.Recipe) string {
-	switch r := r.(type) {
-	case fp8.CustomRecipe:
-		return "custom"
-	case fp8.NVFP4Recipe:
-		l := "nvfp4"
-		for _, f := range []struct {
-			on   bool
-			name string
-		}{{r.DisableRHT, "/no-rht"}, {r.DisableStochasticRounding, "/no-sr"}, {r.Disable2DQuantization, "/no-2d"}} {
-			if f.on {
-				l += f.name
-			}
-		}
-		if r.KeepFirst > 0 {
-			l += fmt.Sprintf("/keep-first=%d", r.KeepFirst)
-		}
-		if r.KeepLast > 0 {
-			l += fmt.Sprintf("/keep-last=%d", r.KeepLast)
-		}
-		return l
-	case fp8.Float8BlockRecipe:
-		x, w, g := r.Dims()
-		l := fmt.Sprintf("block/%s/x%dw%dg%d", r.FormatName(), x, w, g)
-		if r.FP32Scales {
-			l += "/fp32-scales"
-		}
-		if r.AmaxEpsilon != 0 {
-			l += fmt.Sprintf("/eps=%g", r.AmaxEpsilon)
-		}
-		return l
-	case fp8.TERecipe:
-		if r.UseMXFP8BlockScaling {
-			return "te/" + r.Format.String() + "/mxfp8"
-		}
-		return "te/" + r.Format.String()
-	case fp8.AORecipe:
-		return "ao/" + r.Name
-	case fp8.MSAMPRecipe:
-		return "msamp/" + r.Level()
-	case fp8.BF16Recipe:
-		return "bf16"
-	case nil:
+	if r == nil {
 		return "-"
 	}
-	return r.Backend().String()
+	return r.Label()
 }
 
 // Override returns the backward override the settings ask for.

@@ -83,13 +83,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	pc := passes.Config{Recipe: t.recipe, Filter: t.cfg.Filter, BackwardOverride: t.cfg.Precision.Override(), Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
 		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
 	if t.fsdp {
-		f8 := false
-		switch r := t.recipe.(type) {
-		case fp8.AORecipe:
-			f8 = r.EnableFSDPFloat8AllGather
-		case fp8.Float8BlockRecipe:
-			f8 = r.FSDPFloat8AllGather
-		}
+		f8 := t.recipe != nil && t.recipe.Float8AllGather()
 		pc.Passes = append(pc.Passes, fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep))
 	}
 	prep, err := passes.Prepare(m.Builder.Graph(), r.store, pc)
@@ -157,7 +151,7 @@ func (r *replica) newOptimizer() error {
 	cfg := r.t.cfg
 	wd := float32(cfg.WeightDecay)
 	r.memory = optim.Float32MemoryStats()
-	if ms, ok := r.t.recipe.(fp8.MSAMPRecipe); ok {
+	if ms, ok := r.lowBitRecipe(); ok {
 		var comm dist.Communicator
 		if !r.t.fsdp {
 			comm = r.comm
@@ -178,6 +172,14 @@ func (r *replica) newOptimizer() error {
 		r.opt = optim.NewSGD(r.params, float32(cfg.Momentum), wd, false)
 	}
 	return nil
+}
+
+// lowBitRecipe returns the recipe's low-bit optimizer, if it has one.
+func (r *replica) lowBitRecipe() (fp8.MSAMPRecipe, bool) {
+	if r.t.recipe == nil {
+		return fp8.MSAMPRecipe{}, false
+	}
+	return r.t.recipe.LowBitOptimizer()
 }
 
 // bindFeeds pairs the model's inputs with the dataset's fields, refusing

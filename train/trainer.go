@@ -199,18 +199,9 @@ func New(cfg Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The run's seed draws NVFP4's stochastic rounding.
-	switch nr := r.(type) {
-	case fp8.NVFP4Recipe:
-		if nr.Seed == 0 {
-			nr.Seed = uint64(cfg.Seed)
-			r = nr
-		}
-	case fp8.CustomRecipe:
-		if nr.Seed == 0 {
-			nr.Seed = uint64(cfg.Seed)
-			r = nr
-		}
+	// The run's seed draws stochastic rounding (NVFP4's).
+	if r != nil {
+		r = r.Seeded(cfg.Seed)
 	}
 	t.recipe = r
 	switch {
@@ -230,18 +221,28 @@ func New(cfg Config) (*Trainer, error) {
 	case cfg.Precision.NumProcesses > 1:
 		t.world = cfg.Precision.NumProcesses // the config file's num_processes
 	}
-	if _, ms := r.(fp8.MSAMPRecipe); ms && t.fsdp {
+	if t.lowBit() && t.fsdp {
 		return nil, configErrorf("the MS-AMP recipe does not combine with FSDP: MS-AMP shards nothing; use the AO recipe for float8 all-gather")
 	}
 	if cfg.BatchSize < t.world {
 		return nil, configErrorf("%s: the batch of %d leaves ranks without rows", t.worldName(), cfg.BatchSize)
 	}
 	if t.cfg.Optimizer != "" && !strings.EqualFold(t.cfg.Optimizer, "adamw") {
-		if _, ms := r.(fp8.MSAMPRecipe); ms {
+		if t.lowBit() {
 			return nil, configErrorf("optimizer %q: the MS-AMP recipe trains with its low-bit AdamW", cfg.Optimizer)
 		}
 	}
 	return t, nil
+}
+
+// lowBit reports whether the recipe trains with its own low-bit
+// optimizer (MS-AMP's).
+func (t *Trainer) lowBit() bool {
+	if t.recipe == nil {
+		return false
+	}
+	_, ok := t.recipe.LowBitOptimizer()
+	return ok
 }
 
 // worldName names the ranks in messages: "FSDP over 3 ranks", "DP over 2

@@ -22,7 +22,6 @@ import (
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/examples/internal/output"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
 	"golang.org/x/term"
@@ -158,7 +157,7 @@ func run(cfg config, w io.Writer) error {
 	}
 	if r, err := cfg.Precision.FP8Recipe(); err != nil {
 		return err
-	} else if _, ms := r.(fp8.MSAMPRecipe); ms && (cfg.fsdp > 0 || cfg.mpi) {
+	} else if _, ms := r.LowBitOptimizer(); ms && (cfg.fsdp > 0 || cfg.mpi) {
 		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
 	}
 	set, test, err := mnist.Load(cfg.dataDir)

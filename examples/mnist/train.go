@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/octetml/octet/data/mnist"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
@@ -112,7 +111,10 @@ func trainOne(cfg config, p train.Precision, set, test *mnist.Set) (*result, err
 		return nil, err
 	}
 	r := &result{Result: res, TestAccuracy: res.Eval.Accuracy, FinalLoss: res.MeanLoss(100), lossFrom: res.End - min(100, len(res.Losses))}
-	_, msamp := tr.Recipe().(fp8.MSAMPRecipe)
+	msamp := false
+	if rec := tr.Recipe(); rec != nil {
+		_, msamp = rec.LowBitOptimizer()
+	}
 	r.dp = msamp && cfg.dp > 0
 	if cfg.FP8Debug != "" { // not the report's own temporary log
 		r.statsFile = res.StatsFile

@@ -1,0 +1,156 @@
+package fp8
+
+import "fmt"
+
+// What the compiler and the trainer ask of each recipe (see Recipe).
+
+// Label returns "te/" and the format, with "/mxfp8" for MXFP8 blocks.
+func (r TERecipe) Label() string {
+	if r.UseMXFP8BlockScaling {
+		return "te/" + r.Format.String() + "/mxfp8"
+	}
+	return "te/" + r.Format.String()
+}
+
+// EvalQuantized returns UseAutocastDuringEval.
+func (r TERecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+
+// Seeded returns r: delayed scaling draws nothing.
+func (r TERecipe) Seeded(uint64) Recipe { return r }
+
+// Float8AllGather returns false.
+func (TERecipe) Float8AllGather() bool { return false }
+
+// LowBitOptimizer returns false.
+func (TERecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+
+// Label returns "ao/" and the recipe's name.
+func (r AORecipe) Label() string { return "ao/" + r.Name }
+
+// EvalQuantized returns true: torchao's converted modules run FP8 in
+// evaluation too.
+func (AORecipe) EvalQuantized() bool { return true }
+
+// Seeded returns r.
+func (r AORecipe) Seeded(uint64) Recipe { return r }
+
+// Float8AllGather returns EnableFSDPFloat8AllGather.
+func (r AORecipe) Float8AllGather() bool { return r.EnableFSDPFloat8AllGather }
+
+// LowBitOptimizer returns false.
+func (AORecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+
+// Label returns "msamp/" and the level.
+func (r MSAMPRecipe) Label() string { return "msamp/" + r.Level() }
+
+// EvalQuantized returns true.
+func (MSAMPRecipe) EvalQuantized() bool { return true }
+
+// Seeded returns r.
+func (r MSAMPRecipe) Seeded(uint64) Recipe { return r }
+
+// Float8AllGather returns false: MS-AMP shards nothing.
+func (MSAMPRecipe) Float8AllGather() bool { return false }
+
+// LowBitOptimizer returns r: its weights train with MS-AMP's AdamW.
+func (r MSAMPRecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return r, true }
+
+// Label returns "bf16".
+func (BF16Recipe) Label() string { return "bf16" }
+
+// EvalQuantized returns true: evaluation runs in bf16 too, as under
+// Accelerate's autocast.
+func (BF16Recipe) EvalQuantized() bool { return true }
+
+// Seeded returns r.
+func (r BF16Recipe) Seeded(uint64) Recipe { return r }
+
+// Float8AllGather returns false.
+func (BF16Recipe) Float8AllGather() bool { return false }
+
+// LowBitOptimizer returns false.
+func (BF16Recipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+
+// Label returns "block/", the format and the block dimensions, with
+// "/fp32-scales" and "/eps=…" when set.
+func (r Float8BlockRecipe) Label() string {
+	x, w, g := r.Dims()
+	l := fmt.Sprintf("block/%s/x%dw%dg%d", r.FormatName(), x, w, g)
+	if r.FP32Scales {
+		l += "/fp32-scales"
+	}
+	if r.AmaxEpsilon != 0 {
+		l += fmt.Sprintf("/eps=%g", r.AmaxEpsilon)
+	}
+	return l
+}
+
+// EvalQuantized returns UseAutocastDuringEval.
+func (r Float8BlockRecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+
+// Seeded returns r.
+func (r Float8BlockRecipe) Seeded(uint64) Recipe { return r }
+
+// Float8AllGather returns the recipe's FSDPFloat8AllGather field.
+func (r Float8BlockRecipe) Float8AllGather() bool { return r.FSDPFloat8AllGather }
+
+// LowBitOptimizer returns false.
+func (Float8BlockRecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+
+// Label returns "nvfp4" with "/no-rht", "/no-sr", "/no-2d",
+// "/keep-first=N" and "/keep-last=N" when set.
+func (r NVFP4Recipe) Label() string {
+	l := "nvfp4"
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{r.DisableRHT, "/no-rht"}, {r.DisableStochasticRounding, "/no-sr"}, {r.Disable2DQuantization, "/no-2d"}} {
+		if f.on {
+			l += f.name
+		}
+	}
+	if r.KeepFirst > 0 {
+		l += fmt.Sprintf("/keep-first=%d", r.KeepFirst)
+	}
+	if r.KeepLast > 0 {
+		l += fmt.Sprintf("/keep-last=%d", r.KeepLast)
+	}
+	return l
+}
+
+// EvalQuantized returns UseAutocastDuringEval.
+func (r NVFP4Recipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+
+// Seeded sets the stochastic rounding's seed when r has none.
+func (r NVFP4Recipe) Seeded(seed uint64) Recipe {
+	if r.Seed == 0 {
+		r.Seed = seed
+	}
+	return r
+}
+
+// Float8AllGather returns false.
+func (NVFP4Recipe) Float8AllGather() bool { return false }
+
+// LowBitOptimizer returns false.
+func (NVFP4Recipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+
+// Label returns "custom".
+func (CustomRecipe) Label() string { return "custom" }
+
+// EvalQuantized returns UseAutocastDuringEval.
+func (r CustomRecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+
+// Seeded sets the stochastic rounding's seed when r has none.
+func (r CustomRecipe) Seeded(seed uint64) Recipe {
+	if r.Seed == 0 {
+		r.Seed = seed
+	}
+	return r
+}
+
+// Float8AllGather returns false.
+func (CustomRecipe) Float8AllGather() bool { return false }
+
+// LowBitOptimizer returns false.
+func (CustomRecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
