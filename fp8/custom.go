@@ -65,9 +65,17 @@ const (
 	// block (BlockDim 1) or 16×16 tile (BlockDim 2) and a float32 scale
 	// per tensor.
 	NVFP4Blocks
+	// DelayedScaling is Transformer Engine's delayed scaling: a
+	// tensorwise cast with the scale of the layer's scaling state for
+	// that tensor (its amax history). Only recipes whose NewLayerState
+	// keeps such state (TERecipe, MSAMPRecipe) lower to it.
+	DelayedScaling
+	// BF16Rounding rounds both operands to bfloat16 (nearest even) and
+	// multiplies them exactly into float32 (bf16 mixed precision).
+	BF16Rounding
 )
 
-var quantizerNames = [...]string{"high precision", "current scaling", "MXFP8", "Float8BlockScaling", "NVFP4"}
+var quantizerNames = [...]string{"high precision", "current scaling", "MXFP8", "Float8BlockScaling", "NVFP4", "delayed scaling", "bf16"}
 
 // String names the family.
 func (k QuantizerKind) String() string {
@@ -81,11 +89,16 @@ func (k QuantizerKind) String() string {
 // zero value is HighPrecision.
 type Quantizer struct {
 	Kind QuantizerKind
-	// Format is the FP8 format of CurrentScaling, MXFP8Blocks and
-	// Float8Blocks (E4M3 by default).
+	// Format is the FP8 format of CurrentScaling, MXFP8Blocks,
+	// Float8Blocks and DelayedScaling (E4M3 by default).
 	Format Format
 	// Pow2 rounds a current scale down to a power of two.
 	Pow2 bool
+	// Axiswise gives CurrentScaling a scale per slice along the GEMM's
+	// contraction axis (torchao's rowwise) instead of one per tensor.
+	Axiswise bool
+	// Rule is MXFP8Blocks' rule for the shared exponent.
+	Rule ExpRule
 	// BlockDim is 1 or 2 for Float8Blocks and NVFP4Blocks (0 means 1).
 	BlockDim int
 	// FP32Scales and Eps are Float8Blocks' float32 scales and amax
@@ -93,8 +106,10 @@ type Quantizer struct {
 	FP32Scales bool
 	Eps        float32
 	// RHT and Stochastic are NVFP4's transform along the contraction
-	// axis and stochastic rounding.
+	// axis and stochastic rounding; Seed seeds the rounding (a custom
+	// recipe's lowering sets its own Seed).
 	RHT, Stochastic bool
+	Seed            uint64
 }
 
 // Dim returns the effective block dimension.
@@ -106,8 +121,11 @@ func (q Quantizer) String() string {
 	var b strings.Builder
 	b.WriteString(q.Kind.String())
 	switch q.Kind {
-	case CurrentScaling, MXFP8Blocks:
+	case CurrentScaling, MXFP8Blocks, DelayedScaling:
 		b.WriteString(" " + q.Format.String())
+		if q.Axiswise {
+			b.WriteString(" axiswise")
+		}
 	case Float8Blocks:
 		b.WriteString(" " + q.Format.String())
 		if q.Dim() == 2 {
@@ -134,7 +152,7 @@ func (q Quantizer) String() string {
 // Check reports a quantizer that cannot work.
 func (q Quantizer) Check() error {
 	switch {
-	case q.Kind > NVFP4Blocks:
+	case q.Kind > BF16Rounding:
 		return fmt.Errorf("unknown quantizer kind %d", q.Kind)
 	case q.Format > E5M2:
 		return fmt.Errorf("%v: format %d, want E4M3 or E5M2", q.Kind, q.Format)

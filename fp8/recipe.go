@@ -39,6 +39,10 @@ type Recipe interface {
 	// (optim.NewLowBitAdam) the weights train with, and false for a
 	// recipe that leaves the optimizer to the caller.
 	LowBitOptimizer() (MSAMPRecipe, bool)
+	// Lowerer lowers each linear layer to quantizers of its GEMMs'
+	// operands and gives its scaling state: passes.ConvertLinear asks
+	// nothing else.
+	Lowerer
 }
 
 // Backend returns BackendTE.

@@ -12,8 +12,10 @@ import (
 
 // LinearConfig configures ConvertLinear.
 type LinearConfig struct {
-	// Recipe is an fp8.TERecipe, fp8.Float8BlockRecipe, fp8.AORecipe,
-	// fp8.MSAMPRecipe or fp8.BF16Recipe.
+	// Recipe lowers each layer (fp8.Recipe.Lower): fp8.TERecipe,
+	// fp8.Float8BlockRecipe, fp8.NVFP4Recipe, fp8.CustomRecipe,
+	// fp8.AORecipe, fp8.MSAMPRecipe, fp8.BF16Recipe, or a recipe of
+	// one's own.
 	Recipe fp8.Recipe
 	// Filter, if set, must accept a layer for it to convert; it gets the
 	// layer's forward node and fully qualified name. With the AO recipe
@@ -39,18 +41,9 @@ type converter struct {
 	cfg    LinearConfig
 	reg    *registry
 	report *Report
-	te     fp8.TERecipe
-	ao     fp8.AORecipe
-	msamp  bool
-	bf16   bool // bf16 mixed precision: BF16MatMul instead of casts
-	block  *fp8.Float8BlockRecipe
-	nvfp4  *fp8.NVFP4Recipe
-	custom *fp8.CustomRecipe
 	deq    map[*graph.Node]*graph.Node // Dequantize node of each forward cast
 	linIdx map[*graph.Node]int         // each linear layer's place in graph order
 	nLin   int
-	first  *graph.Node
-	last   *graph.Node
 	quant  map[quantKey]*graph.Node
 	rows   map[string]int // report index by fqn
 	// keptBy says why a debug switch kept a GEMM ("fqn/gemm").
@@ -118,32 +111,10 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	}
 	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend().String()},
 		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}, keptBy: map[string]string{}, deq: map[*graph.Node]*graph.Node{}}
-	switch r := cfg.Recipe.(type) {
-	case fp8.TERecipe:
-		c.te = r
-	case fp8.AORecipe:
-		c.ao = r
-	case fp8.MSAMPRecipe:
-		c.te, c.msamp = r.GEMMRecipe(), true
-	case fp8.BF16Recipe:
-		c.bf16 = true
-	case fp8.Float8BlockRecipe:
-		c.block = &r
-	case fp8.NVFP4Recipe:
-		c.nvfp4 = &r
-	case fp8.CustomRecipe:
-		c.custom = &r
-	default:
-		return Report{}, fmt.Errorf("passes: convert linear: unsupported recipe %T", cfg.Recipe)
-	}
 	nodes := g.Nodes()
 	c.linIdx = map[*graph.Node]int{}
 	for _, n := range nodes {
 		if isLinear(n) {
-			if c.first == nil {
-				c.first = n
-			}
-			c.last = n
 			c.linIdx[n] = c.nLin
 			c.nLin++
 		}
@@ -167,74 +138,19 @@ func isLinear(n *graph.Node) bool { return n.Is(ops.KindLinear) && n.Role() == g
 
 func (c *converter) backend() fp8.Backend { return c.cfg.Recipe.Backend() }
 
-// eligible decides whether a layer converts, and why not.
-func (c *converter) eligible(n *graph.Node, out, in int) (bool, string) {
+// plan asks the recipe how a layer converts (after the debug config's
+// DisableFP8Layer): its Skip says why not.
+func (c *converter) plan(n *graph.Node, out, in int, x *graph.Node) (fp8.LayerPlan, error) {
 	fqn := n.Name()
 	if sec, ok := c.cfg.Debug.SectionFor(fqn); ok && sec.DisableLayer {
-		return false, fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name)
+		return fp8.LayerPlan{Skip: fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name)}, nil
 	}
-	divisible := out%16 == 0 && in%16 == 0
-	dimsWhy := fmt.Sprintf("weight dims [%d %d] are not both divisible by 16", out, in)
-	if c.bf16 {
-		if c.cfg.Filter != nil && !c.cfg.Filter(n, fqn) {
-			return false, "excluded by the filter"
-		}
-		return true, ""
+	rows, _ := view2DOf(x.Shape())
+	l := fp8.Layer{FQN: fqn, Node: n, Index: c.linIdx[n], Count: c.nLin, Out: out, In: in, Rows: rows}
+	if f := c.cfg.Filter; f != nil {
+		l.Accept = func() bool { return f(n, fqn) }
 	}
-	if c.custom != nil {
-		hp := true
-		for _, g := range []fp8.GEMM{fp8.Fprop, fp8.Dgrad, fp8.Wgrad} {
-			ops := g.Operands()
-			if c.custom.Quantizer(fqn, g, ops[0]).Kind != fp8.HighPrecision || c.custom.Quantizer(fqn, g, ops[1]).Kind != fp8.HighPrecision {
-				hp = false
-			}
-		}
-		if hp {
-			return false, "the custom recipe keeps its three GEMMs in high precision"
-		}
-	}
-	if c.nvfp4 != nil {
-		i := c.linIdx[n]
-		if i < c.nvfp4.KeepFirst {
-			return false, fmt.Sprintf("one of the first %d linear layers, kept in high precision (NVFP4 recipe's keep_first)", c.nvfp4.KeepFirst)
-		}
-		if i >= c.nLin-c.nvfp4.KeepLast {
-			return false, fmt.Sprintf("one of the last %d linear layers, kept in high precision (NVFP4 recipe's keep_last)", c.nvfp4.KeepLast)
-		}
-	}
-	if c.backend() != fp8.BackendAO {
-		if !divisible {
-			return false, dimsWhy
-		}
-		if c.cfg.Filter != nil && !c.cfg.Filter(n, fqn) {
-			return false, "excluded by the filter"
-		}
-		return true, ""
-	}
-	switch {
-	case c.cfg.Filter != nil:
-		if !c.cfg.Filter(n, fqn) {
-			return false, "excluded by the filter"
-		}
-	case c.ao.ModuleFilter != nil:
-		if !c.ao.ModuleFilter(n, fqn) {
-			return false, "excluded by the recipe's module filter"
-		}
-	default:
-		if n == c.first {
-			return false, "first linear layer stays in high precision (torchao default filter)"
-		}
-		if n == c.last {
-			return false, "last linear layer stays in high precision (torchao default filter)"
-		}
-		if !divisible {
-			return false, dimsWhy + " (torchao default filter)"
-		}
-	}
-	if !divisible && !c.ao.PadInnerDim {
-		return false, dimsWhy + " and pad_inner_dim is off"
-	}
-	return true, ""
+	return c.cfg.Recipe.Lower(l)
 }
 
 // gemm identifies one of a layer's three products.
@@ -327,133 +243,40 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 			}
 		}
 	}
-	if c.backend() == fp8.BackendAO {
-		var ca, cb fp8.CastConfig
-		var tensors [2]fp8.TensorRole
-		switch which {
-		case gemmFprop:
-			ca, cb, tensors = c.ao.Input, c.ao.Weight, [2]fp8.TensorRole{fp8.RoleInput, fp8.RoleWeight}
-		case gemmDgrad:
-			ca, cb, tensors = c.ao.GradOutput, c.ao.WeightForGradInput, [2]fp8.TensorRole{fp8.RoleGradOutput, fp8.RoleWeight}
-		default:
-			ca, cb, tensors = c.ao.GradOutputForGradWeight, c.ao.InputForGradWeight, [2]fp8.TensorRole{fp8.RoleGradOutput, fp8.RoleInput}
+	pair := l.plan.GEMMs[which]
+	if pair[0].Kind == fp8.HighPrecision { // a recipe's pair is both or neither
+		if by := l.plan.KeptBy[which]; by != "" {
+			c.keptBy[l.fqn+"/"+gemmNames[which]] = by
 		}
-		if ca.Disabled || cb.Disabled {
-			return a, b, false
-		}
-		conv := func(cc fp8.CastConfig, axis int, tensor fp8.TensorRole) ops.QuantizeConfig {
-			q := ops.QuantizeConfig{Scaling: ops.Current, Format: cc.Format, Pow2: c.ao.RoundScalesToPowerOf2, Tensor: tensor}
-			if cc.Granularity == fp8.Axiswise {
-				q.Scaling, q.Axis = ops.Axiswise, axis
-			}
-			return q
-		}
-		return conv(ca, axisA, tensors[0]), conv(cb, axisB, tensors[1]), true
-	}
-	if c.custom != nil {
-		g := fp8.GEMM(which)
-		roles := g.Operands()
-		qa, qb := c.custom.Quantizer(l.fqn, g, roles[0]), c.custom.Quantizer(l.fqn, g, roles[1])
-		if qa.Kind == fp8.HighPrecision { // checked: then so is qb
-			c.keptBy[l.fqn+"/"+gemmNames[which]] = "by the custom recipe"
-			return a, b, false
-		}
-		return c.quantizerConfig(qa, axisA, roles[0]), c.quantizerConfig(qb, axisB, roles[1]), true
-	}
-	if c.nvfp4 != nil {
-		wg := which == gemmWgrad
-		mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
-			nc := c.nvfp4.Cast(tensor, wg)
-			dim := 1
-			if nc.TwoD {
-				dim, axis = 2, 0 // 16×16 tiles serve both GEMMs: one cast
-			}
-			return ops.QuantizeConfig{Scaling: ops.NVFP4, BlockDim: dim, Axis: axis, RHT: nc.RHT && l.rhtOK,
-				Stochastic: nc.Stochastic, Seed: c.nvfp4.Seed, Tensor: tensor}
-		}
-		a, b := gemmCasts(which, axisA, axisB, mk)
-		return a, b, true
-	}
-	if c.block != nil {
-		mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
-			bc := c.block.Cast(tensor)
-			if bc.Dim == 2 {
-				axis = 0 // 128×128 tiles serve both GEMMs: one cast
-			}
-			return ops.QuantizeConfig{Scaling: ops.Float8Block, Format: bc.Format, Axis: axis, BlockDim: bc.Dim,
-				FP32Scales: bc.FP32Scales, Eps: bc.Eps, Tensor: tensor}
-		}
-		a, b := gemmCasts(which, axisA, axisB, mk)
-		return a, b, true
-	}
-	ov := c.te.OverrideLinearPrecision
-	if (which == gemmFprop && ov.Fprop) || (which == gemmDgrad && ov.Dgrad) || (which == gemmWgrad && ov.Wgrad) {
 		return a, b, false
 	}
-	fwd, bwd := c.te.Format.Forward(), c.te.Format.Backward()
-	mk := func(tensor fp8.TensorRole, axis int) ops.QuantizeConfig {
-		f, meta := fwd, l.state.Meta(tensor)
-		if tensor.IsBackward() {
-			f = bwd
-		}
-		if c.te.UseMXFP8BlockScaling {
-			return ops.QuantizeConfig{Scaling: ops.Block, Format: f, Axis: axis, Rule: c.te.MXFP8Rule, Tensor: tensor}
-		}
-		return ops.QuantizeConfig{Scaling: ops.Delayed, Format: f, Meta: meta, Tensor: tensor}
-	}
-	a, b = gemmCasts(which, axisA, axisB, mk)
-	return a, b, true
-}
-
-// gemmCasts applies mk to a GEMM's two operands (their tensor roles and
-// contraction axes).
-func gemmCasts(which gemm, axisA, axisB int, mk func(fp8.TensorRole, int) ops.QuantizeConfig) (a, b ops.QuantizeConfig) {
 	roles := fp8.GEMM(which).Operands()
-	return mk(roles[0], axisA), mk(roles[1], axisB)
+	return c.quantizerConfig(l, pair[0], axisA, roles[0]), c.quantizerConfig(l, pair[1], axisB, roles[1]), true
 }
 
-// quantizerConfig is the cast of a custom recipe's quantizer along axis.
-func (c *converter) quantizerConfig(q fp8.Quantizer, axis int, tensor fp8.TensorRole) ops.QuantizeConfig {
+// quantizerConfig is the cast of a quantizer for the operand of tensor
+// role tensor contracting along axis (of its 2-D view).
+func (c *converter) quantizerConfig(l *layer, q fp8.Quantizer, axis int, tensor fp8.TensorRole) ops.QuantizeConfig {
 	cfg := ops.QuantizeConfig{Format: q.Format, Tensor: tensor, Axis: axis}
 	switch q.Kind {
+	case fp8.DelayedScaling:
+		cfg.Scaling, cfg.Meta, cfg.Axis = ops.Delayed, l.state.Meta(tensor), 0
 	case fp8.CurrentScaling:
 		cfg.Scaling, cfg.Pow2, cfg.Axis = ops.Current, q.Pow2, 0
+		if q.Axiswise {
+			cfg.Scaling, cfg.Axis = ops.Axiswise, axis
+		}
 	case fp8.MXFP8Blocks:
-		cfg.Scaling = ops.Block
+		cfg.Scaling, cfg.Rule = ops.Block, q.Rule
 	case fp8.Float8Blocks:
 		cfg.Scaling, cfg.BlockDim, cfg.FP32Scales, cfg.Eps = ops.Float8Block, q.Dim(), q.FP32Scales, q.Eps
 	case fp8.NVFP4Blocks:
-		cfg.Scaling, cfg.BlockDim, cfg.RHT, cfg.Stochastic, cfg.Seed, cfg.Format = ops.NVFP4, q.Dim(), q.RHT, q.Stochastic, c.custom.Seed, 0
+		cfg.Scaling, cfg.BlockDim, cfg.RHT, cfg.Stochastic, cfg.Seed, cfg.Format = ops.NVFP4, q.Dim(), q.RHT, q.Stochastic, q.Seed, 0
 	}
 	if cfg.BlockDim == 2 {
 		cfg.Axis = 0 // tiles serve both GEMMs: one cast
 	}
 	return cfg
-}
-
-// checkCustom checks a custom recipe's choices for each of a layer's
-// GEMMs, naming the layer and the GEMM, and notes them in the report.
-func (c *converter) checkCustom(fqn string) error {
-	var parts []string
-	for _, g := range []fp8.GEMM{fp8.Fprop, fp8.Dgrad, fp8.Wgrad} {
-		roles := g.Operands()
-		qa, qb := c.custom.Quantizer(fqn, g, roles[0]), c.custom.Quantizer(fqn, g, roles[1])
-		for i, q := range []fp8.Quantizer{qa, qb} {
-			if err := q.Check(); err != nil {
-				return fmt.Errorf("layer %q: the custom recipe's %s quantizer of the %s GEMM: %w", fqn, roles[i], g, err)
-			}
-		}
-		if err := fp8.Multiplies(qa, qb); err != nil {
-			return fmt.Errorf("layer %q: the custom recipe's %s GEMM cannot run: %w", fqn, g, err)
-		}
-		if qa.Kind == fp8.HighPrecision {
-			parts = append(parts, g.String()+" high precision")
-		} else {
-			parts = append(parts, fmt.Sprintf("%s %s × %s", g, qa, qb))
-		}
-	}
-	c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: custom recipe: %s", fqn, strings.Join(parts, "; ")))
-	return nil
 }
 
 // quantize returns the (shared) Quantize node casting x per cfg.
@@ -489,13 +312,7 @@ func (c *converter) layerState(fqn string) (*fp8.LayerState, error) {
 		}
 		return st, nil
 	}
-	st := &fp8.LayerState{FQN: fqn, Backend: c.backend()}
-	if c.backend() != fp8.BackendAO && !c.bf16 && !c.te.UseMXFP8BlockScaling && c.block == nil && c.nvfp4 == nil && c.custom == nil {
-		st.Input, st.Weight, st.GradOutput = c.te.NewMeta(false), c.te.NewMeta(false), c.te.NewMeta(true)
-		if c.msamp {
-			st.Input.Pow2, st.Weight.Pow2, st.GradOutput.Pow2 = true, true, true
-		}
-	}
+	st := c.cfg.Recipe.NewLayerState(fqn)
 	c.store.SetState(key, st)
 	return st, nil
 }
@@ -529,36 +346,28 @@ func (c *converter) fprop(n *graph.Node, m Match) (*graph.Node, error) {
 			return nil, nil
 		}
 	}
-	ok, why := c.eligible(n, out, in)
-	if !ok {
-		lr.Reason = why
+	plan, err := c.plan(n, out, in, x)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Skip != "" {
+		lr.Reason = plan.Skip
 		c.addReport(lr)
 		return nil, nil
 	}
-	if c.custom != nil {
-		if err := c.checkCustom(fqn); err != nil {
-			return nil, err
-		}
-	}
+	c.report.Notes = append(c.report.Notes, plan.Notes...)
 	st, err := c.layerState(fqn)
 	if err != nil {
 		return nil, err
 	}
-	l := &layer{fqn: fqn, hpFprop: n, state: st, fp8: true, rhtOK: true}
-	if c.nvfp4 != nil && !c.nvfp4.DisableRHT {
-		// The wgrad's transform runs along the rows (tokens) of x and dy.
-		if rows, _ := view2DOf(x.Shape()); rows%16 != 0 {
-			l.rhtOK = false
-			c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: wgrad operands cast without the random Hadamard transform: %d rows, not a multiple of 16", fqn, rows))
-		}
-	}
+	l := &layer{fqn: fqn, hpFprop: n, state: st, fp8: true, plan: plan}
 	c.reg.add(l)
 	lr.Converted = true
 	c.addReport(lr)
 	var y *graph.Node
 	if fx, fw, fake := c.fake(l, gemmFprop, x, w); fake {
 		y = ops.Linear(fqn+".fakequant", fx, fw, bias)
-	} else if c.bf16 {
+	} else if l.bf16(gemmFprop) {
 		y = ops.BF16MatMul(fqn+".bf16", x, w, false, true, bias)
 	} else {
 		qa, qb, fp := c.casts(l, gemmFprop, 1, 1)
@@ -630,7 +439,7 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 		return nil, fmt.Errorf("layer %q: unexpected %s layout %v", l.fqn, name, n)
 	}
 	var out *graph.Node
-	if ov := c.cfg.BackwardOverride; ov != fp8.BackwardQuantized && !c.bf16 {
+	if ov := c.cfg.BackwardOverride; ov != fp8.BackwardQuantized && !l.bf16(kind) {
 		fq := l.fpFprop
 		if ov == fp8.BackwardHighPrecision || fq == nil || !fq.Is(ops.KindScaledMatMul) {
 			c.keptBy[l.fqn+"/"+name] = "by the backward override " + ov.String()
@@ -660,7 +469,7 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 	}
 	if fa, fb, fake := c.fake(l, kind, dy2, other); fake {
 		out = ops.MatMul(fa, fb, wantTA, false)
-	} else if c.bf16 {
+	} else if l.bf16(kind) {
 		out = ops.BF16MatMul(l.fqn+strings.Replace(suffix, ".fp8", ".bf16", 1), dy2, other, wantTA, false, nil)
 	} else {
 		qa, qb, fp := c.casts(l, kind, axisA, 0)
@@ -675,6 +484,10 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 	c.report.Layers[c.rows[l.fqn]].FP8 = l.gemmsFP8()
 	return out, nil
 }
+
+// bf16 reports whether the layer's plan rounds GEMM which's operands to
+// bf16 (a BF16MatMul, no casts).
+func (l *layer) bf16(which gemm) bool { return l.plan.GEMMs[which][0].Kind == fp8.BF16Rounding }
 
 // isHighPrecision reports whether a replacement GEMM computes in float32
 // (a FakeQuant GEMM of the debug config).

@@ -17,7 +17,7 @@ type layer struct {
 	autocast                  *graph.Node // Autowrap's Switch, if any
 	fp8                       bool        // consumers currently read the FP8 nodes
 	state                     *fp8.LayerState
-	rhtOK                     bool // NVFP4: the wgrad operands may take the transform
+	plan                      fp8.LayerPlan // how the recipe lowered it
 }
 
 // lnFusion records one LayerNorm (RMSNorm, GELU) fused into an FP8
