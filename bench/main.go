@@ -356,20 +356,12 @@ var mlpSizes = []int{784, 512, 512, 10}
 // debugDir, cfg's FP8 statistics are logged there.
 func stepper(model train.ModelFunc, ds data.Dataset, batch int, recipe fp8.Recipe, cfg *inspect.Config, debugDir string, noFusion bool, weightDecay, lr float64) (func() error, *train.Trainer, *train.Stepper, error) {
 	prec := train.Precision{}
-	switch r := recipe.(type) {
-	case nil:
-	case fp8.BF16Recipe:
+	switch {
+	case recipe == nil:
+	case recipe.Backend() == fp8.BackendBF16:
 		prec.MixedPrecision = "bf16"
-	case fp8.TERecipe:
-		prec.MixedPrecision, prec.FP8Format = "fp8", r.Format.String()
-	case fp8.Float8BlockRecipe:
-		prec.MixedPrecision, prec.Backend, prec.FP8Format = "fp8", "block", r.FormatName()
-	case fp8.NVFP4Recipe:
-		prec.MixedPrecision, prec.Backend = "fp8", "nvfp4"
-		prec.DisableRHT, prec.DisableStochasticRounding, prec.Disable2DQuantization = r.DisableRHT, r.DisableStochasticRounding, r.Disable2DQuantization
-		prec.KeepFirst, prec.KeepLast = r.KeepFirst, r.KeepLast
 	default:
-		return nil, nil, nil, fmt.Errorf("bench: recipe %T", recipe)
+		prec.MixedPrecision, prec.Use = "fp8", recipe
 	}
 	tr, err := train.New(train.Config{Model: model, Precision: prec, BatchSize: batch, NoShuffle: true, Seed: 1, LR: lr, WeightDecay: weightDecay,
 		Debug: cfg, DebugLogDir: debugDir, NoFusion: noFusion})

@@ -20,6 +20,9 @@ type Layer struct {
 	// Accept, when set, is the caller's filter (passes.Config.Filter)
 	// applied to the layer; nil when the caller has none.
 	Accept func() bool
+	// Seed is the run's seed (train.Config.Seed), which a recipe that
+	// draws (stochastic rounding) uses unless it has a seed of its own.
+	Seed uint64
 }
 
 // LayerPlan is how a recipe lowers one linear layer.
@@ -228,13 +231,17 @@ func (r NVFP4Recipe) Lower(l Layer) (LayerPlan, error) {
 	}
 	// The wgrad's transform runs along the rows (tokens) of x and dy.
 	rhtOK := r.DisableRHT || l.Rows%16 == 0
+	seed := r.Seed
+	if seed == 0 {
+		seed = l.Seed
+	}
 	p := planOf(func(g GEMM, t TensorRole) Quantizer {
 		nc := r.Cast(t, g == Wgrad)
 		dim := 1
 		if nc.TwoD {
 			dim = 2
 		}
-		return Quantizer{Kind: NVFP4Blocks, BlockDim: dim, RHT: nc.RHT && rhtOK, Stochastic: nc.Stochastic, Seed: r.Seed}
+		return Quantizer{Kind: NVFP4Blocks, BlockDim: dim, RHT: nc.RHT && rhtOK, Stochastic: nc.Stochastic, Seed: seed}
 	})
 	if !rhtOK {
 		p.Notes = append(p.Notes, fmt.Sprintf("%s: wgrad operands cast without the random Hadamard transform: %d rows, not a multiple of 16", l.FQN, l.Rows))
@@ -252,12 +259,17 @@ func (r NVFP4Recipe) NewLayerState(fqn string) *LayerState {
 // their dims are divisible by 16 (and the filter accepts them), and each
 // GEMM's pair of quantizers must be one a GEMM multiplies (Multiplies).
 // Delayed scaling needs state a custom recipe does not keep, and is
-// refused. NVFP4 quantizers draw with the recipe's Seed.
+// refused. NVFP4 quantizers draw with the recipe's Seed (the run's when
+// it is 0).
 func (r CustomRecipe) Lower(l Layer) (LayerPlan, error) {
+	seed := r.Seed
+	if seed == 0 {
+		seed = l.Seed
+	}
 	p := planOf(func(g GEMM, t TensorRole) Quantizer {
 		q := r.Quantizer(l.FQN, g, t)
 		if q.Kind == NVFP4Blocks {
-			q.Seed = r.Seed
+			q.Seed = seed
 		}
 		return q
 	})

@@ -28,10 +28,6 @@ type Recipe interface {
 	// always for the AO and MS-AMP recipes and bf16) rather than in
 	// float32.
 	EvalQuantized() bool
-	// Seeded returns the recipe with its stochastic rounding seeded by
-	// seed unless it was given a seed of its own (NVFP4, custom); a
-	// recipe that draws nothing returns itself.
-	Seeded(seed uint64) Recipe
 	// Float8AllGather reports whether, under FSDP, sharded weights are
 	// all-gathered as their FP8 casts (1 byte a weight on the wire).
 	Float8AllGather() bool

@@ -15,9 +15,6 @@ func (r TERecipe) Label() string {
 // EvalQuantized returns UseAutocastDuringEval.
 func (r TERecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
 
-// Seeded returns r: delayed scaling draws nothing.
-func (r TERecipe) Seeded(uint64) Recipe { return r }
-
 // Float8AllGather returns false.
 func (TERecipe) Float8AllGather() bool { return false }
 
@@ -31,9 +28,6 @@ func (r AORecipe) Label() string { return "ao/" + r.Name }
 // evaluation too.
 func (AORecipe) EvalQuantized() bool { return true }
 
-// Seeded returns r.
-func (r AORecipe) Seeded(uint64) Recipe { return r }
-
 // Float8AllGather returns EnableFSDPFloat8AllGather.
 func (r AORecipe) Float8AllGather() bool { return r.EnableFSDPFloat8AllGather }
 
@@ -45,9 +39,6 @@ func (r MSAMPRecipe) Label() string { return "msamp/" + r.Level() }
 
 // EvalQuantized returns true.
 func (MSAMPRecipe) EvalQuantized() bool { return true }
-
-// Seeded returns r.
-func (r MSAMPRecipe) Seeded(uint64) Recipe { return r }
 
 // Float8AllGather returns false: MS-AMP shards nothing.
 func (MSAMPRecipe) Float8AllGather() bool { return false }
@@ -61,9 +52,6 @@ func (BF16Recipe) Label() string { return "bf16" }
 // EvalQuantized returns true: evaluation runs in bf16 too, as under
 // Accelerate's autocast.
 func (BF16Recipe) EvalQuantized() bool { return true }
-
-// Seeded returns r.
-func (r BF16Recipe) Seeded(uint64) Recipe { return r }
 
 // Float8AllGather returns false.
 func (BF16Recipe) Float8AllGather() bool { return false }
@@ -87,9 +75,6 @@ func (r Float8BlockRecipe) Label() string {
 
 // EvalQuantized returns UseAutocastDuringEval.
 func (r Float8BlockRecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
-
-// Seeded returns r.
-func (r Float8BlockRecipe) Seeded(uint64) Recipe { return r }
 
 // Float8AllGather returns the recipe's FSDPFloat8AllGather field.
 func (r Float8BlockRecipe) Float8AllGather() bool { return r.FSDPFloat8AllGather }
@@ -121,14 +106,6 @@ func (r NVFP4Recipe) Label() string {
 // EvalQuantized returns UseAutocastDuringEval.
 func (r NVFP4Recipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
 
-// Seeded sets the stochastic rounding's seed when r has none.
-func (r NVFP4Recipe) Seeded(seed uint64) Recipe {
-	if r.Seed == 0 {
-		r.Seed = seed
-	}
-	return r
-}
-
 // Float8AllGather returns false.
 func (NVFP4Recipe) Float8AllGather() bool { return false }
 
@@ -140,14 +117,6 @@ func (CustomRecipe) Label() string { return "custom" }
 
 // EvalQuantized returns UseAutocastDuringEval.
 func (r CustomRecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
-
-// Seeded sets the stochastic rounding's seed when r has none.
-func (r CustomRecipe) Seeded(seed uint64) Recipe {
-	if r.Seed == 0 {
-		r.Seed = seed
-	}
-	return r
-}
 
 // Float8AllGather returns false.
 func (CustomRecipe) Float8AllGather() bool { return false }

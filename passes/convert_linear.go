@@ -28,6 +28,9 @@ type LinearConfig struct {
 	// on the float32 operands (high_precision) or on the forward's
 	// quantized weight and input, dequantized (dequantized).
 	BackwardOverride fp8.BackwardOverride
+	// Seed is the run's seed, for recipes that draw (NVFP4's stochastic
+	// rounding) and have no seed of their own (fp8.Layer.Seed).
+	Seed uint64
 	// Debug, if set, applies a debug config's precision switches: a
 	// layer of a section with DisableFP8Layer stays float32, and the
 	// GEMMs its DisableFP8GEMM lists stay in high precision.
@@ -146,7 +149,7 @@ func (c *converter) plan(n *graph.Node, out, in int, x *graph.Node) (fp8.LayerPl
 		return fp8.LayerPlan{Skip: fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name)}, nil
 	}
 	rows, _ := view2DOf(x.Shape())
-	l := fp8.Layer{FQN: fqn, Node: n, Index: c.linIdx[n], Count: c.nLin, Out: out, In: in, Rows: rows}
+	l := fp8.Layer{FQN: fqn, Node: n, Index: c.linIdx[n], Count: c.nLin, Out: out, In: in, Rows: rows, Seed: c.cfg.Seed}
 	if f := c.cfg.Filter; f != nil {
 		l.Accept = func() bool { return f(n, fqn) }
 	}

@@ -13,12 +13,16 @@ import (
 
 // Config configures Prepare.
 type Config struct {
-	// Recipe chooses the backend: fp8.TERecipe, fp8.Float8BlockRecipe,
-	// fp8.AORecipe, fp8.MSAMPRecipe, or fp8.BF16Recipe for bf16 mixed
-	// precision. A nil
-	// Recipe converts nothing (float32 training, Accelerate's
+	// Recipe lowers the linear layers: fp8.TERecipe,
+	// fp8.Float8BlockRecipe, fp8.NVFP4Recipe, fp8.CustomRecipe,
+	// fp8.AORecipe, fp8.MSAMPRecipe, fp8.BF16Recipe for bf16 mixed
+	// precision, or a recipe of one's own (fp8.Recipe). A nil Recipe
+	// converts nothing (float32 training, Accelerate's
 	// mixed_precision="no"): only Passes run before compiling.
 	Recipe fp8.Recipe
+	// Seed is the run's seed, which a recipe that draws (NVFP4's
+	// stochastic rounding) uses unless it has a seed of its own.
+	Seed uint64
 	// TrainOutputs are the training program's outputs (the loss first,
 	// then the gradients); EvalOutputs the evaluation program's.
 	TrainOutputs, EvalOutputs []*graph.Node
@@ -176,7 +180,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 // check; the passes fill rep.
 func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool, rep *Report) []Pass {
 	ps := []Pass{{Name: "ConvertLinear", Check: checkConverted, Run: func(g *graph.Graph) (string, error) {
-		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter, Debug: cfg.Debug, BackwardOverride: cfg.BackwardOverride})
+		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter, Debug: cfg.Debug, BackwardOverride: cfg.BackwardOverride, Seed: cfg.Seed})
 		*rep = r
 		return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
 	}}}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/fp8"
@@ -137,4 +138,56 @@ func ExampleModel_regression() {
 	}
 	fmt.Printf("RMSE below 0.15: %v, R² above 0.99: %v\n", res.Eval.RMSE < 0.15, res.Eval.R2 > 0.99)
 	// Output: RMSE below 0.15: true, R² above 0.99: true
+}
+
+// keepFirstLayer is a recipe of one's own: Transformer Engine's delayed
+// scaling (every method of fp8.TERecipe, embedded), except that layers
+// named "*.fc1" stay in float32 and the recipe says so in its label.
+type keepFirstLayer struct{ fp8.TERecipe }
+
+func (r keepFirstLayer) Label() string { return "te-but-fc1/" + r.Format.String() }
+
+func (r keepFirstLayer) Lower(l fp8.Layer) (fp8.LayerPlan, error) {
+	if strings.HasSuffix(l.FQN, ".fc1") {
+		return fp8.LayerPlan{Skip: "fc1 stays in float32 (keepFirstLayer)"}, nil
+	}
+	return r.TERecipe.Lower(l)
+}
+
+// Precision.Use trains with any fp8.Recipe, a program's own included:
+// here TE's recipe with its first layer kept in float32.
+func ExamplePrecision_use() {
+	model := func(rows int, training bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		x, y := g.Input("x", graph.Float32, rows, 32), g.Input("label", graph.Int32, rows)
+		mlp, err := nn.NewMLP(b, "mlp", []int{32, 32, 32, 16}, nn.ReLU, nn.Dropout{})
+		if err != nil {
+			return nil, err
+		}
+		logits := mlp.Forward(x)
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, nil
+	}
+	x, y := make([]float32, 64*32), make([]int32, 64)
+	for i := range y {
+		y[i] = int32(i % 16)
+		x[i*32+i%16] = 1
+	}
+	ds, _ := data.NewTensors(data.Float32Column("x", x, 32), data.LabelColumn("label", y, 16))
+	tr, _ := train.New(train.Config{Model: model, BatchSize: 32, Seed: 1,
+		Precision: train.Precision{MixedPrecision: "fp8", Use: keepFirstLayer{}}})
+	res, err := tr.Fit(ds, train.Run{Steps: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Recipe)
+	for _, l := range res.Report.Layers {
+		fmt.Println(strings.TrimSpace(fmt.Sprint(l.FQN, " ", l.FP8, " ", l.Reason)))
+	}
+	// Output:
+	// te-but-fc1/HYBRID
+	// mlp.fc1 [] fc1 stays in float32 (keepFirstLayer)
+	// mlp.fc2 [fprop dgrad wgrad]
+	// mlp.fc3 [fprop dgrad wgrad]
 }

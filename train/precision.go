@@ -76,6 +76,10 @@ type Precision struct {
 	// CustomRecipe: a quantizer per layer, GEMM and tensor), whatever
 	// Backend says; it is set in Go only.
 	Custom *fp8.CustomRecipe
+	// Use, when set with MixedPrecision "fp8", is the recipe, whatever
+	// Backend and Custom say: any fp8.Recipe, one of package fp8's or one
+	// of the program's own (see fp8.Recipe). It is set in Go only.
+	Use fp8.Recipe
 
 	// BackwardOverride is Transformer Engine's NVTE_BACKWARD_OVERRIDE for
 	// every FP8 recipe: "" (the recipe's casts), "high_precision" or
@@ -199,6 +203,12 @@ func (p *Precision) backend() (string, error) {
 func (p *Precision) FP8Recipe() (fp8.Recipe, error) {
 	if _, err := fp8.ParseBackwardOverride(p.BackwardOverride); err != nil {
 		return nil, p.blame(err)
+	}
+	if p.Use != nil {
+		if err := p.Use.Validate(); err != nil {
+			return nil, wrapPrecision(err)
+		}
+		return p.Use, nil
 	}
 	if p.Custom != nil {
 		if err := p.Custom.Validate(); err != nil {

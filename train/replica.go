@@ -80,7 +80,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	}
 	// Prepare runs the forward passes on the forward graph, then builds
 	// the backward (the same graph.Grad as without any).
-	pc := passes.Config{Recipe: t.recipe, Filter: t.cfg.Filter, BackwardOverride: t.cfg.Precision.Override(), Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
+	pc := passes.Config{Recipe: t.recipe, Seed: t.cfg.Seed, Filter: t.cfg.Filter, BackwardOverride: t.cfg.Precision.Override(), Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
 		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
 	if t.fsdp {
 		f8 := t.recipe != nil && t.recipe.Float8AllGather()

@@ -199,10 +199,6 @@ func New(cfg Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The run's seed draws stochastic rounding (NVFP4's).
-	if r != nil {
-		r = r.Seeded(cfg.Seed)
-	}
 	t.recipe = r
 	switch {
 	case cfg.Comm != nil:
