@@ -35,6 +35,9 @@ func main() {
 	prec := train.Precision{MixedPrecision: "fp8"}
 	prec.RegisterFlags(flag.CommandLine) // -precision -recipe -format -ao -opt-level -config
 	flag.Parse()
+	if *file == "" {
+		check(errors.New("give -data FILE, a CSV file with a header row (examples/csv/testdata/iris.csv, say)"))
+	}
 	task, err := data.ParseTask(*taskName)
 	check(err)
 	check(prec.Resolve())
@@ -43,8 +46,7 @@ func main() {
 	trainRows, testRows, err := table.Split(0.2, 1)
 	check(err)
 	std := trainRows.FitStandardizer()
-	check(std.Apply(trainRows))
-	check(std.Apply(testRows))
+	check(errors.Join(std.Apply(trainRows), std.Apply(testRows)))
 	regression := table.Task() == data.Regression
 	outputs := table.Classes
 	var ys data.Standardizer // the model learns standardised targets

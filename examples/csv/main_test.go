@@ -204,6 +204,7 @@ func TestRefusals(t *testing.T) {
 		{Name: "bad cell", Args: []string{"-data", bad, "-label", "kind"}, Code: 1, Says: bad + `:3: column 1 ("a"): "x" is not a number`},
 		{Name: "no label column", Args: []string{"-data", file, "-label", "colour"}, Code: 1, Says: `no label column "colour"`},
 		{Name: "missing file", Args: []string{"-data", "/no/such.csv"}, Code: 1, Says: "/no/such.csv"},
+		{Name: "no file", Args: []string{"-label", "kind"}, Code: 1, Says: "give -data FILE"},
 		{Name: "bad config key", Args: []string{"-data", file, "-label", "kind", "-config", cfg}, Code: 1, Says: cfg + `:3: fp8_config: unknown key "marign"`},
 		{Name: "env and flag disagree", Env: []string{"ACCELERATE_FP8_FORMAT=E5M2"}, Args: []string{"-data", file, "-label", "kind", "-format", "E4M3"}, Code: 1,
 			Says: "-format E4M3 and ACCELERATE_FP8_FORMAT=E5M2 disagree"},
@@ -212,21 +213,21 @@ func TestRefusals(t *testing.T) {
 	}, nil)
 }
 
-// TestREADMEShowsThisProgram: the README's "Train on your own data"
-// section holds this program verbatim, in at most 90 lines of code
+// TestREADMEShowsThisProgram: docs/training.md's "Train on your own
+// data" section holds this program verbatim, in at most 90 lines of code
 // (classification and regression).
 func TestREADMEShowsThisProgram(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/training.md")
 	require.NoError(t, err)
 	src, err := os.ReadFile("main.go")
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(readme), "## Train on your own data")
-	require.True(t, ok, "README has no section \"Train on your own data\"")
+	require.True(t, ok, "docs/training.md has no section \"Train on your own data\"")
 	_, block, ok := strings.Cut(section, "```go\n")
 	require.True(t, ok)
 	block, _, ok = strings.Cut(block, "```\n")
 	require.True(t, ok)
-	require.Equal(t, string(src), block, "the README's copy of examples/csv/main.go")
+	require.Equal(t, string(src), block, "docs/training.md's copy of examples/csv/main.go")
 	code := 0
 	for _, l := range strings.Split(string(src), "\n") {
 		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "//") {
