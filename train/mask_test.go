@@ -288,3 +288,32 @@ func TestResumeAndStopSayWhere(t *testing.T) {
 	_, err = trainer(t, "no", "", func(c *train.Config) { c.BatchSize = 12 }).Fit(ds, train.Run{Steps: 8, Resume: dir})
 	require.ErrorIs(t, err, train.ErrResume, "another batch size")
 }
+
+// TestCrossEntropyOnPlainIntsRefused: cross-entropy leaves padded rows
+// out only when its labels are a label field (padded with IgnoreLabel);
+// on a plain int32 field, padded with 0, it is refused like any loss
+// blind to padding.
+func TestCrossEntropyOnPlainIntsRefused(t *testing.T) {
+	x := make([]float32, 30*regIn)
+	y := make([]int32, 30)
+	for i := range y {
+		y[i] = int32(i % 3)
+	}
+	ds, err := data.NewTensors(data.Float32Column("x", x, regIn), data.Int32Column("label", y))
+	require.NoError(t, err)
+	model := func(rows int, training bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		in, lab := g.Input("x", graph.Float32, rows, regIn), g.Input("label", graph.Int32, rows)
+		logits := nn.NewLinear(b, "fc", regIn, 3).Forward(in)
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": in, "label": lab}, Loss: ops.CrossEntropy(logits, lab)}, g.Err()
+	}
+	tr, err := train.New(train.Config{Model: model, BatchSize: 8})
+	require.NoError(t, err)
+	_, err = tr.Fit(ds, train.Run{Steps: 1})
+	require.ErrorContains(t, err, "has 2 padded rows")
+	tr, err = train.New(train.Config{Model: model, BatchSize: 10})
+	require.NoError(t, err)
+	_, err = tr.Fit(ds, train.Run{Steps: 1})
+	require.NoError(t, err)
+}
