@@ -58,14 +58,14 @@ func intAtLeast(min, max int) func(string) (string, bool) {
 	}
 }
 
+// boolean reads a switch with the words every reader takes
+// (fp8.ParseSwitch).
 func boolean(s string) (string, bool) {
-	switch strings.ToLower(s) {
-	case "1", "true", "yes", "on", "y", "t":
-		return "true", true
-	case "0", "false", "no", "off", "n", "f":
-		return "false", true
+	b, ok := fp8.ParseSwitch(s)
+	if !ok {
+		return "", false
 	}
-	return "", false
+	return strconv.FormatBool(b), true
 }
 
 // oneOf accepts the names (any case) and aliases (alias → name).
@@ -88,7 +88,7 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 func ptr(b bool) *bool { return &b }
 
-const boolAllowed = "true or false (1/0, yes/no, on/off)"
+const boolAllowed = fp8.SwitchWords
 
 // settings lists every setting; per backend in the order the FP8 recipes
 // read their variables (fp8.EnvFields), which Describe keeps.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octetml/octet/fp8"
 	"github.com/stretchr/testify/require"
 )
 
@@ -152,4 +153,21 @@ func TestEveryOctetVariableIsKnown(t *testing.T) {
 	}
 	sort.Strings(missing)
 	require.Empty(t, missing, "OCTET_ variables read somewhere but unknown to checkEnviron (add them to OtherEnvVars)")
+}
+
+// TestOneSwitchReader: the precision settings and fp8's own environment
+// readers take the same on/off words.
+func TestOneSwitchReader(t *testing.T) {
+	for _, w := range []string{"1", "true", "YES", "on", "y", "T", "0", "false", "No", "off", "n", "f", "", " on ", "maybe", "2", "tru"} {
+		want, wantOK := fp8.ParseSwitch(w)
+		c, ok := boolean(strings.TrimSpace(w))
+		require.Equal(t, wantOK, ok, "settings, %q", w)
+		if ok {
+			require.Equal(t, fmt.Sprint(want), c, "settings, %q", w)
+		}
+		t.Setenv(fp8.EnvPrefix+"USE_AUTOCAST_DURING_EVAL", w)
+		r, err := fp8.TERecipeFromEnv(fp8.TERecipe{})
+		require.Equal(t, wantOK, err == nil, "fp8, %q: %v", w, err)
+		require.Equal(t, want && wantOK, r.UseAutocastDuringEval, "fp8, %q", w)
+	}
 }
