@@ -13232,6 +13232,2054 @@ rowGemm6x4AVX512_write:
 	VZEROUPPER
 	RET
 
+// func rowGemm1x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm1x2AVX2(SB), NOSPLIT, $0-92
+	MOVQ   k+0(FP), AX
+	MOVQ   rsA+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   csA+24(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   b+32(FP), DX
+	MOVQ   ldb+40(FP), BX
+	SHLQ   $0x02, BX
+	MOVQ   a+8(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	TESTQ  AX, AX
+	JZ     rowGemm1x2AVX2_store
+
+rowGemm1x2AVX2_loop:
+	VMOVUPS      (DX), Y2
+	VMOVUPS      32(DX), Y3
+	VBROADCASTSS (SI), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x2AVX2_loop
+
+rowGemm1x2AVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y4
+	MOVQ         add+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x2AVX2_add
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	JMP          rowGemm1x2AVX2_write
+
+rowGemm1x2AVX2_add:
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
+	VMOVUPS     (CX), Y2
+	VFMADD231PS Y4, Y0, Y2
+	VMOVAPS     Y2, Y0
+	VMOVUPS     32(CX), Y3
+	VFMADD231PS Y4, Y1, Y3
+	VMOVAPS     Y3, Y1
+
+rowGemm1x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm2x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm2x2AVX2(SB), NOSPLIT, $0-92
+	MOVQ   k+0(FP), AX
+	MOVQ   rsA+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   csA+24(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b+32(FP), BX
+	MOVQ   ldb+40(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   a+8(FP), DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	TESTQ  AX, AX
+	JZ     rowGemm2x2AVX2_store
+
+rowGemm2x2AVX2_loop:
+	VMOVUPS      (BX), Y4
+	VMOVUPS      32(BX), Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm2x2AVX2_loop
+
+rowGemm2x2AVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y6
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm2x2AVX2_add
+	VMULPS       Y6, Y0, Y0
+	VMULPS       Y6, Y1, Y1
+	VMULPS       Y6, Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	JMP          rowGemm2x2AVX2_write
+
+rowGemm2x2AVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y4
+	VFMADD231PS Y6, Y0, Y4
+	VMOVAPS     Y4, Y0
+	VMOVUPS     32(DX), Y5
+	VFMADD231PS Y6, Y1, Y5
+	VMOVAPS     Y5, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y4
+	VFMADD231PS Y6, Y2, Y4
+	VMOVAPS     Y4, Y2
+	VMOVUPS     32(DX), Y5
+	VFMADD231PS Y6, Y3, Y5
+	VMOVAPS     Y5, Y3
+
+rowGemm2x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm3x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm3x2AVX2(SB), NOSPLIT, $0-92
+	MOVQ   k+0(FP), AX
+	MOVQ   rsA+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   csA+24(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b+32(FP), BX
+	MOVQ   ldb+40(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   a+8(FP), DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	TESTQ  AX, AX
+	JZ     rowGemm3x2AVX2_store
+
+rowGemm3x2AVX2_loop:
+	VMOVUPS      (BX), Y6
+	VMOVUPS      32(BX), Y7
+	VBROADCASTSS (DI), Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm3x2AVX2_loop
+
+rowGemm3x2AVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y8
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm3x2AVX2_add
+	VMULPS       Y8, Y0, Y0
+	VMULPS       Y8, Y1, Y1
+	VMULPS       Y8, Y2, Y2
+	VMULPS       Y8, Y3, Y3
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	JMP          rowGemm3x2AVX2_write
+
+rowGemm3x2AVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y6
+	VFMADD231PS Y8, Y0, Y6
+	VMOVAPS     Y6, Y0
+	VMOVUPS     32(DX), Y7
+	VFMADD231PS Y8, Y1, Y7
+	VMOVAPS     Y7, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y6
+	VFMADD231PS Y8, Y2, Y6
+	VMOVAPS     Y6, Y2
+	VMOVUPS     32(DX), Y7
+	VFMADD231PS Y8, Y3, Y7
+	VMOVAPS     Y7, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y6
+	VFMADD231PS Y8, Y4, Y6
+	VMOVAPS     Y6, Y4
+	VMOVUPS     32(DX), Y7
+	VFMADD231PS Y8, Y5, Y7
+	VMOVAPS     Y7, Y5
+
+rowGemm3x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm4x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm4x2AVX2(SB), NOSPLIT, $0-92
+	MOVQ   k+0(FP), AX
+	MOVQ   rsA+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   csA+24(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b+32(FP), BX
+	MOVQ   ldb+40(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   a+8(FP), DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ  AX, AX
+	JZ     rowGemm4x2AVX2_store
+
+rowGemm4x2AVX2_loop:
+	VMOVUPS      (BX), Y8
+	VMOVUPS      32(BX), Y9
+	VBROADCASTSS (DI), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm4x2AVX2_loop
+
+rowGemm4x2AVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y10
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm4x2AVX2_add
+	VMULPS       Y10, Y0, Y0
+	VMULPS       Y10, Y1, Y1
+	VMULPS       Y10, Y2, Y2
+	VMULPS       Y10, Y3, Y3
+	VMULPS       Y10, Y4, Y4
+	VMULPS       Y10, Y5, Y5
+	VMULPS       Y10, Y6, Y6
+	VMULPS       Y10, Y7, Y7
+	JMP          rowGemm4x2AVX2_write
+
+rowGemm4x2AVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y0, Y8
+	VMOVAPS     Y8, Y0
+	VMOVUPS     32(DX), Y9
+	VFMADD231PS Y10, Y1, Y9
+	VMOVAPS     Y9, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y2, Y8
+	VMOVAPS     Y8, Y2
+	VMOVUPS     32(DX), Y9
+	VFMADD231PS Y10, Y3, Y9
+	VMOVAPS     Y9, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y4, Y8
+	VMOVAPS     Y8, Y4
+	VMOVUPS     32(DX), Y9
+	VFMADD231PS Y10, Y5, Y9
+	VMOVAPS     Y9, Y5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y6, Y8
+	VMOVAPS     Y8, Y6
+	VMOVUPS     32(DX), Y9
+	VFMADD231PS Y10, Y7, Y9
+	VMOVAPS     Y9, Y7
+
+rowGemm4x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm5x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm5x2AVX2(SB), NOSPLIT, $0-92
+	MOVQ   k+0(FP), AX
+	MOVQ   rsA+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   csA+24(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b+32(FP), BX
+	MOVQ   ldb+40(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   a+8(FP), DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	MOVQ   R10, R11
+	ADDQ   CX, R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	TESTQ  AX, AX
+	JZ     rowGemm5x2AVX2_store
+
+rowGemm5x2AVX2_loop:
+	VMOVUPS      (BX), Y10
+	VMOVUPS      32(BX), Y11
+	VBROADCASTSS (DI), Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm5x2AVX2_loop
+
+rowGemm5x2AVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y12
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm5x2AVX2_add
+	VMULPS       Y12, Y0, Y0
+	VMULPS       Y12, Y1, Y1
+	VMULPS       Y12, Y2, Y2
+	VMULPS       Y12, Y3, Y3
+	VMULPS       Y12, Y4, Y4
+	VMULPS       Y12, Y5, Y5
+	VMULPS       Y12, Y6, Y6
+	VMULPS       Y12, Y7, Y7
+	VMULPS       Y12, Y8, Y8
+	VMULPS       Y12, Y9, Y9
+	JMP          rowGemm5x2AVX2_write
+
+rowGemm5x2AVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y0, Y10
+	VMOVAPS     Y10, Y0
+	VMOVUPS     32(DX), Y11
+	VFMADD231PS Y12, Y1, Y11
+	VMOVAPS     Y11, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y2, Y10
+	VMOVAPS     Y10, Y2
+	VMOVUPS     32(DX), Y11
+	VFMADD231PS Y12, Y3, Y11
+	VMOVAPS     Y11, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y4, Y10
+	VMOVAPS     Y10, Y4
+	VMOVUPS     32(DX), Y11
+	VFMADD231PS Y12, Y5, Y11
+	VMOVAPS     Y11, Y5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y6, Y10
+	VMOVAPS     Y10, Y6
+	VMOVUPS     32(DX), Y11
+	VFMADD231PS Y12, Y7, Y11
+	VMOVAPS     Y11, Y7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y8, Y10
+	VMOVAPS     Y10, Y8
+	VMOVUPS     32(DX), Y11
+	VFMADD231PS Y12, Y9, Y11
+	VMOVAPS     Y11, Y9
+
+rowGemm5x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm6x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm6x2AVX2(SB), NOSPLIT, $0-92
+	MOVQ   k+0(FP), AX
+	MOVQ   rsA+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   csA+24(FP), DX
+	SHLQ   $0x02, DX
+	MOVQ   b+32(FP), BX
+	MOVQ   ldb+40(FP), SI
+	SHLQ   $0x02, SI
+	MOVQ   a+8(FP), DI
+	MOVQ   DI, R8
+	ADDQ   CX, R8
+	MOVQ   R8, R9
+	ADDQ   CX, R9
+	MOVQ   R9, R10
+	ADDQ   CX, R10
+	MOVQ   R10, R11
+	ADDQ   CX, R11
+	MOVQ   R11, R12
+	ADDQ   CX, R12
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	TESTQ  AX, AX
+	JZ     rowGemm6x2AVX2_store
+
+rowGemm6x2AVX2_loop:
+	VMOVUPS      (BX), Y12
+	VMOVUPS      32(BX), Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y15
+	VFMADD231PS  Y15, Y12, Y2
+	VFMADD231PS  Y15, Y13, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y15
+	VFMADD231PS  Y15, Y12, Y6
+	VFMADD231PS  Y15, Y13, Y7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Y15
+	VFMADD231PS  Y15, Y12, Y10
+	VFMADD231PS  Y15, Y13, Y11
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm6x2AVX2_loop
+
+rowGemm6x2AVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y14
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm6x2AVX2_add
+	VMULPS       Y14, Y0, Y0
+	VMULPS       Y14, Y1, Y1
+	VMULPS       Y14, Y2, Y2
+	VMULPS       Y14, Y3, Y3
+	VMULPS       Y14, Y4, Y4
+	VMULPS       Y14, Y5, Y5
+	VMULPS       Y14, Y6, Y6
+	VMULPS       Y14, Y7, Y7
+	VMULPS       Y14, Y8, Y8
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VMULPS       Y14, Y11, Y11
+	JMP          rowGemm6x2AVX2_write
+
+rowGemm6x2AVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y0, Y12
+	VMOVAPS     Y12, Y0
+	VMOVUPS     32(DX), Y13
+	VFMADD231PS Y14, Y1, Y13
+	VMOVAPS     Y13, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y2, Y12
+	VMOVAPS     Y12, Y2
+	VMOVUPS     32(DX), Y13
+	VFMADD231PS Y14, Y3, Y13
+	VMOVAPS     Y13, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y4, Y12
+	VMOVAPS     Y12, Y4
+	VMOVUPS     32(DX), Y13
+	VFMADD231PS Y14, Y5, Y13
+	VMOVAPS     Y13, Y5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y6, Y12
+	VMOVAPS     Y12, Y6
+	VMOVUPS     32(DX), Y13
+	VFMADD231PS Y14, Y7, Y13
+	VMOVAPS     Y13, Y7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y8, Y12
+	VMOVAPS     Y12, Y8
+	VMOVUPS     32(DX), Y13
+	VFMADD231PS Y14, Y9, Y13
+	VMOVAPS     Y13, Y9
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y10, Y12
+	VMOVAPS     Y12, Y10
+	VMOVUPS     32(DX), Y13
+	VFMADD231PS Y14, Y11, Y13
+	VMOVAPS     Y13, Y11
+
+rowGemm6x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm1x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm1x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	MOVQ    mask+64(FP), DI
+	VMOVDQU (DI), Y15
+	VXORPS  Y0, Y0, Y0
+	TESTQ   AX, AX
+	JZ      rowGemm1x1mAVX2_store
+
+rowGemm1x1mAVX2_loop:
+	VMASKMOVPS   (DX), Y15, Y1
+	VBROADCASTSS (SI), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x1mAVX2_loop
+
+rowGemm1x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y2
+	MOVQ         add+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x1mAVX2_add
+	VMULPS       Y2, Y0, Y0
+	JMP          rowGemm1x1mAVX2_write
+
+rowGemm1x1mAVX2_add:
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
+	VMASKMOVPS  (CX), Y15, Y1
+	VFMADD231PS Y2, Y0, Y1
+	VMOVAPS     Y1, Y0
+
+rowGemm1x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm2x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm2x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	TESTQ   AX, AX
+	JZ      rowGemm2x1mAVX2_store
+
+rowGemm2x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y3
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm2x1mAVX2_loop
+
+rowGemm2x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y3
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm2x1mAVX2_add
+	VMULPS       Y3, Y0, Y0
+	VMULPS       Y3, Y1, Y1
+	JMP          rowGemm2x1mAVX2_write
+
+rowGemm2x1mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMASKMOVPS  (DX), Y15, Y2
+	VFMADD231PS Y3, Y0, Y2
+	VMOVAPS     Y2, Y0
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y2
+	VFMADD231PS Y3, Y1, Y2
+	VMOVAPS     Y2, Y1
+
+rowGemm2x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm3x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm3x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	TESTQ   AX, AX
+	JZ      rowGemm3x1mAVX2_store
+
+rowGemm3x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y4, Y3, Y0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm3x1mAVX2_loop
+
+rowGemm3x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y4
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm3x1mAVX2_add
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	VMULPS       Y4, Y2, Y2
+	JMP          rowGemm3x1mAVX2_write
+
+rowGemm3x1mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMASKMOVPS  (DX), Y15, Y3
+	VFMADD231PS Y4, Y0, Y3
+	VMOVAPS     Y3, Y0
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y3
+	VFMADD231PS Y4, Y1, Y3
+	VMOVAPS     Y3, Y1
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y3
+	VFMADD231PS Y4, Y2, Y3
+	VMOVAPS     Y3, Y2
+
+rowGemm3x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm4x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm4x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	TESTQ   AX, AX
+	JZ      rowGemm4x1mAVX2_store
+
+rowGemm4x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y4
+	VBROADCASTSS (DI), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y5
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y5
+	VFMADD231PS  Y5, Y4, Y3
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm4x1mAVX2_loop
+
+rowGemm4x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y5
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm4x1mAVX2_add
+	VMULPS       Y5, Y0, Y0
+	VMULPS       Y5, Y1, Y1
+	VMULPS       Y5, Y2, Y2
+	VMULPS       Y5, Y3, Y3
+	JMP          rowGemm4x1mAVX2_write
+
+rowGemm4x1mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMASKMOVPS  (DX), Y15, Y4
+	VFMADD231PS Y5, Y0, Y4
+	VMOVAPS     Y4, Y0
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y4
+	VFMADD231PS Y5, Y1, Y4
+	VMOVAPS     Y4, Y1
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y4
+	VFMADD231PS Y5, Y2, Y4
+	VMOVAPS     Y4, Y2
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y4
+	VFMADD231PS Y5, Y3, Y4
+	VMOVAPS     Y4, Y3
+
+rowGemm4x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm5x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm5x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	TESTQ   AX, AX
+	JZ      rowGemm5x1mAVX2_store
+
+rowGemm5x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y6
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y6
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm5x1mAVX2_loop
+
+rowGemm5x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y6
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm5x1mAVX2_add
+	VMULPS       Y6, Y0, Y0
+	VMULPS       Y6, Y1, Y1
+	VMULPS       Y6, Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	VMULPS       Y6, Y4, Y4
+	JMP          rowGemm5x1mAVX2_write
+
+rowGemm5x1mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMASKMOVPS  (DX), Y15, Y5
+	VFMADD231PS Y6, Y0, Y5
+	VMOVAPS     Y5, Y0
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y5
+	VFMADD231PS Y6, Y1, Y5
+	VMOVAPS     Y5, Y1
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y5
+	VFMADD231PS Y6, Y2, Y5
+	VMOVAPS     Y5, Y2
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y5
+	VFMADD231PS Y6, Y3, Y5
+	VMOVAPS     Y5, Y3
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y5
+	VFMADD231PS Y6, Y4, Y5
+	VMOVAPS     Y5, Y4
+
+rowGemm5x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm6x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm6x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	TESTQ   AX, AX
+	JZ      rowGemm6x1mAVX2_store
+
+rowGemm6x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y6
+	VBROADCASTSS (DI), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y7
+	VFMADD231PS  Y7, Y6, Y1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y7, Y6, Y3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Y7
+	VFMADD231PS  Y7, Y6, Y5
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm6x1mAVX2_loop
+
+rowGemm6x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y7
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm6x1mAVX2_add
+	VMULPS       Y7, Y0, Y0
+	VMULPS       Y7, Y1, Y1
+	VMULPS       Y7, Y2, Y2
+	VMULPS       Y7, Y3, Y3
+	VMULPS       Y7, Y4, Y4
+	VMULPS       Y7, Y5, Y5
+	JMP          rowGemm6x1mAVX2_write
+
+rowGemm6x1mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMASKMOVPS  (DX), Y15, Y6
+	VFMADD231PS Y7, Y0, Y6
+	VMOVAPS     Y6, Y0
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y6
+	VFMADD231PS Y7, Y1, Y6
+	VMOVAPS     Y6, Y1
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y6
+	VFMADD231PS Y7, Y2, Y6
+	VMOVAPS     Y6, Y2
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y6
+	VFMADD231PS Y7, Y3, Y6
+	VMOVAPS     Y6, Y3
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y6
+	VFMADD231PS Y7, Y4, Y6
+	VMOVAPS     Y6, Y4
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y6
+	VFMADD231PS Y7, Y5, Y6
+	VMOVAPS     Y6, Y5
+
+rowGemm6x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm7x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm7x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	TESTQ   AX, AX
+	JZ      rowGemm7x1mAVX2_store
+
+rowGemm7x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y7
+	VBROADCASTSS (DI), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y8
+	VFMADD231PS  Y8, Y7, Y1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y8
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Y8
+	VFMADD231PS  Y8, Y7, Y5
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Y8
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         DX, R13
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm7x1mAVX2_loop
+
+rowGemm7x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y8
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm7x1mAVX2_add
+	VMULPS       Y8, Y0, Y0
+	VMULPS       Y8, Y1, Y1
+	VMULPS       Y8, Y2, Y2
+	VMULPS       Y8, Y3, Y3
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	VMULPS       Y8, Y6, Y6
+	JMP          rowGemm7x1mAVX2_write
+
+rowGemm7x1mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMASKMOVPS  (DX), Y15, Y7
+	VFMADD231PS Y8, Y0, Y7
+	VMOVAPS     Y7, Y0
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y7
+	VFMADD231PS Y8, Y1, Y7
+	VMOVAPS     Y7, Y1
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y7
+	VFMADD231PS Y8, Y2, Y7
+	VMOVAPS     Y7, Y2
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y7
+	VFMADD231PS Y8, Y3, Y7
+	VMOVAPS     Y7, Y3
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y7
+	VFMADD231PS Y8, Y4, Y7
+	VMOVAPS     Y7, Y4
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y7
+	VFMADD231PS Y8, Y5, Y7
+	VMOVAPS     Y7, Y5
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y7
+	VFMADD231PS Y8, Y6, Y7
+	VMOVAPS     Y7, Y6
+
+rowGemm7x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y6, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm8x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm8x1mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	TESTQ   AX, AX
+	JZ      rowGemm8x1mAVX2_store
+
+rowGemm8x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y8
+	VBROADCASTSS (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y9
+	VFMADD231PS  Y9, Y8, Y1
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y9
+	VFMADD231PS  Y9, Y8, Y3
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Y9
+	VFMADD231PS  Y9, Y8, Y5
+	ADDQ         DX, R12
+	VBROADCASTSS (R13), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	ADDQ         DX, R13
+	VBROADCASTSS (R14), Y9
+	VFMADD231PS  Y9, Y8, Y7
+	ADDQ         DX, R14
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm8x1mAVX2_loop
+
+rowGemm8x1mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y9
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm8x1mAVX2_add
+	VMULPS       Y9, Y0, Y0
+	VMULPS       Y9, Y1, Y1
+	VMULPS       Y9, Y2, Y2
+	VMULPS       Y9, Y3, Y3
+	VMULPS       Y9, Y4, Y4
+	VMULPS       Y9, Y5, Y5
+	VMULPS       Y9, Y6, Y6
+	VMULPS       Y9, Y7, Y7
+	JMP          rowGemm8x1mAVX2_write
+
+rowGemm8x1mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y0, Y8
+	VMOVAPS     Y8, Y0
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y1, Y8
+	VMOVAPS     Y8, Y1
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y2, Y8
+	VMOVAPS     Y8, Y2
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y3, Y8
+	VMOVAPS     Y8, Y3
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y4, Y8
+	VMOVAPS     Y8, Y4
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y5, Y8
+	VMOVAPS     Y8, Y5
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y6, Y8
+	VMOVAPS     Y8, Y6
+	ADDQ        BX, DX
+	VMASKMOVPS  (DX), Y15, Y8
+	VFMADD231PS Y9, Y7, Y8
+	VMOVAPS     Y8, Y7
+
+rowGemm8x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y6, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y7, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm1x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm1x2mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	MOVQ    mask+64(FP), DI
+	VMOVDQU (DI), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	TESTQ   AX, AX
+	JZ      rowGemm1x2mAVX2_store
+
+rowGemm1x2mAVX2_loop:
+	VMOVUPS      (DX), Y2
+	VMASKMOVPS   32(DX), Y15, Y3
+	VBROADCASTSS (SI), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm1x2mAVX2_loop
+
+rowGemm1x2mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y4
+	MOVQ         add+72(FP), CX
+	TESTQ        CX, CX
+	JNZ          rowGemm1x2mAVX2_add
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	JMP          rowGemm1x2mAVX2_write
+
+rowGemm1x2mAVX2_add:
+	MOVQ        ldadd+80(FP), DX
+	SHLQ        $0x02, DX
+	VMOVUPS     (CX), Y2
+	VFMADD231PS Y4, Y0, Y2
+	VMOVAPS     Y2, Y0
+	VMASKMOVPS  32(CX), Y15, Y3
+	VFMADD231PS Y4, Y1, Y3
+	VMOVAPS     Y3, Y1
+
+rowGemm1x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm2x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm2x2mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	TESTQ   AX, AX
+	JZ      rowGemm2x2mAVX2_store
+
+rowGemm2x2mAVX2_loop:
+	VMOVUPS      (BX), Y4
+	VMASKMOVPS   32(BX), Y15, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y6
+	VFMADD231PS  Y6, Y4, Y2
+	VFMADD231PS  Y6, Y5, Y3
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm2x2mAVX2_loop
+
+rowGemm2x2mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y6
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm2x2mAVX2_add
+	VMULPS       Y6, Y0, Y0
+	VMULPS       Y6, Y1, Y1
+	VMULPS       Y6, Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	JMP          rowGemm2x2mAVX2_write
+
+rowGemm2x2mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y4
+	VFMADD231PS Y6, Y0, Y4
+	VMOVAPS     Y4, Y0
+	VMASKMOVPS  32(DX), Y15, Y5
+	VFMADD231PS Y6, Y1, Y5
+	VMOVAPS     Y5, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y4
+	VFMADD231PS Y6, Y2, Y4
+	VMOVAPS     Y4, Y2
+	VMASKMOVPS  32(DX), Y15, Y5
+	VFMADD231PS Y6, Y3, Y5
+	VMOVAPS     Y5, Y3
+
+rowGemm2x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm3x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm3x2mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	TESTQ   AX, AX
+	JZ      rowGemm3x2mAVX2_store
+
+rowGemm3x2mAVX2_loop:
+	VMOVUPS      (BX), Y6
+	VMASKMOVPS   32(BX), Y15, Y7
+	VBROADCASTSS (DI), Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y8
+	VFMADD231PS  Y8, Y6, Y2
+	VFMADD231PS  Y8, Y7, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm3x2mAVX2_loop
+
+rowGemm3x2mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y8
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm3x2mAVX2_add
+	VMULPS       Y8, Y0, Y0
+	VMULPS       Y8, Y1, Y1
+	VMULPS       Y8, Y2, Y2
+	VMULPS       Y8, Y3, Y3
+	VMULPS       Y8, Y4, Y4
+	VMULPS       Y8, Y5, Y5
+	JMP          rowGemm3x2mAVX2_write
+
+rowGemm3x2mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y6
+	VFMADD231PS Y8, Y0, Y6
+	VMOVAPS     Y6, Y0
+	VMASKMOVPS  32(DX), Y15, Y7
+	VFMADD231PS Y8, Y1, Y7
+	VMOVAPS     Y7, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y6
+	VFMADD231PS Y8, Y2, Y6
+	VMOVAPS     Y6, Y2
+	VMASKMOVPS  32(DX), Y15, Y7
+	VFMADD231PS Y8, Y3, Y7
+	VMOVAPS     Y7, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y6
+	VFMADD231PS Y8, Y4, Y6
+	VMOVAPS     Y6, Y4
+	VMASKMOVPS  32(DX), Y15, Y7
+	VFMADD231PS Y8, Y5, Y7
+	VMOVAPS     Y7, Y5
+
+rowGemm3x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm4x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm4x2mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	TESTQ   AX, AX
+	JZ      rowGemm4x2mAVX2_store
+
+rowGemm4x2mAVX2_loop:
+	VMOVUPS      (BX), Y8
+	VMASKMOVPS   32(BX), Y15, Y9
+	VBROADCASTSS (DI), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VFMADD231PS  Y10, Y9, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y10, Y8, Y6
+	VFMADD231PS  Y10, Y9, Y7
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm4x2mAVX2_loop
+
+rowGemm4x2mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y10
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm4x2mAVX2_add
+	VMULPS       Y10, Y0, Y0
+	VMULPS       Y10, Y1, Y1
+	VMULPS       Y10, Y2, Y2
+	VMULPS       Y10, Y3, Y3
+	VMULPS       Y10, Y4, Y4
+	VMULPS       Y10, Y5, Y5
+	VMULPS       Y10, Y6, Y6
+	VMULPS       Y10, Y7, Y7
+	JMP          rowGemm4x2mAVX2_write
+
+rowGemm4x2mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y0, Y8
+	VMOVAPS     Y8, Y0
+	VMASKMOVPS  32(DX), Y15, Y9
+	VFMADD231PS Y10, Y1, Y9
+	VMOVAPS     Y9, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y2, Y8
+	VMOVAPS     Y8, Y2
+	VMASKMOVPS  32(DX), Y15, Y9
+	VFMADD231PS Y10, Y3, Y9
+	VMOVAPS     Y9, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y4, Y8
+	VMOVAPS     Y8, Y4
+	VMASKMOVPS  32(DX), Y15, Y9
+	VFMADD231PS Y10, Y5, Y9
+	VMOVAPS     Y9, Y5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y8
+	VFMADD231PS Y10, Y6, Y8
+	VMOVAPS     Y8, Y6
+	VMASKMOVPS  32(DX), Y15, Y9
+	VFMADD231PS Y10, Y7, Y9
+	VMOVAPS     Y9, Y7
+
+rowGemm4x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm5x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm5x2mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	TESTQ   AX, AX
+	JZ      rowGemm5x2mAVX2_store
+
+rowGemm5x2mAVX2_loop:
+	VMOVUPS      (BX), Y10
+	VMASKMOVPS   32(BX), Y15, Y11
+	VBROADCASTSS (DI), Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y12
+	VFMADD231PS  Y12, Y10, Y2
+	VFMADD231PS  Y12, Y11, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y12
+	VFMADD231PS  Y12, Y10, Y6
+	VFMADD231PS  Y12, Y11, Y7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm5x2mAVX2_loop
+
+rowGemm5x2mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y12
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm5x2mAVX2_add
+	VMULPS       Y12, Y0, Y0
+	VMULPS       Y12, Y1, Y1
+	VMULPS       Y12, Y2, Y2
+	VMULPS       Y12, Y3, Y3
+	VMULPS       Y12, Y4, Y4
+	VMULPS       Y12, Y5, Y5
+	VMULPS       Y12, Y6, Y6
+	VMULPS       Y12, Y7, Y7
+	VMULPS       Y12, Y8, Y8
+	VMULPS       Y12, Y9, Y9
+	JMP          rowGemm5x2mAVX2_write
+
+rowGemm5x2mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y0, Y10
+	VMOVAPS     Y10, Y0
+	VMASKMOVPS  32(DX), Y15, Y11
+	VFMADD231PS Y12, Y1, Y11
+	VMOVAPS     Y11, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y2, Y10
+	VMOVAPS     Y10, Y2
+	VMASKMOVPS  32(DX), Y15, Y11
+	VFMADD231PS Y12, Y3, Y11
+	VMOVAPS     Y11, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y4, Y10
+	VMOVAPS     Y10, Y4
+	VMASKMOVPS  32(DX), Y15, Y11
+	VFMADD231PS Y12, Y5, Y11
+	VMOVAPS     Y11, Y5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y6, Y10
+	VMOVAPS     Y10, Y6
+	VMASKMOVPS  32(DX), Y15, Y11
+	VFMADD231PS Y12, Y7, Y11
+	VMOVAPS     Y11, Y7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y10
+	VFMADD231PS Y12, Y8, Y10
+	VMOVAPS     Y10, Y8
+	VMASKMOVPS  32(DX), Y15, Y11
+	VFMADD231PS Y12, Y9, Y11
+	VMOVAPS     Y11, Y9
+
+rowGemm5x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMASKMOVPS Y9, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm6x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+// Requires: AVX, FMA3
+TEXT ·rowGemm6x2mAVX2(SB), NOSPLIT, $0-92
+	MOVQ    k+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	VXORPS  Y10, Y10, Y10
+	VXORPS  Y11, Y11, Y11
+	TESTQ   AX, AX
+	JZ      rowGemm6x2mAVX2_store
+
+rowGemm6x2mAVX2_loop:
+	VMOVUPS      (BX), Y12
+	VMASKMOVPS   32(BX), Y15, Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	ADDQ         DX, DI
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VFMADD231PS  Y14, Y13, Y3
+	ADDQ         DX, R8
+	VBROADCASTSS (R9), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	ADDQ         DX, R9
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VFMADD231PS  Y14, Y13, Y7
+	ADDQ         DX, R10
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	ADDQ         DX, R11
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y14, Y12, Y10
+	VFMADD231PS  Y14, Y13, Y11
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm6x2mAVX2_loop
+
+rowGemm6x2mAVX2_store:
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+88(FP), Y14
+	MOVQ         add+72(FP), DX
+	TESTQ        DX, DX
+	JNZ          rowGemm6x2mAVX2_add
+	VMULPS       Y14, Y0, Y0
+	VMULPS       Y14, Y1, Y1
+	VMULPS       Y14, Y2, Y2
+	VMULPS       Y14, Y3, Y3
+	VMULPS       Y14, Y4, Y4
+	VMULPS       Y14, Y5, Y5
+	VMULPS       Y14, Y6, Y6
+	VMULPS       Y14, Y7, Y7
+	VMULPS       Y14, Y8, Y8
+	VMULPS       Y14, Y9, Y9
+	VMULPS       Y14, Y10, Y10
+	VMULPS       Y14, Y11, Y11
+	JMP          rowGemm6x2mAVX2_write
+
+rowGemm6x2mAVX2_add:
+	MOVQ        ldadd+80(FP), BX
+	SHLQ        $0x02, BX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y0, Y12
+	VMOVAPS     Y12, Y0
+	VMASKMOVPS  32(DX), Y15, Y13
+	VFMADD231PS Y14, Y1, Y13
+	VMOVAPS     Y13, Y1
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y2, Y12
+	VMOVAPS     Y12, Y2
+	VMASKMOVPS  32(DX), Y15, Y13
+	VFMADD231PS Y14, Y3, Y13
+	VMOVAPS     Y13, Y3
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y4, Y12
+	VMOVAPS     Y12, Y4
+	VMASKMOVPS  32(DX), Y15, Y13
+	VFMADD231PS Y14, Y5, Y13
+	VMOVAPS     Y13, Y5
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y6, Y12
+	VMOVAPS     Y12, Y6
+	VMASKMOVPS  32(DX), Y15, Y13
+	VFMADD231PS Y14, Y7, Y13
+	VMOVAPS     Y13, Y7
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y8, Y12
+	VMOVAPS     Y12, Y8
+	VMASKMOVPS  32(DX), Y15, Y13
+	VFMADD231PS Y14, Y9, Y13
+	VMOVAPS     Y13, Y9
+	ADDQ        BX, DX
+	VMOVUPS     (DX), Y12
+	VFMADD231PS Y14, Y10, Y12
+	VMOVAPS     Y12, Y10
+	VMASKMOVPS  32(DX), Y15, Y13
+	VFMADD231PS Y14, Y11, Y13
+	VMOVAPS     Y13, Y11
+
+rowGemm6x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMASKMOVPS Y9, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	VMASKMOVPS Y11, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76

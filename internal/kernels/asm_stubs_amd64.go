@@ -434,6 +434,106 @@ func rowGemm5x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, 
 //go:noescape
 func rowGemm6x4AVX512(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 
+// rowGemm1x2AVX2 computes C[1×n] (+)= alpha·A·B for n ≤ 16 (all lanes), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm1x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm2x2AVX2 computes C[2×n] (+)= alpha·A·B for n ≤ 16 (all lanes), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm2x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm3x2AVX2 computes C[3×n] (+)= alpha·A·B for n ≤ 16 (all lanes), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm3x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm4x2AVX2 computes C[4×n] (+)= alpha·A·B for n ≤ 16 (all lanes), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm4x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm5x2AVX2 computes C[5×n] (+)= alpha·A·B for n ≤ 16 (all lanes), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm5x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm6x2AVX2 computes C[6×n] (+)= alpha·A·B for n ≤ 16 (all lanes), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm6x2AVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm1x1mAVX2 computes C[1×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm1x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm2x1mAVX2 computes C[2×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm2x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm3x1mAVX2 computes C[3×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm3x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm4x1mAVX2 computes C[4×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm4x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm5x1mAVX2 computes C[5×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm5x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm6x1mAVX2 computes C[6×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm6x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm7x1mAVX2 computes C[7×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm7x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm8x1mAVX2 computes C[8×n] (+)= alpha·A·B for n ≤ 8 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm8x1mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm1x2mAVX2 computes C[1×n] (+)= alpha·A·B for n ≤ 16 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm1x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm2x2mAVX2 computes C[2×n] (+)= alpha·A·B for n ≤ 16 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm2x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm3x2mAVX2 computes C[3×n] (+)= alpha·A·B for n ≤ 16 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm3x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm4x2mAVX2 computes C[4×n] (+)= alpha·A·B for n ≤ 16 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm4x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm5x2mAVX2 computes C[5×n] (+)= alpha·A·B for n ≤ 16 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm5x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// rowGemm6x2mAVX2 computes C[6×n] (+)= alpha·A·B for n ≤ 16 (the last vector of each row masked), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm6x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

@@ -460,10 +460,9 @@ func rowGemm(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32,
 	}
 }
 
-// rowGemmGo is rowGemm's loop: the sum of the k products in order, then
-// times alpha, plus S in the same rounding. Its multiply-adds round twice
-// (to float64, then float32), so on rare ties it differs from the
-// kernels' fused ones by an ulp.
+// rowGemmGo is rowGemm's loop: the sum of the k products in order, each
+// a fused multiply-add (fma32), then times alpha, plus S in the same
+// rounding — the vector kernels' bits exactly.
 func rowGemmGo(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int) {
 	// 64 columns at a time in a stack accumulator, the rows of B read
 	// in order (each element still sums its products in k order).
@@ -474,17 +473,17 @@ func rowGemmGo(m, n, k int, alpha float32, a []float32, rsA, csA int, b []float3
 			s := acc[:j1-j0]
 			clear(s)
 			for p := 0; p < k; p++ {
-				av := float64(a[i*rsA+p*csA])
+				av := a[i*rsA+p*csA]
 				brow := b[p*ldb+j0 : p*ldb+j1]
 				for j, bv := range brow {
-					s[j] = float32(math.FMA(av, float64(bv), float64(s[j])))
+					s[j] = fma32(av, bv, s[j])
 				}
 			}
 			crow := c[i*ldc+j0 : i*ldc+j1]
 			if add != nil {
 				srow := add[i*ldadd+j0 : i*ldadd+j1]
 				for j, v := range s {
-					crow[j] = float32(math.FMA(float64(alpha), float64(v), float64(srow[j])))
+					crow[j] = fma32(alpha, v, srow[j])
 				}
 				continue
 			}

@@ -63,11 +63,6 @@ func dpbf16(acc float32, a, b uint32) float32 {
 	return fmaFTZ(acc, dazF32(uint16(a)), dazF32(uint16(b)))
 }
 
-// fma32 is a float32 fused multiply-add a·b + c, rounded once.
-func fma32(a, b, c float32) float32 {
-	return float32(math.FMA(float64(a), float64(b), float64(c)))
-}
-
 // bf16KernelRef is the reference every bf16 micro-kernel is checked
 // against and the loop the assembly replaces: C[mr×nr] += alpha·A·B from
 // slivers packed in bf16 pairs (k counts pairs: A holds mr lanes per
@@ -83,10 +78,7 @@ func fma32(a, b, c float32) float32 {
 // below 2^-24 of the other, and then the smaller one is under half a
 // float32 ulp of the larger and cannot reach a float32 rounding midpoint,
 // so rounding twice (to float64, then to float32) equals rounding once.
-// The two-part store uses math.FMA (one float64 rounding, then float32):
-// it can differ from the hardware's single rounding in the last bit in
-// rare ties, so the store is compared with a tolerance and the
-// accumulation bit for bit.
+// The two-part store uses fma32, which rounds once like the hardware.
 func bf16KernelRef(mr, nr, k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
 	for r := 0; r < mr; r++ {
 		for j := 0; j < nr; j++ {

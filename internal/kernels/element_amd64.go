@@ -10,6 +10,11 @@ import (
 
 var hasAVX512 = cpu.X86.HasAVX512F
 
+// hasAVX2 reports AVX2 with FMA, the ISA of the 8-lane kernels that run
+// where AVX-512 is missing (their results equal the AVX-512 kernels' and
+// the Go twins' bit for bit).
+var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
 // hasE2M1Rows: the NVFP4 row decode looks codes up with word permutes
 // (AVX-512BW).
 var hasE2M1Rows = hasAVX512 && cpu.X86.HasAVX512BW
@@ -150,7 +155,11 @@ func rowGemmRows(nv int) int { return min(8, 24/nv) }
 // bounds-checked) and reports whether it could.
 func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int, alpha float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		rowGemmAVX2(m, n, k, a, rsA, csA, b, ldb, c, ldc, add, ldadd, alpha)
+		return true
 	}
 	// at returns the address of S's element (i, j), or nil for none.
 	at := func(i, j int) *float32 {
@@ -185,6 +194,59 @@ func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int,
 		}
 	}
 	return true
+}
+
+// rowKernelAVX2 is the signature of the AVX2 row-GEMM kernels (mask
+// points at the lane masks of the last vector of a row, see
+// laneMasksAVX2).
+type rowKernelAVX2 func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
+
+// The AVX2 row-GEMM kernels: unmasked, 16 columns, 1–6 rows; masked
+// (the last vector of 8 lanes), 8 or 16 columns, 1–8 or 1–6 rows.
+var (
+	rowKernelsAVX2  = []rowKernelAVX2{rowGemm1x2AVX2, rowGemm2x2AVX2, rowGemm3x2AVX2, rowGemm4x2AVX2, rowGemm5x2AVX2, rowGemm6x2AVX2}
+	rowKernelsAVX2m = [2][]rowKernelAVX2{
+		{rowGemm1x1mAVX2, rowGemm2x1mAVX2, rowGemm3x1mAVX2, rowGemm4x1mAVX2, rowGemm5x1mAVX2, rowGemm6x1mAVX2, rowGemm7x1mAVX2, rowGemm8x1mAVX2},
+		{rowGemm1x2mAVX2, rowGemm2x2mAVX2, rowGemm3x2mAVX2, rowGemm4x2mAVX2, rowGemm5x2mAVX2, rowGemm6x2mAVX2},
+	}
+)
+
+// laneMasksAVX2 holds eight all-ones lanes and eight zero lanes: the
+// eight from index 8−v on select the first v lanes of a vector.
+var laneMasksAVX2 = [16]int32{-1, -1, -1, -1, -1, -1, -1, -1}
+
+// rowGemmAVX2 is rowGemmVector on the AVX2 kernels: row groups of six
+// outer and blocks of 16 columns inner (as the AVX-512 path does with
+// 64), then the columns left over with the masked kernels.
+func rowGemmAVX2(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int, alpha float32) {
+	at := func(i, j int) *float32 {
+		if add == nil {
+			return nil
+		}
+		return &add[i*ldadd+j]
+	}
+	nfull := n / 16 * 16
+	if nfull > 0 {
+		ks := rowKernelsAVX2
+		for i := 0; i < m; {
+			rows := min(len(ks), m-i)
+			kern := ks[rows-1]
+			for j := 0; j < nfull; j += 16 {
+				kern(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, nil, at(i, j), ldadd, alpha)
+			}
+			i += rows
+		}
+	}
+	if cols := n - nfull; cols > 0 {
+		nv := (cols + 7) / 8
+		mask := &laneMasksAVX2[8-(cols-8*(nv-1))]
+		ks := rowKernelsAVX2m[nv-1]
+		for i := 0; i < m; {
+			rows := min(len(ks), m-i)
+			ks[rows-1](k, &a[i*rsA], rsA, csA, &b[nfull], ldb, &c[i*ldc+nfull], ldc, mask, at(i, nfull), ldadd, alpha)
+			i += rows
+		}
+	}
 }
 
 // expSumVector runs ExpSum's vector kernel over all of x and reports

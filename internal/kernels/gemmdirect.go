@@ -33,9 +33,12 @@ const (
 // useDirect reports whether a float32 GEMM of this shape runs direct.
 // The rule is the measured cost of both paths on the GEMMs of training
 // steps: direct when op(B) fits in L2 and is read as stored (B not
-// transposed), or is Bᵀ with C of few rows or few columns.
+// transposed), or is Bᵀ with C of few rows or few columns. It depends on
+// the shape alone, never on the CPU or the kernel: the two paths sum k
+// in different groupings once k exceeds the blocked path's kc, so the
+// same choice everywhere is part of giving every machine the same bits.
 func useDirect(m, n, k int, transB bool) bool {
-	if !directGemm || !hasAVX512 || kern.name == goKernel.name || k == 0 || k*n > directMaxB {
+	if !directGemm || k == 0 || k*n > directMaxB {
 		return false
 	}
 	return !transB || m < directMaxRowsTransB || n <= directMaxColsTransB

@@ -86,6 +86,7 @@ func main() {
 			rowGemmKernel(fmt.Sprintf("rowGemm%dx%dAVX512", mr, nv), mr, nv)
 		}
 	}
+	rowGemmKernelsAVX2()
 	for nv := 1; nv <= 4; nv++ {
 		for mr := 1; mr <= rowGemmRows(nv); mr++ {
 			rowGemm16Kernel(fmt.Sprintf("rowGemm16_%dx%dAVX512", mr, nv), mr, nv)
