@@ -6,7 +6,9 @@ import (
 	"testing"
 )
 
-func TestAdamVectorMatchesScalar(t *testing.T) {
+func TestAdamVectorMatchesScalar(t *testing.T) { withISA(t, testAdamVectorMatchesScalar) }
+
+func testAdamVectorMatchesScalar(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, n := range []int{1, 16, 37, 1000} {
 		for _, c := range []AdamConsts{

@@ -15280,6 +15280,573 @@ rowGemm6x2mAVX2_write:
 	VZEROUPPER
 	RET
 
+DATA avx2Consts<>+0(SB)/4, $0x3f800000
+DATA avx2Consts<>+4(SB)/4, $0x3f800000
+DATA avx2Consts<>+8(SB)/4, $0x3f800000
+DATA avx2Consts<>+12(SB)/4, $0x3f800000
+DATA avx2Consts<>+16(SB)/4, $0x3f800000
+DATA avx2Consts<>+20(SB)/4, $0x3f800000
+DATA avx2Consts<>+24(SB)/4, $0x3f800000
+DATA avx2Consts<>+28(SB)/4, $0x3f800000
+DATA avx2Consts<>+32(SB)/4, $0x42ae0000
+DATA avx2Consts<>+36(SB)/4, $0x42ae0000
+DATA avx2Consts<>+40(SB)/4, $0x42ae0000
+DATA avx2Consts<>+44(SB)/4, $0x42ae0000
+DATA avx2Consts<>+48(SB)/4, $0x42ae0000
+DATA avx2Consts<>+52(SB)/4, $0x42ae0000
+DATA avx2Consts<>+56(SB)/4, $0x42ae0000
+DATA avx2Consts<>+60(SB)/4, $0x42ae0000
+DATA avx2Consts<>+64(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+68(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+72(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+76(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+80(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+84(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+88(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+92(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+96(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+100(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+104(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+108(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+112(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+116(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+120(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+124(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+128(SB)/4, $0x3f317200
+DATA avx2Consts<>+132(SB)/4, $0x3f317200
+DATA avx2Consts<>+136(SB)/4, $0x3f317200
+DATA avx2Consts<>+140(SB)/4, $0x3f317200
+DATA avx2Consts<>+144(SB)/4, $0x3f317200
+DATA avx2Consts<>+148(SB)/4, $0x3f317200
+DATA avx2Consts<>+152(SB)/4, $0x3f317200
+DATA avx2Consts<>+156(SB)/4, $0x3f317200
+DATA avx2Consts<>+160(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+164(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+168(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+172(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+176(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+180(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+184(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+188(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+192(SB)/4, $0x39500d01
+DATA avx2Consts<>+196(SB)/4, $0x39500d01
+DATA avx2Consts<>+200(SB)/4, $0x39500d01
+DATA avx2Consts<>+204(SB)/4, $0x39500d01
+DATA avx2Consts<>+208(SB)/4, $0x39500d01
+DATA avx2Consts<>+212(SB)/4, $0x39500d01
+DATA avx2Consts<>+216(SB)/4, $0x39500d01
+DATA avx2Consts<>+220(SB)/4, $0x39500d01
+DATA avx2Consts<>+224(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+228(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+232(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+236(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+240(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+244(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+248(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+252(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+256(SB)/4, $0x3c088889
+DATA avx2Consts<>+260(SB)/4, $0x3c088889
+DATA avx2Consts<>+264(SB)/4, $0x3c088889
+DATA avx2Consts<>+268(SB)/4, $0x3c088889
+DATA avx2Consts<>+272(SB)/4, $0x3c088889
+DATA avx2Consts<>+276(SB)/4, $0x3c088889
+DATA avx2Consts<>+280(SB)/4, $0x3c088889
+DATA avx2Consts<>+284(SB)/4, $0x3c088889
+DATA avx2Consts<>+288(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+292(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+296(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+300(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+304(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+308(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+312(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+316(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+320(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+324(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+328(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+332(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+336(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+340(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+344(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+348(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+352(SB)/4, $0x3f000000
+DATA avx2Consts<>+356(SB)/4, $0x3f000000
+DATA avx2Consts<>+360(SB)/4, $0x3f000000
+DATA avx2Consts<>+364(SB)/4, $0x3f000000
+DATA avx2Consts<>+368(SB)/4, $0x3f000000
+DATA avx2Consts<>+372(SB)/4, $0x3f000000
+DATA avx2Consts<>+376(SB)/4, $0x3f000000
+DATA avx2Consts<>+380(SB)/4, $0x3f000000
+DATA avx2Consts<>+384(SB)/4, $0xbf000000
+DATA avx2Consts<>+388(SB)/4, $0xbf000000
+DATA avx2Consts<>+392(SB)/4, $0xbf000000
+DATA avx2Consts<>+396(SB)/4, $0xbf000000
+DATA avx2Consts<>+400(SB)/4, $0xbf000000
+DATA avx2Consts<>+404(SB)/4, $0xbf000000
+DATA avx2Consts<>+408(SB)/4, $0xbf000000
+DATA avx2Consts<>+412(SB)/4, $0xbf000000
+DATA avx2Consts<>+416(SB)/4, $0x0000007f
+DATA avx2Consts<>+420(SB)/4, $0x0000007f
+DATA avx2Consts<>+424(SB)/4, $0x0000007f
+DATA avx2Consts<>+428(SB)/4, $0x0000007f
+DATA avx2Consts<>+432(SB)/4, $0x0000007f
+DATA avx2Consts<>+436(SB)/4, $0x0000007f
+DATA avx2Consts<>+440(SB)/4, $0x0000007f
+DATA avx2Consts<>+444(SB)/4, $0x0000007f
+DATA avx2Consts<>+448(SB)/4, $0xbf800000
+DATA avx2Consts<>+452(SB)/4, $0xbf800000
+DATA avx2Consts<>+456(SB)/4, $0xbf800000
+DATA avx2Consts<>+460(SB)/4, $0xbf800000
+DATA avx2Consts<>+464(SB)/4, $0xbf800000
+DATA avx2Consts<>+468(SB)/4, $0xbf800000
+DATA avx2Consts<>+472(SB)/4, $0xbf800000
+DATA avx2Consts<>+476(SB)/4, $0xbf800000
+DATA avx2Consts<>+480(SB)/4, $0x40000000
+DATA avx2Consts<>+484(SB)/4, $0x40000000
+DATA avx2Consts<>+488(SB)/4, $0x40000000
+DATA avx2Consts<>+492(SB)/4, $0x40000000
+DATA avx2Consts<>+496(SB)/4, $0x40000000
+DATA avx2Consts<>+500(SB)/4, $0x40000000
+DATA avx2Consts<>+504(SB)/4, $0x40000000
+DATA avx2Consts<>+508(SB)/4, $0x40000000
+DATA avx2Consts<>+512(SB)/4, $0x41100000
+DATA avx2Consts<>+516(SB)/4, $0x41100000
+DATA avx2Consts<>+520(SB)/4, $0x41100000
+DATA avx2Consts<>+524(SB)/4, $0x41100000
+DATA avx2Consts<>+528(SB)/4, $0x41100000
+DATA avx2Consts<>+532(SB)/4, $0x41100000
+DATA avx2Consts<>+536(SB)/4, $0x41100000
+DATA avx2Consts<>+540(SB)/4, $0x41100000
+DATA avx2Consts<>+544(SB)/4, $0xc1100000
+DATA avx2Consts<>+548(SB)/4, $0xc1100000
+DATA avx2Consts<>+552(SB)/4, $0xc1100000
+DATA avx2Consts<>+556(SB)/4, $0xc1100000
+DATA avx2Consts<>+560(SB)/4, $0xc1100000
+DATA avx2Consts<>+564(SB)/4, $0xc1100000
+DATA avx2Consts<>+568(SB)/4, $0xc1100000
+DATA avx2Consts<>+572(SB)/4, $0xc1100000
+DATA avx2Consts<>+576(SB)/4, $0x3d372713
+DATA avx2Consts<>+580(SB)/4, $0x3d372713
+DATA avx2Consts<>+584(SB)/4, $0x3d372713
+DATA avx2Consts<>+588(SB)/4, $0x3d372713
+DATA avx2Consts<>+592(SB)/4, $0x3d372713
+DATA avx2Consts<>+596(SB)/4, $0x3d372713
+DATA avx2Consts<>+600(SB)/4, $0x3d372713
+DATA avx2Consts<>+604(SB)/4, $0x3d372713
+DATA avx2Consts<>+608(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+612(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+616(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+620(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+624(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+628(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+632(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+636(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+640(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+644(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+648(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+652(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+656(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+660(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+664(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+668(SB)/4, $0x3e095d4f
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $672
+
+// func geluAVX2(y *float32, x *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·geluAVX2(SB), NOSPLIT, $0-24
+	MOVQ  y+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    geluAVX2_done
+
+geluAVX2_loop:
+	VMOVUPS    (CX), Y0
+	VMULPS     avx2Consts<>+576(SB), Y0, Y1
+	VMULPS     Y0, Y1, Y1
+	VMULPS     Y0, Y1, Y1
+	VADDPS     Y1, Y0, Y1
+	VMULPS     avx2Consts<>+608(SB), Y1, Y1
+	VMULPS     avx2Consts<>+480(SB), Y1, Y3
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y3, Y2, Y3
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y3, Y2, Y3
+	VMULPS     avx2Consts<>+96(SB), Y3, Y2
+	VADDPS     avx2Consts<>+352(SB), Y2, Y6
+	VCVTTPS2DQ Y6, Y6
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y7
+	VCVTTPS2DQ Y7, Y7
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y4
+	VBLENDVPS  Y4, Y7, Y6, Y6
+	VCVTDQ2PS  Y6, Y5
+	VMULPS     avx2Consts<>+128(SB), Y5, Y4
+	VSUBPS     Y4, Y3, Y4
+	VMULPS     avx2Consts<>+160(SB), Y5, Y7
+	VSUBPS     Y7, Y4, Y4
+	VMULPS     avx2Consts<>+192(SB), Y4, Y3
+	VADDPS     avx2Consts<>+224(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+256(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+288(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+320(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+352(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VPADDD     avx2Consts<>+416(SB), Y6, Y6
+	VPSLLD     $0x17, Y6, Y6
+	VMULPS     Y6, Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VMOVUPS    avx2Consts<>+480(SB), Y2
+	VDIVPS     Y3, Y2, Y2
+	VMOVUPS    avx2Consts<>+0(SB), Y6
+	VSUBPS     Y2, Y6, Y2
+	VCMPPS     $0x0e, avx2Consts<>+512(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+0(SB), Y2, Y2
+	VCMPPS     $0x01, avx2Consts<>+544(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+448(SB), Y2, Y2
+	VMULPS     avx2Consts<>+352(SB), Y0, Y6
+	VADDPS     avx2Consts<>+0(SB), Y2, Y2
+	VMULPS     Y2, Y6, Y2
+	VMOVUPS    Y2, (AX)
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000020, AX
+	DECQ       DX
+	JNZ        geluAVX2_loop
+
+geluAVX2_done:
+	VZEROUPPER
+	RET
+
+// func geluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·geluGradAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dx+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  dy+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    geluGradAVX2_done
+
+geluGradAVX2_loop:
+	VMOVUPS    (CX), Y0
+	VMULPS     avx2Consts<>+576(SB), Y0, Y1
+	VMULPS     Y0, Y1, Y1
+	VMULPS     Y0, Y1, Y1
+	VADDPS     Y1, Y0, Y1
+	VMULPS     avx2Consts<>+608(SB), Y1, Y1
+	VMULPS     avx2Consts<>+480(SB), Y1, Y3
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y3, Y2, Y3
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y3, Y2, Y3
+	VMULPS     avx2Consts<>+96(SB), Y3, Y2
+	VADDPS     avx2Consts<>+352(SB), Y2, Y6
+	VCVTTPS2DQ Y6, Y6
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y7
+	VCVTTPS2DQ Y7, Y7
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y4
+	VBLENDVPS  Y4, Y7, Y6, Y6
+	VCVTDQ2PS  Y6, Y5
+	VMULPS     avx2Consts<>+128(SB), Y5, Y4
+	VSUBPS     Y4, Y3, Y4
+	VMULPS     avx2Consts<>+160(SB), Y5, Y7
+	VSUBPS     Y7, Y4, Y4
+	VMULPS     avx2Consts<>+192(SB), Y4, Y3
+	VADDPS     avx2Consts<>+224(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+256(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+288(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+320(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+352(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VMULPS     Y3, Y4, Y3
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VPADDD     avx2Consts<>+416(SB), Y6, Y6
+	VPSLLD     $0x17, Y6, Y6
+	VMULPS     Y6, Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VMOVUPS    avx2Consts<>+480(SB), Y2
+	VDIVPS     Y3, Y2, Y2
+	VMOVUPS    avx2Consts<>+0(SB), Y6
+	VSUBPS     Y2, Y6, Y2
+	VCMPPS     $0x0e, avx2Consts<>+512(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+0(SB), Y2, Y2
+	VCMPPS     $0x01, avx2Consts<>+544(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+448(SB), Y2, Y2
+	VMULPS     avx2Consts<>+640(SB), Y0, Y3
+	VMULPS     Y0, Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VMULPS     avx2Consts<>+608(SB), Y3, Y3
+	VMULPS     Y2, Y2, Y6
+	VMOVUPS    avx2Consts<>+0(SB), Y7
+	VSUBPS     Y6, Y7, Y6
+	VMULPS     avx2Consts<>+352(SB), Y0, Y7
+	VMULPS     Y6, Y7, Y7
+	VMULPS     Y3, Y7, Y7
+	VADDPS     avx2Consts<>+0(SB), Y2, Y2
+	VMULPS     avx2Consts<>+352(SB), Y2, Y2
+	VADDPS     Y7, Y2, Y2
+	VMOVUPS    (DX), Y6
+	VMULPS     Y2, Y6, Y2
+	VMOVUPS    Y2, (AX)
+	ADDQ       $0x00000020, DX
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000020, AX
+	DECQ       BX
+	JNZ        geluGradAVX2_loop
+
+geluGradAVX2_done:
+	VZEROUPPER
+	RET
+
+// func expSumAVX2(y *float32, x *float32, blocks int, scale float32, shift float32, lanes *[16]float32)
+// Requires: AVX, AVX2
+TEXT ·expSumAVX2(SB), NOSPLIT, $0-40
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Y8
+	VBROADCASTSS shift+28(FP), Y9
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y11, Y11, Y11
+	TESTQ        DX, DX
+	JZ           expSumAVX2_done
+
+expSumAVX2_loop:
+	VMOVUPS    (CX), Y0
+	VMULPS     Y8, Y0, Y0
+	VSUBPS     Y9, Y0, Y0
+	VMOVUPS    avx2Consts<>+32(SB), Y1
+	VMINPS     Y0, Y1, Y0
+	VMOVUPS    avx2Consts<>+64(SB), Y1
+	VMAXPS     Y0, Y1, Y0
+	VMULPS     avx2Consts<>+96(SB), Y0, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y2
+	VCVTTPS2DQ Y2, Y2
+	VSUBPS     avx2Consts<>+352(SB), Y1, Y3
+	VCVTTPS2DQ Y3, Y3
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y1, Y4
+	VBLENDVPS  Y4, Y3, Y2, Y2
+	VCVTDQ2PS  Y2, Y5
+	VMULPS     avx2Consts<>+128(SB), Y5, Y4
+	VSUBPS     Y4, Y0, Y4
+	VMULPS     avx2Consts<>+160(SB), Y5, Y3
+	VSUBPS     Y3, Y4, Y4
+	VMULPS     avx2Consts<>+192(SB), Y4, Y0
+	VADDPS     avx2Consts<>+224(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+256(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+288(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+320(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+352(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VPADDD     avx2Consts<>+416(SB), Y2, Y2
+	VPSLLD     $0x17, Y2, Y2
+	VMULPS     Y2, Y0, Y0
+	VMOVUPS    Y0, (AX)
+	VADDPS     Y0, Y10, Y10
+	VMOVUPS    32(CX), Y0
+	VMULPS     Y8, Y0, Y0
+	VSUBPS     Y9, Y0, Y0
+	VMOVUPS    avx2Consts<>+32(SB), Y1
+	VMINPS     Y0, Y1, Y0
+	VMOVUPS    avx2Consts<>+64(SB), Y1
+	VMAXPS     Y0, Y1, Y0
+	VMULPS     avx2Consts<>+96(SB), Y0, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y2
+	VCVTTPS2DQ Y2, Y2
+	VSUBPS     avx2Consts<>+352(SB), Y1, Y3
+	VCVTTPS2DQ Y3, Y3
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y1, Y4
+	VBLENDVPS  Y4, Y3, Y2, Y2
+	VCVTDQ2PS  Y2, Y5
+	VMULPS     avx2Consts<>+128(SB), Y5, Y4
+	VSUBPS     Y4, Y0, Y4
+	VMULPS     avx2Consts<>+160(SB), Y5, Y3
+	VSUBPS     Y3, Y4, Y4
+	VMULPS     avx2Consts<>+192(SB), Y4, Y0
+	VADDPS     avx2Consts<>+224(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+256(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+288(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+320(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+352(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VPADDD     avx2Consts<>+416(SB), Y2, Y2
+	VPSLLD     $0x17, Y2, Y2
+	VMULPS     Y2, Y0, Y0
+	VMOVUPS    Y0, 32(AX)
+	VADDPS     Y0, Y11, Y11
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, AX
+	DECQ       DX
+	JNZ        expSumAVX2_loop
+
+expSumAVX2_done:
+	MOVQ    lanes+32(FP), AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowMaxAVX2(x *float32, blocks int, lanes *[16]float32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·rowMaxAVX2(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVL         $0xff800000, DX
+	MOVD         DX, X0
+	VBROADCASTSS X0, Y0
+	VMOVAPS      Y0, Y1
+	TESTQ        CX, CX
+	JZ           rowMaxAVX2_done
+
+rowMaxAVX2_loop:
+	VMAXPS (AX), Y0, Y0
+	VMAXPS 32(AX), Y1, Y1
+	ADDQ   $0x00000040, AX
+	DECQ   CX
+	JNZ    rowMaxAVX2_loop
+
+rowMaxAVX2_done:
+	MOVQ    lanes+16(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func softmaxGradRowAVX2(ds *float32, p *float32, dp *float32, blocks int, d float32, scale float32)
+// Requires: AVX
+TEXT ·softmaxGradRowAVX2(SB), NOSPLIT, $0-40
+	MOVQ         ds+0(FP), AX
+	MOVQ         p+8(FP), CX
+	MOVQ         dp+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	VBROADCASTSS d+32(FP), Y10
+	VBROADCASTSS scale+36(FP), Y11
+	TESTQ        BX, BX
+	JZ           softmaxGradRowAVX2_done
+
+softmaxGradRowAVX2_loop:
+	VMOVUPS (DX), Y0
+	VMOVUPS (CX), Y1
+	VSUBPS  Y10, Y0, Y0
+	VMULPS  Y1, Y0, Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	DECQ    BX
+	JNZ     softmaxGradRowAVX2_loop
+
+softmaxGradRowAVX2_done:
+	VZEROUPPER
+	RET
+
+// func reluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
+// Requires: AVX
+TEXT ·reluGradAVX2(SB), NOSPLIT, $0-32
+	MOVQ   dx+0(FP), AX
+	MOVQ   x+8(FP), CX
+	MOVQ   dy+16(FP), DX
+	MOVQ   blocks+24(FP), BX
+	VXORPS Y15, Y15, Y15
+	TESTQ  BX, BX
+	JZ     relugrad2_done
+
+relugrad2_loop:
+	VMOVUPS (CX), Y0
+	VCMPPS  $0x1e, Y15, Y0, Y0
+	VANDPS  (DX), Y0, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, AX
+	DECQ    BX
+	JNZ     relugrad2_loop
+
+relugrad2_done:
+	VZEROUPPER
+	RET
+
+// func adamAVX2(w *float32, grad *float32, mom *float32, vel *float32, blocks int, c *[9]float32)
+// Requires: AVX
+TEXT ·adamAVX2(SB), NOSPLIT, $0-48
+	MOVQ         w+0(FP), AX
+	MOVQ         grad+8(FP), CX
+	MOVQ         mom+16(FP), DX
+	MOVQ         vel+24(FP), BX
+	MOVQ         blocks+32(FP), SI
+	MOVQ         c+40(FP), DI
+	VBROADCASTSS (DI), Y7
+	VBROADCASTSS 4(DI), Y8
+	VBROADCASTSS 8(DI), Y9
+	VBROADCASTSS 12(DI), Y10
+	VBROADCASTSS 16(DI), Y11
+	VBROADCASTSS 20(DI), Y12
+	VBROADCASTSS 24(DI), Y13
+	VBROADCASTSS 28(DI), Y14
+	VBROADCASTSS 32(DI), Y15
+	TESTQ        SI, SI
+	JZ           adam2_done
+
+adam2_loop:
+	VMOVUPS (AX), Y0
+	VMOVUPS (CX), Y1
+	VMOVUPS (DX), Y2
+	VMOVUPS (BX), Y3
+	VMULPS  Y0, Y7, Y4
+	VADDPS  Y4, Y1, Y1
+	VMULPS  Y8, Y0, Y0
+	VMULPS  Y2, Y9, Y2
+	VMULPS  Y1, Y10, Y4
+	VADDPS  Y4, Y2, Y2
+	VMULPS  Y3, Y11, Y3
+	VMULPS  Y1, Y12, Y4
+	VMULPS  Y1, Y4, Y4
+	VADDPS  Y4, Y3, Y3
+	VSQRTPS Y3, Y4
+	VDIVPS  Y14, Y4, Y4
+	VADDPS  Y15, Y4, Y4
+	VMULPS  Y2, Y13, Y5
+	VDIVPS  Y4, Y5, Y5
+	VSUBPS  Y5, Y0, Y0
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, (BX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, BX
+	DECQ    SI
+	JNZ     adam2_loop
+
+adam2_done:
+	VZEROUPPER
+	RET
+
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76

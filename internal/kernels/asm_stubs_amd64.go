@@ -534,6 +534,41 @@ func rowGemm5x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c
 //go:noescape
 func rowGemm6x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
 
+// geluAVX2 is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).
+//
+//go:noescape
+func geluAVX2(y *float32, x *float32, blocks int)
+
+// geluGradAVX2 is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).
+//
+//go:noescape
+func geluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
+
+// expSumAVX2 writes y = fastExp(x·scale − shift) over 16·blocks values and stores their 16 lane sums; its Go twin is expSumGo (attention.go) (AVX2).
+//
+//go:noescape
+func expSumAVX2(y *float32, x *float32, blocks int, scale float32, shift float32, lanes *[16]float32)
+
+// rowMaxAVX2 stores the 16 lane maxima of 16·blocks values; its Go twin is rowMaxGo (attention.go) (AVX2).
+//
+//go:noescape
+func rowMaxAVX2(x *float32, blocks int, lanes *[16]float32)
+
+// softmaxGradRowAVX2 writes ds = (p·(dp − d))·scale over 8·blocks values; its Go twin is softmaxGradRowGo (attention.go) (AVX2).
+//
+//go:noescape
+func softmaxGradRowAVX2(ds *float32, p *float32, dp *float32, blocks int, d float32, scale float32)
+
+// reluGradAVX2 is the 8-lane form of the Go loop in ReLUGrad (activation.go) over 8·blocks values (AVX2).
+//
+//go:noescape
+func reluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
+
+// adamAVX2 applies the Adam update to 8·blocks parameters; its Go twin is the loop in Adam (adam.go) (AVX2).
+//
+//go:noescape
+func adamAVX2(w *float32, grad *float32, mom *float32, vel *float32, blocks int, c *[9]float32)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

@@ -87,7 +87,9 @@ func testRowGemmMatchesReference(t *testing.T) {
 // TestSoftmaxRowKernelsMatchTwins checks ExpSum, RowMax and
 // SoftmaxGradRow against their Go twins bit for bit, at every length up
 // to 70 (every tail mask), and ExpSum against math.Exp.
-func TestSoftmaxRowKernelsMatchTwins(t *testing.T) {
+func TestSoftmaxRowKernelsMatchTwins(t *testing.T) { withISA(t, testSoftmaxRowKernelsMatchTwins) }
+
+func testSoftmaxRowKernelsMatchTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	for n := 1; n <= 70; n++ {
 		x := make([]float32, n)
@@ -213,7 +215,9 @@ func naiveAttentionDropout(b, t, h, d int, scale float64, qkv, dy []float32, p f
 // against the float64 definition on shapes that cover one tile, tile
 // edges, several tiles, chunk edges and head widths that are not
 // multiples of 16.
-func TestAttentionMatchesDefinition(t *testing.T) {
+func TestAttentionMatchesDefinition(t *testing.T) { withISA(t, testAttentionMatchesDefinition) }
+
+func testAttentionMatchesDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, s := range []struct {
 		b, t, h, d int
@@ -263,7 +267,9 @@ func TestAttentionMatchesDefinition(t *testing.T) {
 // TestExpKernelsKeepNaN checks that a NaN input stays NaN through the
 // vector exponential (its clamp must not turn NaN into e^±87), in ExpSum
 // and in GELU, as in their Go twins.
-func TestExpKernelsKeepNaN(t *testing.T) {
+func TestExpKernelsKeepNaN(t *testing.T) { withISA(t, testExpKernelsKeepNaN) }
+
+func testExpKernelsKeepNaN(t *testing.T) {
 	nan := float32(math.NaN())
 	for _, n := range []int{1, 16, 19, 40} {
 		x := make([]float32, n)
@@ -435,7 +441,9 @@ func naiveAttentionGQA(b, t, h, hkv, d int, scale float64, qkv, dy []float32, ro
 // embeddings, on and off, against the float64 definition, across tile
 // edges and ragged lengths, with guard values around the gradient's
 // rows (which every group writes whole).
-func TestAttentionGQARoPEMatchesDefinition(t *testing.T) {
+func TestAttentionGQARoPEMatchesDefinition(t *testing.T) { withISA(t, testAttentionGQARoPEMatchesDefinition) }
+
+func testAttentionGQARoPEMatchesDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	for _, s := range []struct{ b, t, h, hkv, d int }{
 		{1, 1, 2, 1, 4}, {2, 5, 4, 2, 8}, {1, 17, 4, 1, 16}, {2, 64, 4, 4, 32}, {1, 70, 6, 2, 24}, {1, 150, 2, 1, 48}, {1, 33, 3, 3, 80},

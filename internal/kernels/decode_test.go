@@ -9,7 +9,9 @@ import (
 // TestDecodeFP8MatchesTables decodes every code of both formats with the
 // vector kernel (the first 256) and its Go twin (the last 16), and
 // compares with an independent decode from the bit fields.
-func TestDecodeFP8MatchesTables(t *testing.T) {
+func TestDecodeFP8MatchesTables(t *testing.T) { withISA(t, testDecodeFP8MatchesTables) }
+
+func testDecodeFP8MatchesTables(t *testing.T) {
 	for format := 0; format < 2; format++ {
 		src := make([]uint8, 256+16)
 		for i := range src {
@@ -63,7 +65,9 @@ var testCasts = [2]*FP8Cast{
 // TestQuantizeFP8MatchesTwin checks the vector cast against its Go twin
 // bit for bit, codes and amax, on every kind of value (NaN, ±inf,
 // subnormals, ties, any bit pattern), at lengths that leave a tail.
-func TestQuantizeFP8MatchesTwin(t *testing.T) {
+func TestQuantizeFP8MatchesTwin(t *testing.T) { withISA(t, testQuantizeFP8MatchesTwin) }
+
+func testQuantizeFP8MatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 464, 465, 61440, 1.0 / 1024, 3.0 / 1024,
 		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3, float32(math.NaN())}

@@ -47,8 +47,17 @@ func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (d
 // adamVector runs the AVX-512 Adam kernel over the longest multiple of
 // 16 and returns how many values it updated.
 func adamVector(w, g, m, v []float32, c *AdamConsts) int {
+	if !hasAVX512 {
+		blocks := len(w) / 8
+		if !hasAVX2 || blocks == 0 {
+			return 0
+		}
+		_, _, _ = g[blocks*8-1], m[blocks*8-1], v[blocks*8-1]
+		adamAVX2(&w[0], &g[0], &m[0], &v[0], blocks, (*[9]float32)(c))
+		return blocks * 8
+	}
 	blocks := len(w) / 16
-	if !hasAVX512 || blocks == 0 {
+	if blocks == 0 {
 		return 0
 	}
 	_, _, _ = g[blocks*16-1], m[blocks*16-1], v[blocks*16-1]
@@ -75,8 +84,16 @@ func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int 
 // geluVector runs the vector GELU over the longest multiple of 16 of x
 // into y and returns how many values it did (GELU's loop does the rest).
 func geluVector(y, x []float32) int {
+	if !hasAVX512 {
+		blocks := len(x) / 8
+		if !hasAVX2 || blocks == 0 || len(y) < len(x) {
+			return 0
+		}
+		geluAVX2(&y[0], &x[0], blocks)
+		return blocks * 8
+	}
 	blocks := len(x) / 16
-	if !hasAVX512 || blocks == 0 || len(y) < len(x) {
+	if blocks == 0 || len(y) < len(x) {
 		return 0
 	}
 	geluAVX512(&y[0], &x[0], blocks)
@@ -85,8 +102,16 @@ func geluVector(y, x []float32) int {
 
 // geluGradVector is geluVector for the backward, dx = dy·GELU'(x).
 func geluGradVector(dx, x, dy []float32) int {
+	if !hasAVX512 {
+		blocks := len(x) / 8
+		if !hasAVX2 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
+			return 0
+		}
+		geluGradAVX2(&dx[0], &x[0], &dy[0], blocks)
+		return blocks * 8
+	}
 	blocks := len(x) / 16
-	if !hasAVX512 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
+	if blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
 		return 0
 	}
 	geluGradAVX512(&dx[0], &x[0], &dy[0], blocks)
@@ -97,8 +122,16 @@ func geluGradVector(dx, x, dy []float32) int {
 // included) over the longest multiple of 16 it can vectorise and returns
 // how many it did; ReLUGrad's loop does the rest.
 func reluGradVector(dx, x, dy []float32) int {
+	if !hasAVX512 {
+		blocks := len(x) / 8
+		if !hasAVX2 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
+			return 0
+		}
+		reluGradAVX2(&dx[0], &x[0], &dy[0], blocks)
+		return blocks * 8
+	}
 	blocks := len(x) / 16
-	if !hasAVX512 || blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
+	if blocks == 0 || len(dx) < len(x) || len(dy) < len(x) {
 		return 0
 	}
 	reluGradAVX512(&dx[0], &x[0], &dy[0], blocks)
@@ -253,7 +286,18 @@ func rowGemmAVX2(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c
 // whether it could.
 func expSumVector(y, x []float32, scale, shift float32) (float32, bool) {
 	if !hasAVX512 {
-		return 0, false
+		if !hasAVX2 {
+			return 0, false
+		}
+		// 16 values at a time into 16 lane sums, the rest by the twin
+		// into the same lanes: the AVX-512 kernel's sums.
+		var lanes [16]float32
+		blocks := len(x) / 16
+		if blocks > 0 {
+			expSumAVX2(&y[0], &x[0], blocks, scale, shift, &lanes)
+		}
+		expSumGo(y[16*blocks:], x[16*blocks:], scale, shift, &lanes)
+		return sumLanes(&lanes), true
 	}
 	blocks, mask := tailMask(len(x))
 	return expSumAVX512(&y[0], &x[0], blocks, mask, scale, shift), true
@@ -262,7 +306,20 @@ func expSumVector(y, x []float32, scale, shift float32) (float32, bool) {
 // rowMaxVector runs RowMax's vector kernel and reports whether it could.
 func rowMaxVector(x []float32) (float32, bool) {
 	if !hasAVX512 {
-		return 0, false
+		blocks := len(x) / 16
+		if !hasAVX2 || blocks == 0 {
+			return 0, false
+		}
+		var lanes [16]float32
+		rowMaxAVX2(&x[0], blocks, &lanes)
+		m := lanes[0]
+		for _, v := range lanes[1:] {
+			m = max(m, v)
+		}
+		for _, v := range x[16*blocks:] {
+			m = max(m, v)
+		}
+		return m, true
 	}
 	blocks, mask := tailMask(len(x))
 	return rowMaxAVX512(&x[0], blocks, mask), true
@@ -272,7 +329,15 @@ func rowMaxVector(x []float32) (float32, bool) {
 // whether it could.
 func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		blocks := len(p) / 8
+		if blocks > 0 {
+			softmaxGradRowAVX2(&ds[0], &p[0], &dp[0], blocks, d, scale)
+		}
+		softmaxGradRowGo(ds[8*blocks:], p[8*blocks:], dp[8*blocks:], d, scale)
+		return true
 	}
 	blocks, mask := tailMask(len(p))
 	softmaxGradRowAVX512(&ds[0], &p[0], &dp[0], blocks, mask, d, scale)

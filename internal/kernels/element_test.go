@@ -11,7 +11,9 @@ import (
 // filled with guard values: the kernel may write only its slice's prefix
 // of the length it reports done, and the guards before and after stay
 // untouched.
-func TestElementKernelsStayInBounds(t *testing.T) {
+func TestElementKernelsStayInBounds(t *testing.T) { withISA(t, testElementKernelsStayInBounds) }
+
+func testElementKernelsStayInBounds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
 	const pad = 40
 	f32 := func(n int) []float32 {
@@ -159,7 +161,9 @@ func TestElementKernelsStayInBounds(t *testing.T) {
 // Add and AddTo give the loops' sums bit for bit at every length (the
 // vector kernels' whole blocks and masked tails), with infinities and
 // signed zeros, in place too, and touch nothing past dst.
-func TestAddMatchesLoop(t *testing.T) {
+func TestAddMatchesLoop(t *testing.T) { withISA(t, testAddMatchesLoop) }
+
+func testAddMatchesLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 17))
 	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.Copysign(0, -1)), 0, 3e38, -3e38, 1e-45}
 	for n := 0; n <= 70; n++ {
@@ -200,7 +204,9 @@ func TestAddMatchesLoop(t *testing.T) {
 // ReLU is Go's max(x, 0) bit for bit at every length: −0 and negatives
 // give +0, NaN (any sign or payload) as max leaves it, denormals and
 // infinities as max gives them; in place too.
-func TestReLUMatchesMax(t *testing.T) {
+func TestReLUMatchesMax(t *testing.T) { withISA(t, testReLUMatchesMax) }
+
+func testReLUMatchesMax(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 19))
 	specials := []float32{float32(math.NaN()), math.Float32frombits(0xFFC00001), math.Float32frombits(0x7F800001),
 		float32(math.Copysign(0, -1)), 0, float32(math.Inf(1)), float32(math.Inf(-1)), 1e-45, -1e-45, -3e38}
@@ -226,6 +232,44 @@ func TestReLUMatchesMax(t *testing.T) {
 		}
 		if got[n] != 42 || math.Float32bits(in[n]) != math.Float32bits(x[n]) {
 			t.Fatalf("n=%d: a value past the end changed", n)
+		}
+	}
+}
+
+// TestActivationsMatchScalarLoop checks the vector GELU, GELUGrad and
+// ReLUGrad against their Go loops (run one element at a time) bit for
+// bit, on every length up to 70 and on the values where tanh saturates,
+// the exponential clamps, zeros, infinities and NaN.
+func TestActivationsMatchScalarLoop(t *testing.T) { withISA(t, testActivationsMatchScalarLoop) }
+
+func testActivationsMatchScalarLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 3, -3, 4.2, -4.2, 5.6, -5.6, 9, -9, 9.5, -9.5,
+		40, -40, 100, -100, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0.5, -0.5}
+	for n := 1; n <= 70; n++ {
+		x, dy := make([]float32, n), make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * 3)
+			if rng.IntN(4) == 0 {
+				x[i] = special[rng.IntN(len(special))]
+			}
+			dy[i] = float32(rng.NormFloat64())
+		}
+		y, dx, rg := make([]float32, n), make([]float32, n), make([]float32, n)
+		GELU(y, x)
+		GELUGrad(dx, x, dy)
+		ReLUGrad(rg, x, dy)
+		one := make([]float32, 1)
+		for i := range x {
+			same := func(name string, got float32, f func()) {
+				f()
+				if math.Float32bits(got) != math.Float32bits(one[0]) && !(got != got && one[0] != one[0]) {
+					t.Fatalf("n=%d: %s(%v)[%d] = %v, loop %v", n, name, x[i], i, got, one[0])
+				}
+			}
+			same("GELU", y[i], func() { GELU(one, x[i:i+1]) })
+			same("GELUGrad", dx[i], func() { GELUGrad(one, x[i:i+1], dy[i:i+1]) })
+			same("ReLUGrad", rg[i], func() { ReLUGrad(one, x[i:i+1], dy[i:i+1]) })
 		}
 	}
 }

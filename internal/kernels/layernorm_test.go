@@ -9,7 +9,9 @@ import (
 // TestLayerNormRowsMatchTwins checks the LayerNorm row kernels against
 // their Go twins bit for bit at every length up to 70 (every tail mask),
 // with guard values past the row, and against the float64 definitions.
-func TestLayerNormRowsMatchTwins(t *testing.T) {
+func TestLayerNormRowsMatchTwins(t *testing.T) { withISA(t, testLayerNormRowsMatchTwins) }
+
+func testLayerNormRowsMatchTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const eps = 1e-5
 	for n := 1; n <= 70; n++ {
@@ -87,7 +89,9 @@ func TestLayerNormRowsMatchTwins(t *testing.T) {
 // TestRMSNormRowsMatchTwins checks the RMSNorm rows against their Go
 // twins bit for bit at every length up to 70 (every tail mask), with
 // guard values past the row, and against the float64 definitions.
-func TestRMSNormRowsMatchTwins(t *testing.T) {
+func TestRMSNormRowsMatchTwins(t *testing.T) { withISA(t, testRMSNormRowsMatchTwins) }
+
+func testRMSNormRowsMatchTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	const eps = 1e-6
 	for n := 1; n <= 70; n++ {

@@ -10,7 +10,9 @@ import (
 // SwiGLU and their gradients at every length up to 70 (vector body and
 // Go tail) against the Go loops bit for bit, with guard values past the
 // outputs, and against the float64 definitions.
-func TestSigmoidFamilyMatchesTwinsAndDefinition(t *testing.T) {
+func TestSigmoidFamilyMatchesTwinsAndDefinition(t *testing.T) { withISA(t, testSigmoidFamilyMatchesTwinsAndDefinition) }
+
+func testSigmoidFamilyMatchesTwinsAndDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(61, 62))
 	for n := 1; n <= 70; n++ {
 		x, b, dy := randSlice(rng, n), randSlice(rng, n), randSlice(rng, n)
@@ -68,7 +70,9 @@ func TestSigmoidFamilyMatchesTwinsAndDefinition(t *testing.T) {
 // TestSigmoidFamilyEdges pins σ at the ends of the float32 range, zero
 // and NaN: σ(±inf) is 1 and ≈0 (e^{−x} saturates at e^{87}), σ(0) = ½,
 // NaN stays NaN; SiLU(0) = 0.
-func TestSigmoidFamilyEdges(t *testing.T) {
+func TestSigmoidFamilyEdges(t *testing.T) { withISA(t, testSigmoidFamilyEdges) }
+
+func testSigmoidFamilyEdges(t *testing.T) {
 	inf := float32(math.Inf(1))
 	nan := float32(math.NaN())
 	x := make([]float32, 32)

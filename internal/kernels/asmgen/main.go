@@ -87,6 +87,7 @@ func main() {
 		}
 	}
 	rowGemmKernelsAVX2()
+	avx2ElementKernels()
 	for nv := 1; nv <= 4; nv++ {
 		for mr := 1; mr <= rowGemmRows(nv); mr++ {
 			rowGemm16Kernel(fmt.Sprintf("rowGemm16_%dx%dAVX512", mr, nv), mr, nv)

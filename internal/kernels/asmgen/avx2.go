@@ -1,0 +1,328 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The AVX2+FMA element kernels: the 8-lane forms of the AVX-512 element
+// kernels, for CPUs without AVX-512 (AMD Zen 2/3, Intel client CPUs).
+// Each does the same operations in the same order as its Go twin, so
+// the three give the same bits. With 16 vector registers, constants are
+// read from memory (avx2Consts, each repeated in 8 lanes) instead of
+// being held in registers; a kernel does whole vectors only and its Go
+// caller does the rest of a row with the twin (reductions keep 16 lane
+// sums, as the AVX-512 kernels do, so a row's result does not depend on
+// the vector width).
+
+// avx2ConstValues lists every constant the AVX2 kernels read; the table
+// holds each as 8 lanes (32 bytes).
+var avx2ConstValues = []uint32{
+	f32(1), f32(87), f32(-87), f32(1.4426950408889634), f32(0.693145751953125), f32(1.428606765330187e-06),
+	f32(1.0 / 5040), f32(1.0 / 720), f32(1.0 / 120), f32(1.0 / 24), f32(1.0 / 6), f32(1.0 / 2), f32(-0.5), 127,
+	f32(-1), f32(2), f32(9), f32(-9), f32(0.044715), f32(0.7978845608028654), f32(3 * 0.044715),
+}
+
+var avx2ConstMem Mem
+
+// avx2ConstData emits the constant table.
+func avx2ConstData() {
+	avx2ConstMem = GLOBL("avx2Consts", RODATA|NOPTR)
+	for i, v := range avx2ConstValues {
+		for l := 0; l < 8; l++ {
+			DATA(32*i+4*l, U32(v))
+		}
+	}
+}
+
+// ac returns the table address of the 8-lane constant with bits v.
+func ac(v uint32) Mem {
+	for i, c := range avx2ConstValues {
+		if c == v {
+			return avx2ConstMem.Offset(32 * i)
+		}
+	}
+	panic(fmt.Sprintf("asmgen: constant %#x not in avx2ConstValues", v))
+}
+
+// acf is ac for a float32 constant.
+func acf(v float64) Mem { return ac(f32(v)) }
+
+// fastExpAVX2 emits e = fastExp(e) on 8 lanes (kernels.fastExp: the
+// operations of fastExp in the AVX-512 form), t, tmp, tmp2, r and nn
+// scratch.
+func fastExpAVX2(e, t, tmp, tmp2, r, nn VecPhysical) {
+	// Clamp with x as the second source, so a NaN stays (Go's min/max).
+	VMOVUPS(acf(87), t)
+	VMINPS(e, t, e)
+	VMOVUPS(acf(-87), t)
+	VMAXPS(e, t, e)
+	VMULPS(acf(1.4426950408889634), e, t)
+	VADDPS(acf(0.5), t, tmp)
+	VCVTTPS2DQ(tmp, tmp)
+	VSUBPS(acf(0.5), t, tmp2)
+	VCVTTPS2DQ(tmp2, tmp2)
+	VCMPPS(U8(1), acf(-0.5), t, r) // t < −0.5
+	VBLENDVPS(r, tmp2, tmp, tmp)
+	VCVTDQ2PS(tmp, nn)
+	VMULPS(acf(0.693145751953125), nn, r)
+	VSUBPS(r, e, r)
+	VMULPS(acf(1.428606765330187e-06), nn, tmp2)
+	VSUBPS(tmp2, r, r)
+	VMULPS(acf(1.0/5040), r, e)
+	VADDPS(acf(1.0/720), e, e)
+	for _, c := range []float64{1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1} {
+		VMULPS(e, r, e)
+		VADDPS(acf(c), e, e)
+	}
+	VMULPS(e, r, e)
+	VADDPS(acf(1), e, e)
+	VPADDD(ac(127), tmp, tmp)
+	VPSLLD(U8(23), tmp, tmp)
+	VMULPS(tmp, e, e)
+}
+
+// geluAVX2 is gelu on 8 lanes.
+func geluAVX2(backward bool) {
+	name := "geluAVX2"
+	sig := "func(y, x *float32, blocks int)"
+	if backward {
+		name, sig = "geluGradAVX2", "func(dx, x, dy *float32, blocks int)"
+	}
+	TEXT(name, NOSPLIT, sig)
+	Pragma("noescape")
+	Doc(name + " is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).")
+	var out, x, dy, n Register
+	if backward {
+		out, x, dy = Load(Param("dx"), GP64()), Load(Param("x"), GP64()), Load(Param("dy"), GP64())
+	} else {
+		out, x = Load(Param("y"), GP64()), Load(Param("x"), GP64())
+	}
+	n = Load(Param("blocks"), GP64())
+	loop(name, n, func() {
+		v, u, t, e, r, nn, tmp, tmp2 := Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7
+		VMOVUPS(Mem{Base: x}, v)
+		VMULPS(acf(0.044715), v, u)
+		VMULPS(v, u, u)
+		VMULPS(v, u, u)
+		VADDPS(u, v, u)
+		VMULPS(acf(0.7978845608028654), u, u)
+		VMULPS(acf(2), u, e)
+		fastExpAVX2(e, t, tmp, tmp2, r, nn)
+		VADDPS(acf(1), e, e)
+		VMOVUPS(acf(2), t)
+		VDIVPS(e, t, t)
+		VMOVUPS(acf(1), tmp)
+		VSUBPS(t, tmp, t)
+		VCMPPS(U8(14), acf(9), u, tmp) // u > 9
+		VBLENDVPS(tmp, acf(1), t, t)
+		VCMPPS(U8(1), acf(-9), u, tmp) // u < −9
+		VBLENDVPS(tmp, acf(-1), t, t)
+		if !backward {
+			VMULPS(acf(0.5), v, tmp)
+			VADDPS(acf(1), t, t)
+			VMULPS(t, tmp, t)
+			VMOVUPS(t, Mem{Base: out})
+		} else {
+			VMULPS(acf(3*0.044715), v, e)
+			VMULPS(v, e, e)
+			VADDPS(acf(1), e, e)
+			VMULPS(acf(0.7978845608028654), e, e)
+			VMULPS(t, t, tmp)
+			VMOVUPS(acf(1), tmp2)
+			VSUBPS(tmp, tmp2, tmp)
+			VMULPS(acf(0.5), v, tmp2)
+			VMULPS(tmp, tmp2, tmp2)
+			VMULPS(e, tmp2, tmp2)
+			VADDPS(acf(1), t, t)
+			VMULPS(acf(0.5), t, t)
+			VADDPS(tmp2, t, t)
+			VMOVUPS(Mem{Base: dy}, tmp)
+			VMULPS(t, tmp, t)
+			VMOVUPS(t, Mem{Base: out})
+			ADDQ(U32(32), dy)
+		}
+		ADDQ(U32(32), x)
+		ADDQ(U32(32), out)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// expSumAVX2 writes y = fastExp(x·scale − shift) over 16·blocks values
+// and adds them into 16 lane sums (lane i: elements i, i+16, …), stored
+// to lanes: expSumGo's order.
+func expSumAVX2() {
+	name := "expSumAVX2"
+	TEXT(name, NOSPLIT, "func(y, x *float32, blocks int, scale, shift float32, lanes *[16]float32)")
+	Pragma("noescape")
+	Doc(name + " writes y = fastExp(x·scale − shift) over 16·blocks values and stores their 16 lane sums; its Go twin is expSumGo (attention.go) (AVX2).")
+	y := Load(Param("y"), GP64())
+	x := Load(Param("x"), GP64())
+	n := Load(Param("blocks"), GP64())
+	scale, shift, sumLo, sumHi := Y8, Y9, Y10, Y11
+	broadcastParams(scale, "scale", shift, "shift")
+	VXORPS(sumLo, sumLo, sumLo)
+	VXORPS(sumHi, sumHi, sumHi)
+	e, t, tmp, tmp2, r, nn := Y0, Y1, Y2, Y3, Y4, Y5
+	loop(name, n, func() {
+		for h, sum := range []VecPhysical{sumLo, sumHi} {
+			VMOVUPS(Mem{Base: x, Disp: 32 * h}, e)
+			VMULPS(scale, e, e)
+			VSUBPS(shift, e, e)
+			fastExpAVX2(e, t, tmp, tmp2, r, nn)
+			VMOVUPS(e, Mem{Base: y, Disp: 32 * h})
+			VADDPS(e, sum, sum)
+		}
+		ADDQ(U32(64), x)
+		ADDQ(U32(64), y)
+	})
+	l := Load(Param("lanes"), GP64())
+	VMOVUPS(sumLo, Mem{Base: l})
+	VMOVUPS(sumHi, Mem{Base: l, Disp: 32})
+	VZEROUPPER()
+	RET()
+}
+
+// rowMaxAVX2 stores the 16 lane maxima of 16·blocks values to lanes
+// (lanes start at −∞); rowMaxGo is its twin.
+func rowMaxAVX2() {
+	name := "rowMaxAVX2"
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int, lanes *[16]float32)")
+	Pragma("noescape")
+	Doc(name + " stores the 16 lane maxima of 16·blocks values; its Go twin is rowMaxGo (attention.go) (AVX2).")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("blocks"), GP64())
+	lo, hi := Y0, Y1
+	r := GP32()
+	MOVL(U32(0xFF800000), r) // −∞
+	MOVD(r, X0)
+	VBROADCASTSS(X0, lo)
+	VMOVAPS(lo, hi)
+	loop(name, n, func() {
+		VMAXPS(Mem{Base: x}, lo, lo)
+		VMAXPS(Mem{Base: x, Disp: 32}, hi, hi)
+		ADDQ(U32(64), x)
+	})
+	l := Load(Param("lanes"), GP64())
+	VMOVUPS(lo, Mem{Base: l})
+	VMOVUPS(hi, Mem{Base: l, Disp: 32})
+	VZEROUPPER()
+	RET()
+}
+
+// softmaxGradRowAVX2 writes ds = (p·(dp − d))·scale over 8·blocks
+// values.
+func softmaxGradRowAVX2() {
+	name := "softmaxGradRowAVX2"
+	TEXT(name, NOSPLIT, "func(ds, p, dp *float32, blocks int, d, scale float32)")
+	Pragma("noescape")
+	Doc(name + " writes ds = (p·(dp − d))·scale over 8·blocks values; its Go twin is softmaxGradRowGo (attention.go) (AVX2).")
+	ds := Load(Param("ds"), GP64())
+	p := Load(Param("p"), GP64())
+	dp := Load(Param("dp"), GP64())
+	n := Load(Param("blocks"), GP64())
+	d, scale := Y10, Y11
+	broadcastParams(d, "d", scale, "scale")
+	loop(name, n, func() {
+		VMOVUPS(Mem{Base: dp}, Y0)
+		VMOVUPS(Mem{Base: p}, Y1)
+		VSUBPS(d, Y0, Y0)
+		VMULPS(Y1, Y0, Y0)
+		VMULPS(scale, Y0, Y0)
+		VMOVUPS(Y0, Mem{Base: ds})
+		for _, r := range []Register{ds, p, dp} {
+			ADDQ(U32(32), r)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// reluGradAVX2 is the 8-lane form of ReLUGrad's loop.
+func reluGradAVX2() {
+	TEXT("reluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
+	Pragma("noescape")
+	Doc("reluGradAVX2 is the 8-lane form of the Go loop in ReLUGrad (activation.go) over 8·blocks values (AVX2).")
+	dx := Load(Param("dx"), GP64())
+	x := Load(Param("x"), GP64())
+	dy := Load(Param("dy"), GP64())
+	n := Load(Param("blocks"), GP64())
+	VXORPS(Y15, Y15, Y15)
+	loop("relugrad2", n, func() {
+		VMOVUPS(Mem{Base: x}, Y0)
+		VCMPPS(U8(0x1E), Y15, Y0, Y0) // x > 0, ordered: false for NaN
+		VANDPS(Mem{Base: dy}, Y0, Y1)
+		VMOVUPS(Y1, Mem{Base: dx})
+		ADDQ(U32(32), x)
+		ADDQ(U32(32), dy)
+		ADDQ(U32(32), dx)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// adamAVX2 is adam on 8 lanes.
+func adamAVX2() {
+	TEXT("adamAVX2", NOSPLIT, "func(w, grad, mom, vel *float32, blocks int, c *[9]float32)")
+	Pragma("noescape")
+	Doc("adamAVX2 applies the Adam update to 8·blocks parameters; its Go twin is the loop in Adam (adam.go) (AVX2).")
+	w := Load(Param("w"), GP64())
+	g := Load(Param("grad"), GP64())
+	m := Load(Param("mom"), GP64())
+	v := Load(Param("vel"), GP64())
+	n := Load(Param("blocks"), GP64())
+	c := Load(Param("c"), GP64())
+	consts := []VecPhysical{Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
+	for i, z := range consts {
+		VBROADCASTSS(Mem{Base: c, Disp: 4 * i}, z)
+	}
+	l2, df, b1, c1, b2, c2, step, bc2s, eps := Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15
+	loop("adam2", n, func() {
+		zw, zg, zm, zv, t, u := Y0, Y1, Y2, Y3, Y4, Y5
+		VMOVUPS(Mem{Base: w}, zw)
+		VMOVUPS(Mem{Base: g}, zg)
+		VMOVUPS(Mem{Base: m}, zm)
+		VMOVUPS(Mem{Base: v}, zv)
+		VMULPS(zw, l2, t)
+		VADDPS(t, zg, zg)
+		VMULPS(df, zw, zw)
+		VMULPS(zm, b1, zm)
+		VMULPS(zg, c1, t)
+		VADDPS(t, zm, zm)
+		VMULPS(zv, b2, zv)
+		VMULPS(zg, c2, t)
+		VMULPS(zg, t, t)
+		VADDPS(t, zv, zv)
+		VSQRTPS(zv, t)
+		VDIVPS(bc2s, t, t)
+		VADDPS(eps, t, t)
+		VMULPS(zm, step, u)
+		VDIVPS(t, u, u)
+		VSUBPS(u, zw, zw)
+		VMOVUPS(zw, Mem{Base: w})
+		VMOVUPS(zm, Mem{Base: m})
+		VMOVUPS(zv, Mem{Base: v})
+		ADDQ(U32(32), w)
+		ADDQ(U32(32), g)
+		ADDQ(U32(32), m)
+		ADDQ(U32(32), v)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// avx2ElementKernels emits the AVX2 element kernels and their table.
+func avx2ElementKernels() {
+	avx2ConstData()
+	geluAVX2(false)
+	geluAVX2(true)
+	expSumAVX2()
+	rowMaxAVX2()
+	softmaxGradRowAVX2()
+	reluGradAVX2()
+	adamAVX2()
+}
