@@ -441,7 +441,9 @@ func naiveAttentionGQA(b, t, h, hkv, d int, scale float64, qkv, dy []float32, ro
 // embeddings, on and off, against the float64 definition, across tile
 // edges and ragged lengths, with guard values around the gradient's
 // rows (which every group writes whole).
-func TestAttentionGQARoPEMatchesDefinition(t *testing.T) { withISA(t, testAttentionGQARoPEMatchesDefinition) }
+func TestAttentionGQARoPEMatchesDefinition(t *testing.T) {
+	withISA(t, testAttentionGQARoPEMatchesDefinition)
+}
 
 func testAttentionGQARoPEMatchesDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))

@@ -10,7 +10,9 @@ import (
 // SwiGLU and their gradients at every length up to 70 (vector body and
 // Go tail) against the Go loops bit for bit, with guard values past the
 // outputs, and against the float64 definitions.
-func TestSigmoidFamilyMatchesTwinsAndDefinition(t *testing.T) { withISA(t, testSigmoidFamilyMatchesTwinsAndDefinition) }
+func TestSigmoidFamilyMatchesTwinsAndDefinition(t *testing.T) {
+	withISA(t, testSigmoidFamilyMatchesTwinsAndDefinition)
+}
 
 func testSigmoidFamilyMatchesTwinsAndDefinition(t *testing.T) {
 	rng := rand.New(rand.NewPCG(61, 62))
