@@ -20,7 +20,7 @@ func FastTanh(u float32) float32 {
 	if u < -9 {
 		return -1
 	}
-	return 1 - 2/(fastExp(2*u)+1)
+	return 1 - 2/(fastExp(float32(2*u))+1)
 }
 
 // fastExp is e^x for |x| < 87: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split
@@ -33,14 +33,20 @@ func fastExp(x float32) float32 {
 		ln2lo = 1.428606765330187e-06
 	)
 	x = max(min(x, 87), -87)
-	t := x * log2e
+	t := float32(x * log2e)
 	n := float32(int32(t + 0.5))
 	if t < -0.5 {
 		n = float32(int32(t - 0.5))
 	}
-	r := x - n*ln2hi - n*ln2lo
-	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
-	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+	// Every product converted before it is added: no fused
+	// multiply-add on any architecture (the vector kernels use none).
+	r := float32(x-float32(n*ln2hi)) - float32(n*ln2lo)
+	p := float32(r * (1.0 / 5040))
+	for _, c := range [...]float32{1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1} {
+		p = float32(float32(p+c) * r)
+	}
+	p = p + 1
+	return float32(p * math.Float32frombits(uint32(int32(n)+127)<<23))
 }
 
 // GELU writes y = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) for every x
@@ -49,7 +55,8 @@ func GELU(y, x []float32) {
 	y = y[:len(x)]
 	done := geluVector(y, x)
 	for i, v := range x[done:] {
-		y[done+i] = 0.5 * v * (1 + FastTanh(geluC*(v+0.044715*v*v*v)))
+		u := float32(geluC * float32(v+float32(float32(float32(0.044715*v)*v)*v)))
+		y[done+i] = float32(float32(0.5*v) * (1 + FastTanh(u)))
 	}
 }
 
@@ -58,10 +65,11 @@ func GELUGrad(dx, x, dy []float32) {
 	dx, dy = dx[:len(x)], dy[:len(x)]
 	done := geluGradVector(dx, x, dy)
 	for i, v := range x[done:] {
-		u := geluC * (v + 0.044715*v*v*v)
+		u := float32(geluC * float32(v+float32(float32(float32(0.044715*v)*v)*v)))
 		t := FastTanh(u)
-		du := geluC * (1 + 3*0.044715*v*v)
-		dx[done+i] = dy[done+i] * (0.5*(1+t) + 0.5*v*(1-t*t)*du)
+		du := float32(geluC * float32(1+float32(float32(3*0.044715*v)*v)))
+		g := float32(float32(0.5*(1+t)) + float32(float32(float32(0.5*v)*float32(1-float32(t*t)))*du))
+		dx[done+i] = float32(dy[done+i] * g)
 	}
 }
 

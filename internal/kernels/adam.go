@@ -27,12 +27,15 @@ func adamRef(w, g, m, v []float32, c *AdamConsts) {
 	l2, df, b1, c1, b2, c2, step, bc2s, eps := c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]
 	g, m, v = g[:len(w)], m[:len(w)], v[:len(w)]
 	for i := range w {
-		gi := g[i] + l2*w[i]
-		wi := w[i] * df
-		mi := b1*m[i] + c1*gi
-		vi := b2*v[i] + c2*gi*gi
+		// Every product converted before it is added: no fused
+		// multiply-add on any architecture (the vector kernels use
+		// none).
+		gi := g[i] + float32(l2*w[i])
+		wi := float32(w[i] * df)
+		mi := float32(b1*m[i]) + float32(c1*gi)
+		vi := float32(b2*v[i]) + float32(float32(c2*gi)*gi)
 		m[i], v[i] = mi, vi
 		den := float32(math.Sqrt(float64(vi)))/bc2s + eps
-		w[i] = wi - step*mi/den
+		w[i] = wi - float32(step*mi)/den
 	}
 }

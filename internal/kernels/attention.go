@@ -267,7 +267,7 @@ func (a *Attention) Forward(worker, bh int, qkv, y, lse []float32) {
 					mnew := max(w.m[r], mx)
 					corr := fastExp(w.m[r] - mnew)
 					w.m[r] = mnew
-					w.l[r] = w.l[r]*corr + ExpSum(row[:valid], row[:valid], a.Scale, mnew)
+					w.l[r] = float32(w.l[r]*corr) + ExpSum(row[:valid], row[:valid], a.Scale, mnew)
 					for i := range yr {
 						yr[i] *= corr
 					}
@@ -343,7 +343,7 @@ func (a *Attention) backwardHead(w *attnScratch, bh int, qkv, y, lse, dy, dqkv, 
 		o, g := y[y0+i*c:y0+i*c+d], dy[y0+i*c:y0+i*c+d]
 		var s float32
 		for p, v := range o {
-			s += v * g[p]
+			s += float32(v * g[p]) // converted: never a fused multiply-add
 		}
 		w.dd[i] = s
 	}

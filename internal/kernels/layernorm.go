@@ -4,8 +4,10 @@ import "github.com/chewxy/math32"
 
 // The LayerNorm rows, forward and backward, on AVX-512 kernels with Go
 // twins that follow their order (sums kept in 16 lanes, lane i taking
-// elements i, i+16, …, then added pairwise; no fused multiply-add), so
-// both give the same bits.
+// elements i, i+16, …, then added pairwise; no fused multiply-add: every
+// product is converted to float32 before it is added, which keeps the Go
+// compiler from fusing it on architectures with FMA), so both give the
+// same bits on every machine.
 
 // LayerNormStats returns the mean of x and 1/√(variance + eps), the
 // variance taken about the mean in a second pass.
@@ -85,9 +87,9 @@ func lnApplyGo(y, x, gamma, beta []float32, mu, r, g0 float32) {
 // lnGradAccumGo is lnGradAccumAVX512's twin.
 func lnGradAccumGo(x, dy, gamma, dgamma, dbeta []float32, mu, rs, g0 float32, lanes *[32]float32) {
 	for i, v := range x {
-		xh := float32(v-mu) * rs
+		xh := float32(float32(v-mu) * rs)
 		gy := dy[i]
-		g := float32(gamma[i]+g0) * gy
+		g := float32(float32(gamma[i]+g0) * gy)
 		lanes[i%16] += g
 		lanes[16+i%16] += float32(g * xh)
 		dgamma[i] += float32(gy * xh)
@@ -99,7 +101,7 @@ func lnGradAccumGo(x, dy, gamma, dgamma, dbeta []float32, mu, rs, g0 float32, la
 func lnGradDxGo(dx, x, dy, gamma []float32, mu, rs, g0, fm, fmx float32) {
 	for i, v := range x {
 		g := float32(float32(gamma[i]+g0)*dy[i]) - fm
-		xh := float32(float32(v-mu)*rs) * fmx
+		xh := float32(float32(float32(v-mu)*rs) * fmx)
 		dx[i] = float32(g-xh) * rs
 	}
 }
@@ -158,16 +160,16 @@ func RMSNormGradRow(dx, dgamma, x, dy, gamma []float32, eps, g0 float32) {
 // rmsApplyGo is rmsApplyAVX512's twin.
 func rmsApplyGo(y, x, gamma []float32, r, g0 float32) {
 	for i, v := range x {
-		y[i] = float32(v*r) * float32(gamma[i]+g0)
+		y[i] = float32(float32(v*r) * float32(gamma[i]+g0))
 	}
 }
 
 // rmsGradAccumGo is rmsGradAccumAVX512's twin.
 func rmsGradAccumGo(x, dy, gamma, dgamma []float32, rs, g0 float32, lanes *[16]float32) {
 	for i, v := range x {
-		xh := v * rs
+		xh := float32(v * rs)
 		gy := dy[i]
-		g := float32(gamma[i]+g0) * gy
+		g := float32(float32(gamma[i]+g0) * gy)
 		lanes[i%16] += float32(g * xh)
 		dgamma[i] += float32(gy * xh)
 	}
