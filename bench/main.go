@@ -383,6 +383,19 @@ func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
 
 // octetMLPDebug is octetMLP with an FP8 debug config logging to dir.
 func octetMLPDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, error) {
+	step, _, _, err := mlpTrainingDebug(batch, recipe, cfg, dir)
+	return step, err
+}
+
+// mlpTraining returns one training step of the MLP, its program and
+// its loss node.
+func mlpTraining(batch int, recipe fp8.Recipe) (func() error, *graph.Program, *graph.Node, error) {
+	return mlpTrainingDebug(batch, recipe, nil, "")
+}
+
+// mlpTrainingDebug is mlpTraining with an FP8 debug config logging to
+// dir.
+func mlpTrainingDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, *graph.Program, *graph.Node, error) {
 	model := func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
 		b := nn.NewBuilder(g)
@@ -402,10 +415,13 @@ func octetMLPDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string
 	}
 	ds, err := data.NewTensors(data.Float32Column("x", xs, mlpSizes[0]), data.LabelColumn("label", ys, 10))
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	step, _, _, err := stepper(model, ds, batch, recipe, cfg, dir, false, 0.01, 1e-3)
-	return step, err
+	step, tr, s, err := stepper(model, ds, batch, recipe, cfg, dir, false, 0.01, 1e-3)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return step, s.Program(), tr.Model().Loss, nil
 }
 
 // gemmOps are the op types that are GEMMs (with the fused GEMMs, whose

@@ -38,10 +38,13 @@ const direct16MaxPairs = 4096
 const direct16TmpLanes = 16 * direct16MaxPairs
 
 // useDirect16 reports whether a bf16 GEMM of this shape runs direct:
-// with an AVX512_BF16 micro-kernel in use (not AMX's tiles, not the
-// portable twin, as for the float32 path) and op(B) small enough.
+// with a bf16 micro-kernel in VDPBF16PS order in use (AVX512_BF16 or the
+// portable twin; not AMX's tiles) and op(B) small enough. As for the
+// float32 path, the choice depends on the shape and not on which of
+// those kernels runs, since the two paths group the sums over k
+// differently.
 func useDirect16(m, n, k int) bool {
-	if !directGemm || kern16 == nil || kern16.tiles != nil || kern16.name == goBF16Kernel.name || k == 0 {
+	if !directGemm || kern16 == nil || kern16.tiles != nil || k == 0 {
 		return false
 	}
 	kp := (k + 1) / 2

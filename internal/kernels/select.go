@@ -16,6 +16,20 @@ import (
 // reports anything else.
 const KernelEnv = "OCTET_GEMM_KERNEL"
 
+// Available lists the kernels this CPU can run, by the names KernelEnv
+// takes: the float32 kernels, then the bf16 ones, then "fp32" (no bf16
+// kernel).
+func Available() []string {
+	var names []string
+	for _, k := range availableKernels() {
+		names = append(names, k.name)
+	}
+	for _, k := range availableBF16Kernels() {
+		names = append(names, k.name)
+	}
+	return append(names, "fp32")
+}
+
 // CheckEnv reports an invalid KernelEnv value, listing the values this
 // CPU accepts. The kernels stay at their defaults when it is invalid, so
 // callers (graph.Compile) refuse to run instead.

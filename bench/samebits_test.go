@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
+)
+
+// sameBitsEnv, when set, makes TestKernelsTrainToTheSameBits the child
+// that trains and prints its fingerprints.
+const sameBitsEnv = "SAMEBITS_TEST_CHILD"
+
+// sameBitsRecipes are the precisions the test trains: float32, bf16 and
+// every FP8 recipe family.
+var sameBitsRecipes = map[string]fp8.Recipe{
+	"fp32": nil, "bf16": fp8.BF16Recipe{}, "fp8-delayed": fp8.TERecipe{},
+	"fp8-mxfp8": fp8.TERecipe{UseMXFP8BlockScaling: true}, "fp8-block": fp8.Float8BlockRecipe{},
+	"nvfp4": fp8.NVFP4Recipe{}, "ao-rowwise": aoRowwise(),
+}
+
+func aoRowwise() fp8.Recipe {
+	r, err := fp8.NewAORecipe("rowwise")
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+// sameBitsRun is what the child prints: the kernels it ran and, per
+// model and precision, the hash of every step's loss and of every
+// parameter after the last step.
+type sameBitsRun struct {
+	Kernel, KernelBF16 string
+	Hashes             map[string]uint64
+}
+
+// fingerprint trains a few steps and hashes losses and parameters.
+func fingerprint(step func() error, prog *graph.Program, loss *graph.Node, steps int) (uint64, error) {
+	h := fnv.New64a()
+	put := func(v float32) {
+		u := math.Float32bits(v)
+		h.Write([]byte{byte(u), byte(u >> 8), byte(u >> 16), byte(u >> 24)})
+	}
+	for i := 0; i < steps; i++ {
+		if err := step(); err != nil {
+			return 0, err
+		}
+		l, err := prog.Scalar(loss)
+		if err != nil {
+			return 0, err
+		}
+		put(l)
+	}
+	for _, n := range prog.Graph().Nodes() {
+		if n.IsParam() {
+			for _, v := range prog.Float32(n) {
+				put(v)
+			}
+		}
+	}
+	return h.Sum64(), nil
+}
+
+func sameBitsChild(t *testing.T) {
+	run := sameBitsRun{Kernel: kernels.Kernel(), KernelBF16: kernels.KernelBF16(), Hashes: map[string]uint64{}}
+	cfg := gptConfig
+	cfg.Layers = 2
+	for name, rec := range sameBitsRecipes {
+		step, prog, loss, err := gptTraining(cfg, 4, rec, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Hashes["gpt/"+name], err = fingerprint(step, prog, loss, 3); err != nil {
+			t.Fatal(err)
+		}
+		mstep, mprog, mloss, err := mlpTraining(32, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Hashes["mlp/"+name], err = fingerprint(mstep, mprog, mloss, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := json.Marshal(run)
+	fmt.Printf("SAMEBITS %s\n", b)
+}
+
+// TestKernelsTrainToTheSameBits trains the baby GPT (two layers) and the
+// MLP for three steps in float32, bf16 and each FP8 recipe family with
+// every GEMM kernel this CPU can run (forced by OCTET_GEMM_KERNEL) and
+// with AVX-512 switched off (GODEBUG=cpu.avx512f=off: the AVX2 kernels),
+// each in a fresh process, and compares every loss and parameter bit
+// for bit with the default kernels. float32 is compared everywhere; bf16
+// and FP8 wherever both runs have a bf16 kernel in VDPBF16PS order
+// (AVX512_BF16 or the Go twin; not AMX, whose order is its own, and not
+// CPUs without one, whose FP8 GEMMs decode to float32 and sum in
+// float32 order).
+func TestKernelsTrainToTheSameBits(t *testing.T) {
+	if os.Getenv(sameBitsEnv) != "" {
+		sameBitsChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("trains in several processes")
+	}
+	child := func(env ...string) sameBitsRun {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestKernelsTrainToTheSameBits$", "-test.count=1")
+		cmd.Env = append(append(os.Environ(), sameBitsEnv+"=1"), env...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", env, err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if s, ok := strings.CutPrefix(line, "SAMEBITS "); ok {
+				var r sameBitsRun
+				if err := json.Unmarshal([]byte(s), &r); err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+		}
+		t.Fatalf("%v: no result in\n%s", env, out)
+		return sameBitsRun{}
+	}
+	orderBF16 := func(name string) bool { return name != "none" && !strings.Contains(name, "amx") }
+	base := child(kernels.KernelEnv + "=")
+	envs := [][]string{{"GODEBUG=cpu.avx512f=off"}}
+	for _, k := range kernels.Available() {
+		envs = append(envs, []string{kernels.KernelEnv + "=" + strings.ReplaceAll(k, " ", "_")})
+	}
+	compared := 0
+	for _, env := range envs {
+		r := child(env...)
+		keys := make([]string, 0, len(r.Hashes))
+		for k := range r.Hashes {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fp32 := strings.HasSuffix(k, "/fp32")
+			if !fp32 && !(orderBF16(base.KernelBF16) && orderBF16(r.KernelBF16)) {
+				continue
+			}
+			compared++
+			if r.Hashes[k] != base.Hashes[k] {
+				t.Errorf("%s with %v (kernels %s, %s): losses or parameters differ from the default kernels (%s, %s)",
+					k, env, r.Kernel, r.KernelBF16, base.Kernel, base.KernelBF16)
+			}
+		}
+		t.Logf("%v: kernels %s, %s", env, r.Kernel, r.KernelBF16)
+	}
+	if compared == 0 {
+		t.Fatal("nothing compared")
+	}
+}
