@@ -113,6 +113,9 @@ func TestKernelsTrainToTheSameBits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains in several processes")
 	}
+	if pureGo {
+		t.Skip("purego: every kernel is its Go twin (internal/kernels' fixed-hash test covers them)")
+	}
 	child := func(env ...string) sameBitsRun {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run", "^TestKernelsTrainToTheSameBits$", "-test.count=1")
