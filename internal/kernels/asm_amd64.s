@@ -15448,7 +15448,15 @@ DATA avx2Consts<>+656(SB)/4, $0x3e095d4f
 DATA avx2Consts<>+660(SB)/4, $0x3e095d4f
 DATA avx2Consts<>+664(SB)/4, $0x3e095d4f
 DATA avx2Consts<>+668(SB)/4, $0x3e095d4f
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $672
+DATA avx2Consts<>+672(SB)/4, $0xffff0000
+DATA avx2Consts<>+676(SB)/4, $0xffff0000
+DATA avx2Consts<>+680(SB)/4, $0xffff0000
+DATA avx2Consts<>+684(SB)/4, $0xffff0000
+DATA avx2Consts<>+688(SB)/4, $0xffff0000
+DATA avx2Consts<>+692(SB)/4, $0xffff0000
+DATA avx2Consts<>+696(SB)/4, $0xffff0000
+DATA avx2Consts<>+700(SB)/4, $0xffff0000
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $704
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
@@ -15844,6 +15852,2442 @@ adam2_loop:
 	JNZ     adam2_loop
 
 adam2_done:
+	VZEROUPPER
+	RET
+
+// func bf16KernelAVX2(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32, overwrite int)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·bf16KernelAVX2(SB), NOSPLIT, $8-56
+	MOVQ    k+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    b+16(FP), DX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	VXORPS  Y10, Y10, Y10
+	VXORPS  Y11, Y11, Y11
+	STMXCSR (SP)
+	MOVL    (SP), BX
+	ORL     $0x00008040, BX
+	MOVL    BX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      bf16KernelAVX2_store
+
+bf16KernelAVX2_loop:
+	VMOVDQU      (DX), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VMOVDQU      32(DX), Y13
+	VPAND        avx2Consts<>+672(SB), Y13, Y13
+	VPBROADCASTD (CX), Y14
+	VPAND        avx2Consts<>+672(SB), Y14, Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VPBROADCASTD 4(CX), Y15
+	VPAND        avx2Consts<>+672(SB), Y15, Y15
+	VFMADD231PS  Y15, Y12, Y2
+	VFMADD231PS  Y15, Y13, Y3
+	VPBROADCASTD 8(CX), Y14
+	VPAND        avx2Consts<>+672(SB), Y14, Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VPBROADCASTD 12(CX), Y15
+	VPAND        avx2Consts<>+672(SB), Y15, Y15
+	VFMADD231PS  Y15, Y12, Y6
+	VFMADD231PS  Y15, Y13, Y7
+	VPBROADCASTD 16(CX), Y14
+	VPAND        avx2Consts<>+672(SB), Y14, Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VPBROADCASTD 20(CX), Y15
+	VPAND        avx2Consts<>+672(SB), Y15, Y15
+	VFMADD231PS  Y15, Y12, Y10
+	VFMADD231PS  Y15, Y13, Y11
+	VMOVDQU      (DX), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VMOVDQU      32(DX), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VPBROADCASTD (CX), Y14
+	VPSLLD       $0x10, Y14, Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VPBROADCASTD 4(CX), Y15
+	VPSLLD       $0x10, Y15, Y15
+	VFMADD231PS  Y15, Y12, Y2
+	VFMADD231PS  Y15, Y13, Y3
+	VPBROADCASTD 8(CX), Y14
+	VPSLLD       $0x10, Y14, Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VPBROADCASTD 12(CX), Y15
+	VPSLLD       $0x10, Y15, Y15
+	VFMADD231PS  Y15, Y12, Y6
+	VFMADD231PS  Y15, Y13, Y7
+	VPBROADCASTD 16(CX), Y14
+	VPSLLD       $0x10, Y14, Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VPBROADCASTD 20(CX), Y15
+	VPSLLD       $0x10, Y15, Y15
+	VFMADD231PS  Y15, Y12, Y10
+	VFMADD231PS  Y15, Y13, Y11
+	ADDQ         $0x00000018, CX
+	ADDQ         $0x00000040, DX
+	DECQ         AX
+	JNZ          bf16KernelAVX2_loop
+
+bf16KernelAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+24(FP), AX
+	MOVQ         ldc+32(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+40(FP), Y12
+	VBROADCASTSS alphaLo+44(FP), Y13
+	MOVL         alphaLo+44(FP), DX
+	MOVQ         overwrite+48(FP), BX
+	TESTQ        BX, BX
+	JNZ          bf16KernelAVX2_overwrite
+	TESTL        DX, DX
+	JZ           bf16KernelAVX2_add1
+	VMOVUPS      (AX), Y14
+	VFMADD231PS  Y0, Y13, Y14
+	VFMADD231PS  Y0, Y12, Y14
+	VMOVUPS      Y14, (AX)
+	VMOVUPS      32(AX), Y14
+	VFMADD231PS  Y1, Y13, Y14
+	VFMADD231PS  Y1, Y12, Y14
+	VMOVUPS      Y14, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y14
+	VFMADD231PS  Y2, Y13, Y14
+	VFMADD231PS  Y2, Y12, Y14
+	VMOVUPS      Y14, (AX)
+	VMOVUPS      32(AX), Y14
+	VFMADD231PS  Y3, Y13, Y14
+	VFMADD231PS  Y3, Y12, Y14
+	VMOVUPS      Y14, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y14
+	VFMADD231PS  Y4, Y13, Y14
+	VFMADD231PS  Y4, Y12, Y14
+	VMOVUPS      Y14, (AX)
+	VMOVUPS      32(AX), Y14
+	VFMADD231PS  Y5, Y13, Y14
+	VFMADD231PS  Y5, Y12, Y14
+	VMOVUPS      Y14, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y14
+	VFMADD231PS  Y6, Y13, Y14
+	VFMADD231PS  Y6, Y12, Y14
+	VMOVUPS      Y14, (AX)
+	VMOVUPS      32(AX), Y14
+	VFMADD231PS  Y7, Y13, Y14
+	VFMADD231PS  Y7, Y12, Y14
+	VMOVUPS      Y14, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y14
+	VFMADD231PS  Y8, Y13, Y14
+	VFMADD231PS  Y8, Y12, Y14
+	VMOVUPS      Y14, (AX)
+	VMOVUPS      32(AX), Y14
+	VFMADD231PS  Y9, Y13, Y14
+	VFMADD231PS  Y9, Y12, Y14
+	VMOVUPS      Y14, 32(AX)
+	ADDQ         CX, AX
+	VMOVUPS      (AX), Y14
+	VFMADD231PS  Y10, Y13, Y14
+	VFMADD231PS  Y10, Y12, Y14
+	VMOVUPS      Y14, (AX)
+	VMOVUPS      32(AX), Y14
+	VFMADD231PS  Y11, Y13, Y14
+	VFMADD231PS  Y11, Y12, Y14
+	VMOVUPS      Y14, 32(AX)
+	VZEROUPPER
+	RET
+
+bf16KernelAVX2_add1:
+	VMOVUPS     (AX), Y14
+	VFMADD231PS Y0, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMOVUPS     32(AX), Y14
+	VFMADD231PS Y1, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y14
+	VFMADD231PS Y2, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMOVUPS     32(AX), Y14
+	VFMADD231PS Y3, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y14
+	VFMADD231PS Y4, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMOVUPS     32(AX), Y14
+	VFMADD231PS Y5, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y14
+	VFMADD231PS Y6, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMOVUPS     32(AX), Y14
+	VFMADD231PS Y7, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y14
+	VFMADD231PS Y8, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMOVUPS     32(AX), Y14
+	VFMADD231PS Y9, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMOVUPS     (AX), Y14
+	VFMADD231PS Y10, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMOVUPS     32(AX), Y14
+	VFMADD231PS Y11, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	VZEROUPPER
+	RET
+
+bf16KernelAVX2_overwrite:
+	TESTL       DX, DX
+	JZ          bf16KernelAVX2_set1
+	VMULPS      Y13, Y0, Y14
+	VFMADD231PS Y0, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMULPS      Y13, Y1, Y14
+	VFMADD231PS Y1, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMULPS      Y13, Y2, Y14
+	VFMADD231PS Y2, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMULPS      Y13, Y3, Y14
+	VFMADD231PS Y3, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMULPS      Y13, Y4, Y14
+	VFMADD231PS Y4, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMULPS      Y13, Y5, Y14
+	VFMADD231PS Y5, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMULPS      Y13, Y6, Y14
+	VFMADD231PS Y6, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMULPS      Y13, Y7, Y14
+	VFMADD231PS Y7, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMULPS      Y13, Y8, Y14
+	VFMADD231PS Y8, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMULPS      Y13, Y9, Y14
+	VFMADD231PS Y9, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	ADDQ        CX, AX
+	VMULPS      Y13, Y10, Y14
+	VFMADD231PS Y10, Y12, Y14
+	VMOVUPS     Y14, (AX)
+	VMULPS      Y13, Y11, Y14
+	VFMADD231PS Y11, Y12, Y14
+	VMOVUPS     Y14, 32(AX)
+	VZEROUPPER
+	RET
+
+bf16KernelAVX2_set1:
+	VMULPS  Y12, Y0, Y14
+	VMOVUPS Y14, (AX)
+	VMULPS  Y12, Y1, Y14
+	VMOVUPS Y14, 32(AX)
+	ADDQ    CX, AX
+	VMULPS  Y12, Y2, Y14
+	VMOVUPS Y14, (AX)
+	VMULPS  Y12, Y3, Y14
+	VMOVUPS Y14, 32(AX)
+	ADDQ    CX, AX
+	VMULPS  Y12, Y4, Y14
+	VMOVUPS Y14, (AX)
+	VMULPS  Y12, Y5, Y14
+	VMOVUPS Y14, 32(AX)
+	ADDQ    CX, AX
+	VMULPS  Y12, Y6, Y14
+	VMOVUPS Y14, (AX)
+	VMULPS  Y12, Y7, Y14
+	VMOVUPS Y14, 32(AX)
+	ADDQ    CX, AX
+	VMULPS  Y12, Y8, Y14
+	VMOVUPS Y14, (AX)
+	VMULPS  Y12, Y9, Y14
+	VMOVUPS Y14, 32(AX)
+	ADDQ    CX, AX
+	VMULPS  Y12, Y10, Y14
+	VMOVUPS Y14, (AX)
+	VMULPS  Y12, Y11, Y14
+	VMOVUPS Y14, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_1x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_1x2AVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	STMXCSR (SP)
+	MOVL    (SP), DI
+	ORL     $0x00008040, DI
+	MOVL    DI, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_1x2AVX2_store
+
+rowGemm16_1x2AVX2_loop:
+	VMOVDQU      (DX), Y2
+	VPAND        avx2Consts<>+672(SB), Y2, Y2
+	VMOVDQU      32(DX), Y3
+	VPAND        avx2Consts<>+672(SB), Y3, Y3
+	VPBROADCASTD (SI), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      (DX), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMOVDQU      32(DX), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPBROADCASTD (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm16_1x2AVX2_loop
+
+rowGemm16_1x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y4
+	VBROADCASTSS alphaLo+76(FP), Y5
+	MOVL         alphaLo+76(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16_1x2AVX2_one
+	VMULPS       Y5, Y0, Y2
+	VFMADD231PS  Y0, Y4, Y2
+	VMOVAPS      Y2, Y0
+	VMULPS       Y5, Y1, Y3
+	VFMADD231PS  Y1, Y4, Y3
+	VMOVAPS      Y3, Y1
+	JMP          rowGemm16_1x2AVX2_write
+
+rowGemm16_1x2AVX2_one:
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+
+rowGemm16_1x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_2x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_2x2AVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_2x2AVX2_store
+
+rowGemm16_2x2AVX2_loop:
+	VMOVDQU      (BX), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VMOVDQU      32(BX), Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VPBROADCASTD (DI), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VPBROADCASTD (R8), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      (BX), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMOVDQU      32(BX), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VPBROADCASTD (DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VPBROADCASTD (R8), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_2x2AVX2_loop
+
+rowGemm16_2x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y6
+	VBROADCASTSS alphaLo+76(FP), Y7
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_2x2AVX2_one
+	VMULPS       Y7, Y0, Y4
+	VFMADD231PS  Y0, Y6, Y4
+	VMOVAPS      Y4, Y0
+	VMULPS       Y7, Y1, Y5
+	VFMADD231PS  Y1, Y6, Y5
+	VMOVAPS      Y5, Y1
+	VMULPS       Y7, Y2, Y4
+	VFMADD231PS  Y2, Y6, Y4
+	VMOVAPS      Y4, Y2
+	VMULPS       Y7, Y3, Y5
+	VFMADD231PS  Y3, Y6, Y5
+	VMOVAPS      Y5, Y3
+	JMP          rowGemm16_2x2AVX2_write
+
+rowGemm16_2x2AVX2_one:
+	VMULPS Y6, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VMULPS Y6, Y2, Y2
+	VMULPS Y6, Y3, Y3
+
+rowGemm16_2x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_3x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_3x2AVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_3x2AVX2_store
+
+rowGemm16_3x2AVX2_loop:
+	VMOVDQU      (BX), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VMOVDQU      32(BX), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VPBROADCASTD (DI), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VPBROADCASTD (R8), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VPBROADCASTD (R9), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVDQU      (BX), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VMOVDQU      32(BX), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VPBROADCASTD (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VPBROADCASTD (R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VPBROADCASTD (R9), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_3x2AVX2_loop
+
+rowGemm16_3x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y8
+	VBROADCASTSS alphaLo+76(FP), Y9
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_3x2AVX2_one
+	VMULPS       Y9, Y0, Y6
+	VFMADD231PS  Y0, Y8, Y6
+	VMOVAPS      Y6, Y0
+	VMULPS       Y9, Y1, Y7
+	VFMADD231PS  Y1, Y8, Y7
+	VMOVAPS      Y7, Y1
+	VMULPS       Y9, Y2, Y6
+	VFMADD231PS  Y2, Y8, Y6
+	VMOVAPS      Y6, Y2
+	VMULPS       Y9, Y3, Y7
+	VFMADD231PS  Y3, Y8, Y7
+	VMOVAPS      Y7, Y3
+	VMULPS       Y9, Y4, Y6
+	VFMADD231PS  Y4, Y8, Y6
+	VMOVAPS      Y6, Y4
+	VMULPS       Y9, Y5, Y7
+	VFMADD231PS  Y5, Y8, Y7
+	VMOVAPS      Y7, Y5
+	JMP          rowGemm16_3x2AVX2_write
+
+rowGemm16_3x2AVX2_one:
+	VMULPS Y8, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VMULPS Y8, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VMULPS Y8, Y4, Y4
+	VMULPS Y8, Y5, Y5
+
+rowGemm16_3x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_4x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_4x2AVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_4x2AVX2_store
+
+rowGemm16_4x2AVX2_loop:
+	VMOVDQU      (BX), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VMOVDQU      32(BX), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VPBROADCASTD (DI), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VPBROADCASTD (R8), Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VPBROADCASTD (R9), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VPBROADCASTD (R10), Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	VMOVDQU      (BX), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VMOVDQU      32(BX), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VPBROADCASTD (DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VPBROADCASTD (R8), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VPBROADCASTD (R9), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VPBROADCASTD (R10), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_4x2AVX2_loop
+
+rowGemm16_4x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y10
+	VBROADCASTSS alphaLo+76(FP), Y11
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_4x2AVX2_one
+	VMULPS       Y11, Y0, Y8
+	VFMADD231PS  Y0, Y10, Y8
+	VMOVAPS      Y8, Y0
+	VMULPS       Y11, Y1, Y9
+	VFMADD231PS  Y1, Y10, Y9
+	VMOVAPS      Y9, Y1
+	VMULPS       Y11, Y2, Y8
+	VFMADD231PS  Y2, Y10, Y8
+	VMOVAPS      Y8, Y2
+	VMULPS       Y11, Y3, Y9
+	VFMADD231PS  Y3, Y10, Y9
+	VMOVAPS      Y9, Y3
+	VMULPS       Y11, Y4, Y8
+	VFMADD231PS  Y4, Y10, Y8
+	VMOVAPS      Y8, Y4
+	VMULPS       Y11, Y5, Y9
+	VFMADD231PS  Y5, Y10, Y9
+	VMOVAPS      Y9, Y5
+	VMULPS       Y11, Y6, Y8
+	VFMADD231PS  Y6, Y10, Y8
+	VMOVAPS      Y8, Y6
+	VMULPS       Y11, Y7, Y9
+	VFMADD231PS  Y7, Y10, Y9
+	VMOVAPS      Y9, Y7
+	JMP          rowGemm16_4x2AVX2_write
+
+rowGemm16_4x2AVX2_one:
+	VMULPS Y10, Y0, Y0
+	VMULPS Y10, Y1, Y1
+	VMULPS Y10, Y2, Y2
+	VMULPS Y10, Y3, Y3
+	VMULPS Y10, Y4, Y4
+	VMULPS Y10, Y5, Y5
+	VMULPS Y10, Y6, Y6
+	VMULPS Y10, Y7, Y7
+
+rowGemm16_4x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_5x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_5x2AVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_5x2AVX2_store
+
+rowGemm16_5x2AVX2_loop:
+	VMOVDQU      (BX), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VMOVDQU      32(BX), Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VPBROADCASTD (DI), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VPBROADCASTD (R8), Y13
+	VPAND        avx2Consts<>+672(SB), Y13, Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VPBROADCASTD (R9), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VPBROADCASTD (R10), Y13
+	VPAND        avx2Consts<>+672(SB), Y13, Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VPBROADCASTD (R11), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	VMOVDQU      (BX), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VMOVDQU      32(BX), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VPBROADCASTD (DI), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VPBROADCASTD (R8), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VPBROADCASTD (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VPBROADCASTD (R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VPBROADCASTD (R11), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_5x2AVX2_loop
+
+rowGemm16_5x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y12
+	VBROADCASTSS alphaLo+76(FP), Y13
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_5x2AVX2_one
+	VMULPS       Y13, Y0, Y10
+	VFMADD231PS  Y0, Y12, Y10
+	VMOVAPS      Y10, Y0
+	VMULPS       Y13, Y1, Y11
+	VFMADD231PS  Y1, Y12, Y11
+	VMOVAPS      Y11, Y1
+	VMULPS       Y13, Y2, Y10
+	VFMADD231PS  Y2, Y12, Y10
+	VMOVAPS      Y10, Y2
+	VMULPS       Y13, Y3, Y11
+	VFMADD231PS  Y3, Y12, Y11
+	VMOVAPS      Y11, Y3
+	VMULPS       Y13, Y4, Y10
+	VFMADD231PS  Y4, Y12, Y10
+	VMOVAPS      Y10, Y4
+	VMULPS       Y13, Y5, Y11
+	VFMADD231PS  Y5, Y12, Y11
+	VMOVAPS      Y11, Y5
+	VMULPS       Y13, Y6, Y10
+	VFMADD231PS  Y6, Y12, Y10
+	VMOVAPS      Y10, Y6
+	VMULPS       Y13, Y7, Y11
+	VFMADD231PS  Y7, Y12, Y11
+	VMOVAPS      Y11, Y7
+	VMULPS       Y13, Y8, Y10
+	VFMADD231PS  Y8, Y12, Y10
+	VMOVAPS      Y10, Y8
+	VMULPS       Y13, Y9, Y11
+	VFMADD231PS  Y9, Y12, Y11
+	VMOVAPS      Y11, Y9
+	JMP          rowGemm16_5x2AVX2_write
+
+rowGemm16_5x2AVX2_one:
+	VMULPS Y12, Y0, Y0
+	VMULPS Y12, Y1, Y1
+	VMULPS Y12, Y2, Y2
+	VMULPS Y12, Y3, Y3
+	VMULPS Y12, Y4, Y4
+	VMULPS Y12, Y5, Y5
+	VMULPS Y12, Y6, Y6
+	VMULPS Y12, Y7, Y7
+	VMULPS Y12, Y8, Y8
+	VMULPS Y12, Y9, Y9
+
+rowGemm16_5x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_1x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_1x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	MOVQ    mask+64(FP), DI
+	VMOVDQU (DI), Y15
+	VXORPS  Y0, Y0, Y0
+	STMXCSR (SP)
+	MOVL    (SP), DI
+	ORL     $0x00008040, DI
+	MOVL    DI, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_1x1mAVX2_store
+
+rowGemm16_1x1mAVX2_loop:
+	VMASKMOVPS   (DX), Y15, Y1
+	VPAND        avx2Consts<>+672(SB), Y1, Y1
+	VPBROADCASTD (SI), Y2
+	VPAND        avx2Consts<>+672(SB), Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   (DX), Y15, Y1
+	VPSLLD       $0x10, Y1, Y1
+	VPBROADCASTD (SI), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm16_1x1mAVX2_loop
+
+rowGemm16_1x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y2
+	VBROADCASTSS alphaLo+76(FP), Y3
+	MOVL         alphaLo+76(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16_1x1mAVX2_one
+	VMULPS       Y3, Y0, Y1
+	VFMADD231PS  Y0, Y2, Y1
+	VMOVAPS      Y1, Y0
+	JMP          rowGemm16_1x1mAVX2_write
+
+rowGemm16_1x1mAVX2_one:
+	VMULPS Y2, Y0, Y0
+
+rowGemm16_1x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_2x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_2x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_2x1mAVX2_store
+
+rowGemm16_2x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y2
+	VPAND        avx2Consts<>+672(SB), Y2, Y2
+	VPBROADCASTD (DI), Y3
+	VPAND        avx2Consts<>+672(SB), Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VPBROADCASTD (R8), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VFMADD231PS  Y4, Y2, Y1
+	VMASKMOVPS   (BX), Y15, Y2
+	VPSLLD       $0x10, Y2, Y2
+	VPBROADCASTD (DI), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VPBROADCASTD (R8), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y2, Y1
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_2x1mAVX2_loop
+
+rowGemm16_2x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y3
+	VBROADCASTSS alphaLo+76(FP), Y4
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_2x1mAVX2_one
+	VMULPS       Y4, Y0, Y2
+	VFMADD231PS  Y0, Y3, Y2
+	VMOVAPS      Y2, Y0
+	VMULPS       Y4, Y1, Y2
+	VFMADD231PS  Y1, Y3, Y2
+	VMOVAPS      Y2, Y1
+	JMP          rowGemm16_2x1mAVX2_write
+
+rowGemm16_2x1mAVX2_one:
+	VMULPS Y3, Y0, Y0
+	VMULPS Y3, Y1, Y1
+
+rowGemm16_2x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_3x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_3x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_3x1mAVX2_store
+
+rowGemm16_3x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y3
+	VPAND        avx2Consts<>+672(SB), Y3, Y3
+	VPBROADCASTD (DI), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VFMADD231PS  Y4, Y3, Y0
+	VPBROADCASTD (R8), Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VPBROADCASTD (R9), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VFMADD231PS  Y4, Y3, Y2
+	VMASKMOVPS   (BX), Y15, Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPBROADCASTD (DI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y3, Y0
+	VPBROADCASTD (R8), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VPBROADCASTD (R9), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_3x1mAVX2_loop
+
+rowGemm16_3x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y4
+	VBROADCASTSS alphaLo+76(FP), Y5
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_3x1mAVX2_one
+	VMULPS       Y5, Y0, Y3
+	VFMADD231PS  Y0, Y4, Y3
+	VMOVAPS      Y3, Y0
+	VMULPS       Y5, Y1, Y3
+	VFMADD231PS  Y1, Y4, Y3
+	VMOVAPS      Y3, Y1
+	VMULPS       Y5, Y2, Y3
+	VFMADD231PS  Y2, Y4, Y3
+	VMOVAPS      Y3, Y2
+	JMP          rowGemm16_3x1mAVX2_write
+
+rowGemm16_3x1mAVX2_one:
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VMULPS Y4, Y2, Y2
+
+rowGemm16_3x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_4x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_4x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_4x1mAVX2_store
+
+rowGemm16_4x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VPBROADCASTD (DI), Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VPBROADCASTD (R8), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VPBROADCASTD (R9), Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPBROADCASTD (R10), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VFMADD231PS  Y6, Y4, Y3
+	VMASKMOVPS   (BX), Y15, Y4
+	VPSLLD       $0x10, Y4, Y4
+	VPBROADCASTD (DI), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VPBROADCASTD (R8), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VPBROADCASTD (R9), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VPBROADCASTD (R10), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y4, Y3
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_4x1mAVX2_loop
+
+rowGemm16_4x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y5
+	VBROADCASTSS alphaLo+76(FP), Y6
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_4x1mAVX2_one
+	VMULPS       Y6, Y0, Y4
+	VFMADD231PS  Y0, Y5, Y4
+	VMOVAPS      Y4, Y0
+	VMULPS       Y6, Y1, Y4
+	VFMADD231PS  Y1, Y5, Y4
+	VMOVAPS      Y4, Y1
+	VMULPS       Y6, Y2, Y4
+	VFMADD231PS  Y2, Y5, Y4
+	VMOVAPS      Y4, Y2
+	VMULPS       Y6, Y3, Y4
+	VFMADD231PS  Y3, Y5, Y4
+	VMOVAPS      Y4, Y3
+	JMP          rowGemm16_4x1mAVX2_write
+
+rowGemm16_4x1mAVX2_one:
+	VMULPS Y5, Y0, Y0
+	VMULPS Y5, Y1, Y1
+	VMULPS Y5, Y2, Y2
+	VMULPS Y5, Y3, Y3
+
+rowGemm16_4x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_5x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_5x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_5x1mAVX2_store
+
+rowGemm16_5x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VPBROADCASTD (DI), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VFMADD231PS  Y6, Y5, Y0
+	VPBROADCASTD (R8), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VPBROADCASTD (R9), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VFMADD231PS  Y6, Y5, Y2
+	VPBROADCASTD (R10), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VPBROADCASTD (R11), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VFMADD231PS  Y6, Y5, Y4
+	VMASKMOVPS   (BX), Y15, Y5
+	VPSLLD       $0x10, Y5, Y5
+	VPBROADCASTD (DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y5, Y0
+	VPBROADCASTD (R8), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VPBROADCASTD (R9), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y5, Y2
+	VPBROADCASTD (R10), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VPBROADCASTD (R11), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_5x1mAVX2_loop
+
+rowGemm16_5x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y6
+	VBROADCASTSS alphaLo+76(FP), Y7
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_5x1mAVX2_one
+	VMULPS       Y7, Y0, Y5
+	VFMADD231PS  Y0, Y6, Y5
+	VMOVAPS      Y5, Y0
+	VMULPS       Y7, Y1, Y5
+	VFMADD231PS  Y1, Y6, Y5
+	VMOVAPS      Y5, Y1
+	VMULPS       Y7, Y2, Y5
+	VFMADD231PS  Y2, Y6, Y5
+	VMOVAPS      Y5, Y2
+	VMULPS       Y7, Y3, Y5
+	VFMADD231PS  Y3, Y6, Y5
+	VMOVAPS      Y5, Y3
+	VMULPS       Y7, Y4, Y5
+	VFMADD231PS  Y4, Y6, Y5
+	VMOVAPS      Y5, Y4
+	JMP          rowGemm16_5x1mAVX2_write
+
+rowGemm16_5x1mAVX2_one:
+	VMULPS Y6, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VMULPS Y6, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VMULPS Y6, Y4, Y4
+
+rowGemm16_5x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_6x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_6x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_6x1mAVX2_store
+
+rowGemm16_6x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VPBROADCASTD (DI), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VPBROADCASTD (R8), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VPBROADCASTD (R9), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VPBROADCASTD (R10), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VPBROADCASTD (R11), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VFMADD231PS  Y7, Y6, Y4
+	VPBROADCASTD (R12), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y6, Y5
+	VMASKMOVPS   (BX), Y15, Y6
+	VPSLLD       $0x10, Y6, Y6
+	VPBROADCASTD (DI), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VPBROADCASTD (R8), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VPBROADCASTD (R9), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VPBROADCASTD (R10), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VPBROADCASTD (R11), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y6, Y4
+	VPBROADCASTD (R12), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y5
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_6x1mAVX2_loop
+
+rowGemm16_6x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y7
+	VBROADCASTSS alphaLo+76(FP), Y8
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_6x1mAVX2_one
+	VMULPS       Y8, Y0, Y6
+	VFMADD231PS  Y0, Y7, Y6
+	VMOVAPS      Y6, Y0
+	VMULPS       Y8, Y1, Y6
+	VFMADD231PS  Y1, Y7, Y6
+	VMOVAPS      Y6, Y1
+	VMULPS       Y8, Y2, Y6
+	VFMADD231PS  Y2, Y7, Y6
+	VMOVAPS      Y6, Y2
+	VMULPS       Y8, Y3, Y6
+	VFMADD231PS  Y3, Y7, Y6
+	VMOVAPS      Y6, Y3
+	VMULPS       Y8, Y4, Y6
+	VFMADD231PS  Y4, Y7, Y6
+	VMOVAPS      Y6, Y4
+	VMULPS       Y8, Y5, Y6
+	VFMADD231PS  Y5, Y7, Y6
+	VMOVAPS      Y6, Y5
+	JMP          rowGemm16_6x1mAVX2_write
+
+rowGemm16_6x1mAVX2_one:
+	VMULPS Y7, Y0, Y0
+	VMULPS Y7, Y1, Y1
+	VMULPS Y7, Y2, Y2
+	VMULPS Y7, Y3, Y3
+	VMULPS Y7, Y4, Y4
+	VMULPS Y7, Y5, Y5
+
+rowGemm16_6x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_7x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_7x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_7x1mAVX2_store
+
+rowGemm16_7x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VPBROADCASTD (DI), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VPBROADCASTD (R8), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPBROADCASTD (R9), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPBROADCASTD (R10), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VPBROADCASTD (R11), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPBROADCASTD (R12), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y7, Y5
+	VPBROADCASTD (R13), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y7, Y6
+	VMASKMOVPS   (BX), Y15, Y7
+	VPSLLD       $0x10, Y7, Y7
+	VPBROADCASTD (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VPBROADCASTD (R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VPBROADCASTD (R9), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VPBROADCASTD (R10), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VPBROADCASTD (R11), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VPBROADCASTD (R12), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y7, Y5
+	VPBROADCASTD (R13), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         DX, R13
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_7x1mAVX2_loop
+
+rowGemm16_7x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y8
+	VBROADCASTSS alphaLo+76(FP), Y9
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_7x1mAVX2_one
+	VMULPS       Y9, Y0, Y7
+	VFMADD231PS  Y0, Y8, Y7
+	VMOVAPS      Y7, Y0
+	VMULPS       Y9, Y1, Y7
+	VFMADD231PS  Y1, Y8, Y7
+	VMOVAPS      Y7, Y1
+	VMULPS       Y9, Y2, Y7
+	VFMADD231PS  Y2, Y8, Y7
+	VMOVAPS      Y7, Y2
+	VMULPS       Y9, Y3, Y7
+	VFMADD231PS  Y3, Y8, Y7
+	VMOVAPS      Y7, Y3
+	VMULPS       Y9, Y4, Y7
+	VFMADD231PS  Y4, Y8, Y7
+	VMOVAPS      Y7, Y4
+	VMULPS       Y9, Y5, Y7
+	VFMADD231PS  Y5, Y8, Y7
+	VMOVAPS      Y7, Y5
+	VMULPS       Y9, Y6, Y7
+	VFMADD231PS  Y6, Y8, Y7
+	VMOVAPS      Y7, Y6
+	JMP          rowGemm16_7x1mAVX2_write
+
+rowGemm16_7x1mAVX2_one:
+	VMULPS Y8, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VMULPS Y8, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VMULPS Y8, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VMULPS Y8, Y6, Y6
+
+rowGemm16_7x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y6, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_8x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_8x1mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_8x1mAVX2_store
+
+rowGemm16_8x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VPBROADCASTD (DI), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPBROADCASTD (R8), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPBROADCASTD (R9), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPBROADCASTD (R10), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPBROADCASTD (R11), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPBROADCASTD (R12), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y5
+	VPBROADCASTD (R13), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPBROADCASTD (R14), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y7
+	VMASKMOVPS   (BX), Y15, Y8
+	VPSLLD       $0x10, Y8, Y8
+	VPBROADCASTD (DI), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VPBROADCASTD (R8), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VPBROADCASTD (R9), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VPBROADCASTD (R10), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VPBROADCASTD (R11), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VPBROADCASTD (R12), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y5
+	VPBROADCASTD (R13), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VPBROADCASTD (R14), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y7
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         DX, R13
+	ADDQ         DX, R14
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_8x1mAVX2_loop
+
+rowGemm16_8x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y9
+	VBROADCASTSS alphaLo+76(FP), Y10
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_8x1mAVX2_one
+	VMULPS       Y10, Y0, Y8
+	VFMADD231PS  Y0, Y9, Y8
+	VMOVAPS      Y8, Y0
+	VMULPS       Y10, Y1, Y8
+	VFMADD231PS  Y1, Y9, Y8
+	VMOVAPS      Y8, Y1
+	VMULPS       Y10, Y2, Y8
+	VFMADD231PS  Y2, Y9, Y8
+	VMOVAPS      Y8, Y2
+	VMULPS       Y10, Y3, Y8
+	VFMADD231PS  Y3, Y9, Y8
+	VMOVAPS      Y8, Y3
+	VMULPS       Y10, Y4, Y8
+	VFMADD231PS  Y4, Y9, Y8
+	VMOVAPS      Y8, Y4
+	VMULPS       Y10, Y5, Y8
+	VFMADD231PS  Y5, Y9, Y8
+	VMOVAPS      Y8, Y5
+	VMULPS       Y10, Y6, Y8
+	VFMADD231PS  Y6, Y9, Y8
+	VMOVAPS      Y8, Y6
+	VMULPS       Y10, Y7, Y8
+	VFMADD231PS  Y7, Y9, Y8
+	VMOVAPS      Y8, Y7
+	JMP          rowGemm16_8x1mAVX2_write
+
+rowGemm16_8x1mAVX2_one:
+	VMULPS Y9, Y0, Y0
+	VMULPS Y9, Y1, Y1
+	VMULPS Y9, Y2, Y2
+	VMULPS Y9, Y3, Y3
+	VMULPS Y9, Y4, Y4
+	VMULPS Y9, Y5, Y5
+	VMULPS Y9, Y6, Y6
+	VMULPS Y9, Y7, Y7
+
+rowGemm16_8x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y6, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y7, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_1x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_1x2mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+32(FP), DX
+	MOVQ    ldb+40(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	MOVQ    mask+64(FP), DI
+	VMOVDQU (DI), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	STMXCSR (SP)
+	MOVL    (SP), DI
+	ORL     $0x00008040, DI
+	MOVL    DI, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_1x2mAVX2_store
+
+rowGemm16_1x2mAVX2_loop:
+	VMOVDQU      (DX), Y2
+	VPAND        avx2Consts<>+672(SB), Y2, Y2
+	VMASKMOVPS   32(DX), Y15, Y3
+	VPAND        avx2Consts<>+672(SB), Y3, Y3
+	VPBROADCASTD (SI), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      (DX), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMASKMOVPS   32(DX), Y15, Y3
+	VPSLLD       $0x10, Y3, Y3
+	VPBROADCASTD (SI), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm16_1x2mAVX2_loop
+
+rowGemm16_1x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y4
+	VBROADCASTSS alphaLo+76(FP), Y5
+	MOVL         alphaLo+76(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16_1x2mAVX2_one
+	VMULPS       Y5, Y0, Y2
+	VFMADD231PS  Y0, Y4, Y2
+	VMOVAPS      Y2, Y0
+	VMULPS       Y5, Y1, Y3
+	VFMADD231PS  Y1, Y4, Y3
+	VMOVAPS      Y3, Y1
+	JMP          rowGemm16_1x2mAVX2_write
+
+rowGemm16_1x2mAVX2_one:
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+
+rowGemm16_1x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_2x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_2x2mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_2x2mAVX2_store
+
+rowGemm16_2x2mAVX2_loop:
+	VMOVDQU      (BX), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VMASKMOVPS   32(BX), Y15, Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VPBROADCASTD (DI), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VPBROADCASTD (R8), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      (BX), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMASKMOVPS   32(BX), Y15, Y5
+	VPSLLD       $0x10, Y5, Y5
+	VPBROADCASTD (DI), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VPBROADCASTD (R8), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_2x2mAVX2_loop
+
+rowGemm16_2x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y6
+	VBROADCASTSS alphaLo+76(FP), Y7
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_2x2mAVX2_one
+	VMULPS       Y7, Y0, Y4
+	VFMADD231PS  Y0, Y6, Y4
+	VMOVAPS      Y4, Y0
+	VMULPS       Y7, Y1, Y5
+	VFMADD231PS  Y1, Y6, Y5
+	VMOVAPS      Y5, Y1
+	VMULPS       Y7, Y2, Y4
+	VFMADD231PS  Y2, Y6, Y4
+	VMOVAPS      Y4, Y2
+	VMULPS       Y7, Y3, Y5
+	VFMADD231PS  Y3, Y6, Y5
+	VMOVAPS      Y5, Y3
+	JMP          rowGemm16_2x2mAVX2_write
+
+rowGemm16_2x2mAVX2_one:
+	VMULPS Y6, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VMULPS Y6, Y2, Y2
+	VMULPS Y6, Y3, Y3
+
+rowGemm16_2x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_3x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_3x2mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_3x2mAVX2_store
+
+rowGemm16_3x2mAVX2_loop:
+	VMOVDQU      (BX), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VMASKMOVPS   32(BX), Y15, Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VPBROADCASTD (DI), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VPBROADCASTD (R8), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VPBROADCASTD (R9), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVDQU      (BX), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VMASKMOVPS   32(BX), Y15, Y7
+	VPSLLD       $0x10, Y7, Y7
+	VPBROADCASTD (DI), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VPBROADCASTD (R8), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VPBROADCASTD (R9), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_3x2mAVX2_loop
+
+rowGemm16_3x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y8
+	VBROADCASTSS alphaLo+76(FP), Y9
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_3x2mAVX2_one
+	VMULPS       Y9, Y0, Y6
+	VFMADD231PS  Y0, Y8, Y6
+	VMOVAPS      Y6, Y0
+	VMULPS       Y9, Y1, Y7
+	VFMADD231PS  Y1, Y8, Y7
+	VMOVAPS      Y7, Y1
+	VMULPS       Y9, Y2, Y6
+	VFMADD231PS  Y2, Y8, Y6
+	VMOVAPS      Y6, Y2
+	VMULPS       Y9, Y3, Y7
+	VFMADD231PS  Y3, Y8, Y7
+	VMOVAPS      Y7, Y3
+	VMULPS       Y9, Y4, Y6
+	VFMADD231PS  Y4, Y8, Y6
+	VMOVAPS      Y6, Y4
+	VMULPS       Y9, Y5, Y7
+	VFMADD231PS  Y5, Y8, Y7
+	VMOVAPS      Y7, Y5
+	JMP          rowGemm16_3x2mAVX2_write
+
+rowGemm16_3x2mAVX2_one:
+	VMULPS Y8, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VMULPS Y8, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VMULPS Y8, Y4, Y4
+	VMULPS Y8, Y5, Y5
+
+rowGemm16_3x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_4x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_4x2mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_4x2mAVX2_store
+
+rowGemm16_4x2mAVX2_loop:
+	VMOVDQU      (BX), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VMASKMOVPS   32(BX), Y15, Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VPBROADCASTD (DI), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VPBROADCASTD (R8), Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VPBROADCASTD (R9), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VPBROADCASTD (R10), Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	VMOVDQU      (BX), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VMASKMOVPS   32(BX), Y15, Y9
+	VPSLLD       $0x10, Y9, Y9
+	VPBROADCASTD (DI), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VPBROADCASTD (R8), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VPBROADCASTD (R9), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VPBROADCASTD (R10), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_4x2mAVX2_loop
+
+rowGemm16_4x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y10
+	VBROADCASTSS alphaLo+76(FP), Y11
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_4x2mAVX2_one
+	VMULPS       Y11, Y0, Y8
+	VFMADD231PS  Y0, Y10, Y8
+	VMOVAPS      Y8, Y0
+	VMULPS       Y11, Y1, Y9
+	VFMADD231PS  Y1, Y10, Y9
+	VMOVAPS      Y9, Y1
+	VMULPS       Y11, Y2, Y8
+	VFMADD231PS  Y2, Y10, Y8
+	VMOVAPS      Y8, Y2
+	VMULPS       Y11, Y3, Y9
+	VFMADD231PS  Y3, Y10, Y9
+	VMOVAPS      Y9, Y3
+	VMULPS       Y11, Y4, Y8
+	VFMADD231PS  Y4, Y10, Y8
+	VMOVAPS      Y8, Y4
+	VMULPS       Y11, Y5, Y9
+	VFMADD231PS  Y5, Y10, Y9
+	VMOVAPS      Y9, Y5
+	VMULPS       Y11, Y6, Y8
+	VFMADD231PS  Y6, Y10, Y8
+	VMOVAPS      Y8, Y6
+	VMULPS       Y11, Y7, Y9
+	VFMADD231PS  Y7, Y10, Y9
+	VMOVAPS      Y9, Y7
+	JMP          rowGemm16_4x2mAVX2_write
+
+rowGemm16_4x2mAVX2_one:
+	VMULPS Y10, Y0, Y0
+	VMULPS Y10, Y1, Y1
+	VMULPS Y10, Y2, Y2
+	VMULPS Y10, Y3, Y3
+	VMULPS Y10, Y4, Y4
+	VMULPS Y10, Y5, Y5
+	VMULPS Y10, Y6, Y6
+	VMULPS Y10, Y7, Y7
+
+rowGemm16_4x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16_5x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16_5x2mAVX2(SB), NOSPLIT, $8-80
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+32(FP), BX
+	MOVQ    ldb+40(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    mask+64(FP), CX
+	VMOVDQU (CX), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	STMXCSR (SP)
+	MOVL    (SP), CX
+	ORL     $0x00008040, CX
+	MOVL    CX, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16_5x2mAVX2_store
+
+rowGemm16_5x2mAVX2_loop:
+	VMOVDQU      (BX), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VMASKMOVPS   32(BX), Y15, Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VPBROADCASTD (DI), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VPBROADCASTD (R8), Y13
+	VPAND        avx2Consts<>+672(SB), Y13, Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VPBROADCASTD (R9), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VPBROADCASTD (R10), Y13
+	VPAND        avx2Consts<>+672(SB), Y13, Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VPBROADCASTD (R11), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	VMOVDQU      (BX), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VMASKMOVPS   32(BX), Y15, Y11
+	VPSLLD       $0x10, Y11, Y11
+	VPBROADCASTD (DI), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VPBROADCASTD (R8), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VPBROADCASTD (R9), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VPBROADCASTD (R10), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VPBROADCASTD (R11), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16_5x2mAVX2_loop
+
+rowGemm16_5x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+48(FP), AX
+	MOVQ         ldc+56(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+72(FP), Y12
+	VBROADCASTSS alphaLo+76(FP), Y13
+	MOVL         alphaLo+76(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16_5x2mAVX2_one
+	VMULPS       Y13, Y0, Y10
+	VFMADD231PS  Y0, Y12, Y10
+	VMOVAPS      Y10, Y0
+	VMULPS       Y13, Y1, Y11
+	VFMADD231PS  Y1, Y12, Y11
+	VMOVAPS      Y11, Y1
+	VMULPS       Y13, Y2, Y10
+	VFMADD231PS  Y2, Y12, Y10
+	VMOVAPS      Y10, Y2
+	VMULPS       Y13, Y3, Y11
+	VFMADD231PS  Y3, Y12, Y11
+	VMOVAPS      Y11, Y3
+	VMULPS       Y13, Y4, Y10
+	VFMADD231PS  Y4, Y12, Y10
+	VMOVAPS      Y10, Y4
+	VMULPS       Y13, Y5, Y11
+	VFMADD231PS  Y5, Y12, Y11
+	VMOVAPS      Y11, Y5
+	VMULPS       Y13, Y6, Y10
+	VFMADD231PS  Y6, Y12, Y10
+	VMOVAPS      Y10, Y6
+	VMULPS       Y13, Y7, Y11
+	VFMADD231PS  Y7, Y12, Y11
+	VMOVAPS      Y11, Y7
+	VMULPS       Y13, Y8, Y10
+	VFMADD231PS  Y8, Y12, Y10
+	VMOVAPS      Y10, Y8
+	VMULPS       Y13, Y9, Y11
+	VFMADD231PS  Y9, Y12, Y11
+	VMOVAPS      Y11, Y9
+	JMP          rowGemm16_5x2mAVX2_write
+
+rowGemm16_5x2mAVX2_one:
+	VMULPS Y12, Y0, Y0
+	VMULPS Y12, Y1, Y1
+	VMULPS Y12, Y2, Y2
+	VMULPS Y12, Y3, Y3
+	VMULPS Y12, Y4, Y4
+	VMULPS Y12, Y5, Y5
+	VMULPS Y12, Y6, Y6
+	VMULPS Y12, Y7, Y7
+	VMULPS Y12, Y8, Y8
+	VMULPS Y12, Y9, Y9
+
+rowGemm16_5x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMASKMOVPS Y9, Y15, 32(AX)
 	VZEROUPPER
 	RET
 

@@ -569,6 +569,101 @@ func reluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
 //go:noescape
 func adamAVX2(w *float32, grad *float32, mom *float32, vel *float32, blocks int, c *[9]float32)
 
+// bf16KernelAVX2 computes C[6×16] += alpha·A·B from bf16-pair slivers in VDPBF16PS's order and rounding; its Go twin is bf16KernelRef (bf16.go) (AVX2, FMA).
+//
+//go:noescape
+func bf16KernelAVX2(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32, overwrite int)
+
+// rowGemm16_1x2AVX2 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_1x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_2x2AVX2 computes C[2×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_2x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_3x2AVX2 computes C[3×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_3x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_4x2AVX2 computes C[4×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_4x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_5x2AVX2 computes C[5×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_5x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_1x1mAVX2 computes C[1×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_1x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_2x1mAVX2 computes C[2×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_2x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_3x1mAVX2 computes C[3×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_3x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_4x1mAVX2 computes C[4×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_4x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_5x1mAVX2 computes C[5×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_5x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_6x1mAVX2 computes C[6×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_6x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_7x1mAVX2 computes C[7×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_7x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_8x1mAVX2 computes C[8×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_8x1mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_1x2mAVX2 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_1x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_2x2mAVX2 computes C[2×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_2x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_3x2mAVX2 computes C[3×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_3x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_4x2mAVX2 computes C[4×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_4x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16_5x2mAVX2 computes C[5×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_5x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

@@ -88,7 +88,9 @@ func TestBF16Rounding(t *testing.T) {
 // twin: the accumulation bit for bit (alpha 1, C zero), and the two-part
 // store bit for bit too (fma32 rounds once, as the hardware does), with
 // guard values around the tile.
-func TestBF16KernelsMatchReference(t *testing.T) {
+func TestBF16KernelsMatchReference(t *testing.T) { withISA(t, testBF16KernelsMatchReference) }
+
+func testBF16KernelsMatchReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 9))
 	ks := availableBF16Kernels()
 	pairs := func(n int, wild bool) []uint32 {
@@ -174,7 +176,9 @@ func TestBF16KernelsMatchReference(t *testing.T) {
 // on each kernel and the twin: a denormal input reads as zero, a
 // denormal result is flushed to zero, the odd element is added first,
 // and infinities and NaN propagate.
-func TestBF16KernelSpecialCases(t *testing.T) {
+func TestBF16KernelSpecialCases(t *testing.T) { withISA(t, testBF16KernelSpecialCases) }
+
+func testBF16KernelSpecialCases(t *testing.T) {
 	one, big := BF16FromFloat32(1), BF16FromFloat32(0x1p100)
 	small := BF16FromFloat32(0x1p-70)
 	cases := []struct {

@@ -282,6 +282,51 @@ func rowGemmAVX2(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c
 	}
 }
 
+// rowKernel16AVX2 is the signature of the AVX2 bf16 row kernels.
+type rowKernel16AVX2 func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)
+
+// The AVX2 bf16 row kernels: unmasked, 16 columns, 1–5 rows; masked, 8
+// or 16 columns, 1–8 or 1–5 rows.
+var (
+	rowKernels16AVX2  = []rowKernel16AVX2{rowGemm16_1x2AVX2, rowGemm16_2x2AVX2, rowGemm16_3x2AVX2, rowGemm16_4x2AVX2, rowGemm16_5x2AVX2}
+	rowKernels16AVX2m = [2][]rowKernel16AVX2{
+		{rowGemm16_1x1mAVX2, rowGemm16_2x1mAVX2, rowGemm16_3x1mAVX2, rowGemm16_4x1mAVX2, rowGemm16_5x1mAVX2, rowGemm16_6x1mAVX2, rowGemm16_7x1mAVX2, rowGemm16_8x1mAVX2},
+		{rowGemm16_1x2mAVX2, rowGemm16_2x2mAVX2, rowGemm16_3x2mAVX2, rowGemm16_4x2mAVX2, rowGemm16_5x2mAVX2},
+	}
+)
+
+// rowGemm16AVX2 is rowGemm16Vector on the AVX2 kernels: B's panels of
+// 64 columns, each in blocks of 16 columns, the last block of a panel
+// masked when narrower.
+func rowGemm16AVX2(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	for p0 := 0; p0 < n; p0 += 64 {
+		w := min(64, n-p0)
+		bp := b[p0*kp:]
+		full := w / 16 * 16
+		if full > 0 {
+			ks := rowKernels16AVX2
+			for i := 0; i < m; {
+				rows := min(len(ks), m-i)
+				kern := ks[rows-1]
+				for j := 0; j < full; j += 16 {
+					kern(kp, &a[i*rsA], rsA, csA, &bp[j], 64, &c[i*ldc+p0+j], ldc, nil, alpha, alphaLo)
+				}
+				i += rows
+			}
+		}
+		if cols := w - full; cols > 0 {
+			nv := (cols + 7) / 8
+			mask := &laneMasksAVX2[8-(cols-8*(nv-1))]
+			ks := rowKernels16AVX2m[nv-1]
+			for i := 0; i < m; {
+				rows := min(len(ks), m-i)
+				ks[rows-1](kp, &a[i*rsA], rsA, csA, &bp[full], 64, &c[i*ldc+p0+full], ldc, mask, alpha, alphaLo)
+				i += rows
+			}
+		}
+	}
+}
+
 // expSumVector runs ExpSum's vector kernel over all of x and reports
 // whether it could.
 func expSumVector(y, x []float32, scale, shift float32) (float32, bool) {
@@ -402,7 +447,11 @@ var rowKernels16 = [4][]rowKernel16{
 // inner, streamed from L2.
 func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	if !hasBF16 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		rowGemm16AVX2(m, n, kp, a, rsA, csA, b, c, ldc, alpha, alphaLo)
+		return true
 	}
 	nfull := n / 64 * 64
 	ks := rowKernels16[3]

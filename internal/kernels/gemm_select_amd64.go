@@ -55,6 +55,15 @@ var avx512bf16Kernel = bf16Kernel{name: "avx512bf16 12x32", mr: 12, nr: 32,
 		bf16KernelAVX512(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo, b2i(overwrite))
 	}}
 
+// avx2bf16Kernel is VDPBF16PS's arithmetic on AVX2 and FMA (see
+// bf16GemmKernelAVX2 in asmgen): the same bits as the AVX512_BF16
+// kernels.
+var avx2bf16Kernel = bf16Kernel{name: "avx2 bf16 6x16", mr: 6, nr: 16,
+	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
+		_, _, _ = a[6*k-1], b[16*k-1], c[5*ldc+15]
+		bf16KernelAVX2(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo, b2i(overwrite))
+	}}
+
 var avx512bf16x48Kernel = bf16Kernel{name: "avx512bf16 8x48", mr: 8, nr: 48,
 	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
 		_, _, _ = a[8*k-1], b[48*k-1], c[7*ldc+47]
@@ -103,6 +112,9 @@ var hasBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512BF16
 // decode to float32 and bf16 GEMMs round into the float32 kernel.
 func availableBF16Kernels() []bf16Kernel {
 	if !hasBF16 {
+		if hasAVX2 {
+			return []bf16Kernel{avx2bf16Kernel, goBF16Kernel, goAMXKernel}
+		}
 		return []bf16Kernel{goBF16Kernel, goAMXKernel}
 	}
 	if hasAMX {
@@ -111,7 +123,7 @@ func availableBF16Kernels() []bf16Kernel {
 	return []bf16Kernel{avx512bf16Kernel, avx512bf16x48Kernel, goBF16Kernel, goAMXKernel}
 }
 
-var defaultBF16 = hasBF16
+var defaultBF16 = hasBF16 || hasAVX2
 
 // pairsVector does the longest multiple of 16 of Operand.pairs16 with
 // the vector kernel and returns how many lanes it wrote.

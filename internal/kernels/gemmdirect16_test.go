@@ -25,12 +25,14 @@ func randPairs(rng *rand.Rand, n int) []uint32 {
 // TestRowGemm16MatchesTwin compares the bf16 row kernels with their Go
 // twin on every column tail (1 to 70 columns), row counts past one
 // kernel's height, A stored along rows and down columns, one- and
-// two-part alphas, B in panels of 64 columns, with guard values around C: the accumulations bit for
-// bit (alpha = 1), the two-part store within an ulp (the twin rounds
-// its fused multiply-add twice, see bf16KernelRef).
-func TestRowGemm16MatchesTwin(t *testing.T) {
-	if !hasBF16 {
-		t.Skip("no AVX512_BF16: the direct bf16 path runs the twin only")
+// two-part alphas, B in panels of 64 columns, with guard values around
+// C, bit for bit (the AVX512_BF16 kernels and, with AVX-512 switched
+// off, the AVX2 ones).
+func TestRowGemm16MatchesTwin(t *testing.T) { withISA(t, testRowGemm16MatchesTwin) }
+
+func testRowGemm16MatchesTwin(t *testing.T) {
+	if !hasBF16 && !hasAVX2 {
+		t.Skip("no bf16 row kernel: the direct bf16 path runs the twin only")
 	}
 	rng := rand.New(rand.NewPCG(31, 32))
 	for n := 1; n <= 70; n++ {

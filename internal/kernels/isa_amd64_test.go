@@ -10,12 +10,12 @@ import "testing"
 // — so that every body is compared with its twin on one machine.
 func withISA(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	s512, s2 := hasAVX512, hasAVX2
-	defer func() { hasAVX512, hasAVX2 = s512, s2 }()
+	s512, s2, s16 := hasAVX512, hasAVX2, hasBF16
+	defer func() { hasAVX512, hasAVX2, hasBF16 = s512, s2, s16 }()
 	if s512 {
 		t.Run("avx512", f)
 	}
-	hasAVX512 = false
+	hasAVX512, hasBF16 = false, false
 	if s2 {
 		t.Run("avx2", f)
 	}

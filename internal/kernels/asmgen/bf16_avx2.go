@@ -1,0 +1,280 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The AVX2+FMA bf16 GEMM kernels: VDPBF16PS's arithmetic on CPUs
+// without it. Each 32-bit lane of a packed operand holds a pair of bf16
+// values (the even k in the low half, the odd k in the high half); a
+// bf16 value is the high half of its float32, so the odd element is the
+// lane ANDed with 0xFFFF0000 and the even one the lane shifted left by
+// 16. Per pair, every accumulator first adds the odd elements' product
+// and then the even ones' — VDPBF16PS's order — with one fused
+// multiply-add each (the products of bf16 values are exact in float32).
+// VDPBF16PS reads denormal inputs as zero and flushes denormal results
+// to zero whatever MXCSR says; these kernels set MXCSR's DAZ and FTZ
+// bits for the accumulation, which makes VFMADD231PS do the same, and
+// restore MXCSR before the store, which rounds as the AVX512_BF16
+// kernels' store does. The results equal theirs and the Go twin's bit
+// for bit.
+
+const mxcsrDAZFTZ = 0x8040
+
+// flushDenormals saves MXCSR in the frame and sets DAZ and FTZ; the
+// returned function restores it.
+func flushDenormals() (restore func()) {
+	slot := AllocLocal(8)
+	STMXCSR(slot)
+	r := GP32()
+	MOVL(slot, r)
+	ORL(U32(mxcsrDAZFTZ), r)
+	MOVL(r, slot.Offset(4))
+	LDMXCSR(slot.Offset(4))
+	return func() { LDMXCSR(slot) }
+}
+
+// pairStepAVX2 emits one pair of k for mr rows × nv vectors: the odd
+// elements' products for every accumulator, then the even ones'. bAt(j)
+// is the address of B's vector j (loaded with loadB, which may mask),
+// aAt(r) that of row r's pair of A; breg(j) and areg(r) are scratch.
+func pairStepAVX2(mr, nv int, acc func(r, j int) VecPhysical, breg func(int) VecPhysical, areg func(int) VecPhysical,
+	bAt func(int) Mem, aAt func(int) Mem, loadB func(Mem, VecPhysical)) {
+	hi := ac(0xFFFF0000)
+	for j := 0; j < nv; j++ {
+		loadB(bAt(j), breg(j))
+		VPAND(hi, breg(j), breg(j))
+	}
+	for r := 0; r < mr; r++ {
+		VPBROADCASTD(aAt(r), areg(r))
+		VPAND(hi, areg(r), areg(r))
+		for j := 0; j < nv; j++ {
+			VFMADD231PS(areg(r), breg(j), acc(r, j))
+		}
+	}
+	for j := 0; j < nv; j++ {
+		loadB(bAt(j), breg(j))
+		VPSLLD(U8(16), breg(j), breg(j))
+	}
+	for r := 0; r < mr; r++ {
+		VPBROADCASTD(aAt(r), areg(r))
+		VPSLLD(U8(16), areg(r), areg(r))
+		for j := 0; j < nv; j++ {
+			VFMADD231PS(areg(r), breg(j), acc(r, j))
+		}
+	}
+}
+
+// bf16GemmKernelAVX2 emits the blocked bf16 GEMM's micro-kernel on AVX2:
+// bf16GemmKernel's contract (C[mr×16·nv/2] += alpha·A·B from pair
+// slivers, the four stores) with VDPBF16PS's arithmetic emulated.
+func bf16GemmKernelAVX2(name string, mr, nv int) {
+	nr := nv * 8
+	TEXT(name, NOSPLIT, "func(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32, overwrite int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B from bf16-pair slivers in VDPBF16PS's order and rounding; its Go twin is bf16KernelRef (bf16.go) (AVX2, FMA).", name, mr, nr))
+	k := Load(Param("k"), GP64())
+	a := Load(Param("a"), GP64())
+	b := Load(Param("b"), GP64())
+	acc := func(r, j int) VecPhysical { return ymm(r*nv + j) }
+	breg := func(j int) VecPhysical { return ymm(mr*nv + j) }
+	nb := 16 - mr*nv - nv
+	areg := func(r int) VecPhysical { return ymm(mr*nv + nv + r%nb) }
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VXORPS(acc(r, j), acc(r, j), acc(r, j))
+		}
+	}
+	restore := flushDenormals()
+	TESTQ(k, k)
+	JZ(LabelRef(name + "_store"))
+	Label(name + "_loop")
+	pairStepAVX2(mr, nv, acc, breg, areg,
+		func(j int) Mem { return Mem{Base: b, Disp: 32 * j} },
+		func(r int) Mem { return Mem{Base: a, Disp: 4 * r} },
+		func(m Mem, d VecPhysical) { VMOVDQU(m, d) })
+	ADDQ(U32(4*mr), a)
+	ADDQ(U32(4*nr), b)
+	DECQ(k)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_store")
+	restore()
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	alpha, alphaLo := breg(0), breg(1)
+	VBROADCASTSS(paramAddr("alpha"), alpha)
+	VBROADCASTSS(paramAddr("alphaLo"), alphaLo)
+	lo, ow := GP32(), GP64()
+	MOVL(paramAddr("alphaLo"), lo)
+	MOVQ(paramAddr("overwrite"), ow)
+	t := areg(0)
+	store := func(two, overwrite bool) {
+		for r := 0; r < mr; r++ {
+			for j := 0; j < nv; j++ {
+				m := Mem{Base: c, Disp: 32 * j}
+				switch {
+				case overwrite && two:
+					VMULPS(alphaLo, acc(r, j), t)
+					VFMADD231PS(acc(r, j), alpha, t)
+				case overwrite:
+					VMULPS(alpha, acc(r, j), t)
+				case two:
+					VMOVUPS(m, t)
+					VFMADD231PS(acc(r, j), alphaLo, t)
+					VFMADD231PS(acc(r, j), alpha, t)
+				default:
+					VMOVUPS(m, t)
+					VFMADD231PS(acc(r, j), alpha, t)
+				}
+				VMOVUPS(t, m)
+			}
+			if r+1 < mr {
+				ADDQ(ldc, c)
+			}
+		}
+		VZEROUPPER()
+		RET()
+	}
+	TESTQ(ow, ow)
+	JNZ(LabelRef(name + "_overwrite"))
+	TESTL(lo, lo)
+	JZ(LabelRef(name + "_add1"))
+	store(true, false)
+	Label(name + "_add1")
+	store(false, false)
+	Label(name + "_overwrite")
+	TESTL(lo, lo)
+	JZ(LabelRef(name + "_set1"))
+	store(true, true)
+	Label(name + "_set1")
+	store(false, true)
+}
+
+// rowGemm16AVX2Rows is the row count of the AVX2 bf16 row kernel with nv
+// vectors a row: accumulators, nv registers for B, two for A and one
+// for the lane mask.
+func rowGemm16AVX2Rows(nv int) int { return min(8, (16-nv-3)/nv) }
+
+// rowGemm16KernelAVX2 emits rowGemm16Kernel's contract (C[mr × n] =
+// alpha·A·B from bf16 pairs, C not read, A by broadcasts at any strides)
+// on AVX2 for n ≤ 8·nv, with VDPBF16PS's arithmetic emulated; with
+// masked, mask points at eight int32 lane masks for the last vector of
+// every row of B and C.
+func rowGemm16KernelAVX2(name string, mr, nv int, masked bool) {
+	TEXT(name, NOSPLIT, "func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s computes C[%d×n] = alpha·A·B for n ≤ %d from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).", name, mr, 8*nv))
+	k := Load(Param("kp"), GP64())
+	rs := Load(Param("rsA"), GP64())
+	SHLQ(U8(2), rs)
+	cs := Load(Param("csA"), GP64())
+	SHLQ(U8(2), cs)
+	b := Load(Param("b"), GP64())
+	ldb := Load(Param("ldb"), GP64())
+	SHLQ(U8(2), ldb)
+	rows := make([]Register, mr)
+	rows[0] = Load(Param("a"), GP64())
+	for r := 1; r < mr; r++ {
+		rows[r] = GP64()
+		MOVQ(rows[r-1], rows[r])
+		ADDQ(rs, rows[r])
+	}
+	acc := func(r, j int) VecPhysical { return ymm(r*nv + j) }
+	breg := func(j int) VecPhysical { return ymm(mr*nv + j) }
+	areg := func(r int) VecPhysical { return ymm(mr*nv + nv + r%2) }
+	if mr*nv+nv+2 > 15 {
+		panic(name + ": no register left for the mask")
+	}
+	mreg := ymm(15)
+	if masked {
+		m := Load(Param("mask"), GP64())
+		VMOVDQU(Mem{Base: m}, mreg)
+	}
+	loadB := func(m Mem, d VecPhysical) { VMOVDQU(m, d) }
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VXORPS(acc(r, j), acc(r, j), acc(r, j))
+		}
+	}
+	restore := flushDenormals()
+	TESTQ(k, k)
+	JZ(LabelRef(name + "_store"))
+	Label(name + "_loop")
+	pairStepAVX2(mr, nv, acc, breg, areg,
+		func(j int) Mem { return Mem{Base: b, Disp: 32 * j} },
+		func(r int) Mem { return Mem{Base: rows[r]} },
+		func(m Mem, d VecPhysical) {
+			if masked && m.Disp == 32*(nv-1) {
+				VMASKMOVPS(m, mreg, d)
+				return
+			}
+			loadB(m, d)
+		})
+	for r := 0; r < mr; r++ {
+		ADDQ(cs, rows[r])
+	}
+	ADDQ(ldb, b)
+	DECQ(k)
+	JNZ(LabelRef(name + "_loop"))
+	Label(name + "_store")
+	restore()
+	c := Load(Param("c"), GP64())
+	ldc := Load(Param("ldc"), GP64())
+	SHLQ(U8(2), ldc)
+	alpha, alphaLo := areg(0), areg(1)
+	VBROADCASTSS(paramAddr("alpha"), alpha)
+	VBROADCASTSS(paramAddr("alphaLo"), alphaLo)
+	lo := GP32()
+	MOVL(paramAddr("alphaLo"), lo)
+	TESTL(lo, lo)
+	JZ(LabelRef(name + "_one"))
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			t := breg(j)
+			VMULPS(alphaLo, acc(r, j), t)
+			VFMADD231PS(acc(r, j), alpha, t)
+			VMOVAPS(t, acc(r, j))
+		}
+	}
+	JMP(LabelRef(name + "_write"))
+	Label(name + "_one")
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv; j++ {
+			VMULPS(alpha, acc(r, j), acc(r, j))
+		}
+	}
+	Label(name + "_write")
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nv-1; j++ {
+			VMOVUPS(acc(r, j), Mem{Base: c, Disp: 32 * j})
+		}
+		if masked {
+			VMASKMOVPS(acc(r, nv-1), mreg, Mem{Base: c, Disp: 32 * (nv - 1)})
+		} else {
+			VMOVUPS(acc(r, nv-1), Mem{Base: c, Disp: 32 * (nv - 1)})
+		}
+		if r+1 < mr {
+			ADDQ(ldc, c)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// bf16KernelsAVX2 emits the AVX2 bf16 kernels.
+func bf16KernelsAVX2() {
+	bf16GemmKernelAVX2("bf16KernelAVX2", 6, 2)
+	for mr := 1; mr <= rowGemm16AVX2Rows(2); mr++ {
+		rowGemm16KernelAVX2(fmt.Sprintf("rowGemm16_%dx2AVX2", mr), mr, 2, false)
+	}
+	for nv := 1; nv <= 2; nv++ {
+		for mr := 1; mr <= rowGemm16AVX2Rows(nv); mr++ {
+			rowGemm16KernelAVX2(fmt.Sprintf("rowGemm16_%dx%dmAVX2", mr, nv), mr, nv, true)
+		}
+	}
+}
