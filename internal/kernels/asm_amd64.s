@@ -15456,7 +15456,55 @@ DATA avx2Consts<>+688(SB)/4, $0xffff0000
 DATA avx2Consts<>+692(SB)/4, $0xffff0000
 DATA avx2Consts<>+696(SB)/4, $0xffff0000
 DATA avx2Consts<>+700(SB)/4, $0xffff0000
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $704
+DATA avx2Consts<>+704(SB)/4, $0x00007fff
+DATA avx2Consts<>+708(SB)/4, $0x00007fff
+DATA avx2Consts<>+712(SB)/4, $0x00007fff
+DATA avx2Consts<>+716(SB)/4, $0x00007fff
+DATA avx2Consts<>+720(SB)/4, $0x00007fff
+DATA avx2Consts<>+724(SB)/4, $0x00007fff
+DATA avx2Consts<>+728(SB)/4, $0x00007fff
+DATA avx2Consts<>+732(SB)/4, $0x00007fff
+DATA avx2Consts<>+736(SB)/4, $0x7fffffff
+DATA avx2Consts<>+740(SB)/4, $0x7fffffff
+DATA avx2Consts<>+744(SB)/4, $0x7fffffff
+DATA avx2Consts<>+748(SB)/4, $0x7fffffff
+DATA avx2Consts<>+752(SB)/4, $0x7fffffff
+DATA avx2Consts<>+756(SB)/4, $0x7fffffff
+DATA avx2Consts<>+760(SB)/4, $0x7fffffff
+DATA avx2Consts<>+764(SB)/4, $0x7fffffff
+DATA avx2Consts<>+768(SB)/4, $0x7f800000
+DATA avx2Consts<>+772(SB)/4, $0x7f800000
+DATA avx2Consts<>+776(SB)/4, $0x7f800000
+DATA avx2Consts<>+780(SB)/4, $0x7f800000
+DATA avx2Consts<>+784(SB)/4, $0x7f800000
+DATA avx2Consts<>+788(SB)/4, $0x7f800000
+DATA avx2Consts<>+792(SB)/4, $0x7f800000
+DATA avx2Consts<>+796(SB)/4, $0x7f800000
+DATA avx2Consts<>+800(SB)/4, $0x00000040
+DATA avx2Consts<>+804(SB)/4, $0x00000040
+DATA avx2Consts<>+808(SB)/4, $0x00000040
+DATA avx2Consts<>+812(SB)/4, $0x00000040
+DATA avx2Consts<>+816(SB)/4, $0x00000040
+DATA avx2Consts<>+820(SB)/4, $0x00000040
+DATA avx2Consts<>+824(SB)/4, $0x00000040
+DATA avx2Consts<>+828(SB)/4, $0x00000040
+DATA avx2Consts<>+832(SB)/4, $0x00008000
+DATA avx2Consts<>+836(SB)/4, $0x00008000
+DATA avx2Consts<>+840(SB)/4, $0x00008000
+DATA avx2Consts<>+844(SB)/4, $0x00008000
+DATA avx2Consts<>+848(SB)/4, $0x00008000
+DATA avx2Consts<>+852(SB)/4, $0x00008000
+DATA avx2Consts<>+856(SB)/4, $0x00008000
+DATA avx2Consts<>+860(SB)/4, $0x00008000
+DATA avx2Consts<>+864(SB)/4, $0x00000001
+DATA avx2Consts<>+868(SB)/4, $0x00000001
+DATA avx2Consts<>+872(SB)/4, $0x00000001
+DATA avx2Consts<>+876(SB)/4, $0x00000001
+DATA avx2Consts<>+880(SB)/4, $0x00000001
+DATA avx2Consts<>+884(SB)/4, $0x00000001
+DATA avx2Consts<>+888(SB)/4, $0x00000001
+DATA avx2Consts<>+892(SB)/4, $0x00000001
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $896
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
@@ -18288,6 +18336,246 @@ rowGemm16_5x2mAVX2_write:
 	ADDQ       CX, AX
 	VMOVUPS    Y8, (AX)
 	VMASKMOVPS Y9, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func bf16PairsStridedF32AVX2(dst *uint32, r0 *float32, r1 *float32, groups int, blocks int, dstride int, sstride int)
+// Requires: AVX, AVX2
+TEXT ·bf16PairsStridedF32AVX2(SB), NOSPLIT, $0-56
+	MOVQ  dst+0(FP), AX
+	MOVQ  r0+8(FP), CX
+	MOVQ  r1+16(FP), DX
+	MOVQ  groups+24(FP), BX
+	TESTQ BX, BX
+	JZ    bf16PairsStridedF32AVX2_g_done
+
+bf16PairsStridedF32AVX2_g_loop:
+	MOVQ  AX, SI
+	MOVQ  CX, DI
+	MOVQ  DX, R8
+	MOVQ  blocks+32(FP), R9
+	TESTQ R9, R9
+	JZ    bf16PairsStridedF32AVX2_b_done
+
+bf16PairsStridedF32AVX2_b_loop:
+	VMOVUPS   (DI), Y0
+	VPSRLD    $0x10, Y0, Y2
+	VPAND     avx2Consts<>+864(SB), Y2, Y2
+	VPADDD    avx2Consts<>+704(SB), Y2, Y2
+	VPADDD    Y0, Y2, Y2
+	VPSRLD    $0x10, Y2, Y2
+	VPAND     avx2Consts<>+736(SB), Y0, Y3
+	VPCMPGTD  avx2Consts<>+768(SB), Y3, Y3
+	VPSRLD    $0x10, Y0, Y4
+	VPOR      avx2Consts<>+800(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VPAND     avx2Consts<>+768(SB), Y0, Y3
+	VPXOR     Y4, Y4, Y4
+	VPCMPEQD  Y4, Y3, Y3
+	VPSRLD    $0x10, Y0, Y4
+	VPAND     avx2Consts<>+832(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y0
+	VMOVUPS   (R8), Y1
+	VPSRLD    $0x10, Y1, Y2
+	VPAND     avx2Consts<>+864(SB), Y2, Y2
+	VPADDD    avx2Consts<>+704(SB), Y2, Y2
+	VPADDD    Y1, Y2, Y2
+	VPSRLD    $0x10, Y2, Y2
+	VPAND     avx2Consts<>+736(SB), Y1, Y3
+	VPCMPGTD  avx2Consts<>+768(SB), Y3, Y3
+	VPSRLD    $0x10, Y1, Y4
+	VPOR      avx2Consts<>+800(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VPAND     avx2Consts<>+768(SB), Y1, Y3
+	VPXOR     Y4, Y4, Y4
+	VPCMPEQD  Y4, Y3, Y3
+	VPSRLD    $0x10, Y1, Y4
+	VPAND     avx2Consts<>+832(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y1
+	VPSLLD    $0x10, Y1, Y1
+	VPOR      Y1, Y0, Y0
+	VMOVDQU   Y0, (SI)
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000020, DI
+	ADDQ      $0x00000020, R8
+	DECQ      R9
+	JNZ       bf16PairsStridedF32AVX2_b_loop
+
+bf16PairsStridedF32AVX2_b_done:
+	ADDQ dstride+40(FP), AX
+	MOVQ sstride+48(FP), SI
+	ADDQ SI, CX
+	ADDQ SI, DX
+	DECQ BX
+	JNZ  bf16PairsStridedF32AVX2_g_loop
+
+bf16PairsStridedF32AVX2_g_done:
+	VZEROUPPER
+	RET
+
+// func bf16PairsStridedFP8AVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int, table *[256]float32)
+// Requires: AVX, AVX2
+TEXT ·bf16PairsStridedFP8AVX2(SB), NOSPLIT, $0-64
+	MOVQ  dst+0(FP), AX
+	MOVQ  r0+8(FP), CX
+	MOVQ  r1+16(FP), DX
+	MOVQ  groups+24(FP), BX
+	MOVQ  table+56(FP), SI
+	TESTQ BX, BX
+	JZ    bf16PairsStridedFP8AVX2_g_done
+
+bf16PairsStridedFP8AVX2_g_loop:
+	MOVQ  AX, DI
+	MOVQ  CX, R8
+	MOVQ  DX, R9
+	MOVQ  blocks+32(FP), R10
+	TESTQ R10, R10
+	JZ    bf16PairsStridedFP8AVX2_b_done
+
+bf16PairsStridedFP8AVX2_b_loop:
+	VPMOVZXBD  (R8), Y2
+	VPCMPEQD   Y3, Y3, Y3
+	VPXOR      Y0, Y0, Y0
+	VPGATHERDD Y3, (SI)(Y2*4), Y0
+	VPSRLD     $0x10, Y0, Y0
+	VPMOVZXBD  (R9), Y2
+	VPCMPEQD   Y3, Y3, Y3
+	VPXOR      Y1, Y1, Y1
+	VPGATHERDD Y3, (SI)(Y2*4), Y1
+	VPSRLD     $0x10, Y1, Y1
+	VPSLLD     $0x10, Y1, Y1
+	VPOR       Y1, Y0, Y0
+	VMOVDQU    Y0, (DI)
+	ADDQ       $0x00000020, DI
+	ADDQ       $0x00000008, R8
+	ADDQ       $0x00000008, R9
+	DECQ       R10
+	JNZ        bf16PairsStridedFP8AVX2_b_loop
+
+bf16PairsStridedFP8AVX2_b_done:
+	ADDQ dstride+40(FP), AX
+	MOVQ sstride+48(FP), DI
+	ADDQ DI, CX
+	ADDQ DI, DX
+	DECQ BX
+	JNZ  bf16PairsStridedFP8AVX2_g_loop
+
+bf16PairsStridedFP8AVX2_g_done:
+	VZEROUPPER
+	RET
+
+// func bf16RowsF32AVX2(dst *uint32, x *float32, rows int, blocks int, ld int, ldd int)
+// Requires: AVX, AVX2
+TEXT ·bf16RowsF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  rows+16(FP), DX
+	TESTQ DX, DX
+	JZ    bf16RowsF32AVX2_r_done
+
+bf16RowsF32AVX2_r_loop:
+	MOVQ  AX, BX
+	MOVQ  CX, SI
+	MOVQ  blocks+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16RowsF32AVX2_b_done
+
+bf16RowsF32AVX2_b_loop:
+	VMOVUPS   (SI), Y0
+	VPSRLD    $0x10, Y0, Y2
+	VPAND     avx2Consts<>+864(SB), Y2, Y2
+	VPADDD    avx2Consts<>+704(SB), Y2, Y2
+	VPADDD    Y0, Y2, Y2
+	VPSRLD    $0x10, Y2, Y2
+	VPAND     avx2Consts<>+736(SB), Y0, Y3
+	VPCMPGTD  avx2Consts<>+768(SB), Y3, Y3
+	VPSRLD    $0x10, Y0, Y4
+	VPOR      avx2Consts<>+800(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VPAND     avx2Consts<>+768(SB), Y0, Y3
+	VPXOR     Y4, Y4, Y4
+	VPCMPEQD  Y4, Y3, Y3
+	VPSRLD    $0x10, Y0, Y4
+	VPAND     avx2Consts<>+832(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y0
+	VMOVUPS   32(SI), Y1
+	VPSRLD    $0x10, Y1, Y2
+	VPAND     avx2Consts<>+864(SB), Y2, Y2
+	VPADDD    avx2Consts<>+704(SB), Y2, Y2
+	VPADDD    Y1, Y2, Y2
+	VPSRLD    $0x10, Y2, Y2
+	VPAND     avx2Consts<>+736(SB), Y1, Y3
+	VPCMPGTD  avx2Consts<>+768(SB), Y3, Y3
+	VPSRLD    $0x10, Y1, Y4
+	VPOR      avx2Consts<>+800(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y2
+	VPAND     avx2Consts<>+768(SB), Y1, Y3
+	VPXOR     Y4, Y4, Y4
+	VPCMPEQD  Y4, Y3, Y3
+	VPSRLD    $0x10, Y1, Y4
+	VPAND     avx2Consts<>+832(SB), Y4, Y4
+	VBLENDVPS Y3, Y4, Y2, Y1
+	VPACKUSDW Y1, Y0, Y0
+	VPERMQ    $0xd8, Y0, Y0
+	VMOVDQU   Y0, (BX)
+	ADDQ      $0x00000020, BX
+	ADDQ      $0x00000040, SI
+	DECQ      DI
+	JNZ       bf16RowsF32AVX2_b_loop
+
+bf16RowsF32AVX2_b_done:
+	ADDQ ldd+40(FP), AX
+	ADDQ ld+32(FP), CX
+	DECQ DX
+	JNZ  bf16RowsF32AVX2_r_loop
+
+bf16RowsF32AVX2_r_done:
+	VZEROUPPER
+	RET
+
+// func bf16RowsFP8AVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int, table *[256]float32)
+// Requires: AVX, AVX2
+TEXT ·bf16RowsFP8AVX2(SB), NOSPLIT, $0-56
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  rows+16(FP), DX
+	MOVQ  table+48(FP), BX
+	TESTQ DX, DX
+	JZ    bf16RowsFP8AVX2_r_done
+
+bf16RowsFP8AVX2_r_loop:
+	MOVQ  AX, SI
+	MOVQ  CX, DI
+	MOVQ  blocks+24(FP), R8
+	TESTQ R8, R8
+	JZ    bf16RowsFP8AVX2_b_done
+
+bf16RowsFP8AVX2_b_loop:
+	VPMOVZXBD  (DI), Y2
+	VPCMPEQD   Y3, Y3, Y3
+	VPXOR      Y0, Y0, Y0
+	VPGATHERDD Y3, (BX)(Y2*4), Y0
+	VPSRLD     $0x10, Y0, Y0
+	VPMOVZXBD  8(DI), Y2
+	VPCMPEQD   Y3, Y3, Y3
+	VPXOR      Y1, Y1, Y1
+	VPGATHERDD Y3, (BX)(Y2*4), Y1
+	VPSRLD     $0x10, Y1, Y1
+	VPACKUSDW  Y1, Y0, Y0
+	VPERMQ     $0xd8, Y0, Y0
+	VMOVDQU    Y0, (SI)
+	ADDQ       $0x00000020, SI
+	ADDQ       $0x00000010, DI
+	DECQ       R8
+	JNZ        bf16RowsFP8AVX2_b_loop
+
+bf16RowsFP8AVX2_b_done:
+	ADDQ ldd+40(FP), AX
+	ADDQ ld+32(FP), CX
+	DECQ DX
+	JNZ  bf16RowsFP8AVX2_r_loop
+
+bf16RowsFP8AVX2_r_done:
 	VZEROUPPER
 	RET
 

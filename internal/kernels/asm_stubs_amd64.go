@@ -664,6 +664,26 @@ func rowGemm16_4x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int,
 //go:noescape
 func rowGemm16_5x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
 
+// bf16PairsStridedF32AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16PairsStridedF32AVX2(dst *uint32, r0 *float32, r1 *float32, groups int, blocks int, dstride int, sstride int)
+
+// bf16PairsStridedFP8AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16PairsStridedFP8AVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int, table *[256]float32)
+
+// bf16RowsF32AVX2 writes rows rows of 8·blocks bf16 pairs of consecutive values; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16RowsF32AVX2(dst *uint32, x *float32, rows int, blocks int, ld int, ldd int)
+
+// bf16RowsFP8AVX2 writes rows rows of 8·blocks bf16 pairs of consecutive values; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16RowsFP8AVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int, table *[256]float32)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

@@ -224,7 +224,9 @@ func testBF16KernelSpecialCases(t *testing.T) {
 // TestBF16PackKernels checks the vector packing kernels against their Go
 // loops on float32 values with every kind of special value, and on every
 // FP8 code of both formats with power-of-two scales.
-func TestBF16PackKernels(t *testing.T) {
+func TestBF16PackKernels(t *testing.T) { withISA(t, testBF16PackKernels) }
+
+func testBF16PackKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	const n = 96
 	f := make([]float32, 2*n)
@@ -285,7 +287,9 @@ func TestBF16PackKernels(t *testing.T) {
 // TestBF16PairsGroups checks the grouped form of the pairs kernel (one
 // group per sliver, groups stride lanes apart) against pairs16 run by
 // run, leaving the lanes between groups untouched.
-func TestBF16PairsGroups(t *testing.T) {
+func TestBF16PairsGroups(t *testing.T) { withISA(t, testBF16PairsGroups) }
+
+func testBF16PairsGroups(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	f := randSlice(rng, 2048)
 	codes := make([]uint8, 2048)
@@ -748,7 +752,9 @@ func testGemmBF16Operands(t *testing.T) {
 // The strided pairs kernel writes, group by group, exactly what pairs16
 // writes for each pair of rows, for FP8 codes and float32 values, and
 // nothing past its groups' lanes.
-func TestStridedPairsMatchPairs16(t *testing.T) {
+func TestStridedPairsMatchPairs16(t *testing.T) { withISA(t, testStridedPairsMatchPairs16) }
+
+func testStridedPairsMatchPairs16(t *testing.T) {
 	if !hasBF16 {
 		t.Skip("no AVX512_BF16 kernels on this build or CPU")
 	}
@@ -853,5 +859,67 @@ func TestStridedPairsE2M1MatchPairs16(t *testing.T) {
 	buf := make([]uint32, 64)
 	if stridedPairsVector(tiles, buf, 0, cols, 1, 16, 16, 2*cols) || stridedPairsVector(x, buf, 8, 8+cols, 1, 16, 16, 2*cols) {
 		t.Fatal("tiles or a run off the blocks took the vector path")
+	}
+}
+
+// TestPairConversionsMatchLoop checks the vector conversions of float32
+// values and FP8 codes into bf16 pairs — rows (consecutive pairs) and
+// pairs of two rows, groups and strides — against bf16At's loop bit for
+// bit, at every length to 70, on values that round to even, overflow,
+// are denormal, infinite or NaN, on each instruction set.
+func TestPairConversionsMatchLoop(t *testing.T) { withISA(t, testPairConversionsMatchLoop) }
+
+func testPairConversionsMatchLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	special := []uint32{0, 0x80000000, 0x00000001, 0x807FFFFF, 0x7F800000, 0xFF800000, 0x7FC00001, 0xFF800001, 0x7F7FFFFF,
+		0x3F808000, 0x3F818000, 0x3F807FFF, 0x3F808001, 0x00800000, 0x80800000}
+	var table [256]float32
+	for c := range table {
+		// Sign-symmetric as package fp8's tables are (a NaN included).
+		table[c] = float32(fp8Ref(0, uint8(c&0x7F))) * 0.25
+		if c&0x80 != 0 {
+			table[c] = math.Float32frombits(math.Float32bits(table[c]) | 0x80000000)
+		}
+	}
+	var tab16 [128]uint16
+	if !bf16Table(&tab16, &table) {
+		t.Fatal("the E4M3 table times 1/4 should be bf16 values")
+	}
+	for n := 1; n <= 70; n++ {
+		f := make([]float32, 2*n)
+		codes := make([]uint8, 2*n)
+		for i := range f {
+			if rng.IntN(3) == 0 {
+				f[i] = math.Float32frombits(special[rng.IntN(len(special))])
+			} else {
+				f[i] = math.Float32frombits(rng.Uint32())
+			}
+			codes[i] = uint8(rng.IntN(256))
+		}
+		for _, x := range []*Operand{{F32: f}, {Codes: codes, Table: &table, bf16Tab: &tab16}} {
+			want := func(o int) uint16 { return x.bf16At(o) }
+			row := make([]uint32, (n+1)/2+1)
+			row[len(row)-1] = 0xDEADBEEF
+			x.row16(row, 0, n)
+			for q := 0; q < (n+1)/2; q++ {
+				w := uint32(want(2 * q))
+				if 2*q+1 < n {
+					w |= uint32(want(2*q+1)) << 16
+				}
+				if row[q] != w {
+					t.Fatalf("n=%d codes=%v: row pair %d = %#x, loop %#x", n, x.Codes != nil, q, row[q], w)
+				}
+			}
+			if row[len(row)-1] != 0xDEADBEEF {
+				t.Fatalf("n=%d: row16 wrote past its pairs", n)
+			}
+			p := make([]uint32, n)
+			x.pairs16(p, 0, n, n)
+			for j := range p {
+				if w := bf16Pair(want(j), want(n+j)); p[j] != w {
+					t.Fatalf("n=%d codes=%v: pair %d = %#x, loop %#x", n, x.Codes != nil, j, p[j], w)
+				}
+			}
+		}
 	}
 }

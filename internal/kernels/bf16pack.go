@@ -162,7 +162,12 @@ func (x *Operand) row16(dst []uint32, o, n int) {
 	if rowsVector(x, dst, o, 0, 1, n, 0) {
 		return
 	}
-	q := 0
+	x.row16From(dst, o, n, 0)
+}
+
+// row16From is row16's loop from pair q0 on.
+func (x *Operand) row16From(dst []uint32, o, n, q0 int) {
+	q := q0
 	for ; 2*q+1 < n; q++ {
 		dst[q] = bf16Pair(x.bf16At(o+2*q), x.bf16At(o+2*q+1))
 	}

@@ -16,16 +16,24 @@ import "math"
 // to odd (its error, by TwoSum, decides the direction), and a value
 // rounded to odd with 53 bits rounds correctly to 24.
 func fma32(a, b, c float32) float32 {
-	p := float64(a) * float64(b)
-	cc := float64(c)
-	s := p + cc
-	bits := math.Float64bits(s)
-	// Low 29 bits of the significand: exactly half a float32 ulp is a
-	// midpoint; exponent below float32's smallest normal (2^-126).
-	if bits&(1<<29-1) != 1<<28 && bits&0x7FF0000000000000 >= (1023-126)<<52 {
-		return float32(s)
+	// (The product is exact, so whether the compiler fuses this
+	// multiply-add in float64 makes no difference.)
+	s := float64(a)*float64(b) + float64(c)
+	if roundsTwice(s) {
+		return fma32Slow(float64(a)*float64(b), float64(c), s)
 	}
-	return fma32Slow(p, cc, s)
+	return float32(s)
+}
+
+// roundsTwice reports whether rounding the float64 s to float32 may
+// differ from rounding the exact value s came from: s is exactly a
+// float32 rounding midpoint (its low 29 significand bits are half a
+// float32 ulp), or below float32's smallest normal (2^-126), where the
+// midpoints lie elsewhere. The test is one mask and compare each way:
+// bits 0–28 equal to 1<<28, or a biased exponent under 1023−126.
+func roundsTwice(s float64) bool {
+	b := math.Float64bits(s)
+	return b&(1<<29-1) == 1<<28 || b&(0x7FF<<52) < (1023-126)<<52
 }
 
 // fma32Slow rounds the exact p + cc (whose float64 rounding is s) to

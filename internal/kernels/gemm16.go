@@ -15,9 +15,10 @@ type Epilogue struct {
 }
 
 // HasBF16 reports whether a bf16 micro-kernel is in use: the
-// AVX512_BF16 kernel where the CPU has one, the pure-Go twin on the
-// purego build. Without one, RunBF16 rounds its operands to bf16 and
-// runs the float32 kernel (same products, float32 accumulation).
+// AVX512_BF16 kernel where the CPU has one, the AVX2 one where it has
+// AVX2 and FMA, the pure-Go twin elsewhere. Without one (KernelEnv
+// "fp32"), RunBF16 rounds its operands to bf16 and runs the float32
+// kernel (same products, float32 accumulation).
 func HasBF16() bool { return kern16 != nil }
 
 // KernelBF16 names the bf16 micro-kernel in use, or "none".

@@ -108,8 +108,7 @@ var hasBF16 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512BF16
 
 // availableBF16Kernels lists the bf16 micro-kernels this CPU runs, fastest
 // first, and the pure-Go twin (which KernelEnv may choose). Without
-// AVX512_BF16 no bf16 kernel is used by default (defaultBF16): FP8 GEMMs
-// decode to float32 and bf16 GEMMs round into the float32 kernel.
+// AVX512_BF16 the AVX2 kernel, which gives the same bits, is the default.
 func availableBF16Kernels() []bf16Kernel {
 	if !hasBF16 {
 		if hasAVX2 {
@@ -138,7 +137,7 @@ func pairsVector(x *Operand, dst []uint32, o0, o1, n int) int {
 // groupsVector does Operand.pairs16Groups with the vector kernel when it
 // can (width a multiple of 16) and reports whether it did.
 func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) bool {
-	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.E2M1 != nil {
+	if !(hasBF16 || hasAVX2) || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.E2M1 != nil {
 		return false
 	}
 	pairsStrided(x, dst, o0, o1, groups, width, stride, width) // the groups contiguous in x
@@ -151,6 +150,17 @@ func groupsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int) b
 func pairsStrided(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstride int) {
 	last := (groups-1)*sstride + width - 1
 	_ = dst[(groups-1)*stride+width-1]
+	if !hasBF16 {
+		// AVX2: the 8-lane kernels (width is a multiple of 16).
+		if x.Codes == nil {
+			_, _ = x.F32[o0+last], x.F32[o1+last]
+			bf16PairsStridedF32AVX2(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/8, 4*stride, 4*sstride)
+		} else {
+			_, _ = x.Codes[o0+last], x.Codes[o1+last]
+			bf16PairsStridedFP8AVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/8, 4*stride, sstride, x.Table)
+		}
+		return
+	}
 	if x.Codes == nil {
 		_, _ = x.F32[o0+last], x.F32[o1+last]
 		bf16PairsStridedF32(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/16, 4*stride, 4*sstride)
@@ -170,7 +180,7 @@ func stridedPairsVector(x *Operand, dst []uint32, o0, o1, groups, width, stride,
 	if x.E2M1 != nil {
 		return hasAVX512 && groups > 0 && width > 0 && x.e2m1Strided(dst, o0, o1, groups, width, stride, sstride)
 	}
-	if !hasBF16 || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.Exp != nil {
+	if !(hasBF16 || hasAVX2) || groups == 0 || width == 0 || width%16 != 0 || (x.Codes != nil && x.bf16Tab == nil) || x.Exp != nil {
 		return false
 	}
 	pairsStrided(x, dst, o0, o1, groups, width, stride, sstride)
@@ -236,6 +246,31 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	return 16 * blocks
 }
 
+// rowsAVX2 is rowsVector on the AVX2 kernels: 16 values (8 pairs) at a
+// time, each row's rest by the Go loop.
+func rowsAVX2(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
+	if !hasAVX2 || rows <= 0 || n <= 0 || x.E2M1 != nil || (x.Codes != nil && x.bf16Tab == nil) {
+		return false
+	}
+	blocks := n / 16
+	if blocks > 0 {
+		_ = dst[(rows-1)*ldd+8*blocks-1]
+		if x.Codes == nil {
+			_ = x.F32[o+(rows-1)*ld+16*blocks-1]
+			bf16RowsF32AVX2(&dst[0], &x.F32[o], rows, blocks, 4*ld, 4*ldd)
+		} else {
+			_ = x.Codes[o+(rows-1)*ld+16*blocks-1]
+			bf16RowsFP8AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Table)
+		}
+	}
+	if n%16 != 0 {
+		for r := 0; r < rows; r++ {
+			x.row16From(dst[r*ldd:], o+r*ld, n, 8*blocks)
+		}
+	}
+	return true
+}
+
 // fp8RowsOK reports whether rows of n FP8 codes of x convert with the
 // vector row kernels: a bf16 table, and an odd row's missing last value
 // read as code 0 converting to the zero half row16 pads with.
@@ -247,6 +282,9 @@ func fp8RowsOK(x *Operand, rows, n int) bool {
 // the vector kernel (rows rows of n values, ld apart, written ⌈n/2⌉
 // pairs each, ldd apart) and reports whether it could.
 func rowsVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
+	if !hasBF16 {
+		return rowsAVX2(x, dst, o, ld, rows, n, ldd)
+	}
 	if x.Codes == nil && x.E2M1 == nil && hasBF16 && hasBMI2 && rows > 0 && n > 0 {
 		_, _ = x.F32[o+(rows-1)*ld+n-1], dst[(rows-1)*ldd+(n+1)/2-1]
 		bf16RowsF32(&dst[0], &x.F32[o], rows, n/32, n%32, 4*ld, 4*ldd)

@@ -10,10 +10,11 @@ import (
 // a comma-separated list of kernel names (spaces may be written as
 // underscores), each naming a float32 kernel ("avx512 8x48", "avx512
 // 12x32", "avx2 6x16", "go 4x4") or a bf16 kernel ("avx512bf16 12x32",
-// "avx512bf16 8x48", "go bf16 4x16"), or "fp32", which turns the bf16
-// kernels off (FP8 GEMMs then decode to float32 as on CPUs without
-// AVX512_BF16). Only kernels this CPU can run are accepted; CheckEnv
-// reports anything else.
+// "avx512bf16 8x48", "avx2 bf16 6x16", "go bf16 4x16"), or "fp32",
+// which turns the bf16 kernels off (FP8 GEMMs then decode to float32 and
+// sum in float32 order, which gives other bits than the bf16 kernels).
+// Only kernels this CPU can run are accepted; CheckEnv reports anything
+// else.
 const KernelEnv = "OCTET_GEMM_KERNEL"
 
 // Available lists the kernels this CPU can run, by the names KernelEnv
