@@ -15504,7 +15504,15 @@ DATA avx2Consts<>+880(SB)/4, $0x00000001
 DATA avx2Consts<>+884(SB)/4, $0x00000001
 DATA avx2Consts<>+888(SB)/4, $0x00000001
 DATA avx2Consts<>+892(SB)/4, $0x00000001
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $896
+DATA avx2Consts<>+896(SB)/4, $0x00000080
+DATA avx2Consts<>+900(SB)/4, $0x00000080
+DATA avx2Consts<>+904(SB)/4, $0x00000080
+DATA avx2Consts<>+908(SB)/4, $0x00000080
+DATA avx2Consts<>+912(SB)/4, $0x00000080
+DATA avx2Consts<>+916(SB)/4, $0x00000080
+DATA avx2Consts<>+920(SB)/4, $0x00000080
+DATA avx2Consts<>+924(SB)/4, $0x00000080
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $928
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
@@ -18576,6 +18584,130 @@ bf16RowsFP8AVX2_b_done:
 	JNZ  bf16RowsFP8AVX2_r_loop
 
 bf16RowsFP8AVX2_r_done:
+	VZEROUPPER
+	RET
+
+// func quantizeE4M3AVX2(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeE4M3AVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Y8
+	MOVL         $0x46800000, BX
+	MOVD         BX, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc407ffff, BX
+	MOVD         BX, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007e, BX
+	MOVD         BX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x3c800000, BX
+	MOVD         BX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007f, BX
+	MOVD         BX, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	TESTQ        DX, DX
+	JZ           quantizeE4M3AVX2_done
+
+quantizeE4M3AVX2_loop:
+	VMOVUPS      (CX), Y0
+	VPAND        avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD      Y4, Y14, Y14
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x14, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x14, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	DECQ         DX
+	JNZ          quantizeE4M3AVX2_loop
+
+quantizeE4M3AVX2_done:
+	MOVQ    amax+32(FP), AX
+	VMOVDQU Y14, (AX)
+	VZEROUPPER
+	RET
+
+// func quantizeE5M2AVX2(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeE5M2AVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Y8
+	MOVL         $0x43000000, BX
+	MOVD         BX, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc80fffff, BX
+	MOVD         BX, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007b, BX
+	MOVD         BX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x38800000, BX
+	MOVD         BX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007e, BX
+	MOVD         BX, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	TESTQ        DX, DX
+	JZ           quantizeE5M2AVX2_done
+
+quantizeE5M2AVX2_loop:
+	VMOVUPS      (CX), Y0
+	VPAND        avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD      Y4, Y14, Y14
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x15, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x15, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	DECQ         DX
+	JNZ          quantizeE5M2AVX2_loop
+
+quantizeE5M2AVX2_done:
+	MOVQ    amax+32(FP), AX
+	VMOVDQU Y14, (AX)
 	VZEROUPPER
 	RET
 

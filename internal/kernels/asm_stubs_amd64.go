@@ -684,6 +684,16 @@ func bf16RowsF32AVX2(dst *uint32, x *float32, rows int, blocks int, ld int, ldd 
 //go:noescape
 func bf16RowsFP8AVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int, table *[256]float32)
 
+// quantizeE4M3AVX2 casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeE4M3AVX2(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)
+
+// quantizeE5M2AVX2 casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeE5M2AVX2(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

@@ -28,8 +28,24 @@ var hasBMI2 = cpu.X86.HasBMI2
 // float32 bits of their amax (a NaN pattern if any was NaN);
 // quantizeFP8Go does the rest with the same bits.
 func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
+	if !hasAVX512 {
+		blocks := len(src) / 8
+		if !hasAVX2 || blocks == 0 || len(dst) < len(src) {
+			return 0, 0
+		}
+		var lanes [8]uint32
+		if format == 0 {
+			quantizeE4M3AVX2(&dst[0], &src[0], blocks, scale, &lanes)
+		} else {
+			quantizeE5M2AVX2(&dst[0], &src[0], blocks, scale, &lanes)
+		}
+		for _, l := range lanes {
+			amaxBits = max(amaxBits, l)
+		}
+		return blocks * 8, amaxBits
+	}
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
+	if blocks == 0 || len(dst) < len(src) {
 		return 0, 0
 	}
 	var lanes [16]uint32

@@ -14,8 +14,10 @@ import (
 // holding a NaN leaves the fused kernel). All 2^32 patterns with
 // OCTET_EXHAUSTIVE=1 (minutes), else every 4099th run of 1,024 and the
 // patterns around every FP8 value's rounding boundaries.
-func TestFP8CastsOverBitPatterns(t *testing.T) {
-	if !hasAVX512 {
+func TestFP8CastsOverBitPatterns(t *testing.T) { withISA(t, testFP8CastsOverBitPatterns) }
+
+func testFP8CastsOverBitPatterns(t *testing.T) {
+	if !hasAVX512 && !hasAVX2 {
 		t.Skip("no vector FP8 casts in this build")
 	}
 	const chunk = 1 << 14
@@ -40,6 +42,9 @@ func TestFP8CastsOverBitPatterns(t *testing.T) {
 			if b := math.Float32bits(v); b&0x7FFFFFFF > 0x7F800000 {
 				fin[i] = math.Float32frombits(b & 0xFF800000)
 			}
+		}
+		if !hasAVX512 {
+			return // the fused block cast is AVX-512 only
 		}
 		for _, mask := range []uint32{0xFF800000, 0xFFFFFFFF} {
 			d, _, ok := blockTilesVector(f, got, 0, fin, 0, ig, chunk/128, 1, 128, 128, 128, 0, mask)

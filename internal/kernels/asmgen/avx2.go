@@ -24,7 +24,7 @@ var avx2ConstValues = []uint32{
 	f32(1), f32(87), f32(-87), f32(1.4426950408889634), f32(0.693145751953125), f32(1.428606765330187e-06),
 	f32(1.0 / 5040), f32(1.0 / 720), f32(1.0 / 120), f32(1.0 / 24), f32(1.0 / 6), f32(1.0 / 2), f32(-0.5), 127,
 	f32(-1), f32(2), f32(9), f32(-9), f32(0.044715), f32(0.7978845608028654), f32(3 * 0.044715),
-	0xFFFF0000, 0x7FFF, 0x7FFFFFFF, 0x7F800000, 0x40, 0x8000, 1,
+	0xFFFF0000, 0x7FFF, 0x7FFFFFFF, 0x7F800000, 0x40, 0x8000, 1, 0x80,
 }
 
 var avx2ConstMem Mem
@@ -328,4 +328,5 @@ func avx2ElementKernels() {
 	adamAVX2()
 	bf16KernelsAVX2()
 	packKernelsAVX2()
+	quantizeKernelsAVX2()
 }
