@@ -33,7 +33,9 @@ type ProgressOptions struct {
 // Progress returns the hook named "progress": a progress bar on w when w
 // is a terminal, else a line every few seconds — "fp8 step 120/936 epoch
 // 1 loss 0.2312" — and a line per evaluation. It also says, a line each,
-// the precision's warnings (Precision.Warnings), where a resumed run
+// the precision's warnings (Precision.Warnings), for bf16 and FP8 on a
+// CPU without a bf16 dot-product unit that they will not run faster than
+// float32 there (KernelInfo.Note), where a resumed run
 // resumed from ("fp8 resumed from ckpt/checkpoint-40 after step 40 of
 // 120"), and where a run stopped before the end of its schedule stopped
 // ("fp8 stopped after step 60 of 120; checkpoint ckpt/checkpoint-60").
@@ -77,6 +79,11 @@ func Progress(w io.Writer, o ProgressOptions) Hook {
 					if _, err := fmt.Fprintf(w, "%s warning: %s\n", name(s), warn); err != nil {
 						return err
 					}
+				}
+			}
+			if note := Kernels().Note(s.Precision); note != "" {
+				if _, err := fmt.Fprintf(w, "%s note: %s\n", name(s), note); err != nil {
+					return err
 				}
 			}
 			if s.Resumed != "" {

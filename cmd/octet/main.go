@@ -53,6 +53,7 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/train"
 )
 
 func main() {
@@ -81,6 +82,9 @@ commands:
       (octet quantize -h lists the flags)
   inspect FILE.safetensors
       list a safetensors file's tensors, metadata and FP8 state; verify its checksums
+  kernels
+      name the kernels this CPU runs, the ones OCTET_GEMM_KERNEL accepts,
+      and whether bf16 and FP8 run faster than float32 here
 `
 
 // run runs one command line (without the program name).
@@ -96,6 +100,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return quantizeCmd(args[1:], stdout, stderr)
 	case "inspect":
 		return inspectCmd(args[1:], stdout, stderr)
+	case "kernels":
+		if len(args) > 1 {
+			return usageError{fmt.Sprintf("kernels takes no arguments, got %q", args[1:])}
+		}
+		return kernelsCmd(stdout)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -138,5 +147,18 @@ func tokenize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d bytes → %d %s tokens → %s\n", in, len(text), len(toks), bpe.Name(), out)
+	return nil
+}
+
+// kernelsCmd prints train.Kernels.
+func kernelsCmd(stdout io.Writer) error {
+	k := train.Kernels()
+	fmt.Fprintln(stdout, k)
+	fmt.Fprintf(stdout, "OCTET_GEMM_KERNEL accepts: %s\n", strings.Join(k.Available, ", "))
+	if k.LowPrecisionFaster {
+		fmt.Fprintln(stdout, "bf16 and FP8 GEMMs run on this CPU's bf16 dot-product unit: faster than float32")
+	} else {
+		fmt.Fprintln(stdout, k.Note("fp8"))
+	}
 	return nil
 }

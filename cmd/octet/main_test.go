@@ -58,3 +58,12 @@ func TestTokenize(t *testing.T) {
 		require.Equal(t, c.usage, isUsage, "%v: %v", c.args, err)
 	}
 }
+
+func TestKernelsCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.NoError(t, run([]string{"kernels"}, &out, &errOut))
+	require.Contains(t, out.String(), " kernels (GEMM ")
+	require.Contains(t, out.String(), "OCTET_GEMM_KERNEL accepts: ")
+	require.Contains(t, out.String(), "fp32\n")
+	require.Error(t, run([]string{"kernels", "extra"}, &out, &errOut))
+}

@@ -7,6 +7,9 @@ package kernels
 
 const hasAVX512 = false
 
+// hasAVX2: no AVX2 kernels in this build.
+const hasAVX2 = false
+
 func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
 	return 0, 0
 }

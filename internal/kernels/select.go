@@ -83,3 +83,23 @@ func chooseKernels(f32 []microKernel, b16 []bf16Kernel, useBF16 bool) (microKern
 }
 
 var kern, kern16, envErr = chooseKernels(availableKernels(), availableBF16Kernels(), defaultBF16)
+
+// Family names the instruction set the element and row kernels use on
+// this CPU: "AVX-512", "AVX2+FMA" or "portable Go".
+func Family() string {
+	switch {
+	case hasAVX512:
+		return "AVX-512"
+	case hasAVX2:
+		return "AVX2+FMA"
+	}
+	return "portable Go"
+}
+
+// LowPrecisionFaster reports whether the bf16 kernel in use multiplies
+// bf16 pairs on a dot-product unit (AVX512_BF16's VDPBF16PS or AMX), the
+// only case where bf16 and FP8 GEMMs outrun float32 ones; elsewhere they
+// run at about float32's speed and save memory, not time.
+func LowPrecisionFaster() bool {
+	return kern16 != nil && (kern16.tiles != nil && kern16.name != goAMXKernel.name || strings.HasPrefix(kern16.name, "avx512bf16"))
+}

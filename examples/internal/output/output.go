@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/octetml/octet/train"
 )
 
 // Summary is the object -json prints for the fields of each run, in
@@ -56,7 +58,8 @@ func Message(program string, err error) string {
 
 // Finish ends a program's output: with a plot path, it writes the plot
 // (plot) and, unless jsonOut, says where; with jsonOut it prints the
-// Summary of the runs' fields as the last line.
+// Summary of the runs' fields as the last line, otherwise the kernels
+// that ran (train.Kernels).
 func Finish(w io.Writer, jsonOut bool, plotPath string, plot func(path string) error, runs []map[string]any) error {
 	if plotPath != "" {
 		if err := plot(plotPath); err != nil {
@@ -69,5 +72,6 @@ func Finish(w io.Writer, jsonOut bool, plotPath string, plot func(path string) e
 	if jsonOut {
 		return json.NewEncoder(w).Encode(Summary(runs))
 	}
-	return nil
+	_, err := fmt.Fprintln(w, train.Kernels())
+	return err
 }

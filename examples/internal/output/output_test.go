@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/octetml/octet/train"
 )
 
 func TestSummary(t *testing.T) {
@@ -38,7 +40,7 @@ func TestMessageAndFinish(t *testing.T) {
 	plot := func(p string) error { plotted = p; return nil }
 	require.NoError(t, Finish(&out, false, "loss.png", plot, nil))
 	require.Equal(t, "loss.png", plotted)
-	require.Equal(t, "loss curves written to loss.png\n", out.String())
+	require.Equal(t, "loss curves written to loss.png\n"+train.Kernels().String()+"\n", out.String())
 	out.Reset()
 	require.NoError(t, Finish(&out, true, "", plot, []map[string]any{{"a": 1}, {"a": 2}}))
 	require.JSONEq(t, `{"a": 2, "runs": [{"a": 1}, {"a": 2}]}`, out.String())
