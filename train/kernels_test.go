@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -37,5 +38,15 @@ func TestKernelNote(t *testing.T) {
 	}
 	if out.String() != want {
 		t.Fatalf("progress start printed %q, want %q", out.String(), want)
+	}
+}
+
+// Kernels says which kernels run here and whether bf16 and FP8 pay on
+// this CPU (the output depends on the machine, so it is not checked).
+func ExampleKernels() {
+	k := Kernels()
+	fmt.Println(k) // e.g. "AVX2+FMA kernels (GEMM avx2 6x16, bf16 avx2 bf16 6x16)"
+	if note := k.Note("fp8"); note != "" {
+		fmt.Println(note)
 	}
 }
