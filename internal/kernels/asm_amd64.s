@@ -18711,6 +18711,286 @@ quantizeE5M2AVX2_done:
 	VZEROUPPER
 	RET
 
+// func lnSumAVX2(x *float32, blocks int, lanes *[16]float32)
+// Requires: AVX
+TEXT ·lnSumAVX2(SB), NOSPLIT, $0-24
+	MOVQ   x+0(FP), AX
+	MOVQ   blocks+8(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	TESTQ  CX, CX
+	JZ     lnSumAVX2_done
+
+lnSumAVX2_loop:
+	VMOVUPS (AX), Y2
+	VADDPS  Y2, Y0, Y0
+	VMOVUPS 32(AX), Y2
+	VADDPS  Y2, Y1, Y1
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     lnSumAVX2_loop
+
+lnSumAVX2_done:
+	MOVQ    lanes+16(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func lnSqDevAVX2(x *float32, blocks int, mu float32, lanes *[16]float32)
+// Requires: AVX
+TEXT ·lnSqDevAVX2(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	VBROADCASTSS mu+16(FP), Y10
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	TESTQ        CX, CX
+	JZ           lnSqDevAVX2_done
+
+lnSqDevAVX2_loop:
+	VMOVUPS (AX), Y2
+	VSUBPS  Y10, Y2, Y2
+	VMULPS  Y2, Y2, Y2
+	VADDPS  Y2, Y0, Y0
+	VMOVUPS 32(AX), Y2
+	VSUBPS  Y10, Y2, Y2
+	VMULPS  Y2, Y2, Y2
+	VADDPS  Y2, Y1, Y1
+	ADDQ    $0x00000040, AX
+	DECQ    CX
+	JNZ     lnSqDevAVX2_loop
+
+lnSqDevAVX2_done:
+	MOVQ    lanes+24(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func lnApplyAVX2(y *float32, x *float32, gamma *float32, beta *float32, blocks int, mu float32, r float32, g0 float32)
+// Requires: AVX
+TEXT ·lnApplyAVX2(SB), NOSPLIT, $0-52
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         beta+24(FP), BX
+	MOVQ         blocks+32(FP), SI
+	VBROADCASTSS mu+40(FP), Y10
+	VBROADCASTSS r+44(FP), Y11
+	VBROADCASTSS g0+48(FP), Y12
+	TESTQ        SI, SI
+	JZ           lnApplyAVX2_done
+
+lnApplyAVX2_loop:
+	VMOVUPS (CX), Y0
+	VSUBPS  Y10, Y0, Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS (DX), Y1
+	VADDPS  Y12, Y1, Y1
+	VMULPS  Y1, Y0, Y0
+	VADDPS  (BX), Y0, Y0
+	ADDQ    $0x00000020, BX
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	DECQ    SI
+	JNZ     lnApplyAVX2_loop
+
+lnApplyAVX2_done:
+	VZEROUPPER
+	RET
+
+// func rmsApplyAVX2(y *float32, x *float32, gamma *float32, blocks int, r float32, g0 float32)
+// Requires: AVX
+TEXT ·rmsApplyAVX2(SB), NOSPLIT, $0-40
+	MOVQ         y+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	VBROADCASTSS r+32(FP), Y11
+	VBROADCASTSS g0+36(FP), Y12
+	TESTQ        BX, BX
+	JZ           rmsApplyAVX2_done
+
+rmsApplyAVX2_loop:
+	VMOVUPS (CX), Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS (DX), Y1
+	VADDPS  Y12, Y1, Y1
+	VMULPS  Y1, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	DECQ    BX
+	JNZ     rmsApplyAVX2_loop
+
+rmsApplyAVX2_done:
+	VZEROUPPER
+	RET
+
+// func lnGradAccumAVX2(x *float32, dy *float32, gamma *float32, dgamma *float32, dbeta *float32, blocks int, mu float32, rs float32, g0 float32, lanes *[32]float32)
+// Requires: AVX
+TEXT ·lnGradAccumAVX2(SB), NOSPLIT, $0-72
+	MOVQ         x+0(FP), AX
+	MOVQ         dy+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         dgamma+24(FP), BX
+	MOVQ         dbeta+32(FP), SI
+	MOVQ         blocks+40(FP), DI
+	VBROADCASTSS mu+48(FP), Y10
+	VBROADCASTSS rs+52(FP), Y11
+	VBROADCASTSS g0+56(FP), Y12
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	TESTQ        DI, DI
+	JZ           lnGradAccumAVX2_done
+
+lnGradAccumAVX2_loop:
+	VMOVUPS (AX), Y0
+	VSUBPS  Y10, Y0, Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS (CX), Y1
+	VMOVUPS (DX), Y2
+	VADDPS  Y12, Y2, Y2
+	VMULPS  Y1, Y2, Y2
+	VADDPS  Y2, Y4, Y4
+	VMULPS  Y0, Y2, Y3
+	VADDPS  Y3, Y6, Y6
+	VMULPS  Y0, Y1, Y3
+	VADDPS  (BX), Y3, Y3
+	VMOVUPS Y3, (BX)
+	VADDPS  (SI), Y1, Y3
+	VMOVUPS Y3, (SI)
+	VMOVUPS 32(AX), Y0
+	VSUBPS  Y10, Y0, Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS 32(CX), Y1
+	VMOVUPS 32(DX), Y2
+	VADDPS  Y12, Y2, Y2
+	VMULPS  Y1, Y2, Y2
+	VADDPS  Y2, Y5, Y5
+	VMULPS  Y0, Y2, Y3
+	VADDPS  Y3, Y7, Y7
+	VMULPS  Y0, Y1, Y3
+	VADDPS  32(BX), Y3, Y3
+	VMOVUPS Y3, 32(BX)
+	VADDPS  32(SI), Y1, Y3
+	VMOVUPS Y3, 32(SI)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, BX
+	ADDQ    $0x00000040, SI
+	DECQ    DI
+	JNZ     lnGradAccumAVX2_loop
+
+lnGradAccumAVX2_done:
+	MOVQ    lanes+64(FP), AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	VMOVUPS Y6, 64(AX)
+	VMOVUPS Y7, 96(AX)
+	VZEROUPPER
+	RET
+
+// func rmsGradAccumAVX2(x *float32, dy *float32, gamma *float32, dgamma *float32, blocks int, rs float32, g0 float32, lanes *[16]float32)
+// Requires: AVX
+TEXT ·rmsGradAccumAVX2(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), AX
+	MOVQ         dy+8(FP), CX
+	MOVQ         gamma+16(FP), DX
+	MOVQ         dgamma+24(FP), BX
+	MOVQ         blocks+32(FP), SI
+	VBROADCASTSS rs+40(FP), Y11
+	VBROADCASTSS g0+44(FP), Y12
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	TESTQ        SI, SI
+	JZ           rmsGradAccumAVX2_done
+
+rmsGradAccumAVX2_loop:
+	VMOVUPS (AX), Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS (CX), Y1
+	VMOVUPS (DX), Y2
+	VADDPS  Y12, Y2, Y2
+	VMULPS  Y1, Y2, Y2
+	VMULPS  Y0, Y2, Y3
+	VADDPS  Y3, Y6, Y6
+	VMULPS  Y0, Y1, Y3
+	VADDPS  (BX), Y3, Y3
+	VMOVUPS Y3, (BX)
+	VMOVUPS 32(AX), Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS 32(CX), Y1
+	VMOVUPS 32(DX), Y2
+	VADDPS  Y12, Y2, Y2
+	VMULPS  Y1, Y2, Y2
+	VMULPS  Y0, Y2, Y3
+	VADDPS  Y3, Y7, Y7
+	VMULPS  Y0, Y1, Y3
+	VADDPS  32(BX), Y3, Y3
+	VMOVUPS Y3, 32(BX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	ADDQ    $0x00000040, BX
+	DECQ    SI
+	JNZ     rmsGradAccumAVX2_loop
+
+rmsGradAccumAVX2_done:
+	MOVQ    lanes+48(FP), AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func lnGradDxAVX2(dx *float32, x *float32, dy *float32, gamma *float32, blocks int, mu float32, rs float32, g0 float32, fm float32, fmx float32)
+// Requires: AVX
+TEXT ·lnGradDxAVX2(SB), NOSPLIT, $0-60
+	MOVQ         dx+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         dy+16(FP), DX
+	MOVQ         gamma+24(FP), BX
+	MOVQ         blocks+32(FP), SI
+	VBROADCASTSS mu+40(FP), Y10
+	VBROADCASTSS rs+44(FP), Y11
+	VBROADCASTSS g0+48(FP), Y12
+	VBROADCASTSS fm+52(FP), Y13
+	VBROADCASTSS fmx+56(FP), Y14
+	TESTQ        SI, SI
+	JZ           lnGradDxAVX2_done
+
+lnGradDxAVX2_loop:
+	VMOVUPS (BX), Y0
+	VADDPS  Y12, Y0, Y0
+	VMULPS  (DX), Y0, Y0
+	VSUBPS  Y13, Y0, Y0
+	VMOVUPS (CX), Y1
+	VSUBPS  Y10, Y1, Y1
+	VMULPS  Y11, Y1, Y1
+	VMULPS  Y14, Y1, Y1
+	VSUBPS  Y1, Y0, Y0
+	VMULPS  Y11, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, BX
+	DECQ    SI
+	JNZ     lnGradDxAVX2_loop
+
+lnGradDxAVX2_done:
+	VZEROUPPER
+	RET
+
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76

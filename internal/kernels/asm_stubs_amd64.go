@@ -694,6 +694,41 @@ func quantizeE4M3AVX2(dst *uint8, src *float32, blocks int, scale float32, amax 
 //go:noescape
 func quantizeE5M2AVX2(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)
 
+// lnSumAVX2 stores 16 lane sums over 16·blocks values; its Go twin is lnSumGo or lnSqDevGo (layernorm.go) (AVX2).
+//
+//go:noescape
+func lnSumAVX2(x *float32, blocks int, lanes *[16]float32)
+
+// lnSqDevAVX2 stores 16 lane sums over 16·blocks values; its Go twin is lnSumGo or lnSqDevGo (layernorm.go) (AVX2).
+//
+//go:noescape
+func lnSqDevAVX2(x *float32, blocks int, mu float32, lanes *[16]float32)
+
+// lnApplyAVX2 normalises 8·blocks values of a row; its Go twin is lnApplyGo or rmsApplyGo (layernorm.go) (AVX2).
+//
+//go:noescape
+func lnApplyAVX2(y *float32, x *float32, gamma *float32, beta *float32, blocks int, mu float32, r float32, g0 float32)
+
+// rmsApplyAVX2 normalises 8·blocks values of a row; its Go twin is lnApplyGo or rmsApplyGo (layernorm.go) (AVX2).
+//
+//go:noescape
+func rmsApplyAVX2(y *float32, x *float32, gamma *float32, blocks int, r float32, g0 float32)
+
+// lnGradAccumAVX2 accumulates a row's backward sums over 16·blocks values; its Go twin is lnGradAccumGo or rmsGradAccumGo (layernorm.go) (AVX2).
+//
+//go:noescape
+func lnGradAccumAVX2(x *float32, dy *float32, gamma *float32, dgamma *float32, dbeta *float32, blocks int, mu float32, rs float32, g0 float32, lanes *[32]float32)
+
+// rmsGradAccumAVX2 accumulates a row's backward sums over 16·blocks values; its Go twin is lnGradAccumGo or rmsGradAccumGo (layernorm.go) (AVX2).
+//
+//go:noescape
+func rmsGradAccumAVX2(x *float32, dy *float32, gamma *float32, dgamma *float32, blocks int, rs float32, g0 float32, lanes *[16]float32)
+
+// lnGradDxAVX2 writes a row's dx over 8·blocks values; its Go twin is lnGradDxGo (layernorm.go) (AVX2).
+//
+//go:noescape
+func lnGradDxAVX2(dx *float32, x *float32, dy *float32, gamma *float32, blocks int, mu float32, rs float32, g0 float32, fm float32, fmx float32)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

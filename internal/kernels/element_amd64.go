@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"math/bits"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -407,7 +408,14 @@ func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool {
 
 func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		if blocks > 0 {
+			lnSumAVX2(&x[0], blocks, lanes)
+		}
+		lnSumGo(x[16*blocks:16*blocks+bits.OnesCount16(mask)], lanes)
+		return true
 	}
 	lnSumAVX512(&x[0], blocks, mask, lanes)
 	return true
@@ -415,7 +423,14 @@ func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool 
 
 func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		if blocks > 0 {
+			lnSqDevAVX2(&x[0], blocks, mu, lanes)
+		}
+		lnSqDevGo(x[16*blocks:16*blocks+bits.OnesCount16(mask)], mu, lanes)
+		return true
 	}
 	lnSqDevAVX512(&x[0], blocks, mask, mu, lanes)
 	return true
@@ -423,7 +438,18 @@ func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]
 
 func lnApplyVector(y, x, gamma, beta []float32, blocks int, mask uint16, mu, r, g0 float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		n := 16*blocks + bits.OnesCount16(mask)
+		b8 := n / 8
+		if b8 > 0 {
+			_, _, _, _ = y[8*b8-1], x[8*b8-1], gamma[8*b8-1], beta[8*b8-1]
+			lnApplyAVX2(&y[0], &x[0], &gamma[0], &beta[0], b8, mu, r, g0)
+		}
+		o := 8 * b8
+		lnApplyGo(y[o:n], x[o:n], gamma[o:n], beta[o:n], mu, r, g0)
+		return true
 	}
 	lnApplyAVX512(&y[0], &x[0], &gamma[0], &beta[0], blocks, mask, mu, r, g0)
 	return true
@@ -431,7 +457,18 @@ func lnApplyVector(y, x, gamma, beta []float32, blocks int, mask uint16, mu, r, 
 
 func lnGradAccumVector(x, dy, gamma, dgamma, dbeta []float32, blocks int, mask uint16, mu, rs, g0 float32, lanes *[32]float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		n := 16*blocks + bits.OnesCount16(mask)
+		if blocks > 0 {
+			o := 16*blocks - 1
+			_, _, _, _, _ = x[o], dy[o], gamma[o], dgamma[o], dbeta[o]
+			lnGradAccumAVX2(&x[0], &dy[0], &gamma[0], &dgamma[0], &dbeta[0], blocks, mu, rs, g0, lanes)
+		}
+		o := 16 * blocks
+		lnGradAccumGo(x[o:n], dy[o:n], gamma[o:n], dgamma[o:n], dbeta[o:n], mu, rs, g0, lanes)
+		return true
 	}
 	lnGradAccumAVX512(&x[0], &dy[0], &gamma[0], &dgamma[0], &dbeta[0], blocks, mask, mu, rs, g0, lanes)
 	return true
@@ -439,7 +476,18 @@ func lnGradAccumVector(x, dy, gamma, dgamma, dbeta []float32, blocks int, mask u
 
 func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs, g0, fm, fmx float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		n := 16*blocks + bits.OnesCount16(mask)
+		b8 := n / 8
+		if b8 > 0 {
+			_, _, _, _ = dx[8*b8-1], x[8*b8-1], dy[8*b8-1], gamma[8*b8-1]
+			lnGradDxAVX2(&dx[0], &x[0], &dy[0], &gamma[0], b8, mu, rs, g0, fm, fmx)
+		}
+		o := 8 * b8
+		lnGradDxGo(dx[o:n], x[o:n], dy[o:n], gamma[o:n], mu, rs, g0, fm, fmx)
+		return true
 	}
 	lnGradDxAVX512(&dx[0], &x[0], &dy[0], &gamma[0], blocks, mask, mu, rs, g0, fm, fmx)
 	return true
@@ -531,7 +579,18 @@ func addRowVector(dst, src []float32) bool {
 
 func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		n := 16*blocks + bits.OnesCount16(mask)
+		b8 := n / 8
+		if b8 > 0 {
+			_, _, _ = y[8*b8-1], x[8*b8-1], gamma[8*b8-1]
+			rmsApplyAVX2(&y[0], &x[0], &gamma[0], b8, r, g0)
+		}
+		o := 8 * b8
+		rmsApplyGo(y[o:n], x[o:n], gamma[o:n], r, g0)
+		return true
 	}
 	rmsApplyAVX512(&y[0], &x[0], &gamma[0], blocks, mask, r, g0)
 	return true
@@ -539,7 +598,18 @@ func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float3
 
 func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16, rs, g0 float32, lanes *[16]float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		n := 16*blocks + bits.OnesCount16(mask)
+		if blocks > 0 {
+			o := 16*blocks - 1
+			_, _, _, _ = x[o], dy[o], gamma[o], dgamma[o]
+			rmsGradAccumAVX2(&x[0], &dy[0], &gamma[0], &dgamma[0], blocks, rs, g0, lanes)
+		}
+		o := 16 * blocks
+		rmsGradAccumGo(x[o:n], dy[o:n], gamma[o:n], dgamma[o:n], rs, g0, lanes)
+		return true
 	}
 	rmsGradAccumAVX512(&x[0], &dy[0], &gamma[0], &dgamma[0], blocks, mask, rs, g0, lanes)
 	return true

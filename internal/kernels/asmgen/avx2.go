@@ -329,4 +329,5 @@ func avx2ElementKernels() {
 	bf16KernelsAVX2()
 	packKernelsAVX2()
 	quantizeKernelsAVX2()
+	layerNormKernelsAVX2()
 }
