@@ -475,6 +475,12 @@ func TestGemmBF16AgainstFloat64(t *testing.T) { withBF16Kernel(t, testGemmBF16) 
 func testGemmBF16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {13, 33, 2}, {17, 33, 65}, {64, 64, 300}, {130, 70, 257}, {257, 1030, 20}, {200, 300, 801}}
+	if testing.Short() {
+		// (-short, as CI runs it under an emulator): every path —
+		// direct, blocked with k over two blocks, a wide op(B) — at
+		// small sizes.
+		sizes = [][3]int{{1, 1, 1}, {3, 5, 7}, {13, 33, 2}, {17, 33, 65}, {20, 40, 801}, {6, 1100, 512}}
+	}
 	g := NewGemm()
 	for _, s := range sizes {
 		for _, tA := range []bool{false, true} {
@@ -711,7 +717,11 @@ func TestGemmBF16Operands(t *testing.T) { withBF16Kernel(t, testGemmBF16Operands
 func testGemmBF16Operands(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	g := NewGemm()
-	for _, s := range [][3]int{{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {130, 70, 257}, {200, 300, 801}, {64, 1100, 512}} {
+	sizes := [][3]int{{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {130, 70, 257}, {200, 300, 801}, {64, 1100, 512}}
+	if testing.Short() {
+		sizes = [][3]int{{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {20, 40, 801}, {6, 1100, 512}}
+	}
+	for _, s := range sizes {
 		for _, tA := range []bool{false, true} {
 			for _, tB := range []bool{false, true} {
 				m, n, k := s[0], s[1], s[2]
