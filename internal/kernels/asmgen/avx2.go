@@ -267,54 +267,7 @@ func reluGradAVX2() {
 }
 
 // adamAVX2 is adam on 8 lanes.
-func adamAVX2() {
-	TEXT("adamAVX2", NOSPLIT, "func(w, grad, mom, vel *float32, blocks int, c *[9]float32)")
-	Pragma("noescape")
-	Doc("adamAVX2 applies the Adam update to 8·blocks parameters; its Go twin is the loop in Adam (adam.go) (AVX2).")
-	w := Load(Param("w"), GP64())
-	g := Load(Param("grad"), GP64())
-	m := Load(Param("mom"), GP64())
-	v := Load(Param("vel"), GP64())
-	n := Load(Param("blocks"), GP64())
-	c := Load(Param("c"), GP64())
-	consts := []VecPhysical{Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
-	for i, z := range consts {
-		VBROADCASTSS(Mem{Base: c, Disp: 4 * i}, z)
-	}
-	l2, df, b1, c1, b2, c2, step, bc2s, eps := Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15
-	loop("adam2", n, func() {
-		zw, zg, zm, zv, t, u := Y0, Y1, Y2, Y3, Y4, Y5
-		VMOVUPS(Mem{Base: w}, zw)
-		VMOVUPS(Mem{Base: g}, zg)
-		VMOVUPS(Mem{Base: m}, zm)
-		VMOVUPS(Mem{Base: v}, zv)
-		VMULPS(zw, l2, t)
-		VADDPS(t, zg, zg)
-		VMULPS(df, zw, zw)
-		VMULPS(zm, b1, zm)
-		VMULPS(zg, c1, t)
-		VADDPS(t, zm, zm)
-		VMULPS(zv, b2, zv)
-		VMULPS(zg, c2, t)
-		VMULPS(zg, t, t)
-		VADDPS(t, zv, zv)
-		VSQRTPS(zv, t)
-		VDIVPS(bc2s, t, t)
-		VADDPS(eps, t, t)
-		VMULPS(zm, step, u)
-		VDIVPS(t, u, u)
-		VSUBPS(u, zw, zw)
-		VMOVUPS(zw, Mem{Base: w})
-		VMOVUPS(zm, Mem{Base: m})
-		VMOVUPS(zv, Mem{Base: v})
-		ADDQ(U32(32), w)
-		ADDQ(U32(32), g)
-		ADDQ(U32(32), m)
-		ADDQ(U32(32), v)
-	})
-	VZEROUPPER()
-	RET()
-}
+func adamAVX2() { adamKernel("adamAVX2", "adam2", "AVX2", 8, ymm, 7) }
 
 // avx2ElementKernels emits the AVX2 element kernels and their table.
 func avx2ElementKernels() {

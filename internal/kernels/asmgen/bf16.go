@@ -120,13 +120,24 @@ func bf16GemmKernel(name string, mr, nv, nb int) {
 	alpha, alphaLo := areg(0), areg(1)
 	VBROADCASTSS(NewParamAddr("alpha", 40), alpha)
 	VBROADCASTSS(NewParamAddr("alphaLo", 44), alphaLo)
+	bf16Stores(name, mr, nv, 64, c, ldc, acc, breg, alpha, alphaLo)
+}
+
+// bf16Stores emits a bf16 micro-kernel's four stores of C[mr × nv
+// vectors of width bytes] from the accumulators, chosen by the overwrite
+// and alphaLo parameters: C += acc·alpha or C = acc·alpha (overwrite,
+// the first block of k: C is neither cleared nor read, so its NaNs do
+// not propagate), each with a two-part alpha or, when alphaLo = 0, a
+// one-part one (adding acc·0 would turn an infinite accumulator into
+// NaN). tmp(j) is scratch.
+func bf16Stores(name string, mr, nv, width int, c, ldc Register, acc func(r, j int) VecPhysical, tmp func(int) VecPhysical, alpha, alphaLo VecPhysical) {
 	lo, ow := GP32(), GP64()
 	MOVL(NewParamAddr("alphaLo", 44), lo)
 	MOVQ(NewParamAddr("overwrite", 48), ow)
 	store := func(two, overwrite bool) {
 		for r := 0; r < mr; r++ {
 			for j := 0; j < nv; j++ {
-				t, m := breg(j), Mem{Base: c, Disp: 64 * j}
+				t, m := tmp(j), Mem{Base: c, Disp: width * j}
 				switch {
 				case overwrite && two:
 					VMULPS(alphaLo, acc(r, j), t)

@@ -109,50 +109,7 @@ func bf16GemmKernelAVX2(name string, mr, nv int) {
 	alpha, alphaLo := breg(0), breg(1)
 	VBROADCASTSS(paramAddr("alpha"), alpha)
 	VBROADCASTSS(paramAddr("alphaLo"), alphaLo)
-	lo, ow := GP32(), GP64()
-	MOVL(paramAddr("alphaLo"), lo)
-	MOVQ(paramAddr("overwrite"), ow)
-	t := areg(0)
-	store := func(two, overwrite bool) {
-		for r := 0; r < mr; r++ {
-			for j := 0; j < nv; j++ {
-				m := Mem{Base: c, Disp: 32 * j}
-				switch {
-				case overwrite && two:
-					VMULPS(alphaLo, acc(r, j), t)
-					VFMADD231PS(acc(r, j), alpha, t)
-				case overwrite:
-					VMULPS(alpha, acc(r, j), t)
-				case two:
-					VMOVUPS(m, t)
-					VFMADD231PS(acc(r, j), alphaLo, t)
-					VFMADD231PS(acc(r, j), alpha, t)
-				default:
-					VMOVUPS(m, t)
-					VFMADD231PS(acc(r, j), alpha, t)
-				}
-				VMOVUPS(t, m)
-			}
-			if r+1 < mr {
-				ADDQ(ldc, c)
-			}
-		}
-		VZEROUPPER()
-		RET()
-	}
-	TESTQ(ow, ow)
-	JNZ(LabelRef(name + "_overwrite"))
-	TESTL(lo, lo)
-	JZ(LabelRef(name + "_add1"))
-	store(true, false)
-	Label(name + "_add1")
-	store(false, false)
-	Label(name + "_overwrite")
-	TESTL(lo, lo)
-	JZ(LabelRef(name + "_set1"))
-	store(true, true)
-	Label(name + "_set1")
-	store(false, true)
+	bf16Stores(name, mr, nv, 32, c, ldc, acc, func(int) VecPhysical { return areg(0) }, alpha, alphaLo)
 }
 
 // rowGemm16AVX2Rows is the row count of the AVX2 bf16 row kernel with nv

@@ -249,23 +249,29 @@ func decode(name string, shift int, rebias int, e5m2 bool) {
 // same multiplies, adds, square root and divides in the same order (no
 // fused multiply-add), so results match the Go loop bit for bit.
 // c holds l2, df, b1, 1−b1, b2, 1−b2, stepSize, bc2s, eps.
-func adam() {
-	TEXT("adamAVX512", NOSPLIT, "func(w, grad, mom, vel *float32, blocks int, c *[9]float32)")
+func adam() { adamKernel("adamAVX512", "adam", "AVX-512F", 16, zmm, 20) }
+
+// adamKernel emits the Adam update over lanes·blocks parameters on
+// vectors of lanes float32s (zmm or ymm): its nine constants broadcast
+// into registers from constBase on, six scratch registers from 0; the
+// twin is the loop in Adam (adam.go).
+func adamKernel(name, label, isa string, lanes int, vec func(int) VecPhysical, constBase int) {
+	TEXT(name, NOSPLIT, "func(w, grad, mom, vel *float32, blocks int, c *[9]float32)")
 	Pragma("noescape")
-	Doc("adamAVX512 applies the Adam update to 16·blocks parameters; its Go twin is the loop in Adam (adam.go) (AVX-512F).")
+	Doc(fmt.Sprintf("%s applies the Adam update to %d·blocks parameters; its Go twin is the loop in Adam (adam.go) (%s).", name, lanes, isa))
 	w := Load(Param("w"), GP64())
 	g := Load(Param("grad"), GP64()) // "g" is the assembler's goroutine register
 	m := Load(Param("mom"), GP64())
 	v := Load(Param("vel"), GP64())
 	n := Load(Param("blocks"), GP64())
 	c := Load(Param("c"), GP64())
-	consts := []VecPhysical{Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28}
-	for i, z := range consts {
-		VBROADCASTSS(Mem{Base: c, Disp: 4 * i}, z)
+	for i := 0; i < 9; i++ {
+		VBROADCASTSS(Mem{Base: c, Disp: 4 * i}, vec(constBase+i))
 	}
-	l2, df, b1, c1, b2, c2, step, bc2s, eps := Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27, Z28
-	loop("adam", n, func() {
-		zw, zg, zm, zv, t, u := Z0, Z1, Z2, Z3, Z4, Z5
+	l2, df, b1, c1, b2, c2, step, bc2s, eps := vec(constBase), vec(constBase+1), vec(constBase+2), vec(constBase+3), vec(constBase+4), vec(constBase+5), vec(constBase+6), vec(constBase+7), vec(constBase+8)
+	size := U32(4 * lanes)
+	loop(label, n, func() {
+		zw, zg, zm, zv, t, u := vec(0), vec(1), vec(2), vec(3), vec(4), vec(5)
 		VMOVUPS(Mem{Base: w}, zw)
 		VMOVUPS(Mem{Base: g}, zg)
 		VMOVUPS(Mem{Base: m}, zm)
@@ -289,10 +295,10 @@ func adam() {
 		VMOVUPS(zw, Mem{Base: w})
 		VMOVUPS(zm, Mem{Base: m})
 		VMOVUPS(zv, Mem{Base: v})
-		ADDQ(U32(64), w)
-		ADDQ(U32(64), g)
-		ADDQ(U32(64), m)
-		ADDQ(U32(64), v)
+		ADDQ(size, w)
+		ADDQ(size, g)
+		ADDQ(size, m)
+		ADDQ(size, v)
 	})
 	VZEROUPPER()
 	RET()
