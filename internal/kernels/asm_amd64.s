@@ -18991,6 +18991,30 @@ lnGradDxAVX2_done:
 	VZEROUPPER
 	RET
 
+// func addAVX2(dst *float32, x *float32, y *float32, blocks int)
+// Requires: AVX
+TEXT ·addAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  y+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    addAVX2_done
+
+addAVX2_loop:
+	VMOVUPS (CX), Y0
+	VADDPS  (DX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x20, CX
+	ADDQ    $0x20, DX
+	ADDQ    $0x20, AX
+	DECQ    BX
+	JNZ     addAVX2_loop
+
+addAVX2_done:
+	VZEROUPPER
+	RET
+
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76

@@ -729,6 +729,11 @@ func rmsGradAccumAVX2(x *float32, dy *float32, gamma *float32, dgamma *float32, 
 //go:noescape
 func lnGradDxAVX2(dx *float32, x *float32, dy *float32, gamma *float32, blocks int, mu float32, rs float32, g0 float32, fm float32, fmx float32)
 
+// addAVX2 writes x + y to dst over 8·blocks values; its Go twin is addGo (add.go) (AVX2).
+//
+//go:noescape
+func addAVX2(dst *float32, x *float32, y *float32, blocks int)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

@@ -546,7 +546,16 @@ func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []flo
 // whether it could.
 func addVector(dst, x, y []float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		n := len(dst)
+		_, _ = x[n-1], y[n-1]
+		if b := n / 8; b > 0 {
+			addAVX2(&dst[0], &x[0], &y[0], b)
+		}
+		addGo(dst[n/8*8:], x[n/8*8:], y[n/8*8:])
+		return true
 	}
 	_, _ = x[len(dst)-1], y[len(dst)-1]
 	blocks, mask := tailMask(len(dst))
@@ -568,8 +577,14 @@ func reluVector(y, x []float32) bool {
 // addRowVector adds src to dst (same length) with the vector kernel and
 // reports whether it could.
 func addRowVector(dst, src []float32) bool {
-	if !hasAVX512 || len(dst) == 0 {
+	if len(dst) == 0 {
 		return false
+	}
+	if !hasAVX512 {
+		if !hasAVX2 {
+			return false
+		}
+		return addVector(dst, dst, src) // dst + src, dst first as in dst += src
 	}
 	_ = src[len(dst)-1]
 	blocks, mask := tailMask(len(dst))

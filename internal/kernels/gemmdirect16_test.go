@@ -196,7 +196,9 @@ func TestGemmBF16DirectMatchesBlocked(t *testing.T) {
 // TestAddBiasVectorMatchesLoop checks AddBias on every length up to 40
 // (every tail mask) against the loop, bit for bit, and that it touches
 // only its block.
-func TestAddBiasVectorMatchesLoop(t *testing.T) {
+func TestAddBiasVectorMatchesLoop(t *testing.T) { withISA(t, testAddBiasVectorMatchesLoop) }
+
+func testAddBiasVectorMatchesLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	for n := 1; n <= 40; n++ {
 		ldc := n + 9

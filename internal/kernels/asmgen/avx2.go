@@ -283,4 +283,27 @@ func avx2ElementKernels() {
 	packKernelsAVX2()
 	quantizeKernelsAVX2()
 	layerNormKernelsAVX2()
+	addAVX2()
+}
+
+// addAVX2 is add3's loop on 8 lanes: dst = x + y (x the first operand,
+// as Go's x + y) over 8·blocks values; the Go caller does the rest.
+func addAVX2() {
+	TEXT("addAVX2", NOSPLIT, "func(dst, x, y *float32, blocks int)")
+	Pragma("noescape")
+	Doc("addAVX2 writes x + y to dst over 8·blocks values; its Go twin is addGo (add.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	x := Load(Param("x"), GP64())
+	y := Load(Param("y"), GP64())
+	n := Load(Param("blocks"), GP64())
+	loop("addAVX2", n, func() {
+		VMOVUPS(Mem{Base: x}, Y0)
+		VADDPS(Mem{Base: y}, Y0, Y0)
+		VMOVUPS(Y0, Mem{Base: dst})
+		ADDQ(U8(32), x)
+		ADDQ(U8(32), y)
+		ADDQ(U8(32), dst)
+	})
+	VZEROUPPER()
+	RET()
 }
