@@ -22,22 +22,9 @@ func rowGemmKernel(name string, mr, nv int) {
 	TEXT(name, NOSPLIT, "func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes C[%d×n] (+)= alpha·A·B for n ≤ %d, A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX-512F).", name, mr, 16*nv))
-	k := Load(Param("k"), GP64())
-	rs := Load(Param("rsA"), GP64())
-	SHLQ(U8(2), rs)
-	cs := Load(Param("csA"), GP64())
-	SHLQ(U8(2), cs)
-	b := Load(Param("b"), GP64())
-	ldb := Load(Param("ldb"), GP64())
-	SHLQ(U8(2), ldb)
+	k, cs, b, ldb, rs := rowKernelArgs("k")
 	maskK1()
-	rows := make([]Register, mr)
-	rows[0] = Load(Param("a"), GP64())
-	for r := 1; r < mr; r++ {
-		rows[r] = GP64()
-		MOVQ(rows[r-1], rows[r])
-		ADDQ(rs, rows[r])
-	}
+	rows := rowPointers(mr, rs)
 	acc := func(r, j int) VecPhysical { return zmm(r*nv + j) }
 	breg := func(j int) VecPhysical { return zmm(mr*nv + j) }
 	areg := func(r int) VecPhysical { return zmm(mr*nv + nv + r%2) }
@@ -303,6 +290,34 @@ func softmaxGradRow() {
 // row: as many accumulators as leave room for B and two broadcasts,
 // and at most 8 rows (one general register each).
 func rowGemmRows(nv int) int { return min(8, 24/nv) }
+
+// rowKernelArgs loads a row kernel's depth (the parameter kname), A's
+// column stride csA and B with its row stride ldb (both in bytes), and
+// rsA in bytes for rowPointers.
+func rowKernelArgs(kname string) (k, cs, b, ldb, rs Register) {
+	k = Load(Param(kname), GP64())
+	rs = Load(Param("rsA"), GP64())
+	SHLQ(U8(2), rs)
+	cs = Load(Param("csA"), GP64())
+	SHLQ(U8(2), cs)
+	b = Load(Param("b"), GP64())
+	ldb = Load(Param("ldb"), GP64())
+	SHLQ(U8(2), ldb)
+	return k, cs, b, ldb, rs
+}
+
+// rowPointers loads the parameter a and returns mr registers pointing at
+// its rows, rs bytes apart.
+func rowPointers(mr int, rs Register) []Register {
+	rows := make([]Register, mr)
+	rows[0] = Load(Param("a"), GP64())
+	for r := 1; r < mr; r++ {
+		rows[r] = GP64()
+		MOVQ(rows[r-1], rows[r])
+		ADDQ(rs, rows[r])
+	}
+	return rows
+}
 
 // paramAddr returns the stack address of a scalar parameter, for
 // instructions that read it straight into any vector register.

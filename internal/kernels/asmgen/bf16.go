@@ -595,22 +595,9 @@ func rowGemm16Kernel(name string, mr, nv int) {
 	TEXT(name, NOSPLIT, "func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha, alphaLo float32)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes C[%d×n] = alpha·A·B for n ≤ %d from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).", name, mr, 16*nv))
-	k := Load(Param("kp"), GP64())
-	rs := Load(Param("rsA"), GP64())
-	SHLQ(U8(2), rs)
-	cs := Load(Param("csA"), GP64())
-	SHLQ(U8(2), cs)
-	b := Load(Param("b"), GP64())
-	ldb := Load(Param("ldb"), GP64())
-	SHLQ(U8(2), ldb)
+	k, cs, b, ldb, rs := rowKernelArgs("kp")
 	maskK1()
-	rows := make([]Register, mr)
-	rows[0] = Load(Param("a"), GP64())
-	for r := 1; r < mr; r++ {
-		rows[r] = GP64()
-		MOVQ(rows[r-1], rows[r])
-		ADDQ(rs, rows[r])
-	}
+	rows := rowPointers(mr, rs)
 	acc := func(r, j int) VecPhysical { return zmm(r*nv + j) }
 	breg := func(j int) VecPhysical { return zmm(mr*nv + j) }
 	areg := func(r int) VecPhysical { return zmm(mr*nv + nv + r%2) }

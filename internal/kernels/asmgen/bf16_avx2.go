@@ -126,21 +126,8 @@ func rowGemm16KernelAVX2(name string, mr, nv int, masked bool) {
 	TEXT(name, NOSPLIT, "func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s computes C[%d×n] = alpha·A·B for n ≤ %d from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).", name, mr, 8*nv))
-	k := Load(Param("kp"), GP64())
-	rs := Load(Param("rsA"), GP64())
-	SHLQ(U8(2), rs)
-	cs := Load(Param("csA"), GP64())
-	SHLQ(U8(2), cs)
-	b := Load(Param("b"), GP64())
-	ldb := Load(Param("ldb"), GP64())
-	SHLQ(U8(2), ldb)
-	rows := make([]Register, mr)
-	rows[0] = Load(Param("a"), GP64())
-	for r := 1; r < mr; r++ {
-		rows[r] = GP64()
-		MOVQ(rows[r-1], rows[r])
-		ADDQ(rs, rows[r])
-	}
+	k, cs, b, ldb, rs := rowKernelArgs("kp")
+	rows := rowPointers(mr, rs)
 	acc := func(r, j int) VecPhysical { return ymm(r*nv + j) }
 	breg := func(j int) VecPhysical { return ymm(mr*nv + j) }
 	areg := func(r int) VecPhysical { return ymm(mr*nv + nv + r%2) }
@@ -206,21 +193,7 @@ func rowGemm16KernelAVX2(name string, mr, nv int, masked bool) {
 		}
 	}
 	Label(name + "_write")
-	for r := 0; r < mr; r++ {
-		for j := 0; j < nv-1; j++ {
-			VMOVUPS(acc(r, j), Mem{Base: c, Disp: 32 * j})
-		}
-		if masked {
-			VMASKMOVPS(acc(r, nv-1), mreg, Mem{Base: c, Disp: 32 * (nv - 1)})
-		} else {
-			VMOVUPS(acc(r, nv-1), Mem{Base: c, Disp: 32 * (nv - 1)})
-		}
-		if r+1 < mr {
-			ADDQ(ldc, c)
-		}
-	}
-	VZEROUPPER()
-	RET()
+	writeRowsAVX2(mr, nv, acc, c, ldc, masked, mreg)
 }
 
 // bf16KernelsAVX2 emits the AVX2 bf16 kernels.

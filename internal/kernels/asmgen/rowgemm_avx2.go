@@ -29,21 +29,8 @@ func rowGemmKernelAVX2(name string, mr, nv int, masked bool) {
 		kind = "the last vector of each row masked"
 	}
 	Doc(fmt.Sprintf("%s computes C[%d×n] (+)= alpha·A·B for n ≤ %d (%s), A read by broadcasts at any strides; its Go twin is rowGemmGo (attention.go) (AVX2, FMA).", name, mr, 8*nv, kind))
-	k := Load(Param("k"), GP64())
-	rs := Load(Param("rsA"), GP64())
-	SHLQ(U8(2), rs)
-	cs := Load(Param("csA"), GP64())
-	SHLQ(U8(2), cs)
-	b := Load(Param("b"), GP64())
-	ldb := Load(Param("ldb"), GP64())
-	SHLQ(U8(2), ldb)
-	rows := make([]Register, mr)
-	rows[0] = Load(Param("a"), GP64())
-	for r := 1; r < mr; r++ {
-		rows[r] = GP64()
-		MOVQ(rows[r-1], rows[r])
-		ADDQ(rs, rows[r])
-	}
+	k, cs, b, ldb, rs := rowKernelArgs("k")
+	rows := rowPointers(mr, rs)
 	acc := func(r, j int) VecPhysical { return ymm(r*nv + j) }
 	breg := func(j int) VecPhysical { return ymm(mr*nv + j) }
 	nb := 1
@@ -127,6 +114,13 @@ func rowGemmKernelAVX2(name string, mr, nv int, masked bool) {
 		}
 	}
 	Label(name + "_write")
+	writeRowsAVX2(mr, nv, acc, c, ldc, masked, mreg)
+}
+
+// writeRowsAVX2 stores mr rows of nv accumulators to C (rows ldc bytes
+// apart), the last vector of each row through mreg's lane masks when
+// masked, and returns.
+func writeRowsAVX2(mr, nv int, acc func(r, j int) VecPhysical, c, ldc Register, masked bool, mreg VecPhysical) {
 	for r := 0; r < mr; r++ {
 		for j := 0; j < nv-1; j++ {
 			VMOVUPS(acc(r, j), Mem{Base: c, Disp: 32 * j})
