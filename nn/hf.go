@@ -1,24 +1,16 @@
 package nn
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 
-	"github.com/nlpodyssey/safetensors"
-	"github.com/x448/float16"
-
 	"github.com/octetml/octet/graph"
-	"github.com/octetml/octet/internal/atomicfile"
 )
 
 // Hugging Face's transformers layout: a directory with config.json (the
@@ -45,6 +37,7 @@ type hfTensor struct {
 	name      string
 	param     *graph.Node
 	transpose bool
+	linear    bool // a linear layer's weight: quantized by ExportHF's FP8 formats
 }
 
 func hfErr(file, format string, args ...any) error {
@@ -201,12 +194,12 @@ func (m *Llama) hfTensors() []hfTensor {
 		}{{"input_layernorm.weight", l.InputNorm.Weight}, {"self_attn.q_proj.weight", l.Q}, {"self_attn.k_proj.weight", l.K},
 			{"self_attn.v_proj.weight", l.V}, {"self_attn.o_proj.weight", l.O}, {"post_attention_layernorm.weight", l.PostNorm.Weight},
 			{"mlp.gate_proj.weight", l.Gate}, {"mlp.up_proj.weight", l.Up}, {"mlp.down_proj.weight", l.Down}} {
-			ts = append(ts, hfTensor{name: p + t.name, param: t.n})
+			ts = append(ts, hfTensor{name: p + t.name, param: t.n, linear: strings.HasSuffix(t.name, "proj.weight")})
 		}
 	}
 	ts = append(ts, hfTensor{name: "model.norm.weight", param: m.Norm.Weight})
 	if !m.Config.TieWordEmbeddings {
-		ts = append(ts, hfTensor{name: "lm_head.weight", param: m.Head})
+		ts = append(ts, hfTensor{name: "lm_head.weight", param: m.Head, linear: true})
 	}
 	return ts
 }
@@ -218,7 +211,11 @@ func (m *Llama) hfTensors() []hfTensor {
 // tensor, and nothing is stored. Read the config with ReadLlamaConfigHF
 // and build the model with it first.
 func (m *Llama) LoadHF(dir string, store *graph.Store) error {
-	return loadHF(dir, store, m.hfTensors(), nil)
+	fs, err := openHF(dir)
+	if err != nil {
+		return err
+	}
+	return loadHFFrom(fs, store, m.hfTensors(), nil)
 }
 
 // SaveHF writes the model in the layout to dir (created if needed):
@@ -227,6 +224,18 @@ func (m *Llama) LoadHF(dir string, store *graph.Store) error {
 // under Hugging Face's names (no lm_head.weight when tied), each file
 // replaced atomically.
 func (m *Llama) SaveHF(dir string, store *graph.Store) error {
+	return m.ExportHF(dir, store, HFExport{})
+}
+
+// ExportHF writes the model to dir as SaveHF does, its linear weights
+// in e.Format (see HFFormat; the head is kept in high precision, as are
+// e.Keep's modules) with the quantization_config the format defines.
+// A weight that LoadHF read from a checkpoint in the same format and
+// that still equals that checkpoint's dequantized codes bit for bit is
+// written with those codes (so load then export reproduces the file);
+// any other weight is cast afresh. A NaN or infinite weight is refused,
+// naming it, before anything is written.
+func (m *Llama) ExportHF(dir string, store *graph.Store, e HFExport) error {
 	cfg := m.Config
 	if cfg.NumKeyValueHeads == 0 {
 		cfg.NumKeyValueHeads = cfg.NumAttentionHeads
@@ -234,7 +243,7 @@ func (m *Llama) SaveHF(dir string, store *graph.Store) error {
 	cfg.RMSNormEps, cfg.RopeTheta, cfg.InitializerRange = cfg.eps(), cfg.theta(), cfg.initRange()
 	extra := map[string]any{"model_type": "llama", "architectures": []string{"LlamaForCausalLM"}, "hidden_act": "silu",
 		"torch_dtype": "float32", "rope_scaling": nil, "attention_bias": false, "mlp_bias": false, "head_dim": cfg.HeadDim()}
-	return saveHF(dir, store, cfg, extra, m.hfTensors())
+	return exportHF(dir, store, cfg, extra, m.hfTensors(), e)
 }
 
 // hfTensors returns the GPT's tensors in GPT-2's layout; lm_head only
@@ -245,17 +254,17 @@ func (m *GPT) hfTensors(withHead bool) []hfTensor {
 		p := fmt.Sprintf("transformer.h.%d.", i)
 		ts = append(ts,
 			hfTensor{name: p + "ln_1.weight", param: blk.LN1.Weight}, hfTensor{name: p + "ln_1.bias", param: blk.LN1.Bias},
-			hfTensor{name: p + "attn.c_attn.weight", param: blk.Attn.QKV.Weight, transpose: true},
+			hfTensor{name: p + "attn.c_attn.weight", param: blk.Attn.QKV.Weight, transpose: true, linear: true},
 			hfTensor{name: p + "attn.c_attn.bias", param: blk.Attn.QKV.Bias},
-			hfTensor{name: p + "attn.c_proj.weight", param: blk.Attn.Proj.Weight, transpose: true},
+			hfTensor{name: p + "attn.c_proj.weight", param: blk.Attn.Proj.Weight, transpose: true, linear: true},
 			hfTensor{name: p + "attn.c_proj.bias", param: blk.Attn.Proj.Bias},
 			hfTensor{name: p + "ln_2.weight", param: blk.LN2.Weight}, hfTensor{name: p + "ln_2.bias", param: blk.LN2.Bias},
-			hfTensor{name: p + "mlp.c_fc.weight", param: blk.FC.Weight, transpose: true}, hfTensor{name: p + "mlp.c_fc.bias", param: blk.FC.Bias},
-			hfTensor{name: p + "mlp.c_proj.weight", param: blk.Proj.Weight, transpose: true}, hfTensor{name: p + "mlp.c_proj.bias", param: blk.Proj.Bias})
+			hfTensor{name: p + "mlp.c_fc.weight", param: blk.FC.Weight, transpose: true, linear: true}, hfTensor{name: p + "mlp.c_fc.bias", param: blk.FC.Bias},
+			hfTensor{name: p + "mlp.c_proj.weight", param: blk.Proj.Weight, transpose: true, linear: true}, hfTensor{name: p + "mlp.c_proj.bias", param: blk.Proj.Bias})
 	}
 	ts = append(ts, hfTensor{name: "transformer.ln_f.weight", param: m.LNF.Weight}, hfTensor{name: "transformer.ln_f.bias", param: m.LNF.Bias})
 	if withHead {
-		ts = append(ts, hfTensor{name: "lm_head.weight", param: m.Head.Weight})
+		ts = append(ts, hfTensor{name: "lm_head.weight", param: m.Head.Weight, linear: true})
 	}
 	return ts
 }
@@ -267,12 +276,11 @@ func (m *GPT) hfTensors(withHead bool) []hfTensor {
 // GPT-2 files hold (attn.bias, attn.masked_bias) are skipped. Errors as
 // Llama.LoadHF.
 func (m *GPT) LoadHF(dir string, store *graph.Store) error {
-	path := filepath.Join(dir, HFWeightsFile)
-	st, _, err := readSafetensors(path)
+	fs, err := openHF(dir)
 	if err != nil {
 		return err
 	}
-	withHead := slices.Contains(st.Names(), "lm_head.weight")
+	_, _, withHead := fs.get("lm_head.weight")
 	buffer := func(name string) bool {
 		return strings.HasSuffix(name, ".attn.bias") || strings.HasSuffix(name, ".attn.masked_bias")
 	}
@@ -281,7 +289,7 @@ func (m *GPT) LoadHF(dir string, store *graph.Store) error {
 		// lm_head = wte: loaded from the same tensor.
 		ts = append(ts, hfTensor{name: "transformer.wte.weight", param: m.Head.Weight})
 	}
-	return loadHFFrom(path, st, store, ts, buffer)
+	return loadHFFrom(fs, store, ts, buffer)
 }
 
 // SaveHF writes the GPT in GPT-2's layout to dir: config.json
@@ -291,6 +299,21 @@ func (m *GPT) LoadHF(dir string, store *graph.Store) error {
 // bit for bit the file ties them (no lm_head.weight); otherwise it
 // writes lm_head.weight with tie_word_embeddings false.
 func (m *GPT) SaveHF(dir string, store *graph.Store) error {
+	return m.ExportHF(dir, store, HFExport{})
+}
+
+// ExportHF writes the GPT as SaveHF does, its linear (Conv1D) weights
+// in e.Format, as Llama.ExportHF. GPT-2 stores them [in out]: the
+// formats whose scales do not depend on the orientation are offered
+// (HFFP8Block's 128×128 tiles and HFFP8Tensor, whose codes are the
+// model's transposed); the per-row formats (HFFP8Channel, HFMXFP8,
+// HFNVFP4) would block along the stored tensor's output axis, which no
+// reader expects, and are refused.
+func (m *GPT) ExportHF(dir string, store *graph.Store, e HFExport) error {
+	switch e.Format {
+	case HFFP8Channel, HFMXFP8, HFNVFP4:
+		return fmt.Errorf("nn: %w: format %s: GPT-2's Conv1D weights are stored [in out], and %s blocks along rows; use %s or %s", ErrHF, e.Format, e.Format, HFFP8Block, HFFP8Tensor)
+	}
 	head, wte := store.Float32(m.Head.Weight.Name()), store.Float32(m.WTE.Weight.Name())
 	tied := slices.EqualFunc(head, wte, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) })
 	c := m.Config
@@ -298,183 +321,5 @@ func (m *GPT) SaveHF(dir string, store *graph.Store) error {
 		"n_head": c.Heads, "n_positions": c.Block, "n_ctx": c.Block, "vocab_size": c.Vocab, "activation_function": "gelu_new",
 		"layer_norm_epsilon": 1e-5, "tie_word_embeddings": tied, "torch_dtype": "float32",
 		"resid_pdrop": c.Dropout, "embd_pdrop": c.Dropout, "attn_pdrop": c.Dropout}
-	return saveHF(dir, store, nil, cfg, m.hfTensors(!tied))
-}
-
-// readSafetensors reads and parses a safetensors file.
-func readSafetensors(path string) (safetensors.SafeTensors, []byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return safetensors.SafeTensors{}, nil, fmt.Errorf("nn: %w: %w", ErrHF, err)
-	}
-	st, err := safetensors.Deserialize(data)
-	if err != nil {
-		return st, nil, hfErr(path, "not a valid safetensors file: %v", err)
-	}
-	return st, data, nil
-}
-
-// loadHF reads dir's weights into store for ts; skip names tensors of
-// the file that belong to no parameter and are not an error.
-func loadHF(dir string, store *graph.Store, ts []hfTensor, skip func(string) bool) error {
-	path := filepath.Join(dir, HFWeightsFile)
-	st, _, err := readSafetensors(path)
-	if err != nil {
-		return err
-	}
-	return loadHFFrom(path, st, store, ts, skip)
-}
-
-func loadHFFrom(path string, st safetensors.SafeTensors, store *graph.Store, ts []hfTensor, skip func(string) bool) error {
-	// Check everything before storing anything.
-	wanted := map[string]bool{}
-	for _, t := range ts {
-		wanted[t.name] = true
-	}
-	names := st.Names()
-	sort.Strings(names)
-	for _, name := range names {
-		if !wanted[name] && (skip == nil || !skip(name)) {
-			return hfErr(path, "tensor %q is not a parameter of the model", name)
-		}
-	}
-	values := make([][]float32, len(ts))
-	for i, t := range ts {
-		v, ok := st.Tensor(t.name)
-		if !ok {
-			return hfErr(path, "tensor %q is missing", t.name)
-		}
-		want := t.param.Shape()
-		if t.transpose {
-			want = graph.Shape{want[1], want[0]}
-		}
-		got := make(graph.Shape, len(v.Shape()))
-		for j, d := range v.Shape() {
-			got[j] = int(d)
-		}
-		if !got.Equal(want) {
-			return hfErr(path, "tensor %q has shape %v, the model wants %v", t.name, got, want)
-		}
-		data, err := hfFloat32(v)
-		if err != nil {
-			return hfErr(path, "tensor %q: %v", t.name, err)
-		}
-		if t.transpose {
-			r, c := want[0], want[1]
-			tr := make([]float32, len(data))
-			for a := 0; a < r; a++ {
-				for b := 0; b < c; b++ {
-					tr[b*r+a] = data[a*c+b]
-				}
-			}
-			data = tr
-		}
-		values[i] = data
-	}
-	for i, t := range ts {
-		if err := store.SetFloat32(t.param.Name(), values[i], t.param.Shape()...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// hfFloat32 converts a tensor's data to float32: F32 as it is, BF16 and
-// F16 exactly.
-func hfFloat32(v safetensors.TensorView) ([]float32, error) {
-	raw := v.Data()
-	switch v.DType() {
-	case safetensors.F32:
-		out := make([]float32, len(raw)/4)
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
-		return out, nil
-	case safetensors.BF16:
-		out := make([]float32, len(raw)/2)
-		for i := range out {
-			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
-		}
-		return out, nil
-	case safetensors.F16:
-		out := make([]float32, len(raw)/2)
-		for i := range out {
-			out[i] = float16.Frombits(binary.LittleEndian.Uint16(raw[2*i:])).Float32()
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("dtype %v is not supported (F32, BF16 or F16)", v.DType())
-}
-
-// saveHF writes config.json (cfg's fields, then extra's keys) and
-// model.safetensors with ts's parameters as float32.
-func saveHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts []hfTensor) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("nn: save HF: %w", err)
-	}
-	fields := map[string]any{}
-	if cfg != nil {
-		b, err := json.Marshal(cfg)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(b, &fields); err != nil {
-			return err
-		}
-	}
-	for k, v := range extra {
-		fields[k] = v
-	}
-	conf, err := json.MarshalIndent(fields, "", "  ")
-	if err != nil {
-		return err
-	}
-	views := map[string]safetensors.TensorView{}
-	for _, t := range ts {
-		vals := store.Float32(t.param.Name())
-		if vals == nil {
-			return fmt.Errorf("nn: save HF: parameter %q has no value in the store", t.param.Name())
-		}
-		sh := t.param.Shape()
-		if t.transpose {
-			r, c := sh[0], sh[1]
-			tr := make([]float32, len(vals))
-			for a := 0; a < r; a++ {
-				for b := 0; b < c; b++ {
-					tr[b*r+a] = vals[a*c+b]
-				}
-			}
-			vals, sh = tr, graph.Shape{c, r}
-		}
-		raw := make([]byte, 4*len(vals))
-		for i, x := range vals {
-			binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(x))
-		}
-		dims := make([]uint64, len(sh))
-		for i, d := range sh {
-			dims[i] = uint64(d)
-		}
-		v, err := safetensors.NewTensorView(safetensors.F32, dims, raw)
-		if err != nil {
-			return fmt.Errorf("nn: save HF: tensor %q: %w", t.name, err)
-		}
-		views[t.name] = v
-	}
-	weights, err := safetensors.Serialize(views, map[string]string{"format": "pt"})
-	if err != nil {
-		return fmt.Errorf("nn: save HF: %w", err)
-	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{HFWeightsFile, weights}, {HFConfigFile, append(conf, '\n')}} {
-		data := f.data
-		if err := atomicfile.Write(filepath.Join(dir, f.name), func(w io.Writer) error {
-			_, err := io.Copy(w, bytes.NewReader(data))
-			return err
-		}); err != nil {
-			return fmt.Errorf("nn: save HF: %w", err)
-		}
-	}
-	return nil
+	return exportHF(dir, store, nil, cfg, m.hfTensors(!tied), e)
 }
