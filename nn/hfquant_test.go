@@ -1,0 +1,614 @@
+package nn_test
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+)
+
+// The independent reader: a safetensors header parser and the formats'
+// dequantizers written from their public descriptions, sharing no code
+// with Octet's fp8 package.
+
+type rawTensor struct {
+	dtype string
+	shape []int
+	data  []byte
+}
+
+func readRaw(t *testing.T, path string) map[string]rawTensor {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	n := binary.LittleEndian.Uint64(b)
+	var h map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b[8:8+n], &h))
+	out := map[string]rawTensor{}
+	for name, v := range h {
+		if name == "__metadata__" {
+			continue
+		}
+		var e struct {
+			DType string  `json:"dtype"`
+			Shape []int   `json:"shape"`
+			Off   []int64 `json:"data_offsets"`
+		}
+		require.NoError(t, json.Unmarshal(v, &e))
+		out[name] = rawTensor{e.DType, e.Shape, b[8+int64(n)+e.Off[0] : 8+int64(n)+e.Off[1]]}
+	}
+	return out
+}
+
+// e4m3 decodes an OCP E4M3 (fn) byte: bias 7, no infinities, S.1111.111 NaN.
+func e4m3(b byte) float32 {
+	s, e, m := b>>7, int(b>>3&0xF), float64(b&7)
+	if e == 15 && m == 7 {
+		return float32(math.NaN())
+	}
+	v := math.Ldexp(1+m/8, e-7)
+	if e == 0 {
+		v = math.Ldexp(m/8, -6)
+	}
+	if s == 1 {
+		v = -v
+	}
+	return float32(v)
+}
+
+// e2m1 decodes a 4-bit E2M1 code: magnitudes 0, .5, 1, 1.5, 2, 3, 4, 6.
+func e2m1(c byte) float32 {
+	v := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}[c&7]
+	if c&8 != 0 {
+		v = -v
+	}
+	return v
+}
+
+func f32At(b []byte, i int) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])) }
+
+// dequantRef dequantizes module's weight from the files as the format
+// describes, [rows cols] as stored.
+func dequantRef(t *testing.T, ts map[string]rawTensor, f nn.HFFormat, module string) []float32 {
+	t.Helper()
+	w := ts[module+".weight"]
+	rows, cols := w.shape[0], w.shape[1]
+	if f == nn.HFNVFP4 {
+		cols = 2 * cols // even widths in these tests
+	}
+	out := make([]float32, rows*cols)
+	for r := 0; r < rows; r++ {
+		for j := 0; j < cols; j++ {
+			i := r*cols + j
+			switch f {
+			case nn.HFFP8Block:
+				s := ts[module+".weight_scale_inv"]
+				require.Equal(t, "F32", s.dtype)
+				require.Equal(t, []int{(rows + 127) / 128, (cols + 127) / 128}, s.shape)
+				out[i] = e4m3(w.data[i]) * f32At(s.data, (r/128)*s.shape[1]+j/128)
+			case nn.HFFP8Tensor:
+				s := ts[module+".weight_scale"]
+				require.Equal(t, []int{1}, s.shape)
+				out[i] = e4m3(w.data[i]) * f32At(s.data, 0)
+			case nn.HFFP8Channel:
+				s := ts[module+".weight_scale"]
+				require.Equal(t, []int{rows, 1}, s.shape)
+				out[i] = e4m3(w.data[i]) * f32At(s.data, r)
+			case nn.HFMXFP8:
+				s := ts[module+".weight_scale"]
+				require.Equal(t, "U8", s.dtype)
+				nb := (cols + 31) / 32
+				require.Equal(t, []int{rows, nb}, s.shape)
+				out[i] = e4m3(w.data[i]) * float32(math.Ldexp(1, int(s.data[r*nb+j/32])-127))
+			case nn.HFNVFP4:
+				require.Equal(t, "U8", w.dtype)
+				s, g := ts[module+".weight_scale"], ts[module+".weight_scale_2"]
+				require.Equal(t, "F8_E4M3", s.dtype)
+				require.Equal(t, []int{}, g.shape)
+				nb := (cols + 15) / 16
+				code := w.data[r*(cols/2)+j/2] >> (4 * (j % 2)) & 0xF
+				out[i] = e2m1(code) * e4m3(s.data[r*nb+j/16]) * f32At(g.data, 0)
+			}
+		}
+	}
+	if f != nn.HFNVFP4 {
+		require.Equal(t, "F8_E4M3", w.dtype)
+	}
+	return out
+}
+
+// recipeDequant is what the recipe's cast of x dequantizes to, through
+// Octet's fp8 package.
+func recipeDequant(t *testing.T, f nn.HFFormat, x []float32, rows, cols int) []float32 {
+	t.Helper()
+	out := make([]float32, len(x))
+	codes := make([]uint8, len(x))
+	switch f {
+	case nn.HFFP8Block:
+		c := fp8.Float8BlockCast{Dim: 2, Format: fp8.E4M3}
+		sr, sc := fp8.Float8BlockScaleShape(rows, cols, 2)
+		inv := make([]float32, sr*sc)
+		require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, x, rows, cols, c))
+		require.NoError(t, fp8.DequantizeFloat8Block(out, codes, inv, rows, cols, c))
+	case nn.HFFP8Tensor:
+		s := fp8.CurrentScale(fp8.Amax(x), fp8.E4M3, false)
+		_, err := fp8.Quantize(codes, x, fp8.E4M3, s)
+		require.NoError(t, err)
+		require.NoError(t, fp8.Dequantize(out, codes, fp8.E4M3, 1/s))
+	case nn.HFFP8Channel:
+		s := make([]float32, rows)
+		require.NoError(t, fp8.QuantizeAxiswise(codes, s, nil, x, rows, cols, 1, fp8.E4M3, true))
+		require.NoError(t, fp8.DequantizeAxiswise(out, codes, s, rows, cols, 1, fp8.E4M3))
+	case nn.HFMXFP8:
+		s := make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, 1))
+		_, err := fp8.QuantizeMX(codes, s, x, rows, cols, 1, fp8.E4M3, fp8.ExpRoundUp)
+		require.NoError(t, err)
+		require.NoError(t, fp8.DequantizeMX(out, codes, s, rows, cols, 1, fp8.E4M3))
+	case nn.HFNVFP4:
+		q, err := fp8.QuantizeNVFP4(x, rows, cols, fp8.NVFP4Cast{TwoD: true})
+		require.NoError(t, err)
+		require.NoError(t, q.Dequantize(out))
+	}
+	return out
+}
+
+// quantLlama is a Llama whose widths give several 128×128 tiles with
+// ragged edges (160 × 288) and an outlier per weight, so scales differ
+// between tiles, rows and blocks.
+func quantLlama(t *testing.T) (*nn.Llama, *nn.Builder, *graph.Store) {
+	cfg := nn.LlamaConfig{HiddenSize: 160, IntermediateSize: 288, NumHiddenLayers: 1, NumAttentionHeads: 5, NumKeyValueHeads: 5,
+		VocabSize: 64, MaxPositionEmbeddings: 16}
+	m, b, store := newLlama(t, cfg, 7)
+	for _, p := range b.Params() {
+		v := store.Float32(p.Name())
+		v[len(v)/3] = 0.9
+		if len(v) > 200 {
+			v[200] = -3e-3 // a small tile maximum somewhere
+		}
+	}
+	return m, b, store
+}
+
+var llamaLinears = []string{"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj",
+	"model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"}
+
+func quantizedFormats() []nn.HFFormat {
+	return []nn.HFFormat{nn.HFFP8Block, nn.HFFP8Tensor, nn.HFFP8Channel, nn.HFMXFP8, nn.HFNVFP4}
+}
+
+func readConfig(t *testing.T, dir string) map[string]any {
+	b, err := os.ReadFile(filepath.Join(dir, nn.HFConfigFile))
+	require.NoError(t, err)
+	var c map[string]any
+	require.NoError(t, json.Unmarshal(b, &c))
+	return c
+}
+
+// TestExportHFIndependentReader: every format's export, read by the
+// independent reader, dequantizes to the recipe's dequantized codes of
+// the master weights bit for bit; the head and norms stay F32 and equal
+// the master; config keys as the formats define them.
+func TestExportHFIndependentReader(t *testing.T) {
+	m, _, store := quantLlama(t)
+	for _, f := range quantizedFormats() {
+		dir := t.TempDir()
+		require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: f}))
+		ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+		for _, mod := range llamaLinears {
+			w := store.Float32(mod + ".weight")
+			sh, _ := store.Shape(mod + ".weight")
+			got := dequantRef(t, ts, f, mod)
+			want := recipeDequant(t, f, w, sh[0], sh[1])
+			require.Equal(t, bitsOf(want), bitsOf(got), "%s %s", f, mod)
+		}
+		for _, name := range []string{"lm_head.weight", "model.norm.weight", "model.embed_tokens.weight"} {
+			r := ts[name]
+			require.Equal(t, "F32", r.dtype, name)
+			v := make([]float32, len(r.data)/4)
+			for i := range v {
+				v[i] = f32At(r.data, i)
+			}
+			require.Equal(t, bitsOf(store.Float32(name)), bitsOf(v), name)
+		}
+		qc := readConfig(t, dir)["quantization_config"].(map[string]any)
+		switch f {
+		case nn.HFFP8Block:
+			require.Equal(t, "fp8", qc["quant_method"])
+			require.Equal(t, []any{128.0, 128.0}, qc["weight_block_size"])
+			require.Equal(t, "dynamic", qc["activation_scheme"])
+			require.Equal(t, []any{"lm_head"}, qc["modules_to_not_convert"])
+		case nn.HFFP8Tensor, nn.HFFP8Channel:
+			require.Equal(t, "compressed-tensors", qc["quant_method"])
+			require.Equal(t, "float-quantized", qc["format"])
+			w := qc["config_groups"].(map[string]any)["group_0"].(map[string]any)["weights"].(map[string]any)
+			require.Equal(t, map[nn.HFFormat]string{nn.HFFP8Tensor: "tensor", nn.HFFP8Channel: "channel"}[f], w["strategy"])
+			require.Equal(t, 8.0, w["num_bits"])
+			require.Equal(t, "float", w["type"])
+			require.Equal(t, []any{"lm_head"}, qc["ignore"])
+		case nn.HFMXFP8, nn.HFNVFP4:
+			require.Equal(t, "modelopt", qc["quant_method"])
+			require.Equal(t, map[nn.HFFormat]string{nn.HFMXFP8: "MXFP8", nn.HFNVFP4: "NVFP4"}[f], qc["quant_algo"])
+			require.Equal(t, []any{"lm_head"}, qc["exclude_modules"])
+			_, err := os.Stat(filepath.Join(dir, "hf_quant_config.json"))
+			require.NoError(t, err)
+		}
+	}
+}
+
+// TestExportHFRoundTrip: float32 → export → import → export gives the
+// same bytes in every format, single file and sharded; the import holds
+// the independent reader's values bit for bit; a weight changed after
+// the import is cast afresh.
+func TestExportHFRoundTrip(t *testing.T) {
+	m, b, store := quantLlama(t)
+	for _, f := range append(quantizedFormats(), nn.HFBFloat16) {
+		for _, shard := range []int64{0, 40000} {
+			name := fmt.Sprintf("%s shard %d", f, shard)
+			e := nn.HFExport{Format: f, ShardBytes: shard}
+			dir, dir2 := t.TempDir(), t.TempDir()
+			require.NoError(t, m.ExportHF(dir, store, e), name)
+			store2 := graph.NewStore()
+			require.NoError(t, m.LoadHF(dir, store2), name)
+			if shard == 0 && f != nn.HFBFloat16 {
+				ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+				for _, mod := range llamaLinears {
+					require.Equal(t, bitsOf(dequantRef(t, ts, f, mod)), bitsOf(store2.Float32(mod+".weight")), "%s %s", name, mod)
+				}
+			}
+			require.NoError(t, m.ExportHF(dir2, store2, e), name)
+			files, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			if shard > 0 {
+				require.Greater(t, len(files), 4, "%s: several shards", name)
+			}
+			for _, fi := range files {
+				a, err := os.ReadFile(filepath.Join(dir, fi.Name()))
+				require.NoError(t, err)
+				c, err := os.ReadFile(filepath.Join(dir2, fi.Name()))
+				require.NoError(t, err, name)
+				require.Equal(t, a, c, "%s: %s differs after import and export", name, fi.Name())
+			}
+			// Every parameter survives a second import unchanged.
+			store3 := graph.NewStore()
+			require.NoError(t, m.LoadHF(dir2, store3))
+			for _, p := range b.Params() {
+				require.Equal(t, bitsOf(store2.Float32(p.Name())), bitsOf(store3.Float32(p.Name())), p.Name())
+			}
+		}
+	}
+	// A changed weight is cast afresh: the recipe's codes of its new values.
+	dir := t.TempDir()
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Block}))
+	store2 := graph.NewStore()
+	require.NoError(t, m.LoadHF(dir, store2))
+	mod := "model.layers.0.mlp.down_proj"
+	w := store2.Float32(mod + ".weight")
+	w[5] += 0.25
+	dir2 := t.TempDir()
+	require.NoError(t, m.ExportHF(dir2, store2, nn.HFExport{Format: nn.HFFP8Block}))
+	sh, _ := store2.Shape(mod + ".weight")
+	got := dequantRef(t, readRaw(t, filepath.Join(dir2, nn.HFWeightsFile)), nn.HFFP8Block, mod)
+	require.Equal(t, bitsOf(recipeDequant(t, nn.HFFP8Block, w, sh[0], sh[1])), bitsOf(got))
+}
+
+// TestExportHFOptions: Keep, BF16, FP32Scales, a sharded export replacing
+// a single file, and the refusals of options that do not apply.
+func TestExportHFOptions(t *testing.T) {
+	m, _, store := quantLlama(t)
+	dir := t.TempDir()
+	keep := "model.layers.0.mlp.down_proj"
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Block, Keep: []string{keep}, BF16: true, FP32Scales: true}))
+	ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+	require.Equal(t, "BF16", ts[keep+".weight"].dtype)
+	require.Equal(t, "BF16", ts["lm_head.weight"].dtype)
+	_, ok := ts[keep+".weight_scale_inv"]
+	require.False(t, ok)
+	require.Equal(t, []any{"lm_head", keep}, readConfig(t, dir)["quantization_config"].(map[string]any)["modules_to_not_convert"])
+	require.Equal(t, "bfloat16", readConfig(t, dir)["torch_dtype"])
+	// Float32 scales: not all powers of two.
+	s := ts["model.layers.0.mlp.up_proj.weight_scale_inv"]
+	pow2 := true
+	for i := 0; i < len(s.data)/4; i++ {
+		_, frac := math.Frexp(float64(f32At(s.data, i)))
+		pow2 = pow2 && frac == 0
+		fr, _ := math.Frexp(float64(f32At(s.data, i)))
+		pow2 = pow2 && fr == 0.5
+	}
+	require.False(t, pow2, "FP32Scales keeps float32 scales")
+	// A sharded export over it removes model.safetensors; a single file
+	// over a sharded one removes the shards and the index.
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFMXFP8, ShardBytes: 50000}))
+	_, err := os.Stat(filepath.Join(dir, nn.HFWeightsFile))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.NoError(t, m.LoadHF(dir, graph.NewStore()))
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{}))
+	files, _ := os.ReadDir(dir)
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name())
+	}
+	require.Equal(t, []string{nn.HFConfigFile, nn.HFWeightsFile}, names)
+	_, hasQC := readConfig(t, dir)["quantization_config"]
+	require.False(t, hasQC)
+
+	for _, c := range []struct {
+		e    nn.HFExport
+		says string
+	}{
+		{nn.HFExport{Format: "fp9"}, `format "fp9"`},
+		{nn.HFExport{Format: nn.HFMXFP8, FP32Scales: true}, "FP32Scales applies to fp8-block"},
+		{nn.HFExport{Format: nn.HFFP8Block, Keep: []string{"model.layers.0.mlp"}}, `Keep names "model.layers.0.mlp"`},
+		{nn.HFExport{ShardBytes: -1}, "ShardBytes"},
+	} {
+		err := m.ExportHF(t.TempDir(), store, c.e)
+		require.ErrorIs(t, err, nn.ErrHF)
+		require.Contains(t, err.Error(), c.says)
+	}
+	w := store.Float32("model.layers.0.self_attn.k_proj.weight")
+	w[3] = float32(math.NaN())
+	out := t.TempDir()
+	err = m.ExportHF(out, store, nn.HFExport{Format: nn.HFFP8Tensor})
+	require.ErrorIs(t, err, nn.ErrHF)
+	require.Contains(t, err.Error(), "model.layers.0.self_attn.k_proj.weight")
+	left, _ := os.ReadDir(out)
+	require.Empty(t, left, "nothing written for a NaN weight")
+}
+
+// TestGPTExportHF: GPT-2's Conv1D weights export in the orientation-free
+// formats, their codes the model's transposed, and import back; the
+// per-row formats are refused.
+func TestGPTExportHF(t *testing.T) {
+	cfg := nn.GPTConfig{Vocab: 64, Block: 8, Embd: 160, Heads: 5, Layers: 1}
+	b := nn.NewBuilder(graph.New())
+	m, err := nn.NewGPT(b, "gpt", cfg)
+	require.NoError(t, err)
+	store := graph.NewStore()
+	require.NoError(t, b.Init(store, 4))
+	for _, f := range []nn.HFFormat{nn.HFFP8Block, nn.HFFP8Tensor} {
+		dir, dir2 := t.TempDir(), t.TempDir()
+		require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: f}))
+		ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+		name := "transformer.h.0.mlp.c_fc"
+		w := store.Float32(m.Blocks[0].FC.Weight.Name())
+		sh := m.Blocks[0].FC.Weight.Shape()
+		want := recipeDequant(t, f, w, sh[0], sh[1]) // [out in]
+		got := dequantRef(t, ts, f, name)            // [in out]
+		for o := 0; o < sh[0]; o++ {
+			for i := 0; i < sh[1]; i++ {
+				require.Equal(t, math.Float32bits(want[o*sh[1]+i]), math.Float32bits(got[i*sh[0]+o]))
+			}
+		}
+		store2 := graph.NewStore()
+		require.NoError(t, m.LoadHF(dir, store2))
+		require.NoError(t, m.ExportHF(dir2, store2, nn.HFExport{Format: f}))
+		a, _ := os.ReadFile(filepath.Join(dir, nn.HFWeightsFile))
+		c, _ := os.ReadFile(filepath.Join(dir2, nn.HFWeightsFile))
+		require.Equal(t, a, c)
+	}
+	for _, f := range []nn.HFFormat{nn.HFFP8Channel, nn.HFMXFP8, nn.HFNVFP4} {
+		err := m.ExportHF(t.TempDir(), store, nn.HFExport{Format: f})
+		require.ErrorIs(t, err, nn.ErrHF)
+		require.Contains(t, err.Error(), "Conv1D")
+	}
+}
+
+// TestLoadHFHostileQuantized: broken quantized checkpoints are refused
+// naming the key or tensor, nothing stored, never a panic.
+func TestLoadHFHostileQuantized(t *testing.T) {
+	m, _, store := quantLlama(t)
+	src := map[nn.HFFormat]string{}
+	for _, f := range []nn.HFFormat{nn.HFFP8Block, nn.HFFP8Channel, nn.HFMXFP8, nn.HFNVFP4} {
+		src[f] = t.TempDir()
+		require.NoError(t, m.ExportHF(src[f], store, nn.HFExport{Format: f}))
+	}
+	sharded := t.TempDir()
+	require.NoError(t, m.ExportHF(sharded, store, nn.HFExport{Format: nn.HFFP8Block, ShardBytes: 40000}))
+	q := "model.layers.0.self_attn.q_proj"
+	copyDir := func(from string) string {
+		to := t.TempDir()
+		files, _ := os.ReadDir(from)
+		for _, f := range files {
+			b, err := os.ReadFile(filepath.Join(from, f.Name()))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(to, f.Name()), b, 0o644))
+		}
+		return to
+	}
+	// editWeights rewrites model.safetensors through fn.
+	editWeights := func(from string, fn func(ts map[string]rawTensor)) string {
+		dir := copyDir(from)
+		ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+		fn(ts)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+		return dir
+	}
+	editConfig := func(from, old, new string) string {
+		dir := copyDir(from)
+		p := filepath.Join(dir, nn.HFConfigFile)
+		b, _ := os.ReadFile(p)
+		s := strings.Replace(string(b), old, new, 1)
+		require.NotEqual(t, string(b), s, old)
+		require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
+		return dir
+	}
+	nan := make([]byte, 4)
+	binary.LittleEndian.PutUint32(nan, math.Float32bits(float32(math.NaN())))
+	shards, _ := filepath.Glob(filepath.Join(sharded, "model-0000*"))
+	cases := []struct {
+		name, dir, says string
+	}{
+		{"E5M2 under fmt e4m3", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) {
+			w := ts[q+".weight"]
+			w.dtype = "F8_E5M2"
+			ts[q+".weight"] = w
+		}), `"` + q + `.weight" is F8_E5M2 but quantization_config says E4M3`},
+		{"scale shape", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) {
+			s := ts[q+".weight_scale_inv"]
+			s.shape, s.data = []int{1, 2}, s.data[:8]
+			ts[q+".weight_scale_inv"] = s
+		}), `"` + q + `.weight_scale_inv" has shape [1 2], want [2 2]`},
+		{"missing scale", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) { delete(ts, q+".weight_scale_inv") }),
+			`its scale "` + q + `.weight_scale_inv" is missing`},
+		{"NaN scale", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) {
+			s := ts[q+".weight_scale_inv"]
+			s.data = append(append([]byte(nil), s.data[:4]...), append(nan, s.data[8:]...)...)
+			ts[q+".weight_scale_inv"] = s
+		}), `scale 1 is NaN`},
+		{"scale dtype", editWeights(src[nn.HFFP8Channel], func(ts map[string]rawTensor) {
+			s := ts[q+".weight_scale"]
+			s.dtype, s.data = "I32", s.data
+			ts[q+".weight_scale"] = s
+		}), `"` + q + `.weight_scale" is I32, want F32`},
+		{"E8M0 NaN", editWeights(src[nn.HFMXFP8], func(ts map[string]rawTensor) {
+			s := ts[q+".weight_scale"]
+			s.data = append([]byte{0xFF}, s.data[1:]...)
+			ts[q+".weight_scale"] = s
+		}), "NaN code 0xFF"},
+		{"NVFP4 block scale NaN", editWeights(src[nn.HFNVFP4], func(ts map[string]rawTensor) {
+			s := ts[q+".weight_scale"]
+			s.data = append([]byte{0x7F}, s.data[1:]...)
+			ts[q+".weight_scale"] = s
+		}), "NaN code"},
+		{"NVFP4 packed shape", editWeights(src[nn.HFNVFP4], func(ts map[string]rawTensor) {
+			w := ts[q+".weight"]
+			w.shape = []int{w.shape[1], w.shape[0]}
+			ts[q+".weight"] = w
+		}), "NVFP4 wants U8 [160 80]"},
+		{"FP8 without a config", editConfig(src[nn.HFFP8Block], `"quantization_config"`, `"quantization_config_x"`), "has no quantization_config"},
+		{"unknown method", editConfig(src[nn.HFFP8Block], `"quant_method": "fp8"`, `"quant_method": "gptq"`), `"quant_method": "gptq" is not supported`},
+		{"method not a string", editConfig(src[nn.HFFP8Block], `"quant_method": "fp8"`, `"quant_method": 8`), `"quant_method": 8 is not a string`},
+		{"block size", editConfig(src[nn.HFFP8Block], `"weight_block_size": [`, `"weight_block_size": [0, `), "weight_block_size"},
+		{"fmt", editConfig(src[nn.HFFP8Block], `"fmt": "e4m3"`, `"fmt": "int8"`), `"fmt": "int8"`},
+		{"strategy", editConfig(src[nn.HFFP8Channel], `"strategy": "channel"`, `"strategy": "group"`), `"strategy": "group" is not supported`},
+		{"quant_algo", editConfig(src[nn.HFMXFP8], `"quant_algo": "MXFP8"`, `"quant_algo": "W4A8_AWQ"`), `"W4A8_AWQ" is not supported`},
+		{"truncated shard", func() string {
+			dir := copyDir(sharded)
+			p := filepath.Join(dir, filepath.Base(shards[0]))
+			b, _ := os.ReadFile(p)
+			require.NoError(t, os.WriteFile(p, b[:len(b)-10], 0o644))
+			return dir
+		}(), "truncated?"},
+		{"index names a missing file", func() string {
+			dir := copyDir(sharded)
+			require.NoError(t, os.Remove(shards[0]))
+			require.NoError(t, os.Remove(filepath.Join(dir, filepath.Base(shards[0]))))
+			return dir
+		}(), "is missing"},
+		{"index escapes the directory", editIndex(t, copyDir(sharded), `"model-00001-of`, `"../model-00001-of`), "is not a file name in the directory"},
+		{"index names the wrong shard", editIndex(t, copyDir(sharded), `"lm_head.weight": "model-00001`, `"lm_head.weight": "model-00002`), `"lm_head.weight"`},
+	}
+	for _, c := range cases {
+		fresh := graph.NewStore()
+		err := m.LoadHF(c.dir, fresh)
+		require.Error(t, err, c.name)
+		require.True(t, errors.Is(err, nn.ErrHF), "%s: %v", c.name, err)
+		require.Contains(t, err.Error(), c.says, c.name)
+		require.Nil(t, fresh.Float32("model.embed_tokens.weight"), "%s: nothing stored on a refusal", c.name)
+	}
+}
+
+func editIndex(t *testing.T, dir, old, new string) string {
+	p := filepath.Join(dir, nn.HFIndexFile)
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	s := strings.Replace(string(b), old, new, 1)
+	require.NotEqual(t, string(b), s, old)
+	require.NoError(t, os.WriteFile(p, []byte(s), 0o644))
+	return dir
+}
+
+// encodeRaw writes tensors as a safetensors file (the test's own writer).
+func encodeRaw(t *testing.T, ts map[string]rawTensor) []byte {
+	h := map[string]any{}
+	var body []byte
+	for name, r := range ts {
+		h[name] = map[string]any{"dtype": r.dtype, "shape": r.shape, "data_offsets": []int{len(body), len(body) + len(r.data)}}
+		body = append(body, r.data...)
+	}
+	hb, err := json.Marshal(h)
+	require.NoError(t, err)
+	out := binary.LittleEndian.AppendUint64(nil, uint64(len(hb)))
+	return append(append(out, hb...), body...)
+}
+
+// TestLoadHFOtherBlocks: checkpoints written by other tools — block
+// sizes other than 128×128 ([64 32]), compressed-tensors' "block"
+// strategy and F8_E5M2 weights under it — dequantize as the format says.
+func TestLoadHFOtherBlocks(t *testing.T) {
+	m, _, store := quantLlama(t)
+	src := t.TempDir()
+	require.NoError(t, m.ExportHF(src, store, nn.HFExport{Format: nn.HFFP8Block}))
+	for _, ct := range []bool{false, true} {
+		dir := t.TempDir()
+		ts := readRaw(t, filepath.Join(src, nn.HFWeightsFile))
+		for _, mod := range llamaLinears {
+			w := ts[mod+".weight"]
+			rows, cols := w.shape[0], w.shape[1]
+			sr, sc := (rows+63)/64, (cols+31)/32
+			s := make([]byte, 4*sr*sc)
+			for i := 0; i < sr*sc; i++ {
+				binary.LittleEndian.PutUint32(s[4*i:], math.Float32bits(float32(i+1)/1024))
+			}
+			delete(ts, mod+".weight_scale_inv")
+			name := mod + ".weight_scale_inv"
+			if ct {
+				name = mod + ".weight_scale"
+				w.dtype = "F8_E5M2"
+				ts[mod+".weight"] = w
+			}
+			ts[name] = rawTensor{"F32", []int{sr, sc}, s}
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+		conf := readConfig(t, src)
+		conf["quantization_config"] = map[string]any{"quant_method": "fp8", "weight_block_size": []int{64, 32}}
+		if ct {
+			conf["quantization_config"] = map[string]any{"quant_method": "compressed-tensors", "format": "float-quantized",
+				"config_groups": map[string]any{"g": map[string]any{"weights": map[string]any{"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []int{64, 32}}}}}
+		}
+		b, _ := json.Marshal(conf)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), b, 0o644))
+		got := graph.NewStore()
+		require.NoError(t, m.LoadHF(dir, got))
+		for _, mod := range llamaLinears {
+			w := ts[mod+".weight"]
+			rows, cols := w.shape[0], w.shape[1]
+			s := ts[mod+".weight_scale_inv"]
+			if ct {
+				s = ts[mod+".weight_scale"]
+			}
+			for r := 0; r < rows; r++ {
+				for j := 0; j < cols; j++ {
+					q := w.data[r*cols+j]
+					v := e4m3(q)
+					if ct { // E5M2: bias 15, two mantissa bits
+						e, mm := int(q>>2&0x1F), float64(q&3)
+						x := math.Ldexp(1+mm/4, e-15)
+						if e == 0 {
+							x = math.Ldexp(mm/4, -14)
+						}
+						if q&0x80 != 0 {
+							x = -x
+						}
+						v = float32(x)
+						if e == 31 {
+							continue // the exported E4M3 bytes read as E5M2 can be inf/NaN codes
+						}
+					}
+					want := v * f32At(s.data, (r/64)*((cols+31)/32)+j/32)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got.Float32(mod + ".weight")[r*cols+j]), "%s ct=%v (%d,%d)", mod, ct, r, j)
+				}
+			}
+		}
+	}
+}
