@@ -228,6 +228,17 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 		}
 		keep[k] = true
 	}
+	if e.Layers != nil {
+		fp8Layers := map[string]bool{}
+		for _, l := range e.Layers {
+			fp8Layers[l] = true
+		}
+		for _, t := range ts {
+			if t.linear && !fp8Layers[strings.TrimSuffix(t.param.Name(), ".weight")] {
+				keep[strings.TrimSuffix(t.name, ".weight")] = true
+			}
+		}
+	}
 	// The tensors, checked before anything is written.
 	var out []stfile.Tensor
 	hp := "F32"

@@ -89,6 +89,12 @@ type HFExport struct {
 	// precision; they are named in the config's list of modules not
 	// converted. The LM head, embeddings and norms always stay.
 	Keep []string
+	// Layers, when not nil, names the linear layers to quantize by their
+	// graph names (a weight's parameter name less ".weight", as FP8
+	// layer states name them: the layers an FP8 run trained in FP8);
+	// the other linear layers stay in high precision and are listed as
+	// not converted.
+	Layers []string
 	// BF16 writes the high-precision tensors as BF16 (rounded to nearest
 	// even) instead of F32.
 	BF16 bool

@@ -612,3 +612,18 @@ func TestLoadHFOtherBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestExportHFLayers: only the layers named are quantized; the others
+// stay F32 and are listed as not converted.
+func TestExportHFLayers(t *testing.T) {
+	m, _, store := quantLlama(t)
+	dir := t.TempDir()
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Tensor, Layers: []string{"model.layers.0.self_attn.q_proj"}}))
+	ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+	require.Equal(t, "F8_E4M3", ts["model.layers.0.self_attn.q_proj.weight"].dtype)
+	require.Equal(t, "F32", ts["model.layers.0.self_attn.k_proj.weight"].dtype)
+	ignore := readConfig(t, dir)["quantization_config"].(map[string]any)["ignore"].([]any)
+	require.Len(t, ignore, 7)
+	require.Contains(t, ignore, "model.layers.0.self_attn.k_proj")
+	require.NotContains(t, ignore, "model.layers.0.self_attn.q_proj")
+}

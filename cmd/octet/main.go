@@ -3,6 +3,7 @@
 //	octet tokenize [-encoding r50k_base] IN.txt OUT.bin
 //	octet quantize [-recipe fp8-block|nvfp4|mxfp8|current] [flags] IN.safetensors OUT.safetensors
 //	octet inspect FILE.safetensors
+//	octet export [-format fp8-block|fp8-tensor|fp8-channel|mxfp8|nvfp4|bf16|f32] [flags] IN OUT_DIR
 //
 // tokenize turns a UTF-8 text file into BPE tokens (r50k_base, GPT-2's
 // encoding, or cl100k_base; the vocabularies are built in) and writes
@@ -37,6 +38,20 @@
 // listed as skipped and left out; NaN and infinite values are cast as
 // the recipe casts them (saturated, or NaN codes in FP8) and counted.
 // A flag the recipe does not read is refused.
+//
+// export writes a Llama or GPT-2 as a Hugging Face directory whose
+// linear weights are in an FP8 layout inference engines read
+// (nn.HFFormat: fp8-block is transformers' fine-grained FP8, the
+// DeepSeek-V3 layout; fp8-tensor and fp8-channel are compressed-tensors;
+// mxfp8 and nvfp4 are NVIDIA ModelOpt's), the head, embeddings and norms
+// in F32 (BF16 with -bf16). IN is a Hugging Face directory (config.json
+// with model_type llama or gpt2, and its weights: F32, BF16, F16, or any
+// of these FP8 layouts) or an Octet checkpoint file with -config naming
+// the directory whose config.json describes its model; a checkpoint's
+// FP8-trained layers (those with FP8 scaling state) are the ones
+// quantized. -keep lists further layers to keep, -shard-mb splits the
+// weights into shards with an index, -fp32-scales keeps fp8-block's
+// tile scales in float32. Tokenizer files beside the config are copied.
 //
 // inspect lists a safetensors file's tensors (name, dtype, shape) and
 // metadata and, for an Octet checkpoint, its step, recipe and FP8 state;
@@ -80,6 +95,9 @@ commands:
   quantize [-recipe fp8-block|nvfp4|mxfp8|current] [flags] IN.safetensors OUT.safetensors
       cast every float32 matrix of IN and write codes and scales to OUT
       (octet quantize -h lists the flags)
+  export [-format fp8-block|fp8-tensor|fp8-channel|mxfp8|nvfp4|bf16|f32] [flags] IN OUT_DIR
+      write a Llama or GPT-2 (a Hugging Face directory, or an Octet checkpoint with -config)
+      as a Hugging Face directory with FP8 weights (octet export -h lists the flags)
   inspect FILE.safetensors
       list a safetensors file's tensors, metadata and FP8 state; verify its checksums
   kernels
@@ -100,6 +118,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return quantizeCmd(args[1:], stdout, stderr)
 	case "inspect":
 		return inspectCmd(args[1:], stdout, stderr)
+	case "export":
+		return exportCmd(args[1:], stdout, stderr)
 	case "kernels":
 		if len(args) > 1 {
 			return usageError{fmt.Sprintf("kernels takes no arguments, got %q", args[1:])}
