@@ -37,7 +37,8 @@ type hfTensor struct {
 	name      string
 	param     *graph.Node
 	transpose bool
-	linear    bool // a linear layer's weight: quantized by ExportHF's FP8 formats
+	linear    bool   // a linear layer's weight: quantized by ExportHF's FP8 formats
+	layer     string // the FP8 layer the weight belongs to, when not its parameter's name less ".weight" (fused q/k/v, gate/up)
 }
 
 func hfErr(file, format string, args ...any) error {
@@ -194,7 +195,14 @@ func (m *Llama) hfTensors() []hfTensor {
 		}{{"input_layernorm.weight", l.InputNorm.Weight}, {"self_attn.q_proj.weight", l.Q}, {"self_attn.k_proj.weight", l.K},
 			{"self_attn.v_proj.weight", l.V}, {"self_attn.o_proj.weight", l.O}, {"post_attention_layernorm.weight", l.PostNorm.Weight},
 			{"mlp.gate_proj.weight", l.Gate}, {"mlp.up_proj.weight", l.Up}, {"mlp.down_proj.weight", l.Down}} {
-			ts = append(ts, hfTensor{name: p + t.name, param: t.n, linear: strings.HasSuffix(t.name, "proj.weight")})
+			ht := hfTensor{name: p + t.name, param: t.n, linear: strings.HasSuffix(t.name, "proj.weight")}
+			switch t.n {
+			case l.Q, l.K, l.V:
+				ht.layer = l.qkvName
+			case l.Gate, l.Up:
+				ht.layer = l.mlpName
+			}
+			ts = append(ts, ht)
 		}
 	}
 	ts = append(ts, hfTensor{name: "model.norm.weight", param: m.Norm.Weight})

@@ -234,7 +234,11 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 			fp8Layers[l] = true
 		}
 		for _, t := range ts {
-			if t.linear && !fp8Layers[strings.TrimSuffix(t.param.Name(), ".weight")] {
+			layer := t.layer
+			if layer == "" {
+				layer = strings.TrimSuffix(t.param.Name(), ".weight")
+			}
+			if t.linear && !fp8Layers[layer] {
 				keep[strings.TrimSuffix(t.name, ".weight")] = true
 			}
 		}

@@ -89,11 +89,13 @@ type HFExport struct {
 	// precision; they are named in the config's list of modules not
 	// converted. The LM head, embeddings and norms always stay.
 	Keep []string
-	// Layers, when not nil, names the linear layers to quantize by their
-	// graph names (a weight's parameter name less ".weight", as FP8
-	// layer states name them: the layers an FP8 run trained in FP8);
-	// the other linear layers stay in high precision and are listed as
-	// not converted.
+	// Layers, when not nil, names the linear layers to quantize by the
+	// names the FP8 compiler gives them (as FP8 layer states and
+	// passes.Report name them: the layers an FP8 run trained in FP8; a
+	// Llama's q, k and v weights belong to self_attn.qkv_proj, its gate
+	// and up weights to mlp.gate_up_proj, any other weight to its
+	// parameter's name less ".weight"); the other linear layers stay in
+	// high precision and are listed as not converted.
 	Layers []string
 	// BF16 writes the high-precision tensors as BF16 (rounded to nearest
 	// even) instead of F32.

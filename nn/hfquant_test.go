@@ -467,7 +467,7 @@ func TestLoadHFHostileQuantized(t *testing.T) {
 		}), `scale 1 is NaN`},
 		{"scale dtype", editWeights(src[nn.HFFP8Channel], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale"]
-			s.dtype, s.data = "I32", s.data
+			s.dtype = "I32"
 			ts[q+".weight_scale"] = s
 		}), `"` + q + `.weight_scale" is I32, want F32`},
 		{"E8M0 NaN", editWeights(src[nn.HFMXFP8], func(ts map[string]rawTensor) {
@@ -618,12 +618,12 @@ func TestLoadHFOtherBlocks(t *testing.T) {
 func TestExportHFLayers(t *testing.T) {
 	m, _, store := quantLlama(t)
 	dir := t.TempDir()
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Tensor, Layers: []string{"model.layers.0.self_attn.q_proj"}}))
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Tensor, Layers: []string{"model.layers.0.self_attn.qkv_proj"}}))
 	ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
 	require.Equal(t, "F8_E4M3", ts["model.layers.0.self_attn.q_proj.weight"].dtype)
-	require.Equal(t, "F32", ts["model.layers.0.self_attn.k_proj.weight"].dtype)
+	require.Equal(t, "F8_E4M3", ts["model.layers.0.self_attn.v_proj.weight"].dtype)
+	require.Equal(t, "F32", ts["model.layers.0.self_attn.o_proj.weight"].dtype)
 	ignore := readConfig(t, dir)["quantization_config"].(map[string]any)["ignore"].([]any)
-	require.Len(t, ignore, 7)
-	require.Contains(t, ignore, "model.layers.0.self_attn.k_proj")
-	require.NotContains(t, ignore, "model.layers.0.self_attn.q_proj")
+	require.Equal(t, []any{"lm_head", "model.layers.0.mlp.down_proj", "model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj",
+		"model.layers.0.self_attn.o_proj"}, ignore)
 }

@@ -80,7 +80,7 @@ func TestExportMatchesQuantize(t *testing.T) {
 func TestExportCheckpoint(t *testing.T) {
 	in, _, store := exportLlama(t)
 	te := fp8.TERecipe{AmaxHistoryLen: 2}
-	for _, l := range []string{"model.layers.0.self_attn.q_proj", "model.layers.0.mlp.up_proj"} {
+	for _, l := range []string{"model.layers.0.self_attn.qkv_proj", "model.layers.0.mlp.down_proj"} {
 		store.SetState(fp8.LayerStateKey(l), &fp8.LayerState{FQN: l, Backend: fp8.BackendTE, Input: te.NewMeta(false), Weight: te.NewMeta(false), GradOutput: te.NewMeta(true)})
 	}
 	ck := filepath.Join(t.TempDir(), "run.safetensors")
@@ -89,11 +89,11 @@ func TestExportCheckpoint(t *testing.T) {
 	var so, se bytes.Buffer
 	require.NoError(t, run([]string{"export", "-format", "fp8-tensor", "-config", filepath.Join(in, nn.HFConfigFile), ck, out}, &so, &se))
 	require.Contains(t, so.String(), "2 layers trained in FP8")
-	require.Contains(t, so.String(), "2 linear weight(s) quantized")
+	require.Contains(t, so.String(), "4 linear weight(s) quantized")
 	f, err := stfile.Read(filepath.Join(out, nn.HFWeightsFile))
 	require.NoError(t, err)
-	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.0.mlp.up_proj.weight"].DType)
-	require.Equal(t, "F32", f.Tensors["model.layers.0.mlp.down_proj.weight"].DType)
+	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.0.self_attn.k_proj.weight"].DType)
+	require.Equal(t, "F32", f.Tensors["model.layers.0.mlp.up_proj.weight"].DType)
 
 	file := filepath.Join(t.TempDir(), "file")
 	require.NoError(t, os.WriteFile(file, []byte("x"), 0o644))

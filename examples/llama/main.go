@@ -6,6 +6,8 @@
 //	go run ./examples/llama                                # width 288, 6 layers, 6 heads, 2 key/value heads, context 256
 //	go run ./examples/llama -precision all -iters 500
 //	go run ./examples/llama -init hf-dir -export out-dir   # start from a Hugging Face checkpoint, write the trained one
+//	go run ./examples/llama -precision fp8 -export-fp8 fp8-dir   # write the FP8-trained model in Hugging Face's FP8 layout
+//	go run ./examples/llama -init fp8-dir -precision fp8           # fine-tune from it
 //	go run ./examples/llama -data tokens.bin -sequential   # llm.c's token file and batches
 //	go run ./examples/llama -init hf-dir -data tokens.bin -sequential -precision fp32 -grads-out grads.safetensors
 //
@@ -21,6 +23,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"golang.org/x/term"
 
@@ -39,6 +42,7 @@ type config struct {
 	block, iters                   int
 	encoding, text, data           string
 	initDir, exportDir, gradsOut   string
+	exportFP8, exportFormat        string
 	sequential, dump, progress     bool
 	sample, evalEvery, evalBatches int
 	set                            map[string]bool // flags given on the command line
@@ -86,6 +90,8 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.sequential, "sequential", false, "llm.c's batches: batch k is the B·T+1 tokens from offset k·B·T (row b: inputs tokens[b·T:b·T+T], targets one further); otherwise random windows")
 	fs.StringVar(&c.initDir, "init", "", "start from this Hugging Face directory (config.json + model.safetensors): its config sets the model's sizes")
 	fs.StringVar(&c.exportDir, "export", "", "write the trained model to this directory in the Hugging Face layout (a subdirectory per precision when several run)")
+	fs.StringVar(&c.exportFP8, "export-fp8", "", "write the FP8 run's model to this directory in the FP8 layout -export-format names (its FP8-trained layers quantized with the recipe's codes; head, embeddings and norms in float32), and report its validation loss")
+	fs.StringVar(&c.exportFormat, "export-format", string(nn.HFFP8Block), "-export-fp8's layout: fp8-block (Hugging Face fine-grained FP8), fp8-tensor, fp8-channel (compressed-tensors), mxfp8 or nvfp4 (ModelOpt)")
 	fs.StringVar(&c.gradsOut, "grads-out", "", "after the first forward and backward (no update), write the loss (tensor \"loss\") and every parameter's gradient under its Hugging Face name to this safetensors file, and stop")
 	fs.IntVar(&c.sample, "sample", 200, "tokens to generate after training (0: none)")
 	fs.BoolVar(&c.dump, "dump", false, "print the compiled FP8 training graph")
@@ -129,6 +135,18 @@ func (c *config) validate() error {
 	}
 	if c.exportDir != "" {
 		ch.OutputDir("export", c.exportDir)
+	}
+	if c.exportFP8 != "" {
+		ch.OutputDir("export-fp8", c.exportFP8)
+		if ps, err := c.Precision.Runs(); err == nil && !slices.ContainsFunc(ps, func(p train.Precision) bool { return p.Name() == "fp8" }) {
+			ch.Fail("-export-fp8 writes the FP8 run's model: give -precision fp8, both or all")
+		}
+	}
+	if c.set["export-format"] && c.exportFP8 == "" {
+		ch.Fail("-export-format is the layout of -export-fp8: give -export-fp8 DIR")
+	}
+	if f, err := nn.ParseHFFormat(c.exportFormat); err != nil || f == nn.HFFloat32 || f == nn.HFBFloat16 {
+		ch.Fail("-export-format %q: want fp8-block, fp8-tensor, fp8-channel, mxfp8 or nvfp4 (-export writes float32)", c.exportFormat)
 	}
 	if c.initDir != "" {
 		for _, f := range sizeFlags {
@@ -227,10 +245,16 @@ func run(cfg config, w io.Writer) error {
 		if r.Ran() != r.End || r.End != r.Total {
 			fmt.Fprintf(w, "          ran iterations %d–%d of %d\n", r.First+1, r.End, r.Total)
 		}
-		for _, line := range []struct{ what, v string }{{"recipe settings", r.Settings}, {"FP8 debug statistics", r.statsFile}, {"exported to", r.exported}} {
+		for _, line := range []struct{ what, v string }{{"recipe settings", r.Settings}, {"FP8 debug statistics", r.statsFile}, {"exported to", r.exported}, {"exported in FP8 to", r.exportedFP8}} {
 			if line.v != "" {
 				fmt.Fprintf(w, "          %s: %s\n", line.what, line.v)
 			}
+		}
+	}
+	for _, r := range results {
+		if r.exportedFP8 != "" {
+			fmt.Fprintf(w, "%s checkpoint's validation loss %.4f vs the trained model's %.4f: %+.3f%% (the quantization error of the weights)\n",
+				cfg.exportFormat, r.exportedValLoss, r.ValLoss, 100*(r.exportedValLoss/r.ValLoss-1))
 		}
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {

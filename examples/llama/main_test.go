@@ -17,6 +17,7 @@ import (
 	"github.com/octetml/octet/examples/internal/output"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/llamaref"
+	"github.com/octetml/octet/internal/stfile"
 	"github.com/octetml/octet/nn"
 )
 
@@ -138,6 +139,35 @@ func TestTrainExportInit(t *testing.T) {
 	require.NoError(t, err, out)
 }
 
+// TestExportFP8Init: -export-fp8 writes the FP8 run in Hugging Face's
+// fine-grained FP8 layout (the trained layers' weights F8_E4M3, the head
+// float32), reports the checkpoint's validation loss beside the trained
+// model's, and -init fine-tunes from it.
+func TestExportFP8Init(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "corpus.txt")
+	require.NoError(t, os.WriteFile(text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200)), 0o644))
+	exp := filepath.Join(dir, "fp8")
+	quick := []string{"-text", text, "-block", "16", "-batch", "2", "-eval-batches", "1", "-eval-every", "0", "-sample", "0", "-precision", "fp8"}
+	out, err := runArgs(t, append(quick, "-hidden", "32", "-intermediate", "48", "-layers", "1", "-heads", "2", "-kv-heads", "1", "-iters", "3",
+		"-export-fp8", exp, "-json")...)
+	require.NoError(t, err)
+	var r map[string]any
+	require.NoError(t, output.DecodeLast(out, &r))
+	require.Equal(t, exp, r["exported_fp8"])
+	got, want := r["exported_fp8_val_loss"].(float64), r["val_loss"].(float64)
+	require.InEpsilon(t, want, got, 0.05, "the FP8 checkpoint's loss is the trained model's within the quantization error")
+	require.NotEqual(t, want, got, "the checkpoint holds quantized weights")
+	f, err := stfile.Read(filepath.Join(exp, nn.HFWeightsFile))
+	require.NoError(t, err)
+	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.0.self_attn.q_proj.weight"].DType)
+	require.Equal(t, "F32", f.Tensors["model.layers.0.self_attn.q_proj.weight_scale_inv"].DType)
+	require.Equal(t, "F32", f.Tensors["lm_head.weight"].DType)
+	out, err = runArgs(t, append(quick, "-init", exp, "-iters", "2")...)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "val loss")
+}
+
 // TestCommandLines: hostile and careless command lines are refused
 // before training, naming the flag, file, key or tensor.
 func TestCommandLines(t *testing.T) {
@@ -158,6 +188,9 @@ func TestCommandLines(t *testing.T) {
 		{Name: "kv heads not dividing", Args: []string{"-heads", "4", "-kv-heads", "3"}, Code: 1, Says: "num_key_value_heads"},
 		{Name: "heads not dividing width", Args: []string{"-heads", "5"}, Code: 1, Says: "num_attention_heads"},
 		{Name: "sequential without data", Args: []string{"-sequential"}, Code: 1, Says: "-sequential"},
+		{Name: "export-fp8 without an FP8 run", Args: []string{"-precision", "fp32", "-export-fp8", filepath.Join(tmp, "x")}, Code: 1, Says: "-export-fp8 writes the FP8 run"},
+		{Name: "export-format f32", Args: []string{"-export-fp8", filepath.Join(tmp, "x"), "-export-format", "f32"}, Code: 1, Says: "-export-format \"f32\""},
+		{Name: "export-format alone", Args: []string{"-export-format", "nvfp4"}, Code: 1, Says: "give -export-fp8 DIR"},
 		{Name: "text and data", Args: []string{"-text", "a.txt", "-data", "b.bin"}, Code: 1, Says: "-text and -data"},
 		{Name: "missing data", Args: []string{"-data", "/nonexistent.bin"}, Code: 1, Says: "/nonexistent.bin"},
 		{Name: "init and a size flag", Args: []string{"-init", hf, "-hidden", "32", "-block", "8"}, Code: 1, Says: "-hidden conflicts with -init"},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/examples/internal/corpus"
+	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/atomicfile"
 	"github.com/octetml/octet/nn"
@@ -105,6 +106,8 @@ type result struct {
 	tokensPerS                  float64
 	params, linears             int
 	sample, statsFile, exported string
+	exportedFP8                 string
+	exportedValLoss             float64
 	model                       *nn.Llama
 	store                       *graph.Store
 }
@@ -117,7 +120,8 @@ func (r *result) fields() map[string]any {
 	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
 		"tokens_per_s": r.tokensPerS, "ms_per_iter": r.MsPerStep(), "params": r.params, "converted_layers": conv,
 		"optimizer_state_bytes_per_param": r.Memory.StateBytes, "recipe_settings": r.Settings,
-		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran(), "exported": r.exported}
+		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran(), "exported": r.exported,
+		"exported_fp8": r.exportedFP8, "exported_fp8_val_loss": r.exportedValLoss}
 }
 
 // modelFunc builds the Llama for a batch of sequences (its loss serves
@@ -250,7 +254,54 @@ func trainOne(cfg config, p train.Precision, t *tokens, init func(*graph.Store) 
 			return nil, err
 		}
 	}
+	if cfg.exportFP8 != "" && p.Name() == "fp8" {
+		if err := exportFP8(cfg, tr, r, valSample); err != nil {
+			return nil, fmt.Errorf("-export-fp8: %w", err)
+		}
+	}
 	return r, nil
+}
+
+// exportFP8 writes the trained model in -export-format, its FP8-trained
+// layers (those with FP8 scaling state) quantized, and measures the
+// validation loss of the checkpoint's dequantized weights on the
+// validation sample the run measured; the trained weights are restored
+// after.
+func exportFP8(cfg config, tr *train.Trainer, r *result, valSample data.Dataset) error {
+	store := tr.Store()
+	var layers []string
+	for _, k := range store.StateKeys() {
+		if st, ok := store.State(k).(*fp8.LayerState); ok {
+			layers = append(layers, st.FQN)
+		}
+	}
+	f, err := nn.ParseHFFormat(cfg.exportFormat)
+	if err != nil {
+		return err
+	}
+	if err := r.model.ExportHF(cfg.exportFP8, store, nn.HFExport{Format: f, Layers: layers}); err != nil {
+		return err
+	}
+	r.exportedFP8 = cfg.exportFP8
+	params := tr.Model().Builder.Params()
+	saved := make([][]float32, len(params))
+	for i, p := range params {
+		saved[i] = append([]float32(nil), store.Float32(p.Name())...)
+	}
+	defer func() {
+		for i, p := range params {
+			copy(store.Float32(p.Name()), saved[i])
+		}
+	}()
+	if err := r.model.LoadHF(cfg.exportFP8, store); err != nil {
+		return err
+	}
+	e, err := tr.Evaluate(valSample)
+	if err != nil {
+		return err
+	}
+	r.exportedValLoss = e.Loss
+	return nil
 }
 
 // sample generates cfg.sample tokens from the first window of the
