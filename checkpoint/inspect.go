@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"sort"
 
 	"github.com/nlpodyssey/safetensors"
+
+	"github.com/octetml/octet/internal/stfile"
 )
 
 // TensorInfo describes one tensor of a safetensors file.
@@ -61,29 +62,26 @@ func Inspect(path string) (info *Info, err error) {
 	if err := checkExtent(path, buf); err != nil {
 		return nil, err
 	}
-	st, err := safetensors.Deserialize(buf)
+	// Any safetensors file: FP8 dtypes (F8_E4M3, F8_E5M2, F8_E8M0) too.
+	f, err := stfile.Parse(path, buf)
 	if err != nil {
 		return nil, corruptErr(path, "%w", err)
 	}
-	_, md, err := safetensors.ReadMetadata(buf)
-	if err != nil {
-		return nil, corruptErr(path, "%w", err)
-	}
-	meta := md.Metadata()
-	if err := verifySums(path, st, meta); err != nil {
-		return nil, err
+	meta := f.Metadata
+	if _, ok := meta[crcKey]; ok { // an Octet checkpoint: verify its checksums
+		st, err := safetensors.Deserialize(buf)
+		if err != nil {
+			return nil, corruptErr(path, "%w", err)
+		}
+		if err := verifySums(path, st, meta); err != nil {
+			return nil, err
+		}
 	}
 	info = &Info{Meta: meta, Checkpoint: meta["octet.format"] == Format, Step: meta["octet.step"], FP8: meta["octet.fp8"]}
 	_, info.Verified = meta[crcKey]
-	names := st.Names()
-	sort.Strings(names)
-	for _, name := range names {
-		t, _ := st.Tensor(name)
-		sh := make([]int, len(t.Shape()))
-		for i, d := range t.Shape() {
-			sh[i] = int(d)
-		}
-		info.Tensors = append(info.Tensors, TensorInfo{Name: name, DType: t.DType().String(), Shape: sh})
+	for _, name := range f.Names() {
+		t := f.Tensors[name]
+		info.Tensors = append(info.Tensors, TensorInfo{Name: name, DType: t.DType, Shape: append([]int{}, t.Shape...)})
 	}
 	return info, nil
 }

@@ -64,6 +64,10 @@ func TestExportMatchesQuantize(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(out, "tokenizer.json"))
 	require.NoError(t, err)
+	so.Reset()
+	require.NoError(t, run([]string{"inspect", filepath.Join(out, nn.HFWeightsFile)}, &so, &se))
+	require.Contains(t, so.String(), "model.layers.0.self_attn.q_proj.weight")
+	require.Contains(t, so.String(), "F8_E4M3")
 	// Export of the export (FP8 in, FP8 out) gives the same files.
 	again := t.TempDir()
 	require.NoError(t, run([]string{"export", "-format", "fp8-block", out, again}, &so, &se))
@@ -71,6 +75,43 @@ func TestExportMatchesQuantize(t *testing.T) {
 		a, _ := os.ReadFile(filepath.Join(out, f))
 		b, _ := os.ReadFile(filepath.Join(again, f))
 		require.Equal(t, a, b, f)
+	}
+}
+
+// TestExportMatchesQuantizeEveryFormat: the other layouts' codes and
+// scales are octet quantize's too (mxfp8; current for fp8-tensor; nvfp4
+// -2d, each 16×16 tile's scale repeated over its rows).
+func TestExportMatchesQuantizeEveryFormat(t *testing.T) {
+	in, _, _ := exportLlama(t)
+	var so, se bytes.Buffer
+	name := "model.layers.0.mlp.down_proj.weight"
+	mod := strings.TrimSuffix(name, ".weight")
+	for _, c := range []struct {
+		format string
+		recipe []string
+		pairs  [][2]string // quantize suffix, export tensor suffix
+	}{
+		{"mxfp8", []string{"-recipe", "mxfp8"}, [][2]string{{".data", ".weight"}, {".scale", ".weight_scale"}}},
+		{"fp8-tensor", []string{"-recipe", "current"}, [][2]string{{".data", ".weight"}, {".scale_inv", ".weight_scale"}}},
+		{"nvfp4", []string{"-recipe", "nvfp4", "-2d"}, [][2]string{{".data", ".weight"}}},
+	} {
+		out, q := t.TempDir(), filepath.Join(t.TempDir(), "q.safetensors")
+		require.NoError(t, run([]string{"export", "-format", c.format, in, out}, &so, &se))
+		require.NoError(t, run(append(append([]string{"quantize"}, c.recipe...), filepath.Join(in, nn.HFWeightsFile), q), &so, &se))
+		got, err := stfile.Read(filepath.Join(out, nn.HFWeightsFile))
+		require.NoError(t, err)
+		ref, err := stfile.Read(q)
+		require.NoError(t, err)
+		for _, p := range c.pairs {
+			require.Equal(t, ref.Tensors[name+p[0]].Data, got.Tensors[mod+p[1]].Data, "%s %s", c.format, p[1])
+		}
+		if c.format == "nvfp4" {
+			tiles, rows := ref.Tensors[name+".block_scale"], got.Tensors[mod+".weight_scale"]
+			nb := rows.Shape[1]
+			for r := 0; r < rows.Shape[0]; r++ {
+				require.Equal(t, tiles.Data[(r/16)*nb:(r/16+1)*nb], rows.Data[r*nb:(r+1)*nb], "row %d", r)
+			}
+		}
 	}
 }
 
