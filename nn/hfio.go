@@ -195,6 +195,14 @@ func loadHFFrom(fs *hfFiles, store *graph.Store, ts []hfTensor, skip func(string
 	return nil
 }
 
+// fp8Layer is the name the FP8 compiler gives the layer of t's weight.
+func (t hfTensor) fp8Layer() string {
+	if t.layer != "" {
+		return t.layer
+	}
+	return strings.TrimSuffix(t.param.Name(), ".weight")
+}
+
 // transpose returns the [c r] transpose of a row-major [r c] matrix.
 func transpose(v []float32, r, c int) []float32 {
 	tr := make([]float32, len(v))
@@ -228,17 +236,25 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 		}
 		keep[k] = true
 	}
-	if e.Layers != nil {
+	if e.Layers != nil && e.Format.quantized() {
+		if len(e.Layers) == 0 {
+			return fmt.Errorf("nn: %w: Layers is empty: no layer to quantize in %s (leave it nil to quantize every linear layer)", ErrHF, e.Format)
+		}
+		layerOf := map[string]bool{}
+		for _, t := range ts {
+			if t.linear {
+				layerOf[t.fp8Layer()] = true
+			}
+		}
 		fp8Layers := map[string]bool{}
 		for _, l := range e.Layers {
+			if !layerOf[l] {
+				return fmt.Errorf("nn: %w: Layers names %q, which is no linear layer of the model", ErrHF, l)
+			}
 			fp8Layers[l] = true
 		}
 		for _, t := range ts {
-			layer := t.layer
-			if layer == "" {
-				layer = strings.TrimSuffix(t.param.Name(), ".weight")
-			}
-			if t.linear && !fp8Layers[layer] {
+			if t.linear && !fp8Layers[t.fp8Layer()] {
 				keep[strings.TrimSuffix(t.name, ".weight")] = true
 			}
 		}

@@ -95,7 +95,8 @@ type HFExport struct {
 	// Llama's q, k and v weights belong to self_attn.qkv_proj, its gate
 	// and up weights to mlp.gate_up_proj, any other weight to its
 	// parameter's name less ".weight"); the other linear layers stay in
-	// high precision and are listed as not converted.
+	// high precision and are listed as not converted. An empty list, or
+	// a name that is no linear layer of the model, is an error.
 	Layers []string
 	// BF16 writes the high-precision tensors as BF16 (rounded to nearest
 	// even) instead of F32.

@@ -350,6 +350,8 @@ func TestExportHFOptions(t *testing.T) {
 		{nn.HFExport{Format: nn.HFMXFP8, FP32Scales: true}, "FP32Scales applies to fp8-block"},
 		{nn.HFExport{Format: nn.HFFP8Block, Keep: []string{"model.layers.0.mlp"}}, `Keep names "model.layers.0.mlp"`},
 		{nn.HFExport{ShardBytes: -1}, "ShardBytes"},
+		{nn.HFExport{Format: nn.HFNVFP4, Layers: []string{}}, "Layers is empty"},
+		{nn.HFExport{Format: nn.HFNVFP4, Layers: []string{"model.layers.0.self_attn.q_proj"}}, `Layers names "model.layers.0.self_attn.q_proj"`},
 	} {
 		err := m.ExportHF(t.TempDir(), store, c.e)
 		require.ErrorIs(t, err, nn.ErrHF)
