@@ -216,13 +216,12 @@ func readHFScheme(dir string) (*hfScheme, error) {
 		if act != "" && act != "dynamic" && act != "static" {
 			return nil, hfErr(where, "key \"activation_scheme\": %q, want \"dynamic\" or \"static\"", act)
 		}
-		if block == nil {
-			return nil, hfErr(where, "key \"weight_block_size\" is missing: only block-scaled FP8 (weight_block_size [128, 128]) is read")
-		}
-		if err := s.setBlock(where, "weight_block_size", block); err != nil {
+		s.format, s.ignore = HFFP8Block, skip
+		if block == nil { // AutoFP8's per-tensor layout: weight_scale, a scalar
+			s.format = HFFP8Tensor
+		} else if err := s.setBlock(where, "weight_block_size", block); err != nil {
 			return nil, err
 		}
-		s.format, s.ignore = HFFP8Block, skip
 	case "compressed-tensors":
 		if err := s.readCompressedTensors(where, qc); err != nil {
 			return nil, err

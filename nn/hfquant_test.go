@@ -687,3 +687,34 @@ func TestExportedLogits(t *testing.T) {
 		require.Greater(t, sqnr, floor, "%s", f)
 	}
 }
+
+// TestLoadHFPerTensorFP8: quant_method "fp8" without weight_block_size
+// is AutoFP8's per-tensor layout (a scalar weight_scale beside each
+// weight, input_scale for static activations, not read).
+func TestLoadHFPerTensorFP8(t *testing.T) {
+	m, _, store := quantLlama(t)
+	src := t.TempDir()
+	require.NoError(t, m.ExportHF(src, store, nn.HFExport{Format: nn.HFFP8Tensor}))
+	ts := readRaw(t, filepath.Join(src, nn.HFWeightsFile))
+	for _, mod := range llamaLinears {
+		s := ts[mod+".weight_scale"]
+		s.shape = []int{}
+		ts[mod+".weight_scale"] = s
+		ts[mod+".input_scale"] = rawTensor{"F32", []int{}, []byte{0, 0, 128, 63}}
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+	conf := readConfig(t, src)
+	conf["quantization_config"] = map[string]any{"quant_method": "fp8", "activation_scheme": "static"}
+	b, _ := json.Marshal(conf)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), b, 0o644))
+	got := graph.NewStore()
+	require.NoError(t, m.LoadHF(dir, got))
+	for _, mod := range llamaLinears {
+		w := ts[mod+".weight"]
+		s := f32At(ts[mod+".weight_scale"].data, 0)
+		for i, q := range w.data {
+			require.Equal(t, math.Float32bits(e4m3(q)*s), math.Float32bits(got.Float32(mod + ".weight")[i]), mod)
+		}
+	}
+}
