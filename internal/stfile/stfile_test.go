@@ -132,3 +132,34 @@ func TestEncodeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestLayout: the header lists no metadata when there is none, the
+// tensors are laid out in name order, and a file of no tensors (the
+// header reaching the end exactly) parses.
+func TestLayout(t *testing.T) {
+	b, err := Encode([]Tensor{{Name: "b", DType: "U8", Shape: []int{1}, Data: []byte{2}}, {Name: "a", DType: "U8", Shape: []int{1}, Data: []byte{1}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("__metadata__")) {
+		t.Fatal("empty metadata written")
+	}
+	if !bytes.HasSuffix(b, []byte{1, 2}) {
+		t.Fatalf("data not in name order: % x", b[len(b)-2:])
+	}
+	empty, err := Encode(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse("empty", empty)
+	if err != nil || len(f.Tensors) != 0 {
+		t.Fatalf("empty file: %v %v", f, err)
+	}
+	if _, err := Parse("zero", make([]byte, 8)); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Fatalf("8 zero bytes: %v", err)
+	}
+	off := header(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"F32","shape":[2],"data_offsets":[1,5]}}`, 5)
+	if _, err := Parse("f", off); err == nil || !strings.Contains(err.Error(), "4 bytes for shape [2] of F32 (want 8)") {
+		t.Fatalf("byte count at an offset: %v", err)
+	}
+}
