@@ -225,14 +225,18 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 	}
 	keep := map[string]bool{"lm_head": true}
 	linears := map[string]bool{}
+	example := ""
 	for _, t := range ts {
 		if t.linear {
 			linears[strings.TrimSuffix(t.name, ".weight")] = true
+			if example == "" {
+				example = strings.TrimSuffix(t.name, ".weight")
+			}
 		}
 	}
 	for _, k := range e.Keep {
 		if !linears[k] {
-			return fmt.Errorf("nn: %w: Keep names %q, which is not a linear layer of the model (such as %q)", ErrHF, k, strings.TrimSuffix(ts[len(ts)-1].name, ".weight"))
+			return fmt.Errorf("nn: %w: Keep names %q, which is not a linear layer of the model (such as %q)", ErrHF, k, example)
 		}
 		keep[k] = true
 	}
