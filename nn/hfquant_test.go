@@ -271,6 +271,21 @@ func TestExportHFRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			if shard > 0 {
 				require.Greater(t, len(files), 4, "%s: several shards", name)
+				var idx struct {
+					WeightMap map[string]string `json:"weight_map"`
+				}
+				b, err := os.ReadFile(filepath.Join(dir, nn.HFIndexFile))
+				require.NoError(t, err)
+				require.NoError(t, json.Unmarshal(b, &idx))
+				named := map[string]bool{}
+				for _, f := range idx.WeightMap {
+					named[f] = true
+				}
+				for _, fi := range files {
+					if strings.HasPrefix(fi.Name(), "model-") {
+						require.True(t, named[fi.Name()], "%s: shard %s holds no tensor the index names", name, fi.Name())
+					}
+				}
 			}
 			for _, fi := range files {
 				a, err := os.ReadFile(filepath.Join(dir, fi.Name()))
@@ -491,6 +506,12 @@ func TestLoadHFHostileQuantized(t *testing.T) {
 		{"unknown method", editConfig(src[nn.HFFP8Block], `"quant_method": "fp8"`, `"quant_method": "gptq"`), `"quant_method": "gptq" is not supported`},
 		{"method not a string", editConfig(src[nn.HFFP8Block], `"quant_method": "fp8"`, `"quant_method": 8`), `"quant_method": 8 is not a string`},
 		{"block size", editConfig(src[nn.HFFP8Block], `"weight_block_size": [`, `"weight_block_size": [0, `), "weight_block_size"},
+		{"block size zero", editConfig(src[nn.HFFP8Block], `"weight_block_size": [
+      128,
+      128
+    ]`, `"weight_block_size": [128, 0]`), "[128 0], want two positive sizes"},
+		{"NVFP4 group", editConfig(src[nn.HFNVFP4], `"group_size": 16`, `"group_size": 32`), `"group_size": 32, want 16`},
+		{"MXFP8 group", editConfig(src[nn.HFMXFP8], `"group_size": 32`, `"group_size": 16`), `"group_size": 16, want 32`},
 		{"fmt", editConfig(src[nn.HFFP8Block], `"fmt": "e4m3"`, `"fmt": "int8"`), `"fmt": "int8"`},
 		{"strategy", editConfig(src[nn.HFFP8Channel], `"strategy": "channel"`, `"strategy": "group"`), `"strategy": "group" is not supported`},
 		{"quant_algo", editConfig(src[nn.HFMXFP8], `"quant_algo": "MXFP8"`, `"quant_algo": "W4A8_AWQ"`), `"W4A8_AWQ" is not supported`},
@@ -717,4 +738,27 @@ func TestLoadHFPerTensorFP8(t *testing.T) {
 			require.Equal(t, math.Float32bits(e4m3(q)*s), math.Float32bits(got.Float32(mod + ".weight")[i]), mod)
 		}
 	}
+}
+
+// TestLoadHFModelOptConfigOnly: a ModelOpt checkpoint whose config.json
+// has no quantization_config is read from hf_quant_config.json.
+func TestLoadHFModelOptConfigOnly(t *testing.T) {
+	m, _, store := quantLlama(t)
+	dir := t.TempDir()
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFMXFP8}))
+	want := graph.NewStore()
+	require.NoError(t, m.LoadHF(dir, want))
+	conf := readConfig(t, dir)
+	delete(conf, "quantization_config")
+	b, _ := json.Marshal(conf)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), b, 0o644))
+	got := graph.NewStore()
+	require.NoError(t, m.LoadHF(dir, got))
+	for _, mod := range llamaLinears {
+		require.Equal(t, bitsOf(want.Float32(mod+".weight")), bitsOf(got.Float32(mod+".weight")), mod)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(`{"producer": {}}`), 0o644))
+	err := m.LoadHF(dir, graph.NewStore())
+	require.ErrorIs(t, err, nn.ErrHF)
+	require.Contains(t, err.Error(), `"quantization" is missing`)
 }
