@@ -2,10 +2,11 @@ package kernels
 
 import "math"
 
-// fma32 is the float32 fused multiply-add a·b + c rounded once to
-// nearest even, as VFMADD231PS and FMADD compute it, on every
-// architecture (the Go compiler fuses a*b+c on some and not on others;
-// this never depends on that).
+// fma32Emulated is the float32 fused multiply-add a·b + c rounded once
+// to nearest even, as VFMADD231PS and FMADD compute it, from float64
+// arithmetic: fma32 on every architecture but arm64, where the compiler
+// fuses float32 a*b+c into one FMADD (fma_arm64.go), and the test of
+// fma32 against math/big runs there too (under qemu in CI).
 //
 // The product of two float32 values is exact in float64, so
 // math.FMA is not needed for it; the sum p + c rounded to float64 and
@@ -15,7 +16,7 @@ import "math"
 // That case takes the exact path: the float64 sum is corrected to round
 // to odd (its error, by TwoSum, decides the direction), and a value
 // rounded to odd with 53 bits rounds correctly to 24.
-func fma32(a, b, c float32) float32 {
+func fma32Emulated(a, b, c float32) float32 {
 	// (The product is exact, so whether the compiler fuses this
 	// multiply-add in float64 makes no difference.)
 	s := float64(a)*float64(b) + float64(c)

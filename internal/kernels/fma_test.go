@@ -35,9 +35,12 @@ func TestFMA32RoundsOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	check := func(a, b, c float32) {
 		t.Helper()
-		got, want := fma32(a, b, c), fma32Exact(a, b, c)
-		if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
-			t.Fatalf("fma32(%g, %g, %g) = %g (%#x), want %g (%#x)", a, b, c, got, math.Float32bits(got), want, math.Float32bits(want))
+		want := fma32Exact(a, b, c)
+		for name, f := range map[string]func(a, b, c float32) float32{"fma32": fma32, "fma32Emulated": fma32Emulated} {
+			got := f(a, b, c)
+			if math.Float32bits(got) != math.Float32bits(want) && !(got != got && want != want) {
+				t.Fatalf("%s(%g, %g, %g) = %g (%#x), want %g (%#x)", name, a, b, c, got, math.Float32bits(got), want, math.Float32bits(want))
+			}
 		}
 	}
 	slow := 0
@@ -110,8 +113,8 @@ func TestFMA32DoubleRoundingCase(t *testing.T) {
 		if float32(float64(a)*float64(b)+float64(c)) != want {
 			found++
 		}
-		if got := fma32(a, b, c); got != want {
-			t.Fatalf("fma32(%g, %g, %g) = %g, want %g", a, b, c, got, want)
+		if got, emu := fma32(a, b, c), fma32Emulated(a, b, c); got != want || emu != want {
+			t.Fatalf("fma32(%g, %g, %g) = %g (emulated %g), want %g", a, b, c, got, emu, want)
 		}
 	}
 	if found < 100 {
