@@ -20,9 +20,6 @@ func geluGradVector(dx, x, dy []float32) int                                    
 func reluGradVector(dx, x, dy []float32) int                                    { return 0 }
 func amaxBitsVector(src []float32) (done int, bits uint32)                      { return 0, 0 }
 func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           { return 0 }
-func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int, alpha float32) bool {
-	return false
-}
 func expSumVector(y, x []float32, scale, shift float32) (float32, bool)         { return 0, false }
 func rowMaxVector(x []float32) (float32, bool)                                  { return 0, false }
 func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool           { return false }

@@ -85,13 +85,15 @@ func chooseKernels(f32 []microKernel, b16 []bf16Kernel, useBF16 bool) (microKern
 var kern, kern16, envErr = chooseKernels(availableKernels(), availableBF16Kernels(), defaultBF16)
 
 // Family names the instruction set the element and row kernels use on
-// this CPU: "AVX-512", "AVX2+FMA" or "portable Go".
+// this CPU: "AVX-512", "AVX2+FMA", "NEON" or "portable Go".
 func Family() string {
 	switch {
 	case hasAVX512:
 		return "AVX-512"
 	case hasAVX2:
 		return "AVX2+FMA"
+	case hasNEON:
+		return "NEON"
 	}
 	return "portable Go"
 }

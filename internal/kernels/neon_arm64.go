@@ -1,0 +1,51 @@
+//go:build !purego
+
+package kernels
+
+//go:generate sh -c "cd neongen && go run . -out ../asm_arm64.s"
+
+// hasNEON: every arm64 CPU has Advanced SIMD, so the NEON kernels run
+// everywhere; tests switch it off to run the Go twins.
+var hasNEON = true
+
+//go:noescape
+func neonRows4x16(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, add *float32, ldadd int, alpha float32)
+
+//go:noescape
+func neonRow1x16(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, add *float32, ldadd int, alpha float32)
+
+// rowGemmVector runs rowGemm's whole blocks of 16 columns on the NEON
+// kernels (4 rows at a time, then single rows) and the remaining
+// columns on rowGemmGo: every element is computed alike, so the split
+// does not change a bit. rowGemm has checked the operands' extents.
+func rowGemmVector(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c []float32, ldc int, add []float32, ldadd int, alpha float32) bool {
+	n16 := n &^ 15
+	if !hasNEON || n16 == 0 {
+		return false
+	}
+	addAt := func(i, j int) *float32 {
+		if add == nil {
+			return nil
+		}
+		return &add[i*ldadd+j]
+	}
+	i := 0
+	for ; i+4 <= m; i += 4 {
+		for j := 0; j < n16; j += 16 {
+			neonRows4x16(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, addAt(i, j), ldadd, alpha)
+		}
+	}
+	for ; i < m; i++ {
+		for j := 0; j < n16; j += 16 {
+			neonRow1x16(k, &a[i*rsA], rsA, csA, &b[j], ldb, &c[i*ldc+j], ldc, addAt(i, j), ldadd, alpha)
+		}
+	}
+	if n16 < n {
+		var rest []float32
+		if add != nil {
+			rest = add[n16:]
+		}
+		rowGemmGo(m, n-n16, k, alpha, a, rsA, csA, b[n16:], ldb, c[n16:], ldc, rest, ldadd)
+	}
+	return true
+}
