@@ -9,6 +9,27 @@ package kernels
 var hasNEON = true
 
 //go:noescape
+func neonKernel8x12(k int, a, b, c *float32, ldc int, alpha float32, overwrite bool)
+
+// neonKernel is the blocked GEMM's NEON micro-kernel: an 8×12 tile in
+// 24 vector accumulators, microKernelRef's bits.
+var neonKernel = microKernel{name: "neon 8x12", mr: 8, nr: 12, run: neon8x12}
+
+func neon8x12(k int, a, b, c []float32, ldc int, alpha float32, overwrite bool) {
+	_ = c[7*ldc+11]
+	if k == 0 {
+		neonKernel8x12(0, nil, nil, &c[0], ldc, alpha, overwrite)
+		return
+	}
+	_, _ = a[8*k-1], b[12*k-1]
+	neonKernel8x12(k, &a[0], &b[0], &c[0], ldc, alpha, overwrite)
+}
+
+// availableKernels: NEON first (every arm64 CPU has it), then the Go
+// twin.
+func availableKernels() []microKernel { return []microKernel{neonKernel, goKernel} }
+
+//go:noescape
 func neonRows4x16(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, add *float32, ldadd int, alpha float32)
 
 //go:noescape

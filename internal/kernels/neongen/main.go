@@ -23,6 +23,7 @@ func main() {
 	flag.Parse()
 	var b bytes.Buffer
 	b.WriteString(header)
+	microKernel(&b)
 	rowKernel(&b, "neonRows4x16", 4)
 	rowKernel(&b, "neonRow1x16", 1)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
@@ -130,6 +131,68 @@ func rowKernel(b *bytes.Buffer, name string, rows int) {
 			regs[i] = acc(r, i) + ".S4"
 		}
 		w("VST1.P [%s], (R9)(R10)", strings.Join(regs, ", "))
+	}
+	w("RET")
+}
+
+// microKernel writes the blocked GEMM's 8×12 register tile:
+//
+//	func neonKernel8x12(k int, a, b, c *float32, ldc int, alpha float32, overwrite bool)
+//
+// from packed slivers (a: 8 values per step of k, b: 12), each element
+// the sum of its k products in order, one FMLA by element per product,
+// then C = alpha·S (overwrite) or fma(S, alpha, C): microKernelRef's
+// bits. Accumulators V0–V23 (row r in V3r…V3r+2), B's step in V24–V26,
+// A's in V27–V28 (rows 0–3, 4–7), alpha in V29.
+func microKernel(b *bytes.Buffer) {
+	const name = "neonKernel8x12"
+	w := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
+	label := func(l string) { fmt.Fprintf(b, "%s_%s:\n", name, l) }
+	fmt.Fprintf(b, "\n// func %s(k int, a, b, c *float32, ldc int, alpha float32, overwrite bool)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-45\n", name)
+	w("MOVD k+0(FP), R0")
+	w("MOVD a+8(FP), R1")
+	w("MOVD b+16(FP), R2")
+	for v := 0; v < 24; v++ {
+		w("VEOR V%d.B16, V%d.B16, V%d.B16", v, v, v)
+	}
+	w("CBZ R0, %s_store", name)
+	label("loop")
+	w("VLD1.P 48(R2), [V24.S4, V25.S4, V26.S4]")
+	w("VLD1.P 32(R1), [V27.S4, V28.S4]")
+	for r := 0; r < 8; r++ {
+		for i := 0; i < 3; i++ {
+			d, n, m, lane := 3*r+i, 24+i, 27+r/4, r%4
+			word(b, fmlaElem(d, n, m, lane), fmt.Sprintf("FMLA V%d.4S, V%d.4S, V%d.S[%d]", d, n, m, lane))
+		}
+	}
+	w("SUBS $1, R0, R0")
+	w("BNE %s_loop", name)
+	label("store")
+	w("MOVD c+24(FP), R3")
+	w("MOVD ldc+32(FP), R4")
+	w("LSL $2, R4, R4")
+	w("FMOVS alpha+40(FP), F29")
+	w("VDUP V29.S[0], V29.S4")
+	w("MOVBU overwrite+44(FP), R5")
+	w("CBZ R5, %s_accumulate", name)
+	w("// C = alpha·S")
+	for r := 0; r < 8; r++ {
+		for i := 0; i < 3; i++ {
+			n := 3*r + i
+			word(b, fmul(n, n, 29), fmt.Sprintf("FMUL V%d.4S, V%d.4S, V29.4S", n, n))
+		}
+		w("VST1.P [V%d.S4, V%d.S4, V%d.S4], (R3)(R4)", 3*r, 3*r+1, 3*r+2)
+	}
+	w("RET")
+	label("accumulate")
+	w("// C = S·alpha + C, one rounding")
+	for r := 0; r < 8; r++ {
+		w("VLD1 (R3), [V24.S4, V25.S4, V26.S4]")
+		for i := 0; i < 3; i++ {
+			w("VFMLA V29.S4, V%d.S4, V%d.S4", 3*r+i, 24+i)
+		}
+		w("VST1.P [V24.S4, V25.S4, V26.S4], (R3)(R4)")
 	}
 	w("RET")
 }
