@@ -121,3 +121,19 @@ func TestFMA32DoubleRoundingCase(t *testing.T) {
 		t.Fatalf("only %d double-rounding cases: the test does not exercise fma32's exact path", found)
 	}
 }
+
+// TestFMA32ProductArgument: with a product as its addend, fma32 still
+// fuses a·b and rounds the addend first (on arm64 the compiler could fuse
+// the other product instead, unless fma32 rounds c explicitly).
+func TestFMA32ProductArgument(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 100000; i++ {
+		a, b := float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		u, v := float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		uv := u * v
+		want := fma32Exact(a, b, uv)
+		if got := fma32(a, b, u*v); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("fma32(%g, %g, %g·%g) = %g, want %g", a, b, u, v, got, want)
+		}
+	}
+}

@@ -3,10 +3,6 @@
 package kernels
 
 
-// availableBF16Kernels is the pure-Go twin of the AVX512_BF16 kernel:
-// slow, but it gives the portable build the same bf16 and FP8 numerics.
-func availableBF16Kernels() []bf16Kernel { return []bf16Kernel{goBF16Kernel, goAMXKernel} }
-
 // defaultBF16: the twin is used by default here.
 const defaultBF16 = true
 

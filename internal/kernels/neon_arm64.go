@@ -25,6 +25,29 @@ func neon8x12(k int, a, b, c []float32, ldc int, alpha float32, overwrite bool) 
 	neonKernel8x12(k, &a[0], &b[0], &c[0], ldc, alpha, overwrite)
 }
 
+//go:noescape
+func neonBF16Kernel8x8(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32, overwrite bool)
+
+// neonBF16Kernel is the bf16-pair micro-kernel on NEON: FMLAs in
+// VDPBF16PS's order with its denormal handling, bf16KernelRef's bits
+// (arm64's own BFDOT rounds otherwise, so it is not used).
+var neonBF16Kernel = bf16Kernel{name: "neon bf16 8x8", mr: 8, nr: 8, run: neonBF16x8}
+
+func neonBF16x8(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
+	_ = c[7*ldc+7]
+	if k == 0 {
+		neonBF16Kernel8x8(0, nil, nil, &c[0], ldc, alpha, alphaLo, overwrite)
+		return
+	}
+	_, _ = a[8*k-1], b[8*k-1]
+	neonBF16Kernel8x8(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo, overwrite)
+}
+
+// availableBF16Kernels: the NEON kernel, then the Go twins.
+func availableBF16Kernels() []bf16Kernel {
+	return []bf16Kernel{neonBF16Kernel, goBF16Kernel, goAMXKernel}
+}
+
 // availableKernels: NEON first (every arm64 CPU has it), then the Go
 // twin.
 func availableKernels() []microKernel { return []microKernel{neonKernel, goKernel} }

@@ -24,6 +24,7 @@ func main() {
 	var b bytes.Buffer
 	b.WriteString(header)
 	microKernel(&b)
+	bf16Kernel(&b)
 	rowKernel(&b, "neonRows4x16", 4)
 	rowKernel(&b, "neonRow1x16", 1)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
@@ -193,6 +194,126 @@ func microKernel(b *bytes.Buffer) {
 			w("VFMLA V29.S4, V%d.S4, V%d.S4", 3*r+i, 24+i)
 		}
 		w("VST1.P [V24.S4, V25.S4, V26.S4], (R3)(R4)")
+	}
+	w("RET")
+}
+
+// bf16Kernel writes the bf16-pair GEMM's 8×8 register tile in
+// VDPBF16PS's order with its denormal handling, from FMLAs:
+//
+//	func neonBF16Kernel8x8(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32, overwrite bool)
+//
+// a holds 8 pairs per step of k (pairs), b 8. Each pair is decoded in
+// registers (the odd element is the upper half: AND 0xFFFF0000; the even
+// one the lower: SHL 16), a denormal input read as a zero of its sign;
+// per pair the odd product is added first, then the even one, each one
+// FMLA (one rounding) whose denormal result is flushed to a zero of its
+// sign — after rounding, as bf16KernelRef's fmaFTZ does (FPCR's FZ
+// would flush before rounding, and stays off). The flush is three
+// instructions: CMTST against the exponent mask, ORR the sign bit, AND.
+// The store is the two-part alpha of bf16KernelRef (FMUL and FMLA, IEEE
+// subnormals). Accumulators V0–V15 (row r in V2r, V2r+1); B's pairs
+// V16–V17 (even halves) and V18–V19 (odd halves); A's V20–V21 (even) and
+// V22–V23 (odd); V24 a mask; V26 0xFFFF0000, V30 the exponent mask
+// 0x7F800000, V31 the sign bit; V28 alpha, V29 alphaLo.
+func bf16Kernel(b *bytes.Buffer) {
+	const name = "neonBF16Kernel8x8"
+	w := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
+	label := func(l string) { fmt.Fprintf(b, "%s_%s:\n", name, l) }
+	flush := func(v int) {
+		w("VCMTST V30.S4, V%d.S4, V24.S4", v)
+		w("VORR V31.B16, V24.B16, V24.B16")
+		w("VAND V24.B16, V%d.B16, V%d.B16", v, v)
+	}
+	fmt.Fprintf(b, "\n// func %s(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32, overwrite bool)\n", name)
+	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-49\n", name)
+	w("MOVD k+0(FP), R0")
+	w("MOVD a+8(FP), R1")
+	w("MOVD b+16(FP), R2")
+	w("MOVW $0xFFFF0000, R6")
+	w("VDUP R6, V26.S4")
+	w("MOVW $0x7F800000, R6")
+	w("VDUP R6, V30.S4")
+	w("MOVW $0x80000000, R6")
+	w("VDUP R6, V31.S4")
+	for v := 0; v < 16; v++ {
+		w("VEOR V%d.B16, V%d.B16, V%d.B16", v, v, v)
+	}
+	w("CBZ R0, %s_store", name)
+	label("loop")
+	w("VLD1.P 32(R2), [V16.S4, V17.S4]")
+	w("VLD1.P 32(R1), [V20.S4, V21.S4]")
+	for _, p := range [][2]int{{16, 18}, {17, 19}, {20, 22}, {21, 23}} {
+		w("VAND V26.B16, V%d.B16, V%d.B16", p[0], p[1])
+		w("VSHL $16, V%d.S4, V%d.S4", p[0], p[0])
+	}
+	for v := 16; v < 24; v++ {
+		flush(v)
+	}
+	// Per element: the odd (upper) product first, then the even one.
+	for _, half := range []struct{ b, a int }{{18, 22}, {16, 20}} {
+		for r := 0; r < 8; r++ {
+			for i := 0; i < 2; i++ {
+				d, n, m, lane := 2*r+i, half.b+i, half.a+r/4, r%4
+				word(b, fmlaElem(d, n, m, lane), fmt.Sprintf("FMLA V%d.4S, V%d.4S, V%d.S[%d]", d, n, m, lane))
+				flush(d)
+			}
+		}
+	}
+	w("SUBS $1, R0, R0")
+	w("BNE %s_loop", name)
+	label("store")
+	w("MOVD c+24(FP), R3")
+	w("MOVD ldc+32(FP), R4")
+	w("LSL $2, R4, R4")
+	w("FMOVS alpha+40(FP), F28")
+	w("VDUP V28.S[0], V28.S4")
+	w("FMOVS alphaLo+44(FP), F29")
+	w("MOVBU overwrite+48(FP), R5")
+	w("FCMPS $(0.0), F29")
+	w("BEQ %s_single", name)
+	w("VDUP V29.S[0], V29.S4")
+	w("CBZ R5, %s_accumulate2", name)
+	w("// C = fma(S, alpha, S·alphaLo)")
+	for r := 0; r < 8; r++ {
+		for i := 0; i < 2; i++ {
+			word(b, fmul(24+i, 2*r+i, 29), fmt.Sprintf("FMUL V%d.4S, V%d.4S, V29.4S", 24+i, 2*r+i))
+			w("VFMLA V28.S4, V%d.S4, V%d.S4", 2*r+i, 24+i)
+		}
+		w("VST1.P [V24.S4, V25.S4], (R3)(R4)")
+	}
+	w("RET")
+	label("accumulate2")
+	w("// C = fma(S, alpha, fma(S, alphaLo, C))")
+	for r := 0; r < 8; r++ {
+		w("VLD1 (R3), [V24.S4, V25.S4]")
+		for i := 0; i < 2; i++ {
+			w("VFMLA V29.S4, V%d.S4, V%d.S4", 2*r+i, 24+i)
+		}
+		for i := 0; i < 2; i++ {
+			w("VFMLA V28.S4, V%d.S4, V%d.S4", 2*r+i, 24+i)
+		}
+		w("VST1.P [V24.S4, V25.S4], (R3)(R4)")
+	}
+	w("RET")
+	label("single")
+	w("CBZ R5, %s_accumulate1", name)
+	w("// C = S·alpha")
+	for r := 0; r < 8; r++ {
+		for i := 0; i < 2; i++ {
+			word(b, fmul(2*r+i, 2*r+i, 28), fmt.Sprintf("FMUL V%d.4S, V%d.4S, V28.4S", 2*r+i, 2*r+i))
+		}
+		w("VST1.P [V%d.S4, V%d.S4], (R3)(R4)", 2*r, 2*r+1)
+	}
+	w("RET")
+	label("accumulate1")
+	w("// C = fma(S, alpha, C)")
+	for r := 0; r < 8; r++ {
+		w("VLD1 (R3), [V24.S4, V25.S4]")
+		for i := 0; i < 2; i++ {
+			w("VFMLA V28.S4, V%d.S4, V%d.S4", 2*r+i, 24+i)
+		}
+		w("VST1.P [V24.S4, V25.S4], (R3)(R4)")
 	}
 	w("RET")
 }
