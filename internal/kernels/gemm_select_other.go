@@ -2,7 +2,6 @@
 
 package kernels
 
-
 // defaultBF16: the twin is used by default here.
 const defaultBF16 = true
 
