@@ -12,7 +12,7 @@ import (
 // they differ in speed.
 type KernelInfo struct {
 	// Family is the instruction set of the element and row kernels:
-	// "AVX-512", "AVX2+FMA" or "portable Go".
+	// "AVX-512", "AVX2+FMA", "NEON" (arm64) or "portable Go".
 	Family string
 	// GEMM and GEMMBF16 name the float32 and bf16 micro-kernels
 	// ("avx512 8x48", "avx2 bf16 6x16", …; GEMMBF16 "none" when
@@ -46,6 +46,9 @@ func (k KernelInfo) String() string {
 func (k KernelInfo) Note(precision string) string {
 	if k.LowPrecisionFaster || (precision != "bf16" && precision != "fp8") {
 		return ""
+	}
+	if k.Family == "NEON" {
+		return fmt.Sprintf("%s: on arm64 the %s GEMMs are NEON FMLAs that emulate VDPBF16PS's order and denormal flushing (arm64's BFDOT rounds otherwise), so that the results are the same bits as on any other machine; they are not faster than float32 here, and %s saves memory and bandwidth, not time", k, precision, precision)
 	}
 	return fmt.Sprintf("%s: no bf16 dot-product unit (AVX512_BF16 or AMX) on this CPU, so %s GEMMs take about as long as float32 ones here; %s saves memory and bandwidth, not time (the results are the same bits as on any other machine)", k, precision, precision)
 }

@@ -69,8 +69,8 @@ type microKernel struct {
 // mc returns the A block height for the kernel.
 func (m *microKernel) mc() int { return max(1, 128/m.mr) * m.mr }
 
-// Kernel names the micro-kernel in use ("avx512 12x32", "avx2 6x16" or
-// "go 4x4").
+// Kernel names the micro-kernel in use ("avx512 12x32", "avx2 6x16",
+// "neon 8x12" or "go 4x4").
 func Kernel() string { return kern.name }
 
 // serialFlops is the size below which a GEMM runs on one goroutine.

@@ -9,8 +9,9 @@ import (
 // KernelEnv names the environment variable that chooses micro-kernels:
 // a comma-separated list of kernel names (spaces may be written as
 // underscores), each naming a float32 kernel ("avx512 8x48", "avx512
-// 12x32", "avx2 6x16", "go 4x4") or a bf16 kernel ("avx512bf16 12x32",
-// "avx512bf16 8x48", "avx2 bf16 6x16", "go bf16 4x16"), or "fp32",
+// 12x32", "avx2 6x16", "neon 8x12", "go 4x4") or a bf16 kernel
+// ("avx512bf16 12x32", "avx512bf16 8x48", "avx2 bf16 6x16", "neon bf16
+// 8x8", "go bf16 4x16"), or "fp32",
 // which turns the bf16 kernels off (FP8 GEMMs then decode to float32 and
 // sum in float32 order, which gives other bits than the bf16 kernels).
 // Only kernels this CPU can run are accepted; CheckEnv reports anything
