@@ -482,6 +482,13 @@ func TestLoadHFHostileQuantized(t *testing.T) {
 			s.data = append(append([]byte(nil), s.data[:4]...), append(nan, s.data[8:]...)...)
 			ts[q+".weight_scale_inv"] = s
 		}), `scale 1 is NaN`},
+		{"negative scale", editWeights(src[nn.HFFP8Channel], func(ts map[string]rawTensor) {
+			s := ts[q+".weight_scale"]
+			d := append([]byte(nil), s.data...)
+			binary.LittleEndian.PutUint32(d[8:], math.Float32bits(-1))
+			s.data = d
+			ts[q+".weight_scale"] = s
+		}), "scale 2 is -1, want a finite number ≥ 0"},
 		{"scale dtype", editWeights(src[nn.HFFP8Channel], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale"]
 			s.dtype = "I32"
@@ -761,4 +768,49 @@ func TestLoadHFModelOptConfigOnly(t *testing.T) {
 	err := m.LoadHF(dir, graph.NewStore())
 	require.ErrorIs(t, err, nn.ErrHF)
 	require.Contains(t, err.Error(), `"quantization" is missing`)
+}
+
+// TestLoadHFZeroScale: a zero scale is a legal (if useless) scale: its
+// row dequantizes to zeros.
+func TestLoadHFZeroScale(t *testing.T) {
+	m, _, store := quantLlama(t)
+	dir := t.TempDir()
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Channel}))
+	ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+	q := "model.layers.0.self_attn.q_proj"
+	s := ts[q+".weight_scale"]
+	s.data = append([]byte{0, 0, 0, 0}, s.data[4:]...)
+	ts[q+".weight_scale"] = s
+	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+	got := graph.NewStore()
+	require.NoError(t, m.LoadHF(dir, got))
+	w := got.Float32(q + ".weight")
+	sh, _ := got.Shape(q + ".weight")
+	for j := 0; j < sh[1]; j++ {
+		require.Zero(t, w[j])
+	}
+	require.NotZero(t, w[sh[1]+1])
+}
+
+// TestExportBF16Rounding: BF16 tensors are the float32 values rounded to
+// nearest even (an independent rounding: the nearer of the two
+// truncations, ties to the even one), subnormals kept.
+func TestExportBF16Rounding(t *testing.T) {
+	m, _, store := quantLlama(t)
+	v := store.Float32("model.norm.weight")
+	v[0], v[1], v[2], v[3] = 1+1.0/256, 1+3.0/256, math.Float32frombits(0x00012345), -2.7182817
+	dir := t.TempDir()
+	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFBFloat16}))
+	r := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))["model.norm.weight"]
+	require.Equal(t, "BF16", r.dtype)
+	for i, x := range v {
+		b := math.Float32bits(x)
+		lo, hi := math.Float32frombits(b&^0xFFFF), math.Float32frombits(b&^0xFFFF+0x10000)
+		dl, dh := math.Abs(float64(x)-float64(lo)), math.Abs(float64(x)-float64(hi))
+		want := uint16(b >> 16)
+		if dh < dl || dh == dl && want&1 == 1 {
+			want++
+		}
+		require.Equal(t, want, binary.LittleEndian.Uint16(r.data[2*i:]), "element %d (%v)", i, x)
+	}
 }
