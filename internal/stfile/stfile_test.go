@@ -99,6 +99,7 @@ func TestHostileFiles(t *testing.T) {
 		{"empty", nil, "shorter than the 8-byte"},
 		{"truncated header", good[:20], "runs past the end"},
 		{"truncated data", good[:len(good)-1], "outside the"},
+		{"header one byte too long", func() []byte { b := make([]byte, 20); binary.LittleEndian.PutUint64(b, 13); return b }(), "runs past the end"},
 		{"huge header", func() []byte { b := make([]byte, 16); binary.LittleEndian.PutUint64(b, 1<<40); return b }(), "exceeds"},
 		{"not json", header("{oops", 0), "not a JSON object"},
 		{"unknown dtype", header(`{"a":{"dtype":"F7","shape":[1],"data_offsets":[0,1]}}`, 1), `dtype "F7"`},
