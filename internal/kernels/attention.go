@@ -544,6 +544,11 @@ func RowMax(x []float32) float32 {
 	}
 	var lanes [16]float32
 	rowMaxGo(x, &lanes)
+	return maxLanes(&lanes)
+}
+
+// maxLanes returns the largest lane, lane 0 first.
+func maxLanes(lanes *[16]float32) float32 {
 	m := lanes[0]
 	for _, v := range lanes[1:] {
 		if v > m {

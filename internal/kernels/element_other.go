@@ -15,14 +15,10 @@ func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (d
 }
 func adamVector(w, g, m, v []float32, c *AdamConsts) int                        { return 0 }
 func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }
-func geluVector(y, x []float32) int                                             { return 0 }
 func geluGradVector(dx, x, dy []float32) int                                    { return 0 }
 func reluGradVector(dx, x, dy []float32) int                                    { return 0 }
 func amaxBitsVector(src []float32) (done int, bits uint32)                      { return 0, 0 }
 func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           { return 0 }
-func expSumVector(y, x []float32, scale, shift float32) (float32, bool)         { return 0, false }
-func rowMaxVector(x []float32) (float32, bool)                                  { return 0, false }
-func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool           { return false }
 func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
 func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
 	return false

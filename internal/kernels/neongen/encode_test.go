@@ -32,6 +32,26 @@ func TestEncodingsMatchGNUAs(t *testing.T) {
 		fmt.Fprintf(&src, "fmla v%d.4s, v%d.4s, v%d.s[%d]\n", c[0], c[1], c[2], c[3])
 		want = append(want, fmlaElem(c[0], c[1], c[2], c[3]))
 	}
+	for _, op := range []struct {
+		name string
+		f    func(d, n, m int) uint32
+		arr  string
+	}{{"fadd", fadd, "4s"}, {"fsub", fsub, "4s"}, {"fdiv", fdiv, "4s"}, {"fmax", fmax, "4s"}, {"fmin", fmin, "4s"},
+		{"fcmgt", fcmgt, "4s"}, {"bit", bit, "16b"}} {
+		for _, c := range [][3]int{{0, 1, 2}, {31, 17, 4}, {5, 30, 29}} {
+			fmt.Fprintf(&src, "%s v%d.%s, v%d.%s, v%d.%s\n", op.name, c[0], op.arr, c[1], op.arr, c[2], op.arr)
+			want = append(want, op.f(c[0], c[1], c[2]))
+		}
+	}
+	for _, op := range []struct {
+		name string
+		f    func(d, n int) uint32
+	}{{"fcvtzs", fcvtzs}, {"scvtf", scvtf}} {
+		for _, c := range [][2]int{{0, 1}, {31, 17}, {6, 6}} {
+			fmt.Fprintf(&src, "%s v%d.4s, v%d.4s\n", op.name, c[0], c[1])
+			want = append(want, op.f(c[0], c[1]))
+		}
+	}
 	dir := t.TempDir()
 	s, o, bin := filepath.Join(dir, "x.s"), filepath.Join(dir, "x.o"), filepath.Join(dir, "x.bin")
 	if err := os.WriteFile(s, []byte(src.String()), 0o644); err != nil {

@@ -25,6 +25,7 @@ func main() {
 	b.WriteString(header)
 	microKernel(&b)
 	bf16Kernel(&b)
+	elemKernels(&b)
 	rowKernel(&b, "neonRows4x16", 4)
 	rowKernel(&b, "neonRow1x16", 1)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {

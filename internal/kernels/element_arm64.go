@@ -1,0 +1,72 @@
+//go:build !purego
+
+package kernels
+
+import "math"
+
+// The NEON element kernels (asm_arm64.s, written by neongen): each runs
+// the whole blocks of its input and leaves the rest to its Go twin,
+// which continues in the same lanes, so the bits are the twin's.
+
+//go:noescape
+func neonExpSum(y, x *float32, n int, scale, shift float32, lanes *[16]float32)
+
+//go:noescape
+func neonRowMax(x *float32, n int, lanes *[16]float32)
+
+//go:noescape
+func neonSoftmaxGradRow(ds, p, dp *float32, n int, d, scale float32)
+
+//go:noescape
+func neonGELU(y, x *float32, n int)
+
+func expSumVector(y, x []float32, scale, shift float32) (float32, bool) {
+	n := len(x) &^ 15
+	if !hasNEON || n == 0 {
+		return 0, false
+	}
+	_ = y[len(x)-1]
+	var lanes [16]float32
+	neonExpSum(&y[0], &x[0], n, scale, shift, &lanes)
+	expSumGo(y[n:len(x)], x[n:], scale, shift, &lanes) // n is a multiple of 16: the lanes continue
+	return sumLanes(&lanes), true
+}
+
+func rowMaxVector(x []float32) (float32, bool) {
+	n := len(x) &^ 15
+	if !hasNEON || n == 0 {
+		return 0, false
+	}
+	var lanes [16]float32
+	for i := range lanes {
+		lanes[i] = float32(math.Inf(-1))
+	}
+	neonRowMax(&x[0], n, &lanes)
+	for i, v := range x[n:] {
+		if v > lanes[i%16] {
+			lanes[i%16] = v
+		}
+	}
+	return maxLanes(&lanes), true
+}
+
+func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool {
+	n := len(p) &^ 3
+	if !hasNEON || n == 0 {
+		return false
+	}
+	_, _ = ds[len(p)-1], dp[len(p)-1]
+	neonSoftmaxGradRow(&ds[0], &p[0], &dp[0], n, d, scale)
+	softmaxGradRowGo(ds[n:len(p)], p[n:], dp[n:len(p)], d, scale)
+	return true
+}
+
+func geluVector(y, x []float32) int {
+	n := len(x) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	_ = y[len(x)-1]
+	neonGELU(&y[0], &x[0], n)
+	return n
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+)
+
+// The element kernels: each the Go twin's operations in its order, every
+// product and sum rounded to float32 (no fused multiply-add: the twins
+// use none), four lanes at a time.
+
+// elemConsts is the constant table the element kernels load into
+// V16–V29: fastExp's clamp, reduction and polynomial, 1 and the exponent
+// bias.
+var elemConsts = []uint32{
+	f32(87), f32(-87), f32(1.4426950408889634), f32(0.5), f32(-0.5), f32(0.693145751953125), f32(1.428606765330187e-06),
+	f32(1.0 / 5040), f32(1.0 / 720), f32(1.0 / 120), f32(1.0 / 24), f32(1.0 / 6), f32(1), 127,
+}
+
+func f32(x float64) uint32 { return math.Float32bits(float32(x)) }
+
+const (
+	vC87 = 16 + iota
+	vCm87
+	vLog2e
+	vHalf
+	vMHalf
+	vLn2hi
+	vLn2lo
+	vP5040
+	vP720
+	vP120
+	vP24
+	vP6
+	vOne
+	vBias
+)
+
+// emitter writes instructions.
+type emitter struct{ b *bytes.Buffer }
+
+func (e emitter) w(format string, args ...any) { fmt.Fprintf(e.b, "\t"+format+"\n", args...) }
+func (e emitter) word(enc uint32, format string, args ...any) {
+	fmt.Fprintf(e.b, "\tWORD $0x%08X // "+format+"\n", append([]any{enc}, args...)...)
+}
+func (e emitter) fadd(d, n, m int)  { e.word(fadd(d, n, m), "FADD V%d.4S, V%d.4S, V%d.4S", d, n, m) }
+func (e emitter) fsub(d, n, m int)  { e.word(fsub(d, n, m), "FSUB V%d.4S, V%d.4S, V%d.4S", d, n, m) }
+func (e emitter) fmul(d, n, m int)  { e.word(fmul(d, n, m), "FMUL V%d.4S, V%d.4S, V%d.4S", d, n, m) }
+func (e emitter) fdiv(d, n, m int)  { e.word(fdiv(d, n, m), "FDIV V%d.4S, V%d.4S, V%d.4S", d, n, m) }
+func (e emitter) fmin(d, n, m int)  { e.word(fmin(d, n, m), "FMIN V%d.4S, V%d.4S, V%d.4S", d, n, m) }
+func (e emitter) fmax(d, n, m int)  { e.word(fmax(d, n, m), "FMAX V%d.4S, V%d.4S, V%d.4S", d, n, m) }
+func (e emitter) fcmgt(d, n, m int) { e.word(fcmgt(d, n, m), "FCMGT V%d.4S, V%d.4S, V%d.4S", d, n, m) }
+func (e emitter) bit(d, n, m int)   { e.word(bit(d, n, m), "BIT V%d.16B, V%d.16B, V%d.16B", d, n, m) }
+func (e emitter) fcvtzs(d, n int)   { e.word(fcvtzs(d, n), "FCVTZS V%d.4S, V%d.4S", d, n) }
+func (e emitter) scvtf(d, n int)    { e.word(scvtf(d, n), "SCVTF V%d.4S, V%d.4S", d, n) }
+
+// loadConsts loads elemConsts into V16–V29 (R15 as the pointer).
+func (e emitter) loadConsts() {
+	e.w("MOVD $neonElemConsts<>(SB), R15")
+	for i := range elemConsts {
+		e.w("VLD1R.P 4(R15), [V%d.S4]", 16+i)
+	}
+}
+
+// splat puts a float32 constant into all lanes of v (R14 as scratch).
+func (e emitter) splat(v int, x float32) {
+	e.w("MOVW $0x%08X, R14", math.Float32bits(x))
+	e.w("VDUP R14, V%d.S4", v)
+}
+
+// fastExp computes fastExp of each lane of x in place (temps a, b, c),
+// as the Go twin: clamp to ±87, n = trunc(t ± 0.5) for t = x·log2e,
+// r = (x − n·ln2hi) − n·ln2lo, the degree-7 polynomial by Horner's rule
+// with p = (p + c)·r, then p·2^n. FMIN and FMAX keep a NaN, as Go's min
+// and max do.
+func (e emitter) fastExp(x, a, b, c int) {
+	e.fmin(x, x, vC87)
+	e.fmax(x, x, vCm87)
+	e.fmul(a, x, vLog2e) // t
+	e.fadd(b, a, vHalf)
+	e.fcvtzs(b, b)
+	e.scvtf(b, b) // n = float32(int32(t + 0.5))
+	e.fsub(c, a, vHalf)
+	e.fcvtzs(c, c)
+	e.scvtf(c, c)         // float32(int32(t − 0.5))
+	e.fcmgt(a, vMHalf, a) // t < −0.5
+	e.bit(b, c, a)        // n
+	e.fmul(a, b, vLn2hi)
+	e.fsub(c, x, a)
+	e.fmul(a, b, vLn2lo)
+	e.fsub(c, c, a) // r
+	e.fmul(a, c, vP5040)
+	for _, k := range []int{vP720, vP120, vP24, vP6, vHalf, vOne} {
+		e.fadd(a, a, k)
+		e.fmul(a, a, c)
+	}
+	e.fadd(a, a, vOne)
+	e.fcvtzs(b, b)
+	e.w("VADD V%d.S4, V%d.S4, V%d.S4", vBias, b, b)
+	e.w("VSHL $23, V%d.S4, V%d.S4", b, b)
+	e.fmul(x, a, b)
+}
+
+func elemKernels(b *bytes.Buffer) {
+	e := emitter{b}
+	fmt.Fprintf(b, "\n// fastExp's constants (elemConsts).\n")
+	for i, c := range elemConsts {
+		fmt.Fprintf(b, "DATA neonElemConsts<>+%d(SB)/4, $0x%08X\n", 4*i, c)
+	}
+	fmt.Fprintf(b, "GLOBL neonElemConsts<>(SB), RODATA|NOPTR, $%d\n", 4*len(elemConsts))
+
+	// ExpSum: y = fastExp(x·scale − shift), summed into 16 lanes.
+	fmt.Fprintf(b, "\n// func neonExpSum(y, x *float32, n int, scale, shift float32, lanes *[16]float32)\n")
+	fmt.Fprintf(b, "// n a multiple of 16; lanes holds the running lane sums (expSumGo's).\n")
+	fmt.Fprintf(b, "TEXT ·neonExpSum(SB), NOSPLIT, $0-40\n")
+	e.w("MOVD y+0(FP), R0")
+	e.w("MOVD x+8(FP), R1")
+	e.w("MOVD n+16(FP), R2")
+	e.w("FMOVS scale+24(FP), F30")
+	e.w("VDUP V30.S[0], V30.S4")
+	e.w("FMOVS shift+28(FP), F31")
+	e.w("VDUP V31.S[0], V31.S4")
+	e.w("MOVD lanes+32(FP), R3")
+	e.loadConsts()
+	e.w("VLD1 (R3), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	e.w("LSR $4, R2, R2")
+	e.w("CBZ R2, neonExpSum_done")
+	fmt.Fprintf(b, "neonExpSum_loop:\n")
+	e.w("VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 4; i++ {
+		v, t := 4+i, 8+(i%2)*3
+		e.fmul(v, v, 30)
+		e.fsub(v, v, 31)
+		e.fastExp(v, t, t+1, t+2)
+	}
+	e.w("VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)")
+	for i := 0; i < 4; i++ {
+		e.fadd(i, i, 4+i)
+	}
+	e.w("SUBS $1, R2, R2")
+	e.w("BNE neonExpSum_loop")
+	fmt.Fprintf(b, "neonExpSum_done:\n")
+	e.w("VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R3)")
+	e.w("RET")
+
+	// RowMax: lane maxima, a lane taking v only where v > lane (a NaN
+	// never does), as rowMaxGo.
+	fmt.Fprintf(b, "\n// func neonRowMax(x *float32, n int, lanes *[16]float32)\n")
+	fmt.Fprintf(b, "// n a multiple of 16; lanes holds the running lane maxima.\n")
+	fmt.Fprintf(b, "TEXT ·neonRowMax(SB), NOSPLIT, $0-24\n")
+	e.w("MOVD x+0(FP), R1")
+	e.w("MOVD n+8(FP), R2")
+	e.w("MOVD lanes+16(FP), R3")
+	e.w("VLD1 (R3), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	e.w("LSR $4, R2, R2")
+	e.w("CBZ R2, neonRowMax_done")
+	fmt.Fprintf(b, "neonRowMax_loop:\n")
+	e.w("VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 4; i++ {
+		e.fcmgt(8+i, 4+i, i)
+		e.bit(i, 4+i, 8+i)
+	}
+	e.w("SUBS $1, R2, R2")
+	e.w("BNE neonRowMax_loop")
+	fmt.Fprintf(b, "neonRowMax_done:\n")
+	e.w("VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R3)")
+	e.w("RET")
+
+	// SoftmaxGradRow: ds = ((dp − d)·p)·scale.
+	fmt.Fprintf(b, "\n// func neonSoftmaxGradRow(ds, p, dp *float32, n int, d, scale float32)\n")
+	fmt.Fprintf(b, "// n a multiple of 4; ds may be dp.\n")
+	fmt.Fprintf(b, "TEXT ·neonSoftmaxGradRow(SB), NOSPLIT, $0-40\n")
+	e.w("MOVD ds+0(FP), R0")
+	e.w("MOVD p+8(FP), R1")
+	e.w("MOVD dp+16(FP), R2")
+	e.w("MOVD n+24(FP), R3")
+	e.w("FMOVS d+32(FP), F30")
+	e.w("VDUP V30.S[0], V30.S4")
+	e.w("FMOVS scale+36(FP), F31")
+	e.w("VDUP V31.S[0], V31.S4")
+	e.w("LSR $2, R3, R3")
+	e.w("CBZ R3, neonSoftmaxGradRow_done")
+	fmt.Fprintf(b, "neonSoftmaxGradRow_loop:\n")
+	e.w("VLD1.P 16(R2), [V0.S4]")
+	e.w("VLD1.P 16(R1), [V1.S4]")
+	e.fsub(0, 0, 30)
+	e.fmul(0, 0, 1)
+	e.fmul(0, 0, 31)
+	e.w("VST1.P [V0.S4], 16(R0)")
+	e.w("SUBS $1, R3, R3")
+	e.w("BNE neonSoftmaxGradRow_loop")
+	fmt.Fprintf(b, "neonSoftmaxGradRow_done:\n")
+	e.w("RET")
+
+	// GELU: u = √(2/π)·(x + ((0.044715·x)·x)·x), y = (0.5·x)·(1 + tanh u)
+	// with FastTanh's tanh: 1 − 2/(fastExp(2u) + 1), ±1 beyond ±9.
+	fmt.Fprintf(b, "\n// func neonGELU(y, x *float32, n int)\n")
+	fmt.Fprintf(b, "// n a multiple of 4.\n")
+	fmt.Fprintf(b, "TEXT ·neonGELU(SB), NOSPLIT, $0-24\n")
+	e.w("MOVD y+0(FP), R0")
+	e.w("MOVD x+8(FP), R1")
+	e.w("MOVD n+16(FP), R2")
+	e.loadConsts()
+	e.splat(30, float32(0.7978845608028654))
+	e.splat(31, 0.044715)
+	e.splat(11, 2)
+	e.splat(12, 9)
+	e.splat(13, -9)
+	e.splat(14, -1)
+	e.w("LSR $2, R2, R2")
+	e.w("CBZ R2, neonGELU_done")
+	fmt.Fprintf(b, "neonGELU_loop:\n")
+	e.w("VLD1.P 16(R1), [V0.S4]")
+	e.fmul(1, 31, 0)
+	e.fmul(1, 1, 0)
+	e.fmul(1, 1, 0)
+	e.fadd(1, 0, 1)
+	e.fmul(1, 30, 1) // u
+	e.fmul(2, 11, 1) // 2u
+	e.fastExp(2, 3, 4, 5)
+	e.fadd(2, 2, vOne)
+	e.fdiv(2, 11, 2)
+	e.fsub(2, vOne, 2) // tanh
+	e.fcmgt(3, 1, 12)  // u > 9
+	e.bit(2, vOne, 3)
+	e.fcmgt(3, 13, 1) // u < −9
+	e.bit(2, 14, 3)
+	e.fmul(3, vHalf, 0)
+	e.fadd(2, vOne, 2)
+	e.fmul(3, 3, 2)
+	e.w("VST1.P [V3.S4], 16(R0)")
+	e.w("SUBS $1, R2, R2")
+	e.w("BNE neonGELU_loop")
+	fmt.Fprintf(b, "neonGELU_done:\n")
+	e.w("RET")
+}
