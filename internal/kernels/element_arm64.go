@@ -70,3 +70,56 @@ func geluVector(y, x []float32) int {
 	neonGELU(&y[0], &x[0], n)
 	return n
 }
+
+//go:noescape
+func neonAdd(dst, x, y *float32, n int)
+
+//go:noescape
+func neonReLUGrad(dx, x, dy *float32, n int)
+
+//go:noescape
+func neonGELUGrad(dx, x, dy *float32, n int)
+
+//go:noescape
+func neonAdam(w, grad, m, v *float32, n int, c *AdamConsts)
+
+func addVector(dst, x, y []float32) bool {
+	n := len(dst) &^ 3
+	if !hasNEON || n == 0 {
+		return false
+	}
+	x, y = x[:len(dst)], y[:len(dst)]
+	neonAdd(&dst[0], &x[0], &y[0], n)
+	addGo(dst[n:], x[n:], y[n:])
+	return true
+}
+
+func reluGradVector(dx, x, dy []float32) int {
+	n := len(x) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	_, _ = dx[len(x)-1], dy[len(x)-1]
+	neonReLUGrad(&dx[0], &x[0], &dy[0], n)
+	return n
+}
+
+func geluGradVector(dx, x, dy []float32) int {
+	n := len(x) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	_, _ = dx[len(x)-1], dy[len(x)-1]
+	neonGELUGrad(&dx[0], &x[0], &dy[0], n)
+	return n
+}
+
+func adamVector(w, g, m, v []float32, c *AdamConsts) int {
+	n := len(w) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	_, _, _ = g[len(w)-1], m[len(w)-1], v[len(w)-1]
+	neonAdam(&w[0], &g[0], &m[0], &v[0], n, c)
+	return n
+}

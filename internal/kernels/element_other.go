@@ -13,10 +13,7 @@ const hasAVX2 = false
 func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
 	return 0, 0
 }
-func adamVector(w, g, m, v []float32, c *AdamConsts) int                        { return 0 }
 func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }
-func geluGradVector(dx, x, dy []float32) int                                    { return 0 }
-func reluGradVector(dx, x, dy []float32) int                                    { return 0 }
 func amaxBitsVector(src []float32) (done int, bits uint32)                      { return 0, 0 }
 func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           { return 0 }
 func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
@@ -36,7 +33,6 @@ func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []flo
 	return false
 }
 func reluVector(y, x []float32) bool                                                    { return false }
-func addVector(dst, x, y []float32) bool                                                { return false }
 func addRowVector(dst, src []float32) bool                                              { return false }
 func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float32) bool { return false }
 func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16, rs, g0 float32, lanes *[16]float32) bool {

@@ -54,6 +54,7 @@ func (e emitter) fcmgt(d, n, m int) { e.word(fcmgt(d, n, m), "FCMGT V%d.4S, V%d.
 func (e emitter) bit(d, n, m int)   { e.word(bit(d, n, m), "BIT V%d.16B, V%d.16B, V%d.16B", d, n, m) }
 func (e emitter) fcvtzs(d, n int)   { e.word(fcvtzs(d, n), "FCVTZS V%d.4S, V%d.4S", d, n) }
 func (e emitter) scvtf(d, n int)    { e.word(scvtf(d, n), "SCVTF V%d.4S, V%d.4S", d, n) }
+func (e emitter) fsqrt(d, n int)    { e.word(fsqrt(d, n), "FSQRT V%d.4S, V%d.4S", d, n) }
 
 // loadConsts loads elemConsts into V16–V29 (R15 as the pointer).
 func (e emitter) loadConsts() {
@@ -234,4 +235,126 @@ func elemKernels(b *bytes.Buffer) {
 	e.w("BNE neonGELU_loop")
 	fmt.Fprintf(b, "neonGELU_done:\n")
 	e.w("RET")
+}
+
+// loop4 writes a kernel over n elements (a multiple of 4) four at a
+// time: prologue, then for each step body between its loads and stores.
+func (e emitter) loop4(name, sig string, args int, prologue func(), loads []string, body func(), stores []string) {
+	fmt.Fprintf(e.b, "\n// func %s%s\n// n a multiple of 4.\n", name, sig)
+	fmt.Fprintf(e.b, "TEXT ·%s(SB), NOSPLIT, $0-%d\n", name, args)
+	prologue()
+	e.w("LSR $2, R9, R9")
+	e.w("CBZ R9, %s_done", name)
+	fmt.Fprintf(e.b, "%s_loop:\n", name)
+	for _, l := range loads {
+		e.w("%s", l)
+	}
+	body()
+	for _, s := range stores {
+		e.w("%s", s)
+	}
+	e.w("SUBS $1, R9, R9")
+	e.w("BNE %s_loop", name)
+	fmt.Fprintf(e.b, "%s_done:\n", name)
+	e.w("RET")
+}
+
+// moreElemKernels writes Add, ReLUGrad, GELUGrad and Adam.
+func moreElemKernels(b *bytes.Buffer) {
+	e := emitter{b}
+	// Add: dst = x + y.
+	e.loop4("neonAdd", "(dst, x, y *float32, n int)", 32, func() {
+		e.w("MOVD dst+0(FP), R0")
+		e.w("MOVD x+8(FP), R1")
+		e.w("MOVD y+16(FP), R2")
+		e.w("MOVD n+24(FP), R9")
+	}, []string{"VLD1.P 16(R1), [V0.S4]", "VLD1.P 16(R2), [V1.S4]"}, func() { e.fadd(0, 0, 1) }, []string{"VST1.P [V0.S4], 16(R0)"})
+
+	// ReLUGrad: dx = dy where x > 0, else +0 (a NaN x gives +0).
+	e.loop4("neonReLUGrad", "(dx, x, dy *float32, n int)", 32, func() {
+		e.w("MOVD dx+0(FP), R0")
+		e.w("MOVD x+8(FP), R1")
+		e.w("MOVD dy+16(FP), R2")
+		e.w("MOVD n+24(FP), R9")
+		e.w("VEOR V31.B16, V31.B16, V31.B16")
+	}, []string{"VLD1.P 16(R1), [V0.S4]", "VLD1.P 16(R2), [V1.S4]"}, func() {
+		e.fcmgt(2, 0, 31)
+		e.w("VAND V2.B16, V1.B16, V1.B16")
+	}, []string{"VST1.P [V1.S4], 16(R0)"})
+
+	// GELUGrad: dx = dy·(0.5·(1 + t) + ((0.5·x)·(1 − t·t))·du), t =
+	// FastTanh(u), du = √(2/π)·(1 + (0.134145·x)·x), as GELUGrad's loop.
+	e.loop4("neonGELUGrad", "(dx, x, dy *float32, n int)", 32, func() {
+		e.w("MOVD dx+0(FP), R0")
+		e.w("MOVD x+8(FP), R1")
+		e.w("MOVD dy+16(FP), R2")
+		e.w("MOVD n+24(FP), R9")
+		e.loadConsts()
+		e.splat(30, float32(0.7978845608028654))
+		e.splat(31, 0.044715)
+		e.splat(11, 2)
+		e.splat(12, 9)
+		e.splat(13, -9)
+		e.splat(14, -1)
+		e.splat(15, float32(3*0.044715))
+	}, []string{"VLD1.P 16(R1), [V0.S4]", "VLD1.P 16(R2), [V1.S4]"}, func() {
+		e.fmul(2, 31, 0)
+		e.fmul(2, 2, 0)
+		e.fmul(2, 2, 0)
+		e.fadd(2, 0, 2)
+		e.fmul(2, 30, 2) // u
+		e.fmul(3, 11, 2)
+		e.fastExp(3, 4, 5, 6)
+		e.fadd(3, 3, vOne)
+		e.fdiv(3, 11, 3)
+		e.fsub(3, vOne, 3) // t
+		e.fcmgt(4, 2, 12)
+		e.bit(3, vOne, 4)
+		e.fcmgt(4, 13, 2)
+		e.bit(3, 14, 4)
+		e.fmul(4, 15, 0)
+		e.fmul(4, 4, 0)
+		e.fadd(4, vOne, 4)
+		e.fmul(4, 30, 4) // du
+		e.fadd(5, vOne, 3)
+		e.fmul(5, vHalf, 5) // 0.5·(1 + t)
+		e.fmul(6, vHalf, 0)
+		e.fmul(7, 3, 3)
+		e.fsub(7, vOne, 7)
+		e.fmul(6, 6, 7)
+		e.fmul(6, 6, 4)
+		e.fadd(5, 5, 6) // g
+		e.fmul(1, 1, 5)
+	}, []string{"VST1.P [V1.S4], 16(R0)"})
+
+	// Adam, as adamRef: gi = g + l2·w; wi = w·df; m = β1·m + (1−β1)·gi;
+	// v = β2·v + ((1−β2)·gi)·gi; w = wi − (step·m)/(√v/√(1−β2ᵗ) + ε).
+	e.loop4("neonAdam", "(w, grad, m, v *float32, n int, c *AdamConsts)", 48, func() {
+		e.w("MOVD w+0(FP), R0")
+		e.w("MOVD grad+8(FP), R1")
+		e.w("MOVD m+16(FP), R2")
+		e.w("MOVD v+24(FP), R3")
+		e.w("MOVD n+32(FP), R9")
+		e.w("MOVD c+40(FP), R15")
+		for i := 0; i < 9; i++ {
+			e.w("VLD1R.P 4(R15), [V%d.S4]", 16+i) // l2, df, b1, c1, b2, c2, step, bc2s, eps
+		}
+	}, []string{"VLD1 (R0), [V0.S4]", "VLD1.P 16(R1), [V1.S4]", "VLD1 (R2), [V2.S4]", "VLD1 (R3), [V3.S4]"}, func() {
+		e.fmul(4, 16, 0)
+		e.fadd(4, 1, 4) // gi
+		e.fmul(5, 0, 17) // wi
+		e.fmul(6, 18, 2)
+		e.fmul(7, 19, 4)
+		e.fadd(6, 6, 7) // mi
+		e.fmul(7, 20, 3)
+		e.fmul(8, 21, 4)
+		e.fmul(8, 8, 4)
+		e.fadd(7, 7, 8) // vi
+		e.fsqrt(8, 7)
+		e.fdiv(8, 8, 23)
+		e.fadd(8, 8, 24) // den
+		e.fmul(9, 22, 6)
+		e.fdiv(9, 9, 8)
+		e.fsub(5, 5, 9) // w
+	}, []string{"VST1.P [V6.S4], 16(R2)", "VST1.P [V7.S4], 16(R3)", "VST1.P [V5.S4], 16(R0)"})
 }

@@ -26,6 +26,7 @@ func main() {
 	microKernel(&b)
 	bf16Kernel(&b)
 	elemKernels(&b)
+	moreElemKernels(&b)
 	rowKernel(&b, "neonRows4x16", 4)
 	rowKernel(&b, "neonRow1x16", 1)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {

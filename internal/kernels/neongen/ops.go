@@ -16,3 +16,5 @@ func fcmgt(d, n, m int) uint32 { return rrr(0x6EA0E400, d, n, m) } // FCMGT Vd.4
 func bit(d, n, m int) uint32   { return rrr(0x6EA01C00, d, n, m) } // BIT Vd.16B, Vn.16B, Vm.16B (Vn into Vd where Vm)
 func fcvtzs(d, n int) uint32   { return rr(0x4EA1B800, d, n) }     // FCVTZS Vd.4S, Vn.4S
 func scvtf(d, n int) uint32    { return rr(0x4E21D800, d, n) }     // SCVTF Vd.4S, Vn.4S
+
+func fsqrt(d, n int) uint32 { return rr(0x6EA1F800, d, n) } // FSQRT Vd.4S, Vn.4S
