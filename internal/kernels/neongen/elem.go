@@ -341,7 +341,7 @@ func moreElemKernels(b *bytes.Buffer) {
 		}
 	}, []string{"VLD1 (R0), [V0.S4]", "VLD1.P 16(R1), [V1.S4]", "VLD1 (R2), [V2.S4]", "VLD1 (R3), [V3.S4]"}, func() {
 		e.fmul(4, 16, 0)
-		e.fadd(4, 1, 4) // gi
+		e.fadd(4, 1, 4)  // gi
 		e.fmul(5, 0, 17) // wi
 		e.fmul(6, 18, 2)
 		e.fmul(7, 19, 4)
