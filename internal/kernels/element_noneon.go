@@ -4,11 +4,28 @@ package kernels
 
 // These element kernels have no vector path on this build.
 
-func geluVector(y, x []float32) int                                     { return 0 }
-func expSumVector(y, x []float32, scale, shift float32) (float32, bool) { return 0, false }
-func rowMaxVector(x []float32) (float32, bool)                          { return 0, false }
-func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool   { return false }
-func adamVector(w, g, m, v []float32, c *AdamConsts) int                { return 0 }
-func geluGradVector(dx, x, dy []float32) int                            { return 0 }
-func reluGradVector(dx, x, dy []float32) int                            { return 0 }
-func addVector(dst, x, y []float32) bool                                { return false }
+func geluVector(y, x []float32) int                                             { return 0 }
+func expSumVector(y, x []float32, scale, shift float32) (float32, bool)         { return 0, false }
+func rowMaxVector(x []float32) (float32, bool)                                  { return 0, false }
+func softmaxGradRowVector(ds, p, dp []float32, d, scale float32) bool           { return false }
+func adamVector(w, g, m, v []float32, c *AdamConsts) int                        { return 0 }
+func geluGradVector(dx, x, dy []float32) int                                    { return 0 }
+func reluGradVector(dx, x, dy []float32) int                                    { return 0 }
+func addVector(dst, x, y []float32) bool                                        { return false }
+func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
+func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
+	return false
+}
+func lnApplyVector(y, x, gamma, beta []float32, blocks int, mask uint16, mu, r, g0 float32) bool {
+	return false
+}
+func lnGradAccumVector(x, dy, gamma, dgamma, dbeta []float32, blocks int, mask uint16, mu, rs, g0 float32, lanes *[32]float32) bool {
+	return false
+}
+func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs, g0, fm, fmx float32) bool {
+	return false
+}
+func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float32) bool { return false }
+func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16, rs, g0 float32, lanes *[16]float32) bool {
+	return false
+}

@@ -16,28 +16,11 @@ func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (d
 func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }
 func amaxBitsVector(src []float32) (done int, bits uint32)                      { return 0, 0 }
 func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           { return 0 }
-func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
-func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
-	return false
-}
-func lnApplyVector(y, x, gamma, beta []float32, blocks int, mask uint16, mu, r, g0 float32) bool {
-	return false
-}
-func lnGradAccumVector(x, dy, gamma, dgamma, dbeta []float32, blocks int, mask uint16, mu, rs, g0 float32, lanes *[32]float32) bool {
-	return false
-}
-func lnGradDxVector(dx, x, dy, gamma []float32, blocks int, mask uint16, mu, rs, g0, fm, fmx float32) bool {
-	return false
-}
 func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	return false
 }
-func reluVector(y, x []float32) bool                                                    { return false }
-func addRowVector(dst, src []float32) bool                                              { return false }
-func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float32) bool { return false }
-func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16, rs, g0 float32, lanes *[16]float32) bool {
-	return false
-}
+func reluVector(y, x []float32) bool                        { return false }
+func addRowVector(dst, src []float32) bool                  { return false }
 func sigmoidVector(kind int, out, x, y, z, w []float32) int { return 0 }
 
 func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int, uint32) {

@@ -27,6 +27,7 @@ func main() {
 	bf16Kernel(&b)
 	elemKernels(&b)
 	moreElemKernels(&b)
+	normKernels(&b)
 	rowKernel(&b, "neonRows4x16", 4)
 	rowKernel(&b, "neonRow1x16", 1)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {
