@@ -70,7 +70,8 @@ func TestQuantizeFP8MatchesTwin(t *testing.T) { withISA(t, testQuantizeFP8Matche
 func testQuantizeFP8MatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 464, 465, 61440, 1.0 / 1024, 3.0 / 1024,
-		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3, float32(math.NaN())}
+		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3, float32(math.NaN()),
+		1.1875, -1.1875, 1.375, -1.375, 2.375, 0.296875} // normal-range ties whose lower neighbour is odd (E4M3, E5M2)
 	for _, n := range []int{1, 15, 16, 17, 50, 100, 4099} {
 		src := make([]float32, n)
 		for i := range src {
@@ -113,7 +114,8 @@ func testQuantizeFP8MatchesTwin(t *testing.T) {
 func TestQuantizeFP8LanesAndAmaxColsMatchTwins(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 464, 465, 61440,
-		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3, float32(math.NaN())}
+		math.SmallestNonzeroFloat32, math.MaxFloat32, 1e-7, -1e-3, float32(math.NaN()),
+		1.1875, -1.1875, 1.375, -1.375, 2.375, 0.296875} // normal-range ties whose lower neighbour is odd (E4M3, E5M2)
 	gen := func(n int) []float32 {
 		src := make([]float32, n)
 		for i := range src {

@@ -123,3 +123,27 @@ func adamVector(w, g, m, v []float32, c *AdamConsts) int {
 	neonAdam(&w[0], &g[0], &m[0], &v[0], n, c)
 	return n
 }
+
+//go:noescape
+func neonQuantizeE4M3(dst *uint8, src *float32, n int, scale float32, amax *[4]uint32)
+
+//go:noescape
+func neonQuantizeE5M2(dst *uint8, src *float32, n int, scale float32, amax *[4]uint32)
+
+// quantizeFP8Vector casts src's whole blocks of 16 (format 0 E4M3, 1
+// E5M2) as quantizeFP8Go does and returns how many, with their max |x|
+// bits.
+func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
+	n := len(src) &^ 15
+	if !hasNEON || n == 0 || format < 0 || format > 1 {
+		return 0, 0
+	}
+	_ = dst[n-1]
+	var lanes [4]uint32
+	if format == 0 {
+		neonQuantizeE4M3(&dst[0], &src[0], n, scale, &lanes)
+	} else {
+		neonQuantizeE5M2(&dst[0], &src[0], n, scale, &lanes)
+	}
+	return n, max(lanes[0], lanes[1], lanes[2], lanes[3])
+}

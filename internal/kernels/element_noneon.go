@@ -29,3 +29,6 @@ func rmsApplyVector(y, x, gamma []float32, blocks int, mask uint16, r, g0 float3
 func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16, rs, g0 float32, lanes *[16]float32) bool {
 	return false
 }
+func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
+	return 0, 0
+}

@@ -10,9 +10,6 @@ const hasAVX512 = false
 // hasAVX2: no AVX2 kernels in this build.
 const hasAVX2 = false
 
-func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
-	return 0, 0
-}
 func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }
 func amaxBitsVector(src []float32) (done int, bits uint32)                      { return 0, 0 }
 func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           { return 0 }

@@ -37,7 +37,7 @@ func TestEncodingsMatchGNUAs(t *testing.T) {
 		f    func(d, n, m int) uint32
 		arr  string
 	}{{"fadd", fadd, "4s"}, {"fsub", fsub, "4s"}, {"fdiv", fdiv, "4s"}, {"fmax", fmax, "4s"}, {"fmin", fmin, "4s"},
-		{"fcmgt", fcmgt, "4s"}, {"bit", bit, "16b"}} {
+		{"fcmgt", fcmgt, "4s"}, {"bit", bit, "16b"}, {"umax", umax, "4s"}, {"umin", umin, "4s"}, {"cmhi", cmhi, "4s"}} {
 		for _, c := range [][3]int{{0, 1, 2}, {31, 17, 4}, {5, 30, 29}} {
 			fmt.Fprintf(&src, "%s v%d.%s, v%d.%s, v%d.%s\n", op.name, c[0], op.arr, c[1], op.arr, c[2], op.arr)
 			want = append(want, op.f(c[0], c[1], c[2]))
@@ -49,6 +49,15 @@ func TestEncodingsMatchGNUAs(t *testing.T) {
 	}{{"fcvtzs", fcvtzs}, {"scvtf", scvtf}, {"fsqrt", fsqrt}} {
 		for _, c := range [][2]int{{0, 1}, {31, 17}, {6, 6}} {
 			fmt.Fprintf(&src, "%s v%d.4s, v%d.4s\n", op.name, c[0], c[1])
+			want = append(want, op.f(c[0], c[1]))
+		}
+	}
+	for _, op := range []struct {
+		name, d, n string
+		f          func(d, n int) uint32
+	}{{"xtn", "4h", "4s", xtn4h}, {"xtn2", "8h", "4s", xtn28h}, {"xtn", "8b", "8h", xtn8b}, {"xtn2", "16b", "8h", xtn216b}} {
+		for _, c := range [][2]int{{0, 1}, {31, 17}, {6, 6}} {
+			fmt.Fprintf(&src, "%s v%d.%s, v%d.%s\n", op.name, c[0], op.d, c[1], op.n)
 			want = append(want, op.f(c[0], c[1]))
 		}
 	}

@@ -28,6 +28,9 @@ func main() {
 	elemKernels(&b)
 	moreElemKernels(&b)
 	normKernels(&b)
+	for _, f := range fp8Formats {
+		quantizeKernel(&b, f)
+	}
 	rowKernel(&b, "neonRows4x16", 4)
 	rowKernel(&b, "neonRow1x16", 1)
 	if err := os.WriteFile(*out, b.Bytes(), 0o644); err != nil {

@@ -18,3 +18,11 @@ func fcvtzs(d, n int) uint32   { return rr(0x4EA1B800, d, n) }     // FCVTZS Vd.
 func scvtf(d, n int) uint32    { return rr(0x4E21D800, d, n) }     // SCVTF Vd.4S, Vn.4S
 
 func fsqrt(d, n int) uint32 { return rr(0x6EA1F800, d, n) } // FSQRT Vd.4S, Vn.4S
+
+func umax(d, n, m int) uint32 { return rrr(0x6EA06400, d, n, m) } // UMAX Vd.4S, Vn.4S, Vm.4S
+func umin(d, n, m int) uint32 { return rrr(0x6EA06C00, d, n, m) } // UMIN Vd.4S, Vn.4S, Vm.4S
+func cmhi(d, n, m int) uint32 { return rrr(0x6EA03400, d, n, m) } // CMHI Vd.4S, Vn.4S, Vm.4S (Vn > Vm unsigned)
+func xtn4h(d, n int) uint32   { return rr(0x0E612800, d, n) }     // XTN Vd.4H, Vn.4S
+func xtn28h(d, n int) uint32  { return rr(0x4E612800, d, n) }     // XTN2 Vd.8H, Vn.4S
+func xtn8b(d, n int) uint32   { return rr(0x0E212800, d, n) }     // XTN Vd.8B, Vn.8H
+func xtn216b(d, n int) uint32 { return rr(0x4E212800, d, n) }     // XTN2 Vd.16B, Vn.8H
