@@ -3,7 +3,6 @@ package ops
 import (
 	"fmt"
 
-	"github.com/chewxy/math32"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/kernels"
@@ -128,7 +127,7 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 				// CrossEntropyGrad's row, cast.
 				logit := row[label]
 				mx, sum := softmaxSum(row, row)
-				terms[r] = mx + math32.Log(sum) - logit
+				terms[r] = mx + kernels.Log32(sum) - logit
 			}
 			ra, err := gradRowQuantize(out[r*c:r*c+c], row, labels[r], lossScale, f, scale)
 			if err != nil {

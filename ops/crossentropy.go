@@ -3,7 +3,6 @@ package ops
 import (
 	"fmt"
 
-	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/kernels"
 )
@@ -80,7 +79,7 @@ func (crossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			row := x[r*c : r*c+c]
 			m := kernels.RowMax(row)
 			sum := kernels.ExpSum(e, row, 1, m)
-			total += float64(m + math32.Log(sum) - row[labels[r]])
+			total += float64(m + kernels.Log32(sum) - row[labels[r]])
 		}
 		totals[part] = total
 	})

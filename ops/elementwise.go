@@ -97,19 +97,19 @@ func (o unaryOp) rows() func(x, y []float32) {
 	case kindTanh:
 		k = func(x, y []float32) {
 			for i, v := range x {
-				y[i] = math32.Tanh(v)
+				y[i] = kernels.Tanh32(v)
 			}
 		}
 	case kindExp:
 		k = func(x, y []float32) {
 			for i, v := range x {
-				y[i] = math32.Exp(v)
+				y[i] = kernels.Exp32(v)
 			}
 		}
 	case kindLog:
 		k = func(x, y []float32) {
 			for i, v := range x {
-				y[i] = math32.Log(v)
+				y[i] = kernels.Log32(v)
 			}
 		}
 	case kindSqrt:

@@ -3,7 +3,6 @@ package ops
 import (
 	"fmt"
 
-	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/kernels"
 )
@@ -57,7 +56,7 @@ func softmaxRow(y, x []float32, log bool) {
 	}
 	m := kernels.RowMax(x)
 	sum := kernels.ExpSum(y, x, 1, m)
-	lse := m + math32.Log(sum)
+	lse := m + kernels.Log32(sum)
 	for i, v := range x {
 		y[i] = v - lse
 	}
@@ -116,7 +115,7 @@ func (o softmaxGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 					sum += g
 				}
 				for i, v := range yr {
-					xr[i] = gr[i] - math32.Exp(v)*sum
+					xr[i] = gr[i] - kernels.Exp32(v)*sum
 				}
 				continue
 			}

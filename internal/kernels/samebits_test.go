@@ -18,6 +18,9 @@ import (
 // the message it prints on a mismatch.)
 var sameBitsWant = map[string]uint64{
 	"adam":                 0x6e3a9f936f76fe4c,
+	"elementary":           0x14f2f67818225aff,
+	"gemm16/blocked":       0xbd0127e676febad1,
+	"gemm16/direct":        0x696716aabf441e1c,
 	"attention":            0x48e21852f9a6595e,
 	"fp8cast":              0xb424214439011dc0,
 	"gelu":                 0x34830b09c57a0e98,
@@ -142,6 +145,59 @@ func sameBitsCases() map[string]uint64 {
 		dec := make([]float32, n)
 		DecodeFP8(c, dec, codes, 1.0/37.5)
 		hash("fp8cast", dec, []float32{math.Float32frombits(am)})
+	}
+	// Cases added later draw from their own generator, so the inputs of
+	// those above stay as they were.
+	rng2 := rand.New(rand.NewPCG(2026, 13))
+	uni2 := func(n int, s float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = (rng2.Float32()*2 - 1) * s
+		}
+		return x
+	}
+	// bf16 and FP8 GEMMs (RunBF16: float32 operands rounded to bf16
+	// pairs, E4M3 codes through their table), direct and blocked, with a
+	// two-part alpha and a row and column epilogue, on every bf16
+	// micro-kernel of the CPU but AMX's (its order is its own): they
+	// must agree with one another, and the hash is theirs.
+	for _, s := range []struct {
+		name    string
+		m, n, k int
+	}{{"gemm16/direct", 33, 70, 300}, {"gemm16/blocked", 29, 1100, 500}} {
+		a, b := &Operand{F32: uni2(s.m*s.k, 1)}, &Operand{F32: uni2(s.k*s.n, 1)}
+		row, col := uni2(s.m, 1), uni2(s.n, 1)
+		codes := make([]uint8, s.k*s.n)
+		for i := range codes {
+			codes[i] = uint8(rng2.IntN(256))&^0x7F | uint8(rng2.IntN(0x7F)) // no NaN code
+		}
+		q := &Operand{Codes: codes, Table: fp8TableForTest(0, 0.25)}
+		saved := kern16
+		hashes := map[uint64]bool{}
+		for i, k := range availableBF16Kernels() {
+			if k.tiles != nil {
+				continue
+			}
+			kern16 = &availableBF16Kernels()[i]
+			c, c8 := make([]float32, s.m*s.n), make([]float32, s.m*s.n)
+			g.RunBF16(false, false, s.m, s.n, s.k, a, s.k, b, s.n, c, s.n, Epilogue{Alpha: 0.3 * 1.7, Row: row, Col: col})
+			g.RunBF16(false, false, s.m, s.n, s.k, a, s.k, q, s.n, c8, s.n, Epilogue{Alpha: 1})
+			hash(s.name, c, c8)
+			hashes[out[s.name]] = true
+		}
+		kern16 = saved
+		if len(hashes) != 1 {
+			out[s.name] = 0 // the kernels disagree
+		}
+	}
+	// The elementary functions (Exp32, Log32, Tanh32).
+	{
+		x := uni2(4000, 90)
+		e, l, th := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+		for i, v := range x {
+			e[i], l[i], th[i] = Exp32(v), Log32(float32(math.Abs(float64(v)))), Tanh32(v/10)
+		}
+		hash("elementary", e, l, th)
 	}
 	return out
 }
