@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // lossFn is the per-element function of a loss.
@@ -101,7 +102,11 @@ func (o lossOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	return graph.Shape{}, graph.Float32, nil
 }
 
-// lossValue is the loss of one element, in float64.
+// lossValue is the loss of one element, in float64, every product
+// rounded before it is added (the compiler would fuse it on arm64 and
+// not on amd64) and exp/log1p from kernels (package math's differ between
+// the two in the last bit), so the loss has the same bits on every
+// machine.
 func (o lossOp) value(x, t float64) float64 {
 	switch o.fn {
 	case lossMSE:
@@ -114,10 +119,10 @@ func (o lossOp) value(x, t float64) float64 {
 		if d < delta {
 			return 0.5 * d * d
 		}
-		return delta * (d - 0.5*delta)
+		return delta * (d - float64(0.5*delta))
 	case lossBCE:
 		// max(x, 0) − x·t + log(1 + e^−|x|): no overflow for any x.
-		return math.Max(x, 0) - x*t + math.Log1p(math.Exp(-math.Abs(x)))
+		return math.Max(x, 0) - float64(x*t) + kernels.Log1p64(kernels.Exp64(-math.Abs(x)))
 	}
 	return x
 }
@@ -150,7 +155,7 @@ func (o lossOp) deriv(x, t float64, wrt int) float64 {
 		if wrt == 1 {
 			return -x
 		}
-		return 1/(1+math.Exp(-x)) - t
+		return 1/(1+kernels.Exp64(-x)) - t
 	default:
 		return 1
 	}

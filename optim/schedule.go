@@ -1,6 +1,10 @@
 package optim
 
-import "math"
+import (
+	"math"
+
+	"github.com/octetml/octet/internal/kernels"
+)
 
 // Schedule gives the learning rate for a step (counted from 0).
 type Schedule interface {
@@ -30,7 +34,9 @@ func (s WarmupCosine) LR(step int) float32 {
 		return s.Min
 	}
 	p := float64(step-s.Warmup) / float64(s.Total-s.Warmup)
-	return s.Min + float32(0.5*(1+math.Cos(math.Pi*p)))*(s.Base-s.Min)
+	// kernels.Cos64: the same bits on every machine (math.Cos's differ
+	// between amd64 and arm64 in the last bit).
+	return s.Min + float32(0.5*(1+kernels.Cos64(float64(math.Pi*p))))*(s.Base-s.Min)
 }
 
 // StepDecay multiplies Base by Gamma every Every steps.

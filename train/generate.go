@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // Generate samples n tokens from a causal language model: p is its
@@ -48,7 +49,7 @@ func Generate(p *graph.Program, ids, logits *graph.Node, prompt []int32, n int, 
 		}
 		var sum float64
 		for i, l := range last {
-			probs[i] = math.Exp((float64(l) - mx) / temperature)
+			probs[i] = kernels.Exp64((float64(l) - mx) / temperature) // the same bits on every machine
 			sum += probs[i]
 		}
 		u, next := rng.Float64()*sum, vocab-1

@@ -122,10 +122,11 @@ func NewRoPE(t, d int, theta float64) *RoPE {
 	th := float32(theta)
 	for i := 0; i < h; i++ {
 		e := float32(2*i) / float32(d)
-		f := 1 / float32(math.Pow(float64(th), float64(e)))
+		f := 1 / float32(exp64(float64(float64(e)*log64(float64(th))))) // th^e, the same bits on every machine
 		for p := 0; p < t; p++ {
 			ang := float64(float32(p) * f)
-			r.Cos[p*h+i], r.Sin[p*h+i] = float32(math.Cos(ang)), float32(math.Sin(ang))
+			sn, cs := sinCos64(ang) // the same bits on every machine, unlike math.Sin and Cos
+			r.Cos[p*h+i], r.Sin[p*h+i] = float32(cs), float32(sn)
 		}
 	}
 	return r

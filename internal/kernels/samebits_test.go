@@ -19,6 +19,7 @@ import (
 var sameBitsWant = map[string]uint64{
 	"adam":                 0x6e3a9f936f76fe4c,
 	"elementary":           0x14f2f67818225aff,
+	"elementary64":         0x2a97cc6f4ce6516,
 	"gemm16/blocked":       0xbd0127e676febad1,
 	"gemm16/direct":        0x696716aabf441e1c,
 	"attention":            0x48e21852f9a6595e,
@@ -198,6 +199,24 @@ func sameBitsCases() map[string]uint64 {
 			e[i], l[i], th[i] = Exp32(v), Log32(float32(math.Abs(float64(v)))), Tanh32(v/10)
 		}
 		hash("elementary", e, l, th)
+	}
+	// Their float64 counterparts (the float64 bits, hashed as two
+	// float32 halves each).
+	{
+		var bits []float32
+		add := func(v float64) {
+			b := math.Float64bits(v)
+			bits = append(bits, math.Float32frombits(uint32(b)), math.Float32frombits(uint32(b>>32)))
+		}
+		for i := 0; i < 3000; i++ {
+			x := float64(rng2.Float32()*2-1) * 700
+			add(Exp64(x))
+			add(Log64(math.Abs(x)))
+			add(Log1p64(math.Abs(x) / 700))
+			add(Sin64(x * 3))
+			add(Cos64(x / 7))
+		}
+		hash("elementary64", bits)
 	}
 	return out
 }
