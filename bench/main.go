@@ -396,6 +396,13 @@ func mlpTraining(batch int, recipe fp8.Recipe) (func() error, *graph.Program, *g
 // mlpTrainingDebug is mlpTraining with an FP8 debug config logging to
 // dir.
 func mlpTrainingDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, *graph.Program, *graph.Node, error) {
+	step, prog, loss, _, err := mlpTrainingStore(batch, recipe, cfg, dir)
+	return step, prog, loss, err
+}
+
+// mlpTrainingStore is mlpTrainingDebug that also returns the parameter
+// store.
+func mlpTrainingStore(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, *graph.Program, *graph.Node, *graph.Store, error) {
 	model := func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
 		b := nn.NewBuilder(g)
@@ -415,13 +422,13 @@ func mlpTrainingDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir str
 	}
 	ds, err := data.NewTensors(data.Float32Column("x", xs, mlpSizes[0]), data.LabelColumn("label", ys, 10))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	step, tr, s, err := stepper(model, ds, batch, recipe, cfg, dir, false, 0.01, 1e-3)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return step, s.Program(), tr.Model().Loss, nil
+	return step, s.Program(), tr.Model().Loss, tr.Store(), nil
 }
 
 // gemmOps are the op types that are GEMMs (with the fused GEMMs, whose
@@ -450,6 +457,12 @@ func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
 // gptTraining is octetGPTProgram for a GPT configuration, with or
 // without Prepare's Fuse stage, also returning the loss node.
 func gptTraining(cfg nn.GPTConfig, batch int, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, error) {
+	step, prog, loss, _, err := gptTrainingStore(cfg, batch, recipe, noFusion)
+	return step, prog, loss, err
+}
+
+// gptTrainingStore is gptTraining that also returns the parameter store.
+func gptTrainingStore(cfg nn.GPTConfig, batch int, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, *graph.Store, error) {
 	t := cfg.Block
 	model := func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
@@ -473,13 +486,13 @@ func gptTraining(cfg nn.GPTConfig, batch int, recipe fp8.Recipe, noFusion bool) 
 	}
 	ds, err := data.NewTensors(data.Int32Column("x", xs, t), data.Column{Field: data.Field{Name: "y", DType: graph.Int32, Shape: []int{t}, Label: true}, I32: ys})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	step, tr, s, err := stepper(model, ds, batch, recipe, nil, "", noFusion, 0.1, 3e-4)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	return step, s.Program(), tr.Model().Loss, nil
+	return step, s.Program(), tr.Model().Loss, tr.Store(), nil
 }
 
 func printTable(r *Results) {

@@ -44,8 +44,9 @@ type sameBitsRun struct {
 	Hashes             map[string]uint64
 }
 
-// fingerprint trains a few steps and hashes losses and parameters.
-func fingerprint(step func() error, prog *graph.Program, loss *graph.Node, steps int) (uint64, error) {
+// fingerprint trains a few steps and hashes losses and parameters (from
+// the store: a program holds no parameter among its outputs).
+func fingerprint(step func() error, prog *graph.Program, loss *graph.Node, store *graph.Store, steps int) (uint64, error) {
 	h := fnv.New64a()
 	put := func(v float32) {
 		u := math.Float32bits(v)
@@ -61,36 +62,53 @@ func fingerprint(step func() error, prog *graph.Program, loss *graph.Node, steps
 		}
 		put(l)
 	}
+	params := 0
 	for _, n := range prog.Graph().Nodes() {
 		if n.IsParam() {
-			for _, v := range prog.Float32(n) {
-				put(v)
+			v := store.Float32(n.Name())
+			if v == nil {
+				return 0, fmt.Errorf("parameter %s has no value in the store", n.Name())
 			}
+			for _, x := range v {
+				put(x)
+			}
+			params++
 		}
+	}
+	if params == 0 {
+		return 0, fmt.Errorf("no parameter hashed")
 	}
 	return h.Sum64(), nil
 }
 
-func sameBitsChild(t *testing.T) {
-	run := sameBitsRun{Kernel: kernels.Kernel(), KernelBF16: kernels.KernelBF16(), Hashes: map[string]uint64{}}
+// sameBitsHashes trains the baby GPT (two layers) and the MLP three
+// steps in every precision of sameBitsRecipes and returns their
+// fingerprints.
+func sameBitsHashes(t *testing.T) map[string]uint64 {
+	hashes := map[string]uint64{}
 	cfg := gptConfig
 	cfg.Layers = 2
 	for name, rec := range sameBitsRecipes {
-		step, prog, loss, err := gptTraining(cfg, 4, rec, false)
+		step, prog, loss, store, err := gptTrainingStore(cfg, 4, rec, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.Hashes["gpt/"+name], err = fingerprint(step, prog, loss, 3); err != nil {
+		if hashes["gpt/"+name], err = fingerprint(step, prog, loss, store, 3); err != nil {
 			t.Fatal(err)
 		}
-		mstep, mprog, mloss, err := mlpTraining(32, rec)
+		mstep, mprog, mloss, mstore, err := mlpTrainingStore(32, rec, nil, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.Hashes["mlp/"+name], err = fingerprint(mstep, mprog, mloss, 3); err != nil {
+		if hashes["mlp/"+name], err = fingerprint(mstep, mprog, mloss, mstore, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return hashes
+}
+
+func sameBitsChild(t *testing.T) {
+	run := sameBitsRun{Kernel: kernels.Kernel(), KernelBF16: kernels.KernelBF16(), Hashes: sameBitsHashes(t)}
 	b, _ := json.Marshal(run)
 	fmt.Printf("SAMEBITS %s\n", b)
 }
@@ -165,5 +183,59 @@ func TestKernelsTrainToTheSameBits(t *testing.T) {
 	}
 	if compared == 0 {
 		t.Fatal("nothing compared")
+	}
+}
+
+// trainedBitsWant holds sameBitsChild's hashes as computed on linux/amd64
+// (AVX-512 and AVX2 kernels): the same on every machine and kernel —
+// arm64's NEON kernels under qemu in CI included — except the bf16 and
+// FP8 ones where the bf16 kernel is AMX's (its own order) or none
+// (OCTET_GEMM_KERNEL=fp32).
+var trainedBitsWant = map[string]uint64{
+	"gpt/ao-rowwise":  0x62d93cdb79d0f63b,
+	"gpt/bf16":        0xb7cff7aec890623e,
+	"gpt/fp32":        0x338146e4f1c45542,
+	"gpt/fp8-block":   0xe246928ab460d689,
+	"gpt/fp8-delayed": 0xa62de6935b6b330b,
+	"gpt/fp8-mxfp8":   0xdbd237420b2be88,
+	"gpt/nvfp4":       0xbbdd68ca341b1f6a,
+	"mlp/ao-rowwise":  0x30e0ef7f69a1176,
+	"mlp/bf16":        0xeb39e037bf9f2d90,
+	"mlp/fp32":        0x95690cf1e592b540,
+	"mlp/fp8-block":   0xb2720f83ff078867,
+	"mlp/fp8-delayed": 0x1be7f6a20a3179af,
+	"mlp/fp8-mxfp8":   0xb8c5e52c41271bbe,
+	"mlp/nvfp4":       0x7196d8c3597f8446,
+}
+
+// TestTrainsToFixedBits trains what TestKernelsTrainToTheSameBits trains,
+// in this process with the default kernels, and compares every hash with
+// the fixed ones: a training run's losses and parameters do not depend
+// on the machine.
+func TestTrainsToFixedBits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 14 models")
+	}
+	got := sameBitsHashes(t)
+	lowOK := !strings.Contains(kernels.KernelBF16(), "amx") && kernels.KernelBF16() != "none"
+	keys := make([]string, 0, len(got))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var all []string
+	bad := 0
+	for _, k := range keys {
+		all = append(all, fmt.Sprintf("\t%q: %#x,", k, got[k]))
+		if !strings.HasSuffix(k, "/fp32") && !lowOK {
+			continue
+		}
+		if want, ok := trainedBitsWant[k]; !ok || want != got[k] {
+			t.Errorf("%s: losses or parameters differ from the fixed hash (kernels %s, %s)", k, kernels.Kernel(), kernels.KernelBF16())
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Logf("this machine gives:\n%s", strings.Join(all, "\n"))
 	}
 }

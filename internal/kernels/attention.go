@@ -2,8 +2,6 @@ package kernels
 
 import (
 	"math"
-
-	"github.com/chewxy/math32"
 )
 
 // Fused causal self-attention, forward and backward, after
@@ -291,7 +289,7 @@ func (a *Attention) Forward(worker, bh int, qkv, y, lse []float32) {
 			for i := range yr {
 				yr[i] *= inv
 			}
-			lse[bh*t+i0+r] = w.m[r] + math32.Log(w.l[r])
+			lse[bh*t+i0+r] = w.m[r] + Log32(w.l[r]) // the same bits on every machine (math32.Log is assembly on amd64)
 		}
 	}
 }
