@@ -13,6 +13,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/recipe"
 )
 
 // The same figures as the command, as Go benchmarks:
@@ -68,7 +69,7 @@ all:
 			if debug {
 				dbg = cfg
 			}
-			step, err := octetMLPDebug(128, fp8.TERecipe{}, dbg, b.TempDir())
+			step, err := octetMLPDebug(128, recipe.TE{}, dbg, b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -89,17 +90,17 @@ func BenchmarkGPTIteration(b *testing.B) {
 	}
 }
 
-func recipeName(r fp8.Recipe) string {
+func recipeName(r recipe.Recipe) string {
 	if r == nil {
 		return "fp32"
 	}
 	if r.Backend() == fp8.BackendBF16 {
 		return "bf16"
 	}
-	if _, ok := r.(fp8.Float8BlockRecipe); ok {
+	if _, ok := r.(recipe.Float8Block); ok {
 		return "fp8block"
 	}
-	if _, ok := r.(fp8.NVFP4Recipe); ok {
+	if _, ok := r.(recipe.NVFP4); ok {
 		return "nvfp4"
 	}
 	return "fp8"
@@ -152,9 +153,9 @@ func TestFusedAttentionTrainsLikeUnfused(t *testing.T) {
 		t.Skip("50 steps of the baby GPT, twice per precision: run with -tags long (not with -short, or every kernel a Go twin)")
 	}
 	for _, c := range []struct {
-		rec             fp8.Recipe
+		rec             recipe.Recipe
 		first, ten, all float64
-	}{{nil, 1e-6, 1e-6, 5e-4}, {fp8.TERecipe{}, 1e-5, 1e-3, 5e-2}} {
+	}{{nil, 1e-6, 1e-6, 5e-4}, {recipe.TE{}, 1e-5, 1e-3, 5e-2}} {
 		losses := [2][]float64{}
 		for i, unfused := range []bool{false, true} {
 			cfg := gptConfig

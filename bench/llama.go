@@ -5,10 +5,10 @@ import (
 	"math/rand/v2"
 
 	"github.com/octetml/octet/data"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
 	"github.com/octetml/octet/train"
 )
 
@@ -24,7 +24,7 @@ const llamaBatch = 4
 // llamaTraining returns one training iteration (forward, backward,
 // AdamW) of a Llama of cfg on random tokens, through the library, with
 // its compiled program.
-func llamaTraining(cfg nn.LlamaConfig, batch int, recipe fp8.Recipe) (func() error, *graph.Program, error) {
+func llamaTraining(cfg nn.LlamaConfig, batch int, rec recipe.Recipe) (func() error, *graph.Program, error) {
 	t := cfg.MaxPositionEmbeddings
 	model := func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
@@ -45,7 +45,7 @@ func llamaTraining(cfg nn.LlamaConfig, batch int, recipe fp8.Recipe) (func() err
 	if err != nil {
 		return nil, nil, err
 	}
-	step, _, s, err := stepper(model, ds, batch, recipe, nil, "", false, 0.1, 3e-4)
+	step, _, s, err := stepper(model, ds, batch, rec, nil, "", false, 0.1, 3e-4)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -16,9 +16,9 @@
 // width 768, vocabulary 50,304, context 64, batch 4, with its GEMM FLOPs,
 // the fraction of the float32 GEMM rate it reaches and the planned
 // activation arena at context 512. Each precision runs the same model:
-// float32, bf16 mixed precision (fp8.BF16Recipe) and FP8 (TE, HYBRID);
+// float32, bf16 mixed precision (recipe.BF16) and FP8 (TE, HYBRID);
 // the MLP step and the baby GPT also run Transformer Engine's
-// Float8BlockScaling (fp8.Float8BlockRecipe's defaults).
+// Float8BlockScaling (recipe.Float8Block's defaults).
 // Each figure is the median of -reps timed runs after warm-up, the
 // contenders of a table section interleaved so they share machine
 // conditions.
@@ -41,6 +41,8 @@ import (
 	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/precision"
+	"github.com/octetml/octet/recipe"
 	"github.com/octetml/octet/train"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
@@ -91,14 +93,14 @@ type Results struct {
 	MLPFP32    float64 `json:"mlp_step_ms_fp32"`
 	MLPBF16    float64 `json:"mlp_step_ms_bf16"`
 	MLPFP8     float64 `json:"mlp_step_ms_fp8"`
-	// Float8BlockScaling (fp8.Float8BlockRecipe{}), and its ratio to
+	// Float8BlockScaling (recipe.Float8Block{}), and its ratio to
 	// delayed scaling (TE HYBRID): the median over the rounds of the
 	// ratio of the two samples each round takes back to back (see
 	// pairedRatio), so that a change in the machine's load between
 	// rounds moves both.
 	MLPFP8Block        float64 `json:"mlp_step_ms_fp8block"`
 	MLPFP8BlockOverFP8 float64 `json:"ratio_mlp_fp8block_over_fp8"`
-	// NVFP4BlockScaling (fp8.NVFP4Recipe{}: the transform, stochastic
+	// NVFP4BlockScaling (recipe.NVFP4{}: the transform, stochastic
 	// rounding, 2-D weights), and its ratio to delayed scaling (paired
 	// as Float8BlockScaling's; the baby GPT's ratios likewise).
 	MLPNVFP4           float64 `json:"mlp_step_ms_nvfp4"`
@@ -236,12 +238,12 @@ func randn(rng *rand.Rand, size int, std float64) []float32 {
 
 // precisions are the recipes the model figures compare: float32 (nil),
 // bf16 mixed precision and FP8 (TE, HYBRID).
-var precisions = []fp8.Recipe{nil, fp8.BF16Recipe{}, fp8.TERecipe{}}
+var precisions = []recipe.Recipe{nil, recipe.BF16{}, recipe.TE{}}
 
 // smallRecipes are the recipes of the MLP and baby-GPT figures: the
 // precisions, then Transformer Engine's Float8BlockScaling (its
 // defaults: E4M3, 1-D inputs and gradients, 2-D weights).
-var smallRecipes = append(append([]fp8.Recipe(nil), precisions...), fp8.Float8BlockRecipe{}, fp8.NVFP4Recipe{})
+var smallRecipes = append(append([]recipe.Recipe(nil), precisions...), recipe.Float8Block{}, recipe.NVFP4{})
 
 func run(n, batch, reps int, withGPT bool) (*Results, error) {
 	if err := kernels.CheckEnv(); err != nil {
@@ -354,14 +356,14 @@ var mlpSizes = []int{784, 512, 512, 10}
 // trainer for the recipe (nil: float32; parameters from seed 1, AdamW at
 // a constant rate), stepping one fixed batch (ds holds exactly one); with
 // debugDir, cfg's FP8 statistics are logged there.
-func stepper(model train.ModelFunc, ds data.Dataset, batch int, recipe fp8.Recipe, cfg *inspect.Config, debugDir string, noFusion bool, weightDecay, lr float64) (func() error, *train.Trainer, *train.Stepper, error) {
-	prec := train.Precision{}
+func stepper(model train.ModelFunc, ds data.Dataset, batch int, rec recipe.Recipe, cfg *inspect.Config, debugDir string, noFusion bool, weightDecay, lr float64) (func() error, *train.Trainer, *train.Stepper, error) {
+	prec := precision.Config{}
 	switch {
-	case recipe == nil:
-	case recipe.Backend() == fp8.BackendBF16:
+	case rec == nil:
+	case rec.Backend() == fp8.BackendBF16:
 		prec.MixedPrecision = "bf16"
 	default:
-		prec.MixedPrecision, prec.Use = "fp8", recipe
+		prec.MixedPrecision, prec.Use = "fp8", rec
 	}
 	tr, err := train.New(train.Config{Model: model, Precision: prec, BatchSize: batch, NoShuffle: true, Seed: 1, LR: lr, WeightDecay: weightDecay,
 		Debug: cfg, DebugLogDir: debugDir, NoFusion: noFusion})
@@ -377,32 +379,32 @@ func stepper(model train.ModelFunc, ds data.Dataset, batch int, recipe fp8.Recip
 
 // octetMLP returns one training step of the MLP with a recipe (nil:
 // float32).
-func octetMLP(batch int, recipe fp8.Recipe) (func() error, error) {
-	return octetMLPDebug(batch, recipe, nil, "")
+func octetMLP(batch int, rec recipe.Recipe) (func() error, error) {
+	return octetMLPDebug(batch, rec, nil, "")
 }
 
 // octetMLPDebug is octetMLP with an FP8 debug config logging to dir.
-func octetMLPDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, error) {
-	step, _, _, err := mlpTrainingDebug(batch, recipe, cfg, dir)
+func octetMLPDebug(batch int, rec recipe.Recipe, cfg *inspect.Config, dir string) (func() error, error) {
+	step, _, _, err := mlpTrainingDebug(batch, rec, cfg, dir)
 	return step, err
 }
 
 // mlpTraining returns one training step of the MLP, its program and
 // its loss node.
-func mlpTraining(batch int, recipe fp8.Recipe) (func() error, *graph.Program, *graph.Node, error) {
-	return mlpTrainingDebug(batch, recipe, nil, "")
+func mlpTraining(batch int, rec recipe.Recipe) (func() error, *graph.Program, *graph.Node, error) {
+	return mlpTrainingDebug(batch, rec, nil, "")
 }
 
 // mlpTrainingDebug is mlpTraining with an FP8 debug config logging to
 // dir.
-func mlpTrainingDebug(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, *graph.Program, *graph.Node, error) {
-	step, prog, loss, _, err := mlpTrainingStore(batch, recipe, cfg, dir)
+func mlpTrainingDebug(batch int, rec recipe.Recipe, cfg *inspect.Config, dir string) (func() error, *graph.Program, *graph.Node, error) {
+	step, prog, loss, _, err := mlpTrainingStore(batch, rec, cfg, dir)
 	return step, prog, loss, err
 }
 
 // mlpTrainingStore is mlpTrainingDebug that also returns the parameter
 // store.
-func mlpTrainingStore(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir string) (func() error, *graph.Program, *graph.Node, *graph.Store, error) {
+func mlpTrainingStore(batch int, rec recipe.Recipe, cfg *inspect.Config, dir string) (func() error, *graph.Program, *graph.Node, *graph.Store, error) {
 	model := func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
 		b := nn.NewBuilder(g)
@@ -424,7 +426,7 @@ func mlpTrainingStore(batch int, recipe fp8.Recipe, cfg *inspect.Config, dir str
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	step, tr, s, err := stepper(model, ds, batch, recipe, cfg, dir, false, 0.01, 1e-3)
+	step, tr, s, err := stepper(model, ds, batch, rec, cfg, dir, false, 0.01, 1e-3)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -442,27 +444,27 @@ const gptBatch = 12
 
 // octetGPT returns one training iteration of the baby GPT with a recipe
 // (see octetGPTProgram).
-func octetGPT(recipe fp8.Recipe) (func() error, error) {
-	step, _, err := octetGPTProgram(recipe)
+func octetGPT(rec recipe.Recipe) (func() error, error) {
+	step, _, err := octetGPTProgram(rec)
 	return step, err
 }
 
 // octetGPTProgram returns one training iteration of the baby GPT with a
 // recipe (nil: float32) on a fixed random batch, and its program.
-func octetGPTProgram(recipe fp8.Recipe) (func() error, *graph.Program, error) {
-	step, prog, _, err := gptTraining(gptConfig, gptBatch, recipe, false)
+func octetGPTProgram(rec recipe.Recipe) (func() error, *graph.Program, error) {
+	step, prog, _, err := gptTraining(gptConfig, gptBatch, rec, false)
 	return step, prog, err
 }
 
 // gptTraining is octetGPTProgram for a GPT configuration, with or
 // without Prepare's Fuse stage, also returning the loss node.
-func gptTraining(cfg nn.GPTConfig, batch int, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, error) {
-	step, prog, loss, _, err := gptTrainingStore(cfg, batch, recipe, noFusion)
+func gptTraining(cfg nn.GPTConfig, batch int, rec recipe.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, error) {
+	step, prog, loss, _, err := gptTrainingStore(cfg, batch, rec, noFusion)
 	return step, prog, loss, err
 }
 
 // gptTrainingStore is gptTraining that also returns the parameter store.
-func gptTrainingStore(cfg nn.GPTConfig, batch int, recipe fp8.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, *graph.Store, error) {
+func gptTrainingStore(cfg nn.GPTConfig, batch int, rec recipe.Recipe, noFusion bool) (func() error, *graph.Program, *graph.Node, *graph.Store, error) {
 	t := cfg.Block
 	model := func(rows int, _ bool) (*train.Model, error) {
 		g := graph.New()
@@ -488,7 +490,7 @@ func gptTrainingStore(cfg nn.GPTConfig, batch int, recipe fp8.Recipe, noFusion b
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	step, tr, s, err := stepper(model, ds, batch, recipe, nil, "", noFusion, 0.1, 3e-4)
+	step, tr, s, err := stepper(model, ds, batch, rec, nil, "", noFusion, 0.1, 3e-4)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/recipe"
 )
 
 // sameBitsEnv, when set, makes TestKernelsTrainToTheSameBits the child
@@ -22,14 +22,14 @@ const sameBitsEnv = "SAMEBITS_TEST_CHILD"
 
 // sameBitsRecipes are the precisions the test trains: float32, bf16 and
 // every FP8 recipe family.
-var sameBitsRecipes = map[string]fp8.Recipe{
-	"fp32": nil, "bf16": fp8.BF16Recipe{}, "fp8-delayed": fp8.TERecipe{},
-	"fp8-mxfp8": fp8.TERecipe{UseMXFP8BlockScaling: true}, "fp8-block": fp8.Float8BlockRecipe{},
-	"nvfp4": fp8.NVFP4Recipe{}, "ao-rowwise": aoRowwise(),
+var sameBitsRecipes = map[string]recipe.Recipe{
+	"fp32": nil, "bf16": recipe.BF16{}, "fp8-delayed": recipe.TE{},
+	"fp8-mxfp8": recipe.TE{UseMXFP8BlockScaling: true}, "fp8-block": recipe.Float8Block{},
+	"nvfp4": recipe.NVFP4{}, "ao-rowwise": aoRowwise(),
 }
 
-func aoRowwise() fp8.Recipe {
-	r, err := fp8.NewAORecipe("rowwise")
+func aoRowwise() recipe.Recipe {
+	r, err := recipe.NewAO("rowwise")
 	if err != nil {
 		panic(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -50,11 +51,11 @@ func synthetic() *mnist.Set {
 	return s
 }
 
-func newRun(t *testing.T, recipe fp8.Recipe) *run { return newRunLevel(t, recipe, "") }
+func newRun(t *testing.T, rec recipe.Recipe) *run { return newRunLevel(t, rec, "") }
 
 // newRunLevel is newRun with MS-AMP's low-bit AdamW at level (O1, O2) when
 // level is set.
-func newRunLevel(t *testing.T, recipe fp8.Recipe, level string) *run {
+func newRunLevel(t *testing.T, rec recipe.Recipe, level string) *run {
 	g := graph.New()
 	b := nn.NewBuilder(g)
 	r := &run{}
@@ -68,8 +69,8 @@ func newRunLevel(t *testing.T, recipe fp8.Recipe, level string) *run {
 	r.store = graph.NewStore()
 	require.NoError(t, b.Init(r.store, 9))
 	outs := append([]*graph.Node{r.loss}, grads...)
-	if recipe != nil {
-		prep, err := passes.Prepare(g, r.store, passes.Config{Recipe: recipe, TrainOutputs: outs, Filter: func(*graph.Node, string) bool { return true }})
+	if rec != nil {
+		prep, err := passes.Prepare(g, r.store, passes.Config{Recipe: rec, TrainOutputs: outs, Filter: func(*graph.Node, string) bool { return true }})
 		require.NoError(t, err)
 		r.prog = prep.Train
 	} else {
@@ -79,7 +80,7 @@ func newRunLevel(t *testing.T, recipe fp8.Recipe, level string) *run {
 	params, err := optim.Bind(r.store, r.prog, b.Params(), grads)
 	require.NoError(t, err)
 	if level != "" {
-		r.opt, err = optim.NewLowBitAdam(params, fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil)
+		r.opt, err = optim.NewLowBitAdam(params, recipe.MSAMP{OptLevel: level}, 0.01, nil)
 		require.NoError(t, err)
 	} else {
 		r.opt = optim.NewAdamW(params, 0.01)
@@ -129,20 +130,20 @@ func bits(v []float32) []uint32 {
 // scales and histories, optimizer moments and the losses agree to the bit.
 func TestResumeIsExact(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		recipe fp8.Recipe
-		level  string
-	}{{"float32", nil, ""}, {"FP8 TE delayed", fp8.TERecipe{AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo, Interval: 2}, ""},
-		{"MS-AMP O1", fp8.MSAMPRecipe{OptLevel: "O1"}, "O1"}, {"MS-AMP O2", fp8.MSAMPRecipe{}, "O2"}, {"bf16", fp8.BF16Recipe{}, ""}} {
+		name  string
+		rec   recipe.Recipe
+		level string
+	}{{"float32", nil, ""}, {"FP8 TE delayed", recipe.TE{AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo, Interval: 2}, ""},
+		{"MS-AMP O1", recipe.MSAMP{OptLevel: "O1"}, "O1"}, {"MS-AMP O2", recipe.MSAMP{}, "O2"}, {"bf16", recipe.BF16{}, ""}} {
 		const n, m = 7, 6
-		straight := newRunLevel(t, c.recipe, c.level)
+		straight := newRunLevel(t, c.rec, c.level)
 		straight.steps(t, n+m)
 
-		first := newRunLevel(t, c.recipe, c.level)
+		first := newRunLevel(t, c.rec, c.level)
 		first.steps(t, n)
 		path := filepath.Join(t.TempDir(), "ckpt.safetensors")
 		require.NoError(t, Save(path, first.state(t)))
-		resumed := newRunLevel(t, c.recipe, c.level)
+		resumed := newRunLevel(t, c.rec, c.level)
 		resumed.restore(t, path)
 		resumed.steps(t, m)
 
@@ -167,7 +168,7 @@ func TestResumeIsExact(t *testing.T) {
 				require.Equal(t, mt.Steps, mr.Steps)
 			}
 		}
-		if c.recipe != nil {
+		if c.rec != nil {
 			require.NotEmpty(t, fp8Layers(straight.store))
 		}
 	}
@@ -189,7 +190,7 @@ func (f *failingWriter) Write(p []byte) (int, error) {
 }
 
 func TestCrashMidSaveKeepsOldCheckpoint(t *testing.T) {
-	r := newRun(t, fp8.TERecipe{})
+	r := newRun(t, recipe.TE{})
 	r.steps(t, 2)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ckpt.safetensors")
@@ -204,19 +205,19 @@ func TestCrashMidSaveKeepsOldCheckpoint(t *testing.T) {
 	require.Equal(t, old, now, "the previous checkpoint is untouched")
 	entries, _ := os.ReadDir(dir)
 	require.Len(t, entries, 1, "no temporary file is left behind")
-	fresh := newRun(t, fp8.TERecipe{})
+	fresh := newRun(t, recipe.TE{})
 	fresh.restore(t, path)
 	require.Equal(t, int64(2), fresh.prog.Step())
 }
 
 func TestCorruptFilesAreRefusedWhole(t *testing.T) {
-	r := newRun(t, fp8.TERecipe{})
+	r := newRun(t, recipe.TE{})
 	r.steps(t, 3)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ckpt.safetensors")
 	require.NoError(t, Save(path, r.state(t)))
 	good, _ := os.ReadFile(path)
-	target := newRun(t, fp8.TERecipe{})
+	target := newRun(t, recipe.TE{})
 	before := bits(target.store.Float32("mlp.fc1.weight"))
 	for name, data := range map[string][]byte{
 		"empty":          {},
@@ -247,15 +248,15 @@ func TestCorruptFilesAreRefusedWhole(t *testing.T) {
 	require.ErrorContains(t, Load(p32, target.state(t)), "has no state for it")
 	// A bf16 checkpoint records its layers: it loads into a bf16 run
 	// only.
-	b16 := newRun(t, fp8.BF16Recipe{})
+	b16 := newRun(t, recipe.BF16{})
 	pb16 := filepath.Join(dir, "bf16.safetensors")
 	require.NoError(t, Save(pb16, b16.state(t)))
-	require.NoError(t, Load(pb16, newRun(t, fp8.BF16Recipe{}).state(t)))
+	require.NoError(t, Load(pb16, newRun(t, recipe.BF16{}).state(t)))
 	require.ErrorContains(t, Load(pb16, fp32.state(t)), "was converted with the bf16 backend")
 	require.ErrorContains(t, Load(pb16, target.state(t)), "bf16 backend")
 	require.ErrorContains(t, Load(path, b16.state(t)), "saved with the te backend, this run uses bf16")
 	// Another fp8_format is refused.
-	e4 := newRun(t, fp8.TERecipe{Format: fp8.AllE4M3})
+	e4 := newRun(t, recipe.TE{Format: recipe.AllE4M3})
 	require.ErrorContains(t, Load(path, e4.state(t)), "fp8_format")
 	// The recipe named in the metadata must match.
 	st := target.state(t)
@@ -267,7 +268,7 @@ func TestCorruptFilesAreRefusedWhole(t *testing.T) {
 // (length, JSON header, little-endian data), independent of the library
 // the package writes with.
 func TestOtherReader(t *testing.T) {
-	r := newRun(t, fp8.TERecipe{})
+	r := newRun(t, recipe.TE{})
 	r.steps(t, 1)
 	path := filepath.Join(t.TempDir(), "ckpt.safetensors")
 	require.NoError(t, Save(path, r.state(t)))
@@ -304,7 +305,7 @@ func tinyState(t testing.TB) *State {
 	store := graph.NewStore()
 	require.NoError(t, store.SetFloat32("w", []float32{1, 2, 3, 4, 5, 6}, 2, 3))
 	require.NoError(t, store.SetFloat32("b", []float32{0.5, -0.5}, 2))
-	te := fp8.TERecipe{AmaxHistoryLen: 3}
+	te := recipe.TE{AmaxHistoryLen: 3}
 	store.SetState(fp8.LayerStateKey("fc"), &fp8.LayerState{FQN: "fc", Backend: fp8.BackendTE, Input: te.NewMeta(false), Weight: te.NewMeta(false), GradOutput: te.NewMeta(true)})
 	params := []optim.Param{{Name: "w", W: store.Float32("w"), G: make([]float32, 6), Decay: true}, {Name: "b", W: store.Float32("b"), G: make([]float32, 2)}}
 	return &State{Store: store, Optimizer: optim.NewAdamW(params, 0.01), Step: 3, RNG: map[string][]byte{"loader": {1, 2, 3}}}
@@ -486,13 +487,13 @@ func TestTruncatedAndTrailing(t *testing.T) {
 // delayed-scaling recipe does not load into a run whose margin, interval,
 // algorithm or history length differ.
 func TestResumeRefusesChangedScalingSettings(t *testing.T) {
-	saved := fp8.TERecipe{Margin: 1, Interval: 2, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo}
+	saved := recipe.TE{Margin: 1, Interval: 2, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo}
 	src := newRun(t, saved)
 	src.steps(t, 2)
 	path := filepath.Join(t.TempDir(), "c.safetensors")
 	require.NoError(t, Save(path, src.state(t)))
 	require.NoError(t, Load(path, newRun(t, saved).state(t)))
-	for want, r := range map[string]fp8.TERecipe{
+	for want, r := range map[string]recipe.TE{
 		"margin":            {Margin: 2, Interval: 2, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo},
 		"interval":          {Margin: 1, Interval: 3, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo},
 		"amax_compute_algo": {Margin: 1, Interval: 2, AmaxHistoryLen: 4},

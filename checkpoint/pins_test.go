@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/nlpodyssey/safetensors"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,7 +64,7 @@ func lowBitState(t *testing.T) *State {
 	store := graph.NewStore()
 	require.NoError(t, store.SetFloat32("w", []float32{1, 2, 3, 4, 5, 6, 7, 8}, 2, 4))
 	params := []optim.Param{{Name: "w", W: store.Float32("w"), G: []float32{1, -1, 1, -1, 1, -1, 1, -1}, Decay: true}}
-	opt, err := optim.NewLowBitAdam(params, fp8.MSAMPRecipe{OptLevel: "O2"}, 0.01, nil)
+	opt, err := optim.NewLowBitAdam(params, recipe.MSAMP{OptLevel: "O2"}, 0.01, nil)
 	require.NoError(t, err)
 	opt.Step(1e-3)
 	return &State{Store: store, Optimizer: opt}

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -57,7 +57,7 @@ func TestLoadRefusesDroppedOptimizerState(t *testing.T) {
 // and a load before Prepare apart with errors.Is.
 func TestLoadErrorKinds(t *testing.T) {
 	dir := t.TempDir()
-	r := newRun(t, fp8.TERecipe{})
+	r := newRun(t, recipe.TE{})
 	r.steps(t, 1)
 	path := filepath.Join(dir, "c.safetensors")
 	require.NoError(t, Save(path, r.state(t)))

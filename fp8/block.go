@@ -19,23 +19,16 @@ import (
 // 128×128 (2-D).
 const Float8BlockSize = 128
 
-// Float8BlockCast says how a tensor is cast with Float8BlockScaling.
-type Float8BlockCast struct {
-	// Dim is 1 (1×128 blocks along each row) or 2 (128×128 tiles).
-	Dim int
-	// Format is E4M3 or E5M2.
-	Format Format
-	// FP32Scales keeps each block's scale as computed; otherwise it is
-	// rounded down to a power of two (NVTE_FP8_BLOCK_SCALING_FP32_SCALES
-	// unset).
-	FP32Scales bool
-	// Eps is the amax floor: a block whose amax is below Eps takes Eps.
-	Eps float32
-}
-
-func (c Float8BlockCast) check(op string) error {
-	if c.Dim != 1 && c.Dim != 2 {
-		return fmt.Errorf("fp8: %s: block dimension %d, want 1 (1×128) or 2 (128×128)", op, c.Dim)
+// checkFloat8Blocks refuses a quantizer the block casts cannot follow:
+// another kind, a block dimension other than 1 or 2 (0 means 1), a
+// negative, NaN or infinite amax epsilon, a format other than E4M3 and
+// E5M2.
+func (c Quantizer) checkFloat8Blocks(op string) error {
+	if c.Kind != Float8Blocks {
+		return fmt.Errorf("fp8: %s: a %v quantizer, want Float8BlockScaling (Kind Float8Blocks)", op, c.Kind)
+	}
+	if c.BlockDim < 0 || c.BlockDim > 2 {
+		return fmt.Errorf("fp8: %s: block dimension %d, want 1 (1×128) or 2 (128×128)", op, c.BlockDim)
 	}
 	if !(c.Eps >= 0) || math.IsInf(float64(c.Eps), 0) {
 		return fmt.Errorf("fp8: %s: amax epsilon %v, want a finite number ≥ 0", op, c.Eps)
@@ -80,25 +73,25 @@ func c8mask(fp32Scales bool) uint32 {
 // scaleInv (Float8BlockScaleShape, row-major). A block at a ragged edge holds
 // only its own elements. Short slices or a bad cast are errors, and
 // nothing is written.
-func QuantizeFloat8Block(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast) error {
-	_, err := QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, 1, c, 0, Float8BlockSlices(rows, cols, 1, c.Dim), nil)
+func QuantizeFloat8Block(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Quantizer) error {
+	_, err := QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, 1, c, 0, Float8BlockSlices(rows, cols, 1, c.Dim()), nil)
 	return err
 }
 
 // DequantizeFloat8Block writes Decode(q)·scale_inv of each code to dst (the
 // values the block-scaled GEMM multiplies).
-func DequantizeFloat8Block(dst []float32, src []uint8, scaleInv []float32, rows, cols int, c Float8BlockCast) error {
-	if err := c.check("dequantize block"); err != nil {
+func DequantizeFloat8Block(dst []float32, src []uint8, scaleInv []float32, rows, cols int, c Quantizer) error {
+	if err := c.checkFloat8Blocks("dequantize block"); err != nil {
 		return err
 	}
-	sr, sc := Float8BlockScaleShape(rows, cols, c.Dim)
+	sr, sc := Float8BlockScaleShape(rows, cols, c.Dim())
 	if err := checkMatrix("dequantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols}, "scale_inv": {len(scaleInv), sr * sc}}); err != nil {
 		return err
 	}
 	tab := decodeTable(c.Format)
 	for r := 0; r < rows; r++ {
 		br := r
-		if c.Dim == 2 {
+		if c.Dim() == 2 {
 			br = r / Float8BlockSize
 		}
 		for j := 0; j < cols; j++ {
@@ -139,18 +132,18 @@ func TransposeFloat8Block2D(dstCodes []uint8, dstScaleInv []float32, codes []uin
 // is multiplied by both operands' scale_inv for the slice, and the slices
 // are added in float32 in order. Bad shapes or two 2-D operands are
 // errors.
-func Float8BlockGEMM(c []float32, m, n, k int, a []uint8, aScaleInv []float32, ac Float8BlockCast, b []uint8, bScaleInv []float32, bc Float8BlockCast) error {
-	if err := ac.check("block GEMM: A"); err != nil {
+func Float8BlockGEMM(c []float32, m, n, k int, a []uint8, aScaleInv []float32, ac Quantizer, b []uint8, bScaleInv []float32, bc Quantizer) error {
+	if err := ac.checkFloat8Blocks("block GEMM: A"); err != nil {
 		return err
 	}
-	if err := bc.check("block GEMM: B"); err != nil {
+	if err := bc.checkFloat8Blocks("block GEMM: B"); err != nil {
 		return err
 	}
-	if ac.Dim == 2 && bc.Dim == 2 {
+	if ac.Dim() == 2 && bc.Dim() == 2 {
 		return fmt.Errorf("fp8: block GEMM: both operands have 2-D (128×128) blocks; Transformer Engine multiplies a 2-D operand only with a 1-D one")
 	}
-	ar, acn := Float8BlockScaleShape(m, k, ac.Dim)
-	br, bcn := Float8BlockScaleShape(n, k, bc.Dim)
+	ar, acn := Float8BlockScaleShape(m, k, ac.Dim())
+	br, bcn := Float8BlockScaleShape(n, k, bc.Dim())
 	if err := checkMatrix("block GEMM", m, n, map[string][2]int{"C": {len(c), m * n}, "A": {len(a), m * k}, "B": {len(b), n * k},
 		"A scale_inv": {len(aScaleInv), ar * acn}, "B scale_inv": {len(bScaleInv), br * bcn}}); err != nil {
 		return err
@@ -158,12 +151,12 @@ func Float8BlockGEMM(c []float32, m, n, k int, a []uint8, aScaleInv []float32, a
 	ta, tb := decodeTable(ac.Format), decodeTable(bc.Format)
 	for i := 0; i < m; i++ {
 		ia := i
-		if ac.Dim == 2 {
+		if ac.Dim() == 2 {
 			ia = i / Float8BlockSize
 		}
 		for j := 0; j < n; j++ {
 			jb := j
-			if bc.Dim == 2 {
+			if bc.Dim() == 2 {
 				jb = j / Float8BlockSize
 			}
 			var acc float32
@@ -206,8 +199,8 @@ func Float8BlockScaleCount(rows, cols, axis, dim int) int {
 // errors, and nothing is written. work, when it holds at least cols
 // values, is the column-wise cast's scratch (so that a training step
 // allocates nothing); otherwise that cast allocates its own.
-func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, work []float32) (float32, error) {
-	return QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, axis, c, 0, Float8BlockSlices(rows, cols, axis, c.Dim), work)
+func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Quantizer, work []float32) (float32, error) {
+	return QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, axis, c, 0, Float8BlockSlices(rows, cols, axis, c.Dim()), work)
 }
 
 // Float8BlockSlices returns into how many independent slices
@@ -233,18 +226,18 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 // column-wise cast, 129·⌈cols/128⌉ for 128×128 tiles, ⌈cols/128⌉
 // otherwise, is the cast's scratch (else it allocates its own when it
 // needs one).
-func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Float8BlockCast, lo, hi int, work []float32) (float32, error) {
+func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Quantizer, lo, hi int, work []float32) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
 	}
-	if err := c.check("quantize block"); err != nil {
+	if err := c.checkFloat8Blocks("quantize block"); err != nil {
 		return 0, err
 	}
 	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols},
-		"scale_inv": {len(scaleInv), Float8BlockScaleCount(rows, cols, axis, c.Dim)}}); err != nil {
+		"scale_inv": {len(scaleInv), Float8BlockScaleCount(rows, cols, axis, c.Dim())}}); err != nil {
 		return 0, err
 	}
-	if n := Float8BlockSlices(rows, cols, axis, c.Dim); lo < 0 || hi > n || lo > hi {
+	if n := Float8BlockSlices(rows, cols, axis, c.Dim()); lo < 0 || hi > n || lo > hi {
 		return 0, fmt.Errorf("fp8: quantize block: slices [%d, %d) of %d", lo, hi, n)
 	}
 	var total uint32 // amax bits: NaN sorts above +inf
@@ -252,7 +245,7 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 	cast, mask := formats[c.Format].cast, c8mask(c.FP32Scales)
 	full := cols / Float8BlockSize
 	switch {
-	case c.Dim == 2:
+	case c.Dim() == 2:
 		// Each band's tiles through the fused kernel (amax, scale and
 		// codes, a tile at a time); a band holding a NaN through
 		// castTileBand.
@@ -338,12 +331,12 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 // rows, as the part of the producer that wrote them did. work, when it
 // holds at least cols values, is its scratch. It returns the bands'
 // amax (NaN if an element is NaN).
-func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, b0, b1 int, work []float32) (float32, error) {
-	if err := c.check("quantize block"); err != nil {
+func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Quantizer, b0, b1 int, work []float32) (float32, error) {
+	if err := c.checkFloat8Blocks("quantize block"); err != nil {
 		return 0, err
 	}
-	if c.Dim != 1 {
-		return 0, fmt.Errorf("fp8: quantize block: bands of a column-wise cast need 1-D blocks, got dimension %d", c.Dim)
+	if c.Dim() != 1 {
+		return 0, fmt.Errorf("fp8: quantize block: bands of a column-wise cast need 1-D blocks, got dimension %d", c.Dim())
 	}
 	if err := checkMatrix("quantize block", rows, cols, map[string][2]int{"dst": {len(dst), rows * cols}, "src": {len(src), rows * cols},
 		"scale_inv": {len(scaleInv), Float8BlockScaleCount(rows, cols, 0, 1)}}); err != nil {
@@ -368,7 +361,7 @@ func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, ro
 // fused kernel does it strip by strip (16 columns: amaxes, scales,
 // codes, the strip read from memory once); a strip holding a NaN goes
 // through castColsNaN.
-func castColsBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, b, lo, hi int, work []float32) uint32 {
+func castColsBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Quantizer, b, lo, hi int, work []float32) uint32 {
 	w := hi - lo
 	inv := work[:w]
 	nbr := (rows + Float8BlockSize - 1) / Float8BlockSize
@@ -405,7 +398,7 @@ var nanPaths atomic.Int64
 // castColsNaN casts columns [j0, j1) (at most 16) of rows [r0, r1), some
 // holding a NaN, writing their scale_invs to inv: each column's amax
 // leaves the NaN out (fmaxf's rule), and the band's amax is NaN.
-func castColsNaN(dst []uint8, inv []float32, src []float32, cols int, c Float8BlockCast, r0, r1, j0, j1 int) uint32 {
+func castColsNaN(dst []uint8, inv []float32, src []float32, cols int, c Quantizer, r0, r1, j0, j1 int) uint32 {
 	nanPaths.Add(1)
 	var am [16]uint32
 	var scale [16]float32
@@ -422,7 +415,7 @@ func castColsNaN(dst []uint8, inv []float32, src []float32, cols int, c Float8Bl
 // castRowBlocks casts row r's 1×128 blocks when one holds a NaN (its
 // amax leaves the NaN out), with work (⌈cols/128⌉ values), and returns
 // the row's amax bits (NaN above +inf).
-func castRowBlocks(dst []uint8, scaleInv []float32, src []float32, cols int, c Float8BlockCast, r int, work []float32) uint32 {
+func castRowBlocks(dst []uint8, scaleInv []float32, src []float32, cols int, c Quantizer, r int, work []float32) uint32 {
 	nanPaths.Add(1)
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
 	row, scales := unsafeBits(work[:nb]), work[:nb] // each amax becomes its scale in place
@@ -441,7 +434,7 @@ func castRowBlocks(dst []uint8, scaleInv []float32, src []float32, cols int, c F
 // castTileBand casts band br's 128×128 tiles when one holds a NaN (its
 // amax leaves the NaN out), with work (129·⌈cols/128⌉ values), and
 // returns the band's amax bits (NaN above +inf).
-func castTileBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Float8BlockCast, br int, work []float32) uint32 {
+func castTileBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Quantizer, br int, work []float32) uint32 {
 	nanPaths.Add(1)
 	nb := (cols + Float8BlockSize - 1) / Float8BlockSize
 	full := cols / Float8BlockSize

@@ -80,7 +80,7 @@ func TestFloat8BlockMatchesDefinition(t *testing.T) {
 					fp32 bool
 					eps  float32
 				}{{false, 0}, {true, 0}, {false, 1e-4}} {
-					c := Float8BlockCast{Dim: dim, Format: f, FP32Scales: mode.fp32, Eps: mode.eps}
+					c := Quantizer{Kind: Float8Blocks, BlockDim: dim, Format: f, FP32Scales: mode.fp32, Eps: mode.eps}
 					sr, sc := Float8BlockScaleShape(rows, cols, dim)
 					codes, inv := make([]uint8, rows*cols), make([]float32, sr*sc)
 					if err := QuantizeFloat8Block(codes, inv, src, rows, cols, c); err != nil {
@@ -163,9 +163,9 @@ func TestFloat8BlockTransposeAndGEMM(t *testing.T) {
 		b[i] = float32(rng.NormFloat64() * 3)
 	}
 	for _, dims := range [][2]int{{1, 1}, {1, 2}, {2, 1}} {
-		ac, bc := Float8BlockCast{Dim: dims[0], Format: E4M3}, Float8BlockCast{Dim: dims[1], Format: E4M3}
-		ar, acn := Float8BlockScaleShape(m, k, ac.Dim)
-		br, bcn := Float8BlockScaleShape(n, k, bc.Dim)
+		ac, bc := Quantizer{Kind: Float8Blocks, BlockDim: dims[0], Format: E4M3}, Quantizer{Kind: Float8Blocks, BlockDim: dims[1], Format: E4M3}
+		ar, acn := Float8BlockScaleShape(m, k, ac.Dim())
+		br, bcn := Float8BlockScaleShape(n, k, bc.Dim())
 		qa, sa, qb, sb := make([]uint8, m*k), make([]float32, ar*acn), make([]uint8, n*k), make([]float32, br*bcn)
 		if err := QuantizeFloat8Block(qa, sa, a, m, k, ac); err != nil {
 			t.Fatal(err)
@@ -199,7 +199,7 @@ func TestFloat8BlockTransposeAndGEMM(t *testing.T) {
 		}
 	}
 	// Two 2-D operands.
-	two := Float8BlockCast{Dim: 2, Format: E4M3}
+	two := Quantizer{Kind: Float8Blocks, BlockDim: 2, Format: E4M3}
 	if err := Float8BlockGEMM(make([]float32, 4), 2, 2, 2, make([]uint8, 4), make([]float32, 1), two, make([]uint8, 4), make([]float32, 1), two); err == nil {
 		t.Error("two 2-D operands: no error")
 	}
@@ -209,7 +209,7 @@ func TestFloat8BlockTransposeAndGEMM(t *testing.T) {
 	for i := range src {
 		src[i] = float32(rng.NormFloat64())
 	}
-	c2 := Float8BlockCast{Dim: 2, Format: E4M3}
+	c2 := Quantizer{Kind: Float8Blocks, BlockDim: 2, Format: E4M3}
 	sr, sc := Float8BlockScaleShape(rows, cols, 2)
 	q, s := make([]uint8, rows*cols), make([]float32, sr*sc)
 	_ = QuantizeFloat8Block(q, s, src, rows, cols, c2)
@@ -228,10 +228,10 @@ func TestFloat8BlockTransposeAndGEMM(t *testing.T) {
 		}
 	}
 	// Refusals.
-	if err := QuantizeFloat8Block(make([]uint8, 3), make([]float32, 1), make([]float32, 4), 2, 2, Float8BlockCast{Dim: 1, Format: E4M3}); err == nil {
+	if err := QuantizeFloat8Block(make([]uint8, 3), make([]float32, 1), make([]float32, 4), 2, 2, Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: E4M3}); err == nil {
 		t.Error("short dst: no error")
 	}
-	if err := QuantizeFloat8Block(make([]uint8, 4), make([]float32, 2), make([]float32, 4), 2, 2, Float8BlockCast{Dim: 3, Format: E4M3}); err == nil {
+	if err := QuantizeFloat8Block(make([]uint8, 4), make([]float32, 2), make([]float32, 4), 2, 2, Quantizer{Kind: Float8Blocks, BlockDim: 3, Format: E4M3}); err == nil {
 		t.Error("dim 3: no error")
 	}
 }
@@ -256,7 +256,7 @@ func TestFloat8BlockEdgesAndLengths(t *testing.T) {
 	for i := range b {
 		b[i] = float32(i%5) - 2
 	}
-	ac, bc := Float8BlockCast{Dim: 1, Format: E4M3}, Float8BlockCast{Dim: 1, Format: E4M3}
+	ac, bc := Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: E4M3}, Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: E4M3}
 	qa, sa, qb, sb := make([]uint8, m*k), make([]float32, m*2), make([]uint8, n*k), make([]float32, n*2)
 	if QuantizeFloat8Block(qa, sa, a, m, k, ac) != nil || QuantizeFloat8Block(qb, sb, b, n, k, bc) != nil {
 		t.Fatal("quantize")
@@ -288,7 +288,7 @@ func TestFloat8BlockEdgesAndLengths(t *testing.T) {
 	short("quantize scale_inv", QuantizeFloat8Block(qa, sa[:len(sa)-1], a, m, k, ac))
 	short("quantize src", QuantizeFloat8Block(qa, sa, a[:m*k-1], m, k, ac))
 	tq, ts := make([]uint8, m*k), make([]float32, 4)
-	c2 := Float8BlockCast{Dim: 2, Format: E4M3}
+	c2 := Quantizer{Kind: Float8Blocks, BlockDim: 2, Format: E4M3}
 	q2, s2 := make([]uint8, m*k), make([]float32, 2)
 	if err := QuantizeFloat8Block(q2, s2, a, m, k, c2); err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestFloat8BlockAxisIsColumnwiseCopy(t *testing.T) {
 		}
 		for _, f := range []Format{E4M3, E5M2} {
 			for _, fp32 := range []bool{false, true} {
-				c := Float8BlockCast{Dim: 1, Format: f, FP32Scales: fp32}
+				c := Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: f, FP32Scales: fp32}
 				nb := (rows + 127) / 128
 				codes, inv := make([]uint8, rows*cols), make([]float32, cols*nb)
 				amax, err := QuantizeFloat8BlockAxis(codes, inv, src, rows, cols, 0, c, nil)
@@ -357,7 +357,7 @@ func TestFloat8BlockAxisIsColumnwiseCopy(t *testing.T) {
 				// Axis 1 is QuantizeFloat8Block; a 2-D cast is the same on
 				// either axis.
 				for _, dim := range []int{1, 2} {
-					c.Dim = dim
+					c.BlockDim = dim
 					sr, sc := Float8BlockScaleShape(rows, cols, dim)
 					wc, wi := make([]uint8, rows*cols), make([]float32, sr*sc)
 					if err := QuantizeFloat8Block(wc, wi, src, rows, cols, c); err != nil {
@@ -393,11 +393,11 @@ func TestFloat8BlockAxisIsColumnwiseCopy(t *testing.T) {
 		t.Fatalf("column-wise scale count %d, want 51", n)
 	}
 	nanSrc := []float32{1, float32(math.NaN()), 3, 4}
-	a, err := QuantizeFloat8BlockAxis(make([]uint8, 4), make([]float32, 2), nanSrc, 2, 2, 0, Float8BlockCast{Dim: 1, Format: E4M3}, make([]float32, 4))
+	a, err := QuantizeFloat8BlockAxis(make([]uint8, 4), make([]float32, 2), nanSrc, 2, 2, 0, Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: E4M3}, make([]float32, 4))
 	if err != nil || a == a {
 		t.Fatalf("amax with a NaN = %v, %v; want NaN", a, err)
 	}
-	c := Float8BlockCast{Dim: 1, Format: E4M3}
+	c := Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: E4M3}
 	for _, tc := range []struct {
 		axis     int
 		dst, inv int
@@ -406,7 +406,7 @@ func TestFloat8BlockAxisIsColumnwiseCopy(t *testing.T) {
 			t.Fatalf("%+v: no error", tc)
 		}
 	}
-	if _, err := QuantizeFloat8BlockAxis(make([]uint8, 4), make([]float32, 2), []float32{1, 2, 3, 4}, 2, 2, 0, Float8BlockCast{Dim: 3, Format: E4M3}, nil); err == nil {
+	if _, err := QuantizeFloat8BlockAxis(make([]uint8, 4), make([]float32, 2), []float32{1, 2, 3, 4}, 2, 2, 0, Quantizer{Kind: Float8Blocks, BlockDim: 3, Format: E4M3}, nil); err == nil {
 		t.Fatal("dim 3: no error")
 	}
 }
@@ -464,7 +464,7 @@ func testFloat8BlockRangeSplits(t *testing.T, rng *rand.Rand, cols int) {
 	}
 	src[7*cols+3], src[90*cols+200] = float32(math.NaN()), float32(math.Inf(-1))
 	for _, cfg := range []struct{ axis, dim int }{{1, 1}, {0, 1}, {1, 2}} {
-		c := Float8BlockCast{Dim: cfg.dim, Format: E4M3}
+		c := Quantizer{Kind: Float8Blocks, BlockDim: cfg.dim, Format: E4M3}
 		n := Float8BlockSlices(rows, cols, cfg.axis, cfg.dim)
 		nsc := Float8BlockScaleCount(rows, cols, cfg.axis, cfg.dim)
 		wc, wi := make([]uint8, len(src)), make([]float32, nsc)
@@ -527,7 +527,7 @@ func TestFloat8BlockBandsSplits(t *testing.T) {
 	}
 	src[7*cols+3], src[200*cols+69] = float32(math.NaN()), float32(math.Inf(-1))
 	for _, f := range []Format{E4M3, E5M2} {
-		c := Float8BlockCast{Dim: 1, Format: f, Eps: 1e-30}
+		c := Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: f, Eps: 1e-30}
 		nsc := Float8BlockScaleCount(rows, cols, 0, 1)
 		wc, wi := make([]uint8, len(src)), make([]float32, nsc)
 		wa, err := QuantizeFloat8BlockAxis(wc, wi, src, rows, cols, 0, c, nil)
@@ -562,13 +562,13 @@ func TestFloat8BlockBandsSplits(t *testing.T) {
 	}
 	// A band past the last is refused when the rows fill their bands
 	// exactly too.
-	if _, err := QuantizeFloat8BlockBands(make([]uint8, 256*cols), make([]float32, 2*cols), make([]float32, 256*cols), 256, cols, Float8BlockCast{Dim: 1}, 0, 3, nil); err == nil {
+	if _, err := QuantizeFloat8BlockBands(make([]uint8, 256*cols), make([]float32, 2*cols), make([]float32, 256*cols), 256, cols, Quantizer{Kind: Float8Blocks, BlockDim: 1}, 0, 3, nil); err == nil {
 		t.Fatal("band 2 of 256 rows: no error")
 	}
-	if _, err := QuantizeFloat8BlockBands(make([]uint8, rows*cols), make([]float32, 9), src, rows, cols, Float8BlockCast{Dim: 2}, 0, 1, nil); err == nil {
+	if _, err := QuantizeFloat8BlockBands(make([]uint8, rows*cols), make([]float32, 9), src, rows, cols, Quantizer{Kind: Float8Blocks, BlockDim: 2}, 0, 1, nil); err == nil {
 		t.Fatal("2-D blocks in bands: no error")
 	}
-	if _, err := QuantizeFloat8BlockBands(make([]uint8, 10), make([]float32, 1000), src, rows, cols, Float8BlockCast{Dim: 1}, 0, 1, nil); err == nil {
+	if _, err := QuantizeFloat8BlockBands(make([]uint8, 10), make([]float32, 1000), src, rows, cols, Quantizer{Kind: Float8Blocks, BlockDim: 1}, 0, 1, nil); err == nil {
 		t.Fatal("short dst: no error")
 	}
 }
@@ -580,7 +580,7 @@ func TestFloat8BlockNaNAndInfinity(t *testing.T) {
 	x := make([]float32, 4*128)
 	x[3], x[5] = float32(math.NaN()), float32(math.Inf(1))
 	inv := make([]float32, 4)
-	if _, err := QuantizeFloat8BlockAxis(make([]uint8, len(x)), inv, x, 4, 128, 1, Float8BlockCast{Dim: 1, Format: E4M3}, nil); err != nil {
+	if _, err := QuantizeFloat8BlockAxis(make([]uint8, len(x)), inv, x, 4, 128, 1, Quantizer{Kind: Float8Blocks, BlockDim: 1, Format: E4M3}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if inv[0] != 1 { // an infinite amax: scale 1
@@ -609,7 +609,7 @@ func TestFloat8BlockNaNAndInfinity(t *testing.T) {
 				at(150, 291, math.Inf(-1))
 				at(3, 200, math.Inf(1))
 			}
-			f := Float8BlockCast{Dim: c.dim, Format: E4M3}
+			f := Quantizer{Kind: Float8Blocks, BlockDim: c.dim, Format: E4M3}
 			inv := make([]float32, Float8BlockScaleCount(rows, cols, c.axis, c.dim))
 			codes := make([]uint8, len(y))
 			a, err := QuantizeFloat8BlockAxis(codes, inv, y, rows, cols, c.axis, f, nil)
@@ -667,7 +667,7 @@ func TestFloat8BlockFastPath(t *testing.T) {
 				if nan {
 					y[rng.IntN(len(y))] = float32(math.NaN())
 				}
-				f := Float8BlockCast{Dim: c.dim, Format: E4M3}
+				f := Quantizer{Kind: Float8Blocks, BlockDim: c.dim, Format: E4M3}
 				inv := make([]float32, Float8BlockScaleCount(rows, cols, c.axis, c.dim))
 				codes := make([]uint8, len(y))
 				n := Float8BlockSlices(rows, cols, c.axis, c.dim)

@@ -30,7 +30,7 @@ func BenchmarkCasts(b *testing.B) {
 		name      string
 		axis, dim int
 	}{{"block-rows", 1, 1}, {"block-cols", 0, 1}, {"block-tiles", 1, 2}} {
-		cast := Float8BlockCast{Dim: c.dim, Format: E4M3}
+		cast := Quantizer{Kind: Float8Blocks, BlockDim: c.dim, Format: E4M3}
 		inv := make([]float32, Float8BlockScaleCount(rows, cols, c.axis, c.dim))
 		work := make([]float32, 2*cols+rows*cols/Float8BlockSize)
 		n := Float8BlockSlices(rows, cols, c.axis, c.dim)
@@ -44,17 +44,17 @@ func BenchmarkCasts(b *testing.B) {
 		})
 	}
 	for _, axis := range []int{1, 0} {
-		for _, c := range []NVFP4Cast{{}, {RHT: true, Stochastic: true}, {TwoD: true}} {
-			if c.TwoD && axis == 0 {
+		for _, c := range []Quantizer{{Kind: NVFP4Blocks}, {Kind: NVFP4Blocks, RHT: true, Stochastic: true}, {Kind: NVFP4Blocks, BlockDim: 2}} {
+			if c.twoD() && axis == 0 {
 				continue // tiles are cast along the rows
 			}
 			z, err := NewNVFP4Quantizer(rows, cols, axis, c)
 			if err != nil {
 				b.Fatal(err)
 			}
-			q := NewNVFP4(rows, cols, c.TwoD)
+			q := NewNVFP4(rows, cols, c.twoD())
 			name := fmt.Sprintf("nvfp4-axis%d-rht%v-sr%v", axis, c.RHT, c.Stochastic)
-			if c.TwoD {
+			if c.twoD() {
 				name = "nvfp4-tiles"
 			}
 			b.Run(name, func(b *testing.B) {

@@ -17,8 +17,8 @@ func ExampleQuantizeFloat8Block() {
 		x[j] = float32(j%cols) / 16 // row values 0 … 8.0625
 	}
 	x[cols+129] = 1000 // the second row's ragged block
-	c := fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}
-	sr, sc := fp8.Float8BlockScaleShape(rows, cols, c.Dim)
+	c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}
+	sr, sc := fp8.Float8BlockScaleShape(rows, cols, c.Dim())
 	codes, inv := make([]uint8, len(x)), make([]float32, sr*sc)
 	if err := fp8.QuantizeFloat8Block(codes, inv, x, rows, cols, c); err != nil {
 		fmt.Println(err)
@@ -50,11 +50,11 @@ func ExampleFloat8BlockGEMM() {
 	for i := range b {
 		b[i] = float32(math.Cos(float64(i))) / 8
 	}
-	ac := fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}
-	bc := fp8.Float8BlockCast{Dim: 2, Format: fp8.E4M3}
+	ac := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}
+	bc := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 2, Format: fp8.E4M3}
 	qa, qb := make([]uint8, len(a)), make([]uint8, len(b))
-	ar, acn := fp8.Float8BlockScaleShape(m, k, ac.Dim)
-	br, bcn := fp8.Float8BlockScaleShape(n, k, bc.Dim)
+	ar, acn := fp8.Float8BlockScaleShape(m, k, ac.Dim())
+	br, bcn := fp8.Float8BlockScaleShape(n, k, bc.Dim())
 	ia, ib := make([]float32, ar*acn), make([]float32, br*bcn)
 	_ = fp8.QuantizeFloat8Block(qa, ia, a, m, k, ac)
 	_ = fp8.QuantizeFloat8Block(qb, ib, b, n, k, bc)
@@ -89,7 +89,7 @@ func ExampleQuantizeNVFP4() {
 	for j := range x {
 		x[j] = float32(j) / 4 // 0 … 7.75
 	}
-	q, err := fp8.QuantizeNVFP4(x, 1, 32, fp8.NVFP4Cast{})
+	q, err := fp8.QuantizeNVFP4(x, 1, 32, fp8.Quantizer{Kind: fp8.NVFP4Blocks})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -102,10 +102,10 @@ func ExampleQuantizeNVFP4() {
 	fmt.Printf("amax %v, S_dec %.6g, block scales %v (E4M3 %v, %v)\n", q.Amax, q.SDec, q.BlockScales,
 		fp8.E4M3.Decode(q.BlockScales[0]), fp8.E4M3.Decode(q.BlockScales[1]))
 	fmt.Printf("%v → %.4g, %v → %.4g; codes of elements 0–3: %#x %#x\n", x[3], back[3], x[31], back[31], q.Codes[0], q.Codes[1])
-	a, _ := fp8.QuantizeNVFP4(x, 1, 32, fp8.NVFP4Cast{Stochastic: true, Key: 7})
-	b, _ := fp8.QuantizeNVFP4(x, 1, 32, fp8.NVFP4Cast{Stochastic: true, Key: 7})
+	a, _ := fp8.QuantizeNVFP4(x, 1, 32, fp8.Quantizer{Kind: fp8.NVFP4Blocks, Stochastic: true, Seed: 7})
+	b, _ := fp8.QuantizeNVFP4(x, 1, 32, fp8.Quantizer{Kind: fp8.NVFP4Blocks, Stochastic: true, Seed: 7})
 	fmt.Println("same key, same codes:", string(a.Codes) == string(b.Codes))
-	_, err = fp8.QuantizeNVFP4(x[:24], 1, 24, fp8.NVFP4Cast{RHT: true})
+	_, err = fp8.QuantizeNVFP4(x[:24], 1, 24, fp8.Quantizer{Kind: fp8.NVFP4Blocks, RHT: true})
 	fmt.Println(err)
 	// Output:
 	// amax 7.75, S_dec 0.00288318, block scales [118 126] (E4M3 224, 448)
@@ -127,8 +127,8 @@ func ExampleScaledGEMM_nvfp4() {
 	for i := range b {
 		b[i] = float32(math.Cos(float64(i)/5)) / 4
 	}
-	qa, _ := fp8.QuantizeNVFP4(a, m, k, fp8.NVFP4Cast{})
-	qb, _ := fp8.QuantizeNVFP4(b, n, k, fp8.NVFP4Cast{TwoD: true})
+	qa, _ := fp8.QuantizeNVFP4(a, m, k, fp8.Quantizer{Kind: fp8.NVFP4Blocks})
+	qb, _ := fp8.QuantizeNVFP4(b, n, k, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 	c := make([]float32, m*n)
 	if err := fp8.NewScaledGEMM().Run(m, n, k, fp8.Operand{FP4: qa}, fp8.Operand{FP4: qb, Trans: true}, c); err != nil {
 		fmt.Println(err)

@@ -24,8 +24,9 @@ func ExampleFormat_Encode() {
 // Delayed scaling: each step quantizes with the scale computed from the
 // amaxes of earlier steps.
 func ExampleMeta() {
-	recipe := fp8.TERecipe{Margin: 2} // HYBRID, history 1024, most_recent
-	input := recipe.NewMeta(false)
+	// E4M3, a 1024-step window, margin 2, the most recent amax, updated
+	// every step (recipe.TE{Margin: 2}'s input).
+	input := fp8.NewMeta(fp8.E4M3, 1024, 2, fp8.MostRecent, 1)
 	q := make([]uint8, 4)
 	for step := 0; step < 3; step++ {
 		x := []float32{float32(step) + 0.25, 0, 0, 0}
@@ -61,16 +62,6 @@ func ExampleScaledGEMM() {
 	// [0.5 0.5 1.5 1] <nil>
 }
 
-func ExampleNewAORecipe() {
-	r, _ := fp8.NewAORecipe("rowwise")
-	fmt.Println(r.Input, r.GradOutput, r.RoundScalesToPowerOf2)
-	r.EnableFSDPFloat8AllGather = true
-	fmt.Println(r.Validate())
-	// Output:
-	// E4M3/axiswise E4M3/axiswise true
-	// fp8: AO recipe "rowwise": enable_fsdp_float8_all_gather needs tensorwise FP8 weights (weight cast is E4M3/axiswise); turn it off or use the tensorwise recipe
-}
-
 // A column-wise Float8BlockScaling cast (blocks of 128 values down each
 // column) split by bands of 128 rows: each part can run on its own
 // worker, reading only its rows, and together they write what the
@@ -82,7 +73,7 @@ func ExampleQuantizeFloat8BlockBands() {
 		x[r*cols] = float32(r + 1) // column 0: 1 … 256
 		x[r*cols+1] = 0.5          // column 1: 0.5
 	}
-	c := fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}
+	c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}
 	n := fp8.Float8BlockScaleCount(rows, cols, 0, 1) // [cols][bands]
 	codes, inv := make([]uint8, len(x)), make([]float32, n)
 	for band := 0; band < 2; band++ {

@@ -137,3 +137,11 @@ func (f Format) encode(x float32, sat bool) uint8 {
 		return sign | fi.nanCode
 	}
 }
+
+// MaxMargin is the largest delayed-scaling margin that keeps a tensor's
+// amax representable: with margin m the amax casts to max/2^m, which must
+// not fall below the smallest subnormal (17 for E4M3, 31 for E5M2).
+func (f Format) MaxMargin() int {
+	_, e := math.Frexp(float64(f.Max()) / float64(f.MinSubnormal()))
+	return e - 1
+}

@@ -396,7 +396,7 @@ func nvfp4Random(rng *rand.Rand, rows, cols int, tiles bool) *NVFP4 {
 	for i := range v {
 		v[i] = float32(rng.NormFloat64())
 	}
-	q, err := QuantizeNVFP4(v, rows, cols, NVFP4Cast{TwoD: tiles})
+	q, err := QuantizeNVFP4(v, rows, cols, Quantizer{Kind: NVFP4Blocks, BlockDim: nvfp4Dim(tiles)})
 	if err != nil {
 		panic(err)
 	}

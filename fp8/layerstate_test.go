@@ -31,8 +31,8 @@ func TestBackendAndRoleNames(t *testing.T) {
 			t.Fatalf("role %d: %q backward=%v", r, r.String(), r.IsBackward())
 		}
 	}
-	te := TERecipe{}
-	st := &LayerState{FQN: "fc", Backend: te.Backend(), Input: te.NewMeta(false), Weight: te.NewMeta(false), GradOutput: te.NewMeta(true)}
+	m := func(f Format) *Meta { return NewMeta(f, 1024, 0, MostRecent, 1) }
+	st := &LayerState{FQN: "fc", Backend: BackendTE, Input: m(E4M3), Weight: m(E4M3), GradOutput: m(E5M2)}
 	if st.Meta(RoleInput) != st.Input || st.Meta(RoleWeight) != st.Weight || st.Meta(RoleGradOutput) != st.GradOutput || st.Meta(0) != nil {
 		t.Fatal("LayerState.Meta picks the wrong state")
 	}

@@ -25,8 +25,9 @@ func TestWorkedExample(t *testing.T) {
 		"grad_output": {19114.67, 8192, 5213.09, 3822.93},
 	}
 	for _, algo := range []AmaxAlgo{MostRecent, MaxAlgo} {
-		r := TERecipe{Margin: 2, AmaxComputeAlgo: algo}
-		metas := map[string]*Meta{"input": r.NewMeta(false), "weight": r.NewMeta(false), "grad_output": r.NewMeta(true)}
+		// HYBRID, margin 2, a 1024-step window, as recipe.TE{Margin: 2}.
+		metas := map[string]*Meta{"input": NewMeta(E4M3, 1024, 2, algo, 1), "weight": NewMeta(E4M3, 1024, 2, algo, 1),
+			"grad_output": NewMeta(E5M2, 1024, 2, algo, 1)}
 		offsets := map[string]float32{"input": 0.25, "weight": 0.5, "grad_output": 0.75}
 		q := make([]uint8, 256)
 		for k := 0; k < 4; k++ {
@@ -48,7 +49,7 @@ func TestWorkedExample(t *testing.T) {
 }
 
 func TestFirstStepUsesScaleOneAndSaturates(t *testing.T) {
-	m := TERecipe{}.NewMeta(false)
+	m := NewMeta(E4M3, 1024, 0, MostRecent, 1)
 	q := make([]uint8, 1)
 	m.Record(quantize(q, []float32{1000}, m.Format, m.Scale))
 	if E4M3.Decode(q[0]) != 448 {
@@ -215,7 +216,7 @@ func TestIntervalAndOverflow(t *testing.T) {
 // by zero.
 func TestIntervalZeroOnAnExistingMeta(t *testing.T) {
 	for _, iv := range []int{0, -3} {
-		m := TERecipe{}.NewMeta(false)
+		m := NewMeta(E4M3, 1024, 0, MostRecent, 1)
 		m.Interval = iv
 		m.Record(2)
 		m.Update()

@@ -102,19 +102,19 @@ func E2M1Stochastic(x float32, u float64) uint8 {
 	return sign | chi
 }
 
-// NVFP4Cast says how a tensor is cast to NVFP4.
-type NVFP4Cast struct {
-	// TwoD casts 16×16 tiles (weights) instead of 1×16 blocks.
-	TwoD bool
-	// RHT applies the random Hadamard transform along each row first
-	// (rows must then be a multiple of 16 long).
-	RHT bool
-	// Stochastic rounds the elements stochastically (gradients), from a
-	// counter-based generator keyed by Key and each element's place (one
-	// 32-bit draw per stored byte, 16 bits an element), so the same key
-	// gives the same codes.
-	Stochastic bool
-	Key        uint64
+// twoD reports whether an NVFP4 quantizer casts 16×16 tiles (BlockDim
+// 2, weights) rather than 1×16 blocks.
+func (c Quantizer) twoD() bool { return c.BlockDim == 2 }
+
+// checkNVFP4 refuses a quantizer the NVFP4 casts cannot follow.
+func (c Quantizer) checkNVFP4() error {
+	if c.Kind != NVFP4Blocks {
+		return fmt.Errorf("fp8: quantize NVFP4: a %v quantizer, want NVFP4 (Kind NVFP4Blocks)", c.Kind)
+	}
+	if c.BlockDim < 0 || c.BlockDim > 2 {
+		return fmt.Errorf("fp8: quantize NVFP4: block dimension %d, want 1 (1×16) or 2 (16×16)", c.BlockDim)
+	}
+	return nil
 }
 
 // NVFP4 is a tensor cast to NVFP4: rows × cols E2M1 codes, two per byte
@@ -196,11 +196,14 @@ func NVFP4Scales(amax float32) (sEnc, m, sDec float32) {
 // E4M3(min(b·M, FLT_MAX)) and the element scale es = min(1/(decode(sf)·
 // S_dec), FLT_MAX); each element E2M1(float32(y·es)), nearest even or
 // stochastic. Errors: an RHT on rows not a multiple of 16 long.
-func QuantizeNVFP4(src []float32, rows, cols int, c NVFP4Cast) (*NVFP4, error) {
+func QuantizeNVFP4(src []float32, rows, cols int, c Quantizer) (*NVFP4, error) {
+	if err := c.checkNVFP4(); err != nil {
+		return nil, err
+	}
 	if rows < 0 || cols < 0 || len(src) < rows*cols {
 		return nil, fmt.Errorf("fp8: quantize NVFP4: %d values for shape [%d %d]", len(src), rows, cols)
 	}
-	q := NewNVFP4(rows, cols, c.TwoD)
+	q := NewNVFP4(rows, cols, c.twoD())
 	if err := QuantizeNVFP4Into(q, src, rows, cols, 1, c); err != nil {
 		return nil, err
 	}
@@ -223,12 +226,12 @@ func NewNVFP4(rows, cols int, twoD bool) *NVFP4 {
 // axis (their column-wise copy is the exact transpose). Errors: shapes
 // that do not match, an RHT along a length that is not a multiple of 16.
 // It allocates its scratch; an NVFP4Quantizer reuses it.
-func QuantizeNVFP4Into(q *NVFP4, src []float32, rows, cols, axis int, c NVFP4Cast) error {
+func QuantizeNVFP4Into(q *NVFP4, src []float32, rows, cols, axis int, c Quantizer) error {
 	z, err := NewNVFP4Quantizer(rows, cols, axis, c)
 	if err != nil {
 		return err
 	}
-	return z.Quantize(q, src, c.Key)
+	return z.Quantize(q, src, c.Seed)
 }
 
 // NVFP4Quantizer casts rows × cols tensors to NVFP4 for a GEMM that
@@ -237,7 +240,7 @@ func QuantizeNVFP4Into(q *NVFP4, src []float32, rows, cols, axis int, c NVFP4Cas
 // allocates nothing.
 type NVFP4Quantizer struct {
 	rows, cols, axis int
-	c                NVFP4Cast
+	c                Quantizer
 	trans            bool
 	// bands: the column-wise pass splits the source rows over the parts
 	// (each part then reads the rows its core most likely wrote, and
@@ -275,14 +278,17 @@ const nvfp4BandRows = 256
 // NewNVFP4Quantizer returns a quantizer for rows × cols tensors cast
 // per c for a GEMM contracting along axis, or an error for a bad axis or
 // a transform along a length that is not a multiple of 16.
-func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, error) {
+func NewNVFP4Quantizer(rows, cols, axis int, c Quantizer) (*NVFP4Quantizer, error) {
 	if rows < 0 || cols < 0 {
 		return nil, fmt.Errorf("fp8: quantize NVFP4: negative shape [%d %d]", rows, cols)
 	}
 	if axis != 0 && axis != 1 {
 		return nil, fmt.Errorf("fp8: quantize NVFP4: axis %d, want 0 or 1", axis)
 	}
-	z := &NVFP4Quantizer{rows: rows, cols: cols, axis: axis, c: c, trans: axis == 0 && !c.TwoD, sr: rows, sc: cols}
+	if err := c.checkNVFP4(); err != nil {
+		return nil, err
+	}
+	z := &NVFP4Quantizer{rows: rows, cols: cols, axis: axis, c: c, trans: axis == 0 && !c.twoD(), sr: rows, sc: cols}
 	if z.trans {
 		z.sr, z.sc = cols, rows
 	}
@@ -308,7 +314,7 @@ func NewNVFP4Quantizer(rows, cols, axis int, c NVFP4Cast) (*NVFP4Quantizer, erro
 	for i := range z.tam {
 		z.tam[i] = make([]float32, z.sc)
 	}
-	if c.TwoD {
+	if c.twoD() {
 		z.es = make([]float32, z.parts*z.nb)
 	} else {
 		z.es = make([]float32, z.sr*z.nb)
@@ -324,9 +330,9 @@ func (z *NVFP4Quantizer) Quantize(q *NVFP4, src []float32, key uint64) error {
 	if len(src) < rows*cols {
 		return fmt.Errorf("fp8: quantize NVFP4: %d values for shape [%d %d]", len(src), rows, cols)
 	}
-	br, bc := NVFP4ScaleShape(z.sr, z.sc, z.c.TwoD)
-	if q.Rows != z.sr || q.Cols != z.sc || q.TwoD != z.c.TwoD || len(q.Codes) < z.sr*((z.sc+1)/2) || len(q.BlockScales) < br*bc {
-		return fmt.Errorf("fp8: quantize NVFP4: destination [%d %d] (2-D %v) for a cast stored [%d %d] (2-D %v)", q.Rows, q.Cols, q.TwoD, z.sr, z.sc, z.c.TwoD)
+	br, bc := NVFP4ScaleShape(z.sr, z.sc, z.c.twoD())
+	if q.Rows != z.sr || q.Cols != z.sc || q.TwoD != z.c.twoD() || len(q.Codes) < z.sr*((z.sc+1)/2) || len(q.BlockScales) < br*bc {
+		return fmt.Errorf("fp8: quantize NVFP4: destination [%d %d] (2-D %v) for a cast stored [%d %d] (2-D %v)", q.Rows, q.Cols, q.TwoD, z.sr, z.sc, z.c.twoD())
 	}
 	z.q, z.src, z.key = q, src[:rows*cols], key
 	z.y = z.src
@@ -396,7 +402,7 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 		return
 	}
 	lo, hi := z.span(i, z.sr)
-	if z.c.TwoD {
+	if z.c.twoD() {
 		// Parts of whole bands of 16 rows; each band's tile amaxes
 		// straight from its column amaxes (bam then holds tiles,
 		// [bands][nb]).
@@ -410,7 +416,7 @@ func (z *NVFP4Quantizer) prepPart(i int) {
 			kernels.RHT16(w[lo*z.sc : hi*z.sc])
 		}
 	}
-	if z.c.TwoD {
+	if z.c.twoD() {
 		cam := z.tam[i][:z.sc]
 		colAm := unsafeBits(cam)
 		for r0 := lo; r0 < hi; r0 += NVFP4Block {
@@ -454,7 +460,7 @@ func maxBits(bam []uint32) uint32 {
 func (z *NVFP4Quantizer) castPart(i int) {
 	q, y, cols, nb := z.q, z.y, z.sc, z.nb
 	h := 1
-	if z.c.TwoD {
+	if z.c.twoD() {
 		h = NVFP4Block
 	}
 	bands := (z.sr + h - 1) / h

@@ -80,9 +80,9 @@ func TestE2M1StochasticIsUnbiased(t *testing.T) {
 	for i := range src {
 		src[i] = float32(math.Sin(float64(i)))
 	}
-	a, _ := QuantizeNVFP4(src, 3, 48, NVFP4Cast{Stochastic: true, Key: 7})
-	b, _ := QuantizeNVFP4(src, 3, 48, NVFP4Cast{Stochastic: true, Key: 7})
-	c, _ := QuantizeNVFP4(src, 3, 48, NVFP4Cast{Stochastic: true, Key: 8})
+	a, _ := QuantizeNVFP4(src, 3, 48, Quantizer{Kind: NVFP4Blocks, Stochastic: true, Seed: 7})
+	b, _ := QuantizeNVFP4(src, 3, 48, Quantizer{Kind: NVFP4Blocks, Stochastic: true, Seed: 7})
+	c, _ := QuantizeNVFP4(src, 3, 48, Quantizer{Kind: NVFP4Blocks, Stochastic: true, Seed: 8})
 	if string(a.Codes) != string(b.Codes) || string(a.Codes) == string(c.Codes) {
 		t.Error("stochastic rounding is not a function of its key")
 	}
@@ -203,12 +203,12 @@ func TestNVFP4MatchesDefinition(t *testing.T) {
 			for _, twoD := range []bool{false, true} {
 				for _, rht := range []bool{false, true} {
 					if rht && cols%16 != 0 {
-						if _, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{RHT: true}); err == nil {
+						if _, err := QuantizeNVFP4(src, rows, cols, Quantizer{Kind: NVFP4Blocks, RHT: true}); err == nil {
 							t.Fatalf("%v: RHT on %d columns: no error", sh, cols)
 						}
 						continue
 					}
-					q, err := QuantizeNVFP4(src, rows, cols, NVFP4Cast{TwoD: twoD, RHT: rht})
+					q, err := QuantizeNVFP4(src, rows, cols, Quantizer{Kind: NVFP4Blocks, BlockDim: nvfp4Dim(twoD), RHT: rht})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -246,7 +246,7 @@ func TestNVFP4MatchesDefinition(t *testing.T) {
 		}
 	}
 	// An all-zero tensor: S_enc 1, every code and scale 0.
-	q, _ := QuantizeNVFP4(make([]float32, 32), 2, 16, NVFP4Cast{})
+	q, _ := QuantizeNVFP4(make([]float32, 32), 2, 16, Quantizer{Kind: NVFP4Blocks})
 	if q.SDec != 1 || q.Amax != 0 {
 		t.Errorf("zeros: S_dec %v amax %v", q.SDec, q.Amax)
 	}
@@ -273,18 +273,18 @@ func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
 		src := gen(rows * cols)
 		tr := make([]float32, len(src))
 		transposeF32(tr, src, rows, cols)
-		for _, c := range []NVFP4Cast{{}, {RHT: true}, {Stochastic: true, Key: 9}, {RHT: true, Stochastic: true, Key: 3}, {TwoD: true}} {
+		for _, c := range []Quantizer{{Kind: NVFP4Blocks}, {Kind: NVFP4Blocks, RHT: true}, {Kind: NVFP4Blocks, Stochastic: true, Seed: 9}, {Kind: NVFP4Blocks, RHT: true, Stochastic: true, Seed: 3}, {Kind: NVFP4Blocks, BlockDim: 2}} {
 			if c.RHT && rows%16 != 0 {
 				continue
 			}
 			want, err := QuantizeNVFP4(tr, cols, rows, c)
-			if c.TwoD {
+			if c.twoD() {
 				want, err = QuantizeNVFP4(src, rows, cols, c)
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := NewNVFP4(want.Rows, want.Cols, c.TwoD)
+			got := NewNVFP4(want.Rows, want.Cols, c.twoD())
 			if err := QuantizeNVFP4Into(got, src, rows, cols, 0, c); err != nil {
 				t.Fatal(err)
 			}
@@ -293,13 +293,19 @@ func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
 			}
 		}
 	}
-	if err := QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 0, NVFP4Cast{}); err != nil {
+	if err := QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 0, Quantizer{Kind: NVFP4Blocks}); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []func() error{
-		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 5, false), gen(20), 4, 5, 0, NVFP4Cast{}) }, // stored [5 4]
-		func() error { return QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 2, NVFP4Cast{}) },
-		func() error { return QuantizeNVFP4Into(NewNVFP4(5, 8, false), gen(40), 8, 5, 0, NVFP4Cast{RHT: true}) },
+		func() error {
+			return QuantizeNVFP4Into(NewNVFP4(4, 5, false), gen(20), 4, 5, 0, Quantizer{Kind: NVFP4Blocks})
+		}, // stored [5 4]
+		func() error {
+			return QuantizeNVFP4Into(NewNVFP4(4, 4, false), gen(16), 4, 4, 2, Quantizer{Kind: NVFP4Blocks})
+		},
+		func() error {
+			return QuantizeNVFP4Into(NewNVFP4(5, 8, false), gen(40), 8, 5, 0, Quantizer{Kind: NVFP4Blocks, RHT: true})
+		},
 	} {
 		if bad() == nil {
 			t.Fatal("no error")
@@ -321,8 +327,8 @@ func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
 						if tb {
 							br, bc = n, k
 						}
-						qa, _ := QuantizeNVFP4(gen(ar*ac), ar, ac, NVFP4Cast{Stochastic: true, Key: 1})
-						qb, _ := QuantizeNVFP4(gen(br*bc), br, bc, NVFP4Cast{TwoD: twoD})
+						qa, _ := QuantizeNVFP4(gen(ar*ac), ar, ac, Quantizer{Kind: NVFP4Blocks, Stochastic: true, Seed: 1})
+						qb, _ := QuantizeNVFP4(gen(br*bc), br, bc, Quantizer{Kind: NVFP4Blocks, BlockDim: nvfp4Dim(twoD)})
 						da, db := make([]float32, ar*ac), make([]float32, br*bc)
 						_ = qa.Dequantize(da)
 						_ = qb.Dequantize(db)
@@ -364,7 +370,7 @@ func TestNVFP4ColumnwiseAndGEMM(t *testing.T) {
 				}
 			}
 		}
-		q, _ := QuantizeNVFP4(gen(6), 2, 3, NVFP4Cast{})
+		q, _ := QuantizeNVFP4(gen(6), 2, 3, Quantizer{Kind: NVFP4Blocks})
 		c := make([]float32, 4)
 		if err := g.Run(2, 2, 3, Operand{FP4: q}, Operand{FP4: q}, c); err == nil {
 			t.Fatal("mismatched shapes: no error")
@@ -532,13 +538,13 @@ func TestNVFP4QuantizerAtSize(t *testing.T) {
 			t.Fatalf("NewNVFP4%v: %d codes, %d scales", sh, len(q.Codes), len(q.BlockScales))
 		}
 	}
-	if _, err := NewNVFP4Quantizer(-1, 4, 1, NVFP4Cast{}); err == nil {
+	if _, err := NewNVFP4Quantizer(-1, 4, 1, Quantizer{Kind: NVFP4Blocks}); err == nil {
 		t.Fatal("negative rows: no error")
 	}
-	if _, err := QuantizeNVFP4(make([]float32, 3), 2, 2, NVFP4Cast{}); err == nil {
+	if _, err := QuantizeNVFP4(make([]float32, 3), 2, 2, Quantizer{Kind: NVFP4Blocks}); err == nil {
 		t.Fatal("short source: no error")
 	}
-	z, _ := NewNVFP4Quantizer(2, 16, 1, NVFP4Cast{})
+	z, _ := NewNVFP4Quantizer(2, 16, 1, Quantizer{Kind: NVFP4Blocks})
 	if err := z.Quantize(NewNVFP4(2, 16, false), make([]float32, 31), 0); err == nil {
 		t.Fatal("short source: no error")
 	}
@@ -561,11 +567,11 @@ func testNVFP4QuantizerAtSize(t *testing.T, rng *rand.Rand, rows, cols int) {
 	transposeF32(tr, src, rows, cols)
 	for _, c := range []struct {
 		axis int
-		cast NVFP4Cast
-	}{{1, NVFP4Cast{}}, {1, NVFP4Cast{RHT: true}}, {0, NVFP4Cast{}}, {0, NVFP4Cast{RHT: true}}, {0, NVFP4Cast{TwoD: true}},
-		{1, NVFP4Cast{Stochastic: true, Key: 5}}, {0, NVFP4Cast{RHT: true, Stochastic: true, Key: 1 << 40}}} {
+		cast Quantizer
+	}{{1, Quantizer{Kind: NVFP4Blocks}}, {1, Quantizer{Kind: NVFP4Blocks, RHT: true}}, {0, Quantizer{Kind: NVFP4Blocks}}, {0, Quantizer{Kind: NVFP4Blocks, RHT: true}}, {0, Quantizer{Kind: NVFP4Blocks, BlockDim: 2}},
+		{1, Quantizer{Kind: NVFP4Blocks, Stochastic: true, Seed: 5}}, {0, Quantizer{Kind: NVFP4Blocks, RHT: true, Stochastic: true, Seed: 1 << 40}}} {
 		r, cl, s := rows, cols, src
-		if c.axis == 0 && !c.cast.TwoD {
+		if c.axis == 0 && !c.cast.twoD() {
 			r, cl, s = cols, rows, tr
 		}
 		z, err := NewNVFP4Quantizer(rows, cols, c.axis, c.cast)
@@ -578,11 +584,11 @@ func testNVFP4QuantizerAtSize(t *testing.T, rng *rand.Rand, rows, cols int) {
 		if wantBands := z.trans && z.parts > 1 && rows >= 512 && kernels.NVFP4ColsBands(rows, cols); z.bands != wantBands {
 			t.Fatalf("%+v [%d %d]: parts split the rows: %v, want %v", c, rows, cols, z.bands, wantBands)
 		}
-		q := NewNVFP4(r, cl, c.cast.TwoD)
-		if err := z.Quantize(q, src, c.cast.Key); err != nil {
+		q := NewNVFP4(r, cl, c.cast.twoD())
+		if err := z.Quantize(q, src, c.cast.Seed); err != nil {
 			t.Fatal(err)
 		}
-		codes, scales, sDec := refNVFP4(s, r, cl, c.cast.TwoD, c.cast.RHT)
+		codes, scales, sDec := refNVFP4(s, r, cl, c.cast.twoD(), c.cast.RHT)
 		if q.SDec != sDec || string(q.BlockScales) != string(scales) {
 			t.Fatalf("%+v: scales differ from the definition", c)
 		}
@@ -597,17 +603,17 @@ func testNVFP4QuantizerAtSize(t *testing.T, rng *rand.Rand, rows, cols int) {
 				}
 			}
 		}
-		_, bc := NVFP4ScaleShape(r, cl, c.cast.TwoD)
+		_, bc := NVFP4ScaleShape(r, cl, c.cast.twoD())
 		for i := 0; i < r; i++ {
 			br := i
-			if c.cast.TwoD {
+			if c.cast.twoD() {
 				br = i / 16
 			}
 			for j := 0; j < cl; j++ {
 				want := codes[i*cl+j]
 				if c.cast.Stochastic {
 					es := min(1/(E4M3.Decode(scales[br*bc+j/16])*sDec), math.MaxFloat32)
-					want = E2M1Stochastic(float32(y[i*cl+j]*es), nvfp4Uniform(c.cast.Key, i, j, cl))
+					want = E2M1Stochastic(float32(y[i*cl+j]*es), nvfp4Uniform(c.cast.Seed, i, j, cl))
 				}
 				if got := q.Code(i, j); got != want {
 					t.Fatalf("%+v: code (%d,%d) = %#x, want %#x", c, i, j, got, want)
@@ -624,4 +630,12 @@ func bf16Round(x float32) float32 {
 		return x
 	}
 	return math.Float32frombits((b + 0x7FFF + (b>>16)&1) &^ 0xFFFF)
+}
+
+// nvfp4Dim is the block dimension of a 2-D (16×16 tiles) or 1-D cast.
+func nvfp4Dim(twoD bool) int {
+	if twoD {
+		return 2
+	}
+	return 1
 }

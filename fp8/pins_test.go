@@ -213,35 +213,6 @@ func TestMaxAlgoNaNWindowKeepsTheScale(t *testing.T) {
 	require.Equal(t, float32(448.0/4), m.Scale, "NaN entries are skipped")
 }
 
-// The smallest valid settings are accepted from the environment: margin
-// 0, interval 1, history length 1; one below each is refused.
-func TestEnvMinimumsAccepted(t *testing.T) {
-	for _, c := range []struct {
-		field, ok, bad string
-	}{{"MARGIN", "0", "-1"}, {"INTERVAL", "1", "0"}, {"AMAX_HISTORY_LEN", "1", "0"}} {
-		env := func(v string) func(string) (string, bool) {
-			return func(k string) (string, bool) {
-				if k == EnvPrefix+c.field {
-					return v, true
-				}
-				return "", false
-			}
-		}
-		r, err := teRecipeFrom(TERecipe{}, env(c.ok))
-		require.NoError(t, err, c.field)
-		switch c.field {
-		case "MARGIN":
-			require.Equal(t, 0, r.Margin)
-		case "INTERVAL":
-			require.Equal(t, 1, r.EffectiveInterval())
-		case "AMAX_HISTORY_LEN":
-			require.Equal(t, 1, r.HistoryLen())
-		}
-		_, err = teRecipeFrom(TERecipe{}, env(c.bad))
-		require.ErrorContains(t, err, EnvPrefix+c.field, c.field)
-	}
-}
-
 // ScaledGEMM refuses operands with too few scales or codes and a short C,
 // naming the operand, and multiplies empty shapes without error.
 func TestScaledGEMMRefusesShortInputs(t *testing.T) {
@@ -415,19 +386,6 @@ func TestRoundDownPow2Bounds(t *testing.T) {
 		require.Equal(t, c[1], RoundDownPow2(c[0]), "%v", c[0])
 	}
 	require.True(t, math.IsInf(float64(RoundDownPow2(float32(math.Inf(1)))), 1))
-}
-
-// The amax history's bound is inclusive: 65536 slots are accepted, one
-// more refused.
-func TestAmaxHistoryBound(t *testing.T) {
-	env := func(v string) func(string) (string, bool) {
-		return func(k string) (string, bool) { return v, k == EnvPrefix+"AMAX_HISTORY_LEN" }
-	}
-	r, err := teRecipeFrom(TERecipe{}, env("65536"))
-	require.NoError(t, err)
-	require.Equal(t, MaxAmaxHistoryLen, r.HistoryLen())
-	_, err = teRecipeFrom(TERecipe{}, env("65537"))
-	require.ErrorContains(t, err, "an integer from 1 to 65536")
 }
 
 // The inverse casts refuse short sources and destinations too.

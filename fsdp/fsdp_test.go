@@ -14,6 +14,7 @@ import (
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -62,7 +63,7 @@ func build(t *testing.T, batch int, fp bool, shard func(g *graph.Graph, s *graph
 	require.NoError(t, b.Init(r.store, 7))
 	outs := append([]*graph.Node{r.loss}, r.grads...)
 	if fp {
-		ao, _ := fp8.NewAORecipe("tensorwise")
+		ao, _ := recipe.NewAO("tensorwise")
 		_, err := passes.ConvertLinear(g, r.store, passes.LinearConfig{Recipe: ao, Filter: func(*graph.Node, string) bool { return true }})
 		require.NoError(t, err)
 		require.True(t, passes.HasFP8Layers(g))
@@ -284,7 +285,7 @@ func TestRowwiseWeightsRefused(t *testing.T) {
 	require.NoError(t, err)
 	store := graph.NewStore()
 	require.NoError(t, b.Init(store, 1))
-	rw, _ := fp8.NewAORecipe("rowwise")
+	rw, _ := recipe.NewAO("rowwise")
 	_, err = passes.ConvertLinear(g, store, passes.LinearConfig{Recipe: rw, Filter: func(*graph.Node, string) bool { return true }})
 	require.NoError(t, err)
 	_, _, err = Shard(g, store, comms[0], b.Params(), Config{Float8AllGather: true})

@@ -515,7 +515,7 @@ func quantizeHF(e HFExport, x []float32, rows, cols int) ([]stfile.Tensor, error
 	codes := make([]uint8, len(x))
 	switch e.Format {
 	case HFFP8Block:
-		c := fp8.Float8BlockCast{Dim: 2, Format: fp8.E4M3, FP32Scales: e.FP32Scales}
+		c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 2, Format: fp8.E4M3, FP32Scales: e.FP32Scales}
 		sr, sc := fp8.Float8BlockScaleShape(rows, cols, 2)
 		inv := make([]float32, sr*sc)
 		if err := fp8.QuantizeFloat8Block(codes, inv, x, rows, cols, c); err != nil {
@@ -549,7 +549,7 @@ func quantizeHF(e HFExport, x []float32, rows, cols int) ([]stfile.Tensor, error
 		return []stfile.Tensor{fp8Tensor("weight", codes, rows, cols),
 			{Name: "weight_scale", DType: "U8", Shape: []int{rows, (cols + fp8.BlockSize - 1) / fp8.BlockSize}, Data: sb}}, nil
 	case HFNVFP4:
-		q, err := fp8.QuantizeNVFP4(x, rows, cols, fp8.NVFP4Cast{TwoD: true})
+		q, err := fp8.QuantizeNVFP4(x, rows, cols, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 		if err != nil {
 			return nil, err
 		}

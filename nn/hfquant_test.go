@@ -136,7 +136,7 @@ func recipeDequant(t *testing.T, f nn.HFFormat, x []float32, rows, cols int) []f
 	codes := make([]uint8, len(x))
 	switch f {
 	case nn.HFFP8Block:
-		c := fp8.Float8BlockCast{Dim: 2, Format: fp8.E4M3}
+		c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 2, Format: fp8.E4M3}
 		sr, sc := fp8.Float8BlockScaleShape(rows, cols, 2)
 		inv := make([]float32, sr*sc)
 		require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, x, rows, cols, c))
@@ -156,7 +156,7 @@ func recipeDequant(t *testing.T, f nn.HFFormat, x []float32, rows, cols int) []f
 		require.NoError(t, err)
 		require.NoError(t, fp8.DequantizeMX(out, codes, s, rows, cols, 1, fp8.E4M3))
 	case nn.HFNVFP4:
-		q, err := fp8.QuantizeNVFP4(x, rows, cols, fp8.NVFP4Cast{TwoD: true})
+		q, err := fp8.QuantizeNVFP4(x, rows, cols, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 		require.NoError(t, err)
 		require.NoError(t, q.Dequantize(out))
 	}

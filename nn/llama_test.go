@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 )
 
 // tinyLlama is a 2-layer grouped-query Llama whose widths are multiples
@@ -97,7 +97,7 @@ func TestLlamaFP8Graph(t *testing.T) {
 	loss := ops.CrossEntropy(m.Forward(ids), labels)
 	store := graph.NewStore()
 	require.NoError(t, b.Init(store, 1))
-	prep, err := passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{}, Loss: loss, Params: b.Params()})
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe.TE{}, Loss: loss, Params: b.Params()})
 	require.NoError(t, err)
 	converted := prep.Report.Converted()
 	require.Len(t, converted, 9, "four projections per layer and the head: %+v", prep.Report.Layers)

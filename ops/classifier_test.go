@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
 )
 
 // ClassifierCrossEntropy and ClassifierLoss are ScaledMatMul,
@@ -30,7 +31,7 @@ func TestClassifierCrossEntropyMatchesUnfused(t *testing.T) {
 			if withBias {
 				bias = g.Input("bias", graph.Float32, classes)
 			}
-			rec := fp8.TERecipe{AmaxHistoryLen: 4, Format: fp8.Hybrid}
+			rec := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}
 			cast := func(name string, n *graph.Node) *graph.Node {
 				return ops.QuantizeNamed(name, n, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E4M3, Meta: rec.NewMeta(false)})
 			}
@@ -92,7 +93,7 @@ func TestClassifierCrossEntropyMatchesUnfused(t *testing.T) {
 // mismatched inputs are refused when the node is built, and operands
 // with more than one scale when it is compiled.
 func TestClassifierCrossEntropyRefuses(t *testing.T) {
-	rec := fp8.TERecipe{AmaxHistoryLen: 4, Format: fp8.Hybrid}
+	rec := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}
 	build := func(xScaling ops.Scaling, gradScaling ops.Scaling, labelRows int) (*graph.Graph, *graph.Node, [4]*graph.Node) {
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 4, 16)

@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
 )
 
 // CrossEntropyGradQuantize is CrossEntropyGrad then Quantize, bit for
@@ -27,7 +28,7 @@ func TestCrossEntropyGradQuantizeMatchesUnfused(t *testing.T) {
 		ceg := grads[0]
 		require.True(t, ceg.Is(ops.KindCrossEntropyGrad))
 		mk := func() (ops.QuantizeConfig, *fp8.Meta) {
-			meta := fp8.TERecipe{AmaxHistoryLen: 4, Format: fp8.Hybrid}.NewMeta(true)
+			meta := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}.NewMeta(true)
 			return ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E5M2, Meta: meta, Tensor: fp8.RoleGradOutput}, meta
 		}
 		qu, mu := mk()
@@ -78,7 +79,7 @@ func TestCrossEntropyGradQuantizeRefuses(t *testing.T) {
 	x = g.Input("logits", graph.Float32, 2, 4)
 	y = g.Input("labels", graph.Int32, 2)
 	dl = g.Input("dloss", graph.Float32)
-	meta := fp8.TERecipe{AmaxHistoryLen: 4, Format: fp8.Hybrid}.NewMeta(true)
+	meta := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}.NewMeta(true)
 	out := ops.CrossEntropyGradQuantize("ce", x, y, dl, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E5M2, Meta: meta})
 	p, err := graph.Compile(g, nil, graph.Options{Training: true}, out)
 	require.NoError(t, err)
@@ -99,7 +100,7 @@ func TestCrossEntropyGradQuantizeInPlace(t *testing.T) {
 		y := g.Input("labels", graph.Int32, rows)
 		dl := g.Input("dloss", graph.Float32)
 		logits := ops.Neg(x)
-		meta := fp8.TERecipe{AmaxHistoryLen: 4, Format: fp8.Hybrid}.NewMeta(true)
+		meta := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}.NewMeta(true)
 		q := ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E5M2, Meta: meta, Tensor: fp8.RoleGradOutput}
 		out := ops.CrossEntropyGradQuantize("ce/fp8", logits, y, dl, q)
 		outs := []*graph.Node{out}

@@ -9,6 +9,7 @@ import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
 )
 
 // TestDequantizeIsWhatTheGEMMReads: Dequantize of every kind of cast
@@ -25,7 +26,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 	for i := range src {
 		src[i] = float32(rng.NormFloat64() * math.Exp(rng.NormFloat64()))
 	}
-	meta := fp8.TERecipe{}.NewMeta(false)
+	meta := recipe.TE{}.NewMeta(false)
 	meta.Scale, meta.ScaleInv = 4, 0.25
 	type ref func() []float32
 	transposed := func(v []float32, r, c int) []float32 {
@@ -98,7 +99,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 				if axis == 0 {
 					r, c, s = cols, rows, transposed(src, rows, cols)
 				}
-				bc := fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}
+				bc := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}
 				sr, sc := fp8.Float8BlockScaleShape(r, c, 1)
 				q, inv, d := make([]uint8, len(src)), make([]float32, sr*sc), make([]float32, len(src))
 				_ = fp8.QuantizeFloat8Block(q, inv, s, r, c, bc)
@@ -116,7 +117,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 				if axis == 0 {
 					r, c, s = cols, rows, transposed(src, rows, cols)
 				}
-				q, _ := fp8.QuantizeNVFP4(s, r, c, fp8.NVFP4Cast{})
+				q, _ := fp8.QuantizeNVFP4(s, r, c, fp8.Quantizer{Kind: fp8.NVFP4Blocks})
 				d := make([]float32, len(src))
 				_ = q.Dequantize(d)
 				if axis == 0 {
@@ -130,7 +131,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 			cfg  ops.QuantizeConfig
 			want ref
 		}{ops.QuantizeConfig{Scaling: ops.Float8Block, Format: fp8.E4M3, BlockDim: 2}, func() []float32 {
-			bc := fp8.Float8BlockCast{Dim: 2, Format: fp8.E4M3}
+			bc := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 2, Format: fp8.E4M3}
 			sr, sc := fp8.Float8BlockScaleShape(rows, cols, 2)
 			q, inv, d := make([]uint8, len(src)), make([]float32, sr*sc), make([]float32, len(src))
 			_ = fp8.QuantizeFloat8Block(q, inv, src, rows, cols, bc)
@@ -141,7 +142,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 			cfg  ops.QuantizeConfig
 			want ref
 		}{ops.QuantizeConfig{Scaling: ops.NVFP4, BlockDim: 2}, func() []float32 {
-			q, _ := fp8.QuantizeNVFP4(src, rows, cols, fp8.NVFP4Cast{TwoD: true})
+			q, _ := fp8.QuantizeNVFP4(src, rows, cols, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 			d := make([]float32, len(src))
 			_ = q.Dequantize(d)
 			return d

@@ -6,6 +6,7 @@ import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
 )
 
 // Linear builds a layer's forward GEMM (role Fprop); graph.Grad appends
@@ -57,7 +58,7 @@ func ExampleClassifierCrossEntropy() {
 	x := g.Input("x", graph.Float32, 2, 16)
 	w := g.Input("w", graph.Float32, 4, 16)
 	labels := g.Input("labels", graph.Int32, 2)
-	rec := fp8.TERecipe{}
+	rec := recipe.TE{}
 	delayed := func(f fp8.Format, grad bool) ops.QuantizeConfig {
 		return ops.QuantizeConfig{Scaling: ops.Delayed, Format: f, Meta: rec.NewMeta(grad)}
 	}

@@ -16,10 +16,10 @@ import (
 // transposed and cast row-wise (the column-wise copy), then transposed
 // back; a 2-D cast is the tiles. It returns the dequantized values in
 // src's layout.
-func dequantFloat8Block(t *testing.T, src []float32, rows, cols, axis int, c fp8.Float8BlockCast) []float64 {
+func dequantFloat8Block(t *testing.T, src []float32, rows, cols, axis int, c fp8.Quantizer) []float64 {
 	t.Helper()
 	r, cl, s := rows, cols, src
-	if c.Dim == 1 && axis == 0 {
+	if c.Dim() == 1 && axis == 0 {
 		r, cl = cols, rows
 		s = make([]float32, len(src))
 		for i := 0; i < rows; i++ {
@@ -28,7 +28,7 @@ func dequantFloat8Block(t *testing.T, src []float32, rows, cols, axis int, c fp8
 			}
 		}
 	}
-	sr, sc := fp8.Float8BlockScaleShape(r, cl, c.Dim)
+	sr, sc := fp8.Float8BlockScaleShape(r, cl, c.Dim())
 	codes, inv := make([]uint8, r*cl), make([]float32, sr*sc)
 	if err := fp8.QuantizeFloat8Block(codes, inv, s, r, cl, c); err != nil {
 		t.Fatal(err)
@@ -40,7 +40,7 @@ func dequantFloat8Block(t *testing.T, src []float32, rows, cols, axis int, c fp8
 	out := make([]float64, len(dq))
 	for i := 0; i < r; i++ {
 		for j := 0; j < cl; j++ {
-			if c.Dim == 1 && axis == 0 {
+			if c.Dim() == 1 && axis == 0 {
 				out[j*r+i] = float64(dq[i*cl+j])
 			} else {
 				out[i*cl+j] = float64(dq[i*cl+j])
@@ -99,8 +99,8 @@ func TestFloat8BlockScaledMatMul(t *testing.T) {
 				if err := p.Run(); err != nil {
 					t.Fatal(err)
 				}
-				c := func(dim int, f fp8.Format) fp8.Float8BlockCast {
-					return fp8.Float8BlockCast{Dim: dim, Format: f, FP32Scales: fp32}
+				c := func(dim int, f fp8.Format) fp8.Quantizer {
+					return fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: dim, Format: f, FP32Scales: fp32}
 				}
 				wd := dequantFloat8Block(t, vals[w], n, k, 0, c(2, fp8.E4M3))
 				type ref struct {

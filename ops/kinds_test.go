@@ -8,6 +8,7 @@ import (
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +27,7 @@ func TestEveryOpHasItsKind(t *testing.T) {
 	require.NoError(t, err)
 	store := graph.NewStore()
 	require.NoError(t, b.Init(store, 1))
-	_, err = passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: append([]*graph.Node{loss}, grads...),
+	_, err = passes.Prepare(g, store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: append([]*graph.Node{loss}, grads...),
 		Filter: func(*graph.Node, string) bool { return true }})
 	require.NoError(t, err)
 	seen := map[string]bool{}

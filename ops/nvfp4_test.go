@@ -15,10 +15,10 @@ import (
 // layout: a 1-D cast along axis 1 quantizes the rows; along axis 0 the
 // source is transposed, optionally transformed, cast row-wise, and the
 // dequantized values transposed back; a 2-D cast is the tiles.
-func dequantNVFP4(t *testing.T, src []float32, rows, cols, axis int, c fp8.NVFP4Cast) []float64 {
+func dequantNVFP4(t *testing.T, src []float32, rows, cols, axis int, c fp8.Quantizer) []float64 {
 	t.Helper()
 	r, cl, s := rows, cols, src
-	trans := axis == 0 && !c.TwoD
+	trans := axis == 0 && !(c.BlockDim == 2)
 	if trans {
 		r, cl = cols, rows
 		s = make([]float32, len(src))
@@ -98,16 +98,16 @@ func TestNVFP4ScaledMatMul(t *testing.T) {
 			if err := p.Run(); err != nil {
 				t.Fatal(err)
 			}
-			wd := dequantNVFP4(t, vals[w], n, k, 0, fp8.NVFP4Cast{TwoD: true})
+			wd := dequantNVFP4(t, vals[w], n, k, 0, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 			type ref struct {
 				a, b   []float64
 				M, K   int
 				ta, tb bool
 			}
 			refs := []ref{
-				{dequantNVFP4(t, vals[x], m, k, 1, fp8.NVFP4Cast{}), wd, m, k, false, true},
-				{dequantNVFP4(t, vals[dy], m, n, 1, fp8.NVFP4Cast{}), wd, m, n, false, false},
-				{dequantNVFP4(t, vals[dy], m, n, 0, fp8.NVFP4Cast{RHT: true}), dequantNVFP4(t, vals[x], m, k, 0, fp8.NVFP4Cast{RHT: true}), n, m, true, false},
+				{dequantNVFP4(t, vals[x], m, k, 1, fp8.Quantizer{Kind: fp8.NVFP4Blocks}), wd, m, k, false, true},
+				{dequantNVFP4(t, vals[dy], m, n, 1, fp8.Quantizer{Kind: fp8.NVFP4Blocks}), wd, m, n, false, false},
+				{dequantNVFP4(t, vals[dy], m, n, 0, fp8.Quantizer{Kind: fp8.NVFP4Blocks, RHT: true}), dequantNVFP4(t, vals[x], m, k, 0, fp8.Quantizer{Kind: fp8.NVFP4Blocks, RHT: true}), n, m, true, false},
 			}
 			for oi, r := range refs {
 				got := p.Float32(outs[oi])

@@ -146,8 +146,8 @@ func (s *fp8Scales) Operand(codes []uint8, trans, kRows bool) fp8.Operand {
 }
 
 // float8BlockCast is the fp8 cast of a Float8Block config.
-func (c QuantizeConfig) float8BlockCast() fp8.Float8BlockCast {
-	return fp8.Float8BlockCast{Dim: c.BlockDim, Format: c.Format, FP32Scales: c.FP32Scales, Eps: c.Eps}
+func (c QuantizeConfig) float8BlockCast() fp8.Quantizer {
+	return fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: c.BlockDim, Format: c.Format, FP32Scales: c.FP32Scales, Eps: c.Eps}
 }
 
 // castDType is the dtype a cast per cfg produces.
@@ -303,7 +303,7 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 		}
 		sc.FP4 = fp8.NewNVFP4(r, c, cfg.BlockDim == 2)
 		// The shape was checked when the node was built (checkNVFP4Shape).
-		sc.nvq, _ = fp8.NewNVFP4Quantizer(rows, cols, cfg.Axis, fp8.NVFP4Cast{TwoD: cfg.BlockDim == 2, RHT: cfg.RHT, Stochastic: cfg.Stochastic})
+		sc.nvq, _ = fp8.NewNVFP4Quantizer(rows, cols, cfg.Axis, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: cfg.BlockDim, RHT: cfg.RHT, Stochastic: cfg.Stochastic})
 	case Float8Block:
 		n := fp8.Float8BlockScaleCount(rows, cols, cfg.Axis, cfg.BlockDim)
 		sc.BlockScaleInv = make([]float32, n)

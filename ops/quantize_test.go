@@ -6,6 +6,7 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +24,7 @@ func TestCastSplitAmax(t *testing.T) {
 					xs[i] = float32(i%97) * 0.01
 				}
 				xs[where] = special
-				cfg := QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: fp8.TERecipe{Margin: 3}.NewMeta(false)}
+				cfg := QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: recipe.TE{Margin: 3}.NewMeta(false)}
 				sc := newScales(cfg, graph.Shape{rows, cols})
 				dst := make([]uint8, len(xs))
 				require.NoError(t, castKernel(cfg, sc, dst, xs, false)())

@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 )
 
 // benchParams returns the MNIST MLP's parameter set (784-512-512-10,
@@ -35,7 +35,7 @@ func BenchmarkOptimizerStep(b *testing.B) {
 	})
 	for _, level := range []string{"O1", "O2"} {
 		b.Run("LowBit"+level, func(b *testing.B) {
-			o, err := NewLowBitAdam(benchParams(), fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil)
+			o, err := NewLowBitAdam(benchParams(), recipe.MSAMP{OptLevel: level}, 0.01, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

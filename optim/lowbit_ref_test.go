@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 	"github.com/x448/float16"
 )
@@ -105,10 +106,10 @@ func TestLowBitStepMatchesReference(t *testing.T) {
 					}
 				}
 			}
-			o, err := NewLowBitAdam(ps, fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil)
+			o, err := NewLowBitAdam(ps, recipe.MSAMP{OptLevel: level}, 0.01, nil)
 			require.NoError(t, err)
 			o.Decoupled = decoupled
-			ref, err := NewLowBitAdam(rps, fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil) // only for its settings
+			ref, err := NewLowBitAdam(rps, recipe.MSAMP{OptLevel: level}, 0.01, nil) // only for its settings
 			require.NoError(t, err)
 			ref.Decoupled = decoupled
 			st := &refState{}

@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/recipe"
 )
 
 // fp16Max is the largest finite FP16 value.
@@ -154,7 +155,7 @@ func (o *LowBitAdam) Err() error { return o.err }
 // recipe's level (O1 or O2), the recipe the model's GEMMs were converted
 // with; the weights in params are rounded to their FP16 master form at
 // once.
-func NewLowBitAdam(params []Param, r fp8.MSAMPRecipe, weightDecay float32, comm dist.Communicator) (*LowBitAdam, error) {
+func NewLowBitAdam(params []Param, r recipe.MSAMP, weightDecay float32, comm dist.Communicator) (*LowBitAdam, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/dist"
-	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 	"github.com/x448/float16"
 )
@@ -24,9 +24,9 @@ func sqnrDB(ref []float64, got []float32) float64 {
 
 func TestMemoryStats(t *testing.T) {
 	p := []Param{{Name: "w", W: make([]float32, 4), G: make([]float32, 4), Decay: true}}
-	o1, err := NewLowBitAdam(p, fp8.MSAMPRecipe{OptLevel: "O1"}, 0.01, nil)
+	o1, err := NewLowBitAdam(p, recipe.MSAMP{OptLevel: "O1"}, 0.01, nil)
 	require.NoError(t, err)
-	o2, err := NewLowBitAdam(p, fp8.MSAMPRecipe{OptLevel: "O2"}, 0.01, nil)
+	o2, err := NewLowBitAdam(p, recipe.MSAMP{OptLevel: "O2"}, 0.01, nil)
 	require.NoError(t, err)
 	require.Equal(t, 8.0, Float32MemoryStats().StateBytes)
 	require.Equal(t, 8.0, o1.MemoryStats().StateBytes)
@@ -38,7 +38,7 @@ func TestMemoryStats(t *testing.T) {
 	require.Len(t, o2.m8[0].Codes, 4, "the first moment is one byte per value")
 	require.Len(t, o2.v16[0].Bits, 4)
 	require.Nil(t, o2.m32)
-	_, err = NewLowBitAdam(p, fp8.MSAMPRecipe{OptLevel: "O3"}, 0, nil)
+	_, err = NewLowBitAdam(p, recipe.MSAMP{OptLevel: "O3"}, 0, nil)
 	require.ErrorContains(t, err, "DeepSpeed")
 }
 
@@ -165,7 +165,7 @@ func TestLowBitAdamTracksAdamW(t *testing.T) {
 	ref := train(NewAdamW(pf, 0.001), pf)
 	for _, level := range []string{"O1", "O2"} {
 		p := mk()
-		o, err := NewLowBitAdam(p, fp8.MSAMPRecipe{OptLevel: level}, 0.001, nil)
+		o, err := NewLowBitAdam(p, recipe.MSAMP{OptLevel: level}, 0.001, nil)
 		require.NoError(t, err)
 		got := train(o, p)
 		var num, den float64

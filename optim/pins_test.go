@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/dist"
-	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -100,7 +100,7 @@ func TestLowBitAdamStateRoundTrip(t *testing.T) {
 		mk := func() ([]Param, *LowBitAdam) {
 			p := []Param{{Name: "w", W: []float32{0.5, -1, 2, 0.25, 3, -0.125, 1, 1}, G: make([]float32, 8), Decay: true},
 				{Name: "b", W: []float32{0.1, 0.2}, G: make([]float32, 2)}}
-			o, err := NewLowBitAdam(p, fp8.MSAMPRecipe{OptLevel: level}, 0.01, nil)
+			o, err := NewLowBitAdam(p, recipe.MSAMP{OptLevel: level}, 0.01, nil)
 			require.NoError(t, err)
 			return p, o
 		}

@@ -14,7 +14,7 @@ type AutowrapConfig struct {
 	// way.
 	EvalFP8 bool
 	// Precision names the converted path in the report's note ("FP8"
-	// when empty; "bf16" for fp8.BF16Recipe).
+	// when empty; "bf16" for recipe.BF16).
 	Precision string
 }
 

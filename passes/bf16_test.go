@@ -4,10 +4,10 @@ import (
 	"math"
 	"testing"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +21,7 @@ func TestBF16RecipeMLP(t *testing.T) {
 	m := mlp(t, 16)
 	_, ref := compileRun(t, m, graph.Options{Training: true}, append([]*graph.Node{m.logits}, m.trainOf...)...)
 
-	rep, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.BF16Recipe{}})
+	rep, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.BF16{}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"mlp.fc1", "mlp.fc2", "mlp.fc3"}, rep.Converted())
 	for _, l := range rep.Layers {
@@ -83,7 +83,7 @@ func TestBF16RecipeMLP(t *testing.T) {
 	_, back := compileRun(t, m, graph.Options{Training: true}, append([]*graph.Node{m.logits}, m.trainOf...)...)
 	require.Equal(t, ref, back, "converted back: float32 bit for bit")
 
-	_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: fp8.BF16Recipe{}, Outputs: m.trainOf})
+	_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: recipe.BF16{}, Outputs: m.trainOf})
 	require.NoError(t, err)
 	_, again := compileRun(t, m, graph.Options{Training: true}, append([]*graph.Node{m.logits}, m.trainOf...)...)
 	require.Equal(t, got, again, "converted again: the same bf16 results")
@@ -94,7 +94,7 @@ func TestBF16RecipeMLP(t *testing.T) {
 // float32, and an FP8 conversion on top of bf16 state is refused.
 func TestBF16Prepare(t *testing.T) {
 	m := mlp(t, 16)
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.BF16Recipe{}, TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits},
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.BF16{}, TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits},
 		Filter: func(_ *graph.Node, fqn string) bool { return fqn != "mlp.fc3" }})
 	require.NoError(t, err)
 	require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, prep.Report.Converted())
@@ -112,6 +112,6 @@ func TestBF16Prepare(t *testing.T) {
 	allocs := testing.AllocsPerRun(5, func() { require.NoError(t, prep.Train.Run()) })
 	require.Zero(t, allocs, "training step allocations")
 
-	_, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.ErrorContains(t, err, "bf16")
 }

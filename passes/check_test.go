@@ -3,9 +3,9 @@ package passes
 import (
 	"testing"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,7 +29,7 @@ func TestStageChecksCatchIllegalGraphs(t *testing.T) {
 				v[i] = 0.01 * float32(i%7)
 			}
 		}))
-		_, err = Prepare(g, store, Config{Recipe: fp8.TERecipe{}, TrainOutputs: append([]*graph.Node{loss}, grads...)})
+		_, err = Prepare(g, store, Config{Recipe: recipe.TE{}, TrainOutputs: append([]*graph.Node{loss}, grads...)})
 		require.NoError(t, err)
 		return g, registryOf(g), loss
 	}

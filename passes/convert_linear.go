@@ -8,28 +8,24 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
 )
 
 // LinearConfig configures ConvertLinear.
 type LinearConfig struct {
-	// Recipe lowers each layer (fp8.Recipe.Lower): fp8.TERecipe,
-	// fp8.Float8BlockRecipe, fp8.NVFP4Recipe, fp8.CustomRecipe,
-	// fp8.AORecipe, fp8.MSAMPRecipe, fp8.BF16Recipe, or a recipe of
+	// Recipe lowers each layer (recipe.Recipe.Lower): recipe.TE,
+	// recipe.Float8Block, recipe.NVFP4, recipe.Custom,
+	// recipe.AO, recipe.MSAMP, recipe.BF16, or a recipe of
 	// one's own.
-	Recipe fp8.Recipe
+	Recipe recipe.Recipe
 	// Filter, if set, must accept a layer for it to convert; it gets the
 	// layer's forward node and fully qualified name. With the AO recipe
 	// it replaces torchao's default filter (first and last linear layers
 	// and layers with dims not divisible by 16 stay in high precision);
 	// the recipe's own ModuleFilter is used when Filter is nil.
 	Filter func(n *graph.Node, fqn string) bool
-	// BackwardOverride, when set, runs every converted layer's dgrad and
-	// wgrad unquantized (Transformer Engine's NVTE_BACKWARD_OVERRIDE):
-	// on the float32 operands (high_precision) or on the forward's
-	// quantized weight and input, dequantized (dequantized).
-	BackwardOverride fp8.BackwardOverride
 	// Seed is the run's seed, for recipes that draw (NVFP4's stochastic
-	// rounding) and have no seed of their own (fp8.Layer.Seed).
+	// rounding) and have no seed of their own (recipe.Layer.Seed).
 	Seed uint64
 	// Debug, if set, applies a debug config's precision switches: a
 	// layer of a section with DisableFP8Layer stays float32, and the
@@ -73,13 +69,13 @@ type quantKey struct {
 //     axiswise; a disabled pair keeps that GEMM in float32).
 //   - MS-AMP: delayed scaling as TE's HYBRID with a one-step window and
 //     power-of-two scales.
-//   - Float8BlockScaling (fp8.Float8BlockRecipe): each operand cast with
+//   - Float8BlockScaling (recipe.Float8Block): each operand cast with
 //     a scale per 1×128 block along its GEMM's contraction axis (1-D:
 //     an input or gradient read by two GEMMs gets two casts, as
 //     Transformer Engine quantizes the column-wise copy again from the
 //     source) or per 128×128 tile (2-D: one cast serves both GEMMs, the
 //     column-wise copy being its exact transpose); no scaling state.
-//   - NVFP4BlockScaling (fp8.NVFP4Recipe): 4-bit E2M1 casts with E4M3
+//   - NVFP4BlockScaling (recipe.NVFP4): 4-bit E2M1 casts with E4M3
 //     scales per 1×16 block along each GEMM's contraction axis (inputs,
 //     gradients) or per 16×16 tile (weights, one cast for both GEMMs),
 //     the random Hadamard transform on the wgrad operands (when the
@@ -108,9 +104,6 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	}
 	if err := g.Err(); err != nil {
 		return Report{}, fmt.Errorf("passes: convert linear: graph has errors: %w", err)
-	}
-	if cfg.BackwardOverride > fp8.BackwardDequantized {
-		return Report{}, fmt.Errorf("passes: convert linear: backward override %d, want high_precision or dequantized", cfg.BackwardOverride)
 	}
 	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend().String()},
 		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}, keptBy: map[string]string{}, deq: map[*graph.Node]*graph.Node{}}
@@ -143,17 +136,21 @@ func (c *converter) backend() fp8.Backend { return c.cfg.Recipe.Backend() }
 
 // plan asks the recipe how a layer converts (after the debug config's
 // DisableFP8Layer): its Skip says why not.
-func (c *converter) plan(n *graph.Node, out, in int, x *graph.Node) (fp8.LayerPlan, error) {
+func (c *converter) plan(n *graph.Node, out, in int, x *graph.Node) (recipe.LayerPlan, error) {
 	fqn := n.Name()
 	if sec, ok := c.cfg.Debug.SectionFor(fqn); ok && sec.DisableLayer {
-		return fp8.LayerPlan{Skip: fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name)}, nil
+		return recipe.LayerPlan{Skip: fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name)}, nil
 	}
 	rows, _ := view2DOf(x.Shape())
-	l := fp8.Layer{FQN: fqn, Node: n, Index: c.linIdx[n], Count: c.nLin, Out: out, In: in, Rows: rows, Seed: c.cfg.Seed}
+	l := recipe.Layer{FQN: fqn, Node: n, Index: c.linIdx[n], Count: c.nLin, Out: out, In: in, Rows: rows, Seed: c.cfg.Seed}
 	if f := c.cfg.Filter; f != nil {
 		l.Accept = func() bool { return f(n, fqn) }
 	}
-	return c.cfg.Recipe.Lower(l)
+	p, err := c.cfg.Recipe.Lower(l)
+	if err == nil && p.Backward > recipe.BackwardDequantized {
+		err = fmt.Errorf("layer %q: the recipe's backward override %d, want high_precision or dequantized", fqn, p.Backward)
+	}
+	return p, err
 }
 
 // gemm identifies one of a layer's three products.
@@ -442,9 +439,12 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 		return nil, fmt.Errorf("layer %q: unexpected %s layout %v", l.fqn, name, n)
 	}
 	var out *graph.Node
-	if ov := c.cfg.BackwardOverride; ov != fp8.BackwardQuantized && !l.bf16(kind) {
+	// The recipe's backward override (recipe.WithBackward) runs dgrad and
+	// wgrad unquantized: on the float32 operands (high_precision) or on
+	// the forward's quantized weight and input, dequantized.
+	if ov := l.plan.Backward; ov != recipe.BackwardQuantized && !l.bf16(kind) {
 		fq := l.fpFprop
-		if ov == fp8.BackwardHighPrecision || fq == nil || !fq.Is(ops.KindScaledMatMul) {
+		if ov == recipe.BackwardHighPrecision || fq == nil || !fq.Is(ops.KindScaledMatMul) {
 			c.keptBy[l.fqn+"/"+name] = "by the backward override " + ov.String()
 			c.noteKept(l, name)
 			return nil, nil

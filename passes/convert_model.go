@@ -3,8 +3,8 @@ package passes
 import (
 	"fmt"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/recipe"
 )
 
 // ModelConfig configures ConvertModel.
@@ -14,7 +14,7 @@ type ModelConfig struct {
 	// Linear and LayerNorm select what converts.
 	Linear, LayerNorm bool
 	// Recipe and Filter are ConvertLinear's (ToFP8 only).
-	Recipe fp8.Recipe
+	Recipe recipe.Recipe
 	Filter func(n *graph.Node, fqn string) bool
 	// Outputs are the training outputs (for ConvertLN's liveness).
 	Outputs []*graph.Node

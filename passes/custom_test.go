@@ -8,6 +8,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -18,7 +19,7 @@ import (
 // multiplied are refused naming the layer and the GEMM.
 func TestCustomRecipe(t *testing.T) {
 	mx := fp8.Quantizer{Kind: fp8.MXFP8Blocks, Format: fp8.E4M3}
-	recipe := fp8.CustomRecipe{Quantizer: func(fqn string, g fp8.GEMM, tensor fp8.TensorRole) fp8.Quantizer {
+	rec := recipe.Custom{Quantizer: func(fqn string, g fp8.GEMM, tensor fp8.TensorRole) fp8.Quantizer {
 		switch {
 		case fqn == "mlp.fc2":
 			return fp8.Quantizer{}
@@ -32,7 +33,7 @@ func TestCustomRecipe(t *testing.T) {
 		return fp8.Quantizer{Kind: fp8.NVFP4Blocks, RHT: g == fp8.Wgrad}
 	}}
 	m := mlp(t, 16)
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: rec, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"mlp.fc1"}, prep.Report.Converted())
 	notes := strings.Join(prep.Report.Notes, "\n")
@@ -82,14 +83,14 @@ func TestCustomRecipe(t *testing.T) {
 		}, []string{"block dimension 3"}},
 	} {
 		m := mlp(t, 16)
-		_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.CustomRecipe{Quantizer: c.q}, TrainOutputs: m.trainOf})
+		_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.Custom{Quantizer: c.q}, TrainOutputs: m.trainOf})
 		require.Error(t, err, c.name)
 		for _, s := range c.says {
 			require.Contains(t, err.Error(), s, c.name)
 		}
 	}
 	m = mlp(t, 16)
-	_, err = passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.CustomRecipe{}, TrainOutputs: m.trainOf})
+	_, err = passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.Custom{}, TrainOutputs: m.trainOf})
 	require.ErrorContains(t, err, "no Quantizer")
 }
 
@@ -99,11 +100,11 @@ func TestCustomRecipe(t *testing.T) {
 // casts decoded (one Dequantize node per cast, shared); only the fprop
 // stays quantized, the report says why, and the step runs.
 func TestBackwardOverride(t *testing.T) {
-	recipes := []fp8.Recipe{fp8.TERecipe{}, fp8.Float8BlockRecipe{}, fp8.NVFP4Recipe{}, fp8.TERecipe{UseMXFP8BlockScaling: true}}
+	recipes := []recipe.Recipe{recipe.TE{}, recipe.Float8Block{}, recipe.NVFP4{}, recipe.TE{UseMXFP8BlockScaling: true}}
 	for _, r := range recipes {
-		for _, ov := range []fp8.BackwardOverride{fp8.BackwardHighPrecision, fp8.BackwardDequantized} {
+		for _, ov := range []recipe.BackwardOverride{recipe.BackwardHighPrecision, recipe.BackwardDequantized} {
 			m := mlp(t, 16)
-			prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: r, TrainOutputs: m.trainOf, BackwardOverride: ov, NoFusion: true})
+			prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.WithBackward(r, ov), TrainOutputs: m.trainOf, NoFusion: true})
 			require.NoError(t, err, "%T %v", r, ov)
 			kinds := map[string]int{}
 			for _, n := range prep.Train.Schedule() {
@@ -112,7 +113,7 @@ func TestBackwardOverride(t *testing.T) {
 					require.Equal(t, graph.Fprop, n.Role(), "%T %v: %s is a quantized backward GEMM", r, ov, n.Name())
 				}
 			}
-			if ov == fp8.BackwardDequantized {
+			if ov == recipe.BackwardDequantized {
 				require.Equal(t, 3, kinds["Dequantize"], "%T: fc1's input and fc2's weight and input", r) // fc1's dgrad is dead
 			} else {
 				require.Zero(t, kinds["Dequantize"])

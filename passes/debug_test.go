@@ -14,6 +14,7 @@ import (
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -59,7 +60,7 @@ func TestDebugThroughPrepare(t *testing.T) {
 	require.NoError(t, err)
 	m := mlp(t, 16)
 	var dump bytes.Buffer
-	r := fp8.TERecipe{}
+	r := recipe.TE{}
 	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: r, TrainOutputs: m.trainOf, Debug: cfg, DebugLog: log, Dump: &dump,
 		Filter: func(*graph.Node, string) bool { return true }})
 	require.NoError(t, err)
@@ -135,7 +136,7 @@ s:
 		xs[i] = float32(i%7) - 3
 	}
 	xs[5], xs[6] = 1e-4, 500
-	prep, err := passes.Prepare(g, m.store, passes.Config{Recipe: fp8.TERecipe{Format: fp8.AllE4M3}, TrainOutputs: m.outs, Debug: cfg, DebugLog: log})
+	prep, err := passes.Prepare(g, m.store, passes.Config{Recipe: recipe.TE{Format: recipe.AllE4M3}, TrainOutputs: m.outs, Debug: cfg, DebugLog: log})
 	require.NoError(t, err)
 	require.NoError(t, prep.Train.FeedFloat32(x, xs))
 	require.NoError(t, prep.Train.Run())
@@ -205,7 +206,7 @@ s:
 	require.NoError(t, err)
 	m := mlp(t, 16)
 	var dump bytes.Buffer
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg, Dump: &dump})
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf, Debug: cfg, Dump: &dump})
 	require.NoError(t, err)
 	got := quantizeConfigs(m, m.trainOf, "mlp.fc2")
 	require.Equal(t, ops.Current, got["mlp.fc2/quantize.grad_output.current"].Scaling, "wgrad's gradient")
@@ -248,7 +249,7 @@ s:
 `), "s.yaml")
 	require.NoError(t, err)
 	m := mlp(t, 16)
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg})
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf, Debug: cfg})
 	require.NoError(t, err)
 	require.Equal(t, []string{"dgrad", "wgrad"}, mustLayer(t, prep.Report, "mlp.fc2").FP8)
 	require.Contains(t, strings.Join(prep.Report.Notes, "\n"), `mlp.fc2: fprop computed in high precision on fake-quantized activation and weight (FakeQuant FP8E5M2, debug config section "s")`)
@@ -277,7 +278,7 @@ s:
 // within 1% of float32 over the same steps.
 func TestDebugDiagnosesAMarginTooLarge(t *testing.T) {
 	const steps = 30
-	train := func(r fp8.Recipe, cfgYAML string) ([]float32, []inspect.Stat) {
+	train := func(r recipe.Recipe, cfgYAML string) ([]float32, []inspect.Stat) {
 		m := mlp(t, 16)
 		var cfg *inspect.Config
 		var log *inspect.Log
@@ -318,7 +319,7 @@ func TestDebugDiagnosesAMarginTooLarge(t *testing.T) {
 		return s / float64(len(l))
 	}
 	ref, _ := train(nil, "")
-	big := fp8.TERecipe{Margin: 17}
+	big := recipe.TE{Margin: 17}
 	look := `
 look:
   enabled: True
@@ -353,7 +354,7 @@ func TestDebugOffChangesNothing(t *testing.T) {
 	var sched [2]int
 	for i, cfg := range []*inspect.Config{nil, off} {
 		m := mlp(t, 16)
-		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg, Dump: &dumps[i]})
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf, Debug: cfg, Dump: &dumps[i]})
 		require.NoError(t, err)
 		sched[i] = len(prep.Train.Schedule())
 	}
@@ -405,7 +406,7 @@ s:
 	// An evaluation-only Prepare has no Debug stage.
 	var plog bytes.Buffer
 	e := mlp(t, 16)
-	_, err = passes.Prepare(e.g, e.store, passes.Config{Recipe: fp8.TERecipe{}, EvalOutputs: []*graph.Node{e.logits}, Debug: cfg, DebugLog: log, Log: &plog})
+	_, err = passes.Prepare(e.g, e.store, passes.Config{Recipe: recipe.TE{}, EvalOutputs: []*graph.Node{e.logits}, Debug: cfg, DebugLog: log, Log: &plog})
 	require.NoError(t, err)
 	require.NotContains(t, plog.String(), "Debug")
 }
@@ -438,7 +439,7 @@ s:
 			l = nil
 		}
 		relu := m.g.Lookup("mlp.fc1/relu") // fc2's activation, kept as an output to read it
-		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: append(append([]*graph.Node{}, m.trainOf...), relu),
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: append(append([]*graph.Node{}, m.trainOf...), relu),
 			Debug: cfg, DebugLog: l, DebugComm: c})
 		if err != nil {
 			return err
@@ -474,7 +475,7 @@ s:
 	m := mlp(t, 16)
 	alone, err := inspect.OpenLog(t.TempDir(), 0)
 	require.NoError(t, err)
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, Debug: cfg, DebugLog: alone})
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf, Debug: cfg, DebugLog: alone})
 	require.NoError(t, err)
 	m.run(t, prep.Train)
 	require.NoError(t, alone.Close())
@@ -500,7 +501,7 @@ s:
 // definition: underflows% (codes 0x00: the 73 exact zeros), overflows%,
 // scale_inv_min/max over the blocks, mse of the dequantized values.
 func TestDebugStatisticsOfBlockRecipes(t *testing.T) {
-	for _, recipe := range []fp8.Recipe{fp8.Float8BlockRecipe{}, fp8.NVFP4Recipe{}} {
+	for _, rec := range []recipe.Recipe{recipe.Float8Block{}, recipe.NVFP4{}} {
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 16, 32)
 		w := g.Param("fc.weight", 16, 32)
@@ -520,7 +521,7 @@ s:
 		for i := range xs {
 			xs[i] = float32(i%7) - 3 // 73 exact zeros
 		}
-		prep, err := passes.Prepare(g, m.store, passes.Config{Recipe: recipe, TrainOutputs: m.outs, Debug: cfg, DebugLog: log})
+		prep, err := passes.Prepare(g, m.store, passes.Config{Recipe: rec, TrainOutputs: m.outs, Debug: cfg, DebugLog: log})
 		require.NoError(t, err)
 		require.NoError(t, prep.Train.FeedFloat32(x, xs))
 		require.NoError(t, prep.Train.Run())
@@ -535,8 +536,8 @@ s:
 		var mse, lo, hi float64
 		lo = math.Inf(1)
 		zeros := 0
-		if _, ok := recipe.(fp8.NVFP4Recipe); ok {
-			q, err := fp8.QuantizeNVFP4(xs, 16, 32, fp8.NVFP4Cast{})
+		if _, ok := rec.(recipe.NVFP4); ok {
+			q, err := fp8.QuantizeNVFP4(xs, 16, 32, fp8.Quantizer{Kind: fp8.NVFP4Blocks})
 			require.NoError(t, err)
 			dq := make([]float32, len(xs))
 			require.NoError(t, q.Dequantize(dq))
@@ -552,7 +553,7 @@ s:
 			}
 		} else {
 			codes, inv := make([]uint8, len(xs)), make([]float32, 16)
-			require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, xs, 16, 32, fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}))
+			require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, xs, 16, 32, fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}))
 			for i, c := range codes {
 				if c == 0 {
 					zeros++
@@ -564,11 +565,11 @@ s:
 			}
 		}
 		n := float64(len(xs))
-		require.Equal(t, 73, zeros, "%T", recipe)
-		require.InDelta(t, 100*float64(zeros)/n, got["activation underflows%"], 1e-12, "%T", recipe)
-		require.Zero(t, got["activation overflows%"], "%T", recipe)
-		require.Equal(t, lo, got["activation scale_inv_min"], "%T", recipe)
-		require.Equal(t, hi, got["activation scale_inv_max"], "%T", recipe)
-		require.InDelta(t, mse/n, got["activation mse"], 1e-9, "%T", recipe)
+		require.Equal(t, 73, zeros, "%T", rec)
+		require.InDelta(t, 100*float64(zeros)/n, got["activation underflows%"], 1e-12, "%T", rec)
+		require.Zero(t, got["activation overflows%"], "%T", rec)
+		require.Equal(t, lo, got["activation scale_inv_min"], "%T", rec)
+		require.Equal(t, hi, got["activation scale_inv_max"], "%T", rec)
+		require.InDelta(t, mse/n, got["activation mse"], 1e-9, "%T", rec)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 )
 
 // Prepare converts a model's eligible linear layers to FP8 and compiles
@@ -28,7 +29,7 @@ func ExamplePrepare() {
 		}
 	})
 	prep, err := passes.Prepare(g, store, passes.Config{
-		Recipe:       fp8.TERecipe{Margin: 0}, // Accelerate's TERecipeKwargs defaults
+		Recipe:       recipe.TE{Margin: 0}, // Accelerate's TERecipeKwargs defaults
 		TrainOutputs: []*graph.Node{loss, grads[0], grads[1]},
 		EvalOutputs:  []*graph.Node{logits},
 	})
@@ -44,7 +45,7 @@ func ExamplePrepare() {
 	// weight dims [10 64] are not both divisible by 16
 }
 
-// With fp8.BF16Recipe, Prepare is Accelerate's mixed_precision="bf16":
+// With recipe.BF16, Prepare is Accelerate's mixed_precision="bf16":
 // every linear layer's GEMMs read bf16-rounded operands (no size
 // condition, no scaling state), and evaluation runs in bf16 too.
 func ExamplePrepare_bf16() {
@@ -62,7 +63,7 @@ func ExamplePrepare_bf16() {
 		}
 	})
 	prep, err := passes.Prepare(g, store, passes.Config{
-		Recipe:       fp8.BF16Recipe{},
+		Recipe:       recipe.BF16{},
 		TrainOutputs: []*graph.Node{loss, grads[0], grads[1]},
 		EvalOutputs:  []*graph.Node{logits},
 	})
@@ -158,7 +159,7 @@ func ExamplePrepare_forwardPasses() {
 	// Output: loss 14.000, gradient 2.000 4.000 6.000
 }
 
-// With fp8.CustomRecipe a function chooses each operand's cast per layer
+// With recipe.Custom a function chooses each operand's cast per layer
 // and GEMM: here MXFP8 for the forward, NVFP4 for the backward (16×16
 // weight tiles, the transform on the weight gradient's operands,
 // stochastic gradients), and one layer in high precision. Prepare checks
@@ -177,7 +178,7 @@ func ExamplePrepare_customRecipe() {
 			v[i] = float32(i%7-3) * 0.05
 		}
 	})
-	recipe := fp8.CustomRecipe{Seed: 1, Quantizer: func(fqn string, gemm fp8.GEMM, t fp8.TensorRole) fp8.Quantizer {
+	rec := recipe.Custom{Seed: 1, Quantizer: func(fqn string, gemm fp8.GEMM, t fp8.TensorRole) fp8.Quantizer {
 		switch {
 		case fqn == "mlp.fc2":
 			return fp8.Quantizer{} // high precision
@@ -188,7 +189,7 @@ func ExamplePrepare_customRecipe() {
 		}
 		return fp8.Quantizer{Kind: fp8.NVFP4Blocks, RHT: gemm == fp8.Wgrad, Stochastic: t == fp8.RoleGradOutput}
 	}}
-	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: []*graph.Node{loss, grads[0], grads[1]}})
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: rec, TrainOutputs: []*graph.Node{loss, grads[0], grads[1]}})
 	if err != nil {
 		fmt.Println(err)
 		return

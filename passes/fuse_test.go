@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -144,7 +144,7 @@ func TestUnfuseRestoresTheLayers(t *testing.T) {
 		return n
 	}
 	require.Positive(t, fusedTypes(), "Prepare fused something")
-	rep, err := passes.ConvertModel(g, store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: fp8.TERecipe{}, Outputs: []*graph.Node{out, grad}})
+	rep, err := passes.ConvertModel(g, store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: recipe.TE{}, Outputs: []*graph.Node{out, grad}})
 	require.NoError(t, err)
 	require.Zero(t, fusedTypes(), "ConvertModel unfused first")
 	require.Len(t, rep.Converted(), 2, "both layers converted: %v", rep)

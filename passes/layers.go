@@ -7,6 +7,7 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/recipe"
 )
 
 // layer is what the passes know about one linear layer of a graph.
@@ -17,7 +18,7 @@ type layer struct {
 	autocast                  *graph.Node // Autowrap's Switch, if any
 	fp8                       bool        // consumers currently read the FP8 nodes
 	state                     *fp8.LayerState
-	plan                      fp8.LayerPlan // how the recipe lowered it
+	plan                      recipe.LayerPlan // how the recipe lowered it
 }
 
 // lnFusion records one LayerNorm (RMSNorm, GELU) fused into an FP8

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +21,7 @@ func TestPassErrorsDoNotStutter(t *testing.T) {
 	y := ops.Linear("fc", x, w, nil)
 	store := graph.NewStore()
 	require.NoError(t, store.Init(g, func(*graph.Node, []float32) {}))
-	_, err := passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{Margin: -1}, EvalOutputs: []*graph.Node{y}})
+	_, err := passes.Prepare(g, store, passes.Config{Recipe: recipe.TE{Margin: -1}, EvalOutputs: []*graph.Node{y}})
 	require.Error(t, err)
 	require.Equal(t, 1, strings.Count(err.Error(), "passes:"), err.Error())
 

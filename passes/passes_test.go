@@ -14,6 +14,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -140,7 +141,7 @@ func TestConvertLinearMLPTE(t *testing.T) {
 	require.Equal(t, 5, before["MatMul"]) // 2 dgrad + 3 wgrad
 	require.Equal(t, map[graph.Role]int{graph.Fprop: 3, graph.Dgrad: 2, graph.Wgrad: 3}, roles)
 
-	rep, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	rep, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, rep.Converted())
 	fc3, _ := rep.Layer("mlp.fc3")
@@ -181,7 +182,7 @@ func TestConvertLinearMLPTE(t *testing.T) {
 		}
 	}
 	// Converting again changes nothing.
-	rep2, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	rep2, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	require.Contains(t, mustLayer(t, rep2, "mlp.fc1").Reason, "already FP8")
 	again, _ := live(m)
@@ -197,7 +198,7 @@ func mustLayer(t testing.TB, r passes.Report, fqn string) passes.LayerReport {
 
 func TestConvertLinearAODefaultFilter(t *testing.T) {
 	m := mlp(t, 16)
-	ao, err := fp8.NewAORecipe("tensorwise")
+	ao, err := recipe.NewAO("tensorwise")
 	require.NoError(t, err)
 	rep, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: ao})
 	require.NoError(t, err)
@@ -242,7 +243,7 @@ func TestIneligibleLayerSkippedAlone(t *testing.T) {
 	loss := ops.Mean(h)
 	_, err := graph.Grad(loss, params...)
 	require.NoError(t, err)
-	rep, err := passes.ConvertLinear(g, initStore(t, g, 1), passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	rep, err := passes.ConvertLinear(g, initStore(t, g, 1), passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"net.l0", "net.l3"}, rep.Converted())
 	require.Contains(t, mustLayer(t, rep, "net.l1").Reason, "[40 64]")
@@ -252,9 +253,9 @@ func TestIneligibleLayerSkippedAlone(t *testing.T) {
 
 func TestOverrideCombinations(t *testing.T) {
 	for mask := 0; mask < 8; mask++ {
-		ov := fp8.Override{Fprop: mask&1 != 0, Dgrad: mask&2 != 0, Wgrad: mask&4 != 0}
+		ov := recipe.Override{Fprop: mask&1 != 0, Dgrad: mask&2 != 0, Wgrad: mask&4 != 0}
 		m := mlp(t, 16)
-		_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{OverrideLinearPrecision: ov}})
+		_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{OverrideLinearPrecision: ov}})
 		require.NoError(t, err, ov)
 		// For fc2 (the layer with all three GEMMs), exactly the overridden
 		// GEMMs stay float32.
@@ -302,7 +303,7 @@ func TestConvertModelRoundTrip(t *testing.T) {
 		_, ref := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
 
 		rep, err := passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, LayerNorm: true,
-			Recipe: fp8.TERecipe{}, Outputs: m.trainOf})
+			Recipe: recipe.TE{}, Outputs: m.trainOf})
 		require.NoError(t, err)
 		require.NotEmpty(t, rep.Converted())
 		require.True(t, passes.HasFP8Layers(m.g))
@@ -319,7 +320,7 @@ func TestConvertModelRoundTrip(t *testing.T) {
 
 		// And to FP8 once more: the earlier FP8 nodes are reused.
 		_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, LayerNorm: true,
-			Recipe: fp8.TERecipe{}, Outputs: m.trainOf})
+			Recipe: recipe.TE{}, Outputs: m.trainOf})
 		require.NoError(t, err)
 		k2, _ := live(m)
 		require.Equal(t, 0, k2["Linear"]-kindsBefore["Linear"]+len(rep.Converted()), "layers are FP8 again")
@@ -328,7 +329,7 @@ func TestConvertModelRoundTrip(t *testing.T) {
 
 func TestConvertLNFusion(t *testing.T) {
 	m := lnLinear(t, 16, false)
-	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	rep, err := passes.ConvertLN(m.g, m.trainOf...)
 	require.NoError(t, err)
@@ -355,7 +356,7 @@ func TestConvertLNFusion(t *testing.T) {
 
 	// With another float32 consumer the LayerNorm keeps its output.
 	r := lnLinear(t, 16, true)
-	_, err = passes.ConvertLinear(r.g, r.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err = passes.ConvertLinear(r.g, r.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	rep, err = passes.ConvertLN(r.g, r.trainOf...)
 	require.NoError(t, err)
@@ -404,7 +405,7 @@ func TestWorkedExampleThroughGraph(t *testing.T) {
 	grads, err := graph.Grad(loss, w)
 	require.NoError(t, err)
 	store := initStore(t, g, 1)
-	prep, err := passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{Margin: 2}, TrainOutputs: []*graph.Node{loss, grads[0]}})
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe.TE{Margin: 2}, TrainOutputs: []*graph.Node{loss, grads[0]}})
 	require.NoError(t, err)
 	st := store.State(fp8.LayerStateKey("fc")).(*fp8.LayerState)
 	want := map[string][4]float64{
@@ -444,24 +445,24 @@ func sqnr(ref, out []float32) float64 {
 // data: output SQNR ≥ 18 dB and weight-gradient SQNR ≥ 17 dB (torchao's
 // bar), for each recipe.
 func TestFP8LinearSQNR(t *testing.T) {
-	rowwise, _ := fp8.NewAORecipe("rowwise")
-	tensorwise, _ := fp8.NewAORecipe("tensorwise")
-	gwhp, _ := fp8.NewAORecipe("rowwise_with_gw_hp")
+	rowwise, _ := recipe.NewAO("rowwise")
+	tensorwise, _ := recipe.NewAO("tensorwise")
+	gwhp, _ := recipe.NewAO("rowwise_with_gw_hp")
 	all := func(*graph.Node, string) bool { return true }
 	for _, c := range []struct {
-		name   string
-		recipe fp8.Recipe
+		name string
+		rec  recipe.Recipe
 	}{
-		{"TE", fp8.TERecipe{}},
+		{"TE", recipe.TE{}},
 		{"AO tensorwise", tensorwise},
 		{"AO rowwise", rowwise},
 		{"AO rowwise_with_gw_hp", gwhp},
-		{"MXFP8", fp8.TERecipe{UseMXFP8BlockScaling: true}},
-		{"MS-AMP", fp8.MSAMPRecipe{}},
-		{"Float8BlockScaling", fp8.Float8BlockRecipe{}},
-		{"Float8BlockScaling HYBRID, FP32 scales, 2-D inputs", fp8.Float8BlockRecipe{Hybrid: true, FP32Scales: true, XBlockDim: 2, WBlockDim: 1}},
-		{"NVFP4", fp8.NVFP4Recipe{}},
-		{"NVFP4 without RHT, SR and 2-D", fp8.NVFP4Recipe{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true}},
+		{"MXFP8", recipe.TE{UseMXFP8BlockScaling: true}},
+		{"MS-AMP", recipe.MSAMP{}},
+		{"Float8BlockScaling", recipe.Float8Block{}},
+		{"Float8BlockScaling HYBRID, FP32 scales, 2-D inputs", recipe.Float8Block{Hybrid: true, FP32Scales: true, XBlockDim: 2, WBlockDim: 1}},
+		{"NVFP4", recipe.NVFP4{}},
+		{"NVFP4 without RHT, SR and 2-D", recipe.NVFP4{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true}},
 	} {
 		build := func() (*graph.Graph, *graph.Store, *graph.Node, *graph.Node, *graph.Node, *graph.Node, *graph.Node) {
 			g := graph.New()
@@ -488,7 +489,7 @@ func TestFP8LinearSQNR(t *testing.T) {
 			var err error
 			if fp {
 				var prep *passes.Prepared
-				prep, err = passes.Prepare(g, store, passes.Config{Recipe: c.recipe, Filter: all, TrainOutputs: []*graph.Node{loss, y, dw}})
+				prep, err = passes.Prepare(g, store, passes.Config{Recipe: c.rec, Filter: all, TrainOutputs: []*graph.Node{loss, y, dw}})
 				require.NoError(t, err, c.name)
 				require.Equal(t, []string{"fc"}, prep.Report.Converted(), c.name)
 				p = prep.Train
@@ -508,7 +509,7 @@ func TestFP8LinearSQNR(t *testing.T) {
 		sy, sw := sqnr(ry, fy), sqnr(rdw, fdw)
 		t.Logf("%-22s output SQNR %.1f dB, weight gradient SQNR %.1f dB", c.name, sy, sw)
 		barY, barW := 18.0, 17.0
-		if _, ok := c.recipe.(fp8.NVFP4Recipe); ok {
+		if _, ok := c.rec.(recipe.NVFP4); ok {
 			// 4-bit elements: E2M1 with E4M3 block scales measures
 			// 16.7 and 15.4 dB here (the transform and stochastic
 			// rounding cost about 1 dB of it), so a bar below FP8's.
@@ -523,7 +524,7 @@ func TestEvalPrograms(t *testing.T) {
 	for _, autocast := range []bool{false, true} {
 		m := mlp(t, 16)
 		_, ref := compileRun(t, m, graph.Options{}, m.logits)
-		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{UseAutocastDuringEval: autocast},
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{UseAutocastDuringEval: autocast},
 			TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits}})
 		require.NoError(t, err)
 		m.run(t, prep.Train)
@@ -556,29 +557,29 @@ func TestEvalPrograms(t *testing.T) {
 }
 
 func TestInvalidCombinations(t *testing.T) {
-	rowwise, _ := fp8.NewAORecipe("rowwise")
+	rowwise, _ := recipe.NewAO("rowwise")
 	e5 := rowwise
 	e5.Input.Format, e5.Weight.Format, e5.GradOutput.Format = fp8.E5M2, fp8.E5M2, fp8.E5M2
 	e5.InputForGradWeight, e5.WeightForGradInput, e5.GradOutputForGradWeight = e5.Input, e5.Weight, e5.GradOutput
 	ag := rowwise
 	ag.EnableFSDPFloat8AllGather = true
 	for _, c := range []struct {
-		name   string
-		recipe fp8.Recipe
-		says   []string
+		name string
+		rec  recipe.Recipe
+		says []string
 	}{
 		{"pure-E5M2 rowwise", e5, []string{"E5M2", "E4M3"}},
-		{"amax settings with MXFP8", fp8.TERecipe{UseMXFP8BlockScaling: true, AmaxHistoryLen: 16}, []string{"amax_history_len", "unset"}},
+		{"amax settings with MXFP8", recipe.TE{UseMXFP8BlockScaling: true, AmaxHistoryLen: 16}, []string{"amax_history_len", "unset"}},
 		{"float8 all-gather with rowwise weights", ag, []string{"enable_fsdp_float8_all_gather", "tensorwise"}},
-		{"MS-AMP O3", fp8.MSAMPRecipe{OptLevel: "O3"}, []string{"O2"}},
-		{"two 2-D block operands in fprop", fp8.Float8BlockRecipe{XBlockDim: 2}, []string{"x_block_scaling_dim", "w_block_scaling_dim", "fprop"}},
-		{"two 2-D block operands in wgrad", fp8.Float8BlockRecipe{XBlockDim: 2, WBlockDim: 1, GradBlockDim: 2}, []string{"grad_block_scaling_dim", "x_block_scaling_dim", "wgrad"}},
-		{"block dim 3", fp8.Float8BlockRecipe{GradBlockDim: 3}, []string{"grad_block_scaling_dim 3"}},
-		{"negative block epsilon", fp8.Float8BlockRecipe{AmaxEpsilon: -1}, []string{"amax_epsilon"}},
-		{"negative NVFP4 keep_last", fp8.NVFP4Recipe{KeepLast: -1}, []string{"keep_last"}},
+		{"MS-AMP O3", recipe.MSAMP{OptLevel: "O3"}, []string{"O2"}},
+		{"two 2-D block operands in fprop", recipe.Float8Block{XBlockDim: 2}, []string{"x_block_scaling_dim", "w_block_scaling_dim", "fprop"}},
+		{"two 2-D block operands in wgrad", recipe.Float8Block{XBlockDim: 2, WBlockDim: 1, GradBlockDim: 2}, []string{"grad_block_scaling_dim", "x_block_scaling_dim", "wgrad"}},
+		{"block dim 3", recipe.Float8Block{GradBlockDim: 3}, []string{"grad_block_scaling_dim 3"}},
+		{"negative block epsilon", recipe.Float8Block{AmaxEpsilon: -1}, []string{"amax_epsilon"}},
+		{"negative NVFP4 keep_last", recipe.NVFP4{KeepLast: -1}, []string{"keep_last"}},
 	} {
 		m := mlp(t, 4)
-		_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: c.recipe, TrainOutputs: m.trainOf})
+		_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: c.rec, TrainOutputs: m.trainOf})
 		require.Error(t, err, c.name)
 		for _, s := range c.says {
 			require.Contains(t, err.Error(), s, c.name)
@@ -590,7 +591,7 @@ func TestAutowrapTwiceAndPipelineDumps(t *testing.T) {
 	m := lnLinear(t, 8, false)
 	var dump, log bytes.Buffer
 	dir := t.TempDir()
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf,
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf,
 		EvalOutputs: []*graph.Node{m.logits}, Dump: &dump, DOTDir: dir, Log: &log})
 	require.NoError(t, err)
 	out := dump.String()
@@ -611,9 +612,9 @@ func TestAutowrapTwiceAndPipelineDumps(t *testing.T) {
 }
 
 func TestFP8TrainingStepAllocatesNothing(t *testing.T) {
-	for _, recipe := range []fp8.Recipe{fp8.TERecipe{}, fp8.TERecipe{UseMXFP8BlockScaling: true}, fp8.Float8BlockRecipe{}, fp8.Float8BlockRecipe{FP32Scales: true}, fp8.NVFP4Recipe{}} {
+	for _, rec := range []recipe.Recipe{recipe.TE{}, recipe.TE{UseMXFP8BlockScaling: true}, recipe.Float8Block{}, recipe.Float8Block{FP32Scales: true}, recipe.NVFP4{}} {
 		m := mlp(t, 32)
-		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe, TrainOutputs: m.trainOf})
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: rec, TrainOutputs: m.trainOf})
 		require.NoError(t, err)
 		m.run(t, prep.Train)
 		allocs := testing.AllocsPerRun(3, func() {
@@ -656,7 +657,7 @@ func TestPrepareWithoutRecipe(t *testing.T) {
 func TestFloat8BlockConversion(t *testing.T) {
 	for _, hybrid := range []bool{false, true} {
 		m := mlp(t, 16)
-		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.Float8BlockRecipe{Hybrid: hybrid}, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.Float8Block{Hybrid: hybrid}, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
 		require.NoError(t, err)
 		require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, prep.Report.Converted())
 		casts := map[string]ops.QuantizeConfig{}
@@ -713,24 +714,24 @@ func TestNVFP4Conversion(t *testing.T) {
 		rht, stoch bool
 	}
 	for _, c := range []struct {
-		name   string
-		recipe fp8.NVFP4Recipe
-		rows   int
-		casts  map[string]want
+		name  string
+		rec   recipe.NVFP4
+		rows  int
+		casts map[string]want
 	}{
-		{"defaults", fp8.NVFP4Recipe{}, 16, map[string]want{
+		{"defaults", recipe.NVFP4{}, 16, map[string]want{
 			"/quantize.input.axis1": {1, 1, false, false}, "/quantize.input.axis0.rht": {0, 1, true, false},
 			"/quantize.weight.tiles": {0, 2, false, false}, "/quantize.grad_output.axis1": {1, 1, false, true},
 			"/quantize.grad_output.axis0.rht": {0, 1, true, true}}},
-		{"switches off", fp8.NVFP4Recipe{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true}, 16, map[string]want{
+		{"switches off", recipe.NVFP4{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true}, 16, map[string]want{
 			"/quantize.input.axis1": {1, 1, false, false}, "/quantize.input.axis0": {0, 1, false, false},
 			"/quantize.weight.axis1": {1, 1, false, false}, "/quantize.weight.axis0": {0, 1, false, false},
 			"/quantize.grad_output.axis1": {1, 1, false, false}, "/quantize.grad_output.axis0": {0, 1, false, false}}},
-		{"ragged rows", fp8.NVFP4Recipe{}, 12, map[string]want{
+		{"ragged rows", recipe.NVFP4{}, 12, map[string]want{
 			"/quantize.input.axis0": {0, 1, false, false}, "/quantize.grad_output.axis0": {0, 1, false, true}}},
 	} {
 		m := mlp(t, c.rows)
-		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: c.recipe, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
+		prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: c.rec, TrainOutputs: m.trainOf, NoLayerNormFusion: true})
 		require.NoError(t, err, c.name)
 		require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, prep.Report.Converted(), c.name)
 		casts := map[string]ops.QuantizeConfig{}
@@ -752,7 +753,7 @@ func TestNVFP4Conversion(t *testing.T) {
 		m.run(t, prep.Train)
 	}
 	m := mlp(t, 16)
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.NVFP4Recipe{KeepFirst: 1, KeepLast: 1}, TrainOutputs: m.trainOf})
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.NVFP4{KeepFirst: 1, KeepLast: 1}, TrainOutputs: m.trainOf})
 	require.NoError(t, err)
 	require.Equal(t, []string{"mlp.fc2"}, prep.Report.Converted())
 	why := map[string]string{}
@@ -769,7 +770,7 @@ func TestNVFP4Conversion(t *testing.T) {
 // into their row-wise casts (that would compute them twice): both casts
 // read the float32 output, a note says why, and the step runs.
 func TestConvertLNTwoCasts(t *testing.T) {
-	for _, rec := range []fp8.Recipe{fp8.Float8BlockRecipe{}, fp8.NVFP4Recipe{}} {
+	for _, rec := range []recipe.Recipe{recipe.Float8Block{}, recipe.NVFP4{}} {
 		m := lnLinear(t, 16, false)
 		_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: rec})
 		require.NoError(t, err)
@@ -812,7 +813,7 @@ func TestClassifierFusionFreesTheLogits(t *testing.T) {
 	require.NoError(t, err)
 	store := initStore(t, g, 3)
 	all := func(*graph.Node, string) bool { return true }
-	prep, err := passes.Prepare(g, store, passes.Config{Recipe: fp8.TERecipe{UseAutocastDuringEval: true}, Filter: all,
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe.TE{UseAutocastDuringEval: true}, Filter: all,
 		TrainOutputs: append([]*graph.Node{loss}, grads...), EvalOutputs: []*graph.Node{loss}})
 	require.NoError(t, err)
 	for _, n := range prep.Train.Schedule() {

@@ -11,6 +11,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -54,7 +55,7 @@ func TestAORecipesCastConfigs(t *testing.T) {
 		}},
 	} {
 		m := mlp(t, 16)
-		ao, err := fp8.NewAORecipe(c.name)
+		ao, err := recipe.NewAO(c.name)
 		require.NoError(t, err)
 		_, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: ao, Filter: all})
 		require.NoError(t, err)
@@ -64,7 +65,7 @@ func TestAORecipesCastConfigs(t *testing.T) {
 	// rowwise_with_gw_hp: the wgrad GEMM reads float32 input and
 	// gradient (no axis-0 casts), the dgrad GEMM a tensorwise weight.
 	m := mlp(t, 16)
-	ao, err := fp8.NewAORecipe("rowwise_with_gw_hp")
+	ao, err := recipe.NewAO("rowwise_with_gw_hp")
 	require.NoError(t, err)
 	_, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: ao, Filter: all})
 	require.NoError(t, err)
@@ -81,7 +82,7 @@ func TestAORecipesCastConfigs(t *testing.T) {
 // converting after a load, neither resets nor replaces it.
 func TestConversionKeepsExistingLayerState(t *testing.T) {
 	m := mlp(t, 16)
-	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	key := fp8.LayerStateKey("mlp.fc1")
 	st := m.store.State(key).(*fp8.LayerState)
@@ -89,7 +90,7 @@ func TestConversionKeepsExistingLayerState(t *testing.T) {
 
 	// An evaluation graph over the same store.
 	e := mlp(t, 4)
-	_, err = passes.ConvertLinear(e.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err = passes.ConvertLinear(e.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	require.Same(t, st, m.store.State(key), "the state object is shared, not replaced")
 	require.Equal(t, float32(3), st.Input.Scale)
@@ -100,7 +101,7 @@ func TestConversionKeepsExistingLayerState(t *testing.T) {
 		}
 	}
 	// A state of another backend is refused, naming the layer.
-	ao, _ := fp8.NewAORecipe("tensorwise")
+	ao, _ := recipe.NewAO("tensorwise")
 	_, err = passes.ConvertLinear(mlp(t, 4).g, m.store, passes.LinearConfig{Recipe: ao, Filter: func(*graph.Node, string) bool { return true }})
 	require.ErrorContains(t, err, `layer "mlp.fc1" already has te scaling state`)
 }
@@ -119,7 +120,7 @@ func countKinds(outs []*graph.Node) map[string]int {
 func TestConvertModelLayerNormRoundTrip(t *testing.T) {
 	m := lnLinear(t, 16, false)
 	_, ref := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
-	rep, err := passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, LayerNorm: true, Recipe: fp8.TERecipe{}, Outputs: m.trainOf})
+	rep, err := passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, LayerNorm: true, Recipe: recipe.TE{}, Outputs: m.trainOf})
 	require.NoError(t, err)
 	k := countKinds(m.trainOf)
 	require.Equal(t, 1, k["LayerNormQuantize"])
@@ -150,7 +151,7 @@ func TestConvertModelLayerNormRoundTrip(t *testing.T) {
 func TestAutowrappedModelConvertsBack(t *testing.T) {
 	m := mlp(t, 16)
 	_, ref := compileRun(t, m, graph.Options{Training: true}, m.trainOf...)
-	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits}})
+	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf, EvalOutputs: []*graph.Node{m.logits}})
 	require.NoError(t, err)
 	require.True(t, passes.HasFP8Layers(m.g))
 	rep, err := passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, Linear: true, LayerNorm: true})
@@ -167,14 +168,14 @@ func TestAutowrappedModelConvertsBack(t *testing.T) {
 // the evaluation program runs.
 func TestPrepareEvalOnly(t *testing.T) {
 	m := mlp(t, 16)
-	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{UseAutocastDuringEval: true}, EvalOutputs: []*graph.Node{m.logits}})
+	prep, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{UseAutocastDuringEval: true}, EvalOutputs: []*graph.Node{m.logits}})
 	require.NoError(t, err)
 	require.Nil(t, prep.Train)
 	require.NotNil(t, prep.Eval)
 	require.NotEmpty(t, prep.Report.Converted())
 	m.run(t, prep.Eval)
 	require.Len(t, prep.Eval.Float32(m.logits), 16*10)
-	_, err = passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}})
+	_, err = passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}})
 	require.ErrorContains(t, err, "no outputs")
 }
 
@@ -221,16 +222,16 @@ func TestRewriteCounts(t *testing.T) {
 // float32); the report says why each GEMM stayed float32.
 func TestReconversionReusesEachGEMM(t *testing.T) {
 	for _, c := range []struct {
-		ov   fp8.Override
+		ov   recipe.Override
 		kept string
 	}{
-		{fp8.Override{Dgrad: true, Wgrad: true}, "dgrad kept in float32 by the recipe; wgrad kept in float32 by the recipe"},
-		{fp8.Override{Fprop: true, Wgrad: true}, "fprop kept in float32 by the recipe; wgrad kept in float32 by the recipe"},
-		{fp8.Override{Fprop: true, Dgrad: true}, "fprop kept in float32 by the recipe; dgrad kept in float32 by the recipe"},
-		{fp8.Override{Fprop: true}, "fprop kept in float32 by the recipe"},
+		{recipe.Override{Dgrad: true, Wgrad: true}, "dgrad kept in float32 by the recipe; wgrad kept in float32 by the recipe"},
+		{recipe.Override{Fprop: true, Wgrad: true}, "fprop kept in float32 by the recipe; wgrad kept in float32 by the recipe"},
+		{recipe.Override{Fprop: true, Dgrad: true}, "fprop kept in float32 by the recipe; dgrad kept in float32 by the recipe"},
+		{recipe.Override{Fprop: true}, "fprop kept in float32 by the recipe"},
 	} {
 		m := mlp(t, 16)
-		r := fp8.TERecipe{OverrideLinearPrecision: c.ov}
+		r := recipe.TE{OverrideLinearPrecision: c.ov}
 		rep, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: r})
 		require.NoError(t, err)
 		require.Equal(t, c.kept, mustLayer(t, rep, "mlp.fc2").Reason, "%+v", c.ov) // fc1 has no dgrad
@@ -250,13 +251,13 @@ func TestReconversionReusesEachGEMM(t *testing.T) {
 // runs.
 func TestAutowrapNote(t *testing.T) {
 	m := mlp(t, 16)
-	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	rep, err := passes.Autowrap(m.g, passes.AutowrapConfig{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"2 layer(s) wrapped; evaluation runs float32"}, rep.Notes)
 	m2 := mlp(t, 16)
-	_, err = passes.ConvertLinear(m2.g, m2.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err = passes.ConvertLinear(m2.g, m2.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	rep, err = passes.Autowrap(m2.g, passes.AutowrapConfig{EvalFP8: true})
 	require.NoError(t, err)
@@ -274,7 +275,7 @@ func TestConvertLNNotes(t *testing.T) {
 		{true, "block.ln: LayerNorm fused into its input cast (block.fc1/quantize.input); float32 output kept for 1 other consumer(s)"},
 	} {
 		m := lnLinear(t, 16, c.residual)
-		_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+		_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 		require.NoError(t, err)
 		rep, err := passes.ConvertLN(m.g, m.trainOf...)
 		require.NoError(t, err)
@@ -288,7 +289,7 @@ func TestConvertLNNotes(t *testing.T) {
 	// Without outputs every node counts (the replaced float32 GEMMs
 	// too), and the LayerNorm still fuses.
 	m := lnLinear(t, 16, false)
-	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	rep, err := passes.ConvertLN(m.g)
 	require.NoError(t, err)
@@ -301,7 +302,7 @@ func TestConvertLNNotes(t *testing.T) {
 // switch reading the FP8 and float32 branches it was built with.
 func TestAutocastSwitchSurvivesRoundTrips(t *testing.T) {
 	m := mlp(t, 16)
-	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf})
+	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf})
 	require.NoError(t, err)
 	var sw *graph.Node
 	for _, n := range m.g.Nodes() {
@@ -316,7 +317,7 @@ func TestAutocastSwitchSurvivesRoundTrips(t *testing.T) {
 		_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: false, Linear: true})
 		require.NoError(t, err)
 		require.Equal(t, before, sw.Inputs(), "after converting back")
-		_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: fp8.TERecipe{}})
+		_, err = passes.ConvertModel(m.g, m.store, passes.ModelConfig{ToFP8: true, Linear: true, Recipe: recipe.TE{}})
 		require.NoError(t, err)
 		require.Equal(t, before, sw.Inputs(), "after converting again")
 	}
@@ -328,7 +329,7 @@ func TestPrepareDumpsTheTrainingGraph(t *testing.T) {
 	m := lnLinear(t, 8, false)
 	var dump, log bytes.Buffer
 	dir := t.TempDir()
-	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: fp8.TERecipe{}, TrainOutputs: m.trainOf,
+	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: recipe.TE{}, TrainOutputs: m.trainOf,
 		EvalOutputs: []*graph.Node{m.logits}, Dump: &dump, DOTDir: dir, Log: &log})
 	require.NoError(t, err)
 	require.Equal(t, "ConvertLinear: 2 of 2 linear layers converted (te)\nConvertLN: 1 LayerNorm fusion(s), 1 GELU fusion(s)\nAutowrap: 2 layer(s) wrapped; evaluation runs float32\nFuse: 2 elementwise node(s) fused: 1 into GEMM epilogues, 0 chain(s) into single loops\n", log.String())
@@ -347,7 +348,7 @@ func TestPrepareDumpsTheTrainingGraph(t *testing.T) {
 // is not, and neither is one that a bias gradient also reads.
 func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 	var log bytes.Buffer
-	build := func(recipe fp8.Recipe, bias bool) (passes.Report, map[string]int) {
+	build := func(rec recipe.Recipe, bias bool) (passes.Report, map[string]int) {
 		log.Reset()
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 16, 32)
@@ -366,7 +367,7 @@ func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 		require.NoError(t, store.Init(g, func(_ *graph.Node, v []float32) {}))
 		outs := append([]*graph.Node{loss}, grads...)
 		all := func(*graph.Node, string) bool { return true } // fc2 converts under every recipe
-		prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe, TrainOutputs: outs, Filter: all, Log: &log})
+		prep, err := passes.Prepare(g, store, passes.Config{Recipe: rec, TrainOutputs: outs, Filter: all, Log: &log})
 		require.NoError(t, err)
 		kinds := map[string]int{}
 		for _, n := range graph.Live(graph.Options{Training: true}, outs...) {
@@ -374,7 +375,7 @@ func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 		}
 		return prep.Report, kinds
 	}
-	rep, kinds := build(fp8.TERecipe{}, false)
+	rep, kinds := build(recipe.TE{}, false)
 	require.Contains(t, rep.Notes, "fc2/crossentropygrad: cross-entropy gradient fused into its grad_output cast (fc2/quantize.grad_output)")
 	// Its logits read by nothing else, the classifier is then fused with
 	// its loss and the FP8 gradient: no float32 logits in training.
@@ -388,17 +389,17 @@ func TestConvertLNFusesTheCrossEntropyGradient(t *testing.T) {
 	require.Zero(t, kinds["CrossEntropyGrad"], "the float32 gradient is gone")
 	require.Contains(t, log.String(), "ConvertLN: 0 LayerNorm fusion(s), 1 cross-entropy gradient fusion(s), 1 classifier fusion(s)\n")
 	for _, c := range []struct {
-		recipe fp8.Recipe
-		bias   bool
-	}{{fp8.AORecipe{}, false}, {fp8.TERecipe{}, true}} {
-		rep, kinds = build(c.recipe, c.bias)
+		rec  recipe.Recipe
+		bias bool
+	}{{recipe.AO{}, false}, {recipe.TE{}, true}} {
+		rep, kinds = build(c.rec, c.bias)
 		require.Contains(t, rep.Converted(), "fc2")
-		require.Zero(t, kinds["CrossEntropyGradQuantize"], "%T bias %v", c.recipe, c.bias)
+		require.Zero(t, kinds["CrossEntropyGradQuantize"], "%T bias %v", c.rec, c.bias)
 		require.Equal(t, 1, kinds["CrossEntropyGrad"])
 		for _, n := range rep.Notes {
 			require.NotContains(t, n, "cross-entropy")
 		}
-		if _, te := c.recipe.(fp8.TERecipe); te {
+		if _, te := c.rec.(recipe.TE); te {
 			require.Contains(t, log.String(), "ConvertLN: 0 LayerNorm fusion(s)\n")
 		}
 	}

@@ -9,17 +9,18 @@ import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/recipe"
 )
 
 // Config configures Prepare.
 type Config struct {
-	// Recipe lowers the linear layers: fp8.TERecipe,
-	// fp8.Float8BlockRecipe, fp8.NVFP4Recipe, fp8.CustomRecipe,
-	// fp8.AORecipe, fp8.MSAMPRecipe, fp8.BF16Recipe for bf16 mixed
-	// precision, or a recipe of one's own (fp8.Recipe). A nil Recipe
+	// Recipe lowers the linear layers: recipe.TE,
+	// recipe.Float8Block, recipe.NVFP4, recipe.Custom,
+	// recipe.AO, recipe.MSAMP, recipe.BF16 for bf16 mixed
+	// precision, or a recipe of one's own (recipe.Recipe). A nil Recipe
 	// converts nothing (float32 training, Accelerate's
 	// mixed_precision="no"): only Passes run before compiling.
-	Recipe fp8.Recipe
+	Recipe recipe.Recipe
 	// Seed is the run's seed, which a recipe that draws (NVFP4's
 	// stochastic rounding) uses unless it has a seed of its own.
 	Seed uint64
@@ -37,9 +38,6 @@ type Config struct {
 	ForwardPasses []Pass
 	// Filter restricts which linear layers convert (see LinearConfig).
 	Filter func(n *graph.Node, fqn string) bool
-	// BackwardOverride runs the converted layers' backward GEMMs
-	// unquantized (see LinearConfig).
-	BackwardOverride fp8.BackwardOverride
 	// NoLayerNormFusion skips ConvertLN.
 	NoLayerNormFusion bool
 	// Debug, if set, is a debug config (see package inspect): its
@@ -91,7 +89,7 @@ type Prepared struct {
 // runs float32 unless a TE recipe sets UseAutocastDuringEval; AO and
 // MS-AMP layers stay FP8 in evaluation, as their module swaps do, and
 // bf16 layers stay bf16, as under Accelerate's autocast. With
-// fp8.BF16Recipe it is Accelerator(mixed_precision="bf16").prepare, and
+// recipe.BF16 it is Accelerator(mixed_precision="bf16").prepare, and
 // with no recipe Accelerator(mixed_precision="no").prepare.
 func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) {
 	var loss *graph.Node
@@ -180,7 +178,7 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 // check; the passes fill rep.
 func fp8Passes(store *graph.Store, cfg Config, live []*graph.Node, evalFP8 bool, rep *Report) []Pass {
 	ps := []Pass{{Name: "ConvertLinear", Check: checkConverted, Run: func(g *graph.Graph) (string, error) {
-		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter, Debug: cfg.Debug, BackwardOverride: cfg.BackwardOverride, Seed: cfg.Seed})
+		r, err := ConvertLinear(g, store, LinearConfig{Recipe: cfg.Recipe, Filter: cfg.Filter, Debug: cfg.Debug, Seed: cfg.Seed})
 		*rep = r
 		return fmt.Sprintf("%d of %d linear layers converted (%s)", len(r.Converted()), len(r.Layers), r.Backend), err
 	}}}

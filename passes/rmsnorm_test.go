@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 )
 
 // rmsLinear is lnLinear with a Llama-style RMSNorm (no β) in front of a
@@ -34,7 +35,7 @@ func rmsLinear(t testing.TB, batch int) *model {
 // program runs, and the report names the layer.
 func TestConvertLNFusesRMSNorm(t *testing.T) {
 	m := rmsLinear(t, 16)
-	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: fp8.TERecipe{}})
+	_, err := passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: recipe.TE{}})
 	require.NoError(t, err)
 	rep, err := passes.ConvertLN(m.g, m.trainOf...)
 	require.NoError(t, err)

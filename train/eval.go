@@ -80,7 +80,7 @@ func (t *Trainer) evaluator() (*evaluator, error) {
 	if len(outs) == 0 {
 		return nil, configErrorf("the evaluation model has no Loss, Logits or Predictions")
 	}
-	prep, err := passes.Prepare(m.Builder.Graph(), t.rep.store, passes.Config{Recipe: t.recipe, Seed: t.cfg.Seed, EvalOutputs: outs, Filter: t.cfg.Filter})
+	prep, err := passes.Prepare(m.Builder.Graph(), t.rep.store, passes.Config{Recipe: t.rec, Seed: t.cfg.Seed, EvalOutputs: outs, Filter: t.cfg.Filter})
 	if err != nil {
 		return nil, err
 	}

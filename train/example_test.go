@@ -7,10 +7,11 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/data"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/precision"
+	"github.com/octetml/octet/recipe"
 	"github.com/octetml/octet/train"
 )
 
@@ -40,7 +41,7 @@ func ExampleTrainer_Fit() {
 		logits := mlp.Forward(x)
 		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, nil
 	}
-	trainer, err := train.New(train.Config{Model: model, Precision: train.Precision{MixedPrecision: "fp8"}, BatchSize: 32, LR: 1e-2, Seed: 1})
+	trainer, err := train.New(train.Config{Model: model, Precision: precision.Config{MixedPrecision: "fp8"}, BatchSize: 32, LR: 1e-2, Seed: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -58,7 +59,7 @@ func ExampleTrainer_Fit() {
 // Accelerate config file; each says where it came from.
 func ExamplePrecision_Resolve() {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	p := train.Precision{MixedPrecision: "fp8", Margin: 1}
+	p := precision.Config{MixedPrecision: "fp8", Margin: 1}
 	p.RegisterFlags(fs)
 	if err := fs.Parse([]string{"-format", "E4M3"}); err != nil {
 		fmt.Println(err)
@@ -69,7 +70,7 @@ func ExamplePrecision_Resolve() {
 		return
 	}
 	r, _ := p.Recipe()
-	fmt.Printf("%s, margin %d\n", train.Label(r), r.(fp8.TERecipe).Margin)
+	fmt.Printf("%s, margin %d\n", precision.Label(r), r.(recipe.TE).Margin)
 	fmt.Println(p.Describe())
 	// Output:
 	// te/E4M3, margin 1
@@ -141,20 +142,20 @@ func ExampleModel_regression() {
 }
 
 // keepFirstLayer is a recipe of one's own: Transformer Engine's delayed
-// scaling (every method of fp8.TERecipe, embedded), except that layers
+// scaling (every method of recipe.TE, embedded), except that layers
 // named "*.fc1" stay in float32 and the recipe says so in its label.
-type keepFirstLayer struct{ fp8.TERecipe }
+type keepFirstLayer struct{ recipe.TE }
 
 func (r keepFirstLayer) Label() string { return "te-but-fc1/" + r.Format.String() }
 
-func (r keepFirstLayer) Lower(l fp8.Layer) (fp8.LayerPlan, error) {
+func (r keepFirstLayer) Lower(l recipe.Layer) (recipe.LayerPlan, error) {
 	if strings.HasSuffix(l.FQN, ".fc1") {
-		return fp8.LayerPlan{Skip: "fc1 stays in float32 (keepFirstLayer)"}, nil
+		return recipe.LayerPlan{Skip: "fc1 stays in float32 (keepFirstLayer)"}, nil
 	}
-	return r.TERecipe.Lower(l)
+	return r.TE.Lower(l)
 }
 
-// Precision.Use trains with any fp8.Recipe, a program's own included:
+// Precision.Use trains with any recipe.Recipe, a program's own included:
 // here TE's recipe with its first layer kept in float32.
 func ExamplePrecision_use() {
 	model := func(rows int, training bool) (*train.Model, error) {
@@ -175,7 +176,7 @@ func ExamplePrecision_use() {
 	}
 	ds, _ := data.NewTensors(data.Float32Column("x", x, 32), data.LabelColumn("label", y, 16))
 	tr, _ := train.New(train.Config{Model: model, BatchSize: 32, Seed: 1,
-		Precision: train.Precision{MixedPrecision: "fp8", Use: keepFirstLayer{}}})
+		Precision: precision.Config{MixedPrecision: "fp8", Use: keepFirstLayer{}}})
 	res, err := tr.Fit(ds, train.Run{Steps: 2})
 	if err != nil {
 		fmt.Println(err)

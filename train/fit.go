@@ -13,6 +13,7 @@ import (
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/precision"
 )
 
 // Run says what Fit does: how long to train, when to evaluate and save,
@@ -188,7 +189,7 @@ func (t *Trainer) Fit(ds data.Dataset, run Run) (*Result, error) {
 			return nil, err
 		}
 	}
-	res := &Result{Precision: t.cfg.Precision.Name(), Recipe: Label(t.recipe), Settings: t.cfg.Precision.Describe(), Ranks: t.world, Resumed: resume}
+	res := &Result{Precision: t.cfg.Precision.Name(), Recipe: precision.Label(t.rec), Settings: t.cfg.Precision.Describe(), Ranks: t.world, Resumed: resume}
 	t.ev = nil // the evaluation program of an earlier Fit reads another store
 	switch {
 	case t.cfg.Comm != nil:
@@ -536,7 +537,7 @@ func (t *Trainer) Start(ds data.Dataset) (*Stepper, error) {
 	if err != nil {
 		return nil, err
 	}
-	rr := &rankRun{t: t, r: rep, loader: loader, res: &Result{Precision: t.cfg.Precision.Name(), Recipe: Label(t.recipe)}, noRecord: true}
+	rr := &rankRun{t: t, r: rep, loader: loader, res: &Result{Precision: t.cfg.Precision.Name(), Recipe: precision.Label(t.rec)}, noRecord: true}
 	rr.status = Status{Epoch: loader.Epoch(), Precision: rr.res.Precision, Trainer: t}
 	return &Stepper{rr: rr}, nil
 }

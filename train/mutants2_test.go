@@ -11,6 +11,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
@@ -116,10 +117,10 @@ func TestConfigEdges(t *testing.T) {
 	_, err = train.New(train.Config{Model: mlp, BatchSize: 3, DP: 3})
 	require.NoError(t, err)
 	t.Setenv("OCTET_FP8_MARGIN", "2")
-	tr, err := train.New(train.Config{Model: mlp, BatchSize: 8, Precision: train.Precision{MixedPrecision: "fp8"}})
+	tr, err := train.New(train.Config{Model: mlp, BatchSize: 8, Precision: precision.Config{MixedPrecision: "fp8"}})
 	require.NoError(t, err)
-	require.Contains(t, strings.ToLower(train.Label(tr.Recipe())), "te/hybrid")
-	p := train.Precision{MixedPrecision: "fp8"}
+	require.Contains(t, strings.ToLower(precision.Label(tr.Recipe())), "te/hybrid")
+	p := precision.Config{MixedPrecision: "fp8"}
 	require.NoError(t, p.Resolve())
 	require.Equal(t, 2, p.Margin)
 	t.Setenv("OCTET_FP8_MARGIN", "3")
@@ -127,7 +128,7 @@ func TestConfigEdges(t *testing.T) {
 	_, err = train.New(train.Config{Model: mlp, BatchSize: 8, Precision: p2})
 	require.NoError(t, err)
 	require.Equal(t, 2, p2.Margin, "a resolved precision is not read again")
-	for _, v := range train.EnvVars() {
+	for _, v := range precision.EnvVars() {
 		require.NotEqual(t, "OCTET_FP8_", v)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/precision"
+	"github.com/octetml/octet/recipe"
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
@@ -57,7 +59,7 @@ func TestDiagnose(t *testing.T) {
 	require.Contains(t, d, "first non-finite weight: b[1] = +Inf")
 	require.Equal(t, "gradients, weights and FP8 scales are all finite", train.Diagnose(params[:1], graph.NewStore()))
 	store := graph.NewStore()
-	meta := fp8.TERecipe{}.NewMeta(false)
+	meta := recipe.TE{}.NewMeta(false)
 	meta.Scale = float32(math.NaN())
 	ls := &fp8.LayerState{FQN: "fc", Backend: fp8.BackendTE, Input: meta}
 	store.SetState(fp8.LayerStateKey("fc"), ls)
@@ -177,7 +179,7 @@ func TestHookEveryAndSchedules(t *testing.T) {
 // are taken and the next ones refused.
 func TestSettingBounds(t *testing.T) {
 	ok := func(kv ...string) error {
-		p := train.Precision{MixedPrecision: "fp8"}
+		p := precision.Config{MixedPrecision: "fp8"}
 		for i := 0; i+1 < len(kv); i += 2 {
 			t.Setenv(kv[i], kv[i+1])
 		}
@@ -197,7 +199,7 @@ func TestFlagDefaults(t *testing.T) {
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
 	var out bytes.Buffer
 	fs.SetOutput(&out)
-	p := train.Precision{MixedPrecision: "fp8", Backend: "ao"}
+	p := precision.Config{MixedPrecision: "fp8", Backend: "ao"}
 	p.RegisterFlags(fs)
 	fs.PrintDefaults()
 	require.Contains(t, out.String(), "(default fp8)")

@@ -7,12 +7,12 @@ import (
 
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/dist"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/fsdp"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 )
 
 // replica is one rank's model: its store, compiled training program,
@@ -80,10 +80,10 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	}
 	// Prepare runs the forward passes on the forward graph, then builds
 	// the backward (the same graph.Grad as without any).
-	pc := passes.Config{Recipe: t.recipe, Seed: t.cfg.Seed, Filter: t.cfg.Filter, BackwardOverride: t.cfg.Precision.Override(), Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
+	pc := passes.Config{Recipe: t.rec, Seed: t.cfg.Seed, Filter: t.cfg.Filter, Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
 		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
 	if t.fsdp {
-		f8 := t.recipe != nil && t.recipe.Float8AllGather()
+		f8 := t.rec != nil && t.rec.Float8AllGather()
 		pc.Passes = append(pc.Passes, fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep))
 	}
 	prep, err := passes.Prepare(m.Builder.Graph(), r.store, pc)
@@ -175,11 +175,11 @@ func (r *replica) newOptimizer() error {
 }
 
 // lowBitRecipe returns the recipe's low-bit optimizer, if it has one.
-func (r *replica) lowBitRecipe() (fp8.MSAMPRecipe, bool) {
-	if r.t.recipe == nil {
-		return fp8.MSAMPRecipe{}, false
+func (r *replica) lowBitRecipe() (recipe.MSAMP, bool) {
+	if r.t.rec == nil {
+		return recipe.MSAMP{}, false
 	}
-	return r.t.recipe.LowBitOptimizer()
+	return r.t.rec.LowBitOptimizer()
 }
 
 // bindFeeds pairs the model's inputs with the dataset's fields, refusing

@@ -3,7 +3,6 @@ package train
 import (
 	"errors"
 	"fmt"
-	"github.com/octetml/octet/fp8"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/precision"
 )
 
 // checkpointPrefix starts the name of each checkpoint directory.
@@ -140,10 +140,7 @@ func (t *Trainer) meta() map[string]string {
 	for k, v := range t.cfg.Meta {
 		m[k] = v
 	}
-	m["recipe"] = Label(t.recipe)
-	if o := t.cfg.Precision.Override(); o != fp8.BackwardQuantized && t.recipe != nil {
-		m["recipe"] += "/backward=" + o.String() // a resume must run the same backward
-	}
+	m["recipe"] = precision.Label(t.rec) // with "/backward=…": a resume must run the same backward
 	m["train.accumulation"] = strconv.Itoa(t.accum)
 	return m
 }

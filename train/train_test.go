@@ -17,6 +17,7 @@ import (
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
@@ -66,7 +67,7 @@ func mlpDropout(rows int, p float32) (*train.Model, error) {
 
 func trainer(t testing.TB, mp, backend string, mod func(*train.Config)) *train.Trainer {
 	cfg := train.Config{Model: mlp, BatchSize: 24, Seed: 3, LR: 3e-3, WeightDecay: 0.01,
-		Precision: train.Precision{MixedPrecision: mp, Backend: backend},
+		Precision: precision.Config{MixedPrecision: mp, Backend: backend},
 		// Every layer converts, so the FP8 state is exercised.
 		Filter: func(*graph.Node, string) bool { return true }}
 	if mod != nil {
@@ -299,7 +300,7 @@ func TestFitRefusesBadRuns(t *testing.T) {
 		{Model: mlp, BatchSize: 8, LR: math.NaN()}:    "learning rate NaN",
 		{Model: mlp, BatchSize: 8, Optimizer: "lion"}: `optimizer "lion"`,
 		{BatchSize: 8}:                                "no Model",
-		{Model: mlp, BatchSize: 8, FSDP: 2, Precision: train.Precision{MixedPrecision: "fp8", Backend: "msamp"}}: "does not combine with FSDP",
+		{Model: mlp, BatchSize: 8, FSDP: 2, Precision: precision.Config{MixedPrecision: "fp8", Backend: "msamp"}}: "does not combine with FSDP",
 	} {
 		_, err := train.New(*cfg)
 		require.ErrorContains(t, err, want)
@@ -377,7 +378,7 @@ func TestRanksOfAWorld(t *testing.T) {
 		results := make([]*train.Result, 3)
 		require.NoError(t, dist.RunLocal(3, func(c dist.Communicator) error {
 			tr, err := train.New(train.Config{Model: mlp, BatchSize: 24, Seed: 3, LR: 3e-3, WeightDecay: 0.01, Comm: c, FSDP: fsdp,
-				Precision: train.Precision{MixedPrecision: "fp8", Backend: "ao"}, Filter: func(*graph.Node, string) bool { return true }})
+				Precision: precision.Config{MixedPrecision: "fp8", Backend: "ao"}, Filter: func(*graph.Node, string) bool { return true }})
 			if err != nil {
 				return err
 			}

@@ -8,12 +8,12 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/dist"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 )
 
 // Model is a model built on its own graph for one batch size: what the
@@ -150,11 +150,11 @@ func configErrorf(format string, args ...any) error {
 
 // Trainer runs training for one precision.
 type Trainer struct {
-	cfg    Config
-	recipe fp8.Recipe
-	world  int
-	fsdp   bool
-	accum  int
+	cfg   Config
+	rec   recipe.Recipe
+	world int
+	fsdp  bool
+	accum int
 	// after a run: rank 0's replica (its store holds the trained,
 	// gathered parameters).
 	rep *replica
@@ -190,7 +190,7 @@ func New(cfg Config) (*Trainer, error) {
 		return nil, configErrorf("negative GradientAccumulationSteps, DP, FSDP, Prefetch or EvalBatchSize")
 	}
 	t := &Trainer{cfg: cfg, accum: max(1, cfg.GradientAccumulationSteps), world: 1}
-	if cfg.Precision.src == nil {
+	if !cfg.Precision.Resolved() {
 		if err := t.cfg.Precision.Resolve(); err != nil {
 			return nil, err
 		}
@@ -199,7 +199,7 @@ func New(cfg Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.recipe = r
+	t.rec = r
 	switch {
 	case cfg.Comm != nil:
 		if cfg.DP > 0 || cfg.FSDP > 0 {
@@ -234,10 +234,10 @@ func New(cfg Config) (*Trainer, error) {
 // lowBit reports whether the recipe trains with its own low-bit
 // optimizer (MS-AMP's).
 func (t *Trainer) lowBit() bool {
-	if t.recipe == nil {
+	if t.rec == nil {
 		return false
 	}
-	_, ok := t.recipe.LowBitOptimizer()
+	_, ok := t.rec.LowBitOptimizer()
 	return ok
 }
 
@@ -257,7 +257,7 @@ func (t *Trainer) worldName() string {
 
 // Recipe returns the recipe the trainer prepares its model with (nil for
 // float32).
-func (t *Trainer) Recipe() fp8.Recipe { return t.recipe }
+func (t *Trainer) Recipe() recipe.Recipe { return t.rec }
 
 // Ranks returns the number of ranks training runs on.
 func (t *Trainer) Ranks() int { return t.world }

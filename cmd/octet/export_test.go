@@ -14,6 +14,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/stfile"
 	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/recipe"
 )
 
 // exportLlama writes a random Llama (widths with ragged 128×128 tiles)
@@ -120,7 +121,7 @@ func TestExportMatchesQuantizeEveryFormat(t *testing.T) {
 // are refused naming the flag.
 func TestExportCheckpoint(t *testing.T) {
 	in, _, store := exportLlama(t)
-	te := fp8.TERecipe{AmaxHistoryLen: 2}
+	te := recipe.TE{AmaxHistoryLen: 2}
 	for _, l := range []string{"model.layers.0.self_attn.qkv_proj", "model.layers.0.mlp.down_proj"} {
 		store.SetState(fp8.LayerStateKey(l), &fp8.LayerState{FQN: l, Backend: fp8.BackendTE, Input: te.NewMeta(false), Weight: te.NewMeta(false), GradOutput: te.NewMeta(true)})
 	}

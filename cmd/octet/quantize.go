@@ -263,7 +263,7 @@ func (q *quantizeFlags) quantize(name string, x []float32, rows, cols int) (*qua
 	}
 	switch q.recipe {
 	case "fp8-block":
-		c := fp8.Float8BlockCast{Dim: q.blockDim, Format: q.f, FP32Scales: q.fp32Scales, Eps: float32(q.eps)}
+		c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: q.blockDim, Format: q.f, FP32Scales: q.fp32Scales, Eps: float32(q.eps)}
 		sr, sc := fp8.Float8BlockScaleShape(rows, cols, q.blockDim)
 		codes, inv := make([]uint8, len(x)), make([]float32, sr*sc)
 		if err := fp8.QuantizeFloat8Block(codes, inv, x, rows, cols, c); err != nil {
@@ -274,7 +274,10 @@ func (q *quantizeFlags) quantize(name string, x []float32, rows, cols int) (*qua
 		r.zeroCodes = countZero(codes)
 		r.scaleMin, r.scaleMax = scaleRange(inv)
 	case "nvfp4":
-		c := fp8.NVFP4Cast{TwoD: q.twoD, RHT: q.rht, Stochastic: q.sr, Key: q.seed ^ fnv64(name)}
+		c := fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 1, RHT: q.rht, Stochastic: q.sr, Seed: q.seed ^ fnv64(name)}
+		if q.twoD {
+			c.BlockDim = 2
+		}
 		t, err := fp8.QuantizeNVFP4(x, rows, cols, c)
 		if err != nil {
 			return nil, err

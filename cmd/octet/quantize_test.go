@@ -123,7 +123,7 @@ func TestQuantizeRecipes(t *testing.T) {
 	raw, _ := os.ReadFile(out)
 	st, _ := safetensors.Deserialize(raw)
 	codes, inv := make([]uint8, len(w)), make([]float32, 40*3)
-	require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, w, 40, 300, fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}))
+	require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, w, 40, 300, fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}))
 	got, _ := st.Tensor("w.data")
 	require.Equal(t, codes, got.Data())
 	gi, _ := st.Tensor("w.scale_inv")
@@ -227,12 +227,12 @@ func TestQuantizeOutputsAndStatistics(t *testing.T) {
 		switch recipe {
 		case "fp8-block":
 			codes, inv := make([]uint8, len(w)), make([]float32, rows*3)
-			require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, w, rows, cols, fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}))
+			require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, w, rows, cols, fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}))
 			require.Equal(t, codes, data.Data())
-			require.NoError(t, fp8.DequantizeFloat8Block(dq, codes, inv, rows, cols, fp8.Float8BlockCast{Dim: 1, Format: fp8.E4M3}))
+			require.NoError(t, fp8.DequantizeFloat8Block(dq, codes, inv, rows, cols, fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}))
 			zero = zeros(codes)
 		case "nvfp4":
-			q, err := fp8.QuantizeNVFP4(w, rows, cols, fp8.NVFP4Cast{})
+			q, err := fp8.QuantizeNVFP4(w, rows, cols, fp8.Quantizer{Kind: fp8.NVFP4Blocks})
 			require.NoError(t, err)
 			require.Equal(t, q.Codes, data.Data())
 			bs, _ := st.Tensor("w.block_scale")

@@ -17,6 +17,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 )
 
@@ -30,9 +31,8 @@ func main() {
 	lr := flag.Float64("lr", 3e-3, "AdamW learning rate")
 	save := flag.String("save", "", "write checkpoints to this directory")
 	resume := flag.String("resume", "", "continue from the newest checkpoint in this directory")
-	dp := flag.Int("dp", 0, "train data-parallel over N in-process ranks")
-	fsdp := flag.Int("fsdp", 0, "train sharded (FSDP) over N in-process ranks")
-	prec := train.Precision{MixedPrecision: "fp8"}
+	dp, fsdp := flag.Int("dp", 0, "train data-parallel over N in-process ranks"), flag.Int("fsdp", 0, "train sharded (FSDP) over N in-process ranks")
+	prec := precision.Config{MixedPrecision: "fp8"}
 	prec.RegisterFlags(flag.CommandLine) // -precision -recipe -format -ao -opt-level -config
 	flag.Parse()
 	if *file == "" {

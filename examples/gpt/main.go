@@ -21,6 +21,7 @@ import (
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/examples/internal/corpus"
 	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
 	"golang.org/x/term"
@@ -39,7 +40,7 @@ type config struct {
 }
 
 func main() {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "both"}, Batch: 12, LR: 1e-3, Seed: 1, Unit: "iteration"}}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 12, LR: 1e-3, Seed: 1, Unit: "iteration"}}
 	cfg.Register(flag.CommandLine)
 	flag.IntVar(&cfg.layers, "layers", 4, "transformer blocks")
 	flag.IntVar(&cfg.heads, "heads", 4, "attention heads")
@@ -141,7 +142,7 @@ func run(cfg config, w io.Writer) error {
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {
 		for _, r := range results[1:] {
-			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", train.PrecisionName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
+			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", precision.DisplayName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
 		}
 	}
 	for _, r := range results {

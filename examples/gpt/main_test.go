@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
-	"github.com/octetml/octet/data"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/octetml/octet/data"
+	"github.com/octetml/octet/precision"
 
 	"github.com/octetml/octet/examples/internal/corpus"
 	"github.com/octetml/octet/examples/internal/output"
@@ -20,7 +22,7 @@ import (
 // the JSON summary is the last line, and the sample has the requested
 // length.
 func TestShortTraining(t *testing.T) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 8, LR: 3e-3, Seed: 2, JSON: true, Plot: filepath.Join(t.TempDir(), "loss.png")}, layers: 1, heads: 2, embd: 32, block: 16, iters: 500, sample: 40, evalBatches: 5}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 8, LR: 3e-3, Seed: 2, JSON: true, Plot: filepath.Join(t.TempDir(), "loss.png")}, layers: 1, heads: 2, embd: 32, block: 16, iters: 500, sample: 40, evalBatches: 5}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s struct {
@@ -49,7 +51,7 @@ func TestShortTraining(t *testing.T) {
 }
 
 func TestDumpShowsLayerNormFusion(t *testing.T) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3, Seed: 1}, layers: 2, heads: 2, embd: 32, block: 16, iters: 1, dump: true, evalBatches: 1}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3, Seed: 1}, layers: 2, heads: 2, embd: 32, block: 16, iters: 1, dump: true, evalBatches: 1}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	dump := out.String()
@@ -88,7 +90,7 @@ func TestCorpusAndFlags(t *testing.T) {
 		{func(c *config) { c.Precision.Backend, c.Precision.OptLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.heads = 3 }, "heads"},
 	} {
-		cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3}, layers: 1, heads: 2, embd: 32, block: 16, iters: 1, evalBatches: 1}
+		cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3}, layers: 1, heads: 2, embd: 32, block: 16, iters: 1, evalBatches: 1}
 		c.mut(&cfg)
 		err := run(cfg, &bytes.Buffer{})
 		require.Error(t, err)
@@ -104,7 +106,7 @@ func TestSaveResume(t *testing.T) {
 }
 
 func testSaveResume(t *testing.T, recipe string) {
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: recipe, FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 4, LR: 3e-3, Seed: 2, JSON: true}, layers: 1, heads: 2, embd: 32, block: 16, iters: 30, evalBatches: 3}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: recipe, FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 4, LR: 3e-3, Seed: 2, JSON: true}, layers: 1, heads: 2, embd: 32, block: 16, iters: 30, evalBatches: 3}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 	dir := t.TempDir()
@@ -127,7 +129,7 @@ func testSaveResume(t *testing.T, recipe string) {
 // TestBadNumbersAreRefusedBeforeWork: values that used to print NaN
 // losses, nothing at all, or crash are refused naming the flag.
 func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3}, layers: 1, heads: 2, embd: 32, block: 16, iters: 1, evalBatches: 1, data: "/nonexistent"}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3}, layers: 1, heads: 2, embd: 32, block: 16, iters: 1, evalBatches: 1, data: "/nonexistent"}
 	for _, c := range []struct {
 		mut  func(*config)
 		says string
@@ -159,7 +161,7 @@ func TestResumeRefusesAnotherVocabulary(t *testing.T) {
 	a, b := filepath.Join(dir, "a.txt"), filepath.Join(dir, "b.txt")
 	require.NoError(t, os.WriteFile(a, []byte(strings.Repeat("abcdefgh ", 400)), 0o644))
 	require.NoError(t, os.WriteFile(b, []byte(strings.Repeat("abcdefgx ", 400)), 0o644))
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3, Seed: 1, JSON: true}, layers: 1, heads: 2, embd: 32, block: 16, iters: 4, evalBatches: 1}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 2, LR: 1e-3, Seed: 1, JSON: true}, layers: 1, heads: 2, embd: 32, block: 16, iters: 4, evalBatches: 1}
 	save := cfg
 	save.data, save.Save, save.StopAfter = a, filepath.Join(dir, "ckpt"), 2
 	require.NoError(t, run(save, &bytes.Buffer{}))

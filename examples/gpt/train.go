@@ -15,6 +15,7 @@ import (
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
 )
@@ -94,7 +95,7 @@ func sampleWindows(cfg config, tok []int32, seed uint64) (data.Dataset, error) {
 // trainOne trains one precision on random windows of the training text
 // (AdamW, warmup-cosine, gradients clipped to norm 1), then estimates the
 // losses and samples.
-func trainOne(cfg config, p train.Precision, voc *data.Chars, trainTok, val []int32, w io.Writer) (*result, error) {
+func trainOne(cfg config, p precision.Config, voc *data.Chars, trainTok, val []int32, w io.Writer) (*result, error) {
 	set, err := windows(trainTok, cfg.block)
 	if err != nil {
 		return nil, err
@@ -117,7 +118,7 @@ func trainOne(cfg config, p train.Precision, voc *data.Chars, trainTok, val []in
 	}
 	if cfg.dump && p.Name() != "fp32" {
 		run.Hooks = append(run.Hooks, train.Hook{Name: "dump", OnStart: func(*train.Status) error {
-			fmt.Fprintf(w, "== compiled %s training graph ==\n", train.PrecisionName(p.Name()))
+			fmt.Fprintf(w, "== compiled %s training graph ==\n", precision.DisplayName(p.Name()))
 			if err := tr.WriteGraph(w); err != nil {
 				return err
 			}

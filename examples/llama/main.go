@@ -30,6 +30,7 @@ import (
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/examples/internal/output"
 	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
 )
@@ -61,7 +62,7 @@ func main() {
 
 // parse reads the command line into a config with the defaults.
 func parse(fs *flag.FlagSet, args []string) (config, error) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "both"}, Batch: 4, LR: 5e-4, Seed: 1, Unit: "iteration"}}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 4, LR: 5e-4, Seed: 1, Unit: "iteration"}}
 	cfg.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -138,7 +139,7 @@ func (c *config) validate() error {
 	}
 	if c.exportFP8 != "" {
 		ch.OutputDir("export-fp8", c.exportFP8)
-		if ps, err := c.Precision.Runs(); err == nil && !slices.ContainsFunc(ps, func(p train.Precision) bool { return p.Name() == "fp8" }) {
+		if ps, err := c.Precision.Runs(); err == nil && !slices.ContainsFunc(ps, func(p precision.Config) bool { return p.Name() == "fp8" }) {
 			ch.Fail("-export-fp8 writes the FP8 run's model: give -precision fp8, both or all")
 		}
 	}
@@ -259,7 +260,7 @@ func run(cfg config, w io.Writer) error {
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {
 		for _, r := range results[1:] {
-			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", train.PrecisionName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
+			fmt.Fprintf(w, "%s validation loss vs float32: %+.2f%%\n", precision.DisplayName(r.Precision), 100*(r.ValLoss/results[0].ValLoss-1))
 		}
 	}
 	for _, r := range results {

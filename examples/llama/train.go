@@ -22,6 +22,7 @@ import (
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
 )
@@ -182,7 +183,7 @@ func (c config) meta(t *tokens) map[string]string {
 
 // trainOne trains one precision (AdamW, warmup-cosine, gradients clipped
 // to norm 1), then estimates the losses and samples.
-func trainOne(cfg config, p train.Precision, t *tokens, init func(*graph.Store) error, w io.Writer) (*result, error) {
+func trainOne(cfg config, p precision.Config, t *tokens, init func(*graph.Store) error, w io.Writer) (*result, error) {
 	set, err := windows(t.train, cfg.block, cfg.sequential)
 	if err != nil {
 		return nil, err
@@ -202,7 +203,7 @@ func trainOne(cfg config, p train.Precision, t *tokens, init func(*graph.Store) 
 	}
 	if cfg.dump && p.Name() != "fp32" {
 		run.Hooks = append(run.Hooks, train.Hook{Name: "dump", OnStart: func(*train.Status) error {
-			fmt.Fprintf(w, "== compiled %s training graph ==\n", train.PrecisionName(p.Name()))
+			fmt.Fprintf(w, "== compiled %s training graph ==\n", precision.DisplayName(p.Name()))
 			if err := tr.WriteGraph(w); err != nil {
 				return err
 			}
@@ -335,7 +336,7 @@ func sample(cfg config, tr *train.Trainer, t *tokens) (string, error) {
 // b·T+T], targets one further), before any update, and writes the loss
 // (tensor "loss", [1]) and every parameter's gradient under its Hugging
 // Face name to cfg.gradsOut.
-func writeGrads(cfg config, p train.Precision, t *tokens, init func(*graph.Store) error, w io.Writer) error {
+func writeGrads(cfg config, p precision.Config, t *tokens, init func(*graph.Store) error, w io.Writer) error {
 	recipe, err := p.Recipe()
 	if err != nil {
 		return err
@@ -399,7 +400,7 @@ func writeGrads(cfg config, p train.Precision, t *tokens, init func(*graph.Store
 	if err := atomicfile.Write(cfg.gradsOut, func(f io.Writer) error { _, err := f.Write(buf); return err }); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s: loss %.6f and %d gradients after the first forward and backward (%s) → %s\n", p.Name(), loss[0], len(params), train.PrecisionName(p.Name()), cfg.gradsOut)
+	fmt.Fprintf(w, "%s: loss %.6f and %d gradients after the first forward and backward (%s) → %s\n", p.Name(), loss[0], len(params), precision.DisplayName(p.Name()), cfg.gradsOut)
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
 	"golang.org/x/term"
@@ -98,7 +99,7 @@ func (c *config) validate() error {
 }
 
 func main() {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "both"}, Batch: 128, LR: 1e-3, Seed: 1}}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 128, LR: 1e-3, Seed: 1}}
 	cfg.Register(flag.CommandLine)
 	var hidden string
 	flag.IntVar(&cfg.epochs, "epochs", 5, "training epochs")
@@ -222,7 +223,7 @@ func printSummary(w io.Writer, results []*result) {
 	}
 	if len(results) > 1 && results[0].Precision == "fp32" {
 		for _, r := range results[1:] {
-			fmt.Fprintf(w, "%s − float32 test accuracy: %+.2f percentage points\n", train.PrecisionName(r.Precision), 100*(r.TestAccuracy-results[0].TestAccuracy))
+			fmt.Fprintf(w, "%s − float32 test accuracy: %+.2f percentage points\n", precision.DisplayName(r.Precision), 100*(r.TestAccuracy-results[0].TestAccuracy))
 		}
 	}
 	for _, r := range results {

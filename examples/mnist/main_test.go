@@ -12,6 +12,7 @@ import (
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/data/mnist"
 	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ import (
 // line is the JSON summary.
 func TestShortTraining(t *testing.T) {
 	plotPath := filepath.Join(t.TempDir(), "loss.png")
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, Plot: plotPath, JSON: true}, epochs: 5, hidden: []int{128, 64}, weightDecay: 0.01, limit: 4000}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "all", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, Plot: plotPath, JSON: true}, epochs: 5, hidden: []int{128, 64}, weightDecay: 0.01, limit: 4000}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var summary struct {
@@ -68,7 +69,7 @@ func TestShortTraining(t *testing.T) {
 func TestLossFalls(t *testing.T) {
 	set, test, err := mnist.Load("")
 	require.NoError(t, err)
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{Backend: "ao", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 5}, epochs: 3, hidden: []int{64}}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{Backend: "ao", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 5}, epochs: 3, hidden: []int{64}}
 	p := cfg.Precision
 	p.MixedPrecision = "fp8"
 	r, err := trainOne(cfg, p, set.Subset(4000), test)
@@ -87,7 +88,7 @@ func TestLossFalls(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, Batch: 8, LR: 1e-3}, epochs: 1, hidden: []int{8}}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID"}, Batch: 8, LR: 1e-3}, epochs: 1, hidden: []int{8}}
 	for _, c := range []struct {
 		mut  func(*config)
 		says string
@@ -115,7 +116,7 @@ func TestBadFlags(t *testing.T) {
 // Training N steps, checkpointing, and resuming to the end gives the run
 // an uninterrupted one gives, to the bit.
 func TestSaveResume(t *testing.T) {
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 4, JSON: true}, epochs: 2, hidden: []int{64, 32}, weightDecay: 0.01, limit: 640}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "te", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 4, JSON: true}, epochs: 2, hidden: []int{64, 32}, weightDecay: 0.01, limit: 640}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 
@@ -150,7 +151,7 @@ func TestSaveResume(t *testing.T) {
 }
 
 func TestFSDPFlag(t *testing.T) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, fsdp: 2}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, fsdp: 2}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
@@ -172,7 +173,7 @@ func TestUnevenSplits(t *testing.T) {
 	set, test, err := mnist.Load("")
 	require.NoError(t, err)
 	set = set.Subset(640)
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te"}, Batch: 64, LR: 3e-3, Seed: 5}, epochs: 1, hidden: []int{32}, weightDecay: 0.01}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te"}, Batch: 64, LR: 3e-3, Seed: 5}, epochs: 1, hidden: []int{32}, weightDecay: 0.01}
 	one, err := trainOne(base, base.Precision, set, test)
 	require.NoError(t, err)
 	for _, mut := range []func(*config){func(c *config) { c.fsdp = 3 }, func(c *config) { c.dp = 3 }} {
@@ -197,7 +198,7 @@ func TestUnevenSplits(t *testing.T) {
 func TestMSAMPLevels(t *testing.T) {
 	acc := map[string]float64{}
 	for _, c := range []struct{ precision, level string }{{"fp32", ""}, {"fp8", "O1"}, {"fp8", "O2"}} {
-		cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: c.precision, Backend: "msamp", FP8Format: "HYBRID", OptLevel: c.level}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 3, hidden: []int{128, 64}, weightDecay: 0.01, limit: 3200}
+		cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: c.precision, Backend: "msamp", FP8Format: "HYBRID", OptLevel: c.level}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 3, hidden: []int{128, 64}, weightDecay: 0.01, limit: 3200}
 		var out bytes.Buffer
 		require.NoError(t, run(cfg, &out))
 		var s map[string]any
@@ -216,7 +217,7 @@ func TestMSAMPLevels(t *testing.T) {
 
 // A sharded run checkpoints one file per rank and resumes exactly.
 func TestFSDPSaveResume(t *testing.T) {
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 2, hidden: []int{64, 64}, weightDecay: 0.01, limit: 640, fsdp: 2}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 2, hidden: []int{64, 64}, weightDecay: 0.01, limit: 640, fsdp: 2}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 	dir := t.TempDir()
@@ -243,7 +244,7 @@ func TestFSDPSaveResume(t *testing.T) {
 // replicas identical, and the casts' overflows and underflows are
 // reported.
 func TestDataParallelMSAMP(t *testing.T) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp8", Backend: "msamp", FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, dp: 4}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "msamp", FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, dp: 4}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
@@ -259,7 +260,7 @@ func TestDataParallelMSAMP(t *testing.T) {
 // used to crash it or train nonsense: each is refused with a message
 // naming the flag, before any data is read.
 func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 8, LR: 1e-3}, epochs: 1, hidden: []int{8}, dataDir: "/nonexistent"}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 8, LR: 1e-3}, epochs: 1, hidden: []int{8}, dataDir: "/nonexistent"}
 	nan := math.NaN()
 	for _, c := range []struct {
 		mut  func(*config)
@@ -297,7 +298,7 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 // turns NaN stops with an error naming the step, instead of exiting 0
 // with a NaN final loss; -dp 0 and -dp with -stop-after are refused.
 func TestParallelRunsStopOnNaN(t *testing.T) {
-	base := config{CommandFlags: train.CommandFlags{Precision: train.Precision{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 16, LR: 1e30, Seed: 1}, epochs: 1, hidden: []int{16}, limit: 640}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 16, LR: 1e30, Seed: 1}, epochs: 1, hidden: []int{16}, limit: 640}
 	for _, mut := range []func(*config){func(c *config) { c.dp = 2 }, func(c *config) { c.fsdp = 2 }} {
 		cfg := base
 		mut(&cfg)

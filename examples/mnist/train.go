@@ -12,6 +12,7 @@ import (
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 )
 
@@ -77,7 +78,7 @@ func (c config) model(rows int, training bool) (*train.Model, error) {
 
 // trainOne trains one precision (in one process, -dp or -fsdp ranks, or
 // this process's rank of an MPI job) and evaluates it on the test set.
-func trainOne(cfg config, p train.Precision, set, test *mnist.Set) (*result, error) {
+func trainOne(cfg config, p precision.Config, set, test *mnist.Set) (*result, error) {
 	total := cfg.epochs * (set.Len() / cfg.Batch)
 	tc := train.Config{Model: cfg.model, DropLast: true, WeightDecay: cfg.weightDecay, DP: cfg.dp, FSDP: cfg.fsdp, EvalBatchSize: evalBatch,
 		Schedule: optim.WarmupCosine{Base: float32(cfg.LR), Min: float32(cfg.LR) / 50, Warmup: min(200, total/10), Total: total}}

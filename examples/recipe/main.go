@@ -1,5 +1,5 @@
 // Command recipe defines an FP8 recipe of its own through the public
-// fp8.Recipe interface alone, as a program outside Octet would, and
+// recipe.Recipe interface alone, as a program outside Octet would, and
 // trains the MNIST MLP with it beside float32: the layers whose names
 // contain -family (the hidden layer, "fc2", by default) cast E4M3 forward
 // and E5M2 backward with a current scale per row (per slice along each
@@ -22,6 +22,8 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/precision"
+	"github.com/octetml/octet/recipe"
 	"github.com/octetml/octet/train"
 )
 
@@ -50,13 +52,13 @@ func (r familyRecipe) Label() string { return "family/" + r.family }
 func (familyRecipe) EvalQuantized() bool { return false }
 
 // Seeded returns r: the recipe has no stochastic rounding.
-func (r familyRecipe) Seeded(uint64) fp8.Recipe { return r }
+func (r familyRecipe) Seeded(uint64) recipe.Recipe { return r }
 
 // Float8AllGather: FSDP gathers the weights in float32.
 func (familyRecipe) Float8AllGather() bool { return false }
 
 // LowBitOptimizer: the trainer's optimizer, not MS-AMP's.
-func (familyRecipe) LowBitOptimizer() (fp8.MSAMPRecipe, bool) { return fp8.MSAMPRecipe{}, false }
+func (familyRecipe) LowBitOptimizer() (recipe.MSAMP, bool) { return recipe.MSAMP{}, false }
 
 // NewLayerState keeps no amax history.
 func (r familyRecipe) NewLayerState(fqn string) *fp8.LayerState {
@@ -66,14 +68,14 @@ func (r familyRecipe) NewLayerState(fqn string) *fp8.LayerState {
 // Lower converts a layer the caller's filter accepts whose dims are
 // multiples of 16, choosing each operand's quantizer by its layer and
 // tensor role.
-func (r familyRecipe) Lower(l fp8.Layer) (fp8.LayerPlan, error) {
+func (r familyRecipe) Lower(l recipe.Layer) (recipe.LayerPlan, error) {
 	if l.Out%16 != 0 || l.In%16 != 0 {
-		return fp8.LayerPlan{Skip: fmt.Sprintf("weight dims [%d %d] are not multiples of 16", l.Out, l.In)}, nil
+		return recipe.LayerPlan{Skip: fmt.Sprintf("weight dims [%d %d] are not multiples of 16", l.Out, l.In)}, nil
 	}
 	if l.Accept != nil && !l.Accept() {
-		return fp8.LayerPlan{Skip: "excluded by the filter"}, nil
+		return recipe.LayerPlan{Skip: "excluded by the filter"}, nil
 	}
-	var p fp8.LayerPlan
+	var p recipe.LayerPlan
 	for _, g := range []fp8.GEMM{fp8.Fprop, fp8.Dgrad, fp8.Wgrad} {
 		for i, t := range g.Operands() {
 			f := fp8.E4M3
@@ -111,7 +113,7 @@ func main() {
 		logits := mlp.Forward(x)
 		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, g.Err()
 	}
-	for _, p := range []train.Precision{{}, {MixedPrecision: "fp8", Use: familyRecipe{*family}}} {
+	for _, p := range []precision.Config{{}, {MixedPrecision: "fp8", Use: familyRecipe{*family}}} {
 		tr, err := train.New(train.Config{Model: model, Precision: p, BatchSize: 128, EvalBatchSize: 1000, LR: 1e-3, Seed: 1})
 		check(err)
 		res, err := tr.Fit(set, train.Run{Epochs: *epochs, Eval: test})
@@ -119,7 +121,7 @@ func main() {
 		if p.Use != nil {
 			fmt.Print(tr.Report())
 		}
-		fmt.Printf("%s %s: test accuracy %.2f%%, %.2f ms/step\n", train.PrecisionName(res.Precision), res.Recipe, 100*res.Eval.Accuracy, res.MsPerStep())
+		fmt.Printf("%s %s: test accuracy %.2f%%, %.2f ms/step\n", precision.DisplayName(res.Precision), res.Recipe, 100*res.Eval.Accuracy, res.MsPerStep())
 	}
 }
 

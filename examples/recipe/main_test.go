@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"
 )
@@ -68,7 +69,7 @@ func TestRecipeLowersAsDefined(t *testing.T) {
 	require.True(t, ok, "%v", casts)
 	require.Equal(t, ops.Block, mx.Scaling)
 	_, err = train.New(train.Config{Model: func(int, bool) (*train.Model, error) { return nil, nil }, BatchSize: 1,
-		Precision: train.Precision{MixedPrecision: "fp8", Use: familyRecipe{}}})
-	require.ErrorIs(t, err, train.ErrPrecision)
+		Precision: precision.Config{MixedPrecision: "fp8", Use: familyRecipe{}}})
+	require.ErrorIs(t, err, precision.ErrInvalid)
 	require.ErrorContains(t, err, "no layer family")
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/precision"
+	"github.com/octetml/octet/recipe"
 )
 
 func main() {
@@ -29,9 +31,9 @@ func main() {
 	dotDir := flag.String("dot", "", "write Graphviz DOT files of every stage to this directory")
 	quiet := flag.Bool("quiet", false, "skip the graph dumps")
 	flag.Parse()
-	recipe, err := makeRecipe(*recipeName, *aoName, *format, *mxfp8)
+	rec, err := makeRecipe(*recipeName, *aoName, *format, *mxfp8)
 	if err == nil {
-		err = run(recipe, *dotDir, !*quiet)
+		err = run(rec, *dotDir, !*quiet)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rewrite:", err)
@@ -39,27 +41,29 @@ func main() {
 	}
 }
 
-func makeRecipe(name, aoName, format string, mxfp8 bool) (fp8.Recipe, error) {
+// makeRecipe builds the recipe as training programs do (package
+// precision): the flags' settings, then the OCTET_FP8_* and
+// ACCELERATE_FP8_* variables over them.
+func makeRecipe(name, aoName, format string, mxfp8 bool) (recipe.Recipe, error) {
+	switch name {
+	case "te", "ao", "msamp":
+	default:
+		return nil, fmt.Errorf("unknown recipe %q (want te, ao or msamp)", name)
+	}
+	p := precision.Config{MixedPrecision: "fp8", Backend: name}
 	switch name {
 	case "te":
-		f, err := fp8.ParseFormatRecipe(format)
-		if err != nil {
-			return nil, err
-		}
-		return fp8.TERecipeFromEnv(fp8.TERecipe{Format: f, UseMXFP8BlockScaling: mxfp8})
+		p.FP8Format, p.UseMXFP8BlockScaling = format, mxfp8
 	case "ao":
-		r, err := fp8.NewAORecipe(aoName)
-		if err != nil {
-			return nil, err
-		}
-		return fp8.AORecipeFromEnv(r)
-	case "msamp":
-		return fp8.MSAMPRecipeFromEnv(fp8.MSAMPRecipe{})
+		p.AORecipe = aoName
 	}
-	return nil, fmt.Errorf("unknown recipe %q (want te, ao or msamp)", name)
+	if err := p.Resolve(); err != nil {
+		return nil, err
+	}
+	return p.Recipe()
 }
 
-func run(recipe fp8.Recipe, dotDir string, dump bool) error {
+func run(rec recipe.Recipe, dotDir string, dump bool) error {
 	const batch = 8
 	g := graph.New()
 	x := g.Input("x", graph.Float32, batch, 64)
@@ -95,7 +99,7 @@ func run(recipe fp8.Recipe, dotDir string, dump bool) error {
 		return err
 	}
 
-	cfg := passes.Config{Recipe: recipe, TrainOutputs: append([]*graph.Node{loss}, grads...),
+	cfg := passes.Config{Recipe: rec, TrainOutputs: append([]*graph.Node{loss}, grads...),
 		EvalOutputs: []*graph.Node{logits}, DOTDir: dotDir, Log: os.Stdout}
 	if dump {
 		cfg.Dump = os.Stdout

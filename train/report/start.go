@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 )
 
@@ -58,6 +59,6 @@ func Start(debug **inspect.Config, logDir *string, path string) (Finish, error) 
 // RunOf is the report's entry for a training result, with summary lines
 // (final loss, accuracy).
 func RunOf(res *train.Result, summary ...string) Run {
-	return Run{Precision: res.Precision, Name: train.PrecisionName(res.Precision), Recipe: res.Recipe, Settings: res.Settings,
+	return Run{Precision: res.Precision, Name: precision.DisplayName(res.Precision), Recipe: res.Recipe, Settings: res.Settings,
 		Losses: res.Losses, FirstStep: res.First, MsPerStep: res.MsPerStep(), Conversion: res.Report.String(), Profile: res.Profile, Summary: summary}
 }

@@ -1,4 +1,4 @@
-package train
+package precision
 
 import (
 	"flag"
@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/octetml/octet/fp8"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,17 +34,17 @@ func TestUnreadSettingsRefused(t *testing.T) {
 				continue
 			}
 			fs := flag.NewFlagSet("x", flag.ContinueOnError)
-			var p Precision
+			var p Config
 			p.RegisterFlags(fs)
 			v := validValue(s)
 			require.NoError(t, fs.Parse([]string{"-precision", mode, "-" + s.flag, v}))
 			err := p.resolve(env())
-			require.ErrorIs(t, err, ErrPrecision, "-%s under %s", s.flag, mode)
-			require.ErrorContains(t, err, fmt.Sprintf("-%s %s: an FP8 setting, and this run is %s (from -precision %s)", s.flag, v, PrecisionName(map[string]string{"fp32": "fp32", "bf16": "bf16"}[mode]), mode))
+			require.ErrorIs(t, err, ErrInvalid, "-%s under %s", s.flag, mode)
+			require.ErrorContains(t, err, fmt.Sprintf("-%s %s: an FP8 setting, and this run is %s (from -precision %s)", s.flag, v, DisplayName(map[string]string{"fp32": "fp32", "bf16": "bf16"}[mode]), mode))
 			// The same flag with fp8, both or all is read.
 			for _, ok := range []string{"fp8", "both", "all"} {
 				fs := flag.NewFlagSet("x", flag.ContinueOnError)
-				p := Precision{Backend: s.backend}
+				p := Config{Backend: s.backend}
 				if strings.Contains(s.backend, " ") || s.backend == "" {
 					p.Backend = ""
 				} else {
@@ -69,11 +68,11 @@ func TestUnreadSettingsRefused(t *testing.T) {
 				if name == "" {
 					continue
 				}
-				p := Precision{MixedPrecision: mode}
+				p := Config{MixedPrecision: mode}
 				v := validValue(s)
 				err := p.resolve(env(name, v))
-				require.ErrorIs(t, err, ErrPrecision, name)
-				require.ErrorContains(t, err, fmt.Sprintf("%s=%s: an FP8 setting, and this run is %s (by default)", name, v, PrecisionName(p.Name())))
+				require.ErrorIs(t, err, ErrInvalid, name)
+				require.ErrorContains(t, err, fmt.Sprintf("%s=%s: an FP8 setting, and this run is %s (by default)", name, v, DisplayName(p.Name())))
 			}
 		}
 		// Config file keys under fp8_config.
@@ -83,15 +82,15 @@ func TestUnreadSettingsRefused(t *testing.T) {
 			}
 			v := validValue(s)
 			path := writeConfig(t, fmt.Sprintf("mixed_precision: %s\nfp8_config:\n  %s: %s\n", map[string]string{"fp32": "'no'", "bf16": "bf16"}[mode], s.yaml[0], v))
-			p := Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+			p := Config{flags: &flagValues{given: map[string]string{}, config: path}}
 			err := p.resolve(env())
-			require.ErrorIs(t, err, ErrPrecision, s.key)
+			require.ErrorIs(t, err, ErrInvalid, s.key)
 			require.ErrorContains(t, err, fmt.Sprintf("%s:3: fp8_config.%s %s: an FP8 setting", path, s.key, v))
 		}
 	}
 	// The override list too.
 	path := writeConfig(t, "mixed_precision: bf16\nfp8_config:\n  override_linear_precision: [false, false, true]\n")
-	p := Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+	p := Config{flags: &flagValues{given: map[string]string{}, config: path}}
 	require.ErrorContains(t, p.resolve(env()), path+":3: fp8_config.override_fprop false: an FP8 setting, and this run is bf16 (from "+path+":1 bf16)")
 }
 
@@ -108,17 +107,17 @@ func TestUnknownVariables(t *testing.T) {
 		{"OCTET_FP8_AMAX_HISTORY=4", "(did you mean OCTET_FP8_AMAX_HISTORY_LEN?)", false},
 		{"ACCELERATE_FP8_MARGN=2", "environment variable ACCELERATE_FP8_MARGN is not one Octet reads; it is ignored (did you mean ACCELERATE_FP8_MARGIN?)", true},
 	} {
-		p := Precision{MixedPrecision: "fp8"}
+		p := Config{MixedPrecision: "fp8"}
 		err := p.resolveEnv(env(), func() []string { return []string{"PATH=/bin", "ACCELERATE_USE_FSDP=true", c.kv} })
 		if c.warn {
 			require.NoError(t, err)
 			require.Equal(t, []string{c.want}, p.Warnings())
 			continue
 		}
-		require.ErrorIs(t, err, ErrPrecision)
+		require.ErrorIs(t, err, ErrInvalid)
 		require.ErrorContains(t, err, c.want)
 	}
-	p := Precision{MixedPrecision: "fp8"}
+	p := Config{MixedPrecision: "fp8"}
 	require.NoError(t, p.resolveEnv(env(), func() []string { return append(OtherEnvVars, EnvVars()...) }))
 	require.Empty(t, p.Warnings())
 	// Resolve reads the process's environment.
@@ -155,19 +154,27 @@ func TestEveryOctetVariableIsKnown(t *testing.T) {
 	require.Empty(t, missing, "OCTET_ variables read somewhere but unknown to checkEnviron (add them to OtherEnvVars)")
 }
 
-// TestOneSwitchReader: the precision settings and fp8's own environment
-// readers take the same on/off words.
+// TestOneSwitchReader: every on/off setting takes the same words from
+// every source, and the environment's reach the recipe.
 func TestOneSwitchReader(t *testing.T) {
-	for _, w := range []string{"1", "true", "YES", "on", "y", "T", "0", "false", "No", "off", "n", "f", "", " on ", "maybe", "2", "tru"} {
-		want, wantOK := fp8.ParseSwitch(w)
-		c, ok := boolean(strings.TrimSpace(w))
-		require.Equal(t, wantOK, ok, "settings, %q", w)
+	for w, want := range map[string]string{"1": "true", "true": "true", "YES": "true", "on": "true", "y": "true", "T": "true",
+		"0": "false", "false": "false", "No": "false", "off": "false", "n": "false", "f": "false", "": "false", " on ": "true",
+		"maybe": "", "2": "", "tru": ""} {
+		v, ok := ParseSwitch(w)
+		require.Equal(t, want != "", ok, "%q", w)
 		if ok {
-			require.Equal(t, fmt.Sprint(want), c, "settings, %q", w)
+			require.Equal(t, want, fmt.Sprint(v), "%q", w)
 		}
-		t.Setenv(fp8.EnvPrefix+"USE_AUTOCAST_DURING_EVAL", w)
-		r, err := fp8.TERecipeFromEnv(fp8.TERecipe{})
-		require.Equal(t, wantOK, err == nil, "fp8, %q: %v", w, err)
-		require.Equal(t, want && wantOK, r.UseAutocastDuringEval, "fp8, %q", w)
+		c, ok := boolean(strings.TrimSpace(w))
+		require.Equal(t, want != "", ok, "settings, %q", w)
+		require.Equal(t, want, c, "settings, %q", w)
+		p := Config{MixedPrecision: "fp8"}
+		err := p.resolve(env(EnvPrefix+"USE_AUTOCAST_DURING_EVAL", w))
+		require.Equal(t, want != "", err == nil, "environment, %q: %v", w, err)
+		if err == nil {
+			r, err := p.Recipe()
+			require.NoError(t, err)
+			require.Equal(t, want == "true", r.EvalQuantized(), "environment, %q", w)
+		}
 	}
 }

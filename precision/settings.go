@@ -1,4 +1,4 @@
-package train
+package precision
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 )
 
 // setting is one precision setting and every name it goes by.
@@ -26,7 +26,7 @@ type setting struct {
 	// one; apply stores a canonical value.
 	allowed string
 	canon   func(string) (string, bool)
-	apply   func(p *Precision, v string)
+	apply   func(p *Config, v string)
 }
 
 // of reports whether the setting belongs to backend b.
@@ -59,9 +59,9 @@ func intAtLeast(min, max int) func(string) (string, bool) {
 }
 
 // boolean reads a switch with the words every reader takes
-// (fp8.ParseSwitch).
+// (ParseSwitch).
 func boolean(s string) (string, bool) {
-	b, ok := fp8.ParseSwitch(s)
+	b, ok := ParseSwitch(s)
 	if !ok {
 		return "", false
 	}
@@ -88,20 +88,20 @@ func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 func ptr(b bool) *bool { return &b }
 
-const boolAllowed = fp8.SwitchWords
+const boolAllowed = SwitchWords
 
-// settings lists every setting; per backend in the order the FP8 recipes
-// read their variables (fp8.EnvFields), which Describe keeps.
+// settings lists every setting, the one table every source (Go, flags,
+// environment, config files) is read through; Describe keeps its order.
 var settings = []setting{
 	{key: "mixed_precision", flag: "precision", accel: "ACCELERATE_MIXED_PRECISION", yaml: []string{"mixed_precision"}, top: true,
 		allowed: "no, bf16 or fp8", canon: oneOf([]string{"no", "bf16", "fp8", "both", "all", "fp16"}, map[string]string{"fp32": "no"}),
-		apply: func(p *Precision, v string) { p.MixedPrecision = v }},
+		apply: func(p *Config, v string) { p.MixedPrecision = v }},
 	{key: "backend", flag: "recipe", accel: "ACCELERATE_FP8_BACKEND", yaml: []string{"backend"},
 		allowed: "te, block, nvfp4, ao or msamp", canon: oneOf([]string{"te", "block", "nvfp4", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
-		apply: func(p *Precision, v string) { p.Backend = v }},
+		apply: func(p *Config, v string) { p.Backend = v }},
 	{key: "backward_override", backend: "te block nvfp4 ao msamp", octet: "BACKWARD_OVERRIDE", accel: "NVTE_BACKWARD_OVERRIDE", yaml: []string{"backward_override"},
 		allowed: "high_precision or dequantized", canon: oneOf([]string{"high_precision", "dequantized", "none"}, nil),
-		apply: func(p *Precision, v string) {
+		apply: func(p *Config, v string) {
 			if v == "none" {
 				v = ""
 			}
@@ -109,69 +109,69 @@ var settings = []setting{
 		}},
 	{key: "num_processes", yaml: []string{"num_processes"}, top: true,
 		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<20),
-		apply: func(p *Precision, v string) { p.NumProcesses = atoi(v) }},
+		apply: func(p *Config, v string) { p.NumProcesses = atoi(v) }},
 
 	{key: "margin", backend: "te", octet: "MARGIN", accel: "ACCELERATE_FP8_MARGIN", yaml: []string{"margin"},
-		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<30), apply: func(p *Precision, v string) { p.Margin = atoi(v) }},
+		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<30), apply: func(p *Config, v string) { p.Margin = atoi(v) }},
 	{key: "interval", backend: "te", octet: "INTERVAL", accel: "ACCELERATE_FP8_INTERVAL", yaml: []string{"interval"},
-		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<30), apply: func(p *Precision, v string) { p.Interval = atoi(v) }},
+		allowed: "an integer ≥ 1", canon: intAtLeast(1, 1<<30), apply: func(p *Config, v string) { p.Interval = atoi(v) }},
 	{key: "fp8_format", backend: "te block", octet: "FORMAT", accel: "ACCELERATE_FP8_FORMAT", flag: "format", yaml: []string{"fp8_format"},
-		allowed: "HYBRID, E4M3 or E5M2", canon: oneOf([]string{"HYBRID", "E4M3", "E5M2"}, nil), apply: func(p *Precision, v string) { p.FP8Format = v }},
+		allowed: "HYBRID, E4M3 or E5M2", canon: oneOf([]string{"HYBRID", "E4M3", "E5M2"}, nil), apply: func(p *Config, v string) { p.FP8Format = v }},
 	{key: "amax_history_len", backend: "te", octet: "AMAX_HISTORY_LEN", accel: "ACCELERATE_FP8_AMAX_HISTORY_LEN", yaml: []string{"amax_history_len", "amax_history_length"},
-		allowed: fmt.Sprintf("an integer from 1 to %d", fp8.MaxAmaxHistoryLen), canon: intAtLeast(1, fp8.MaxAmaxHistoryLen),
-		apply: func(p *Precision, v string) { p.AmaxHistoryLen = atoi(v) }},
+		allowed: fmt.Sprintf("an integer from 1 to %d", recipe.MaxAmaxHistoryLen), canon: intAtLeast(1, recipe.MaxAmaxHistoryLen),
+		apply: func(p *Config, v string) { p.AmaxHistoryLen = atoi(v) }},
 	{key: "amax_compute_algo", backend: "te", octet: "AMAX_COMPUTE_ALGO", accel: "ACCELERATE_FP8_AMAX_COMPUTE_ALGO", yaml: []string{"amax_compute_algo", "amax_compute_algorithm"},
-		allowed: "max or most_recent", canon: oneOf([]string{"max", "most_recent"}, nil), apply: func(p *Precision, v string) { p.AmaxComputeAlgo = v }},
+		allowed: "max or most_recent", canon: oneOf([]string{"max", "most_recent"}, nil), apply: func(p *Config, v string) { p.AmaxComputeAlgo = v }},
 	{key: "override_fprop", backend: "te", octet: "OVERRIDE_FPROP", accel: "ACCELERATE_FP8_OVERRIDE_FPROP",
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Fprop = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.OverrideLinearPrecision.Fprop = v == "true" }},
 	{key: "override_dgrad", backend: "te", octet: "OVERRIDE_DGRAD", accel: "ACCELERATE_FP8_OVERRIDE_DGRAD",
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Dgrad = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.OverrideLinearPrecision.Dgrad = v == "true" }},
 	{key: "override_wgrad", backend: "te", octet: "OVERRIDE_WGRAD", accel: "ACCELERATE_FP8_OVERRIDE_WGRAD",
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.OverrideLinearPrecision.Wgrad = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.OverrideLinearPrecision.Wgrad = v == "true" }},
 	{key: "use_autocast_during_eval", backend: "te block nvfp4", octet: "USE_AUTOCAST_DURING_EVAL", accel: "ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", yaml: []string{"use_autocast_during_eval"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseAutocastDuringEval = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.UseAutocastDuringEval = v == "true" }},
 	{key: "use_mxfp8_block_scaling", backend: "te", octet: "USE_MXFP8_BLOCK_SCALING", accel: "ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", yaml: []string{"use_mxfp8_block_scaling"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.UseMXFP8BlockScaling = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.UseMXFP8BlockScaling = v == "true" }},
 	{key: "mxfp8_rule", backend: "te", octet: "MXFP8_RULE", yaml: []string{"mxfp8_rule"},
-		allowed: "round_up or ocp_floor", canon: oneOf([]string{"round_up", "ocp_floor"}, nil), apply: func(p *Precision, v string) { p.MXFP8Rule = v }},
+		allowed: "round_up or ocp_floor", canon: oneOf([]string{"round_up", "ocp_floor"}, nil), apply: func(p *Config, v string) { p.MXFP8Rule = v }},
 
 	{key: "x_block_scaling_dim", backend: "block", octet: "X_BLOCK_SCALING_DIM", yaml: []string{"x_block_scaling_dim"},
-		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Precision, v string) { p.XBlockScalingDim = atoi(v) }},
+		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Config, v string) { p.XBlockScalingDim = atoi(v) }},
 	{key: "w_block_scaling_dim", backend: "block", octet: "W_BLOCK_SCALING_DIM", yaml: []string{"w_block_scaling_dim"},
-		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Precision, v string) { p.WBlockScalingDim = atoi(v) }},
+		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Config, v string) { p.WBlockScalingDim = atoi(v) }},
 	{key: "grad_block_scaling_dim", backend: "block", octet: "GRAD_BLOCK_SCALING_DIM", yaml: []string{"grad_block_scaling_dim"},
-		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Precision, v string) { p.GradBlockScalingDim = atoi(v) }},
+		allowed: "1 or 2", canon: intAtLeast(1, 2), apply: func(p *Config, v string) { p.GradBlockScalingDim = atoi(v) }},
 	{key: "fp32_scales", backend: "block", octet: "BLOCK_SCALING_FP32_SCALES", accel: "NVTE_FP8_BLOCK_SCALING_FP32_SCALES", yaml: []string{"fp32_scales"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.FP32Scales = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.FP32Scales = v == "true" }},
 	{key: "amax_epsilon", backend: "block", octet: "AMAX_EPSILON", yaml: []string{"amax_epsilon"},
-		allowed: "a finite number ≥ 0", canon: nonNegFloat, apply: func(p *Precision, v string) {
+		allowed: "a finite number ≥ 0", canon: nonNegFloat, apply: func(p *Config, v string) {
 			f, _ := strconv.ParseFloat(v, 32)
 			p.AmaxEpsilon = float32(f)
 		}},
 
 	{key: "disable_rht", backend: "nvfp4", octet: "NVFP4_DISABLE_RHT", accel: "NVTE_NVFP4_DISABLE_RHT", yaml: []string{"disable_rht"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.DisableRHT = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.DisableRHT = v == "true" }},
 	{key: "disable_stochastic_rounding", backend: "nvfp4", octet: "NVFP4_DISABLE_STOCHASTIC_ROUNDING", accel: "NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", yaml: []string{"disable_stochastic_rounding"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.DisableStochasticRounding = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.DisableStochasticRounding = v == "true" }},
 	{key: "disable_2d_quantization", backend: "nvfp4", octet: "NVFP4_DISABLE_2D_QUANTIZATION", accel: "NVTE_NVFP4_DISABLE_2D_QUANTIZATION", yaml: []string{"disable_2d_quantization"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.Disable2DQuantization = v == "true" }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.Disable2DQuantization = v == "true" }},
 	{key: "keep_first", backend: "nvfp4", octet: "NVFP4_KEEP_FIRST", yaml: []string{"keep_first"},
-		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<20), apply: func(p *Precision, v string) { p.KeepFirst = atoi(v) }},
+		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<20), apply: func(p *Config, v string) { p.KeepFirst = atoi(v) }},
 	{key: "keep_last", backend: "nvfp4", octet: "NVFP4_KEEP_LAST", yaml: []string{"keep_last"},
-		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<20), apply: func(p *Precision, v string) { p.KeepLast = atoi(v) }},
+		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<20), apply: func(p *Config, v string) { p.KeepLast = atoi(v) }},
 
 	{key: "recipe_name", backend: "ao", octet: "RECIPE_NAME", flag: "ao", yaml: []string{"recipe_name"},
-		allowed: "tensorwise, rowwise or rowwise_with_gw_hp", canon: oneOf([]string{fp8.AOTensorwise, fp8.AORowwise, fp8.AORowwiseWithGWHP}, nil),
-		apply: func(p *Precision, v string) { p.AORecipe = v }},
+		allowed: "tensorwise, rowwise or rowwise_with_gw_hp", canon: oneOf([]string{recipe.AOTensorwise, recipe.AORowwise, recipe.AORowwiseWithGWHP}, nil),
+		apply: func(p *Config, v string) { p.AORecipe = v }},
 	{key: "pad_inner_dim", backend: "ao", octet: "PAD_INNER_DIM", accel: "ACCELERATE_FP8_PAD_INNER_DIM", yaml: []string{"pad_inner_dim"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.PadInnerDim = ptr(v == "true") }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.PadInnerDim = ptr(v == "true") }},
 	{key: "enable_fsdp_float8_all_gather", backend: "ao block", octet: "ENABLE_FSDP_FLOAT8_ALL_GATHER", accel: "ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", yaml: []string{"enable_fsdp_float8_all_gather"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.EnableFSDPFloat8AllGather = ptr(v == "true") }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.EnableFSDPFloat8AllGather = ptr(v == "true") }},
 	{key: "round_scales_to_power_of_2", backend: "ao", octet: "ROUND_SCALES_TO_POWER_OF_2", yaml: []string{"round_scales_to_power_of_2"},
-		allowed: boolAllowed, canon: boolean, apply: func(p *Precision, v string) { p.RoundScalesToPowerOf2 = ptr(v == "true") }},
+		allowed: boolAllowed, canon: boolean, apply: func(p *Config, v string) { p.RoundScalesToPowerOf2 = ptr(v == "true") }},
 
 	{key: "opt_level", backend: "msamp", octet: "OPT_LEVEL", accel: "ACCELERATE_FP8_OPT_LEVEL", flag: "opt-level", yaml: []string{"opt_level", "optimization_level"},
-		allowed: "O1 or O2", canon: oneOf([]string{"O1", "O2", "O3"}, nil), apply: func(p *Precision, v string) { p.OptLevel = v }},
+		allowed: "O1 or O2", canon: oneOf([]string{"O1", "O2", "O3"}, nil), apply: func(p *Config, v string) { p.OptLevel = v }},
 }
 
 // overrideKeys are the three settings that a config file's
@@ -192,7 +192,7 @@ func EnvVars() []string {
 	var out []string
 	for _, s := range settings {
 		if s.octet != "" {
-			out = append(out, fp8.EnvPrefix+s.octet)
+			out = append(out, EnvPrefix+s.octet)
 		}
 		if s.accel != "" {
 			out = append(out, s.accel)

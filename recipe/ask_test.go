@@ -1,9 +1,9 @@
-package fp8_test
+package recipe_test
 
 import (
 	"testing"
 
-	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -11,26 +11,26 @@ import (
 // (its label, evaluation behaviour, float8 all-gather, low-bit
 // optimizer), so that neither needs its type.
 func TestRecipesAnswer(t *testing.T) {
-	ao, err := fp8.NewAORecipe(fp8.AORowwise)
+	ao, err := recipe.NewAO(recipe.AORowwise)
 	require.NoError(t, err)
-	aoTW, err := fp8.NewAORecipe(fp8.AOTensorwise)
+	aoTW, err := recipe.NewAO(recipe.AOTensorwise)
 	require.NoError(t, err)
 	aoTW.EnableFSDPFloat8AllGather = true
 	for _, c := range []struct {
-		r        fp8.Recipe
+		r        recipe.Recipe
 		label    string
 		eval, ag bool
 		msam     bool
 	}{
-		{fp8.TERecipe{}, "te/HYBRID", false, false, false},
-		{fp8.TERecipe{Format: fp8.AllE4M3, UseMXFP8BlockScaling: true, UseAutocastDuringEval: true}, "te/E4M3/mxfp8", true, false, false},
+		{recipe.TE{}, "te/HYBRID", false, false, false},
+		{recipe.TE{Format: recipe.AllE4M3, UseMXFP8BlockScaling: true, UseAutocastDuringEval: true}, "te/E4M3/mxfp8", true, false, false},
 		{ao, "ao/rowwise", true, false, false},
 		{aoTW, "ao/tensorwise", true, true, false},
-		{fp8.MSAMPRecipe{OptLevel: "O1"}, "msamp/O1", true, false, true},
-		{fp8.BF16Recipe{}, "bf16", true, false, false},
-		{fp8.Float8BlockRecipe{FSDPFloat8AllGather: true}, "block/E4M3/x1w2g1", false, true, false},
-		{fp8.NVFP4Recipe{UseAutocastDuringEval: true}, "nvfp4", true, false, false},
-		{fp8.CustomRecipe{}, "custom", false, false, false},
+		{recipe.MSAMP{OptLevel: "O1"}, "msamp/O1", true, false, true},
+		{recipe.BF16{}, "bf16", true, false, false},
+		{recipe.Float8Block{FSDPFloat8AllGather: true}, "block/E4M3/x1w2g1", false, true, false},
+		{recipe.NVFP4{UseAutocastDuringEval: true}, "nvfp4", true, false, false},
+		{recipe.Custom{}, "custom", false, false, false},
 	} {
 		require.Equal(t, c.label, c.r.Label())
 		require.Equal(t, c.eval, c.r.EvalQuantized(), c.label)

@@ -1,4 +1,4 @@
-package train
+package precision
 
 import (
 	"flag"
@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 )
 
 // flagValues are the precision flags given on a command line.
@@ -57,7 +57,7 @@ func (v *configFlag) Set(s string) error {
 // -ao (a torchao recipe), -opt-level (MS-AMP's) and -config (an
 // Accelerate config file). Their defaults are p's current values; Resolve
 // applies them after fs.Parse.
-func (p *Precision) RegisterFlags(fs *flag.FlagSet) {
+func (p *Config) RegisterFlags(fs *flag.FlagSet) {
 	p.flags = &flagValues{given: map[string]string{}}
 	def := func(s, d string) string {
 		if s == "" {
@@ -68,14 +68,14 @@ func (p *Precision) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&precisionFlag{p.flags, "mixed_precision", def(p.MixedPrecision, "fp32")}, "precision", "fp32, bf16, fp8, both (fp32 and fp8) or all (the three; same seed, side by side)")
 	fs.Var(&precisionFlag{p.flags, "backend", def(p.Backend, "te")}, "recipe", "FP8 recipe family: te (delayed scaling, MXFP8), block (Float8BlockScaling), nvfp4 (NVFP4BlockScaling), ao or msamp")
 	fs.Var(&precisionFlag{p.flags, "fp8_format", def(p.FP8Format, "HYBRID")}, "format", "fp8_format: HYBRID, E4M3 or E5M2 (te); E4M3 or HYBRID (block, E4M3 by default)")
-	fs.Var(&precisionFlag{p.flags, "recipe_name", def(p.AORecipe, fp8.AOTensorwise)}, "ao", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
+	fs.Var(&precisionFlag{p.flags, "recipe_name", def(p.AORecipe, recipe.AOTensorwise)}, "ao", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
 	fs.Var(&precisionFlag{p.flags, "opt_level", def(p.OptLevel, "O2")}, "opt-level", "MS-AMP optimization level with -recipe msamp: O1 or O2")
 	fs.Var(&configFlag{p.flags}, "config", "an Accelerate config `FILE` (the YAML that accelerate config writes): mixed_precision, fp8_config, num_processes")
 }
 
 // ConfigFile returns the -config file given on the command line ("" for
 // none).
-func (p *Precision) ConfigFile() string {
+func (p *Config) ConfigFile() string {
 	if p.flags == nil {
 		return ""
 	}
@@ -92,11 +92,11 @@ type value struct {
 // Precision) and checks the result: it returns the first bad value,
 // conflict or unknown config key, naming the flag, variable, or file and
 // line. It can be called again (the sources are read anew).
-func (p *Precision) Resolve() error { return p.resolveEnv(os.LookupEnv, os.Environ) }
+func (p *Config) Resolve() error { return p.resolveEnv(os.LookupEnv, os.Environ) }
 
 // ResolveFile is Resolve with a config file given in Go (Accelerate's
 // `accelerate launch --config_file`).
-func (p *Precision) ResolveFile(path string) error {
+func (p *Config) ResolveFile(path string) error {
 	if p.flags == nil {
 		p.flags = &flagValues{given: map[string]string{}}
 	}
@@ -108,13 +108,13 @@ func (p *Precision) ResolveFile(path string) error {
 
 // resolve is Resolve with the environment's variables given by lookup
 // (and no check of the names in it).
-func (p *Precision) resolve(lookup func(string) (string, bool)) error {
+func (p *Config) resolve(lookup func(string) (string, bool)) error {
 	return p.resolveEnv(lookup, func() []string { return nil })
 }
 
 // resolveEnv is Resolve on an environment: lookup reads a variable,
 // environ lists them all (KEY=VALUE).
-func (p *Precision) resolveEnv(lookup func(string) (string, bool), environ func() []string) error {
+func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() []string) error {
 	p.src, p.raw, p.ignored, p.warnings = map[string]Source{}, map[string]string{}, nil, nil
 	var err error
 	if p.warnings, err = checkEnviron(environ()); err != nil {
@@ -201,7 +201,7 @@ func prefixed(field string) string {
 	if field == "" {
 		return ""
 	}
-	return fp8.EnvPrefix + field
+	return EnvPrefix + field
 }
 
 func flagAllowed(s setting) string {
@@ -214,7 +214,7 @@ func flagAllowed(s setting) string {
 // checkUnread refuses an FP8 setting given by a flag, a variable or a
 // config file to a run of mode ("no" or "bf16"), which reads none: the
 // setting would be ignored without a word.
-func (p *Precision) checkUnread(mode string) error {
+func (p *Config) checkUnread(mode string) error {
 	for _, s := range settings {
 		src, ok := p.src[s.key]
 		if !ok || src.Kind == FromCode || s.top {
@@ -224,7 +224,7 @@ func (p *Precision) checkUnread(mode string) error {
 		if src.Kind == FromFile {
 			given = fmt.Sprintf("%s: fp8_config.%s %s", src, s.key, p.raw[s.key])
 		}
-		name := PrecisionName(p.Name())
+		name := DisplayName(p.Name())
 		from := "by default"
 		if ms, ok := p.src["mixed_precision"]; ok && ms.Kind != FromCode {
 			from = "from " + ms.describe(p.raw["mixed_precision"])
@@ -237,11 +237,11 @@ func (p *Precision) checkUnread(mode string) error {
 // Warnings lists what Resolve found worth saying but not refusing: an
 // ACCELERATE_FP8_ variable Octet does not read (Accelerate's launcher sets
 // some), with the nearest one it does. The progress hook prints them.
-func (p *Precision) Warnings() []string { return append([]string(nil), p.warnings...) }
+func (p *Config) Warnings() []string { return append([]string(nil), p.warnings...) }
 
 // checkRecipeFlags refuses a recipe flag for another backend than the one
 // chosen, saying which flag that backend reads.
-func (p *Precision) checkRecipeFlags(backend string) error {
+func (p *Config) checkRecipeFlags(backend string) error {
 	if p.flags == nil {
 		return nil
 	}
@@ -265,7 +265,7 @@ func (p *Precision) checkRecipeFlags(backend string) error {
 
 // Given reports whether a flag registered by RegisterFlags was set on the
 // command line.
-func (p *Precision) Given(flagName string) bool {
+func (p *Config) Given(flagName string) bool {
 	if p.flags == nil {
 		return false
 	}
@@ -283,7 +283,7 @@ func (p *Precision) Given(flagName string) bool {
 
 // String formats the settings in effect for the run ("fp8 te/HYBRID",
 // "bf16", "fp32").
-func (p Precision) String() string {
+func (p Config) String() string {
 	r, err := p.Recipe()
 	if err != nil {
 		return fmt.Sprintf("invalid (%v)", err)
@@ -296,3 +296,8 @@ func (p Precision) String() string {
 	}
 	return p.Name() + " " + Label(r)
 }
+
+// Resolved reports whether Resolve (or ResolveFile) has run on the
+// configuration, so that a caller given a Config does not resolve it
+// twice (a second Resolve would read the environment again).
+func (p *Config) Resolved() bool { return p.src != nil }

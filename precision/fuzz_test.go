@@ -1,4 +1,4 @@
-package train
+package precision
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 )
 
 // FuzzConfigFile: any bytes are read as a config file or refused with an
-// ErrPrecision error, never a panic.
+// ErrInvalid error, never a panic.
 func FuzzConfigFile(f *testing.F) {
 	for _, s := range []string{
 		"mixed_precision: fp8\nfp8_config:\n  backend: TE\n  margin: 1\n",
@@ -19,7 +19,7 @@ func FuzzConfigFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		vals, _, err := parseConfig(b, "f.yaml")
 		if err != nil {
-			if !errors.Is(err, ErrPrecision) {
+			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%T %v", err, err)
 			}
 			return

@@ -1,11 +1,11 @@
-package fp8
+package recipe
 
 import "fmt"
 
 // What the compiler and the trainer ask of each recipe (see Recipe).
 
 // Label returns "te/" and the format, with "/mxfp8" for MXFP8 blocks.
-func (r TERecipe) Label() string {
+func (r TE) Label() string {
 	if r.UseMXFP8BlockScaling {
 		return "te/" + r.Format.String() + "/mxfp8"
 	}
@@ -13,55 +13,55 @@ func (r TERecipe) Label() string {
 }
 
 // EvalQuantized returns UseAutocastDuringEval.
-func (r TERecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+func (r TE) EvalQuantized() bool { return r.UseAutocastDuringEval }
 
 // Float8AllGather returns false.
-func (TERecipe) Float8AllGather() bool { return false }
+func (TE) Float8AllGather() bool { return false }
 
 // LowBitOptimizer returns false.
-func (TERecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+func (TE) LowBitOptimizer() (MSAMP, bool) { return MSAMP{}, false }
 
 // Label returns "ao/" and the recipe's name.
-func (r AORecipe) Label() string { return "ao/" + r.Name }
+func (r AO) Label() string { return "ao/" + r.Name }
 
 // EvalQuantized returns true: torchao's converted modules run FP8 in
 // evaluation too.
-func (AORecipe) EvalQuantized() bool { return true }
+func (AO) EvalQuantized() bool { return true }
 
 // Float8AllGather returns EnableFSDPFloat8AllGather.
-func (r AORecipe) Float8AllGather() bool { return r.EnableFSDPFloat8AllGather }
+func (r AO) Float8AllGather() bool { return r.EnableFSDPFloat8AllGather }
 
 // LowBitOptimizer returns false.
-func (AORecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+func (AO) LowBitOptimizer() (MSAMP, bool) { return MSAMP{}, false }
 
 // Label returns "msamp/" and the level.
-func (r MSAMPRecipe) Label() string { return "msamp/" + r.Level() }
+func (r MSAMP) Label() string { return "msamp/" + r.Level() }
 
 // EvalQuantized returns true.
-func (MSAMPRecipe) EvalQuantized() bool { return true }
+func (MSAMP) EvalQuantized() bool { return true }
 
 // Float8AllGather returns false: MS-AMP shards nothing.
-func (MSAMPRecipe) Float8AllGather() bool { return false }
+func (MSAMP) Float8AllGather() bool { return false }
 
 // LowBitOptimizer returns r: its weights train with MS-AMP's AdamW.
-func (r MSAMPRecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return r, true }
+func (r MSAMP) LowBitOptimizer() (MSAMP, bool) { return r, true }
 
 // Label returns "bf16".
-func (BF16Recipe) Label() string { return "bf16" }
+func (BF16) Label() string { return "bf16" }
 
 // EvalQuantized returns true: evaluation runs in bf16 too, as under
 // Accelerate's autocast.
-func (BF16Recipe) EvalQuantized() bool { return true }
+func (BF16) EvalQuantized() bool { return true }
 
 // Float8AllGather returns false.
-func (BF16Recipe) Float8AllGather() bool { return false }
+func (BF16) Float8AllGather() bool { return false }
 
 // LowBitOptimizer returns false.
-func (BF16Recipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+func (BF16) LowBitOptimizer() (MSAMP, bool) { return MSAMP{}, false }
 
 // Label returns "block/", the format and the block dimensions, with
 // "/fp32-scales" and "/eps=…" when set.
-func (r Float8BlockRecipe) Label() string {
+func (r Float8Block) Label() string {
 	x, w, g := r.Dims()
 	l := fmt.Sprintf("block/%s/x%dw%dg%d", r.FormatName(), x, w, g)
 	if r.FP32Scales {
@@ -74,17 +74,17 @@ func (r Float8BlockRecipe) Label() string {
 }
 
 // EvalQuantized returns UseAutocastDuringEval.
-func (r Float8BlockRecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+func (r Float8Block) EvalQuantized() bool { return r.UseAutocastDuringEval }
 
 // Float8AllGather returns the recipe's FSDPFloat8AllGather field.
-func (r Float8BlockRecipe) Float8AllGather() bool { return r.FSDPFloat8AllGather }
+func (r Float8Block) Float8AllGather() bool { return r.FSDPFloat8AllGather }
 
 // LowBitOptimizer returns false.
-func (Float8BlockRecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+func (Float8Block) LowBitOptimizer() (MSAMP, bool) { return MSAMP{}, false }
 
 // Label returns "nvfp4" with "/no-rht", "/no-sr", "/no-2d",
 // "/keep-first=N" and "/keep-last=N" when set.
-func (r NVFP4Recipe) Label() string {
+func (r NVFP4) Label() string {
 	l := "nvfp4"
 	for _, f := range []struct {
 		on   bool
@@ -104,22 +104,22 @@ func (r NVFP4Recipe) Label() string {
 }
 
 // EvalQuantized returns UseAutocastDuringEval.
-func (r NVFP4Recipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+func (r NVFP4) EvalQuantized() bool { return r.UseAutocastDuringEval }
 
 // Float8AllGather returns false.
-func (NVFP4Recipe) Float8AllGather() bool { return false }
+func (NVFP4) Float8AllGather() bool { return false }
 
 // LowBitOptimizer returns false.
-func (NVFP4Recipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+func (NVFP4) LowBitOptimizer() (MSAMP, bool) { return MSAMP{}, false }
 
 // Label returns "custom".
-func (CustomRecipe) Label() string { return "custom" }
+func (Custom) Label() string { return "custom" }
 
 // EvalQuantized returns UseAutocastDuringEval.
-func (r CustomRecipe) EvalQuantized() bool { return r.UseAutocastDuringEval }
+func (r Custom) EvalQuantized() bool { return r.UseAutocastDuringEval }
 
 // Float8AllGather returns false.
-func (CustomRecipe) Float8AllGather() bool { return false }
+func (Custom) Float8AllGather() bool { return false }
 
 // LowBitOptimizer returns false.
-func (CustomRecipe) LowBitOptimizer() (MSAMPRecipe, bool) { return MSAMPRecipe{}, false }
+func (Custom) LowBitOptimizer() (MSAMP, bool) { return MSAMP{}, false }

@@ -1,14 +1,15 @@
-package fp8_test
+package recipe_test
 
 import (
 	"testing"
 
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
-func layer(fqn string, index, count, out, in, rows int) fp8.Layer {
-	return fp8.Layer{FQN: fqn, Index: index, Count: count, Out: out, In: in, Rows: rows}
+func layer(fqn string, index, count, out, in, rows int) recipe.Layer {
+	return recipe.Layer{FQN: fqn, Index: index, Count: count, Out: out, In: in, Rows: rows}
 }
 
 // TestLoweringPlans: what each recipe's Lower gives a layer — which
@@ -17,37 +18,37 @@ func layer(fqn string, index, count, out, in, rows int) fp8.Layer {
 func TestLoweringPlans(t *testing.T) {
 	l := layer("m.fc", 1, 3, 64, 32, 48)
 	// TE: delayed scaling, HYBRID formats; wgrad overridden.
-	p, err := fp8.TERecipe{OverrideLinearPrecision: fp8.Override{Wgrad: true}}.Lower(l)
+	p, err := recipe.TE{OverrideLinearPrecision: recipe.Override{Wgrad: true}}.Lower(l)
 	require.NoError(t, err)
 	require.Empty(t, p.Skip)
 	require.Equal(t, [2]fp8.Quantizer{{Kind: fp8.DelayedScaling, Format: fp8.E4M3}, {Kind: fp8.DelayedScaling, Format: fp8.E4M3}}, p.GEMMs[fp8.Fprop])
 	require.Equal(t, [2]fp8.Quantizer{{Kind: fp8.DelayedScaling, Format: fp8.E5M2}, {Kind: fp8.DelayedScaling, Format: fp8.E4M3}}, p.GEMMs[fp8.Dgrad])
 	require.Equal(t, [2]fp8.Quantizer{}, p.GEMMs[fp8.Wgrad])
-	st := fp8.TERecipe{}.NewLayerState("m.fc")
+	st := recipe.TE{}.NewLayerState("m.fc")
 	require.NotNil(t, st.Input)
 	require.Equal(t, fp8.E5M2, st.GradOutput.Format)
 	// MXFP8 with the OCP rule; no metas.
-	p, err = fp8.TERecipe{UseMXFP8BlockScaling: true, MXFP8Rule: fp8.ExpOCPFloor}.Lower(l)
+	p, err = recipe.TE{UseMXFP8BlockScaling: true, MXFP8Rule: fp8.ExpOCPFloor}.Lower(l)
 	require.NoError(t, err)
 	require.Equal(t, fp8.Quantizer{Kind: fp8.MXFP8Blocks, Format: fp8.E5M2, Rule: fp8.ExpOCPFloor}, p.GEMMs[fp8.Wgrad][0])
-	require.Nil(t, fp8.TERecipe{UseMXFP8BlockScaling: true}.NewLayerState("m.fc").Input)
+	require.Nil(t, recipe.TE{UseMXFP8BlockScaling: true}.NewLayerState("m.fc").Input)
 	// Sizes and the caller's filter.
-	p, _ = fp8.TERecipe{}.Lower(layer("m.odd", 1, 3, 10, 32, 48))
+	p, _ = recipe.TE{}.Lower(layer("m.odd", 1, 3, 10, 32, 48))
 	require.Equal(t, "weight dims [10 32] are not both divisible by 16", p.Skip)
 	no := l
 	no.Accept = func() bool { return false }
-	p, _ = fp8.Float8BlockRecipe{}.Lower(no)
+	p, _ = recipe.Float8Block{}.Lower(no)
 	require.Equal(t, "excluded by the filter", p.Skip)
 	// MS-AMP: the TE plan, power-of-two metas, its own backend.
-	ms := fp8.MSAMPRecipe{}.NewLayerState("m.fc")
+	ms := recipe.MSAMP{}.NewLayerState("m.fc")
 	require.True(t, ms.Input.Pow2 && ms.Weight.Pow2 && ms.GradOutput.Pow2)
 	require.Equal(t, fp8.BackendMSAMP, ms.Backend)
 	// bf16: any size.
-	p, _ = fp8.BF16Recipe{}.Lower(layer("m.odd", 0, 1, 10, 3, 5))
+	p, _ = recipe.BF16{}.Lower(layer("m.odd", 0, 1, 10, 3, 5))
 	require.Empty(t, p.Skip)
 	require.Equal(t, fp8.BF16Rounding, p.GEMMs[fp8.Dgrad][1].Kind)
 	// AO: torchao's default filter, rowwise casts, a high-precision wgrad.
-	ao, _ := fp8.NewAORecipe(fp8.AORowwiseWithGWHP)
+	ao, _ := recipe.NewAO(recipe.AORowwiseWithGWHP)
 	p, _ = ao.Lower(layer("m.first", 0, 3, 64, 32, 48))
 	require.Equal(t, "first linear layer stays in high precision (torchao default filter)", p.Skip)
 	p, _ = ao.Lower(layer("m.last", 2, 3, 64, 32, 48))
@@ -67,7 +68,7 @@ func TestLoweringPlans(t *testing.T) {
 // said) when the rows are not a multiple of 16, the run's seed used when
 // the recipe has none.
 func TestNVFP4Lowering(t *testing.T) {
-	r := fp8.NVFP4Recipe{KeepFirst: 1, KeepLast: 1}
+	r := recipe.NVFP4{KeepFirst: 1, KeepLast: 1}
 	p, _ := r.Lower(layer("a", 0, 4, 32, 32, 32))
 	require.Equal(t, "one of the first 1 linear layers, kept in high precision (NVFP4 recipe's keep_first)", p.Skip)
 	p, _ = r.Lower(layer("d", 3, 4, 32, 32, 32))
@@ -81,7 +82,7 @@ func TestNVFP4Lowering(t *testing.T) {
 	require.Equal(t, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 1, Stochastic: true, Seed: 42}, p.GEMMs[fp8.Wgrad][0])
 	require.Equal(t, 2, p.GEMMs[fp8.Fprop][1].Dim(), "weights in 16×16 tiles")
 	l.Rows = 32
-	p, _ = fp8.NVFP4Recipe{Seed: 7}.Lower(l)
+	p, _ = recipe.NVFP4{Seed: 7}.Lower(l)
 	require.Empty(t, p.Notes)
 	require.Equal(t, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 1, RHT: true, Stochastic: true, Seed: 7}, p.GEMMs[fp8.Wgrad][0], "a seed of its own is kept")
 }
@@ -90,7 +91,7 @@ func TestNVFP4Lowering(t *testing.T) {
 // a layer kept whole, refusals naming the layer and GEMM, and the note.
 func TestCustomLowering(t *testing.T) {
 	mx := fp8.Quantizer{Kind: fp8.MXFP8Blocks}
-	r := fp8.CustomRecipe{Quantizer: func(fqn string, g fp8.GEMM, _ fp8.TensorRole) fp8.Quantizer {
+	r := recipe.Custom{Quantizer: func(fqn string, g fp8.GEMM, _ fp8.TensorRole) fp8.Quantizer {
 		switch {
 		case fqn == "hp":
 			return fp8.Quantizer{}
@@ -111,12 +112,12 @@ func TestCustomLowering(t *testing.T) {
 	require.Equal(t, []string{"x: custom recipe: fprop MXFP8 E4M3 × MXFP8 E4M3; dgrad NVFP4 1×16 × NVFP4 1×16; wgrad high precision"}, p.Notes)
 	p, _ = r.Lower(layer("hp", 0, 1, 32, 32, 32))
 	require.Equal(t, "the custom recipe keeps its three GEMMs in high precision", p.Skip)
-	bad := fp8.CustomRecipe{Quantizer: func(string, fp8.GEMM, fp8.TensorRole) fp8.Quantizer {
+	bad := recipe.Custom{Quantizer: func(string, fp8.GEMM, fp8.TensorRole) fp8.Quantizer {
 		return fp8.Quantizer{Kind: fp8.DelayedScaling}
 	}}
 	_, err = bad.Lower(l)
 	require.ErrorContains(t, err, `layer "x": the custom recipe's input quantizer of the fprop GEMM: delayed scaling`)
-	mixed := fp8.CustomRecipe{Quantizer: func(_ string, _ fp8.GEMM, t fp8.TensorRole) fp8.Quantizer {
+	mixed := recipe.Custom{Quantizer: func(_ string, _ fp8.GEMM, t fp8.TensorRole) fp8.Quantizer {
 		if t == fp8.RoleWeight {
 			return fp8.Quantizer{Kind: fp8.CurrentScaling}
 		}

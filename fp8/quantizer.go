@@ -43,7 +43,7 @@ func (g GEMM) Operands() [2]TensorRole {
 	return [2]TensorRole{RoleInput, RoleWeight}
 }
 
-// QuantizerKind is the family of a custom recipe's quantizer.
+// QuantizerKind is the family of a quantizer.
 type QuantizerKind uint8
 
 // The quantizer families. The zero QuantizerKind keeps the tensor in
@@ -85,8 +85,11 @@ func (k QuantizerKind) String() string {
 	return fmt.Sprintf("QuantizerKind(%d)", uint8(k))
 }
 
-// Quantizer is how a custom recipe casts one operand of one GEMM. The
-// zero value is HighPrecision.
+// Quantizer says how one tensor — one operand of one GEMM — is cast: the
+// one description of a cast that recipes lower layers to (package
+// recipe), the compiler's Quantize nodes carry, and the slice casts of
+// this package take (QuantizeFloat8Block, QuantizeNVFP4, …). The zero
+// value is HighPrecision.
 type Quantizer struct {
 	Kind QuantizerKind
 	// Format is the FP8 format of CurrentScaling, MXFP8Blocks,
@@ -106,8 +109,9 @@ type Quantizer struct {
 	FP32Scales bool
 	Eps        float32
 	// RHT and Stochastic are NVFP4's transform along the contraction
-	// axis and stochastic rounding; Seed seeds the rounding (a custom
-	// recipe's lowering sets its own Seed).
+	// axis and stochastic rounding. Seed keys the rounding: the same
+	// seed draws the same codes (a recipe's lowering gives the run's
+	// seed; the compiler mixes in each cast's node and step).
 	RHT, Stochastic bool
 	Seed            uint64
 }
@@ -179,75 +183,4 @@ func Multiplies(a, b Quantizer) error {
 		return fmt.Errorf("both operands are E5M2 (%v, %v); make at least one E4M3", a, b)
 	}
 	return nil
-}
-
-// CustomRecipe is Transformer Engine 2.x's CustomRecipe: Quantizer
-// chooses, for each linear layer (by its fully qualified name), each of
-// its GEMMs and each operand's tensor role, how that operand is cast —
-// any family above, or high precision — so that, say, the forward runs
-// MXFP8 and the backward NVFP4, or one layer stays in high precision.
-// passes.Prepare checks every GEMM's pair of choices and refuses one it
-// cannot multiply, naming the layer. There is no scaling state.
-type CustomRecipe struct {
-	// Quantizer is called once per operand of each GEMM of each linear
-	// layer; it must not be nil.
-	Quantizer func(fqn string, gemm GEMM, tensor TensorRole) Quantizer
-	// Seed seeds NVFP4's stochastic rounding (train sets the run's seed
-	// when it is 0).
-	Seed uint64
-	// UseAutocastDuringEval runs the recipe in evaluation programs too.
-	UseAutocastDuringEval bool
-}
-
-// Backend returns BackendTE.
-func (CustomRecipe) Backend() Backend { return BackendTE }
-
-// Validate refuses a recipe without a Quantizer function.
-func (r CustomRecipe) Validate() error {
-	if r.Quantizer == nil {
-		return fmt.Errorf("fp8: custom recipe: no Quantizer function")
-	}
-	return nil
-}
-
-// BackwardOverride runs a recipe's backward GEMMs unquantized
-// (Transformer Engine's NVTE_BACKWARD_OVERRIDE). The zero value
-// quantizes them as the recipe says.
-type BackwardOverride uint8
-
-const (
-	// BackwardQuantized: the recipe's casts (the default).
-	BackwardQuantized BackwardOverride = iota
-	// BackwardHighPrecision runs dgrad and wgrad in float32 on the
-	// float32 operands ("high_precision").
-	BackwardHighPrecision
-	// BackwardDequantized runs dgrad and wgrad in float32 with the
-	// forward's quantized weight and input, dequantized, as operands
-	// ("dequantized").
-	BackwardDequantized
-)
-
-// String returns "", "high_precision" or "dequantized".
-func (o BackwardOverride) String() string {
-	switch o {
-	case BackwardHighPrecision:
-		return "high_precision"
-	case BackwardDequantized:
-		return "dequantized"
-	}
-	return ""
-}
-
-// ParseBackwardOverride maps "" (or "none"), "high_precision" and
-// "dequantized" (any case) to a BackwardOverride.
-func ParseBackwardOverride(s string) (BackwardOverride, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "", "none":
-		return BackwardQuantized, nil
-	case "high_precision":
-		return BackwardHighPrecision, nil
-	case "dequantized":
-		return BackwardDequantized, nil
-	}
-	return 0, fmt.Errorf("fp8: backward override %q, want high_precision or dequantized", s)
 }

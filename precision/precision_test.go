@@ -1,4 +1,4 @@
-package train
+package precision
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,7 +27,7 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
-func recipeOf(t *testing.T, p *Precision) fp8.Recipe {
+func recipeOf(t *testing.T, p *Config) recipe.Recipe {
 	t.Helper()
 	r, err := p.Recipe()
 	require.NoError(t, err)
@@ -40,44 +41,44 @@ func TestEverySourceGivesTheGoRecipe(t *testing.T) {
 	tr, fa := true, false
 	cases := []struct {
 		name  string
-		want  Precision
+		want  Config
 		vars  [][2]string // name, value: each alone must give want
 		yaml  []string    // fp8_config lines: each alone must give want
 		top   []string    // top-level lines
-		setup Precision   // the base (mixed precision and backend)
+		setup Config      // the base (mixed precision and backend)
 	}{
-		{name: "margin", want: Precision{Margin: 3}, vars: [][2]string{{"OCTET_FP8_MARGIN", "3"}, {"ACCELERATE_FP8_MARGIN", " 3 "}}, yaml: []string{"margin: 3"}},
-		{name: "interval", want: Precision{Interval: 5}, vars: [][2]string{{"OCTET_FP8_INTERVAL", "5"}, {"ACCELERATE_FP8_INTERVAL", "5"}}, yaml: []string{"interval: 5"}},
-		{name: "format", want: Precision{FP8Format: "E4M3"}, vars: [][2]string{{"OCTET_FP8_FORMAT", "e4m3"}, {"ACCELERATE_FP8_FORMAT", "E4M3"}}, yaml: []string{"fp8_format: E4M3"}},
-		{name: "history", want: Precision{AmaxHistoryLen: 16}, vars: [][2]string{{"OCTET_FP8_AMAX_HISTORY_LEN", "16"}, {"ACCELERATE_FP8_AMAX_HISTORY_LEN", "16"}}, yaml: []string{"amax_history_len: 16", "amax_history_length: 16"}},
-		{name: "algo", want: Precision{AmaxComputeAlgo: "max"}, vars: [][2]string{{"OCTET_FP8_AMAX_COMPUTE_ALGO", "max"}, {"ACCELERATE_FP8_AMAX_COMPUTE_ALGO", "MAX"}}, yaml: []string{"amax_compute_algo: max", "amax_compute_algorithm: max"}},
-		{name: "fprop", want: Precision{OverrideLinearPrecision: fp8.Override{Fprop: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_FPROP", "1"}, {"ACCELERATE_FP8_OVERRIDE_FPROP", "true"}}, yaml: []string{"override_linear_precision: [true, false, false]", `override_linear_precision: "(True, False, False)"`}},
-		{name: "dgrad", want: Precision{OverrideLinearPrecision: fp8.Override{Dgrad: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_DGRAD", "yes"}, {"ACCELERATE_FP8_OVERRIDE_DGRAD", "True"}}, yaml: []string{"override_linear_precision: [false, true, false]"}},
-		{name: "wgrad", want: Precision{OverrideLinearPrecision: fp8.Override{Wgrad: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_WGRAD", "on"}, {"ACCELERATE_FP8_OVERRIDE_WGRAD", "y"}}, yaml: []string{"override_linear_precision:\n    - false\n    - false\n    - true"}},
-		{name: "autocast", want: Precision{UseAutocastDuringEval: true}, vars: [][2]string{{"OCTET_FP8_USE_AUTOCAST_DURING_EVAL", "1"}, {"ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", "true"}}, yaml: []string{"use_autocast_during_eval: true"}},
-		{name: "mxfp8", want: Precision{UseMXFP8BlockScaling: true}, vars: [][2]string{{"OCTET_FP8_USE_MXFP8_BLOCK_SCALING", "1"}, {"ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", "true"}}, yaml: []string{"use_mxfp8_block_scaling: true"}},
-		{name: "mxfp8 rule", want: Precision{UseMXFP8BlockScaling: true, MXFP8Rule: "ocp_floor"}, setup: Precision{UseMXFP8BlockScaling: true}, vars: [][2]string{{"OCTET_FP8_MXFP8_RULE", "ocp_floor"}}, yaml: []string{"mxfp8_rule: ocp_floor"}},
-		{name: "ao recipe", want: Precision{Backend: "ao", AORecipe: "rowwise"}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_RECIPE_NAME", "rowwise"}}, yaml: []string{"recipe_name: rowwise"}},
-		{name: "pad", want: Precision{Backend: "ao", PadInnerDim: &fa}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_PAD_INNER_DIM", "0"}, {"ACCELERATE_FP8_PAD_INNER_DIM", "false"}}, yaml: []string{"pad_inner_dim: false"}},
-		{name: "fsdp ag", want: Precision{Backend: "ao", EnableFSDPFloat8AllGather: &fa}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", "false"}, {"ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", "no"}}, yaml: []string{"enable_fsdp_float8_all_gather: false"}},
-		{name: "pow2", want: Precision{Backend: "ao", RoundScalesToPowerOf2: &tr}, setup: Precision{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_ROUND_SCALES_TO_POWER_OF_2", "true"}}, yaml: []string{"round_scales_to_power_of_2: true"}},
-		{name: "opt level", want: Precision{Backend: "msamp", OptLevel: "O1"}, setup: Precision{Backend: "msamp"}, vars: [][2]string{{"OCTET_FP8_OPT_LEVEL", "o1"}, {"ACCELERATE_FP8_OPT_LEVEL", "O1"}}, yaml: []string{"opt_level: O1", "optimization_level: O1"}},
-		{name: "backend", want: Precision{Backend: "msamp"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "MSAMP"}}, yaml: []string{"backend: MS-AMP", "backend: msamp"}},
-		{name: "backend ao", want: Precision{Backend: "ao"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "AO"}}, yaml: []string{"backend: AO"}},
-		{name: "backend block", want: Precision{Backend: "block"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "BLOCK"}}, yaml: []string{"backend: block"}},
-		{name: "block format", want: Precision{Backend: "block", FP8Format: "HYBRID"}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_FORMAT", "hybrid"}}, yaml: []string{"fp8_format: HYBRID"}},
-		{name: "x dim", want: Precision{Backend: "block", XBlockScalingDim: 2, WBlockScalingDim: 1}, setup: Precision{Backend: "block", WBlockScalingDim: 1}, vars: [][2]string{{"OCTET_FP8_X_BLOCK_SCALING_DIM", "2"}}, yaml: []string{"x_block_scaling_dim: 2"}},
-		{name: "w dim", want: Precision{Backend: "block", WBlockScalingDim: 1}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_W_BLOCK_SCALING_DIM", "1"}}, yaml: []string{"w_block_scaling_dim: 1"}},
-		{name: "grad dim", want: Precision{Backend: "block", GradBlockScalingDim: 2, WBlockScalingDim: 1}, setup: Precision{Backend: "block", WBlockScalingDim: 1}, vars: [][2]string{{"OCTET_FP8_GRAD_BLOCK_SCALING_DIM", "2"}}, yaml: []string{"grad_block_scaling_dim: 2"}},
-		{name: "fp32 scales", want: Precision{Backend: "block", FP32Scales: true}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_BLOCK_SCALING_FP32_SCALES", "1"}, {"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1"}}, yaml: []string{"fp32_scales: true"}},
-		{name: "backend nvfp4", want: Precision{Backend: "nvfp4"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "NVFP4"}}, yaml: []string{"backend: nvfp4"}},
-		{name: "no rht", want: Precision{Backend: "nvfp4", DisableRHT: true}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_RHT", "1"}, {"NVTE_NVFP4_DISABLE_RHT", "1"}}, yaml: []string{"disable_rht: true"}},
-		{name: "no sr", want: Precision{Backend: "nvfp4", DisableStochasticRounding: true}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_STOCHASTIC_ROUNDING", "true"}, {"NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", "1"}}, yaml: []string{"disable_stochastic_rounding: true"}},
-		{name: "no 2d", want: Precision{Backend: "nvfp4", Disable2DQuantization: true}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_2D_QUANTIZATION", "yes"}, {"NVTE_NVFP4_DISABLE_2D_QUANTIZATION", "1"}}, yaml: []string{"disable_2d_quantization: true"}},
-		{name: "keep first", want: Precision{Backend: "nvfp4", KeepFirst: 2}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_FIRST", "2"}}, yaml: []string{"keep_first: 2"}},
-		{name: "keep last", want: Precision{Backend: "nvfp4", KeepLast: 3}, setup: Precision{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_LAST", "3"}}, yaml: []string{"keep_last: 3"}},
-		{name: "backward override", want: Precision{BackwardOverride: "dequantized"}, vars: [][2]string{{"OCTET_FP8_BACKWARD_OVERRIDE", "dequantized"}, {"NVTE_BACKWARD_OVERRIDE", "DEQUANTIZED"}}, yaml: []string{"backward_override: dequantized"}},
-		{name: "epsilon", want: Precision{Backend: "block", AmaxEpsilon: 1e-12}, setup: Precision{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_AMAX_EPSILON", "1e-12"}}, yaml: []string{"amax_epsilon: 1e-12"}},
+		{name: "margin", want: Config{Margin: 3}, vars: [][2]string{{"OCTET_FP8_MARGIN", "3"}, {"ACCELERATE_FP8_MARGIN", " 3 "}}, yaml: []string{"margin: 3"}},
+		{name: "interval", want: Config{Interval: 5}, vars: [][2]string{{"OCTET_FP8_INTERVAL", "5"}, {"ACCELERATE_FP8_INTERVAL", "5"}}, yaml: []string{"interval: 5"}},
+		{name: "format", want: Config{FP8Format: "E4M3"}, vars: [][2]string{{"OCTET_FP8_FORMAT", "e4m3"}, {"ACCELERATE_FP8_FORMAT", "E4M3"}}, yaml: []string{"fp8_format: E4M3"}},
+		{name: "history", want: Config{AmaxHistoryLen: 16}, vars: [][2]string{{"OCTET_FP8_AMAX_HISTORY_LEN", "16"}, {"ACCELERATE_FP8_AMAX_HISTORY_LEN", "16"}}, yaml: []string{"amax_history_len: 16", "amax_history_length: 16"}},
+		{name: "algo", want: Config{AmaxComputeAlgo: "max"}, vars: [][2]string{{"OCTET_FP8_AMAX_COMPUTE_ALGO", "max"}, {"ACCELERATE_FP8_AMAX_COMPUTE_ALGO", "MAX"}}, yaml: []string{"amax_compute_algo: max", "amax_compute_algorithm: max"}},
+		{name: "fprop", want: Config{OverrideLinearPrecision: recipe.Override{Fprop: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_FPROP", "1"}, {"ACCELERATE_FP8_OVERRIDE_FPROP", "true"}}, yaml: []string{"override_linear_precision: [true, false, false]", `override_linear_precision: "(True, False, False)"`}},
+		{name: "dgrad", want: Config{OverrideLinearPrecision: recipe.Override{Dgrad: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_DGRAD", "yes"}, {"ACCELERATE_FP8_OVERRIDE_DGRAD", "True"}}, yaml: []string{"override_linear_precision: [false, true, false]"}},
+		{name: "wgrad", want: Config{OverrideLinearPrecision: recipe.Override{Wgrad: true}}, vars: [][2]string{{"OCTET_FP8_OVERRIDE_WGRAD", "on"}, {"ACCELERATE_FP8_OVERRIDE_WGRAD", "y"}}, yaml: []string{"override_linear_precision:\n    - false\n    - false\n    - true"}},
+		{name: "autocast", want: Config{UseAutocastDuringEval: true}, vars: [][2]string{{"OCTET_FP8_USE_AUTOCAST_DURING_EVAL", "1"}, {"ACCELERATE_FP8_USE_AUTOCAST_DURING_EVAL", "true"}}, yaml: []string{"use_autocast_during_eval: true"}},
+		{name: "mxfp8", want: Config{UseMXFP8BlockScaling: true}, vars: [][2]string{{"OCTET_FP8_USE_MXFP8_BLOCK_SCALING", "1"}, {"ACCELERATE_FP8_USE_MXFP8_BLOCK_SCALING", "true"}}, yaml: []string{"use_mxfp8_block_scaling: true"}},
+		{name: "mxfp8 rule", want: Config{UseMXFP8BlockScaling: true, MXFP8Rule: "ocp_floor"}, setup: Config{UseMXFP8BlockScaling: true}, vars: [][2]string{{"OCTET_FP8_MXFP8_RULE", "ocp_floor"}}, yaml: []string{"mxfp8_rule: ocp_floor"}},
+		{name: "ao recipe", want: Config{Backend: "ao", AORecipe: "rowwise"}, setup: Config{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_RECIPE_NAME", "rowwise"}}, yaml: []string{"recipe_name: rowwise"}},
+		{name: "pad", want: Config{Backend: "ao", PadInnerDim: &fa}, setup: Config{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_PAD_INNER_DIM", "0"}, {"ACCELERATE_FP8_PAD_INNER_DIM", "false"}}, yaml: []string{"pad_inner_dim: false"}},
+		{name: "fsdp ag", want: Config{Backend: "ao", EnableFSDPFloat8AllGather: &fa}, setup: Config{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", "false"}, {"ACCELERATE_FP8_ENABLE_FSDP_FLOAT8_ALL_GATHER", "no"}}, yaml: []string{"enable_fsdp_float8_all_gather: false"}},
+		{name: "pow2", want: Config{Backend: "ao", RoundScalesToPowerOf2: &tr}, setup: Config{Backend: "ao"}, vars: [][2]string{{"OCTET_FP8_ROUND_SCALES_TO_POWER_OF_2", "true"}}, yaml: []string{"round_scales_to_power_of_2: true"}},
+		{name: "opt level", want: Config{Backend: "msamp", OptLevel: "O1"}, setup: Config{Backend: "msamp"}, vars: [][2]string{{"OCTET_FP8_OPT_LEVEL", "o1"}, {"ACCELERATE_FP8_OPT_LEVEL", "O1"}}, yaml: []string{"opt_level: O1", "optimization_level: O1"}},
+		{name: "backend", want: Config{Backend: "msamp"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "MSAMP"}}, yaml: []string{"backend: MS-AMP", "backend: msamp"}},
+		{name: "backend ao", want: Config{Backend: "ao"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "AO"}}, yaml: []string{"backend: AO"}},
+		{name: "backend block", want: Config{Backend: "block"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "BLOCK"}}, yaml: []string{"backend: block"}},
+		{name: "block format", want: Config{Backend: "block", FP8Format: "HYBRID"}, setup: Config{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_FORMAT", "hybrid"}}, yaml: []string{"fp8_format: HYBRID"}},
+		{name: "x dim", want: Config{Backend: "block", XBlockScalingDim: 2, WBlockScalingDim: 1}, setup: Config{Backend: "block", WBlockScalingDim: 1}, vars: [][2]string{{"OCTET_FP8_X_BLOCK_SCALING_DIM", "2"}}, yaml: []string{"x_block_scaling_dim: 2"}},
+		{name: "w dim", want: Config{Backend: "block", WBlockScalingDim: 1}, setup: Config{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_W_BLOCK_SCALING_DIM", "1"}}, yaml: []string{"w_block_scaling_dim: 1"}},
+		{name: "grad dim", want: Config{Backend: "block", GradBlockScalingDim: 2, WBlockScalingDim: 1}, setup: Config{Backend: "block", WBlockScalingDim: 1}, vars: [][2]string{{"OCTET_FP8_GRAD_BLOCK_SCALING_DIM", "2"}}, yaml: []string{"grad_block_scaling_dim: 2"}},
+		{name: "fp32 scales", want: Config{Backend: "block", FP32Scales: true}, setup: Config{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_BLOCK_SCALING_FP32_SCALES", "1"}, {"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "1"}}, yaml: []string{"fp32_scales: true"}},
+		{name: "backend nvfp4", want: Config{Backend: "nvfp4"}, vars: [][2]string{{"ACCELERATE_FP8_BACKEND", "NVFP4"}}, yaml: []string{"backend: nvfp4"}},
+		{name: "no rht", want: Config{Backend: "nvfp4", DisableRHT: true}, setup: Config{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_RHT", "1"}, {"NVTE_NVFP4_DISABLE_RHT", "1"}}, yaml: []string{"disable_rht: true"}},
+		{name: "no sr", want: Config{Backend: "nvfp4", DisableStochasticRounding: true}, setup: Config{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_STOCHASTIC_ROUNDING", "true"}, {"NVTE_NVFP4_DISABLE_STOCHASTIC_ROUNDING", "1"}}, yaml: []string{"disable_stochastic_rounding: true"}},
+		{name: "no 2d", want: Config{Backend: "nvfp4", Disable2DQuantization: true}, setup: Config{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_DISABLE_2D_QUANTIZATION", "yes"}, {"NVTE_NVFP4_DISABLE_2D_QUANTIZATION", "1"}}, yaml: []string{"disable_2d_quantization: true"}},
+		{name: "keep first", want: Config{Backend: "nvfp4", KeepFirst: 2}, setup: Config{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_FIRST", "2"}}, yaml: []string{"keep_first: 2"}},
+		{name: "keep last", want: Config{Backend: "nvfp4", KeepLast: 3}, setup: Config{Backend: "nvfp4"}, vars: [][2]string{{"OCTET_FP8_NVFP4_KEEP_LAST", "3"}}, yaml: []string{"keep_last: 3"}},
+		{name: "backward override", want: Config{BackwardOverride: "dequantized"}, vars: [][2]string{{"OCTET_FP8_BACKWARD_OVERRIDE", "dequantized"}, {"NVTE_BACKWARD_OVERRIDE", "DEQUANTIZED"}}, yaml: []string{"backward_override: dequantized"}},
+		{name: "epsilon", want: Config{Backend: "block", AmaxEpsilon: 1e-12}, setup: Config{Backend: "block"}, vars: [][2]string{{"OCTET_FP8_AMAX_EPSILON", "1e-12"}}, yaml: []string{"amax_epsilon: 1e-12"}},
 	}
 	for _, c := range cases {
 		c.want.MixedPrecision, c.setup.MixedPrecision = "fp8", "fp8"
@@ -98,11 +99,11 @@ func TestEverySourceGivesTheGoRecipe(t *testing.T) {
 	// Accelerate's mixed_precision and num_processes, from the
 	// environment and the file.
 	for _, mp := range []string{"no", "bf16", "fp8"} {
-		p := Precision{}
+		p := Config{}
 		require.NoError(t, p.resolve(env("ACCELERATE_MIXED_PRECISION", mp)))
-		q := Precision{MixedPrecision: mp}
+		q := Config{MixedPrecision: mp}
 		require.Equal(t, recipeOf(t, &q), recipeOf(t, &p))
-		p = Precision{flags: &flagValues{given: map[string]string{}, config: writeConfig(t, "mixed_precision: "+mp+"\nnum_processes: 3\n")}}
+		p = Config{flags: &flagValues{given: map[string]string{}, config: writeConfig(t, "mixed_precision: "+mp+"\nnum_processes: 3\n")}}
 		require.NoError(t, p.resolve(env()))
 		require.Equal(t, recipeOf(t, &q), recipeOf(t, &p))
 		require.Equal(t, 3, p.NumProcesses)
@@ -115,30 +116,30 @@ func TestEverySourceGivesTheGoRecipe(t *testing.T) {
 // setting and its source; a block setting with another recipe is
 // refused by Resolve.
 func TestFloat8BlockPrecision(t *testing.T) {
-	p := Precision{MixedPrecision: "fp8", Backend: "block"}
+	p := Config{MixedPrecision: "fp8", Backend: "block"}
 	r := recipeOf(t, &p)
-	require.Equal(t, fp8.Float8BlockRecipe{}, r)
+	require.Equal(t, recipe.Float8Block{}, r)
 	require.Equal(t, "block/E4M3/x1w2g1", Label(r))
-	require.Equal(t, "block/HYBRID/x1w1g1/fp32-scales/eps=0.001", Label(fp8.Float8BlockRecipe{Hybrid: true, WBlockDim: 1, FP32Scales: true, AmaxEpsilon: 1e-3}))
-	require.Equal(t, "nvfp4", Label(fp8.NVFP4Recipe{}))
-	require.Equal(t, "custom", Label(fp8.CustomRecipe{}))
-	cq := Precision{MixedPrecision: "fp8", Custom: &fp8.CustomRecipe{Quantizer: func(string, fp8.GEMM, fp8.TensorRole) fp8.Quantizer { return fp8.Quantizer{} }}}
+	require.Equal(t, "block/HYBRID/x1w1g1/fp32-scales/eps=0.001", Label(recipe.Float8Block{Hybrid: true, WBlockDim: 1, FP32Scales: true, AmaxEpsilon: 1e-3}))
+	require.Equal(t, "nvfp4", Label(recipe.NVFP4{}))
+	require.Equal(t, "custom", Label(recipe.Custom{}))
+	cq := Config{MixedPrecision: "fp8", Custom: &recipe.Custom{Quantizer: func(string, fp8.GEMM, fp8.TensorRole) fp8.Quantizer { return fp8.Quantizer{} }}}
 	cr, err := cq.Recipe()
 	require.NoError(t, err)
-	require.IsType(t, fp8.CustomRecipe{}, cr)
-	_, err = (&Precision{MixedPrecision: "fp8", Custom: &fp8.CustomRecipe{}}).Recipe()
-	require.ErrorIs(t, err, ErrPrecision)
-	bo := Precision{MixedPrecision: "fp8"}
-	require.ErrorIs(t, bo.resolve(env("NVTE_BACKWARD_OVERRIDE", "sometimes")), ErrPrecision)
+	require.IsType(t, recipe.Custom{}, cr)
+	_, err = (&Config{MixedPrecision: "fp8", Custom: &recipe.Custom{}}).Recipe()
+	require.ErrorIs(t, err, ErrInvalid)
+	bo := Config{MixedPrecision: "fp8"}
+	require.ErrorIs(t, bo.resolve(env("NVTE_BACKWARD_OVERRIDE", "sometimes")), ErrInvalid)
 	require.NoError(t, bo.resolve(env("NVTE_BACKWARD_OVERRIDE", "high_precision")))
-	require.Equal(t, fp8.BackwardHighPrecision, bo.Override())
-	require.Equal(t, "nvfp4/no-rht/no-sr/no-2d/keep-first=1/keep-last=2", Label(fp8.NVFP4Recipe{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true, KeepFirst: 1, KeepLast: 2}))
-	q := Precision{MixedPrecision: "fp8", Backend: "nvfp4"}
+	require.Equal(t, recipe.BackwardHighPrecision, bo.Override())
+	require.Equal(t, "nvfp4/no-rht/no-sr/no-2d/keep-first=1/keep-last=2", Label(recipe.NVFP4{DisableRHT: true, DisableStochasticRounding: true, Disable2DQuantization: true, KeepFirst: 1, KeepLast: 2}))
+	q := Config{MixedPrecision: "fp8", Backend: "nvfp4"}
 	err = q.resolve(env("OCTET_FP8_NVFP4_DISABLE_RHT", "1", "NVTE_NVFP4_DISABLE_RHT", "0"))
-	require.ErrorIs(t, err, ErrPrecision)
+	require.ErrorIs(t, err, ErrInvalid)
 	require.Contains(t, err.Error(), "disagree")
 	err = q.resolve(env("OCTET_FP8_NVFP4_KEEP_LAST", "-1"))
-	require.ErrorIs(t, err, ErrPrecision)
+	require.ErrorIs(t, err, ErrInvalid)
 	require.Contains(t, err.Error(), "OCTET_FP8_NVFP4_KEEP_LAST")
 	for _, c := range []struct {
 		vars [][2]string
@@ -151,14 +152,14 @@ func TestFloat8BlockPrecision(t *testing.T) {
 		{[][2]string{{"OCTET_FP8_AMAX_EPSILON", "NaN"}}, []string{"OCTET_FP8_AMAX_EPSILON"}},
 		{[][2]string{{"NVTE_FP8_BLOCK_SCALING_FP32_SCALES", "maybe"}}, []string{"NVTE_FP8_BLOCK_SCALING_FP32_SCALES"}},
 	} {
-		q := Precision{MixedPrecision: "fp8", Backend: "block"}
+		q := Config{MixedPrecision: "fp8", Backend: "block"}
 		var kv []string
 		for _, v := range c.vars {
 			kv = append(kv, v[0], v[1])
 		}
 		err := q.resolve(env(kv...))
 		require.Error(t, err, "%v", c.vars)
-		require.ErrorIs(t, err, ErrPrecision)
+		require.ErrorIs(t, err, ErrInvalid)
 		for _, s := range c.says {
 			require.Contains(t, err.Error(), s, "%v", c.vars)
 		}
@@ -176,19 +177,9 @@ func settingFor(t *testing.T, name string) string {
 	return ""
 }
 
-// TestOctetVariablesAreTheRecipesOwn: the OCTET_FP8_* variables are
-// exactly those fp8's readers read, and every variable the issue lists is
-// read.
-func TestOctetVariablesAreTheRecipesOwn(t *testing.T) {
-	for _, b := range []fp8.Backend{fp8.BackendTE, fp8.BackendAO, fp8.BackendMSAMP} {
-		var mine []string
-		for _, s := range settings {
-			if s.of(b.String()) && s.octet != "" && s.key != "backward_override" { // the override is no recipe field
-				mine = append(mine, s.octet)
-			}
-		}
-		require.Equal(t, fp8.EnvFields(b), mine, b.String())
-	}
+// TestAccelerateVariablesAreRead: every ACCELERATE_FP8_* variable
+// Accelerate's launcher sets for these settings is read.
+func TestAccelerateVariablesAreRead(t *testing.T) {
 	vars := strings.Join(EnvVars(), " ")
 	for _, v := range []string{"ACCELERATE_MIXED_PRECISION", "ACCELERATE_FP8_BACKEND", "ACCELERATE_FP8_FORMAT", "ACCELERATE_FP8_MARGIN",
 		"ACCELERATE_FP8_INTERVAL", "ACCELERATE_FP8_AMAX_HISTORY_LEN", "ACCELERATE_FP8_AMAX_COMPUTE_ALGO", "ACCELERATE_FP8_OVERRIDE_FPROP",
@@ -207,9 +198,9 @@ func TestBadValuesNameTheirSource(t *testing.T) {
 			if name == "" {
 				continue
 			}
-			p := Precision{MixedPrecision: "fp8", Backend: s.backend}
+			p := Config{MixedPrecision: "fp8", Backend: s.backend}
 			err := p.resolve(env(name, bad))
-			require.ErrorIs(t, err, ErrPrecision, name)
+			require.ErrorIs(t, err, ErrInvalid, name)
 			require.ErrorContains(t, err, name+`="bogus" is not valid`)
 		}
 		for _, k := range s.yaml {
@@ -218,9 +209,9 @@ func TestBadValuesNameTheirSource(t *testing.T) {
 				body = k + ": bogus\n"
 			}
 			path := writeConfig(t, body)
-			p := Precision{MixedPrecision: "fp8", Backend: s.backend, flags: &flagValues{given: map[string]string{}, config: path}}
+			p := Config{MixedPrecision: "fp8", Backend: s.backend, flags: &flagValues{given: map[string]string{}, config: path}}
 			err := p.resolve(env())
-			require.ErrorIs(t, err, ErrPrecision, k)
+			require.ErrorIs(t, err, ErrInvalid, k)
 			line := ":2:"
 			if s.top {
 				line = ":1:"
@@ -235,7 +226,7 @@ func TestConfigFileKeys(t *testing.T) {
 	// Accelerate keys that do not concern precision are listed as
 	// ignored; unknown ones are errors naming the key and line.
 	path := writeConfig(t, "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nmachine_rank: 0\nmixed_precision: fp8\nfp8_config:\n  backend: TE\n  fp8_format: HYBRID\n")
-	p := Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+	p := Config{flags: &flagValues{given: map[string]string{}, config: path}}
 	require.NoError(t, p.resolve(env()))
 	require.Equal(t, []string{"compute_environment (line 1)", "distributed_type (line 2)", "machine_rank (line 3)"}, p.Ignored())
 	require.Equal(t, Source{Kind: FromFile, Name: path, Line: 7}, p.Source("fp8_format"))
@@ -252,15 +243,15 @@ func TestConfigFileKeys(t *testing.T) {
 		"mixed_precision: fp16\n":                            "fp16",
 	} {
 		path := writeConfig(t, body)
-		p := Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+		p := Config{flags: &flagValues{given: map[string]string{}, config: path}}
 		err := p.resolve(env())
 		require.ErrorContains(t, err, want, body)
-		require.ErrorIs(t, err, ErrPrecision, body)
+		require.ErrorIs(t, err, ErrInvalid, body)
 	}
 	// An empty file sets nothing; a missing one is an error.
-	p = Precision{flags: &flagValues{given: map[string]string{}, config: writeConfig(t, "")}}
+	p = Config{flags: &flagValues{given: map[string]string{}, config: writeConfig(t, "")}}
 	require.NoError(t, p.resolve(env()))
-	p = Precision{flags: &flagValues{given: map[string]string{}, config: filepath.Join(t.TempDir(), "none.yaml")}}
+	p = Config{flags: &flagValues{given: map[string]string{}, config: filepath.Join(t.TempDir(), "none.yaml")}}
 	require.ErrorContains(t, p.resolve(env()), "-config")
 }
 
@@ -268,13 +259,13 @@ func TestConfigFileKeys(t *testing.T) {
 // variable, that say different things are errors naming both; a file is
 // overridden by the environment, which is overridden by a flag that agrees.
 func TestSourcesDisagree(t *testing.T) {
-	p := Precision{MixedPrecision: "fp8"}
+	p := Config{MixedPrecision: "fp8"}
 	err := p.resolve(env("OCTET_FP8_MARGIN", "1", "ACCELERATE_FP8_MARGIN", "2"))
 	require.ErrorContains(t, err, "OCTET_FP8_MARGIN=1 and ACCELERATE_FP8_MARGIN=2 disagree")
 	require.NoError(t, p.resolve(env("OCTET_FP8_FORMAT", "e4m3", "ACCELERATE_FP8_FORMAT", "E4M3")))
 
 	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	p = Precision{MixedPrecision: "both"}
+	p = Config{MixedPrecision: "both"}
 	p.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{"-format", "E4M3", "-precision", "fp8"}))
 	err = p.resolve(env("ACCELERATE_FP8_FORMAT", "E5M2"))
@@ -283,21 +274,21 @@ func TestSourcesDisagree(t *testing.T) {
 	require.Equal(t, "margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults", p.Describe())
 
 	path := writeConfig(t, "mixed_precision: fp8\nfp8_config:\n  margin: 1\n")
-	p = Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+	p = Config{flags: &flagValues{given: map[string]string{}, config: path}}
 	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "4")))
 	require.Equal(t, 4, p.Margin)
 	require.Equal(t, "fp8", p.Name())
 	// Under bf16 an FP8 setting would be read by nothing: refused.
 	path = writeConfig(t, "mixed_precision: bf16\nfp8_config:\n  margin: 1\n")
-	p = Precision{flags: &flagValues{given: map[string]string{}, config: path}}
+	p = Config{flags: &flagValues{given: map[string]string{}, config: path}}
 	require.ErrorContains(t, p.resolve(env("OCTET_FP8_MARGIN", "4")), "OCTET_FP8_MARGIN=4: an FP8 setting, and this run is bf16 (from "+path+":1 bf16)")
 }
 
 // TestFlags: the examples' flags, their checks and messages.
 func TestFlags(t *testing.T) {
-	parse := func(args ...string) (*Precision, error) {
+	parse := func(args ...string) (*Config, error) {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
-		p := &Precision{MixedPrecision: "both"}
+		p := &Config{MixedPrecision: "both"}
 		p.RegisterFlags(fs)
 		if err := fs.Parse(args); err != nil {
 			return nil, err
@@ -313,13 +304,13 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, "fp8", runs[1].Name())
 	require.Equal(t, "defaults", runs[1].Describe())
 	require.Equal(t, "", runs[0].Describe())
-	bf := Precision{MixedPrecision: "bf16"}
+	bf := Config{MixedPrecision: "bf16"}
 	require.Equal(t, "none: bf16 has no recipe settings (mixed_precision from code)", bf.Describe())
 	require.NoError(t, bf.resolve(env("ACCELERATE_MIXED_PRECISION", "bf16")))
 	require.Equal(t, "none: bf16 has no recipe settings (mixed_precision from ACCELERATE_MIXED_PRECISION=bf16)", bf.Describe())
 	r, err := runs[1].Recipe()
 	require.NoError(t, err)
-	require.Equal(t, fp8.TERecipe{}, r)
+	require.Equal(t, recipe.TE{}, r)
 	_, err = p.Recipe()
 	require.ErrorContains(t, err, "several runs")
 
@@ -335,11 +326,11 @@ func TestFlags(t *testing.T) {
 	} {
 		_, err := parse(strings.Fields(args)...)
 		require.ErrorContains(t, err, want, args)
-		require.True(t, errors.Is(err, ErrPrecision), args)
+		require.True(t, errors.Is(err, ErrInvalid), args)
 	}
 	p, err = parse("-recipe", "MSAMP", "-opt-level", "O1", "-precision", "fp8")
 	require.NoError(t, err)
-	require.Equal(t, fp8.MSAMPRecipe{OptLevel: "O1"}, recipeOf(t, p))
+	require.Equal(t, recipe.MSAMP{OptLevel: "O1"}, recipeOf(t, p))
 	require.Equal(t, "opt_level O1 (-opt-level); the rest defaults", p.Describe())
 	require.True(t, p.Given("opt-level"))
 	require.False(t, p.Given("format"))
@@ -348,20 +339,52 @@ func TestFlags(t *testing.T) {
 // TestRecipeErrorsNameTheSetting: a value each source accepts but the
 // recipe refuses says where it came from.
 func TestRecipeErrorsNameTheSetting(t *testing.T) {
-	p := Precision{MixedPrecision: "fp8"}
+	p := Config{MixedPrecision: "fp8"}
 	err := p.resolve(env("OCTET_FP8_MARGIN", "1000"))
 	require.ErrorContains(t, err, "margin 1000")
 	require.ErrorContains(t, err, "OCTET_FP8_MARGIN=1000")
-	p = Precision{MixedPrecision: "fp8", Backend: "msamp"}
+	p = Config{MixedPrecision: "fp8", Backend: "msamp"}
 	err = p.resolve(env("OCTET_FP8_OPT_LEVEL", "O3"))
 	require.ErrorContains(t, err, "OCTET_FP8_OPT_LEVEL")
-	p = Precision{MixedPrecision: "fp8", UseMXFP8BlockScaling: true}
+	p = Config{MixedPrecision: "fp8", UseMXFP8BlockScaling: true}
 	err = p.resolve(env("ACCELERATE_FP8_AMAX_HISTORY_LEN", "16"))
 	require.ErrorContains(t, err, "amax_history_len from ACCELERATE_FP8_AMAX_HISTORY_LEN=16")
 	// The zero value is float32.
-	var zero Precision
+	var zero Config
 	r, err := zero.Recipe()
 	require.NoError(t, err)
 	require.Nil(t, r)
 	require.Equal(t, "fp32", zero.String())
+}
+
+// TestEnvironmentBounds: the smallest valid settings and the largest
+// window are accepted from the environment, one beyond each refused
+// naming the variable; MXFP8 with an amax setting given is refused
+// even when the value is the default.
+func TestEnvironmentBounds(t *testing.T) {
+	for _, c := range []struct{ name, ok, bad string }{
+		{"OCTET_FP8_MARGIN", "0", "-1"}, {"OCTET_FP8_INTERVAL", "1", "0"},
+		{"OCTET_FP8_AMAX_HISTORY_LEN", "1", "0"}, {"OCTET_FP8_AMAX_HISTORY_LEN", "65536", "65537"},
+	} {
+		p := Config{MixedPrecision: "fp8"}
+		require.NoError(t, p.resolve(env(c.name, c.ok)), c.name)
+		r, err := p.Recipe()
+		require.NoError(t, err)
+		te := r.(recipe.TE)
+		switch c.name {
+		case "OCTET_FP8_MARGIN":
+			require.Equal(t, 0, te.Margin)
+		case "OCTET_FP8_INTERVAL":
+			require.Equal(t, 1, te.EffectiveInterval())
+		default:
+			require.Equal(t, atoi(c.ok), te.HistoryLen())
+		}
+		p = Config{MixedPrecision: "fp8"}
+		err = p.resolve(env(c.name, c.bad))
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, c.name+"="+`"`+c.bad+`"`)
+	}
+	p := Config{MixedPrecision: "fp8"}
+	err := p.resolve(env("OCTET_FP8_USE_MXFP8_BLOCK_SCALING", "true", "OCTET_FP8_AMAX_COMPUTE_ALGO", "most_recent"))
+	require.ErrorContains(t, err, "OCTET_FP8_AMAX_COMPUTE_ALGO")
 }
