@@ -1,8 +1,10 @@
 // Package fp8 is Octet's FP8 numerics core: the OCP 8-bit formats, their
-// casts, the scaling state and recipes of Transformer Engine (TE),
-// torchao and MS-AMP as Hugging Face Accelerate exposes them, the
-// per-layer state the compiler keeps, and a scaled GEMM on slices. It
-// knows no graph types; ops and the compiler passes build on it. This
+// casts (tensorwise, axiswise, MXFP8, Float8BlockScaling, NVFP4), the
+// delayed-scaling state (Meta), the Quantizer that describes one cast,
+// the per-layer state the compiler keeps, and a scaled GEMM on slices.
+// It knows no graph types and no recipes: package recipe decides, per
+// layer and GEMM operand, which Quantizer to use; ops and the compiler
+// passes build on both. This
 // comment states the semantics the package follows; the tests hold it to
 // them (every float32 input of every cast is checked against a slow
 // reference with OCTET_EXHAUSTIVE=1).
@@ -26,16 +28,16 @@
 // Decoding is exact into float32, and into bfloat16 (every FP8 value is a
 // normal bf16 value).
 //
-// # Delayed scaling (TERecipe, Meta)
+// # Delayed scaling (Meta; recipe.TE)
 //
 // Accelerate's TERecipeKwargs: margin 0, interval 1, fp8_format HYBRID
 // (E4M3, E5M2 or HYBRID: forward tensors E4M3, gradients E5M2; pure E5M2
 // is allowed here although TE refuses it for training), amax_history_len
-// 1024 (at most MaxAmaxHistoryLen), amax_compute_algo most_recent (or
-// max), override_linear_precision (fprop, dgrad, wgrad) all false,
-// use_autocast_during_eval false, use_mxfp8_block_scaling false; each
-// can come from OCTET_FP8_<FIELD>, and an invalid value is an error
-// naming the variable. One tensor's Meta holds scale (starting at 1),
+// 1024 (at most recipe.MaxAmaxHistoryLen), amax_compute_algo
+// most_recent (or max), override_linear_precision (fprop, dgrad, wgrad)
+// all false, use_autocast_during_eval false, use_mxfp8_block_scaling
+// false (package precision reads each from flags, OCTET_FP8_<FIELD>,
+// ACCELERATE_FP8_<FIELD> or a config file). One tensor's Meta holds scale (starting at 1),
 // scale_inv = 1/scale and the amax history. Each cast in a step
 // quantizes x·scale (saturating) and records max|x| of the unscaled
 // input in the current slot (the largest over repeated casts). At the
@@ -52,7 +54,7 @@
 // scales after steps 0…3 are: input 448, 89.6, 49.778, 34.4615; weight
 // 224, 74.667, 44.8, 32; grad_output 19114.67, 8192, 5213.09, 3822.93.
 //
-// # Current scaling (AORecipe)
+// # Current scaling (CurrentScale, QuantizeAxiswise; recipe.AO)
 //
 // torchao's Float8LinearConfig through Accelerate's AORecipeKwargs:
 // scale = fp8_max / max(amax, 1e-12), computed in float64 and stored as
@@ -77,7 +79,7 @@
 // code 0xFF, as TE and torchao do. History settings with MXFP8 are an
 // error, as in Accelerate.
 //
-// # MS-AMP (MSAMPRecipe)
+// # MS-AMP (recipe.MSAMP)
 //
 // opt_level O1 or O2 (the default; O3 is DeepSpeed's and refused): FP8
 // GEMMs with power-of-two delayed scaling, FP16 master weights with a
@@ -87,7 +89,7 @@
 // all-reduce shares one scale from the global amax, multiplied by 1/√N
 // before the cast, sums, and divides by N through the inverse scale.
 //
-// # bf16 (BF16Recipe)
+// # bf16 (recipe.BF16)
 //
 // Accelerate's mixed_precision="bf16" for linear layers: the three GEMMs
 // read their float32 operands rounded to bf16 (nearest even) and

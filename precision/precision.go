@@ -78,7 +78,7 @@ type Config struct {
 	// Backend says; it is set in Go only.
 	Custom *recipe.Custom
 	// Use, when set with MixedPrecision "fp8", is the recipe, whatever
-	// Backend and Custom say: any recipe.Recipe, one of package fp8's or one
+	// Backend and Custom say: any recipe.Recipe, one of package recipe's or one
 	// of the program's own (see recipe.Recipe). It is set in Go only.
 	Use recipe.Recipe
 
