@@ -6,10 +6,11 @@
 // # Packages, lowest first
 //
 // A package imports only packages above it in this list; graph imports
-// the standard library and two internal packages of its own
-// (internal/parallel, and internal/hooks for the loops of its AddN),
-// nothing outside the module (CI checks it), and checkpoint does not
-// import passes (the layer state it saves lives in fp8).
+// the standard library and one internal package of its own
+// (internal/parallel), nothing outside the module (CI checks it): the
+// vector kernels of its AddN come in through graph.Options.Sums
+// (ops.VectorSums, which passes.Prepare compiles with). checkpoint does
+// not import passes (the layer state it saves lives in fp8).
 //
 //   - internal/parallel: the allocation-free worker pool kernels split
 //     their loops over (workers spin briefly between regions).

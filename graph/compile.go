@@ -17,6 +17,37 @@ type Options struct {
 	// whole tensor, as the separate ops would: for comparing fused and
 	// unfused programs, which must give the same results.
 	Unfused bool
+	// Sums, when set, does the additions of AddN nodes (the sums autodiff
+	// makes of a value's several gradients): ops.VectorSums gives the
+	// vector kernels, which passes.Prepare compiles with. When nil, AddN
+	// adds in plain Go. Both give the same bits.
+	Sums Sums
+}
+
+// Sums adds float32 slices element by element, as AddN nodes do.
+type Sums interface {
+	// Add writes x + y to dst (x and y at least as long as dst; dst
+	// may be either).
+	Add(dst, x, y []float32)
+	// AddTo adds src to dst (src at least as long as dst).
+	AddTo(dst, src []float32)
+}
+
+// goSums are the plain-Go additions AddN runs without Options.Sums.
+type goSums struct{}
+
+func (goSums) Add(dst, x, y []float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	for i := range dst {
+		dst[i] = x[i] + y[i]
+	}
+}
+
+func (goSums) AddTo(dst, src []float32) {
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] += src[i]
+	}
 }
 
 // Program is a compiled graph: a schedule of bound kernels over buffers

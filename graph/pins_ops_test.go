@@ -348,3 +348,48 @@ func TestAddNSumsInOrder(t *testing.T) {
 		}
 	}
 }
+
+// countingSums adds as graph's plain loops do and counts its calls.
+type countingSums struct{ add, addTo int }
+
+func (c *countingSums) Add(dst, x, y []float32) {
+	c.add++
+	for i := range dst {
+		dst[i] = x[i] + y[i]
+	}
+}
+
+func (c *countingSums) AddTo(dst, src []float32) {
+	c.addTo++
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
+
+// AddN adds with Options.Sums when it is set, and in plain Go
+// otherwise; ops.VectorSums gives the plain loops' bits.
+func TestAddNUsesTheOptionsSums(t *testing.T) {
+	g := graph.New()
+	const n = 1000
+	xs := []*graph.Node{g.Input("a", graph.Float32, n), g.Input("b", graph.Float32, n), g.Input("c", graph.Float32, n)}
+	s := graph.AddN("s", xs...)
+	run := func(opts graph.Options) []float32 {
+		p, err := graph.Compile(g, graph.NewStore(), opts, s)
+		require.NoError(t, err)
+		for k, x := range xs {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(i*(k+3)%17)/7 - 1.1
+			}
+			require.NoError(t, p.FeedFloat32(x, v))
+		}
+		require.NoError(t, p.Run())
+		return append([]float32(nil), p.Float32(s)...)
+	}
+	plain := run(graph.Options{})
+	c := &countingSums{}
+	require.Equal(t, plain, run(graph.Options{Sums: c}))
+	require.Positive(t, c.add)
+	require.Equal(t, c.add, c.addTo, "one AddTo for the third input per part")
+	require.Equal(t, plain, run(graph.Options{Sums: ops.VectorSums()}))
+}

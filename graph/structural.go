@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/octetml/octet/internal/hooks"
 	"github.com/octetml/octet/internal/parallel"
 )
 
@@ -77,8 +76,13 @@ func (addNOp) Bind(b *Binding) (Kernel, error) {
 	for i, v := range b.In {
 		ins[i] = v.F32[:len(out)]
 	}
-	// ((in0 + in1) + in2) + … element by element, on the vector kernels
-	// (see internal/hooks), split over the workers in runs of 16 values.
+	// ((in0 + in1) + in2) + … element by element, with Options.Sums
+	// (the vector kernels under passes.Prepare) or in plain Go, split
+	// over the workers in runs of 16 values.
+	var sums Sums = goSums{}
+	if b.Options.Sums != nil {
+		sums = b.Options.Sums
+	}
 	units, parts := (len(out)+15)/16, 1
 	if len(out) >= addNParallelMin {
 		parts = parallel.Workers()
@@ -92,9 +96,9 @@ func (addNOp) Bind(b *Binding) (Kernel, error) {
 			copy(o, ins[0][lo:hi])
 			return
 		}
-		hooks.Add(o, ins[0][lo:hi], ins[1][lo:hi])
+		sums.Add(o, ins[0][lo:hi], ins[1][lo:hi])
 		for _, x := range ins[2:] {
-			hooks.AddTo(o, x[lo:hi])
+			sums.AddTo(o, x[lo:hi])
 		}
 	}
 	return func() error { group.For(parts, run); return nil }, nil

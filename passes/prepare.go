@@ -9,6 +9,7 @@ import (
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/recipe"
 )
 
@@ -161,12 +162,12 @@ func Prepare(g *graph.Graph, store *graph.Store, cfg Config) (*Prepared, error) 
 	var err error
 	if len(cfg.TrainOutputs) > 0 {
 		outs := append(append([]*graph.Node(nil), cfg.TrainOutputs...), statNodes...)
-		if p.Train, err = graph.Compile(g, store, graph.Options{Training: true}, outs...); err != nil {
+		if p.Train, err = graph.Compile(g, store, graph.Options{Training: true, Sums: ops.VectorSums()}, outs...); err != nil {
 			return nil, fmt.Errorf("passes: prepare: training program: %w", err)
 		}
 	}
 	if len(cfg.EvalOutputs) > 0 {
-		if p.Eval, err = graph.Compile(g, store, graph.Options{}, cfg.EvalOutputs...); err != nil {
+		if p.Eval, err = graph.Compile(g, store, graph.Options{Sums: ops.VectorSums()}, cfg.EvalOutputs...); err != nil {
 			return nil, fmt.Errorf("passes: prepare: evaluation program: %w", err)
 		}
 	}

@@ -1,11 +1,5 @@
 package kernels
 
-import "github.com/octetml/octet/internal/hooks"
-
-// The graph package's AddN runs these (it depends only on the standard
-// library and reaches them through internal/hooks).
-func init() { hooks.Add, hooks.AddTo = Add, AddTo }
-
 // Add writes x + y to dst element by element (x, y at least as long as
 // dst; dst may be x or y): the vector kernel where there is one, the
 // loop addGo (its twin) elsewhere.
