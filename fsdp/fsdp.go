@@ -84,7 +84,7 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 	if cfg.Float8AllGather {
 		// A weight cast of a sharded parameter becomes a float8 all-gather.
 		weightCast := func(n *graph.Node) bool {
-			qc, _ := ops.QuantizeConfigOf(n)
+			qc, _ := graph.SettingsOf[ops.QuantizeConfig](n)
 			return qc.Tensor == fp8.RoleWeight
 		}
 		_, err := passes.Rewrite(g, g.Nodes(), passes.Rule{
@@ -92,7 +92,7 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 			Pattern: &passes.Pattern{Kind: ops.KindQuantize, Where: weightCast, Inputs: []*passes.Pattern{{Bind: "w", Where: sharded}}},
 			Apply: func(q *graph.Node, m passes.Match) (*graph.Node, error) {
 				p := m["w"]
-				qc, _ := ops.QuantizeConfigOf(q)
+				qc, _ := graph.SettingsOf[ops.QuantizeConfig](q)
 				if qc.Scaling != ops.Current && qc.Scaling != ops.Float8Block {
 					return nil, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe) or Float8BlockScaling, its cast is %v; turn float8 all-gather off or use one of those recipes", p.Name(), qc.Scaling)
 				}

@@ -143,11 +143,11 @@ func TestLlamaDefaults(t *testing.T) {
 		require.NoError(t, g.Err())
 		var norms, atts int
 		for _, n := range graph.Live(graph.Options{Training: true}, logits) {
-			if rc, ok := ops.RMSNormParts(n); ok {
+			if rc, ok := graph.SettingsOf[ops.RMSNormConfig](n); ok {
 				require.Equal(t, c.wantEps, rc.Eps, n.Name())
 				norms++
 			}
-			if ac, ok := ops.AttentionConfigOf(n); ok {
+			if ac, ok := graph.SettingsOf[ops.AttentionConfig](n); ok {
 				require.Equal(t, c.wantTheta, ac.RoPETheta)
 				require.Equal(t, c.wantKV, ac.KVHeads)
 				atts++

@@ -121,16 +121,3 @@ func LayerNormQuantize(name string, x, gamma, beta *graph.Node, cfg LayerNormCon
 	return apply(layerNormQuantizeOp{ln: layerNormOp{cfg}, q: q}, name, x, gamma, beta)
 }
 
-// LayerNormParts returns the LayerNorm config of a LayerNorm or
-// LayerNormQuantize node.
-func LayerNormParts(n *graph.Node) (LayerNormConfig, bool) {
-	switch op := n.Op().(type) {
-	case layerNormOp:
-		return op.cfg, true
-	case layerNormQuantizeOp:
-		if !op.rms {
-			return op.ln.cfg, true
-		}
-	}
-	return LayerNormConfig{}, false
-}

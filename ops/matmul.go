@@ -166,8 +166,3 @@ func BatchMatMul(a, b *graph.Node, transA, transB bool) *graph.Node {
 	return apply(matMulOp{transA: transA, transB: transB, batched: true}, "", a, b)
 }
 
-// MatMulFlags returns the transpose flags of a MatMul or BatchMatMul node.
-func MatMulFlags(n *graph.Node) (transA, transB, ok bool) {
-	op, ok := n.Op().(matMulOp)
-	return op.transA, op.transB, ok
-}

@@ -481,28 +481,6 @@ func partsAmax(parts []uint32) float32 {
 	return math.Float32frombits(a)
 }
 
-// QuantizeConfigOf returns the config of a node that casts to FP8: a
-// Quantize, a LayerNormQuantize (or RMSNormQuantize), a
-// CrossEntropyGradQuantize, a ClassifierCrossEntropy, a GELUQuantize or
-// an FP8AllGather.
-func QuantizeConfigOf(n *graph.Node) (QuantizeConfig, bool) {
-	switch op := n.Op().(type) {
-	case quantizeOp:
-		return op.cfg, true
-	case layerNormQuantizeOp:
-		return op.q, true
-	case crossEntropyGradQuantizeOp:
-		return op.q, true
-	case classifierCrossEntropyOp:
-		return op.q, true
-	case geluQuantizeOp:
-		return op.q, true
-	case fp8AllGatherOp:
-		return op.cfg, true
-	}
-	return QuantizeConfig{}, false
-}
-
 // nvfp4Key is the stochastic rounding's key of one cast at one step.
 func nvfp4Key(key uint64, step int64) uint64 {
 	z := key ^ uint64(step)*0xd1b54a32d192ed03

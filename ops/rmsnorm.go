@@ -141,16 +141,3 @@ func RMSNormQuantize(name string, x, gamma *graph.Node, cfg RMSNormConfig, q Qua
 	return apply(layerNormQuantizeOp{rms: true, rmsCfg: cfg, q: q}, name, x, gamma)
 }
 
-// RMSNormParts returns the RMSNorm config of an RMSNorm or
-// RMSNormQuantize node.
-func RMSNormParts(n *graph.Node) (RMSNormConfig, bool) {
-	switch op := n.Op().(type) {
-	case rmsNormOp:
-		return op.cfg, true
-	case layerNormQuantizeOp:
-		if op.rms {
-			return op.rmsCfg, true
-		}
-	}
-	return RMSNormConfig{}, false
-}

@@ -2,112 +2,154 @@ package ops
 
 import "github.com/octetml/octet/graph"
 
-// Readers of ops' settings, for compiler rules: each reports false for a
-// node of another kind.
+// The settings compiler rules read through graph.SettingsOf. Each op
+// below stores what it has into the pointer it is given.
 
-// ScaleFactor returns a Scale node's factor.
-func ScaleFactor(n *graph.Node) (float32, bool) {
-	if o, ok := opOf[unaryOp](n); ok && o.kind == kindScale {
-		return o.c, true
+// ScaleConfig is a Scale node's factor.
+type ScaleConfig struct{ Factor float32 }
+
+// PermuteConfig is a Permute node's permutation.
+type PermuteConfig struct{ Axes []int }
+
+// MatMulConfig holds the transpose flags of a MatMul, BatchMatMul,
+// ScaledMatMul or BF16MatMul node; Batched is set for BatchMatMul.
+type MatMulConfig struct {
+	TransA, TransB bool
+	Batched        bool
+}
+
+// ReduceConfig is a Sum or Mean node's axes (empty: all) and whether it
+// keeps them, or a SumTo's target shape (To).
+type ReduceConfig struct {
+	Axes     []int
+	KeepDims bool
+	To       graph.Shape
+}
+
+// SliceConfig is a Slice node's axis and range [Start, End).
+type SliceConfig struct{ Axis, Start, End int }
+
+// DropoutConfig is a dropout mask's probability and seed.
+type DropoutConfig struct {
+	P    float32
+	Seed uint64
+}
+
+func (o unaryOp) ReadSettings(dst any) bool {
+	if d, ok := dst.(*ScaleConfig); ok && o.kind == kindScale {
+		*d = ScaleConfig{o.c}
+		return true
 	}
-	return 0, false
+	return false
 }
 
-// QuantizeSettings returns a Quantize node's configuration: format,
-// scaling, the delayed-scaling state (Meta), axis, tensor role.
-func QuantizeSettings(n *graph.Node) (QuantizeConfig, bool) {
-	if o, ok := opOf[quantizeOp](n); ok {
-		return o.cfg, true
+func (o permuteOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*PermuteConfig)
+	if ok {
+		*d = PermuteConfig{append([]int(nil), o.perm...)}
 	}
-	return QuantizeConfig{}, false
+	return ok
 }
 
-// ReshapeShape returns the shape a Reshape node makes.
-func ReshapeShape(n *graph.Node) (graph.Shape, bool) {
-	if _, ok := opOf[reshapeOp](n); ok {
-		return n.Shape().Clone(), true
+func readMatMul(dst any, c MatMulConfig) bool {
+	d, ok := dst.(*MatMulConfig)
+	if ok {
+		*d = c
 	}
-	return nil, false
+	return ok
 }
 
-// LinearFQN returns a Linear node's layer name (fully qualified:
-// "gpt.h.0.attn.qkv").
-func LinearFQN(n *graph.Node) (string, bool) {
-	if _, ok := opOf[linearOp](n); ok {
-		return n.Name(), true
+func (o matMulOp) ReadSettings(dst any) bool {
+	return readMatMul(dst, MatMulConfig{o.transA, o.transB, o.batched})
+}
+func (o scaledMatMulOp) ReadSettings(dst any) bool {
+	return readMatMul(dst, MatMulConfig{TransA: o.transA, TransB: o.transB})
+}
+func (o bf16MatMulOp) ReadSettings(dst any) bool {
+	return readMatMul(dst, MatMulConfig{TransA: o.transA, TransB: o.transB})
+}
+
+func (o reduceOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*ReduceConfig)
+	if ok {
+		*d = ReduceConfig{append([]int(nil), o.axes...), o.keepDims, o.to.Clone()}
 	}
-	return "", false
+	return ok
 }
 
-// PermuteAxes returns a Permute node's permutation.
-func PermuteAxes(n *graph.Node) ([]int, bool) {
-	if o, ok := opOf[permuteOp](n); ok {
-		return append([]int(nil), o.perm...), true
+func (o sliceOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*SliceConfig)
+	if ok {
+		*d = SliceConfig{o.axis, o.start, o.end}
 	}
-	return nil, false
+	return ok
 }
 
-// MatMulTransposes says whether a MatMul, BatchMatMul, ScaledMatMul or
-// BF16MatMul node transposes its operands.
-func MatMulTransposes(n *graph.Node) (transA, transB, ok bool) {
-	if n == nil {
-		return false, false, false
+func (o layerNormOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*LayerNormConfig)
+	if ok {
+		*d = o.cfg
 	}
-	switch o := n.Op().(type) {
-	case matMulOp:
-		return o.transA, o.transB, true
-	case scaledMatMulOp:
-		return o.transA, o.transB, true
-	case bf16MatMulOp:
-		return o.transA, o.transB, true
+	return ok
+}
+
+func (o rmsNormOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*RMSNormConfig)
+	if ok {
+		*d = o.cfg
 	}
-	return false, false, false
+	return ok
 }
 
-// ReduceAxes returns a Sum or Mean node's axes (empty: all) and whether
-// it keeps them, or a SumTo's target shape.
-func ReduceAxes(n *graph.Node) (axes []int, keepDims bool, to graph.Shape, ok bool) {
-	o, ok := opOf[reduceOp](n)
-	return append([]int(nil), o.axes...), o.keepDims, o.to.Clone(), ok
-}
-
-// SliceRange returns a Slice node's axis and range [start, end).
-func SliceRange(n *graph.Node) (axis, start, end int, ok bool) {
-	o, ok := opOf[sliceOp](n)
-	return o.axis, o.start, o.end, ok
-}
-
-// LayerNormSettings returns a LayerNorm node's configuration.
-func LayerNormSettings(n *graph.Node) (LayerNormConfig, bool) {
-	o, ok := opOf[layerNormOp](n)
-	return o.cfg, ok
-}
-
-// AttentionSettings returns a CausalAttention node's heads and its
-// attention dropout.
-func AttentionSettings(n *graph.Node) (heads int, dropout float32, ok bool) {
-	o, ok := opOf[causalAttentionOp](n)
-	return o.heads, o.p, ok
-}
-
-// AttentionConfigOf returns a CausalAttention node's whole
-// configuration (FusedAttention's).
-func AttentionConfigOf(n *graph.Node) (AttentionConfig, bool) {
-	o, ok := opOf[causalAttentionOp](n)
-	return AttentionConfig{Heads: o.heads, KVHeads: o.kvHeads, RoPETheta: o.theta, Dropout: o.p, Seed: o.seed}, ok
-}
-
-// DropoutProb returns the probability of a dropout mask.
-func DropoutProb(n *graph.Node) (float32, bool) {
-	o, ok := opOf[dropoutMaskOp](n)
-	return o.p, ok
-}
-
-func opOf[T graph.Op](n *graph.Node) (T, bool) {
-	var zero T
-	if n == nil {
-		return zero, false
+func (o causalAttentionOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*AttentionConfig)
+	if ok {
+		*d = AttentionConfig{Heads: o.heads, KVHeads: o.kvHeads, RoPETheta: o.theta, Dropout: o.p, Seed: o.seed}
 	}
-	o, ok := n.Op().(T)
-	return o, ok
+	return ok
+}
+
+func (o dropoutMaskOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*DropoutConfig)
+	if ok {
+		*d = DropoutConfig{o.p, o.seed}
+	}
+	return ok
+}
+
+// readQuantize stores the cast of a node that casts to FP8.
+func readQuantize(dst any, q QuantizeConfig) bool {
+	d, ok := dst.(*QuantizeConfig)
+	if ok {
+		*d = q
+	}
+	return ok
+}
+
+func (o quantizeOp) ReadSettings(dst any) bool                 { return readQuantize(dst, o.cfg) }
+func (o crossEntropyGradQuantizeOp) ReadSettings(dst any) bool { return readQuantize(dst, o.q) }
+func (o classifierCrossEntropyOp) ReadSettings(dst any) bool   { return readQuantize(dst, o.q) }
+func (o geluQuantizeOp) ReadSettings(dst any) bool             { return readQuantize(dst, o.q) }
+func (o fp8AllGatherOp) ReadSettings(dst any) bool             { return readQuantize(dst, o.cfg) }
+
+// A LayerNormQuantize node has its norm's settings (LayerNormConfig, or
+// RMSNormConfig for RMSNormQuantize) and its cast's.
+func (o layerNormQuantizeOp) ReadSettings(dst any) bool {
+	switch d := dst.(type) {
+	case *LayerNormConfig:
+		if o.rms {
+			return false
+		}
+		*d = o.ln.cfg
+	case *RMSNormConfig:
+		if !o.rms {
+			return false
+		}
+		*d = o.rmsCfg
+	case *QuantizeConfig:
+		*d = o.q
+	default:
+		return false
+	}
+	return true
 }

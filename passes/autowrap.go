@@ -85,7 +85,7 @@ func checkFP8Graph(g *graph.Graph) error {
 			default:
 				return fmt.Errorf("check: FP8 value %q feeds %q (%s); only ScaledMatMul, Dequantize and Switch read FP8", in.Name(), n.Name(), n.Op().Type())
 			}
-			if _, ok := ops.QuantizeConfigOf(in); !ok && !in.IsSwitch() {
+			if _, ok := graph.SettingsOf[ops.QuantizeConfig](in); !ok && !in.IsSwitch() {
 				return fmt.Errorf("check: %q reads FP8 value %q, which no cast produced", n.Name(), in.Name())
 			}
 		}

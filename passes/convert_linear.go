@@ -415,10 +415,11 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 	if _, fresh := c.rows[l.fqn]; !fresh || !l.fp8 {
 		return nil, nil
 	}
-	tA, tB, isMM := ops.MatMulFlags(n)
-	if !isMM {
+	mm, isMM := graph.SettingsOf[ops.MatMulConfig](n)
+	if !isMM || !n.Is(ops.KindMatMul) && !n.Is(ops.KindBatchMatMul) {
 		return nil, nil
 	}
+	tA, tB := mm.TransA, mm.TransB
 	dy2 := m["dy"]
 	fwd := l.fpFprop
 	if fwd == nil {

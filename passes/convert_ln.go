@@ -71,7 +71,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	// with the fused node that norm builds.
 	fuseNorm := func(kind FusionKind, q, ln *graph.Node, norm func(qcfg ops.QuantizeConfig) *graph.Node) (*graph.Node, error) {
 		what := kind.String()
-		qcfg, _ := ops.QuantizeConfigOf(q)
+		qcfg, _ := graph.SettingsOf[ops.QuantizeConfig](q)
 		fused := norm(qcfg)
 		if err := g.Err(); err != nil {
 			return nil, err
@@ -93,7 +93,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				ln := m["ln"]
 				return fuseNorm(FusedLayerNorm, q, ln, func(qcfg ops.QuantizeConfig) *graph.Node {
-					cfg, _ := ops.LayerNormParts(ln)
+					cfg, _ := graph.SettingsOf[ops.LayerNormConfig](ln)
 					return ops.LayerNormQuantize(ln.Name()+"/fp8", ln.Input(0), ln.Input(1), ln.Input(2), cfg, qcfg)
 				})
 			},
@@ -119,7 +119,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 			Apply: func(q *graph.Node, m Match) (*graph.Node, error) {
 				n := m["norm"]
 				return fuseNorm(FusedRMSNorm, q, n, func(qcfg ops.QuantizeConfig) *graph.Node {
-					cfg, _ := ops.RMSNormParts(n)
+					cfg, _ := graph.SettingsOf[ops.RMSNormConfig](n)
 					return ops.RMSNormQuantize(n.Name()+"/fp8", n.Input(0), n.Input(1), cfg, qcfg)
 				})
 			},
@@ -136,7 +136,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 		return len(cs) == 1 && cs[0] == reader
 	}
 	delayed := func(q *graph.Node) bool {
-		cfg, ok := ops.QuantizeConfigOf(q)
+		cfg, ok := graph.SettingsOf[ops.QuantizeConfig](q)
 		return ok && cfg.Scaling == ops.Delayed
 	}
 	fuseCE := func(q *graph.Node, ceg *graph.Node) (*graph.Node, error) {
@@ -147,7 +147,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 		if classes == 0 || !q.Shape().Equal(graph.Shape{s.Numel() / classes, classes}) {
 			return nil, nil
 		}
-		qcfg, _ := ops.QuantizeConfigOf(q)
+		qcfg, _ := graph.SettingsOf[ops.QuantizeConfig](q)
 		fused := ops.CrossEntropyGradQuantize(ceg.Name()+"/fp8", ceg.Input(0), ceg.Input(1), ceg.Input(2), qcfg)
 		if err := g.Err(); err != nil {
 			return nil, err
@@ -194,7 +194,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	}
 	consumers = g.Consumers(nodes...)
 	tensorwise := func(n *graph.Node) bool {
-		cfg, ok := ops.QuantizeConfigOf(n)
+		cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n)
 		return ok && (cfg.Scaling == ops.Delayed || cfg.Scaling == ops.Current)
 	}
 	_, err = Rewrite(g, nodes, Rule{
@@ -214,16 +214,16 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 			if !loss.Is(ops.KindCrossEntropy) || loss.Input(0) != logits || loss.Input(1) != labels {
 				return nil, nil
 			}
-			ta, tb, _ := ops.MatMulTransposes(logits)
+			mm, _ := graph.SettingsOf[ops.MatMulConfig](logits)
 			x, w := logits.Input(0), logits.Input(1)
-			if ta || !tb || !tensorwise(x) || !tensorwise(w) {
+			if mm.TransA || !mm.TransB || !tensorwise(x) || !tensorwise(w) {
 				return nil, nil
 			}
 			var bias *graph.Node
 			if logits.NumInputs() == 3 {
 				bias = logits.Input(2)
 			}
-			qcfg, _ := ops.QuantizeConfigOf(q)
+			qcfg, _ := graph.SettingsOf[ops.QuantizeConfig](q)
 			fused := ops.ClassifierCrossEntropy(q.Name()+"/classifier", x, w, bias, labels, m["dloss"], qcfg)
 			fusedLoss := ops.ClassifierLoss(loss.Name()+"/classifier", fused, labels)
 			sw := g.Switch(loss.Name()+".fused", "training: fused classifier", func(o graph.Options) bool { return o.Training }, fusedLoss, loss)

@@ -45,7 +45,7 @@ func TestCustomRecipe(t *testing.T) {
 	}
 	scalings := map[string]ops.Scaling{}
 	for _, n := range prep.Train.Schedule() {
-		if cfg, ok := ops.QuantizeConfigOf(n); ok {
+		if cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n); ok {
 			scalings[n.Name()] = cfg.Scaling
 		}
 	}

@@ -95,7 +95,8 @@ func ExampleFuse() {
 }
 
 // A rule of one's own: fold a Scale of a Scale into one Scale, reading
-// the factors with ops.ScaleFactor and matching kinds as typed values.
+// the factors with graph.SettingsOf[ops.ScaleConfig] and matching kinds
+// as typed values.
 func ExampleRewrite_userRule() {
 	g := graph.New()
 	x := g.Input("x", graph.Float32, 4)
@@ -104,9 +105,9 @@ func ExampleRewrite_userRule() {
 		Name:    "fold-scales",
 		Pattern: &passes.Pattern{Kind: ops.KindScale, Bind: "outer", Inputs: []*passes.Pattern{{Kind: ops.KindScale, Bind: "inner"}}},
 		Apply: func(root *graph.Node, m passes.Match) (*graph.Node, error) {
-			a, _ := ops.ScaleFactor(m["inner"])
-			b, _ := ops.ScaleFactor(m["outer"])
-			return ops.Scale(m["inner"].Input(0), a*b), nil
+			a, _ := graph.SettingsOf[ops.ScaleConfig](m["inner"])
+			b, _ := graph.SettingsOf[ops.ScaleConfig](m["outer"])
+			return ops.Scale(m["inner"].Input(0), a.Factor*b.Factor), nil
 		},
 	}
 	counts, err := passes.Rewrite(g, graph.Live(graph.Options{}, y), fold)
@@ -115,8 +116,8 @@ func ExampleRewrite_userRule() {
 		return
 	}
 	out := g.Resolve(y)
-	c, _ := ops.ScaleFactor(out)
-	fmt.Println(counts["fold-scales"], out.Op().Type(), c, out.Input(0) == x)
+	c, _ := graph.SettingsOf[ops.ScaleConfig](out)
+	fmt.Println(counts["fold-scales"], out.Op().Type(), c.Factor, out.Input(0) == x)
 	// Output: 1 Scale 1.5 true
 }
 

@@ -162,7 +162,7 @@ func TestConvertLinearMLPTE(t *testing.T) {
 
 	// HYBRID: forward casts E4M3, grad_output E5M2; one state per layer.
 	for _, n := range graph.Live(graph.Options{Training: true}, m.trainOf...) {
-		cfg, ok := ops.QuantizeConfigOf(n)
+		cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n)
 		if !ok {
 			continue
 		}
@@ -663,11 +663,11 @@ func TestFloat8BlockConversion(t *testing.T) {
 		casts := map[string]ops.QuantizeConfig{}
 		readers := map[string]int{}
 		for _, n := range prep.Train.Schedule() {
-			if cfg, ok := ops.QuantizeConfigOf(n); ok {
+			if cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n); ok {
 				casts[n.Name()] = cfg
 			}
 			for _, in := range n.Inputs() {
-				if _, ok := ops.QuantizeConfigOf(in); ok {
+				if _, ok := graph.SettingsOf[ops.QuantizeConfig](in); ok {
 					readers[in.Name()]++
 				}
 			}
@@ -736,7 +736,7 @@ func TestNVFP4Conversion(t *testing.T) {
 		require.Equal(t, []string{"mlp.fc1", "mlp.fc2"}, prep.Report.Converted(), c.name)
 		casts := map[string]ops.QuantizeConfig{}
 		for _, n := range prep.Train.Schedule() {
-			if cfg, ok := ops.QuantizeConfigOf(n); ok {
+			if cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n); ok {
 				casts[n.Name()] = cfg
 				require.Equal(t, graph.Float4E2M1, n.DType(), n.Name())
 			}

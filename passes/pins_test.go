@@ -23,7 +23,7 @@ import (
 func quantizeConfigs(m *model, outs []*graph.Node, layer string) map[string]ops.QuantizeConfig {
 	got := map[string]ops.QuantizeConfig{}
 	for _, n := range graph.Live(graph.Options{Training: true}, outs...) {
-		if cfg, ok := ops.QuantizeConfigOf(n); ok && strings.HasPrefix(n.Name(), layer+"/") {
+		if cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n); ok && strings.HasPrefix(n.Name(), layer+"/") {
 			got[n.Name()] = cfg
 		}
 	}
@@ -96,7 +96,7 @@ func TestConversionKeepsExistingLayerState(t *testing.T) {
 	require.Equal(t, float32(3), st.Input.Scale)
 	require.Equal(t, float32(7), st.Input.History[0])
 	for _, n := range e.g.Nodes() {
-		if cfg, ok := ops.QuantizeConfigOf(n); ok && n.Name() == "mlp.fc1/quantize.input" {
+		if cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n); ok && n.Name() == "mlp.fc1/quantize.input" {
 			require.Same(t, st.Input, cfg.Meta, "the eval cast records into the shared meta")
 		}
 	}

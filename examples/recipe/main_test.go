@@ -55,7 +55,7 @@ func TestRecipeLowersAsDefined(t *testing.T) {
 	require.Equal(t, []string{"net.fc1", "net.fc2"}, prep.Report.Converted())
 	casts := map[string]ops.QuantizeConfig{}
 	for _, n := range prep.Train.Schedule() {
-		if q, ok := ops.QuantizeConfigOf(n); ok {
+		if q, ok := graph.SettingsOf[ops.QuantizeConfig](n); ok {
 			casts[n.Name()] = q
 		}
 	}

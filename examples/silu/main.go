@@ -95,7 +95,7 @@ var siluRule = passes.Rule{
 	}},
 	Apply: func(root *graph.Node, m passes.Match) (*graph.Node, error) {
 		s := m["s"]
-		if half, _ := ops.ScaleFactor(s); half != 0.5 || m["s2"] != s || m["t"].Input(0) != s {
+		if half, _ := graph.SettingsOf[ops.ScaleConfig](s); half.Factor != 0.5 || m["s2"] != s || m["t"].Input(0) != s {
 			return nil, nil // not SiLU
 		}
 		return root.Graph().Apply(siluOp{}, root.Name()+"/silu", s.Input(0)), nil
