@@ -120,4 +120,3 @@ func (o layerNormQuantizeOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node 
 func LayerNormQuantize(name string, x, gamma, beta *graph.Node, cfg LayerNormConfig, q QuantizeConfig) *graph.Node {
 	return apply(layerNormQuantizeOp{ln: layerNormOp{cfg}, q: q}, name, x, gamma, beta)
 }
-

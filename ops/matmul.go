@@ -165,4 +165,3 @@ func MatMul(a, b *graph.Node, transA, transB bool) *graph.Node {
 func BatchMatMul(a, b *graph.Node, transA, transB bool) *graph.Node {
 	return apply(matMulOp{transA: transA, transB: transB, batched: true}, "", a, b)
 }
-

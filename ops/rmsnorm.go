@@ -140,4 +140,3 @@ func RMSNorm(name string, x, gamma *graph.Node, cfg RMSNormConfig) *graph.Node {
 func RMSNormQuantize(name string, x, gamma *graph.Node, cfg RMSNormConfig, q QuantizeConfig) *graph.Node {
 	return apply(layerNormQuantizeOp{rms: true, rmsCfg: cfg, q: q}, name, x, gamma)
 }
-
