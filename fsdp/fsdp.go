@@ -93,12 +93,12 @@ func Shard(g *graph.Graph, store *graph.Store, comm dist.Communicator, params []
 			Apply: func(q *graph.Node, m passes.Match) (*graph.Node, error) {
 				p := m["w"]
 				qc, _ := graph.SettingsOf[ops.QuantizeConfig](q)
-				if qc.Scaling != ops.Current && qc.Scaling != ops.Float8Block {
-					return nil, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe) or Float8BlockScaling, its cast is %v; turn float8 all-gather off or use one of those recipes", p.Name(), qc.Scaling)
+				if !(qc.Kind == fp8.CurrentScaling && !qc.Axiswise) && qc.Kind != fp8.Float8Blocks {
+					return nil, fmt.Errorf("fsdp: float8 all-gather of %q needs tensorwise current scaling (torchao's tensorwise recipe) or Float8BlockScaling, its cast is %v; turn float8 all-gather off or use one of those recipes", p.Name(), qc.Quantizer)
 				}
 				sh := shardOf[p]
 				ag := ops.FP8AllGather(p, sh, qc)
-				if qc.Scaling == ops.Float8Block {
+				if qc.Kind == fp8.Float8Blocks {
 					// Block scales come from the gathered blocks' amaxes,
 					// all-reduced by the gather itself: nothing to
 					// precompute. A 1-D weight is gathered once per axis.

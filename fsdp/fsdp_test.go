@@ -372,9 +372,9 @@ func TestFloat8BlockAllGatherIsTheFullCast(t *testing.T) {
 	}
 	full[7], full[130*cols+299] = float32(math.NaN()), float32(math.Inf(-1))
 	for _, c := range []ops.QuantizeConfig{
-		{Scaling: ops.Float8Block, Format: fp8.E4M3, BlockDim: 2, Tensor: fp8.RoleWeight},
-		{Scaling: ops.Float8Block, Format: fp8.E4M3, BlockDim: 1, Axis: 1, Tensor: fp8.RoleWeight},
-		{Scaling: ops.Float8Block, Format: fp8.E5M2, BlockDim: 1, Axis: 0, FP32Scales: true, Tensor: fp8.RoleWeight},
+		{Quantizer: fp8.Quantizer{Kind: fp8.Float8Blocks, Format: fp8.E4M3, BlockDim: 2}, Tensor: fp8.RoleWeight},
+		{Quantizer: fp8.Quantizer{Kind: fp8.Float8Blocks, Format: fp8.E4M3, BlockDim: 1}, Axis: 1, Tensor: fp8.RoleWeight},
+		{Quantizer: fp8.Quantizer{Kind: fp8.Float8Blocks, Format: fp8.E5M2, BlockDim: 1, FP32Scales: true}, Axis: 0, Tensor: fp8.RoleWeight},
 	} {
 		// The reference: one cast of the full weight, dequantized.
 		g := graph.New()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 	"github.com/stretchr/testify/require"
@@ -48,7 +49,7 @@ func TestArenaCountsEveryStorage(t *testing.T) {
 	g := graph.New()
 	x := g.Input("x", graph.Float32, 4, 8)
 	i := g.Apply(toInt{}, "i", ops.Neg(x))
-	q := ops.Quantize(x, ops.QuantizeConfig{Scaling: ops.Current})
+	q := ops.Quantize(x, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling}})
 	p, err := graph.Compile(g, nil, graph.Options{}, i, q)
 	require.NoError(t, err)
 	// Neg's 128 bytes and the int32 128; Neg is dead once toInt ran, and

@@ -33,7 +33,7 @@ func TestEveryConstructorRefusesBadInput(t *testing.T) {
 			othr:   graph.New().Input("elsewhere", graph.Float32, 2, 3),
 		}
 	}
-	q := ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3}
+	q := ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}}
 	cases := map[string]func(o operands) *graph.Node{
 		"Add shapes":        func(o operands) *graph.Node { return ops.Add(o.m23, o.m45) },
 		"Add nil":           func(o operands) *graph.Node { return ops.Add(o.m23, nil) },
@@ -90,13 +90,13 @@ func TestEveryConstructorRefusesBadInput(t *testing.T) {
 		},
 		"Quantize int32": func(o operands) *graph.Node { return ops.Quantize(o.ids, q) },
 		"Quantize delayed nil": func(o operands) *graph.Node {
-			return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E4M3})
+			return ops.Quantize(o.m23, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E4M3}})
 		},
 		"Quantize format": func(o operands) *graph.Node {
-			return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.Format(9)})
+			return ops.Quantize(o.m23, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.Format(9)}})
 		},
 		"Quantize axis": func(o operands) *graph.Node {
-			return ops.Quantize(o.m23, ops.QuantizeConfig{Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 3})
+			return ops.Quantize(o.m23, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3}, Axis: 3})
 		},
 		"ScaledMatMul float": func(o operands) *graph.Node { return ops.ScaledMatMul("s", o.m23, o.m45, false, true, nil) },
 		"ScaledMatMul shapes": func(o operands) *graph.Node {

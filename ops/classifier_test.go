@@ -33,12 +33,12 @@ func TestClassifierCrossEntropyMatchesUnfused(t *testing.T) {
 			}
 			rec := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}
 			cast := func(name string, n *graph.Node) *graph.Node {
-				return ops.QuantizeNamed(name, n, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E4M3, Meta: rec.NewMeta(false)})
+				return ops.QuantizeNamed(name, n, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E4M3}, Meta: rec.NewMeta(false)})
 			}
 			xq, wq := cast("xq", x), cast("wq", w)
 			mk := func() (ops.QuantizeConfig, *fp8.Meta) {
 				meta := rec.NewMeta(true)
-				return ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E5M2, Meta: meta, Tensor: fp8.RoleGradOutput}, meta
+				return ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E5M2}, Meta: meta, Tensor: fp8.RoleGradOutput}, meta
 			}
 			qu, mu := mk()
 			qf, mf := mk()
@@ -94,27 +94,29 @@ func TestClassifierCrossEntropyMatchesUnfused(t *testing.T) {
 // with more than one scale when it is compiled.
 func TestClassifierCrossEntropyRefuses(t *testing.T) {
 	rec := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}
-	build := func(xScaling ops.Scaling, gradScaling ops.Scaling, labelRows int) (*graph.Graph, *graph.Node, [4]*graph.Node) {
+	delayed, current := fp8.Quantizer{Kind: fp8.DelayedScaling}, fp8.Quantizer{Kind: fp8.CurrentScaling}
+	axiswise := fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true}
+	build := func(xScaling, gradScaling fp8.Quantizer, labelRows int) (*graph.Graph, *graph.Node, [4]*graph.Node) {
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 4, 16)
 		w := g.Input("w", graph.Float32, 8, 16)
 		y := g.Input("labels", graph.Int32, labelRows)
 		dl := g.Input("dloss", graph.Float32)
-		xq := ops.QuantizeNamed("xq", x, ops.QuantizeConfig{Scaling: xScaling, Format: fp8.E4M3, Meta: rec.NewMeta(false), Axis: 1})
-		wq := ops.QuantizeNamed("wq", w, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E4M3, Meta: rec.NewMeta(false)})
-		q := ops.QuantizeConfig{Scaling: gradScaling, Format: fp8.E5M2, Meta: rec.NewMeta(true)}
+		xq := ops.QuantizeNamed("xq", x, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: xScaling.Kind, Axiswise: xScaling.Axiswise, Format: fp8.E4M3}, Meta: rec.NewMeta(false), Axis: 1})
+		wq := ops.QuantizeNamed("wq", w, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E4M3}, Meta: rec.NewMeta(false)})
+		q := ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: gradScaling.Kind, Axiswise: gradScaling.Axiswise, Format: fp8.E5M2}, Meta: rec.NewMeta(true)}
 		fused := ops.ClassifierCrossEntropy("cls", xq, wq, nil, y, dl, q)
 		return g, ops.ClassifierLoss("cls/loss", fused, y), [4]*graph.Node{x, w, y, dl}
 	}
-	g, _, _ := build(ops.Delayed, ops.Current, 4)
+	g, _, _ := build(delayed, current, 4)
 	require.ErrorContains(t, g.Err(), "delayed tensorwise")
-	g, _, _ = build(ops.Delayed, ops.Delayed, 5)
+	g, _, _ = build(delayed, delayed, 5)
 	require.ErrorContains(t, g.Err(), "labels")
-	g, loss, _ := build(ops.Axiswise, ops.Delayed, 4)
+	g, loss, _ := build(axiswise, delayed, 4)
 	require.NoError(t, g.Err())
 	_, err := graph.Compile(g, nil, graph.Options{Training: true}, loss)
 	require.ErrorContains(t, err, "tensorwise")
-	g, loss, in := build(ops.Delayed, ops.Delayed, 4)
+	g, loss, in := build(delayed, delayed, 4)
 	p, err := graph.Compile(g, nil, graph.Options{Training: true}, loss)
 	require.NoError(t, err)
 	require.NoError(t, p.FeedFloat32(in[0], make([]float32, 64)))

@@ -90,8 +90,8 @@ func (o fp8AllGatherOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 	if err != nil {
 		return nil, graph.Invalid, err
 	}
-	if o.cfg.Scaling != Current && o.cfg.Scaling != Float8Block {
-		return nil, graph.Invalid, fmt.Errorf("float8 all-gather needs tensorwise current scaling or Float8BlockScaling, not %v", o.cfg.Scaling)
+	if o.cfg.scaling() != scCurrent && o.cfg.scaling() != scFloat8Block {
+		return nil, graph.Invalid, fmt.Errorf("float8 all-gather needs tensorwise current scaling or Float8BlockScaling, not %v", o.cfg.scaling())
 	}
 	if err := validateQuantize(o.cfg); err != nil {
 		return nil, graph.Invalid, err
@@ -148,7 +148,7 @@ func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	sh, cfg := o.sh, o.cfg
 	sc := newScales(cfg, b.Out.Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
-	if cfg.Scaling == Float8Block {
+	if cfg.scaling() == scFloat8Block {
 		return o.bindBlock(b, sc), nil
 	}
 	codes := make([]uint8, len(sh.Data))

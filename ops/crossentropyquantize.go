@@ -35,8 +35,8 @@ func (o crossEntropyGradQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.
 	if err := validateQuantize(o.q); err != nil {
 		return nil, graph.Invalid, err
 	}
-	if o.q.Scaling != Delayed {
-		return nil, graph.Invalid, fmt.Errorf("CrossEntropyGradQuantize casts with delayed tensorwise scaling, got %v", o.q.Scaling)
+	if o.q.scaling() != scDelayed {
+		return nil, graph.Invalid, fmt.Errorf("CrossEntropyGradQuantize casts with delayed tensorwise scaling, got %v", o.q.scaling())
 	}
 	return graph.Shape{rows, classes}, formatDType(o.q.Format), nil
 }

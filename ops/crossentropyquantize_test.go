@@ -29,7 +29,7 @@ func TestCrossEntropyGradQuantizeMatchesUnfused(t *testing.T) {
 		require.True(t, ceg.Is(ops.KindCrossEntropyGrad))
 		mk := func() (ops.QuantizeConfig, *fp8.Meta) {
 			meta := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}.NewMeta(true)
-			return ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E5M2, Meta: meta, Tensor: fp8.RoleGradOutput}, meta
+			return ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E5M2}, Meta: meta, Tensor: fp8.RoleGradOutput}, meta
 		}
 		qu, mu := mk()
 		qf, mf := mk()
@@ -73,14 +73,14 @@ func TestCrossEntropyGradQuantizeRefuses(t *testing.T) {
 	x := g.Input("logits", graph.Float32, 2, 4)
 	y := g.Input("labels", graph.Int32, 2)
 	dl := g.Input("dloss", graph.Float32)
-	ops.CrossEntropyGradQuantize("bad", x, y, dl, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E5M2})
+	ops.CrossEntropyGradQuantize("bad", x, y, dl, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E5M2}})
 	require.ErrorContains(t, g.Err(), "delayed tensorwise")
 	g = graph.New()
 	x = g.Input("logits", graph.Float32, 2, 4)
 	y = g.Input("labels", graph.Int32, 2)
 	dl = g.Input("dloss", graph.Float32)
 	meta := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}.NewMeta(true)
-	out := ops.CrossEntropyGradQuantize("ce", x, y, dl, ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E5M2, Meta: meta})
+	out := ops.CrossEntropyGradQuantize("ce", x, y, dl, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E5M2}, Meta: meta})
 	p, err := graph.Compile(g, nil, graph.Options{Training: true}, out)
 	require.NoError(t, err)
 	require.NoError(t, p.FeedFloat32(x, make([]float32, 8)))
@@ -101,7 +101,7 @@ func TestCrossEntropyGradQuantizeInPlace(t *testing.T) {
 		dl := g.Input("dloss", graph.Float32)
 		logits := ops.Neg(x)
 		meta := recipe.TE{AmaxHistoryLen: 4, Format: recipe.Hybrid}.NewMeta(true)
-		q := ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E5M2, Meta: meta, Tensor: fp8.RoleGradOutput}
+		q := ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E5M2}, Meta: meta, Tensor: fp8.RoleGradOutput}
 		out := ops.CrossEntropyGradQuantize("ce/fp8", logits, y, dl, q)
 		outs := []*graph.Node{out}
 		if !inPlace {

@@ -57,11 +57,11 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 	names := []string{"underflows%", "flushed%", "overflows%", "scale_inv_min", "scale_inv_max", "mse"}
 	for _, f := range []fp8.Format{fp8.E4M3, fp8.E5M2} {
 		for _, qc := range []ops.QuantizeConfig{
-			{Scaling: ops.Delayed}, {Scaling: ops.Current}, {Scaling: ops.Axiswise, Axis: 1}, {Scaling: ops.Axiswise, Axis: 0},
-			{Scaling: ops.Block, Axis: 1}, {Scaling: ops.Block, Axis: 0},
+			{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling}}, {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling}}, {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true}, Axis: 1}, {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true}, Axis: 0},
+			{Quantizer: fp8.Quantizer{Kind: fp8.MXFP8Blocks}, Axis: 1}, {Quantizer: fp8.Quantizer{Kind: fp8.MXFP8Blocks}, Axis: 0},
 		} {
 			qc.Format = f
-			if qc.Scaling == ops.Delayed {
+			if qc.Kind == fp8.DelayedScaling {
 				qc.Meta = fp8.NewMeta(f, 4, 0, fp8.MostRecent, 1)
 				qc.Meta.Scale, qc.Meta.ScaleInv = 64, 1.0/64
 			}
@@ -70,10 +70,10 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 			codes := make([]uint8, len(src))
 			inv := make([]float32, len(src))
 			var invs []float32
-			switch qc.Scaling {
-			case ops.Delayed, ops.Current:
+			switch {
+			case qc.Kind == fp8.DelayedScaling || qc.Kind == fp8.CurrentScaling && !qc.Axiswise:
 				s := fp8.CurrentScale(fp8.Amax(src), f, false)
-				if qc.Scaling == ops.Delayed {
+				if qc.Kind == fp8.DelayedScaling {
 					s = qc.Meta.Scale
 				}
 				_, err := fp8.Quantize(codes, src, f, s)
@@ -82,7 +82,7 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 					inv[i] = 1 / s
 				}
 				invs = []float32{1 / s}
-			case ops.Axiswise:
+			case qc.Kind == fp8.CurrentScaling:
 				outer := map[int]int{0: cols, 1: rows}[qc.Axis]
 				sc := make([]float32, outer)
 				require.NoError(t, fp8.QuantizeAxiswise(codes, sc, nil, src, rows, cols, qc.Axis, f, false))
@@ -150,7 +150,7 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 			stats, err := inspect.ReadStats(dir)
 			require.NoError(t, err)
 			require.Len(t, stats, len(names))
-			what := fmt.Sprintf("%v %v axis %d", f, qc.Scaling, qc.Axis)
+			what := fmt.Sprintf("%v %v axis %d", f, qc.Quantizer, qc.Axis)
 			for i, s := range stats {
 				if i < 3 {
 					require.Equal(t, want[i], s.Value, "%s %s (counts exact)", what, s.Stat)
@@ -158,7 +158,7 @@ func TestFP8TensorStatsMatchDirect(t *testing.T) {
 					require.InDelta(t, want[i], s.Value, 1e-6*math.Abs(want[i]), "%s %s", what, s.Stat)
 				}
 			}
-			if qc.Scaling == ops.Delayed {
+			if qc.Kind == fp8.DelayedScaling {
 				require.Positive(t, want[1], "%s: the flushed value", what)
 				require.Positive(t, want[2], "%s: the saturated value", what)
 			}

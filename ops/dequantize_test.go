@@ -42,13 +42,13 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 		cfg  ops.QuantizeConfig
 		want ref
 	}{
-		{ops.QuantizeConfig{Scaling: ops.Delayed, Format: fp8.E4M3, Meta: meta}, func() []float32 {
+		{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: fp8.E4M3}, Meta: meta}, func() []float32 {
 			q, d := make([]uint8, len(src)), make([]float32, len(src))
 			fp8.Quantize(q, src, fp8.E4M3, 4)
 			fp8.Dequantize(d, q, fp8.E4M3, 0.25)
 			return d
 		}},
-		{ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E5M2}, func() []float32 {
+		{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E5M2}}, func() []float32 {
 			s := fp8.CurrentScale(fp8.Amax(src), fp8.E5M2, false)
 			q, d := make([]uint8, len(src)), make([]float32, len(src))
 			fp8.Quantize(q, src, fp8.E5M2, s)
@@ -62,7 +62,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 			struct {
 				cfg  ops.QuantizeConfig
 				want ref
-			}{ops.QuantizeConfig{Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: axis}, func() []float32 {
+			}{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3}, Axis: axis}, func() []float32 {
 				n := rows
 				if axis == 0 {
 					n = cols
@@ -85,7 +85,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 			struct {
 				cfg  ops.QuantizeConfig
 				want ref
-			}{ops.QuantizeConfig{Scaling: ops.Block, Format: fp8.E4M3, Axis: axis}, func() []float32 {
+			}{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.MXFP8Blocks, Format: fp8.E4M3}, Axis: axis}, func() []float32 {
 				q, s, d := make([]uint8, len(src)), make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, axis)), make([]float32, len(src))
 				_, _ = fp8.QuantizeMX(q, s, src, rows, cols, axis, fp8.E4M3, fp8.ExpRoundUp)
 				_ = fp8.DequantizeMX(d, q, s, rows, cols, axis, fp8.E4M3)
@@ -94,7 +94,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 			struct {
 				cfg  ops.QuantizeConfig
 				want ref
-			}{ops.QuantizeConfig{Scaling: ops.Float8Block, Format: fp8.E4M3, Axis: axis, BlockDim: 1}, func() []float32 {
+			}{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.Float8Blocks, Format: fp8.E4M3, BlockDim: 1}, Axis: axis}, func() []float32 {
 				r, c, s := rows, cols, src
 				if axis == 0 {
 					r, c, s = cols, rows, transposed(src, rows, cols)
@@ -112,7 +112,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 			struct {
 				cfg  ops.QuantizeConfig
 				want ref
-			}{ops.QuantizeConfig{Scaling: ops.NVFP4, Axis: axis, BlockDim: 1}, func() []float32 {
+			}{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 1}, Axis: axis}, func() []float32 {
 				r, c, s := rows, cols, src
 				if axis == 0 {
 					r, c, s = cols, rows, transposed(src, rows, cols)
@@ -130,7 +130,7 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 		struct {
 			cfg  ops.QuantizeConfig
 			want ref
-		}{ops.QuantizeConfig{Scaling: ops.Float8Block, Format: fp8.E4M3, BlockDim: 2}, func() []float32 {
+		}{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.Float8Blocks, Format: fp8.E4M3, BlockDim: 2}}, func() []float32 {
 			bc := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 2, Format: fp8.E4M3}
 			sr, sc := fp8.Float8BlockScaleShape(rows, cols, 2)
 			q, inv, d := make([]uint8, len(src)), make([]float32, sr*sc), make([]float32, len(src))
@@ -141,14 +141,14 @@ func TestDequantizeIsWhatTheGEMMReads(t *testing.T) {
 		struct {
 			cfg  ops.QuantizeConfig
 			want ref
-		}{ops.QuantizeConfig{Scaling: ops.NVFP4, BlockDim: 2}, func() []float32 {
+		}{ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2}}, func() []float32 {
 			q, _ := fp8.QuantizeNVFP4(src, rows, cols, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 			d := make([]float32, len(src))
 			_ = q.Dequantize(d)
 			return d
 		}})
 	for _, c := range cases {
-		name := fmt.Sprintf("%v axis %d dim %d", c.cfg.Scaling, c.cfg.Axis, c.cfg.BlockDim)
+		name := fmt.Sprintf("%v axis %d dim %d", c.cfg.Quantizer, c.cfg.Axis, c.cfg.BlockDim)
 		g := graph.New()
 		x := g.Input("x", graph.Float32, rows, cols)
 		d := ops.Dequantize("d", ops.Quantize(x, c.cfg))

@@ -60,7 +60,7 @@ func ExampleClassifierCrossEntropy() {
 	labels := g.Input("labels", graph.Int32, 2)
 	rec := recipe.TE{}
 	delayed := func(f fp8.Format, grad bool) ops.QuantizeConfig {
-		return ops.QuantizeConfig{Scaling: ops.Delayed, Format: f, Meta: rec.NewMeta(grad)}
+		return ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.DelayedScaling, Format: f}, Meta: rec.NewMeta(grad)}
 	}
 	xq := ops.QuantizeNamed("xq", x, delayed(fp8.E4M3, false))
 	wq := ops.QuantizeNamed("wq", w, delayed(fp8.E4M3, false))

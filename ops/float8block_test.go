@@ -69,7 +69,7 @@ func TestFloat8BlockScaledMatMul(t *testing.T) {
 				w := g.Input("w", graph.Float32, n, k)
 				dy := g.Input("dy", graph.Float32, m, n)
 				q := func(v *graph.Node, axis, dim int, f fp8.Format) *graph.Node {
-					return ops.Quantize(v, ops.QuantizeConfig{Scaling: ops.Float8Block, Format: f, Axis: axis, BlockDim: dim, FP32Scales: fp32})
+					return ops.Quantize(v, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.Float8Blocks, Format: f, BlockDim: dim, FP32Scales: fp32}, Axis: axis})
 				}
 				wq := q(w, 0, 2, fp8.E4M3)
 				outs := []*graph.Node{

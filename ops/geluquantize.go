@@ -42,11 +42,11 @@ func (o geluQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, out := b.In[0].F32, b.Out.U8
 	sc := bindScales(b, o.q, b.In[0].Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
-	record := b.Training && o.q.Scaling == Delayed
+	record := b.Training && o.q.scaling() == scDelayed
 	if record {
 		b.AtStepEnd(func() error { o.q.Meta.Update(); return nil })
 	}
-	if o.q.Scaling != Delayed {
+	if o.q.scaling() != scDelayed {
 		// The scale depends on the whole tensor: GELU into scratch, then
 		// the cast.
 		tmp := make([]float32, len(x))

@@ -88,13 +88,13 @@ func TestSettingsReaders(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, ops.SliceConfig{Axis: 2, Start: 1, End: 3}, sc)
 	lnq := ops.LayerNormQuantize("ln", ops.Reshape(x, 6, 4), g.Param("ln.g", 4), g.Param("ln.b", 4), ops.LayerNormConfig{Eps: 1e-3},
-		ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3})
+		ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}})
 	lc, ok := graph.SettingsOf[ops.LayerNormConfig](lnq)
 	require.True(t, ok)
 	require.Equal(t, float32(1e-3), lc.Eps)
 	_, ok = graph.SettingsOf[ops.RMSNormConfig](lnq)
 	require.False(t, ok, "a LayerNormQuantize has no RMSNorm settings")
-	q := ops.Quantize(x, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3})
+	q := ops.Quantize(x, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}})
 	qc, ok := graph.SettingsOf[ops.QuantizeConfig](q)
 	require.True(t, ok)
 	require.Equal(t, fp8.E4M3, qc.Format)
@@ -109,8 +109,8 @@ func TestGEMMFlops(t *testing.T) {
 	x2 := g.Input("x2", graph.Float32, 6, 4)
 	w := g.Param("fc.weight", 5, 4)
 	bt := g.Input("bt", graph.Float32, 7, 3, 4)
-	q := ops.Quantize(x2, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3})
-	qw := ops.Quantize(w, ops.QuantizeConfig{Scaling: ops.Current, Format: fp8.E4M3})
+	q := ops.Quantize(x2, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}})
+	qw := ops.Quantize(w, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}})
 	for _, c := range []struct {
 		name string
 		n    *graph.Node

@@ -66,14 +66,14 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	sc := bindScales(b, o.q, b.In[0].Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
-	record := b.Training && o.q.Scaling == Delayed
+	record := b.Training && o.q.scaling() == scDelayed
 	if record {
 		b.AtStepEnd(func() error { o.q.Meta.Update(); return nil })
 	}
 	// The float32 rows live in scratch: one row at a time for tensorwise
 	// delayed scaling (cast as soon as normalised), the whole tensor when
 	// the scale depends on all of it.
-	if o.q.Scaling == Delayed {
+	if o.q.scaling() == scDelayed {
 		row := make([]float32, d)
 		out := b.Out.U8
 		m := o.q.Meta

@@ -68,7 +68,7 @@ func TestNVFP4ScaledMatMul(t *testing.T) {
 			w := g.Input("w", graph.Float32, n, k)
 			dy := g.Input("dy", graph.Float32, m, n)
 			q := func(v *graph.Node, axis, dim int, rht bool) *graph.Node {
-				return ops.Quantize(v, ops.QuantizeConfig{Scaling: ops.NVFP4, Axis: axis, BlockDim: dim, RHT: rht})
+				return ops.Quantize(v, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: dim, RHT: rht}, Axis: axis})
 			}
 			wq := q(w, 0, 2, false)
 			outs := []*graph.Node{
@@ -76,7 +76,7 @@ func TestNVFP4ScaledMatMul(t *testing.T) {
 				ops.ScaledMatMul("dgrad", q(dy, 1, 1, false), wq, false, false, nil),
 				ops.ScaledMatMul("wgrad", q(dy, 0, 1, true), q(x, 0, 1, true), true, false, nil),
 			}
-			sr := ops.Quantize(dy, ops.QuantizeConfig{Scaling: ops.NVFP4, Axis: 1, BlockDim: 1, Stochastic: true, Seed: 5})
+			sr := ops.Quantize(dy, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 1, Stochastic: true, Seed: 5}, Axis: 1})
 			if err := g.Err(); err != nil {
 				t.Fatal(err)
 			}

@@ -10,75 +10,91 @@ import (
 	"github.com/octetml/octet/internal/parallel"
 )
 
-// Scaling is how a Quantize node picks its scale.
-type Scaling uint8
+// scaling is how a cast picks its scale: the families of fp8.Quantizer
+// a graph casts with, the current-scaling one split by granularity.
+type scaling uint8
 
 const (
-	// Delayed uses the scale of an fp8.Meta computed from earlier steps
+	// scDelayed uses the scale of an fp8.Meta computed from earlier steps
 	// and records the amax of this step into it (Transformer Engine).
-	Delayed Scaling = iota
-	// Current computes one scale from this tensor's amax (torchao
+	scDelayed scaling = iota
+	// scCurrent computes one scale from this tensor's amax (torchao
 	// tensorwise dynamic scaling).
-	Current
-	// Axiswise computes one scale per slice along the GEMM's contraction
-	// axis (torchao rowwise).
-	Axiswise
-	// Block is MXFP8: one E8M0 scale per 32 values along the contraction
-	// axis.
-	Block
-	// Float8Block is Transformer Engine's Float8BlockScaling: a float32
+	scCurrent
+	// scAxiswise computes one scale per slice along the GEMM's
+	// contraction axis (torchao rowwise).
+	scAxiswise
+	// scMXFP8: one E8M0 scale per 32 values along the contraction axis.
+	scMXFP8
+	// scFloat8Block is Transformer Engine's Float8BlockScaling: a float32
 	// scale per 128 values along the contraction axis (BlockDim 1) or per
 	// 128×128 tile (BlockDim 2), computed from the block's own amax at
 	// every cast (fp8.QuantizeFloat8BlockAxis).
-	Float8Block
-	// NVFP4 is Transformer Engine's NVFP4BlockScaling: 4-bit E2M1
+	scFloat8Block
+	// scNVFP4 is Transformer Engine's NVFP4BlockScaling: 4-bit E2M1
 	// elements (dtype Float4E2M1, two per byte) with an E4M3 scale per 16
 	// values along the contraction axis (BlockDim 1) or per 16×16 tile
 	// (BlockDim 2) and a float32 scale per tensor, optionally after the
 	// random Hadamard transform along the contraction axis (RHT) and
 	// with stochastic rounding (Stochastic, keyed by Seed, the node's
 	// name, the step and the element, so a resumed run draws the same).
-	NVFP4
+	scNVFP4
+	// scNone: a quantizer kind no graph cast has (high precision, bf16).
+	scNone
 )
 
 var scalingNames = [...]string{"delayed", "current", "axiswise", "mxfp8", "float8block", "nvfp4"}
 
-// String names the scaling.
-func (s Scaling) String() string {
+// String names the scaling as dumps show it.
+func (s scaling) String() string {
 	if int(s) < len(scalingNames) {
 		return scalingNames[s]
 	}
-	return fmt.Sprintf("Scaling(%d)", s)
+	return "none"
 }
 
-// QuantizeConfig describes one cast to FP8.
+// QuantizeConfig describes one cast to FP8 (or NVFP4) in a graph: the
+// cast, an fp8.Quantizer — its Kind DelayedScaling, CurrentScaling
+// (Axiswise for one scale per slice along the contraction axis),
+// MXFP8Blocks, Float8Blocks or NVFP4Blocks, with its format, power-of-two
+// scales, exponent rule, block dimension (1 or 2, given), float32 block
+// scales, amax epsilon, transform, stochastic rounding and seed — and
+// what the compiler adds: the delayed-scaling state, the contraction
+// axis and the tensor's role. graph.SettingsOf[QuantizeConfig] reads it
+// from every node that casts.
 type QuantizeConfig struct {
-	Scaling Scaling
-	Format  fp8.Format
-	// Meta is the delayed-scaling state (Delayed only). Several nodes may
-	// share one; it is updated once at the end of each training step.
+	fp8.Quantizer
+	// Meta is the delayed-scaling state (DelayedScaling only). Several
+	// nodes may share one; it is updated once at the end of each
+	// training step.
 	Meta *fp8.Meta
-	// Pow2 rounds current and axiswise scales down to powers of two.
-	Pow2 bool
 	// Axis is the contraction axis of the tensor's 2-D view [rows, last]
-	// for Axiswise and Block: 1 when the GEMM contracts over the last
-	// axis, 0 when it contracts over the rows.
+	// for axiswise and block casts: 1 when the GEMM contracts over the
+	// last axis, 0 when it contracts over the rows.
 	Axis int
-	// Rule is the MXFP8 exponent rule (Block only).
-	Rule fp8.ExpRule
-	// BlockDim is 1 (1×128 blocks along Axis) or 2 (128×128 tiles, the
-	// same cast for either axis), FP32Scales keeps each block's scale
-	// unrounded and Eps floors each block's amax (Float8Block only).
-	BlockDim   int
-	FP32Scales bool
-	Eps        float32
-	// RHT, Stochastic and Seed are NVFP4's transform, stochastic
-	// rounding and its seed (NVFP4 only).
-	RHT, Stochastic bool
-	Seed            uint64
 	// Tensor is the role of the tensor in its layer (input, weight,
 	// grad_output), shown in dumps and reports; zero for none.
 	Tensor fp8.TensorRole
+}
+
+// scaling is the cast's family, scNone for a kind no graph cast has.
+func (c QuantizeConfig) scaling() scaling {
+	switch c.Kind {
+	case fp8.DelayedScaling:
+		return scDelayed
+	case fp8.CurrentScaling:
+		if c.Axiswise {
+			return scAxiswise
+		}
+		return scCurrent
+	case fp8.MXFP8Blocks:
+		return scMXFP8
+	case fp8.Float8Blocks:
+		return scFloat8Block
+	case fp8.NVFP4Blocks:
+		return scNVFP4
+	}
+	return scNone
 }
 
 // scalesKey is the metadata an FP8 value carries for its consumers.
@@ -128,7 +144,7 @@ func (s *fp8Scales) Operand(codes []uint8, trans, kRows bool) fp8.Operand {
 		}
 		return fp8.Operand{FP4: s.FP4, Trans: trans}
 	}
-	if s.Config.Scaling == Float8Block {
+	if s.Config.scaling() == scFloat8Block {
 		o.BlockScaleInv, o.BlockTiles = s.BlockScaleInv, s.Config.BlockDim == 2
 		if o.BlockTiles && kRows {
 			// Tiles [⌈rows/128⌉][⌈cols/128⌉] with k along the rows: the
@@ -152,7 +168,7 @@ func (c QuantizeConfig) float8BlockCast() fp8.Quantizer {
 
 // castDType is the dtype a cast per cfg produces.
 func castDType(cfg QuantizeConfig) graph.DType {
-	if cfg.Scaling == NVFP4 {
+	if cfg.scaling() == scNVFP4 {
 		return graph.Float4E2M1
 	}
 	return formatDType(cfg.Format)
@@ -180,29 +196,29 @@ type quantizeOp struct{ cfg QuantizeConfig }
 func (o quantizeOp) Type() string     { return KindQuantize.String() }
 func (o quantizeOp) Kind() graph.Kind { return KindQuantize }
 func (o quantizeOp) Attrs() string {
-	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.Scaling)
+	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.scaling())
 	switch {
-	case o.cfg.Scaling == NVFP4 && o.cfg.BlockDim == 2:
+	case o.cfg.scaling() == scNVFP4 && o.cfg.BlockDim == 2:
 		s += ",16x16"
-	case o.cfg.Scaling == NVFP4:
+	case o.cfg.scaling() == scNVFP4:
 		s += fmt.Sprintf(",1x16,axis=%d", o.cfg.Axis)
-	case o.cfg.Scaling == Float8Block && o.cfg.BlockDim == 2:
+	case o.cfg.scaling() == scFloat8Block && o.cfg.BlockDim == 2:
 		s += ",128x128"
-	case o.cfg.Scaling == Float8Block:
+	case o.cfg.scaling() == scFloat8Block:
 		s += fmt.Sprintf(",1x128,axis=%d", o.cfg.Axis)
-	case o.cfg.Scaling == Axiswise || o.cfg.Scaling == Block:
+	case o.cfg.scaling() == scAxiswise || o.cfg.scaling() == scMXFP8:
 		s += fmt.Sprintf(",axis=%d", o.cfg.Axis)
 	}
-	if o.cfg.Scaling == Float8Block && o.cfg.FP32Scales {
+	if o.cfg.scaling() == scFloat8Block && o.cfg.FP32Scales {
 		s += ",fp32-scales"
 	}
-	if o.cfg.Scaling == NVFP4 && o.cfg.RHT {
+	if o.cfg.scaling() == scNVFP4 && o.cfg.RHT {
 		s += ",rht"
 	}
-	if o.cfg.Scaling == NVFP4 && o.cfg.Stochastic {
+	if o.cfg.scaling() == scNVFP4 && o.cfg.Stochastic {
 		s += ",stochastic"
 	}
-	if o.cfg.Scaling == Float8Block && o.cfg.Eps != 0 {
+	if o.cfg.scaling() == scFloat8Block && o.cfg.Eps != 0 {
 		s += fmt.Sprintf(",eps=%g", o.cfg.Eps)
 	}
 	if o.cfg.Tensor != 0 {
@@ -218,19 +234,19 @@ func validateQuantize(cfg QuantizeConfig) error {
 	switch {
 	case cfg.Format > fp8.E5M2:
 		return fmt.Errorf("unknown FP8 format %v", cfg.Format)
-	case cfg.Scaling > NVFP4:
-		return fmt.Errorf("unknown scaling %v", cfg.Scaling)
-	case cfg.Scaling == NVFP4 && cfg.BlockDim != 1 && cfg.BlockDim != 2:
+	case cfg.scaling() == scNone:
+		return fmt.Errorf("a %v quantizer does not cast in a graph (want delayed or current scaling, MXFP8, Float8BlockScaling or NVFP4)", cfg.Kind)
+	case cfg.scaling() == scNVFP4 && cfg.BlockDim != 1 && cfg.BlockDim != 2:
 		return fmt.Errorf("NVFP4 block dimension %d, want 1 (1×16) or 2 (16×16)", cfg.BlockDim)
-	case cfg.Scaling == Float8Block && cfg.BlockDim != 1 && cfg.BlockDim != 2:
+	case cfg.scaling() == scFloat8Block && cfg.BlockDim != 1 && cfg.BlockDim != 2:
 		return fmt.Errorf("Float8BlockScaling block dimension %d, want 1 (1×128) or 2 (128×128)", cfg.BlockDim)
-	case cfg.Scaling == Float8Block && (!(cfg.Eps >= 0) || math.IsInf(float64(cfg.Eps), 0)):
+	case cfg.scaling() == scFloat8Block && (!(cfg.Eps >= 0) || math.IsInf(float64(cfg.Eps), 0)):
 		return fmt.Errorf("Float8BlockScaling amax epsilon %v, want a finite number ≥ 0", cfg.Eps)
-	case cfg.Scaling == Delayed && cfg.Meta == nil:
+	case cfg.scaling() == scDelayed && cfg.Meta == nil:
 		return fmt.Errorf("delayed scaling needs an fp8.Meta")
-	case cfg.Scaling == Delayed && cfg.Meta.Format != cfg.Format:
+	case cfg.scaling() == scDelayed && cfg.Meta.Format != cfg.Format:
 		return fmt.Errorf("meta format %v differs from cast format %v", cfg.Meta.Format, cfg.Format)
-	case (cfg.Scaling == Axiswise || cfg.Scaling == Block || cfg.Scaling == Float8Block || cfg.Scaling == NVFP4) && cfg.Axis != 0 && cfg.Axis != 1:
+	case (cfg.scaling() == scAxiswise || cfg.scaling() == scMXFP8 || cfg.scaling() == scFloat8Block || cfg.scaling() == scNVFP4) && cfg.Axis != 0 && cfg.Axis != 1:
 		return fmt.Errorf("axis %d, want 0 or 1", cfg.Axis)
 	}
 	return nil
@@ -255,7 +271,7 @@ func (o quantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 // checkNVFP4Shape refuses an NVFP4 cast whose transform would run along
 // a length that is not a multiple of 16.
 func checkNVFP4Shape(cfg QuantizeConfig, x *graph.Node) error {
-	if cfg.Scaling != NVFP4 || !cfg.RHT {
+	if cfg.scaling() != scNVFP4 || !cfg.RHT {
 		return nil
 	}
 	rows, cols := view2D(x.Shape())
@@ -287,16 +303,16 @@ func bindScales(b *graph.Binding, cfg QuantizeConfig, s graph.Shape) *fp8Scales 
 func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 	rows, cols := view2D(s)
 	sc := &fp8Scales{Config: cfg, Rows: rows, Cols: cols, ScaleInv: 1}
-	switch cfg.Scaling {
-	case Axiswise:
+	switch cfg.scaling() {
+	case scAxiswise:
 		n := rows
 		if cfg.Axis == 0 {
 			n = cols
 		}
 		sc.AxisScaleInv = make([]float32, n)
-	case Block:
+	case scMXFP8:
 		sc.Block = make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, cfg.Axis))
-	case NVFP4:
+	case scNVFP4:
 		r, c := rows, cols
 		if cfg.Axis == 0 && cfg.BlockDim == 1 {
 			r, c = cols, rows // the column-wise copy, stored transposed
@@ -304,7 +320,7 @@ func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
 		sc.FP4 = fp8.NewNVFP4(r, c, cfg.BlockDim == 2)
 		// The shape was checked when the node was built (checkNVFP4Shape).
 		sc.nvq, _ = fp8.NewNVFP4Quantizer(rows, cols, cfg.Axis, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: cfg.BlockDim, RHT: cfg.RHT, Stochastic: cfg.Stochastic})
-	case Float8Block:
+	case scFloat8Block:
 		n := fp8.Float8BlockScaleCount(rows, cols, cfg.Axis, cfg.BlockDim)
 		sc.BlockScaleInv = make([]float32, n)
 		if cfg.BlockDim == 2 {
@@ -323,7 +339,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 	rows, cols, f := sc.Rows, sc.Cols, cfg.Format
 	// Tensorwise casts split over the workers, each piece keeping its
 	// amax (as float32 bits, so that NaN sorts above +inf).
-	if cfg.Scaling == NVFP4 {
+	if cfg.scaling() == scNVFP4 {
 		return func() error {
 			var key uint64
 			if cfg.Stochastic {
@@ -355,8 +371,8 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 		c.group.For(c.parts, c.run)
 		return partsAmax(amax[:c.parts])
 	}
-	switch cfg.Scaling {
-	case Delayed:
+	switch cfg.scaling() {
+	case scDelayed:
 		m := cfg.Meta
 		return func() error {
 			sc.ScaleInv, scale = m.ScaleInv, m.Scale
@@ -366,7 +382,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 			}
 			return nil
 		}
-	case Current:
+	case scCurrent:
 		return func() error {
 			sc.Amax = run(measure)
 			scale = fp8.CurrentScale(sc.Amax, f, cfg.Pow2)
@@ -374,7 +390,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 			sc.ScaleInv = 1 / scale
 			return nil
 		}
-	case Axiswise:
+	case scAxiswise:
 		inv := sc.AxisScaleInv
 		return func() error {
 			if err := fp8.QuantizeAxiswise(dst, inv, nil, src, rows, cols, cfg.Axis, f, cfg.Pow2); err != nil {
@@ -385,7 +401,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 			}
 			return nil
 		}
-	case Float8Block:
+	case scFloat8Block:
 		// The cast's independent slices (rows, bands of 128 rows, or
 		// columns) split over the workers, each with its own scratch.
 		bc := cfg.float8BlockCast()
@@ -446,7 +462,7 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 func (o quantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	sc := bindScales(b, o.cfg, b.In[0].Shape)
 	graph.SetMeta(b.Out, scalesKey, sc)
-	record := b.Training && o.cfg.Scaling == Delayed
+	record := b.Training && o.cfg.scaling() == scDelayed
 	if record {
 		b.AtStepEnd(func() error { o.cfg.Meta.Update(); return nil })
 	}

@@ -18,13 +18,13 @@ func TestCastSplitAmax(t *testing.T) {
 	const rows, cols = 256, 512
 	for _, where := range []int{0, rows*cols/2 - 1, rows*cols/2 + 1, rows*cols - 1} {
 		for _, special := range []float32{1000, float32(math.Inf(-1)), float32(math.NaN())} {
-			for _, scaling := range []Scaling{Delayed, Current} {
+			for _, scaling := range []fp8.QuantizerKind{fp8.DelayedScaling, fp8.CurrentScaling} {
 				xs := make([]float32, rows*cols)
 				for i := range xs {
 					xs[i] = float32(i%97) * 0.01
 				}
 				xs[where] = special
-				cfg := QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: recipe.TE{Margin: 3}.NewMeta(false)}
+				cfg := QuantizeConfig{Quantizer: fp8.Quantizer{Kind: scaling, Format: fp8.E4M3}, Meta: recipe.TE{Margin: 3}.NewMeta(false)}
 				sc := newScales(cfg, graph.Shape{rows, cols})
 				dst := make([]uint8, len(xs))
 				require.NoError(t, castKernel(cfg, sc, dst, xs, false)())

@@ -177,7 +177,7 @@ func (c *converter) casts(l *layer, which gemm, axisA, axisB int) (a, b ops.Quan
 		// operands, whatever the recipe's scaling.
 		for _, q := range []*ops.QuantizeConfig{&a, &b} {
 			if sec.PerTensor(debugGEMM[which], debugTensor[q.Tensor]) {
-				*q = ops.QuantizeConfig{Scaling: ops.Current, Format: q.Format, Tensor: q.Tensor}
+				*q = ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: q.Format}, Tensor: q.Tensor}
 				c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: %s %s cast with per-tensor current scaling (PerTensorScaling, debug config section %q)",
 					l.fqn, debugGEMM[which], debugTensor[q.Tensor], sec.Name))
 			}
@@ -257,21 +257,21 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 // quantizerConfig is the cast of a quantizer for the operand of tensor
 // role tensor contracting along axis (of its 2-D view).
 func (c *converter) quantizerConfig(l *layer, q fp8.Quantizer, axis int, tensor fp8.TensorRole) ops.QuantizeConfig {
-	cfg := ops.QuantizeConfig{Format: q.Format, Tensor: tensor, Axis: axis}
+	cfg := ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: q.Kind, Format: q.Format}, Tensor: tensor, Axis: axis}
 	switch q.Kind {
 	case fp8.DelayedScaling:
-		cfg.Scaling, cfg.Meta, cfg.Axis = ops.Delayed, l.state.Meta(tensor), 0
+		cfg.Meta, cfg.Axis = l.state.Meta(tensor), 0
 	case fp8.CurrentScaling:
-		cfg.Scaling, cfg.Pow2, cfg.Axis = ops.Current, q.Pow2, 0
+		cfg.Pow2, cfg.Axis = q.Pow2, 0
 		if q.Axiswise {
-			cfg.Scaling, cfg.Axis = ops.Axiswise, axis
+			cfg.Axiswise, cfg.Axis = true, axis
 		}
 	case fp8.MXFP8Blocks:
-		cfg.Scaling, cfg.Rule = ops.Block, q.Rule
+		cfg.Rule = q.Rule
 	case fp8.Float8Blocks:
-		cfg.Scaling, cfg.BlockDim, cfg.FP32Scales, cfg.Eps = ops.Float8Block, q.Dim(), q.FP32Scales, q.Eps
+		cfg.BlockDim, cfg.FP32Scales, cfg.Eps = q.Dim(), q.FP32Scales, q.Eps
 	case fp8.NVFP4Blocks:
-		cfg.Scaling, cfg.BlockDim, cfg.RHT, cfg.Stochastic, cfg.Seed, cfg.Format = ops.NVFP4, q.Dim(), q.RHT, q.Stochastic, q.Seed, 0
+		cfg.BlockDim, cfg.RHT, cfg.Stochastic, cfg.Seed, cfg.Format = q.Dim(), q.RHT, q.Stochastic, q.Seed, 0
 	}
 	if cfg.BlockDim == 2 {
 		cfg.Axis = 0 // tiles serve both GEMMs: one cast
@@ -286,15 +286,15 @@ func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *g
 		return q
 	}
 	name := l.fqn + "/quantize." + cfg.Tensor.String()
-	if (cfg.Scaling == ops.Float8Block || cfg.Scaling == ops.NVFP4) && cfg.BlockDim == 2 {
+	if (cfg.Kind == fp8.Float8Blocks || cfg.Kind == fp8.NVFP4Blocks) && cfg.BlockDim == 2 {
 		name += ".tiles"
-	} else if cfg.Scaling == ops.Axiswise || cfg.Scaling == ops.Block || cfg.Scaling == ops.Float8Block || cfg.Scaling == ops.NVFP4 {
+	} else if (cfg.Kind == fp8.CurrentScaling && cfg.Axiswise) || cfg.Kind == fp8.MXFP8Blocks || cfg.Kind == fp8.Float8Blocks || cfg.Kind == fp8.NVFP4Blocks {
 		name += fmt.Sprintf(".axis%d", cfg.Axis)
 	}
 	if cfg.RHT {
 		name += ".rht"
 	}
-	if cfg.Scaling == ops.Current && c.backend() != fp8.BackendAO {
+	if (cfg.Kind == fp8.CurrentScaling && !cfg.Axiswise) && c.backend() != fp8.BackendAO {
 		name += ".current" // PerTensorScaling beside the recipe's casts
 	}
 	q := ops.QuantizeNamed(name, x, cfg)

@@ -3,6 +3,7 @@ package passes
 import (
 	"fmt"
 
+	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
 )
@@ -137,7 +138,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	}
 	delayed := func(q *graph.Node) bool {
 		cfg, ok := graph.SettingsOf[ops.QuantizeConfig](q)
-		return ok && cfg.Scaling == ops.Delayed
+		return ok && cfg.Kind == fp8.DelayedScaling
 	}
 	fuseCE := func(q *graph.Node, ceg *graph.Node) (*graph.Node, error) {
 		// The fused node is the 2-D matrix [rows, classes]: it replaces a
@@ -195,7 +196,7 @@ func ConvertLN(g *graph.Graph, outputs ...*graph.Node) (Report, error) {
 	consumers = g.Consumers(nodes...)
 	tensorwise := func(n *graph.Node) bool {
 		cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n)
-		return ok && (cfg.Scaling == ops.Delayed || cfg.Scaling == ops.Current)
+		return ok && (cfg.Kind == fp8.DelayedScaling || (cfg.Kind == fp8.CurrentScaling && !cfg.Axiswise))
 	}
 	_, err = Rewrite(g, nodes, Rule{
 		Name: "classifier-crossentropy",

@@ -43,16 +43,16 @@ func TestCustomRecipe(t *testing.T) {
 			require.Contains(t, l.Reason, "custom recipe keeps its three GEMMs in high precision")
 		}
 	}
-	scalings := map[string]ops.Scaling{}
+	scalings := map[string]fp8.QuantizerKind{}
 	for _, n := range prep.Train.Schedule() {
 		if cfg, ok := graph.SettingsOf[ops.QuantizeConfig](n); ok {
-			scalings[n.Name()] = cfg.Scaling
+			scalings[n.Name()] = cfg.Kind
 		}
 	}
-	require.Equal(t, ops.Block, scalings["mlp.fc1/quantize.input.axis1"])
-	require.Equal(t, ops.Block, scalings["mlp.fc1/quantize.weight.axis1"])
-	require.Equal(t, ops.NVFP4, scalings["mlp.fc1/quantize.grad_output.axis0.rht"])
-	require.Equal(t, ops.NVFP4, scalings["mlp.fc1/quantize.input.axis0.rht"])
+	require.Equal(t, fp8.MXFP8Blocks, scalings["mlp.fc1/quantize.input.axis1"])
+	require.Equal(t, fp8.MXFP8Blocks, scalings["mlp.fc1/quantize.weight.axis1"])
+	require.Equal(t, fp8.NVFP4Blocks, scalings["mlp.fc1/quantize.grad_output.axis0.rht"])
+	require.Equal(t, fp8.NVFP4Blocks, scalings["mlp.fc1/quantize.input.axis0.rht"])
 	m.run(t, prep.Train)
 
 	for _, c := range []struct {

@@ -369,14 +369,14 @@ func TestConvertLNFusion(t *testing.T) {
 // The fused LayerNormQuantize gives the same codes as LayerNorm then
 // Quantize with the same state.
 func TestLayerNormQuantizeMatchesUnfused(t *testing.T) {
-	for _, scaling := range []ops.Scaling{ops.Delayed, ops.Current, ops.Axiswise, ops.Block} {
+	for _, scaling := range []fp8.Quantizer{{Kind: fp8.DelayedScaling}, {Kind: fp8.CurrentScaling}, {Kind: fp8.CurrentScaling, Axiswise: true}, {Kind: fp8.MXFP8Blocks}} {
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 8, 64)
 		gm, bt := g.Param("ln.weight", 64), g.Param("ln.bias", 64)
 		mk := func() ops.QuantizeConfig {
 			meta := fp8.NewMeta(fp8.E4M3, 4, 0, fp8.MostRecent, 1)
 			meta.Scale, meta.ScaleInv = 32, 1.0/32
-			return ops.QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: meta, Axis: 1, Tensor: fp8.RoleInput}
+			return ops.QuantizeConfig{Quantizer: withFormat(scaling, fp8.E4M3), Meta: meta, Axis: 1, Tensor: fp8.RoleInput}
 		}
 		a := ops.Quantize(ops.LayerNorm("ln", x, gm, bt, ops.LayerNormConfig{}), mk())
 		b := ops.LayerNormQuantize("ln.fused", x, gm, bt, ops.LayerNormConfig{}, mk())
@@ -686,7 +686,7 @@ func TestFloat8BlockConversion(t *testing.T) {
 				if want[2] == 1 && hybrid {
 					f = fp8.E5M2
 				}
-				require.Equal(t, ops.Float8Block, cfg.Scaling, l+name)
+				require.Equal(t, fp8.Float8Blocks, cfg.Kind, l+name)
 				require.Equal(t, [2]int{want[0], want[1]}, [2]int{cfg.Axis, cfg.BlockDim}, l+name)
 				require.Equal(t, f, cfg.Format, l+name)
 			}
@@ -744,7 +744,7 @@ func TestNVFP4Conversion(t *testing.T) {
 		for name, w := range c.casts {
 			cfg, ok := casts["mlp.fc2"+name]
 			require.True(t, ok, "%s: mlp.fc2%s missing (%v)", c.name, name, casts)
-			require.Equal(t, ops.NVFP4, cfg.Scaling)
+			require.Equal(t, fp8.NVFP4Blocks, cfg.Kind)
 			require.Equal(t, w, want{cfg.Axis, cfg.BlockDim, cfg.RHT, cfg.Stochastic}, "%s: %s", c.name, name)
 		}
 		if c.rows%16 != 0 {
@@ -845,4 +845,10 @@ func TestClassifierFusionFreesTheLogits(t *testing.T) {
 		losses = append(losses, v.F32[0])
 	}
 	require.Equal(t, math.Float32bits(losses[0]), math.Float32bits(losses[1]), "evaluation %v, training %v", losses[0], losses[1])
+}
+
+// withFormat is q casting to f.
+func withFormat(q fp8.Quantizer, f fp8.Format) fp8.Quantizer {
+	q.Format = f
+	return q
 }

@@ -41,17 +41,17 @@ func TestAORecipesCastConfigs(t *testing.T) {
 		want map[string]ops.QuantizeConfig
 	}{
 		{"tensorwise", map[string]ops.QuantizeConfig{
-			"mlp.fc2/quantize.input":       {Scaling: ops.Current, Format: fp8.E4M3, Tensor: fp8.RoleInput},
-			"mlp.fc2/quantize.weight":      {Scaling: ops.Current, Format: fp8.E4M3, Tensor: fp8.RoleWeight},
-			"mlp.fc2/quantize.grad_output": {Scaling: ops.Current, Format: fp8.E5M2, Tensor: fp8.RoleGradOutput},
+			"mlp.fc2/quantize.input":       {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}, Tensor: fp8.RoleInput},
+			"mlp.fc2/quantize.weight":      {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}, Tensor: fp8.RoleWeight},
+			"mlp.fc2/quantize.grad_output": {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E5M2}, Tensor: fp8.RoleGradOutput},
 		}},
 		{"rowwise", map[string]ops.QuantizeConfig{
-			"mlp.fc2/quantize.input.axis1":       {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 1, Tensor: fp8.RoleInput},
-			"mlp.fc2/quantize.input.axis0":       {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 0, Tensor: fp8.RoleInput},
-			"mlp.fc2/quantize.weight.axis1":      {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 1, Tensor: fp8.RoleWeight},
-			"mlp.fc2/quantize.weight.axis0":      {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 0, Tensor: fp8.RoleWeight},
-			"mlp.fc2/quantize.grad_output.axis1": {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 1, Tensor: fp8.RoleGradOutput},
-			"mlp.fc2/quantize.grad_output.axis0": {Scaling: ops.Axiswise, Format: fp8.E4M3, Pow2: true, Axis: 0, Tensor: fp8.RoleGradOutput},
+			"mlp.fc2/quantize.input.axis1":       {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3, Pow2: true}, Axis: 1, Tensor: fp8.RoleInput},
+			"mlp.fc2/quantize.input.axis0":       {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3, Pow2: true}, Axis: 0, Tensor: fp8.RoleInput},
+			"mlp.fc2/quantize.weight.axis1":      {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3, Pow2: true}, Axis: 1, Tensor: fp8.RoleWeight},
+			"mlp.fc2/quantize.weight.axis0":      {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3, Pow2: true}, Axis: 0, Tensor: fp8.RoleWeight},
+			"mlp.fc2/quantize.grad_output.axis1": {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3, Pow2: true}, Axis: 1, Tensor: fp8.RoleGradOutput},
+			"mlp.fc2/quantize.grad_output.axis0": {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3, Pow2: true}, Axis: 0, Tensor: fp8.RoleGradOutput},
 		}},
 	} {
 		m := mlp(t, 16)
@@ -70,10 +70,10 @@ func TestAORecipesCastConfigs(t *testing.T) {
 	_, err = passes.ConvertLinear(m.g, m.store, passes.LinearConfig{Recipe: ao, Filter: all})
 	require.NoError(t, err)
 	require.Equal(t, map[string]ops.QuantizeConfig{
-		"mlp.fc2/quantize.input.axis1":       {Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 1, Tensor: fp8.RoleInput},
-		"mlp.fc2/quantize.weight.axis1":      {Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 1, Tensor: fp8.RoleWeight},
-		"mlp.fc2/quantize.weight":            {Scaling: ops.Current, Format: fp8.E4M3, Tensor: fp8.RoleWeight},
-		"mlp.fc2/quantize.grad_output.axis1": {Scaling: ops.Axiswise, Format: fp8.E4M3, Axis: 1, Tensor: fp8.RoleGradOutput},
+		"mlp.fc2/quantize.input.axis1":       {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3}, Axis: 1, Tensor: fp8.RoleInput},
+		"mlp.fc2/quantize.weight.axis1":      {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3}, Axis: 1, Tensor: fp8.RoleWeight},
+		"mlp.fc2/quantize.weight":            {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Format: fp8.E4M3}, Tensor: fp8.RoleWeight},
+		"mlp.fc2/quantize.grad_output.axis1": {Quantizer: fp8.Quantizer{Kind: fp8.CurrentScaling, Axiswise: true, Format: fp8.E4M3}, Axis: 1, Tensor: fp8.RoleGradOutput},
 	}, quantizeConfigs(m, m.trainOf, "mlp.fc2"))
 }
 

@@ -58,16 +58,16 @@ func TestConvertLNFusesRMSNorm(t *testing.T) {
 // TestRMSNormQuantizeMatchesUnfused: the fused node gives the codes of
 // RMSNorm then Quantize with the same state, for every scaling.
 func TestRMSNormQuantizeMatchesUnfused(t *testing.T) {
-	for _, scaling := range []ops.Scaling{ops.Delayed, ops.Current, ops.Axiswise, ops.Block} {
+	for _, scaling := range []fp8.Quantizer{{Kind: fp8.DelayedScaling}, {Kind: fp8.CurrentScaling}, {Kind: fp8.CurrentScaling, Axiswise: true}, {Kind: fp8.MXFP8Blocks}} {
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 8, 64)
 		gm := g.Param("norm.weight", 64)
 		mk := func() ops.QuantizeConfig {
 			meta := fp8.NewMeta(fp8.E4M3, 4, 0, fp8.MostRecent, 1)
 			meta.Scale, meta.ScaleInv = 32, 1.0/32
-			return ops.QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: meta, Axis: 1, Tensor: fp8.RoleInput}
+			return ops.QuantizeConfig{Quantizer: withFormat(scaling, fp8.E4M3), Meta: meta, Axis: 1, Tensor: fp8.RoleInput}
 		}
-		cfg := ops.RMSNormConfig{Eps: 1e-5, ZeroCenteredGamma: scaling == ops.Current}
+		cfg := ops.RMSNormConfig{Eps: 1e-5, ZeroCenteredGamma: scaling.Kind == fp8.CurrentScaling && !scaling.Axiswise}
 		a := ops.Quantize(ops.RMSNorm("norm", x, gm, cfg), mk())
 		b := ops.RMSNormQuantize("norm.fused", x, gm, cfg, mk())
 		store := initStore(t, g, 2)
@@ -89,14 +89,14 @@ func TestRMSNormQuantizeMatchesUnfused(t *testing.T) {
 // for every scaling, over three steps, at a size that splits over the
 // workers and their blocks.
 func TestGELUQuantizeMatchesUnfused(t *testing.T) {
-	for _, scaling := range []ops.Scaling{ops.Delayed, ops.Current, ops.Axiswise, ops.Block} {
+	for _, scaling := range []fp8.Quantizer{{Kind: fp8.DelayedScaling}, {Kind: fp8.CurrentScaling}, {Kind: fp8.CurrentScaling, Axiswise: true}, {Kind: fp8.MXFP8Blocks}} {
 		g := graph.New()
 		x := g.Input("x", graph.Float32, 96, 1024)
 		metas := [2]*fp8.Meta{}
 		mk := func(i int) ops.QuantizeConfig {
 			metas[i] = fp8.NewMeta(fp8.E4M3, 4, 0, fp8.MostRecent, 1)
 			metas[i].Scale, metas[i].ScaleInv = 32, 1.0/32
-			return ops.QuantizeConfig{Scaling: scaling, Format: fp8.E4M3, Meta: metas[i], Axis: 1, Tensor: fp8.RoleInput}
+			return ops.QuantizeConfig{Quantizer: withFormat(scaling, fp8.E4M3), Meta: metas[i], Axis: 1, Tensor: fp8.RoleInput}
 		}
 		a := ops.Quantize(ops.GELU(x), mk(0))
 		b := ops.GELUQuantize("gelu.fused", x, mk(1))
@@ -117,7 +117,7 @@ func TestGELUQuantizeMatchesUnfused(t *testing.T) {
 			require.Equal(t, va.U8, vb.U8, "%v step %d: codes", scaling, step)
 			require.Equal(t, p.Float32(a), p.Float32(b), "%v step %d: decoded", scaling, step)
 		}
-		if scaling == ops.Delayed {
+		if scaling.Kind == fp8.DelayedScaling {
 			require.Equal(t, metas[0].Scale, metas[1].Scale, "the scales after three steps")
 			bits := func(v []float32) []uint32 {
 				o := make([]uint32, len(v))

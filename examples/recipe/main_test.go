@@ -61,13 +61,13 @@ func TestRecipeLowersAsDefined(t *testing.T) {
 	}
 	in, ok := casts["net.fc2/quantize.input.axis1"]
 	require.True(t, ok, "%v", casts)
-	require.Equal(t, ops.Axiswise, in.Scaling)
+	require.True(t, in.Kind == fp8.CurrentScaling && in.Axiswise, "%v", in.Quantizer)
 	grad, ok := casts["net.fc2/quantize.grad_output.axis1"]
 	require.True(t, ok, "%v", casts)
 	require.Equal(t, fp8.E5M2, grad.Format)
 	mx, ok := casts["net.fc1/quantize.weight.axis1"]
 	require.True(t, ok, "%v", casts)
-	require.Equal(t, ops.Block, mx.Scaling)
+	require.Equal(t, fp8.MXFP8Blocks, mx.Kind)
 	_, err = train.New(train.Config{Model: func(int, bool) (*train.Model, error) { return nil, nil }, BatchSize: 1,
 		Precision: precision.Config{MixedPrecision: "fp8", Use: familyRecipe{}}})
 	require.ErrorIs(t, err, precision.ErrInvalid)
