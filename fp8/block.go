@@ -25,7 +25,7 @@ const Float8BlockSize = 128
 // E5M2.
 func (c Quantizer) checkFloat8Blocks(op string) error {
 	if c.Kind != Float8Blocks {
-		return fmt.Errorf("fp8: %s: a %v quantizer, want Float8BlockScaling (Kind Float8Blocks)", op, c.Kind)
+		return fmt.Errorf("fp8: %s: the quantizer is %v, want Float8BlockScaling (Kind Float8Blocks)", op, c.Kind)
 	}
 	if c.BlockDim < 0 || c.BlockDim > 2 {
 		return fmt.Errorf("fp8: %s: block dimension %d, want 1 (1×128) or 2 (128×128)", op, c.BlockDim)

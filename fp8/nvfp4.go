@@ -109,7 +109,7 @@ func (c Quantizer) twoD() bool { return c.BlockDim == 2 }
 // checkNVFP4 refuses a quantizer the NVFP4 casts cannot follow.
 func (c Quantizer) checkNVFP4() error {
 	if c.Kind != NVFP4Blocks {
-		return fmt.Errorf("fp8: quantize NVFP4: a %v quantizer, want NVFP4 (Kind NVFP4Blocks)", c.Kind)
+		return fmt.Errorf("fp8: quantize NVFP4: the quantizer is %v, want NVFP4 (Kind NVFP4Blocks)", c.Kind)
 	}
 	if c.BlockDim < 0 || c.BlockDim > 2 {
 		return fmt.Errorf("fp8: quantize NVFP4: block dimension %d, want 1 (1×16) or 2 (16×16)", c.BlockDim)

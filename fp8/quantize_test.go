@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/octetml/octet/internal/kernels"
+	"github.com/stretchr/testify/require"
 )
 
 func sqnr(ref []float64, out []float32) float64 {
@@ -477,4 +478,22 @@ func TestAmaxAgainstPlainLoop(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The slice casts refuse a quantizer of another family or a bad block
+// dimension, naming what they want.
+func TestCastsRefuseOtherQuantizers(t *testing.T) {
+	src := make([]float32, 4*128)
+	codes, inv := make([]uint8, len(src)), make([]float32, 8)
+	err := QuantizeFloat8Block(codes, inv, src, 4, 128, Quantizer{Kind: MXFP8Blocks})
+	require.ErrorContains(t, err, "Float8Blocks")
+	err = QuantizeFloat8Block(codes, inv, src, 4, 128, Quantizer{Kind: Float8Blocks, BlockDim: 3})
+	require.ErrorContains(t, err, "block dimension 3")
+	require.NoError(t, QuantizeFloat8Block(codes, inv, src, 4, 128, Quantizer{Kind: Float8Blocks}), "BlockDim 0 means 1")
+	_, err = QuantizeNVFP4(src, 4, 128, Quantizer{Kind: Float8Blocks})
+	require.ErrorContains(t, err, "NVFP4Blocks")
+	_, err = QuantizeNVFP4(src, 4, 128, Quantizer{Kind: NVFP4Blocks, BlockDim: -1})
+	require.ErrorContains(t, err, "block dimension -1")
+	_, err = NewNVFP4Quantizer(4, 128, 1, Quantizer{})
+	require.ErrorContains(t, err, "NVFP4Blocks")
 }

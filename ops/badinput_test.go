@@ -130,3 +130,14 @@ func TestEveryConstructorRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// A Quantize node takes the quantizer kinds a graph casts with, not high
+// precision or bf16 rounding.
+func TestQuantizeRefusesNonCastingKinds(t *testing.T) {
+	for _, k := range []fp8.QuantizerKind{fp8.HighPrecision, fp8.BF16Rounding} {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, 4, 16)
+		ops.Quantize(x, ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: k}})
+		require.ErrorContains(t, g.Err(), "does not cast in a graph", k.String())
+	}
+}

@@ -235,7 +235,7 @@ func validateQuantize(cfg QuantizeConfig) error {
 	case cfg.Format > fp8.E5M2:
 		return fmt.Errorf("unknown FP8 format %v", cfg.Format)
 	case cfg.scaling() == scNone:
-		return fmt.Errorf("a %v quantizer does not cast in a graph (want delayed or current scaling, MXFP8, Float8BlockScaling or NVFP4)", cfg.Kind)
+		return fmt.Errorf("the quantizer is %v, which does not cast in a graph (want delayed or current scaling, MXFP8, Float8BlockScaling or NVFP4)", cfg.Kind)
 	case cfg.scaling() == scNVFP4 && cfg.BlockDim != 1 && cfg.BlockDim != 2:
 		return fmt.Errorf("NVFP4 block dimension %d, want 1 (1×16) or 2 (16×16)", cfg.BlockDim)
 	case cfg.scaling() == scFloat8Block && cfg.BlockDim != 1 && cfg.BlockDim != 2:

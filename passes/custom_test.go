@@ -128,3 +128,21 @@ func TestBackwardOverride(t *testing.T) {
 		}
 	}
 }
+
+// badBackward is a recipe of one's own whose plans carry an override
+// that does not exist.
+type badBackward struct{ recipe.TE }
+
+func (r badBackward) Lower(l recipe.Layer) (recipe.LayerPlan, error) {
+	p, err := r.TE.Lower(l)
+	p.Backward = 5
+	return p, err
+}
+
+// A plan's backward override must be one of the three; the refusal
+// names the layer.
+func TestPlanBackwardIsChecked(t *testing.T) {
+	m := mlp(t, 16)
+	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: badBackward{}, TrainOutputs: m.trainOf})
+	require.ErrorContains(t, err, `layer "mlp.fc1": the recipe's backward override 5`)
+}

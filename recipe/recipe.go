@@ -322,7 +322,7 @@ func (r AO) Validate() error {
 	}
 	for _, c := range []fp8.Quantizer{r.Input, r.Weight, r.GradOutput, r.InputForGradWeight, r.WeightForGradInput, r.GradOutputForGradWeight} {
 		if c.Kind != fp8.HighPrecision && c.Kind != fp8.CurrentScaling {
-			return fmt.Errorf("recipe: AO recipe %q: a %v cast; torchao's casts are current scaling (tensorwise or axiswise) or high precision", r.Name, c)
+			return fmt.Errorf("recipe: AO recipe %q: cast %v; torchao's casts are current scaling (tensorwise or axiswise) or high precision", r.Name, c)
 		}
 		if err := c.Check(); err != nil {
 			return fmt.Errorf("recipe: AO recipe %q: %w", r.Name, err)
