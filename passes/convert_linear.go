@@ -461,6 +461,12 @@ func (c *converter) backward(n *graph.Node, m Match) (*graph.Node, error) {
 			deq = ops.Dequantize(cast.Name()+"/dequantize", cast)
 			c.deq[cast] = deq
 		}
+		// The cast holds the forward's operand as it was (x of a
+		// sequence model is [batch, time, in]); the GEMM reads the 2-D
+		// view the high-precision one read.
+		if want := n.Input(1).Shape(); !deq.Shape().Equal(want) {
+			deq = ops.Reshape(deq, want...)
+		}
 		out = ops.MatMul(dy2, deq, wantTA, false)
 		if err := c.g.Err(); err != nil {
 			return nil, fmt.Errorf("layer %q: %w", l.fqn, err)

@@ -1,6 +1,7 @@
 package passes_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -145,4 +146,30 @@ func TestPlanBackwardIsChecked(t *testing.T) {
 	m := mlp(t, 16)
 	_, err := passes.Prepare(m.g, m.store, passes.Config{Recipe: badBackward{}, TrainOutputs: m.trainOf})
 	require.ErrorContains(t, err, `layer "mlp.fc1": the recipe's backward override 5`)
+}
+
+// The dequantized backward of a layer whose input is a sequence ([batch,
+// time, in]) multiplies the 2-D view of the forward's cast: its weight
+// gradient equals, bit for bit, that of the same layer given the input
+// already flattened.
+func TestBackwardDequantizedOnSequences(t *testing.T) {
+	const b, tt, in, out = 2, 8, 32, 16
+	xs := make([]float32, b*tt*in)
+	for i := range xs {
+		xs[i] = float32(math.Sin(float64(i)*0.37)) * 2
+	}
+	grad := func(shape ...int) []float32 {
+		g := graph.New()
+		x := g.Input("x", graph.Float32, shape...)
+		w := g.Param("fc.weight", out, in)
+		y := ops.Linear("fc", x, w, nil)
+		store := initStore(t, g, 7)
+		prep, err := passes.Prepare(g, store, passes.Config{Loss: ops.Mean(ops.Mul(y, y)), Params: []*graph.Node{w},
+			Recipe: recipe.WithBackward(recipe.TE{}, recipe.BackwardDequantized)})
+		require.NoError(t, err, "%v", shape)
+		require.NoError(t, prep.Train.FeedFloat32(x, xs))
+		require.NoError(t, prep.Train.Run())
+		return append([]float32(nil), prep.Train.Float32(prep.Grads[0])...)
+	}
+	require.Equal(t, grad(b*tt, in), grad(b, tt, in))
 }

@@ -264,7 +264,7 @@ func (p *Config) Recipe() (recipe.Recipe, error) {
 	case "fp8":
 		return p.FP8Recipe()
 	}
-	return nil, precisionErrorf("-precision %s names several runs; train each of them (Precision.Runs)", p.MixedPrecision)
+	return nil, precisionErrorf("-precision %s names several runs; train each of them (Config.Runs)", p.MixedPrecision)
 }
 
 func (p *Config) teRecipe() (recipe.Recipe, error) {

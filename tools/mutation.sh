@@ -2,7 +2,7 @@
 # Mutation testing: how many deliberately broken versions of a package's
 # code its own tests catch. Usage:
 #
-#   tools/mutation.sh                 # fp8 passes checkpoint optim graph
+#   tools/mutation.sh                 # fp8 recipe precision passes checkpoint optim graph
 #   tools/mutation.sh fp8 optim       # chosen packages
 #
 # It installs gremlins (pinned below) if it is missing, runs it on each
@@ -20,7 +20,7 @@ if ! [ -x "$bin" ] || ! go version -m "$bin" | grep -q "gremlins.*$version"; the
 	go install "github.com/go-gremlins/gremlins/cmd/gremlins@$version"
 fi
 pkgs=("$@")
-[ ${#pkgs[@]} -gt 0 ] || pkgs=(fp8 passes checkpoint optim graph)
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(fp8 recipe precision passes checkpoint optim graph)
 out="${TMPDIR:-/tmp}/octet-mutation"
 mkdir -p "$out"
 for p in "${pkgs[@]}"; do
