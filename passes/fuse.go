@@ -15,6 +15,7 @@ type FuseReport struct {
 	Epilogues, Chains, Nodes int
 }
 
+// String says how many elementwise nodes were fused, and into what.
 func (r FuseReport) String() string {
 	return fmt.Sprintf("%d elementwise node(s) fused: %d into GEMM epilogues, %d chain(s) into single loops", r.Nodes, r.Epilogues, r.Chains)
 }
