@@ -19015,6 +19015,71 @@ addAVX2_done:
 	VZEROUPPER
 	RET
 
+// func amaxAVX2(src *float32, blocks int, out *[8]uint32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·amaxAVX2(SB), NOSPLIT, $0-24
+	MOVQ         src+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	MOVD         BX, X15
+	VPBROADCASTD X15, Y15
+	VPXOR        Y0, Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	TESTQ        CX, CX
+	JZ           amax2_done
+
+amax2_loop:
+	VPAND   (AX), Y15, Y4
+	VPMAXUD Y4, Y0, Y0
+	VPAND   32(AX), Y15, Y5
+	VPMAXUD Y5, Y1, Y1
+	VPAND   64(AX), Y15, Y6
+	VPMAXUD Y6, Y2, Y2
+	VPAND   96(AX), Y15, Y7
+	VPMAXUD Y7, Y3, Y3
+	ADDQ    $0x00000080, AX
+	DECQ    CX
+	JNZ     amax2_loop
+
+amax2_done:
+	VPMAXUD Y1, Y0, Y0
+	VPMAXUD Y3, Y2, Y2
+	VPMAXUD Y2, Y0, Y0
+	VMOVDQU Y0, (DX)
+	VZEROUPPER
+	RET
+
+// func reluAVX2(dst *float32, src *float32, blocks int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·reluAVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	MOVD         BX, X15
+	VPBROADCASTD X15, Y15
+	VXORPS       Y14, Y14, Y14
+	TESTQ        DX, DX
+	JZ           relu2_done
+
+relu2_loop:
+	VMOVUPS (CX), Y0
+	VCMPPS  $0x06, Y14, Y0, Y1
+	VANDPS  Y15, Y1, Y1
+	VANDPS  Y0, Y1, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	DECQ    DX
+	JNZ     relu2_loop
+
+relu2_done:
+	VZEROUPPER
+	RET
+
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76

@@ -734,6 +734,16 @@ func lnGradDxAVX2(dx *float32, x *float32, dy *float32, gamma *float32, blocks i
 //go:noescape
 func addAVX2(dst *float32, x *float32, y *float32, blocks int)
 
+// amaxAVX2 records the lane-wise max of |x| bits over 32·blocks values; its Go twin is amaxBitsGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func amaxAVX2(src *float32, blocks int, out *[8]uint32)
+
+// reluAVX2 writes max(x, 0) (Go's max: −0 gives +0, a NaN its bits with the sign cleared) over 8·blocks values; its Go twin is reluGo (add.go) (AVX2).
+//
+//go:noescape
+func reluAVX2(dst *float32, src *float32, blocks int)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

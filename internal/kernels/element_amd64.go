@@ -161,7 +161,18 @@ func reluGradVector(dx, x, dy []float32) int {
 // NaN. amaxBitsGo reads the rest.
 func amaxBitsVector(src []float32) (done int, bits uint32) {
 	blocks := len(src) / 64
-	if !hasAVX512 || blocks == 0 {
+	if !hasAVX512 {
+		if blocks = len(src) / 32; !hasAVX2 || blocks == 0 {
+			return 0, 0
+		}
+		var lanes [8]uint32
+		amaxAVX2(&src[0], blocks, &lanes)
+		for _, l := range lanes {
+			bits = max(bits, l)
+		}
+		return blocks * 32, bits
+	}
+	if blocks == 0 {
 		return 0, 0
 	}
 	var lanes [16]uint32
@@ -567,7 +578,16 @@ func addVector(dst, x, y []float32) bool {
 // whether it could.
 func reluVector(y, x []float32) bool {
 	if !hasAVX512 {
-		return false
+		if !hasAVX2 {
+			return false
+		}
+		n := len(y)
+		_ = x[n-1]
+		if b := n / 8; b > 0 {
+			reluAVX2(&y[0], &x[0], b)
+		}
+		reluGo(y[n/8*8:], x[n/8*8:])
+		return true
 	}
 	blocks, mask := tailMask(len(y))
 	reluAVX512(&y[0], &x[0], blocks, mask)

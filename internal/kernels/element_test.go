@@ -273,3 +273,43 @@ func testActivationsMatchScalarLoop(t *testing.T) {
 		}
 	}
 }
+
+// AmaxBits finds the largest |x| wherever it lies — every position of
+// every length up to 130 and a long one — and a NaN anywhere.
+func TestAmaxEveryPosition(t *testing.T) { withISA(t, testAmaxEveryPosition) }
+
+func testAmaxEveryPosition(t *testing.T) {
+	for _, n := range append(seq(1, 130), 4099) {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(i%7) * 0.125
+		}
+		step := 1
+		if n > 200 {
+			step = 37
+		}
+		for p := 0; p < n; p += step {
+			old := x[p]
+			for _, v := range []float32{-7, 7} {
+				x[p] = v
+				if got := AmaxBits(x); got != math.Float32bits(7) {
+					t.Fatalf("n=%d, %v at %d: amax bits %#x, want 7's", n, v, p, got)
+				}
+			}
+			x[p] = float32(math.NaN())
+			if got := AmaxBits(x); got <= 0x7F800000 {
+				t.Fatalf("n=%d, NaN at %d: amax bits %#x, want a NaN's", n, p, got)
+			}
+			x[p] = old
+		}
+	}
+}
+
+// seq is lo, lo+1, …, hi.
+func seq(lo, hi int) []int {
+	s := make([]int, 0, hi-lo+1)
+	for i := lo; i <= hi; i++ {
+		s = append(s, i)
+	}
+	return s
+}

@@ -284,6 +284,71 @@ func avx2ElementKernels() {
 	quantizeKernelsAVX2()
 	layerNormKernelsAVX2()
 	addAVX2()
+	amaxAVX2()
+	reluAVX2()
+}
+
+// amaxAVX2 is amax on 8 lanes: the running max of |x| as float32 bits
+// over 32·blocks values, four accumulators, the 8 lane maxima stored to
+// out.
+func amaxAVX2() {
+	TEXT("amaxAVX2", NOSPLIT, "func(src *float32, blocks int, out *[8]uint32)")
+	Pragma("noescape")
+	Doc("amaxAVX2 records the lane-wise max of |x| bits over 32·blocks values; its Go twin is amaxBitsGo (fp8cast.go) (AVX2).")
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("out"), GP64())
+	r := GP32()
+	MOVL(U32(0x7FFFFFFF), r)
+	MOVD(r, X15)
+	VPBROADCASTD(X15, Y15)
+	acc := []VecPhysical{Y0, Y1, Y2, Y3}
+	for _, a := range acc {
+		VPXOR(a, a, a)
+	}
+	loop("amax2", n, func() {
+		for i, a := range acc {
+			t := []VecPhysical{Y4, Y5, Y6, Y7}[i]
+			VPAND(Mem{Base: src, Disp: 32 * i}, Y15, t)
+			VPMAXUD(t, a, a)
+		}
+		ADDQ(U32(128), src)
+	})
+	VPMAXUD(Y1, Y0, Y0)
+	VPMAXUD(Y3, Y2, Y2)
+	VPMAXUD(Y2, Y0, Y0)
+	VMOVDQU(Y0, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// reluAVX2 is relu on 8 lanes: max(x, 0) with Go's max (−0 gives +0, a
+// NaN keeps its bits but the sign) over 8·blocks values.
+func reluAVX2() {
+	TEXT("reluAVX2", NOSPLIT, "func(dst, src *float32, blocks int)")
+	Pragma("noescape")
+	Doc("reluAVX2 writes max(x, 0) (Go's max: −0 gives +0, a NaN its bits with the sign cleared) over 8·blocks values; its Go twin is reluGo (add.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	r := GP32()
+	MOVL(U32(0x7FFFFFFF), r)
+	MOVD(r, X15)
+	VPBROADCASTD(X15, Y15)
+	VXORPS(Y14, Y14, Y14)
+	// not (x ≤ 0): true for x > 0 and for NaN; those lanes keep x with
+	// the sign bit cleared (which changes only NaNs), the others are +0.
+	loop("relu2", n, func() {
+		VMOVUPS(Mem{Base: src}, Y0)
+		VCMPPS(U8(6), Y14, Y0, Y1)
+		VANDPS(Y15, Y1, Y1)
+		VANDPS(Y0, Y1, Y1)
+		VMOVUPS(Y1, Mem{Base: dst})
+		ADDQ(U32(32), src)
+		ADDQ(U32(32), dst)
+	})
+	VZEROUPPER()
+	RET()
 }
 
 // addAVX2 is add3's loop on 8 lanes: dst = x + y (x the first operand,
