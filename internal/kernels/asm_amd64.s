@@ -19080,6 +19080,358 @@ relu2_done:
 	VZEROUPPER
 	RET
 
+// func sigmoidAVX2(y *float32, x *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-24
+	MOVQ    y+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    blocks+16(FP), DX
+	VXORPS  Y15, Y15, Y15
+	VMOVUPS avx2Consts<>+0(SB), Y14
+	TESTQ   DX, DX
+	JZ      sigmoidAVX2_done
+
+sigmoidAVX2_loop:
+	VMOVUPS    (CX), Y0
+	VSUBPS     Y0, Y15, Y1
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y1, Y2, Y1
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y1, Y2, Y1
+	VMULPS     avx2Consts<>+96(SB), Y1, Y2
+	VADDPS     avx2Consts<>+352(SB), Y2, Y3
+	VCVTTPS2DQ Y3, Y3
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y4
+	VCVTTPS2DQ Y4, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y5
+	VBLENDVPS  Y5, Y4, Y3, Y3
+	VCVTDQ2PS  Y3, Y6
+	VMULPS     avx2Consts<>+128(SB), Y6, Y5
+	VSUBPS     Y5, Y1, Y5
+	VMULPS     avx2Consts<>+160(SB), Y6, Y4
+	VSUBPS     Y4, Y5, Y5
+	VMULPS     avx2Consts<>+192(SB), Y5, Y1
+	VADDPS     avx2Consts<>+224(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+256(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+288(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+320(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VPADDD     avx2Consts<>+416(SB), Y3, Y3
+	VPSLLD     $0x17, Y3, Y3
+	VMULPS     Y3, Y1, Y1
+	VADDPS     Y14, Y1, Y1
+	VDIVPS     Y1, Y14, Y1
+	VMOVUPS    Y1, (AX)
+	ADDQ       $0x00000020, AX
+	ADDQ       $0x00000020, CX
+	DECQ       DX
+	JNZ        sigmoidAVX2_loop
+
+sigmoidAVX2_done:
+	VZEROUPPER
+	RET
+
+// func sigmoidGradAVX2(dx *float32, y *float32, dy *float32, blocks int)
+// Requires: AVX
+TEXT ·sigmoidGradAVX2(SB), NOSPLIT, $0-32
+	MOVQ    dx+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    dy+16(FP), DX
+	MOVQ    blocks+24(FP), BX
+	VXORPS  Y15, Y15, Y15
+	VMOVUPS avx2Consts<>+0(SB), Y14
+	TESTQ   BX, BX
+	JZ      sigmoidGradAVX2_done
+
+sigmoidGradAVX2_loop:
+	VMOVUPS (CX), Y0
+	VSUBPS  Y0, Y14, Y2
+	VMULPS  Y2, Y0, Y2
+	VMULPS  (DX), Y2, Y2
+	VMOVUPS Y2, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	DECQ    BX
+	JNZ     sigmoidGradAVX2_loop
+
+sigmoidGradAVX2_done:
+	VZEROUPPER
+	RET
+
+// func siluAVX2(y *float32, x *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·siluAVX2(SB), NOSPLIT, $0-24
+	MOVQ    y+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    blocks+16(FP), DX
+	VXORPS  Y15, Y15, Y15
+	VMOVUPS avx2Consts<>+0(SB), Y14
+	TESTQ   DX, DX
+	JZ      siluAVX2_done
+
+siluAVX2_loop:
+	VMOVUPS    (CX), Y0
+	VSUBPS     Y0, Y15, Y1
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y1, Y2, Y1
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y1, Y2, Y1
+	VMULPS     avx2Consts<>+96(SB), Y1, Y2
+	VADDPS     avx2Consts<>+352(SB), Y2, Y3
+	VCVTTPS2DQ Y3, Y3
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y4
+	VCVTTPS2DQ Y4, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y5
+	VBLENDVPS  Y5, Y4, Y3, Y3
+	VCVTDQ2PS  Y3, Y6
+	VMULPS     avx2Consts<>+128(SB), Y6, Y5
+	VSUBPS     Y5, Y1, Y5
+	VMULPS     avx2Consts<>+160(SB), Y6, Y4
+	VSUBPS     Y4, Y5, Y5
+	VMULPS     avx2Consts<>+192(SB), Y5, Y1
+	VADDPS     avx2Consts<>+224(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+256(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+288(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+320(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VPADDD     avx2Consts<>+416(SB), Y3, Y3
+	VPSLLD     $0x17, Y3, Y3
+	VMULPS     Y3, Y1, Y1
+	VADDPS     Y14, Y1, Y1
+	VDIVPS     Y1, Y14, Y1
+	VMULPS     Y1, Y0, Y1
+	VMOVUPS    Y1, (AX)
+	ADDQ       $0x00000020, AX
+	ADDQ       $0x00000020, CX
+	DECQ       DX
+	JNZ        siluAVX2_loop
+
+siluAVX2_done:
+	VZEROUPPER
+	RET
+
+// func siluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·siluGradAVX2(SB), NOSPLIT, $0-32
+	MOVQ    dx+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    dy+16(FP), DX
+	MOVQ    blocks+24(FP), BX
+	VXORPS  Y15, Y15, Y15
+	VMOVUPS avx2Consts<>+0(SB), Y14
+	TESTQ   BX, BX
+	JZ      siluGradAVX2_done
+
+siluGradAVX2_loop:
+	VMOVUPS    (CX), Y0
+	VSUBPS     Y0, Y15, Y1
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y1, Y2, Y1
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y1, Y2, Y1
+	VMULPS     avx2Consts<>+96(SB), Y1, Y2
+	VADDPS     avx2Consts<>+352(SB), Y2, Y3
+	VCVTTPS2DQ Y3, Y3
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y4
+	VCVTTPS2DQ Y4, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y5
+	VBLENDVPS  Y5, Y4, Y3, Y3
+	VCVTDQ2PS  Y3, Y6
+	VMULPS     avx2Consts<>+128(SB), Y6, Y5
+	VSUBPS     Y5, Y1, Y5
+	VMULPS     avx2Consts<>+160(SB), Y6, Y4
+	VSUBPS     Y4, Y5, Y5
+	VMULPS     avx2Consts<>+192(SB), Y5, Y1
+	VADDPS     avx2Consts<>+224(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+256(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+288(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+320(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VPADDD     avx2Consts<>+416(SB), Y3, Y3
+	VPSLLD     $0x17, Y3, Y3
+	VMULPS     Y3, Y1, Y1
+	VADDPS     Y14, Y1, Y1
+	VDIVPS     Y1, Y14, Y1
+	VMOVUPS    (DX), Y7
+	VSUBPS     Y1, Y14, Y2
+	VMULPS     Y2, Y0, Y2
+	VADDPS     Y14, Y2, Y2
+	VMULPS     Y2, Y1, Y2
+	VMULPS     Y2, Y7, Y2
+	VMOVUPS    Y2, (AX)
+	ADDQ       $0x00000020, AX
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000020, DX
+	DECQ       BX
+	JNZ        siluGradAVX2_loop
+
+siluGradAVX2_done:
+	VZEROUPPER
+	RET
+
+// func swigluAVX2(y *float32, a *float32, b *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ    y+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    b+16(FP), DX
+	MOVQ    blocks+24(FP), BX
+	VXORPS  Y15, Y15, Y15
+	VMOVUPS avx2Consts<>+0(SB), Y14
+	TESTQ   BX, BX
+	JZ      swigluAVX2_done
+
+swigluAVX2_loop:
+	VMOVUPS    (CX), Y0
+	VSUBPS     Y0, Y15, Y1
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y1, Y2, Y1
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y1, Y2, Y1
+	VMULPS     avx2Consts<>+96(SB), Y1, Y2
+	VADDPS     avx2Consts<>+352(SB), Y2, Y3
+	VCVTTPS2DQ Y3, Y3
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y4
+	VCVTTPS2DQ Y4, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y5
+	VBLENDVPS  Y5, Y4, Y3, Y3
+	VCVTDQ2PS  Y3, Y6
+	VMULPS     avx2Consts<>+128(SB), Y6, Y5
+	VSUBPS     Y5, Y1, Y5
+	VMULPS     avx2Consts<>+160(SB), Y6, Y4
+	VSUBPS     Y4, Y5, Y5
+	VMULPS     avx2Consts<>+192(SB), Y5, Y1
+	VADDPS     avx2Consts<>+224(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+256(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+288(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+320(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VPADDD     avx2Consts<>+416(SB), Y3, Y3
+	VPSLLD     $0x17, Y3, Y3
+	VMULPS     Y3, Y1, Y1
+	VADDPS     Y14, Y1, Y1
+	VDIVPS     Y1, Y14, Y1
+	VMULPS     Y1, Y0, Y1
+	VMULPS     (DX), Y1, Y1
+	VMOVUPS    Y1, (AX)
+	ADDQ       $0x00000020, AX
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000020, DX
+	DECQ       BX
+	JNZ        swigluAVX2_loop
+
+swigluAVX2_done:
+	VZEROUPPER
+	RET
+
+// func swigluGradAVX2(da *float32, db *float32, a *float32, b *float32, dy *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·swigluGradAVX2(SB), NOSPLIT, $0-48
+	MOVQ    da+0(FP), AX
+	MOVQ    db+8(FP), CX
+	MOVQ    a+16(FP), DX
+	MOVQ    b+24(FP), BX
+	MOVQ    dy+32(FP), SI
+	MOVQ    blocks+40(FP), DI
+	VXORPS  Y15, Y15, Y15
+	VMOVUPS avx2Consts<>+0(SB), Y14
+	TESTQ   DI, DI
+	JZ      swigluGradAVX2_done
+
+swigluGradAVX2_loop:
+	VMOVUPS    (DX), Y0
+	VSUBPS     Y0, Y15, Y1
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y1, Y2, Y1
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y1, Y2, Y1
+	VMULPS     avx2Consts<>+96(SB), Y1, Y2
+	VADDPS     avx2Consts<>+352(SB), Y2, Y3
+	VCVTTPS2DQ Y3, Y3
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y4
+	VCVTTPS2DQ Y4, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y5
+	VBLENDVPS  Y5, Y4, Y3, Y3
+	VCVTDQ2PS  Y3, Y6
+	VMULPS     avx2Consts<>+128(SB), Y6, Y5
+	VSUBPS     Y5, Y1, Y5
+	VMULPS     avx2Consts<>+160(SB), Y6, Y4
+	VSUBPS     Y4, Y5, Y5
+	VMULPS     avx2Consts<>+192(SB), Y5, Y1
+	VADDPS     avx2Consts<>+224(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+256(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+288(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+320(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VMULPS     Y1, Y5, Y1
+	VADDPS     avx2Consts<>+0(SB), Y1, Y1
+	VPADDD     avx2Consts<>+416(SB), Y3, Y3
+	VPSLLD     $0x17, Y3, Y3
+	VMULPS     Y3, Y1, Y1
+	VADDPS     Y14, Y1, Y1
+	VDIVPS     Y1, Y14, Y1
+	VMOVUPS    (SI), Y7
+	VMULPS     Y1, Y0, Y2
+	VMULPS     Y2, Y7, Y2
+	VMOVUPS    Y2, (CX)
+	VMULPS     (BX), Y7, Y7
+	VSUBPS     Y1, Y14, Y2
+	VMULPS     Y2, Y0, Y2
+	VADDPS     Y14, Y2, Y2
+	VMULPS     Y2, Y1, Y2
+	VMULPS     Y2, Y7, Y2
+	VMOVUPS    Y2, (AX)
+	ADDQ       $0x00000020, AX
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000020, DX
+	ADDQ       $0x00000020, BX
+	ADDQ       $0x00000020, SI
+	DECQ       DI
+	JNZ        swigluGradAVX2_loop
+
+swigluGradAVX2_done:
+	VZEROUPPER
+	RET
+
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76

@@ -744,6 +744,36 @@ func amaxAVX2(src *float32, blocks int, out *[8]uint32)
 //go:noescape
 func reluAVX2(dst *float32, src *float32, blocks int)
 
+// sigmoidAVX2 is the 8-lane form of the Go loop in Sigmoid (sigmoid.go), bit for bit (AVX2).
+//
+//go:noescape
+func sigmoidAVX2(y *float32, x *float32, blocks int)
+
+// sigmoidGradAVX2 is the 8-lane form of the Go loop in SigmoidGrad (sigmoid.go), bit for bit (AVX2).
+//
+//go:noescape
+func sigmoidGradAVX2(dx *float32, y *float32, dy *float32, blocks int)
+
+// siluAVX2 is the 8-lane form of the Go loop in SiLU (sigmoid.go), bit for bit (AVX2).
+//
+//go:noescape
+func siluAVX2(y *float32, x *float32, blocks int)
+
+// siluGradAVX2 is the 8-lane form of the Go loop in SiLUGrad (sigmoid.go), bit for bit (AVX2).
+//
+//go:noescape
+func siluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
+
+// swigluAVX2 is the 8-lane form of the Go loop in SwiGLU (sigmoid.go), bit for bit (AVX2).
+//
+//go:noescape
+func swigluAVX2(y *float32, a *float32, b *float32, blocks int)
+
+// swigluGradAVX2 is the 8-lane form of the Go loop in SwiGLUGrad (sigmoid.go), bit for bit (AVX2).
+//
+//go:noescape
+func swigluGradAVX2(da *float32, db *float32, a *float32, b *float32, dy *float32, blocks int)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

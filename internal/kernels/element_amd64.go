@@ -656,7 +656,10 @@ func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16,
 // y; SwiGLU: out, a, b; SwiGLUGrad: da, a, b, dy, db).
 func sigmoidVector(kind int, out, x, y, z, w []float32) int {
 	blocks := len(x) / 16
-	if !hasAVX512 || blocks == 0 {
+	if !hasAVX512 {
+		return sigmoidAVX2Vector(kind, out, x, y, z, w)
+	}
+	if blocks == 0 {
 		return 0
 	}
 	n := blocks*16 - 1
@@ -680,6 +683,36 @@ func sigmoidVector(kind int, out, x, y, z, w []float32) int {
 		swigluGradAVX512(&out[0], &w[0], &x[0], &y[0], &z[0], blocks)
 	}
 	return blocks * 16
+}
+
+// sigmoidAVX2Vector is sigmoidVector on the AVX2 kernels, over the
+// longest multiple of 8.
+func sigmoidAVX2Vector(kind int, out, x, y, z, w []float32) int {
+	blocks := len(x) / 8
+	if !hasAVX2 || blocks == 0 {
+		return 0
+	}
+	n := blocks*8 - 1
+	_, _ = out[n], x[n]
+	switch kind {
+	case sigSigmoid:
+		sigmoidAVX2(&out[0], &x[0], blocks)
+	case sigSiLU:
+		siluAVX2(&out[0], &x[0], blocks)
+	case sigSigmoidGrad:
+		_ = y[n]
+		sigmoidGradAVX2(&out[0], &x[0], &y[0], blocks)
+	case sigSiLUGrad:
+		_ = y[n]
+		siluGradAVX2(&out[0], &x[0], &y[0], blocks)
+	case sigSwiGLU:
+		_ = y[n]
+		swigluAVX2(&out[0], &x[0], &y[0], blocks)
+	case sigSwiGLUGrad:
+		_, _, _ = y[n], z[n], w[n]
+		swigluGradAVX2(&out[0], &w[0], &x[0], &y[0], &z[0], blocks)
+	}
+	return blocks * 8
 }
 
 // quantizeFP8LanesVector is quantizeFP8Vector with one scale per value.

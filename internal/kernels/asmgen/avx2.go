@@ -286,6 +286,9 @@ func avx2ElementKernels() {
 	addAVX2()
 	amaxAVX2()
 	reluAVX2()
+	for kind := range sigmoidKernels {
+		sigmoidFamilyAVX2(sigmoidKind(kind))
+	}
 }
 
 // amaxAVX2 is amax on 8 lanes: the running max of |x| as float32 bits

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"strings"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -104,6 +106,85 @@ func sigmoidFamily(kind sigmoidKind) {
 		}
 		for _, r := range regs {
 			ADDQ(U32(64), r)
+		}
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// sigmoidFamilyAVX2 emits one kernel of the family on 8 lanes (AVX2):
+// the same operations in the same order as sigmoidFamily and the Go
+// twin, over 8·blocks values; name is the AVX-512 kernel's with AVX2 for
+// AVX512.
+func sigmoidFamilyAVX2(kind sigmoidKind) {
+	k := sigmoidKernels[kind]
+	name := strings.TrimSuffix(k.name, "AVX512") + "AVX2"
+	TEXT(name, NOSPLIT, k.sig)
+	Pragma("noescape")
+	Doc(name + " is the 8-lane form of the Go loop in " + k.twin + " (sigmoid.go), bit for bit (AVX2).")
+	p := map[string]Register{}
+	var regs []Register
+	for _, name := range k.ptrs {
+		p[name] = Load(Param(name), GP64())
+		regs = append(regs, p[name])
+	}
+	n := Load(Param("blocks"), GP64())
+	zero, one := Y15, Y14
+	VXORPS(zero, zero, zero)
+	VMOVUPS(acf(1), one)
+	sigma := func(v, s, t, tmp, tmp2, r, nn VecPhysical) {
+		VSUBPS(v, zero, s) // −v
+		fastExpAVX2(s, t, tmp, tmp2, r, nn)
+		VADDPS(one, s, s)
+		VDIVPS(s, one, s) // 1/(1+e)
+	}
+	loop(name, n, func() {
+		v, s, t, tmp, tmp2, r, nn, w := Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7
+		switch kind {
+		case sigSigmoid:
+			VMOVUPS(Mem{Base: p["x"]}, v)
+			sigma(v, s, t, tmp, tmp2, r, nn)
+			VMOVUPS(s, Mem{Base: p["y"]})
+		case sigSigmoidGrad:
+			VMOVUPS(Mem{Base: p["y"]}, v)
+			VSUBPS(v, one, t) // 1 − y
+			VMULPS(t, v, t)   // y·(1 − y)
+			VMULPS(Mem{Base: p["dy"]}, t, t)
+			VMOVUPS(t, Mem{Base: p["dx"]})
+		case sigSiLU:
+			VMOVUPS(Mem{Base: p["x"]}, v)
+			sigma(v, s, t, tmp, tmp2, r, nn)
+			VMULPS(s, v, s)
+			VMOVUPS(s, Mem{Base: p["y"]})
+		case sigSiLUGrad, sigSwiGLUGrad:
+			in, dst := "x", "dx"
+			if kind == sigSwiGLUGrad {
+				in, dst = "a", "da"
+			}
+			VMOVUPS(Mem{Base: p[in]}, v)
+			sigma(v, s, t, tmp, tmp2, r, nn)
+			VMOVUPS(Mem{Base: p["dy"]}, w)
+			if kind == sigSwiGLUGrad {
+				VMULPS(s, v, t) // a·σ
+				VMULPS(t, w, t) // dy·(a·σ)
+				VMOVUPS(t, Mem{Base: p["db"]})
+				VMULPS(Mem{Base: p["b"]}, w, w) // dy·b
+			}
+			VSUBPS(s, one, t) // 1 − σ
+			VMULPS(t, v, t)   // x·(1 − σ)
+			VADDPS(one, t, t) // 1 + x·(1 − σ)
+			VMULPS(t, s, t)   // σ·(…)
+			VMULPS(t, w, t)   // dy·(…)
+			VMOVUPS(t, Mem{Base: p[dst]})
+		case sigSwiGLU:
+			VMOVUPS(Mem{Base: p["a"]}, v)
+			sigma(v, s, t, tmp, tmp2, r, nn)
+			VMULPS(s, v, s)
+			VMULPS(Mem{Base: p["b"]}, s, s)
+			VMOVUPS(s, Mem{Base: p["y"]})
+		}
+		for _, r := range regs {
+			ADDQ(U32(32), r)
 		}
 	})
 	VZEROUPPER()
