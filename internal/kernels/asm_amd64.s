@@ -19432,6 +19432,37 @@ swigluGradAVX2_done:
 	VZEROUPPER
 	RET
 
+// func fp16EncodeAVX2(dst *uint16, src *float32, blocks int, scale float32)
+// Requires: AVX, F16C
+TEXT ·fp16EncodeAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Y15
+	TESTQ        DX, DX
+	JZ           fp16enc2_done
+
+fp16enc2_loop:
+	VMULPS    (CX), Y15, Y0
+	VCVTPS2PH $0x00, Y0, (AX)
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000010, AX
+	DECQ      DX
+	JNZ       fp16enc2_loop
+
+fp16enc2_done:
+	VZEROUPPER
+	RET
+
+// func cpuidECX() uint32
+// Requires: CPUID
+TEXT ·cpuidECX(SB), NOSPLIT, $0-4
+	MOVL $0x00000001, AX
+	XORL CX, CX
+	CPUID
+	MOVL CX, ret+0(FP)
+	RET
+
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)
 // Requires: AVX, AVX512F
 TEXT ·rowGemm16_1x1AVX512(SB), NOSPLIT, $0-76

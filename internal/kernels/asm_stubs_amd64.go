@@ -774,6 +774,14 @@ func swigluAVX2(y *float32, a *float32, b *float32, blocks int)
 //go:noescape
 func swigluGradAVX2(da *float32, db *float32, a *float32, b *float32, dy *float32, blocks int)
 
+// fp16EncodeAVX2 stores 8·blocks values times scale as FP16, rounding to nearest even; its Go twin is encodeFP16Go (fp16.go) (AVX2, F16C).
+//
+//go:noescape
+func fp16EncodeAVX2(dst *uint16, src *float32, blocks int, scale float32)
+
+// cpuidECX returns ECX of CPUID leaf 1.
+func cpuidECX() uint32
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

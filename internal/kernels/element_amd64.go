@@ -16,6 +16,10 @@ var hasAVX512 = cpu.X86.HasAVX512F
 // the Go twins' bit for bit).
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
+// hasF16C reports F16C (VCVTPS2PH on 8 lanes), which golang.org/x/sys/cpu
+// does not: CPUID leaf 1, ECX bit 29.
+var hasF16C = cpu.X86.HasAVX && cpuidECX()&(1<<29) != 0
+
 // hasE2M1Rows: the NVFP4 row decode looks codes up with word permutes
 // (AVX-512BW).
 var hasE2M1Rows = hasAVX512 && cpu.X86.HasAVX512BW
@@ -189,7 +193,14 @@ func amaxBitsVector(src []float32) (done int, bits uint32) {
 // equal ToFP16's.
 func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
+	if !hasAVX512 {
+		if blocks = len(src) / 8; !hasAVX2 || !hasF16C || blocks == 0 || len(dst) < len(src) {
+			return 0
+		}
+		fp16EncodeAVX2(&dst[0], &src[0], blocks, scale)
+		return blocks * 8
+	}
+	if blocks == 0 || len(dst) < len(src) {
 		return 0
 	}
 	fp16EncodeAVX512(&dst[0], &src[0], blocks, scale)

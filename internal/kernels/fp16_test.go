@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"math"
+	"math/rand/v2"
 	"os"
 	"testing"
 
@@ -77,5 +78,39 @@ func TestEncode16MatchesX448(t *testing.T) {
 	EncodeFP16(dst, src, 1024)
 	for i, x := range src {
 		require.Equal(t, float16.Fromfloat32(x*1024).Bits(), dst[i], "value %d", i)
+	}
+}
+
+// EncodeFP16 gives its twin's bits for every non-NaN value — ties,
+// subnormals, overflow to ±inf, ±0 — at every length to 70 (vector body
+// and Go tail), with scales that move values across those edges.
+func TestEncodeFP16MatchesTwin(t *testing.T) { withISA(t, testEncodeFP16MatchesTwin) }
+
+func testEncodeFP16MatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	specials := []float32{0, float32(math.Copysign(0, -1)), 65504, 65520, 65519.99, -65520, 1e-8, 6.1e-5, 5.96e-8, 2.98e-8,
+		1 + 1.0/2048, 1 + 3.0/2048, float32(math.Inf(1)), float32(math.Inf(-1)), 3e38}
+	for n := 0; n <= 70; n++ {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(40)-20)))
+			if rng.IntN(4) == 0 {
+				x[i] = specials[rng.IntN(len(specials))]
+			}
+		}
+		for _, scale := range []float32{1, 0.37, 1024} {
+			got, want := make([]uint16, n+1), make([]uint16, n)
+			got[n] = 0xBEEF
+			EncodeFP16(got[:n], x, scale)
+			encodeFP16Go(want, x, scale)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("n=%d scale=%v: x=%v gives %#04x, twin %#04x", n, scale, x[i], got[i], want[i])
+				}
+			}
+			if got[n] != 0xBEEF {
+				t.Fatalf("n=%d: wrote past the end", n)
+			}
+		}
 	}
 }

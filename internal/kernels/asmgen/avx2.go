@@ -289,6 +289,40 @@ func avx2ElementKernels() {
 	for kind := range sigmoidKernels {
 		sigmoidFamilyAVX2(sigmoidKind(kind))
 	}
+	fp16EncodeAVX2()
+	cpuidECX()
+}
+
+// fp16EncodeAVX2 is fp16Encode on 8 lanes (F16C's VCVTPS2PH, which every
+// AVX2 CPU has; the caller checks cpuidECX's F16C bit).
+func fp16EncodeAVX2() {
+	TEXT("fp16EncodeAVX2", NOSPLIT, "func(dst *uint16, src *float32, blocks int, scale float32)")
+	Pragma("noescape")
+	Doc("fp16EncodeAVX2 stores 8·blocks values times scale as FP16, rounding to nearest even; its Go twin is encodeFP16Go (fp16.go) (AVX2, F16C).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	VBROADCASTSS(NewParamAddr("scale", 24), Y15)
+	loop("fp16enc2", n, func() {
+		VMULPS(Mem{Base: src}, Y15, Y0)
+		VCVTPS2PH(U8(0), Y0, Mem{Base: dst})
+		ADDQ(U32(32), src)
+		ADDQ(U32(16), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// cpuidECX returns ECX of CPUID leaf 1 (feature bits golang.org/x/sys/cpu
+// does not report, such as F16C's bit 29).
+func cpuidECX() {
+	TEXT("cpuidECX", NOSPLIT, "func() uint32")
+	Doc("cpuidECX returns ECX of CPUID leaf 1.")
+	MOVL(U32(1), EAX)
+	XORL(ECX, ECX)
+	CPUID()
+	Store(ECX, ReturnIndex(0))
+	RET()
 }
 
 // amaxAVX2 is amax on 8 lanes: the running max of |x| as float32 bits
