@@ -147,3 +147,80 @@ func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (d
 	}
 	return n, max(lanes[0], lanes[1], lanes[2], lanes[3])
 }
+
+//go:noescape
+func neonAmax(src *float32, n int, out *[4]uint32)
+
+//go:noescape
+func neonReLU(y, x *float32, n int)
+
+//go:noescape
+func neonSigmoid(y, x *float32, n int)
+
+//go:noescape
+func neonSigmoidGrad(dx, y, dy *float32, n int)
+
+//go:noescape
+func neonSiLU(y, x *float32, n int)
+
+//go:noescape
+func neonSiLUGrad(dx, x, dy *float32, n int)
+
+//go:noescape
+func neonSwiGLU(y, a, b *float32, n int)
+
+//go:noescape
+func neonSwiGLUGrad(da, db, a, b, dy *float32, n int)
+
+func amaxBitsVector(src []float32) (done int, bits uint32) {
+	n := len(src) &^ 15
+	if !hasNEON || n == 0 {
+		return 0, 0
+	}
+	var lanes [4]uint32
+	neonAmax(&src[0], n, &lanes)
+	return n, max(lanes[0], lanes[1], lanes[2], lanes[3])
+}
+
+func reluVector(y, x []float32) bool {
+	if !hasNEON {
+		return false
+	}
+	n := len(y) &^ 3
+	x = x[:len(y)]
+	if n > 0 {
+		neonReLU(&y[0], &x[0], n)
+	}
+	reluGo(y[n:], x[n:])
+	return true
+}
+
+// sigmoidVector runs kernel kind of the sigmoid family (see the amd64
+// version) over the longest multiple of 4 of x and returns how many
+// values it did.
+func sigmoidVector(kind int, out, x, y, z, w []float32) int {
+	n := len(x) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	_, _ = out[n-1], x[n-1]
+	switch kind {
+	case sigSigmoid:
+		neonSigmoid(&out[0], &x[0], n)
+	case sigSiLU:
+		neonSiLU(&out[0], &x[0], n)
+	case sigSigmoidGrad:
+		_ = y[n-1]
+		neonSigmoidGrad(&out[0], &x[0], &y[0], n)
+	case sigSiLUGrad:
+		_ = y[n-1]
+		neonSiLUGrad(&out[0], &x[0], &y[0], n)
+	case sigSwiGLU:
+		_ = y[n-1]
+		neonSwiGLU(&out[0], &x[0], &y[0], n)
+	case sigSwiGLUGrad:
+		_, _, _ = y[n-1], z[n-1], w[n-1]
+		neonSwiGLUGrad(&out[0], &w[0], &x[0], &y[0], &z[0], n)
+	}
+	return n
+}

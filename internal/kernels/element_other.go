@@ -11,14 +11,11 @@ const hasAVX512 = false
 const hasAVX2 = false
 
 func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }
-func amaxBitsVector(src []float32) (done int, bits uint32)                      { return 0, 0 }
 func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           { return 0 }
 func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	return false
 }
-func reluVector(y, x []float32) bool                        { return false }
-func addRowVector(dst, src []float32) bool                  { return false }
-func sigmoidVector(kind int, out, x, y, z, w []float32) int { return 0 }
+func addRowVector(dst, src []float32) bool { return false }
 
 func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int, uint32) {
 	return 0, 0

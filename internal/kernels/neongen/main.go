@@ -27,6 +27,7 @@ func main() {
 	bf16Kernel(&b)
 	elemKernels(&b)
 	moreElemKernels(&b)
+	actKernels(&b)
 	normKernels(&b)
 	for _, f := range fp8Formats {
 		quantizeKernel(&b, f)

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// actKernels writes the amax of |x| (current scaling's first pass),
+// ReLU and the sigmoid family (Sigmoid, SiLU, SwiGLU and their
+// gradients), each its Go twin's operations in its order.
+func actKernels(b *bytes.Buffer) {
+	e := emitter{b}
+
+	// Amax: the lane-wise unsigned max of |x|'s bits (NaN above +inf)
+	// over n values, n a multiple of 16, four accumulators.
+	fmt.Fprintf(b, "\n// func neonAmax(src *float32, n int, out *[4]uint32)\n// n a multiple of 16.\n")
+	fmt.Fprintf(b, "TEXT ·neonAmax(SB), NOSPLIT, $0-24\n")
+	e.w("MOVD src+0(FP), R1")
+	e.w("MOVD n+8(FP), R9")
+	e.w("MOVD out+16(FP), R2")
+	e.w("MOVW $0x7FFFFFFF, R14")
+	e.w("VDUP R14, V31.S4")
+	for i := 0; i < 4; i++ {
+		e.w("VEOR V%d.B16, V%d.B16, V%d.B16", i, i, i)
+	}
+	e.w("LSR $4, R9, R9")
+	e.w("CBZ R9, neonAmax_done")
+	fmt.Fprintf(b, "neonAmax_loop:\n")
+	e.w("VLD1.P 64(R1), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 4; i++ {
+		e.w("VAND V31.B16, V%d.B16, V%d.B16", 4+i, 4+i)
+		e.word(umax(i, i, 4+i), "UMAX V%d.4S, V%d.4S, V%d.4S", i, i, 4+i)
+	}
+	e.w("SUBS $1, R9, R9")
+	e.w("BNE neonAmax_loop")
+	fmt.Fprintf(b, "neonAmax_done:\n")
+	e.word(umax(0, 0, 1), "UMAX V0.4S, V0.4S, V1.4S")
+	e.word(umax(2, 2, 3), "UMAX V2.4S, V2.4S, V3.4S")
+	e.word(umax(0, 0, 2), "UMAX V0.4S, V0.4S, V2.4S")
+	e.w("VST1 [V0.S4], (R2)")
+	e.w("RET")
+
+	// ReLU: max(x, 0) as Go's max compiles on arm64: FMAX, which gives
+	// +0 for −0, the greater value, and a NaN quieted (its sign and
+	// payload kept).
+	e.loop4("neonReLU", "(y, x *float32, n int)", 24, func() {
+		e.w("MOVD y+0(FP), R0")
+		e.w("MOVD x+8(FP), R1")
+		e.w("MOVD n+16(FP), R9")
+		e.w("VEOR V30.B16, V30.B16, V30.B16")
+	}, []string{"VLD1.P 16(R1), [V0.S4]"}, func() {
+		e.fmax(1, 0, 30)
+	}, []string{"VST1.P [V1.S4], 16(R0)"})
+
+	// The sigmoid family: σ(v) = 1/(1 + fastExp(−v)), in V30 = 0.
+	sigma := func(v, s int) {
+		e.fsub(s, 30, v)
+		e.fastExp(s, 8, 9, 10)
+		e.fadd(s, s, vOne)
+		e.fdiv(s, vOne, s)
+	}
+	prologue := func(names ...string) func() {
+		return func() {
+			for i, n := range names {
+				e.w("MOVD %s+%d(FP), R%d", n, 8*i, i)
+			}
+			e.w("MOVD n+%d(FP), R9", 8*len(names))
+			e.loadConsts()
+			e.w("VEOR V30.B16, V30.B16, V30.B16")
+		}
+	}
+	// Sigmoid: y = σ(x).
+	e.loop4("neonSigmoid", "(y, x *float32, n int)", 24, prologue("y", "x"),
+		[]string{"VLD1.P 16(R1), [V0.S4]"}, func() { sigma(0, 1) }, []string{"VST1.P [V1.S4], 16(R0)"})
+	// SigmoidGrad: dx = dy·(y·(1 − y)).
+	e.loop4("neonSigmoidGrad", "(dx, y, dy *float32, n int)", 32, prologue("dx", "y", "dy"),
+		[]string{"VLD1.P 16(R1), [V0.S4]", "VLD1.P 16(R2), [V1.S4]"}, func() {
+			e.fsub(2, vOne, 0)
+			e.fmul(2, 0, 2)
+			e.fmul(2, 2, 1)
+		}, []string{"VST1.P [V2.S4], 16(R0)"})
+	// SiLU: y = x·σ(x).
+	e.loop4("neonSiLU", "(y, x *float32, n int)", 24, prologue("y", "x"),
+		[]string{"VLD1.P 16(R1), [V0.S4]"}, func() {
+			sigma(0, 1)
+			e.fmul(1, 1, 0)
+		}, []string{"VST1.P [V1.S4], 16(R0)"})
+	// slope leaves dy·(σ·(1 + v·(1 − σ))) in t, from v, σ in s and dy in w.
+	slope := func(v, s, w, t int) {
+		e.fsub(t, vOne, s)
+		e.fmul(t, t, v)
+		e.fadd(t, t, vOne)
+		e.fmul(t, t, s)
+		e.fmul(t, t, w)
+	}
+	// SiLUGrad: dx = dy·(σ·(1 + x·(1 − σ))).
+	e.loop4("neonSiLUGrad", "(dx, x, dy *float32, n int)", 32, prologue("dx", "x", "dy"),
+		[]string{"VLD1.P 16(R1), [V0.S4]", "VLD1.P 16(R2), [V7.S4]"}, func() {
+			sigma(0, 1)
+			slope(0, 1, 7, 2)
+		}, []string{"VST1.P [V2.S4], 16(R0)"})
+	// SwiGLU: y = (a·σ(a))·b.
+	e.loop4("neonSwiGLU", "(y, a, b *float32, n int)", 32, prologue("y", "a", "b"),
+		[]string{"VLD1.P 16(R1), [V0.S4]", "VLD1.P 16(R2), [V3.S4]"}, func() {
+			sigma(0, 1)
+			e.fmul(1, 1, 0)
+			e.fmul(1, 1, 3)
+		}, []string{"VST1.P [V1.S4], 16(R0)"})
+	// SwiGLUGrad: db = dy·(a·σ(a)); da = (dy·b)·(σ·(1 + a·(1 − σ))).
+	e.loop4("neonSwiGLUGrad", "(da, db, a, b, dy *float32, n int)", 48, prologue("da", "db", "a", "b", "dy"),
+		[]string{"VLD1.P 16(R2), [V0.S4]", "VLD1.P 16(R3), [V3.S4]", "VLD1.P 16(R4), [V7.S4]"}, func() {
+			sigma(0, 1)
+			e.fmul(2, 0, 1)
+			e.fmul(2, 2, 7)
+			e.w("VST1.P [V2.S4], 16(R1)")
+			e.fmul(7, 7, 3)
+			slope(0, 1, 7, 2)
+		}, []string{"VST1.P [V2.S4], 16(R0)"})
+}
