@@ -6494,10 +6494,10 @@ decodeE4M3AVX512_loop:
 	VPSLLD    $0x14, Z1, Z2
 	VMULPS    Z21, Z2, Z2
 	VPCMPUD   $0x00, Z26, Z1, K1
-	VPBLENDMD Z24, Z2, K1, Z2
 	VPANDD    Z23, Z0, Z3
 	VPSLLD    $0x18, Z3, Z3
 	VPORD     Z3, Z2, Z2
+	VPBLENDMD Z24, Z2, K1, Z2
 	VMULPS    Z20, Z2, Z2
 	VMOVUPS   Z2, (AX)
 	ADDQ      $0x00000010, CX
@@ -6539,10 +6539,10 @@ decodeE5M2AVX512_loop:
 	VPCMPUD   $0x00, Z27, Z1, K1
 	VPBLENDMD Z25, Z2, K1, Z2
 	VPCMPUD   $0x06, Z27, Z1, K2
-	VPBLENDMD Z24, Z2, K2, Z2
 	VPANDD    Z23, Z0, Z3
 	VPSLLD    $0x18, Z3, Z3
 	VPORD     Z3, Z2, Z2
+	VPBLENDMD Z24, Z2, K2, Z2
 	VMULPS    Z20, Z2, Z2
 	VMOVUPS   Z2, (AX)
 	ADDQ      $0x00000010, CX
@@ -15512,7 +15512,23 @@ DATA avx2Consts<>+912(SB)/4, $0x00000080
 DATA avx2Consts<>+916(SB)/4, $0x00000080
 DATA avx2Consts<>+920(SB)/4, $0x00000080
 DATA avx2Consts<>+924(SB)/4, $0x00000080
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $928
+DATA avx2Consts<>+928(SB)/4, $0x0000007f
+DATA avx2Consts<>+932(SB)/4, $0x0000007f
+DATA avx2Consts<>+936(SB)/4, $0x0000007f
+DATA avx2Consts<>+940(SB)/4, $0x0000007f
+DATA avx2Consts<>+944(SB)/4, $0x0000007f
+DATA avx2Consts<>+948(SB)/4, $0x0000007f
+DATA avx2Consts<>+952(SB)/4, $0x0000007f
+DATA avx2Consts<>+956(SB)/4, $0x0000007f
+DATA avx2Consts<>+960(SB)/4, $0x7fc00000
+DATA avx2Consts<>+964(SB)/4, $0x7fc00000
+DATA avx2Consts<>+968(SB)/4, $0x7fc00000
+DATA avx2Consts<>+972(SB)/4, $0x7fc00000
+DATA avx2Consts<>+976(SB)/4, $0x7fc00000
+DATA avx2Consts<>+980(SB)/4, $0x7fc00000
+DATA avx2Consts<>+984(SB)/4, $0x7fc00000
+DATA avx2Consts<>+988(SB)/4, $0x7fc00000
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $992
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
@@ -19461,6 +19477,82 @@ TEXT ·cpuidECX(SB), NOSPLIT, $0-4
 	XORL CX, CX
 	CPUID
 	MOVL CX, ret+0(FP)
+	RET
+
+// func decodeE4M3AVX2(dst *float32, src *uint8, blocks int, scale float32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·decodeE4M3AVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Y15
+	MOVL         $0x7b800000, BX
+	MOVD         BX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0000007f, BX
+	MOVD         BX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ        DX, DX
+	JZ           decodeE4M3AVX2_done
+
+decodeE4M3AVX2_loop:
+	VPMOVZXBD (CX), Y0
+	VPAND     avx2Consts<>+416(SB), Y0, Y1
+	VPSLLD    $0x14, Y1, Y2
+	VMULPS    Y14, Y2, Y2
+	VPCMPEQD  Y13, Y1, Y4
+	VPAND     avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD    $0x18, Y3, Y3
+	VPOR      Y3, Y2, Y2
+	VBLENDVPS Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS    Y15, Y2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x00000008, CX
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       decodeE4M3AVX2_loop
+
+decodeE4M3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func decodeE5M2AVX2(dst *float32, src *uint8, blocks int, scale float32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·decodeE5M2AVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Y15
+	MOVL         $0x77800000, BX
+	MOVD         BX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0000007c, BX
+	MOVD         BX, X13
+	VPBROADCASTD X13, Y13
+	TESTQ        DX, DX
+	JZ           decodeE5M2AVX2_done
+
+decodeE5M2AVX2_loop:
+	VPMOVZXBD (CX), Y0
+	VPAND     avx2Consts<>+416(SB), Y0, Y1
+	VPSLLD    $0x15, Y1, Y2
+	VMULPS    Y14, Y2, Y2
+	VPCMPEQD  Y13, Y1, Y3
+	VBLENDVPS Y3, avx2Consts<>+768(SB), Y2, Y2
+	VPCMPGTD  Y13, Y1, Y4
+	VPAND     avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD    $0x18, Y3, Y3
+	VPOR      Y3, Y2, Y2
+	VBLENDVPS Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS    Y15, Y2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x00000008, CX
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       decodeE5M2AVX2_loop
+
+decodeE5M2AVX2_done:
+	VZEROUPPER
 	RET
 
 // func rowGemm16_1x1AVX512(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask uint16, alpha float32, alphaLo float32)

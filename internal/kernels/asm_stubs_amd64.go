@@ -782,6 +782,16 @@ func fp16EncodeAVX2(dst *uint16, src *float32, blocks int, scale float32)
 // cpuidECX returns ECX of CPUID leaf 1.
 func cpuidECX() uint32
 
+// decodeE4M3AVX2 decodes 8·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX2).
+//
+//go:noescape
+func decodeE4M3AVX2(dst *float32, src *uint8, blocks int, scale float32)
+
+// decodeE5M2AVX2 decodes 8·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX2).
+//
+//go:noescape
+func decodeE5M2AVX2(dst *float32, src *uint8, blocks int, scale float32)
+
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //
 //go:noescape

@@ -20,7 +20,12 @@ func testDecodeFP8MatchesTables(t *testing.T) {
 		for _, scale := range []float32{1, 0.25, 3} {
 			dst := make([]float32, len(src))
 			DecodeFP8(testCasts[format], dst, src, scale)
+			twin := make([]float32, len(src))
+			decodeFP8Go(testCasts[format], twin, src, scale)
 			for i := range dst {
+				if math.Float32bits(dst[i]) != math.Float32bits(twin[i]) {
+					t.Fatalf("format %d code %#02x scale %v: %#08x, twin %#08x", format, src[i], scale, math.Float32bits(dst[i]), math.Float32bits(twin[i]))
+				}
 				want := fp8Ref(format, src[i]) * float64(scale)
 				got := float64(dst[i])
 				if math.IsNaN(want) != math.IsNaN(got) || (!math.IsNaN(want) && got != want) {

@@ -91,7 +91,18 @@ func adamVector(w, g, m, v []float32, c *AdamConsts) int {
 // exactly as decodeFP8Go does, and returns how many it did.
 func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int {
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < len(src) {
+	if !hasAVX512 {
+		if blocks = len(src) / 8; !hasAVX2 || blocks == 0 || len(dst) < len(src) {
+			return 0
+		}
+		if format == 0 {
+			decodeE4M3AVX2(&dst[0], &src[0], blocks, scale)
+		} else {
+			decodeE5M2AVX2(&dst[0], &src[0], blocks, scale)
+		}
+		return blocks * 8
+	}
+	if blocks == 0 || len(dst) < len(src) {
 		return 0
 	}
 	if format == 0 {

@@ -24,7 +24,7 @@ var avx2ConstValues = []uint32{
 	f32(1), f32(87), f32(-87), f32(1.4426950408889634), f32(0.693145751953125), f32(1.428606765330187e-06),
 	f32(1.0 / 5040), f32(1.0 / 720), f32(1.0 / 120), f32(1.0 / 24), f32(1.0 / 6), f32(1.0 / 2), f32(-0.5), 127,
 	f32(-1), f32(2), f32(9), f32(-9), f32(0.044715), f32(0.7978845608028654), f32(3 * 0.044715),
-	0xFFFF0000, 0x7FFF, 0x7FFFFFFF, 0x7F800000, 0x40, 0x8000, 1, 0x80,
+	0xFFFF0000, 0x7FFF, 0x7FFFFFFF, 0x7F800000, 0x40, 0x8000, 1, 0x80, 0x7F, 0x7FC00000,
 }
 
 var avx2ConstMem Mem
@@ -291,6 +291,61 @@ func avx2ElementKernels() {
 	}
 	fp16EncodeAVX2()
 	cpuidECX()
+	decodeAVX2("decodeE4M3AVX2", 20, 120, false)
+	decodeAVX2("decodeE5M2AVX2", 21, 112, true)
+}
+
+// decodeAVX2 is decode on 8 lanes: the magnitude bits moved into
+// float32 position and multiplied by 2^rebias (exact, denormal
+// significands included), E5M2's infinity signed, NaN codes the tables'
+// positive quiet NaN, the result times scale.
+func decodeAVX2(name string, shift int, rebias int, e5m2 bool) {
+	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
+	Pragma("noescape")
+	Doc(name + " decodes 8·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	scale, magic, special := Y15, Y14, Y13
+	VBROADCASTSS(NewParamAddr("scale", 24), scale)
+	bcastY := func(v uint32, y VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		MOVD(r, y.AsX())
+		VPBROADCASTD(y.AsX(), y)
+	}
+	bcastY(uint32(127+rebias)<<23, magic)
+	if e5m2 {
+		bcastY(0x7C, special)
+	} else {
+		bcastY(0x7F, special)
+	}
+	loop(name, n, func() {
+		c, mag, f, t := Y0, Y1, Y2, Y3
+		VPMOVZXBD(Mem{Base: src}, c)
+		VPAND(ac(0x7F), c, mag)
+		VPSLLD(U8(shift), mag, f)
+		VMULPS(magic, f, f)
+		nan := Y4
+		if e5m2 {
+			VPCMPEQD(special, mag, t) // == 0x7C: infinity
+			VBLENDVPS(t, ac(0x7F800000), f, f)
+			VPCMPGTD(special, mag, nan) // > 0x7C: NaN
+		} else {
+			VPCMPEQD(special, mag, nan) // == 0x7F: NaN
+		}
+		VPAND(ac(0x80), c, t)
+		VPSLLD(U8(24), t, t)
+		VPOR(t, f, f)
+		// The tables' positive quiet NaN, whatever the code's sign.
+		VBLENDVPS(nan, ac(0x7FC00000), f, f)
+		VMULPS(scale, f, f)
+		VMOVUPS(f, Mem{Base: dst})
+		ADDQ(U32(8), src)
+		ADDQ(U32(32), dst)
+	})
+	VZEROUPPER()
+	RET()
 }
 
 // fp16EncodeAVX2 is fp16Encode on 8 lanes (F16C's VCVTPS2PH, which every

@@ -197,8 +197,9 @@ func gelu(backward bool) {
 // mantissa high bits) read as a float32 that is 2^rebias too small — a
 // normal or denormal float32 of exactly the right significand — times
 // 2^rebias gives the value exactly; NaN (and, for E5M2, infinity) codes
-// are fixed up; the sign is copied to bit 31; the result is multiplied by
-// scale. It is the twin of the decode tables in package fp8.
+// are fixed up (infinity signed, NaN the tables' positive quiet NaN
+// whatever the code's sign); the result is multiplied by scale. It is
+// the twin of the decode tables in package fp8.
 func decode(name string, shift int, rebias int, e5m2 bool) {
 	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
 	Pragma("noescape")
@@ -224,18 +225,21 @@ func decode(name string, shift int, rebias int, e5m2 bool) {
 		VPANDD(z7F, c, mag)
 		VPSLLD(U8(shift), mag, f)
 		VMULPS(zMagic, f, f)
+		nan := K1
 		if e5m2 {
 			VPCMPUD(U8(0), zInfMag, mag, K1) // == 0x7C: infinity
 			VPBLENDMD(zInf, f, K1, f)
 			VPCMPUD(U8(6), zInfMag, mag, K2) // > 0x7C: NaN
-			VPBLENDMD(zNaN, f, K2, f)
+			nan = K2
 		} else {
 			VPCMPUD(U8(0), zNaNMag, mag, K1) // == 0x7F: NaN
-			VPBLENDMD(zNaN, f, K1, f)
 		}
 		VPANDD(z80, c, sign)
 		VPSLLD(U8(24), sign, sign)
 		VPORD(sign, f, f)
+		// A NaN code decodes to the tables' positive quiet NaN, whatever
+		// its sign bit.
+		VPBLENDMD(zNaN, f, nan, f)
 		VMULPS(zScale, f, f)
 		VMOVUPS(f, Mem{Base: dst})
 		ADDQ(U32(16), src)
