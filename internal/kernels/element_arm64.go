@@ -224,3 +224,25 @@ func sigmoidVector(kind int, out, x, y, z, w []float32) int {
 	}
 	return n
 }
+
+//go:noescape
+func neonDecodeE4M3(dst *float32, src *uint8, n int, scale float32)
+
+//go:noescape
+func neonDecodeE5M2(dst *float32, src *uint8, n int, scale float32)
+
+// decodeFP8Vector decodes the longest multiple of 8 of src from format
+// (0: E4M3, 1: E5M2) to float32 times scale, as decodeFP8Go does, and
+// returns how many it did.
+func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int {
+	n := len(src) &^ 7
+	if !hasNEON || n == 0 || len(dst) < len(src) {
+		return 0
+	}
+	if format == 0 {
+		neonDecodeE4M3(&dst[0], &src[0], n, scale)
+	} else {
+		neonDecodeE5M2(&dst[0], &src[0], n, scale)
+	}
+	return n
+}

@@ -32,6 +32,7 @@ func rmsGradAccumVector(x, dy, gamma, dgamma []float32, blocks int, mask uint16,
 func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (done int, amaxBits uint32) {
 	return 0, 0
 }
-func amaxBitsVector(src []float32) (done int, bits uint32)  { return 0, 0 }
-func reluVector(y, x []float32) bool                        { return false }
-func sigmoidVector(kind int, out, x, y, z, w []float32) int { return 0 }
+func amaxBitsVector(src []float32) (done int, bits uint32)                      { return 0, 0 }
+func reluVector(y, x []float32) bool                                            { return false }
+func sigmoidVector(kind int, out, x, y, z, w []float32) int                     { return 0 }
+func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }

@@ -10,8 +10,7 @@ const hasAVX512 = false
 // hasAVX2: no AVX2 kernels in this build.
 const hasAVX2 = false
 
-func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }
-func encodeFP16Vector(dst []uint16, src []float32, scale float32) int           { return 0 }
+func encodeFP16Vector(dst []uint16, src []float32, scale float32) int { return 0 }
 func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	return false
 }

@@ -117,3 +117,68 @@ func actKernels(b *bytes.Buffer) {
 			slope(0, 1, 7, 2)
 		}, []string{"VST1.P [V2.S4], 16(R0)"})
 }
+
+// decodeKernels writes the FP8 → float32 decode of each format (decode
+// in asmgen, on 4 lanes): the magnitude bits moved into float32
+// position and multiplied by 2^rebias (exact, denormal significands
+// included), E5M2's infinity signed, NaN codes the tables' positive
+// quiet NaN, the result times scale — decodeFP8Go's bits.
+func decodeKernels(b *bytes.Buffer) {
+	e := emitter{b}
+	for _, f := range []struct {
+		name          string
+		shift, rebias int
+		e5m2          bool
+	}{{"neonDecodeE4M3", 20, 120, false}, {"neonDecodeE5M2", 21, 112, true}} {
+		fmt.Fprintf(b, "\n// func %s(dst *float32, src *uint8, n int, scale float32)\n// n a multiple of 8.\n", f.name)
+		fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-28\n", f.name)
+		e.w("MOVD dst+0(FP), R0")
+		e.w("MOVD src+8(FP), R1")
+		e.w("MOVD n+16(FP), R9")
+		e.w("FMOVS scale+24(FP), F26")
+		e.w("VDUP V26.S[0], V26.S4")
+		for _, c := range []struct {
+			v   int
+			val uint32
+		}{{20, uint32(127+f.rebias) << 23}, {21, 0x7F}, {22, 0x80}, {24, 0x7FC00000}, {25, 0x7F800000}} {
+			e.w("MOVW $0x%08X, R14", c.val)
+			e.w("VDUP R14, V%d.S4", c.v)
+		}
+		special := uint32(0x7F)
+		if f.e5m2 {
+			special = 0x7C
+		}
+		e.w("MOVW $0x%08X, R14", special)
+		e.w("VDUP R14, V23.S4")
+		e.w("LSR $3, R9, R9")
+		e.w("CBZ R9, %s_done", f.name)
+		fmt.Fprintf(b, "%s_loop:\n", f.name)
+		e.w("VLD1.P 8(R1), [V0.B8]")
+		e.w("VUXTL V0.B8, V1.H8")
+		e.w("VUXTL V1.H4, V2.S4")
+		e.w("VUXTL2 V1.H8, V3.S4")
+		for i, c := range []int{2, 3} {
+			out, m, t, nan := 5+i, 7+3*i, 8+3*i, 9+3*i
+			e.w("VAND V21.B16, V%d.B16, V%d.B16", c, m)
+			e.w("VSHL $%d, V%d.S4, V%d.S4", f.shift, m, out)
+			e.fmul(out, out, 20)
+			if f.e5m2 {
+				e.w("VCMEQ V23.S4, V%d.S4, V%d.S4", m, t) // == 0x7C: infinity
+				e.bit(out, 25, t)
+				e.word(cmhi(nan, m, 23), "CMHI V%d.4S, V%d.4S, V23.4S", nan, m) // > 0x7C: NaN
+			} else {
+				e.w("VCMEQ V23.S4, V%d.S4, V%d.S4", m, nan) // == 0x7F: NaN
+			}
+			e.w("VAND V22.B16, V%d.B16, V%d.B16", c, t)
+			e.w("VSHL $24, V%d.S4, V%d.S4", t, t)
+			e.w("VORR V%d.B16, V%d.B16, V%d.B16", t, out, out)
+			e.bit(out, 24, nan)
+			e.fmul(out, out, 26)
+		}
+		e.w("VST1.P [V5.S4, V6.S4], 32(R0)")
+		e.w("SUBS $1, R9, R9")
+		e.w("BNE %s_loop", f.name)
+		fmt.Fprintf(b, "%s_done:\n", f.name)
+		e.w("RET")
+	}
+}

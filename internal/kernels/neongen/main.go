@@ -28,6 +28,7 @@ func main() {
 	elemKernels(&b)
 	moreElemKernels(&b)
 	actKernels(&b)
+	decodeKernels(&b)
 	normKernels(&b)
 	for _, f := range fp8Formats {
 		quantizeKernel(&b, f)
