@@ -14,6 +14,8 @@
 //
 //   - internal/parallel: the allocation-free worker pool kernels split
 //     their loops over (workers spin briefly between regions).
+//   - internal/errkind: marks an error with a sentinel kind (errors.Is)
+//     for the packages that report kinds (precision, checkpoint, train).
 //   - internal/kernels: the GEMMs (float32 direct at training-step sizes
 //     and blocked beyond, and bf16 on AVX512_BF16's dot-product units,
 //     which also run every FP8 GEMM) with their packing routines, the

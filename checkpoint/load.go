@@ -13,6 +13,7 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/internal/errkind"
 )
 
 // maxFileSize bounds what Load reads into memory.
@@ -103,7 +104,7 @@ func (l *loader) errorf(format string, args ...any) error {
 
 // mismatchf is errorf for a file that does not fit the run (ErrMismatch).
 func (l *loader) mismatchf(format string, args ...any) error {
-	return &kindError{l.errorf(format, args...), ErrMismatch}
+	return errkind.With(l.errorf(format, args...), ErrMismatch)
 }
 
 // corruptf is errorf for a damaged file (ErrCorrupt).
@@ -113,18 +114,8 @@ func (l *loader) corruptf(format string, args ...any) error {
 
 // corruptErr is an ErrCorrupt error about the file at path.
 func corruptErr(path, format string, args ...any) error {
-	return &kindError{fmt.Errorf("checkpoint: %s: "+format, append([]any{path}, args...)...), ErrCorrupt}
+	return errkind.With(fmt.Errorf("checkpoint: %s: "+format, append([]any{path}, args...)...), ErrCorrupt)
 }
-
-// kindError is an error that also matches one of the package's error
-// values under errors.Is.
-type kindError struct {
-	err  error
-	kind error
-}
-
-func (e *kindError) Error() string   { return e.err.Error() }
-func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
 
 // open checks the file's framing, checksums and metadata against s.
 func open(path string, buf []byte, s *State) (*loader, error) {

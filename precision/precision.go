@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/internal/errkind"
 	"github.com/octetml/octet/recipe"
 )
 
@@ -119,15 +120,8 @@ func wrapPrecision(err error) error {
 	if err == nil || errors.Is(err, ErrInvalid) {
 		return err
 	}
-	return &kindError{err, ErrInvalid}
+	return errkind.With(err, ErrInvalid)
 }
-
-type kindError struct {
-	err, kind error
-}
-
-func (e *kindError) Error() string   { return e.err.Error() }
-func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
 
 // mode returns the canonical mixed precision: "no", "bf16", "fp8", "both"
 // or "all".
@@ -343,7 +337,7 @@ func (p *Config) blame(err error) error {
 	if len(from) == 0 {
 		return wrapPrecision(err)
 	}
-	return &kindError{fmt.Errorf("%w (%s)", err, strings.Join(from, ", ")), ErrInvalid}
+	return errkind.With(fmt.Errorf("%w (%s)", err, strings.Join(from, ", ")), ErrInvalid)
 }
 
 // Label names the run's recipe as summaries print it: "-" for float32

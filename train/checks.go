@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/internal/errkind"
 	"github.com/octetml/octet/internal/kernels"
 )
 
@@ -66,7 +67,7 @@ func (c *Checks) Err() error {
 	if len(c.errs) == 0 {
 		return nil
 	}
-	return &kindError{errors.New(strings.Join(c.errs, "; ")), ErrConfig}
+	return errkind.With(errors.New(strings.Join(c.errs, "; ")), ErrConfig)
 }
 
 // MemoryAvailable returns the memory the system reports available

@@ -11,6 +11,7 @@ import (
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/internal/errkind"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
 	"github.com/octetml/octet/precision"
@@ -507,7 +508,7 @@ func (rr *rankRun) nonFinite(step int, loss float32) error {
 	if rr.run.Hint != "" {
 		msg += " (" + rr.run.Hint + ")"
 	}
-	return &kindError{errors.New(msg), ErrNonFinite}
+	return errkind.With(errors.New(msg), ErrNonFinite)
 }
 
 // ErrNonFinite is wrapped by Fit's error when a loss is NaN or infinite.

@@ -10,12 +10,3 @@ type Precision = precision.Config
 // ErrPrecision is precision.ErrInvalid, which every error about a
 // precision setting matches.
 var ErrPrecision = precision.ErrInvalid
-
-// kindError is an error that also matches kind (errors.Is), keeping
-// err's chain.
-type kindError struct {
-	err, kind error
-}
-
-func (e *kindError) Error() string   { return e.err.Error() }
-func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }

@@ -12,6 +12,7 @@ import (
 	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/errkind"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/precision"
 )
@@ -26,7 +27,7 @@ var ErrNoCheckpoint = errors.New("no checkpoint to resume from")
 // corrupt or mismatched checkpoint).
 var ErrResume = errors.New("resume")
 
-func resumeErr(err error) error { return &kindError{err, ErrResume} }
+func resumeErr(err error) error { return errkind.With(err, ErrResume) }
 
 // checkWritable checks, before any work, that dir is (or can be made) a
 // directory this process can write into.
@@ -90,7 +91,7 @@ func checkpoints(dir string) ([]string, error) {
 // latestCheckpoint resolves Run.Resume: one checkpoint directory, a save
 // directory's newest complete checkpoint, or a flat save directory.
 func (t *Trainer) latestCheckpoint(path string) (string, error) {
-	noCk := func(err error) error { return resumeErr(&kindError{err, ErrNoCheckpoint}) }
+	noCk := func(err error) error { return resumeErr(errkind.With(err, ErrNoCheckpoint)) }
 	fi, err := os.Stat(path)
 	if err != nil {
 		return "", noCk(fmt.Errorf("train: resume: %w", err))

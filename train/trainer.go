@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/internal/errkind"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
@@ -145,7 +146,7 @@ type Config struct {
 var ErrConfig = errors.New("training configuration")
 
 func configErrorf(format string, args ...any) error {
-	return &kindError{fmt.Errorf("train: "+format, args...), ErrConfig}
+	return errkind.With(fmt.Errorf("train: "+format, args...), ErrConfig)
 }
 
 // Trainer runs training for one precision.
