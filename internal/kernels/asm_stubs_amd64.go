@@ -599,6 +599,11 @@ func rowGemm16_4x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, 
 //go:noescape
 func rowGemm16_5x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
 
+// rowGemm16_6x2AVX2 computes C[6×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_6x2AVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
 // rowGemm16_1x1mAVX2 computes C[1×n] = alpha·A·B for n ≤ 8 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
 //
 //go:noescape
@@ -664,25 +669,50 @@ func rowGemm16_4x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int,
 //go:noescape
 func rowGemm16_5x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
 
+// rowGemm16_6x2mAVX2 computes C[6×n] = alpha·A·B for n ≤ 16 from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16_6x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
 // bf16PairsStridedF32AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
 //
 //go:noescape
 func bf16PairsStridedF32AVX2(dst *uint32, r0 *float32, r1 *float32, groups int, blocks int, dstride int, sstride int)
-
-// bf16PairsStridedFP8AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
-//
-//go:noescape
-func bf16PairsStridedFP8AVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int, table *[256]float32)
 
 // bf16RowsF32AVX2 writes rows rows of 8·blocks bf16 pairs of consecutive values; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
 //
 //go:noescape
 func bf16RowsF32AVX2(dst *uint32, x *float32, rows int, blocks int, ld int, ldd int)
 
+// bf16PairsStridedFP8AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16PairsStridedFP8AVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int, table *[256]float32)
+
 // bf16RowsFP8AVX2 writes rows rows of 8·blocks bf16 pairs of consecutive values; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
 //
 //go:noescape
 func bf16RowsFP8AVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int, table *[256]float32)
+
+// bf16PairsStridedE4M3AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16PairsStridedE4M3AVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int, scale float32)
+
+// bf16RowsE4M3AVX2 writes rows rows of 8·blocks bf16 pairs of consecutive values; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16RowsE4M3AVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int, scale float32)
+
+// bf16PairsStridedE5M2AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16PairsStridedE5M2AVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int, scale float32)
+
+// bf16RowsE5M2AVX2 writes rows rows of 8·blocks bf16 pairs of consecutive values; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16RowsE5M2AVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int, scale float32)
 
 // quantizeE4M3AVX2 casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).
 //

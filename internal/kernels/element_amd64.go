@@ -335,13 +335,13 @@ func rowGemmAVX2(m, n, k int, a []float32, rsA, csA int, b []float32, ldb int, c
 // rowKernel16AVX2 is the signature of the AVX2 bf16 row kernels.
 type rowKernel16AVX2 func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)
 
-// The AVX2 bf16 row kernels: unmasked, 16 columns, 1–5 rows; masked, 8
-// or 16 columns, 1–8 or 1–5 rows.
+// The AVX2 bf16 row kernels: unmasked, 16 columns, 1–6 rows; masked, 8
+// or 16 columns, 1–8 or 1–6 rows.
 var (
-	rowKernels16AVX2  = []rowKernel16AVX2{rowGemm16_1x2AVX2, rowGemm16_2x2AVX2, rowGemm16_3x2AVX2, rowGemm16_4x2AVX2, rowGemm16_5x2AVX2}
+	rowKernels16AVX2  = []rowKernel16AVX2{rowGemm16_1x2AVX2, rowGemm16_2x2AVX2, rowGemm16_3x2AVX2, rowGemm16_4x2AVX2, rowGemm16_5x2AVX2, rowGemm16_6x2AVX2}
 	rowKernels16AVX2m = [2][]rowKernel16AVX2{
 		{rowGemm16_1x1mAVX2, rowGemm16_2x1mAVX2, rowGemm16_3x1mAVX2, rowGemm16_4x1mAVX2, rowGemm16_5x1mAVX2, rowGemm16_6x1mAVX2, rowGemm16_7x1mAVX2, rowGemm16_8x1mAVX2},
-		{rowGemm16_1x2mAVX2, rowGemm16_2x2mAVX2, rowGemm16_3x2mAVX2, rowGemm16_4x2mAVX2, rowGemm16_5x2mAVX2},
+		{rowGemm16_1x2mAVX2, rowGemm16_2x2mAVX2, rowGemm16_3x2mAVX2, rowGemm16_4x2mAVX2, rowGemm16_5x2mAVX2, rowGemm16_6x2mAVX2},
 	}
 )
 

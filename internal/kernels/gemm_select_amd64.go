@@ -155,8 +155,15 @@ func pairsStrided(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstri
 		if x.Codes == nil {
 			_, _ = x.F32[o0+last], x.F32[o1+last]
 			bf16PairsStridedF32AVX2(&dst[0], &x.F32[o0], &x.F32[o1], groups, width/8, 4*stride, 4*sstride)
-		} else {
-			_, _ = x.Codes[o0+last], x.Codes[o1+last]
+			return
+		}
+		_, _ = x.Codes[o0+last], x.Codes[o1+last]
+		switch decodeFormat(x) {
+		case 0:
+			bf16PairsStridedE4M3AVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/8, 4*stride, sstride, x.Scale)
+		case 1:
+			bf16PairsStridedE5M2AVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/8, 4*stride, sstride, x.Scale)
+		default:
 			bf16PairsStridedFP8AVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/8, 4*stride, sstride, x.Table)
 		}
 		return
@@ -246,6 +253,17 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	return 16 * blocks
 }
 
+// decodeFormat returns the format (0 E4M3, 1 E5M2) whose arithmetic
+// decode the AVX2 packs may use for x's codes instead of gathering its
+// table — Cast and Scale describe the table (Table[c] = Decode[c]·Scale,
+// the decode kernels' product) — or −1.
+func decodeFormat(x *Operand) int {
+	if x.Cast == nil || x.Cast.Format < 0 || x.Cast.Format > 1 {
+		return -1
+	}
+	return x.Cast.Format
+}
+
 // rowsAVX2 is rowsVector on the AVX2 kernels: 16 values (8 pairs) at a
 // time, each row's rest by the Go loop.
 func rowsAVX2(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
@@ -260,7 +278,14 @@ func rowsAVX2(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
 			bf16RowsF32AVX2(&dst[0], &x.F32[o], rows, blocks, 4*ld, 4*ldd)
 		} else {
 			_ = x.Codes[o+(rows-1)*ld+16*blocks-1]
-			bf16RowsFP8AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Table)
+			switch decodeFormat(x) {
+			case 0:
+				bf16RowsE4M3AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Scale)
+			case 1:
+				bf16RowsE5M2AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Scale)
+			default:
+				bf16RowsFP8AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Table)
+			}
 		}
 	}
 	if n%16 != 0 {

@@ -291,23 +291,26 @@ func avx2ElementKernels() {
 	}
 	fp16EncodeAVX2()
 	cpuidECX()
-	decodeAVX2("decodeE4M3AVX2", 20, 120, false)
-	decodeAVX2("decodeE5M2AVX2", 21, 112, true)
+	decodeAVX2("decodeE4M3AVX2", false)
+	decodeAVX2("decodeE5M2AVX2", true)
 }
 
-// decodeAVX2 is decode on 8 lanes: the magnitude bits moved into
-// float32 position and multiplied by 2^rebias (exact, denormal
-// significands included), E5M2's infinity signed, NaN codes the tables'
-// positive quiet NaN, the result times scale.
-func decodeAVX2(name string, shift int, rebias int, e5m2 bool) {
-	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
-	Pragma("noescape")
-	Doc(name + " decodes 8·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX2).")
-	dst := Load(Param("dst"), GP64())
-	src := Load(Param("src"), GP64())
-	n := Load(Param("blocks"), GP64())
-	scale, magic, special := Y15, Y14, Y13
-	VBROADCASTSS(NewParamAddr("scale", 24), scale)
+// decodeConsts are the registers of the 8-lane FP8 decode: the scale,
+// the 2^rebias factor and the code magnitude marking NaN (E4M3) or
+// infinity (E5M2), for the format's shift.
+type decodeConsts struct {
+	e5m2                  bool
+	shift                 int
+	scale, magic, special VecPhysical
+}
+
+// newDecodeConsts fills magic and special for E4M3 or E5M2 (the caller
+// loads the scale).
+func newDecodeConsts(e5m2 bool, scale, magic, special VecPhysical) decodeConsts {
+	shift, rebias, sp := 20, 120, uint32(0x7F)
+	if e5m2 {
+		shift, rebias, sp = 21, 112, 0x7C
+	}
 	bcastY := func(v uint32, y VecPhysical) {
 		r := GP32()
 		MOVL(U32(v), r)
@@ -315,32 +318,48 @@ func decodeAVX2(name string, shift int, rebias int, e5m2 bool) {
 		VPBROADCASTD(y.AsX(), y)
 	}
 	bcastY(uint32(127+rebias)<<23, magic)
-	if e5m2 {
-		bcastY(0x7C, special)
+	bcastY(sp, special)
+	return decodeConsts{e5m2: e5m2, shift: shift, scale: scale, magic: magic, special: special}
+}
+
+// decodeLanesAVX2 decodes the 8 codes in c (one a lane, zero-extended)
+// into f: the magnitude bits moved into float32 position and multiplied
+// by 2^rebias (exact, denormal significands included), E5M2's infinity
+// signed, NaN codes the tables' positive quiet NaN, the result times
+// the scale. c is left as it was; t and nan are scratch.
+func decodeLanesAVX2(k decodeConsts, c, f, t, nan VecPhysical) {
+	VPAND(ac(0x7F), c, t)
+	VPSLLD(U8(k.shift), t, f)
+	VMULPS(k.magic, f, f)
+	if k.e5m2 {
+		VPCMPGTD(k.special, t, nan) // > 0x7C: NaN
+		VPCMPEQD(k.special, t, t)   // == 0x7C: infinity
+		VBLENDVPS(t, ac(0x7F800000), f, f)
 	} else {
-		bcastY(0x7F, special)
+		VPCMPEQD(k.special, t, nan) // == 0x7F: NaN
 	}
+	VPAND(ac(0x80), c, t)
+	VPSLLD(U8(24), t, t)
+	VPOR(t, f, f)
+	// The tables' positive quiet NaN, whatever the code's sign.
+	VBLENDVPS(nan, ac(0x7FC00000), f, f)
+	VMULPS(k.scale, f, f)
+}
+
+// decodeAVX2 is decode on 8 lanes (decodeLanesAVX2).
+func decodeAVX2(name string, e5m2 bool) {
+	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
+	Pragma("noescape")
+	Doc(name + " decodes 8·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	k := newDecodeConsts(e5m2, Y15, Y14, Y13)
+	VBROADCASTSS(NewParamAddr("scale", 24), k.scale)
 	loop(name, n, func() {
-		c, mag, f, t := Y0, Y1, Y2, Y3
-		VPMOVZXBD(Mem{Base: src}, c)
-		VPAND(ac(0x7F), c, mag)
-		VPSLLD(U8(shift), mag, f)
-		VMULPS(magic, f, f)
-		nan := Y4
-		if e5m2 {
-			VPCMPEQD(special, mag, t) // == 0x7C: infinity
-			VBLENDVPS(t, ac(0x7F800000), f, f)
-			VPCMPGTD(special, mag, nan) // > 0x7C: NaN
-		} else {
-			VPCMPEQD(special, mag, nan) // == 0x7F: NaN
-		}
-		VPAND(ac(0x80), c, t)
-		VPSLLD(U8(24), t, t)
-		VPOR(t, f, f)
-		// The tables' positive quiet NaN, whatever the code's sign.
-		VBLENDVPS(nan, ac(0x7FC00000), f, f)
-		VMULPS(scale, f, f)
-		VMOVUPS(f, Mem{Base: dst})
+		VPMOVZXBD(Mem{Base: src}, Y0)
+		decodeLanesAVX2(k, Y0, Y2, Y3, Y4)
+		VMOVUPS(Y2, Mem{Base: dst})
 		ADDQ(U32(8), src)
 		ADDQ(U32(32), dst)
 	})
