@@ -8,8 +8,10 @@ import (
 )
 
 // Amax returns max|x| over src, or NaN if src holds a NaN (so that a
-// non-finite step is seen and counted, rather than skipped).
-func Amax(src []float32) float32 { return fromAmaxBits(kernels.AmaxBits(src)) }
+// non-finite step is seen and counted, rather than skipped). Like
+// Quantize and Dequantize, it splits a slice of 64Ki values or more
+// over the worker goroutines, with the same result.
+func Amax(src []float32) float32 { return fromAmaxBits(amaxSplit(src)) }
 
 // fromAmaxBits turns the bits of max|x| from a kernel into the amax: NaN
 // for a NaN pattern.
@@ -24,7 +26,8 @@ func fromAmaxBits(m uint32) float32 {
 // Engine and torchao compute it) of every x in src to dst and returns the
 // amax of the unscaled input, in one pass. A dst shorter than src is an
 // error (the rule of every slice-taking function of this package), and
-// nothing is written.
+// nothing is written. A slice of 64Ki values or more is split over the
+// worker goroutines (one per core); codes and amax are the same.
 func Quantize(dst []uint8, src []float32, f Format, scale float32) (float32, error) {
 	if err := checkLen("quantize", len(dst), len(src)); err != nil {
 		return 0, err
@@ -32,7 +35,7 @@ func Quantize(dst []uint8, src []float32, f Format, scale float32) (float32, err
 	if err := checkFormat("quantize", f); err != nil {
 		return 0, err
 	}
-	return quantize(dst, src, f, scale), nil
+	return fromAmaxBits(quantizeSplit(formats[f].cast, dst[:len(src)], src, scale)), nil
 }
 
 // quantize is Quantize for callers that have checked the lengths.
@@ -58,7 +61,8 @@ func checkFormat(op string, f Format) error {
 
 // Dequantize writes Decode(q)·scaleInv for every q in src to dst
 // (Transformer Engine's form). A dst shorter than src is an error, and
-// nothing is written.
+// nothing is written. Long slices are split over the workers, as in
+// Quantize.
 func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) error {
 	if err := checkLen("dequantize", len(dst), len(src)); err != nil {
 		return err
@@ -66,7 +70,7 @@ func Dequantize(dst []float32, src []uint8, f Format, scaleInv float32) error {
 	if err := checkFormat("dequantize", f); err != nil {
 		return err
 	}
-	kernels.DecodeFP8(formats[f].cast, dst, src, scaleInv)
+	decodeSplit(formats[f].cast, dst[:len(src)], src, scaleInv)
 	return nil
 }
 

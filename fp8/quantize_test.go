@@ -497,3 +497,48 @@ func TestCastsRefuseOtherQuantizers(t *testing.T) {
 	_, err = NewNVFP4Quantizer(4, 128, 1, Quantizer{})
 	require.ErrorContains(t, err, "NVFP4Blocks")
 }
+
+// TestQuantizeSplitMatchesOneLoop: Quantize, Dequantize and Amax split
+// long slices over the workers (forced to four parts here) and give the
+// one-part loop's codes, values and amax bit for bit — with the largest
+// value, and then a NaN, in the first part and in the last.
+func TestQuantizeSplitMatchesOneLoop(t *testing.T) {
+	const n = 3*splitMin + 1234
+	rng := rand.New(rand.NewPCG(5, 6))
+	src := make([]float32, n)
+	for i := range src {
+		src[i] = float32(rng.NormFloat64() * 100)
+	}
+	splitMu.Lock()
+	saved, savedCount := freeSplitters, splitPartCount
+	freeSplitters, splitPartCount = nil, 4
+	splitMu.Unlock()
+	defer func() {
+		splitMu.Lock()
+		freeSplitters, splitPartCount = saved, savedCount
+		splitMu.Unlock()
+	}()
+	for trial, special := range []float32{1e4, float32(math.NaN()), 1e4, float32(math.NaN())} {
+		at := []int{5, 5, n - 7, n - 7}[trial]
+		saved := src[at]
+		src[at] = special
+		for _, f := range []Format{E4M3, E5M2} {
+			got, want := make([]uint8, n), make([]uint8, n)
+			amax, err := Quantize(got, src, f, 0.37)
+			require.NoError(t, err)
+			wantAmax := kernels.QuantizeFP8(formats[f].cast, want, src, 0.37)
+			require.Equal(t, want, got, "%v codes", f)
+			require.Equal(t, math.Float32bits(fromAmaxBits(wantAmax)), math.Float32bits(amax), "%v amax", f)
+			require.Equal(t, math.Float32bits(fromAmaxBits(kernels.AmaxBits(src))), math.Float32bits(Amax(src)))
+			vals, wantVals := make([]float32, n), make([]float32, n)
+			require.NoError(t, Dequantize(vals, got, f, 2.5))
+			kernels.DecodeFP8(formats[f].cast, wantVals, got, 2.5)
+			for i := range vals {
+				if math.Float32bits(vals[i]) != math.Float32bits(wantVals[i]) {
+					t.Fatalf("%v value %d: %v, want %v", f, i, vals[i], wantVals[i])
+				}
+			}
+		}
+		src[at] = saved
+	}
+}
