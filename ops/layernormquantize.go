@@ -71,20 +71,47 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		b.AtStepEnd(func() error { o.q.Meta.Update(); return nil })
 	}
 	// The float32 rows live in scratch: one row at a time for tensorwise
-	// delayed scaling (cast as soon as normalised), the whole tensor when
-	// the scale depends on all of it.
+	// delayed scaling (cast as soon as normalised, each worker on its
+	// share of the rows with a row and an amax of its own), the whole
+	// tensor when the scale depends on all of it.
 	if o.q.scaling() == scDelayed {
-		row := make([]float32, d)
+		rows := len(x) / max(d, 1)
 		out := b.Out.U8
 		m := o.q.Meta
 		f := o.q.Format
+		var scratch [][]float32
+		var amax []float32
+		var failed []error
+		c := newPartChunker(rows, rows*d, func(part, lo, hi int) {
+			row, a := scratch[part], float32(0)
+			for r := lo * d; r < hi*d; r += d {
+				normRow(row, x[r:r+d])
+				ra, err := fp8.Quantize(out[r:r+d], row, f, m.Scale)
+				if err != nil {
+					failed[part] = err
+					return
+				}
+				if ra > a || ra != ra {
+					a = ra
+				}
+			}
+			amax[part] = a
+		})
+		for i := 0; i < c.parts; i++ {
+			scratch = append(scratch, make([]float32, d))
+		}
+		amax, failed = make([]float32, c.parts), make([]error, c.parts)
+		run := c.kernel()
 		return func() error {
 			sc.ScaleInv = m.ScaleInv
+			if err := run(); err != nil {
+				return err
+			}
+			// Parts in order, as one loop over the rows would take them:
+			// a NaN row makes the amax NaN.
 			sc.Amax = 0
-			for r := 0; r+d <= len(x); r += d {
-				normRow(row, x[r:r+d])
-				a, err := fp8.Quantize(out[r:r+d], row, f, m.Scale)
-				if err != nil {
+			for i, a := range amax {
+				if err := failed[i]; err != nil {
 					return err
 				}
 				if a > sc.Amax || a != a {

@@ -367,29 +367,50 @@ func TestConvertLNFusion(t *testing.T) {
 }
 
 // The fused LayerNormQuantize gives the same codes as LayerNorm then
-// Quantize with the same state.
+// Quantize with the same state, and records the same amax — on 8 rows
+// (one part) and on 1024 (split over the workers, a row with the
+// largest value in the first part and, in a second run, a NaN in the
+// last).
 func TestLayerNormQuantizeMatchesUnfused(t *testing.T) {
-	for _, scaling := range []fp8.Quantizer{{Kind: fp8.DelayedScaling}, {Kind: fp8.CurrentScaling}, {Kind: fp8.CurrentScaling, Axiswise: true}, {Kind: fp8.MXFP8Blocks}} {
-		g := graph.New()
-		x := g.Input("x", graph.Float32, 8, 64)
-		gm, bt := g.Param("ln.weight", 64), g.Param("ln.bias", 64)
-		mk := func() ops.QuantizeConfig {
-			meta := fp8.NewMeta(fp8.E4M3, 4, 0, fp8.MostRecent, 1)
-			meta.Scale, meta.ScaleInv = 32, 1.0/32
-			return ops.QuantizeConfig{Quantizer: withFormat(scaling, fp8.E4M3), Meta: meta, Axis: 1, Tensor: fp8.RoleInput}
+	for _, rows := range []int{8, 1024} {
+		for _, scaling := range []fp8.Quantizer{{Kind: fp8.DelayedScaling}, {Kind: fp8.CurrentScaling}, {Kind: fp8.CurrentScaling, Axiswise: true}, {Kind: fp8.MXFP8Blocks}} {
+			g := graph.New()
+			x := g.Input("x", graph.Float32, rows, 64)
+			gm, bt := g.Param("ln.weight", 64), g.Param("ln.bias", 64)
+			var metas []*fp8.Meta
+			mk := func() ops.QuantizeConfig {
+				meta := fp8.NewMeta(fp8.E4M3, 4, 0, fp8.MostRecent, 1)
+				meta.Scale, meta.ScaleInv = 32, 1.0/32
+				metas = append(metas, meta)
+				return ops.QuantizeConfig{Quantizer: withFormat(scaling, fp8.E4M3), Meta: meta, Axis: 1, Tensor: fp8.RoleInput}
+			}
+			a := ops.Quantize(ops.LayerNorm("ln", x, gm, bt, ops.LayerNormConfig{}), mk())
+			b := ops.LayerNormQuantize("ln.fused", x, gm, bt, ops.LayerNormConfig{}, mk())
+			store := initStore(t, g, 2)
+			p, err := graph.Compile(g, store, graph.Options{Training: true}, a, b)
+			require.NoError(t, err)
+			xs := make([]float32, rows*64)
+			for i := range xs {
+				xs[i] = float32(math.Sin(float64(i))) * 3
+			}
+			xs[64+5] = 1e3 // row 1's largest value
+			for run := 0; run < 2; run++ {
+				if run == 1 && rows > 8 {
+					xs[(rows-2)*64+3] = float32(math.NaN())
+				}
+				require.NoError(t, p.FeedFloat32(x, xs))
+				require.NoError(t, p.Run())
+				msg := fmt.Sprintf("%s, %d rows, run %d", scaling.String(), rows, run)
+				require.Equal(t, p.Float32(a), p.Float32(b), msg)
+				// The amaxes recorded (rolled into the window at the
+				// step's end) and the scales they gave.
+				for i, want := range metas[0].History {
+					got := metas[1].History[i]
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got), "%s: amax history[%d] %v, want %v", msg, i, got, want)
+				}
+				require.Equal(t, metas[0].Scale, metas[1].Scale, msg)
+			}
 		}
-		a := ops.Quantize(ops.LayerNorm("ln", x, gm, bt, ops.LayerNormConfig{}), mk())
-		b := ops.LayerNormQuantize("ln.fused", x, gm, bt, ops.LayerNormConfig{}, mk())
-		store := initStore(t, g, 2)
-		p, err := graph.Compile(g, store, graph.Options{Training: true}, a, b)
-		require.NoError(t, err)
-		xs := make([]float32, 8*64)
-		for i := range xs {
-			xs[i] = float32(math.Sin(float64(i))) * 3
-		}
-		require.NoError(t, p.FeedFloat32(x, xs))
-		require.NoError(t, p.Run())
-		require.Equal(t, p.Float32(a), p.Float32(b), scaling.String())
 	}
 }
 
