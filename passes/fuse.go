@@ -34,12 +34,18 @@ func (r FuseReport) String() string {
 // runs the fused nodes step by step for comparison).
 //
 // Fuse runs last in Prepare (after FP8 conversion and any further
-// passes); the rules are:
+// passes); the rules are (the first applied before the chains are
+// found):
 //
+//	switch-sink:        Switch(GEMM, GEMM′) → op  ⇒  Switch(GEMM → op, GEMM′ → op)
 //	gemm-epilogue:      Linear|MatMul|ScaledMatMul|BF16MatMul → chain  ⇒  Linear+chain, …
 //	elementwise-chain:  x → op → op [→ op …]    ⇒  FusedElementwise(x, operands…)
 func Fuse(g *graph.Graph, outputs ...*graph.Node) (FuseReport, error) {
 	var rep FuseReport
+	done, err := sinkSwitches(g, outputs)
+	if err != nil {
+		return rep, err
+	}
 	chains := findChains(outputs)
 	isTail := func(epilogue bool) func(*graph.Node) bool {
 		return func(n *graph.Node) bool {
@@ -47,7 +53,6 @@ func Fuse(g *graph.Graph, outputs ...*graph.Node) (FuseReport, error) {
 			return ok && ops.FusedGEMM(c.Head) == epilogue
 		}
 	}
-	var done []fusion
 	build := func(root *graph.Node, _ Match) (*graph.Node, error) {
 		c := chains[root]
 		rep.Nodes += len(c.Nodes)
@@ -96,14 +101,70 @@ func Unfuse(g *graph.Graph) (int, error) {
 	return len(done), nil
 }
 
-// findChains returns the fusable chains of the graph of outputs, keyed by
-// their last node.
-func findChains(outputs []*graph.Node) map[*graph.Node]ops.Chain {
-	chains := map[*graph.Node]ops.Chain{}
+// sinkSwitches moves elementwise ops out of the way of GEMM epilogues:
+// where a Switch chooses between two branches (the training and the
+// evaluation path autocast gives a layer, a BF16MatMul or ScaledMatMul
+// and its float32 Linear) and its one reader is an op a chain can take,
+// that op is applied to each branch and a Switch of the two results takes
+// its place, so that each GEMM finds the op as its own single reader. It
+// repeats along the readers while they can be chained, and returns what
+// it replaced (each op and the Switch now standing for it) for Unfuse.
+// Values are unchanged: each program runs the same op on the branch it
+// takes.
+func sinkSwitches(g *graph.Graph, outputs []*graph.Node) ([]fusion, error) {
 	if len(outputs) == 0 {
-		return chains
+		return nil, nil
 	}
-	// The nodes either program runs, and who reads each.
+	live, readers, isOutput := liveReaders(outputs)
+	var done []fusion
+	feeds := func(x *graph.Node) bool {
+		return (ops.FusedGEMM(x) || x.IsSwitch()) && len(readers[x]) == 1
+	}
+	for _, s := range live {
+		if !s.IsSwitch() || !feeds(s.Input(0)) && !feeds(s.Input(1)) {
+			continue
+		}
+		for !isOutput[s] && len(readers[s]) == 1 {
+			a, b := s.Input(0), s.Input(1)
+			c := readers[s][0]
+			vi := -1
+			for i := 0; i < c.NumInputs(); i++ {
+				if c.Input(i) == s {
+					vi = i
+					break
+				}
+			}
+			if _, ok := ops.Chainable(c, vi); vi < 0 || !ok {
+				break
+			}
+			branch := func(x *graph.Node) *graph.Node {
+				in := make([]*graph.Node, c.NumInputs())
+				for i := range in {
+					in[i] = c.Input(i)
+				}
+				in[vi] = x
+				return g.Apply(c.Op(), c.Name(), in...)
+			}
+			ca, cb := branch(a), branch(b)
+			s2 := g.Apply(s.Op(), s.Name(), ca, cb)
+			if err := g.Err(); err != nil {
+				return done, err
+			}
+			if err := g.ReplaceUses(c, s2); err != nil {
+				return done, err
+			}
+			done = append(done, fusion{tail: c, fused: s2})
+			readers[a], readers[b], readers[s2] = []*graph.Node{ca}, []*graph.Node{cb}, readers[c]
+			isOutput[s2] = isOutput[c]
+			s = s2
+		}
+	}
+	return done, nil
+}
+
+// liveReaders returns the nodes either program of outputs runs (training
+// and evaluation), in graph order, who reads each, and which are outputs.
+func liveReaders(outputs []*graph.Node) ([]*graph.Node, map[*graph.Node][]*graph.Node, map[*graph.Node]bool) {
 	seen := map[*graph.Node]bool{}
 	var live []*graph.Node
 	for _, opts := range []graph.Options{{Training: true}, {}} {
@@ -119,7 +180,17 @@ func findChains(outputs []*graph.Node) map[*graph.Node]ops.Chain {
 	for _, o := range outputs {
 		isOutput[g.Resolve(o)] = true
 	}
-	readers := g.Consumers(live...)
+	return live, g.Consumers(live...), isOutput
+}
+
+// findChains returns the fusable chains of the graph of outputs, keyed by
+// their last node.
+func findChains(outputs []*graph.Node) map[*graph.Node]ops.Chain {
+	chains := map[*graph.Node]ops.Chain{}
+	if len(outputs) == 0 {
+		return chains
+	}
+	live, readers, isOutput := liveReaders(outputs)
 	// reads returns which input of c reads n (−1: none).
 	reads := func(c, n *graph.Node) int {
 		for i := 0; i < c.NumInputs(); i++ {

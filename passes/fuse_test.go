@@ -152,3 +152,68 @@ func TestUnfuseRestoresTheLayers(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing left to undo")
 }
+
+// TestFuseThroughSwitch: a residual add and an activation read from a
+// Switch between a training and an evaluation GEMM (as autocast builds
+// them) are applied to each branch, so each GEMM takes them in its
+// epilogue; both programs give the unfused values to the bit, and Unfuse
+// puts the graph back. A Switch the program outputs is left alone.
+func TestFuseThroughSwitch(t *testing.T) {
+	build := func(outputSwitch bool) (*graph.Graph, []*graph.Node, map[string][]float32) {
+		g := graph.New()
+		x, r := g.Input("x", graph.Float32, 6, 20), g.Input("r", graph.Float32, 6, 16)
+		w1, w2, b := g.Input("w1", graph.Float32, 16, 20), g.Input("w2", graph.Float32, 16, 20), g.Input("b", graph.Float32, 16)
+		sw := g.Switch("sw", "training", func(o graph.Options) bool { return o.Training },
+			ops.Linear("train", x, w1, b), ops.Linear("eval", x, w2, nil))
+		outs := []*graph.Node{ops.ReLU(ops.Add(r, sw))}
+		if outputSwitch {
+			outs = append(outs, sw)
+		}
+		rng := rand.New(rand.NewPCG(9, 9))
+		feeds := map[string][]float32{}
+		for _, in := range []*graph.Node{x, r, w1, w2, b} {
+			v := make([]float32, in.Shape().Numel())
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+			feeds[in.Name()] = v
+		}
+		return g, outs, feeds
+	}
+	run := func(g *graph.Graph, outs []*graph.Node, feeds map[string][]float32, opts graph.Options) []float32 {
+		p, err := graph.Compile(g, graph.NewStore(), opts, outs...)
+		require.NoError(t, err)
+		for name, v := range feeds {
+			if in := g.Lookup(name); p.HasInput(in) {
+				require.NoError(t, p.FeedFloat32(in, v))
+			}
+		}
+		require.NoError(t, p.Run())
+		return append([]float32(nil), p.Float32(outs[0])...)
+	}
+	for _, training := range []bool{true, false} {
+		opts := graph.Options{Training: training}
+		g, outs, feeds := build(false)
+		want := run(g, outs, feeds, opts)
+		rep, err := passes.Fuse(g, outs...)
+		require.NoError(t, err)
+		require.NoError(t, graph.Verify(g))
+		require.Equal(t, passes.FuseReport{Epilogues: 2, Nodes: 4}, rep, "Add and ReLU in each branch's Linear")
+		got := g.Resolve(outs[0])
+		require.True(t, got.IsSwitch(), "the output is a Switch of the fused GEMMs: %s", got.Op().Type())
+		for i := 0; i < 2; i++ {
+			require.Equal(t, "Linear+Add+ReLU", got.Input(i).Op().Type())
+		}
+		require.Equal(t, want, run(g, outs, feeds, opts), "training %v", training)
+		require.Equal(t, want, run(g, outs, feeds, graph.Options{Training: training, Unfused: true}), "step by step, training %v", training)
+		n, err := passes.Unfuse(g)
+		require.NoError(t, err)
+		require.Equal(t, 4, n, "two epilogues, and Add and ReLU each moved into the branches")
+		require.Equal(t, "ReLU", g.Resolve(outs[0]).Op().Type())
+		require.Equal(t, want, run(g, outs, feeds, opts), "unfused again, training %v", training)
+	}
+	g, outs, _ := build(true)
+	rep, err := passes.Fuse(g, outs...)
+	require.NoError(t, err)
+	require.Equal(t, passes.FuseReport{Chains: 1, Nodes: 2}, rep, "the Switch is an output: Add+ReLU one loop")
+}
