@@ -15528,7 +15528,79 @@ DATA avx2Consts<>+976(SB)/4, $0x7fc00000
 DATA avx2Consts<>+980(SB)/4, $0x7fc00000
 DATA avx2Consts<>+984(SB)/4, $0x7fc00000
 DATA avx2Consts<>+988(SB)/4, $0x7fc00000
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $992
+DATA avx2Consts<>+992(SB)/4, $0x007f007f
+DATA avx2Consts<>+996(SB)/4, $0x007f007f
+DATA avx2Consts<>+1000(SB)/4, $0x007f007f
+DATA avx2Consts<>+1004(SB)/4, $0x007f007f
+DATA avx2Consts<>+1008(SB)/4, $0x007f007f
+DATA avx2Consts<>+1012(SB)/4, $0x007f007f
+DATA avx2Consts<>+1016(SB)/4, $0x007f007f
+DATA avx2Consts<>+1020(SB)/4, $0x007f007f
+DATA avx2Consts<>+1024(SB)/4, $0x00070007
+DATA avx2Consts<>+1028(SB)/4, $0x00070007
+DATA avx2Consts<>+1032(SB)/4, $0x00070007
+DATA avx2Consts<>+1036(SB)/4, $0x00070007
+DATA avx2Consts<>+1040(SB)/4, $0x00070007
+DATA avx2Consts<>+1044(SB)/4, $0x00070007
+DATA avx2Consts<>+1048(SB)/4, $0x00070007
+DATA avx2Consts<>+1052(SB)/4, $0x00070007
+DATA avx2Consts<>+1056(SB)/4, $0x00030003
+DATA avx2Consts<>+1060(SB)/4, $0x00030003
+DATA avx2Consts<>+1064(SB)/4, $0x00030003
+DATA avx2Consts<>+1068(SB)/4, $0x00030003
+DATA avx2Consts<>+1072(SB)/4, $0x00030003
+DATA avx2Consts<>+1076(SB)/4, $0x00030003
+DATA avx2Consts<>+1080(SB)/4, $0x00030003
+DATA avx2Consts<>+1084(SB)/4, $0x00030003
+DATA avx2Consts<>+1088(SB)/4, $0x007c007c
+DATA avx2Consts<>+1092(SB)/4, $0x007c007c
+DATA avx2Consts<>+1096(SB)/4, $0x007c007c
+DATA avx2Consts<>+1100(SB)/4, $0x007c007c
+DATA avx2Consts<>+1104(SB)/4, $0x007c007c
+DATA avx2Consts<>+1108(SB)/4, $0x007c007c
+DATA avx2Consts<>+1112(SB)/4, $0x007c007c
+DATA avx2Consts<>+1116(SB)/4, $0x007c007c
+DATA avx2Consts<>+1120(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1124(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1128(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1132(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1136(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1140(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1144(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1148(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1152(SB)/4, $0x38003800
+DATA avx2Consts<>+1156(SB)/4, $0x38003800
+DATA avx2Consts<>+1160(SB)/4, $0x38003800
+DATA avx2Consts<>+1164(SB)/4, $0x38003800
+DATA avx2Consts<>+1168(SB)/4, $0x38003800
+DATA avx2Consts<>+1172(SB)/4, $0x38003800
+DATA avx2Consts<>+1176(SB)/4, $0x38003800
+DATA avx2Consts<>+1180(SB)/4, $0x38003800
+DATA avx2Consts<>+1184(SB)/4, $0x80008000
+DATA avx2Consts<>+1188(SB)/4, $0x80008000
+DATA avx2Consts<>+1192(SB)/4, $0x80008000
+DATA avx2Consts<>+1196(SB)/4, $0x80008000
+DATA avx2Consts<>+1200(SB)/4, $0x80008000
+DATA avx2Consts<>+1204(SB)/4, $0x80008000
+DATA avx2Consts<>+1208(SB)/4, $0x80008000
+DATA avx2Consts<>+1212(SB)/4, $0x80008000
+DATA avx2Consts<>+1216(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1220(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1224(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1228(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1232(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1236(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1240(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1244(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1248(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1252(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1256(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1260(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1264(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1268(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1272(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1276(SB)/4, $0x7f807f80
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1280
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
@@ -18749,6 +18821,2430 @@ rowGemm16_6x2mAVX2_write:
 	VZEROUPPER
 	RET
 
+// func rowGemm16S_1x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_1x2AVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+40(FP), DX
+	MOVQ    ldb+48(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	MOVQ    oddA+32(FP), DI
+	SHLQ    $0x02, DI
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	STMXCSR (SP)
+	MOVL    (SP), R8
+	ORL     $0x00008040, R8
+	MOVL    R8, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_1x2AVX2_store
+
+rowGemm16S_1x2AVX2_loop:
+	VMOVDQU      (DX), Y2
+	VPAND        avx2Consts<>+672(SB), Y2, Y2
+	VMOVDQU      32(DX), Y3
+	VPAND        avx2Consts<>+672(SB), Y3, Y3
+	VBROADCASTSS (SI)(DI*1), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      (DX), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMOVDQU      32(DX), Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (SI), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm16S_1x2AVX2_loop
+
+rowGemm16S_1x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y2
+	VBROADCASTSS alphaLo+84(FP), Y3
+	MOVL         alphaLo+84(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16S_1x2AVX2_one
+	VMULPS       Y3, Y0, Y4
+	VFMADD231PS  Y0, Y2, Y4
+	VMOVAPS      Y4, Y0
+	VMULPS       Y3, Y1, Y4
+	VFMADD231PS  Y1, Y2, Y4
+	VMOVAPS      Y4, Y1
+	JMP          rowGemm16S_1x2AVX2_write
+
+rowGemm16S_1x2AVX2_one:
+	VMULPS Y2, Y0, Y0
+	VMULPS Y2, Y1, Y1
+
+rowGemm16S_1x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_2x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_2x2AVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	STMXCSR (SP)
+	MOVL    (SP), R9
+	ORL     $0x00008040, R9
+	MOVL    R9, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_2x2AVX2_store
+
+rowGemm16S_2x2AVX2_loop:
+	VMOVDQU      (BX), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VMOVDQU      32(BX), Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VBROADCASTSS (DI)(CX*1), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (R8)(CX*1), Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      (BX), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMOVDQU      32(BX), Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (R8), Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_2x2AVX2_loop
+
+rowGemm16S_2x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y4
+	VBROADCASTSS alphaLo+84(FP), Y5
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_2x2AVX2_one
+	VMULPS       Y5, Y0, Y6
+	VFMADD231PS  Y0, Y4, Y6
+	VMOVAPS      Y6, Y0
+	VMULPS       Y5, Y1, Y6
+	VFMADD231PS  Y1, Y4, Y6
+	VMOVAPS      Y6, Y1
+	VMULPS       Y5, Y2, Y6
+	VFMADD231PS  Y2, Y4, Y6
+	VMOVAPS      Y6, Y2
+	VMULPS       Y5, Y3, Y6
+	VFMADD231PS  Y3, Y4, Y6
+	VMOVAPS      Y6, Y3
+	JMP          rowGemm16S_2x2AVX2_write
+
+rowGemm16S_2x2AVX2_one:
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VMULPS Y4, Y2, Y2
+	VMULPS Y4, Y3, Y3
+
+rowGemm16S_2x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_3x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_3x2AVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	STMXCSR (SP)
+	MOVL    (SP), R10
+	ORL     $0x00008040, R10
+	MOVL    R10, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_3x2AVX2_store
+
+rowGemm16S_3x2AVX2_loop:
+	VMOVDQU      (BX), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VMOVDQU      32(BX), Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VBROADCASTSS (DI)(CX*1), Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VBROADCASTSS (R8)(CX*1), Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VBROADCASTSS (R9)(CX*1), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVDQU      (BX), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VMOVDQU      32(BX), Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (DI), Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VBROADCASTSS (R8), Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_3x2AVX2_loop
+
+rowGemm16S_3x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y6
+	VBROADCASTSS alphaLo+84(FP), Y7
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_3x2AVX2_one
+	VMULPS       Y7, Y0, Y8
+	VFMADD231PS  Y0, Y6, Y8
+	VMOVAPS      Y8, Y0
+	VMULPS       Y7, Y1, Y8
+	VFMADD231PS  Y1, Y6, Y8
+	VMOVAPS      Y8, Y1
+	VMULPS       Y7, Y2, Y8
+	VFMADD231PS  Y2, Y6, Y8
+	VMOVAPS      Y8, Y2
+	VMULPS       Y7, Y3, Y8
+	VFMADD231PS  Y3, Y6, Y8
+	VMOVAPS      Y8, Y3
+	VMULPS       Y7, Y4, Y8
+	VFMADD231PS  Y4, Y6, Y8
+	VMOVAPS      Y8, Y4
+	VMULPS       Y7, Y5, Y8
+	VFMADD231PS  Y5, Y6, Y8
+	VMOVAPS      Y8, Y5
+	JMP          rowGemm16S_3x2AVX2_write
+
+rowGemm16S_3x2AVX2_one:
+	VMULPS Y6, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VMULPS Y6, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VMULPS Y6, Y4, Y4
+	VMULPS Y6, Y5, Y5
+
+rowGemm16S_3x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_4x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_4x2AVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	STMXCSR (SP)
+	MOVL    (SP), R11
+	ORL     $0x00008040, R11
+	MOVL    R11, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_4x2AVX2_store
+
+rowGemm16S_4x2AVX2_loop:
+	VMOVDQU      (BX), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VMOVDQU      32(BX), Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VBROADCASTSS (DI)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VBROADCASTSS (R8)(CX*1), Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VBROADCASTSS (R9)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VBROADCASTSS (R10)(CX*1), Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	VMOVDQU      (BX), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VMOVDQU      32(BX), Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (DI), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VBROADCASTSS (R8), Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VBROADCASTSS (R10), Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_4x2AVX2_loop
+
+rowGemm16S_4x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y8
+	VBROADCASTSS alphaLo+84(FP), Y9
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_4x2AVX2_one
+	VMULPS       Y9, Y0, Y10
+	VFMADD231PS  Y0, Y8, Y10
+	VMOVAPS      Y10, Y0
+	VMULPS       Y9, Y1, Y10
+	VFMADD231PS  Y1, Y8, Y10
+	VMOVAPS      Y10, Y1
+	VMULPS       Y9, Y2, Y10
+	VFMADD231PS  Y2, Y8, Y10
+	VMOVAPS      Y10, Y2
+	VMULPS       Y9, Y3, Y10
+	VFMADD231PS  Y3, Y8, Y10
+	VMOVAPS      Y10, Y3
+	VMULPS       Y9, Y4, Y10
+	VFMADD231PS  Y4, Y8, Y10
+	VMOVAPS      Y10, Y4
+	VMULPS       Y9, Y5, Y10
+	VFMADD231PS  Y5, Y8, Y10
+	VMOVAPS      Y10, Y5
+	VMULPS       Y9, Y6, Y10
+	VFMADD231PS  Y6, Y8, Y10
+	VMOVAPS      Y10, Y6
+	VMULPS       Y9, Y7, Y10
+	VFMADD231PS  Y7, Y8, Y10
+	VMOVAPS      Y10, Y7
+	JMP          rowGemm16S_4x2AVX2_write
+
+rowGemm16S_4x2AVX2_one:
+	VMULPS Y8, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VMULPS Y8, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VMULPS Y8, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VMULPS Y8, Y6, Y6
+	VMULPS Y8, Y7, Y7
+
+rowGemm16S_4x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_5x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_5x2AVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	STMXCSR (SP)
+	MOVL    (SP), R12
+	ORL     $0x00008040, R12
+	MOVL    R12, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_5x2AVX2_store
+
+rowGemm16S_5x2AVX2_loop:
+	VMOVDQU      (BX), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VMOVDQU      32(BX), Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VBROADCASTSS (DI)(CX*1), Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VBROADCASTSS (R8)(CX*1), Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VBROADCASTSS (R9)(CX*1), Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VBROADCASTSS (R10)(CX*1), Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VBROADCASTSS (R11)(CX*1), Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	VMOVDQU      (BX), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VMOVDQU      32(BX), Y11
+	VPSLLD       $0x10, Y11, Y11
+	VBROADCASTSS (DI), Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VBROADCASTSS (R8), Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VBROADCASTSS (R9), Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VBROADCASTSS (R10), Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_5x2AVX2_loop
+
+rowGemm16S_5x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y10
+	VBROADCASTSS alphaLo+84(FP), Y11
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_5x2AVX2_one
+	VMULPS       Y11, Y0, Y12
+	VFMADD231PS  Y0, Y10, Y12
+	VMOVAPS      Y12, Y0
+	VMULPS       Y11, Y1, Y12
+	VFMADD231PS  Y1, Y10, Y12
+	VMOVAPS      Y12, Y1
+	VMULPS       Y11, Y2, Y12
+	VFMADD231PS  Y2, Y10, Y12
+	VMOVAPS      Y12, Y2
+	VMULPS       Y11, Y3, Y12
+	VFMADD231PS  Y3, Y10, Y12
+	VMOVAPS      Y12, Y3
+	VMULPS       Y11, Y4, Y12
+	VFMADD231PS  Y4, Y10, Y12
+	VMOVAPS      Y12, Y4
+	VMULPS       Y11, Y5, Y12
+	VFMADD231PS  Y5, Y10, Y12
+	VMOVAPS      Y12, Y5
+	VMULPS       Y11, Y6, Y12
+	VFMADD231PS  Y6, Y10, Y12
+	VMOVAPS      Y12, Y6
+	VMULPS       Y11, Y7, Y12
+	VFMADD231PS  Y7, Y10, Y12
+	VMOVAPS      Y12, Y7
+	VMULPS       Y11, Y8, Y12
+	VFMADD231PS  Y8, Y10, Y12
+	VMOVAPS      Y12, Y8
+	VMULPS       Y11, Y9, Y12
+	VFMADD231PS  Y9, Y10, Y12
+	VMOVAPS      Y12, Y9
+	JMP          rowGemm16S_5x2AVX2_write
+
+rowGemm16S_5x2AVX2_one:
+	VMULPS Y10, Y0, Y0
+	VMULPS Y10, Y1, Y1
+	VMULPS Y10, Y2, Y2
+	VMULPS Y10, Y3, Y3
+	VMULPS Y10, Y4, Y4
+	VMULPS Y10, Y5, Y5
+	VMULPS Y10, Y6, Y6
+	VMULPS Y10, Y7, Y7
+	VMULPS Y10, Y8, Y8
+	VMULPS Y10, Y9, Y9
+
+rowGemm16S_5x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_6x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_6x2AVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	VXORPS  Y10, Y10, Y10
+	VXORPS  Y11, Y11, Y11
+	STMXCSR (SP)
+	MOVL    (SP), R13
+	ORL     $0x00008040, R13
+	MOVL    R13, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_6x2AVX2_store
+
+rowGemm16S_6x2AVX2_loop:
+	VMOVDQU      (BX), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VMOVDQU      32(BX), Y13
+	VPAND        avx2Consts<>+672(SB), Y13, Y13
+	VBROADCASTSS (DI)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VBROADCASTSS (R8)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VFMADD231PS  Y14, Y13, Y3
+	VBROADCASTSS (R9)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VBROADCASTSS (R10)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VFMADD231PS  Y14, Y13, Y7
+	VBROADCASTSS (R11)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VBROADCASTSS (R12)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y10
+	VFMADD231PS  Y14, Y13, Y11
+	VMOVDQU      (BX), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VMOVDQU      32(BX), Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VFMADD231PS  Y14, Y13, Y3
+	VBROADCASTSS (R9), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VFMADD231PS  Y14, Y13, Y7
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y14, Y12, Y10
+	VFMADD231PS  Y14, Y13, Y11
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_6x2AVX2_loop
+
+rowGemm16S_6x2AVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y12
+	VBROADCASTSS alphaLo+84(FP), Y13
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_6x2AVX2_one
+	VMULPS       Y13, Y0, Y14
+	VFMADD231PS  Y0, Y12, Y14
+	VMOVAPS      Y14, Y0
+	VMULPS       Y13, Y1, Y14
+	VFMADD231PS  Y1, Y12, Y14
+	VMOVAPS      Y14, Y1
+	VMULPS       Y13, Y2, Y14
+	VFMADD231PS  Y2, Y12, Y14
+	VMOVAPS      Y14, Y2
+	VMULPS       Y13, Y3, Y14
+	VFMADD231PS  Y3, Y12, Y14
+	VMOVAPS      Y14, Y3
+	VMULPS       Y13, Y4, Y14
+	VFMADD231PS  Y4, Y12, Y14
+	VMOVAPS      Y14, Y4
+	VMULPS       Y13, Y5, Y14
+	VFMADD231PS  Y5, Y12, Y14
+	VMOVAPS      Y14, Y5
+	VMULPS       Y13, Y6, Y14
+	VFMADD231PS  Y6, Y12, Y14
+	VMOVAPS      Y14, Y6
+	VMULPS       Y13, Y7, Y14
+	VFMADD231PS  Y7, Y12, Y14
+	VMOVAPS      Y14, Y7
+	VMULPS       Y13, Y8, Y14
+	VFMADD231PS  Y8, Y12, Y14
+	VMOVAPS      Y14, Y8
+	VMULPS       Y13, Y9, Y14
+	VFMADD231PS  Y9, Y12, Y14
+	VMOVAPS      Y14, Y9
+	VMULPS       Y13, Y10, Y14
+	VFMADD231PS  Y10, Y12, Y14
+	VMOVAPS      Y14, Y10
+	VMULPS       Y13, Y11, Y14
+	VFMADD231PS  Y11, Y12, Y14
+	VMOVAPS      Y14, Y11
+	JMP          rowGemm16S_6x2AVX2_write
+
+rowGemm16S_6x2AVX2_one:
+	VMULPS Y12, Y0, Y0
+	VMULPS Y12, Y1, Y1
+	VMULPS Y12, Y2, Y2
+	VMULPS Y12, Y3, Y3
+	VMULPS Y12, Y4, Y4
+	VMULPS Y12, Y5, Y5
+	VMULPS Y12, Y6, Y6
+	VMULPS Y12, Y7, Y7
+	VMULPS Y12, Y8, Y8
+	VMULPS Y12, Y9, Y9
+	VMULPS Y12, Y10, Y10
+	VMULPS Y12, Y11, Y11
+
+rowGemm16S_6x2AVX2_write:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y6, (AX)
+	VMOVUPS Y7, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	ADDQ    CX, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_1x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_1x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+40(FP), DX
+	MOVQ    ldb+48(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	MOVQ    oddA+32(FP), DI
+	SHLQ    $0x02, DI
+	MOVQ    mask+72(FP), R8
+	VMOVDQU (R8), Y15
+	VXORPS  Y0, Y0, Y0
+	STMXCSR (SP)
+	MOVL    (SP), R8
+	ORL     $0x00008040, R8
+	MOVL    R8, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_1x1mAVX2_store
+
+rowGemm16S_1x1mAVX2_loop:
+	VMASKMOVPS   (DX), Y15, Y1
+	VPAND        avx2Consts<>+672(SB), Y1, Y1
+	VBROADCASTSS (SI)(DI*1), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	VMASKMOVPS   (DX), Y15, Y1
+	VPSLLD       $0x10, Y1, Y1
+	VBROADCASTSS (SI), Y2
+	VFMADD231PS  Y2, Y1, Y0
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm16S_1x1mAVX2_loop
+
+rowGemm16S_1x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y1
+	VBROADCASTSS alphaLo+84(FP), Y2
+	MOVL         alphaLo+84(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16S_1x1mAVX2_one
+	VMULPS       Y2, Y0, Y3
+	VFMADD231PS  Y0, Y1, Y3
+	VMOVAPS      Y3, Y0
+	JMP          rowGemm16S_1x1mAVX2_write
+
+rowGemm16S_1x1mAVX2_one:
+	VMULPS Y1, Y0, Y0
+
+rowGemm16S_1x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_2x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_2x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R9
+	VMOVDQU (R9), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	STMXCSR (SP)
+	MOVL    (SP), R9
+	ORL     $0x00008040, R9
+	MOVL    R9, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_2x1mAVX2_store
+
+rowGemm16S_2x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y2
+	VPAND        avx2Consts<>+672(SB), Y2, Y2
+	VBROADCASTSS (DI)(CX*1), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (R8)(CX*1), Y4
+	VFMADD231PS  Y4, Y2, Y1
+	VMASKMOVPS   (BX), Y15, Y2
+	VPSLLD       $0x10, Y2, Y2
+	VBROADCASTSS (DI), Y3
+	VFMADD231PS  Y3, Y2, Y0
+	VBROADCASTSS (R8), Y4
+	VFMADD231PS  Y4, Y2, Y1
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_2x1mAVX2_loop
+
+rowGemm16S_2x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y2
+	VBROADCASTSS alphaLo+84(FP), Y3
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_2x1mAVX2_one
+	VMULPS       Y3, Y0, Y4
+	VFMADD231PS  Y0, Y2, Y4
+	VMOVAPS      Y4, Y0
+	VMULPS       Y3, Y1, Y4
+	VFMADD231PS  Y1, Y2, Y4
+	VMOVAPS      Y4, Y1
+	JMP          rowGemm16S_2x1mAVX2_write
+
+rowGemm16S_2x1mAVX2_one:
+	VMULPS Y2, Y0, Y0
+	VMULPS Y2, Y1, Y1
+
+rowGemm16S_2x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_3x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_3x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R10
+	VMOVDQU (R10), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	STMXCSR (SP)
+	MOVL    (SP), R10
+	ORL     $0x00008040, R10
+	MOVL    R10, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_3x1mAVX2_store
+
+rowGemm16S_3x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y3
+	VPAND        avx2Consts<>+672(SB), Y3, Y3
+	VBROADCASTSS (DI)(CX*1), Y4
+	VFMADD231PS  Y4, Y3, Y0
+	VBROADCASTSS (R8)(CX*1), Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS (R9)(CX*1), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	VMASKMOVPS   (BX), Y15, Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (DI), Y4
+	VFMADD231PS  Y4, Y3, Y0
+	VBROADCASTSS (R8), Y5
+	VFMADD231PS  Y5, Y3, Y1
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y4, Y3, Y2
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_3x1mAVX2_loop
+
+rowGemm16S_3x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y3
+	VBROADCASTSS alphaLo+84(FP), Y4
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_3x1mAVX2_one
+	VMULPS       Y4, Y0, Y5
+	VFMADD231PS  Y0, Y3, Y5
+	VMOVAPS      Y5, Y0
+	VMULPS       Y4, Y1, Y5
+	VFMADD231PS  Y1, Y3, Y5
+	VMOVAPS      Y5, Y1
+	VMULPS       Y4, Y2, Y5
+	VFMADD231PS  Y2, Y3, Y5
+	VMOVAPS      Y5, Y2
+	JMP          rowGemm16S_3x1mAVX2_write
+
+rowGemm16S_3x1mAVX2_one:
+	VMULPS Y3, Y0, Y0
+	VMULPS Y3, Y1, Y1
+	VMULPS Y3, Y2, Y2
+
+rowGemm16S_3x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_4x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_4x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R11
+	VMOVDQU (R11), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	STMXCSR (SP)
+	MOVL    (SP), R11
+	ORL     $0x00008040, R11
+	MOVL    R11, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_4x1mAVX2_store
+
+rowGemm16S_4x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VBROADCASTSS (DI)(CX*1), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VBROADCASTSS (R8)(CX*1), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VBROADCASTSS (R9)(CX*1), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VBROADCASTSS (R10)(CX*1), Y6
+	VFMADD231PS  Y6, Y4, Y3
+	VMASKMOVPS   (BX), Y15, Y4
+	VPSLLD       $0x10, Y4, Y4
+	VBROADCASTSS (DI), Y5
+	VFMADD231PS  Y5, Y4, Y0
+	VBROADCASTSS (R8), Y6
+	VFMADD231PS  Y6, Y4, Y1
+	VBROADCASTSS (R9), Y5
+	VFMADD231PS  Y5, Y4, Y2
+	VBROADCASTSS (R10), Y6
+	VFMADD231PS  Y6, Y4, Y3
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_4x1mAVX2_loop
+
+rowGemm16S_4x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y4
+	VBROADCASTSS alphaLo+84(FP), Y5
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_4x1mAVX2_one
+	VMULPS       Y5, Y0, Y6
+	VFMADD231PS  Y0, Y4, Y6
+	VMOVAPS      Y6, Y0
+	VMULPS       Y5, Y1, Y6
+	VFMADD231PS  Y1, Y4, Y6
+	VMOVAPS      Y6, Y1
+	VMULPS       Y5, Y2, Y6
+	VFMADD231PS  Y2, Y4, Y6
+	VMOVAPS      Y6, Y2
+	VMULPS       Y5, Y3, Y6
+	VFMADD231PS  Y3, Y4, Y6
+	VMOVAPS      Y6, Y3
+	JMP          rowGemm16S_4x1mAVX2_write
+
+rowGemm16S_4x1mAVX2_one:
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VMULPS Y4, Y2, Y2
+	VMULPS Y4, Y3, Y3
+
+rowGemm16S_4x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_5x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_5x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R12
+	VMOVDQU (R12), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	STMXCSR (SP)
+	MOVL    (SP), R12
+	ORL     $0x00008040, R12
+	MOVL    R12, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_5x1mAVX2_store
+
+rowGemm16S_5x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VBROADCASTSS (DI)(CX*1), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	VBROADCASTSS (R8)(CX*1), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VBROADCASTSS (R9)(CX*1), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	VBROADCASTSS (R10)(CX*1), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS (R11)(CX*1), Y6
+	VFMADD231PS  Y6, Y5, Y4
+	VMASKMOVPS   (BX), Y15, Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y5, Y0
+	VBROADCASTSS (R8), Y7
+	VFMADD231PS  Y7, Y5, Y1
+	VBROADCASTSS (R9), Y6
+	VFMADD231PS  Y6, Y5, Y2
+	VBROADCASTSS (R10), Y7
+	VFMADD231PS  Y7, Y5, Y3
+	VBROADCASTSS (R11), Y6
+	VFMADD231PS  Y6, Y5, Y4
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_5x1mAVX2_loop
+
+rowGemm16S_5x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y5
+	VBROADCASTSS alphaLo+84(FP), Y6
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_5x1mAVX2_one
+	VMULPS       Y6, Y0, Y7
+	VFMADD231PS  Y0, Y5, Y7
+	VMOVAPS      Y7, Y0
+	VMULPS       Y6, Y1, Y7
+	VFMADD231PS  Y1, Y5, Y7
+	VMOVAPS      Y7, Y1
+	VMULPS       Y6, Y2, Y7
+	VFMADD231PS  Y2, Y5, Y7
+	VMOVAPS      Y7, Y2
+	VMULPS       Y6, Y3, Y7
+	VFMADD231PS  Y3, Y5, Y7
+	VMOVAPS      Y7, Y3
+	VMULPS       Y6, Y4, Y7
+	VFMADD231PS  Y4, Y5, Y7
+	VMOVAPS      Y7, Y4
+	JMP          rowGemm16S_5x1mAVX2_write
+
+rowGemm16S_5x1mAVX2_one:
+	VMULPS Y5, Y0, Y0
+	VMULPS Y5, Y1, Y1
+	VMULPS Y5, Y2, Y2
+	VMULPS Y5, Y3, Y3
+	VMULPS Y5, Y4, Y4
+
+rowGemm16S_5x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_6x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_6x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R13
+	VMOVDQU (R13), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	STMXCSR (SP)
+	MOVL    (SP), R13
+	ORL     $0x00008040, R13
+	MOVL    R13, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_6x1mAVX2_store
+
+rowGemm16S_6x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VBROADCASTSS (DI)(CX*1), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS (R8)(CX*1), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VBROADCASTSS (R9)(CX*1), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VBROADCASTSS (R10)(CX*1), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VBROADCASTSS (R11)(CX*1), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	VBROADCASTSS (R12)(CX*1), Y8
+	VFMADD231PS  Y8, Y6, Y5
+	VMASKMOVPS   (BX), Y15, Y6
+	VPSLLD       $0x10, Y6, Y6
+	VBROADCASTSS (DI), Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VBROADCASTSS (R8), Y8
+	VFMADD231PS  Y8, Y6, Y1
+	VBROADCASTSS (R9), Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VBROADCASTSS (R10), Y8
+	VFMADD231PS  Y8, Y6, Y3
+	VBROADCASTSS (R11), Y7
+	VFMADD231PS  Y7, Y6, Y4
+	VBROADCASTSS (R12), Y8
+	VFMADD231PS  Y8, Y6, Y5
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_6x1mAVX2_loop
+
+rowGemm16S_6x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y6
+	VBROADCASTSS alphaLo+84(FP), Y7
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_6x1mAVX2_one
+	VMULPS       Y7, Y0, Y8
+	VFMADD231PS  Y0, Y6, Y8
+	VMOVAPS      Y8, Y0
+	VMULPS       Y7, Y1, Y8
+	VFMADD231PS  Y1, Y6, Y8
+	VMOVAPS      Y8, Y1
+	VMULPS       Y7, Y2, Y8
+	VFMADD231PS  Y2, Y6, Y8
+	VMOVAPS      Y8, Y2
+	VMULPS       Y7, Y3, Y8
+	VFMADD231PS  Y3, Y6, Y8
+	VMOVAPS      Y8, Y3
+	VMULPS       Y7, Y4, Y8
+	VFMADD231PS  Y4, Y6, Y8
+	VMOVAPS      Y8, Y4
+	VMULPS       Y7, Y5, Y8
+	VFMADD231PS  Y5, Y6, Y8
+	VMOVAPS      Y8, Y5
+	JMP          rowGemm16S_6x1mAVX2_write
+
+rowGemm16S_6x1mAVX2_one:
+	VMULPS Y6, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VMULPS Y6, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VMULPS Y6, Y4, Y4
+	VMULPS Y6, Y5, Y5
+
+rowGemm16S_6x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_7x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_7x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R14
+	VMOVDQU (R14), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	STMXCSR (SP)
+	MOVL    (SP), R14
+	ORL     $0x00008040, R14
+	MOVL    R14, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_7x1mAVX2_store
+
+rowGemm16S_7x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VBROADCASTSS (DI)(CX*1), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VBROADCASTSS (R8)(CX*1), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VBROADCASTSS (R9)(CX*1), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VBROADCASTSS (R10)(CX*1), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VBROADCASTSS (R11)(CX*1), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VBROADCASTSS (R12)(CX*1), Y9
+	VFMADD231PS  Y9, Y7, Y5
+	VBROADCASTSS (R13)(CX*1), Y8
+	VFMADD231PS  Y8, Y7, Y6
+	VMASKMOVPS   (BX), Y15, Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (DI), Y8
+	VFMADD231PS  Y8, Y7, Y0
+	VBROADCASTSS (R8), Y9
+	VFMADD231PS  Y9, Y7, Y1
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y7, Y2
+	VBROADCASTSS (R10), Y9
+	VFMADD231PS  Y9, Y7, Y3
+	VBROADCASTSS (R11), Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VBROADCASTSS (R12), Y9
+	VFMADD231PS  Y9, Y7, Y5
+	VBROADCASTSS (R13), Y8
+	VFMADD231PS  Y8, Y7, Y6
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         DX, R13
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_7x1mAVX2_loop
+
+rowGemm16S_7x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y7
+	VBROADCASTSS alphaLo+84(FP), Y8
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_7x1mAVX2_one
+	VMULPS       Y8, Y0, Y9
+	VFMADD231PS  Y0, Y7, Y9
+	VMOVAPS      Y9, Y0
+	VMULPS       Y8, Y1, Y9
+	VFMADD231PS  Y1, Y7, Y9
+	VMOVAPS      Y9, Y1
+	VMULPS       Y8, Y2, Y9
+	VFMADD231PS  Y2, Y7, Y9
+	VMOVAPS      Y9, Y2
+	VMULPS       Y8, Y3, Y9
+	VFMADD231PS  Y3, Y7, Y9
+	VMOVAPS      Y9, Y3
+	VMULPS       Y8, Y4, Y9
+	VFMADD231PS  Y4, Y7, Y9
+	VMOVAPS      Y9, Y4
+	VMULPS       Y8, Y5, Y9
+	VFMADD231PS  Y5, Y7, Y9
+	VMOVAPS      Y9, Y5
+	VMULPS       Y8, Y6, Y9
+	VFMADD231PS  Y6, Y7, Y9
+	VMOVAPS      Y9, Y6
+	JMP          rowGemm16S_7x1mAVX2_write
+
+rowGemm16S_7x1mAVX2_one:
+	VMULPS Y7, Y0, Y0
+	VMULPS Y7, Y1, Y1
+	VMULPS Y7, Y2, Y2
+	VMULPS Y7, Y3, Y3
+	VMULPS Y7, Y4, Y4
+	VMULPS Y7, Y5, Y5
+	VMULPS Y7, Y6, Y6
+
+rowGemm16S_7x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y6, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_8x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_8x1mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    R12, R13
+	ADDQ    CX, R13
+	MOVQ    R13, R14
+	ADDQ    CX, R14
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R15
+	VMOVDQU (R15), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	STMXCSR (SP)
+	MOVL    (SP), R15
+	ORL     $0x00008040, R15
+	MOVL    R15, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_8x1mAVX2_store
+
+rowGemm16S_8x1mAVX2_loop:
+	VMASKMOVPS   (BX), Y15, Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VBROADCASTSS (DI)(CX*1), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VBROADCASTSS (R8)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VBROADCASTSS (R9)(CX*1), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (R10)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VBROADCASTSS (R11)(CX*1), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VBROADCASTSS (R12)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y5
+	VBROADCASTSS (R13)(CX*1), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VBROADCASTSS (R14)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y7
+	VMASKMOVPS   (BX), Y15, Y8
+	VPSLLD       $0x10, Y8, Y8
+	VBROADCASTSS (DI), Y9
+	VFMADD231PS  Y9, Y8, Y0
+	VBROADCASTSS (R8), Y10
+	VFMADD231PS  Y10, Y8, Y1
+	VBROADCASTSS (R9), Y9
+	VFMADD231PS  Y9, Y8, Y2
+	VBROADCASTSS (R10), Y10
+	VFMADD231PS  Y10, Y8, Y3
+	VBROADCASTSS (R11), Y9
+	VFMADD231PS  Y9, Y8, Y4
+	VBROADCASTSS (R12), Y10
+	VFMADD231PS  Y10, Y8, Y5
+	VBROADCASTSS (R13), Y9
+	VFMADD231PS  Y9, Y8, Y6
+	VBROADCASTSS (R14), Y10
+	VFMADD231PS  Y10, Y8, Y7
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         DX, R13
+	ADDQ         DX, R14
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_8x1mAVX2_loop
+
+rowGemm16S_8x1mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y8
+	VBROADCASTSS alphaLo+84(FP), Y9
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_8x1mAVX2_one
+	VMULPS       Y9, Y0, Y10
+	VFMADD231PS  Y0, Y8, Y10
+	VMOVAPS      Y10, Y0
+	VMULPS       Y9, Y1, Y10
+	VFMADD231PS  Y1, Y8, Y10
+	VMOVAPS      Y10, Y1
+	VMULPS       Y9, Y2, Y10
+	VFMADD231PS  Y2, Y8, Y10
+	VMOVAPS      Y10, Y2
+	VMULPS       Y9, Y3, Y10
+	VFMADD231PS  Y3, Y8, Y10
+	VMOVAPS      Y10, Y3
+	VMULPS       Y9, Y4, Y10
+	VFMADD231PS  Y4, Y8, Y10
+	VMOVAPS      Y10, Y4
+	VMULPS       Y9, Y5, Y10
+	VFMADD231PS  Y5, Y8, Y10
+	VMOVAPS      Y10, Y5
+	VMULPS       Y9, Y6, Y10
+	VFMADD231PS  Y6, Y8, Y10
+	VMOVAPS      Y10, Y6
+	VMULPS       Y9, Y7, Y10
+	VFMADD231PS  Y7, Y8, Y10
+	VMOVAPS      Y10, Y7
+	JMP          rowGemm16S_8x1mAVX2_write
+
+rowGemm16S_8x1mAVX2_one:
+	VMULPS Y8, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VMULPS Y8, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VMULPS Y8, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VMULPS Y8, Y6, Y6
+	VMULPS Y8, Y7, Y7
+
+rowGemm16S_8x1mAVX2_write:
+	VMASKMOVPS Y0, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y1, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y2, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y3, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y4, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y5, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y6, Y15, (AX)
+	ADDQ       CX, AX
+	VMASKMOVPS Y7, Y15, (AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_1x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_1x2mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    b+40(FP), DX
+	MOVQ    ldb+48(FP), BX
+	SHLQ    $0x02, BX
+	MOVQ    a+8(FP), SI
+	MOVQ    oddA+32(FP), DI
+	SHLQ    $0x02, DI
+	MOVQ    mask+72(FP), R8
+	VMOVDQU (R8), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	STMXCSR (SP)
+	MOVL    (SP), R8
+	ORL     $0x00008040, R8
+	MOVL    R8, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_1x2mAVX2_store
+
+rowGemm16S_1x2mAVX2_loop:
+	VMOVDQU      (DX), Y2
+	VPAND        avx2Consts<>+672(SB), Y2, Y2
+	VMASKMOVPS   32(DX), Y15, Y3
+	VPAND        avx2Consts<>+672(SB), Y3, Y3
+	VBROADCASTSS (SI)(DI*1), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	VMOVDQU      (DX), Y2
+	VPSLLD       $0x10, Y2, Y2
+	VMASKMOVPS   32(DX), Y15, Y3
+	VPSLLD       $0x10, Y3, Y3
+	VBROADCASTSS (SI), Y4
+	VFMADD231PS  Y4, Y2, Y0
+	VFMADD231PS  Y4, Y3, Y1
+	ADDQ         CX, SI
+	ADDQ         BX, DX
+	DECQ         AX
+	JNZ          rowGemm16S_1x2mAVX2_loop
+
+rowGemm16S_1x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y2
+	VBROADCASTSS alphaLo+84(FP), Y3
+	MOVL         alphaLo+84(FP), CX
+	TESTL        CX, CX
+	JZ           rowGemm16S_1x2mAVX2_one
+	VMULPS       Y3, Y0, Y4
+	VFMADD231PS  Y0, Y2, Y4
+	VMOVAPS      Y4, Y0
+	VMULPS       Y3, Y1, Y4
+	VFMADD231PS  Y1, Y2, Y4
+	VMOVAPS      Y4, Y1
+	JMP          rowGemm16S_1x2mAVX2_write
+
+rowGemm16S_1x2mAVX2_one:
+	VMULPS Y2, Y0, Y0
+	VMULPS Y2, Y1, Y1
+
+rowGemm16S_1x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_2x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_2x2mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R9
+	VMOVDQU (R9), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	STMXCSR (SP)
+	MOVL    (SP), R9
+	ORL     $0x00008040, R9
+	MOVL    R9, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_2x2mAVX2_store
+
+rowGemm16S_2x2mAVX2_loop:
+	VMOVDQU      (BX), Y4
+	VPAND        avx2Consts<>+672(SB), Y4, Y4
+	VMASKMOVPS   32(BX), Y15, Y5
+	VPAND        avx2Consts<>+672(SB), Y5, Y5
+	VBROADCASTSS (DI)(CX*1), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (R8)(CX*1), Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	VMOVDQU      (BX), Y4
+	VPSLLD       $0x10, Y4, Y4
+	VMASKMOVPS   32(BX), Y15, Y5
+	VPSLLD       $0x10, Y5, Y5
+	VBROADCASTSS (DI), Y6
+	VFMADD231PS  Y6, Y4, Y0
+	VFMADD231PS  Y6, Y5, Y1
+	VBROADCASTSS (R8), Y7
+	VFMADD231PS  Y7, Y4, Y2
+	VFMADD231PS  Y7, Y5, Y3
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_2x2mAVX2_loop
+
+rowGemm16S_2x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y4
+	VBROADCASTSS alphaLo+84(FP), Y5
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_2x2mAVX2_one
+	VMULPS       Y5, Y0, Y6
+	VFMADD231PS  Y0, Y4, Y6
+	VMOVAPS      Y6, Y0
+	VMULPS       Y5, Y1, Y6
+	VFMADD231PS  Y1, Y4, Y6
+	VMOVAPS      Y6, Y1
+	VMULPS       Y5, Y2, Y6
+	VFMADD231PS  Y2, Y4, Y6
+	VMOVAPS      Y6, Y2
+	VMULPS       Y5, Y3, Y6
+	VFMADD231PS  Y3, Y4, Y6
+	VMOVAPS      Y6, Y3
+	JMP          rowGemm16S_2x2mAVX2_write
+
+rowGemm16S_2x2mAVX2_one:
+	VMULPS Y4, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VMULPS Y4, Y2, Y2
+	VMULPS Y4, Y3, Y3
+
+rowGemm16S_2x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_3x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_3x2mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R10
+	VMOVDQU (R10), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	STMXCSR (SP)
+	MOVL    (SP), R10
+	ORL     $0x00008040, R10
+	MOVL    R10, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_3x2mAVX2_store
+
+rowGemm16S_3x2mAVX2_loop:
+	VMOVDQU      (BX), Y6
+	VPAND        avx2Consts<>+672(SB), Y6, Y6
+	VMASKMOVPS   32(BX), Y15, Y7
+	VPAND        avx2Consts<>+672(SB), Y7, Y7
+	VBROADCASTSS (DI)(CX*1), Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VBROADCASTSS (R8)(CX*1), Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VBROADCASTSS (R9)(CX*1), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	VMOVDQU      (BX), Y6
+	VPSLLD       $0x10, Y6, Y6
+	VMASKMOVPS   32(BX), Y15, Y7
+	VPSLLD       $0x10, Y7, Y7
+	VBROADCASTSS (DI), Y8
+	VFMADD231PS  Y8, Y6, Y0
+	VFMADD231PS  Y8, Y7, Y1
+	VBROADCASTSS (R8), Y9
+	VFMADD231PS  Y9, Y6, Y2
+	VFMADD231PS  Y9, Y7, Y3
+	VBROADCASTSS (R9), Y8
+	VFMADD231PS  Y8, Y6, Y4
+	VFMADD231PS  Y8, Y7, Y5
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_3x2mAVX2_loop
+
+rowGemm16S_3x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y6
+	VBROADCASTSS alphaLo+84(FP), Y7
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_3x2mAVX2_one
+	VMULPS       Y7, Y0, Y8
+	VFMADD231PS  Y0, Y6, Y8
+	VMOVAPS      Y8, Y0
+	VMULPS       Y7, Y1, Y8
+	VFMADD231PS  Y1, Y6, Y8
+	VMOVAPS      Y8, Y1
+	VMULPS       Y7, Y2, Y8
+	VFMADD231PS  Y2, Y6, Y8
+	VMOVAPS      Y8, Y2
+	VMULPS       Y7, Y3, Y8
+	VFMADD231PS  Y3, Y6, Y8
+	VMOVAPS      Y8, Y3
+	VMULPS       Y7, Y4, Y8
+	VFMADD231PS  Y4, Y6, Y8
+	VMOVAPS      Y8, Y4
+	VMULPS       Y7, Y5, Y8
+	VFMADD231PS  Y5, Y6, Y8
+	VMOVAPS      Y8, Y5
+	JMP          rowGemm16S_3x2mAVX2_write
+
+rowGemm16S_3x2mAVX2_one:
+	VMULPS Y6, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VMULPS Y6, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VMULPS Y6, Y4, Y4
+	VMULPS Y6, Y5, Y5
+
+rowGemm16S_3x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_4x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_4x2mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R11
+	VMOVDQU (R11), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	STMXCSR (SP)
+	MOVL    (SP), R11
+	ORL     $0x00008040, R11
+	MOVL    R11, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_4x2mAVX2_store
+
+rowGemm16S_4x2mAVX2_loop:
+	VMOVDQU      (BX), Y8
+	VPAND        avx2Consts<>+672(SB), Y8, Y8
+	VMASKMOVPS   32(BX), Y15, Y9
+	VPAND        avx2Consts<>+672(SB), Y9, Y9
+	VBROADCASTSS (DI)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VBROADCASTSS (R8)(CX*1), Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VBROADCASTSS (R9)(CX*1), Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VBROADCASTSS (R10)(CX*1), Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	VMOVDQU      (BX), Y8
+	VPSLLD       $0x10, Y8, Y8
+	VMASKMOVPS   32(BX), Y15, Y9
+	VPSLLD       $0x10, Y9, Y9
+	VBROADCASTSS (DI), Y10
+	VFMADD231PS  Y10, Y8, Y0
+	VFMADD231PS  Y10, Y9, Y1
+	VBROADCASTSS (R8), Y11
+	VFMADD231PS  Y11, Y8, Y2
+	VFMADD231PS  Y11, Y9, Y3
+	VBROADCASTSS (R9), Y10
+	VFMADD231PS  Y10, Y8, Y4
+	VFMADD231PS  Y10, Y9, Y5
+	VBROADCASTSS (R10), Y11
+	VFMADD231PS  Y11, Y8, Y6
+	VFMADD231PS  Y11, Y9, Y7
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_4x2mAVX2_loop
+
+rowGemm16S_4x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y8
+	VBROADCASTSS alphaLo+84(FP), Y9
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_4x2mAVX2_one
+	VMULPS       Y9, Y0, Y10
+	VFMADD231PS  Y0, Y8, Y10
+	VMOVAPS      Y10, Y0
+	VMULPS       Y9, Y1, Y10
+	VFMADD231PS  Y1, Y8, Y10
+	VMOVAPS      Y10, Y1
+	VMULPS       Y9, Y2, Y10
+	VFMADD231PS  Y2, Y8, Y10
+	VMOVAPS      Y10, Y2
+	VMULPS       Y9, Y3, Y10
+	VFMADD231PS  Y3, Y8, Y10
+	VMOVAPS      Y10, Y3
+	VMULPS       Y9, Y4, Y10
+	VFMADD231PS  Y4, Y8, Y10
+	VMOVAPS      Y10, Y4
+	VMULPS       Y9, Y5, Y10
+	VFMADD231PS  Y5, Y8, Y10
+	VMOVAPS      Y10, Y5
+	VMULPS       Y9, Y6, Y10
+	VFMADD231PS  Y6, Y8, Y10
+	VMOVAPS      Y10, Y6
+	VMULPS       Y9, Y7, Y10
+	VFMADD231PS  Y7, Y8, Y10
+	VMOVAPS      Y10, Y7
+	JMP          rowGemm16S_4x2mAVX2_write
+
+rowGemm16S_4x2mAVX2_one:
+	VMULPS Y8, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VMULPS Y8, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VMULPS Y8, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VMULPS Y8, Y6, Y6
+	VMULPS Y8, Y7, Y7
+
+rowGemm16S_4x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_5x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_5x2mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R12
+	VMOVDQU (R12), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	STMXCSR (SP)
+	MOVL    (SP), R12
+	ORL     $0x00008040, R12
+	MOVL    R12, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_5x2mAVX2_store
+
+rowGemm16S_5x2mAVX2_loop:
+	VMOVDQU      (BX), Y10
+	VPAND        avx2Consts<>+672(SB), Y10, Y10
+	VMASKMOVPS   32(BX), Y15, Y11
+	VPAND        avx2Consts<>+672(SB), Y11, Y11
+	VBROADCASTSS (DI)(CX*1), Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VBROADCASTSS (R8)(CX*1), Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VBROADCASTSS (R9)(CX*1), Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VBROADCASTSS (R10)(CX*1), Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VBROADCASTSS (R11)(CX*1), Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	VMOVDQU      (BX), Y10
+	VPSLLD       $0x10, Y10, Y10
+	VMASKMOVPS   32(BX), Y15, Y11
+	VPSLLD       $0x10, Y11, Y11
+	VBROADCASTSS (DI), Y12
+	VFMADD231PS  Y12, Y10, Y0
+	VFMADD231PS  Y12, Y11, Y1
+	VBROADCASTSS (R8), Y13
+	VFMADD231PS  Y13, Y10, Y2
+	VFMADD231PS  Y13, Y11, Y3
+	VBROADCASTSS (R9), Y12
+	VFMADD231PS  Y12, Y10, Y4
+	VFMADD231PS  Y12, Y11, Y5
+	VBROADCASTSS (R10), Y13
+	VFMADD231PS  Y13, Y10, Y6
+	VFMADD231PS  Y13, Y11, Y7
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  Y12, Y10, Y8
+	VFMADD231PS  Y12, Y11, Y9
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_5x2mAVX2_loop
+
+rowGemm16S_5x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y10
+	VBROADCASTSS alphaLo+84(FP), Y11
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_5x2mAVX2_one
+	VMULPS       Y11, Y0, Y12
+	VFMADD231PS  Y0, Y10, Y12
+	VMOVAPS      Y12, Y0
+	VMULPS       Y11, Y1, Y12
+	VFMADD231PS  Y1, Y10, Y12
+	VMOVAPS      Y12, Y1
+	VMULPS       Y11, Y2, Y12
+	VFMADD231PS  Y2, Y10, Y12
+	VMOVAPS      Y12, Y2
+	VMULPS       Y11, Y3, Y12
+	VFMADD231PS  Y3, Y10, Y12
+	VMOVAPS      Y12, Y3
+	VMULPS       Y11, Y4, Y12
+	VFMADD231PS  Y4, Y10, Y12
+	VMOVAPS      Y12, Y4
+	VMULPS       Y11, Y5, Y12
+	VFMADD231PS  Y5, Y10, Y12
+	VMOVAPS      Y12, Y5
+	VMULPS       Y11, Y6, Y12
+	VFMADD231PS  Y6, Y10, Y12
+	VMOVAPS      Y12, Y6
+	VMULPS       Y11, Y7, Y12
+	VFMADD231PS  Y7, Y10, Y12
+	VMOVAPS      Y12, Y7
+	VMULPS       Y11, Y8, Y12
+	VFMADD231PS  Y8, Y10, Y12
+	VMOVAPS      Y12, Y8
+	VMULPS       Y11, Y9, Y12
+	VFMADD231PS  Y9, Y10, Y12
+	VMOVAPS      Y12, Y9
+	JMP          rowGemm16S_5x2mAVX2_write
+
+rowGemm16S_5x2mAVX2_one:
+	VMULPS Y10, Y0, Y0
+	VMULPS Y10, Y1, Y1
+	VMULPS Y10, Y2, Y2
+	VMULPS Y10, Y3, Y3
+	VMULPS Y10, Y4, Y4
+	VMULPS Y10, Y5, Y5
+	VMULPS Y10, Y6, Y6
+	VMULPS Y10, Y7, Y7
+	VMULPS Y10, Y8, Y8
+	VMULPS Y10, Y9, Y9
+
+rowGemm16S_5x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMASKMOVPS Y9, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
+// func rowGemm16S_6x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·rowGemm16S_6x2mAVX2(SB), NOSPLIT, $8-88
+	MOVQ    kp+0(FP), AX
+	MOVQ    rsA+16(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    csA+24(FP), DX
+	SHLQ    $0x02, DX
+	MOVQ    b+40(FP), BX
+	MOVQ    ldb+48(FP), SI
+	SHLQ    $0x02, SI
+	MOVQ    a+8(FP), DI
+	MOVQ    DI, R8
+	ADDQ    CX, R8
+	MOVQ    R8, R9
+	ADDQ    CX, R9
+	MOVQ    R9, R10
+	ADDQ    CX, R10
+	MOVQ    R10, R11
+	ADDQ    CX, R11
+	MOVQ    R11, R12
+	ADDQ    CX, R12
+	MOVQ    oddA+32(FP), CX
+	SHLQ    $0x02, CX
+	MOVQ    mask+72(FP), R13
+	VMOVDQU (R13), Y15
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  Y5, Y5, Y5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  Y7, Y7, Y7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  Y9, Y9, Y9
+	VXORPS  Y10, Y10, Y10
+	VXORPS  Y11, Y11, Y11
+	STMXCSR (SP)
+	MOVL    (SP), R13
+	ORL     $0x00008040, R13
+	MOVL    R13, 4(SP)
+	LDMXCSR 4(SP)
+	TESTQ   AX, AX
+	JZ      rowGemm16S_6x2mAVX2_store
+
+rowGemm16S_6x2mAVX2_loop:
+	VMOVDQU      (BX), Y12
+	VPAND        avx2Consts<>+672(SB), Y12, Y12
+	VMASKMOVPS   32(BX), Y15, Y13
+	VPAND        avx2Consts<>+672(SB), Y13, Y13
+	VBROADCASTSS (DI)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VBROADCASTSS (R8)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VFMADD231PS  Y14, Y13, Y3
+	VBROADCASTSS (R9)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VBROADCASTSS (R10)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VFMADD231PS  Y14, Y13, Y7
+	VBROADCASTSS (R11)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VBROADCASTSS (R12)(CX*1), Y14
+	VFMADD231PS  Y14, Y12, Y10
+	VFMADD231PS  Y14, Y13, Y11
+	VMOVDQU      (BX), Y12
+	VPSLLD       $0x10, Y12, Y12
+	VMASKMOVPS   32(BX), Y15, Y13
+	VPSLLD       $0x10, Y13, Y13
+	VBROADCASTSS (DI), Y14
+	VFMADD231PS  Y14, Y12, Y0
+	VFMADD231PS  Y14, Y13, Y1
+	VBROADCASTSS (R8), Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VFMADD231PS  Y14, Y13, Y3
+	VBROADCASTSS (R9), Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VFMADD231PS  Y14, Y13, Y5
+	VBROADCASTSS (R10), Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VFMADD231PS  Y14, Y13, Y7
+	VBROADCASTSS (R11), Y14
+	VFMADD231PS  Y14, Y12, Y8
+	VFMADD231PS  Y14, Y13, Y9
+	VBROADCASTSS (R12), Y14
+	VFMADD231PS  Y14, Y12, Y10
+	VFMADD231PS  Y14, Y13, Y11
+	ADDQ         DX, DI
+	ADDQ         DX, R8
+	ADDQ         DX, R9
+	ADDQ         DX, R10
+	ADDQ         DX, R11
+	ADDQ         DX, R12
+	ADDQ         SI, BX
+	DECQ         AX
+	JNZ          rowGemm16S_6x2mAVX2_loop
+
+rowGemm16S_6x2mAVX2_store:
+	LDMXCSR      (SP)
+	MOVQ         c+56(FP), AX
+	MOVQ         ldc+64(FP), CX
+	SHLQ         $0x02, CX
+	VBROADCASTSS alpha+80(FP), Y12
+	VBROADCASTSS alphaLo+84(FP), Y13
+	MOVL         alphaLo+84(FP), DX
+	TESTL        DX, DX
+	JZ           rowGemm16S_6x2mAVX2_one
+	VMULPS       Y13, Y0, Y14
+	VFMADD231PS  Y0, Y12, Y14
+	VMOVAPS      Y14, Y0
+	VMULPS       Y13, Y1, Y14
+	VFMADD231PS  Y1, Y12, Y14
+	VMOVAPS      Y14, Y1
+	VMULPS       Y13, Y2, Y14
+	VFMADD231PS  Y2, Y12, Y14
+	VMOVAPS      Y14, Y2
+	VMULPS       Y13, Y3, Y14
+	VFMADD231PS  Y3, Y12, Y14
+	VMOVAPS      Y14, Y3
+	VMULPS       Y13, Y4, Y14
+	VFMADD231PS  Y4, Y12, Y14
+	VMOVAPS      Y14, Y4
+	VMULPS       Y13, Y5, Y14
+	VFMADD231PS  Y5, Y12, Y14
+	VMOVAPS      Y14, Y5
+	VMULPS       Y13, Y6, Y14
+	VFMADD231PS  Y6, Y12, Y14
+	VMOVAPS      Y14, Y6
+	VMULPS       Y13, Y7, Y14
+	VFMADD231PS  Y7, Y12, Y14
+	VMOVAPS      Y14, Y7
+	VMULPS       Y13, Y8, Y14
+	VFMADD231PS  Y8, Y12, Y14
+	VMOVAPS      Y14, Y8
+	VMULPS       Y13, Y9, Y14
+	VFMADD231PS  Y9, Y12, Y14
+	VMOVAPS      Y14, Y9
+	VMULPS       Y13, Y10, Y14
+	VFMADD231PS  Y10, Y12, Y14
+	VMOVAPS      Y14, Y10
+	VMULPS       Y13, Y11, Y14
+	VFMADD231PS  Y11, Y12, Y14
+	VMOVAPS      Y14, Y11
+	JMP          rowGemm16S_6x2mAVX2_write
+
+rowGemm16S_6x2mAVX2_one:
+	VMULPS Y12, Y0, Y0
+	VMULPS Y12, Y1, Y1
+	VMULPS Y12, Y2, Y2
+	VMULPS Y12, Y3, Y3
+	VMULPS Y12, Y4, Y4
+	VMULPS Y12, Y5, Y5
+	VMULPS Y12, Y6, Y6
+	VMULPS Y12, Y7, Y7
+	VMULPS Y12, Y8, Y8
+	VMULPS Y12, Y9, Y9
+	VMULPS Y12, Y10, Y10
+	VMULPS Y12, Y11, Y11
+
+rowGemm16S_6x2mAVX2_write:
+	VMOVUPS    Y0, (AX)
+	VMASKMOVPS Y1, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y2, (AX)
+	VMASKMOVPS Y3, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y4, (AX)
+	VMASKMOVPS Y5, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y6, (AX)
+	VMASKMOVPS Y7, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y8, (AX)
+	VMASKMOVPS Y9, Y15, 32(AX)
+	ADDQ       CX, AX
+	VMOVUPS    Y10, (AX)
+	VMASKMOVPS Y11, Y15, 32(AX)
+	VZEROUPPER
+	RET
+
 // func bf16PairsStridedF32AVX2(dst *uint32, r0 *float32, r1 *float32, groups int, blocks int, dstride int, sstride int)
 // Requires: AVX, AVX2
 TEXT ·bf16PairsStridedF32AVX2(SB), NOSPLIT, $0-56
@@ -19260,6 +21756,555 @@ bf16RowsE5M2AVX2_b_done:
 	JNZ  bf16RowsE5M2AVX2_r_loop
 
 bf16RowsE5M2AVX2_r_done:
+	VZEROUPPER
+	RET
+
+DATA fp8WordTables<>+0(SB)/1, $0x00
+DATA fp8WordTables<>+1(SB)/1, $0x00
+DATA fp8WordTables<>+2(SB)/1, $0x80
+DATA fp8WordTables<>+3(SB)/1, $0xc0
+DATA fp8WordTables<>+4(SB)/1, $0x00
+DATA fp8WordTables<>+5(SB)/1, $0x20
+DATA fp8WordTables<>+6(SB)/1, $0x40
+DATA fp8WordTables<>+7(SB)/1, $0x60
+DATA fp8WordTables<>+8(SB)/1, $0x00
+DATA fp8WordTables<>+9(SB)/1, $0x00
+DATA fp8WordTables<>+10(SB)/1, $0x00
+DATA fp8WordTables<>+11(SB)/1, $0x00
+DATA fp8WordTables<>+12(SB)/1, $0x00
+DATA fp8WordTables<>+13(SB)/1, $0x00
+DATA fp8WordTables<>+14(SB)/1, $0x00
+DATA fp8WordTables<>+15(SB)/1, $0x00
+DATA fp8WordTables<>+16(SB)/1, $0x00
+DATA fp8WordTables<>+17(SB)/1, $0x00
+DATA fp8WordTables<>+18(SB)/1, $0x80
+DATA fp8WordTables<>+19(SB)/1, $0xc0
+DATA fp8WordTables<>+20(SB)/1, $0x00
+DATA fp8WordTables<>+21(SB)/1, $0x20
+DATA fp8WordTables<>+22(SB)/1, $0x40
+DATA fp8WordTables<>+23(SB)/1, $0x60
+DATA fp8WordTables<>+24(SB)/1, $0x00
+DATA fp8WordTables<>+25(SB)/1, $0x00
+DATA fp8WordTables<>+26(SB)/1, $0x00
+DATA fp8WordTables<>+27(SB)/1, $0x00
+DATA fp8WordTables<>+28(SB)/1, $0x00
+DATA fp8WordTables<>+29(SB)/1, $0x00
+DATA fp8WordTables<>+30(SB)/1, $0x00
+DATA fp8WordTables<>+31(SB)/1, $0x00
+DATA fp8WordTables<>+32(SB)/1, $0x00
+DATA fp8WordTables<>+33(SB)/1, $0x3b
+DATA fp8WordTables<>+34(SB)/1, $0x3b
+DATA fp8WordTables<>+35(SB)/1, $0x3b
+DATA fp8WordTables<>+36(SB)/1, $0x3c
+DATA fp8WordTables<>+37(SB)/1, $0x3c
+DATA fp8WordTables<>+38(SB)/1, $0x3c
+DATA fp8WordTables<>+39(SB)/1, $0x3c
+DATA fp8WordTables<>+40(SB)/1, $0x00
+DATA fp8WordTables<>+41(SB)/1, $0x00
+DATA fp8WordTables<>+42(SB)/1, $0x00
+DATA fp8WordTables<>+43(SB)/1, $0x00
+DATA fp8WordTables<>+44(SB)/1, $0x00
+DATA fp8WordTables<>+45(SB)/1, $0x00
+DATA fp8WordTables<>+46(SB)/1, $0x00
+DATA fp8WordTables<>+47(SB)/1, $0x00
+DATA fp8WordTables<>+48(SB)/1, $0x00
+DATA fp8WordTables<>+49(SB)/1, $0x3b
+DATA fp8WordTables<>+50(SB)/1, $0x3b
+DATA fp8WordTables<>+51(SB)/1, $0x3b
+DATA fp8WordTables<>+52(SB)/1, $0x3c
+DATA fp8WordTables<>+53(SB)/1, $0x3c
+DATA fp8WordTables<>+54(SB)/1, $0x3c
+DATA fp8WordTables<>+55(SB)/1, $0x3c
+DATA fp8WordTables<>+56(SB)/1, $0x00
+DATA fp8WordTables<>+57(SB)/1, $0x00
+DATA fp8WordTables<>+58(SB)/1, $0x00
+DATA fp8WordTables<>+59(SB)/1, $0x00
+DATA fp8WordTables<>+60(SB)/1, $0x00
+DATA fp8WordTables<>+61(SB)/1, $0x00
+DATA fp8WordTables<>+62(SB)/1, $0x00
+DATA fp8WordTables<>+63(SB)/1, $0x00
+DATA fp8WordTables<>+64(SB)/1, $0x00
+DATA fp8WordTables<>+65(SB)/1, $0x80
+DATA fp8WordTables<>+66(SB)/1, $0x00
+DATA fp8WordTables<>+67(SB)/1, $0x40
+DATA fp8WordTables<>+68(SB)/1, $0x00
+DATA fp8WordTables<>+69(SB)/1, $0x00
+DATA fp8WordTables<>+70(SB)/1, $0x00
+DATA fp8WordTables<>+71(SB)/1, $0x00
+DATA fp8WordTables<>+72(SB)/1, $0x00
+DATA fp8WordTables<>+73(SB)/1, $0x00
+DATA fp8WordTables<>+74(SB)/1, $0x00
+DATA fp8WordTables<>+75(SB)/1, $0x00
+DATA fp8WordTables<>+76(SB)/1, $0x00
+DATA fp8WordTables<>+77(SB)/1, $0x00
+DATA fp8WordTables<>+78(SB)/1, $0x00
+DATA fp8WordTables<>+79(SB)/1, $0x00
+DATA fp8WordTables<>+80(SB)/1, $0x00
+DATA fp8WordTables<>+81(SB)/1, $0x80
+DATA fp8WordTables<>+82(SB)/1, $0x00
+DATA fp8WordTables<>+83(SB)/1, $0x40
+DATA fp8WordTables<>+84(SB)/1, $0x00
+DATA fp8WordTables<>+85(SB)/1, $0x00
+DATA fp8WordTables<>+86(SB)/1, $0x00
+DATA fp8WordTables<>+87(SB)/1, $0x00
+DATA fp8WordTables<>+88(SB)/1, $0x00
+DATA fp8WordTables<>+89(SB)/1, $0x00
+DATA fp8WordTables<>+90(SB)/1, $0x00
+DATA fp8WordTables<>+91(SB)/1, $0x00
+DATA fp8WordTables<>+92(SB)/1, $0x00
+DATA fp8WordTables<>+93(SB)/1, $0x00
+DATA fp8WordTables<>+94(SB)/1, $0x00
+DATA fp8WordTables<>+95(SB)/1, $0x00
+DATA fp8WordTables<>+96(SB)/1, $0x00
+DATA fp8WordTables<>+97(SB)/1, $0x37
+DATA fp8WordTables<>+98(SB)/1, $0x38
+DATA fp8WordTables<>+99(SB)/1, $0x38
+DATA fp8WordTables<>+100(SB)/1, $0x00
+DATA fp8WordTables<>+101(SB)/1, $0x00
+DATA fp8WordTables<>+102(SB)/1, $0x00
+DATA fp8WordTables<>+103(SB)/1, $0x00
+DATA fp8WordTables<>+104(SB)/1, $0x00
+DATA fp8WordTables<>+105(SB)/1, $0x00
+DATA fp8WordTables<>+106(SB)/1, $0x00
+DATA fp8WordTables<>+107(SB)/1, $0x00
+DATA fp8WordTables<>+108(SB)/1, $0x00
+DATA fp8WordTables<>+109(SB)/1, $0x00
+DATA fp8WordTables<>+110(SB)/1, $0x00
+DATA fp8WordTables<>+111(SB)/1, $0x00
+DATA fp8WordTables<>+112(SB)/1, $0x00
+DATA fp8WordTables<>+113(SB)/1, $0x37
+DATA fp8WordTables<>+114(SB)/1, $0x38
+DATA fp8WordTables<>+115(SB)/1, $0x38
+DATA fp8WordTables<>+116(SB)/1, $0x00
+DATA fp8WordTables<>+117(SB)/1, $0x00
+DATA fp8WordTables<>+118(SB)/1, $0x00
+DATA fp8WordTables<>+119(SB)/1, $0x00
+DATA fp8WordTables<>+120(SB)/1, $0x00
+DATA fp8WordTables<>+121(SB)/1, $0x00
+DATA fp8WordTables<>+122(SB)/1, $0x00
+DATA fp8WordTables<>+123(SB)/1, $0x00
+DATA fp8WordTables<>+124(SB)/1, $0x00
+DATA fp8WordTables<>+125(SB)/1, $0x00
+DATA fp8WordTables<>+126(SB)/1, $0x00
+DATA fp8WordTables<>+127(SB)/1, $0x00
+GLOBL fp8WordTables<>(SB), RODATA|NOPTR, $128
+
+// func bf16WidenRowsF32AVX2(dst *float32, src *float32, rows int, blocks int, ld int, ldd int)
+// Requires: AVX, AVX2
+TEXT ·bf16WidenRowsF32AVX2(SB), NOSPLIT, $0-48
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  rows+16(FP), DX
+	TESTQ DX, DX
+	JZ    bf16widen_r_done
+
+bf16widen_r_loop:
+	MOVQ  AX, BX
+	MOVQ  CX, SI
+	MOVQ  blocks+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16widen_b_done
+
+bf16widen_b_loop:
+	VMOVUPS   (SI), Y0
+	VPSRLD    $0x10, Y0, Y1
+	VPAND     avx2Consts<>+864(SB), Y1, Y1
+	VPADDD    avx2Consts<>+704(SB), Y1, Y1
+	VPADDD    Y0, Y1, Y1
+	VPSRLD    $0x10, Y1, Y1
+	VPAND     avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD  avx2Consts<>+768(SB), Y2, Y2
+	VPSRLD    $0x10, Y0, Y3
+	VPOR      avx2Consts<>+800(SB), Y3, Y3
+	VBLENDVPS Y2, Y3, Y1, Y1
+	VPAND     avx2Consts<>+768(SB), Y0, Y2
+	VPXOR     Y3, Y3, Y3
+	VPCMPEQD  Y3, Y2, Y2
+	VPSRLD    $0x10, Y0, Y3
+	VPAND     avx2Consts<>+832(SB), Y3, Y3
+	VBLENDVPS Y2, Y3, Y1, Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (BX)
+	ADDQ      $0x00000020, SI
+	ADDQ      $0x00000020, BX
+	DECQ      DI
+	JNZ       bf16widen_b_loop
+
+bf16widen_b_done:
+	ADDQ ldd+40(FP), AX
+	ADDQ ld+32(FP), CX
+	DECQ DX
+	JNZ  bf16widen_r_loop
+
+bf16widen_r_done:
+	VZEROUPPER
+	RET
+
+// func bf16WidenRowsE4M3WordsAVX2(dst *float32, src *uint8, rows int, blocks int, ld int, ldd int)
+// Requires: AVX, AVX2
+TEXT ·bf16WidenRowsE4M3WordsAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	VMOVDQU fp8WordTables<>+0(SB), Y14
+	VMOVDQU fp8WordTables<>+32(SB), Y15
+	VPXOR   Y13, Y13, Y13
+	TESTQ   DX, DX
+	JZ      bf16WidenRowsE4M3WordsAVX2_r_done
+
+bf16WidenRowsE4M3WordsAVX2_r_loop:
+	MOVQ  AX, BX
+	MOVQ  CX, SI
+	MOVQ  blocks+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16WidenRowsE4M3WordsAVX2_b_done
+
+bf16WidenRowsE4M3WordsAVX2_b_loop:
+	VPMOVZXBW  (SI), Y1
+	VPAND      avx2Consts<>+992(SB), Y1, Y2
+	VPSLLW     $0x04, Y2, Y0
+	VPADDW     avx2Consts<>+1120(SB), Y0, Y0
+	VPSHUFB    Y2, Y14, Y3
+	VPSHUFB    Y2, Y15, Y4
+	VPSLLW     $0x08, Y4, Y4
+	VPOR       Y4, Y3, Y3
+	VPCMPGTW   avx2Consts<>+1024(SB), Y2, Y4
+	VPBLENDVB  Y4, Y0, Y3, Y0
+	VPCMPEQW   avx2Consts<>+992(SB), Y2, Y2
+	VPSLLW     $0x08, Y1, Y1
+	VPAND      avx2Consts<>+1184(SB), Y1, Y1
+	VPOR       Y1, Y0, Y0
+	VPBLENDVB  Y2, avx2Consts<>+1216(SB), Y0, Y0
+	VPERMQ     $0xd8, Y0, Y0
+	VPUNPCKLWD Y0, Y13, Y1
+	VPUNPCKHWD Y0, Y13, Y2
+	VMOVDQU    Y1, (BX)
+	VMOVDQU    Y2, 32(BX)
+	ADDQ       $0x00000040, BX
+	ADDQ       $0x00000010, SI
+	DECQ       DI
+	JNZ        bf16WidenRowsE4M3WordsAVX2_b_loop
+
+bf16WidenRowsE4M3WordsAVX2_b_done:
+	ADDQ ldd+40(FP), AX
+	ADDQ ld+32(FP), CX
+	DECQ DX
+	JNZ  bf16WidenRowsE4M3WordsAVX2_r_loop
+
+bf16WidenRowsE4M3WordsAVX2_r_done:
+	VZEROUPPER
+	RET
+
+// func bf16WidenRowsE5M2WordsAVX2(dst *float32, src *uint8, rows int, blocks int, ld int, ldd int)
+// Requires: AVX, AVX2
+TEXT ·bf16WidenRowsE5M2WordsAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	VMOVDQU fp8WordTables<>+64(SB), Y14
+	VMOVDQU fp8WordTables<>+96(SB), Y15
+	VPXOR   Y13, Y13, Y13
+	TESTQ   DX, DX
+	JZ      bf16WidenRowsE5M2WordsAVX2_r_done
+
+bf16WidenRowsE5M2WordsAVX2_r_loop:
+	MOVQ  AX, BX
+	MOVQ  CX, SI
+	MOVQ  blocks+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16WidenRowsE5M2WordsAVX2_b_done
+
+bf16WidenRowsE5M2WordsAVX2_b_loop:
+	VPMOVZXBW  (SI), Y1
+	VPAND      avx2Consts<>+992(SB), Y1, Y2
+	VPSLLW     $0x05, Y2, Y0
+	VPADDW     avx2Consts<>+1152(SB), Y0, Y0
+	VPSHUFB    Y2, Y14, Y3
+	VPSHUFB    Y2, Y15, Y4
+	VPSLLW     $0x08, Y4, Y4
+	VPOR       Y4, Y3, Y3
+	VPCMPGTW   avx2Consts<>+1056(SB), Y2, Y4
+	VPBLENDVB  Y4, Y0, Y3, Y0
+	VPCMPEQW   avx2Consts<>+1088(SB), Y2, Y4
+	VPBLENDVB  Y4, avx2Consts<>+1248(SB), Y0, Y0
+	VPCMPGTW   avx2Consts<>+1088(SB), Y2, Y2
+	VPSLLW     $0x08, Y1, Y1
+	VPAND      avx2Consts<>+1184(SB), Y1, Y1
+	VPOR       Y1, Y0, Y0
+	VPBLENDVB  Y2, avx2Consts<>+1216(SB), Y0, Y0
+	VPERMQ     $0xd8, Y0, Y0
+	VPUNPCKLWD Y0, Y13, Y1
+	VPUNPCKHWD Y0, Y13, Y2
+	VMOVDQU    Y1, (BX)
+	VMOVDQU    Y2, 32(BX)
+	ADDQ       $0x00000040, BX
+	ADDQ       $0x00000010, SI
+	DECQ       DI
+	JNZ        bf16WidenRowsE5M2WordsAVX2_b_loop
+
+bf16WidenRowsE5M2WordsAVX2_b_done:
+	ADDQ ldd+40(FP), AX
+	ADDQ ld+32(FP), CX
+	DECQ DX
+	JNZ  bf16WidenRowsE5M2WordsAVX2_r_loop
+
+bf16WidenRowsE5M2WordsAVX2_r_done:
+	VZEROUPPER
+	RET
+
+// func bf16RowsE4M3WordsAVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int)
+// Requires: AVX, AVX2
+TEXT ·bf16RowsE4M3WordsAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	VMOVDQU fp8WordTables<>+0(SB), Y14
+	VMOVDQU fp8WordTables<>+32(SB), Y15
+	TESTQ   DX, DX
+	JZ      bf16RowsE4M3WordsAVX2_r_done
+
+bf16RowsE4M3WordsAVX2_r_loop:
+	MOVQ  AX, BX
+	MOVQ  CX, SI
+	MOVQ  blocks+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16RowsE4M3WordsAVX2_b_done
+
+bf16RowsE4M3WordsAVX2_b_loop:
+	VPMOVZXBW (SI), Y1
+	VPAND     avx2Consts<>+992(SB), Y1, Y2
+	VPSLLW    $0x04, Y2, Y0
+	VPADDW    avx2Consts<>+1120(SB), Y0, Y0
+	VPSHUFB   Y2, Y14, Y3
+	VPSHUFB   Y2, Y15, Y4
+	VPSLLW    $0x08, Y4, Y4
+	VPOR      Y4, Y3, Y3
+	VPCMPGTW  avx2Consts<>+1024(SB), Y2, Y4
+	VPBLENDVB Y4, Y0, Y3, Y0
+	VPCMPEQW  avx2Consts<>+992(SB), Y2, Y2
+	VPSLLW    $0x08, Y1, Y1
+	VPAND     avx2Consts<>+1184(SB), Y1, Y1
+	VPOR      Y1, Y0, Y0
+	VPBLENDVB Y2, avx2Consts<>+1216(SB), Y0, Y0
+	VMOVDQU   Y0, (BX)
+	ADDQ      $0x00000020, BX
+	ADDQ      $0x00000010, SI
+	DECQ      DI
+	JNZ       bf16RowsE4M3WordsAVX2_b_loop
+
+bf16RowsE4M3WordsAVX2_b_done:
+	ADDQ ldd+40(FP), AX
+	ADDQ ld+32(FP), CX
+	DECQ DX
+	JNZ  bf16RowsE4M3WordsAVX2_r_loop
+
+bf16RowsE4M3WordsAVX2_r_done:
+	VZEROUPPER
+	RET
+
+// func bf16PairsStridedE4M3WordsAVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int)
+// Requires: AVX, AVX2
+TEXT ·bf16PairsStridedE4M3WordsAVX2(SB), NOSPLIT, $0-56
+	MOVQ    dst+0(FP), AX
+	MOVQ    r0+8(FP), CX
+	MOVQ    r1+16(FP), DX
+	MOVQ    groups+24(FP), BX
+	VMOVDQU fp8WordTables<>+0(SB), Y14
+	VMOVDQU fp8WordTables<>+32(SB), Y15
+	TESTQ   BX, BX
+	JZ      bf16PairsStridedE4M3WordsAVX2_g_done
+
+bf16PairsStridedE4M3WordsAVX2_g_loop:
+	MOVQ  AX, SI
+	MOVQ  CX, DI
+	MOVQ  DX, R8
+	MOVQ  blocks+32(FP), R9
+	TESTQ R9, R9
+	JZ    bf16PairsStridedE4M3WordsAVX2_b_done
+
+bf16PairsStridedE4M3WordsAVX2_b_loop:
+	VPMOVZXBW  (DI), Y2
+	VPAND      avx2Consts<>+992(SB), Y2, Y3
+	VPSLLW     $0x04, Y3, Y0
+	VPADDW     avx2Consts<>+1120(SB), Y0, Y0
+	VPSHUFB    Y3, Y14, Y4
+	VPSHUFB    Y3, Y15, Y5
+	VPSLLW     $0x08, Y5, Y5
+	VPOR       Y5, Y4, Y4
+	VPCMPGTW   avx2Consts<>+1024(SB), Y3, Y5
+	VPBLENDVB  Y5, Y0, Y4, Y0
+	VPCMPEQW   avx2Consts<>+992(SB), Y3, Y3
+	VPSLLW     $0x08, Y2, Y2
+	VPAND      avx2Consts<>+1184(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VPBLENDVB  Y3, avx2Consts<>+1216(SB), Y0, Y0
+	VPMOVZXBW  (R8), Y2
+	VPAND      avx2Consts<>+992(SB), Y2, Y3
+	VPSLLW     $0x04, Y3, Y1
+	VPADDW     avx2Consts<>+1120(SB), Y1, Y1
+	VPSHUFB    Y3, Y14, Y4
+	VPSHUFB    Y3, Y15, Y5
+	VPSLLW     $0x08, Y5, Y5
+	VPOR       Y5, Y4, Y4
+	VPCMPGTW   avx2Consts<>+1024(SB), Y3, Y5
+	VPBLENDVB  Y5, Y1, Y4, Y1
+	VPCMPEQW   avx2Consts<>+992(SB), Y3, Y3
+	VPSLLW     $0x08, Y2, Y2
+	VPAND      avx2Consts<>+1184(SB), Y2, Y2
+	VPOR       Y2, Y1, Y1
+	VPBLENDVB  Y3, avx2Consts<>+1216(SB), Y1, Y1
+	VPERMQ     $0xd8, Y0, Y0
+	VPERMQ     $0xd8, Y1, Y1
+	VPUNPCKLWD Y1, Y0, Y2
+	VPUNPCKHWD Y1, Y0, Y3
+	VMOVDQU    Y2, (SI)
+	VMOVDQU    Y3, 32(SI)
+	ADDQ       $0x00000040, SI
+	ADDQ       $0x00000010, DI
+	ADDQ       $0x00000010, R8
+	DECQ       R9
+	JNZ        bf16PairsStridedE4M3WordsAVX2_b_loop
+
+bf16PairsStridedE4M3WordsAVX2_b_done:
+	ADDQ dstride+40(FP), AX
+	MOVQ sstride+48(FP), SI
+	ADDQ SI, CX
+	ADDQ SI, DX
+	DECQ BX
+	JNZ  bf16PairsStridedE4M3WordsAVX2_g_loop
+
+bf16PairsStridedE4M3WordsAVX2_g_done:
+	VZEROUPPER
+	RET
+
+// func bf16RowsE5M2WordsAVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int)
+// Requires: AVX, AVX2
+TEXT ·bf16RowsE5M2WordsAVX2(SB), NOSPLIT, $0-48
+	MOVQ    dst+0(FP), AX
+	MOVQ    x+8(FP), CX
+	MOVQ    rows+16(FP), DX
+	VMOVDQU fp8WordTables<>+64(SB), Y14
+	VMOVDQU fp8WordTables<>+96(SB), Y15
+	TESTQ   DX, DX
+	JZ      bf16RowsE5M2WordsAVX2_r_done
+
+bf16RowsE5M2WordsAVX2_r_loop:
+	MOVQ  AX, BX
+	MOVQ  CX, SI
+	MOVQ  blocks+24(FP), DI
+	TESTQ DI, DI
+	JZ    bf16RowsE5M2WordsAVX2_b_done
+
+bf16RowsE5M2WordsAVX2_b_loop:
+	VPMOVZXBW (SI), Y1
+	VPAND     avx2Consts<>+992(SB), Y1, Y2
+	VPSLLW    $0x05, Y2, Y0
+	VPADDW    avx2Consts<>+1152(SB), Y0, Y0
+	VPSHUFB   Y2, Y14, Y3
+	VPSHUFB   Y2, Y15, Y4
+	VPSLLW    $0x08, Y4, Y4
+	VPOR      Y4, Y3, Y3
+	VPCMPGTW  avx2Consts<>+1056(SB), Y2, Y4
+	VPBLENDVB Y4, Y0, Y3, Y0
+	VPCMPEQW  avx2Consts<>+1088(SB), Y2, Y4
+	VPBLENDVB Y4, avx2Consts<>+1248(SB), Y0, Y0
+	VPCMPGTW  avx2Consts<>+1088(SB), Y2, Y2
+	VPSLLW    $0x08, Y1, Y1
+	VPAND     avx2Consts<>+1184(SB), Y1, Y1
+	VPOR      Y1, Y0, Y0
+	VPBLENDVB Y2, avx2Consts<>+1216(SB), Y0, Y0
+	VMOVDQU   Y0, (BX)
+	ADDQ      $0x00000020, BX
+	ADDQ      $0x00000010, SI
+	DECQ      DI
+	JNZ       bf16RowsE5M2WordsAVX2_b_loop
+
+bf16RowsE5M2WordsAVX2_b_done:
+	ADDQ ldd+40(FP), AX
+	ADDQ ld+32(FP), CX
+	DECQ DX
+	JNZ  bf16RowsE5M2WordsAVX2_r_loop
+
+bf16RowsE5M2WordsAVX2_r_done:
+	VZEROUPPER
+	RET
+
+// func bf16PairsStridedE5M2WordsAVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int)
+// Requires: AVX, AVX2
+TEXT ·bf16PairsStridedE5M2WordsAVX2(SB), NOSPLIT, $0-56
+	MOVQ    dst+0(FP), AX
+	MOVQ    r0+8(FP), CX
+	MOVQ    r1+16(FP), DX
+	MOVQ    groups+24(FP), BX
+	VMOVDQU fp8WordTables<>+64(SB), Y14
+	VMOVDQU fp8WordTables<>+96(SB), Y15
+	TESTQ   BX, BX
+	JZ      bf16PairsStridedE5M2WordsAVX2_g_done
+
+bf16PairsStridedE5M2WordsAVX2_g_loop:
+	MOVQ  AX, SI
+	MOVQ  CX, DI
+	MOVQ  DX, R8
+	MOVQ  blocks+32(FP), R9
+	TESTQ R9, R9
+	JZ    bf16PairsStridedE5M2WordsAVX2_b_done
+
+bf16PairsStridedE5M2WordsAVX2_b_loop:
+	VPMOVZXBW  (DI), Y2
+	VPAND      avx2Consts<>+992(SB), Y2, Y3
+	VPSLLW     $0x05, Y3, Y0
+	VPADDW     avx2Consts<>+1152(SB), Y0, Y0
+	VPSHUFB    Y3, Y14, Y4
+	VPSHUFB    Y3, Y15, Y5
+	VPSLLW     $0x08, Y5, Y5
+	VPOR       Y5, Y4, Y4
+	VPCMPGTW   avx2Consts<>+1056(SB), Y3, Y5
+	VPBLENDVB  Y5, Y0, Y4, Y0
+	VPCMPEQW   avx2Consts<>+1088(SB), Y3, Y5
+	VPBLENDVB  Y5, avx2Consts<>+1248(SB), Y0, Y0
+	VPCMPGTW   avx2Consts<>+1088(SB), Y3, Y3
+	VPSLLW     $0x08, Y2, Y2
+	VPAND      avx2Consts<>+1184(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VPBLENDVB  Y3, avx2Consts<>+1216(SB), Y0, Y0
+	VPMOVZXBW  (R8), Y2
+	VPAND      avx2Consts<>+992(SB), Y2, Y3
+	VPSLLW     $0x05, Y3, Y1
+	VPADDW     avx2Consts<>+1152(SB), Y1, Y1
+	VPSHUFB    Y3, Y14, Y4
+	VPSHUFB    Y3, Y15, Y5
+	VPSLLW     $0x08, Y5, Y5
+	VPOR       Y5, Y4, Y4
+	VPCMPGTW   avx2Consts<>+1056(SB), Y3, Y5
+	VPBLENDVB  Y5, Y1, Y4, Y1
+	VPCMPEQW   avx2Consts<>+1088(SB), Y3, Y5
+	VPBLENDVB  Y5, avx2Consts<>+1248(SB), Y1, Y1
+	VPCMPGTW   avx2Consts<>+1088(SB), Y3, Y3
+	VPSLLW     $0x08, Y2, Y2
+	VPAND      avx2Consts<>+1184(SB), Y2, Y2
+	VPOR       Y2, Y1, Y1
+	VPBLENDVB  Y3, avx2Consts<>+1216(SB), Y1, Y1
+	VPERMQ     $0xd8, Y0, Y0
+	VPERMQ     $0xd8, Y1, Y1
+	VPUNPCKLWD Y1, Y0, Y2
+	VPUNPCKHWD Y1, Y0, Y3
+	VMOVDQU    Y2, (SI)
+	VMOVDQU    Y3, 32(SI)
+	ADDQ       $0x00000040, SI
+	ADDQ       $0x00000010, DI
+	ADDQ       $0x00000010, R8
+	DECQ       R9
+	JNZ        bf16PairsStridedE5M2WordsAVX2_b_loop
+
+bf16PairsStridedE5M2WordsAVX2_b_done:
+	ADDQ dstride+40(FP), AX
+	MOVQ sstride+48(FP), SI
+	ADDQ SI, CX
+	ADDQ SI, DX
+	DECQ BX
+	JNZ  bf16PairsStridedE5M2WordsAVX2_g_loop
+
+bf16PairsStridedE5M2WordsAVX2_g_done:
 	VZEROUPPER
 	RET
 

@@ -674,6 +674,106 @@ func rowGemm16_5x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int,
 //go:noescape
 func rowGemm16_6x2mAVX2(kp int, a *uint32, rsA int, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
 
+// rowGemm16S_1x2AVX2 computes C[1×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_1x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_2x2AVX2 computes C[2×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_2x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_3x2AVX2 computes C[3×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_3x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_4x2AVX2 computes C[4×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_4x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_5x2AVX2 computes C[5×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_5x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_6x2AVX2 computes C[6×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_6x2AVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_1x1mAVX2 computes C[1×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_1x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_2x1mAVX2 computes C[2×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_2x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_3x1mAVX2 computes C[3×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_3x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_4x1mAVX2 computes C[4×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_4x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_5x1mAVX2 computes C[5×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_5x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_6x1mAVX2 computes C[6×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_6x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_7x1mAVX2 computes C[7×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_7x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_8x1mAVX2 computes C[8×n] = alpha·A·B for n ≤ 8 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_8x1mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_1x2mAVX2 computes C[1×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_1x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_2x2mAVX2 computes C[2×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_2x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_3x2mAVX2 computes C[3×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_3x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_4x2mAVX2 computes C[4×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_4x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_5x2mAVX2 computes C[5×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_5x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
+// rowGemm16S_6x2mAVX2 computes C[6×n] = alpha·A·B for n ≤ 16 from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).
+//
+//go:noescape
+func rowGemm16S_6x2mAVX2(kp int, a *float32, rsA int, csA int, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha float32, alphaLo float32)
+
 // bf16PairsStridedF32AVX2 writes groups runs of 8·blocks bf16 pairs of two source rows; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
 //
 //go:noescape
@@ -713,6 +813,41 @@ func bf16PairsStridedE5M2AVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blo
 //
 //go:noescape
 func bf16RowsE5M2AVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int, scale float32)
+
+// bf16WidenRowsF32AVX2 writes rows rows of 8·blocks float32 values rounded to bf16 (as BF16FromFloat32) and widened back; its Go twin is the loop in Operand.widenRows (gemmdirect16.go) (AVX2).
+//
+//go:noescape
+func bf16WidenRowsF32AVX2(dst *float32, src *float32, rows int, blocks int, ld int, ldd int)
+
+// bf16WidenRowsE4M3WordsAVX2 writes rows rows of 16·blocks E4M3 codes at scale 1 as float32 values (their bf16 words widened); its Go twin is the loop in Operand.widenRows (gemmdirect16.go) (AVX2).
+//
+//go:noescape
+func bf16WidenRowsE4M3WordsAVX2(dst *float32, src *uint8, rows int, blocks int, ld int, ldd int)
+
+// bf16WidenRowsE5M2WordsAVX2 writes rows rows of 16·blocks E5M2 codes at scale 1 as float32 values (their bf16 words widened); its Go twin is the loop in Operand.widenRows (gemmdirect16.go) (AVX2).
+//
+//go:noescape
+func bf16WidenRowsE5M2WordsAVX2(dst *float32, src *uint8, rows int, blocks int, ld int, ldd int)
+
+// bf16RowsE4M3WordsAVX2 writes rows rows of 8·blocks bf16 pairs of consecutive E4M3 codes at scale 1; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16RowsE4M3WordsAVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int)
+
+// bf16PairsStridedE4M3WordsAVX2 writes groups runs of 16·blocks bf16 pairs of two rows of E4M3 codes at scale 1; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16PairsStridedE4M3WordsAVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int)
+
+// bf16RowsE5M2WordsAVX2 writes rows rows of 8·blocks bf16 pairs of consecutive E5M2 codes at scale 1; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16RowsE5M2WordsAVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, ldd int)
+
+// bf16PairsStridedE5M2WordsAVX2 writes groups runs of 16·blocks bf16 pairs of two rows of E5M2 codes at scale 1; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16PairsStridedE5M2WordsAVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int)
 
 // quantizeE4M3AVX2 casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).
 //

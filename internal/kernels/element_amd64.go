@@ -345,32 +345,106 @@ var (
 	}
 )
 
-// rowGemm16AVX2 is rowGemm16Vector on the AVX2 kernels: B's panels of
-// 64 columns, each in blocks of 16 columns, the last block of a panel
-// masked when narrower.
+// rowKernel16SAVX2 is the signature of the AVX2 bf16 row kernels that
+// read A as float32 values (the split form, see rowGemm16Split).
+type rowKernel16SAVX2 func(kp int, a *float32, rsA, csA, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)
+
+// The split row kernels, in the same shapes as the pair ones.
+var (
+	rowKernels16SAVX2  = []rowKernel16SAVX2{rowGemm16S_1x2AVX2, rowGemm16S_2x2AVX2, rowGemm16S_3x2AVX2, rowGemm16S_4x2AVX2, rowGemm16S_5x2AVX2, rowGemm16S_6x2AVX2}
+	rowKernels16SAVX2m = [2][]rowKernel16SAVX2{
+		{rowGemm16S_1x1mAVX2, rowGemm16S_2x1mAVX2, rowGemm16S_3x1mAVX2, rowGemm16S_4x1mAVX2, rowGemm16S_5x1mAVX2, rowGemm16S_6x1mAVX2, rowGemm16S_7x1mAVX2, rowGemm16S_8x1mAVX2},
+		{rowGemm16S_1x2mAVX2, rowGemm16S_2x2mAVX2, rowGemm16S_3x2mAVX2, rowGemm16S_4x2mAVX2, rowGemm16S_5x2mAVX2, rowGemm16S_6x2mAVX2},
+	}
+)
+
+// rowGemm16AVX2 is rowGemm16Vector on the AVX2 kernels.
 func rowGemm16AVX2(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	rowGemm16AVX2Tiles(m, n, rowKernels16AVX2, &rowKernels16AVX2m, func(kern rowKernel16AVX2, i, j int, mask *int32) {
+		kern(kp, &a[i*rsA], rsA, csA, &b[j/64*64*kp+j%64], 64, &c[i*ldc+j], ldc, mask, alpha, alphaLo)
+	})
+}
+
+// rowGemm16SplitVector is rowGemm16Split on the AVX2 kernels (only
+// there: elsewhere the split form is not used) and reports whether it
+// ran.
+func rowGemm16SplitVector(m, n, kp int, a []float32, rsA, csA, oddA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
+	if !hasAVX2 || hasBF16 {
+		return false
+	}
+	rowGemm16AVX2Tiles(m, n, rowKernels16SAVX2, &rowKernels16SAVX2m, func(kern rowKernel16SAVX2, i, j int, mask *int32) {
+		kern(kp, &a[i*rsA], rsA, csA, oddA, &b[j/64*64*kp+j%64], 64, &c[i*ldc+j], ldc, mask, alpha, alphaLo)
+	})
+	return true
+}
+
+// useSplitA16 reports whether the direct bf16 path converts op(A) to
+// float32 values for the split row kernels: on AVX2 without
+// AVX512_BF16 (whose kernels read pairs natively), for operands whose
+// values widen exactly (float32 rounded to bf16; FP8 codes with a bf16
+// table at scale 1, which the word decode widens; not exponent shifts,
+// scaled tables or NVFP4).
+func useSplitA16(x *Operand) bool {
+	return hasAVX2 && !hasBF16 && useRow16Vector && x.Exp == nil && x.E2M1 == nil && (x.Codes == nil || x.bf16Tab != nil && x.Scale == 1 && decodeFormat(x) >= 0)
+}
+
+// widenRowsVector does the vector part of Operand.widenRows (rows rows
+// of n values, x[o+r·ld:] into dst[r·ldd:]) and returns how many values
+// of each row it did.
+func widenRowsVector(x *Operand, dst []float32, o, ld, rows, n, ldd int) int {
+	if !hasAVX2 || rows <= 0 {
+		return 0
+	}
+	if x.Codes == nil {
+		blocks := n / 8
+		if blocks == 0 {
+			return 0
+		}
+		_, _ = dst[(rows-1)*ldd+8*blocks-1], x.F32[o+(rows-1)*ld+8*blocks-1]
+		bf16WidenRowsF32AVX2(&dst[0], &x.F32[o], rows, blocks, 4*ld, 4*ldd)
+		return 8 * blocks
+	}
+	blocks := n / 16
+	if blocks == 0 || x.Scale != 1 {
+		return 0
+	}
+	_, _ = dst[(rows-1)*ldd+16*blocks-1], x.Codes[o+(rows-1)*ld+16*blocks-1]
+	switch decodeFormat(x) {
+	case 0:
+		bf16WidenRowsE4M3WordsAVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
+	case 1:
+		bf16WidenRowsE5M2WordsAVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
+	default:
+		return 0
+	}
+	return 16 * blocks
+}
+
+// rowGemm16AVX2Tiles walks C in the tiles of the AVX2 bf16 row kernels:
+// B's panels of 64 columns, each in blocks of 16 columns (full holds the
+// kernels of 1… rows), the last block of a panel masked when narrower
+// (masked[nv−1] the kernels of nv vectors), calling run for each tile
+// (its first row and column, and the lane mask or nil).
+func rowGemm16AVX2Tiles[K any](m, n int, full []K, masked *[2][]K, run func(kern K, i, j int, mask *int32)) {
 	for p0 := 0; p0 < n; p0 += 64 {
 		w := min(64, n-p0)
-		bp := b[p0*kp:]
-		full := w / 16 * 16
-		if full > 0 {
-			ks := rowKernels16AVX2
+		nf := w / 16 * 16
+		if nf > 0 {
 			for i := 0; i < m; {
-				rows := min(len(ks), m-i)
-				kern := ks[rows-1]
-				for j := 0; j < full; j += 16 {
-					kern(kp, &a[i*rsA], rsA, csA, &bp[j], 64, &c[i*ldc+p0+j], ldc, nil, alpha, alphaLo)
+				rows := min(len(full), m-i)
+				for j := 0; j < nf; j += 16 {
+					run(full[rows-1], i, p0+j, nil)
 				}
 				i += rows
 			}
 		}
-		if cols := w - full; cols > 0 {
+		if cols := w - nf; cols > 0 {
 			nv := (cols + 7) / 8
 			mask := &laneMasksAVX2[8-(cols-8*(nv-1))]
-			ks := rowKernels16AVX2m[nv-1]
+			ks := masked[nv-1]
 			for i := 0; i < m; {
 				rows := min(len(ks), m-i)
-				ks[rows-1](kp, &a[i*rsA], rsA, csA, &bp[full], 64, &c[i*ldc+p0+full], ldc, mask, alpha, alphaLo)
+				run(ks[rows-1], i, p0+nf, mask)
 				i += rows
 			}
 		}

@@ -14,7 +14,12 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int { return 0
 func rowGemm16Vector(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
 	return false
 }
-func addRowVector(dst, src []float32) bool { return false }
+func rowGemm16SplitVector(m, n, kp int, a []float32, rsA, csA, oddA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) bool {
+	return false
+}
+func useSplitA16(x *Operand) bool                                            { return false }
+func widenRowsVector(x *Operand, dst []float32, o, ld, rows, n, ldd int) int { return 0 }
+func addRowVector(dst, src []float32) bool                                   { return false }
 
 func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int, uint32) {
 	return 0, 0

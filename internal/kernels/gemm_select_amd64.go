@@ -158,10 +158,14 @@ func pairsStrided(x *Operand, dst []uint32, o0, o1, groups, width, stride, sstri
 			return
 		}
 		_, _ = x.Codes[o0+last], x.Codes[o1+last]
-		switch decodeFormat(x) {
-		case 0:
+		switch f := decodeFormat(x); {
+		case f == 0 && x.Scale == 1:
+			bf16PairsStridedE4M3WordsAVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, sstride)
+		case f == 1 && x.Scale == 1:
+			bf16PairsStridedE5M2WordsAVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/16, 4*stride, sstride)
+		case f == 0:
 			bf16PairsStridedE4M3AVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/8, 4*stride, sstride, x.Scale)
-		case 1:
+		case f == 1:
 			bf16PairsStridedE5M2AVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/8, 4*stride, sstride, x.Scale)
 		default:
 			bf16PairsStridedFP8AVX2(&dst[0], &x.Codes[o0], &x.Codes[o1], groups, width/8, 4*stride, sstride, x.Table)
@@ -256,7 +260,9 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 // decodeFormat returns the format (0 E4M3, 1 E5M2) whose arithmetic
 // decode the AVX2 packs may use for x's codes instead of gathering its
 // table — Cast and Scale describe the table (Table[c] = Decode[c]·Scale,
-// the decode kernels' product) — or −1.
+// the decode kernels' product) — or −1. At Scale 1 (the FP8 GEMMs'
+// operands) they decode straight to bf16 words (bf16RowsE4M3WordsAVX2);
+// otherwise to float32, times the scale, then to bf16.
 func decodeFormat(x *Operand) int {
 	if x.Cast == nil || x.Cast.Format < 0 || x.Cast.Format > 1 {
 		return -1
@@ -278,10 +284,14 @@ func rowsAVX2(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
 			bf16RowsF32AVX2(&dst[0], &x.F32[o], rows, blocks, 4*ld, 4*ldd)
 		} else {
 			_ = x.Codes[o+(rows-1)*ld+16*blocks-1]
-			switch decodeFormat(x) {
-			case 0:
+			switch f := decodeFormat(x); {
+			case f == 0 && x.Scale == 1:
+				bf16RowsE4M3WordsAVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
+			case f == 1 && x.Scale == 1:
+				bf16RowsE5M2WordsAVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
+			case f == 0:
 				bf16RowsE4M3AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Scale)
-			case 1:
+			case f == 1:
 				bf16RowsE5M2AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Scale)
 			default:
 				bf16RowsFP8AVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd, x.Table)

@@ -58,6 +58,9 @@ func useDirect16(m, n, k int) bool {
 type direct16Scratch struct {
 	bt  []uint32
 	tmp [][]uint32
+	// tmpF[i] is worker i's buffer for op(A) as float32 values (the
+	// split form, see useSplitA16), made on the worker's first use.
+	tmpF [][]float32
 }
 
 var (
@@ -74,7 +77,7 @@ func getScratch16(workers int) *direct16Scratch {
 			return s
 		}
 	}
-	s := &direct16Scratch{bt: make([]uint32, direct16MaxLanes), tmp: make([][]uint32, workers)}
+	s := &direct16Scratch{bt: make([]uint32, direct16MaxLanes), tmp: make([][]uint32, workers), tmpF: make([][]float32, workers)}
 	for i := range s.tmp {
 		s.tmp[i] = make([]uint32, direct16TmpLanes)
 	}
@@ -258,6 +261,10 @@ func (g *Gemm) directPart16(i int) {
 	}
 	tmp, x, lda, k := g.scr16.tmp[i], a.qa, a.lda, a.k
 	kp := (k + 1) / 2
+	if useSplitA16(x) {
+		g.directPart16Split(i, m0, m1, n0, n1)
+		return
+	}
 	step := direct16Rows(kp)
 	var sv [48]uint32 // a k-block's shifts of the rows (Exp, Aᵀ)
 	// With Exp and Aᵀ: the pair rows below expEnd of the current k-block
@@ -324,6 +331,85 @@ func (g *Gemm) directPart16(i int) {
 	}
 }
 
+// directPart16Split is directPart16 with op(A) widened to float32
+// values (useSplitA16) a chunk of rows at a time: row i of op(A) along a
+// row of the buffer when A is stored with k contiguous (a pair's odd
+// element the next value), down a column when A is stored transposed
+// (A's rows 2q and 2q+1 over the chunk's rows one after the other).
+// An odd k's last pair is padded with a zero, as the pairs are.
+func (g *Gemm) directPart16Split(i, m0, m1, n0, n1 int) {
+	a := &g.args
+	x, lda, k := a.qa, a.lda, a.k
+	kp := (k + 1) / 2
+	if g.scr16.tmpF[i] == nil {
+		g.scr16.tmpF[i] = make([]float32, direct16TmpLanes)
+	}
+	tmp := g.scr16.tmpF[i]
+	step := max(1, min(48, direct16TmpLanes/(2*kp)))
+	for r0 := m0; r0 < m1; r0 += step {
+		rows := min(step, m1-r0)
+		var rsA, csA, oddA int
+		if !a.transA {
+			rsA, csA, oddA = 2*kp, 2, 1
+			x.widenRows(tmp, r0*lda, lda, rows, k, rsA)
+			if k%2 != 0 {
+				for r := 0; r < rows; r++ {
+					tmp[r*rsA+k] = 0
+				}
+			}
+		} else {
+			rsA, csA, oddA = 1, 2*rows, rows
+			x.widenRows(tmp, r0, lda, k, rows, rows)
+			if k%2 != 0 {
+				clear(tmp[k*rows : (k+1)*rows])
+			}
+		}
+		rowGemm16Split(rows, n1-n0, kp, tmp, rsA, csA, oddA, g.scr16.bt[n0*kp:], a.c[r0*a.ldc+n0:], a.ldc, a.alpha, a.alphaLo)
+		if a.post != nil {
+			postScale(a.post, a.c, a.ldc, r0, r0+rows, n0, n1)
+		}
+	}
+	if g.Block != nil {
+		g.Block(m0, m1, n0, n1)
+	}
+}
+
+// widenRows writes rows rows of n values of x, row r at x[o+r·ld:], to
+// dst[r·ldd:] as float32 values of bf16 precision: each value's bf16
+// (bf16At) widened back, what a pair holds. The vector kernel does what
+// it can of each row; the loop is its twin.
+func (x *Operand) widenRows(dst []float32, o, ld, rows, n, ldd int) {
+	done := widenRowsVector(x, dst, o, ld, rows, n, ldd)
+	for r := 0; r < rows; r++ {
+		d := dst[r*ldd : r*ldd+n]
+		for j := done; j < n; j++ {
+			d[j] = math.Float32frombits(uint32(x.bf16At(o+r*ld+j)) << 16)
+		}
+	}
+}
+
+// rowGemm16Split is rowGemm16 with A as float32 values of bf16 precision
+// (the split form): lane (i, q)'s even element at a[i·rsA + q·csA], its
+// odd one oddA further. The products and their order are rowGemm16's.
+func rowGemm16Split(m, n, kp int, a []float32, rsA, csA, oddA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	if m <= 0 || n <= 0 {
+		return
+	}
+	_, _, _ = a[(m-1)*rsA+(kp-1)*csA+oddA], b[(n-1)/64*64*kp+(kp-1)*64+(n-1)%64], c[(m-1)*ldc+n-1]
+	if !rowGemm16SplitVector(m, n, kp, a, rsA, csA, oddA, b, c, ldc, alpha, alphaLo) {
+		rowGemm16SplitGo(m, n, kp, a, rsA, csA, oddA, b, c, ldc, alpha, alphaLo)
+	}
+}
+
+// rowGemm16SplitGo is the split row kernels' twin: rowGemm16Go's loop
+// on the pairs the float32 values make.
+func rowGemm16SplitGo(m, n, kp int, a []float32, rsA, csA, oddA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	rowGemm16Loop(m, n, kp, func(i, q int) uint32 {
+		o := i*rsA + q*csA
+		return math.Float32bits(a[o])>>16 | math.Float32bits(a[o+oddA])&0xFFFF0000
+	}, b, c, ldc, alpha, alphaLo)
+}
+
 // rowGemm16 computes C[m×n] = alpha·A·B (two-part alpha, see
 // bf16KernelRef's overwrite store) from bf16 pairs: lane (i, q) of A at
 // a[i·rsA + q·csA], lane (q, j) of B in panels of 64 columns, at
@@ -347,13 +433,18 @@ var useRow16Vector = true
 // bit: each element's pairs in order through dpbf16 (VDPBF16PS), then
 // the overwrite store.
 func rowGemm16Go(m, n, kp int, a []uint32, rsA, csA int, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
+	rowGemm16Loop(m, n, kp, func(i, q int) uint32 { return a[i*rsA+q*csA] }, b, c, ldc, alpha, alphaLo)
+}
+
+// rowGemm16Loop is the row kernels' loop with A's lane (i, q) from lane.
+func rowGemm16Loop(m, n, kp int, lane func(i, q int) uint32, b []uint32, c []float32, ldc int, alpha, alphaLo float32) {
 	for i := 0; i < m; i++ {
 		crow := c[i*ldc : i*ldc+n]
 		for j := range crow {
 			col := b[j/64*64*kp+j%64:]
 			var acc float32
 			for q := 0; q < kp; q++ {
-				acc = dpbf16(acc, col[q*64], a[i*rsA+q*csA])
+				acc = dpbf16(acc, col[q*64], lane(i, q))
 			}
 			if math.Float32bits(alphaLo) != 0 {
 				crow[j] = fma32(acc, alpha, acc*alphaLo)

@@ -25,6 +25,8 @@ var avx2ConstValues = []uint32{
 	f32(1.0 / 5040), f32(1.0 / 720), f32(1.0 / 120), f32(1.0 / 24), f32(1.0 / 6), f32(1.0 / 2), f32(-0.5), 127,
 	f32(-1), f32(2), f32(9), f32(-9), f32(0.044715), f32(0.7978845608028654), f32(3 * 0.044715),
 	0xFFFF0000, 0x7FFF, 0x7FFFFFFF, 0x7F800000, 0x40, 0x8000, 1, 0x80, 0x7F, 0x7FC00000,
+	// The word decodes' constants (two 16-bit lanes each).
+	0x007F007F, 0x00070007, 0x00030003, 0x007C007C, 0x3C003C00, 0x38003800, 0x80008000, 0x7FC07FC0, 0x7F807F80,
 }
 
 var avx2ConstMem Mem

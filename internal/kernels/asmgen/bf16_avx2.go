@@ -40,18 +40,19 @@ func flushDenormals() (restore func()) {
 
 // pairStepAVX2 emits one pair of k for mr rows × nv vectors: the odd
 // elements' products for every accumulator, then the even ones'. bAt(j)
-// is the address of B's vector j (loaded with loadB, which may mask),
-// aAt(r) that of row r's pair of A; breg(j) and areg(r) are scratch.
+// is the address of B's vector j (loaded with loadB, which may mask);
+// loadA(r, odd, d) puts row r's odd or even element of A, as a float32,
+// in every lane of d (pairA: from a pair of bf16 values); breg(j) and
+// areg(r) are scratch.
 func pairStepAVX2(mr, nv int, acc func(r, j int) VecPhysical, breg func(int) VecPhysical, areg func(int) VecPhysical,
-	bAt func(int) Mem, aAt func(int) Mem, loadB func(Mem, VecPhysical)) {
+	bAt func(int) Mem, loadA func(r int, odd bool, d VecPhysical), loadB func(Mem, VecPhysical)) {
 	hi := ac(0xFFFF0000)
 	for j := 0; j < nv; j++ {
 		loadB(bAt(j), breg(j))
 		VPAND(hi, breg(j), breg(j))
 	}
 	for r := 0; r < mr; r++ {
-		VPBROADCASTD(aAt(r), areg(r))
-		VPAND(hi, areg(r), areg(r))
+		loadA(r, true, areg(r))
 		for j := 0; j < nv; j++ {
 			VFMADD231PS(areg(r), breg(j), acc(r, j))
 		}
@@ -61,10 +62,23 @@ func pairStepAVX2(mr, nv int, acc func(r, j int) VecPhysical, breg func(int) Vec
 		VPSLLD(U8(16), breg(j), breg(j))
 	}
 	for r := 0; r < mr; r++ {
-		VPBROADCASTD(aAt(r), areg(r))
-		VPSLLD(U8(16), areg(r), areg(r))
+		loadA(r, false, areg(r))
 		for j := 0; j < nv; j++ {
 			VFMADD231PS(areg(r), breg(j), acc(r, j))
+		}
+	}
+}
+
+// pairA returns pairStepAVX2's loadA for A stored as bf16 pairs, row r's
+// pair at aAt(r): broadcast, then the odd element masked out or the even
+// one shifted up.
+func pairA(aAt func(int) Mem) func(r int, odd bool, d VecPhysical) {
+	return func(r int, odd bool, d VecPhysical) {
+		VPBROADCASTD(aAt(r), d)
+		if odd {
+			VPAND(ac(0xFFFF0000), d, d)
+		} else {
+			VPSLLD(U8(16), d, d)
 		}
 	}
 }
@@ -95,7 +109,7 @@ func bf16GemmKernelAVX2(name string, mr, nv int) {
 	Label(name + "_loop")
 	pairStepAVX2(mr, nv, acc, breg, areg,
 		func(j int) Mem { return Mem{Base: b, Disp: 32 * j} },
-		func(r int) Mem { return Mem{Base: a, Disp: 4 * r} },
+		pairA(func(r int) Mem { return Mem{Base: a, Disp: 4 * r} }),
 		func(m Mem, d VecPhysical) { VMOVDQU(m, d) })
 	ADDQ(U32(4*mr), a)
 	ADDQ(U32(4*nr), b)
@@ -123,13 +137,34 @@ func rowGemm16AVX2Rows(nv int) int { return min(8, (16-nv-2)/nv) }
 // alpha·A·B from bf16 pairs, C not read, A by broadcasts at any strides)
 // on AVX2 for n ≤ 8·nv, with VDPBF16PS's arithmetic emulated; with
 // masked, mask points at eight int32 lane masks for the last vector of
-// every row of B and C.
-func rowGemm16KernelAVX2(name string, mr, nv int, masked bool) {
-	TEXT(name, NOSPLIT, "func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes C[%d×n] = alpha·A·B for n ≤ %d from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).", name, mr, 8*nv))
+// every row of B and C. With split, A holds float32 values (bf16 values
+// widened): a pair's even element at a[i·rsA + q·csA], its odd one oddA
+// values further — broadcast straight from memory, with no integer
+// operations in the loop.
+func rowGemm16KernelAVX2(name string, mr, nv int, masked, split bool) {
+	if split {
+		TEXT(name, NOSPLIT, "func(kp int, a *float32, rsA, csA, oddA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s computes C[%d×n] = alpha·A·B for n ≤ %d from A's float32 values (bf16 values widened; a pair's odd element oddA after its even one) and B's bf16 pairs in VDPBF16PS's order and rounding; its Go twin is rowGemm16SplitGo (gemmdirect16.go) (AVX2, FMA).", name, mr, 8*nv))
+	} else {
+		TEXT(name, NOSPLIT, "func(kp int, a *uint32, rsA, csA int, b *uint32, ldb int, c *float32, ldc int, mask *int32, alpha, alphaLo float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s computes C[%d×n] = alpha·A·B for n ≤ %d from bf16 pairs in VDPBF16PS's order and rounding, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX2, FMA).", name, mr, 8*nv))
+	}
 	k, cs, b, ldb, rs := rowKernelArgs("kp")
 	rows := rowPointers(mr, rs)
+	loadA := pairA(func(r int) Mem { return Mem{Base: rows[r]} })
+	if split {
+		odd := Load(Param("oddA"), GP64())
+		SHLQ(U8(2), odd)
+		loadA = func(r int, isOdd bool, d VecPhysical) {
+			if isOdd {
+				VBROADCASTSS(Mem{Base: rows[r], Index: odd, Scale: 1}, d)
+			} else {
+				VBROADCASTSS(Mem{Base: rows[r]}, d)
+			}
+		}
+	}
 	acc := func(r, j int) VecPhysical { return ymm(r*nv + j) }
 	breg := func(j int) VecPhysical { return ymm(mr*nv + j) }
 	// A's registers: what the accumulators, B and the mask leave, at
@@ -156,7 +191,7 @@ func rowGemm16KernelAVX2(name string, mr, nv int, masked bool) {
 	Label(name + "_loop")
 	pairStepAVX2(mr, nv, acc, breg, areg,
 		func(j int) Mem { return Mem{Base: b, Disp: 32 * j} },
-		func(r int) Mem { return Mem{Base: rows[r]} },
+		loadA,
 		func(m Mem, d VecPhysical) {
 			if masked && m.Disp == 32*(nv-1) {
 				VMASKMOVPS(m, mreg, d)
@@ -205,12 +240,18 @@ func rowGemm16KernelAVX2(name string, mr, nv int, masked bool) {
 // bf16KernelsAVX2 emits the AVX2 bf16 kernels.
 func bf16KernelsAVX2() {
 	bf16GemmKernelAVX2("bf16KernelAVX2", 6, 2)
-	for mr := 1; mr <= rowGemm16AVX2Rows(2); mr++ {
-		rowGemm16KernelAVX2(fmt.Sprintf("rowGemm16_%dx2AVX2", mr), mr, 2, false)
-	}
-	for nv := 1; nv <= 2; nv++ {
-		for mr := 1; mr <= rowGemm16AVX2Rows(nv); mr++ {
-			rowGemm16KernelAVX2(fmt.Sprintf("rowGemm16_%dx%dmAVX2", mr, nv), mr, nv, true)
+	for _, split := range []bool{false, true} {
+		s := ""
+		if split {
+			s = "S"
+		}
+		for mr := 1; mr <= rowGemm16AVX2Rows(2); mr++ {
+			rowGemm16KernelAVX2(fmt.Sprintf("rowGemm16%s_%dx2AVX2", s, mr), mr, 2, false, split)
+		}
+		for nv := 1; nv <= 2; nv++ {
+			for mr := 1; mr <= rowGemm16AVX2Rows(nv); mr++ {
+				rowGemm16KernelAVX2(fmt.Sprintf("rowGemm16%s_%dx%dmAVX2", s, mr, nv), mr, nv, true, split)
+			}
 		}
 	}
 }

@@ -206,4 +206,246 @@ func packKernelsAVX2() {
 		bf16PairsStridedAVX2(src)
 		bf16RowsAVX2(src)
 	}
+	wordTablesData()
+	bf16WidenAVX2()
+	for _, e5m2 := range []bool{false, true} {
+		bf16RowsWordsAVX2(e5m2)
+		bf16PairsStridedWordsAVX2(e5m2)
+	}
+}
+
+// The word decodes: FP8 codes at scale 1 turned into their bf16 bits in
+// 16-bit lanes, 16 codes a vector, by integer arithmetic alone (half the
+// operations of decoding to float32 and rounding, and no multiply). A
+// normal code's magnitude bits, shifted into bf16's exponent and
+// mantissa, plus the difference of the exponent biases is its bf16 value
+// (E4M3: 8 mantissa steps to an exponent, 120 more bias; E5M2: 4 steps,
+// 112); the subnormal codes' values (m·2^-9, m·2^-16) come from a byte
+// table (VPSHUFB); the sign is bit 7 moved to bit 15; NaN codes give the
+// tables' positive quiet NaN and E5M2's infinities the signed infinity.
+
+// wordDec describes one format's word decode.
+type wordDec struct {
+	shift        int    // magnitude bits to bf16's
+	bias         uint32 // added to a normal code's shifted bits (two lanes)
+	lastSubnorm  uint32 // the largest subnormal magnitude (two lanes)
+	e5m2         bool
+	tabLo, tabHi [16]byte // subnormal magnitudes' bf16 bytes
+}
+
+var wordDecs = [2]wordDec{
+	{shift: 4, bias: 0x3C003C00, lastSubnorm: 0x00070007,
+		tabLo: [16]byte{0x00, 0x00, 0x80, 0xC0, 0x00, 0x20, 0x40, 0x60},
+		tabHi: [16]byte{0x00, 0x3B, 0x3B, 0x3B, 0x3C, 0x3C, 0x3C, 0x3C}},
+	{shift: 5, bias: 0x38003800, lastSubnorm: 0x00030003, e5m2: true,
+		tabLo: [16]byte{0x00, 0x80, 0x00, 0x40},
+		tabHi: [16]byte{0x00, 0x37, 0x38, 0x38}},
+}
+
+var wordTabMem Mem
+
+// wordTablesData emits the subnormal byte tables, each 16 bytes twice
+// (VPSHUFB looks up within each 128-bit half): E4M3 low, high, E5M2 low,
+// high.
+func wordTablesData() {
+	wordTabMem = GLOBL("fp8WordTables", RODATA|NOPTR)
+	for f, d := range wordDecs {
+		for t, tab := range [2][16]byte{d.tabLo, d.tabHi} {
+			for half := 0; half < 2; half++ {
+				for i, b := range tab {
+					DATA(64*f+32*t+16*half+i, U8(b))
+				}
+			}
+		}
+	}
+}
+
+// loadWordTables loads the format's two subnormal tables into lo and hi.
+func loadWordTables(e5m2 bool, lo, hi VecPhysical) {
+	f := 0
+	if e5m2 {
+		f = 1
+	}
+	VMOVDQU(wordTabMem.Offset(64*f), lo)
+	VMOVDQU(wordTabMem.Offset(64*f+32), hi)
+}
+
+// decodeWordsAVX2 loads the 16 codes at m and leaves their bf16 bits in
+// w's 16-bit lanes; lo and hi hold the subnormal tables, c, t0–t2 are
+// scratch.
+func decodeWordsAVX2(e5m2 bool, m Mem, lo, hi, w, c, t0, t1, t2 VecPhysical) {
+	d := wordDecs[0]
+	if e5m2 {
+		d = wordDecs[1]
+	}
+	VPMOVZXBW(m, c)
+	VPAND(ac(0x007F007F), c, t0) // magnitude
+	VPSLLW(U8(d.shift), t0, w)
+	VPADDW(ac(d.bias), w, w) // normal codes
+	VPSHUFB(t0, lo, t1)
+	VPSHUFB(t0, hi, t2)
+	VPSLLW(U8(8), t2, t2)
+	VPOR(t2, t1, t1) // subnormal codes (and zero)
+	VPCMPGTW(ac(d.lastSubnorm), t0, t2)
+	VPBLENDVB(t2, w, t1, w)
+	if e5m2 {
+		VPCMPEQW(ac(0x007C007C), t0, t2) // infinity
+		VPBLENDVB(t2, ac(0x7F807F80), w, w)
+		VPCMPGTW(ac(0x007C007C), t0, t0) // NaN
+	} else {
+		VPCMPEQW(ac(0x007F007F), t0, t0) // NaN
+	}
+	VPSLLW(U8(8), c, c)
+	VPAND(ac(0x80008000), c, c)
+	VPOR(c, w, w)
+	VPBLENDVB(t0, ac(0x7FC07FC0), w, w)
+}
+
+// wordsSuffix names a word decode's format.
+func wordsSuffix(e5m2 bool) string {
+	if e5m2 {
+		return "E5M2"
+	}
+	return "E4M3"
+}
+
+// bf16RowsWordsAVX2 is bf16RowsAVX2 for FP8 codes at scale 1 by the word
+// decode: rows rows of 8·blocks pairs (16 codes a block; ld counts codes,
+// ldd bytes).
+func bf16RowsWordsAVX2(e5m2 bool) {
+	name := "bf16Rows" + wordsSuffix(e5m2) + "WordsAVX2"
+	TEXT(name, NOSPLIT, "func(dst *uint32, x *uint8, rows, blocks, ld, ldd int)")
+	Pragma("noescape")
+	Doc(name + " writes rows rows of 8·blocks bf16 pairs of consecutive " + wordsSuffix(e5m2) + " codes at scale 1; its Go twin is the loop in Operand.row16 (bf16pack.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	x := Load(Param("x"), GP64())
+	rows := Load(Param("rows"), GP64())
+	loadWordTables(e5m2, Y14, Y15)
+	d, s, n := GP64(), GP64(), GP64()
+	loop(name+"_r", rows, func() {
+		MOVQ(dst, d)
+		MOVQ(x, s)
+		Load(Param("blocks"), n)
+		loop(name+"_b", n, func() {
+			// The words of consecutive codes are already their pairs.
+			decodeWordsAVX2(e5m2, Mem{Base: s}, Y14, Y15, Y0, Y1, Y2, Y3, Y4)
+			VMOVDQU(Y0, Mem{Base: d})
+			ADDQ(U32(32), d)
+			ADDQ(U32(16), s)
+		})
+		ADDQ(NewParamAddr("ldd", 40), dst)
+		ADDQ(NewParamAddr("ld", 32), x)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16PairsStridedWordsAVX2 is bf16PairsStridedAVX2 for FP8 codes at
+// scale 1 by the word decode: groups runs of 16·blocks lanes (dstride in
+// bytes, sstride in codes).
+func bf16PairsStridedWordsAVX2(e5m2 bool) {
+	name := "bf16PairsStrided" + wordsSuffix(e5m2) + "WordsAVX2"
+	TEXT(name, NOSPLIT, "func(dst *uint32, r0, r1 *uint8, groups, blocks, dstride, sstride int)")
+	Pragma("noescape")
+	Doc(name + " writes groups runs of 16·blocks bf16 pairs of two rows of " + wordsSuffix(e5m2) + " codes at scale 1; its Go twin is the loop in Operand.pairs16Groups (bf16pack.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	r0 := Load(Param("r0"), GP64())
+	r1 := Load(Param("r1"), GP64())
+	groups := Load(Param("groups"), GP64())
+	loadWordTables(e5m2, Y14, Y15)
+	d, s0, s1, n := GP64(), GP64(), GP64(), GP64()
+	loop(name+"_g", groups, func() {
+		MOVQ(dst, d)
+		MOVQ(r0, s0)
+		MOVQ(r1, s1)
+		Load(Param("blocks"), n)
+		loop(name+"_b", n, func() {
+			decodeWordsAVX2(e5m2, Mem{Base: s0}, Y14, Y15, Y0, Y2, Y3, Y4, Y5)
+			decodeWordsAVX2(e5m2, Mem{Base: s1}, Y14, Y15, Y1, Y2, Y3, Y4, Y5)
+			// Quadwords 0 2 1 3, so that the in-half interleaves give
+			// lanes 0–7 and 8–15 in order.
+			VPERMQ(U8(0xD8), Y0, Y0)
+			VPERMQ(U8(0xD8), Y1, Y1)
+			VPUNPCKLWD(Y1, Y0, Y2)
+			VPUNPCKHWD(Y1, Y0, Y3)
+			VMOVDQU(Y2, Mem{Base: d})
+			VMOVDQU(Y3, Mem{Base: d, Disp: 32})
+			ADDQ(U32(64), d)
+			ADDQ(U32(16), s0)
+			ADDQ(U32(16), s1)
+		})
+		ADDQ(NewParamAddr("dstride", 40), dst)
+		ss := GP64()
+		Load(Param("sstride"), ss)
+		ADDQ(ss, r0)
+		ADDQ(ss, r1)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16WidenAVX2 emits the widening kernels of the split row kernels'
+// A (rowGemm16S_*): rows rows of float32 values rounded to bf16 (as
+// BF16FromFloat32) and widened back, 8 a block, and of FP8 codes at
+// scale 1 by the word decode, 16 a block, their words moved to the
+// upper halves of float32 lanes (ld counts source elements' bytes for
+// float32 and codes for FP8, ldd bytes).
+func bf16WidenAVX2() {
+	TEXT("bf16WidenRowsF32AVX2", NOSPLIT, "func(dst, src *float32, rows, blocks, ld, ldd int)")
+	Pragma("noescape")
+	Doc("bf16WidenRowsF32AVX2 writes rows rows of 8·blocks float32 values rounded to bf16 (as BF16FromFloat32) and widened back; its Go twin is the loop in Operand.widenRows (gemmdirect16.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	rows := Load(Param("rows"), GP64())
+	d, s, n := GP64(), GP64(), GP64()
+	loop("bf16widen_r", rows, func() {
+		MOVQ(dst, d)
+		MOVQ(src, s)
+		Load(Param("blocks"), n)
+		loop("bf16widen_b", n, func() {
+			VMOVUPS(Mem{Base: s}, Y0)
+			bf16RoundAVX2(Y0, Y1, Y2, Y3)
+			VPSLLD(U8(16), Y0, Y0)
+			VMOVUPS(Y0, Mem{Base: d})
+			ADDQ(U32(32), s)
+			ADDQ(U32(32), d)
+		})
+		ADDQ(NewParamAddr("ldd", 40), dst)
+		ADDQ(NewParamAddr("ld", 32), src)
+	})
+	VZEROUPPER()
+	RET()
+	for _, e5m2 := range []bool{false, true} {
+		name := "bf16WidenRows" + wordsSuffix(e5m2) + "WordsAVX2"
+		TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, rows, blocks, ld, ldd int)")
+		Pragma("noescape")
+		Doc(name + " writes rows rows of 16·blocks " + wordsSuffix(e5m2) + " codes at scale 1 as float32 values (their bf16 words widened); its Go twin is the loop in Operand.widenRows (gemmdirect16.go) (AVX2).")
+		dst := Load(Param("dst"), GP64())
+		src := Load(Param("src"), GP64())
+		rows := Load(Param("rows"), GP64())
+		loadWordTables(e5m2, Y14, Y15)
+		VPXOR(Y13, Y13, Y13)
+		d, s, n := GP64(), GP64(), GP64()
+		loop(name+"_r", rows, func() {
+			MOVQ(dst, d)
+			MOVQ(src, s)
+			Load(Param("blocks"), n)
+			loop(name+"_b", n, func() {
+				decodeWordsAVX2(e5m2, Mem{Base: s}, Y14, Y15, Y0, Y1, Y2, Y3, Y4)
+				// Quadwords 0 2 1 3, then each word under a zero word:
+				// values 0–7 and 8–15 in order.
+				VPERMQ(U8(0xD8), Y0, Y0)
+				VPUNPCKLWD(Y0, Y13, Y1)
+				VPUNPCKHWD(Y0, Y13, Y2)
+				VMOVDQU(Y1, Mem{Base: d})
+				VMOVDQU(Y2, Mem{Base: d, Disp: 32})
+				ADDQ(U32(64), d)
+				ADDQ(U32(16), s)
+			})
+			ADDQ(NewParamAddr("ldd", 40), dst)
+			ADDQ(NewParamAddr("ld", 32), src)
+		})
+		VZEROUPPER()
+		RET()
+	}
 }
