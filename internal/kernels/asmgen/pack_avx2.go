@@ -177,24 +177,16 @@ func bf16RowsAVX2(src packSrc) {
 	x := Load(Param("x"), GP64())
 	rows := Load(Param("rows"), GP64())
 	pc := loadPackConsts(src)
-	d, s, n := GP64(), GP64(), GP64()
-	loop(name+"_r", rows, func() {
-		MOVQ(dst, d)
-		MOVQ(x, s)
-		Load(Param("blocks"), n)
-		loop(name+"_b", n, func() {
-			loadBF16AVX2(src, Mem{Base: s}, pc, Y0, Y2, Y3, Y4)
-			loadBF16AVX2(src, Mem{Base: s, Disp: 8 * el}, pc, Y1, Y2, Y3, Y4)
-			// words (v0 v1)(v2 v3)… per 128-bit half, then the halves'
-			// quadwords in order.
-			VPACKUSDW(Y1, Y0, Y0)
-			VPERMQ(U8(0xD8), Y0, Y0)
-			VMOVDQU(Y0, Mem{Base: d})
-			ADDQ(U32(32), d)
-			ADDQ(U32(16*el), s)
-		})
-		ADDQ(NewParamAddr("ldd", 40), dst)
-		ADDQ(NewParamAddr("ld", 32), x)
+	rowBlocks(name+"_r", name+"_b", dst, x, rows, func(d, s Register) {
+		loadBF16AVX2(src, Mem{Base: s}, pc, Y0, Y2, Y3, Y4)
+		loadBF16AVX2(src, Mem{Base: s, Disp: 8 * el}, pc, Y1, Y2, Y3, Y4)
+		// words (v0 v1)(v2 v3)… per 128-bit half, then the halves'
+		// quadwords in order.
+		VPACKUSDW(Y1, Y0, Y0)
+		VPERMQ(U8(0xD8), Y0, Y0)
+		VMOVDQU(Y0, Mem{Base: d})
+		ADDQ(U32(32), d)
+		ADDQ(U32(16*el), s)
 	})
 	VZEROUPPER()
 	RET()
@@ -321,20 +313,12 @@ func bf16RowsWordsAVX2(e5m2 bool) {
 	x := Load(Param("x"), GP64())
 	rows := Load(Param("rows"), GP64())
 	loadWordTables(e5m2, Y14, Y15)
-	d, s, n := GP64(), GP64(), GP64()
-	loop(name+"_r", rows, func() {
-		MOVQ(dst, d)
-		MOVQ(x, s)
-		Load(Param("blocks"), n)
-		loop(name+"_b", n, func() {
-			// The words of consecutive codes are already their pairs.
-			decodeWordsAVX2(e5m2, Mem{Base: s}, Y14, Y15, Y0, Y1, Y2, Y3, Y4)
-			VMOVDQU(Y0, Mem{Base: d})
-			ADDQ(U32(32), d)
-			ADDQ(U32(16), s)
-		})
-		ADDQ(NewParamAddr("ldd", 40), dst)
-		ADDQ(NewParamAddr("ld", 32), x)
+	rowBlocks(name+"_r", name+"_b", dst, x, rows, func(d, s Register) {
+		// The words of consecutive codes are already their pairs.
+		decodeWordsAVX2(e5m2, Mem{Base: s}, Y14, Y15, Y0, Y1, Y2, Y3, Y4)
+		VMOVDQU(Y0, Mem{Base: d})
+		ADDQ(U32(32), d)
+		ADDQ(U32(16), s)
 	})
 	VZEROUPPER()
 	RET()
@@ -397,21 +381,13 @@ func bf16WidenAVX2() {
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	rows := Load(Param("rows"), GP64())
-	d, s, n := GP64(), GP64(), GP64()
-	loop("bf16widen_r", rows, func() {
-		MOVQ(dst, d)
-		MOVQ(src, s)
-		Load(Param("blocks"), n)
-		loop("bf16widen_b", n, func() {
-			VMOVUPS(Mem{Base: s}, Y0)
-			bf16RoundAVX2(Y0, Y1, Y2, Y3)
-			VPSLLD(U8(16), Y0, Y0)
-			VMOVUPS(Y0, Mem{Base: d})
-			ADDQ(U32(32), s)
-			ADDQ(U32(32), d)
-		})
-		ADDQ(NewParamAddr("ldd", 40), dst)
-		ADDQ(NewParamAddr("ld", 32), src)
+	rowBlocks("bf16widen_r", "bf16widen_b", dst, src, rows, func(d, s Register) {
+		VMOVUPS(Mem{Base: s}, Y0)
+		bf16RoundAVX2(Y0, Y1, Y2, Y3)
+		VPSLLD(U8(16), Y0, Y0)
+		VMOVUPS(Y0, Mem{Base: d})
+		ADDQ(U32(32), s)
+		ADDQ(U32(32), d)
 	})
 	VZEROUPPER()
 	RET()
@@ -425,27 +401,35 @@ func bf16WidenAVX2() {
 		rows := Load(Param("rows"), GP64())
 		loadWordTables(e5m2, Y14, Y15)
 		VPXOR(Y13, Y13, Y13)
-		d, s, n := GP64(), GP64(), GP64()
-		loop(name+"_r", rows, func() {
-			MOVQ(dst, d)
-			MOVQ(src, s)
-			Load(Param("blocks"), n)
-			loop(name+"_b", n, func() {
-				decodeWordsAVX2(e5m2, Mem{Base: s}, Y14, Y15, Y0, Y1, Y2, Y3, Y4)
-				// Quadwords 0 2 1 3, then each word under a zero word:
-				// values 0–7 and 8–15 in order.
-				VPERMQ(U8(0xD8), Y0, Y0)
-				VPUNPCKLWD(Y0, Y13, Y1)
-				VPUNPCKHWD(Y0, Y13, Y2)
-				VMOVDQU(Y1, Mem{Base: d})
-				VMOVDQU(Y2, Mem{Base: d, Disp: 32})
-				ADDQ(U32(64), d)
-				ADDQ(U32(16), s)
-			})
-			ADDQ(NewParamAddr("ldd", 40), dst)
-			ADDQ(NewParamAddr("ld", 32), src)
+		rowBlocks(name+"_r", name+"_b", dst, src, rows, func(d, s Register) {
+			decodeWordsAVX2(e5m2, Mem{Base: s}, Y14, Y15, Y0, Y1, Y2, Y3, Y4)
+			// Quadwords 0 2 1 3, then each word under a zero word:
+			// values 0–7 and 8–15 in order.
+			VPERMQ(U8(0xD8), Y0, Y0)
+			VPUNPCKLWD(Y0, Y13, Y1)
+			VPUNPCKHWD(Y0, Y13, Y2)
+			VMOVDQU(Y1, Mem{Base: d})
+			VMOVDQU(Y2, Mem{Base: d, Disp: 32})
+			ADDQ(U32(64), d)
+			ADDQ(U32(16), s)
 		})
 		VZEROUPPER()
 		RET()
 	}
+}
+
+// rowBlocks emits a rows kernel's loops: for each of rows rows, body on
+// every block of the parameter blocks (d and s walking the row from dst
+// and src; body advances them), then dst and src step by the ldd and ld
+// parameters (at offsets 40 and 32: every rows kernel's signature).
+func rowBlocks(rowLabel, blockLabel string, dst, src, rows Register, body func(d, s Register)) {
+	d, s, n := GP64(), GP64(), GP64()
+	loop(rowLabel, rows, func() {
+		MOVQ(dst, d)
+		MOVQ(src, s)
+		Load(Param("blocks"), n)
+		loop(blockLabel, n, func() { body(d, s) })
+		ADDQ(NewParamAddr("ldd", 40), dst)
+		ADDQ(NewParamAddr("ld", 32), src)
+	})
 }
