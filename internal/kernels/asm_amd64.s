@@ -22432,6 +22432,387 @@ quantizeE5M2AVX2_done:
 	VZEROUPPER
 	RET
 
+// func quantizeLanesE4M3AVX2(dst *uint8, src *float32, scales *float32, blocks int, amax *[8]uint32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeLanesE4M3AVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x46800000, SI
+	MOVD         SI, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc407ffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007e, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x3c800000, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007f, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	TESTQ        BX, BX
+	JZ           quantizeLanesE4M3AVX2_done
+
+quantizeLanesE4M3AVX2_loop:
+	VMOVUPS      (CX), Y0
+	VPAND        avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD      Y4, Y14, Y14
+	VMULPS       (DX), Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x14, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x14, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	DECQ         BX
+	JNZ          quantizeLanesE4M3AVX2_loop
+
+quantizeLanesE4M3AVX2_done:
+	MOVQ    amax+32(FP), AX
+	VMOVDQU Y14, (AX)
+	VZEROUPPER
+	RET
+
+// func quantizeLanesE5M2AVX2(dst *uint8, src *float32, scales *float32, blocks int, amax *[8]uint32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeLanesE5M2AVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x43000000, SI
+	MOVD         SI, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc80fffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007b, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x38800000, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007e, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	TESTQ        BX, BX
+	JZ           quantizeLanesE5M2AVX2_done
+
+quantizeLanesE5M2AVX2_loop:
+	VMOVUPS      (CX), Y0
+	VPAND        avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD      Y4, Y14, Y14
+	VMULPS       (DX), Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x15, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x15, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	DECQ         BX
+	JNZ          quantizeLanesE5M2AVX2_loop
+
+quantizeLanesE5M2AVX2_done:
+	MOVQ    amax+32(FP), AX
+	VMOVDQU Y14, (AX)
+	VZEROUPPER
+	RET
+
+// func quantizeColsE4M3AVX2(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeColsE4M3AVX2(SB), NOSPLIT, $0-56
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x46800000, SI
+	MOVD         SI, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc407ffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007e, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x3c800000, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007f, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	MOVQ         rows+32(FP), SI
+	MOVQ         ld+40(FP), DI
+	MOVQ         ldd+48(FP), R8
+	TESTQ        BX, BX
+	JZ           quantizeColsE4M3AVX2_done
+
+quantizeColsE4M3AVX2_loop:
+	VMOVUPS (DX), Y8
+	MOVQ    CX, R9
+	MOVQ    AX, R10
+	MOVQ    SI, R11
+	TESTQ   R11, R11
+	JZ      quantizeColsE4M3AVX2_rows_done
+
+quantizeColsE4M3AVX2_rows_loop:
+	VMOVUPS      (R9), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x14, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x14, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (R10)
+	ADDQ         DI, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          quantizeColsE4M3AVX2_rows_loop
+
+quantizeColsE4M3AVX2_rows_done:
+	ADDQ $0x00000020, DX
+	ADDQ $0x00000020, CX
+	ADDQ $0x00000008, AX
+	DECQ BX
+	JNZ  quantizeColsE4M3AVX2_loop
+
+quantizeColsE4M3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func quantizeColsE5M2AVX2(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeColsE5M2AVX2(SB), NOSPLIT, $0-56
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x43000000, SI
+	MOVD         SI, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc80fffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007b, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x38800000, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007e, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	MOVQ         rows+32(FP), SI
+	MOVQ         ld+40(FP), DI
+	MOVQ         ldd+48(FP), R8
+	TESTQ        BX, BX
+	JZ           quantizeColsE5M2AVX2_done
+
+quantizeColsE5M2AVX2_loop:
+	VMOVUPS (DX), Y8
+	MOVQ    CX, R9
+	MOVQ    AX, R10
+	MOVQ    SI, R11
+	TESTQ   R11, R11
+	JZ      quantizeColsE5M2AVX2_rows_done
+
+quantizeColsE5M2AVX2_rows_loop:
+	VMOVUPS      (R9), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x15, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x15, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (R10)
+	ADDQ         DI, R9
+	ADDQ         R8, R10
+	DECQ         R11
+	JNZ          quantizeColsE5M2AVX2_rows_loop
+
+quantizeColsE5M2AVX2_rows_done:
+	ADDQ $0x00000020, DX
+	ADDQ $0x00000020, CX
+	ADDQ $0x00000008, AX
+	DECQ BX
+	JNZ  quantizeColsE5M2AVX2_loop
+
+quantizeColsE5M2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func amaxColsAVX2(acc *uint32, src *float32, blocks int, seen *[8]uint32)
+// Requires: AVX, AVX2
+TEXT ·amaxColsAVX2(SB), NOSPLIT, $0-32
+	MOVQ  acc+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	MOVQ  seen+24(FP), BX
+	VPXOR Y15, Y15, Y15
+	TESTQ DX, DX
+	JZ    amaxcols2_done
+
+amaxcols2_loop:
+	VMOVDQU  (CX), Y0
+	VPAND    avx2Consts<>+736(SB), Y0, Y0
+	VPMAXUD  Y0, Y15, Y15
+	VPCMPGTD avx2Consts<>+768(SB), Y0, Y1
+	VPANDN   Y0, Y1, Y0
+	VPMAXUD  (AX), Y0, Y0
+	VMOVDQU  Y0, (AX)
+	ADDQ     $0x00000020, CX
+	ADDQ     $0x00000020, AX
+	DECQ     DX
+	JNZ      amaxcols2_loop
+
+amaxcols2_done:
+	VMOVDQU Y15, (BX)
+	VZEROUPPER
+	RET
+
+// func amaxColsBandAVX2(acc *uint32, src *float32, strips int, rows int, ld int, seen *[8]uint32)
+// Requires: AVX, AVX2
+TEXT ·amaxColsBandAVX2(SB), NOSPLIT, $0-48
+	MOVQ    acc+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    strips+16(FP), DX
+	MOVQ    rows+24(FP), BX
+	MOVQ    ld+32(FP), SI
+	MOVQ    seen+40(FP), DI
+	VMOVDQU avx2Consts<>+736(SB), Y13
+	VMOVDQU avx2Consts<>+768(SB), Y14
+	VPXOR   Y15, Y15, Y15
+	TESTQ   DX, DX
+	JZ      amaxcb2_done
+
+amaxcb2_loop:
+	MOVQ  CX, R8
+	MOVQ  BX, R9
+	VPXOR Y0, Y0, Y0
+	TESTQ R9, R9
+	JZ    amaxcb2_rows_done
+
+amaxcb2_rows_loop:
+	VPAND    (R8), Y13, Y1
+	VPMAXUD  Y1, Y15, Y15
+	VPCMPGTD Y14, Y1, Y2
+	VPANDN   Y1, Y2, Y1
+	VPMAXUD  Y1, Y0, Y0
+	ADDQ     SI, R8
+	DECQ     R9
+	JNZ      amaxcb2_rows_loop
+
+amaxcb2_rows_done:
+	VMOVDQU Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	DECQ    DX
+	JNZ     amaxcb2_loop
+
+amaxcb2_done:
+	VMOVDQU Y15, (DI)
+	VZEROUPPER
+	RET
+
+// func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
+// Requires: AVX, AVX2
+TEXT ·bf16ShiftAVX2(SB), NOSPLIT, $0-32
+	MOVQ    d+0(FP), AX
+	MOVQ    shifts+8(FP), CX
+	MOVQ    blocks+16(FP), DX
+	MOVQ    step+24(FP), BX
+	VMOVDQU avx2Consts<>+1248(SB), Y15
+	VPXOR   Y14, Y14, Y14
+	TESTQ   DX, DX
+	JZ      bf16shift2_done
+
+bf16shift2_loop:
+	VMOVDQU  (AX), Y0
+	VPAND    Y15, Y0, Y1
+	VPCMPEQW Y14, Y1, Y2
+	VPCMPEQW Y15, Y1, Y1
+	VPOR     Y1, Y2, Y2
+	VPANDN   (CX), Y2, Y1
+	VPADDW   Y1, Y0, Y0
+	VMOVDQU  Y0, (AX)
+	ADDQ     $0x00000020, AX
+	ADDQ     BX, CX
+	DECQ     DX
+	JNZ      bf16shift2_loop
+
+bf16shift2_done:
+	VZEROUPPER
+	RET
+
 // func lnSumAVX2(x *float32, blocks int, lanes *[16]float32)
 // Requires: AVX
 TEXT ·lnSumAVX2(SB), NOSPLIT, $0-24

@@ -859,6 +859,41 @@ func quantizeE4M3AVX2(dst *uint8, src *float32, blocks int, scale float32, amax 
 //go:noescape
 func quantizeE5M2AVX2(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)
 
+// quantizeLanesE4M3AVX2 casts 8·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeLanesE4M3AVX2(dst *uint8, src *float32, scales *float32, blocks int, amax *[8]uint32)
+
+// quantizeLanesE5M2AVX2 casts 8·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeLanesE5M2AVX2(dst *uint8, src *float32, scales *float32, blocks int, amax *[8]uint32)
+
+// quantizeColsE4M3AVX2 casts rows × 8·blocks values (rows ld bytes apart, codes ldd apart) to FP8 with a scale per column; its Go twin is quantizeFP8ColsGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeColsE4M3AVX2(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+
+// quantizeColsE5M2AVX2 casts rows × 8·blocks values (rows ld bytes apart, codes ldd apart) to FP8 with a scale per column; its Go twin is quantizeFP8ColsGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeColsE5M2AVX2(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
+
+// amaxColsAVX2 folds |x| of 8·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func amaxColsAVX2(acc *uint32, src *float32, blocks int, seen *[8]uint32)
+
+// amaxColsBandAVX2 stores the column amaxes of rows × 8·strips values (rows ld bytes apart), NaN left out, and the lane-wise max of |x| bits; its Go twin is amaxColsBandGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func amaxColsBandAVX2(acc *uint32, src *float32, strips int, rows int, ld int, seen *[8]uint32)
+
+// bf16ShiftAVX2 adds per-lane exponent shifts to the finite non-zero bf16 halves of 8·blocks lanes; its Go twin is bf16ShiftGo (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
+
 // lnSumAVX2 stores 16 lane sums over 16·blocks values; its Go twin is lnSumGo or lnSqDevGo (layernorm.go) (AVX2).
 //
 //go:noescape

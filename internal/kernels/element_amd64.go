@@ -813,8 +813,24 @@ func sigmoidAVX2Vector(kind int, out, x, y, z, w []float32) int {
 
 // quantizeFP8LanesVector is quantizeFP8Vector with one scale per value.
 func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (done int, amaxBits uint32) {
+	if !hasAVX512 {
+		blocks := len(src) / 8
+		if !hasAVX2 || blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
+			return 0, 0
+		}
+		var lanes [8]uint32
+		if format == 0 {
+			quantizeLanesE4M3AVX2(&dst[0], &src[0], &scales[0], blocks, &lanes)
+		} else {
+			quantizeLanesE5M2AVX2(&dst[0], &src[0], &scales[0], blocks, &lanes)
+		}
+		for _, l := range lanes {
+			amaxBits = max(amaxBits, l)
+		}
+		return blocks * 8, amaxBits
+	}
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
+	if blocks == 0 || len(dst) < len(src) || len(scales) < len(src) {
 		return 0, 0
 	}
 	var lanes [16]uint32
@@ -845,10 +861,23 @@ func quantizeFP8BlocksVector(format int, dst []uint8, src, scales []float32) int
 }
 
 // quantizeFP8ColsVector casts the whole strips of 16 columns of a band
-// (see QuantizeFP8Cols) and returns how many columns it did.
+// (8 on AVX2; see QuantizeFP8Cols) and returns how many columns it did.
 func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
+	if !hasAVX512 {
+		strips := n / 8
+		if !hasAVX2 || strips == 0 || rows == 0 {
+			return 0
+		}
+		_, _, _ = dst[(rows-1)*ldd+8*strips-1], src[(rows-1)*ld+8*strips-1], scales[8*strips-1]
+		if format == 0 {
+			quantizeColsE4M3AVX2(&dst[0], &src[0], &scales[0], strips, rows, 4*ld, ldd)
+		} else {
+			quantizeColsE5M2AVX2(&dst[0], &src[0], &scales[0], strips, rows, 4*ld, ldd)
+		}
+		return 8 * strips
+	}
 	strips := n / 16
-	if !hasAVX512 || strips == 0 || rows == 0 {
+	if strips == 0 || rows == 0 {
 		return 0
 	}
 	_, _, _ = dst[(rows-1)*ldd+16*strips-1], src[(rows-1)*ld+16*strips-1], scales[16*strips-1]
@@ -861,11 +890,24 @@ func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld i
 }
 
 // amaxColsBandVector does AmaxColsBand for the whole strips of 16
-// columns and returns how many columns it did and the largest |x| bits
-// seen.
+// columns (8 on AVX2) and returns how many columns it did and the
+// largest |x| bits seen.
 func amaxColsBandVector(acc []uint32, src []float32, ld, rows, n int) (done int, seen uint32) {
+	if !hasAVX512 {
+		strips := n / 8
+		if !hasAVX2 || strips == 0 || rows == 0 {
+			return 0, 0
+		}
+		_, _ = acc[8*strips-1], src[(rows-1)*ld+8*strips-1]
+		var lanes [8]uint32
+		amaxColsBandAVX2(&acc[0], &src[0], strips, rows, 4*ld, &lanes)
+		for _, l := range lanes {
+			seen = max(seen, l)
+		}
+		return 8 * strips, seen
+	}
 	strips := n / 16
-	if !hasAVX512 || strips == 0 || rows == 0 {
+	if strips == 0 || rows == 0 {
 		return 0, 0
 	}
 	_, _ = acc[16*strips-1], src[(rows-1)*ld+16*strips-1]
@@ -880,8 +922,20 @@ func amaxColsBandVector(acc []uint32, src []float32, ld, rows, n int) (done int,
 // amaxColsVector folds the longest multiple of 16 of src into acc (see
 // AmaxCols) and returns how many it did and the largest |x| bits seen.
 func amaxColsVector(acc []uint32, src []float32) (done int, seen uint32) {
+	if !hasAVX512 {
+		blocks := len(src) / 8
+		if !hasAVX2 || blocks == 0 || len(acc) < len(src) {
+			return 0, 0
+		}
+		var lanes [8]uint32
+		amaxColsAVX2(&acc[0], &src[0], blocks, &lanes)
+		for _, l := range lanes {
+			seen = max(seen, l)
+		}
+		return blocks * 8, seen
+	}
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(acc) < len(src) {
+	if blocks == 0 || len(acc) < len(src) {
 		return 0, 0
 	}
 	var lanes [16]uint32

@@ -778,7 +778,10 @@ func BlockTiles(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []f
 	if done, amax, ok := blockTilesVector(c.Format, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask); ok {
 		return done, amax
 	}
-	return blockTilesGo(c, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
+	// The twin's loop with the row kernels (AmaxBits, QuantizeFP8) in
+	// place of their twins: the same bits, vectorised where the
+	// whole-tile kernel is missing (AVX2, arm64).
+	return blockTilesWith(c, AmaxBits, QuantizeFP8, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
 }
 
 // blockGroup is how many tiles of rows × width values BlockTiles takes
@@ -791,6 +794,13 @@ func blockGroup(rows, width int) int { return min(16, max(1, 2048/(rows*width)))
 // replace: group by group (blockGroup), each tile's amax (amaxBitsGo row
 // by row), its scale (BlockScale), and quantizeFP8Go row by row.
 func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32) {
+	return blockTilesWith(c, amaxBitsGo, quantizeFP8Go, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
+}
+
+// blockTilesWith is blockTilesGo's loop with its row amax and row cast
+// given (the twins, or the kernels that equal them bit for bit).
+func blockTilesWith(c *FP8Cast, amaxRow func([]float32) uint32, castRow func(*FP8Cast, []uint8, []float32, float32) uint32,
+	dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32) {
 	fmax := c.Decode[c.MaxCode]
 	group := blockGroup(rows, width)
 	var am [16]uint32
@@ -800,7 +810,7 @@ func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv [
 			s := (t0 + i) * ts
 			am[i] = 0
 			for r := 0; r < rows; r++ {
-				am[i] = max(am[i], amaxBitsGo(src[s+r*ld:s+r*ld+width]))
+				am[i] = max(am[i], amaxRow(src[s+r*ld:s+r*ld+width]))
 			}
 			if am[i] > 0x7F800000 {
 				return t0, amax
@@ -813,7 +823,7 @@ func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv [
 			scale, inv[t] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
 			s, d := t*ts, t*tds
 			for r := 0; r < rows; r++ {
-				quantizeFP8Go(c, dst[d+r*ldd:d+r*ldd+width], src[s+r*ld:s+r*ld+width], scale)
+				castRow(c, dst[d+r*ldd:d+r*ldd+width], src[s+r*ld:s+r*ld+width], scale)
 			}
 		}
 	}
@@ -838,7 +848,9 @@ func BlockCols(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []fl
 		return done, amax
 	}
 	if done < n {
-		d, a := blockColsGo(c, dst[done:], ldd, src[done:], ld, inv[done:], rows, n-done, eps, mask)
+		// The twin's loop with the band kernels in place of their twins
+		// (the same bits; vectorised where blockColsVector is missing).
+		d, a := blockColsWith(c, AmaxColsBand, QuantizeFP8Cols, dst[done:], ldd, src[done:], ld, inv[done:], rows, n-done, eps, mask)
 		done, amax = done+d, max(amax, a)
 	}
 	return done, amax
@@ -848,19 +860,28 @@ func BlockCols(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []fl
 // replace: strip by strip, the column amaxes (amaxColsBandGo), their
 // scales (BlockScale) and quantizeFP8ColsGo.
 func blockColsGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
+	band := func(acc []uint32, src []float32, ld, rows, n int) uint32 { return amaxColsBandGo(acc[:n], src, ld, rows) }
+	return blockColsWith(c, band, quantizeFP8ColsGo, dst, ldd, src, ld, inv, rows, n, eps, mask)
+}
+
+// blockColsWith is blockColsGo's loop with its band amax and band cast
+// given (the twins, or the kernels that equal them bit for bit).
+func blockColsWith(c *FP8Cast, amaxBand func(acc []uint32, src []float32, ld, rows, n int) uint32,
+	castBand func(*FP8Cast, []uint8, int, []float32, int, []float32, int, int),
+	dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
 	fmax := c.Decode[c.MaxCode]
 	var am [16]uint32
 	var scales [16]float32
 	for j0 := 0; j0 < n; j0 += 16 {
 		w := min(16, n-j0)
-		if amaxColsBandGo(am[:w], src[j0:], ld, rows) > 0x7F800000 {
+		if amaxBand(am[:w], src[j0:], ld, rows, w) > 0x7F800000 {
 			return j0, amax
 		}
 		for j, a := range am[:w] {
 			amax = max(amax, a)
 			scales[j], inv[j0+j] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
 		}
-		quantizeFP8ColsGo(c, dst[j0:], ldd, src[j0:], ld, scales[:w], rows, w)
+		castBand(c, dst[j0:], ldd, src[j0:], ld, scales[:w], rows, w)
 	}
 	return n, amax
 }

@@ -378,8 +378,19 @@ func scaleRowVector(row, col []float32, f float64) int {
 // bf16ShiftGo; step 0 reuses shifts[0:16], 64 walks them along) and
 // returns how many it did.
 func bf16ShiftVector(d, shifts []uint32, step int) int {
+	if !hasBF16 {
+		// The 8-lane kernel: step 0 reuses shifts[0:8], so the second
+		// eight must repeat them (shiftRun's do).
+		blocks := len(d) / 8
+		if !hasAVX2 || blocks == 0 || len(shifts) < 16 || (step != 0 && len(shifts) < len(d)) ||
+			(step == 0 && [8]uint32(shifts[:8]) != [8]uint32(shifts[8:16])) {
+			return 0
+		}
+		bf16ShiftAVX2(&d[0], &shifts[0], blocks, step/2)
+		return blocks * 8
+	}
 	blocks := len(d) / 16
-	if !hasBF16 || blocks == 0 || len(shifts) < 16 || (step != 0 && len(shifts) < len(d)) {
+	if blocks == 0 || len(shifts) < 16 || (step != 0 && len(shifts) < len(d)) {
 		return 0
 	}
 	bf16ShiftAVX512(&d[0], &shifts[0], blocks, step)

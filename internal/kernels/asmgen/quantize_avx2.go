@@ -9,17 +9,39 @@ import (
 // quantizeAVX2 emits the 8-lane form of quantize (the scaled,
 // saturating, round-to-nearest-even FP8 cast with its running amax):
 // the same integer and float operations as quantizeFP8Go, so the codes
-// and the amax bits are the twin's. The lane maxima of |x| (as bits)
-// are stored to amax.
-func quantizeAVX2(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
-	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)")
-	Pragma("noescape")
-	Doc(name + " casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).")
+// and the amax bits are the twin's. kind says where the scales come
+// from (as quantizeBody's): one for all values (the lane maxima of |x|
+// as bits stored to amax), one per value read beside it (amax too), or
+// one per column of a band of rows, walked 8 columns at a time down the
+// rows (no amax).
+func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
+	switch kind {
+	case castScalar:
+		TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)")
+		Pragma("noescape")
+		Doc(name + " casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).")
+	case castLanes:
+		TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[8]uint32)")
+		Pragma("noescape")
+		Doc(name + " casts 8·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX2).")
+	case castCols:
+		TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)")
+		Pragma("noescape")
+		Doc(name + " casts rows × 8·blocks values (rows ld bytes apart, codes ldd apart) to FP8 with a scale per column; its Go twin is quantizeFP8ColsGo (fp8cast.go) (AVX2).")
+	default:
+		panic("asmgen: quantizeAVX2 of an unknown kind")
+	}
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
+	var scales Register
+	if kind != castScalar {
+		scales = Load(Param("scales"), GP64())
+	}
 	n := Load(Param("blocks"), GP64())
 	scale, magic, half, maxR, norm, nan, amax := Y8, Y9, Y10, Y11, Y12, Y13, Y14
-	VBROADCASTSS(paramAddr("scale"), scale)
+	if kind == castScalar {
+		VBROADCASTSS(paramAddr("scale"), scale)
+	}
 	m := uint32(127+magicExp) << 23
 	bcastY := func(v uint32, y VecPhysical) {
 		r := GP32()
@@ -33,12 +55,16 @@ func quantizeAVX2(name string, shift int, minNorm uint32, magicExp int, off, max
 	bcastY(minNorm, norm)
 	bcastY(nanCode, nan)
 	VPXOR(amax, amax, amax)
-	loop(name, n, func() {
+	// cast8 casts the 8 values at sp to the 8 codes at dp, each times
+	// its lane of sc.
+	cast8 := func(sp, dp Register, sc Op) {
 		x, ya, y, sub, t, c := Y0, Y1, Y2, Y3, Y4, Y5
-		VMOVUPS(Mem{Base: src}, x)
-		VPAND(ac(0x7FFFFFFF), x, t)
-		VPMAXUD(t, amax, amax)
-		VMULPS(scale, x, y)
+		VMOVUPS(Mem{Base: sp}, x)
+		if kind != castCols {
+			VPAND(ac(0x7FFFFFFF), x, t)
+			VPMAXUD(t, amax, amax)
+		}
+		VMULPS(sc, x, y)
 		VPAND(ac(0x7FFFFFFF), y, ya)
 		// Normal targets: rebias and round half to even at bit shift.
 		VPSRLD(U8(shift), ya, t)
@@ -64,10 +90,44 @@ func quantizeAVX2(name string, shift int, minNorm uint32, magicExp int, off, max
 		VEXTRACTI128(U8(1), c, t.AsX())
 		VPACKUSDW(t.AsX(), c.AsX(), c.AsX())
 		VPACKUSWB(c.AsX(), c.AsX(), c.AsX())
-		MOVQ(c.AsX(), Mem{Base: dst})
-		ADDQ(U32(32), src)
-		ADDQ(U32(8), dst)
-	})
+		MOVQ(c.AsX(), Mem{Base: dp})
+	}
+	switch kind {
+	case castCols:
+		rows := Load(Param("rows"), GP64())
+		ld, ldd := Load(Param("ld"), GP64()), Load(Param("ldd"), GP64())
+		loop(name, n, func() {
+			VMOVUPS(Mem{Base: scales}, scale)
+			p, q, k := GP64(), GP64(), GP64()
+			MOVQ(src, p)
+			MOVQ(dst, q)
+			MOVQ(rows, k)
+			loop(name+"_rows", k, func() {
+				cast8(p, q, scale)
+				ADDQ(ld, p)
+				ADDQ(ldd, q)
+			})
+			ADDQ(U32(32), scales)
+			ADDQ(U32(32), src)
+			ADDQ(U32(8), dst)
+		})
+		VZEROUPPER()
+		RET()
+		return
+	case castLanes:
+		loop(name, n, func() {
+			cast8(src, dst, Mem{Base: scales})
+			ADDQ(U32(32), scales)
+			ADDQ(U32(32), src)
+			ADDQ(U32(8), dst)
+		})
+	default:
+		loop(name, n, func() {
+			cast8(src, dst, scale)
+			ADDQ(U32(32), src)
+			ADDQ(U32(8), dst)
+		})
+	}
 	out := Load(Param("amax"), GP64())
 	VMOVDQU(amax, Mem{Base: out})
 	VZEROUPPER()
@@ -76,6 +136,116 @@ func quantizeAVX2(name string, shift int, minNorm uint32, magicExp int, off, max
 
 // quantizeKernelsAVX2 emits both formats' casts.
 func quantizeKernelsAVX2() {
-	quantizeAVX2("quantizeE4M3AVX2", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
-	quantizeAVX2("quantizeE5M2AVX2", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	for _, kind := range []int{castScalar, castLanes, castCols} {
+		name := map[int]string{castScalar: "quantize", castLanes: "quantizeLanes", castCols: "quantizeCols"}[kind]
+		quantizeAVX2(name+"E4M3AVX2", kind, 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
+		quantizeAVX2(name+"E5M2AVX2", kind, 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	}
+	amaxColsAVX2()
+	amaxColsBandAVX2()
+	bf16ShiftAVX2()
+}
+
+// amaxColsAVX2 is amaxCols on 8 lanes: acc[j] = max(acc[j], |x[j]|) as
+// float32 bits, NaN lanes left out, over 8·blocks values, and the
+// lane-wise maximum of the raw |x| bits stored to seen.
+func amaxColsAVX2() {
+	TEXT("amaxColsAVX2", NOSPLIT, "func(acc *uint32, src *float32, blocks int, seen *[8]uint32)")
+	Pragma("noescape")
+	Doc("amaxColsAVX2 folds |x| of 8·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX2).")
+	acc := Load(Param("acc"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("seen"), GP64())
+	ySeen := Y15
+	VPXOR(ySeen, ySeen, ySeen)
+	loop("amaxcols2", n, func() {
+		x, t := Y0, Y1
+		VMOVDQU(Mem{Base: src}, x)
+		VPAND(ac(0x7FFFFFFF), x, x)
+		VPMAXUD(x, ySeen, ySeen)
+		// t: |x| bits above +inf's (a NaN, as a signed compare: they
+		// are below 2^31), whose lanes are cleared.
+		VPCMPGTD(ac(0x7F800000), x, t)
+		VPANDN(x, t, x)
+		VPMAXUD(Mem{Base: acc}, x, x)
+		VMOVDQU(x, Mem{Base: acc})
+		ADDQ(U32(32), src)
+		ADDQ(U32(32), acc)
+	})
+	VMOVDQU(ySeen, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// amaxColsBandAVX2 is amaxColsBand on strips of 8 columns: acc[j] =
+// max over the rows of |x[r][j]| as float32 bits, NaN lanes left out,
+// each strip's maximum held in a register down the rows; seen gets the
+// lane-wise maximum of the raw |x| bits.
+func amaxColsBandAVX2() {
+	TEXT("amaxColsBandAVX2", NOSPLIT, "func(acc *uint32, src *float32, strips int, rows int, ld int, seen *[8]uint32)")
+	Pragma("noescape")
+	Doc("amaxColsBandAVX2 stores the column amaxes of rows × 8·strips values (rows ld bytes apart), NaN left out, and the lane-wise max of |x| bits; its Go twin is amaxColsBandGo (fp8cast.go) (AVX2).")
+	acc := Load(Param("acc"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("strips"), GP64())
+	rows := Load(Param("rows"), GP64())
+	ld := Load(Param("ld"), GP64())
+	out := Load(Param("seen"), GP64())
+	yAbs, yInf, ySeen := Y13, Y14, Y15
+	VMOVDQU(ac(0x7FFFFFFF), yAbs)
+	VMOVDQU(ac(0x7F800000), yInf)
+	VPXOR(ySeen, ySeen, ySeen)
+	loop("amaxcb2", n, func() {
+		p, k := GP64(), GP64()
+		MOVQ(src, p)
+		MOVQ(rows, k)
+		VPXOR(Y0, Y0, Y0)
+		loop("amaxcb2_rows", k, func() {
+			VPAND(Mem{Base: p}, yAbs, Y1)
+			VPMAXUD(Y1, ySeen, ySeen)
+			VPCMPGTD(yInf, Y1, Y2) // a NaN
+			VPANDN(Y1, Y2, Y1)
+			VPMAXUD(Y1, Y0, Y0)
+			ADDQ(ld, p)
+		})
+		VMOVDQU(Y0, Mem{Base: acc})
+		ADDQ(U32(32), acc)
+		ADDQ(U32(32), src)
+	})
+	VMOVDQU(ySeen, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16ShiftAVX2 is bf16Shift on 8 lanes: each 16-bit half of the
+// 8·blocks lanes at d whose exponent field is neither 0 nor all ones
+// gets the matching half of its lane of shifts added; shifts advances
+// by step bytes per 8 lanes (0: one vector for all).
+func bf16ShiftAVX2() {
+	TEXT("bf16ShiftAVX2", NOSPLIT, "func(d *uint32, shifts *uint32, blocks int, step int)")
+	Pragma("noescape")
+	Doc("bf16ShiftAVX2 adds per-lane exponent shifts to the finite non-zero bf16 halves of 8·blocks lanes; its Go twin is bf16ShiftGo (bf16pack.go) (AVX2).")
+	d := Load(Param("d"), GP64())
+	sh := Load(Param("shifts"), GP64())
+	n := Load(Param("blocks"), GP64())
+	step := Load(Param("step"), GP64())
+	yExp, yZero := Y15, Y14
+	VMOVDQU(ac(0x7F807F80), yExp)
+	VPXOR(yZero, yZero, yZero)
+	loop("bf16shift2", n, func() {
+		x, e, m := Y0, Y1, Y2
+		VMOVDQU(Mem{Base: d}, x)
+		VPAND(yExp, x, e)
+		VPCMPEQW(yZero, e, m) // zero or subnormal
+		VPCMPEQW(yExp, e, e)  // inf or NaN
+		VPOR(e, m, m)
+		VPANDN(Mem{Base: sh}, m, e) // the shift where neither
+		VPADDW(e, x, x)
+		VMOVDQU(x, Mem{Base: d})
+		ADDQ(U32(32), d)
+		ADDQ(step, sh)
+	})
+	VZEROUPPER()
+	RET()
 }
