@@ -860,7 +860,9 @@ func BlockCols(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []fl
 // replace: strip by strip, the column amaxes (amaxColsBandGo), their
 // scales (BlockScale) and quantizeFP8ColsGo.
 func blockColsGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
-	band := func(acc []uint32, src []float32, ld, rows, n int) uint32 { return amaxColsBandGo(acc[:n], src, ld, rows) }
+	band := func(acc []uint32, src []float32, ld, rows, n int) uint32 {
+		return amaxColsBandGo(acc[:n], src, ld, rows)
+	}
 	return blockColsWith(c, band, quantizeFP8ColsGo, dst, ldd, src, ld, inv, rows, n, eps, mask)
 }
 
