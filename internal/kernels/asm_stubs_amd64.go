@@ -894,6 +894,26 @@ func amaxColsBandAVX2(acc *uint32, src *float32, strips int, rows int, ld int, s
 //go:noescape
 func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
 
+// e2m1DecodeBF16AVX2 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX2).
+//
+//go:noescape
+func e2m1DecodeBF16AVX2(dst *uint16, src *uint8, factors *float32, blocks int)
+
+// e2m1PairsStridedAVX2 decodes, for each of groups pairs of rows, 16·blocks E2M1 codes of the two rows times their factors per 16 and interleaves them as bf16 pairs, each group stride bytes of dst, cstride bytes of codes and fstride bytes of factors after the last; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX2).
+//
+//go:noescape
+func e2m1PairsStridedAVX2(dst *uint32, r0 *uint8, r1 *uint8, f0 *float32, f1 *float32, groups int, blocks int, stride int, cstride int, fstride int)
+
+// e2m1BlocksAVX2 casts 16·blocks values times their block's scale to E2M1 codes, two per byte; its Go twin is e2m1BlocksGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func e2m1BlocksAVX2(dst *uint8, src *float32, es *float32, blocks int)
+
+// rht16AVX2 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX2).
+//
+//go:noescape
+func rht16AVX2(x *float32, groups int)
+
 // lnSumAVX2 stores 16 lane sums over 16·blocks values; its Go twin is lnSumGo or lnSqDevGo (layernorm.go) (AVX2).
 //
 //go:noescape

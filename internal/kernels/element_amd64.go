@@ -950,8 +950,12 @@ func amaxColsVector(acc []uint32, src []float32) (done int, seen uint32) {
 // and returns how many values it did.
 func rht16Vector(x []float32) int {
 	groups := len(x) / 16
-	if !hasAVX512 || groups == 0 {
+	if groups == 0 || !hasAVX512 && !hasAVX2 {
 		return 0
+	}
+	if !hasAVX512 {
+		rht16AVX2(&x[0], groups)
+		return groups * 16
 	}
 	rht16AVX512(&x[0], groups)
 	return groups * 16
@@ -1014,8 +1018,12 @@ func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32)
 // QuantizeE2M1Blocks) and returns how many values it did.
 func e2m1BlocksVector(dst []uint8, src, es []float32) int {
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < 8*blocks || len(es) < blocks {
+	if blocks == 0 || len(dst) < 8*blocks || len(es) < blocks || !hasAVX512 && !hasAVX2 {
 		return 0
+	}
+	if !hasAVX512 {
+		e2m1BlocksAVX2(&dst[0], &src[0], &es[0], blocks)
+		return 16 * blocks
 	}
 	e2m1BlocksAVX512(&dst[0], &src[0], &es[0], blocks)
 	return 16 * blocks
@@ -1056,8 +1064,12 @@ func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int 
 // DecodeE2M1BF16) and returns how many values it did.
 func decodeE2M1BF16Vector(dst []uint16, src []uint8, factors []float32) int {
 	blocks := len(dst) / 16
-	if !hasAVX512 || blocks == 0 || len(src) < 8*blocks || len(factors) < blocks {
+	if blocks == 0 || len(src) < 8*blocks || len(factors) < blocks || !hasAVX512 && !hasAVX2 {
 		return 0
+	}
+	if !hasAVX512 {
+		e2m1DecodeBF16AVX2(&dst[0], &src[0], &factors[0], blocks)
+		return blocks * 16
 	}
 	e2m1DecodeBF16AVX512(&dst[0], &src[0], &factors[0], blocks)
 	return blocks * 16

@@ -406,24 +406,35 @@ func NVFP4ColsRHT(dst []uint16, bam []uint32, src []float32, rows, cols, c0, c1 
 	nb := rows / 16
 	_, _, _ = src[rows*cols-1], dst[c1*rows-1], bam[c1*nb-1]
 	j := c0 + nvfp4ColsStrips(nil, dst, bam, src, rows, cols, 0, rows, c0, c1)
-	nvfp4ColsRHTGo(dst, bam, src, rows, cols, 0, rows, j, c1)
+	// The columns the strip kernels left (all of them without AVX-512):
+	// the twin's loop with the vector transform.
+	nvfp4ColsRHTWith(RHT16, dst, bam, src, rows, cols, 0, rows, j, c1)
 }
 
 // nvfp4ColsRHTGo is the loop nvfp4ColsRHTAVX512 replaces, for source
 // rows [r0, r1) of columns [c0, c1): each group of 16 of a column
 // transformed (rht16Go), its amax (amax16Go), its values' bf16 bits.
 func nvfp4ColsRHTGo(dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
+	nvfp4ColsRHTWith(rht16Go, dst, bam, src, rows, cols, r0, r1, c0, c1)
+}
+
+// nvfp4ColsRHTWith is nvfp4ColsRHTGo's loop with its transform given
+// (rht16Go, or RHT16, which equals it bit for bit): a column's groups
+// gathered up to 16 at a time, so that one call transforms them all.
+func nvfp4ColsRHTWith(rht func([]float32), dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
 	nb := rows / 16
-	var v [16]float32
+	var v [256]float32
 	for j := c0; j < c1; j++ {
-		for g := r0 / 16; g < r1/16; g++ {
-			for k := range v {
-				v[k] = src[(16*g+k)*cols+j]
+		for g0 := r0 / 16; g0 < r1/16; g0 += 16 {
+			ng := min(16, r1/16-g0)
+			w := v[:16*ng]
+			for k := range w {
+				w[k] = src[(16*g0+k)*cols+j]
 			}
-			rht16Go(v[:])
-			amax16Go(bam[j*nb+g:j*nb+g+1], v[:])
-			for k, x := range v {
-				dst[j*rows+16*g+k] = bf16Bits(x)
+			rht(w)
+			amax16Go(bam[j*nb+g0:j*nb+g0+ng], w)
+			for k, x := range w {
+				dst[j*rows+16*g0+k] = bf16Bits(x)
 			}
 		}
 	}
@@ -602,10 +613,12 @@ func E2M1StochasticBlocks(dst []uint8, src, es []float32, key, base uint32) {
 func QuantizeE2M1BlocksBF16(dst []uint8, src []uint16, es []float32) {
 	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
 	done := e2m1BlocksBF16Vector(dst, src, es)
-	var v [16]float32
-	for b := done / 16; 16*b < len(src); b++ {
-		w := WidenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
-		e2m1BlocksGo(dst[8*b:], w, es[b:b+1])
+	// The rest widened to float32 a chunk of blocks at a time, then
+	// the float32 cast (its vector kernel where there is one).
+	var v [256]float32
+	for lo := done; lo < len(src); lo += len(v) {
+		w := WidenBF16(v[:], src[lo:min(len(src), lo+len(v))])
+		QuantizeE2M1Blocks(dst[lo/2:], w, es[lo/16:])
 	}
 }
 
@@ -613,10 +626,10 @@ func QuantizeE2M1BlocksBF16(dst []uint8, src []uint16, es []float32) {
 func E2M1StochasticBlocksBF16(dst []uint8, src []uint16, es []float32, key, base uint32) {
 	dst, es = dst[:(len(src)+1)/2], es[:(len(src)+15)/16]
 	done := e2m1StochasticBF16Vector(dst, src, es, key, base)
-	var v [16]float32
-	for b := done / 16; 16*b < len(src); b++ {
-		w := WidenBF16(v[:], src[16*b:min(len(src), 16*b+16)])
-		e2m1StochasticGo(dst[8*b:], w, es[b:b+1], key, base+uint32(8*b))
+	var v [256]float32
+	for lo := done; lo < len(src); lo += len(v) {
+		w := WidenBF16(v[:], src[lo:min(len(src), lo+len(v))])
+		E2M1StochasticBlocks(dst[lo/2:], w, es[lo/16:], key, base+uint32(lo/2))
 	}
 }
 

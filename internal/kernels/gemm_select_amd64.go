@@ -235,11 +235,15 @@ func stridedPairsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stri
 // factors) along a and b and written g·stride lanes along dst, with one
 // call of the vector kernel, and reports whether it could.
 func e2m1GroupsVector(dst []uint32, a, b []uint8, fa, fb []float32, groups, blocks, stride, cstep int) bool {
-	if !hasAVX512 || groups <= 0 || blocks <= 0 {
+	if groups <= 0 || blocks <= 0 || !hasAVX512 && !hasAVX2 {
 		return false
 	}
 	last := (groups - 1) * cstep
 	_, _, _, _, _ = dst[(groups-1)*stride+16*blocks-1], a[last/2+8*blocks-1], b[last/2+8*blocks-1], fa[last/16+blocks-1], fb[last/16+blocks-1]
+	if !hasAVX512 {
+		e2m1PairsStridedAVX2(&dst[0], &a[0], &b[0], &fa[0], &fb[0], groups, blocks, 4*stride, cstep/2, 4*(cstep/16))
+		return true
+	}
 	e2m1PairsStridedAVX512(&dst[0], &a[0], &b[0], &fa[0], &fb[0], groups, blocks, 4*stride, cstep/2, 4*(cstep/16))
 	return true
 }

@@ -27,6 +27,8 @@ var avx2ConstValues = []uint32{
 	0xFFFF0000, 0x7FFF, 0x7FFFFFFF, 0x7F800000, 0x40, 0x8000, 1, 0x80, 0x7F, 0x7FC00000,
 	// The word decodes' constants (two 16-bit lanes each).
 	0x007F007F, 0x00070007, 0x00030003, 0x007C007C, 0x3C003C00, 0x38003800, 0x80008000, 0x7FC07FC0, 0x7F807F80,
+	// NVFP4's.
+	0x80000000, 8, 0xFF, f32(0.25),
 }
 
 var avx2ConstMem Mem
@@ -284,6 +286,7 @@ func avx2ElementKernels() {
 	bf16KernelsAVX2()
 	packKernelsAVX2()
 	quantizeKernelsAVX2()
+	nvfp4KernelsAVX2()
 	layerNormKernelsAVX2()
 	addAVX2()
 	amaxAVX2()

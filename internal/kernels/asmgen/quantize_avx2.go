@@ -66,18 +66,7 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 		}
 		VMULPS(sc, x, y)
 		VPAND(ac(0x7FFFFFFF), y, ya)
-		// Normal targets: rebias and round half to even at bit shift.
-		VPSRLD(U8(shift), ya, t)
-		VPAND(ac(1), t, t)
-		VPADDD(half, t, t)
-		VPADDD(ya, t, t)
-		VPSRLD(U8(shift), t, c)
-		// Subnormal targets (ya < the smallest normal): the FPU rounds
-		// ya + magic.
-		VADDPS(magic, ya, sub)
-		VPSUBD(magic, sub, sub)
-		VPCMPGTD(ya, norm, t) // norm > ya
-		VBLENDVPS(t, sub, c, c)
+		roundAVX2(shift, ya, c, t, sub, half, magic, norm)
 		VPMINUD(maxR, c, c)
 		// NaN: ya above +inf's bits.
 		VPCMPGTD(ac(0x7F800000), ya, t)

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// NVFP4's kernels on 8 lanes (AVX2): the random Hadamard transform, the
+// element cast to E2M1 codes, and the decode of E2M1 codes times their
+// block factors to bf16 (alone, and as the pairs of two rows a bf16
+// GEMM packs). Each does the operations of its Go twin, so the bits are
+// the twin's.
+
+var e2m1ValsMem Mem
+
+// e2m1ValsData defines the eight E2M1 magnitudes as float32, the table
+// VPERMD looks a code's low three bits up in.
+func e2m1ValsData() {
+	e2m1ValsMem = GLOBL("e2m1ValsAVX2", RODATA|NOPTR)
+	for i, v := range []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6} {
+		DATA(4*i, U32(math.Float32bits(v)))
+	}
+}
+
+// e2m1ProductsAVX2 emits the float32 products value(code)·factor of the
+// 16 codes in the 8 bytes at src (the even element in the low nibble):
+// elements 0–7 to lo, 8–15 to hi; vals holds the magnitudes, fct the
+// factor in every lane, t scratch. A byte's high nibble, shifted down,
+// keeps the low byte's bits above it, but only a code's four low bits
+// are read (three by VPERMD, the sign from bit 3).
+func e2m1ProductsAVX2(src Register, lo, hi, t, vals, fct VecPhysical) {
+	MOVQ(Mem{Base: src}, lo.AsX())
+	VPSRLW(U8(4), lo.AsX(), hi.AsX())
+	VPUNPCKLBW(hi.AsX(), lo.AsX(), lo.AsX()) // element j in byte j
+	VPSRLDQ(U8(8), lo.AsX(), hi.AsX())
+	VPMOVZXBD(hi.AsX(), hi)
+	VPMOVZXBD(lo.AsX(), lo)
+	for _, v := range []VecPhysical{lo, hi} {
+		VPSLLD(U8(28), v, t)
+		VPAND(ac(0x80000000), t, t) // the sign
+		VPERMD(vals, v, v)
+		VPOR(t, v, v)
+		VMULPS(fct, v, v)
+	}
+}
+
+// e2m1DecodeAVX2 emits the decode of 16·blocks packed E2M1 codes times a
+// factor per 16 to bf16 (the top halves of the float32 products).
+func e2m1DecodeAVX2() {
+	TEXT("e2m1DecodeBF16AVX2", NOSPLIT, "func(dst *uint16, src *uint8, factors *float32, blocks int)")
+	Pragma("noescape")
+	Doc("e2m1DecodeBF16AVX2 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	fac := Load(Param("factors"), GP64())
+	n := Load(Param("blocks"), GP64())
+	vals, fct := Y15, Y14
+	VMOVUPS(e2m1ValsMem, vals)
+	loop("e2m1dec2", n, func() {
+		lo, hi, t := Y0, Y1, Y2
+		VBROADCASTSS(Mem{Base: fac}, fct)
+		e2m1ProductsAVX2(src, lo, hi, t, vals, fct)
+		VPSRLD(U8(16), lo, lo)
+		VPSRLD(U8(16), hi, hi)
+		VPACKUSDW(hi, lo, lo) // 128-bit lanes: lo 0–3, hi 0–3 | lo 4–7, hi 4–7
+		VPERMQ(U8(0xD8), lo, lo)
+		VMOVDQU(lo, Mem{Base: dst})
+		ADDQ(U32(8), src)
+		ADDQ(U32(4), fac)
+		ADDQ(U32(32), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// e2m1PairsStridedAVX2 is e2m1PairsStrided on 8 lanes: for each of
+// groups pairs of rows, 16·blocks codes of each row times their factors
+// per 16, interleaved as bf16 pairs (row r0's value low).
+func e2m1PairsStridedAVX2() {
+	TEXT("e2m1PairsStridedAVX2", NOSPLIT, "func(dst *uint32, r0, r1 *uint8, f0, f1 *float32, groups, blocks, stride, cstride, fstride int)")
+	Pragma("noescape")
+	Doc("e2m1PairsStridedAVX2 decodes, for each of groups pairs of rows, 16·blocks E2M1 codes of the two rows times their factors per 16 and interleaves them as bf16 pairs, each group stride bytes of dst, cstride bytes of codes and fstride bytes of factors after the last; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	r0 := Load(Param("r0"), GP64())
+	r1 := Load(Param("r1"), GP64())
+	f0 := Load(Param("f0"), GP64())
+	f1 := Load(Param("f1"), GP64())
+	ng := Load(Param("groups"), GP64())
+	vals, fct, yHi := Y15, Y14, Y13
+	VMOVUPS(e2m1ValsMem, vals)
+	VMOVDQU(ac(0xFFFF0000), yHi)
+	loop("e2m1pairs2_g", ng, func() {
+		n := Load(Param("blocks"), GP64())
+		d, p0, p1, q0, q1 := GP64(), GP64(), GP64(), GP64(), GP64()
+		MOVQ(dst, d)
+		MOVQ(r0, p0)
+		MOVQ(r1, p1)
+		MOVQ(f0, q0)
+		MOVQ(f1, q1)
+		loop("e2m1pairs2", n, func() {
+			a0, a1, b0, b1, t := Y0, Y1, Y2, Y3, Y4
+			VBROADCASTSS(Mem{Base: q0}, fct)
+			e2m1ProductsAVX2(p0, a0, a1, t, vals, fct)
+			VBROADCASTSS(Mem{Base: q1}, fct)
+			e2m1ProductsAVX2(p1, b0, b1, t, vals, fct)
+			for i, ab := range [][2]VecPhysical{{a0, b0}, {a1, b1}} {
+				VPSRLD(U8(16), ab[0], ab[0])
+				VPAND(yHi, ab[1], ab[1])
+				VPOR(ab[1], ab[0], ab[0])
+				VMOVDQU(ab[0], Mem{Base: d, Disp: 32 * i})
+			}
+			ADDQ(U32(8), p0)
+			ADDQ(U32(8), p1)
+			ADDQ(U32(4), q0)
+			ADDQ(U32(4), q1)
+			ADDQ(U32(64), d)
+		})
+		ADDQ(NewParamAddr("stride", 56), dst)
+		ADDQ(NewParamAddr("cstride", 64), r0)
+		ADDQ(NewParamAddr("cstride", 64), r1)
+		ADDQ(NewParamAddr("fstride", 72), f0)
+		ADDQ(NewParamAddr("fstride", 72), f1)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// e2m1BlocksAVX2 emits NVFP4's nearest element cast on 8 lanes: each
+// block of 16 values times its block's scale to E2M1 codes, two per
+// byte, with e2m1BlocksGo's arithmetic (quantizeFP8Go's rounding with
+// E2M1's constants, saturating at ±6, a NaN giving +6, the sign in bit
+// 3).
+func e2m1BlocksAVX2() {
+	TEXT("e2m1BlocksAVX2", NOSPLIT, "func(dst *uint8, src *float32, es *float32, blocks int)")
+	Pragma("noescape")
+	Doc("e2m1BlocksAVX2 casts 16·blocks values times their block's scale to E2M1 codes, two per byte; its Go twin is e2m1BlocksGo (fp8cast.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	es := Load(Param("es"), GP64())
+	n := Load(Param("blocks"), GP64())
+	shift := 22
+	scale, magic, half, seven, norm := Y8, Y9, Y10, Y11, Y12
+	bcastY := func(v uint32, y VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		MOVD(r, y.AsX())
+		VPBROADCASTD(y.AsX(), y)
+	}
+	bcastY(uint32(127+22)<<23, magic)
+	off := uint32(126 << 1)
+	bcastY(uint32(1)<<(shift-1)-1-off<<uint(shift), half)
+	bcastY(7, seven)
+	bcastY(0x3F800000, norm)
+	loop("e2m1blk2", n, func() {
+		VBROADCASTSS(Mem{Base: es}, scale)
+		codes := []VecPhysical{Y6, Y7}
+		for i, c := range codes {
+			y, ya, t, sub := Y0, Y1, Y2, Y3
+			VMULPS(Mem{Base: src, Disp: 32 * i}, scale, y)
+			VPAND(ac(0x7FFFFFFF), y, ya)
+			roundAVX2(shift, ya, c, t, sub, half, magic, norm)
+			VPMINUD(seven, c, c)
+			// The sign to bit 3.
+			VPSRLD(U8(28), y, t)
+			VPAND(ac(8), t, t)
+			VPOR(t, c, c)
+			// A NaN gives +6.
+			VPCMPGTD(ac(0x7F800000), ya, t)
+			VBLENDVPS(t, seven, c, c)
+		}
+		// Codes 0–15 as dwords j | j+1 << 16 (pairs), then a byte each:
+		// the odd code into the high nibble.
+		lo, hi, t := codes[0], codes[1], Y2
+		VPACKUSDW(hi, lo, lo)
+		VPERMQ(U8(0xD8), lo, lo)
+		VPSRLD(U8(12), lo, t)
+		VPOR(t, lo, lo)
+		VPAND(ac(0xFF), lo, lo)
+		VEXTRACTI128(U8(1), lo, t.AsX())
+		VPACKUSDW(t.AsX(), lo.AsX(), lo.AsX())
+		VPACKUSWB(lo.AsX(), lo.AsX(), lo.AsX())
+		MOVQ(lo.AsX(), Mem{Base: dst})
+		ADDQ(U32(64), src)
+		ADDQ(U32(4), es)
+		ADDQ(U32(8), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// roundAVX2 emits the code of the magnitudes ya (float32 bits, no NaN
+// considered) into c, quantizeFP8Go's arithmetic: at or above the
+// smallest normal (norm), the bits rebiased and rounded half to even at
+// bit shift (half holding 2^(shift−1) − 1 minus the rebias); below it,
+// the FPU's rounding of ya + magic. t and sub are scratch. The caller
+// saturates, signs and handles NaN.
+func roundAVX2(shift int, ya, c, t, sub, half, magic, norm VecPhysical) {
+	VPSRLD(U8(shift), ya, t)
+	VPAND(ac(1), t, t)
+	VPADDD(half, t, t)
+	VPADDD(ya, t, t)
+	VPSRLD(U8(shift), t, c)
+	VADDPS(magic, ya, sub)
+	VPSUBD(magic, sub, sub)
+	VPCMPGTD(ya, norm, t) // norm > ya
+	VBLENDVPS(t, sub, c, c)
+}
+
+// rhtGroupsAVX2 is how many groups of 16 the AVX2 transform interleaves
+// (two accumulators a group, of 16 registers).
+const rhtGroupsAVX2 = 4
+
+// rht16AVX2 emits the 16-point random Hadamard transform on 8 lanes, as
+// rht16 does on 16: each group rounded to bf16 (NaN kept), signed by s,
+// y_j = Σ_k H[j][k]·v_k by FMAs with ±1 in k order, times 0.25, rounded
+// to bf16. Four groups side by side, then the rest one at a time.
+func rht16AVX2() {
+	TEXT("rht16AVX2", NOSPLIT, "func(x *float32, groups int)")
+	Pragma("noescape")
+	Doc("rht16AVX2 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX2).")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("groups"), GP64())
+	tab := GP64()
+	LEAQ(rhtMem, tab)
+	local := AllocLocal(64 * rhtGroupsAVX2)
+	// toBF16 rounds v to bf16 in place (NaN lanes kept), t and u scratch.
+	toBF16 := func(v, t, u VecPhysical) {
+		VPSRLD(U8(16), v, t)
+		VPAND(ac(1), t, t)
+		VPADDD(ac(0x7FFF), t, t)
+		VPADDD(v, t, t)
+		VPAND(ac(0xFFFF0000), t, t)
+		VPAND(ac(0x7FFFFFFF), v, u)
+		VPCMPGTD(ac(0x7F800000), u, u) // a NaN
+		VBLENDVPS(u, v, t, v)
+	}
+	acc := func(i, h int) VecPhysical { return ymm(2*i + h) }
+	body := func(g int) {
+		t, u := Y14, Y15
+		for i := 0; i < g; i++ {
+			for h := 0; h < 2; h++ {
+				v := acc(i, h)
+				VMOVUPS(Mem{Base: x, Disp: 64*i + 32*h}, v)
+				toBF16(v, t, u)
+				VPXOR(Mem{Base: tab, Disp: 64*16 + 32*h}, v, v)
+				VMOVUPS(v, local.Offset(64*i+32*h))
+				VPXOR(v, v, v)
+			}
+		}
+		hLo, hHi := Y8, Y9
+		bc := []VecPhysical{Y10, Y11, Y12, Y13}
+		for k := 0; k < 16; k++ {
+			VMOVUPS(Mem{Base: tab, Disp: 64 * k}, hLo)
+			VMOVUPS(Mem{Base: tab, Disp: 64*k + 32}, hHi)
+			for i := 0; i < g; i++ {
+				VBROADCASTSS(local.Offset(64*i+4*k), bc[i])
+				VFMADD231PS(bc[i], hLo, acc(i, 0))
+				VFMADD231PS(bc[i], hHi, acc(i, 1))
+			}
+		}
+		for i := 0; i < g; i++ {
+			for h := 0; h < 2; h++ {
+				v := acc(i, h)
+				VMULPS(ac(math.Float32bits(0.25)), v, v)
+				toBF16(v, t, u)
+				VMOVUPS(v, Mem{Base: x, Disp: 64*i + 32*h})
+			}
+		}
+		ADDQ(U32(64*g), x)
+	}
+	wide := GP64()
+	MOVQ(n, wide)
+	SHRQ(U8(2), wide)
+	ANDQ(U32(rhtGroupsAVX2-1), n)
+	loop("rht16x4_2", wide, func() { body(rhtGroupsAVX2) })
+	loop("rht16_2", n, func() { body(1) })
+	VZEROUPPER()
+	RET()
+}
+
+// nvfp4KernelsAVX2 emits the AVX2 NVFP4 kernels and their table.
+func nvfp4KernelsAVX2() {
+	e2m1ValsData()
+	e2m1DecodeAVX2()
+	e2m1PairsStridedAVX2()
+	e2m1BlocksAVX2()
+	rht16AVX2()
+}
