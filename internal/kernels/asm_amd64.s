@@ -15632,7 +15632,39 @@ DATA avx2Consts<>+1392(SB)/4, $0x3e800000
 DATA avx2Consts<>+1396(SB)/4, $0x3e800000
 DATA avx2Consts<>+1400(SB)/4, $0x3e800000
 DATA avx2Consts<>+1404(SB)/4, $0x3e800000
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1408
+DATA avx2Consts<>+1408(SB)/4, $0x00000007
+DATA avx2Consts<>+1412(SB)/4, $0x00000007
+DATA avx2Consts<>+1416(SB)/4, $0x00000007
+DATA avx2Consts<>+1420(SB)/4, $0x00000007
+DATA avx2Consts<>+1424(SB)/4, $0x00000007
+DATA avx2Consts<>+1428(SB)/4, $0x00000007
+DATA avx2Consts<>+1432(SB)/4, $0x00000007
+DATA avx2Consts<>+1436(SB)/4, $0x00000007
+DATA avx2Consts<>+1440(SB)/4, $0x3f000000
+DATA avx2Consts<>+1444(SB)/4, $0x3f000000
+DATA avx2Consts<>+1448(SB)/4, $0x3f000000
+DATA avx2Consts<>+1452(SB)/4, $0x3f000000
+DATA avx2Consts<>+1456(SB)/4, $0x3f000000
+DATA avx2Consts<>+1460(SB)/4, $0x3f000000
+DATA avx2Consts<>+1464(SB)/4, $0x3f000000
+DATA avx2Consts<>+1468(SB)/4, $0x3f000000
+DATA avx2Consts<>+1472(SB)/4, $0x3f800000
+DATA avx2Consts<>+1476(SB)/4, $0x3f800000
+DATA avx2Consts<>+1480(SB)/4, $0x3f800000
+DATA avx2Consts<>+1484(SB)/4, $0x3f800000
+DATA avx2Consts<>+1488(SB)/4, $0x3f800000
+DATA avx2Consts<>+1492(SB)/4, $0x3f800000
+DATA avx2Consts<>+1496(SB)/4, $0x3f800000
+DATA avx2Consts<>+1500(SB)/4, $0x3f800000
+DATA avx2Consts<>+1504(SB)/4, $0x4b000000
+DATA avx2Consts<>+1508(SB)/4, $0x4b000000
+DATA avx2Consts<>+1512(SB)/4, $0x4b000000
+DATA avx2Consts<>+1516(SB)/4, $0x4b000000
+DATA avx2Consts<>+1520(SB)/4, $0x4b000000
+DATA avx2Consts<>+1524(SB)/4, $0x4b000000
+DATA avx2Consts<>+1528(SB)/4, $0x4b000000
+DATA avx2Consts<>+1532(SB)/4, $0x4b000000
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1536
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
@@ -23064,6 +23096,111 @@ e2m1blk2_done:
 	VZEROUPPER
 	RET
 
+// func e2m1StochasticAVX2(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·e2m1StochasticAVX2(SB), NOSPLIT, $0-40
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         es+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x85ebca6b, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0xc2b2ae35, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x003fffff, SI
+	MOVD         SI, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0xf1bbcd88, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         key+32(FP), SI
+	MOVL         base+36(FP), DI
+	MOVD         SI, X9
+	VPBROADCASTD X9, Y9
+	MOVD         DI, X10
+	VPBROADCASTD X10, Y10
+	VPADDD       e2m1Tables<>+0(SB), Y10, Y10
+	MOVL         $0x9e3779b1, SI
+	MOVD         SI, X0
+	VPBROADCASTD X0, Y0
+	VPMULLD      Y0, Y10, Y10
+	TESTQ        BX, BX
+	JZ           e2m1sr2_done
+
+e2m1sr2_loop:
+	VPXOR        Y9, Y10, Y0
+	VPSRLD       $0x10, Y0, Y1
+	VPXOR        Y1, Y0, Y0
+	VPMULLD      Y12, Y0, Y0
+	VPSRLD       $0x0d, Y0, Y1
+	VPXOR        Y1, Y0, Y0
+	VPMULLD      Y13, Y0, Y0
+	VPSRLD       $0x10, Y0, Y1
+	VPXOR        Y1, Y0, Y0
+	VPADDD       Y11, Y10, Y10
+	VBROADCASTSS (DX), Y15
+	VPMOVZXWD    X0, Y2
+	VMULPS       (CX), Y15, Y3
+	VPAND        avx2Consts<>+736(SB), Y3, Y4
+	VPSUBD       avx2Consts<>+352(SB), Y4, Y7
+	VMOVDQU      avx2Consts<>+0(SB), Y5
+	VPCMPGTD     Y4, Y5, Y5
+	VMULPS       avx2Consts<>+1504(SB), Y4, Y6
+	VROUNDPS     $0x0a, Y6, Y6
+	VCVTTPS2DQ   Y6, Y6
+	VBLENDVPS    Y5, Y6, Y7, Y7
+	VPSLLD       $0x06, Y2, Y2
+	VPADDD       Y14, Y7, Y7
+	VPSUBD       Y2, Y7, Y7
+	VPSRLD       $0x16, Y7, Y7
+	VPMINUD      avx2Consts<>+1408(SB), Y7, Y7
+	VPCMPGTD     avx2Consts<>+768(SB), Y4, Y5
+	VPSRLD       $0x1c, Y3, Y6
+	VPAND        avx2Consts<>+1312(SB), Y6, Y6
+	VPANDN       Y6, Y5, Y6
+	VPOR         Y6, Y7, Y7
+	VEXTRACTI128 $0x01, Y0, X2
+	VPMOVZXWD    X2, Y2
+	VMULPS       32(CX), Y15, Y3
+	VPAND        avx2Consts<>+736(SB), Y3, Y4
+	VPSUBD       avx2Consts<>+352(SB), Y4, Y8
+	VMOVDQU      avx2Consts<>+0(SB), Y5
+	VPCMPGTD     Y4, Y5, Y5
+	VMULPS       avx2Consts<>+1504(SB), Y4, Y6
+	VROUNDPS     $0x0a, Y6, Y6
+	VCVTTPS2DQ   Y6, Y6
+	VBLENDVPS    Y5, Y6, Y8, Y8
+	VPSLLD       $0x06, Y2, Y2
+	VPADDD       Y14, Y8, Y8
+	VPSUBD       Y2, Y8, Y8
+	VPSRLD       $0x16, Y8, Y8
+	VPMINUD      avx2Consts<>+1408(SB), Y8, Y8
+	VPCMPGTD     avx2Consts<>+768(SB), Y4, Y5
+	VPSRLD       $0x1c, Y3, Y6
+	VPAND        avx2Consts<>+1312(SB), Y6, Y6
+	VPANDN       Y6, Y5, Y6
+	VPOR         Y6, Y8, Y8
+	VPACKUSDW    Y8, Y7, Y7
+	VPERMQ       $0xd8, Y7, Y7
+	VPSRLD       $0x0c, Y7, Y2
+	VPOR         Y2, Y7, Y7
+	VPAND        avx2Consts<>+1344(SB), Y7, Y7
+	VEXTRACTI128 $0x01, Y7, X2
+	VPACKUSDW    X2, X7, X7
+	VPACKUSWB    X7, X7, X7
+	MOVQ         X7, (AX)
+	ADDQ         $0x00000040, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000008, AX
+	DECQ         BX
+	JNZ          e2m1sr2_loop
+
+e2m1sr2_done:
+	VZEROUPPER
+	RET
+
 // func rht16AVX2(x *float32, groups int)
 // Requires: AVX, AVX2, FMA3
 TEXT ·rht16AVX2(SB), NOSPLIT, $256-16
@@ -23615,6 +23752,41 @@ rht16_2_loop:
 	JNZ          rht16_2_loop
 
 rht16_2_done:
+	VZEROUPPER
+	RET
+
+// func amax16AVX2(src *float32, blocks int, out *uint32)
+// Requires: AVX, AVX2
+TEXT ·amax16AVX2(SB), NOSPLIT, $0-24
+	MOVQ    src+0(FP), AX
+	MOVQ    blocks+8(FP), CX
+	MOVQ    out+16(FP), DX
+	VMOVDQU avx2Consts<>+736(SB), Y14
+	VMOVDQU avx2Consts<>+768(SB), Y15
+	TESTQ   CX, CX
+	JZ      amax16_2_done
+
+amax16_2_loop:
+	VPAND        (AX), Y14, Y0
+	VPCMPGTD     Y15, Y0, Y2
+	VPANDN       Y0, Y2, Y0
+	VPAND        32(AX), Y14, Y1
+	VPCMPGTD     Y15, Y1, Y2
+	VPANDN       Y1, Y2, Y1
+	VPMAXUD      Y1, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X2
+	VPMAXUD      X2, X0, X0
+	VPSHUFD      $0x4e, X0, X2
+	VPMAXUD      X2, X0, X0
+	VPSHUFD      $0xb1, X0, X2
+	VPMAXUD      X2, X0, X0
+	VMOVD        X0, (DX)
+	ADDQ         $0x00000040, AX
+	ADDQ         $0x00000004, DX
+	DECQ         CX
+	JNZ          amax16_2_loop
+
+amax16_2_done:
 	VZEROUPPER
 	RET
 

@@ -909,10 +909,20 @@ func e2m1PairsStridedAVX2(dst *uint32, r0 *uint8, r1 *uint8, f0 *float32, f1 *fl
 //go:noescape
 func e2m1BlocksAVX2(dst *uint8, src *float32, es *float32, blocks int)
 
+// e2m1StochasticAVX2 casts 16·blocks values times their block's scale to E2M1 codes, two per byte, rounding stochastically; its Go twin is e2m1StochasticGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func e2m1StochasticAVX2(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)
+
 // rht16AVX2 applies the 16-point random Hadamard transform to 16·groups values in place; its Go twin is rht16Go (fp8cast.go) (AVX2).
 //
 //go:noescape
 func rht16AVX2(x *float32, groups int)
+
+// amax16AVX2 stores the max |x| bits of each block of 16 values, NaN left out; its Go twin is amax16Go (fp8cast.go) (AVX2).
+//
+//go:noescape
+func amax16AVX2(src *float32, blocks int, out *uint32)
 
 // lnSumAVX2 stores 16 lane sums over 16·blocks values; its Go twin is lnSumGo or lnSqDevGo (layernorm.go) (AVX2).
 //

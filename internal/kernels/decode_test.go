@@ -279,6 +279,59 @@ func TestColumnBandKernelsMatchTwins(t *testing.T) {
 	}
 }
 
+// TestE2M1StochasticAtTheDraw puts each value just above the point
+// where its own draw decides (the fraction of the gap above the lower
+// code equal to the draw plus the smallest step the value can hold, and
+// exactly equal), in the gaps below 0.5 and below 1, both signs, and
+// checks the kernel against its twin: a rounding of |v|·2^23 the wrong
+// way, or a draw off by one step, moves these codes.
+func TestE2M1StochasticAtTheDraw(t *testing.T) {
+	const n, key, base = 512, 0x1234567, 77
+	src := make([]float32, n)
+	for j := range src {
+		u := float64(StochasticUniform(key, base+uint32(j/2), j%2 == 1))
+		var v float64
+		switch j % 4 {
+		case 0: // gap [0.5, 1), just above the draw
+			v = 0.5 + 0.5*u + 0x1p-24
+		case 1: // gap [0, 0.5), just above the draw
+			v = 0.5*u + 0x1p-25
+		case 2: // exactly at the draw: stays down
+			v = 0.5 + 0.5*u
+		default:
+			v = 0.5 * u
+		}
+		if j%8 >= 4 {
+			v = -v
+		}
+		src[j] = float32(v)
+		if float64(src[j]) != v {
+			t.Fatalf("value %d: %v not a float32", j, v)
+		}
+	}
+	es := make([]float32, n/16)
+	for i := range es {
+		es[i] = 1
+	}
+	got, want := make([]uint8, n/2), make([]uint8, n/2)
+	E2M1StochasticBlocks(got, src, es, key, base)
+	e2m1StochasticGo(want, src, es, key, base)
+	ups := 0
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("byte %d: %#x, twin %#x", i, got[i], want[i])
+		}
+		for _, c := range []uint8{want[i] & 7, want[i] >> 4 & 7} {
+			if c == 2 {
+				ups++
+			}
+		}
+	}
+	if ups == 0 {
+		t.Fatal("no value rounded up to 1: the test's values miss the draws")
+	}
+}
+
 // TestE2M1AndRHTMatchTwins checks the E2M1 per-lane cast (of float32
 // and of bf16 values) and the random Hadamard transform against their Go
 // twins bit for bit, on every kind of value (NaN, ±inf, subnormals,

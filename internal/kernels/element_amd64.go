@@ -996,8 +996,12 @@ func nvfp4ColsBands(rows, cols int) bool { return hasAVX512 && rows%16 == 0 && c
 // kernel and returns how many blocks it did.
 func amax16Vector(out []uint32, src []float32) int {
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(out) < blocks {
+	if blocks == 0 || len(out) < blocks || !hasAVX512 && !hasAVX2 {
 		return 0
+	}
+	if !hasAVX512 {
+		amax16AVX2(&src[0], blocks, &out[0])
+		return blocks
 	}
 	amax16AVX512(&src[0], blocks, &out[0])
 	return blocks
@@ -1053,8 +1057,12 @@ func e2m1StochasticBF16Vector(dst []uint8, src []uint16, es []float32, key, base
 // E2M1StochasticBlocks) and returns how many values it did.
 func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int {
 	blocks := len(src) / 16
-	if !hasAVX512 || blocks == 0 || len(dst) < 8*blocks || len(es) < blocks {
+	if blocks == 0 || len(dst) < 8*blocks || len(es) < blocks || !hasAVX512 && !hasAVX2 {
 		return 0
+	}
+	if !hasAVX512 {
+		e2m1StochasticAVX2(&dst[0], &src[0], &es[0], blocks, key, base)
+		return 16 * blocks
 	}
 	e2m1StochasticAVX512(&dst[0], &src[0], &es[0], blocks, key, base)
 	return 16 * blocks

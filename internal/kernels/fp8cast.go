@@ -408,20 +408,21 @@ func NVFP4ColsRHT(dst []uint16, bam []uint32, src []float32, rows, cols, c0, c1 
 	j := c0 + nvfp4ColsStrips(nil, dst, bam, src, rows, cols, 0, rows, c0, c1)
 	// The columns the strip kernels left (all of them without AVX-512):
 	// the twin's loop with the vector transform.
-	nvfp4ColsRHTWith(RHT16, dst, bam, src, rows, cols, 0, rows, j, c1)
+	nvfp4ColsRHTWith(RHT16, Amax16, dst, bam, src, rows, cols, 0, rows, j, c1)
 }
 
 // nvfp4ColsRHTGo is the loop nvfp4ColsRHTAVX512 replaces, for source
 // rows [r0, r1) of columns [c0, c1): each group of 16 of a column
 // transformed (rht16Go), its amax (amax16Go), its values' bf16 bits.
 func nvfp4ColsRHTGo(dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
-	nvfp4ColsRHTWith(rht16Go, dst, bam, src, rows, cols, r0, r1, c0, c1)
+	nvfp4ColsRHTWith(rht16Go, amax16Go, dst, bam, src, rows, cols, r0, r1, c0, c1)
 }
 
-// nvfp4ColsRHTWith is nvfp4ColsRHTGo's loop with its transform given
-// (rht16Go, or RHT16, which equals it bit for bit): a column's groups
-// gathered up to 16 at a time, so that one call transforms them all.
-func nvfp4ColsRHTWith(rht func([]float32), dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
+// nvfp4ColsRHTWith is nvfp4ColsRHTGo's loop with its transform and block
+// amaxes given (the twins, or RHT16 and Amax16, which equal them bit for
+// bit): a column's groups gathered up to 16 at a time, so that one call
+// transforms them all.
+func nvfp4ColsRHTWith(rht func([]float32), amax func([]uint32, []float32), dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
 	nb := rows / 16
 	var v [256]float32
 	for j := c0; j < c1; j++ {
@@ -432,7 +433,7 @@ func nvfp4ColsRHTWith(rht func([]float32), dst []uint16, bam []uint32, src []flo
 				w[k] = src[(16*g0+k)*cols+j]
 			}
 			rht(w)
-			amax16Go(bam[j*nb+g0:j*nb+g0+ng], w)
+			amax(bam[j*nb+g0:j*nb+g0+ng], w)
 			for k, x := range w {
 				dst[j*rows+16*g0+k] = bf16Bits(x)
 			}

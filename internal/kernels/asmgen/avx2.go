@@ -28,7 +28,7 @@ var avx2ConstValues = []uint32{
 	// The word decodes' constants (two 16-bit lanes each).
 	0x007F007F, 0x00070007, 0x00030003, 0x007C007C, 0x3C003C00, 0x38003800, 0x80008000, 0x7FC07FC0, 0x7F807F80,
 	// NVFP4's.
-	0x80000000, 8, 0xFF, f32(0.25),
+	0x80000000, 8, 0xFF, f32(0.25), 7, 0x3F000000, 0x3F800000, 0x4B000000,
 }
 
 var avx2ConstMem Mem

@@ -171,18 +171,114 @@ func e2m1BlocksAVX2() {
 			VPCMPGTD(ac(0x7F800000), ya, t)
 			VBLENDVPS(t, seven, c, c)
 		}
-		// Codes 0–15 as dwords j | j+1 << 16 (pairs), then a byte each:
-		// the odd code into the high nibble.
-		lo, hi, t := codes[0], codes[1], Y2
-		VPACKUSDW(hi, lo, lo)
-		VPERMQ(U8(0xD8), lo, lo)
-		VPSRLD(U8(12), lo, t)
-		VPOR(t, lo, lo)
-		VPAND(ac(0xFF), lo, lo)
-		VEXTRACTI128(U8(1), lo, t.AsX())
-		VPACKUSDW(t.AsX(), lo.AsX(), lo.AsX())
-		VPACKUSWB(lo.AsX(), lo.AsX(), lo.AsX())
-		MOVQ(lo.AsX(), Mem{Base: dst})
+		packNibblesAVX2(codes[0], codes[1], Y2, dst)
+		ADDQ(U32(64), src)
+		ADDQ(U32(4), es)
+		ADDQ(U32(8), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// packNibblesAVX2 stores the 16 codes (below 16) of lo (elements 0–7)
+// and hi (8–15) as 8 bytes at dst, two a byte, the even element in the
+// low nibble; lo, hi and t are overwritten.
+func packNibblesAVX2(lo, hi, t VecPhysical, dst Register) {
+	// Codes as dwords j | j+1 << 16 (pairs), then a byte each: the odd
+	// code into the high nibble.
+	VPACKUSDW(hi, lo, lo)
+	VPERMQ(U8(0xD8), lo, lo)
+	VPSRLD(U8(12), lo, t)
+	VPOR(t, lo, lo)
+	VPAND(ac(0xFF), lo, lo)
+	VEXTRACTI128(U8(1), lo, t.AsX())
+	VPACKUSDW(t.AsX(), lo.AsX(), lo.AsX())
+	VPACKUSWB(lo.AsX(), lo.AsX(), lo.AsX())
+	MOVQ(lo.AsX(), Mem{Base: dst})
+}
+
+// e2m1StochasticAVX2 emits NVFP4's stochastic element cast on 8 lanes,
+// e2m1Blocks' stochastic arithmetic: one draw (murmur3's finaliser of
+// key ^ n·0x9E3779B1) per stored byte n = base + its position, its low
+// 16 bits u rounding the even element, its high 16 bits the odd one;
+// with t the magnitude's bits less 0x3F000000 from 1.0 up and
+// ceil(|v|·2^23) below 1, (t + 2^22 − 1 − u·2^6) >> 22 is the code at
+// or below |v|, plus one exactly when the fraction of the gap above it
+// exceeds u·2^−16; saturating at 7, a NaN +6, the sign in bit 3.
+func e2m1StochasticAVX2() {
+	TEXT("e2m1StochasticAVX2", NOSPLIT, "func(dst *uint8, src *float32, es *float32, blocks int, key uint32, base uint32)")
+	Pragma("noescape")
+	Doc("e2m1StochasticAVX2 casts 16·blocks values times their block's scale to E2M1 codes, two per byte, rounding stochastically; its Go twin is e2m1StochasticGo (fp8cast.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	es := Load(Param("es"), GP64())
+	n := Load(Param("blocks"), GP64())
+	yKey, yCtr, yStep, yM1, yM2, yLow22, yScale := Y9, Y10, Y11, Y12, Y13, Y14, Y15
+	bcastY := func(v uint32, y VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		MOVD(r, y.AsX())
+		VPBROADCASTD(y.AsX(), y)
+	}
+	bcastY(0x85EBCA6B, yM1)
+	bcastY(0xC2B2AE35, yM2)
+	bcastY(0x3FFFFF, yLow22)
+	// yCtr holds n·0x9E3779B1 of each lane's byte counter n (lane l of
+	// block b: base + 8·b + l); it steps by 8·0x9E3779B1 a block.
+	bcastY(uint32(8*0x9E3779B1&0xFFFFFFFF), yStep)
+	kr, br := Load(Param("key"), GP32()), Load(Param("base"), GP32())
+	MOVD(kr, yKey.AsX())
+	VPBROADCASTD(yKey.AsX(), yKey)
+	MOVD(br, yCtr.AsX())
+	VPBROADCASTD(yCtr.AsX(), yCtr)
+	VPADDD(e2m1Mem, yCtr, yCtr) // lanes 0–7 of the table: 0, 1, …, 7
+	bcastY(0x9E3779B1, Y0)
+	VPMULLD(Y0, yCtr, yCtr)
+	loop("e2m1sr2", n, func() {
+		h, t := Y0, Y1
+		VPXOR(yKey, yCtr, h)
+		VPSRLD(U8(16), h, t)
+		VPXOR(t, h, h)
+		VPMULLD(yM1, h, h)
+		VPSRLD(U8(13), h, t)
+		VPXOR(t, h, h)
+		VPMULLD(yM2, h, h)
+		VPSRLD(U8(16), h, t)
+		VPXOR(t, h, h)
+		VPADDD(yStep, yCtr, yCtr)
+		VBROADCASTSS(Mem{Base: es}, yScale)
+		codes := []VecPhysical{Y7, Y8}
+		for i, c := range codes {
+			// u: the draws' words of elements 8i … 8i+7.
+			u, v, a, m, r := Y2, Y3, Y4, Y5, Y6
+			if i == 0 {
+				VPMOVZXWD(h.AsX(), u)
+			} else {
+				VEXTRACTI128(U8(1), h, u.AsX())
+				VPMOVZXWD(u.AsX(), u)
+			}
+			VMULPS(Mem{Base: src, Disp: 32 * i}, yScale, v)
+			VPAND(ac(0x7FFFFFFF), v, a)
+			VPSUBD(ac(0x3F000000), a, c)
+			VMOVDQU(ac(0x3F800000), m)
+			VPCMPGTD(a, m, m)            // |v| < 1
+			VMULPS(ac(0x4B000000), a, r) // |v|·2^23
+			VROUNDPS(U8(0x0A), r, r)     // up, no inexact exception
+			VCVTTPS2DQ(r, r)
+			VBLENDVPS(m, r, c, c)
+			VPSLLD(U8(6), u, u)
+			VPADDD(yLow22, c, c)
+			VPSUBD(u, c, c)
+			VPSRLD(U8(22), c, c)
+			VPMINUD(ac(7), c, c)
+			// The sign to bit 3 where v is not a NaN.
+			VPCMPGTD(ac(0x7F800000), a, m)
+			VPSRLD(U8(28), v, r)
+			VPAND(ac(8), r, r)
+			VPANDN(r, m, r)
+			VPOR(r, c, c)
+		}
+		packNibblesAVX2(codes[0], codes[1], Y2, dst)
 		ADDQ(U32(64), src)
 		ADDQ(U32(4), es)
 		ADDQ(U32(8), dst)
@@ -281,11 +377,48 @@ func rht16AVX2() {
 	RET()
 }
 
+// amax16AVX2 emits NVFP4's block amaxes on 8 lanes: for each block of
+// 16 values, the largest |x| bits with NaN lanes left out (fmaxf's
+// rule), reduced across the lanes and stored to out[b].
+func amax16AVX2() {
+	TEXT("amax16AVX2", NOSPLIT, "func(src *float32, blocks int, out *uint32)")
+	Pragma("noescape")
+	Doc("amax16AVX2 stores the max |x| bits of each block of 16 values, NaN left out; its Go twin is amax16Go (fp8cast.go) (AVX2).")
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("out"), GP64())
+	yAbs, yInf := Y14, Y15
+	VMOVDQU(ac(0x7FFFFFFF), yAbs)
+	VMOVDQU(ac(0x7F800000), yInf)
+	loop("amax16_2", n, func() {
+		a, b, t := Y0, Y1, Y2
+		for i, v := range []VecPhysical{a, b} {
+			VPAND(Mem{Base: src, Disp: 32 * i}, yAbs, v)
+			VPCMPGTD(yInf, v, t) // a NaN
+			VPANDN(v, t, v)
+		}
+		VPMAXUD(b, a, a)
+		VEXTRACTI128(U8(1), a, t.AsX())
+		VPMAXUD(t.AsX(), a.AsX(), a.AsX())
+		VPSHUFD(U8(0x4E), a.AsX(), t.AsX())
+		VPMAXUD(t.AsX(), a.AsX(), a.AsX())
+		VPSHUFD(U8(0xB1), a.AsX(), t.AsX())
+		VPMAXUD(t.AsX(), a.AsX(), a.AsX())
+		VMOVD(a.AsX(), Mem{Base: out})
+		ADDQ(U32(64), src)
+		ADDQ(U32(4), out)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // nvfp4KernelsAVX2 emits the AVX2 NVFP4 kernels and their table.
 func nvfp4KernelsAVX2() {
 	e2m1ValsData()
 	e2m1DecodeAVX2()
 	e2m1PairsStridedAVX2()
 	e2m1BlocksAVX2()
+	e2m1StochasticAVX2()
 	rht16AVX2()
+	amax16AVX2()
 }
