@@ -22931,6 +22931,50 @@ e2m1dec2_done:
 	VZEROUPPER
 	RET
 
+// func e2m1WidenF32AVX2(dst *float32, src *uint8, factors *float32, blocks int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·e2m1WidenF32AVX2(SB), NOSPLIT, $0-32
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    factors+16(FP), DX
+	MOVQ    blocks+24(FP), BX
+	VMOVUPS e2m1ValsAVX2<>+0(SB), Y15
+	VMOVDQU avx2Consts<>+672(SB), Y13
+	TESTQ   BX, BX
+	JZ      e2m1widen2_done
+
+e2m1widen2_loop:
+	VBROADCASTSS (DX), Y14
+	MOVQ         (CX), X0
+	VPSRLW       $0x04, X0, X1
+	VPUNPCKLBW   X1, X0, X0
+	VPSRLDQ      $0x08, X0, X1
+	VPMOVZXBD    X1, Y1
+	VPMOVZXBD    X0, Y0
+	VPSLLD       $0x1c, Y0, Y2
+	VPAND        avx2Consts<>+1280(SB), Y2, Y2
+	VPERMD       Y15, Y0, Y0
+	VPOR         Y2, Y0, Y0
+	VMULPS       Y14, Y0, Y0
+	VPSLLD       $0x1c, Y1, Y2
+	VPAND        avx2Consts<>+1280(SB), Y2, Y2
+	VPERMD       Y15, Y1, Y1
+	VPOR         Y2, Y1, Y1
+	VMULPS       Y14, Y1, Y1
+	VPAND        Y13, Y0, Y0
+	VPAND        Y13, Y1, Y1
+	VMOVDQU      Y0, (AX)
+	VMOVDQU      Y1, 32(AX)
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000040, AX
+	DECQ         BX
+	JNZ          e2m1widen2_loop
+
+e2m1widen2_done:
+	VZEROUPPER
+	RET
+
 // func e2m1PairsStridedAVX2(dst *uint32, r0 *uint8, r1 *uint8, f0 *float32, f1 *float32, groups int, blocks int, stride int, cstride int, fstride int)
 // Requires: AVX, AVX2, SSE2
 TEXT ·e2m1PairsStridedAVX2(SB), NOSPLIT, $0-80

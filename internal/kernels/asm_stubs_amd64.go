@@ -899,6 +899,11 @@ func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
 //go:noescape
 func e2m1DecodeBF16AVX2(dst *uint16, src *uint8, factors *float32, blocks int)
 
+// e2m1WidenF32AVX2 decodes 16·blocks packed E2M1 codes times a factor per 16 to float32 values of bf16 precision; its Go twin is e2m1At widened back, value by value (bf16pack.go) (AVX2).
+//
+//go:noescape
+func e2m1WidenF32AVX2(dst *float32, src *uint8, factors *float32, blocks int)
+
 // e2m1PairsStridedAVX2 decodes, for each of groups pairs of rows, 16·blocks E2M1 codes of the two rows times their factors per 16 and interleaves them as bf16 pairs, each group stride bytes of dst, cstride bytes of codes and fstride bytes of factors after the last; its Go twin is e2m1At, pair by pair (bf16pack.go) (AVX2).
 //
 //go:noescape

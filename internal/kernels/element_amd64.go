@@ -385,7 +385,8 @@ func rowGemm16SplitVector(m, n, kp int, a []float32, rsA, csA, oddA int, b []uin
 // table at scale 1, which the word decode widens; not exponent shifts,
 // scaled tables or NVFP4).
 func useSplitA16(x *Operand) bool {
-	return hasAVX2 && !hasBF16 && useRow16Vector && x.Exp == nil && x.E2M1 == nil && (x.Codes == nil || x.bf16Tab != nil && x.Scale == 1 && decodeFormat(x) >= 0)
+	return hasAVX2 && !hasBF16 && useRow16Vector && x.Exp == nil &&
+		(x.E2M1 != nil || x.Codes == nil || x.bf16Tab != nil && x.Scale == 1 && decodeFormat(x) >= 0)
 }
 
 // widenRowsVector does the vector part of Operand.widenRows (rows rows
@@ -394,6 +395,9 @@ func useSplitA16(x *Operand) bool {
 func widenRowsVector(x *Operand, dst []float32, o, ld, rows, n, ldd int) int {
 	if !hasAVX2 || rows <= 0 {
 		return 0
+	}
+	if x.E2M1 != nil {
+		return e2m1WidenRows(x, dst, o, ld, rows, n, ldd)
 	}
 	if x.Codes == nil {
 		blocks := n / 8
@@ -416,6 +420,28 @@ func widenRowsVector(x *Operand, dst []float32, o, ld, rows, n, ldd int) int {
 		bf16WidenRowsE5M2WordsAVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
 	default:
 		return 0
+	}
+	return 16 * blocks
+}
+
+// e2m1WidenRows is widenRowsVector for NVFP4 codes: the whole blocks of
+// 16 of each row, when every row's run starts on a block of its stored
+// row and stays within it (otherwise none).
+func e2m1WidenRows(x *Operand, dst []float32, o, ld, rows, n, ldd int) int {
+	cols, blocks := x.E2M1Cols, n/16
+	if blocks == 0 {
+		return 0
+	}
+	for r := 0; r < rows; r++ {
+		if c := (o + r*ld) % cols; c%16 != 0 || c+16*blocks > cols {
+			return 0
+		}
+	}
+	_ = dst[(rows-1)*ldd+16*blocks-1]
+	for r := 0; r < rows; r++ {
+		codes, f := x.e2m1Run(o + r*ld)
+		_, _ = codes[8*blocks-1], f[blocks-1]
+		e2m1WidenF32AVX2(&dst[r*ldd], &codes[0], &f[0], blocks)
 	}
 	return 16 * blocks
 }

@@ -35,9 +35,18 @@ func TestDirect16SplitMatchesPairs(t *testing.T) {
 	for _, sz := range [][3]int{{13, 40, 7}, {50, 70, 33}, {97, 129, 128}, {6, 16, 1}, {200, 64, 65}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, ta := range []bool{false, true} {
-			for kind := 0; kind < 4; kind++ {
+			for kind := 0; kind < 6; kind++ {
 				var a *Operand
 				switch kind {
+				case 4, 5: // NVFP4 codes, 1×16 blocks or 16×16 tiles
+					rows, cols := m, k
+					if ta {
+						rows, cols = k, m
+					}
+					a = e2m1OperandForTest(rng, rows, cols, kind == 5)
+					for i := 0; i < len(a.E2M1Factors); i += 5 {
+						a.E2M1Factors[i] = float32(rng.Float64()) + 0.1 // products that are not bf16 values
+					}
 				case 0:
 					f := randSlice(rng, m*k)
 					f[0], f[len(f)-1] = float32(math.Inf(-1)), 0x1p-130 // a denormal reads as zero
@@ -78,9 +87,9 @@ func TestDirect16SplitMatchesPairs(t *testing.T) {
 }
 
 // TestWidenRowsMatchesTwin checks the widening kernels (float32 rounded
-// to bf16; E4M3 and E5M2 codes at scale 1, every code) against bf16At
-// widened, at every row length up to 70, rows ld apart, leaving the
-// buffer past each row alone.
+// to bf16; E4M3 and E5M2 codes at scale 1, every code; NVFP4 codes
+// times their factors) against bf16At widened, at every row length up
+// to 70, rows ld apart, leaving the buffer past each row alone.
 func TestWidenRowsMatchesTwin(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2")
@@ -99,18 +108,34 @@ func TestWidenRowsMatchesTwin(t *testing.T) {
 	for i := range codes {
 		codes[i] = uint8(i)
 	}
-	for _, x := range []*Operand{{F32: f}, fp8OperandForTest(codes, 0, 1), fp8OperandForTest(codes, 1, 1)} {
+	// NVFP4 operands of 80 columns: runs from column 32 (on a block;
+	// past 48 values they run into the next stored row, the loop's
+	// case), and from column 2 (not on a block, the loop's too).
+	nv := []*Operand{e2m1OperandForTest(rng, 2*rows, 80, false), e2m1OperandForTest(rng, 2*rows, 80, true)}
+	for _, x := range nv {
+		for i := 0; i < len(x.E2M1Factors); i += 3 {
+			x.E2M1Factors[i] = float32(rng.Float64()) + 0.1
+		}
+	}
+	for xi, x := range []*Operand{{F32: f}, fp8OperandForTest(codes, 0, 1), fp8OperandForTest(codes, 1, 1), nv[0], nv[1], nv[0]} {
+		o, ld := 2, ld
+		if xi >= 3 {
+			o, ld = 32, 160 // every other stored row
+			if xi == 5 {
+				o = 2
+			}
+		}
 		for n := 1; n <= 70; n++ {
 			got := make([]float32, rows*ldd)
 			for i := range got {
 				got[i] = -7
 			}
-			x.widenRows(got, 2, ld, rows, n, ldd)
+			x.widenRows(got, o, ld, rows, n, ldd)
 			for r := 0; r < rows; r++ {
 				for j := 0; j < ldd; j++ {
 					want := float32(-7)
 					if j < n {
-						want = math.Float32frombits(uint32(x.bf16At(2+r*ld+j)) << 16)
+						want = math.Float32frombits(uint32(x.bf16At(o+r*ld+j)) << 16)
 					}
 					g := got[r*ldd+j]
 					if math.Float32bits(g) != math.Float32bits(want) && !(g != g && want != want) {

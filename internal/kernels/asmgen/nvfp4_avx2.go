@@ -76,6 +76,36 @@ func e2m1DecodeAVX2() {
 	RET()
 }
 
+// e2m1WidenAVX2 emits the decode of 16·blocks packed E2M1 codes times a
+// factor per 16 to float32 values of bf16 precision (the products' top
+// halves, widened back): the split bf16 GEMM kernels' form of A.
+func e2m1WidenAVX2() {
+	TEXT("e2m1WidenF32AVX2", NOSPLIT, "func(dst *float32, src *uint8, factors *float32, blocks int)")
+	Pragma("noescape")
+	Doc("e2m1WidenF32AVX2 decodes 16·blocks packed E2M1 codes times a factor per 16 to float32 values of bf16 precision; its Go twin is e2m1At widened back, value by value (bf16pack.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	fac := Load(Param("factors"), GP64())
+	n := Load(Param("blocks"), GP64())
+	vals, fct, yHi := Y15, Y14, Y13
+	VMOVUPS(e2m1ValsMem, vals)
+	VMOVDQU(ac(0xFFFF0000), yHi)
+	loop("e2m1widen2", n, func() {
+		lo, hi, t := Y0, Y1, Y2
+		VBROADCASTSS(Mem{Base: fac}, fct)
+		e2m1ProductsAVX2(src, lo, hi, t, vals, fct)
+		VPAND(yHi, lo, lo)
+		VPAND(yHi, hi, hi)
+		VMOVDQU(lo, Mem{Base: dst})
+		VMOVDQU(hi, Mem{Base: dst, Disp: 32})
+		ADDQ(U32(8), src)
+		ADDQ(U32(4), fac)
+		ADDQ(U32(64), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // e2m1PairsStridedAVX2 is e2m1PairsStrided on 8 lanes: for each of
 // groups pairs of rows, 16·blocks codes of each row times their factors
 // per 16, interleaved as bf16 pairs (row r0's value low).
@@ -416,6 +446,7 @@ func amax16AVX2() {
 func nvfp4KernelsAVX2() {
 	e2m1ValsData()
 	e2m1DecodeAVX2()
+	e2m1WidenAVX2()
 	e2m1PairsStridedAVX2()
 	e2m1BlocksAVX2()
 	e2m1StochasticAVX2()
