@@ -849,6 +849,11 @@ func bf16RowsE5M2WordsAVX2(dst *uint32, x *uint8, rows int, blocks int, ld int, 
 //go:noescape
 func bf16PairsStridedE5M2WordsAVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int, blocks int, dstride int, sstride int)
 
+// transpose16AVX2 transposes blocks of 16×16 32-bit lanes; its Go twin is the loop of transposeInto (bf16pack.go) (AVX2).
+//
+//go:noescape
+func transpose16AVX2(dst *uint32, src *uint32, blocks int, srcStride int, dstStride int)
+
 // quantizeE4M3AVX2 casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).
 //
 //go:noescape

@@ -251,10 +251,19 @@ func e2m1GroupsVector(dst []uint32, a, b []uint8, fa, fb []float32, groups, bloc
 // transposeVector does the longest multiple of 16 of transposeInto's
 // columns with the vector kernel and returns how many it did: dst[q·w+i]
 // = src[i·ld+q] for i < rows (at most 16; src must hold 16 rows of ld).
+// The AVX2 kernel takes whole bands of 16 rows only.
 func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	blocks := n / 16
-	if !hasAVX512 || blocks == 0 || rows == 0 {
+	if blocks == 0 || rows == 0 {
 		return 0
+	}
+	if !hasAVX512 {
+		if !hasAVX2 || rows != 16 {
+			return 0
+		}
+		_, _ = src[15*ld+16*blocks-1], dst[(16*blocks-1)*w+15]
+		transpose16AVX2(&dst[0], &src[0], blocks, 4*ld, 4*w)
+		return 16 * blocks
 	}
 	_, _ = src[15*ld+16*blocks-1], dst[(16*blocks-1)*w+rows-1]
 	bf16Transpose16(&dst[0], &src[0], 1<<rows-1, blocks, 4*ld, 4*w)

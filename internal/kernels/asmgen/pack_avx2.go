@@ -204,6 +204,7 @@ func packKernelsAVX2() {
 		bf16RowsWordsAVX2(e5m2)
 		bf16PairsStridedWordsAVX2(e5m2)
 	}
+	transpose16AVX2()
 }
 
 // The word decodes: FP8 codes at scale 1 turned into their bf16 bits in
@@ -432,4 +433,85 @@ func rowBlocks(rowLabel, blockLabel string, dst, src, rows Register, body func(d
 		ADDQ(NewParamAddr("ldd", 40), dst)
 		ADDQ(NewParamAddr("ld", 32), src)
 	})
+}
+
+// transpose16AVX2 emits the 8-lane form of bf16Transpose16 for whole
+// blocks of 16 rows: for each of blocks blocks of 16 columns, the 16×16
+// lanes src[i][16b+j] (row i at i·srcStride bytes) stored transposed to
+// dst row 16b+j (at (16b+j)·dstStride bytes) lane i, as four 8×8
+// transposes (unpacks, shuffles and 128-bit permutes: moves only).
+func transpose16AVX2() {
+	TEXT("transpose16AVX2", NOSPLIT, "func(dst, src *uint32, blocks, srcStride, dstStride int)")
+	Pragma("noescape")
+	Doc("transpose16AVX2 transposes blocks of 16×16 32-bit lanes; its Go twin is the loop of transposeInto (bf16pack.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	ss := Load(Param("srcStride"), GP64())
+	ds := Load(Param("dstStride"), GP64())
+	ss3, ds3 := GP64(), GP64()
+	LEAQ(Mem{Base: ss, Index: ss, Scale: 2}, ss3)
+	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, ds3)
+	p, p4, q, q4 := GP64(), GP64(), GP64(), GP64()
+	// row returns the address of row i (0–7) from p (p4 = p + 4·stride).
+	row := func(p, p4, s, s3 Register, i, disp int) Mem {
+		base := p
+		if i >= 4 {
+			base, i = p4, i-4
+		}
+		switch i {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 3:
+			return Mem{Base: base, Index: s3, Scale: 1, Disp: disp}
+		default:
+			return Mem{Base: base, Index: s, Scale: uint8(i), Disp: disp}
+		}
+	}
+	loop("transpose16_2", n, func() {
+		for _, rc := range [][2]int{{0, 0}, {0, 8}, {8, 0}, {8, 8}} {
+			R, C := rc[0], rc[1]
+			// Source rows R… at column C; destination rows C… at lane R.
+			MOVQ(src, p)
+			if R == 8 {
+				LEAQ(Mem{Base: p, Index: ss, Scale: 8}, p)
+			}
+			LEAQ(Mem{Base: p, Index: ss, Scale: 4}, p4)
+			MOVQ(dst, q)
+			if C == 8 {
+				LEAQ(Mem{Base: q, Index: ds, Scale: 8}, q)
+			}
+			LEAQ(Mem{Base: q, Index: ds, Scale: 4}, q4)
+			r := []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}
+			t := []VecPhysical{Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
+			for i := range r {
+				VMOVDQU(row(p, p4, ss, ss3, i, 4*C), r[i])
+			}
+			for i := 0; i < 8; i += 2 {
+				VUNPCKLPS(r[i+1], r[i], t[i])
+				VUNPCKHPS(r[i+1], r[i], t[i+1])
+			}
+			// s[c] (c < 4): columns c and c+4 of rows 0–3 (s[c]) and
+			// of rows 4–7 (s[c+4]).
+			for h := 0; h < 2; h++ {
+				b := 4 * h
+				VSHUFPS(U8(0x44), t[b+2], t[b], r[b])
+				VSHUFPS(U8(0xEE), t[b+2], t[b], r[b+1])
+				VSHUFPS(U8(0x44), t[b+3], t[b+1], r[b+2])
+				VSHUFPS(U8(0xEE), t[b+3], t[b+1], r[b+3])
+			}
+			for c := 0; c < 4; c++ {
+				VPERM2F128(U8(0x20), r[c+4], r[c], t[0])
+				VMOVDQU(t[0], row(q, q4, ds, ds3, c, 4*R))
+				VPERM2F128(U8(0x31), r[c+4], r[c], t[1])
+				VMOVDQU(t[1], row(q, q4, ds, ds3, c+4, 4*R))
+			}
+		}
+		ADDQ(U32(64), src)
+		// dst moves down 16 rows.
+		LEAQ(Mem{Base: dst, Index: ds, Scale: 8}, dst)
+		LEAQ(Mem{Base: dst, Index: ds, Scale: 8}, dst)
+	})
+	VZEROUPPER()
+	RET()
 }
