@@ -408,34 +408,44 @@ func NVFP4ColsRHT(dst []uint16, bam []uint32, src []float32, rows, cols, c0, c1 
 	j := c0 + nvfp4ColsStrips(nil, dst, bam, src, rows, cols, 0, rows, c0, c1)
 	// The columns the strip kernels left (all of them without AVX-512):
 	// the twin's loop with the vector transform.
-	nvfp4ColsRHTWith(RHT16, Amax16, dst, bam, src, rows, cols, 0, rows, j, c1)
+	nvfp4ColsRHTWith(true, dst, bam, src, rows, cols, 0, rows, j, c1)
 }
 
 // nvfp4ColsRHTGo is the loop nvfp4ColsRHTAVX512 replaces, for source
 // rows [r0, r1) of columns [c0, c1): each group of 16 of a column
 // transformed (rht16Go), its amax (amax16Go), its values' bf16 bits.
 func nvfp4ColsRHTGo(dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
-	nvfp4ColsRHTWith(rht16Go, amax16Go, dst, bam, src, rows, cols, r0, r1, c0, c1)
+	nvfp4ColsRHTWith(false, dst, bam, src, rows, cols, r0, r1, c0, c1)
 }
 
-// nvfp4ColsRHTWith is nvfp4ColsRHTGo's loop with its transform and block
-// amaxes given (the twins, or RHT16 and Amax16, which equal them bit for
-// bit): a column's groups gathered up to 16 at a time, so that one call
-// transforms them all.
-func nvfp4ColsRHTWith(rht func([]float32), amax func([]uint32, []float32), dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
+// nvfp4ColsRHTWith is nvfp4ColsRHTGo's loop, with the twins' transform
+// and block amaxes, or with vec RHT16 and Amax16 (which equal them bit
+// for bit; static calls, so that the buffer stays on the stack): strips of up to 16 columns by up to 16 groups of rows are moved
+// into a buffer transposed (transposeF32), so that one call transforms
+// a column's groups.
+func nvfp4ColsRHTWith(vec bool, dst []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) {
+	const span = 256 // rows of a chunk: 16 groups
 	nb := rows / 16
-	var v [256]float32
-	for j := c0; j < c1; j++ {
-		for g0 := r0 / 16; g0 < r1/16; g0 += 16 {
-			ng := min(16, r1/16-g0)
-			w := v[:16*ng]
-			for k := range w {
-				w[k] = src[(16*g0+k)*cols+j]
-			}
-			rht(w)
-			amax(bam[j*nb+g0:j*nb+g0+ng], w)
-			for k, x := range w {
-				dst[j*rows+16*g0+k] = bf16Bits(x)
+	var v [16 * span]float32
+	for j0 := c0; j0 < c1; j0 += 16 {
+		nc := min(16, c1-j0)
+		for g0 := r0 / 16; g0 < r1/16; g0 += span / 16 {
+			ng := min(span/16, r1/16-g0)
+			transposeF32(v[:], span, src[16*g0*cols+j0:], cols, 16*ng, nc)
+			for q := 0; q < nc; q++ {
+				j := j0 + q
+				w := v[q*span : q*span+16*ng]
+				if vec {
+					RHT16(w)
+					Amax16(bam[j*nb+g0:j*nb+g0+ng], w)
+				} else {
+					rht16Go(w)
+					amax16Go(bam[j*nb+g0:j*nb+g0+ng], w)
+				}
+				d := dst[j*rows+16*g0 : j*rows+16*g0+16*ng]
+				for k, x := range w {
+					d[k] = bf16Bits(x)
+				}
 			}
 		}
 	}
@@ -795,7 +805,7 @@ func BlockTiles(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []f
 	// The twin's loop with the row kernels (AmaxBits, QuantizeFP8) in
 	// place of their twins: the same bits, vectorised where the
 	// whole-tile kernel is missing (AVX2, arm64).
-	return blockTilesWith(c, AmaxBits, QuantizeFP8, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
+	return blockTilesWith(c, true, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
 }
 
 // blockGroup is how many tiles of rows × width values BlockTiles takes
@@ -808,13 +818,13 @@ func blockGroup(rows, width int) int { return min(16, max(1, 2048/(rows*width)))
 // replace: group by group (blockGroup), each tile's amax (amaxBitsGo row
 // by row), its scale (BlockScale), and quantizeFP8Go row by row.
 func blockTilesGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32) {
-	return blockTilesWith(c, amaxBitsGo, quantizeFP8Go, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
+	return blockTilesWith(c, false, dst, ldd, src, ld, inv, tiles, rows, width, ts, tds, eps, mask)
 }
 
-// blockTilesWith is blockTilesGo's loop with its row amax and row cast
-// given (the twins, or the kernels that equal them bit for bit).
-func blockTilesWith(c *FP8Cast, amaxRow func([]float32) uint32, castRow func(*FP8Cast, []uint8, []float32, float32) uint32,
-	dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32) {
+// blockTilesWith is blockTilesGo's loop with the twins' row amax and row
+// cast, or with vec the kernels that equal them bit for bit (AmaxBits,
+// QuantizeFP8).
+func blockTilesWith(c *FP8Cast, vec bool, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (done int, amax uint32) {
 	fmax := c.Decode[c.MaxCode]
 	group := blockGroup(rows, width)
 	var am [16]uint32
@@ -824,7 +834,12 @@ func blockTilesWith(c *FP8Cast, amaxRow func([]float32) uint32, castRow func(*FP
 			s := (t0 + i) * ts
 			am[i] = 0
 			for r := 0; r < rows; r++ {
-				am[i] = max(am[i], amaxRow(src[s+r*ld:s+r*ld+width]))
+				row := src[s+r*ld : s+r*ld+width]
+				if vec {
+					am[i] = max(am[i], AmaxBits(row))
+				} else {
+					am[i] = max(am[i], amaxBitsGo(row))
+				}
 			}
 			if am[i] > 0x7F800000 {
 				return t0, amax
@@ -837,7 +852,12 @@ func blockTilesWith(c *FP8Cast, amaxRow func([]float32) uint32, castRow func(*FP
 			scale, inv[t] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
 			s, d := t*ts, t*tds
 			for r := 0; r < rows; r++ {
-				castRow(c, dst[d+r*ldd:d+r*ldd+width], src[s+r*ld:s+r*ld+width], scale)
+				out, row := dst[d+r*ldd:d+r*ldd+width], src[s+r*ld:s+r*ld+width]
+				if vec {
+					QuantizeFP8(c, out, row, scale)
+				} else {
+					quantizeFP8Go(c, out, row, scale)
+				}
 			}
 		}
 	}
@@ -864,7 +884,7 @@ func BlockCols(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []fl
 	if done < n {
 		// The twin's loop with the band kernels in place of their twins
 		// (the same bits; vectorised where blockColsVector is missing).
-		d, a := blockColsWith(c, AmaxColsBand, QuantizeFP8Cols, dst[done:], ldd, src[done:], ld, inv[done:], rows, n-done, eps, mask)
+		d, a := blockColsWith(c, true, dst[done:], ldd, src[done:], ld, inv[done:], rows, n-done, eps, mask)
 		done, amax = done+d, max(amax, a)
 	}
 	return done, amax
@@ -874,30 +894,36 @@ func BlockCols(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []fl
 // replace: strip by strip, the column amaxes (amaxColsBandGo), their
 // scales (BlockScale) and quantizeFP8ColsGo.
 func blockColsGo(c *FP8Cast, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
-	band := func(acc []uint32, src []float32, ld, rows, n int) uint32 {
-		return amaxColsBandGo(acc[:n], src, ld, rows)
-	}
-	return blockColsWith(c, band, quantizeFP8ColsGo, dst, ldd, src, ld, inv, rows, n, eps, mask)
+	return blockColsWith(c, false, dst, ldd, src, ld, inv, rows, n, eps, mask)
 }
 
-// blockColsWith is blockColsGo's loop with its band amax and band cast
-// given (the twins, or the kernels that equal them bit for bit).
-func blockColsWith(c *FP8Cast, amaxBand func(acc []uint32, src []float32, ld, rows, n int) uint32,
-	castBand func(*FP8Cast, []uint8, int, []float32, int, []float32, int, int),
-	dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
+// blockColsWith is blockColsGo's loop with the twins' band amax and band
+// cast, or with vec the kernels that equal them bit for bit
+// (AmaxColsBand, QuantizeFP8Cols).
+func blockColsWith(c *FP8Cast, vec bool, dst []uint8, ldd int, src []float32, ld int, inv []float32, rows, n int, eps float32, mask uint32) (done int, amax uint32) {
 	fmax := c.Decode[c.MaxCode]
 	var am [16]uint32
 	var scales [16]float32
 	for j0 := 0; j0 < n; j0 += 16 {
 		w := min(16, n-j0)
-		if amaxBand(am[:w], src[j0:], ld, rows, w) > 0x7F800000 {
+		var seen uint32
+		if vec {
+			seen = AmaxColsBand(am[:w], src[j0:], ld, rows, w)
+		} else {
+			seen = amaxColsBandGo(am[:w], src[j0:], ld, rows)
+		}
+		if seen > 0x7F800000 {
 			return j0, amax
 		}
 		for j, a := range am[:w] {
 			amax = max(amax, a)
 			scales[j], inv[j0+j] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
 		}
-		castBand(c, dst[j0:], ldd, src[j0:], ld, scales[:w], rows, w)
+		if vec {
+			QuantizeFP8Cols(c, dst[j0:], ldd, src[j0:], ld, scales[:w], rows, w)
+		} else {
+			quantizeFP8ColsGo(c, dst[j0:], ldd, src[j0:], ld, scales[:w], rows, w)
+		}
 	}
 	return n, amax
 }
