@@ -229,52 +229,105 @@ func MXScaleCount(rows, cols, axis int) int {
 // of 32 consecutive values along axis (1: within a row, 0: within a
 // column; the last block may be shorter) shares the E8M0 scale 2^e chosen
 // by rule from the block's amax, and each value is stored as
-// Encode(x / 2^e), saturating. It returns the amax of the whole input.
+// Encode(x / 2^e), saturating. It returns the amax of the whole input
+// (NaN when it holds a NaN).
 func QuantizeMX(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int, f Format, rule ExpRule) (float32, error) {
+	return QuantizeMXRange(dst, scales, src, rows, cols, axis, f, rule, 0, MXSlices(rows, cols, axis))
+}
+
+// MXSlices is the number of independent slices of an MXFP8 cast that
+// QuantizeMXRange takes: rows along axis 1, bands of 32 rows along
+// axis 0.
+func MXSlices(rows, cols, axis int) int {
+	if axis == 0 {
+		return (rows + BlockSize - 1) / BlockSize
+	}
+	return rows
+}
+
+// QuantizeMXRange is QuantizeMX for slices lo ≤ s < hi of the matrix
+// (see MXSlices): their codes and scales, and the amax of their values
+// (NaN when they hold a NaN). Disjoint ranges may run at once; the
+// slices together give QuantizeMX's codes and scales, and the largest
+// of their amaxes its amax. Blocks are read by the vector kernels: a
+// row's blocks one by one, a band's columns a chunk at a time (a chunk
+// holding a NaN column by column).
+func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int, f Format, rule ExpRule, lo, hi int) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize MXFP8: axis %d, want 0 or 1", axis)
+	}
+	if err := checkFormat("quantize MXFP8", f); err != nil {
+		return 0, err
 	}
 	if err := checkMatrix("quantize MXFP8", rows, cols, map[string][2]int{
 		"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), MXScaleCount(rows, cols, axis)}}); err != nil {
 		return 0, err
 	}
-	var total float32
-	nan := false
-	forEachBlock(rows, cols, axis, func(k, start, stride, n int) {
-		var m float32
-		bn := false
-		for i := 0; i < n; i++ {
-			a := float32(math.Abs(float64(src[start+i*stride])))
-			if a > m {
-				m = a
-			} else if a != a {
-				bn = true
+	if n := MXSlices(rows, cols, axis); lo < 0 || hi > n || lo > hi {
+		return 0, fmt.Errorf("fp8: quantize MXFP8: slices [%d, %d) of %d", lo, hi, n)
+	}
+	var total uint32 // amax bits: NaN sorts above +inf
+	if axis == 1 {
+		nb := (cols + BlockSize - 1) / BlockSize
+		for r := lo; r < hi; r++ {
+			for b := 0; b < nb; b++ {
+				o := r*cols + b*BlockSize
+				n := min(BlockSize, cols-b*BlockSize)
+				m := kernels.AmaxBits(src[o : o+n])
+				total = max(total, m)
+				inv := mxScale(scales, r*nb+b, m, f, rule)
+				quantize(dst[o:o+n], src[o:o+n], f, inv)
 			}
 		}
-		if bn {
-			m = float32(math.NaN())
-			nan = true
-		} else if m > total {
-			total = m
-		}
-		s := BlockScale(m, f, rule)
-		scales[k] = s
-		inv := float32(math.Ldexp(1, -s.Exp()))
-		if s == E8M0NaN {
-			inv = float32(math.NaN())
-		}
-		if stride == 1 { // a contiguous block: the vector cast, same codes
-			quantize(dst[start:start+n], src[start:start+n], f, inv)
-			return
-		}
-		for i := 0; i < n; i++ {
-			dst[start+i*stride] = f.Encode(src[start+i*stride] * inv)
-		}
-	})
-	if nan {
-		return float32(math.NaN()), nil
+		return fromAmaxBits(total), nil
 	}
-	return total, nil
+	// Axis 0: a band of up to 32 rows, its columns a chunk at a time:
+	// the column amaxes (NaN left out, and a NaN seen), the scales,
+	// the cast with a scale per column.
+	const chunk = 256
+	var acc [chunk]uint32
+	var inv [chunk]float32
+	nbr := (rows + BlockSize - 1) / BlockSize
+	cast := formats[f].cast
+	for b := lo; b < hi; b++ {
+		r0 := b * BlockSize
+		nr := min(BlockSize, rows-r0)
+		for c0 := 0; c0 < cols; c0 += chunk {
+			w := min(chunk, cols-c0)
+			o := r0*cols + c0
+			if kernels.AmaxColsBand(acc[:w], src[o:], cols, nr, w) > 0x7F800000 {
+				// A NaN in the chunk: its columns one by one, each
+				// column's own amax (a NaN making it NaN).
+				for j := 0; j < w; j++ {
+					m := uint32(0)
+					for r := 0; r < nr; r++ {
+						m = max(m, math.Float32bits(src[o+r*cols+j])&^(1<<31))
+					}
+					total = max(total, m)
+					inv[j] = mxScale(scales, (c0+j)*nbr+b, m, f, rule)
+				}
+			} else {
+				for j, m := range acc[:w] {
+					total = max(total, m)
+					inv[j] = mxScale(scales, (c0+j)*nbr+b, m, f, rule)
+				}
+			}
+			kernels.QuantizeFP8Cols(cast, dst[o:], cols, src[o:], cols, inv[:w], nr, w)
+		}
+	}
+	return fromAmaxBits(total), nil
+}
+
+// mxScale sets scales[k] to the E8M0 scale of a block whose amax bits
+// are m (a NaN pattern above +inf's) and returns the factor its values
+// are cast with: 2^−e, NaN for the NaN scale.
+func mxScale(scales []E8M0, k int, m uint32, f Format, rule ExpRule) float32 {
+	s := BlockScale(fromAmaxBits(m), f, rule)
+	scales[k] = s
+	if s == E8M0NaN {
+		return float32(math.NaN())
+	}
+	return float32(math.Ldexp(1, -s.Exp()))
 }
 
 // DequantizeMX inverts QuantizeMX: Decode(q)·2^e of the element's block.

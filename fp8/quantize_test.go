@@ -1,6 +1,7 @@
 package fp8
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -540,5 +541,122 @@ func TestQuantizeSplitMatchesOneLoop(t *testing.T) {
 			}
 		}
 		src[at] = saved
+	}
+}
+
+// quantizeMXLoop is QuantizeMX as a plain loop over the blocks (the
+// reference the vector form is held to): each block's amax (a NaN
+// making it NaN), its scale, Encode of each value times 2^−e.
+func quantizeMXLoop(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int, f Format, rule ExpRule) float32 {
+	var total float32
+	nan := false
+	forEachBlock(rows, cols, axis, func(k, start, stride, n int) {
+		var m float32
+		bn := false
+		for i := 0; i < n; i++ {
+			a := float32(math.Abs(float64(src[start+i*stride])))
+			if a > m {
+				m = a
+			} else if a != a {
+				bn = true
+			}
+		}
+		if bn {
+			m = float32(math.NaN())
+			nan = true
+		} else if m > total {
+			total = m
+		}
+		s := BlockScale(m, f, rule)
+		scales[k] = s
+		inv := float32(math.Ldexp(1, -s.Exp()))
+		if s == E8M0NaN {
+			inv = float32(math.NaN())
+		}
+		for i := 0; i < n; i++ {
+			dst[start+i*stride] = f.Encode(src[start+i*stride] * inv)
+		}
+	})
+	if nan {
+		return float32(math.NaN())
+	}
+	return total
+}
+
+// TestQuantizeMXMatchesLoop holds QuantizeMX (vector kernels, a band's
+// columns a chunk at a time) and QuantizeMXRange over two ranges to the
+// block loop, bit for bit: both axes, rules and formats, ragged shapes
+// (short last blocks, more columns than a chunk), blocks of zeros, of
+// denormals, with ±inf, and with NaN (one NaN in a column block of an
+// otherwise finite chunk).
+func TestQuantizeMXMatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(71, 72))
+	for _, sh := range [][2]int{{1, 1}, {3, 70}, {64, 32}, {70, 33}, {33, 300}, {96, 520}, {5, 257}} {
+		rows, cols := sh[0], sh[1]
+		for _, kind := range []string{"normal", "special", "nan"} {
+			src := make([]float32, rows*cols)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(30)-15))
+				if kind == "special" {
+					switch rng.IntN(8) {
+					case 0:
+						src[i] = 0
+					case 1:
+						src[i] = math.Float32frombits(rng.Uint32() & 0x807FFFFF) // denormal
+					case 2:
+						src[i] = float32(math.Inf(rng.IntN(2)*2 - 1))
+					}
+				}
+			}
+			if kind == "nan" {
+				src[rng.IntN(len(src))] = float32(math.NaN())
+			}
+			for _, f := range []Format{E4M3, E5M2} {
+				for _, rule := range []ExpRule{ExpRoundUp, ExpOCPFloor} {
+					for _, axis := range []int{0, 1} {
+						n := MXScaleCount(rows, cols, axis)
+						got, want := make([]uint8, rows*cols), make([]uint8, rows*cols)
+						gs, ws := make([]E8M0, n), make([]E8M0, n)
+						ga, err := QuantizeMX(got, gs, src, rows, cols, axis, f, rule)
+						if err != nil {
+							t.Fatal(err)
+						}
+						wa := quantizeMXLoop(want, ws, src, rows, cols, axis, f, rule)
+						if math.Float32bits(ga) != math.Float32bits(wa) && !(ga != ga && wa != wa) {
+							t.Fatalf("%v %s %v %v axis %d: amax %v, loop %v", sh, kind, f, rule, axis, ga, wa)
+						}
+						for i := range want {
+							if got[i] != want[i] {
+								t.Fatalf("%v %s %v %v axis %d: code %d = %#x, loop %#x", sh, kind, f, rule, axis, i, got[i], want[i])
+							}
+						}
+						for i := range ws {
+							if gs[i] != ws[i] {
+								t.Fatalf("%v %s %v %v axis %d: scale %d = %v, loop %v", sh, kind, f, rule, axis, i, gs[i], ws[i])
+							}
+						}
+						// Two ranges give the same codes and scales.
+						slices := MXSlices(rows, cols, axis)
+						half := slices / 2
+						clear(got)
+						clear(gs)
+						a1, err1 := QuantizeMXRange(got, gs, src, rows, cols, axis, f, rule, half, slices)
+						a0, err0 := QuantizeMXRange(got, gs, src, rows, cols, axis, f, rule, 0, half)
+						if err0 != nil || err1 != nil {
+							t.Fatal(err0, err1)
+						}
+						if string(got) != string(want) || fmt.Sprint(gs) != fmt.Sprint(ws) {
+							t.Fatalf("%v %s %v %v axis %d: two ranges differ from the whole", sh, kind, f, rule, axis)
+						}
+						if m := max(math.Float32bits(a0), math.Float32bits(a1)); m != math.Float32bits(ga) && !(ga != ga && m > 0x7F800000) {
+							t.Fatalf("%v %s axis %d: ranges' amaxes %v %v, whole %v", sh, kind, axis, a0, a1, ga)
+						}
+					}
+				}
+			}
+		}
+	}
+	if _, err := QuantizeMXRange(make([]uint8, 4), make([]E8M0, 4), make([]float32, 4), 4, 1, 1, E4M3, ExpRoundUp, 2, 5); err == nil {
+		t.Fatal("a range past the slices: no error")
 	}
 }

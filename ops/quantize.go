@@ -451,10 +451,21 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 			return nil
 		}
 	default:
+		// MXFP8: the cast's independent slices (rows, or bands of 32
+		// rows) split over the workers.
+		errs := make([]error, parallel.Workers())
+		split := newPartChunker(fp8.MXSlices(rows, cols, cfg.Axis), len(src), func(p, lo, hi int) {
+			a, err := fp8.QuantizeMXRange(dst, sc.Block, src, rows, cols, cfg.Axis, f, cfg.Rule, lo, hi)
+			amax[p], errs[p] = math.Float32bits(a), err
+		})
 		return func() error {
-			a, err := fp8.QuantizeMX(dst, sc.Block, src, rows, cols, cfg.Axis, f, cfg.Rule)
-			sc.Amax = a
-			return err
+			sc.Amax = run(split)
+			for _, err := range errs[:split.parts] {
+				if err != nil {
+					return err
+				}
+			}
+			return nil
 		}
 	}
 }
