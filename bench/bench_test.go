@@ -244,7 +244,8 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 // nothing after the first, for the MLP and the baby GPT in every
 // precision.
 func TestStepsAllocateNothing(t *testing.T) {
-	recs := smallRecipes // the precisions, Float8BlockScaling and NVFP4
+	// The precisions, Float8BlockScaling, NVFP4 and MXFP8.
+	recs := append(append([]recipe.Recipe(nil), smallRecipes...), recipe.TE{UseMXFP8BlockScaling: true})
 	if pureGo {
 		recs = recs[:1] // float32: the bf16 twin is slow, and allocates nothing either way
 	}
