@@ -267,16 +267,30 @@ func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis
 		return 0, fmt.Errorf("fp8: quantize MXFP8: slices [%d, %d) of %d", lo, hi, n)
 	}
 	var total uint32 // amax bits: NaN sorts above +inf
+	const chunk = 256
+	var acc [chunk]uint32
+	var inv [chunk]float32
+	cast := formats[f].cast
 	if axis == 1 {
+		// A row a chunk of blocks at a time: the block amaxes (Amax32;
+		// a ragged last block by AmaxBits), their scales, the cast with
+		// a scale per block.
 		nb := (cols + BlockSize - 1) / BlockSize
 		for r := lo; r < hi; r++ {
-			for b := 0; b < nb; b++ {
-				o := r*cols + b*BlockSize
-				n := min(BlockSize, cols-b*BlockSize)
-				m := kernels.AmaxBits(src[o : o+n])
-				total = max(total, m)
-				inv := mxScale(scales, r*nb+b, m, f, rule)
-				quantize(dst[o:o+n], src[o:o+n], f, inv)
+			for b0 := 0; b0 < nb; b0 += chunk {
+				w := min(chunk, nb-b0)
+				o := r*cols + b0*BlockSize
+				n := min(w*BlockSize, cols-b0*BlockSize)
+				full := n / BlockSize
+				kernels.Amax32(acc[:full], src[o:o+full*BlockSize])
+				if full < w {
+					acc[full] = kernels.AmaxBits(src[o+full*BlockSize : o+n])
+				}
+				for j, m := range acc[:w] {
+					total = max(total, m)
+					inv[j] = mxScale(scales, r*nb+b0+j, m, f, rule)
+				}
+				kernels.QuantizeFP8Blocks32(cast, dst[o:o+n], src[o:o+n], inv[:w])
 			}
 		}
 		return fromAmaxBits(total), nil
@@ -284,11 +298,7 @@ func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis
 	// Axis 0: a band of up to 32 rows, its columns a chunk at a time:
 	// the column amaxes (NaN left out, and a NaN seen), the scales,
 	// the cast with a scale per column.
-	const chunk = 256
-	var acc [chunk]uint32
-	var inv [chunk]float32
 	nbr := (rows + BlockSize - 1) / BlockSize
-	cast := formats[f].cast
 	for b := lo; b < hi; b++ {
 		r0 := b * BlockSize
 		nr := min(BlockSize, rows-r0)
@@ -324,11 +334,18 @@ func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis
 func mxScale(scales []E8M0, k int, m uint32, f Format, rule ExpRule) float32 {
 	s := BlockScale(fromAmaxBits(m), f, rule)
 	scales[k] = s
-	if s == E8M0NaN {
-		return float32(math.NaN())
-	}
-	return float32(math.Ldexp(1, -s.Exp()))
+	return mxInv[s]
 }
+
+// mxInv holds 2^−e of every E8M0 scale 2^e as float32 (NaN for the NaN
+// scale): the factor an MXFP8 block's values are cast with.
+var mxInv = func() (t [256]float32) {
+	for s := range t {
+		t[s] = float32(math.Ldexp(1, -E8M0(s).Exp()))
+	}
+	t[E8M0NaN] = float32(math.NaN())
+	return t
+}()
 
 // DequantizeMX inverts QuantizeMX: Decode(q)·2^e of the element's block.
 func DequantizeMX(dst []float32, src []uint8, scales []E8M0, rows, cols, axis int, f Format) error {

@@ -591,7 +591,7 @@ func quantizeMXLoop(dst []uint8, scales []E8M0, src []float32, rows, cols, axis 
 // otherwise finite chunk).
 func TestQuantizeMXMatchesLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(71, 72))
-	for _, sh := range [][2]int{{1, 1}, {3, 70}, {64, 32}, {70, 33}, {33, 300}, {96, 520}, {5, 257}} {
+	for _, sh := range [][2]int{{1, 1}, {3, 70}, {64, 32}, {70, 33}, {33, 300}, {96, 520}, {5, 257}, {2, 8250}} { // 8250: more blocks a row than a chunk
 		rows, cols := sh[0], sh[1]
 		for _, kind := range []string{"normal", "special", "nan"} {
 			src := make([]float32, rows*cols)

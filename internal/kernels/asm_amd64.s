@@ -1201,6 +1201,160 @@ quantizeBlocksE5M2AVX512_done:
 	VZEROUPPER
 	RET
 
+// func quantizeBlocks32E4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·quantizeBlocks32E4M3AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x46800000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0xc407ffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x3c800000, SI
+	VPBROADCASTD SI, Z29
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	VPXORD       Z19, Z19, Z19
+	TESTQ        BX, BX
+	JZ           quantizeBlocks32E4M3AVX512_done
+
+quantizeBlocks32E4M3AVX512_loop:
+	VBROADCASTSS (DX), Z20
+	VMOVUPS      (CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPTERNLOGD   $0xf8, Z31, Z4, Z5
+	VPMOVDB      Z5, (AX)
+	VMOVUPS      64(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VPSRLD       $0x14, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x14, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPTERNLOGD   $0xf8, Z31, Z4, Z5
+	VPMOVDB      Z5, 16(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000020, AX
+	DECQ         BX
+	JNZ          quantizeBlocks32E4M3AVX512_loop
+
+quantizeBlocks32E4M3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func quantizeBlocks32E5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·quantizeBlocks32E5M2AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7fffffff, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x43000000, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0xc80fffff, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x00000001, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x0000007b, SI
+	VPBROADCASTD SI, Z27
+	MOVL         $0x38800000, SI
+	VPBROADCASTD SI, Z29
+	MOVL         $0x0000007e, SI
+	VPBROADCASTD SI, Z28
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z30
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z31
+	VPXORD       Z19, Z19, Z19
+	TESTQ        BX, BX
+	JZ           quantizeBlocks32E5M2AVX512_done
+
+quantizeBlocks32E5M2AVX512_loop:
+	VBROADCASTSS (DX), Z20
+	VMOVUPS      (CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPTERNLOGD   $0xf8, Z31, Z4, Z5
+	VPMOVDB      Z5, (AX)
+	VMOVUPS      64(CX), Z0
+	VMULPS       Z20, Z0, Z2
+	VPANDD       Z21, Z2, Z1
+	VPSRLD       $0x15, Z1, Z4
+	VPANDD       Z25, Z4, Z4
+	VPADDD       Z24, Z4, Z4
+	VPADDD       Z1, Z4, Z4
+	VPSRLD       $0x15, Z4, Z5
+	VPCMPUD      $0x01, Z29, Z1, K1
+	VADDPS       Z22, Z1, Z3
+	VPSUBD       Z23, Z3, K1, Z5
+	VPMINUD      Z27, Z5, Z5
+	VPCMPUD      $0x06, Z30, Z1, K2
+	VPBLENDMD    Z28, Z5, K2, Z5
+	VPSRLD       $0x18, Z2, Z4
+	VPTERNLOGD   $0xf8, Z31, Z4, Z5
+	VPMOVDB      Z5, 16(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000020, AX
+	DECQ         BX
+	JNZ          quantizeBlocks32E5M2AVX512_loop
+
+quantizeBlocks32E5M2AVX512_done:
+	VZEROUPPER
+	RET
+
 // func quantizeColsE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
 // Requires: AVX, AVX512F
 TEXT ·quantizeColsE4M3AVX512(SB), NOSPLIT, $0-56
@@ -6356,8 +6510,8 @@ amax128_loop:
 	VPMAXUD       Z6, Z2, Z2
 	VPANDD        448(AX), Z20, Z7
 	VPMAXUD       Z7, Z3, Z3
-	VPMAXUD       Z1, Z0, Z0
 	VPMAXUD       Z3, Z2, Z2
+	VPMAXUD       Z1, Z0, Z0
 	VPMAXUD       Z2, Z0, Z0
 	VEXTRACTI64X4 $0x01, Z0, Y1
 	VPMAXUD       Y1, Y0, Y0
@@ -6374,6 +6528,39 @@ amax128_loop:
 	JNZ           amax128_loop
 
 amax128_done:
+	VZEROUPPER
+	RET
+
+// func amax32AVX512(src *float32, blocks int, out *uint32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·amax32AVX512(SB), NOSPLIT, $0-24
+	MOVQ         src+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	MOVQ         out+16(FP), DX
+	MOVL         $0x7fffffff, BX
+	VPBROADCASTD BX, Z20
+	TESTQ        CX, CX
+	JZ           amax32_done
+
+amax32_loop:
+	VPANDD        (AX), Z20, Z0
+	VPANDD        64(AX), Z20, Z1
+	VPMAXUD       Z1, Z0, Z0
+	VEXTRACTI64X4 $0x01, Z0, Y1
+	VPMAXUD       Y1, Y0, Y0
+	VEXTRACTI128  $0x01, Y0, X1
+	VPMAXUD       X1, X0, X0
+	VPSHUFD       $0x4e, X0, X1
+	VPMAXUD       X1, X0, X0
+	VPSHUFD       $0xb1, X0, X1
+	VPMAXUD       X1, X0, X0
+	VMOVD         X0, (DX)
+	ADDQ          $0x00000080, AX
+	ADDQ          $0x00000004, DX
+	DECQ          CX
+	JNZ           amax32_loop
+
+amax32_done:
 	VZEROUPPER
 	RET
 
@@ -22978,6 +23165,270 @@ quantizeColsE5M2AVX2_done:
 	VZEROUPPER
 	RET
 
+// func quantizeBlocks32E4M3AVX2(dst *uint8, src *float32, scales *float32, blocks int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeBlocks32E4M3AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x46800000, SI
+	MOVD         SI, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc407ffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007e, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x3c800000, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007f, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	TESTQ        BX, BX
+	JZ           quantizeBlocks32E4M3AVX2_done
+
+quantizeBlocks32E4M3AVX2_loop:
+	VBROADCASTSS (DX), Y8
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x14, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x14, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x14, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x14, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x14, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x14, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x14, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x14, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	DECQ         BX
+	JNZ          quantizeBlocks32E4M3AVX2_loop
+
+quantizeBlocks32E4M3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func quantizeBlocks32E5M2AVX2(dst *uint8, src *float32, scales *float32, blocks int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·quantizeBlocks32E5M2AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x43000000, SI
+	MOVD         SI, X9
+	VPBROADCASTD X9, Y9
+	MOVL         $0xc80fffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x0000007b, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x38800000, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007e, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	VPXOR        Y14, Y14, Y14
+	TESTQ        BX, BX
+	JZ           quantizeBlocks32E5M2AVX2_done
+
+quantizeBlocks32E5M2AVX2_loop:
+	VBROADCASTSS (DX), Y8
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x15, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x15, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x15, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x15, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x15, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x15, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	VMOVUPS      (CX), Y0
+	VMULPS       Y8, Y0, Y2
+	VPAND        avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD       $0x15, Y1, Y4
+	VPAND        avx2Consts<>+864(SB), Y4, Y4
+	VPADDD       Y10, Y4, Y4
+	VPADDD       Y1, Y4, Y4
+	VPSRLD       $0x15, Y4, Y5
+	VADDPS       Y9, Y1, Y3
+	VPSUBD       Y9, Y3, Y3
+	VPCMPGTD     Y1, Y12, Y4
+	VBLENDVPS    Y4, Y3, Y5, Y5
+	VPMINUD      Y11, Y5, Y5
+	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS    Y4, Y13, Y5, Y5
+	VPSRLD       $0x18, Y2, Y4
+	VPAND        avx2Consts<>+896(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X4
+	VPACKUSDW    X4, X5, X5
+	VPACKUSWB    X5, X5, X5
+	MOVQ         X5, (AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000008, AX
+	DECQ         BX
+	JNZ          quantizeBlocks32E5M2AVX2_loop
+
+quantizeBlocks32E5M2AVX2_done:
+	VZEROUPPER
+	RET
+
 // func amaxColsAVX2(acc *uint32, src *float32, blocks int, seen *[8]uint32)
 // Requires: AVX, AVX2
 TEXT ·amaxColsAVX2(SB), NOSPLIT, $0-32
@@ -23048,6 +23499,40 @@ amaxcb2_rows_done:
 
 amaxcb2_done:
 	VMOVDQU Y15, (DI)
+	VZEROUPPER
+	RET
+
+// func amax32AVX2(src *float32, blocks int, out *uint32)
+// Requires: AVX, AVX2
+TEXT ·amax32AVX2(SB), NOSPLIT, $0-24
+	MOVQ    src+0(FP), AX
+	MOVQ    blocks+8(FP), CX
+	MOVQ    out+16(FP), DX
+	VMOVDQU avx2Consts<>+736(SB), Y15
+	TESTQ   CX, CX
+	JZ      amax32_2_done
+
+amax32_2_loop:
+	VPAND        (AX), Y15, Y0
+	VPAND        32(AX), Y15, Y1
+	VPAND        64(AX), Y15, Y2
+	VPAND        96(AX), Y15, Y3
+	VPMAXUD      Y1, Y0, Y0
+	VPMAXUD      Y3, Y2, Y2
+	VPMAXUD      Y2, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPMAXUD      X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPMAXUD      X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPMAXUD      X1, X0, X0
+	VMOVD        X0, (DX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x00000004, DX
+	DECQ         CX
+	JNZ          amax32_2_loop
+
+amax32_2_done:
 	VZEROUPPER
 	RET
 

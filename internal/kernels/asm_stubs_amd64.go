@@ -49,6 +49,16 @@ func quantizeBlocksE4M3AVX512(dst *uint8, src *float32, scales *float32, blocks 
 //go:noescape
 func quantizeBlocksE5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int)
 
+// quantizeBlocks32E4M3AVX512 casts 32·blocks values to FP8, each block of 32 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeBlocks32E4M3AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+
+// quantizeBlocks32E5M2AVX512 casts 32·blocks values to FP8, each block of 32 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func quantizeBlocks32E5M2AVX512(dst *uint8, src *float32, scales *float32, blocks int)
+
 // quantizeColsE4M3AVX512 casts rows × 16·blocks values (rows ld bytes apart, codes ldd apart) to FP8 with a scale per column; its Go twin is quantizeFP8ColsGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape
@@ -169,10 +179,15 @@ func bf16ShiftAVX512(d *uint32, shifts *uint32, blocks int, step int)
 //go:noescape
 func bf16ShiftRunsAVX512(d *uint32, exp *int8, runs int)
 
-// amax128AVX512 stores the max |x| bits of each block of 128 values; its Go twin is amax128Go (fp8cast.go) (AVX-512F).
+// amax128AVX512 stores the max |x| bits of each block of 128 values; its Go twin is amaxBlocksGo (fp8cast.go) (AVX-512F).
 //
 //go:noescape
 func amax128AVX512(src *float32, blocks int, out *uint32)
+
+// amax32AVX512 stores the max |x| bits of each block of 32 values; its Go twin is amaxBlocksGo (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func amax32AVX512(src *float32, blocks int, out *uint32)
 
 // amaxColsAVX512 folds |x| of 16·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX-512F).
 //
@@ -884,6 +899,16 @@ func quantizeColsE4M3AVX2(dst *uint8, src *float32, scales *float32, blocks int,
 //go:noescape
 func quantizeColsE5M2AVX2(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)
 
+// quantizeBlocks32E4M3AVX2 casts 32·blocks values to FP8, each block of 32 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeBlocks32E4M3AVX2(dst *uint8, src *float32, scales *float32, blocks int)
+
+// quantizeBlocks32E5M2AVX2 casts 32·blocks values to FP8, each block of 32 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func quantizeBlocks32E5M2AVX2(dst *uint8, src *float32, scales *float32, blocks int)
+
 // amaxColsAVX2 folds |x| of 8·blocks values into the column amaxes acc, NaN left out, and records the lane-wise max of |x| bits; its Go twin is amaxColsGo (fp8cast.go) (AVX2).
 //
 //go:noescape
@@ -893,6 +918,11 @@ func amaxColsAVX2(acc *uint32, src *float32, blocks int, seen *[8]uint32)
 //
 //go:noescape
 func amaxColsBandAVX2(acc *uint32, src *float32, strips int, rows int, ld int, seen *[8]uint32)
+
+// amax32AVX2 stores the max |x| bits of each block of 32 values; its Go twin is amaxBlocksGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func amax32AVX2(src *float32, blocks int, out *uint32)
 
 // bf16ShiftAVX2 adds per-lane exponent shifts to the finite non-zero bf16 halves of 8·blocks lanes; its Go twin is bf16ShiftGo (bf16pack.go) (AVX2).
 //

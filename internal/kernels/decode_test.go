@@ -161,20 +161,26 @@ func TestQuantizeFP8LanesAndAmaxColsMatchTwins(t *testing.T) {
 			if string(got) != string(one) {
 				t.Fatalf("format %d n=%d: equal per-lane scales differ from one scale", f, n)
 			}
-			// A scale per block of 128: the vector kernel against its
-			// twin, and against the per-lane cast with each block's
-			// scale repeated.
-			bs := scales[:(n+127)/128]
-			blk, twin, lanes := make([]uint8, n), make([]uint8, n), make([]uint8, n)
-			for i := range blk {
-				blk[i], twin[i] = 0xAA, 0x55
-				same[i] = bs[i/128]
-			}
-			QuantizeFP8Blocks(c, blk, src, bs)
-			quantizeFP8BlocksGo(c, twin, src, bs)
-			QuantizeFP8Lanes(c, lanes, src, same)
-			if string(blk) != string(twin) || string(blk) != string(lanes) {
-				t.Fatalf("format %d n=%d: per-block codes differ from the twin or the per-lane cast", f, n)
+			// A scale per block of 128 (and of 32): the vector kernel
+			// against its twin, and against the per-lane cast with
+			// each block's scale repeated.
+			for _, size := range []int{128, 32} {
+				bs := scales[:(n+size-1)/size]
+				blk, twin, lanes := make([]uint8, n), make([]uint8, n), make([]uint8, n)
+				for i := range blk {
+					blk[i], twin[i] = 0xAA, 0x55
+					same[i] = bs[i/size]
+				}
+				if size == 128 {
+					QuantizeFP8Blocks(c, blk, src, bs)
+				} else {
+					QuantizeFP8Blocks32(c, blk, src, bs)
+				}
+				quantizeFP8BlocksGo(c, size, twin, src, bs)
+				QuantizeFP8Lanes(c, lanes, src, same)
+				if string(blk) != string(twin) || string(blk) != string(lanes) {
+					t.Fatalf("format %d n=%d: per-block codes (blocks of %d) differ from the twin or the per-lane cast", f, n, size)
+				}
 			}
 		}
 		acc, twin := make([]uint32, n), make([]uint32, n)
@@ -555,24 +561,34 @@ func TestDecodeE2M1MatchesTwin(t *testing.T) {
 	}
 }
 
-// TestAmax128MatchesTwin: the per-128 block amaxes of the vector kernel
-// equal the twin's, NaN (above +inf), infinities and any bit pattern
-// included.
+// TestAmax128MatchesTwin: the per-128 (and per-32) block amaxes of the
+// vector kernels equal the twin's, NaN (above +inf), infinities and any
+// bit pattern included, and a block holding one NaN among finite values.
 func TestAmax128MatchesTwin(t *testing.T) {
 	rng := rand.New(rand.NewPCG(25, 26))
-	src := make([]float32, 128*9+50)
-	for i := range src {
-		src[i] = math.Float32frombits(rng.Uint32())
-		if rng.IntN(4) == 0 {
-			src[i] = float32(rng.NormFloat64())
+	for _, size := range []int{128, 32} {
+		src := make([]float32, size*9+size/2+3) // a partial block left alone
+		for i := range src {
+			src[i] = math.Float32frombits(rng.Uint32())
+			if rng.IntN(4) == 0 || i < 2*size {
+				src[i] = float32(rng.NormFloat64())
+			}
 		}
-	}
-	got, want := make([]uint32, 9), make([]uint32, 9)
-	Amax128(got, src)
-	amax128Go(want, src[:9*128])
-	for b := range got {
-		if (got[b] > 0x7F800000) != (want[b] > 0x7F800000) || (want[b] <= 0x7F800000 && got[b] != want[b]) {
-			t.Fatalf("block %d: %#x, twin %#x", b, got[b], want[b])
+		src[size+7] = float32(math.NaN()) // in block 1, else finite
+		got, want := make([]uint32, 9), make([]uint32, 9)
+		if size == 128 {
+			Amax128(got, src)
+		} else {
+			Amax32(got, src)
+		}
+		amaxBlocksGo(want, src[:9*size], size)
+		for b := range got {
+			if (got[b] > 0x7F800000) != (want[b] > 0x7F800000) || (want[b] <= 0x7F800000 && got[b] != want[b]) {
+				t.Fatalf("size %d block %d: %#x, twin %#x", size, b, got[b], want[b])
+			}
+		}
+		if got[0] > 0x7F800000 || got[1] <= 0x7F800000 {
+			t.Fatalf("size %d: the NaN block's amax %#x, the finite one's %#x", size, got[1], got[0])
 		}
 	}
 }

@@ -871,19 +871,32 @@ func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (don
 	return blocks * 16, amaxBits
 }
 
-// quantizeFP8BlocksVector casts the whole blocks of 128 of src (see
-// QuantizeFP8Blocks) and returns how many values it did.
-func quantizeFP8BlocksVector(format int, dst []uint8, src, scales []float32) int {
-	blocks := len(src) / 128
-	if !hasAVX512 || blocks == 0 || len(dst) < 128*blocks || len(scales) < blocks {
+// quantizeFP8BlocksVector casts the whole blocks of size (128 or 32)
+// of src (see QuantizeFP8Blocks) and returns how many values it did.
+// AVX2 has the kernel of 32 only (QuantizeFP8Blocks' fallback, a block
+// at a time, is vectorised there too).
+func quantizeFP8BlocksVector(format, size int, dst []uint8, src, scales []float32) int {
+	blocks := len(src) / size
+	if blocks == 0 || len(dst) < size*blocks || len(scales) < blocks {
 		return 0
 	}
-	if format == 0 {
+	switch {
+	case hasAVX512 && size == 128 && format == 0:
 		quantizeBlocksE4M3AVX512(&dst[0], &src[0], &scales[0], blocks)
-	} else {
+	case hasAVX512 && size == 128:
 		quantizeBlocksE5M2AVX512(&dst[0], &src[0], &scales[0], blocks)
+	case hasAVX512 && size == 32 && format == 0:
+		quantizeBlocks32E4M3AVX512(&dst[0], &src[0], &scales[0], blocks)
+	case hasAVX512 && size == 32:
+		quantizeBlocks32E5M2AVX512(&dst[0], &src[0], &scales[0], blocks)
+	case hasAVX2 && size == 32 && format == 0:
+		quantizeBlocks32E4M3AVX2(&dst[0], &src[0], &scales[0], blocks)
+	case hasAVX2 && size == 32:
+		quantizeBlocks32E5M2AVX2(&dst[0], &src[0], &scales[0], blocks)
+	default:
+		return 0
 	}
-	return 128 * blocks
+	return size * blocks
 }
 
 // quantizeFP8ColsVector casts the whole strips of 16 columns of a band
@@ -1109,14 +1122,24 @@ func decodeE2M1BF16Vector(dst []uint16, src []uint8, factors []float32) int {
 	return blocks * 16
 }
 
-// amax128Vector does Amax128 for every block with the vector kernel and
-// returns how many blocks it did.
-func amax128Vector(out []uint32, src []float32) int {
-	blocks := len(src) / 128
-	if !hasAVX512 || blocks == 0 || len(out) < blocks {
+// amaxBlocksVector does Amax128 or Amax32 (size) for every block with
+// the vector kernel and returns how many blocks it did (AVX2: blocks of
+// 32 only).
+func amaxBlocksVector(out []uint32, src []float32, size int) int {
+	blocks := len(src) / size
+	if blocks == 0 || len(out) < blocks {
 		return 0
 	}
-	amax128AVX512(&src[0], blocks, &out[0])
+	switch {
+	case hasAVX512 && size == 128:
+		amax128AVX512(&src[0], blocks, &out[0])
+	case hasAVX512 && size == 32:
+		amax32AVX512(&src[0], blocks, &out[0])
+	case hasAVX2 && size == 32:
+		amax32AVX2(&src[0], blocks, &out[0])
+	default:
+		return 0
+	}
 	return blocks
 }
 

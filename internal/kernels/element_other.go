@@ -24,7 +24,7 @@ func addRowVector(dst, src []float32) bool                                   { r
 func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int, uint32) {
 	return 0, 0
 }
-func quantizeFP8BlocksVector(format int, dst []uint8, src, scales []float32) int { return 0 }
+func quantizeFP8BlocksVector(format, size int, dst []uint8, src, scales []float32) int { return 0 }
 func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
 	return 0
 }
@@ -50,7 +50,7 @@ func e2m1StochasticBF16Vector(dst []uint8, src []uint16, es []float32, key, base
 
 func decodeE2M1BF16Vector(dst []uint16, src []uint8, factors []float32) int { return 0 }
 
-func amax128Vector(out []uint32, src []float32) int { return 0 }
+func amaxBlocksVector(out []uint32, src []float32, size int) int { return 0 }
 
 func blockTilesVector(format int, dst []uint8, ldd int, src []float32, ld int, inv []float32, tiles, rows, width, ts, tds int, eps float32, mask uint32) (int, uint32, bool) {
 	return 0, 0, false

@@ -177,21 +177,32 @@ func quantizeFP8LanesGo(c *FP8Cast, dst []uint8, src, scales []float32) uint32 {
 // records no amax. The vector kernel does the whole blocks,
 // quantizeFP8BlocksGo (its twin) the rest, with the same bits.
 func QuantizeFP8Blocks(c *FP8Cast, dst []uint8, src, scales []float32) {
-	dst, scales = dst[:len(src)], scales[:(len(src)+127)/128]
-	done := quantizeFP8BlocksVector(c.Format, dst, src, scales)
+	quantizeFP8BlocksOf(c, 128, dst, src, scales)
+}
+
+// QuantizeFP8Blocks32 is QuantizeFP8Blocks with a scale per block of 32
+// (MXFP8's blocks).
+func QuantizeFP8Blocks32(c *FP8Cast, dst []uint8, src, scales []float32) {
+	quantizeFP8BlocksOf(c, 32, dst, src, scales)
+}
+
+func quantizeFP8BlocksOf(c *FP8Cast, size int, dst []uint8, src, scales []float32) {
+	dst, scales = dst[:len(src)], scales[:(len(src)+size-1)/size]
+	done := quantizeFP8BlocksVector(c.Format, size, dst, src, scales)
 	// The blocks the kernel left (a ragged last one; all of them without
 	// it), each through the one-scale cast.
-	for b := done / 128; b < len(scales); b++ {
-		lo, hi := 128*b, min(len(src), 128*b+128)
+	for b := done / size; b < len(scales); b++ {
+		lo, hi := size*b, min(len(src), size*b+size)
 		QuantizeFP8(c, dst[lo:hi], src[lo:hi], scales[b])
 	}
 }
 
-// quantizeFP8BlocksGo is the loop quantizeBlocksE4M3AVX512 and
-// quantizeBlocksE5M2AVX512 replace: quantizeFP8Go block by block.
-func quantizeFP8BlocksGo(c *FP8Cast, dst []uint8, src, scales []float32) {
+// quantizeFP8BlocksGo is the loop the block-scaled vector casts
+// (quantizeBlocks…, blocks of size 128 or 32) replace: quantizeFP8Go
+// block by block.
+func quantizeFP8BlocksGo(c *FP8Cast, size int, dst []uint8, src, scales []float32) {
 	for b, s := range scales {
-		lo, hi := 128*b, min(len(src), 128*b+128)
+		lo, hi := size*b, min(len(src), size*b+size)
 		quantizeFP8Go(c, dst[lo:hi], src[lo:hi], s)
 	}
 }
@@ -743,19 +754,24 @@ func decodeE2M1BF16Go(dst []uint16, src []uint8, factors []float32) {
 
 // Amax128 writes to out[b] the float32 bits of max|x| over each block
 // of 128 values of src (len(src)/128 blocks; a pattern above +inf when
-// the block holds a NaN). The vector kernel does the blocks, amax128Go
-// (its twin) is the loop.
-func Amax128(out []uint32, src []float32) {
-	blocks := len(src) / 128
+// the block holds a NaN). The vector kernel does the blocks,
+// amaxBlocksGo (its twin) is the loop.
+func Amax128(out []uint32, src []float32) { amaxBlocks(out, src, 128) }
+
+// Amax32 is Amax128 for blocks of 32 (MXFP8's).
+func Amax32(out []uint32, src []float32) { amaxBlocks(out, src, 32) }
+
+func amaxBlocks(out []uint32, src []float32, size int) {
+	blocks := len(src) / size
 	out = out[:blocks]
-	done := amax128Vector(out, src[:blocks*128])
-	amax128Go(out[done:], src[done*128:blocks*128])
+	done := amaxBlocksVector(out, src[:blocks*size], size)
+	amaxBlocksGo(out[done:], src[done*size:blocks*size], size)
 }
 
-// amax128Go is the loop amax128AVX512 replaces.
-func amax128Go(out []uint32, src []float32) {
+// amaxBlocksGo is the loop the block amax kernels replace.
+func amaxBlocksGo(out []uint32, src []float32, size int) {
 	for b := range out {
-		out[b] = amaxBitsGo(src[b*128 : (b+1)*128])
+		out[b] = amaxBitsGo(src[b*size : (b+1)*size])
 	}
 }
 

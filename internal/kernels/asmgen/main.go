@@ -26,8 +26,10 @@ func main() {
 	quantize("quantizeE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	quantizeLanes("quantizeLanesE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantizeLanes("quantizeLanesE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
-	quantizeBlocks("quantizeBlocksE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
-	quantizeBlocks("quantizeBlocksE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	quantizeBlocks("quantizeBlocksE4M3AVX512", 128, 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
+	quantizeBlocks("quantizeBlocksE5M2AVX512", 128, 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
+	quantizeBlocks("quantizeBlocks32E4M3AVX512", 32, 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
+	quantizeBlocks("quantizeBlocks32E5M2AVX512", 32, 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	quantizeCols("quantizeColsE4M3AVX512", 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 	quantizeCols("quantizeColsE5M2AVX512", 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	amaxColsBand()
@@ -57,7 +59,8 @@ func main() {
 	e2m1PairsStrided()
 	bf16Shift()
 	bf16ShiftRuns()
-	amax128()
+	amaxBlocks(128)
+	amaxBlocks(32)
 	amaxCols()
 	adam()
 	decode("decodeE4M3AVX512", 20, 120, false)
@@ -332,15 +335,19 @@ func quantizeLanes(name string, shift int, minNorm uint32, magicExp int, off, ma
 	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, castLanes)
 }
 
-// quantizeBlocks is quantize with one scale per block of 128 values
+// quantizeBlocks is quantize with one scale per block of size values
 // (read from scales, one a block): Transformer Engine's row-wise
-// Float8BlockScaling cast, whose amaxes are known before it runs, so it
-// records none.
-func quantizeBlocks(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
+// Float8BlockScaling cast (128) and MXFP8's (32), whose amaxes are known
+// before it runs, so it records none.
+func quantizeBlocks(name string, size int, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32) {
 	TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int)")
 	Pragma("noescape")
-	Doc(name + " casts 128·blocks values to FP8, each block of 128 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX-512F).")
-	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, castBlocks)
+	Doc(fmt.Sprintf("%s casts %d·blocks values to FP8, each block of %d with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX-512F).", name, size, size))
+	kind := castBlocks
+	if size == 32 {
+		kind = castBlocks32
+	}
+	quantizeBody(name, shift, minNorm, magicExp, off, maxCode, nanCode, kind)
 }
 
 // quantizeCols is quantize over a band of rows with one scale per
@@ -361,6 +368,7 @@ const (
 	castLanes
 	castBlocks
 	castCols
+	castBlocks32 // a scale per block of 32 (MXFP8)
 )
 
 func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, maxCode, nanCode uint32, kind int) {
@@ -427,15 +435,19 @@ func quantizeBody(name string, shift int, minNorm uint32, magicExp int, off, max
 		RET()
 		return
 	}
-	if kind == castBlocks {
+	if kind == castBlocks || kind == castBlocks32 {
+		vecs := 8 // 16-value vectors a block
+		if kind == castBlocks32 {
+			vecs = 2
+		}
 		loop(name, n, func() {
 			VBROADCASTSS(Mem{Base: scales}, zScale)
-			for i := 0; i < 8; i++ {
+			for i := 0; i < vecs; i++ {
 				cast16(src, dst, i)
 			}
 			ADDQ(U32(4), scales)
-			ADDQ(U32(512), src)
-			ADDQ(U32(128), dst)
+			ADDQ(U32(64*vecs), src)
+			ADDQ(U32(16*vecs), dst)
 		})
 		VZEROUPPER()
 		RET()
@@ -808,13 +820,14 @@ func bf16ShiftRuns() {
 	RET()
 }
 
-// amax128 emits the max |x| bits of each run of 128 values (a
-// Float8BlockScaling block) over 128·blocks values: out[b] is above +inf
-// when the block holds a NaN.
-func amax128() {
-	TEXT("amax128AVX512", NOSPLIT, "func(src *float32, blocks int, out *uint32)")
+// amaxBlocks emits the max |x| bits of each run of size (128 or 32)
+// values (a NaN pattern above +inf's where the run holds a NaN):
+// Float8BlockScaling's row-wise and MXFP8's block amaxes.
+func amaxBlocks(size int) {
+	name := fmt.Sprintf("amax%dAVX512", size)
+	TEXT(name, NOSPLIT, "func(src *float32, blocks int, out *uint32)")
 	Pragma("noescape")
-	Doc("amax128AVX512 stores the max |x| bits of each block of 128 values; its Go twin is amax128Go (fp8cast.go) (AVX-512F).")
+	Doc(fmt.Sprintf("%s stores the max |x| bits of each block of %d values; its Go twin is amaxBlocksGo (fp8cast.go) (AVX-512F).", name, size))
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
 	out := Load(Param("out"), GP64())
@@ -822,21 +835,26 @@ func amax128() {
 	r := GP32()
 	MOVL(U32(0x7FFFFFFF), r)
 	VPBROADCASTD(r, zAbs)
-	loop("amax128", n, func() {
-		acc := []VecPhysical{Z0, Z1, Z2, Z3}
+	vecs := size / 16
+	loop(fmt.Sprintf("amax%d", size), n, func() {
+		acc := []VecPhysical{Z0, Z1, Z2, Z3}[:min(4, vecs)]
 		for i, a := range acc {
 			VPANDD(Mem{Base: src, Disp: 64 * i}, zAbs, a)
 		}
-		for i, a := range acc {
-			t := []VecPhysical{Z4, Z5, Z6, Z7}[i]
-			VPANDD(Mem{Base: src, Disp: 64 * (i + 4)}, zAbs, t)
+		for i := len(acc); i < vecs; i++ {
+			a, t := acc[i%4], []VecPhysical{Z4, Z5, Z6, Z7}[i%4]
+			VPANDD(Mem{Base: src, Disp: 64 * i}, zAbs, t)
 			VPMAXUD(t, a, a)
 		}
+		if len(acc) == 4 {
+			VPMAXUD(Z3, Z2, Z2)
+		}
 		VPMAXUD(Z1, Z0, Z0)
-		VPMAXUD(Z3, Z2, Z2)
-		VPMAXUD(Z2, Z0, Z0)
+		if len(acc) == 4 {
+			VPMAXUD(Z2, Z0, Z0)
+		}
 		storeMaxUD(Mem{Base: out})
-		ADDQ(U32(512), src)
+		ADDQ(U32(64*vecs), src)
 		ADDQ(U32(4), out)
 	})
 	VZEROUPPER()

@@ -24,6 +24,10 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 		TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, amax *[8]uint32)")
 		Pragma("noescape")
 		Doc(name + " casts 8·blocks values to FP8, each with its own scale, and records their amax; its Go twin is quantizeFP8LanesGo (fp8cast.go) (AVX2).")
+	case castBlocks32:
+		TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int)")
+		Pragma("noescape")
+		Doc(name + " casts 32·blocks values to FP8, each block of 32 with its own scale; its Go twin is quantizeFP8BlocksGo (fp8cast.go) (AVX2).")
 	case castCols:
 		TEXT(name, NOSPLIT, "func(dst *uint8, src *float32, scales *float32, blocks int, rows int, ld int, ldd int)")
 		Pragma("noescape")
@@ -60,7 +64,7 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 	cast8 := func(sp, dp Register, sc Op) {
 		x, ya, y, sub, t, c := Y0, Y1, Y2, Y3, Y4, Y5
 		VMOVUPS(Mem{Base: sp}, x)
-		if kind != castCols {
+		if kind == castScalar || kind == castLanes {
 			VPAND(ac(0x7FFFFFFF), x, t)
 			VPMAXUD(t, amax, amax)
 		}
@@ -103,6 +107,24 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 		VZEROUPPER()
 		RET()
 		return
+	case castBlocks32:
+		loop(name, n, func() {
+			VBROADCASTSS(Mem{Base: scales}, scale)
+			for i := 0; i < 4; i++ {
+				p, q := src, dst
+				if i > 0 {
+					ADDQ(U32(32), src)
+					ADDQ(U32(8), dst)
+				}
+				cast8(p, q, scale)
+			}
+			ADDQ(U32(4), scales)
+			ADDQ(U32(32), src)
+			ADDQ(U32(8), dst)
+		})
+		VZEROUPPER()
+		RET()
+		return
 	case castLanes:
 		loop(name, n, func() {
 			cast8(src, dst, Mem{Base: scales})
@@ -125,13 +147,14 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 
 // quantizeKernelsAVX2 emits both formats' casts.
 func quantizeKernelsAVX2() {
-	for _, kind := range []int{castScalar, castLanes, castCols} {
-		name := map[int]string{castScalar: "quantize", castLanes: "quantizeLanes", castCols: "quantizeCols"}[kind]
+	for _, kind := range []int{castScalar, castLanes, castCols, castBlocks32} {
+		name := map[int]string{castScalar: "quantize", castLanes: "quantizeLanes", castCols: "quantizeCols", castBlocks32: "quantizeBlocks32"}[kind]
 		quantizeAVX2(name+"E4M3AVX2", kind, 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
 		quantizeAVX2(name+"E5M2AVX2", kind, 21, 0x38800000, 7, 112<<2, 0x7B, 0x7E)
 	}
 	amaxColsAVX2()
 	amaxColsBandAVX2()
+	amax32AVX2()
 	bf16ShiftAVX2()
 }
 
@@ -203,6 +226,39 @@ func amaxColsBandAVX2() {
 		ADDQ(U32(32), src)
 	})
 	VMOVDQU(ySeen, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// amax32AVX2 is amaxBlocks(32) on 8 lanes: the max |x| bits of each run
+// of 32 values, a NaN pattern above +inf's where the run holds one.
+func amax32AVX2() {
+	TEXT("amax32AVX2", NOSPLIT, "func(src *float32, blocks int, out *uint32)")
+	Pragma("noescape")
+	Doc("amax32AVX2 stores the max |x| bits of each block of 32 values; its Go twin is amaxBlocksGo (fp8cast.go) (AVX2).")
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	out := Load(Param("out"), GP64())
+	yAbs := Y15
+	VMOVDQU(ac(0x7FFFFFFF), yAbs)
+	loop("amax32_2", n, func() {
+		acc := []VecPhysical{Y0, Y1, Y2, Y3}
+		for i, a := range acc {
+			VPAND(Mem{Base: src, Disp: 32 * i}, yAbs, a)
+		}
+		VPMAXUD(Y1, Y0, Y0)
+		VPMAXUD(Y3, Y2, Y2)
+		VPMAXUD(Y2, Y0, Y0)
+		VEXTRACTI128(U8(1), Y0, X1)
+		VPMAXUD(X1, X0, X0)
+		VPSHUFD(U8(0x4E), X0, X1)
+		VPMAXUD(X1, X0, X0)
+		VPSHUFD(U8(0xB1), X0, X1)
+		VPMAXUD(X1, X0, X0)
+		VMOVD(X0, Mem{Base: out})
+		ADDQ(U32(128), src)
+		ADDQ(U32(4), out)
+	})
 	VZEROUPPER()
 	RET()
 }
