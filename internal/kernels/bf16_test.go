@@ -696,6 +696,13 @@ func BenchmarkGemmShapes(b *testing.B) {
 		if kern16 == nil {
 			continue
 		}
+		fa, fb := &Operand{F32: x}, &Operand{F32: y}
+		b.Run(s.name+"/bf16", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				g.RunBF16(s.transA, s.transB, s.m, s.n, s.k, fa, lda, fb, ldb, z, s.n, Epilogue{Alpha: 1})
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 		tab := fp8TableForTest(0, 1)
 		op := &Operand{Codes: codes, Table: tab, Cast: testCasts[0], Scale: 1}
 		b.Run(s.name+"/fp8", func(b *testing.B) {
