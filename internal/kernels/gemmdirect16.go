@@ -115,8 +115,11 @@ func directSplit(m, n, k, parts int, bias float64) (splitN bool, chunk, count in
 // the GPT's shapes (bench/RESULTS.md), columns won by 1.2–1.9× where C
 // has no more rows than columns (op(A) no larger than op(B)) and lost
 // inside the GPT's step (its op(A) of 768 rows read twice) elsewhere.
-func splitBias16(m, n int) float64 {
-	if m <= n {
+// On the AVX2 split kernels (split), whose op(A) a worker widens itself
+// either way, rows won or tied at the MLP's and the GPT's shapes
+// (bench/RESULTS.md, session 23): the float32 direct path's bias.
+func splitBias16(m, n int, split bool) float64 {
+	if m <= n && !split {
 		return 1.5
 	}
 	return 0.95
@@ -129,7 +132,7 @@ func (g *Gemm) runDirect16() {
 	defer putScratch16(s)
 	g.scr16 = s
 	var parts int
-	a.splitN, a.chunk, parts = directSplit(a.m, a.n, a.k, len(g.parts), splitBias16(a.m, a.n))
+	a.splitN, a.chunk, parts = directSplit(a.m, a.n, a.k, len(g.parts), splitBias16(a.m, a.n, useSplitA16(a.qa)))
 	if !a.splitN {
 		// Every worker reads all of op(B): convert it first, split over
 		// the workers by columns (16 at a time).
