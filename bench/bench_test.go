@@ -103,6 +103,9 @@ func recipeName(r recipe.Recipe) string {
 	if _, ok := r.(recipe.NVFP4); ok {
 		return "nvfp4"
 	}
+	if te, ok := r.(recipe.TE); ok && te.UseMXFP8BlockScaling {
+		return "mxfp8"
+	}
 	return "fp8"
 }
 
@@ -129,7 +132,8 @@ func TestRunSmall(t *testing.T) {
 	}
 	for _, k := range []string{"gemm_gflops_fp32", "gemm_gflops_bf16", "gemm_gflops_fp8", "gemm_gflops_gonum", "mlp_step_ms_fp32", "mlp_step_ms_bf16", "mlp_step_ms_fp8",
 		"mlp_step_ms_gorgonia", "gpt_iter_ms_fp32", "gpt_iter_ms_bf16", "gpt_iter_ms_fp8", "ratio_gemm_fp32_over_gonum", "ratio_gemm_bf16_over_fp32",
-		"ratio_gemm_fp8_over_fp32", "ratio_mlp_gorgonia_over_fp32", "ratio_mlp_bf16_over_fp32", "ratio_mlp_fp8_over_fp32", "ratio_gpt_bf16_over_fp32", "ratio_gpt_fp8_over_fp32"} {
+		"ratio_gemm_fp8_over_fp32", "ratio_mlp_gorgonia_over_fp32", "ratio_mlp_bf16_over_fp32", "ratio_mlp_fp8_over_fp32", "ratio_gpt_bf16_over_fp32", "ratio_gpt_fp8_over_fp32",
+		"mlp_step_ms_fp8block", "mlp_step_ms_nvfp4", "mlp_step_ms_mxfp8", "ratio_mlp_mxfp8_over_fp8", "gpt_iter_ms_mxfp8", "ratio_gpt_mxfp8_over_fp8"} {
 		v, ok := m[k].(float64)
 		if !ok || !(v > 0) {
 			t.Errorf("%s = %v", k, m[k])
@@ -244,8 +248,7 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 // nothing after the first, for the MLP and the baby GPT in every
 // precision.
 func TestStepsAllocateNothing(t *testing.T) {
-	// The precisions, Float8BlockScaling, NVFP4 and MXFP8.
-	recs := append(append([]recipe.Recipe(nil), smallRecipes...), recipe.TE{UseMXFP8BlockScaling: true})
+	recs := smallRecipes // the precisions, Float8BlockScaling, NVFP4 and MXFP8
 	if pureGo {
 		recs = recs[:1] // float32: the bf16 twin is slow, and allocates nothing either way
 	}

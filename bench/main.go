@@ -103,8 +103,12 @@ type Results struct {
 	// NVFP4BlockScaling (recipe.NVFP4{}: the transform, stochastic
 	// rounding, 2-D weights), and its ratio to delayed scaling (paired
 	// as Float8BlockScaling's; the baby GPT's ratios likewise).
-	MLPNVFP4           float64 `json:"mlp_step_ms_nvfp4"`
-	MLPNVFP4OverFP8    float64 `json:"ratio_mlp_nvfp4_over_fp8"`
+	MLPNVFP4        float64 `json:"mlp_step_ms_nvfp4"`
+	MLPNVFP4OverFP8 float64 `json:"ratio_mlp_nvfp4_over_fp8"`
+	// MXFP8BlockScaling (recipe.TE{UseMXFP8BlockScaling: true}: E8M0
+	// scales per block of 32), paired as Float8BlockScaling's.
+	MLPMXFP8           float64 `json:"mlp_step_ms_mxfp8"`
+	MLPMXFP8OverFP8    float64 `json:"ratio_mlp_mxfp8_over_fp8"`
 	MLPGorgonia        float64 `json:"mlp_step_ms_gorgonia"`
 	GPTFP32            float64 `json:"gpt_iter_ms_fp32"`
 	GPTBF16            float64 `json:"gpt_iter_ms_bf16"`
@@ -113,6 +117,8 @@ type Results struct {
 	GPTFP8BlockOverFP8 float64 `json:"ratio_gpt_fp8block_over_fp8,omitempty"`
 	GPTNVFP4           float64 `json:"gpt_iter_ms_nvfp4,omitempty"`
 	GPTNVFP4OverFP8    float64 `json:"ratio_gpt_nvfp4_over_fp8,omitempty"`
+	GPTMXFP8           float64 `json:"gpt_iter_ms_mxfp8,omitempty"`
+	GPTMXFP8OverFP8    float64 `json:"ratio_gpt_mxfp8_over_fp8,omitempty"`
 	FP32OverGonum      float64 `json:"ratio_gemm_fp32_over_gonum"`
 	BF16OverFP32       float64 `json:"ratio_gemm_bf16_over_fp32"`
 	FP8OverFP32        float64 `json:"ratio_gemm_fp8_over_fp32"`
@@ -243,7 +249,7 @@ var precisions = []recipe.Recipe{nil, recipe.BF16{}, recipe.TE{}}
 // smallRecipes are the recipes of the MLP and baby-GPT figures: the
 // precisions, then Transformer Engine's Float8BlockScaling (its
 // defaults: E4M3, 1-D inputs and gradients, 2-D weights).
-var smallRecipes = append(append([]recipe.Recipe(nil), precisions...), recipe.Float8Block{}, recipe.NVFP4{})
+var smallRecipes = append(append([]recipe.Recipe(nil), precisions...), recipe.Float8Block{}, recipe.NVFP4{}, recipe.TE{UseMXFP8BlockScaling: true})
 
 func run(n, batch, reps int, withGPT bool) (*Results, error) {
 	if err := kernels.CheckEnv(); err != nil {
@@ -301,8 +307,8 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 	}
 	d = median(ts)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPFP8Block, r.MLPNVFP4, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5])
-	r.MLPFP8BlockOverFP8, r.MLPNVFP4OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2])
+	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPFP8Block, r.MLPNVFP4, r.MLPMXFP8, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5]), ms(d[6])
+	r.MLPFP8BlockOverFP8, r.MLPNVFP4OverFP8, r.MLPMXFP8OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2]), pairedRatio(ts[5], ts[2])
 
 	if withGPT {
 		steps = steps[:0]
@@ -317,8 +323,8 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 			return nil, err
 		}
 		d = median(ts)
-		r.GPTFP32, r.GPTBF16, r.GPTFP8, r.GPTFP8Block, r.GPTNVFP4 = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4])
-		r.GPTFP8BlockOverFP8, r.GPTNVFP4OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2])
+		r.GPTFP32, r.GPTBF16, r.GPTFP8, r.GPTFP8Block, r.GPTNVFP4, r.GPTMXFP8 = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5])
+		r.GPTFP8BlockOverFP8, r.GPTNVFP4OverFP8, r.GPTMXFP8OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2]), pairedRatio(ts[5], ts[2])
 		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = r.GPTBF16/r.GPTFP32, r.GPTFP8/r.GPTFP32
 		// The share of each GPT iteration spent in GEMMs, from the
 		// programs' own per-op profile (separate runs, not timed above).
@@ -509,6 +515,7 @@ func printTable(r *Results) {
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID (AdamW)", r.MLPFP8, r.StepFP8OverFP32)
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet FP8 Float8BlockScaling", r.MLPFP8Block, r.MLPFP8BlockOverFP8)
 	fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet NVFP4BlockScaling", r.MLPNVFP4, r.MLPNVFP4OverFP8)
+	fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet MXFP8BlockScaling", r.MLPMXFP8, r.MLPMXFP8OverFP8)
 	fmt.Printf("  %-34s %8.2f ms  (Octet float32 is %.1f× faster)\n", "gorgonia v0.9.18 (Adam)", r.MLPGorgonia, r.GorgoniaOverOctet)
 	if r.GPTFP32 > 0 {
 		fmt.Printf("Baby GPT iteration (4 layers, 4 heads, 128 wide, context 64, batch %d)\n", gptBatch)
@@ -517,6 +524,7 @@ func printTable(r *Results) {
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× float32)\n", "Octet FP8 TE HYBRID", r.GPTFP8, r.GPTFP8OverFP32)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet FP8 Float8BlockScaling", r.GPTFP8Block, r.GPTFP8BlockOverFP8)
 		fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet NVFP4BlockScaling", r.GPTNVFP4, r.GPTNVFP4OverFP8)
+		fmt.Printf("  %-34s %8.2f ms  (%.2f× FP8 TE HYBRID)\n", "Octet MXFP8BlockScaling", r.GPTMXFP8, r.GPTMXFP8OverFP8)
 		fmt.Printf("  %-34s float32 %.0f%%, bf16 %.0f%%, FP8 %.0f%%\n", "share of the iteration in GEMMs", 100*r.GPTGEMMShareFP32, 100*r.GPTGEMMShareBF16, 100*r.GPTGEMMShareFP8)
 	}
 	if r.GPT2FP32 > 0 {
