@@ -60,6 +60,32 @@ func (r ExpRule) String() string {
 // BlockScale returns the E8M0 scale of a block with the given amax: an
 // amax of 0 gives code 0 (2^-127), a non-finite amax gives NaN.
 func BlockScale(amax float32, f Format, rule ExpRule) E8M0 {
+	// A normal amax (the usual case) in integers: amax = m·2^ea with m
+	// in [1, 2), and both formats' max is 1.75·2^emax (448 = 1.75·2^8,
+	// 57344 = 1.75·2^15), so ⌈log2(amax/max)⌉ is ea − emax, plus one when
+	// m > 1.75 (mantissa bits above 0x600000); ⌊log2(amax)⌋ is ea. The
+	// float64 form below gives the same (the tests hold the two equal).
+	if b := math.Float32bits(amax); b >= 1<<23 && b < 0x7F800000 && (f == E4M3 || f == E5M2) { // positive, normal
+		ea := int(b>>23) - 127
+		emax := 8
+		if f == E5M2 {
+			emax = 15
+		}
+		if rule == ExpOCPFloor {
+			return E8M0FromExp(ea - emax)
+		}
+		e := ea - emax
+		if b&(1<<23-1) > 0x600000 {
+			e++
+		}
+		return E8M0FromExp(e)
+	}
+	return blockScaleSlow(amax, f, rule)
+}
+
+// blockScaleSlow is BlockScale in float64, for every amax (the fast path
+// takes the normal ones).
+func blockScaleSlow(amax float32, f Format, rule ExpRule) E8M0 {
 	a := float64(amax)
 	switch {
 	case math.IsNaN(a) || math.IsInf(a, 0):

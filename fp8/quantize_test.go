@@ -660,3 +660,29 @@ func TestQuantizeMXMatchesLoop(t *testing.T) {
 		t.Fatal("a range past the slices: no error")
 	}
 }
+
+// TestBlockScaleFastMatchesFloat64: BlockScale's integer path gives the
+// float64 form's scale for every exponent of a normal amax, mantissas at
+// and around 1.75 (where ⌈log2(amax/max)⌉ steps) and at the ends, both
+// formats and rules; and both agree on zero, denormals, infinities, NaN.
+func TestBlockScaleFastMatchesFloat64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(73, 74))
+	mants := []uint32{0, 1, 0x5FFFFF, 0x600000, 0x600001, 0x7FFFFF, 0x400000}
+	var vals []float32
+	for e := uint32(0); e < 255; e++ {
+		for _, m := range mants {
+			vals = append(vals, math.Float32frombits(e<<23|m))
+		}
+		vals = append(vals, math.Float32frombits(e<<23|rng.Uint32()&0x7FFFFF))
+	}
+	vals = append(vals, float32(math.Inf(1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1)), -3)
+	for _, f := range []Format{E4M3, E5M2} {
+		for _, rule := range []ExpRule{ExpRoundUp, ExpOCPFloor} {
+			for _, v := range vals {
+				if got, want := BlockScale(v, f, rule), blockScaleSlow(v, f, rule); got != want {
+					t.Fatalf("%v %v amax %v (%#x): scale %v, float64 form %v", f, rule, v, math.Float32bits(v), got, want)
+				}
+			}
+		}
+	}
+}
