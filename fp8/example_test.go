@@ -92,3 +92,32 @@ func ExampleQuantizeFloat8BlockBands() {
 	// scale_inv [column][band]: [0.5 1 0.001953125 0.001953125]
 	// as the whole cast: true 256
 }
+
+// An MXFP8 cast along the columns (blocks of 32 values down each
+// column) in two ranges of bands of 32 rows — each range can run on its
+// own worker — writes what QuantizeMX writes.
+func ExampleQuantizeMXRange() {
+	const rows, cols = 64, 2
+	x := make([]float32, rows*cols)
+	for r := 0; r < rows; r++ {
+		x[r*cols] = float32(r + 1) // column 0: 1 … 64
+		x[r*cols+1] = 0.25         // column 1: 0.25
+	}
+	slices := fp8.MXSlices(rows, cols, 0) // 2 bands of 32 rows
+	n := fp8.MXScaleCount(rows, cols, 0)  // [cols][bands]
+	codes, scales := make([]uint8, len(x)), make([]fp8.E8M0, n)
+	for s := 0; s < slices; s++ {
+		if _, err := fp8.QuantizeMXRange(codes, scales, x, rows, cols, 0, fp8.E4M3, fp8.ExpRoundUp, s, s+1); err != nil {
+			fmt.Println(err)
+		}
+	}
+	whole, wholeScales := make([]uint8, len(x)), make([]fp8.E8M0, n)
+	amax, _ := fp8.QuantizeMX(whole, wholeScales, x, rows, cols, 0, fp8.E4M3, fp8.ExpRoundUp)
+	// Column 0's bands have amaxes 32 and 64: ⌈log2(32/448)⌉ = −3 and
+	// −2; column 1's 0.25: −10.
+	fmt.Println("scales [column][band]:", scales)
+	fmt.Println("as the whole cast:", string(codes) == string(whole), fmt.Sprint(scales) == fmt.Sprint(wholeScales), amax)
+	// Output:
+	// scales [column][band]: [2^-3 2^-2 2^-10 2^-10]
+	// as the whole cast: true true 64
+}
