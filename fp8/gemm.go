@@ -275,7 +275,7 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 			}
 		}
 	}
-	g.job = foldJob{d: d, f: f, codes: o.Codes, format: o.Format, outer: outer, k: k, bl: BlockSize, rowMajor: rowMajor}
+	g.job = foldJob{d: d, f: f, codes: o.Codes, format: o.Format, outer: outer, k: k, rowMajor: rowMajor}
 	parts := 1
 	if size >= 1<<15 {
 		parts = parallel.Workers()
@@ -297,7 +297,6 @@ type foldJob struct {
 	codes    []uint8
 	format   Format
 	outer, k int
-	bl       int // values along k per factor: 32 (MXFP8) or 128
 	rowMajor bool
 	parts    int
 }
@@ -306,28 +305,19 @@ type foldJob struct {
 // stored rows' values (rowMajor), stored rows (values of k) otherwise.
 func (g *ScaledGEMM) foldPart(i int) {
 	j := &g.job
-	d, f, codes, format, outer, k, bl := j.d, j.f, j.codes, j.format, j.outer, j.k, j.bl
-	blocks := (k + bl - 1) / bl
+	d, f, codes, format, outer, k := j.d, j.f, j.codes, j.format, j.outer, j.k
+	blocks := (k + BlockSize - 1) / BlockSize
 	if j.rowMajor {
+		// A row's blocks of 32 in one call, each times its factor.
 		for r := outer * i / j.parts; r < outer*(i+1)/j.parts; r++ {
-			// Runs of blocks with one factor (a Float8BlockScaling block
-			// is four of them) decode in one call.
-			for bi := 0; bi < blocks; {
-				be := bi + 1
-				for be < blocks && math.Float32bits(f[r*blocks+be]) == math.Float32bits(f[r*blocks+bi]) {
-					be++
-				}
-				lo, hi := r*k+bi*bl, r*k+min(k, be*bl)
-				decodeScaled(d[lo:hi], codes[lo:hi], format, f[r*blocks+bi])
-				bi = be
-			}
+			kernels.DecodeFP8Blocks32(formats[format].cast, d[r*k:(r+1)*k], codes[r*k:(r+1)*k], f[r*blocks:(r+1)*blocks])
 		}
 		return
 	}
 	for p := k * i / j.parts; p < k*(i+1)/j.parts; p++ {
 		row := d[p*outer : (p+1)*outer]
 		decodeScaled(row, codes[p*outer:(p+1)*outer], format, 1)
-		kernels.MulRow(row, f[(p/bl)*outer:(p/bl+1)*outer])
+		kernels.MulRow(row, f[(p/BlockSize)*outer:(p/BlockSize+1)*outer])
 	}
 }
 

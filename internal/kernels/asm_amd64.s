@@ -6741,6 +6741,122 @@ decodeE5M2AVX512_done:
 	VZEROUPPER
 	RET
 
+// func decodeBlocks32E4M3AVX512(dst *float32, src *uint8, scales *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·decodeBlocks32E4M3AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7b800000, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x7fc00000, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z26
+	TESTQ        BX, BX
+	JZ           decodeBlocks32E4M3AVX512_done
+
+decodeBlocks32E4M3AVX512_loop:
+	VBROADCASTSS (DX), Z20
+	VPMOVZXBD    (CX), Z0
+	VPANDD       Z22, Z0, Z1
+	VPSLLD       $0x14, Z1, Z2
+	VMULPS       Z21, Z2, Z2
+	VPCMPUD      $0x00, Z26, Z1, K1
+	VPANDD       Z23, Z0, Z3
+	VPSLLD       $0x18, Z3, Z3
+	VPORD        Z3, Z2, Z2
+	VPBLENDMD    Z24, Z2, K1, Z2
+	VMULPS       Z20, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	VPMOVZXBD    16(CX), Z0
+	VPANDD       Z22, Z0, Z1
+	VPSLLD       $0x14, Z1, Z2
+	VMULPS       Z21, Z2, Z2
+	VPCMPUD      $0x00, Z26, Z1, K1
+	VPANDD       Z23, Z0, Z3
+	VPSLLD       $0x18, Z3, Z3
+	VPORD        Z3, Z2, Z2
+	VPBLENDMD    Z24, Z2, K1, Z2
+	VMULPS       Z20, Z2, Z2
+	VMOVUPS      Z2, 64(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000080, AX
+	DECQ         BX
+	JNZ          decodeBlocks32E4M3AVX512_loop
+
+decodeBlocks32E4M3AVX512_done:
+	VZEROUPPER
+	RET
+
+// func decodeBlocks32E5M2AVX512(dst *float32, src *uint8, scales *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·decodeBlocks32E5M2AVX512(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x77800000, SI
+	VPBROADCASTD SI, Z21
+	MOVL         $0x0000007f, SI
+	VPBROADCASTD SI, Z22
+	MOVL         $0x00000080, SI
+	VPBROADCASTD SI, Z23
+	MOVL         $0x7fc00000, SI
+	VPBROADCASTD SI, Z24
+	MOVL         $0x7f800000, SI
+	VPBROADCASTD SI, Z25
+	MOVL         $0x0000007c, SI
+	VPBROADCASTD SI, Z27
+	TESTQ        BX, BX
+	JZ           decodeBlocks32E5M2AVX512_done
+
+decodeBlocks32E5M2AVX512_loop:
+	VBROADCASTSS (DX), Z20
+	VPMOVZXBD    (CX), Z0
+	VPANDD       Z22, Z0, Z1
+	VPSLLD       $0x15, Z1, Z2
+	VMULPS       Z21, Z2, Z2
+	VPCMPUD      $0x00, Z27, Z1, K1
+	VPBLENDMD    Z25, Z2, K1, Z2
+	VPCMPUD      $0x06, Z27, Z1, K2
+	VPANDD       Z23, Z0, Z3
+	VPSLLD       $0x18, Z3, Z3
+	VPORD        Z3, Z2, Z2
+	VPBLENDMD    Z24, Z2, K2, Z2
+	VMULPS       Z20, Z2, Z2
+	VMOVUPS      Z2, (AX)
+	VPMOVZXBD    16(CX), Z0
+	VPANDD       Z22, Z0, Z1
+	VPSLLD       $0x15, Z1, Z2
+	VMULPS       Z21, Z2, Z2
+	VPCMPUD      $0x00, Z27, Z1, K1
+	VPBLENDMD    Z25, Z2, K1, Z2
+	VPCMPUD      $0x06, Z27, Z1, K2
+	VPANDD       Z23, Z0, Z3
+	VPSLLD       $0x18, Z3, Z3
+	VPORD        Z3, Z2, Z2
+	VPBLENDMD    Z24, Z2, K2, Z2
+	VMULPS       Z20, Z2, Z2
+	VMOVUPS      Z2, 64(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000080, AX
+	DECQ         BX
+	JNZ          decodeBlocks32E5M2AVX512_loop
+
+decodeBlocks32E5M2AVX512_done:
+	VZEROUPPER
+	RET
+
 // func geluAVX512(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX512F
 TEXT ·geluAVX512(SB), NOSPLIT, $0-24
@@ -25348,6 +25464,158 @@ decodeE5M2AVX2_loop:
 	JNZ       decodeE5M2AVX2_loop
 
 decodeE5M2AVX2_done:
+	VZEROUPPER
+	RET
+
+// func decodeBlocks32E4M3AVX2(dst *float32, src *uint8, scales *float32, blocks int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·decodeBlocks32E4M3AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x7b800000, SI
+	MOVD         SI, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0000007f, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	TESTQ        BX, BX
+	JZ           decodeBlocks32E4M3AVX2_done
+
+decodeBlocks32E4M3AVX2_loop:
+	VBROADCASTSS (DX), Y15
+	VPMOVZXBD    (CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x14, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPEQD     Y13, Y3, Y4
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VPMOVZXBD    8(CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x14, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPEQD     Y13, Y3, Y4
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, 32(AX)
+	VPMOVZXBD    16(CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x14, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPEQD     Y13, Y3, Y4
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, 64(AX)
+	VPMOVZXBD    24(CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x14, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPEQD     Y13, Y3, Y4
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000080, AX
+	DECQ         BX
+	JNZ          decodeBlocks32E4M3AVX2_loop
+
+decodeBlocks32E4M3AVX2_done:
+	VZEROUPPER
+	RET
+
+// func decodeBlocks32E5M2AVX2(dst *float32, src *uint8, scales *float32, blocks int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·decodeBlocks32E5M2AVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         scales+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0x77800000, SI
+	MOVD         SI, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x0000007c, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	TESTQ        BX, BX
+	JZ           decodeBlocks32E5M2AVX2_done
+
+decodeBlocks32E5M2AVX2_loop:
+	VBROADCASTSS (DX), Y15
+	VPMOVZXBD    (CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x15, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPGTD     Y13, Y3, Y4
+	VPCMPEQD     Y13, Y3, Y3
+	VBLENDVPS    Y3, avx2Consts<>+768(SB), Y2, Y2
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VPMOVZXBD    8(CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x15, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPGTD     Y13, Y3, Y4
+	VPCMPEQD     Y13, Y3, Y3
+	VBLENDVPS    Y3, avx2Consts<>+768(SB), Y2, Y2
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, 32(AX)
+	VPMOVZXBD    16(CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x15, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPGTD     Y13, Y3, Y4
+	VPCMPEQD     Y13, Y3, Y3
+	VBLENDVPS    Y3, avx2Consts<>+768(SB), Y2, Y2
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, 64(AX)
+	VPMOVZXBD    24(CX), Y0
+	VPAND        avx2Consts<>+416(SB), Y0, Y3
+	VPSLLD       $0x15, Y3, Y2
+	VMULPS       Y14, Y2, Y2
+	VPCMPGTD     Y13, Y3, Y4
+	VPCMPEQD     Y13, Y3, Y3
+	VBLENDVPS    Y3, avx2Consts<>+768(SB), Y2, Y2
+	VPAND        avx2Consts<>+896(SB), Y0, Y3
+	VPSLLD       $0x18, Y3, Y3
+	VPOR         Y3, Y2, Y2
+	VBLENDVPS    Y4, avx2Consts<>+960(SB), Y2, Y2
+	VMULPS       Y15, Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         $0x00000004, DX
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x00000080, AX
+	DECQ         BX
+	JNZ          decodeBlocks32E5M2AVX2_loop
+
+decodeBlocks32E5M2AVX2_done:
 	VZEROUPPER
 	RET
 

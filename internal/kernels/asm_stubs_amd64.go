@@ -209,6 +209,16 @@ func decodeE4M3AVX512(dst *float32, src *uint8, blocks int, scale float32)
 //go:noescape
 func decodeE5M2AVX512(dst *float32, src *uint8, blocks int, scale float32)
 
+// decodeBlocks32E4M3AVX512 decodes 32·blocks FP8 codes to float32, each block of 32 times its own scale; its Go twin is decodeFP8Go block by block (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func decodeBlocks32E4M3AVX512(dst *float32, src *uint8, scales *float32, blocks int)
+
+// decodeBlocks32E5M2AVX512 decodes 32·blocks FP8 codes to float32, each block of 32 times its own scale; its Go twin is decodeFP8Go block by block (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func decodeBlocks32E5M2AVX512(dst *float32, src *uint8, scales *float32, blocks int)
+
 // geluAVX512 is the vector form of the Go loop in GELU or GELUGrad (activation.go), bit for bit (AVX-512F).
 //
 //go:noescape
@@ -1061,6 +1071,16 @@ func decodeE4M3AVX2(dst *float32, src *uint8, blocks int, scale float32)
 //
 //go:noescape
 func decodeE5M2AVX2(dst *float32, src *uint8, blocks int, scale float32)
+
+// decodeBlocks32E4M3AVX2 decodes 32·blocks FP8 codes to float32, each block of 32 times its own scale; its Go twin is decodeFP8Go block by block (fp8cast.go) (AVX2).
+//
+//go:noescape
+func decodeBlocks32E4M3AVX2(dst *float32, src *uint8, scales *float32, blocks int)
+
+// decodeBlocks32E5M2AVX2 decodes 32·blocks FP8 codes to float32, each block of 32 times its own scale; its Go twin is decodeFP8Go block by block (fp8cast.go) (AVX2).
+//
+//go:noescape
+func decodeBlocks32E5M2AVX2(dst *float32, src *uint8, scales *float32, blocks int)
 
 // rowGemm16_1x1AVX512 computes C[1×n] = alpha·A·B for n ≤ 16 from bf16 pairs, A read by broadcasts at any strides; its Go twin is rowGemm16Go (gemmdirect16.go) (AVX512_BF16).
 //

@@ -33,6 +33,20 @@ func testDecodeFP8MatchesTables(t *testing.T) {
 				}
 			}
 		}
+		// A scale per block of 32 (MXFP8's fold): every code, every
+		// block its own scale (a NaN one too), a ragged last block.
+		scales := []float32{0.5, 4, 1, 0x1p-20, float32(math.NaN()), 3, 0.125, 1024, 2}
+		dst, twin := make([]float32, len(src)), make([]float32, len(src))
+		DecodeFP8Blocks32(testCasts[format], dst, src, scales)
+		for b := 0; 32*b < len(src); b++ {
+			lo, hi := 32*b, min(len(src), 32*b+32)
+			decodeFP8Go(testCasts[format], twin[lo:hi], src[lo:hi], scales[b])
+		}
+		for i := range dst {
+			if math.Float32bits(dst[i]) != math.Float32bits(twin[i]) {
+				t.Fatalf("format %d code %#02x, blocks of 32: %#08x, twin %#08x", format, src[i], math.Float32bits(dst[i]), math.Float32bits(twin[i]))
+			}
+		}
 	}
 }
 

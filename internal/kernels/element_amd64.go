@@ -113,6 +113,29 @@ func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int 
 	return blocks * 16
 }
 
+// decodeFP8Blocks32Vector decodes the whole blocks of 32 of src, each
+// times its scale (see DecodeFP8Blocks32), and returns how many values
+// it did.
+func decodeFP8Blocks32Vector(format int, dst []float32, src []uint8, scales []float32) int {
+	blocks := len(src) / 32
+	if blocks == 0 || len(dst) < 32*blocks || len(scales) < blocks {
+		return 0
+	}
+	switch {
+	case hasAVX512 && format == 0:
+		decodeBlocks32E4M3AVX512(&dst[0], &src[0], &scales[0], blocks)
+	case hasAVX512:
+		decodeBlocks32E5M2AVX512(&dst[0], &src[0], &scales[0], blocks)
+	case hasAVX2 && format == 0:
+		decodeBlocks32E4M3AVX2(&dst[0], &src[0], &scales[0], blocks)
+	case hasAVX2:
+		decodeBlocks32E5M2AVX2(&dst[0], &src[0], &scales[0], blocks)
+	default:
+		return 0
+	}
+	return 32 * blocks
+}
+
 // geluVector runs the vector GELU over the longest multiple of 16 of x
 // into y and returns how many values it did (GELU's loop does the rest).
 func geluVector(y, x []float32) int {

@@ -25,6 +25,9 @@ func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int
 	return 0, 0
 }
 func quantizeFP8BlocksVector(format, size int, dst []uint8, src, scales []float32) int { return 0 }
+func decodeFP8Blocks32Vector(format int, dst []float32, src []uint8, scales []float32) int {
+	return 0
+}
 func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
 	return 0
 }

@@ -110,6 +110,19 @@ func DecodeFP8(c *FP8Cast, dst []float32, src []uint8, scale float32) {
 	decodeFP8Go(c, dst[done:], src[done:], scale)
 }
 
+// DecodeFP8Blocks32 is DecodeFP8 with a scale per block of 32 codes:
+// dst[j] = Decode[src[j]]·scales[j/32] (the last block holding what is
+// left). The vector kernel decodes the whole blocks, decodeFP8Go (its
+// twin, block by block) the rest, with the same bits.
+func DecodeFP8Blocks32(c *FP8Cast, dst []float32, src []uint8, scales []float32) {
+	dst, scales = dst[:len(src)], scales[:(len(src)+31)/32]
+	done := decodeFP8Blocks32Vector(c.Format, dst, src, scales)
+	for b := done / 32; b < len(scales); b++ {
+		lo, hi := 32*b, min(len(src), 32*b+32)
+		DecodeFP8(c, dst[lo:hi], src[lo:hi], scales[b])
+	}
+}
+
 // decodeFP8Go is the loop the vector decode replaces.
 func decodeFP8Go(c *FP8Cast, dst []float32, src []uint8, scale float32) {
 	for i, q := range src {

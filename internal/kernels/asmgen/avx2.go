@@ -296,8 +296,10 @@ func avx2ElementKernels() {
 	}
 	fp16EncodeAVX2()
 	cpuidECX()
-	decodeAVX2("decodeE4M3AVX2", false)
-	decodeAVX2("decodeE5M2AVX2", true)
+	decodeAVX2("decodeE4M3AVX2", false, false)
+	decodeAVX2("decodeE5M2AVX2", true, false)
+	decodeAVX2("decodeBlocks32E4M3AVX2", false, true)
+	decodeAVX2("decodeBlocks32E5M2AVX2", true, true)
 }
 
 // decodeConsts are the registers of the 8-lane FP8 decode: the scale,
@@ -351,23 +353,51 @@ func decodeLanesAVX2(k decodeConsts, c, f, t, nan VecPhysical) {
 	VMULPS(k.scale, f, f)
 }
 
-// decodeAVX2 is decode on 8 lanes (decodeLanesAVX2).
-func decodeAVX2(name string, e5m2 bool) {
-	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
-	Pragma("noescape")
-	Doc(name + " decodes 8·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX2).")
+// decodeAVX2 is decode on 8 lanes (decodeLanesAVX2); with per32, each
+// block of 32 codes times its own scale.
+func decodeAVX2(name string, e5m2, per32 bool) {
+	var scales Register
+	if per32 {
+		TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, scales *float32, blocks int)")
+		Pragma("noescape")
+		Doc(name + " decodes 32·blocks FP8 codes to float32, each block of 32 times its own scale; its Go twin is decodeFP8Go block by block (fp8cast.go) (AVX2).")
+	} else {
+		TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
+		Pragma("noescape")
+		Doc(name + " decodes 8·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX2).")
+	}
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
+	if per32 {
+		scales = Load(Param("scales"), GP64())
+	}
 	n := Load(Param("blocks"), GP64())
 	k := newDecodeConsts(e5m2, Y15, Y14, Y13)
-	VBROADCASTSS(NewParamAddr("scale", 24), k.scale)
-	loop(name, n, func() {
-		VPMOVZXBD(Mem{Base: src}, Y0)
+	if !per32 {
+		VBROADCASTSS(NewParamAddr("scale", 24), k.scale)
+	}
+	one := func(i int) {
+		VPMOVZXBD(Mem{Base: src, Disp: 8 * i}, Y0)
 		decodeLanesAVX2(k, Y0, Y2, Y3, Y4)
-		VMOVUPS(Y2, Mem{Base: dst})
-		ADDQ(U32(8), src)
-		ADDQ(U32(32), dst)
-	})
+		VMOVUPS(Y2, Mem{Base: dst, Disp: 32 * i})
+	}
+	if per32 {
+		loop(name, n, func() {
+			VBROADCASTSS(Mem{Base: scales}, k.scale)
+			for i := 0; i < 4; i++ {
+				one(i)
+			}
+			ADDQ(U32(4), scales)
+			ADDQ(U32(32), src)
+			ADDQ(U32(128), dst)
+		})
+	} else {
+		loop(name, n, func() {
+			one(0)
+			ADDQ(U32(8), src)
+			ADDQ(U32(32), dst)
+		})
+	}
 	VZEROUPPER()
 	RET()
 }

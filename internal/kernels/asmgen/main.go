@@ -63,8 +63,10 @@ func main() {
 	amaxBlocks(32)
 	amaxCols()
 	adam()
-	decode("decodeE4M3AVX512", 20, 120, false)
-	decode("decodeE5M2AVX512", 21, 112, true)
+	decode("decodeE4M3AVX512", 20, 120, false, false)
+	decode("decodeE5M2AVX512", 21, 112, true, false)
+	decode("decodeBlocks32E4M3AVX512", 20, 120, false, true)
+	decode("decodeBlocks32E5M2AVX512", 21, 112, true, true)
 	gelu(false)
 	gelu(true)
 	amax()
@@ -203,15 +205,29 @@ func gelu(backward bool) {
 // are fixed up (infinity signed, NaN the tables' positive quiet NaN
 // whatever the code's sign); the result is multiplied by scale. It is
 // the twin of the decode tables in package fp8.
-func decode(name string, shift int, rebias int, e5m2 bool) {
-	TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
-	Pragma("noescape")
-	Doc(name + " decodes 16·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX-512F).")
+// With per32, each block of 32 codes has its own scale (read from
+// scales, one a block: MXFP8's block factors).
+func decode(name string, shift int, rebias int, e5m2, per32 bool) {
+	var scales Register
+	if per32 {
+		TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, scales *float32, blocks int)")
+		Pragma("noescape")
+		Doc(name + " decodes 32·blocks FP8 codes to float32, each block of 32 times its own scale; its Go twin is decodeFP8Go block by block (fp8cast.go) (AVX-512F).")
+	} else {
+		TEXT(name, NOSPLIT, "func(dst *float32, src *uint8, blocks int, scale float32)")
+		Pragma("noescape")
+		Doc(name + " decodes 16·blocks FP8 codes to float32 times scale; its Go twin is decodeFP8Go (fp8cast.go) (AVX-512F).")
+	}
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
+	if per32 {
+		scales = Load(Param("scales"), GP64())
+	}
 	n := Load(Param("blocks"), GP64())
 	zScale, zMagic, z7F, z80, zNaN, zInf, zNaNMag, zInfMag := Z20, Z21, Z22, Z23, Z24, Z25, Z26, Z27
-	VBROADCASTSS(NewParamAddr("scale", 24), zScale)
+	if !per32 {
+		VBROADCASTSS(NewParamAddr("scale", 24), zScale)
+	}
 	bcast(uint32(127+rebias)<<23, zMagic)
 	bcast(0x7F, z7F)
 	bcast(0x80, z80)
@@ -222,9 +238,10 @@ func decode(name string, shift int, rebias int, e5m2 bool) {
 	} else {
 		bcast(0x7F, zNaNMag)
 	}
-	loop(name, n, func() {
+	// one decodes the 16 codes at src+16·i to dst+64·i.
+	one := func(i int) {
 		c, mag, f, sign := Z0, Z1, Z2, Z3
-		VPMOVZXBD(Mem{Base: src}, c)
+		VPMOVZXBD(Mem{Base: src, Disp: 16 * i}, c)
 		VPANDD(z7F, c, mag)
 		VPSLLD(U8(shift), mag, f)
 		VMULPS(zMagic, f, f)
@@ -244,10 +261,24 @@ func decode(name string, shift int, rebias int, e5m2 bool) {
 		// its sign bit.
 		VPBLENDMD(zNaN, f, nan, f)
 		VMULPS(zScale, f, f)
-		VMOVUPS(f, Mem{Base: dst})
-		ADDQ(U32(16), src)
-		ADDQ(U32(64), dst)
-	})
+		VMOVUPS(f, Mem{Base: dst, Disp: 64 * i})
+	}
+	if per32 {
+		loop(name, n, func() {
+			VBROADCASTSS(Mem{Base: scales}, zScale)
+			one(0)
+			one(1)
+			ADDQ(U32(4), scales)
+			ADDQ(U32(32), src)
+			ADDQ(U32(128), dst)
+		})
+	} else {
+		loop(name, n, func() {
+			one(0)
+			ADDQ(U32(16), src)
+			ADDQ(U32(64), dst)
+		})
+	}
 	VZEROUPPER()
 	RET()
 }
