@@ -149,6 +149,65 @@ func quantizeFP8Vector(format int, dst []uint8, src []float32, scale float32) (d
 }
 
 //go:noescape
+func neonQuantizeLanesE4M3(dst *uint8, src *float32, scales *float32, n int, amax *[4]uint32)
+
+//go:noescape
+func neonQuantizeLanesE5M2(dst *uint8, src *float32, scales *float32, n int, amax *[4]uint32)
+
+// quantizeFP8LanesVector is quantizeFP8Vector with one scale per value.
+func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (done int, amaxBits uint32) {
+	n := len(src) &^ 15
+	if !hasNEON || n == 0 || format < 0 || format > 1 {
+		return 0, 0
+	}
+	_, _ = dst[n-1], scales[n-1]
+	var lanes [4]uint32
+	if format == 0 {
+		neonQuantizeLanesE4M3(&dst[0], &src[0], &scales[0], n, &lanes)
+	} else {
+		neonQuantizeLanesE5M2(&dst[0], &src[0], &scales[0], n, &lanes)
+	}
+	return n, max(lanes[0], lanes[1], lanes[2], lanes[3])
+}
+
+// quantizeFP8ColsVector casts the whole strips of 16 columns of a band
+// (see QuantizeFP8Cols) row by row with the per-lane kernel and returns
+// how many columns it did.
+func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
+	w := n &^ 15
+	if !hasNEON || w == 0 || rows == 0 || format < 0 || format > 1 {
+		return 0
+	}
+	_, _, _ = dst[(rows-1)*ldd+w-1], src[(rows-1)*ld+w-1], scales[w-1]
+	var lanes [4]uint32
+	for r := 0; r < rows; r++ {
+		if format == 0 {
+			neonQuantizeLanesE4M3(&dst[r*ldd], &src[r*ld], &scales[0], w, &lanes)
+		} else {
+			neonQuantizeLanesE5M2(&dst[r*ldd], &src[r*ld], &scales[0], w, &lanes)
+		}
+	}
+	return w
+}
+
+//go:noescape
+func neonAmaxColsBand(acc *uint32, src *float32, strips int, rows int, ld int, seen *[4]uint32)
+
+// amaxColsBandVector does AmaxColsBand for the whole strips of 16
+// columns and returns how many columns it did and the largest |x| bits
+// seen.
+func amaxColsBandVector(acc []uint32, src []float32, ld, rows, n int) (done int, seen uint32) {
+	strips := n / 16
+	if !hasNEON || strips == 0 || rows == 0 {
+		return 0, 0
+	}
+	_, _ = acc[16*strips-1], src[(rows-1)*ld+16*strips-1]
+	var lanes [4]uint32
+	neonAmaxColsBand(&acc[0], &src[0], strips, rows, 4*ld, &lanes)
+	return 16 * strips, max(lanes[0], lanes[1], lanes[2], lanes[3])
+}
+
+//go:noescape
 func neonAmax(src *float32, n int, out *[4]uint32)
 
 //go:noescape

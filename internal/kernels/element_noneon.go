@@ -36,3 +36,10 @@ func amaxBitsVector(src []float32) (done int, bits uint32)                      
 func reluVector(y, x []float32) bool                                            { return false }
 func sigmoidVector(kind int, out, x, y, z, w []float32) int                     { return 0 }
 func decodeFP8Vector(format int, dst []float32, src []uint8, scale float32) int { return 0 }
+func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int, uint32) {
+	return 0, 0
+}
+func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
+	return 0
+}
+func amaxColsBandVector(acc []uint32, src []float32, ld, rows, n int) (int, uint32) { return 0, 0 }

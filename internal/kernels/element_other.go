@@ -21,18 +21,11 @@ func useSplitA16(x *Operand) bool                                            { r
 func widenRowsVector(x *Operand, dst []float32, o, ld, rows, n, ldd int) int { return 0 }
 func addRowVector(dst, src []float32) bool                                   { return false }
 
-func quantizeFP8LanesVector(format int, dst []uint8, src, scales []float32) (int, uint32) {
-	return 0, 0
-}
 func quantizeFP8BlocksVector(format, size int, dst []uint8, src, scales []float32) int { return 0 }
 func decodeFP8Blocks32Vector(format int, dst []float32, src []uint8, scales []float32) int {
 	return 0
 }
-func quantizeFP8ColsVector(format int, dst []uint8, ldd int, src []float32, ld int, scales []float32, rows, n int) int {
-	return 0
-}
-func amaxColsBandVector(acc []uint32, src []float32, ld, rows, n int) (int, uint32) { return 0, 0 }
-func amaxColsVector(acc []uint32, src []float32) (int, uint32)                      { return 0, 0 }
+func amaxColsVector(acc []uint32, src []float32) (int, uint32) { return 0, 0 }
 
 func rht16Vector(x []float32) int { return 0 }
 

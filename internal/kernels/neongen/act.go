@@ -40,6 +40,54 @@ func actKernels(b *bytes.Buffer) {
 	e.w("VST1 [V0.S4], (R2)")
 	e.w("RET")
 
+	// AmaxColsBand: the column amaxes of a band of rows, strips of 16
+	// columns, each strip's maxima held in V0–V3 down the rows (ld bytes
+	// apart), NaN lanes left out (zeroed by BIT from V29 where |x|'s bits
+	// exceed +inf's), and the lane-wise max of the raw |x| bits (V28).
+	fmt.Fprintf(b, "\n// func neonAmaxColsBand(acc *uint32, src *float32, strips int, rows int, ld int, seen *[4]uint32)\n")
+	fmt.Fprintf(b, "TEXT ·neonAmaxColsBand(SB), NOSPLIT, $0-48\n")
+	e.w("MOVD acc+0(FP), R0")
+	e.w("MOVD src+8(FP), R1")
+	e.w("MOVD strips+16(FP), R9")
+	e.w("MOVD rows+24(FP), R10")
+	e.w("MOVD ld+32(FP), R11")
+	e.w("MOVD seen+40(FP), R3")
+	e.w("MOVW $0x7FFFFFFF, R14")
+	e.w("VDUP R14, V31.S4")
+	e.w("MOVW $0x7F800000, R14")
+	e.w("VDUP R14, V30.S4")
+	e.w("VEOR V29.B16, V29.B16, V29.B16")
+	e.w("VEOR V28.B16, V28.B16, V28.B16")
+	e.w("CBZ R9, neonAmaxColsBand_done")
+	fmt.Fprintf(b, "neonAmaxColsBand_strip:\n")
+	for i := 0; i < 4; i++ {
+		e.w("VEOR V%d.B16, V%d.B16, V%d.B16", i, i, i)
+	}
+	e.w("MOVD R1, R4")
+	e.w("MOVD R10, R12")
+	e.w("CBZ R12, neonAmaxColsBand_store")
+	fmt.Fprintf(b, "neonAmaxColsBand_row:\n")
+	e.w("VLD1 (R4), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for i := 0; i < 4; i++ {
+		x, t := 4+i, 8+i
+		e.w("VAND V31.B16, V%d.B16, V%d.B16", x, x)
+		e.word(umax(28, 28, x), "UMAX V28.4S, V28.4S, V%d.4S", x)
+		e.word(cmhi(t, x, 30), "CMHI V%d.4S, V%d.4S, V30.4S", t, x) // a NaN
+		e.bit(x, 29, t)
+		e.word(umax(i, i, x), "UMAX V%d.4S, V%d.4S, V%d.4S", i, i, x)
+	}
+	e.w("ADD R11, R4, R4")
+	e.w("SUBS $1, R12, R12")
+	e.w("BNE neonAmaxColsBand_row")
+	fmt.Fprintf(b, "neonAmaxColsBand_store:\n")
+	e.w("VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R0)")
+	e.w("ADD $64, R1, R1")
+	e.w("SUBS $1, R9, R9")
+	e.w("BNE neonAmaxColsBand_strip")
+	fmt.Fprintf(b, "neonAmaxColsBand_done:\n")
+	e.w("VST1 [V28.S4], (R3)")
+	e.w("RET")
+
 	// ReLU: max(x, 0) as Go's max compiles on arm64: FMAX, which gives
 	// +0 for −0, the greater value, and a NaN quieted (its sign and
 	// payload kept).

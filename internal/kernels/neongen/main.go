@@ -31,7 +31,10 @@ func main() {
 	decodeKernels(&b)
 	normKernels(&b)
 	for _, f := range fp8Formats {
-		quantizeKernel(&b, f)
+		quantizeKernel(&b, f, false)
+	}
+	for _, f := range fp8Formats {
+		quantizeKernel(&b, f, true)
 	}
 	rowKernel(&b, "neonRows4x16", 4)
 	rowKernel(&b, "neonRow1x16", 1)

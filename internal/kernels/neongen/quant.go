@@ -22,8 +22,12 @@ var fp8Formats = []fp8Format{{"E4M3", 3, 7, 0x7E, 0x7F}, {"E5M2", 2, 15, 0x7B, 0
 //	func neonQuantize<F>(dst *uint8, src *float32, n int, scale float32, amax *[4]uint32)
 //
 // n a multiple of 16; amax receives the lanes' largest |x| bit patterns
-// (a NaN's above +inf's), UMAX of the absolute bits.
-func quantizeKernel(b *bytes.Buffer, f fp8Format) {
+// (a NaN's above +inf's), UMAX of the absolute bits. With lanes, each
+// value has its own scale, read from scales beside it
+// (quantizeFP8LanesGo's operations):
+//
+//	func neonQuantizeLanes<F>(dst *uint8, src *float32, scales *float32, n int, amax *[4]uint32)
+func quantizeKernel(b *bytes.Buffer, f fp8Format, lanes bool) {
 	e := emitter{b}
 	emin := 1 - f.bias
 	minNorm := math.Float32bits(float32(math.Ldexp(1, emin)))
@@ -32,12 +36,25 @@ func quantizeKernel(b *bytes.Buffer, f fp8Format) {
 	off := uint32(127-f.bias) << f.mbits
 	half := uint32(1)<<(shift-1) - 1
 	name := "neonQuantize" + f.name
-	fmt.Fprintf(b, "\n// func %s(dst *uint8, src *float32, n int, scale float32, amax *[4]uint32)\n", name)
-	fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
-	e.w("MOVD dst+0(FP), R0")
-	e.w("MOVD src+8(FP), R1")
-	e.w("MOVD n+16(FP), R9")
-	e.bcast(26, "scale+24(FP)")
+	// The scale of input vector i: one for all, or four loaded a step.
+	scaleReg := func(int) int { return 26 }
+	if lanes {
+		name = "neonQuantizeLanes" + f.name
+		fmt.Fprintf(b, "\n// func %s(dst *uint8, src *float32, scales *float32, n int, amax *[4]uint32)\n", name)
+		fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+		e.w("MOVD dst+0(FP), R0")
+		e.w("MOVD src+8(FP), R1")
+		e.w("MOVD scales+16(FP), R2")
+		e.w("MOVD n+24(FP), R9")
+		scaleReg = func(i int) int { return []int{29, 30, 31, 15}[i] } // free in the loop
+	} else {
+		fmt.Fprintf(b, "\n// func %s(dst *uint8, src *float32, n int, scale float32, amax *[4]uint32)\n", name)
+		fmt.Fprintf(b, "TEXT ·%s(SB), NOSPLIT, $0-40\n", name)
+		e.w("MOVD dst+0(FP), R0")
+		e.w("MOVD src+8(FP), R1")
+		e.w("MOVD n+16(FP), R9")
+		e.bcast(26, "scale+24(FP)")
+	}
 	e.w("MOVD amax+32(FP), R3")
 	for _, c := range []struct {
 		v int
@@ -51,11 +68,16 @@ func quantizeKernel(b *bytes.Buffer, f fp8Format) {
 	e.w("CBZ R9, %s_done", name)
 	fmt.Fprintf(b, "%s_loop:\n", name)
 	e.w("VLD1.P 64(R1), [V0.S4, V1.S4, V2.S4, V3.S4]")
+	if lanes {
+		for i := 0; i < 4; i++ {
+			e.w("VLD1.P 16(R2), [V%d.S4]", scaleReg(i))
+		}
+	}
 	for i := 0; i < 4; i++ {
 		v, y, s, t, m := i, 4, 5, 8+i, 6
 		e.w("VAND V23.B16, V%d.B16, V%d.B16", v, m)
 		e.word(umax(28, 28, m), "UMAX V28.4S, V28.4S, V%d.4S", m)
-		e.fmul(y, v, 26)                                        // y = x·scale
+		e.fmul(y, v, scaleReg(i))                               // y = x·scale
 		e.w("VAND V23.B16, V%d.B16, V%d.B16", y, m)             // ya
 		e.fadd(s, m, 17)                                        // ya + magic (float)
 		e.w("VSUB V17.S4, V%d.S4, V%d.S4", s, s)                // − magic bits: the subnormal code
