@@ -15967,7 +15967,15 @@ DATA avx2Consts<>+1520(SB)/4, $0x4b000000
 DATA avx2Consts<>+1524(SB)/4, $0x4b000000
 DATA avx2Consts<>+1528(SB)/4, $0x4b000000
 DATA avx2Consts<>+1532(SB)/4, $0x4b000000
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1536
+DATA avx2Consts<>+1536(SB)/4, $0x00400000
+DATA avx2Consts<>+1540(SB)/4, $0x00400000
+DATA avx2Consts<>+1544(SB)/4, $0x00400000
+DATA avx2Consts<>+1548(SB)/4, $0x00400000
+DATA avx2Consts<>+1552(SB)/4, $0x00400000
+DATA avx2Consts<>+1556(SB)/4, $0x00400000
+DATA avx2Consts<>+1560(SB)/4, $0x00400000
+DATA avx2Consts<>+1564(SB)/4, $0x00400000
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1568
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
@@ -24636,6 +24644,40 @@ amax16_2_loop:
 	JNZ          amax16_2_loop
 
 amax16_2_done:
+	VZEROUPPER
+	RET
+
+// func bf16BitsAVX2(dst *uint16, src *float32, blocks int)
+// Requires: AVX, AVX2
+TEXT ·bf16BitsAVX2(SB), NOSPLIT, $0-24
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    bf16bits2_done
+
+bf16bits2_loop:
+	VMOVDQU   (CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD  avx2Consts<>+768(SB), Y2, Y3
+	VPAND     avx2Consts<>+1536(SB), Y3, Y3
+	VPOR      Y3, Y0, Y0
+	VPSRLD    $0x10, Y0, Y0
+	VMOVDQU   32(CX), Y1
+	VPAND     avx2Consts<>+736(SB), Y1, Y2
+	VPCMPGTD  avx2Consts<>+768(SB), Y2, Y3
+	VPAND     avx2Consts<>+1536(SB), Y3, Y3
+	VPOR      Y3, Y1, Y1
+	VPSRLD    $0x10, Y1, Y1
+	VPACKUSDW Y1, Y0, Y0
+	VPERMQ    $0xd8, Y0, Y0
+	VMOVDQU   Y0, (AX)
+	ADDQ      $0x00000040, CX
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       bf16bits2_loop
+
+bf16bits2_done:
 	VZEROUPPER
 	RET
 

@@ -974,6 +974,11 @@ func rht16AVX2(x *float32, groups int)
 //go:noescape
 func amax16AVX2(src *float32, blocks int, out *uint32)
 
+// bf16BitsAVX2 stores the high halves of 16·blocks float32 values, NaNs made quiet; its Go twin is bf16Bits, value by value (fp8cast.go) (AVX2).
+//
+//go:noescape
+func bf16BitsAVX2(dst *uint16, src *float32, blocks int)
+
 // lnSumAVX2 stores 16 lane sums over 16·blocks values; its Go twin is lnSumGo or lnSqDevGo (layernorm.go) (AVX2).
 //
 //go:noescape

@@ -772,3 +772,35 @@ func TestBlockKernelsMatchTwins(t *testing.T) {
 		}
 	}
 }
+
+// TestBF16BitsMatchesTwin: BF16Bits' vector kernel gives bf16Bits of
+// every value — any bit pattern, quiet and signalling NaNs of both
+// signs, infinities, denormals — at lengths that leave a tail.
+func TestBF16BitsMatchesTwin(t *testing.T) { withISA(t, testBF16BitsMatchesTwin) }
+
+func testBF16BitsMatchesTwin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(81, 82))
+	special := []uint32{0x7F800001, 0xFF800001, 0x7FC00000, 0xFFBFFFFF, 0x7F800000, 0xFF800000, 0, 0x80000000, 1, 0x807FFFFF, 0x7F7F0000}
+	for _, n := range []int{1, 15, 16, 17, 48, 100} {
+		src := make([]float32, n)
+		for i := range src {
+			src[i] = math.Float32frombits(rng.Uint32())
+			if i < len(special) {
+				src[i] = math.Float32frombits(special[(i+n)%len(special)])
+			}
+		}
+		got := make([]uint16, n+3)
+		for i := range got {
+			got[i] = 0xBEEF
+		}
+		BF16Bits(got, src)
+		for i, x := range src {
+			if got[i] != bf16Bits(x) {
+				t.Fatalf("n=%d value %d (%#x): %#x, twin %#x", n, i, math.Float32bits(x), got[i], bf16Bits(x))
+			}
+		}
+		if got[n] != 0xBEEF {
+			t.Fatalf("n=%d: wrote past the end", n)
+		}
+	}
+}

@@ -136,6 +136,18 @@ func decodeFP8Blocks32Vector(format int, dst []float32, src []uint8, scales []fl
 	return 32 * blocks
 }
 
+// bf16BitsVector does BF16Bits for the whole blocks of 16 (AVX2; the
+// AVX-512 transform kernels store bf16 bits themselves) and returns how
+// many values it did.
+func bf16BitsVector(dst []uint16, src []float32) int {
+	blocks := len(src) / 16
+	if !hasAVX2 || blocks == 0 || len(dst) < 16*blocks {
+		return 0
+	}
+	bf16BitsAVX2(&dst[0], &src[0], blocks)
+	return 16 * blocks
+}
+
 // geluVector runs the vector GELU over the longest multiple of 16 of x
 // into y and returns how many values it did (GELU's loop does the rest).
 func geluVector(y, x []float32) int {

@@ -64,3 +64,5 @@ func e2m1RowsVector(dst []uint32, codes []uint8, factors []float32, rows, blocks
 
 // nvfp4ColsBF16: this build has no AVX512_BF16 transposing pass.
 var nvfp4ColsBF16 = false
+
+func bf16BitsVector(dst []uint16, src []float32) int { return 0 }

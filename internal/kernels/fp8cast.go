@@ -459,19 +459,32 @@ func nvfp4ColsRHTWith(vec bool, dst []uint16, bam []uint32, src []float32, rows,
 			for q := 0; q < nc; q++ {
 				j := j0 + q
 				w := v[q*span : q*span+16*ng]
+				d := dst[j*rows+16*g0 : j*rows+16*g0+16*ng]
 				if vec {
 					RHT16(w)
 					Amax16(bam[j*nb+g0:j*nb+g0+ng], w)
-				} else {
-					rht16Go(w)
-					amax16Go(bam[j*nb+g0:j*nb+g0+ng], w)
+					BF16Bits(d, w)
+					continue
 				}
-				d := dst[j*rows+16*g0 : j*rows+16*g0+16*ng]
+				rht16Go(w)
+				amax16Go(bam[j*nb+g0:j*nb+g0+ng], w)
 				for k, x := range w {
 					d[k] = bf16Bits(x)
 				}
 			}
 		}
+	}
+}
+
+// BF16Bits writes bf16Bits of every value of src to dst (at least as
+// long): the high halves of float32 values that are bf16 values, NaNs
+// made quiet. The vector kernel does the whole blocks of 16, the loop
+// (its twin) the rest.
+func BF16Bits(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	done := bf16BitsVector(dst, src)
+	for i, x := range src[done:] {
+		dst[done+i] = bf16Bits(x)
 	}
 }
 

@@ -442,6 +442,37 @@ func amax16AVX2() {
 	RET()
 }
 
+// bf16BitsAVX2 emits the bf16 bits of float32 values that are bf16
+// values already (the transform's outputs): each value's high half, a
+// NaN made quiet first (bit 22 set) so that its half stays a NaN; 16
+// values a block.
+func bf16BitsAVX2() {
+	TEXT("bf16BitsAVX2", NOSPLIT, "func(dst *uint16, src *float32, blocks int)")
+	Pragma("noescape")
+	Doc("bf16BitsAVX2 stores the high halves of 16·blocks float32 values, NaNs made quiet; its Go twin is bf16Bits, value by value (fp8cast.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	loop("bf16bits2", n, func() {
+		for i, v := range []VecPhysical{Y0, Y1} {
+			a, t := Y2, Y3
+			VMOVDQU(Mem{Base: src, Disp: 32 * i}, v)
+			VPAND(ac(0x7FFFFFFF), v, a)
+			VPCMPGTD(ac(0x7F800000), a, t) // a NaN
+			VPAND(ac(0x00400000), t, t)
+			VPOR(t, v, v)
+			VPSRLD(U8(16), v, v)
+		}
+		VPACKUSDW(Y1, Y0, Y0)
+		VPERMQ(U8(0xD8), Y0, Y0)
+		VMOVDQU(Y0, Mem{Base: dst})
+		ADDQ(U32(64), src)
+		ADDQ(U32(32), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // nvfp4KernelsAVX2 emits the AVX2 NVFP4 kernels and their table.
 func nvfp4KernelsAVX2() {
 	e2m1ValsData()
@@ -452,4 +483,5 @@ func nvfp4KernelsAVX2() {
 	e2m1StochasticAVX2()
 	rht16AVX2()
 	amax16AVX2()
+	bf16BitsAVX2()
 }
