@@ -3,17 +3,31 @@ baby-GPT iteration (forward, backward, AdamW), float32 on the CPU.
 
 Run with Debian's Python (python3-torch; install libopenblas0-pthread so
 that its BLAS is OpenBLAS): /usr/bin/python3 bench/pytorch_baseline.py
-[--threads N] [--reps R]. Prints one JSON object of medians in ms.
+[--threads N] [--blas-threads N] [--reps R]. Prints one JSON object of
+medians in ms. --threads sets torch's threads, --blas-threads OpenBLAS's
+(which size their pool as torch loads; by default every core).
 """
 import argparse
 import json
 import math
+import os
 import statistics
+import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+# OpenBLAS sizes its own thread pool when torch loads, from the
+# environment, whatever torch.set_num_threads says later: --blas-threads
+# N sets it (OPENBLAS_NUM_THREADS); without it OpenBLAS takes every core.
+# PyTorch's fastest on 2 cores is --threads 1 with OpenBLAS on both.
+_pre = argparse.ArgumentParser(add_help=False)
+_pre.add_argument("--blas-threads", type=int, default=0)
+_blas = _pre.parse_known_args(sys.argv[1:])[0].blas_threads
+if _blas > 0:
+    os.environ["OPENBLAS_NUM_THREADS"] = str(_blas)
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 # Shapes of bench/main.go: mlpSizes, gptConfig, gptBatch.
 MLP_SIZES = [784, 512, 512, 10]
@@ -84,7 +98,8 @@ def timed(step, reps, warm=3):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch's own threads")
+    ap.add_argument("--blas-threads", type=int, default=0, help="OpenBLAS's threads (0: its default, every core)")
     ap.add_argument("--reps", type=int, default=15)
     args = ap.parse_args()
     torch.manual_seed(1)
@@ -125,6 +140,7 @@ def main():
     out = {
         "torch": torch.__version__,
         "threads": args.threads,
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default (%d cores)" % os.cpu_count()),
         "blas": "openblas" if "openblas" in torch.__config__.show().lower() else "other",
         "gemm_1024_gflops": 2 * 1024**3 / (gemm_ms * 1e-3) / 1e9,
         "mlp_step_ms": timed(mlp_step, args.reps),
