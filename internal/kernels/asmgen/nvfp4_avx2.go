@@ -424,8 +424,7 @@ func amax16AVX2() {
 		a, b, t := Y0, Y1, Y2
 		for i, v := range []VecPhysical{a, b} {
 			VPAND(Mem{Base: src, Disp: 32 * i}, yAbs, v)
-			VPCMPGTD(yInf, v, t) // a NaN
-			VPANDN(v, t, v)
+			clearNaNLanes(v, t, yInf)
 		}
 		VPMAXUD(b, a, a)
 		VEXTRACTI128(U8(1), a, t.AsX())

@@ -176,10 +176,7 @@ func amaxColsAVX2() {
 		VMOVDQU(Mem{Base: src}, x)
 		VPAND(ac(0x7FFFFFFF), x, x)
 		VPMAXUD(x, ySeen, ySeen)
-		// t: |x| bits above +inf's (a NaN, as a signed compare: they
-		// are below 2^31), whose lanes are cleared.
-		VPCMPGTD(ac(0x7F800000), x, t)
-		VPANDN(x, t, x)
+		clearNaNLanes(x, t, ac(0x7F800000))
 		VPMAXUD(Mem{Base: acc}, x, x)
 		VMOVDQU(x, Mem{Base: acc})
 		ADDQ(U32(32), src)
@@ -188,6 +185,15 @@ func amaxColsAVX2() {
 	VMOVDQU(ySeen, Mem{Base: out})
 	VZEROUPPER()
 	RET()
+}
+
+// clearNaNLanes zeroes the lanes of x, |x| bits, that hold a NaN: bits
+// above +inf's (inf, in memory or a register), found by a signed compare
+// (|x| bits are below 2^31); t is scratch. The column and block amaxes
+// leave NaNs out this way (fmaxf's rule).
+func clearNaNLanes(x, t VecPhysical, inf Op) {
+	VPCMPGTD(inf, x, t)
+	VPANDN(x, t, x)
 }
 
 // amaxColsBandAVX2 is amaxColsBand on strips of 8 columns: acc[j] =
@@ -216,8 +222,7 @@ func amaxColsBandAVX2() {
 		loop("amaxcb2_rows", k, func() {
 			VPAND(Mem{Base: p}, yAbs, Y1)
 			VPMAXUD(Y1, ySeen, ySeen)
-			VPCMPGTD(yInf, Y1, Y2) // a NaN
-			VPANDN(Y1, Y2, Y1)
+			clearNaNLanes(Y1, Y2, yInf)
 			VPMAXUD(Y1, Y0, Y0)
 			ADDQ(ld, p)
 		})
