@@ -16375,11 +16375,13 @@ adam2_done:
 	RET
 
 // func bf16KernelAVX2(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32, overwrite int)
-// Requires: AVX, AVX2, FMA3, SSE
+// Requires: AVX, FMA3, SSE
 TEXT ·bf16KernelAVX2(SB), NOSPLIT, $8-56
 	MOVQ    k+0(FP), AX
 	MOVQ    a+8(FP), CX
 	MOVQ    b+16(FP), DX
+	IMUL3Q  $0x00000018, AX, BX
+	IMUL3Q  $0x00000040, AX, SI
 	VXORPS  Y0, Y0, Y0
 	VXORPS  Y1, Y1, Y1
 	VXORPS  Y2, Y2, Y2
@@ -16393,68 +16395,52 @@ TEXT ·bf16KernelAVX2(SB), NOSPLIT, $8-56
 	VXORPS  Y10, Y10, Y10
 	VXORPS  Y11, Y11, Y11
 	STMXCSR (SP)
-	MOVL    (SP), BX
-	ORL     $0x00008040, BX
-	MOVL    BX, 4(SP)
+	MOVL    (SP), DI
+	ORL     $0x00008040, DI
+	MOVL    DI, 4(SP)
 	LDMXCSR 4(SP)
 	TESTQ   AX, AX
 	JZ      bf16KernelAVX2_store
 
 bf16KernelAVX2_loop:
-	VMOVDQU      (DX), Y12
-	VPAND        avx2Consts<>+672(SB), Y12, Y12
-	VMOVDQU      32(DX), Y13
-	VPAND        avx2Consts<>+672(SB), Y13, Y13
-	VPBROADCASTD (CX), Y14
-	VPAND        avx2Consts<>+672(SB), Y14, Y14
+	VMOVUPS      (DX), Y12
+	VMOVUPS      32(DX), Y13
+	VBROADCASTSS (CX), Y14
 	VFMADD231PS  Y14, Y12, Y0
 	VFMADD231PS  Y14, Y13, Y1
-	VPBROADCASTD 4(CX), Y15
-	VPAND        avx2Consts<>+672(SB), Y15, Y15
+	VBROADCASTSS 4(CX), Y15
 	VFMADD231PS  Y15, Y12, Y2
 	VFMADD231PS  Y15, Y13, Y3
-	VPBROADCASTD 8(CX), Y14
-	VPAND        avx2Consts<>+672(SB), Y14, Y14
+	VBROADCASTSS 8(CX), Y14
 	VFMADD231PS  Y14, Y12, Y4
 	VFMADD231PS  Y14, Y13, Y5
-	VPBROADCASTD 12(CX), Y15
-	VPAND        avx2Consts<>+672(SB), Y15, Y15
+	VBROADCASTSS 12(CX), Y15
 	VFMADD231PS  Y15, Y12, Y6
 	VFMADD231PS  Y15, Y13, Y7
-	VPBROADCASTD 16(CX), Y14
-	VPAND        avx2Consts<>+672(SB), Y14, Y14
+	VBROADCASTSS 16(CX), Y14
 	VFMADD231PS  Y14, Y12, Y8
 	VFMADD231PS  Y14, Y13, Y9
-	VPBROADCASTD 20(CX), Y15
-	VPAND        avx2Consts<>+672(SB), Y15, Y15
+	VBROADCASTSS 20(CX), Y15
 	VFMADD231PS  Y15, Y12, Y10
 	VFMADD231PS  Y15, Y13, Y11
-	VMOVDQU      (DX), Y12
-	VPSLLD       $0x10, Y12, Y12
-	VMOVDQU      32(DX), Y13
-	VPSLLD       $0x10, Y13, Y13
-	VPBROADCASTD (CX), Y14
-	VPSLLD       $0x10, Y14, Y14
+	VMOVUPS      (DX)(SI*1), Y12
+	VMOVUPS      32(DX)(SI*1), Y13
+	VBROADCASTSS (CX)(BX*1), Y14
 	VFMADD231PS  Y14, Y12, Y0
 	VFMADD231PS  Y14, Y13, Y1
-	VPBROADCASTD 4(CX), Y15
-	VPSLLD       $0x10, Y15, Y15
+	VBROADCASTSS 4(CX)(BX*1), Y15
 	VFMADD231PS  Y15, Y12, Y2
 	VFMADD231PS  Y15, Y13, Y3
-	VPBROADCASTD 8(CX), Y14
-	VPSLLD       $0x10, Y14, Y14
+	VBROADCASTSS 8(CX)(BX*1), Y14
 	VFMADD231PS  Y14, Y12, Y4
 	VFMADD231PS  Y14, Y13, Y5
-	VPBROADCASTD 12(CX), Y15
-	VPSLLD       $0x10, Y15, Y15
+	VBROADCASTSS 12(CX)(BX*1), Y15
 	VFMADD231PS  Y15, Y12, Y6
 	VFMADD231PS  Y15, Y13, Y7
-	VPBROADCASTD 16(CX), Y14
-	VPSLLD       $0x10, Y14, Y14
+	VBROADCASTSS 16(CX)(BX*1), Y14
 	VFMADD231PS  Y14, Y12, Y8
 	VFMADD231PS  Y14, Y13, Y9
-	VPBROADCASTD 20(CX), Y15
-	VPSLLD       $0x10, Y15, Y15
+	VBROADCASTSS 20(CX)(BX*1), Y15
 	VFMADD231PS  Y15, Y12, Y10
 	VFMADD231PS  Y15, Y13, Y11
 	ADDQ         $0x00000018, CX
@@ -22884,6 +22870,136 @@ transpose16_2_loop:
 	JNZ        transpose16_2_loop
 
 transpose16_2_done:
+	VZEROUPPER
+	RET
+
+// func transpose6AVX2(dst *float32, src *float32, blocks int, srcStride int)
+// Requires: AVX
+TEXT ·transpose6AVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	MOVQ  srcStride+24(FP), BX
+	LEAQ  (BX)(BX*2), SI
+	TESTQ DX, DX
+	JZ    transpose6_done
+
+transpose6_loop:
+	LEAQ         (CX)(BX*4), DI
+	VMOVUPS      (CX), Y0
+	VMOVUPS      (CX)(BX*1), Y1
+	VMOVUPS      (CX)(BX*2), Y2
+	VMOVUPS      (CX)(SI*1), Y3
+	VMOVUPS      (DI), Y4
+	VMOVUPS      (DI)(BX*1), Y5
+	VUNPCKLPS    Y1, Y0, Y8
+	VUNPCKHPS    Y1, Y0, Y9
+	VUNPCKLPS    Y3, Y2, Y10
+	VUNPCKHPS    Y3, Y2, Y11
+	VUNPCKLPS    Y5, Y4, Y12
+	VUNPCKHPS    Y5, Y4, Y13
+	VUNPCKLPS    Y7, Y6, Y14
+	VUNPCKHPS    Y7, Y6, Y15
+	VSHUFPS      $0x44, Y10, Y8, Y0
+	VSHUFPS      $0xee, Y10, Y8, Y1
+	VSHUFPS      $0x44, Y11, Y9, Y2
+	VSHUFPS      $0xee, Y11, Y9, Y3
+	VSHUFPS      $0x44, Y14, Y12, Y4
+	VSHUFPS      $0xee, Y14, Y12, Y5
+	VSHUFPS      $0x44, Y15, Y13, Y6
+	VSHUFPS      $0xee, Y15, Y13, Y7
+	VMOVUPS      X0, (AX)
+	VMOVQ        X4, 16(AX)
+	VEXTRACTF128 $0x01, Y0, 96(AX)
+	VEXTRACTF128 $0x01, Y4, X8
+	VMOVQ        X8, 112(AX)
+	VMOVUPS      X1, 24(AX)
+	VMOVQ        X5, 40(AX)
+	VEXTRACTF128 $0x01, Y1, 120(AX)
+	VEXTRACTF128 $0x01, Y5, X9
+	VMOVQ        X9, 136(AX)
+	VMOVUPS      X2, 48(AX)
+	VMOVQ        X6, 64(AX)
+	VEXTRACTF128 $0x01, Y2, 144(AX)
+	VEXTRACTF128 $0x01, Y6, X10
+	VMOVQ        X10, 160(AX)
+	VMOVUPS      X3, 72(AX)
+	VMOVQ        X7, 88(AX)
+	VEXTRACTF128 $0x01, Y3, 168(AX)
+	VEXTRACTF128 $0x01, Y7, X11
+	VMOVQ        X11, 184(AX)
+	ADDQ         $0x00000020, CX
+	ADDQ         $0x000000c0, AX
+	DECQ         DX
+	JNZ          transpose6_loop
+
+transpose6_done:
+	VZEROUPPER
+	RET
+
+// func copyRows16AVX2(dst *float32, src *float32, rows int, slivers int, ld int, sliverStride int)
+// Requires: AVX
+TEXT ·copyRows16AVX2(SB), NOSPLIT, $0-48
+	MOVQ  dst+0(FP), AX
+	MOVQ  src+8(FP), CX
+	MOVQ  rows+16(FP), DX
+	MOVQ  ld+32(FP), BX
+	MOVQ  sliverStride+40(FP), SI
+	TESTQ DX, DX
+	JZ    copyrows16_done
+
+copyrows16_loop:
+	MOVQ  AX, DI
+	MOVQ  CX, R8
+	MOVQ  slivers+24(FP), R9
+	TESTQ R9, R9
+	JZ    copyrows16_s_done
+
+copyrows16_s_loop:
+	VMOVUPS (R8), Y0
+	VMOVUPS 32(R8), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    $0x00000040, R8
+	ADDQ    SI, DI
+	DECQ    R9
+	JNZ     copyrows16_s_loop
+
+copyrows16_s_done:
+	ADDQ BX, CX
+	ADDQ $0x00000040, AX
+	DECQ DX
+	JNZ  copyrows16_loop
+
+copyrows16_done:
+	VZEROUPPER
+	RET
+
+// func splitPairsAVX2(odd *uint32, even *uint32, src *uint32, blocks int)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·splitPairsAVX2(SB), NOSPLIT, $0-32
+	MOVQ         odd+0(FP), AX
+	MOVQ         even+8(FP), CX
+	MOVQ         src+16(FP), DX
+	MOVQ         blocks+24(FP), BX
+	MOVL         $0xffff0000, SI
+	VPBROADCASTD SI, Y15
+	TESTQ        BX, BX
+	JZ           splitpairs_done
+
+splitpairs_loop:
+	VMOVDQU (DX), Y0
+	VPAND   Y15, Y0, Y1
+	VPSLLD  $0x10, Y0, Y2
+	VMOVDQU Y1, (AX)
+	VMOVDQU Y2, (CX)
+	ADDQ    $0x00000020, DX
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	DECQ    BX
+	JNZ     splitpairs_loop
+
+splitpairs_done:
 	VZEROUPPER
 	RET
 

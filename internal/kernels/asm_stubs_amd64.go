@@ -594,7 +594,7 @@ func reluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
 //go:noescape
 func adamAVX2(w *float32, grad *float32, mom *float32, vel *float32, blocks int, c *[9]float32)
 
-// bf16KernelAVX2 computes C[6×16] += alpha·A·B from bf16-pair slivers in VDPBF16PS's order and rounding; its Go twin is bf16KernelRef (bf16.go) (AVX2, FMA).
+// bf16KernelAVX2 computes C[6×16] += alpha·A·B from slivers of bf16 pairs split into float32 halves (odd elements, then even ones) in VDPBF16PS's order and rounding; its Go twin is bf16KernelSplitRef (bf16.go) (AVX2, FMA).
 //
 //go:noescape
 func bf16KernelAVX2(k int, a *uint32, b *uint32, c *float32, ldc int, alpha float32, alphaLo float32, overwrite int)
@@ -878,6 +878,21 @@ func bf16PairsStridedE5M2WordsAVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int
 //
 //go:noescape
 func transpose16AVX2(dst *uint32, src *uint32, blocks int, srcStride int, dstStride int)
+
+// transpose6AVX2 transposes blocks of 6×8 float32 into 8 rows of 6; its Go twin is packA's loop over the rows of a sliver (gemm.go) (AVX2).
+//
+//go:noescape
+func transpose6AVX2(dst *float32, src *float32, blocks int, srcStride int)
+
+// copyRows16AVX2 copies rows of 16-value slivers; its Go twin is packB's row loop (gemm.go) (AVX2).
+//
+//go:noescape
+func copyRows16AVX2(dst *float32, src *float32, rows int, slivers int, ld int, sliverStride int)
+
+// splitPairsAVX2 splits 8·blocks bf16 pairs into their odd and even elements as float32; its Go twin is splitPairs's loop (bf16pack.go) (AVX2).
+//
+//go:noescape
+func splitPairsAVX2(odd *uint32, even *uint32, src *uint32, blocks int)
 
 // quantizeE4M3AVX2 casts 8·blocks values to FP8 with a scale and records their amax; its Go twin is quantizeFP8Go (fp8cast.go) (AVX2).
 //

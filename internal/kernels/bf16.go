@@ -86,19 +86,40 @@ func bf16KernelRef(mr, nr, k int, a, b []uint32, c []float32, ldc int, alpha, al
 			for p := 0; p < k; p++ {
 				acc = dpbf16(acc, b[p*nr+j], a[p*mr+r])
 			}
-			o := r*ldc + j
-			switch {
-			case overwrite && alphaLo != 0:
-				c[o] = fma32(acc, alpha, acc*alphaLo)
-			case overwrite:
-				c[o] = acc * alpha
-			default:
-				if alphaLo != 0 {
-					c[o] = fma32(acc, alphaLo, c[o])
-				}
-				c[o] = fma32(acc, alpha, c[o])
-			}
+			storeBF16(c, r*ldc+j, acc, alpha, alphaLo, overwrite)
 		}
+	}
+}
+
+// bf16KernelSplitRef is bf16KernelRef on split slivers (see
+// splitSlivers): A's k·mr odd elements as float32, then its k·mr even
+// ones, and B's likewise. It is the Go twin of the AVX2 kernel.
+func bf16KernelSplitRef(mr, nr, k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
+	for r := 0; r < mr; r++ {
+		for j := 0; j < nr; j++ {
+			var acc float32
+			for p := 0; p < k; p++ {
+				pa := a[p*mr+r] | a[(k+p)*mr+r]>>16
+				pb := b[p*nr+j] | b[(k+p)*nr+j]>>16
+				acc = dpbf16(acc, pb, pa)
+			}
+			storeBF16(c, r*ldc+j, acc, alpha, alphaLo, overwrite)
+		}
+	}
+}
+
+// storeBF16 is the bf16 kernels' two-part store of acc to c[o].
+func storeBF16(c []float32, o int, acc, alpha, alphaLo float32, overwrite bool) {
+	switch {
+	case overwrite && alphaLo != 0:
+		c[o] = fma32(acc, alpha, acc*alphaLo)
+	case overwrite:
+		c[o] = acc * alpha
+	default:
+		if alphaLo != 0 {
+			c[o] = fma32(acc, alphaLo, c[o])
+		}
+		c[o] = fma32(acc, alpha, c[o])
 	}
 }
 
@@ -115,11 +136,36 @@ var goBF16Kernel = bf16Kernel{name: "go bf16 4x16", mr: 4, nr: 16, run: goBF16Ke
 // bf16KernelRef); k counts pairs. An AMX kernel sets tiles instead of
 // run: it computes whole grids of 32×32 blocks from AMX-packed operands
 // (see amx.go).
+//
+// A split kernel reads its slivers split into float32 halves (see
+// splitSlivers), which the blocked GEMM prepares after packing.
 type bf16Kernel struct {
 	name   string
 	mr, nr int
+	split  bool
 	run    func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool)
 	tiles  func(kt int, a []uint32, lda int, b []uint32, c []float32, ldc, mt, nt int, alpha, alphaLo float32, mode int, scratch []float32)
+}
+
+// sliver returns the lanes of a packed sliver w wide of kp pair-rows:
+// kp·w, or twice that split.
+func (m *bf16Kernel) sliver(w, kp int) int {
+	if m.split {
+		return 2 * w * kp
+	}
+	return w * kp
+}
+
+// runPairs runs the kernel on slivers of pairs, splitting them first
+// for a split kernel (allocating: for tests).
+func (m *bf16Kernel) runPairs(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
+	if m.split {
+		sa, sb := make([]uint32, 2*m.mr*k), make([]uint32, 2*m.nr*k)
+		splitSlivers(sa, a, 1, m.mr*k)
+		splitSlivers(sb, b, 1, m.nr*k)
+		a, b = sa, sb
+	}
+	m.run(k, a, b, c, ldc, alpha, alphaLo, overwrite)
 }
 
 // pairRows is the number of pair-rows a packed block of kb values of k

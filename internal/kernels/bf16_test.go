@@ -123,7 +123,7 @@ func testBF16KernelsMatchReference(t *testing.T) {
 					clear(want[r*ldc : r*ldc+k.nr])
 				}
 				bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, 1, 0, false)
-				k.run(depth, a, b, exact, ldc, 1, 0, false)
+				k.runPairs(depth, a, b, exact, ldc, 1, 0, false)
 				same := func(what string, got []float32) {
 					t.Helper()
 					for i := range got {
@@ -144,7 +144,7 @@ func testBF16KernelsMatchReference(t *testing.T) {
 						over[r*ldc+j] = float32(math.NaN())
 					}
 				}
-				k.run(depth, a, b, over, ldc, 1, 0, true)
+				k.runPairs(depth, a, b, over, ldc, 1, 0, true)
 				same("overwrite", over)
 				if wild {
 					continue
@@ -160,7 +160,7 @@ func testBF16KernelsMatchReference(t *testing.T) {
 					}
 					want = append(want[:0], c...)
 					bf16KernelRef(k.mr, k.nr, depth, a, b, want, ldc, hi, lo, overwrite)
-					k.run(depth, a, b, c, ldc, hi, lo, overwrite)
+					k.runPairs(depth, a, b, c, ldc, hi, lo, overwrite)
 					for i := range c {
 						if math.Float32bits(c[i]) != math.Float32bits(want[i]) && !(c[i] != c[i] && want[i] != want[i]) {
 							t.Fatalf("%s k=%d store overwrite=%v: c[%d] = %v, reference %v", k.name, depth, overwrite, i, c[i], want[i])
@@ -210,7 +210,7 @@ func testBF16KernelSpecialCases(t *testing.T) {
 			}
 			for _, overwrite := range []bool{false, true} {
 				c := make([]float32, k.mr*k.nr)
-				k.run(1, a, b, c, k.nr, 1, 0, overwrite)
+				k.runPairs(1, a, b, c, k.nr, 1, 0, overwrite)
 				for i, v := range c {
 					if math.Float32bits(v) != math.Float32bits(tc.want) && !(v != v && tc.want != tc.want) {
 						t.Fatalf("%s, %s, overwrite %v: c[%d] = %v, want %v", k.name, tc.name, overwrite, i, v, tc.want)

@@ -306,11 +306,12 @@ func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb, 
 // overwrite (the first block of k) C is written, not added to.
 func macroKernel16(tile []float32, mb, nb, kp int, alpha, alphaLo float32, overwrite bool, pa, pb []uint32, c []float32, ldc int) {
 	mr, nr := kern16.mr, kern16.nr
+	la, lb := kern16.sliver(mr, kp), kern16.sliver(nr, kp)
 	for j := 0; j < nb; j += nr {
-		bs := pb[j*kp : j*kp+nr*kp]
+		bs := pb[j/nr*lb : j/nr*lb+lb]
 		cols := min(nr, nb-j)
 		for i := 0; i < mb; i += mr {
-			as := pa[i*kp : i*kp+mr*kp]
+			as := pa[i/mr*la : i/mr*la+la]
 			rows := min(mr, mb-i)
 			if rows == mr && cols == nr {
 				kern16.run(kp, as, bs, c[i*ldc+j:], ldc, alpha, alphaLo, overwrite)
@@ -327,6 +328,27 @@ func macroKernel16(tile []float32, mb, nb, kp int, alpha, alphaLo float32, overw
 				copy(c[(i+r)*ldc+j:(i+r)*ldc+j+cols], t[r*nr:r*nr+cols])
 			}
 		}
+	}
+}
+
+// splitSlivers splits slivers consecutive slivers of l bf16 pairs from
+// src into a split kernel's layout in dst: sliver s at 2·s·l holds its
+// pairs' odd elements as float32 (the pair with its low half cleared),
+// then at 2·s·l + l their even ones (the pair shifted up 16 bits). dst
+// may be src (the slivers are split from the last, each read before it
+// is written), and must hold 2·slivers·l lanes.
+func splitSlivers(dst, src []uint32, slivers, l int) {
+	for s := slivers - 1; s >= 0; s-- {
+		splitPairs(dst[2*s*l:2*s*l+l], dst[2*s*l+l:2*s*l+2*l], src[s*l:s*l+l])
+	}
+}
+
+// splitPairs writes the odd and even elements of the bf16 pairs in src
+// as float32 to odd and even; odd may be src.
+func splitPairs(odd, even, src []uint32) {
+	for i := splitPairsVector(odd, even, src); i < len(src); i++ {
+		v := src[i]
+		odd[i], even[i] = v&0xFFFF0000, v<<16
 	}
 }
 

@@ -144,6 +144,7 @@ type gemmPart struct {
 	tile   []float32
 	tmp16  []uint32 // staging for the bf16 packs
 	shifts []uint32 // a block's exponent shifts (Operand.Exp), one per row or column
+	splitA []uint32 // a packed A block split for a split bf16 kernel
 }
 
 // The blocks of k start on multiples of ExpBlock, so a packed block's
@@ -184,8 +185,12 @@ func newPart() *gemmPart {
 		}
 		tmp = max(tmp, 2*kern16.mc())
 	}
-	return &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp),
+	p := &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp),
 		shifts: make([]uint32, shifts)}
+	if kern16 != nil && kern16.split {
+		p.splitA = make([]uint32, kern16.sliver(kern16.mc(), kern16.pairRows(kc)))
+	}
+	return p
 }
 
 func putParts(src []*gemmPart) {
@@ -286,7 +291,7 @@ func (g *Gemm) runBlocked() {
 			if g.args.bf16 {
 				// Whole blocks of k take kc/2 pair-rows; the last one
 				// at most a tile (16) more than its pairs.
-				size = roundUp(m, mr) * ((k+1)/2 + 16)
+				size = kern16.sliver(roundUp(m, mr), (k+1)/2+16)
 			}
 			if cap(g.sharedA) < size {
 				g.sharedA = make([]float32, size)
@@ -381,7 +386,7 @@ const maxSharedA = 1 << 22
 func (a *gemmArgs) packedABlock(pc, ic, kb int) int {
 	mr, _, _ := a.geometry()
 	if a.bf16 {
-		return pc/2*roundUp(a.m, mr) + ic*kern16.pairRows(kb)
+		return kern16.sliver(roundUp(a.m, mr), pc/2) + kern16.sliver(ic, kern16.pairRows(kb))
 	}
 	return pc*roundUp(a.m, mr) + ic*kb
 }
@@ -405,10 +410,15 @@ func (g *Gemm) packPart(i int) {
 			}
 			if a.bf16 {
 				kps := kern16.pairRows(kb)
-				dst := asU32(a.packedA[a.packedABlock(pc, ic, kb)+(s0-ic)*kps:])
-				if kern16.tiles != nil {
+				dst := asU32(a.packedA[a.packedABlock(pc, ic, kb)+kern16.sliver(s0-ic, kps):])
+				switch {
+				case kern16.tiles != nil:
 					packA16AMX(dst, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, kps, g.parts[i].tmp16, g.parts[i].shifts)
-				} else {
+				case kern16.split:
+					// Packed, then split in place, once for all workers.
+					packA16(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, g.parts[i].tmp16, g.parts[i].shifts)
+					splitSlivers(dst, dst, (s1-s0+mr-1)/mr, mr*kps)
+				default:
 					packA16(dst, mr, a.transA, a.qa, a.lda, s0, pc, s1-s0, kb, g.parts[i].tmp16, g.parts[i].shifts)
 				}
 				continue
@@ -531,23 +541,33 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 // holds, for each p, the mr values op(A)[ic+s·mr+r][pc+p]; missing rows
 // are zero.
 func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb int) {
-	for s := 0; s < mb; s += mr {
+	s0 := 0
+	if trans {
+		// op(A) = Aᵀ: the mr values for one p are contiguous in A. Whole
+		// slivers row by row of A, each row read in order.
+		s0 = mb / mr * mr
+		for p := 0; p < kb; p++ {
+			row := a[(pc+p)*lda+ic : (pc+p)*lda+ic+s0]
+			for s := 0; s < s0; s += mr {
+				copy(dst[s*kb+p*mr:s*kb+p*mr+mr], row[s:s+mr])
+			}
+		}
+	}
+	for s := s0; s < mb; s += mr {
 		d := dst[s*kb : s*kb+mr*kb]
 		rows := min(mr, mb-s)
-		if trans && rows == mr {
-			// op(A) = Aᵀ: the mr values for one p are contiguous in A.
-			for p := 0; p < kb; p++ {
-				o := (pc+p)*lda + ic + s
-				copy(d[p*mr:p*mr+mr], a[o:o+mr])
-			}
-			continue
-		}
 		r := 0
 		if !trans {
-			if o := (ic+s)*lda + pc; rows > 4 && o+15*lda+kb <= len(a) {
+			o, done := (ic+s)*lda+pc, -1
+			switch {
+			case mr == 6 && rows == 6:
+				done = pack6Vector(d, a[o:], lda, kb)
+			case rows > 4 && rows <= 16 && o+15*lda+kb <= len(a):
 				// The vector transpose reads 16 rows (stores rows
 				// lanes), so it runs where 16 rows exist.
-				done := transposeVector(asU32(d), mr, asU32(a[o:]), lda, rows, kb)
+				done = transposeVector(asU32(d), mr, asU32(a[o:]), lda, rows, kb)
+			}
+			if done > 0 {
 				for p := done; p < kb; p++ {
 					for i := 0; i < rows; i++ {
 						d[p*mr+i] = a[o+i*lda+p]
@@ -599,16 +619,23 @@ func interleave4(d []float32, w, c int, src []float32, ld, i, pc, kb int) {
 // s holds, for each p, the nr values op(B)[pc+p][jc+s·nr+c]; missing
 // columns are zero.
 func packB(dst []float32, nr int, trans bool, b []float32, ldb, pc, jc, kb, nb int) {
-	for s := 0; s < nb; s += nr {
+	s0 := 0
+	if !trans {
+		// Whole slivers row by row: each row of B is read in order
+		// (strided reads, one line per row, defeat the prefetchers).
+		s0 = nb / nr * nr
+		p := copyRowsVector(dst, nr, b[pc*ldb+jc:], ldb, kb, s0)
+		for ; p < kb; p++ {
+			row := b[(pc+p)*ldb+jc : (pc+p)*ldb+jc+s0]
+			for s := 0; s < s0; s += nr {
+				copy(dst[s*kb+p*nr:s*kb+p*nr+nr], row[s:s+nr])
+			}
+		}
+	}
+	for s := s0; s < nb; s += nr {
 		d := dst[s*kb : s*kb+nr*kb]
 		cols := min(nr, nb-s)
-		if !trans && cols == nr {
-			for p := 0; p < kb; p++ {
-				o := (pc+p)*ldb + jc + s
-				copy(d[p*nr:p*nr+nr], b[o:o+nr])
-			}
-			continue
-		}
+
 		cc := 0
 		if trans {
 			// Sixteen columns of op(B) (rows of B) at a time by the

@@ -184,6 +184,9 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 			kb := min(kc, k-pc)
 			kps := kern16.pairRows(kb)
 			packB16(pb16, nr, g.transB, g.qb, g.ldb, pc, n0+jc, kb, nb, kps, w.tmp16, w.shifts)
+			if kern16.split {
+				splitSlivers(pb16, pb16, (nb+nr-1)/nr, nr*kps)
+			}
 			for ic := 0; ic < m; ic += mc {
 				mb := min(mc, m-ic)
 				pa := pa16
@@ -194,6 +197,18 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 					packA16AMX(pa16, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, kps, w.tmp16, w.shifts)
 				default:
 					packA16(pa16, mr, g.transA, g.qa, g.lda, m0+ic, pc, mb, kb, w.tmp16, w.shifts)
+				}
+				if kern16.split && g.packedA == nil { // (a shared A is split)
+					// B's panel splits in place (kc·nc lanes hold it
+					// split); A's block, which may be shared, into a
+					// buffer of its own (made here if the part was made
+					// for another kernel).
+					slivers := (mb + mr - 1) / mr
+					if n := 2 * slivers * mr * kps; len(w.splitA) < n {
+						w.splitA = make([]uint32, kern16.sliver(mc, kern16.pairRows(kc)))
+					}
+					splitSlivers(w.splitA, pa, slivers, mr*kps)
+					pa = w.splitA
 				}
 				if amx {
 					macroKernelAMX(w, mb, nb, kps, g.alpha, g.alphaLo, pc == 0, pa, pb16, c[ic*ldc+jc:], ldc)

@@ -58,9 +58,9 @@ var avx512bf16Kernel = bf16Kernel{name: "avx512bf16 12x32", mr: 12, nr: 32,
 // avx2bf16Kernel is VDPBF16PS's arithmetic on AVX2 and FMA (see
 // bf16GemmKernelAVX2 in asmgen): the same bits as the AVX512_BF16
 // kernels.
-var avx2bf16Kernel = bf16Kernel{name: "avx2 bf16 6x16", mr: 6, nr: 16,
+var avx2bf16Kernel = bf16Kernel{name: "avx2 bf16 6x16", mr: 6, nr: 16, split: true,
 	run: func(k int, a, b []uint32, c []float32, ldc int, alpha, alphaLo float32, overwrite bool) {
-		_, _, _ = a[6*k-1], b[16*k-1], c[5*ldc+15]
+		_, _, _ = a[12*k-1], b[32*k-1], c[5*ldc+15]
 		bf16KernelAVX2(k, &a[0], &b[0], &c[0], ldc, alpha, alphaLo, b2i(overwrite))
 	}}
 
@@ -268,6 +268,45 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	_, _ = src[15*ld+16*blocks-1], dst[(16*blocks-1)*w+rows-1]
 	bf16Transpose16(&dst[0], &src[0], 1<<rows-1, blocks, 4*ld, 4*w)
 	return 16 * blocks
+}
+
+// pack6Vector transposes six rows of src (ld apart) into the 6-lane
+// sliver dst (dst[p·6+i] = src[i·ld+p]) for the first 8·⌊n/8⌋ columns
+// and returns how many it did (0 without AVX2).
+func pack6Vector(dst, src []float32, ld, n int) int {
+	blocks := n / 8
+	if !hasAVX2 || blocks == 0 {
+		return 0
+	}
+	_, _ = src[5*ld+8*blocks-1], dst[48*blocks-1]
+	transpose6AVX2(&dst[0], &src[0], blocks, 4*ld)
+	return 8 * blocks
+}
+
+// copyRowsVector copies rows rows of n values (ld apart in src) into
+// width-w slivers of kb rows (dst[s·kb + p·w + c] = src[p·ld + s + c])
+// and returns how many rows it did: all of them for 16-value slivers
+// with AVX2, else none.
+func copyRowsVector(dst []float32, w int, src []float32, ld, rows, n int) int {
+	if !hasAVX2 || w != 16 || rows == 0 || n == 0 {
+		return 0
+	}
+	kb := rows
+	_, _ = src[(rows-1)*ld+n-1], dst[(n/16-1)*kb*16+rows*16-1]
+	copyRows16AVX2(&dst[0], &src[0], rows, n/16, 4*ld, 64*kb)
+	return rows
+}
+
+// splitPairsVector splits the first 8·⌊len(src)/8⌋ pairs of src (see
+// splitPairs) and returns how many it did (0 without AVX2).
+func splitPairsVector(odd, even, src []uint32) int {
+	blocks := len(src) / 8
+	if !hasAVX2 || blocks == 0 {
+		return 0
+	}
+	_, _ = odd[8*blocks-1], even[8*blocks-1]
+	splitPairsAVX2(&odd[0], &even[0], &src[0], blocks)
+	return 8 * blocks
 }
 
 // decodeFormat returns the format (0 E4M3, 1 E5M2) whose arithmetic

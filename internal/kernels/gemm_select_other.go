@@ -17,6 +17,15 @@ func stridedPairsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stri
 	return false
 }
 
+// splitPairsVector has no vector path on this build.
+func splitPairsVector(odd, even, src []uint32) int { return 0 }
+
+// copyRowsVector has no vector path on this build.
+func copyRowsVector(dst []float32, w int, src []float32, ld, rows, n int) int { return 0 }
+
+// pack6Vector has no vector path on this build.
+func pack6Vector(dst, src []float32, ld, n int) int { return 0 }
+
 // transposeVector has no vector path on this build.
 func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int { return 0 }
 

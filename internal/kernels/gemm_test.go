@@ -350,3 +350,67 @@ func TestGemmRunBias(t *testing.T) {
 		}
 	}
 }
+
+// TestPacksMatchDefinition checks packA and packB (their vector
+// transposes and row-order copies included) against their definitions,
+// element by element, for every sliver width of the micro-kernels, both
+// layouts, ragged blocks and every tail of k, with guard values past the
+// packed panel.
+func TestPacksMatchDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const ld = 400 // the source is ld×ld, op(X) read from it either way
+	src := randSlice(rng, ld*ld)
+	opX := func(trans bool, i, p int) float32 {
+		if trans {
+			return src[p*ld+i]
+		}
+		return src[i*ld+p]
+	}
+	check := func(name string, w int, trans bool, mb, kb int, dst []float32, want func(i, p int) float32) {
+		t.Helper()
+		panel := roundUp(mb, w) * kb
+		for s := 0; s < mb; s += w {
+			for p := 0; p < kb; p++ {
+				for r := 0; r < w; r++ {
+					v := float32(0)
+					if s+r < mb {
+						v = want(s+r, p)
+					}
+					if got := dst[s*kb+p*w+r]; math.Float32bits(got) != math.Float32bits(v) {
+						t.Fatalf("%s w=%d trans=%v %d×%d: sliver %d p %d lane %d = %v, want %v", name, w, trans, mb, kb, s/w, p, r, got, v)
+					}
+				}
+			}
+		}
+		for i := panel; i < len(dst); i++ {
+			if math.Float32bits(dst[i]) != math.Float32bits(guard) {
+				t.Fatalf("%s w=%d trans=%v %d×%d wrote past its panel", name, w, trans, mb, kb)
+			}
+		}
+	}
+	const i0, p0 = 5, 3
+	for _, w := range []int{4, 6, 8, 12, 16, 32, 48} {
+		for _, trans := range []bool{false, true} {
+			for _, kb := range []int{1, 7, 8, 9, 15, 16, 17, 31, 33, 384} {
+				for _, mb := range []int{1, w - 1, w, w + 1, 2*w + 5, 3 * w} {
+					if mb <= 0 {
+						continue
+					}
+					dst := make([]float32, roundUp(mb, w)*kb+8)
+					for i := range dst {
+						dst[i] = guard
+					}
+					packA(dst, w, trans, src, ld, i0, p0, mb, kb)
+					check("packA", w, trans, mb, kb, dst, func(i, p int) float32 { return opX(trans, i0+i, p0+p) })
+					for i := range dst {
+						dst[i] = guard
+					}
+					// packB's slivers are columns of op(B): op(B)[p][j] is
+					// op(X)ᵀ's, so B transposed is X not transposed.
+					packB(dst, w, trans, src, ld, p0, i0, kb, mb)
+					check("packB", w, trans, mb, kb, dst, func(j, p int) float32 { return opX(!trans, i0+j, p0+p) })
+				}
+			}
+		}
+	}
+}

@@ -39,32 +39,37 @@ func flushDenormals() (restore func()) {
 }
 
 // pairStepAVX2 emits one pair of k for mr rows × nv vectors: the odd
-// elements' products for every accumulator, then the even ones'. bAt(j)
-// is the address of B's vector j (loaded with loadB, which may mask);
-// loadA(r, odd, d) puts row r's odd or even element of A, as a float32,
-// in every lane of d (pairA: from a pair of bf16 values); breg(j) and
-// areg(r) are scratch.
+// elements' products for every accumulator, then the even ones'.
+// loadB(j, odd, d) puts the odd or even elements of B's vector j, as
+// float32, in d (pairB: from pairs of bf16 values); loadA(r, odd, d)
+// puts row r's odd or even element of A, as a float32, in every lane of
+// d (pairA: from a pair of bf16 values); breg(j) and areg(r) are
+// scratch.
 func pairStepAVX2(mr, nv int, acc func(r, j int) VecPhysical, breg func(int) VecPhysical, areg func(int) VecPhysical,
-	bAt func(int) Mem, loadA func(r int, odd bool, d VecPhysical), loadB func(Mem, VecPhysical)) {
-	hi := ac(0xFFFF0000)
-	for j := 0; j < nv; j++ {
-		loadB(bAt(j), breg(j))
-		VPAND(hi, breg(j), breg(j))
-	}
-	for r := 0; r < mr; r++ {
-		loadA(r, true, areg(r))
+	loadB func(j int, odd bool, d VecPhysical), loadA func(r int, odd bool, d VecPhysical)) {
+	for _, odd := range []bool{true, false} {
 		for j := 0; j < nv; j++ {
-			VFMADD231PS(areg(r), breg(j), acc(r, j))
+			loadB(j, odd, breg(j))
+		}
+		for r := 0; r < mr; r++ {
+			loadA(r, odd, areg(r))
+			for j := 0; j < nv; j++ {
+				VFMADD231PS(areg(r), breg(j), acc(r, j))
+			}
 		}
 	}
-	for j := 0; j < nv; j++ {
-		loadB(bAt(j), breg(j))
-		VPSLLD(U8(16), breg(j), breg(j))
-	}
-	for r := 0; r < mr; r++ {
-		loadA(r, false, areg(r))
-		for j := 0; j < nv; j++ {
-			VFMADD231PS(areg(r), breg(j), acc(r, j))
+}
+
+// pairB returns pairStepAVX2's loadB for B stored as bf16 pairs, vector
+// j loaded from bAt(j) by load (which may mask): the even elements
+// masked out or the odd ones shifted up.
+func pairB(bAt func(int) Mem, load func(Mem, VecPhysical)) func(j int, odd bool, d VecPhysical) {
+	return func(j int, odd bool, d VecPhysical) {
+		load(bAt(j), d)
+		if odd {
+			VPAND(ac(0xFFFF0000), d, d)
+		} else {
+			VPSLLD(U8(16), d, d)
 		}
 	}
 }
@@ -84,16 +89,27 @@ func pairA(aAt func(int) Mem) func(r int, odd bool, d VecPhysical) {
 }
 
 // bf16GemmKernelAVX2 emits the blocked bf16 GEMM's micro-kernel on AVX2:
-// bf16GemmKernel's contract (C[mr×16·nv/2] += alpha·A·B from pair
-// slivers, the four stores) with VDPBF16PS's arithmetic emulated.
+// bf16GemmKernel's contract (C[mr×16·nv/2] += alpha·A·B, the four
+// stores) with VDPBF16PS's arithmetic emulated, from slivers whose bf16
+// pairs are split into float32 halves (see splitSlivers): k·mr odd
+// elements of A, then its k·mr even ones, and B's likewise — the
+// products read straight from memory, as the float32 kernel reads them,
+// with no integer operations in the loop (splitting pairs in the loop
+// cost 5–7% of the float32 kernel's rate; in the packs it is a pass over
+// the packed panels).
 func bf16GemmKernelAVX2(name string, mr, nv int) {
 	nr := nv * 8
 	TEXT(name, NOSPLIT, "func(k int, a, b *uint32, c *float32, ldc int, alpha, alphaLo float32, overwrite int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B from bf16-pair slivers in VDPBF16PS's order and rounding; its Go twin is bf16KernelRef (bf16.go) (AVX2, FMA).", name, mr, nr))
+	Doc(fmt.Sprintf("%s computes C[%d×%d] += alpha·A·B from slivers of bf16 pairs split into float32 halves (odd elements, then even ones) in VDPBF16PS's order and rounding; its Go twin is bf16KernelSplitRef (bf16.go) (AVX2, FMA).", name, mr, nr))
 	k := Load(Param("k"), GP64())
 	a := Load(Param("a"), GP64())
 	b := Load(Param("b"), GP64())
+	// The even elements follow the odd ones: k·mr values on in A, k·nr
+	// in B.
+	offA, offB := GP64(), GP64()
+	IMUL3Q(U32(4*mr), k, offA)
+	IMUL3Q(U32(4*nr), k, offB)
 	acc := func(r, j int) VecPhysical { return ymm(r*nv + j) }
 	breg := func(j int) VecPhysical { return ymm(mr*nv + j) }
 	nb := 16 - mr*nv - nv
@@ -108,9 +124,20 @@ func bf16GemmKernelAVX2(name string, mr, nv int) {
 	JZ(LabelRef(name + "_store"))
 	Label(name + "_loop")
 	pairStepAVX2(mr, nv, acc, breg, areg,
-		func(j int) Mem { return Mem{Base: b, Disp: 32 * j} },
-		pairA(func(r int) Mem { return Mem{Base: a, Disp: 4 * r} }),
-		func(m Mem, d VecPhysical) { VMOVDQU(m, d) })
+		func(j int, odd bool, d VecPhysical) {
+			if odd {
+				VMOVUPS(Mem{Base: b, Disp: 32 * j}, d)
+			} else {
+				VMOVUPS(Mem{Base: b, Index: offB, Scale: 1, Disp: 32 * j}, d)
+			}
+		},
+		func(r int, odd bool, d VecPhysical) {
+			if odd {
+				VBROADCASTSS(Mem{Base: a, Disp: 4 * r}, d)
+			} else {
+				VBROADCASTSS(Mem{Base: a, Index: offA, Scale: 1, Disp: 4 * r}, d)
+			}
+		})
 	ADDQ(U32(4*mr), a)
 	ADDQ(U32(4*nr), b)
 	DECQ(k)
@@ -190,15 +217,15 @@ func rowGemm16KernelAVX2(name string, mr, nv int, masked, split bool) {
 	JZ(LabelRef(name + "_store"))
 	Label(name + "_loop")
 	pairStepAVX2(mr, nv, acc, breg, areg,
-		func(j int) Mem { return Mem{Base: b, Disp: 32 * j} },
-		loadA,
-		func(m Mem, d VecPhysical) {
-			if masked && m.Disp == 32*(nv-1) {
-				VMASKMOVPS(m, mreg, d)
-				return
-			}
-			loadB(m, d)
-		})
+		pairB(func(j int) Mem { return Mem{Base: b, Disp: 32 * j} },
+			func(m Mem, d VecPhysical) {
+				if masked && m.Disp == 32*(nv-1) {
+					VMASKMOVPS(m, mreg, d)
+					return
+				}
+				loadB(m, d)
+			}),
+		loadA)
 	for r := 0; r < mr; r++ {
 		ADDQ(cs, rows[r])
 	}

@@ -205,6 +205,9 @@ func packKernelsAVX2() {
 		bf16PairsStridedWordsAVX2(e5m2)
 	}
 	transpose16AVX2()
+	transpose6AVX2()
+	copyRows16AVX2()
+	splitPairsAVX2()
 }
 
 // The word decodes: FP8 codes at scale 1 turned into their bf16 bits in
@@ -435,6 +438,127 @@ func rowBlocks(rowLabel, blockLabel string, dst, src, rows Register, body func(d
 	})
 }
 
+// transpose8x8Halves transposes the 8×8 lanes of r (row i in r[i]) by
+// 128-bit halves, with t as scratch: afterwards r[c] (c < 4) holds
+// column c of rows 0–3 in its low half and column c+4 of rows 0–3 in its
+// high half, and r[c+4] the same columns of rows 4–7 (unpacks and
+// shuffles; a 128-bit permute or extract completes each column).
+func transpose8x8Halves(r, t []VecPhysical) {
+	for i := 0; i < 8; i += 2 {
+		VUNPCKLPS(r[i+1], r[i], t[i])
+		VUNPCKHPS(r[i+1], r[i], t[i+1])
+	}
+	for h := 0; h < 2; h++ {
+		b := 4 * h
+		VSHUFPS(U8(0x44), t[b+2], t[b], r[b])
+		VSHUFPS(U8(0xEE), t[b+2], t[b], r[b+1])
+		VSHUFPS(U8(0x44), t[b+3], t[b+1], r[b+2])
+		VSHUFPS(U8(0xEE), t[b+3], t[b+1], r[b+3])
+	}
+}
+
+// transpose6AVX2 packs six rows of float32 into the 6-lane slivers of
+// the AVX2 float32 micro-kernel: for each of blocks blocks of 8 columns,
+// src[i][8b+j] (row i at i·srcStride bytes, i < 6) is stored to
+// dst[(8b+j)·6+i]. Rows 6 and 7 of the 8×8 transpose are never loaded
+// (their lanes are not stored).
+func transpose6AVX2() {
+	TEXT("transpose6AVX2", NOSPLIT, "func(dst, src *float32, blocks, srcStride int)")
+	Pragma("noescape")
+	Doc("transpose6AVX2 transposes blocks of 6×8 float32 into 8 rows of 6; its Go twin is packA's loop over the rows of a sliver (gemm.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	ss := Load(Param("srcStride"), GP64())
+	ss3, p4 := GP64(), GP64()
+	LEAQ(Mem{Base: ss, Index: ss, Scale: 2}, ss3)
+	r := []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}
+	t := []VecPhysical{Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
+	loop("transpose6", n, func() {
+		LEAQ(Mem{Base: src, Index: ss, Scale: 4}, p4)
+		VMOVUPS(Mem{Base: src}, r[0])
+		VMOVUPS(Mem{Base: src, Index: ss, Scale: 1}, r[1])
+		VMOVUPS(Mem{Base: src, Index: ss, Scale: 2}, r[2])
+		VMOVUPS(Mem{Base: src, Index: ss3, Scale: 1}, r[3])
+		VMOVUPS(Mem{Base: p4}, r[4])
+		VMOVUPS(Mem{Base: p4, Index: ss, Scale: 1}, r[5])
+		transpose8x8Halves(r, t)
+		// Column c: rows 0–3 from r[c], rows 4–5 from the low
+		// quarter of r[c+4]; column c+4 from their high halves.
+		for c := 0; c < 4; c++ {
+			VMOVUPS(r[c].AsX(), Mem{Base: dst, Disp: 24 * c})
+			VMOVQ(r[c+4].AsX(), Mem{Base: dst, Disp: 24*c + 16})
+			VEXTRACTF128(U8(1), r[c], Mem{Base: dst, Disp: 24 * (c + 4)})
+			VEXTRACTF128(U8(1), r[c+4], t[c].AsX())
+			VMOVQ(t[c].AsX(), Mem{Base: dst, Disp: 24*(c+4) + 16})
+		}
+		ADDQ(U32(32), src)
+		ADDQ(U32(192), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// copyRows16AVX2 packs rows of float32 into the 16-lane slivers of the
+// AVX2 float32 micro-kernel, reading each row in order: for p < rows and
+// s < slivers, the 16 values src[p][16s…] (row p at p·ld bytes) are
+// stored at dst + s·sliverStride + 64·p.
+func copyRows16AVX2() {
+	TEXT("copyRows16AVX2", NOSPLIT, "func(dst, src *float32, rows, slivers, ld, sliverStride int)")
+	Pragma("noescape")
+	Doc("copyRows16AVX2 copies rows of 16-value slivers; its Go twin is packB's row loop (gemm.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	rows := Load(Param("rows"), GP64())
+	ld := Load(Param("ld"), GP64())
+	ss := Load(Param("sliverStride"), GP64())
+	q, r, n := GP64(), GP64(), GP64()
+	loop("copyrows16", rows, func() {
+		MOVQ(dst, q)
+		MOVQ(src, r)
+		Load(Param("slivers"), n)
+		loop("copyrows16_s", n, func() {
+			VMOVUPS(Mem{Base: r}, Y0)
+			VMOVUPS(Mem{Base: r, Disp: 32}, Y1)
+			VMOVUPS(Y0, Mem{Base: q})
+			VMOVUPS(Y1, Mem{Base: q, Disp: 32})
+			ADDQ(U32(64), r)
+			ADDQ(ss, q)
+		})
+		ADDQ(ld, src)
+		ADDQ(U32(64), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// splitPairsAVX2 splits bf16 pairs into float32 halves for the split
+// micro-kernel: odd[i] = src[i] with its low (even) half cleared, even[i]
+// = src[i] shifted up 16 bits, 8 lanes a block. Each block is loaded
+// before it is stored, so odd may be src.
+func splitPairsAVX2() {
+	TEXT("splitPairsAVX2", NOSPLIT, "func(odd, even, src *uint32, blocks int)")
+	Pragma("noescape")
+	Doc("splitPairsAVX2 splits 8·blocks bf16 pairs into their odd and even elements as float32; its Go twin is splitPairs's loop (bf16pack.go) (AVX2).")
+	odd := Load(Param("odd"), GP64())
+	even := Load(Param("even"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	bcast(0xFFFF0000, Y15)
+	loop("splitpairs", n, func() {
+		VMOVDQU(Mem{Base: src}, Y0)
+		VPAND(Y15, Y0, Y1)
+		VPSLLD(U8(16), Y0, Y2)
+		VMOVDQU(Y1, Mem{Base: odd})
+		VMOVDQU(Y2, Mem{Base: even})
+		ADDQ(U32(32), src)
+		ADDQ(U32(32), odd)
+		ADDQ(U32(32), even)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // transpose16AVX2 emits the 8-lane form of bf16Transpose16 for whole
 // blocks of 16 rows: for each of blocks blocks of 16 columns, the 16×16
 // lanes src[i][16b+j] (row i at i·srcStride bytes) stored transposed to
@@ -487,19 +611,7 @@ func transpose16AVX2() {
 			for i := range r {
 				VMOVDQU(row(p, p4, ss, ss3, i, 4*C), r[i])
 			}
-			for i := 0; i < 8; i += 2 {
-				VUNPCKLPS(r[i+1], r[i], t[i])
-				VUNPCKHPS(r[i+1], r[i], t[i+1])
-			}
-			// s[c] (c < 4): columns c and c+4 of rows 0–3 (s[c]) and
-			// of rows 4–7 (s[c+4]).
-			for h := 0; h < 2; h++ {
-				b := 4 * h
-				VSHUFPS(U8(0x44), t[b+2], t[b], r[b])
-				VSHUFPS(U8(0xEE), t[b+2], t[b], r[b+1])
-				VSHUFPS(U8(0x44), t[b+3], t[b+1], r[b+2])
-				VSHUFPS(U8(0xEE), t[b+3], t[b+1], r[b+3])
-			}
+			transpose8x8Halves(r, t)
 			for c := 0; c < 4; c++ {
 				VPERM2F128(U8(0x20), r[c+4], r[c], t[0])
 				VMOVDQU(t[0], row(q, q4, ds, ds3, c, 4*R))
