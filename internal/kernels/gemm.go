@@ -142,9 +142,10 @@ type gemmPart struct {
 	packA  []float32
 	packB  []float32
 	tile   []float32
-	tmp16  []uint32 // staging for the bf16 packs
-	shifts []uint32 // a block's exponent shifts (Operand.Exp), one per row or column
-	splitA []uint32 // a packed A block split for a split bf16 kernel
+	tmp16  []uint32  // staging for the bf16 packs
+	shifts []uint32  // a block's exponent shifts (Operand.Exp), one per row or column
+	splitA []uint32  // a packed A block split for a split bf16 kernel
+	rowsA  []float32 // a direct GEMM's rows of op(A) = Aᵀ, transposed
 }
 
 // The blocks of k start on multiples of ExpBlock, so a packed block's
