@@ -13,7 +13,7 @@ import (
 // GEMM through bf16 pairs and the Go row loop, bit for bit: both layouts
 // of A, even and odd k (the last pair padded after a GEMM that left NaN
 // in the buffer), row counts that leave every kernel height, column
-// tails, and float32 and FP8 operands (E4M3 and E5M2 at scale 1, a
+// tails, op(B) as stored and transposed, and float32 and FP8 operands (E4M3 and E5M2 at scale 1, a
 // scaled table).
 func TestDirect16SplitMatchesPairs(t *testing.T) {
 	if !hasAVX2 {
@@ -57,9 +57,12 @@ func TestDirect16SplitMatchesPairs(t *testing.T) {
 					a = fp8OperandForTest(codes(m*k), 1, 0.5)
 				}
 				b := &Operand{F32: randSlice(rng, k*n)}
-				lda := k
+				lda, tb, ldb := k, kind%2 == 1, n // op(B) = Bᵀ for half the kinds
 				if ta {
 					lda = m
+				}
+				if tb {
+					ldb = k
 				}
 				if !useDirect16(m, n, k) {
 					t.Fatalf("%v: not on the direct path", sz)
@@ -72,13 +75,13 @@ func TestDirect16SplitMatchesPairs(t *testing.T) {
 				g.RunBF16(false, false, 64, 8, 96, &Operand{F32: nan}, 96, &Operand{F32: nan[:96*8]}, 8, make([]float32, 64*8), 8, Epilogue{Alpha: 1})
 				got, want := make([]float32, m*n), make([]float32, m*n)
 				useRow16Vector = true
-				g.RunBF16(ta, false, m, n, k, a, lda, b, n, got, n, Epilogue{Alpha: 0.3})
+				g.RunBF16(ta, tb, m, n, k, a, lda, b, ldb, got, n, Epilogue{Alpha: 0.3})
 				useRow16Vector = false
-				g.RunBF16(ta, false, m, n, k, a, lda, b, n, want, n, Epilogue{Alpha: 0.3})
+				g.RunBF16(ta, tb, m, n, k, a, lda, b, ldb, want, n, Epilogue{Alpha: 0.3})
 				useRow16Vector = true
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
-						t.Fatalf("%v transA=%v kind %d: C[%d] = %v, want %v", sz, ta, kind, i, got[i], want[i])
+						t.Fatalf("%v transA=%v transB=%v kind %d: C[%d] = %v, want %v", sz, ta, tb, kind, i, got[i], want[i])
 					}
 				}
 			}
