@@ -66,21 +66,29 @@ func BlockScale(amax float32, f Format, rule ExpRule) E8M0 {
 	// m > 1.75 (mantissa bits above 0x600000); ⌊log2(amax)⌋ is ea. The
 	// float64 form below gives the same (the tests hold the two equal).
 	if b := math.Float32bits(amax); b >= 1<<23 && b < 0x7F800000 && (f == E4M3 || f == E5M2) { // positive, normal
-		ea := int(b>>23) - 127
-		emax := 8
-		if f == E5M2 {
-			emax = 15
-		}
-		if rule == ExpOCPFloor {
-			return E8M0FromExp(ea - emax)
-		}
-		e := ea - emax
-		if b&(1<<23-1) > 0x600000 {
-			e++
-		}
-		return E8M0FromExp(e)
+		return blockScaleNormal(b, mxEmax(f), rule != ExpOCPFloor)
 	}
 	return blockScaleSlow(amax, f, rule)
+}
+
+// mxEmax returns emax with the format's largest value 1.75·2^emax (E4M3
+// 448, E5M2 57344).
+func mxEmax(f Format) int {
+	if f == E5M2 {
+		return 15
+	}
+	return 8
+}
+
+// blockScaleNormal is BlockScale of a positive normal amax with bits b:
+// the exponent of amax less emax, plus one rounding up (ceil) when the
+// mantissa is above 1.75's.
+func blockScaleNormal(b uint32, emax int, ceil bool) E8M0 {
+	e := int(b>>23) - 127 - emax
+	if ceil && b&(1<<23-1) > 0x600000 {
+		e++
+	}
+	return E8M0FromExp(e)
 }
 
 // blockScaleSlow is BlockScale in float64, for every amax (the fast path

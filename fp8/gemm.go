@@ -257,16 +257,19 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 		g.fold = make([]float32, outer*blocks)
 	}
 	f := g.fold[:outer*blocks]
+	// 2^(e−shift) for every scale 2^e (NaN for the NaN scale): a lookup
+	// a block.
+	var tab [256]float32
+	for s := range tab {
+		tab[s] = pow2f(E8M0(s).Exp() - shift)
+	}
+	tab[E8M0NaN] = float32(math.NaN())
 	minE := math.MaxInt
 	for i := 0; i < outer; i++ {
-		for bi := 0; bi < blocks; bi++ {
-			s := scales[i*blocks+bi]
-			v := float32(math.NaN())
-			if s != E8M0NaN {
-				v = pow2f(s.Exp() - shift)
-				if s.Exp() < minE && !zeroBlock(o.Codes, i, bi, outer, k, rowMajor) {
-					minE = s.Exp()
-				}
+		for bi, s := range scales[i*blocks : (i+1)*blocks] {
+			v := tab[s]
+			if s != E8M0NaN && s.Exp() < minE && !zeroBlock(o.Codes, i, bi, outer, k, rowMajor) {
+				minE = s.Exp()
 			}
 			if rowMajor {
 				f[i*blocks+bi] = v

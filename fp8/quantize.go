@@ -286,10 +286,7 @@ func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis
 				if full < w {
 					acc[full] = kernels.AmaxBits(src[o+full*BlockSize : o+n])
 				}
-				for j, m := range acc[:w] {
-					total = max(total, m)
-					inv[j] = mxScale(scales, r*nb+b0+j, m, f, rule)
-				}
+				total = max(total, mxScales(scales[r*nb+b0:], 1, inv[:w], acc[:w], f, rule))
 				kernels.QuantizeFP8Blocks32(cast, dst[o:o+n], src[o:o+n], inv[:w])
 			}
 		}
@@ -313,28 +310,36 @@ func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis
 					for r := 0; r < nr; r++ {
 						m = max(m, math.Float32bits(src[o+r*cols+j])&^(1<<31))
 					}
-					total = max(total, m)
-					inv[j] = mxScale(scales, (c0+j)*nbr+b, m, f, rule)
-				}
-			} else {
-				for j, m := range acc[:w] {
-					total = max(total, m)
-					inv[j] = mxScale(scales, (c0+j)*nbr+b, m, f, rule)
+					acc[j] = m
 				}
 			}
+			total = max(total, mxScales(scales[c0*nbr+b:], nbr, inv[:w], acc[:w], f, rule))
 			kernels.QuantizeFP8Cols(cast, dst[o:], cols, src[o:], cols, inv[:w], nr, w)
 		}
 	}
 	return fromAmaxBits(total), nil
 }
 
-// mxScale sets scales[k] to the E8M0 scale of a block whose amax bits
-// are m (a NaN pattern above +inf's) and returns the factor its values
-// are cast with: 2^−e, NaN for the NaN scale.
-func mxScale(scales []E8M0, k int, m uint32, f Format, rule ExpRule) float32 {
-	s := BlockScale(fromAmaxBits(m), f, rule)
-	scales[k] = s
-	return mxInv[s]
+// mxScales sets scales[j·stride] to the E8M0 scale of block j, whose
+// amax bits are amax[j] (a NaN pattern above +inf's), and inv[j] to the
+// factor its values are cast with (2^−e, NaN for the NaN scale); it
+// returns the largest amax bits. Normal amaxes take BlockScale's integer
+// form inline (a call per block cost 4% of an MXFP8 training step).
+func mxScales(scales []E8M0, stride int, inv []float32, amax []uint32, f Format, rule ExpRule) uint32 {
+	emax, ceil, known := mxEmax(f), rule != ExpOCPFloor, f == E4M3 || f == E5M2
+	var total uint32
+	for j, m := range amax {
+		total = max(total, m)
+		var s E8M0
+		if m >= 1<<23 && m < 0x7F800000 && known {
+			s = blockScaleNormal(m, emax, ceil)
+		} else {
+			s = BlockScale(fromAmaxBits(m), f, rule)
+		}
+		scales[j*stride] = s
+		inv[j] = mxInv[s]
+	}
+	return total
 }
 
 // mxInv holds 2^−e of every E8M0 scale 2^e as float32 (NaN for the NaN
