@@ -423,8 +423,9 @@ func TestPacksMatchDefinition(t *testing.T) {
 func TestDirectGemmSameBitsOnEveryISA(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	// (13, 200, 700): k·n over rowGemmBandB; (70, 33, 90): a narrow
-	// ragged op(B); (128, 512, 768): the GPT's MLP wgrad.
-	sizes := [][3]int{{13, 200, 700}, {70, 33, 90}, {7, 17, 5}, {128, 512, 768}}
+	// ragged op(B); (128, 512, 768): the GPT's MLP wgrad; (200, 40,
+	// 2000): Aᵀ transposed in chunks of 30 rows (directRowsA).
+	sizes := [][3]int{{13, 200, 700}, {70, 33, 90}, {7, 17, 5}, {128, 512, 768}, {200, 40, 2000}}
 	for _, s := range sizes {
 		m, n, k := s[0], s[1], s[2]
 		for _, tA := range []bool{false, true} {

@@ -86,9 +86,17 @@ func (g *Gemm) runDirect() {
 // rows (one thread; the AVX-512 kernels' blocks of 64 columns lost 5–10%
 // to the transpose). The values and their order are the same: so are
 // the bits.
+//
+// A worker transposes directRowsA values of op(A) at a time (whole
+// groups of 6 rows, at least one): a buffer that stays in L2, whatever
+// the GEMM.
 func (a *gemmArgs) transposesOpA() bool {
 	return a.transA && a.n > 16 && hasAVX2 && !hasAVX512
 }
+
+// directRowsA bounds the values of op(A) a worker of the direct path
+// transposes at a time (see transposesOpA).
+const directRowsA = 1 << 16
 
 // transposePart transposes worker i's share of B's rows into g.bt.
 func (g *Gemm) transposePart(i int) {
@@ -122,26 +130,36 @@ func (g *Gemm) directPart(i int) {
 			transposeF32(g.bt[n0:], a.n, a.b[n0*a.ldb:], a.ldb, n1-n0, a.k)
 		}
 	}
-	A := a.a[m0*rsA:]
-	if a.transposesOpA() {
-		w := g.parts[i]
-		rows := m1 - m0
-		if cap(w.rowsA) < rows*a.k {
-			w.rowsA = make([]float32, rows*a.k)
+	// Chunks of rows: all of them, or as many as a transposed buffer of
+	// directRowsA values holds.
+	step := m1 - m0
+	transA := a.transposesOpA()
+	if transA {
+		step = max(6, directRowsA/a.k/6*6)
+	}
+	for r0 := m0; r0 < m1; r0 += step {
+		rows := min(step, m1-r0)
+		A := a.a[r0*rsA:]
+		rs, cs := rsA, csA
+		if transA {
+			w := g.parts[i]
+			if cap(w.rowsA) < rows*a.k {
+				w.rowsA = make([]float32, step*a.k)
+			}
+			transposeF32(w.rowsA[:rows*a.k], a.k, a.a[r0:], a.lda, a.k, rows)
+			A, rs, cs = w.rowsA, a.k, 1
 		}
-		transposeF32(w.rowsA[:rows*a.k], a.k, a.a[m0:], a.lda, a.k, rows)
-		A, rsA, csA = w.rowsA, a.k, 1
+		c := a.c[r0*a.ldc+n0:]
+		var add []float32
+		ldadd := a.ldc
+		switch {
+		case a.bias != nil:
+			add, ldadd = a.bias[n0:], 0
+		case a.beta != 0:
+			add = c
+		}
+		rowGemm(rows, n1-n0, a.k, a.alpha, A, rs, cs, b[n0:], ldb, c, a.ldc, add, ldadd)
 	}
-	c := a.c[m0*a.ldc+n0:]
-	var add []float32
-	ldadd := a.ldc
-	switch {
-	case a.bias != nil:
-		add, ldadd = a.bias[n0:], 0
-	case a.beta != 0:
-		add = c
-	}
-	rowGemm(m1-m0, n1-n0, a.k, a.alpha, A, rsA, csA, b[n0:], ldb, c, a.ldc, add, ldadd)
 	if g.Block != nil {
 		g.Block(m0, m1, n0, n1)
 	}
