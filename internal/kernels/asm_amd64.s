@@ -22873,7 +22873,7 @@ transpose16_2_done:
 	VZEROUPPER
 	RET
 
-// func transpose6AVX2(dst *float32, src *float32, blocks int, srcStride int)
+// func transpose6AVX2(dst *uint32, src *uint32, blocks int, srcStride int)
 // Requires: AVX
 TEXT ·transpose6AVX2(SB), NOSPLIT, $0-32
 	MOVQ  dst+0(FP), AX

@@ -879,10 +879,10 @@ func bf16PairsStridedE5M2WordsAVX2(dst *uint32, r0 *uint8, r1 *uint8, groups int
 //go:noescape
 func transpose16AVX2(dst *uint32, src *uint32, blocks int, srcStride int, dstStride int)
 
-// transpose6AVX2 transposes blocks of 6×8 float32 into 8 rows of 6; its Go twin is packA's loop over the rows of a sliver (gemm.go) (AVX2).
+// transpose6AVX2 transposes blocks of 6×8 32-bit lanes into 8 rows of 6; its Go twins are packA's loop over the rows of a sliver (gemm.go) and transposeInto's (bf16pack.go) (AVX2).
 //
 //go:noescape
-func transpose6AVX2(dst *float32, src *float32, blocks int, srcStride int)
+func transpose6AVX2(dst *uint32, src *uint32, blocks int, srcStride int)
 
 // copyRows16AVX2 copies rows of 16-value slivers; its Go twin is packB's row loop (gemm.go) (AVX2).
 //

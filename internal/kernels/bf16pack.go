@@ -235,7 +235,12 @@ func rowsTransposed(d []uint32, w int, x *Operand, ld, i0, pc, kb, rows int, tmp
 // the vector kernel for whole blocks of 16 pairs, this loop (its twin)
 // for the rest. t holds 16 rows of kp lanes.
 func transposeInto(d []uint32, w, c int, t []uint32, kp, rows int) {
-	q0 := transposeVector(d[c:], w, t, kp, rows, kp)
+	var q0 int
+	if w == 6 && c == 0 && rows == 6 {
+		q0 = pack6Vector(d, t, kp, kp) // the AVX2 kernel's six rows
+	} else {
+		q0 = transposeVector(d[c:], w, t, kp, rows, kp)
+	}
 	for q := q0; q < kp; q++ {
 		dq := d[q*w+c : q*w+c+rows]
 		for i := range dq {

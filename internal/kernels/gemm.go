@@ -562,7 +562,7 @@ func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb i
 			o, done := (ic+s)*lda+pc, -1
 			switch {
 			case mr == 6 && rows == 6:
-				done = pack6Vector(d, a[o:], lda, kb)
+				done = pack6Vector(asU32(d), asU32(a[o:]), lda, kb)
 			case rows > 4 && rows <= 16 && o+15*lda+kb <= len(a):
 				// The vector transpose reads 16 rows (stores rows
 				// lanes), so it runs where 16 rows exist.

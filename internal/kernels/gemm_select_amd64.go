@@ -270,10 +270,10 @@ func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int {
 	return 16 * blocks
 }
 
-// pack6Vector transposes six rows of src (ld apart) into the 6-lane
-// sliver dst (dst[p·6+i] = src[i·ld+p]) for the first 8·⌊n/8⌋ columns
-// and returns how many it did (0 without AVX2).
-func pack6Vector(dst, src []float32, ld, n int) int {
+// pack6Vector transposes six rows of 32-bit lanes of src (ld apart)
+// into the 6-lane sliver dst (dst[p·6+i] = src[i·ld+p]) for the first
+// 8·⌊n/8⌋ columns and returns how many it did (0 without AVX2).
+func pack6Vector(dst, src []uint32, ld, n int) int {
 	blocks := n / 8
 	if !hasAVX2 || blocks == 0 {
 		return 0

@@ -24,7 +24,7 @@ func splitPairsVector(odd, even, src []uint32) int { return 0 }
 func copyRowsVector(dst []float32, w int, src []float32, ld, rows, n int) int { return 0 }
 
 // pack6Vector has no vector path on this build.
-func pack6Vector(dst, src []float32, ld, n int) int { return 0 }
+func pack6Vector(dst, src []uint32, ld, n int) int { return 0 }
 
 // transposeVector has no vector path on this build.
 func transposeVector(dst []uint32, w int, src []uint32, ld, rows, n int) int { return 0 }

@@ -457,15 +457,15 @@ func transpose8x8Halves(r, t []VecPhysical) {
 	}
 }
 
-// transpose6AVX2 packs six rows of float32 into the 6-lane slivers of
-// the AVX2 float32 micro-kernel: for each of blocks blocks of 8 columns,
-// src[i][8b+j] (row i at i·srcStride bytes, i < 6) is stored to
-// dst[(8b+j)·6+i]. Rows 6 and 7 of the 8×8 transpose are never loaded
-// (their lanes are not stored).
+// transpose6AVX2 packs six rows of 32-bit lanes into the 6-lane slivers
+// of the AVX2 micro-kernels (float32 values, or bf16 pairs): for each of
+// blocks blocks of 8 columns, src[i][8b+j] (row i at i·srcStride bytes,
+// i < 6) is stored to dst[(8b+j)·6+i]. Rows 6 and 7 of the 8×8
+// transpose are never loaded (their lanes are not stored).
 func transpose6AVX2() {
-	TEXT("transpose6AVX2", NOSPLIT, "func(dst, src *float32, blocks, srcStride int)")
+	TEXT("transpose6AVX2", NOSPLIT, "func(dst, src *uint32, blocks, srcStride int)")
 	Pragma("noescape")
-	Doc("transpose6AVX2 transposes blocks of 6×8 float32 into 8 rows of 6; its Go twin is packA's loop over the rows of a sliver (gemm.go) (AVX2).")
+	Doc("transpose6AVX2 transposes blocks of 6×8 32-bit lanes into 8 rows of 6; its Go twins are packA's loop over the rows of a sliver (gemm.go) and transposeInto's (bf16pack.go) (AVX2).")
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
