@@ -544,15 +544,9 @@ func scaleC(m, n int, beta float32, c []float32, ldc int) {
 func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb int) {
 	s0 := 0
 	if trans {
-		// op(A) = Aᵀ: the mr values for one p are contiguous in A. Whole
-		// slivers row by row of A, each row read in order.
+		// op(A) = Aᵀ: the mr values for one p are contiguous in A.
 		s0 = mb / mr * mr
-		for p := 0; p < kb; p++ {
-			row := a[(pc+p)*lda+ic : (pc+p)*lda+ic+s0]
-			for s := 0; s < s0; s += mr {
-				copy(dst[s*kb+p*mr:s*kb+p*mr+mr], row[s:s+mr])
-			}
-		}
+		packRows(dst, mr, a[pc*lda+ic:], lda, kb, s0)
 	}
 	for s := s0; s < mb; s += mr {
 		d := dst[s*kb : s*kb+mr*kb]
@@ -602,6 +596,24 @@ func packA(dst []float32, mr int, trans bool, a []float32, lda, ic, pc, mb, kb i
 	}
 }
 
+// packRows copies rows rows of n values (n a multiple of w; row p at
+// src[p·ld:]) into the width-w slivers of dst, sliver s holding rows
+// lanes of w: dst[s·rows + p·w + c] = src[p·ld + s + c]. Each source row
+// is read in order, all slivers at once: reading a sliver's w values
+// down the rows instead (a line per row, rows ld apart) defeats the
+// prefetchers: packing took four times as long.
+func packRows(dst []float32, w int, src []float32, ld, rows, n int) {
+	if n == 0 {
+		return
+	}
+	for p := copyRowsVector(dst, w, src, ld, rows, n); p < rows; p++ {
+		row := src[p*ld : p*ld+n]
+		for s := 0; s < n; s += w {
+			copy(dst[s*rows+p*w:s*rows+p*w+w], row[s:s+w])
+		}
+	}
+}
+
 // interleave4 transposes four consecutive source rows src[i..i+3][pc:pc+kb]
 // (leading dimension ld) into columns c..c+3 of the width-w panel d:
 // four sequential reads and four adjacent writes per step.
@@ -622,16 +634,8 @@ func interleave4(d []float32, w, c int, src []float32, ld, i, pc, kb int) {
 func packB(dst []float32, nr int, trans bool, b []float32, ldb, pc, jc, kb, nb int) {
 	s0 := 0
 	if !trans {
-		// Whole slivers row by row: each row of B is read in order
-		// (strided reads, one line per row, defeat the prefetchers).
 		s0 = nb / nr * nr
-		p := copyRowsVector(dst, nr, b[pc*ldb+jc:], ldb, kb, s0)
-		for ; p < kb; p++ {
-			row := b[(pc+p)*ldb+jc : (pc+p)*ldb+jc+s0]
-			for s := 0; s < s0; s += nr {
-				copy(dst[s*kb+p*nr:s*kb+p*nr+nr], row[s:s+nr])
-			}
-		}
+		packRows(dst, nr, b[pc*ldb+jc:], ldb, kb, s0)
 	}
 	for s := s0; s < nb; s += nr {
 		d := dst[s*kb : s*kb+nr*kb]
