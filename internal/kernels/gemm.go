@@ -144,7 +144,7 @@ type gemmPart struct {
 	tile   []float32
 	tmp16  []uint32  // staging for the bf16 packs
 	shifts []uint32  // a block's exponent shifts (Operand.Exp), one per row or column
-	splitA []uint32  // a packed A block split for a split bf16 kernel
+	splitA []uint32  // a packed A block split for a split bf16 kernel (made on first use)
 	rowsA  []float32 // a direct GEMM's rows of op(A) = Aᵀ, transposed
 }
 
@@ -186,12 +186,8 @@ func newPart() *gemmPart {
 		}
 		tmp = max(tmp, 2*kern16.mc())
 	}
-	p := &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp),
+	return &gemmPart{packA: make([]float32, mcr*kc), packB: make([]float32, kc*nc), tile: make([]float32, tile), tmp16: make([]uint32, tmp),
 		shifts: make([]uint32, shifts)}
-	if kern16 != nil && kern16.split {
-		p.splitA = make([]uint32, kern16.sliver(kern16.mc(), kern16.pairRows(kc)))
-	}
-	return p
 }
 
 func putParts(src []*gemmPart) {

@@ -201,8 +201,7 @@ func gemmSerial16(w *gemmPart, g *gemmArgs, m0, m1, n0, n1 int) {
 				if kern16.split && g.packedA == nil { // (a shared A is split)
 					// B's panel splits in place (kc·nc lanes hold it
 					// split); A's block, which may be shared, into a
-					// buffer of its own (made here if the part was made
-					// for another kernel).
+					// buffer of its own, made on first use.
 					slivers := (mb + mr - 1) / mr
 					if n := 2 * slivers * mr * kps; len(w.splitA) < n {
 						w.splitA = make([]uint32, kern16.sliver(mc, kern16.pairRows(kc)))
