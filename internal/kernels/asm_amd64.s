@@ -15983,6 +15983,125 @@ TEXT ·geluAVX2(SB), NOSPLIT, $0-24
 	MOVQ  y+0(FP), AX
 	MOVQ  x+8(FP), CX
 	MOVQ  blocks+16(FP), DX
+	MOVQ  DX, BX
+	SHRQ  $0x01, BX
+	TESTQ BX, BX
+	JZ    geluAVX2_pairs_done
+
+geluAVX2_pairs_loop:
+	VMOVUPS    (CX), Y0
+	VMOVUPS    32(CX), Y8
+	VMULPS     avx2Consts<>+576(SB), Y0, Y1
+	VMULPS     avx2Consts<>+576(SB), Y8, Y9
+	VMULPS     Y0, Y1, Y1
+	VMULPS     Y8, Y9, Y9
+	VMULPS     Y0, Y1, Y1
+	VMULPS     Y8, Y9, Y9
+	VADDPS     Y1, Y0, Y1
+	VADDPS     Y9, Y8, Y9
+	VMULPS     avx2Consts<>+608(SB), Y1, Y1
+	VMULPS     avx2Consts<>+608(SB), Y9, Y9
+	VMULPS     avx2Consts<>+480(SB), Y1, Y3
+	VMULPS     avx2Consts<>+480(SB), Y9, Y11
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y3, Y2, Y3
+	VMOVUPS    avx2Consts<>+32(SB), Y10
+	VMINPS     Y11, Y10, Y11
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y3, Y2, Y3
+	VMOVUPS    avx2Consts<>+64(SB), Y10
+	VMAXPS     Y11, Y10, Y11
+	VMULPS     avx2Consts<>+96(SB), Y3, Y2
+	VMULPS     avx2Consts<>+96(SB), Y11, Y10
+	VADDPS     avx2Consts<>+352(SB), Y2, Y6
+	VCVTTPS2DQ Y6, Y6
+	VADDPS     avx2Consts<>+352(SB), Y10, Y14
+	VCVTTPS2DQ Y14, Y14
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y7
+	VCVTTPS2DQ Y7, Y7
+	VSUBPS     avx2Consts<>+352(SB), Y10, Y15
+	VCVTTPS2DQ Y15, Y15
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y10, Y12
+	VBLENDVPS  Y4, Y7, Y6, Y6
+	VCVTDQ2PS  Y6, Y5
+	VBLENDVPS  Y12, Y15, Y14, Y14
+	VCVTDQ2PS  Y14, Y13
+	VMULPS     avx2Consts<>+128(SB), Y5, Y4
+	VSUBPS     Y4, Y3, Y4
+	VMULPS     avx2Consts<>+128(SB), Y13, Y12
+	VSUBPS     Y12, Y11, Y12
+	VMULPS     avx2Consts<>+160(SB), Y5, Y7
+	VSUBPS     Y7, Y4, Y4
+	VMULPS     avx2Consts<>+160(SB), Y13, Y15
+	VSUBPS     Y15, Y12, Y12
+	VMULPS     avx2Consts<>+192(SB), Y4, Y3
+	VMULPS     avx2Consts<>+192(SB), Y12, Y11
+	VADDPS     avx2Consts<>+224(SB), Y3, Y3
+	VADDPS     avx2Consts<>+224(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+256(SB), Y3, Y3
+	VADDPS     avx2Consts<>+256(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+288(SB), Y3, Y3
+	VADDPS     avx2Consts<>+288(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+320(SB), Y3, Y3
+	VADDPS     avx2Consts<>+320(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+352(SB), Y3, Y3
+	VADDPS     avx2Consts<>+352(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y11, Y11
+	VPADDD     avx2Consts<>+416(SB), Y6, Y6
+	VPSLLD     $0x17, Y6, Y6
+	VPADDD     avx2Consts<>+416(SB), Y14, Y14
+	VPSLLD     $0x17, Y14, Y14
+	VMULPS     Y6, Y3, Y3
+	VMULPS     Y14, Y11, Y11
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y11, Y11
+	VMOVUPS    avx2Consts<>+480(SB), Y2
+	VDIVPS     Y3, Y2, Y2
+	VMOVUPS    avx2Consts<>+480(SB), Y10
+	VDIVPS     Y11, Y10, Y10
+	VMOVUPS    avx2Consts<>+0(SB), Y6
+	VSUBPS     Y2, Y6, Y2
+	VMOVUPS    avx2Consts<>+0(SB), Y14
+	VSUBPS     Y10, Y14, Y10
+	VCMPPS     $0x0e, avx2Consts<>+512(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+0(SB), Y2, Y2
+	VCMPPS     $0x0e, avx2Consts<>+512(SB), Y9, Y14
+	VBLENDVPS  Y14, avx2Consts<>+0(SB), Y10, Y10
+	VCMPPS     $0x01, avx2Consts<>+544(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+448(SB), Y2, Y2
+	VCMPPS     $0x01, avx2Consts<>+544(SB), Y9, Y14
+	VBLENDVPS  Y14, avx2Consts<>+448(SB), Y10, Y10
+	VMULPS     avx2Consts<>+352(SB), Y0, Y6
+	VADDPS     avx2Consts<>+0(SB), Y2, Y2
+	VMULPS     avx2Consts<>+352(SB), Y8, Y14
+	VADDPS     avx2Consts<>+0(SB), Y10, Y10
+	VMULPS     Y2, Y6, Y2
+	VMOVUPS    Y2, (AX)
+	VMULPS     Y10, Y14, Y10
+	VMOVUPS    Y10, 32(AX)
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, AX
+	DECQ       BX
+	JNZ        geluAVX2_pairs_loop
+
+geluAVX2_pairs_done:
+	ANDQ  $0x00000001, DX
 	TESTQ DX, DX
 	JZ    geluAVX2_done
 
@@ -16056,6 +16175,150 @@ TEXT ·geluGradAVX2(SB), NOSPLIT, $0-32
 	MOVQ  x+8(FP), CX
 	MOVQ  dy+16(FP), DX
 	MOVQ  blocks+24(FP), BX
+	MOVQ  BX, SI
+	SHRQ  $0x01, SI
+	TESTQ SI, SI
+	JZ    geluGradAVX2_pairs_done
+
+geluGradAVX2_pairs_loop:
+	VMOVUPS    (CX), Y0
+	VMOVUPS    32(CX), Y8
+	VMULPS     avx2Consts<>+576(SB), Y0, Y1
+	VMULPS     avx2Consts<>+576(SB), Y8, Y9
+	VMULPS     Y0, Y1, Y1
+	VMULPS     Y8, Y9, Y9
+	VMULPS     Y0, Y1, Y1
+	VMULPS     Y8, Y9, Y9
+	VADDPS     Y1, Y0, Y1
+	VADDPS     Y9, Y8, Y9
+	VMULPS     avx2Consts<>+608(SB), Y1, Y1
+	VMULPS     avx2Consts<>+608(SB), Y9, Y9
+	VMULPS     avx2Consts<>+480(SB), Y1, Y3
+	VMULPS     avx2Consts<>+480(SB), Y9, Y11
+	VMOVUPS    avx2Consts<>+32(SB), Y2
+	VMINPS     Y3, Y2, Y3
+	VMOVUPS    avx2Consts<>+32(SB), Y10
+	VMINPS     Y11, Y10, Y11
+	VMOVUPS    avx2Consts<>+64(SB), Y2
+	VMAXPS     Y3, Y2, Y3
+	VMOVUPS    avx2Consts<>+64(SB), Y10
+	VMAXPS     Y11, Y10, Y11
+	VMULPS     avx2Consts<>+96(SB), Y3, Y2
+	VMULPS     avx2Consts<>+96(SB), Y11, Y10
+	VADDPS     avx2Consts<>+352(SB), Y2, Y6
+	VCVTTPS2DQ Y6, Y6
+	VADDPS     avx2Consts<>+352(SB), Y10, Y14
+	VCVTTPS2DQ Y14, Y14
+	VSUBPS     avx2Consts<>+352(SB), Y2, Y7
+	VCVTTPS2DQ Y7, Y7
+	VSUBPS     avx2Consts<>+352(SB), Y10, Y15
+	VCVTTPS2DQ Y15, Y15
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y2, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y10, Y12
+	VBLENDVPS  Y4, Y7, Y6, Y6
+	VCVTDQ2PS  Y6, Y5
+	VBLENDVPS  Y12, Y15, Y14, Y14
+	VCVTDQ2PS  Y14, Y13
+	VMULPS     avx2Consts<>+128(SB), Y5, Y4
+	VSUBPS     Y4, Y3, Y4
+	VMULPS     avx2Consts<>+128(SB), Y13, Y12
+	VSUBPS     Y12, Y11, Y12
+	VMULPS     avx2Consts<>+160(SB), Y5, Y7
+	VSUBPS     Y7, Y4, Y4
+	VMULPS     avx2Consts<>+160(SB), Y13, Y15
+	VSUBPS     Y15, Y12, Y12
+	VMULPS     avx2Consts<>+192(SB), Y4, Y3
+	VMULPS     avx2Consts<>+192(SB), Y12, Y11
+	VADDPS     avx2Consts<>+224(SB), Y3, Y3
+	VADDPS     avx2Consts<>+224(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+256(SB), Y3, Y3
+	VADDPS     avx2Consts<>+256(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+288(SB), Y3, Y3
+	VADDPS     avx2Consts<>+288(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+320(SB), Y3, Y3
+	VADDPS     avx2Consts<>+320(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+352(SB), Y3, Y3
+	VADDPS     avx2Consts<>+352(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y11, Y11
+	VMULPS     Y3, Y4, Y3
+	VMULPS     Y11, Y12, Y11
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y11, Y11
+	VPADDD     avx2Consts<>+416(SB), Y6, Y6
+	VPSLLD     $0x17, Y6, Y6
+	VPADDD     avx2Consts<>+416(SB), Y14, Y14
+	VPSLLD     $0x17, Y14, Y14
+	VMULPS     Y6, Y3, Y3
+	VMULPS     Y14, Y11, Y11
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y11, Y11
+	VMOVUPS    avx2Consts<>+480(SB), Y2
+	VDIVPS     Y3, Y2, Y2
+	VMOVUPS    avx2Consts<>+480(SB), Y10
+	VDIVPS     Y11, Y10, Y10
+	VMOVUPS    avx2Consts<>+0(SB), Y6
+	VSUBPS     Y2, Y6, Y2
+	VMOVUPS    avx2Consts<>+0(SB), Y14
+	VSUBPS     Y10, Y14, Y10
+	VCMPPS     $0x0e, avx2Consts<>+512(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+0(SB), Y2, Y2
+	VCMPPS     $0x0e, avx2Consts<>+512(SB), Y9, Y14
+	VBLENDVPS  Y14, avx2Consts<>+0(SB), Y10, Y10
+	VCMPPS     $0x01, avx2Consts<>+544(SB), Y1, Y6
+	VBLENDVPS  Y6, avx2Consts<>+448(SB), Y2, Y2
+	VCMPPS     $0x01, avx2Consts<>+544(SB), Y9, Y14
+	VBLENDVPS  Y14, avx2Consts<>+448(SB), Y10, Y10
+	VMULPS     avx2Consts<>+640(SB), Y0, Y3
+	VMULPS     Y0, Y3, Y3
+	VMULPS     avx2Consts<>+640(SB), Y8, Y11
+	VMULPS     Y8, Y11, Y11
+	VADDPS     avx2Consts<>+0(SB), Y3, Y3
+	VMULPS     avx2Consts<>+608(SB), Y3, Y3
+	VADDPS     avx2Consts<>+0(SB), Y11, Y11
+	VMULPS     avx2Consts<>+608(SB), Y11, Y11
+	VMULPS     Y2, Y2, Y6
+	VMOVUPS    avx2Consts<>+0(SB), Y7
+	VSUBPS     Y6, Y7, Y6
+	VMULPS     Y10, Y10, Y14
+	VMOVUPS    avx2Consts<>+0(SB), Y15
+	VSUBPS     Y14, Y15, Y14
+	VMULPS     avx2Consts<>+352(SB), Y0, Y7
+	VMULPS     Y6, Y7, Y7
+	VMULPS     avx2Consts<>+352(SB), Y8, Y15
+	VMULPS     Y14, Y15, Y15
+	VMULPS     Y3, Y7, Y7
+	VMULPS     Y11, Y15, Y15
+	VADDPS     avx2Consts<>+0(SB), Y2, Y2
+	VMULPS     avx2Consts<>+352(SB), Y2, Y2
+	VADDPS     avx2Consts<>+0(SB), Y10, Y10
+	VMULPS     avx2Consts<>+352(SB), Y10, Y10
+	VADDPS     Y7, Y2, Y2
+	VADDPS     Y15, Y10, Y10
+	VMOVUPS    (DX), Y6
+	VMULPS     Y2, Y6, Y2
+	VMOVUPS    32(DX), Y14
+	VMULPS     Y10, Y14, Y10
+	VMOVUPS    Y2, (AX)
+	VMOVUPS    Y10, 32(AX)
+	ADDQ       $0x00000040, DX
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, AX
+	DECQ       SI
+	JNZ        geluGradAVX2_pairs_loop
+
+geluGradAVX2_pairs_done:
+	ANDQ  $0x00000001, BX
 	TESTQ BX, BX
 	JZ    geluGradAVX2_done
 
@@ -16135,9 +16398,9 @@ geluGradAVX2_done:
 	VZEROUPPER
 	RET
 
-// func expSumAVX2(y *float32, x *float32, blocks int, scale float32, shift float32, lanes *[16]float32)
+// func expSumAVX2(y *float32, x *float32, blocks int, scale float32, shift float32, lanes *[16]float32, mask *[16]int32)
 // Requires: AVX, AVX2
-TEXT ·expSumAVX2(SB), NOSPLIT, $0-40
+TEXT ·expSumAVX2(SB), NOSPLIT, $0-48
 	MOVQ         y+0(FP), AX
 	MOVQ         x+8(FP), CX
 	MOVQ         blocks+16(FP), DX
@@ -16152,42 +16415,90 @@ expSumAVX2_loop:
 	VMOVUPS    (CX), Y0
 	VMULPS     Y8, Y0, Y0
 	VSUBPS     Y9, Y0, Y0
+	VMOVUPS    32(CX), Y6
+	VMULPS     Y8, Y6, Y6
+	VSUBPS     Y9, Y6, Y6
 	VMOVUPS    avx2Consts<>+32(SB), Y1
 	VMINPS     Y0, Y1, Y0
+	VMOVUPS    avx2Consts<>+32(SB), Y7
+	VMINPS     Y6, Y7, Y6
 	VMOVUPS    avx2Consts<>+64(SB), Y1
 	VMAXPS     Y0, Y1, Y0
+	VMOVUPS    avx2Consts<>+64(SB), Y7
+	VMAXPS     Y6, Y7, Y6
 	VMULPS     avx2Consts<>+96(SB), Y0, Y1
+	VMULPS     avx2Consts<>+96(SB), Y6, Y7
 	VADDPS     avx2Consts<>+352(SB), Y1, Y2
 	VCVTTPS2DQ Y2, Y2
+	VADDPS     avx2Consts<>+352(SB), Y7, Y12
+	VCVTTPS2DQ Y12, Y12
 	VSUBPS     avx2Consts<>+352(SB), Y1, Y3
 	VCVTTPS2DQ Y3, Y3
+	VSUBPS     avx2Consts<>+352(SB), Y7, Y13
+	VCVTTPS2DQ Y13, Y13
 	VCMPPS     $0x01, avx2Consts<>+384(SB), Y1, Y4
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y7, Y14
 	VBLENDVPS  Y4, Y3, Y2, Y2
 	VCVTDQ2PS  Y2, Y5
+	VBLENDVPS  Y14, Y13, Y12, Y12
+	VCVTDQ2PS  Y12, Y15
 	VMULPS     avx2Consts<>+128(SB), Y5, Y4
 	VSUBPS     Y4, Y0, Y4
+	VMULPS     avx2Consts<>+128(SB), Y15, Y14
+	VSUBPS     Y14, Y6, Y14
 	VMULPS     avx2Consts<>+160(SB), Y5, Y3
 	VSUBPS     Y3, Y4, Y4
+	VMULPS     avx2Consts<>+160(SB), Y15, Y13
+	VSUBPS     Y13, Y14, Y14
 	VMULPS     avx2Consts<>+192(SB), Y4, Y0
+	VMULPS     avx2Consts<>+192(SB), Y14, Y6
 	VADDPS     avx2Consts<>+224(SB), Y0, Y0
+	VADDPS     avx2Consts<>+224(SB), Y6, Y6
 	VMULPS     Y0, Y4, Y0
+	VMULPS     Y6, Y14, Y6
 	VADDPS     avx2Consts<>+256(SB), Y0, Y0
+	VADDPS     avx2Consts<>+256(SB), Y6, Y6
 	VMULPS     Y0, Y4, Y0
+	VMULPS     Y6, Y14, Y6
 	VADDPS     avx2Consts<>+288(SB), Y0, Y0
+	VADDPS     avx2Consts<>+288(SB), Y6, Y6
 	VMULPS     Y0, Y4, Y0
+	VMULPS     Y6, Y14, Y6
 	VADDPS     avx2Consts<>+320(SB), Y0, Y0
+	VADDPS     avx2Consts<>+320(SB), Y6, Y6
 	VMULPS     Y0, Y4, Y0
+	VMULPS     Y6, Y14, Y6
 	VADDPS     avx2Consts<>+352(SB), Y0, Y0
+	VADDPS     avx2Consts<>+352(SB), Y6, Y6
 	VMULPS     Y0, Y4, Y0
+	VMULPS     Y6, Y14, Y6
 	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VADDPS     avx2Consts<>+0(SB), Y6, Y6
 	VMULPS     Y0, Y4, Y0
+	VMULPS     Y6, Y14, Y6
 	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VADDPS     avx2Consts<>+0(SB), Y6, Y6
 	VPADDD     avx2Consts<>+416(SB), Y2, Y2
 	VPSLLD     $0x17, Y2, Y2
+	VPADDD     avx2Consts<>+416(SB), Y12, Y12
+	VPSLLD     $0x17, Y12, Y12
 	VMULPS     Y2, Y0, Y0
+	VMULPS     Y12, Y6, Y6
 	VMOVUPS    Y0, (AX)
 	VADDPS     Y0, Y10, Y10
-	VMOVUPS    32(CX), Y0
+	VMOVUPS    Y6, 32(AX)
+	VADDPS     Y6, Y11, Y11
+	ADDQ       $0x00000040, CX
+	ADDQ       $0x00000040, AX
+	DECQ       DX
+	JNZ        expSumAVX2_loop
+
+expSumAVX2_done:
+	MOVQ       mask+40(FP), DX
+	TESTQ      DX, DX
+	JZ         expSumAVX2_store
+	VMOVDQU    (DX), Y6
+	VMASKMOVPS (CX), Y6, Y0
 	VMULPS     Y8, Y0, Y0
 	VSUBPS     Y9, Y0, Y0
 	VMOVUPS    avx2Consts<>+32(SB), Y1
@@ -16223,23 +16534,60 @@ expSumAVX2_loop:
 	VPADDD     avx2Consts<>+416(SB), Y2, Y2
 	VPSLLD     $0x17, Y2, Y2
 	VMULPS     Y2, Y0, Y0
-	VMOVUPS    Y0, 32(AX)
+	VMASKMOVPS Y0, Y6, (AX)
+	VANDPS     Y6, Y0, Y0
+	VADDPS     Y0, Y10, Y10
+	VMOVDQU    32(DX), Y6
+	VMASKMOVPS 32(CX), Y6, Y0
+	VMULPS     Y8, Y0, Y0
+	VSUBPS     Y9, Y0, Y0
+	VMOVUPS    avx2Consts<>+32(SB), Y1
+	VMINPS     Y0, Y1, Y0
+	VMOVUPS    avx2Consts<>+64(SB), Y1
+	VMAXPS     Y0, Y1, Y0
+	VMULPS     avx2Consts<>+96(SB), Y0, Y1
+	VADDPS     avx2Consts<>+352(SB), Y1, Y2
+	VCVTTPS2DQ Y2, Y2
+	VSUBPS     avx2Consts<>+352(SB), Y1, Y3
+	VCVTTPS2DQ Y3, Y3
+	VCMPPS     $0x01, avx2Consts<>+384(SB), Y1, Y4
+	VBLENDVPS  Y4, Y3, Y2, Y2
+	VCVTDQ2PS  Y2, Y5
+	VMULPS     avx2Consts<>+128(SB), Y5, Y4
+	VSUBPS     Y4, Y0, Y4
+	VMULPS     avx2Consts<>+160(SB), Y5, Y3
+	VSUBPS     Y3, Y4, Y4
+	VMULPS     avx2Consts<>+192(SB), Y4, Y0
+	VADDPS     avx2Consts<>+224(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+256(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+288(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+320(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+352(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VMULPS     Y0, Y4, Y0
+	VADDPS     avx2Consts<>+0(SB), Y0, Y0
+	VPADDD     avx2Consts<>+416(SB), Y2, Y2
+	VPSLLD     $0x17, Y2, Y2
+	VMULPS     Y2, Y0, Y0
+	VMASKMOVPS Y0, Y6, 32(AX)
+	VANDPS     Y6, Y0, Y0
 	VADDPS     Y0, Y11, Y11
-	ADDQ       $0x00000040, CX
-	ADDQ       $0x00000040, AX
-	DECQ       DX
-	JNZ        expSumAVX2_loop
 
-expSumAVX2_done:
+expSumAVX2_store:
 	MOVQ    lanes+32(FP), AX
 	VMOVUPS Y10, (AX)
 	VMOVUPS Y11, 32(AX)
 	VZEROUPPER
 	RET
 
-// func rowMaxAVX2(x *float32, blocks int, lanes *[16]float32)
+// func rowMaxAVX2(x *float32, blocks int, lanes *[16]float32, mask *[16]int32)
 // Requires: AVX, AVX2, SSE2
-TEXT ·rowMaxAVX2(SB), NOSPLIT, $0-24
+TEXT ·rowMaxAVX2(SB), NOSPLIT, $0-32
 	MOVQ         x+0(FP), AX
 	MOVQ         blocks+8(FP), CX
 	MOVL         $0xff800000, DX
@@ -16257,6 +16605,22 @@ rowMaxAVX2_loop:
 	JNZ    rowMaxAVX2_loop
 
 rowMaxAVX2_done:
+	MOVQ         mask+24(FP), CX
+	TESTQ        CX, CX
+	JZ           rowMaxAVX2_store
+	MOVL         $0xff800000, DX
+	MOVD         DX, X4
+	VBROADCASTSS X4, Y4
+	VMOVDQU      (CX), Y2
+	VMASKMOVPS   (AX), Y2, Y3
+	VBLENDVPS    Y2, Y3, Y4, Y3
+	VMAXPS       Y3, Y0, Y0
+	VMOVDQU      32(CX), Y2
+	VMASKMOVPS   32(AX), Y2, Y3
+	VBLENDVPS    Y2, Y3, Y4, Y3
+	VMAXPS       Y3, Y1, Y1
+
+rowMaxAVX2_store:
 	MOVQ    lanes+16(FP), AX
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)

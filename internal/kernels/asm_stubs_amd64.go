@@ -569,15 +569,15 @@ func geluAVX2(y *float32, x *float32, blocks int)
 //go:noescape
 func geluGradAVX2(dx *float32, x *float32, dy *float32, blocks int)
 
-// expSumAVX2 writes y = fastExp(x·scale − shift) over 16·blocks values and stores their 16 lane sums; its Go twin is expSumGo (attention.go) (AVX2).
+// expSumAVX2 writes y = fastExp(x·scale − shift) over 16·blocks values, then over the lanes of one more block that mask selects (mask nil: none), and stores their 16 lane sums; its Go twin is expSumGo (attention.go) (AVX2).
 //
 //go:noescape
-func expSumAVX2(y *float32, x *float32, blocks int, scale float32, shift float32, lanes *[16]float32)
+func expSumAVX2(y *float32, x *float32, blocks int, scale float32, shift float32, lanes *[16]float32, mask *[16]int32)
 
-// rowMaxAVX2 stores the 16 lane maxima of 16·blocks values; its Go twin is rowMaxGo (attention.go) (AVX2).
+// rowMaxAVX2 stores the 16 lane maxima of 16·blocks values and of the lanes of one more block that mask selects (mask nil: none); its Go twin is rowMaxGo (attention.go) (AVX2).
 //
 //go:noescape
-func rowMaxAVX2(x *float32, blocks int, lanes *[16]float32)
+func rowMaxAVX2(x *float32, blocks int, lanes *[16]float32, mask *[16]int32)
 
 // softmaxGradRowAVX2 writes ds = (p·(dp − d))·scale over 8·blocks values; its Go twin is softmaxGradRowGo (attention.go) (AVX2).
 //

@@ -544,34 +544,44 @@ func expSumVector(y, x []float32, scale, shift float32) (float32, bool) {
 		if !hasAVX2 {
 			return 0, false
 		}
-		// 16 values at a time into 16 lane sums, the rest by the twin
-		// into the same lanes: the AVX-512 kernel's sums.
-		var lanes [16]float32
-		blocks := len(x) / 16
-		if blocks > 0 {
-			expSumAVX2(&y[0], &x[0], blocks, scale, shift, &lanes)
+		// 16 values at a time into 16 lane sums, the last block's
+		// through lane masks: the AVX-512 kernel's sums.
+		if len(x) == 0 {
+			return 0, true
 		}
-		expSumGo(y[16*blocks:], x[16*blocks:], scale, shift, &lanes)
+		var lanes [16]float32
+		blocks, tail := len(x)/16, len(x)%16
+		var mask *[16]int32
+		if tail > 0 {
+			mask = (*[16]int32)(laneMasks[16-tail:])
+		}
+		_ = y[len(x)-1]
+		expSumAVX2(&y[0], &x[0], blocks, scale, shift, &lanes, mask)
 		return sumLanes(&lanes), true
 	}
 	blocks, mask := tailMask(len(x))
 	return expSumAVX512(&y[0], &x[0], blocks, mask, scale, shift), true
 }
 
+// laneMasks[16−t:] is the lane mask of t values (t ≤ 16) of a 16-lane
+// block, for the AVX2 kernels' masked loads and stores.
+var laneMasks = [32]int32{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}
+
 // rowMaxVector runs RowMax's vector kernel and reports whether it could.
 func rowMaxVector(x []float32) (float32, bool) {
 	if !hasAVX512 {
-		blocks := len(x) / 16
-		if !hasAVX2 || blocks == 0 {
+		if !hasAVX2 || len(x) == 0 {
 			return 0, false
 		}
+		blocks, tail := len(x)/16, len(x)%16
+		var mask *[16]int32
+		if tail > 0 {
+			mask = (*[16]int32)(laneMasks[16-tail:])
+		}
 		var lanes [16]float32
-		rowMaxAVX2(&x[0], blocks, &lanes)
+		rowMaxAVX2(&x[0], blocks, &lanes, mask)
 		m := lanes[0]
 		for _, v := range lanes[1:] {
-			m = max(m, v)
-		}
-		for _, v := range x[16*blocks:] {
 			m = max(m, v)
 		}
 		return m, true

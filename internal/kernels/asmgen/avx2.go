@@ -61,37 +61,48 @@ func acf(v float64) Mem { return ac(f32(v)) }
 // operations of fastExp in the AVX-512 form), t, tmp, tmp2, r and nn
 // scratch.
 func fastExpAVX2(e, t, tmp, tmp2, r, nn VecPhysical) {
-	// Clamp with x as the second source, so a NaN stays (Go's min/max).
-	VMOVUPS(acf(87), t)
-	VMINPS(e, t, e)
-	VMOVUPS(acf(-87), t)
-	VMAXPS(e, t, e)
-	VMULPS(acf(1.4426950408889634), e, t)
-	VADDPS(acf(0.5), t, tmp)
-	VCVTTPS2DQ(tmp, tmp)
-	VSUBPS(acf(0.5), t, tmp2)
-	VCVTTPS2DQ(tmp2, tmp2)
-	VCMPPS(U8(1), acf(-0.5), t, r) // t < −0.5
-	VBLENDVPS(r, tmp2, tmp, tmp)
-	VCVTDQ2PS(tmp, nn)
-	VMULPS(acf(0.693145751953125), nn, r)
-	VSUBPS(r, e, r)
-	VMULPS(acf(1.428606765330187e-06), nn, tmp2)
-	VSUBPS(tmp2, r, r)
-	VMULPS(acf(1.0/5040), r, e)
-	VADDPS(acf(1.0/720), e, e)
-	for _, c := range []float64{1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1} {
-		VMULPS(e, r, e)
-		VADDPS(acf(c), e, e)
-	}
-	VMULPS(e, r, e)
-	VADDPS(acf(1), e, e)
-	VPADDD(ac(127), tmp, tmp)
-	VPSLLD(U8(23), tmp, tmp)
-	VMULPS(tmp, e, e)
+	fastExpAVX2Sets([]expSet{{e, t, tmp, tmp2, r, nn}})
 }
 
-// geluAVX2 is gelu on 8 lanes.
+// expSet is one vector's registers for fastExpAVX2Sets: e in and out,
+// the others scratch.
+type expSet struct{ e, t, tmp, tmp2, r, nn VecPhysical }
+
+// fastExpAVX2Sets is fastExpAVX2 on several vectors at once, their
+// instructions interleaved: the dependency chain of one is as long as
+// the out-of-order window can see, so a loop over one vector at a time
+// waits on its latencies.
+func fastExpAVX2Sets(sets []expSet) {
+	all := func(f func(s expSet)) {
+		for _, s := range sets {
+			f(s)
+		}
+	}
+	// Clamp with x as the second source, so a NaN stays (Go's min/max).
+	all(func(s expSet) { VMOVUPS(acf(87), s.t); VMINPS(s.e, s.t, s.e) })
+	all(func(s expSet) { VMOVUPS(acf(-87), s.t); VMAXPS(s.e, s.t, s.e) })
+	all(func(s expSet) { VMULPS(acf(1.4426950408889634), s.e, s.t) })
+	all(func(s expSet) { VADDPS(acf(0.5), s.t, s.tmp); VCVTTPS2DQ(s.tmp, s.tmp) })
+	all(func(s expSet) { VSUBPS(acf(0.5), s.t, s.tmp2); VCVTTPS2DQ(s.tmp2, s.tmp2) })
+	all(func(s expSet) { VCMPPS(U8(1), acf(-0.5), s.t, s.r) }) // t < −0.5
+	all(func(s expSet) { VBLENDVPS(s.r, s.tmp2, s.tmp, s.tmp); VCVTDQ2PS(s.tmp, s.nn) })
+	all(func(s expSet) { VMULPS(acf(0.693145751953125), s.nn, s.r); VSUBPS(s.r, s.e, s.r) })
+	all(func(s expSet) { VMULPS(acf(1.428606765330187e-06), s.nn, s.tmp2); VSUBPS(s.tmp2, s.r, s.r) })
+	all(func(s expSet) { VMULPS(acf(1.0/5040), s.r, s.e) })
+	all(func(s expSet) { VADDPS(acf(1.0/720), s.e, s.e) })
+	for _, c := range []float64{1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1} {
+		all(func(s expSet) { VMULPS(s.e, s.r, s.e) })
+		all(func(s expSet) { VADDPS(acf(c), s.e, s.e) })
+	}
+	all(func(s expSet) { VMULPS(s.e, s.r, s.e) })
+	all(func(s expSet) { VADDPS(acf(1), s.e, s.e) })
+	all(func(s expSet) { VPADDD(ac(127), s.tmp, s.tmp); VPSLLD(U8(23), s.tmp, s.tmp) })
+	all(func(s expSet) { VMULPS(s.tmp, s.e, s.e) })
+}
+
+// geluAVX2 is gelu on 8 lanes: two vectors at a time, their
+// instructions interleaved (see fastExpAVX2Sets; twice the rate of one
+// at a time), then the last one alone.
 func geluAVX2(backward bool) {
 	name := "geluAVX2"
 	sig := "func(y, x *float32, blocks int)"
@@ -108,52 +119,59 @@ func geluAVX2(backward bool) {
 		out, x = Load(Param("y"), GP64()), Load(Param("x"), GP64())
 	}
 	n = Load(Param("blocks"), GP64())
-	loop(name, n, func() {
-		v, u, t, e, r, nn, tmp, tmp2 := Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7
-		VMOVUPS(Mem{Base: x}, v)
-		VMULPS(acf(0.044715), v, u)
-		VMULPS(v, u, u)
-		VMULPS(v, u, u)
-		VADDPS(u, v, u)
-		VMULPS(acf(0.7978845608028654), u, u)
-		VMULPS(acf(2), u, e)
-		fastExpAVX2(e, t, tmp, tmp2, r, nn)
-		VADDPS(acf(1), e, e)
-		VMOVUPS(acf(2), t)
-		VDIVPS(e, t, t)
-		VMOVUPS(acf(1), tmp)
-		VSUBPS(t, tmp, t)
-		VCMPPS(U8(14), acf(9), u, tmp) // u > 9
-		VBLENDVPS(tmp, acf(1), t, t)
-		VCMPPS(U8(1), acf(-9), u, tmp) // u < −9
-		VBLENDVPS(tmp, acf(-1), t, t)
-		if !backward {
-			VMULPS(acf(0.5), v, tmp)
-			VADDPS(acf(1), t, t)
-			VMULPS(t, tmp, t)
-			VMOVUPS(t, Mem{Base: out})
-		} else {
-			VMULPS(acf(3*0.044715), v, e)
-			VMULPS(v, e, e)
-			VADDPS(acf(1), e, e)
-			VMULPS(acf(0.7978845608028654), e, e)
-			VMULPS(t, t, tmp)
-			VMOVUPS(acf(1), tmp2)
-			VSUBPS(tmp, tmp2, tmp)
-			VMULPS(acf(0.5), v, tmp2)
-			VMULPS(tmp, tmp2, tmp2)
-			VMULPS(e, tmp2, tmp2)
-			VADDPS(acf(1), t, t)
-			VMULPS(acf(0.5), t, t)
-			VADDPS(tmp2, t, t)
-			VMOVUPS(Mem{Base: dy}, tmp)
-			VMULPS(t, tmp, t)
-			VMOVUPS(t, Mem{Base: out})
-			ADDQ(U32(32), dy)
+	type set struct {
+		v, u VecPhysical
+		expSet
+		off int // the vector's offset in bytes
+	}
+	sets := []set{{Y0, Y1, expSet{Y3, Y2, Y6, Y7, Y4, Y5}, 0}, {Y8, Y9, expSet{Y11, Y10, Y14, Y15, Y12, Y13}, 32}}
+	body := func(sets []set) {
+		all := func(f func(s set)) {
+			for _, s := range sets {
+				f(s)
+			}
 		}
-		ADDQ(U32(32), x)
-		ADDQ(U32(32), out)
-	})
+		all(func(s set) { VMOVUPS(Mem{Base: x, Disp: s.off}, s.v) })
+		all(func(s set) { VMULPS(acf(0.044715), s.v, s.u) })
+		all(func(s set) { VMULPS(s.v, s.u, s.u) })
+		all(func(s set) { VMULPS(s.v, s.u, s.u) })
+		all(func(s set) { VADDPS(s.u, s.v, s.u) })
+		all(func(s set) { VMULPS(acf(0.7978845608028654), s.u, s.u) })
+		all(func(s set) { VMULPS(acf(2), s.u, s.e) })
+		es := make([]expSet, len(sets))
+		for i, s := range sets {
+			es[i] = s.expSet
+		}
+		fastExpAVX2Sets(es)
+		all(func(s set) { VADDPS(acf(1), s.e, s.e) })
+		all(func(s set) { VMOVUPS(acf(2), s.t); VDIVPS(s.e, s.t, s.t) })
+		all(func(s set) { VMOVUPS(acf(1), s.tmp); VSUBPS(s.t, s.tmp, s.t) })
+		all(func(s set) { VCMPPS(U8(14), acf(9), s.u, s.tmp); VBLENDVPS(s.tmp, acf(1), s.t, s.t) })  // u > 9
+		all(func(s set) { VCMPPS(U8(1), acf(-9), s.u, s.tmp); VBLENDVPS(s.tmp, acf(-1), s.t, s.t) }) // u < −9
+		if !backward {
+			all(func(s set) { VMULPS(acf(0.5), s.v, s.tmp); VADDPS(acf(1), s.t, s.t) })
+			all(func(s set) { VMULPS(s.t, s.tmp, s.t); VMOVUPS(s.t, Mem{Base: out, Disp: s.off}) })
+		} else {
+			all(func(s set) { VMULPS(acf(3*0.044715), s.v, s.e); VMULPS(s.v, s.e, s.e) })
+			all(func(s set) { VADDPS(acf(1), s.e, s.e); VMULPS(acf(0.7978845608028654), s.e, s.e) })
+			all(func(s set) { VMULPS(s.t, s.t, s.tmp); VMOVUPS(acf(1), s.tmp2); VSUBPS(s.tmp, s.tmp2, s.tmp) })
+			all(func(s set) { VMULPS(acf(0.5), s.v, s.tmp2); VMULPS(s.tmp, s.tmp2, s.tmp2) })
+			all(func(s set) { VMULPS(s.e, s.tmp2, s.tmp2) })
+			all(func(s set) { VADDPS(acf(1), s.t, s.t); VMULPS(acf(0.5), s.t, s.t) })
+			all(func(s set) { VADDPS(s.tmp2, s.t, s.t) })
+			all(func(s set) { VMOVUPS(Mem{Base: dy, Disp: s.off}, s.tmp); VMULPS(s.t, s.tmp, s.t) })
+			all(func(s set) { VMOVUPS(s.t, Mem{Base: out, Disp: s.off}) })
+			ADDQ(U32(32*len(sets)), dy)
+		}
+		ADDQ(U32(32*len(sets)), x)
+		ADDQ(U32(32*len(sets)), out)
+	}
+	pairs := GP64()
+	MOVQ(n, pairs)
+	SHRQ(U8(1), pairs)
+	loop(name+"_pairs", pairs, func() { body(sets) })
+	ANDQ(U32(1), n)
+	loop(name, n, func() { body(sets[:1]) })
 	VZEROUPPER()
 	RET()
 }
@@ -163,9 +181,9 @@ func geluAVX2(backward bool) {
 // to lanes: expSumGo's order.
 func expSumAVX2() {
 	name := "expSumAVX2"
-	TEXT(name, NOSPLIT, "func(y, x *float32, blocks int, scale, shift float32, lanes *[16]float32)")
+	TEXT(name, NOSPLIT, "func(y, x *float32, blocks int, scale, shift float32, lanes *[16]float32, mask *[16]int32)")
 	Pragma("noescape")
-	Doc(name + " writes y = fastExp(x·scale − shift) over 16·blocks values and stores their 16 lane sums; its Go twin is expSumGo (attention.go) (AVX2).")
+	Doc(name + " writes y = fastExp(x·scale − shift) over 16·blocks values, then over the lanes of one more block that mask selects (mask nil: none), and stores their 16 lane sums; its Go twin is expSumGo (attention.go) (AVX2).")
 	y := Load(Param("y"), GP64())
 	x := Load(Param("x"), GP64())
 	n := Load(Param("blocks"), GP64())
@@ -173,19 +191,41 @@ func expSumAVX2() {
 	broadcastParams(scale, "scale", shift, "shift")
 	VXORPS(sumLo, sumLo, sumLo)
 	VXORPS(sumHi, sumHi, sumHi)
-	e, t, tmp, tmp2, r, nn := Y0, Y1, Y2, Y3, Y4, Y5
+	// The two halves of a block side by side (fastExpAVX2Sets).
+	sets := []expSet{{Y0, Y1, Y2, Y3, Y4, Y5}, {Y6, Y7, Y12, Y13, Y14, Y15}}
+	sums := []VecPhysical{sumLo, sumHi}
 	loop(name, n, func() {
-		for h, sum := range []VecPhysical{sumLo, sumHi} {
-			VMOVUPS(Mem{Base: x, Disp: 32 * h}, e)
-			VMULPS(scale, e, e)
-			VSUBPS(shift, e, e)
-			fastExpAVX2(e, t, tmp, tmp2, r, nn)
-			VMOVUPS(e, Mem{Base: y, Disp: 32 * h})
-			VADDPS(e, sum, sum)
+		for h, s := range sets {
+			VMOVUPS(Mem{Base: x, Disp: 32 * h}, s.e)
+			VMULPS(scale, s.e, s.e)
+			VSUBPS(shift, s.e, s.e)
+		}
+		fastExpAVX2Sets(sets)
+		for h, s := range sets {
+			VMOVUPS(s.e, Mem{Base: y, Disp: 32 * h})
+			VADDPS(s.e, sums[h], sums[h])
 		}
 		ADDQ(U32(64), x)
 		ADDQ(U32(64), y)
 	})
+	// The last, partial block: the masked lanes read as 0 and add +0 to
+	// their sums (which are sums of exponentials, never −0), and y there
+	// is not written.
+	m := Load(Param("mask"), GP64())
+	TESTQ(m, m)
+	JZ(LabelRef(name + "_store"))
+	s, mk := sets[0], sets[1].e
+	for h := 0; h < 2; h++ {
+		VMOVDQU(Mem{Base: m, Disp: 32 * h}, mk)
+		VMASKMOVPS(Mem{Base: x, Disp: 32 * h}, mk, s.e)
+		VMULPS(scale, s.e, s.e)
+		VSUBPS(shift, s.e, s.e)
+		fastExpAVX2(s.e, s.t, s.tmp, s.tmp2, s.r, s.nn)
+		VMASKMOVPS(s.e, mk, Mem{Base: y, Disp: 32 * h})
+		VANDPS(mk, s.e, s.e)
+		VADDPS(s.e, sums[h], sums[h])
+	}
+	Label(name + "_store")
 	l := Load(Param("lanes"), GP64())
 	VMOVUPS(sumLo, Mem{Base: l})
 	VMOVUPS(sumHi, Mem{Base: l, Disp: 32})
@@ -197,9 +237,9 @@ func expSumAVX2() {
 // (lanes start at −∞); rowMaxGo is its twin.
 func rowMaxAVX2() {
 	name := "rowMaxAVX2"
-	TEXT(name, NOSPLIT, "func(x *float32, blocks int, lanes *[16]float32)")
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int, lanes *[16]float32, mask *[16]int32)")
 	Pragma("noescape")
-	Doc(name + " stores the 16 lane maxima of 16·blocks values; its Go twin is rowMaxGo (attention.go) (AVX2).")
+	Doc(name + " stores the 16 lane maxima of 16·blocks values and of the lanes of one more block that mask selects (mask nil: none); its Go twin is rowMaxGo (attention.go) (AVX2).")
 	x := Load(Param("x"), GP64())
 	n := Load(Param("blocks"), GP64())
 	lo, hi := Y0, Y1
@@ -213,6 +253,22 @@ func rowMaxAVX2() {
 		VMAXPS(Mem{Base: x, Disp: 32}, hi, hi)
 		ADDQ(U32(64), x)
 	})
+	// The partial block: masked lanes read as −∞.
+	m := Load(Param("mask"), GP64())
+	TESTQ(m, m)
+	JZ(LabelRef(name + "_store"))
+	mk, v, inf := Y2, Y3, Y4
+	ri := GP32()
+	MOVL(U32(0xFF800000), ri)
+	MOVD(ri, X4)
+	VBROADCASTSS(X4, inf)
+	for h, acc := range []VecPhysical{lo, hi} {
+		VMOVDQU(Mem{Base: m, Disp: 32 * h}, mk)
+		VMASKMOVPS(Mem{Base: x, Disp: 32 * h}, mk, v)
+		VBLENDVPS(mk, v, inf, v)
+		VMAXPS(v, acc, acc)
+	}
+	Label(name + "_store")
 	l := Load(Param("lanes"), GP64())
 	VMOVUPS(lo, Mem{Base: l})
 	VMOVUPS(hi, Mem{Base: l, Disp: 32})
