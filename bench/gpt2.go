@@ -40,13 +40,14 @@ func runGPT2Config(r *Results, reps int, cfg nn.GPTConfig, batch int) error {
 		}
 		steps = append(steps, step)
 	}
-	d, err := medians(reps, steps...)
+	ts, err := samples(reps, steps...)
 	if err != nil {
 		return fmt.Errorf("GPT-2 124M: %w", err)
 	}
+	d := median(ts)
 	ms := func(i int) float64 { return float64(d[i].Microseconds()) / 1000 }
 	r.GPT2FP32, r.GPT2BF16, r.GPT2FP8 = ms(0), ms(1), ms(2)
-	r.GPT2BF16OverFP32, r.GPT2FP8OverFP32 = r.GPT2BF16/r.GPT2FP32, r.GPT2FP8/r.GPT2FP32
+	r.GPT2BF16OverFP32, r.GPT2FP8OverFP32 = pairedRatio(ts[1], ts[0]), pairedRatio(ts[2], ts[0])
 	r.GPT2GEMMGFLOP = float64(gemmFlops(fp32)) / 1e9
 	if r.GemmFP32 > 0 {
 		r.GPT2RooflineFP32 = r.GPT2GEMMGFLOP / r.GemmFP32 / d[0].Seconds()

@@ -63,12 +63,13 @@ func runLlama(r *Results, reps int, cfg nn.LlamaConfig, batch int) error {
 		}
 		steps = append(steps, step)
 	}
-	d, err := medians(reps, steps...)
+	ts, err := samples(reps, steps...)
 	if err != nil {
 		return fmt.Errorf("Llama: %w", err)
 	}
+	d := median(ts)
 	ms := func(i int) float64 { return float64(d[i].Microseconds()) / 1000 }
 	r.LlamaFP32, r.LlamaBF16, r.LlamaFP8 = ms(0), ms(1), ms(2)
-	r.LlamaBF16OverFP32, r.LlamaFP8OverFP32 = r.LlamaBF16/r.LlamaFP32, r.LlamaFP8/r.LlamaFP32
+	r.LlamaBF16OverFP32, r.LlamaFP8OverFP32 = pairedRatio(ts[1], ts[0]), pairedRatio(ts[2], ts[0])
 	return nil
 }

@@ -119,14 +119,17 @@ type Results struct {
 	GPTNVFP4OverFP8    float64 `json:"ratio_gpt_nvfp4_over_fp8,omitempty"`
 	GPTMXFP8           float64 `json:"gpt_iter_ms_mxfp8,omitempty"`
 	GPTMXFP8OverFP8    float64 `json:"ratio_gpt_mxfp8_over_fp8,omitempty"`
-	FP32OverGonum      float64 `json:"ratio_gemm_fp32_over_gonum"`
-	BF16OverFP32       float64 `json:"ratio_gemm_bf16_over_fp32"`
-	FP8OverFP32        float64 `json:"ratio_gemm_fp8_over_fp32"`
-	GorgoniaOverOctet  float64 `json:"ratio_mlp_gorgonia_over_fp32"`
-	StepBF16OverFP32   float64 `json:"ratio_mlp_bf16_over_fp32"`
-	StepFP8OverFP32    float64 `json:"ratio_mlp_fp8_over_fp32"`
-	GPTBF16OverFP32    float64 `json:"ratio_gpt_bf16_over_fp32"`
-	GPTFP8OverFP32     float64 `json:"ratio_gpt_fp8_over_fp32"`
+	// The ratios below (and the GPT-2 and Llama ones) are paired too:
+	// each the median over the rounds of one round's ratio. A ratio of
+	// rates (GFLOP/s) is float32's time over the other's.
+	FP32OverGonum     float64 `json:"ratio_gemm_fp32_over_gonum"`
+	BF16OverFP32      float64 `json:"ratio_gemm_bf16_over_fp32"`
+	FP8OverFP32       float64 `json:"ratio_gemm_fp8_over_fp32"`
+	GorgoniaOverOctet float64 `json:"ratio_mlp_gorgonia_over_fp32"`
+	StepBF16OverFP32  float64 `json:"ratio_mlp_bf16_over_fp32"`
+	StepFP8OverFP32   float64 `json:"ratio_mlp_fp8_over_fp32"`
+	GPTBF16OverFP32   float64 `json:"ratio_gpt_bf16_over_fp32"`
+	GPTFP8OverFP32    float64 `json:"ratio_gpt_fp8_over_fp32"`
 	// The share of a GPT iteration spent in GEMM ops (graph.Profile).
 	GPTGEMMShareFP32 float64 `json:"gpt_gemm_share_fp32"`
 	GPTGEMMShareBF16 float64 `json:"gpt_gemm_share_bf16"`
@@ -153,20 +156,6 @@ type Results struct {
 	LlamaFP8OverFP32  float64 `json:"ratio_llama_fp8_over_fp32,omitempty"`
 }
 
-// medians times each of fs reps times, interleaved (f0, f1, …, f0, f1,
-// …) so that all of them see the same machine conditions, after warm-up
-// calls, and returns each one's median. A sample is the mean of as many
-// consecutive calls as fill sampleTime (one for a call that long): the
-// steady state a training loop runs in, not one call after the
-// collection that precedes each sample.
-func medians(reps int, fs ...func() error) ([]time.Duration, error) {
-	ts, err := samples(reps, fs...)
-	if err != nil {
-		return nil, err
-	}
-	return median(ts), nil
-}
-
 // median returns the median of each contender's samples.
 func median(ts [][]time.Duration) []time.Duration {
 	out := make([]time.Duration, len(ts))
@@ -191,8 +180,13 @@ func pairedRatio(num, den []time.Duration) float64 {
 	return r[len(r)/2]
 }
 
-// samples is medians' timing: each of fs's reps samples, in the order
-// taken (round r of every contender before round r+1 of any).
+// samples times each of fs reps times, interleaved (f0, f1, …, f0, f1,
+// …) so that all of them see the same machine conditions, after warm-up
+// calls, and returns every contender's samples in the order taken (round
+// r of every contender before round r+1 of any). A sample is the mean of
+// as many consecutive calls as fill sampleTime (one for a call that
+// long): the steady state a training loop runs in, not one call after
+// the collection that precedes each sample.
 func samples(reps int, fs ...func() error) ([][]time.Duration, error) {
 	runs := make([]int, len(fs))
 	for i := 0; i < 2; i++ {
@@ -223,7 +217,7 @@ func samples(reps int, fs ...func() error) ([][]time.Duration, error) {
 	return ts, nil
 }
 
-// sampleTime is how long a timed sample of medians runs, and maxRuns
+// sampleTime is how long one of samples' samples runs, and maxRuns
 // the most calls it averages.
 const (
 	sampleTime = 20 * time.Millisecond
@@ -282,11 +276,14 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 	for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
 		_ = gemm32()
 	}
-	d, err := medians(reps, gemm32, gemm16, gemm8, gonum)
+	ts, err := samples(reps, gemm32, gemm16, gemm8, gonum)
 	if err != nil {
 		return nil, err
 	}
+	d := median(ts)
 	r.GemmFP32, r.GemmBF16, r.GemmFP8, r.GemmGonum = gflops(n, d[0]), gflops(n, d[1]), gflops(n, d[2]), gflops(n, d[3])
+	// Rates: the float32 time over the other's.
+	r.BF16OverFP32, r.FP8OverFP32, r.FP32OverGonum = pairedRatio(ts[0], ts[1]), pairedRatio(ts[0], ts[2]), pairedRatio(ts[3], ts[0])
 
 	var steps []func() error
 	for _, rec := range smallRecipes {
@@ -301,11 +298,11 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		return nil, err
 	}
 	defer cleanup()
-	ts, err := samples(reps, append(steps, stepG)...)
-	if err != nil {
+	if ts, err = samples(reps, append(steps, stepG)...); err != nil {
 		return nil, err
 	}
 	d = median(ts)
+	r.StepBF16OverFP32, r.StepFP8OverFP32, r.GorgoniaOverOctet = pairedRatio(ts[1], ts[0]), pairedRatio(ts[2], ts[0]), pairedRatio(ts[6], ts[0])
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	r.MLPFP32, r.MLPBF16, r.MLPFP8, r.MLPFP8Block, r.MLPNVFP4, r.MLPMXFP8, r.MLPGorgonia = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5]), ms(d[6])
 	r.MLPFP8BlockOverFP8, r.MLPNVFP4OverFP8, r.MLPMXFP8OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2]), pairedRatio(ts[5], ts[2])
@@ -325,7 +322,7 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		d = median(ts)
 		r.GPTFP32, r.GPTBF16, r.GPTFP8, r.GPTFP8Block, r.GPTNVFP4, r.GPTMXFP8 = ms(d[0]), ms(d[1]), ms(d[2]), ms(d[3]), ms(d[4]), ms(d[5])
 		r.GPTFP8BlockOverFP8, r.GPTNVFP4OverFP8, r.GPTMXFP8OverFP8 = pairedRatio(ts[3], ts[2]), pairedRatio(ts[4], ts[2]), pairedRatio(ts[5], ts[2])
-		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = r.GPTBF16/r.GPTFP32, r.GPTFP8/r.GPTFP32
+		r.GPTBF16OverFP32, r.GPTFP8OverFP32 = pairedRatio(ts[1], ts[0]), pairedRatio(ts[2], ts[0])
 		// The share of each GPT iteration spent in GEMMs, from the
 		// programs' own per-op profile (separate runs, not timed above).
 		shares := []*float64{&r.GPTGEMMShareFP32, &r.GPTGEMMShareBF16, &r.GPTGEMMShareFP8}
@@ -347,12 +344,6 @@ func run(n, batch, reps int, withGPT bool) (*Results, error) {
 		}
 	}
 
-	r.FP32OverGonum = r.GemmFP32 / r.GemmGonum
-	r.BF16OverFP32 = r.GemmBF16 / r.GemmFP32
-	r.FP8OverFP32 = r.GemmFP8 / r.GemmFP32
-	r.GorgoniaOverOctet = r.MLPGorgonia / r.MLPFP32
-	r.StepBF16OverFP32 = r.MLPBF16 / r.MLPFP32
-	r.StepFP8OverFP32 = r.MLPFP8 / r.MLPFP32
 	return r, nil
 }
 
