@@ -4,6 +4,400 @@
 
 #include "textflag.h"
 
+DATA avx2Consts<>+0(SB)/4, $0x3f800000
+DATA avx2Consts<>+4(SB)/4, $0x3f800000
+DATA avx2Consts<>+8(SB)/4, $0x3f800000
+DATA avx2Consts<>+12(SB)/4, $0x3f800000
+DATA avx2Consts<>+16(SB)/4, $0x3f800000
+DATA avx2Consts<>+20(SB)/4, $0x3f800000
+DATA avx2Consts<>+24(SB)/4, $0x3f800000
+DATA avx2Consts<>+28(SB)/4, $0x3f800000
+DATA avx2Consts<>+32(SB)/4, $0x42ae0000
+DATA avx2Consts<>+36(SB)/4, $0x42ae0000
+DATA avx2Consts<>+40(SB)/4, $0x42ae0000
+DATA avx2Consts<>+44(SB)/4, $0x42ae0000
+DATA avx2Consts<>+48(SB)/4, $0x42ae0000
+DATA avx2Consts<>+52(SB)/4, $0x42ae0000
+DATA avx2Consts<>+56(SB)/4, $0x42ae0000
+DATA avx2Consts<>+60(SB)/4, $0x42ae0000
+DATA avx2Consts<>+64(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+68(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+72(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+76(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+80(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+84(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+88(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+92(SB)/4, $0xc2ae0000
+DATA avx2Consts<>+96(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+100(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+104(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+108(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+112(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+116(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+120(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+124(SB)/4, $0x3fb8aa3b
+DATA avx2Consts<>+128(SB)/4, $0x3f317200
+DATA avx2Consts<>+132(SB)/4, $0x3f317200
+DATA avx2Consts<>+136(SB)/4, $0x3f317200
+DATA avx2Consts<>+140(SB)/4, $0x3f317200
+DATA avx2Consts<>+144(SB)/4, $0x3f317200
+DATA avx2Consts<>+148(SB)/4, $0x3f317200
+DATA avx2Consts<>+152(SB)/4, $0x3f317200
+DATA avx2Consts<>+156(SB)/4, $0x3f317200
+DATA avx2Consts<>+160(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+164(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+168(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+172(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+176(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+180(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+184(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+188(SB)/4, $0x35bfbe8e
+DATA avx2Consts<>+192(SB)/4, $0x39500d01
+DATA avx2Consts<>+196(SB)/4, $0x39500d01
+DATA avx2Consts<>+200(SB)/4, $0x39500d01
+DATA avx2Consts<>+204(SB)/4, $0x39500d01
+DATA avx2Consts<>+208(SB)/4, $0x39500d01
+DATA avx2Consts<>+212(SB)/4, $0x39500d01
+DATA avx2Consts<>+216(SB)/4, $0x39500d01
+DATA avx2Consts<>+220(SB)/4, $0x39500d01
+DATA avx2Consts<>+224(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+228(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+232(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+236(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+240(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+244(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+248(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+252(SB)/4, $0x3ab60b61
+DATA avx2Consts<>+256(SB)/4, $0x3c088889
+DATA avx2Consts<>+260(SB)/4, $0x3c088889
+DATA avx2Consts<>+264(SB)/4, $0x3c088889
+DATA avx2Consts<>+268(SB)/4, $0x3c088889
+DATA avx2Consts<>+272(SB)/4, $0x3c088889
+DATA avx2Consts<>+276(SB)/4, $0x3c088889
+DATA avx2Consts<>+280(SB)/4, $0x3c088889
+DATA avx2Consts<>+284(SB)/4, $0x3c088889
+DATA avx2Consts<>+288(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+292(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+296(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+300(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+304(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+308(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+312(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+316(SB)/4, $0x3d2aaaab
+DATA avx2Consts<>+320(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+324(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+328(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+332(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+336(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+340(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+344(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+348(SB)/4, $0x3e2aaaab
+DATA avx2Consts<>+352(SB)/4, $0x3f000000
+DATA avx2Consts<>+356(SB)/4, $0x3f000000
+DATA avx2Consts<>+360(SB)/4, $0x3f000000
+DATA avx2Consts<>+364(SB)/4, $0x3f000000
+DATA avx2Consts<>+368(SB)/4, $0x3f000000
+DATA avx2Consts<>+372(SB)/4, $0x3f000000
+DATA avx2Consts<>+376(SB)/4, $0x3f000000
+DATA avx2Consts<>+380(SB)/4, $0x3f000000
+DATA avx2Consts<>+384(SB)/4, $0xbf000000
+DATA avx2Consts<>+388(SB)/4, $0xbf000000
+DATA avx2Consts<>+392(SB)/4, $0xbf000000
+DATA avx2Consts<>+396(SB)/4, $0xbf000000
+DATA avx2Consts<>+400(SB)/4, $0xbf000000
+DATA avx2Consts<>+404(SB)/4, $0xbf000000
+DATA avx2Consts<>+408(SB)/4, $0xbf000000
+DATA avx2Consts<>+412(SB)/4, $0xbf000000
+DATA avx2Consts<>+416(SB)/4, $0x0000007f
+DATA avx2Consts<>+420(SB)/4, $0x0000007f
+DATA avx2Consts<>+424(SB)/4, $0x0000007f
+DATA avx2Consts<>+428(SB)/4, $0x0000007f
+DATA avx2Consts<>+432(SB)/4, $0x0000007f
+DATA avx2Consts<>+436(SB)/4, $0x0000007f
+DATA avx2Consts<>+440(SB)/4, $0x0000007f
+DATA avx2Consts<>+444(SB)/4, $0x0000007f
+DATA avx2Consts<>+448(SB)/4, $0xbf800000
+DATA avx2Consts<>+452(SB)/4, $0xbf800000
+DATA avx2Consts<>+456(SB)/4, $0xbf800000
+DATA avx2Consts<>+460(SB)/4, $0xbf800000
+DATA avx2Consts<>+464(SB)/4, $0xbf800000
+DATA avx2Consts<>+468(SB)/4, $0xbf800000
+DATA avx2Consts<>+472(SB)/4, $0xbf800000
+DATA avx2Consts<>+476(SB)/4, $0xbf800000
+DATA avx2Consts<>+480(SB)/4, $0x40000000
+DATA avx2Consts<>+484(SB)/4, $0x40000000
+DATA avx2Consts<>+488(SB)/4, $0x40000000
+DATA avx2Consts<>+492(SB)/4, $0x40000000
+DATA avx2Consts<>+496(SB)/4, $0x40000000
+DATA avx2Consts<>+500(SB)/4, $0x40000000
+DATA avx2Consts<>+504(SB)/4, $0x40000000
+DATA avx2Consts<>+508(SB)/4, $0x40000000
+DATA avx2Consts<>+512(SB)/4, $0x41100000
+DATA avx2Consts<>+516(SB)/4, $0x41100000
+DATA avx2Consts<>+520(SB)/4, $0x41100000
+DATA avx2Consts<>+524(SB)/4, $0x41100000
+DATA avx2Consts<>+528(SB)/4, $0x41100000
+DATA avx2Consts<>+532(SB)/4, $0x41100000
+DATA avx2Consts<>+536(SB)/4, $0x41100000
+DATA avx2Consts<>+540(SB)/4, $0x41100000
+DATA avx2Consts<>+544(SB)/4, $0xc1100000
+DATA avx2Consts<>+548(SB)/4, $0xc1100000
+DATA avx2Consts<>+552(SB)/4, $0xc1100000
+DATA avx2Consts<>+556(SB)/4, $0xc1100000
+DATA avx2Consts<>+560(SB)/4, $0xc1100000
+DATA avx2Consts<>+564(SB)/4, $0xc1100000
+DATA avx2Consts<>+568(SB)/4, $0xc1100000
+DATA avx2Consts<>+572(SB)/4, $0xc1100000
+DATA avx2Consts<>+576(SB)/4, $0x3d372713
+DATA avx2Consts<>+580(SB)/4, $0x3d372713
+DATA avx2Consts<>+584(SB)/4, $0x3d372713
+DATA avx2Consts<>+588(SB)/4, $0x3d372713
+DATA avx2Consts<>+592(SB)/4, $0x3d372713
+DATA avx2Consts<>+596(SB)/4, $0x3d372713
+DATA avx2Consts<>+600(SB)/4, $0x3d372713
+DATA avx2Consts<>+604(SB)/4, $0x3d372713
+DATA avx2Consts<>+608(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+612(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+616(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+620(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+624(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+628(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+632(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+636(SB)/4, $0x3f4c422a
+DATA avx2Consts<>+640(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+644(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+648(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+652(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+656(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+660(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+664(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+668(SB)/4, $0x3e095d4f
+DATA avx2Consts<>+672(SB)/4, $0xffff0000
+DATA avx2Consts<>+676(SB)/4, $0xffff0000
+DATA avx2Consts<>+680(SB)/4, $0xffff0000
+DATA avx2Consts<>+684(SB)/4, $0xffff0000
+DATA avx2Consts<>+688(SB)/4, $0xffff0000
+DATA avx2Consts<>+692(SB)/4, $0xffff0000
+DATA avx2Consts<>+696(SB)/4, $0xffff0000
+DATA avx2Consts<>+700(SB)/4, $0xffff0000
+DATA avx2Consts<>+704(SB)/4, $0x00007fff
+DATA avx2Consts<>+708(SB)/4, $0x00007fff
+DATA avx2Consts<>+712(SB)/4, $0x00007fff
+DATA avx2Consts<>+716(SB)/4, $0x00007fff
+DATA avx2Consts<>+720(SB)/4, $0x00007fff
+DATA avx2Consts<>+724(SB)/4, $0x00007fff
+DATA avx2Consts<>+728(SB)/4, $0x00007fff
+DATA avx2Consts<>+732(SB)/4, $0x00007fff
+DATA avx2Consts<>+736(SB)/4, $0x7fffffff
+DATA avx2Consts<>+740(SB)/4, $0x7fffffff
+DATA avx2Consts<>+744(SB)/4, $0x7fffffff
+DATA avx2Consts<>+748(SB)/4, $0x7fffffff
+DATA avx2Consts<>+752(SB)/4, $0x7fffffff
+DATA avx2Consts<>+756(SB)/4, $0x7fffffff
+DATA avx2Consts<>+760(SB)/4, $0x7fffffff
+DATA avx2Consts<>+764(SB)/4, $0x7fffffff
+DATA avx2Consts<>+768(SB)/4, $0x7f800000
+DATA avx2Consts<>+772(SB)/4, $0x7f800000
+DATA avx2Consts<>+776(SB)/4, $0x7f800000
+DATA avx2Consts<>+780(SB)/4, $0x7f800000
+DATA avx2Consts<>+784(SB)/4, $0x7f800000
+DATA avx2Consts<>+788(SB)/4, $0x7f800000
+DATA avx2Consts<>+792(SB)/4, $0x7f800000
+DATA avx2Consts<>+796(SB)/4, $0x7f800000
+DATA avx2Consts<>+800(SB)/4, $0x00000040
+DATA avx2Consts<>+804(SB)/4, $0x00000040
+DATA avx2Consts<>+808(SB)/4, $0x00000040
+DATA avx2Consts<>+812(SB)/4, $0x00000040
+DATA avx2Consts<>+816(SB)/4, $0x00000040
+DATA avx2Consts<>+820(SB)/4, $0x00000040
+DATA avx2Consts<>+824(SB)/4, $0x00000040
+DATA avx2Consts<>+828(SB)/4, $0x00000040
+DATA avx2Consts<>+832(SB)/4, $0x00008000
+DATA avx2Consts<>+836(SB)/4, $0x00008000
+DATA avx2Consts<>+840(SB)/4, $0x00008000
+DATA avx2Consts<>+844(SB)/4, $0x00008000
+DATA avx2Consts<>+848(SB)/4, $0x00008000
+DATA avx2Consts<>+852(SB)/4, $0x00008000
+DATA avx2Consts<>+856(SB)/4, $0x00008000
+DATA avx2Consts<>+860(SB)/4, $0x00008000
+DATA avx2Consts<>+864(SB)/4, $0x00000001
+DATA avx2Consts<>+868(SB)/4, $0x00000001
+DATA avx2Consts<>+872(SB)/4, $0x00000001
+DATA avx2Consts<>+876(SB)/4, $0x00000001
+DATA avx2Consts<>+880(SB)/4, $0x00000001
+DATA avx2Consts<>+884(SB)/4, $0x00000001
+DATA avx2Consts<>+888(SB)/4, $0x00000001
+DATA avx2Consts<>+892(SB)/4, $0x00000001
+DATA avx2Consts<>+896(SB)/4, $0x00000080
+DATA avx2Consts<>+900(SB)/4, $0x00000080
+DATA avx2Consts<>+904(SB)/4, $0x00000080
+DATA avx2Consts<>+908(SB)/4, $0x00000080
+DATA avx2Consts<>+912(SB)/4, $0x00000080
+DATA avx2Consts<>+916(SB)/4, $0x00000080
+DATA avx2Consts<>+920(SB)/4, $0x00000080
+DATA avx2Consts<>+924(SB)/4, $0x00000080
+DATA avx2Consts<>+928(SB)/4, $0x0000007f
+DATA avx2Consts<>+932(SB)/4, $0x0000007f
+DATA avx2Consts<>+936(SB)/4, $0x0000007f
+DATA avx2Consts<>+940(SB)/4, $0x0000007f
+DATA avx2Consts<>+944(SB)/4, $0x0000007f
+DATA avx2Consts<>+948(SB)/4, $0x0000007f
+DATA avx2Consts<>+952(SB)/4, $0x0000007f
+DATA avx2Consts<>+956(SB)/4, $0x0000007f
+DATA avx2Consts<>+960(SB)/4, $0x7fc00000
+DATA avx2Consts<>+964(SB)/4, $0x7fc00000
+DATA avx2Consts<>+968(SB)/4, $0x7fc00000
+DATA avx2Consts<>+972(SB)/4, $0x7fc00000
+DATA avx2Consts<>+976(SB)/4, $0x7fc00000
+DATA avx2Consts<>+980(SB)/4, $0x7fc00000
+DATA avx2Consts<>+984(SB)/4, $0x7fc00000
+DATA avx2Consts<>+988(SB)/4, $0x7fc00000
+DATA avx2Consts<>+992(SB)/4, $0x007f007f
+DATA avx2Consts<>+996(SB)/4, $0x007f007f
+DATA avx2Consts<>+1000(SB)/4, $0x007f007f
+DATA avx2Consts<>+1004(SB)/4, $0x007f007f
+DATA avx2Consts<>+1008(SB)/4, $0x007f007f
+DATA avx2Consts<>+1012(SB)/4, $0x007f007f
+DATA avx2Consts<>+1016(SB)/4, $0x007f007f
+DATA avx2Consts<>+1020(SB)/4, $0x007f007f
+DATA avx2Consts<>+1024(SB)/4, $0x00070007
+DATA avx2Consts<>+1028(SB)/4, $0x00070007
+DATA avx2Consts<>+1032(SB)/4, $0x00070007
+DATA avx2Consts<>+1036(SB)/4, $0x00070007
+DATA avx2Consts<>+1040(SB)/4, $0x00070007
+DATA avx2Consts<>+1044(SB)/4, $0x00070007
+DATA avx2Consts<>+1048(SB)/4, $0x00070007
+DATA avx2Consts<>+1052(SB)/4, $0x00070007
+DATA avx2Consts<>+1056(SB)/4, $0x00030003
+DATA avx2Consts<>+1060(SB)/4, $0x00030003
+DATA avx2Consts<>+1064(SB)/4, $0x00030003
+DATA avx2Consts<>+1068(SB)/4, $0x00030003
+DATA avx2Consts<>+1072(SB)/4, $0x00030003
+DATA avx2Consts<>+1076(SB)/4, $0x00030003
+DATA avx2Consts<>+1080(SB)/4, $0x00030003
+DATA avx2Consts<>+1084(SB)/4, $0x00030003
+DATA avx2Consts<>+1088(SB)/4, $0x007c007c
+DATA avx2Consts<>+1092(SB)/4, $0x007c007c
+DATA avx2Consts<>+1096(SB)/4, $0x007c007c
+DATA avx2Consts<>+1100(SB)/4, $0x007c007c
+DATA avx2Consts<>+1104(SB)/4, $0x007c007c
+DATA avx2Consts<>+1108(SB)/4, $0x007c007c
+DATA avx2Consts<>+1112(SB)/4, $0x007c007c
+DATA avx2Consts<>+1116(SB)/4, $0x007c007c
+DATA avx2Consts<>+1120(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1124(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1128(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1132(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1136(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1140(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1144(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1148(SB)/4, $0x3c003c00
+DATA avx2Consts<>+1152(SB)/4, $0x38003800
+DATA avx2Consts<>+1156(SB)/4, $0x38003800
+DATA avx2Consts<>+1160(SB)/4, $0x38003800
+DATA avx2Consts<>+1164(SB)/4, $0x38003800
+DATA avx2Consts<>+1168(SB)/4, $0x38003800
+DATA avx2Consts<>+1172(SB)/4, $0x38003800
+DATA avx2Consts<>+1176(SB)/4, $0x38003800
+DATA avx2Consts<>+1180(SB)/4, $0x38003800
+DATA avx2Consts<>+1184(SB)/4, $0x80008000
+DATA avx2Consts<>+1188(SB)/4, $0x80008000
+DATA avx2Consts<>+1192(SB)/4, $0x80008000
+DATA avx2Consts<>+1196(SB)/4, $0x80008000
+DATA avx2Consts<>+1200(SB)/4, $0x80008000
+DATA avx2Consts<>+1204(SB)/4, $0x80008000
+DATA avx2Consts<>+1208(SB)/4, $0x80008000
+DATA avx2Consts<>+1212(SB)/4, $0x80008000
+DATA avx2Consts<>+1216(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1220(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1224(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1228(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1232(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1236(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1240(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1244(SB)/4, $0x7fc07fc0
+DATA avx2Consts<>+1248(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1252(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1256(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1260(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1264(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1268(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1272(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1276(SB)/4, $0x7f807f80
+DATA avx2Consts<>+1280(SB)/4, $0x80000000
+DATA avx2Consts<>+1284(SB)/4, $0x80000000
+DATA avx2Consts<>+1288(SB)/4, $0x80000000
+DATA avx2Consts<>+1292(SB)/4, $0x80000000
+DATA avx2Consts<>+1296(SB)/4, $0x80000000
+DATA avx2Consts<>+1300(SB)/4, $0x80000000
+DATA avx2Consts<>+1304(SB)/4, $0x80000000
+DATA avx2Consts<>+1308(SB)/4, $0x80000000
+DATA avx2Consts<>+1312(SB)/4, $0x00000008
+DATA avx2Consts<>+1316(SB)/4, $0x00000008
+DATA avx2Consts<>+1320(SB)/4, $0x00000008
+DATA avx2Consts<>+1324(SB)/4, $0x00000008
+DATA avx2Consts<>+1328(SB)/4, $0x00000008
+DATA avx2Consts<>+1332(SB)/4, $0x00000008
+DATA avx2Consts<>+1336(SB)/4, $0x00000008
+DATA avx2Consts<>+1340(SB)/4, $0x00000008
+DATA avx2Consts<>+1344(SB)/4, $0x000000ff
+DATA avx2Consts<>+1348(SB)/4, $0x000000ff
+DATA avx2Consts<>+1352(SB)/4, $0x000000ff
+DATA avx2Consts<>+1356(SB)/4, $0x000000ff
+DATA avx2Consts<>+1360(SB)/4, $0x000000ff
+DATA avx2Consts<>+1364(SB)/4, $0x000000ff
+DATA avx2Consts<>+1368(SB)/4, $0x000000ff
+DATA avx2Consts<>+1372(SB)/4, $0x000000ff
+DATA avx2Consts<>+1376(SB)/4, $0x3e800000
+DATA avx2Consts<>+1380(SB)/4, $0x3e800000
+DATA avx2Consts<>+1384(SB)/4, $0x3e800000
+DATA avx2Consts<>+1388(SB)/4, $0x3e800000
+DATA avx2Consts<>+1392(SB)/4, $0x3e800000
+DATA avx2Consts<>+1396(SB)/4, $0x3e800000
+DATA avx2Consts<>+1400(SB)/4, $0x3e800000
+DATA avx2Consts<>+1404(SB)/4, $0x3e800000
+DATA avx2Consts<>+1408(SB)/4, $0x00000007
+DATA avx2Consts<>+1412(SB)/4, $0x00000007
+DATA avx2Consts<>+1416(SB)/4, $0x00000007
+DATA avx2Consts<>+1420(SB)/4, $0x00000007
+DATA avx2Consts<>+1424(SB)/4, $0x00000007
+DATA avx2Consts<>+1428(SB)/4, $0x00000007
+DATA avx2Consts<>+1432(SB)/4, $0x00000007
+DATA avx2Consts<>+1436(SB)/4, $0x00000007
+DATA avx2Consts<>+1440(SB)/4, $0x3f000000
+DATA avx2Consts<>+1444(SB)/4, $0x3f000000
+DATA avx2Consts<>+1448(SB)/4, $0x3f000000
+DATA avx2Consts<>+1452(SB)/4, $0x3f000000
+DATA avx2Consts<>+1456(SB)/4, $0x3f000000
+DATA avx2Consts<>+1460(SB)/4, $0x3f000000
+DATA avx2Consts<>+1464(SB)/4, $0x3f000000
+DATA avx2Consts<>+1468(SB)/4, $0x3f000000
+DATA avx2Consts<>+1472(SB)/4, $0x3f800000
+DATA avx2Consts<>+1476(SB)/4, $0x3f800000
+DATA avx2Consts<>+1480(SB)/4, $0x3f800000
+DATA avx2Consts<>+1484(SB)/4, $0x3f800000
+DATA avx2Consts<>+1488(SB)/4, $0x3f800000
+DATA avx2Consts<>+1492(SB)/4, $0x3f800000
+DATA avx2Consts<>+1496(SB)/4, $0x3f800000
+DATA avx2Consts<>+1500(SB)/4, $0x3f800000
+DATA avx2Consts<>+1504(SB)/4, $0x4b000000
+DATA avx2Consts<>+1508(SB)/4, $0x4b000000
+DATA avx2Consts<>+1512(SB)/4, $0x4b000000
+DATA avx2Consts<>+1516(SB)/4, $0x4b000000
+DATA avx2Consts<>+1520(SB)/4, $0x4b000000
+DATA avx2Consts<>+1524(SB)/4, $0x4b000000
+DATA avx2Consts<>+1528(SB)/4, $0x4b000000
+DATA avx2Consts<>+1532(SB)/4, $0x4b000000
+DATA avx2Consts<>+1536(SB)/4, $0x00400000
+DATA avx2Consts<>+1540(SB)/4, $0x00400000
+DATA avx2Consts<>+1544(SB)/4, $0x00400000
+DATA avx2Consts<>+1548(SB)/4, $0x00400000
+DATA avx2Consts<>+1552(SB)/4, $0x00400000
+DATA avx2Consts<>+1556(SB)/4, $0x00400000
+DATA avx2Consts<>+1560(SB)/4, $0x00400000
+DATA avx2Consts<>+1564(SB)/4, $0x00400000
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1568
+
 // func sgemmKernelAVX512(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 // Requires: AVX, AVX512F
 TEXT ·sgemmKernelAVX512(SB), NOSPLIT, $0-56
@@ -6860,112 +7254,235 @@ decodeBlocks32E5M2AVX512_done:
 // func geluAVX512(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX512F
 TEXT ·geluAVX512(SB), NOSPLIT, $0-24
-	MOVQ         y+0(FP), AX
-	MOVQ         x+8(FP), CX
-	MOVQ         blocks+16(FP), DX
-	MOVL         $0x3f800000, BX
-	VPBROADCASTD BX, Z8
-	MOVL         $0x42ae0000, BX
-	VPBROADCASTD BX, Z9
-	MOVL         $0xc2ae0000, BX
-	VPBROADCASTD BX, Z10
-	MOVL         $0x3fb8aa3b, BX
-	VPBROADCASTD BX, Z11
-	MOVL         $0x3f317200, BX
-	VPBROADCASTD BX, Z12
-	MOVL         $0x35bfbe8e, BX
-	VPBROADCASTD BX, Z13
-	MOVL         $0x39500d01, BX
-	VPBROADCASTD BX, Z14
-	MOVL         $0x3ab60b61, BX
-	VPBROADCASTD BX, Z15
-	MOVL         $0x3c088889, BX
-	VPBROADCASTD BX, Z16
-	MOVL         $0x3d2aaaab, BX
-	VPBROADCASTD BX, Z17
-	MOVL         $0x3e2aaaab, BX
-	VPBROADCASTD BX, Z18
-	MOVL         $0x3f000000, BX
-	VPBROADCASTD BX, Z19
-	MOVL         $0x3f000000, BX
-	VPBROADCASTD BX, Z20
-	MOVL         $0xbf000000, BX
-	VPBROADCASTD BX, Z21
-	MOVL         $0x0000007f, BX
-	VPBROADCASTD BX, Z22
-	MOVL         $0x3f000000, BX
-	VPBROADCASTD BX, Z23
-	MOVL         $0xbf800000, BX
-	VPBROADCASTD BX, Z24
-	MOVL         $0x40000000, BX
-	VPBROADCASTD BX, Z25
-	MOVL         $0x41100000, BX
-	VPBROADCASTD BX, Z26
-	MOVL         $0xc1100000, BX
-	VPBROADCASTD BX, Z27
-	MOVL         $0x3d372713, BX
-	VPBROADCASTD BX, Z28
-	MOVL         $0x3f4c422a, BX
-	VPBROADCASTD BX, Z29
-	MOVL         $0x3e095d4f, BX
-	VPBROADCASTD BX, Z30
-	TESTQ        DX, DX
-	JZ           geluAVX512_done
+	MOVQ         y+0(FP), CX
+	MOVQ         x+8(FP), BX
+	MOVQ         blocks+16(FP), AX
+	MOVL         $0x42ae0000, DX
+	VPBROADCASTD DX, Z24
+	MOVL         $0xc2ae0000, DX
+	VPBROADCASTD DX, Z25
+	MOVL         $0x3f800000, DX
+	VPBROADCASTD DX, Z26
+	MOVL         $0x40000000, DX
+	VPBROADCASTD DX, Z27
+	XORQ         DX, DX
+	MOVQ         $0x0000000000000003, SI
+	DIVQ         SI
+	MOVQ         DX, SI
+	TESTQ        AX, AX
+	JZ           geluAVX512_triples_done
+
+geluAVX512_triples_loop:
+	VMOVUPS        (BX), Z0
+	VMOVUPS        64(BX), Z8
+	VMOVUPS        128(BX), Z16
+	VMULPS.BCST    avx2Consts<>+576(SB), Z0, Z1
+	VMULPS.BCST    avx2Consts<>+576(SB), Z8, Z9
+	VMULPS.BCST    avx2Consts<>+576(SB), Z16, Z17
+	VMULPS         Z0, Z1, Z1
+	VMULPS         Z8, Z9, Z9
+	VMULPS         Z16, Z17, Z17
+	VMULPS         Z0, Z1, Z1
+	VMULPS         Z8, Z9, Z9
+	VMULPS         Z16, Z17, Z17
+	VADDPS         Z1, Z0, Z1
+	VADDPS         Z9, Z8, Z9
+	VADDPS         Z17, Z16, Z17
+	VMULPS.BCST    avx2Consts<>+608(SB), Z1, Z1
+	VMULPS.BCST    avx2Consts<>+608(SB), Z9, Z9
+	VMULPS.BCST    avx2Consts<>+608(SB), Z17, Z17
+	VMULPS         Z27, Z1, Z3
+	VMULPS         Z27, Z9, Z11
+	VMULPS         Z27, Z17, Z19
+	VMINPS         Z3, Z24, Z3
+	VMINPS         Z11, Z24, Z11
+	VMINPS         Z19, Z24, Z19
+	VMAXPS         Z3, Z25, Z3
+	VMAXPS         Z11, Z25, Z11
+	VMAXPS         Z19, Z25, Z19
+	VMULPS.BCST    avx2Consts<>+96(SB), Z3, Z2
+	VMULPS.BCST    avx2Consts<>+96(SB), Z11, Z10
+	VMULPS.BCST    avx2Consts<>+96(SB), Z19, Z18
+	VADDPS.BCST    avx2Consts<>+352(SB), Z2, Z6
+	VCVTTPS2DQ     Z6, Z6
+	VADDPS.BCST    avx2Consts<>+352(SB), Z10, Z14
+	VCVTTPS2DQ     Z14, Z14
+	VADDPS.BCST    avx2Consts<>+352(SB), Z18, Z22
+	VCVTTPS2DQ     Z22, Z22
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z2, Z7
+	VCVTTPS2DQ     Z7, Z7
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z10, Z15
+	VCVTTPS2DQ     Z15, Z15
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z18, Z23
+	VCVTTPS2DQ     Z23, Z23
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z2, K2
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z10, K4
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z18, K6
+	VPBLENDMD      Z7, Z6, K2, Z6
+	VCVTDQ2PS      Z6, Z5
+	VPBLENDMD      Z15, Z14, K4, Z14
+	VCVTDQ2PS      Z14, Z13
+	VPBLENDMD      Z23, Z22, K6, Z22
+	VCVTDQ2PS      Z22, Z21
+	VMULPS.BCST    avx2Consts<>+128(SB), Z5, Z4
+	VSUBPS         Z4, Z3, Z4
+	VMULPS.BCST    avx2Consts<>+128(SB), Z13, Z12
+	VSUBPS         Z12, Z11, Z12
+	VMULPS.BCST    avx2Consts<>+128(SB), Z21, Z20
+	VSUBPS         Z20, Z19, Z20
+	VMULPS.BCST    avx2Consts<>+160(SB), Z5, Z7
+	VSUBPS         Z7, Z4, Z4
+	VMULPS.BCST    avx2Consts<>+160(SB), Z13, Z15
+	VSUBPS         Z15, Z12, Z12
+	VMULPS.BCST    avx2Consts<>+160(SB), Z21, Z23
+	VSUBPS         Z23, Z20, Z20
+	VMULPS.BCST    avx2Consts<>+192(SB), Z4, Z3
+	VMULPS.BCST    avx2Consts<>+192(SB), Z12, Z11
+	VMULPS.BCST    avx2Consts<>+192(SB), Z20, Z19
+	VADDPS.BCST    avx2Consts<>+224(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+224(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+224(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+256(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+256(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+256(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+288(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+288(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+288(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+320(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+320(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+320(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+352(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+352(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+352(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+0(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+0(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+0(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS         Z26, Z3, Z3
+	VADDPS         Z26, Z11, Z11
+	VADDPS         Z26, Z19, Z19
+	VPADDD.BCST    avx2Consts<>+416(SB), Z6, Z6
+	VPSLLD         $0x17, Z6, Z6
+	VPADDD.BCST    avx2Consts<>+416(SB), Z14, Z14
+	VPSLLD         $0x17, Z14, Z14
+	VPADDD.BCST    avx2Consts<>+416(SB), Z22, Z22
+	VPSLLD         $0x17, Z22, Z22
+	VMULPS         Z6, Z3, Z3
+	VMULPS         Z14, Z11, Z11
+	VMULPS         Z22, Z19, Z19
+	VADDPS         Z26, Z3, Z3
+	VADDPS         Z26, Z11, Z11
+	VADDPS         Z26, Z19, Z19
+	VDIVPS         Z3, Z27, Z2
+	VDIVPS         Z11, Z27, Z10
+	VDIVPS         Z19, Z27, Z18
+	VSUBPS         Z2, Z26, Z2
+	VSUBPS         Z10, Z26, Z10
+	VSUBPS         Z18, Z26, Z18
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z1, K1
+	VPBLENDMD      Z26, Z2, K1, Z2
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z9, K3
+	VPBLENDMD      Z26, Z10, K3, Z10
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z17, K5
+	VPBLENDMD      Z26, Z18, K5, Z18
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z1, K2
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z2, K2, Z2
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z9, K4
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z10, K4, Z10
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z17, K6
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z18, K6, Z18
+	VMULPS.BCST    avx2Consts<>+352(SB), Z0, Z6
+	VADDPS         Z26, Z2, Z2
+	VMULPS.BCST    avx2Consts<>+352(SB), Z8, Z14
+	VADDPS         Z26, Z10, Z10
+	VMULPS.BCST    avx2Consts<>+352(SB), Z16, Z22
+	VADDPS         Z26, Z18, Z18
+	VMULPS         Z2, Z6, Z2
+	VMOVUPS        Z2, (CX)
+	VMULPS         Z10, Z14, Z10
+	VMOVUPS        Z10, 64(CX)
+	VMULPS         Z18, Z22, Z18
+	VMOVUPS        Z18, 128(CX)
+	ADDQ           $0x000000c0, BX
+	ADDQ           $0x000000c0, CX
+	DECQ           AX
+	JNZ            geluAVX512_triples_loop
+
+geluAVX512_triples_done:
+	TESTQ SI, SI
+	JZ    geluAVX512_done
 
 geluAVX512_loop:
-	VMOVUPS    (CX), Z0
-	VMULPS     Z0, Z28, Z1
-	VMULPS     Z0, Z1, Z1
-	VMULPS     Z0, Z1, Z1
-	VADDPS     Z1, Z0, Z1
-	VMULPS     Z1, Z29, Z1
-	VMULPS     Z25, Z1, Z3
-	VMINPS     Z3, Z9, Z3
-	VMAXPS     Z3, Z10, Z3
-	VMULPS     Z11, Z3, Z2
-	VADDPS     Z20, Z2, Z6
-	VCVTTPS2DQ Z6, Z6
-	VSUBPS     Z20, Z2, Z7
-	VCVTTPS2DQ Z7, Z7
-	VCMPPS     $0x01, Z21, Z2, K2
-	VPBLENDMD  Z7, Z6, K2, Z6
-	VCVTDQ2PS  Z6, Z5
-	VMULPS     Z12, Z5, Z4
-	VSUBPS     Z4, Z3, Z4
-	VMULPS     Z13, Z5, Z7
-	VSUBPS     Z7, Z4, Z4
-	VMULPS     Z14, Z4, Z3
-	VADDPS     Z15, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z16, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z17, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z18, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z19, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z8, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z8, Z3, Z3
-	VPADDD     Z22, Z6, Z6
-	VPSLLD     $0x17, Z6, Z6
-	VMULPS     Z6, Z3, Z3
-	VADDPS     Z8, Z3, Z3
-	VDIVPS     Z3, Z25, Z2
-	VSUBPS     Z2, Z8, Z2
-	VCMPPS     $0x0e, Z26, Z1, K1
-	VPBLENDMD  Z8, Z2, K1, Z2
-	VCMPPS     $0x01, Z27, Z1, K2
-	VPBLENDMD  Z24, Z2, K2, Z2
-	VMULPS     Z23, Z0, Z6
-	VADDPS     Z8, Z2, Z2
-	VMULPS     Z2, Z6, Z2
-	VMOVUPS    Z2, (AX)
-	ADDQ       $0x00000040, CX
-	ADDQ       $0x00000040, AX
-	DECQ       DX
-	JNZ        geluAVX512_loop
+	VMOVUPS        (BX), Z0
+	VMULPS.BCST    avx2Consts<>+576(SB), Z0, Z1
+	VMULPS         Z0, Z1, Z1
+	VMULPS         Z0, Z1, Z1
+	VADDPS         Z1, Z0, Z1
+	VMULPS.BCST    avx2Consts<>+608(SB), Z1, Z1
+	VMULPS         Z27, Z1, Z3
+	VMINPS         Z3, Z24, Z3
+	VMAXPS         Z3, Z25, Z3
+	VMULPS.BCST    avx2Consts<>+96(SB), Z3, Z2
+	VADDPS.BCST    avx2Consts<>+352(SB), Z2, Z6
+	VCVTTPS2DQ     Z6, Z6
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z2, Z7
+	VCVTTPS2DQ     Z7, Z7
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z2, K2
+	VPBLENDMD      Z7, Z6, K2, Z6
+	VCVTDQ2PS      Z6, Z5
+	VMULPS.BCST    avx2Consts<>+128(SB), Z5, Z4
+	VSUBPS         Z4, Z3, Z4
+	VMULPS.BCST    avx2Consts<>+160(SB), Z5, Z7
+	VSUBPS         Z7, Z4, Z4
+	VMULPS.BCST    avx2Consts<>+192(SB), Z4, Z3
+	VADDPS.BCST    avx2Consts<>+224(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+256(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+288(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+320(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+352(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+0(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS         Z26, Z3, Z3
+	VPADDD.BCST    avx2Consts<>+416(SB), Z6, Z6
+	VPSLLD         $0x17, Z6, Z6
+	VMULPS         Z6, Z3, Z3
+	VADDPS         Z26, Z3, Z3
+	VDIVPS         Z3, Z27, Z2
+	VSUBPS         Z2, Z26, Z2
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z1, K1
+	VPBLENDMD      Z26, Z2, K1, Z2
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z1, K2
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z2, K2, Z2
+	VMULPS.BCST    avx2Consts<>+352(SB), Z0, Z6
+	VADDPS         Z26, Z2, Z2
+	VMULPS         Z2, Z6, Z2
+	VMOVUPS        Z2, (CX)
+	ADDQ           $0x00000040, BX
+	ADDQ           $0x00000040, CX
+	DECQ           SI
+	JNZ            geluAVX512_loop
 
 geluAVX512_done:
 	VZEROUPPER
@@ -6974,125 +7491,282 @@ geluAVX512_done:
 // func geluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
 // Requires: AVX, AVX512F
 TEXT ·geluGradAVX512(SB), NOSPLIT, $0-32
-	MOVQ         dx+0(FP), AX
-	MOVQ         x+8(FP), CX
-	MOVQ         dy+16(FP), DX
-	MOVQ         blocks+24(FP), BX
-	MOVL         $0x3f800000, SI
-	VPBROADCASTD SI, Z8
-	MOVL         $0x42ae0000, SI
-	VPBROADCASTD SI, Z9
-	MOVL         $0xc2ae0000, SI
-	VPBROADCASTD SI, Z10
-	MOVL         $0x3fb8aa3b, SI
-	VPBROADCASTD SI, Z11
-	MOVL         $0x3f317200, SI
-	VPBROADCASTD SI, Z12
-	MOVL         $0x35bfbe8e, SI
-	VPBROADCASTD SI, Z13
-	MOVL         $0x39500d01, SI
-	VPBROADCASTD SI, Z14
-	MOVL         $0x3ab60b61, SI
-	VPBROADCASTD SI, Z15
-	MOVL         $0x3c088889, SI
-	VPBROADCASTD SI, Z16
-	MOVL         $0x3d2aaaab, SI
-	VPBROADCASTD SI, Z17
-	MOVL         $0x3e2aaaab, SI
-	VPBROADCASTD SI, Z18
-	MOVL         $0x3f000000, SI
-	VPBROADCASTD SI, Z19
-	MOVL         $0x3f000000, SI
-	VPBROADCASTD SI, Z20
-	MOVL         $0xbf000000, SI
-	VPBROADCASTD SI, Z21
-	MOVL         $0x0000007f, SI
-	VPBROADCASTD SI, Z22
-	MOVL         $0x3f000000, SI
-	VPBROADCASTD SI, Z23
-	MOVL         $0xbf800000, SI
-	VPBROADCASTD SI, Z24
-	MOVL         $0x40000000, SI
-	VPBROADCASTD SI, Z25
-	MOVL         $0x41100000, SI
-	VPBROADCASTD SI, Z26
-	MOVL         $0xc1100000, SI
-	VPBROADCASTD SI, Z27
-	MOVL         $0x3d372713, SI
-	VPBROADCASTD SI, Z28
-	MOVL         $0x3f4c422a, SI
-	VPBROADCASTD SI, Z29
-	MOVL         $0x3e095d4f, SI
-	VPBROADCASTD SI, Z30
-	TESTQ        BX, BX
-	JZ           geluGradAVX512_done
+	MOVQ         dx+0(FP), CX
+	MOVQ         x+8(FP), BX
+	MOVQ         dy+16(FP), SI
+	MOVQ         blocks+24(FP), AX
+	MOVL         $0x42ae0000, DX
+	VPBROADCASTD DX, Z24
+	MOVL         $0xc2ae0000, DX
+	VPBROADCASTD DX, Z25
+	MOVL         $0x3f800000, DX
+	VPBROADCASTD DX, Z26
+	MOVL         $0x40000000, DX
+	VPBROADCASTD DX, Z27
+	XORQ         DX, DX
+	MOVQ         $0x0000000000000003, DI
+	DIVQ         DI
+	MOVQ         DX, DI
+	TESTQ        AX, AX
+	JZ           geluGradAVX512_triples_done
+
+geluGradAVX512_triples_loop:
+	VMOVUPS        (BX), Z0
+	VMOVUPS        64(BX), Z8
+	VMOVUPS        128(BX), Z16
+	VMULPS.BCST    avx2Consts<>+576(SB), Z0, Z1
+	VMULPS.BCST    avx2Consts<>+576(SB), Z8, Z9
+	VMULPS.BCST    avx2Consts<>+576(SB), Z16, Z17
+	VMULPS         Z0, Z1, Z1
+	VMULPS         Z8, Z9, Z9
+	VMULPS         Z16, Z17, Z17
+	VMULPS         Z0, Z1, Z1
+	VMULPS         Z8, Z9, Z9
+	VMULPS         Z16, Z17, Z17
+	VADDPS         Z1, Z0, Z1
+	VADDPS         Z9, Z8, Z9
+	VADDPS         Z17, Z16, Z17
+	VMULPS.BCST    avx2Consts<>+608(SB), Z1, Z1
+	VMULPS.BCST    avx2Consts<>+608(SB), Z9, Z9
+	VMULPS.BCST    avx2Consts<>+608(SB), Z17, Z17
+	VMULPS         Z27, Z1, Z3
+	VMULPS         Z27, Z9, Z11
+	VMULPS         Z27, Z17, Z19
+	VMINPS         Z3, Z24, Z3
+	VMINPS         Z11, Z24, Z11
+	VMINPS         Z19, Z24, Z19
+	VMAXPS         Z3, Z25, Z3
+	VMAXPS         Z11, Z25, Z11
+	VMAXPS         Z19, Z25, Z19
+	VMULPS.BCST    avx2Consts<>+96(SB), Z3, Z2
+	VMULPS.BCST    avx2Consts<>+96(SB), Z11, Z10
+	VMULPS.BCST    avx2Consts<>+96(SB), Z19, Z18
+	VADDPS.BCST    avx2Consts<>+352(SB), Z2, Z6
+	VCVTTPS2DQ     Z6, Z6
+	VADDPS.BCST    avx2Consts<>+352(SB), Z10, Z14
+	VCVTTPS2DQ     Z14, Z14
+	VADDPS.BCST    avx2Consts<>+352(SB), Z18, Z22
+	VCVTTPS2DQ     Z22, Z22
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z2, Z7
+	VCVTTPS2DQ     Z7, Z7
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z10, Z15
+	VCVTTPS2DQ     Z15, Z15
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z18, Z23
+	VCVTTPS2DQ     Z23, Z23
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z2, K2
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z10, K4
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z18, K6
+	VPBLENDMD      Z7, Z6, K2, Z6
+	VCVTDQ2PS      Z6, Z5
+	VPBLENDMD      Z15, Z14, K4, Z14
+	VCVTDQ2PS      Z14, Z13
+	VPBLENDMD      Z23, Z22, K6, Z22
+	VCVTDQ2PS      Z22, Z21
+	VMULPS.BCST    avx2Consts<>+128(SB), Z5, Z4
+	VSUBPS         Z4, Z3, Z4
+	VMULPS.BCST    avx2Consts<>+128(SB), Z13, Z12
+	VSUBPS         Z12, Z11, Z12
+	VMULPS.BCST    avx2Consts<>+128(SB), Z21, Z20
+	VSUBPS         Z20, Z19, Z20
+	VMULPS.BCST    avx2Consts<>+160(SB), Z5, Z7
+	VSUBPS         Z7, Z4, Z4
+	VMULPS.BCST    avx2Consts<>+160(SB), Z13, Z15
+	VSUBPS         Z15, Z12, Z12
+	VMULPS.BCST    avx2Consts<>+160(SB), Z21, Z23
+	VSUBPS         Z23, Z20, Z20
+	VMULPS.BCST    avx2Consts<>+192(SB), Z4, Z3
+	VMULPS.BCST    avx2Consts<>+192(SB), Z12, Z11
+	VMULPS.BCST    avx2Consts<>+192(SB), Z20, Z19
+	VADDPS.BCST    avx2Consts<>+224(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+224(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+224(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+256(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+256(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+256(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+288(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+288(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+288(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+320(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+320(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+320(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+352(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+352(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+352(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS.BCST    avx2Consts<>+0(SB), Z3, Z3
+	VADDPS.BCST    avx2Consts<>+0(SB), Z11, Z11
+	VADDPS.BCST    avx2Consts<>+0(SB), Z19, Z19
+	VMULPS         Z3, Z4, Z3
+	VMULPS         Z11, Z12, Z11
+	VMULPS         Z19, Z20, Z19
+	VADDPS         Z26, Z3, Z3
+	VADDPS         Z26, Z11, Z11
+	VADDPS         Z26, Z19, Z19
+	VPADDD.BCST    avx2Consts<>+416(SB), Z6, Z6
+	VPSLLD         $0x17, Z6, Z6
+	VPADDD.BCST    avx2Consts<>+416(SB), Z14, Z14
+	VPSLLD         $0x17, Z14, Z14
+	VPADDD.BCST    avx2Consts<>+416(SB), Z22, Z22
+	VPSLLD         $0x17, Z22, Z22
+	VMULPS         Z6, Z3, Z3
+	VMULPS         Z14, Z11, Z11
+	VMULPS         Z22, Z19, Z19
+	VADDPS         Z26, Z3, Z3
+	VADDPS         Z26, Z11, Z11
+	VADDPS         Z26, Z19, Z19
+	VDIVPS         Z3, Z27, Z2
+	VDIVPS         Z11, Z27, Z10
+	VDIVPS         Z19, Z27, Z18
+	VSUBPS         Z2, Z26, Z2
+	VSUBPS         Z10, Z26, Z10
+	VSUBPS         Z18, Z26, Z18
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z1, K1
+	VPBLENDMD      Z26, Z2, K1, Z2
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z9, K3
+	VPBLENDMD      Z26, Z10, K3, Z10
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z17, K5
+	VPBLENDMD      Z26, Z18, K5, Z18
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z1, K2
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z2, K2, Z2
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z9, K4
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z10, K4, Z10
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z17, K6
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z18, K6, Z18
+	VMULPS.BCST    avx2Consts<>+640(SB), Z0, Z3
+	VMULPS         Z0, Z3, Z3
+	VMULPS.BCST    avx2Consts<>+640(SB), Z8, Z11
+	VMULPS         Z8, Z11, Z11
+	VMULPS.BCST    avx2Consts<>+640(SB), Z16, Z19
+	VMULPS         Z16, Z19, Z19
+	VADDPS         Z26, Z3, Z3
+	VMULPS.BCST    avx2Consts<>+608(SB), Z3, Z3
+	VADDPS         Z26, Z11, Z11
+	VMULPS.BCST    avx2Consts<>+608(SB), Z11, Z11
+	VADDPS         Z26, Z19, Z19
+	VMULPS.BCST    avx2Consts<>+608(SB), Z19, Z19
+	VMULPS         Z2, Z2, Z6
+	VSUBPS         Z6, Z26, Z6
+	VMULPS         Z10, Z10, Z14
+	VSUBPS         Z14, Z26, Z14
+	VMULPS         Z18, Z18, Z22
+	VSUBPS         Z22, Z26, Z22
+	VMULPS.BCST    avx2Consts<>+352(SB), Z0, Z7
+	VMULPS         Z6, Z7, Z7
+	VMULPS.BCST    avx2Consts<>+352(SB), Z8, Z15
+	VMULPS         Z14, Z15, Z15
+	VMULPS.BCST    avx2Consts<>+352(SB), Z16, Z23
+	VMULPS         Z22, Z23, Z23
+	VMULPS         Z3, Z7, Z7
+	VMULPS         Z11, Z15, Z15
+	VMULPS         Z19, Z23, Z23
+	VADDPS         Z26, Z2, Z2
+	VMULPS.BCST    avx2Consts<>+352(SB), Z2, Z2
+	VADDPS         Z26, Z10, Z10
+	VMULPS.BCST    avx2Consts<>+352(SB), Z10, Z10
+	VADDPS         Z26, Z18, Z18
+	VMULPS.BCST    avx2Consts<>+352(SB), Z18, Z18
+	VADDPS         Z7, Z2, Z2
+	VADDPS         Z15, Z10, Z10
+	VADDPS         Z23, Z18, Z18
+	VMOVUPS        (SI), Z6
+	VMULPS         Z2, Z6, Z2
+	VMOVUPS        64(SI), Z14
+	VMULPS         Z10, Z14, Z10
+	VMOVUPS        128(SI), Z22
+	VMULPS         Z18, Z22, Z18
+	VMOVUPS        Z2, (CX)
+	VMOVUPS        Z10, 64(CX)
+	VMOVUPS        Z18, 128(CX)
+	ADDQ           $0x000000c0, SI
+	ADDQ           $0x000000c0, BX
+	ADDQ           $0x000000c0, CX
+	DECQ           AX
+	JNZ            geluGradAVX512_triples_loop
+
+geluGradAVX512_triples_done:
+	TESTQ DI, DI
+	JZ    geluGradAVX512_done
 
 geluGradAVX512_loop:
-	VMOVUPS    (CX), Z0
-	VMULPS     Z0, Z28, Z1
-	VMULPS     Z0, Z1, Z1
-	VMULPS     Z0, Z1, Z1
-	VADDPS     Z1, Z0, Z1
-	VMULPS     Z1, Z29, Z1
-	VMULPS     Z25, Z1, Z3
-	VMINPS     Z3, Z9, Z3
-	VMAXPS     Z3, Z10, Z3
-	VMULPS     Z11, Z3, Z2
-	VADDPS     Z20, Z2, Z6
-	VCVTTPS2DQ Z6, Z6
-	VSUBPS     Z20, Z2, Z7
-	VCVTTPS2DQ Z7, Z7
-	VCMPPS     $0x01, Z21, Z2, K2
-	VPBLENDMD  Z7, Z6, K2, Z6
-	VCVTDQ2PS  Z6, Z5
-	VMULPS     Z12, Z5, Z4
-	VSUBPS     Z4, Z3, Z4
-	VMULPS     Z13, Z5, Z7
-	VSUBPS     Z7, Z4, Z4
-	VMULPS     Z14, Z4, Z3
-	VADDPS     Z15, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z16, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z17, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z18, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z19, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z8, Z3, Z3
-	VMULPS     Z3, Z4, Z3
-	VADDPS     Z8, Z3, Z3
-	VPADDD     Z22, Z6, Z6
-	VPSLLD     $0x17, Z6, Z6
-	VMULPS     Z6, Z3, Z3
-	VADDPS     Z8, Z3, Z3
-	VDIVPS     Z3, Z25, Z2
-	VSUBPS     Z2, Z8, Z2
-	VCMPPS     $0x0e, Z26, Z1, K1
-	VPBLENDMD  Z8, Z2, K1, Z2
-	VCMPPS     $0x01, Z27, Z1, K2
-	VPBLENDMD  Z24, Z2, K2, Z2
-	VMULPS     Z0, Z30, Z3
-	VMULPS     Z0, Z3, Z3
-	VADDPS     Z8, Z3, Z3
-	VMULPS     Z3, Z29, Z3
-	VMULPS     Z2, Z2, Z6
-	VSUBPS     Z6, Z8, Z6
-	VMULPS     Z23, Z0, Z7
-	VMULPS     Z6, Z7, Z7
-	VMULPS     Z3, Z7, Z7
-	VADDPS     Z8, Z2, Z2
-	VMULPS     Z2, Z23, Z2
-	VADDPS     Z7, Z2, Z2
-	VMOVUPS    (DX), Z6
-	VMULPS     Z2, Z6, Z2
-	VMOVUPS    Z2, (AX)
-	ADDQ       $0x00000040, DX
-	ADDQ       $0x00000040, CX
-	ADDQ       $0x00000040, AX
-	DECQ       BX
-	JNZ        geluGradAVX512_loop
+	VMOVUPS        (BX), Z0
+	VMULPS.BCST    avx2Consts<>+576(SB), Z0, Z1
+	VMULPS         Z0, Z1, Z1
+	VMULPS         Z0, Z1, Z1
+	VADDPS         Z1, Z0, Z1
+	VMULPS.BCST    avx2Consts<>+608(SB), Z1, Z1
+	VMULPS         Z27, Z1, Z3
+	VMINPS         Z3, Z24, Z3
+	VMAXPS         Z3, Z25, Z3
+	VMULPS.BCST    avx2Consts<>+96(SB), Z3, Z2
+	VADDPS.BCST    avx2Consts<>+352(SB), Z2, Z6
+	VCVTTPS2DQ     Z6, Z6
+	VSUBPS.BCST    avx2Consts<>+352(SB), Z2, Z7
+	VCVTTPS2DQ     Z7, Z7
+	VCMPPS.BCST    $0x01, avx2Consts<>+384(SB), Z2, K2
+	VPBLENDMD      Z7, Z6, K2, Z6
+	VCVTDQ2PS      Z6, Z5
+	VMULPS.BCST    avx2Consts<>+128(SB), Z5, Z4
+	VSUBPS         Z4, Z3, Z4
+	VMULPS.BCST    avx2Consts<>+160(SB), Z5, Z7
+	VSUBPS         Z7, Z4, Z4
+	VMULPS.BCST    avx2Consts<>+192(SB), Z4, Z3
+	VADDPS.BCST    avx2Consts<>+224(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+256(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+288(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+320(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+352(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS.BCST    avx2Consts<>+0(SB), Z3, Z3
+	VMULPS         Z3, Z4, Z3
+	VADDPS         Z26, Z3, Z3
+	VPADDD.BCST    avx2Consts<>+416(SB), Z6, Z6
+	VPSLLD         $0x17, Z6, Z6
+	VMULPS         Z6, Z3, Z3
+	VADDPS         Z26, Z3, Z3
+	VDIVPS         Z3, Z27, Z2
+	VSUBPS         Z2, Z26, Z2
+	VCMPPS.BCST    $0x0e, avx2Consts<>+512(SB), Z1, K1
+	VPBLENDMD      Z26, Z2, K1, Z2
+	VCMPPS.BCST    $0x01, avx2Consts<>+544(SB), Z1, K2
+	VPBLENDMD.BCST avx2Consts<>+448(SB), Z2, K2, Z2
+	VMULPS.BCST    avx2Consts<>+640(SB), Z0, Z3
+	VMULPS         Z0, Z3, Z3
+	VADDPS         Z26, Z3, Z3
+	VMULPS.BCST    avx2Consts<>+608(SB), Z3, Z3
+	VMULPS         Z2, Z2, Z6
+	VSUBPS         Z6, Z26, Z6
+	VMULPS.BCST    avx2Consts<>+352(SB), Z0, Z7
+	VMULPS         Z6, Z7, Z7
+	VMULPS         Z3, Z7, Z7
+	VADDPS         Z26, Z2, Z2
+	VMULPS.BCST    avx2Consts<>+352(SB), Z2, Z2
+	VADDPS         Z7, Z2, Z2
+	VMOVUPS        (SI), Z6
+	VMULPS         Z2, Z6, Z2
+	VMOVUPS        Z2, (CX)
+	ADDQ           $0x00000040, SI
+	ADDQ           $0x00000040, BX
+	ADDQ           $0x00000040, CX
+	DECQ           DI
+	JNZ            geluGradAVX512_loop
 
 geluGradAVX512_done:
 	VZEROUPPER
@@ -15582,400 +16256,6 @@ rowGemm6x2mAVX2_write:
 	VMASKMOVPS Y11, Y15, 32(AX)
 	VZEROUPPER
 	RET
-
-DATA avx2Consts<>+0(SB)/4, $0x3f800000
-DATA avx2Consts<>+4(SB)/4, $0x3f800000
-DATA avx2Consts<>+8(SB)/4, $0x3f800000
-DATA avx2Consts<>+12(SB)/4, $0x3f800000
-DATA avx2Consts<>+16(SB)/4, $0x3f800000
-DATA avx2Consts<>+20(SB)/4, $0x3f800000
-DATA avx2Consts<>+24(SB)/4, $0x3f800000
-DATA avx2Consts<>+28(SB)/4, $0x3f800000
-DATA avx2Consts<>+32(SB)/4, $0x42ae0000
-DATA avx2Consts<>+36(SB)/4, $0x42ae0000
-DATA avx2Consts<>+40(SB)/4, $0x42ae0000
-DATA avx2Consts<>+44(SB)/4, $0x42ae0000
-DATA avx2Consts<>+48(SB)/4, $0x42ae0000
-DATA avx2Consts<>+52(SB)/4, $0x42ae0000
-DATA avx2Consts<>+56(SB)/4, $0x42ae0000
-DATA avx2Consts<>+60(SB)/4, $0x42ae0000
-DATA avx2Consts<>+64(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+68(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+72(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+76(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+80(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+84(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+88(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+92(SB)/4, $0xc2ae0000
-DATA avx2Consts<>+96(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+100(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+104(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+108(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+112(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+116(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+120(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+124(SB)/4, $0x3fb8aa3b
-DATA avx2Consts<>+128(SB)/4, $0x3f317200
-DATA avx2Consts<>+132(SB)/4, $0x3f317200
-DATA avx2Consts<>+136(SB)/4, $0x3f317200
-DATA avx2Consts<>+140(SB)/4, $0x3f317200
-DATA avx2Consts<>+144(SB)/4, $0x3f317200
-DATA avx2Consts<>+148(SB)/4, $0x3f317200
-DATA avx2Consts<>+152(SB)/4, $0x3f317200
-DATA avx2Consts<>+156(SB)/4, $0x3f317200
-DATA avx2Consts<>+160(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+164(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+168(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+172(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+176(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+180(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+184(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+188(SB)/4, $0x35bfbe8e
-DATA avx2Consts<>+192(SB)/4, $0x39500d01
-DATA avx2Consts<>+196(SB)/4, $0x39500d01
-DATA avx2Consts<>+200(SB)/4, $0x39500d01
-DATA avx2Consts<>+204(SB)/4, $0x39500d01
-DATA avx2Consts<>+208(SB)/4, $0x39500d01
-DATA avx2Consts<>+212(SB)/4, $0x39500d01
-DATA avx2Consts<>+216(SB)/4, $0x39500d01
-DATA avx2Consts<>+220(SB)/4, $0x39500d01
-DATA avx2Consts<>+224(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+228(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+232(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+236(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+240(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+244(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+248(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+252(SB)/4, $0x3ab60b61
-DATA avx2Consts<>+256(SB)/4, $0x3c088889
-DATA avx2Consts<>+260(SB)/4, $0x3c088889
-DATA avx2Consts<>+264(SB)/4, $0x3c088889
-DATA avx2Consts<>+268(SB)/4, $0x3c088889
-DATA avx2Consts<>+272(SB)/4, $0x3c088889
-DATA avx2Consts<>+276(SB)/4, $0x3c088889
-DATA avx2Consts<>+280(SB)/4, $0x3c088889
-DATA avx2Consts<>+284(SB)/4, $0x3c088889
-DATA avx2Consts<>+288(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+292(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+296(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+300(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+304(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+308(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+312(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+316(SB)/4, $0x3d2aaaab
-DATA avx2Consts<>+320(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+324(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+328(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+332(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+336(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+340(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+344(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+348(SB)/4, $0x3e2aaaab
-DATA avx2Consts<>+352(SB)/4, $0x3f000000
-DATA avx2Consts<>+356(SB)/4, $0x3f000000
-DATA avx2Consts<>+360(SB)/4, $0x3f000000
-DATA avx2Consts<>+364(SB)/4, $0x3f000000
-DATA avx2Consts<>+368(SB)/4, $0x3f000000
-DATA avx2Consts<>+372(SB)/4, $0x3f000000
-DATA avx2Consts<>+376(SB)/4, $0x3f000000
-DATA avx2Consts<>+380(SB)/4, $0x3f000000
-DATA avx2Consts<>+384(SB)/4, $0xbf000000
-DATA avx2Consts<>+388(SB)/4, $0xbf000000
-DATA avx2Consts<>+392(SB)/4, $0xbf000000
-DATA avx2Consts<>+396(SB)/4, $0xbf000000
-DATA avx2Consts<>+400(SB)/4, $0xbf000000
-DATA avx2Consts<>+404(SB)/4, $0xbf000000
-DATA avx2Consts<>+408(SB)/4, $0xbf000000
-DATA avx2Consts<>+412(SB)/4, $0xbf000000
-DATA avx2Consts<>+416(SB)/4, $0x0000007f
-DATA avx2Consts<>+420(SB)/4, $0x0000007f
-DATA avx2Consts<>+424(SB)/4, $0x0000007f
-DATA avx2Consts<>+428(SB)/4, $0x0000007f
-DATA avx2Consts<>+432(SB)/4, $0x0000007f
-DATA avx2Consts<>+436(SB)/4, $0x0000007f
-DATA avx2Consts<>+440(SB)/4, $0x0000007f
-DATA avx2Consts<>+444(SB)/4, $0x0000007f
-DATA avx2Consts<>+448(SB)/4, $0xbf800000
-DATA avx2Consts<>+452(SB)/4, $0xbf800000
-DATA avx2Consts<>+456(SB)/4, $0xbf800000
-DATA avx2Consts<>+460(SB)/4, $0xbf800000
-DATA avx2Consts<>+464(SB)/4, $0xbf800000
-DATA avx2Consts<>+468(SB)/4, $0xbf800000
-DATA avx2Consts<>+472(SB)/4, $0xbf800000
-DATA avx2Consts<>+476(SB)/4, $0xbf800000
-DATA avx2Consts<>+480(SB)/4, $0x40000000
-DATA avx2Consts<>+484(SB)/4, $0x40000000
-DATA avx2Consts<>+488(SB)/4, $0x40000000
-DATA avx2Consts<>+492(SB)/4, $0x40000000
-DATA avx2Consts<>+496(SB)/4, $0x40000000
-DATA avx2Consts<>+500(SB)/4, $0x40000000
-DATA avx2Consts<>+504(SB)/4, $0x40000000
-DATA avx2Consts<>+508(SB)/4, $0x40000000
-DATA avx2Consts<>+512(SB)/4, $0x41100000
-DATA avx2Consts<>+516(SB)/4, $0x41100000
-DATA avx2Consts<>+520(SB)/4, $0x41100000
-DATA avx2Consts<>+524(SB)/4, $0x41100000
-DATA avx2Consts<>+528(SB)/4, $0x41100000
-DATA avx2Consts<>+532(SB)/4, $0x41100000
-DATA avx2Consts<>+536(SB)/4, $0x41100000
-DATA avx2Consts<>+540(SB)/4, $0x41100000
-DATA avx2Consts<>+544(SB)/4, $0xc1100000
-DATA avx2Consts<>+548(SB)/4, $0xc1100000
-DATA avx2Consts<>+552(SB)/4, $0xc1100000
-DATA avx2Consts<>+556(SB)/4, $0xc1100000
-DATA avx2Consts<>+560(SB)/4, $0xc1100000
-DATA avx2Consts<>+564(SB)/4, $0xc1100000
-DATA avx2Consts<>+568(SB)/4, $0xc1100000
-DATA avx2Consts<>+572(SB)/4, $0xc1100000
-DATA avx2Consts<>+576(SB)/4, $0x3d372713
-DATA avx2Consts<>+580(SB)/4, $0x3d372713
-DATA avx2Consts<>+584(SB)/4, $0x3d372713
-DATA avx2Consts<>+588(SB)/4, $0x3d372713
-DATA avx2Consts<>+592(SB)/4, $0x3d372713
-DATA avx2Consts<>+596(SB)/4, $0x3d372713
-DATA avx2Consts<>+600(SB)/4, $0x3d372713
-DATA avx2Consts<>+604(SB)/4, $0x3d372713
-DATA avx2Consts<>+608(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+612(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+616(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+620(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+624(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+628(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+632(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+636(SB)/4, $0x3f4c422a
-DATA avx2Consts<>+640(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+644(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+648(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+652(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+656(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+660(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+664(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+668(SB)/4, $0x3e095d4f
-DATA avx2Consts<>+672(SB)/4, $0xffff0000
-DATA avx2Consts<>+676(SB)/4, $0xffff0000
-DATA avx2Consts<>+680(SB)/4, $0xffff0000
-DATA avx2Consts<>+684(SB)/4, $0xffff0000
-DATA avx2Consts<>+688(SB)/4, $0xffff0000
-DATA avx2Consts<>+692(SB)/4, $0xffff0000
-DATA avx2Consts<>+696(SB)/4, $0xffff0000
-DATA avx2Consts<>+700(SB)/4, $0xffff0000
-DATA avx2Consts<>+704(SB)/4, $0x00007fff
-DATA avx2Consts<>+708(SB)/4, $0x00007fff
-DATA avx2Consts<>+712(SB)/4, $0x00007fff
-DATA avx2Consts<>+716(SB)/4, $0x00007fff
-DATA avx2Consts<>+720(SB)/4, $0x00007fff
-DATA avx2Consts<>+724(SB)/4, $0x00007fff
-DATA avx2Consts<>+728(SB)/4, $0x00007fff
-DATA avx2Consts<>+732(SB)/4, $0x00007fff
-DATA avx2Consts<>+736(SB)/4, $0x7fffffff
-DATA avx2Consts<>+740(SB)/4, $0x7fffffff
-DATA avx2Consts<>+744(SB)/4, $0x7fffffff
-DATA avx2Consts<>+748(SB)/4, $0x7fffffff
-DATA avx2Consts<>+752(SB)/4, $0x7fffffff
-DATA avx2Consts<>+756(SB)/4, $0x7fffffff
-DATA avx2Consts<>+760(SB)/4, $0x7fffffff
-DATA avx2Consts<>+764(SB)/4, $0x7fffffff
-DATA avx2Consts<>+768(SB)/4, $0x7f800000
-DATA avx2Consts<>+772(SB)/4, $0x7f800000
-DATA avx2Consts<>+776(SB)/4, $0x7f800000
-DATA avx2Consts<>+780(SB)/4, $0x7f800000
-DATA avx2Consts<>+784(SB)/4, $0x7f800000
-DATA avx2Consts<>+788(SB)/4, $0x7f800000
-DATA avx2Consts<>+792(SB)/4, $0x7f800000
-DATA avx2Consts<>+796(SB)/4, $0x7f800000
-DATA avx2Consts<>+800(SB)/4, $0x00000040
-DATA avx2Consts<>+804(SB)/4, $0x00000040
-DATA avx2Consts<>+808(SB)/4, $0x00000040
-DATA avx2Consts<>+812(SB)/4, $0x00000040
-DATA avx2Consts<>+816(SB)/4, $0x00000040
-DATA avx2Consts<>+820(SB)/4, $0x00000040
-DATA avx2Consts<>+824(SB)/4, $0x00000040
-DATA avx2Consts<>+828(SB)/4, $0x00000040
-DATA avx2Consts<>+832(SB)/4, $0x00008000
-DATA avx2Consts<>+836(SB)/4, $0x00008000
-DATA avx2Consts<>+840(SB)/4, $0x00008000
-DATA avx2Consts<>+844(SB)/4, $0x00008000
-DATA avx2Consts<>+848(SB)/4, $0x00008000
-DATA avx2Consts<>+852(SB)/4, $0x00008000
-DATA avx2Consts<>+856(SB)/4, $0x00008000
-DATA avx2Consts<>+860(SB)/4, $0x00008000
-DATA avx2Consts<>+864(SB)/4, $0x00000001
-DATA avx2Consts<>+868(SB)/4, $0x00000001
-DATA avx2Consts<>+872(SB)/4, $0x00000001
-DATA avx2Consts<>+876(SB)/4, $0x00000001
-DATA avx2Consts<>+880(SB)/4, $0x00000001
-DATA avx2Consts<>+884(SB)/4, $0x00000001
-DATA avx2Consts<>+888(SB)/4, $0x00000001
-DATA avx2Consts<>+892(SB)/4, $0x00000001
-DATA avx2Consts<>+896(SB)/4, $0x00000080
-DATA avx2Consts<>+900(SB)/4, $0x00000080
-DATA avx2Consts<>+904(SB)/4, $0x00000080
-DATA avx2Consts<>+908(SB)/4, $0x00000080
-DATA avx2Consts<>+912(SB)/4, $0x00000080
-DATA avx2Consts<>+916(SB)/4, $0x00000080
-DATA avx2Consts<>+920(SB)/4, $0x00000080
-DATA avx2Consts<>+924(SB)/4, $0x00000080
-DATA avx2Consts<>+928(SB)/4, $0x0000007f
-DATA avx2Consts<>+932(SB)/4, $0x0000007f
-DATA avx2Consts<>+936(SB)/4, $0x0000007f
-DATA avx2Consts<>+940(SB)/4, $0x0000007f
-DATA avx2Consts<>+944(SB)/4, $0x0000007f
-DATA avx2Consts<>+948(SB)/4, $0x0000007f
-DATA avx2Consts<>+952(SB)/4, $0x0000007f
-DATA avx2Consts<>+956(SB)/4, $0x0000007f
-DATA avx2Consts<>+960(SB)/4, $0x7fc00000
-DATA avx2Consts<>+964(SB)/4, $0x7fc00000
-DATA avx2Consts<>+968(SB)/4, $0x7fc00000
-DATA avx2Consts<>+972(SB)/4, $0x7fc00000
-DATA avx2Consts<>+976(SB)/4, $0x7fc00000
-DATA avx2Consts<>+980(SB)/4, $0x7fc00000
-DATA avx2Consts<>+984(SB)/4, $0x7fc00000
-DATA avx2Consts<>+988(SB)/4, $0x7fc00000
-DATA avx2Consts<>+992(SB)/4, $0x007f007f
-DATA avx2Consts<>+996(SB)/4, $0x007f007f
-DATA avx2Consts<>+1000(SB)/4, $0x007f007f
-DATA avx2Consts<>+1004(SB)/4, $0x007f007f
-DATA avx2Consts<>+1008(SB)/4, $0x007f007f
-DATA avx2Consts<>+1012(SB)/4, $0x007f007f
-DATA avx2Consts<>+1016(SB)/4, $0x007f007f
-DATA avx2Consts<>+1020(SB)/4, $0x007f007f
-DATA avx2Consts<>+1024(SB)/4, $0x00070007
-DATA avx2Consts<>+1028(SB)/4, $0x00070007
-DATA avx2Consts<>+1032(SB)/4, $0x00070007
-DATA avx2Consts<>+1036(SB)/4, $0x00070007
-DATA avx2Consts<>+1040(SB)/4, $0x00070007
-DATA avx2Consts<>+1044(SB)/4, $0x00070007
-DATA avx2Consts<>+1048(SB)/4, $0x00070007
-DATA avx2Consts<>+1052(SB)/4, $0x00070007
-DATA avx2Consts<>+1056(SB)/4, $0x00030003
-DATA avx2Consts<>+1060(SB)/4, $0x00030003
-DATA avx2Consts<>+1064(SB)/4, $0x00030003
-DATA avx2Consts<>+1068(SB)/4, $0x00030003
-DATA avx2Consts<>+1072(SB)/4, $0x00030003
-DATA avx2Consts<>+1076(SB)/4, $0x00030003
-DATA avx2Consts<>+1080(SB)/4, $0x00030003
-DATA avx2Consts<>+1084(SB)/4, $0x00030003
-DATA avx2Consts<>+1088(SB)/4, $0x007c007c
-DATA avx2Consts<>+1092(SB)/4, $0x007c007c
-DATA avx2Consts<>+1096(SB)/4, $0x007c007c
-DATA avx2Consts<>+1100(SB)/4, $0x007c007c
-DATA avx2Consts<>+1104(SB)/4, $0x007c007c
-DATA avx2Consts<>+1108(SB)/4, $0x007c007c
-DATA avx2Consts<>+1112(SB)/4, $0x007c007c
-DATA avx2Consts<>+1116(SB)/4, $0x007c007c
-DATA avx2Consts<>+1120(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1124(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1128(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1132(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1136(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1140(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1144(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1148(SB)/4, $0x3c003c00
-DATA avx2Consts<>+1152(SB)/4, $0x38003800
-DATA avx2Consts<>+1156(SB)/4, $0x38003800
-DATA avx2Consts<>+1160(SB)/4, $0x38003800
-DATA avx2Consts<>+1164(SB)/4, $0x38003800
-DATA avx2Consts<>+1168(SB)/4, $0x38003800
-DATA avx2Consts<>+1172(SB)/4, $0x38003800
-DATA avx2Consts<>+1176(SB)/4, $0x38003800
-DATA avx2Consts<>+1180(SB)/4, $0x38003800
-DATA avx2Consts<>+1184(SB)/4, $0x80008000
-DATA avx2Consts<>+1188(SB)/4, $0x80008000
-DATA avx2Consts<>+1192(SB)/4, $0x80008000
-DATA avx2Consts<>+1196(SB)/4, $0x80008000
-DATA avx2Consts<>+1200(SB)/4, $0x80008000
-DATA avx2Consts<>+1204(SB)/4, $0x80008000
-DATA avx2Consts<>+1208(SB)/4, $0x80008000
-DATA avx2Consts<>+1212(SB)/4, $0x80008000
-DATA avx2Consts<>+1216(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1220(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1224(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1228(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1232(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1236(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1240(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1244(SB)/4, $0x7fc07fc0
-DATA avx2Consts<>+1248(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1252(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1256(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1260(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1264(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1268(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1272(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1276(SB)/4, $0x7f807f80
-DATA avx2Consts<>+1280(SB)/4, $0x80000000
-DATA avx2Consts<>+1284(SB)/4, $0x80000000
-DATA avx2Consts<>+1288(SB)/4, $0x80000000
-DATA avx2Consts<>+1292(SB)/4, $0x80000000
-DATA avx2Consts<>+1296(SB)/4, $0x80000000
-DATA avx2Consts<>+1300(SB)/4, $0x80000000
-DATA avx2Consts<>+1304(SB)/4, $0x80000000
-DATA avx2Consts<>+1308(SB)/4, $0x80000000
-DATA avx2Consts<>+1312(SB)/4, $0x00000008
-DATA avx2Consts<>+1316(SB)/4, $0x00000008
-DATA avx2Consts<>+1320(SB)/4, $0x00000008
-DATA avx2Consts<>+1324(SB)/4, $0x00000008
-DATA avx2Consts<>+1328(SB)/4, $0x00000008
-DATA avx2Consts<>+1332(SB)/4, $0x00000008
-DATA avx2Consts<>+1336(SB)/4, $0x00000008
-DATA avx2Consts<>+1340(SB)/4, $0x00000008
-DATA avx2Consts<>+1344(SB)/4, $0x000000ff
-DATA avx2Consts<>+1348(SB)/4, $0x000000ff
-DATA avx2Consts<>+1352(SB)/4, $0x000000ff
-DATA avx2Consts<>+1356(SB)/4, $0x000000ff
-DATA avx2Consts<>+1360(SB)/4, $0x000000ff
-DATA avx2Consts<>+1364(SB)/4, $0x000000ff
-DATA avx2Consts<>+1368(SB)/4, $0x000000ff
-DATA avx2Consts<>+1372(SB)/4, $0x000000ff
-DATA avx2Consts<>+1376(SB)/4, $0x3e800000
-DATA avx2Consts<>+1380(SB)/4, $0x3e800000
-DATA avx2Consts<>+1384(SB)/4, $0x3e800000
-DATA avx2Consts<>+1388(SB)/4, $0x3e800000
-DATA avx2Consts<>+1392(SB)/4, $0x3e800000
-DATA avx2Consts<>+1396(SB)/4, $0x3e800000
-DATA avx2Consts<>+1400(SB)/4, $0x3e800000
-DATA avx2Consts<>+1404(SB)/4, $0x3e800000
-DATA avx2Consts<>+1408(SB)/4, $0x00000007
-DATA avx2Consts<>+1412(SB)/4, $0x00000007
-DATA avx2Consts<>+1416(SB)/4, $0x00000007
-DATA avx2Consts<>+1420(SB)/4, $0x00000007
-DATA avx2Consts<>+1424(SB)/4, $0x00000007
-DATA avx2Consts<>+1428(SB)/4, $0x00000007
-DATA avx2Consts<>+1432(SB)/4, $0x00000007
-DATA avx2Consts<>+1436(SB)/4, $0x00000007
-DATA avx2Consts<>+1440(SB)/4, $0x3f000000
-DATA avx2Consts<>+1444(SB)/4, $0x3f000000
-DATA avx2Consts<>+1448(SB)/4, $0x3f000000
-DATA avx2Consts<>+1452(SB)/4, $0x3f000000
-DATA avx2Consts<>+1456(SB)/4, $0x3f000000
-DATA avx2Consts<>+1460(SB)/4, $0x3f000000
-DATA avx2Consts<>+1464(SB)/4, $0x3f000000
-DATA avx2Consts<>+1468(SB)/4, $0x3f000000
-DATA avx2Consts<>+1472(SB)/4, $0x3f800000
-DATA avx2Consts<>+1476(SB)/4, $0x3f800000
-DATA avx2Consts<>+1480(SB)/4, $0x3f800000
-DATA avx2Consts<>+1484(SB)/4, $0x3f800000
-DATA avx2Consts<>+1488(SB)/4, $0x3f800000
-DATA avx2Consts<>+1492(SB)/4, $0x3f800000
-DATA avx2Consts<>+1496(SB)/4, $0x3f800000
-DATA avx2Consts<>+1500(SB)/4, $0x3f800000
-DATA avx2Consts<>+1504(SB)/4, $0x4b000000
-DATA avx2Consts<>+1508(SB)/4, $0x4b000000
-DATA avx2Consts<>+1512(SB)/4, $0x4b000000
-DATA avx2Consts<>+1516(SB)/4, $0x4b000000
-DATA avx2Consts<>+1520(SB)/4, $0x4b000000
-DATA avx2Consts<>+1524(SB)/4, $0x4b000000
-DATA avx2Consts<>+1528(SB)/4, $0x4b000000
-DATA avx2Consts<>+1532(SB)/4, $0x4b000000
-DATA avx2Consts<>+1536(SB)/4, $0x00400000
-DATA avx2Consts<>+1540(SB)/4, $0x00400000
-DATA avx2Consts<>+1544(SB)/4, $0x00400000
-DATA avx2Consts<>+1548(SB)/4, $0x00400000
-DATA avx2Consts<>+1552(SB)/4, $0x00400000
-DATA avx2Consts<>+1556(SB)/4, $0x00400000
-DATA avx2Consts<>+1560(SB)/4, $0x00400000
-DATA avx2Consts<>+1564(SB)/4, $0x00400000
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1568
 
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2

@@ -332,7 +332,6 @@ func adamAVX2() { adamKernel("adamAVX2", "adam2", "AVX2", 8, ymm, 7) }
 
 // avx2ElementKernels emits the AVX2 element kernels and their table.
 func avx2ElementKernels() {
-	avx2ConstData()
 	geluAVX2(false)
 	geluAVX2(true)
 	expSumAVX2()

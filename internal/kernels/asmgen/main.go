@@ -19,6 +19,7 @@ import (
 
 func main() {
 	ConstraintExpr("amd64,!purego")
+	avx2ConstData() // the AVX2 kernels' constants, which some AVX-512 ones broadcast
 	gemmKernel("sgemmKernelAVX512", "AVX-512F", 12, 2, 6, zmm, 64)
 	gemmKernel("sgemmKernelAVX512x48", "AVX-512F", 8, 3, 5, zmm, 64)
 	gemmKernel("sgemmKernelAVX2", "AVX2 and FMA", 6, 2, 1, ymm, 32)
@@ -123,7 +124,12 @@ func f32(v float64) uint32 { return math.Float32bits(float32(v)) }
 // or backward, dx = dy·(0.5·(1+t) + 0.5·x·(1−t²)·du), with tanh and exp
 // computed exactly as kernels.FastTanh and kernels.fastExp do (same
 // operations, same order, no fused multiply-add), so results match the
-// Go loops bit for bit.
+// Go loops bit for bit. Three vectors at a time, their instructions
+// interleaved (one vector's chain of dependent operations is longer than
+// the out-of-order window covers: one at a time ran at a third of the
+// rate), then the rest one at a time. Constants are broadcast from
+// avx2Consts where an operation takes them as its second source, so that
+// three vectors' registers fit.
 func gelu(backward bool) {
 	name := "geluAVX512"
 	sig := "func(y, x *float32, blocks int)"
@@ -140,59 +146,92 @@ func gelu(backward bool) {
 		out, x = Load(Param("y"), GP64()), Load(Param("x"), GP64())
 	}
 	n = Load(Param("blocks"), GP64())
-	c := &constRegs{next: 8}
-	k := newExpRegsFrom(c)
-	half, negOne, two, nine, negNine := c.reg(f32(0.5)), c.reg(f32(-1)), c.reg(f32(2)), c.reg(f32(9)), c.reg(f32(-9))
-	c3, geluC, c3b := c.reg(f32(0.044715)), c.reg(f32(0.7978845608028654)), c.reg(f32(3*0.044715))
-	loop(name, n, func() {
-		v, u, t, e, r, nn, tmp, tmp2 := Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7
-		VMOVUPS(Mem{Base: x}, v)
+	// The constants an operation needs as its first source (the clamps
+	// keep a NaN only with x second; 1 − t and 2/e).
+	c := &constRegs{next: 24}
+	lim, negLim, one, two := c.reg(f32(87)), c.reg(f32(-87)), c.reg(f32(1)), c.reg(f32(2))
+	type set struct {
+		v, u, t, e, r, nn, tmp, tmp2 VecPhysical
+		k1, k2                       Op // u > 9, u < −9 (k2 also fastExp's t < −0.5)
+		off                          int
+	}
+	masks := []Op{K1, K2, K3, K4, K5, K6}
+	var sets []set
+	for i := 0; i < 3; i++ {
+		z := func(j int) VecPhysical { return zmm(8*i + j) }
+		sets = append(sets, set{z(0), z(1), z(2), z(3), z(4), z(5), z(6), z(7), masks[2*i], masks[2*i+1], 64 * i})
+	}
+	body := func(sets []set) {
+		all := func(f func(s set)) {
+			for _, s := range sets {
+				f(s)
+			}
+		}
 		// u = geluC·(v + ((0.044715·v)·v)·v)
-		VMULPS(v, c3, u)
-		VMULPS(v, u, u)
-		VMULPS(v, u, u)
-		VADDPS(u, v, u)
-		VMULPS(u, geluC, u)
-		// e = fastExp(2u)
-		VMULPS(two, u, e)
-		fastExp(k, e, t, tmp, tmp2, r, nn)
+		all(func(s set) { VMOVUPS(Mem{Base: x, Disp: s.off}, s.v) })
+		all(func(s set) { VMULPS_BCST(acf(0.044715), s.v, s.u) })
+		all(func(s set) { VMULPS(s.v, s.u, s.u) })
+		all(func(s set) { VMULPS(s.v, s.u, s.u) })
+		all(func(s set) { VADDPS(s.u, s.v, s.u) })
+		all(func(s set) { VMULPS_BCST(acf(0.7978845608028654), s.u, s.u) })
+		// e = fastExp(2u), as fastExp
+		all(func(s set) { VMULPS(two, s.u, s.e) })
+		all(func(s set) { VMINPS(s.e, lim, s.e) })
+		all(func(s set) { VMAXPS(s.e, negLim, s.e) })
+		all(func(s set) { VMULPS_BCST(acf(1.4426950408889634), s.e, s.t) })
+		all(func(s set) { VADDPS_BCST(acf(0.5), s.t, s.tmp); VCVTTPS2DQ(s.tmp, s.tmp) })
+		all(func(s set) { VSUBPS_BCST(acf(0.5), s.t, s.tmp2); VCVTTPS2DQ(s.tmp2, s.tmp2) })
+		all(func(s set) { VCMPPS_BCST(U8(1), acf(-0.5), s.t, s.k2) }) // t < −0.5
+		all(func(s set) { VPBLENDMD(s.tmp2, s.tmp, s.k2, s.tmp); VCVTDQ2PS(s.tmp, s.nn) })
+		all(func(s set) { VMULPS_BCST(acf(0.693145751953125), s.nn, s.r); VSUBPS(s.r, s.e, s.r) })
+		all(func(s set) { VMULPS_BCST(acf(1.428606765330187e-06), s.nn, s.tmp2); VSUBPS(s.tmp2, s.r, s.r) })
+		all(func(s set) { VMULPS_BCST(acf(1.0/5040), s.r, s.e) })
+		all(func(s set) { VADDPS_BCST(acf(1.0/720), s.e, s.e) })
+		for _, c := range []float64{1.0 / 120, 1.0 / 24, 1.0 / 6, 1.0 / 2, 1} {
+			all(func(s set) { VMULPS(s.e, s.r, s.e) })
+			all(func(s set) { VADDPS_BCST(acf(c), s.e, s.e) })
+		}
+		all(func(s set) { VMULPS(s.e, s.r, s.e) })
+		all(func(s set) { VADDPS(one, s.e, s.e) })
+		all(func(s set) { VPADDD_BCST(ac(127), s.tmp, s.tmp); VPSLLD(U8(23), s.tmp, s.tmp) })
+		all(func(s set) { VMULPS(s.tmp, s.e, s.e) })
 		// t = 1 − 2/(e+1), ±1 beyond |u| > 9
-		VADDPS(k.one, e, e)
-		VDIVPS(e, two, t)
-		VSUBPS(t, k.one, t)
-		VCMPPS(U8(14), nine, u, K1) // u > 9
-		VPBLENDMD(k.one, t, K1, t)
-		VCMPPS(U8(1), negNine, u, K2) // u < −9
-		VPBLENDMD(negOne, t, K2, t)
+		all(func(s set) { VADDPS(one, s.e, s.e) })
+		all(func(s set) { VDIVPS(s.e, two, s.t) })
+		all(func(s set) { VSUBPS(s.t, one, s.t) })
+		all(func(s set) { VCMPPS_BCST(U8(14), acf(9), s.u, s.k1); VPBLENDMD(one, s.t, s.k1, s.t) }) // u > 9
+		all(func(s set) { VCMPPS_BCST(U8(1), acf(-9), s.u, s.k2); VPBLENDMD_BCST(acf(-1), s.t, s.k2, s.t) })
 		if !backward {
 			// y = (0.5·v)·(1+t)
-			VMULPS(half, v, tmp)
-			VADDPS(k.one, t, t)
-			VMULPS(t, tmp, t)
-			VMOVUPS(t, Mem{Base: out})
+			all(func(s set) { VMULPS_BCST(acf(0.5), s.v, s.tmp); VADDPS(one, s.t, s.t) })
+			all(func(s set) { VMULPS(s.t, s.tmp, s.t); VMOVUPS(s.t, Mem{Base: out, Disp: s.off}) })
 		} else {
 			// du = geluC·(1 + (0.134145·v)·v)
-			VMULPS(v, c3b, e)
-			VMULPS(v, e, e)
-			VADDPS(k.one, e, e)
-			VMULPS(e, geluC, e)
+			all(func(s set) { VMULPS_BCST(acf(3*0.044715), s.v, s.e); VMULPS(s.v, s.e, s.e) })
+			all(func(s set) { VADDPS(one, s.e, s.e); VMULPS_BCST(acf(0.7978845608028654), s.e, s.e) })
 			// g = 0.5·(1+t) + ((0.5·v)·(1 − t·t))·du
-			VMULPS(t, t, tmp)
-			VSUBPS(tmp, k.one, tmp)
-			VMULPS(half, v, tmp2)
-			VMULPS(tmp, tmp2, tmp2)
-			VMULPS(e, tmp2, tmp2)
-			VADDPS(k.one, t, t)
-			VMULPS(t, half, t)
-			VADDPS(tmp2, t, t)
-			VMOVUPS(Mem{Base: dy}, tmp)
-			VMULPS(t, tmp, t)
-			VMOVUPS(t, Mem{Base: out})
-			ADDQ(U32(64), dy)
+			all(func(s set) { VMULPS(s.t, s.t, s.tmp); VSUBPS(s.tmp, one, s.tmp) })
+			all(func(s set) { VMULPS_BCST(acf(0.5), s.v, s.tmp2); VMULPS(s.tmp, s.tmp2, s.tmp2) })
+			all(func(s set) { VMULPS(s.e, s.tmp2, s.tmp2) })
+			all(func(s set) { VADDPS(one, s.t, s.t); VMULPS_BCST(acf(0.5), s.t, s.t) })
+			all(func(s set) { VADDPS(s.tmp2, s.t, s.t) })
+			all(func(s set) { VMOVUPS(Mem{Base: dy, Disp: s.off}, s.tmp); VMULPS(s.t, s.tmp, s.t) })
+			all(func(s set) { VMOVUPS(s.t, Mem{Base: out, Disp: s.off}) })
+			ADDQ(U32(64*len(sets)), dy)
 		}
-		ADDQ(U32(64), x)
-		ADDQ(U32(64), out)
-	})
+		ADDQ(U32(64*len(sets)), x)
+		ADDQ(U32(64*len(sets)), out)
+	}
+	// blocks = 3·q + r: q triples, then r single vectors.
+	q, rest := GP64(), GP64()
+	MOVQ(n, RAX)
+	XORQ(RDX, RDX)
+	MOVQ(U64(3), rest)
+	DIVQ(rest)
+	MOVQ(RAX, q)
+	MOVQ(RDX, rest)
+	loop(name+"_triples", q, func() { body(sets) })
+	loop(name, rest, func() { body(sets[:1]) })
 	VZEROUPPER()
 	RET()
 }
