@@ -23647,6 +23647,16 @@ splitpairs_done:
 	VZEROUPPER
 	RET
 
+DATA quantizePack32<>+0(SB)/4, $0x00000000
+DATA quantizePack32<>+4(SB)/4, $0x00000004
+DATA quantizePack32<>+8(SB)/4, $0x00000001
+DATA quantizePack32<>+12(SB)/4, $0x00000005
+DATA quantizePack32<>+16(SB)/4, $0x00000002
+DATA quantizePack32<>+20(SB)/4, $0x00000006
+DATA quantizePack32<>+24(SB)/4, $0x00000003
+DATA quantizePack32<>+28(SB)/4, $0x00000007
+GLOBL quantizePack32<>(SB), RODATA|NOPTR, $32
+
 // func quantizeE4M3AVX2(dst *uint8, src *float32, blocks int, scale float32, amax *[8]uint32)
 // Requires: AVX, AVX2, SSE2
 TEXT ·quantizeE4M3AVX2(SB), NOSPLIT, $0-40
@@ -23670,8 +23680,107 @@ TEXT ·quantizeE4M3AVX2(SB), NOSPLIT, $0-40
 	MOVD         BX, X13
 	VPBROADCASTD X13, Y13
 	VPXOR        Y14, Y14, Y14
-	TESTQ        DX, DX
-	JZ           quantizeE4M3AVX2_done
+	VMOVDQU      quantizePack32<>+0(SB), Y15
+	MOVQ         DX, BX
+	SHRQ         $0x02, BX
+	ANDQ         $0x00000003, DX
+	TESTQ        BX, BX
+	JZ           quantizeE4M3AVX2_quads_done
+
+quantizeE4M3AVX2_quads_loop:
+	VMOVUPS   (CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y5
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y5, Y5
+	VPMINUD   Y11, Y5, Y5
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y5, Y5
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y5, Y5
+	VMOVUPS   32(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VPACKUSDW Y6, Y5, Y5
+	VMOVUPS   64(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VMOVUPS   96(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y7
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y7, Y7
+	VPMINUD   Y11, Y7, Y7
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y7, Y7
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y7, Y7
+	VPACKUSDW Y7, Y6, Y6
+	VPACKUSWB Y6, Y5, Y5
+	VPERMD    Y5, Y15, Y5
+	VMOVDQU   Y5, (AX)
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000020, AX
+	DECQ      BX
+	JNZ       quantizeE4M3AVX2_quads_loop
+
+quantizeE4M3AVX2_quads_done:
+	TESTQ DX, DX
+	JZ    quantizeE4M3AVX2_done
 
 quantizeE4M3AVX2_loop:
 	VMOVUPS      (CX), Y0
@@ -23732,8 +23841,107 @@ TEXT ·quantizeE5M2AVX2(SB), NOSPLIT, $0-40
 	MOVD         BX, X13
 	VPBROADCASTD X13, Y13
 	VPXOR        Y14, Y14, Y14
-	TESTQ        DX, DX
-	JZ           quantizeE5M2AVX2_done
+	VMOVDQU      quantizePack32<>+0(SB), Y15
+	MOVQ         DX, BX
+	SHRQ         $0x02, BX
+	ANDQ         $0x00000003, DX
+	TESTQ        BX, BX
+	JZ           quantizeE5M2AVX2_quads_done
+
+quantizeE5M2AVX2_quads_loop:
+	VMOVUPS   (CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y5
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y5, Y5
+	VPMINUD   Y11, Y5, Y5
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y5, Y5
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y5, Y5
+	VMOVUPS   32(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VPACKUSDW Y6, Y5, Y5
+	VMOVUPS   64(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VMOVUPS   96(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    Y8, Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y7
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y7, Y7
+	VPMINUD   Y11, Y7, Y7
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y7, Y7
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y7, Y7
+	VPACKUSDW Y7, Y6, Y6
+	VPACKUSWB Y6, Y5, Y5
+	VPERMD    Y5, Y15, Y5
+	VMOVDQU   Y5, (AX)
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000020, AX
+	DECQ      BX
+	JNZ       quantizeE5M2AVX2_quads_loop
+
+quantizeE5M2AVX2_quads_done:
+	TESTQ DX, DX
+	JZ    quantizeE5M2AVX2_done
 
 quantizeE5M2AVX2_loop:
 	VMOVUPS      (CX), Y0
@@ -23794,8 +24002,108 @@ TEXT ·quantizeLanesE4M3AVX2(SB), NOSPLIT, $0-40
 	MOVD         SI, X13
 	VPBROADCASTD X13, Y13
 	VPXOR        Y14, Y14, Y14
-	TESTQ        BX, BX
-	JZ           quantizeLanesE4M3AVX2_done
+	VMOVDQU      quantizePack32<>+0(SB), Y15
+	MOVQ         BX, SI
+	SHRQ         $0x02, SI
+	ANDQ         $0x00000003, BX
+	TESTQ        SI, SI
+	JZ           quantizeLanesE4M3AVX2_quads_done
+
+quantizeLanesE4M3AVX2_quads_loop:
+	VMOVUPS   (CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    (DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y5
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y5, Y5
+	VPMINUD   Y11, Y5, Y5
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y5, Y5
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y5, Y5
+	VMOVUPS   32(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    32(DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VPACKUSDW Y6, Y5, Y5
+	VMOVUPS   64(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    64(DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VMOVUPS   96(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    96(DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x14, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x14, Y4, Y7
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y7, Y7
+	VPMINUD   Y11, Y7, Y7
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y7, Y7
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y7, Y7
+	VPACKUSDW Y7, Y6, Y6
+	VPACKUSWB Y6, Y5, Y5
+	VPERMD    Y5, Y15, Y5
+	VMOVDQU   Y5, (AX)
+	ADDQ      $0x00000080, DX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000020, AX
+	DECQ      SI
+	JNZ       quantizeLanesE4M3AVX2_quads_loop
+
+quantizeLanesE4M3AVX2_quads_done:
+	TESTQ BX, BX
+	JZ    quantizeLanesE4M3AVX2_done
 
 quantizeLanesE4M3AVX2_loop:
 	VMOVUPS      (CX), Y0
@@ -23857,8 +24165,108 @@ TEXT ·quantizeLanesE5M2AVX2(SB), NOSPLIT, $0-40
 	MOVD         SI, X13
 	VPBROADCASTD X13, Y13
 	VPXOR        Y14, Y14, Y14
-	TESTQ        BX, BX
-	JZ           quantizeLanesE5M2AVX2_done
+	VMOVDQU      quantizePack32<>+0(SB), Y15
+	MOVQ         BX, SI
+	SHRQ         $0x02, SI
+	ANDQ         $0x00000003, BX
+	TESTQ        SI, SI
+	JZ           quantizeLanesE5M2AVX2_quads_done
+
+quantizeLanesE5M2AVX2_quads_loop:
+	VMOVUPS   (CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    (DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y5
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y5, Y5
+	VPMINUD   Y11, Y5, Y5
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y5, Y5
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y5, Y5
+	VMOVUPS   32(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    32(DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VPACKUSDW Y6, Y5, Y5
+	VMOVUPS   64(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    64(DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y6
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y6, Y6
+	VPMINUD   Y11, Y6, Y6
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y6, Y6
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y6, Y6
+	VMOVUPS   96(CX), Y0
+	VPAND     avx2Consts<>+736(SB), Y0, Y4
+	VPMAXUD   Y4, Y14, Y14
+	VMULPS    96(DX), Y0, Y2
+	VPAND     avx2Consts<>+736(SB), Y2, Y1
+	VPSRLD    $0x15, Y1, Y4
+	VPAND     avx2Consts<>+864(SB), Y4, Y4
+	VPADDD    Y10, Y4, Y4
+	VPADDD    Y1, Y4, Y4
+	VPSRLD    $0x15, Y4, Y7
+	VADDPS    Y9, Y1, Y3
+	VPSUBD    Y9, Y3, Y3
+	VPCMPGTD  Y1, Y12, Y4
+	VBLENDVPS Y4, Y3, Y7, Y7
+	VPMINUD   Y11, Y7, Y7
+	VPCMPGTD  avx2Consts<>+768(SB), Y1, Y4
+	VBLENDVPS Y4, Y13, Y7, Y7
+	VPSRLD    $0x18, Y2, Y4
+	VPAND     avx2Consts<>+896(SB), Y4, Y4
+	VPOR      Y4, Y7, Y7
+	VPACKUSDW Y7, Y6, Y6
+	VPACKUSWB Y6, Y5, Y5
+	VPERMD    Y5, Y15, Y5
+	VMOVDQU   Y5, (AX)
+	ADDQ      $0x00000080, DX
+	ADDQ      $0x00000080, CX
+	ADDQ      $0x00000020, AX
+	DECQ      SI
+	JNZ       quantizeLanesE5M2AVX2_quads_loop
+
+quantizeLanesE5M2AVX2_quads_done:
+	TESTQ BX, BX
+	JZ    quantizeLanesE5M2AVX2_done
 
 quantizeLanesE5M2AVX2_loop:
 	VMOVUPS      (CX), Y0
@@ -24072,6 +24480,7 @@ TEXT ·quantizeBlocks32E4M3AVX2(SB), NOSPLIT, $0-32
 	MOVD         SI, X13
 	VPBROADCASTD X13, Y13
 	VPXOR        Y14, Y14, Y14
+	VMOVDQU      quantizePack32<>+0(SB), Y15
 	TESTQ        BX, BX
 	JZ           quantizeBlocks32E4M3AVX2_done
 
@@ -24095,85 +24504,68 @@ quantizeBlocks32E4M3AVX2_loop:
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
 	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
-	VMOVUPS      (CX), Y0
+	VMOVUPS      32(CX), Y0
 	VMULPS       Y8, Y0, Y2
 	VPAND        avx2Consts<>+736(SB), Y2, Y1
 	VPSRLD       $0x14, Y1, Y4
 	VPAND        avx2Consts<>+864(SB), Y4, Y4
 	VPADDD       Y10, Y4, Y4
 	VPADDD       Y1, Y4, Y4
-	VPSRLD       $0x14, Y4, Y5
+	VPSRLD       $0x14, Y4, Y6
 	VADDPS       Y9, Y1, Y3
 	VPSUBD       Y9, Y3, Y3
 	VPCMPGTD     Y1, Y12, Y4
-	VBLENDVPS    Y4, Y3, Y5, Y5
-	VPMINUD      Y11, Y5, Y5
+	VBLENDVPS    Y4, Y3, Y6, Y6
+	VPMINUD      Y11, Y6, Y6
 	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
-	VBLENDVPS    Y4, Y13, Y5, Y5
+	VBLENDVPS    Y4, Y13, Y6, Y6
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
-	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
-	VMOVUPS      (CX), Y0
+	VPOR         Y4, Y6, Y6
+	VPACKUSDW    Y6, Y5, Y5
+	VMOVUPS      64(CX), Y0
 	VMULPS       Y8, Y0, Y2
 	VPAND        avx2Consts<>+736(SB), Y2, Y1
 	VPSRLD       $0x14, Y1, Y4
 	VPAND        avx2Consts<>+864(SB), Y4, Y4
 	VPADDD       Y10, Y4, Y4
 	VPADDD       Y1, Y4, Y4
-	VPSRLD       $0x14, Y4, Y5
+	VPSRLD       $0x14, Y4, Y6
 	VADDPS       Y9, Y1, Y3
 	VPSUBD       Y9, Y3, Y3
 	VPCMPGTD     Y1, Y12, Y4
-	VBLENDVPS    Y4, Y3, Y5, Y5
-	VPMINUD      Y11, Y5, Y5
+	VBLENDVPS    Y4, Y3, Y6, Y6
+	VPMINUD      Y11, Y6, Y6
 	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
-	VBLENDVPS    Y4, Y13, Y5, Y5
+	VBLENDVPS    Y4, Y13, Y6, Y6
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
-	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
-	VMOVUPS      (CX), Y0
+	VPOR         Y4, Y6, Y6
+	VMOVUPS      96(CX), Y0
 	VMULPS       Y8, Y0, Y2
 	VPAND        avx2Consts<>+736(SB), Y2, Y1
 	VPSRLD       $0x14, Y1, Y4
 	VPAND        avx2Consts<>+864(SB), Y4, Y4
 	VPADDD       Y10, Y4, Y4
 	VPADDD       Y1, Y4, Y4
-	VPSRLD       $0x14, Y4, Y5
+	VPSRLD       $0x14, Y4, Y7
 	VADDPS       Y9, Y1, Y3
 	VPSUBD       Y9, Y3, Y3
 	VPCMPGTD     Y1, Y12, Y4
-	VBLENDVPS    Y4, Y3, Y5, Y5
-	VPMINUD      Y11, Y5, Y5
+	VBLENDVPS    Y4, Y3, Y7, Y7
+	VPMINUD      Y11, Y7, Y7
 	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
-	VBLENDVPS    Y4, Y13, Y5, Y5
+	VBLENDVPS    Y4, Y13, Y7, Y7
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
-	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
+	VPOR         Y4, Y7, Y7
+	VPACKUSDW    Y7, Y6, Y6
+	VPACKUSWB    Y6, Y5, Y5
+	VPERMD       Y5, Y15, Y5
+	VMOVDQU      Y5, (AX)
 	ADDQ         $0x00000004, DX
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000020, AX
 	DECQ         BX
 	JNZ          quantizeBlocks32E4M3AVX2_loop
 
@@ -24204,6 +24596,7 @@ TEXT ·quantizeBlocks32E5M2AVX2(SB), NOSPLIT, $0-32
 	MOVD         SI, X13
 	VPBROADCASTD X13, Y13
 	VPXOR        Y14, Y14, Y14
+	VMOVDQU      quantizePack32<>+0(SB), Y15
 	TESTQ        BX, BX
 	JZ           quantizeBlocks32E5M2AVX2_done
 
@@ -24227,85 +24620,68 @@ quantizeBlocks32E5M2AVX2_loop:
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
 	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
-	VMOVUPS      (CX), Y0
+	VMOVUPS      32(CX), Y0
 	VMULPS       Y8, Y0, Y2
 	VPAND        avx2Consts<>+736(SB), Y2, Y1
 	VPSRLD       $0x15, Y1, Y4
 	VPAND        avx2Consts<>+864(SB), Y4, Y4
 	VPADDD       Y10, Y4, Y4
 	VPADDD       Y1, Y4, Y4
-	VPSRLD       $0x15, Y4, Y5
+	VPSRLD       $0x15, Y4, Y6
 	VADDPS       Y9, Y1, Y3
 	VPSUBD       Y9, Y3, Y3
 	VPCMPGTD     Y1, Y12, Y4
-	VBLENDVPS    Y4, Y3, Y5, Y5
-	VPMINUD      Y11, Y5, Y5
+	VBLENDVPS    Y4, Y3, Y6, Y6
+	VPMINUD      Y11, Y6, Y6
 	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
-	VBLENDVPS    Y4, Y13, Y5, Y5
+	VBLENDVPS    Y4, Y13, Y6, Y6
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
-	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
-	VMOVUPS      (CX), Y0
+	VPOR         Y4, Y6, Y6
+	VPACKUSDW    Y6, Y5, Y5
+	VMOVUPS      64(CX), Y0
 	VMULPS       Y8, Y0, Y2
 	VPAND        avx2Consts<>+736(SB), Y2, Y1
 	VPSRLD       $0x15, Y1, Y4
 	VPAND        avx2Consts<>+864(SB), Y4, Y4
 	VPADDD       Y10, Y4, Y4
 	VPADDD       Y1, Y4, Y4
-	VPSRLD       $0x15, Y4, Y5
+	VPSRLD       $0x15, Y4, Y6
 	VADDPS       Y9, Y1, Y3
 	VPSUBD       Y9, Y3, Y3
 	VPCMPGTD     Y1, Y12, Y4
-	VBLENDVPS    Y4, Y3, Y5, Y5
-	VPMINUD      Y11, Y5, Y5
+	VBLENDVPS    Y4, Y3, Y6, Y6
+	VPMINUD      Y11, Y6, Y6
 	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
-	VBLENDVPS    Y4, Y13, Y5, Y5
+	VBLENDVPS    Y4, Y13, Y6, Y6
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
-	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
-	VMOVUPS      (CX), Y0
+	VPOR         Y4, Y6, Y6
+	VMOVUPS      96(CX), Y0
 	VMULPS       Y8, Y0, Y2
 	VPAND        avx2Consts<>+736(SB), Y2, Y1
 	VPSRLD       $0x15, Y1, Y4
 	VPAND        avx2Consts<>+864(SB), Y4, Y4
 	VPADDD       Y10, Y4, Y4
 	VPADDD       Y1, Y4, Y4
-	VPSRLD       $0x15, Y4, Y5
+	VPSRLD       $0x15, Y4, Y7
 	VADDPS       Y9, Y1, Y3
 	VPSUBD       Y9, Y3, Y3
 	VPCMPGTD     Y1, Y12, Y4
-	VBLENDVPS    Y4, Y3, Y5, Y5
-	VPMINUD      Y11, Y5, Y5
+	VBLENDVPS    Y4, Y3, Y7, Y7
+	VPMINUD      Y11, Y7, Y7
 	VPCMPGTD     avx2Consts<>+768(SB), Y1, Y4
-	VBLENDVPS    Y4, Y13, Y5, Y5
+	VBLENDVPS    Y4, Y13, Y7, Y7
 	VPSRLD       $0x18, Y2, Y4
 	VPAND        avx2Consts<>+896(SB), Y4, Y4
-	VPOR         Y4, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPACKUSDW    X4, X5, X5
-	VPACKUSWB    X5, X5, X5
-	MOVQ         X5, (AX)
+	VPOR         Y4, Y7, Y7
+	VPACKUSDW    Y7, Y6, Y6
+	VPACKUSWB    Y6, Y5, Y5
+	VPERMD       Y5, Y15, Y5
+	VMOVDQU      Y5, (AX)
 	ADDQ         $0x00000004, DX
-	ADDQ         $0x00000020, CX
-	ADDQ         $0x00000008, AX
+	ADDQ         $0x00000080, CX
+	ADDQ         $0x00000020, AX
 	DECQ         BX
 	JNZ          quantizeBlocks32E5M2AVX2_loop
 

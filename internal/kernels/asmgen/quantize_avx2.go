@@ -59,11 +59,11 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 	bcastY(minNorm, norm)
 	bcastY(nanCode, nan)
 	VPXOR(amax, amax, amax)
-	// cast8 casts the 8 values at sp to the 8 codes at dp, each times
-	// its lane of sc.
-	cast8 := func(sp, dp Register, sc Op) {
-		x, ya, y, sub, t, c := Y0, Y1, Y2, Y3, Y4, Y5
-		VMOVUPS(Mem{Base: sp}, x)
+	// codes8 leaves in c the 8 codes (one a dword) of the 8 values at m,
+	// each times its lane of sc.
+	codes8 := func(m Mem, sc Op, c VecPhysical) {
+		x, ya, y, sub, t := Y0, Y1, Y2, Y3, Y4
+		VMOVUPS(m, x)
 		if kind == castScalar || kind == castLanes {
 			VPAND(ac(0x7FFFFFFF), x, t)
 			VPMAXUD(t, amax, amax)
@@ -79,11 +79,37 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 		VPSRLD(U8(24), y, t)
 		VPAND(ac(0x80), t, t)
 		VPOR(t, c, c)
+	}
+	// cast8 casts the 8 values at sp to the 8 codes at dp, each times
+	// its lane of sc.
+	cast8 := func(sp, dp Register, sc Op) {
+		c, t := Y5, Y4
+		codes8(Mem{Base: sp}, sc, c)
 		// 8 dwords (each < 256) to 8 bytes.
 		VEXTRACTI128(U8(1), c, t.AsX())
 		VPACKUSDW(t.AsX(), c.AsX(), c.AsX())
 		VPACKUSWB(c.AsX(), c.AsX(), c.AsX())
 		MOVQ(c.AsX(), Mem{Base: dp})
+	}
+	// cast32 casts the 32 values at sp to the 32 codes at dp, vector i
+	// times sc(i), with one store: the dwords of vectors 0 and 1 packed
+	// to words (lane-wise: 0-3, 4-7 of each), then 2 and 3, then the
+	// words to bytes, whose dword groups VPERMD puts in order.
+	idx := Y15
+	cast32 := func(sp, dp Register, sc func(i int) Op) {
+		c0, c1 := Y5, Y6
+		codes8(Mem{Base: sp}, sc(0), c0)
+		codes8(Mem{Base: sp, Disp: 32}, sc(1), c1)
+		VPACKUSDW(c1, c0, c0)
+		codes8(Mem{Base: sp, Disp: 64}, sc(2), c1)
+		codes8(Mem{Base: sp, Disp: 96}, sc(3), Y7)
+		VPACKUSDW(Y7, c1, c1)
+		VPACKUSWB(c1, c0, c0)
+		VPERMD(c0, idx, c0)
+		VMOVDQU(c0, Mem{Base: dp})
+	}
+	if kind != castCols {
+		VMOVDQU(pack32Mem, idx)
 	}
 	switch kind {
 	case castCols:
@@ -110,29 +136,39 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 	case castBlocks32:
 		loop(name, n, func() {
 			VBROADCASTSS(Mem{Base: scales}, scale)
-			for i := 0; i < 4; i++ {
-				p, q := src, dst
-				if i > 0 {
-					ADDQ(U32(32), src)
-					ADDQ(U32(8), dst)
-				}
-				cast8(p, q, scale)
-			}
+			cast32(src, dst, func(int) Op { return scale })
 			ADDQ(U32(4), scales)
-			ADDQ(U32(32), src)
-			ADDQ(U32(8), dst)
+			ADDQ(U32(128), src)
+			ADDQ(U32(32), dst)
 		})
 		VZEROUPPER()
 		RET()
 		return
-	case castLanes:
+	}
+	// Four vectors a store, then the rest one at a time.
+	quads := GP64()
+	MOVQ(n, quads)
+	SHRQ(U8(2), quads)
+	ANDQ(U32(3), n)
+	if kind == castLanes {
+		loop(name+"_quads", quads, func() {
+			cast32(src, dst, func(i int) Op { return Mem{Base: scales, Disp: 32 * i} })
+			ADDQ(U32(128), scales)
+			ADDQ(U32(128), src)
+			ADDQ(U32(32), dst)
+		})
 		loop(name, n, func() {
 			cast8(src, dst, Mem{Base: scales})
 			ADDQ(U32(32), scales)
 			ADDQ(U32(32), src)
 			ADDQ(U32(8), dst)
 		})
-	default:
+	} else {
+		loop(name+"_quads", quads, func() {
+			cast32(src, dst, func(int) Op { return scale })
+			ADDQ(U32(128), src)
+			ADDQ(U32(32), dst)
+		})
 		loop(name, n, func() {
 			cast8(src, dst, scale)
 			ADDQ(U32(32), src)
@@ -145,8 +181,18 @@ func quantizeAVX2(name string, kind int, shift int, minNorm uint32, magicExp int
 	RET()
 }
 
+// pack32Mem holds VPERMD's index of cast32: the dword groups of four
+// codes, in the order VPACKUSDW and VPACKUSWB leave them (vector 0's
+// codes 0–3, vector 1's 0–3, 2's, 3's, then their codes 4–7), put back
+// in value order.
+var pack32Mem Mem
+
 // quantizeKernelsAVX2 emits both formats' casts.
 func quantizeKernelsAVX2() {
+	pack32Mem = GLOBL("quantizePack32", RODATA|NOPTR)
+	for i, v := range []uint32{0, 4, 1, 5, 2, 6, 3, 7} {
+		DATA(4*i, U32(v))
+	}
 	for _, kind := range []int{castScalar, castLanes, castCols, castBlocks32} {
 		name := map[int]string{castScalar: "quantize", castLanes: "quantizeLanes", castCols: "quantizeCols", castBlocks32: "quantizeBlocks32"}[kind]
 		quantizeAVX2(name+"E4M3AVX2", kind, 20, 0x3C800000, 14, 120<<3, 0x7E, 0x7F)
