@@ -150,9 +150,7 @@ func (crossEntropyGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			}
 			softmaxRow(row, x[r*c:r*c+c], false)
 			row[labels[r]] -= 1
-			for i := range row {
-				row[i] *= scale
-			}
+			kernels.Scale(row, scale)
 		}
 	}).kernel()
 	return func() error {

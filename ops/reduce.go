@@ -128,9 +128,7 @@ func (o reduceOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		clear(out)
 		p.each(row)
 		if scale != 1 {
-			for i := range out {
-				out[i] *= scale
-			}
+			kernels.Scale(out, scale)
 		}
 		return nil
 	}, nil

@@ -68,10 +68,7 @@ func softmaxRow(y, x []float32, log bool) {
 func softmaxSum(y, x []float32) (m, sum float32) {
 	m = kernels.RowMax(x)
 	sum = kernels.ExpSum(y, x, 1, m)
-	inv := 1 / sum
-	for i := range y {
-		y[i] *= inv
-	}
+	kernels.Scale(y, 1/sum)
 	return m, sum
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/octetml/octet/fsdp"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
+	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
 	"github.com/octetml/octet/recipe"
@@ -277,9 +278,7 @@ func (r *replica) reduceGrads(b *data.Batch, even bool) error {
 			g = r.src[i]
 		}
 		if !even {
-			for j := range g {
-				g[j] *= w
-			}
+			kernels.Scale(g, w)
 		}
 		if r.lowBit != nil {
 			continue
@@ -287,9 +286,7 @@ func (r *replica) reduceGrads(b *data.Batch, even bool) error {
 		if err := r.comm.AllReduceF32(g, dist.Sum); err != nil {
 			return err
 		}
-		for j := range g {
-			g[j] *= inv
-		}
+		kernels.Scale(g, inv)
 	}
 	return nil
 }

@@ -559,6 +559,16 @@ func rowGemm5x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c
 //go:noescape
 func rowGemm6x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
 
+// scaleAVX2 multiplies 8·blocks values by s in place; its Go twin is the loop in Scale (elementary.go) (AVX2).
+//
+//go:noescape
+func scaleAVX2(x *float32, blocks int, s float32)
+
+// scaleAVX512 multiplies 16·blocks values by s in place; its Go twin is the loop in Scale (elementary.go) (AVX-512F).
+//
+//go:noescape
+func scaleAVX512(x *float32, blocks int, s float32)
+
 // geluAVX2 is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).
 //
 //go:noescape

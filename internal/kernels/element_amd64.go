@@ -766,6 +766,20 @@ func addVector(dst, x, y []float32) bool {
 	return true
 }
 
+// scaleVector does the whole vectors of Scale and returns how many values
+// it did.
+func scaleVector(x []float32, s float32) int {
+	switch {
+	case hasAVX512 && len(x) >= 16:
+		scaleAVX512(&x[0], len(x)/16, s)
+		return len(x) / 16 * 16
+	case hasAVX2 && len(x) >= 8:
+		scaleAVX2(&x[0], len(x)/8, s)
+		return len(x) / 8 * 8
+	}
+	return 0
+}
+
 // reluVector writes max(x, 0) to y with the vector kernel and reports
 // whether it could.
 func reluVector(y, x []float32) bool {

@@ -83,6 +83,9 @@ func neonGELUGrad(dx, x, dy *float32, n int)
 //go:noescape
 func neonAdam(w, grad, m, v *float32, n int, c *AdamConsts)
 
+// scaleVector: Scale has no NEON kernel; its loop does the work.
+func scaleVector(x []float32, s float32) int { return 0 }
+
 func addVector(dst, x, y []float32) bool {
 	n := len(dst) &^ 3
 	if !hasNEON || n == 0 {

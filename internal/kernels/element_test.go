@@ -53,6 +53,8 @@ func testElementKernelsStayInBounds(t *testing.T) {
 			{"GELU", func(d []float32) int { return geluVector(d, x) }},
 			{"GELUGrad", func(d []float32) int { return geluGradVector(d, x, dy) }},
 			{"ReLUGrad", func(d []float32) int { return reluGradVector(d, x, dy) }},
+			{"Scale", func(d []float32) int { return scaleVector(d, 3) }},
+			{"Scale+twin", func(d []float32) int { Scale(d, 3); return n }},
 			{"DecodeFP8", func(d []float32) int {
 				codes := make([]uint8, n)
 				for i := range codes {
@@ -312,4 +314,37 @@ func seq(lo, hi int) []int {
 		s = append(s, i)
 	}
 	return s
+}
+
+// TestScaleMatchesLoop checks Scale against x[i] *= s one value at a
+// time, bit for bit, on every length up to 70 (every tail), with zeros,
+// subnormals, infinities and NaNs among the values and the factors, and
+// products that overflow and underflow.
+func TestScaleMatchesLoop(t *testing.T) { withISA(t, testScaleMatchesLoop) }
+
+func testScaleMatchesLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -3e-39, 3.4e38, -3.4e38,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0xFFC01234), 1, -1}
+	for _, s := range []float32{3, 0.1, -7.5, 1e-30, 1e30, 0, float32(math.Inf(-1)), float32(math.NaN())} {
+		for n := 0; n <= 70; n++ {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(60)-30)))
+				if rng.IntN(4) == 0 {
+					x[i] = special[rng.IntN(len(special))]
+				}
+			}
+			want := append([]float32(nil), x...)
+			for i := range want {
+				want[i] *= s
+			}
+			Scale(x, s)
+			for i := range x {
+				if math.Float32bits(x[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("s=%v n=%d: x[%d] = %#x, loop %#x", s, n, i, math.Float32bits(x[i]), math.Float32bits(want[i]))
+				}
+			}
+		}
+	}
 }

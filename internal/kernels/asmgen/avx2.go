@@ -304,6 +304,28 @@ func softmaxGradRowAVX2() {
 	RET()
 }
 
+// scaleKernel emits x[i] *= s over lanes·blocks values (one
+// multiplication each, the Go loop's bits) for AVX2 (8 lanes) or
+// AVX-512 (16).
+func scaleKernel(name, isa string, vec func(int) VecPhysical, lanes int) {
+	TEXT(name, NOSPLIT, "func(x *float32, blocks int, s float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s multiplies %d·blocks values by s in place; its Go twin is the loop in Scale (elementary.go) (%s).", name, lanes, isa))
+	x := Load(Param("x"), GP64())
+	n := Load(Param("blocks"), GP64())
+	sv := vec(15)
+	VBROADCASTSS(paramAddr("s"), sv)
+	loop(name, n, func() {
+		// x first: with two NaNs, x's is the one kept, as in Go's x*s.
+		VMOVUPS(Mem{Base: x}, vec(0))
+		VMULPS(sv, vec(0), vec(0))
+		VMOVUPS(vec(0), Mem{Base: x})
+		ADDQ(U32(4*lanes), x)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // reluGradAVX2 is the 8-lane form of ReLUGrad's loop.
 func reluGradAVX2() {
 	TEXT("reluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
@@ -332,6 +354,8 @@ func adamAVX2() { adamKernel("adamAVX2", "adam2", "AVX2", 8, ymm, 7) }
 
 // avx2ElementKernels emits the AVX2 element kernels and their table.
 func avx2ElementKernels() {
+	scaleKernel("scaleAVX2", "AVX2", ymm, 8)
+	scaleKernel("scaleAVX512", "AVX-512F", zmm, 16)
 	geluAVX2(false)
 	geluAVX2(true)
 	expSumAVX2()
