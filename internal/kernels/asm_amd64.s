@@ -24868,6 +24868,44 @@ bf16shift2_done:
 	VZEROUPPER
 	RET
 
+// func bf16ShiftPeriodAVX2(d *uint32, shifts *uint32, reps int, period int)
+// Requires: AVX, AVX2
+TEXT ·bf16ShiftPeriodAVX2(SB), NOSPLIT, $0-32
+	MOVQ    d+0(FP), AX
+	MOVQ    reps+16(FP), CX
+	VMOVDQU avx2Consts<>+1248(SB), Y15
+	VPXOR   Y14, Y14, Y14
+	TESTQ   CX, CX
+	JZ      bf16shiftp2_done
+
+bf16shiftp2_loop:
+	MOVQ  shifts+8(FP), DX
+	MOVQ  period+24(FP), BX
+	TESTQ BX, BX
+	JZ    bf16shiftp2_run_done
+
+bf16shiftp2_run_loop:
+	VMOVDQU  (AX), Y0
+	VPAND    Y15, Y0, Y1
+	VPCMPEQW Y14, Y1, Y2
+	VPCMPEQW Y15, Y1, Y1
+	VPOR     Y1, Y2, Y2
+	VPANDN   (DX), Y2, Y1
+	VPADDW   Y1, Y0, Y0
+	VMOVDQU  Y0, (AX)
+	ADDQ     $0x00000020, AX
+	ADDQ     $0x00000020, DX
+	DECQ     BX
+	JNZ      bf16shiftp2_run_loop
+
+bf16shiftp2_run_done:
+	DECQ CX
+	JNZ  bf16shiftp2_loop
+
+bf16shiftp2_done:
+	VZEROUPPER
+	RET
+
 DATA e2m1ValsAVX2<>+0(SB)/4, $0x00000000
 DATA e2m1ValsAVX2<>+4(SB)/4, $0x3f000000
 DATA e2m1ValsAVX2<>+8(SB)/4, $0x3f800000

@@ -964,6 +964,11 @@ func amax32AVX2(src *float32, blocks int, out *uint32)
 //go:noescape
 func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
 
+// bf16ShiftPeriodAVX2 adds exponent shifts to the finite non-zero bf16 halves of reps·8·period lanes, lane i taking shifts[i mod 8·period]; its Go twin is bf16ShiftGo (bf16pack.go) run by run (AVX2).
+//
+//go:noescape
+func bf16ShiftPeriodAVX2(d *uint32, shifts *uint32, reps int, period int)
+
 // e2m1DecodeBF16AVX2 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX2).
 //
 //go:noescape

@@ -940,3 +940,42 @@ func testPairConversionsMatchLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestShiftPeriodicMatchesTwin checks shiftPeriodic (the AVX2 kernel
+// where the period is whole vectors) against bf16ShiftGo run by run, on
+// pairs with zero, subnormal, infinite and NaN halves among them.
+func TestShiftPeriodicMatchesTwin(t *testing.T) { withISA(t, testShiftPeriodic) }
+
+func testShiftPeriodic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(73, 74))
+	halves := []uint16{0, 0x8000, 0x0001, 0x807F, 0x7F80, 0xFF80, 0x7FC1, 0x3F80, 0x0080}
+	for _, period := range []int{5, 8, 16, 48} {
+		for reps := 1; reps <= 4; reps++ {
+			shifts := make([]uint32, period)
+			for i := range shifts {
+				shifts[i] = shiftLane(-rng.IntN(9))
+			}
+			d := make([]uint32, period*reps)
+			for i := range d {
+				lo, hi := uint16(rng.Uint32()), uint16(rng.Uint32())
+				if rng.IntN(3) == 0 {
+					lo = halves[rng.IntN(len(halves))]
+				}
+				if rng.IntN(3) == 0 {
+					hi = halves[rng.IntN(len(halves))]
+				}
+				d[i] = uint32(hi)<<16 | uint32(lo)
+			}
+			want := append([]uint32(nil), d...)
+			for i := 0; i < len(want); i += period {
+				bf16ShiftGo(want[i:i+period], shifts)
+			}
+			shiftPeriodic(d, shifts)
+			for i := range d {
+				if d[i] != want[i] {
+					t.Fatalf("period %d reps %d: lane %d = %#x, want %#x", period, reps, i, d[i], want[i])
+				}
+			}
+		}
+	}
+}

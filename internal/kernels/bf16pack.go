@@ -407,6 +407,17 @@ func shiftLanes(d, shifts []uint32) {
 	bf16ShiftGo(d[done:], shifts[done:])
 }
 
+// shiftPeriodic moves the exponent of each lane d[i] by shifts[i mod
+// len(shifts)] (shiftLane values; len(d) a multiple of len(shifts)).
+func shiftPeriodic(d, shifts []uint32) {
+	if shiftPeriodVector(d, shifts) {
+		return
+	}
+	for i := 0; i < len(d); i += len(shifts) {
+		shiftLanes(d[i:i+len(shifts)], shifts)
+	}
+}
+
 // e2m1Run returns NVFP4's codes and factors from element o (r·E2M1Cols
 // + c) on: the byte holding o (its low nibble when c is even) and o's
 // block factor (its tile's with E2M1Tiles).

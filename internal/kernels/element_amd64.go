@@ -445,8 +445,8 @@ func rowGemm16SplitVector(m, n, kp int, a []float32, rsA, csA, oddA int, b []uin
 // table at scale 1, which the word decode widens; not exponent shifts,
 // scaled tables or NVFP4).
 func useSplitA16(x *Operand) bool {
-	return hasAVX2 && !hasBF16 && useRow16Vector && x.Exp == nil &&
-		(x.E2M1 != nil || x.Codes == nil || x.bf16Tab != nil && x.Scale == 1 && decodeFormat(x) >= 0)
+	return hasAVX2 && !hasBF16 && useRow16Vector &&
+		(x.Exp == nil && (x.E2M1 != nil || x.Codes == nil) || x.Codes != nil && x.bf16Tab != nil && x.Scale == 1 && decodeFormat(x) >= 0)
 }
 
 // widenRowsVector does the vector part of Operand.widenRows (rows rows

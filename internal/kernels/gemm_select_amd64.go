@@ -449,6 +449,17 @@ func bf16ShiftVector(d, shifts []uint32, step int) int {
 	return blocks * 16
 }
 
+// shiftPeriodVector does shiftPeriodic with the AVX2 kernel (len(shifts)
+// a multiple of 8, len(d) of len(shifts)) and reports whether it could.
+func shiftPeriodVector(d, shifts []uint32) bool {
+	period := len(shifts) / 8
+	if !hasAVX2 || period == 0 || len(shifts)%8 != 0 || len(d)%len(shifts) != 0 || len(d) == 0 {
+		return false
+	}
+	bf16ShiftPeriodAVX2(&d[0], &shifts[0], len(d)/len(shifts), period)
+	return true
+}
+
 // bf16ShiftRunsVector shifts the whole runs of 64 lanes of d by their
 // exp entries (see bf16ShiftRunsGo) and returns how many runs it did.
 func bf16ShiftRunsVector(d []uint32, exp []int8) int {

@@ -38,6 +38,7 @@ const hasBF16 = false
 // bf16ShiftVector has no vector path on this build.
 func bf16ShiftVector(d, shifts []uint32, step int) int { return 0 }
 func bf16ShiftRunsVector(d []uint32, exp []int8) int   { return 0 }
+func shiftPeriodVector(d, shifts []uint32) bool        { return false }
 
 func e2m1GroupsVector(dst []uint32, a, b []uint8, fa, fb []float32, groups, blocks, stride, cstep int) bool {
 	return false

@@ -360,11 +360,31 @@ func (g *Gemm) directPart16Split(i, m0, m1, n0, n1 int) {
 					tmp[r*rsA+k] = 0
 				}
 			}
+			if x.Exp != nil {
+				// Each row's k-blocks by their shifts: a widened value
+				// is its bf16 in a lane's upper half, the lower half
+				// zero, which the pairs' shift leaves alone.
+				for r := 0; r < rows; r++ {
+					row, e := asU32(tmp[r*rsA:r*rsA+k]), x.Exp[(r0+r)*x.ExpBlocks:]
+					for b := 0; b*ExpBlock < k; b++ {
+						shiftRun(row[b*ExpBlock:min(k, (b+1)*ExpBlock)], int(e[b]))
+					}
+				}
+			}
 		} else {
 			rsA, csA, oddA = 1, 2*rows, rows
 			x.widenRows(tmp, r0, lda, k, rows, rows)
 			if k%2 != 0 {
 				clear(tmp[k*rows : (k+1)*rows])
+			}
+			if x.Exp != nil {
+				// Value p of the chunk's rows: lane r takes row r0+r's
+				// shift of p's k-block.
+				var sv [48]uint32
+				for p0 := 0; p0 < k; p0 += ExpBlock {
+					x.expLanes(sv[:rows], r0, p0)
+					shiftPeriodic(asU32(tmp[p0*rows:min(k, p0+ExpBlock)*rows]), sv[:rows])
+				}
 			}
 		}
 		rowGemm16Split(rows, n1-n0, kp, tmp, rsA, csA, oddA, g.scr16.bt[n0*kp:], a.c[r0*a.ldc+n0:], a.ldc, a.alpha, a.alphaLo)

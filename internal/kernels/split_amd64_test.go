@@ -14,7 +14,7 @@ import (
 // of A, even and odd k (the last pair padded after a GEMM that left NaN
 // in the buffer), row counts that leave every kernel height, column
 // tails, op(B) as stored and transposed, and float32 and FP8 operands (E4M3 and E5M2 at scale 1, a
-// scaled table).
+// scaled table, with and without Float8BlockScaling's exponent shifts over several k-blocks).
 func TestDirect16SplitMatchesPairs(t *testing.T) {
 	if !hasAVX2 {
 		t.Skip("no AVX2")
@@ -32,12 +32,19 @@ func TestDirect16SplitMatchesPairs(t *testing.T) {
 		return c
 	}
 	g := NewGemm()
-	for _, sz := range [][3]int{{13, 40, 7}, {50, 70, 33}, {97, 129, 128}, {6, 16, 1}, {200, 64, 65}} {
+	for _, sz := range [][3]int{{13, 40, 7}, {50, 70, 33}, {97, 129, 128}, {6, 16, 1}, {200, 64, 65}, {30, 40, 301}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, ta := range []bool{false, true} {
-			for kind := 0; kind < 6; kind++ {
+			for kind := 0; kind < 8; kind++ {
 				var a *Operand
 				switch kind {
+				case 6, 7: // FP8 codes with Float8BlockScaling's exponent shifts
+					a = fp8OperandForTest(codes(m*k), kind-6, 1)
+					a.ExpBlocks = (k + ExpBlock - 1) / ExpBlock
+					a.Exp = make([]int8, m*a.ExpBlocks)
+					for i := range a.Exp {
+						a.Exp[i] = int8(-rng.IntN(9))
+					}
 				case 4, 5: // NVFP4 codes, 1×16 blocks or 16×16 tiles
 					rows, cols := m, k
 					if ta {

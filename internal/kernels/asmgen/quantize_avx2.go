@@ -330,18 +330,43 @@ func bf16ShiftAVX2() {
 	VMOVDQU(ac(0x7F807F80), yExp)
 	VPXOR(yZero, yZero, yZero)
 	loop("bf16shift2", n, func() {
-		x, e, m := Y0, Y1, Y2
-		VMOVDQU(Mem{Base: d}, x)
-		VPAND(yExp, x, e)
-		VPCMPEQW(yZero, e, m) // zero or subnormal
-		VPCMPEQW(yExp, e, e)  // inf or NaN
-		VPOR(e, m, m)
-		VPANDN(Mem{Base: sh}, m, e) // the shift where neither
-		VPADDW(e, x, x)
-		VMOVDQU(x, Mem{Base: d})
+		bf16Shift8AVX2(d, sh, yExp, yZero)
 		ADDQ(U32(32), d)
 		ADDQ(step, sh)
 	})
 	VZEROUPPER()
 	RET()
+	TEXT("bf16ShiftPeriodAVX2", NOSPLIT, "func(d *uint32, shifts *uint32, reps int, period int)")
+	Pragma("noescape")
+	Doc("bf16ShiftPeriodAVX2 adds exponent shifts to the finite non-zero bf16 halves of reps·8·period lanes, lane i taking shifts[i mod 8·period]; its Go twin is bf16ShiftGo (bf16pack.go) run by run (AVX2).")
+	d = Load(Param("d"), GP64())
+	n = Load(Param("reps"), GP64())
+	VMOVDQU(ac(0x7F807F80), yExp)
+	VPXOR(yZero, yZero, yZero)
+	loop("bf16shiftp2", n, func() {
+		s, k := GP64(), GP64()
+		Load(Param("shifts"), s)
+		Load(Param("period"), k)
+		loop("bf16shiftp2_run", k, func() {
+			bf16Shift8AVX2(d, s, yExp, yZero)
+			ADDQ(U32(32), d)
+			ADDQ(U32(32), s)
+		})
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16Shift8AVX2 emits bf16ShiftAVX2's step on the 8 lanes at d with the
+// shifts at sh; yExp holds 0x7F80 in every half, yZero zeros.
+func bf16Shift8AVX2(d, sh Register, yExp, yZero VecPhysical) {
+	x, e, m := Y0, Y1, Y2
+	VMOVDQU(Mem{Base: d}, x)
+	VPAND(yExp, x, e)
+	VPCMPEQW(yZero, e, m) // zero or subnormal
+	VPCMPEQW(yExp, e, e)  // inf or NaN
+	VPOR(e, m, m)
+	VPANDN(Mem{Base: sh}, m, e) // the shift where neither
+	VPADDW(e, x, x)
+	VMOVDQU(x, Mem{Base: d})
 }
