@@ -7878,6 +7878,32 @@ scaleRowAVX512_done:
 	VZEROUPPER
 	RET
 
+// func scaleRowAVX2(c *float32, blocks int, f float64)
+// Requires: AVX
+TEXT ·scaleRowAVX2(SB), NOSPLIT, $0-24
+	MOVQ         c+0(FP), AX
+	MOVQ         blocks+8(FP), CX
+	VBROADCASTSD f+16(FP), Y15
+	TESTQ        CX, CX
+	JZ           scaleRowAVX2_done
+
+scaleRowAVX2_loop:
+	VCVTPS2PD  (AX), Y0
+	VMULPD     Y15, Y0, Y0
+	VCVTPD2PSY Y0, X0
+	VMOVUPS    X0, (AX)
+	VCVTPS2PD  16(AX), Y0
+	VMULPD     Y15, Y0, Y0
+	VCVTPD2PSY Y0, X0
+	VMOVUPS    X0, 16(AX)
+	ADDQ       $0x00000020, AX
+	DECQ       CX
+	JNZ        scaleRowAVX2_loop
+
+scaleRowAVX2_done:
+	VZEROUPPER
+	RET
+
 // func scaleRowColAVX512(c *float32, col *float32, blocks int, f float64)
 // Requires: AVX, AVX512F
 TEXT ·scaleRowColAVX512(SB), NOSPLIT, $0-32
@@ -7893,14 +7919,46 @@ scaleRowColAVX512_loop:
 	VCVTPS2PD (CX), Z1
 	VMULPD    Z1, Z20, Z1
 	VMULPD    Z1, Z0, Z0
-	ADDQ      $0x00000020, CX
 	VCVTPD2PS Z0, Y0
 	VMOVUPS   Y0, (AX)
+	ADDQ      $0x00000020, CX
 	ADDQ      $0x00000020, AX
 	DECQ      DX
 	JNZ       scaleRowColAVX512_loop
 
 scaleRowColAVX512_done:
+	VZEROUPPER
+	RET
+
+// func scaleRowColAVX2(c *float32, col *float32, blocks int, f float64)
+// Requires: AVX
+TEXT ·scaleRowColAVX2(SB), NOSPLIT, $0-32
+	MOVQ         c+0(FP), AX
+	MOVQ         col+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSD f+24(FP), Y15
+	TESTQ        DX, DX
+	JZ           scaleRowColAVX2_done
+
+scaleRowColAVX2_loop:
+	VCVTPS2PD  (AX), Y0
+	VCVTPS2PD  (CX), Y1
+	VMULPD     Y1, Y15, Y1
+	VMULPD     Y1, Y0, Y0
+	VCVTPD2PSY Y0, X0
+	VMOVUPS    X0, (AX)
+	VCVTPS2PD  16(AX), Y0
+	VCVTPS2PD  16(CX), Y1
+	VMULPD     Y1, Y15, Y1
+	VMULPD     Y1, Y0, Y0
+	VCVTPD2PSY Y0, X0
+	VMOVUPS    X0, 16(AX)
+	ADDQ       $0x00000020, CX
+	ADDQ       $0x00000020, AX
+	DECQ       DX
+	JNZ        scaleRowColAVX2_loop
+
+scaleRowColAVX2_done:
 	VZEROUPPER
 	RET
 

@@ -249,10 +249,20 @@ func reluGradAVX512(dx *float32, x *float32, dy *float32, blocks int)
 //go:noescape
 func scaleRowAVX512(c *float32, blocks int, f float64)
 
+// scaleRowAVX2 multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (AVX2).
+//
+//go:noescape
+func scaleRowAVX2(c *float32, blocks int, f float64)
+
 // scaleRowColAVX512 multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (AVX-512F).
 //
 //go:noescape
 func scaleRowColAVX512(c *float32, col *float32, blocks int, f float64)
+
+// scaleRowColAVX2 multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (AVX2).
+//
+//go:noescape
+func scaleRowColAVX2(c *float32, col *float32, blocks int, f float64)
 
 // bf16KernelAVX512 computes C[12×32] += alpha·A·B from bf16-pair slivers (AVX512_BF16).
 //

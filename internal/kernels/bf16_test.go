@@ -391,7 +391,9 @@ func fp8OperandForTest(codes []uint8, format int, scale float32) *Operand {
 // TestPostScaleVectorMatchesLoop compares the epilogue pass's vector
 // kernel with its loop bit for bit (the loop runs on a tail shorter than
 // 8), with and without per-column factors.
-func TestPostScaleVectorMatchesLoop(t *testing.T) {
+func TestPostScaleVectorMatchesLoop(t *testing.T) { withISA(t, testPostScaleVectorMatchesLoop) }
+
+func testPostScaleVectorMatchesLoop(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	for trial := 0; trial < 200; trial++ {
 		v, col := randSlice(rng, 9), randSlice(rng, 9)

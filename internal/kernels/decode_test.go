@@ -223,7 +223,9 @@ func TestQuantizeFP8LanesAndAmaxColsMatchTwins(t *testing.T) {
 // TestMulRowIsFloat32Multiplication: MulRow equals Go's float32
 // multiplication bit for bit on every kind of value (NaN, ±inf,
 // subnormal products, overflow), at lengths that leave a tail.
-func TestMulRowIsFloat32Multiplication(t *testing.T) {
+func TestMulRowIsFloat32Multiplication(t *testing.T) { withISA(t, testMulRow) }
+
+func testMulRow(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, n := range []int{1, 7, 8, 9, 100} {
 		row, f := make([]float32, n), make([]float32, n)

@@ -414,14 +414,21 @@ func groupsExpVector(x *Operand, dst []uint32, o0, o1, groups, width, stride int
 // one row with the vector kernel and returns how many it did.
 func scaleRowVector(row, col []float32, f float64) int {
 	blocks := len(row) / 8
-	if !hasAVX512 || blocks == 0 {
+	if !hasAVX2 || blocks == 0 {
 		return 0
 	}
-	if col == nil {
-		scaleRowAVX512(&row[0], blocks, f)
-	} else {
+	if col != nil {
 		_ = col[8*blocks-1]
+	}
+	switch {
+	case hasAVX512 && col == nil:
+		scaleRowAVX512(&row[0], blocks, f)
+	case hasAVX512:
 		scaleRowColAVX512(&row[0], &col[0], blocks, f)
+	case col == nil:
+		scaleRowAVX2(&row[0], blocks, f)
+	default:
+		scaleRowColAVX2(&row[0], &col[0], blocks, f)
 	}
 	return 8 * blocks
 }

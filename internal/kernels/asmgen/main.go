@@ -1071,13 +1071,24 @@ func reluGrad() {
 // col, float32(float64(c[j]) · (f · float64(col[j]))) — the operations
 // of kernels.postScale's loop, in its order, rounded once at the end.
 func scaleRow(withCol bool) {
-	name, sig := "scaleRowAVX512", "func(c *float32, blocks int, f float64)"
+	scaleRowKernel(withCol, false)
+	scaleRowKernel(withCol, true)
+}
+
+// scaleRowKernel emits scaleRow's kernel for AVX-512 (eight float64
+// lanes a vector) or AVX2 (two vectors of four a block of eight).
+func scaleRowKernel(withCol, avx2 bool) {
+	isa, sfx := "AVX-512F", "AVX512"
+	if avx2 {
+		isa, sfx = "AVX2", "AVX2"
+	}
+	name, sig := "scaleRow"+sfx, "func(c *float32, blocks int, f float64)"
 	if withCol {
-		name, sig = "scaleRowColAVX512", "func(c, col *float32, blocks int, f float64)"
+		name, sig = "scaleRowCol"+sfx, "func(c, col *float32, blocks int, f float64)"
 	}
 	TEXT(name, NOSPLIT, sig)
 	Pragma("noescape")
-	Doc(name + " multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (AVX-512F).")
+	Doc(name + " multiplies 8·blocks accumulators by the epilogue's factors in float64; its Go twin is the loop in postScale (gemm16.go) (" + isa + ").")
 	c := Load(Param("c"), GP64())
 	var col Register
 	off := 16
@@ -1085,19 +1096,33 @@ func scaleRow(withCol bool) {
 		col, off = Load(Param("col"), GP64()), 24
 	}
 	n := Load(Param("blocks"), GP64())
-	VBROADCASTSD(NewParamAddr("f", off), Z20)
+	// v: the float64 vector (Z or Y), h: its float32 half (Y or X), a
+	// block's vectors of width bytes of float32.
+	v0, v1, fv, h0, parts, width := VecPhysical(Z0), VecPhysical(Z1), VecPhysical(Z20), VecPhysical(Y0), 1, 32
+	if avx2 {
+		v0, v1, fv, h0, parts, width = Y0, Y1, Y15, X0, 2, 16
+	}
+	VBROADCASTSD(NewParamAddr("f", off), fv)
 	loop(name, n, func() {
-		VCVTPS2PD(Mem{Base: c}, Z0)
-		if withCol {
-			VCVTPS2PD(Mem{Base: col}, Z1)
-			VMULPD(Z1, Z20, Z1) // f · col
-			VMULPD(Z1, Z0, Z0)
-			ADDQ(U32(32), col)
-		} else {
-			VMULPD(Z20, Z0, Z0)
+		for i := 0; i < parts; i++ {
+			VCVTPS2PD(Mem{Base: c, Disp: width * i}, v0)
+			if withCol {
+				VCVTPS2PD(Mem{Base: col, Disp: width * i}, v1)
+				VMULPD(v1, fv, v1) // f · col
+				VMULPD(v1, v0, v0)
+			} else {
+				VMULPD(fv, v0, v0)
+			}
+			if avx2 {
+				VCVTPD2PSY(v0, h0)
+			} else {
+				VCVTPD2PS(v0, h0)
+			}
+			VMOVUPS(h0, Mem{Base: c, Disp: width * i})
 		}
-		VCVTPD2PS(Z0, Y0)
-		VMOVUPS(Y0, Mem{Base: c})
+		if withCol {
+			ADDQ(U32(32), col)
+		}
 		ADDQ(U32(32), c)
 	})
 	VZEROUPPER()
