@@ -396,7 +396,15 @@ DATA avx2Consts<>+1552(SB)/4, $0x00400000
 DATA avx2Consts<>+1556(SB)/4, $0x00400000
 DATA avx2Consts<>+1560(SB)/4, $0x00400000
 DATA avx2Consts<>+1564(SB)/4, $0x00400000
-GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1568
+DATA avx2Consts<>+1568(SB)/4, $0x3b000000
+DATA avx2Consts<>+1572(SB)/4, $0x3b000000
+DATA avx2Consts<>+1576(SB)/4, $0x3b000000
+DATA avx2Consts<>+1580(SB)/4, $0x3b000000
+DATA avx2Consts<>+1584(SB)/4, $0x3b000000
+DATA avx2Consts<>+1588(SB)/4, $0x3b000000
+DATA avx2Consts<>+1592(SB)/4, $0x3b000000
+DATA avx2Consts<>+1596(SB)/4, $0x3b000000
+GLOBL avx2Consts<>(SB), RODATA|NOPTR, $1600
 
 // func sgemmKernelAVX512(k int, a *float32, b *float32, c *float32, ldc int, alpha float32, overwrite int)
 // Requires: AVX, AVX512F
@@ -16357,6 +16365,50 @@ scaleAVX512_done:
 	VZEROUPPER
 	RET
 
+// func widenBF16AVX2(v *float32, h *uint16, blocks int)
+// Requires: AVX, AVX2
+TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ  v+0(FP), AX
+	MOVQ  h+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    widenBF16AVX2_done
+
+widenBF16AVX2_loop:
+	VPMOVZXWD (CX), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       widenBF16AVX2_loop
+
+widenBF16AVX2_done:
+	VZEROUPPER
+	RET
+
+// func widenBF16AVX512(v *float32, h *uint16, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·widenBF16AVX512(SB), NOSPLIT, $0-24
+	MOVQ  v+0(FP), AX
+	MOVQ  h+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    widenBF16AVX512_done
+
+widenBF16AVX512_loop:
+	VPMOVZXWD (CX), Z0
+	VPSLLD    $0x10, Z0, Z0
+	VMOVUPS   Z0, (AX)
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000040, AX
+	DECQ      DX
+	JNZ       widenBF16AVX512_loop
+
+widenBF16AVX512_done:
+	VZEROUPPER
+	RET
+
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
 TEXT ·geluAVX2(SB), NOSPLIT, $0-24
@@ -24961,6 +25013,74 @@ bf16shiftp2_run_done:
 	JNZ  bf16shiftp2_loop
 
 bf16shiftp2_done:
+	VZEROUPPER
+	RET
+
+// func nvfp4ScalesAVX2(amax *uint32, sf *uint8, es *float32, groups int, m float32, sdec float32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·nvfp4ScalesAVX2(SB), NOSPLIT, $0-40
+	MOVQ         amax+0(FP), AX
+	MOVQ         sf+8(FP), CX
+	MOVQ         es+16(FP), DX
+	MOVQ         groups+24(FP), BX
+	VBROADCASTSS m+32(FP), Y8
+	VBROADCASTSS sdec+36(FP), Y9
+	MOVL         $0x7f7fffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x46800000, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0xc407ffff, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x0000007e, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x3c800000, SI
+	MOVD         SI, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x3c000000, SI
+	MOVD         SI, X15
+	VPBROADCASTD X15, Y15
+	TESTQ        BX, BX
+	JZ           nvfp4sc2_done
+
+nvfp4sc2_loop:
+	VMULPS       (AX), Y8, Y0
+	VMINPS       Y10, Y0, Y0
+	VPSRLD       $0x14, Y0, Y2
+	VPAND        avx2Consts<>+864(SB), Y2, Y2
+	VPADDD       Y12, Y2, Y2
+	VPADDD       Y0, Y2, Y2
+	VPSRLD       $0x14, Y2, Y1
+	VADDPS       Y11, Y0, Y3
+	VPSUBD       Y11, Y3, Y3
+	VPCMPGTD     Y0, Y14, Y2
+	VBLENDVPS    Y2, Y3, Y1, Y1
+	VPMINUD      Y13, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X4
+	VPACKUSDW    X4, X1, X4
+	VPACKUSWB    X4, X4, X4
+	MOVQ         X4, (CX)
+	VPSLLD       $0x14, Y1, Y4
+	VPADDD       Y15, Y4, Y4
+	VCVTDQ2PS    Y1, Y3
+	VMULPS       avx2Consts<>+1568(SB), Y3, Y3
+	VPCMPGTD     avx2Consts<>+1408(SB), Y1, Y2
+	VBLENDVPS    Y2, Y4, Y3, Y4
+	VMULPS       Y9, Y4, Y4
+	VMOVUPS      avx2Consts<>+0(SB), Y5
+	VDIVPS       Y4, Y5, Y5
+	VMINPS       Y10, Y5, Y5
+	VMOVUPS      Y5, (DX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          nvfp4sc2_loop
+
+nvfp4sc2_done:
 	VZEROUPPER
 	RET
 

@@ -579,6 +579,16 @@ func scaleAVX2(x *float32, blocks int, s float32)
 //go:noescape
 func scaleAVX512(x *float32, blocks int, s float32)
 
+// widenBF16AVX2 writes the float32 values of 8·blocks bf16 values; its Go twin is the loop in WidenBF16 (fp8cast.go) (AVX2).
+//
+//go:noescape
+func widenBF16AVX2(v *float32, h *uint16, blocks int)
+
+// widenBF16AVX512 writes the float32 values of 16·blocks bf16 values; its Go twin is the loop in WidenBF16 (fp8cast.go) (AVX-512F).
+//
+//go:noescape
+func widenBF16AVX512(v *float32, h *uint16, blocks int)
+
 // geluAVX2 is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).
 //
 //go:noescape
@@ -978,6 +988,11 @@ func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
 //
 //go:noescape
 func bf16ShiftPeriodAVX2(d *uint32, shifts *uint32, reps int, period int)
+
+// nvfp4ScalesAVX2 computes the E4M3 block scales and element scales of 8·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func nvfp4ScalesAVX2(amax *uint32, sf *uint8, es *float32, groups int, m float32, sdec float32)
 
 // e2m1DecodeBF16AVX2 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX2).
 //

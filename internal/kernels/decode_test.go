@@ -612,7 +612,9 @@ func TestAmax128MatchesTwin(t *testing.T) {
 // TestNVFP4ScaleKernelsMatchTwins checks the block amaxes, the block
 // scales and the transpose against their Go twins bit for bit: NaN,
 // infinities, zeros and any bit pattern, lengths that leave a tail.
-func TestNVFP4ScaleKernelsMatchTwins(t *testing.T) {
+func TestNVFP4ScaleKernelsMatchTwins(t *testing.T) { withISA(t, testNVFP4ScaleKernels) }
+
+func testNVFP4ScaleKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(27, 28))
 	for _, n := range []int{1, 15, 16, 17, 255, 256, 257, 16 * 33} {
 		src := make([]float32, n)

@@ -780,6 +780,20 @@ func scaleVector(x []float32, s float32) int {
 	return 0
 }
 
+// widenBF16Vector does the whole vectors of WidenBF16 (len(v) = len(h))
+// and returns how many values it did.
+func widenBF16Vector(v []float32, h []uint16) int {
+	switch {
+	case hasAVX512 && len(h) >= 16:
+		widenBF16AVX512(&v[0], &h[0], len(h)/16)
+		return len(h) / 16 * 16
+	case hasAVX2 && len(h) >= 8:
+		widenBF16AVX2(&v[0], &h[0], len(h)/8)
+		return len(h) / 8 * 8
+	}
+	return 0
+}
+
 // reluVector writes max(x, 0) to y with the vector kernel and reports
 // whether it could.
 func reluVector(y, x []float32) bool {
@@ -1133,12 +1147,20 @@ func amax16Vector(out []uint32, src []float32) int {
 // nvfp4ScalesVector does NVFP4BlockScales for the longest multiple of
 // 16 blocks and returns how many it did.
 func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int {
-	groups := len(amax) / 16
-	if !hasAVX512 || groups == 0 || len(sf) < 16*groups || len(es) < 16*groups {
+	lanes := 16
+	if !hasAVX512 {
+		lanes = 8
+	}
+	groups := len(amax) / lanes
+	if !hasAVX2 || groups == 0 || len(sf) < lanes*groups || len(es) < lanes*groups {
 		return 0
 	}
-	nvfp4ScalesAVX512(&amax[0], &sf[0], &es[0], groups, m, sdec)
-	return 16 * groups
+	if hasAVX512 {
+		nvfp4ScalesAVX512(&amax[0], &sf[0], &es[0], groups, m, sdec)
+	} else {
+		nvfp4ScalesAVX2(&amax[0], &sf[0], &es[0], groups, m, sdec)
+	}
+	return lanes * groups
 }
 
 // e2m1BlocksVector casts the whole blocks of 16 of src (see

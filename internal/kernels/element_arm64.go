@@ -83,8 +83,10 @@ func neonGELUGrad(dx, x, dy *float32, n int)
 //go:noescape
 func neonAdam(w, grad, m, v *float32, n int, c *AdamConsts)
 
-// scaleVector: Scale has no NEON kernel; its loop does the work.
-func scaleVector(x []float32, s float32) int { return 0 }
+// scaleVector and widenBF16Vector: Scale and WidenBF16 have no NEON
+// kernels; their loops do the work.
+func scaleVector(x []float32, s float32) int      { return 0 }
+func widenBF16Vector(v []float32, h []uint16) int { return 0 }
 
 func addVector(dst, x, y []float32) bool {
 	n := len(dst) &^ 3

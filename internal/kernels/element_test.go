@@ -55,6 +55,13 @@ func testElementKernelsStayInBounds(t *testing.T) {
 			{"ReLUGrad", func(d []float32) int { return reluGradVector(d, x, dy) }},
 			{"Scale", func(d []float32) int { return scaleVector(d, 3) }},
 			{"Scale+twin", func(d []float32) int { Scale(d, 3); return n }},
+			{"WidenBF16", func(d []float32) int {
+				h := make([]uint16, n)
+				for i := range h {
+					h[i] = uint16(rng.Uint32())
+				}
+				return widenBF16Vector(d, h)
+			}},
 			{"DecodeFP8", func(d []float32) int {
 				codes := make([]uint8, n)
 				for i := range codes {
@@ -345,6 +352,34 @@ func testScaleMatchesLoop(t *testing.T) {
 					t.Fatalf("s=%v n=%d: x[%d] = %#x, loop %#x", s, n, i, math.Float32bits(x[i]), math.Float32bits(want[i]))
 				}
 			}
+		}
+	}
+}
+
+// TestWidenBF16MatchesLoop checks WidenBF16 against BF16ToFloat32 value
+// by value on every length up to 70 and every bf16 bit pattern.
+func TestWidenBF16MatchesLoop(t *testing.T) { withISA(t, testWidenBF16) }
+
+func testWidenBF16(t *testing.T) {
+	h := make([]uint16, 1<<16)
+	for i := range h {
+		h[i] = uint16(i)
+	}
+	for n := 0; n <= 70; n++ {
+		v := WidenBF16(make([]float32, n+3), h[100:100+n])
+		if len(v) != n {
+			t.Fatalf("n=%d: %d values", n, len(v))
+		}
+		for i := range v {
+			if math.Float32bits(v[i]) != uint32(h[100+i])<<16 {
+				t.Fatalf("n=%d: v[%d] = %#x, want %#x", n, i, math.Float32bits(v[i]), uint32(h[100+i])<<16)
+			}
+		}
+	}
+	v := WidenBF16(make([]float32, len(h)), h)
+	for i := range v {
+		if math.Float32bits(v[i]) != uint32(i)<<16 {
+			t.Fatalf("bits %#x: %#x", i, math.Float32bits(v[i]))
 		}
 	}
 }

@@ -685,8 +685,8 @@ func E2M1StochasticBlocksBF16(dst []uint8, src []uint16, es []float32, key, base
 // and returns that slice.
 func WidenBF16(v []float32, h []uint16) []float32 {
 	v = v[:len(h)]
-	for i, x := range h {
-		v[i] = BF16ToFloat32(x)
+	for i := widenBF16Vector(v, h); i < len(h); i++ {
+		v[i] = BF16ToFloat32(h[i])
 	}
 	return v
 }

@@ -29,7 +29,7 @@ var avx2ConstValues = []uint32{
 	0x007F007F, 0x00070007, 0x00030003, 0x007C007C, 0x3C003C00, 0x38003800, 0x80008000, 0x7FC07FC0, 0x7F807F80,
 	// NVFP4's.
 	0x80000000, 8, 0xFF, f32(0.25), 7, 0x3F000000, 0x3F800000, 0x4B000000,
-	0x00400000,
+	0x00400000, f32(0x1p-9),
 }
 
 var avx2ConstMem Mem
@@ -326,6 +326,26 @@ func scaleKernel(name, isa string, vec func(int) VecPhysical, lanes int) {
 	RET()
 }
 
+// widenBF16Kernel emits v[i] = the float32 of the bf16 bits h[i] (the
+// bits moved to the upper half) over lanes·blocks values.
+func widenBF16Kernel(name, isa string, vec func(int) VecPhysical, lanes int) {
+	TEXT(name, NOSPLIT, "func(v *float32, h *uint16, blocks int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s writes the float32 values of %d·blocks bf16 values; its Go twin is the loop in WidenBF16 (fp8cast.go) (%s).", name, lanes, isa))
+	v := Load(Param("v"), GP64())
+	h := Load(Param("h"), GP64())
+	n := Load(Param("blocks"), GP64())
+	loop(name, n, func() {
+		VPMOVZXWD(Mem{Base: h}, vec(0))
+		VPSLLD(U8(16), vec(0), vec(0))
+		VMOVUPS(vec(0), Mem{Base: v})
+		ADDQ(U32(2*lanes), h)
+		ADDQ(U32(4*lanes), v)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // reluGradAVX2 is the 8-lane form of ReLUGrad's loop.
 func reluGradAVX2() {
 	TEXT("reluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
@@ -356,6 +376,8 @@ func adamAVX2() { adamKernel("adamAVX2", "adam2", "AVX2", 8, ymm, 7) }
 func avx2ElementKernels() {
 	scaleKernel("scaleAVX2", "AVX2", ymm, 8)
 	scaleKernel("scaleAVX512", "AVX-512F", zmm, 16)
+	widenBF16Kernel("widenBF16AVX2", "AVX2", ymm, 8)
+	widenBF16Kernel("widenBF16AVX512", "AVX-512F", zmm, 16)
 	geluAVX2(false)
 	geluAVX2(true)
 	expSumAVX2()

@@ -472,8 +472,70 @@ func bf16BitsAVX2() {
 	RET()
 }
 
+// nvfp4ScalesAVX2 is nvfp4Scales on 8 blocks a vector: each block's
+// E4M3 scale code from its amax times m (saturating, nearest even, as
+// e4m3RoundAbs), and its elements' scale min(1/(decode(code)·sdec),
+// FLT_MAX).
+func nvfp4ScalesAVX2() {
+	TEXT("nvfp4ScalesAVX2", NOSPLIT, "func(amax *uint32, sf *uint8, es *float32, groups int, m float32, sdec float32)")
+	Pragma("noescape")
+	Doc("nvfp4ScalesAVX2 computes the E4M3 block scales and element scales of 8·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX2).")
+	am := Load(Param("amax"), GP64())
+	sf := Load(Param("sf"), GP64())
+	es := Load(Param("es"), GP64())
+	n := Load(Param("groups"), GP64())
+	yM, ySdec, yFltMax, magic, half, maxR, norm, rebias := Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15
+	bcastY := func(v uint32, y VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		MOVD(r, y.AsX())
+		VPBROADCASTD(y.AsX(), y)
+	}
+	VBROADCASTSS(NewParamAddr("m", 32), yM)
+	VBROADCASTSS(NewParamAddr("sdec", 36), ySdec)
+	bcastY(math.Float32bits(math.MaxFloat32), yFltMax)
+	// E4M3's rounding constants (quantizeAVX2's).
+	const shift = 20
+	bcastY(uint32(127+14)<<23, magic)
+	off := uint32(120 << 3) // wraps, as quantizeAVX2's does
+	bcastY(uint32(1)<<(shift-1)-1-off<<uint(shift), half)
+	bcastY(0x7E, maxR)
+	bcastY(0x3C800000, norm)
+	bcastY(120<<23, rebias)
+	loop("nvfp4sc2", n, func() {
+		t, c, u, sub, d, q := Y0, Y1, Y2, Y3, Y4, Y5
+		VMULPS(Mem{Base: am}, yM, t)
+		VMINPS(yFltMax, t, t)
+		roundAVX2(shift, t, c, u, sub, half, magic, norm)
+		VPMINUD(maxR, c, c)
+		// The 8 codes (dwords below 256) to 8 bytes.
+		VEXTRACTI128(U8(1), c, d.AsX())
+		VPACKUSDW(d.AsX(), c.AsX(), d.AsX())
+		VPACKUSWB(d.AsX(), d.AsX(), d.AsX())
+		MOVQ(d.AsX(), Mem{Base: sf})
+		// decode(sf): (c<<20) + (120<<23) from code 8 up, c·2^−9 below.
+		VPSLLD(U8(20), c, d)
+		VPADDD(rebias, d, d)
+		VCVTDQ2PS(c, sub)
+		VMULPS(acf(0x1p-9), sub, sub)
+		VPCMPGTD(ac(7), c, u) // c > 7: a normal code
+		VBLENDVPS(u, d, sub, d)
+		VMULPS(ySdec, d, d)
+		VMOVUPS(acf(1), q)
+		VDIVPS(d, q, q)
+		VMINPS(yFltMax, q, q)
+		VMOVUPS(q, Mem{Base: es})
+		ADDQ(U32(32), am)
+		ADDQ(U32(8), sf)
+		ADDQ(U32(32), es)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // nvfp4KernelsAVX2 emits the AVX2 NVFP4 kernels and their table.
 func nvfp4KernelsAVX2() {
+	nvfp4ScalesAVX2()
 	e2m1ValsData()
 	e2m1DecodeAVX2()
 	e2m1WidenAVX2()
