@@ -25016,6 +25016,46 @@ bf16shiftp2_done:
 	VZEROUPPER
 	RET
 
+// func bf16ShiftGroupsAVX2(d *uint32, shifts *uint32, groups int, blocks int, stride int)
+// Requires: AVX, AVX2
+TEXT ·bf16ShiftGroupsAVX2(SB), NOSPLIT, $0-40
+	MOVQ    d+0(FP), AX
+	MOVQ    shifts+8(FP), CX
+	MOVQ    groups+16(FP), DX
+	VMOVDQU avx2Consts<>+1248(SB), Y15
+	VPXOR   Y14, Y14, Y14
+	TESTQ   DX, DX
+	JZ      bf16shiftg2_done
+
+bf16shiftg2_loop:
+	MOVQ  AX, BX
+	MOVQ  blocks+24(FP), SI
+	TESTQ SI, SI
+	JZ    bf16shiftg2_run_done
+
+bf16shiftg2_run_loop:
+	VMOVDQU  (BX), Y0
+	VPAND    Y15, Y0, Y1
+	VPCMPEQW Y14, Y1, Y2
+	VPCMPEQW Y15, Y1, Y1
+	VPOR     Y1, Y2, Y2
+	VPANDN   (CX), Y2, Y1
+	VPADDW   Y1, Y0, Y0
+	VMOVDQU  Y0, (BX)
+	ADDQ     $0x00000020, BX
+	ADDQ     $0x00000020, CX
+	DECQ     SI
+	JNZ      bf16shiftg2_run_loop
+
+bf16shiftg2_run_done:
+	ADDQ stride+32(FP), AX
+	DECQ DX
+	JNZ  bf16shiftg2_loop
+
+bf16shiftg2_done:
+	VZEROUPPER
+	RET
+
 // func nvfp4ScalesAVX2(amax *uint32, sf *uint8, es *float32, groups int, m float32, sdec float32)
 // Requires: AVX, AVX2, SSE2
 TEXT ·nvfp4ScalesAVX2(SB), NOSPLIT, $0-40

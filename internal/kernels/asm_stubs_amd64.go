@@ -989,6 +989,11 @@ func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
 //go:noescape
 func bf16ShiftPeriodAVX2(d *uint32, shifts *uint32, reps int, period int)
 
+// bf16ShiftGroupsAVX2 adds exponent shifts to the finite non-zero bf16 halves of groups runs of 8·blocks lanes stride bytes apart, the shifts consecutive across the runs; its Go twin is bf16ShiftGo run by run (bf16pack.go) (AVX2).
+//
+//go:noescape
+func bf16ShiftGroupsAVX2(d *uint32, shifts *uint32, groups int, blocks int, stride int)
+
 // nvfp4ScalesAVX2 computes the E4M3 block scales and element scales of 8·groups NVFP4 blocks from their amaxes; its Go twin is nvfp4ScalesGo (fp8cast.go) (AVX2).
 //
 //go:noescape

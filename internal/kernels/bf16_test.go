@@ -981,3 +981,47 @@ func testShiftPeriodic(t *testing.T) {
 		}
 	}
 }
+
+// TestPairs16GroupsExpMatchesTwin checks pairs16GroupsExp (the AVX-512
+// kernel that shifts as it converts, the AVX2 pairs then one call of
+// the grouped shift, or the loops) against pairs16 and bf16ShiftGo run
+// by run, lanes between the runs untouched.
+func TestPairs16GroupsExpMatchesTwin(t *testing.T) { withISA(t, testPairs16GroupsExp) }
+
+func testPairs16GroupsExp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(75, 76))
+	codes := make([]uint8, 4096)
+	for i := range codes {
+		codes[i] = uint8(rng.IntN(256))
+	}
+	f := randSlice(rng, 4096)
+	f[3], f[40] = 0, float32(math.Inf(1))
+	for _, x := range []*Operand{fp8OperandForTest(codes, 0, 1), fp8OperandForTest(codes, 1, 1), {F32: f}} {
+		for _, width := range []int{8, 16, 24, 48, 20} {
+			for _, groups := range []int{1, 3, 7} {
+				stride := width*3 + 5
+				shifts := make([]uint32, groups*width)
+				for i := range shifts {
+					shifts[i] = shiftLane(-rng.IntN(9))
+				}
+				got := make([]uint32, groups*stride+8)
+				for i := range got {
+					got[i] = 0xDEADBEEF
+				}
+				want := append([]uint32(nil), got...)
+				o0, o1 := 5, 5+groups*width+11
+				x.pairs16GroupsExp(got, o0, o1, groups, width, stride, shifts)
+				for g := 0; g < groups; g++ {
+					run := want[g*stride : g*stride+width]
+					x.pairs16(run, o0+g*width, o1+g*width, width)
+					bf16ShiftGo(run, shifts[g*width:(g+1)*width])
+				}
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("codes=%v width %d groups %d: lane %d = %#x, want %#x", x.Codes != nil, width, groups, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -80,6 +80,9 @@ func (x *Operand) pairs16GroupsExp(dst []uint32, o0, o1, groups, width, stride i
 		return
 	}
 	x.pairs16Groups(dst, o0, o1, groups, width, stride)
+	if shiftGroupsVector(dst, shifts, groups, width, stride) {
+		return
+	}
 	for g := 0; g < groups; g++ {
 		shiftLanes(dst[g*stride:g*stride+width], shifts[g*width:(g+1)*width])
 	}

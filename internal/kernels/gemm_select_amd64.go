@@ -456,6 +456,19 @@ func bf16ShiftVector(d, shifts []uint32, step int) int {
 	return blocks * 16
 }
 
+// shiftGroupsVector shifts groups runs of width lanes of d, run g at
+// d[g·stride:], by shifts[g·width:] (see pairs16GroupsExp) with the
+// AVX2 kernel in one call (width a multiple of 8), and reports whether
+// it could.
+func shiftGroupsVector(d, shifts []uint32, groups, width, stride int) bool {
+	if !hasAVX2 || groups <= 0 || width <= 0 || width%8 != 0 {
+		return false
+	}
+	_, _ = d[(groups-1)*stride+width-1], shifts[groups*width-1]
+	bf16ShiftGroupsAVX2(&d[0], &shifts[0], groups, width/8, 4*stride)
+	return true
+}
+
 // shiftPeriodVector does shiftPeriodic with the AVX2 kernel (len(shifts)
 // a multiple of 8, len(d) of len(shifts)) and reports whether it could.
 func shiftPeriodVector(d, shifts []uint32) bool {

@@ -202,6 +202,7 @@ func quantizeKernelsAVX2() {
 	amaxColsBandAVX2()
 	amax32AVX2()
 	bf16ShiftAVX2()
+	bf16ShiftGroupsAVX2()
 }
 
 // amaxColsAVX2 is amaxCols on 8 lanes: acc[j] = max(acc[j], |x[j]|) as
@@ -352,6 +353,34 @@ func bf16ShiftAVX2() {
 			ADDQ(U32(32), d)
 			ADDQ(U32(32), s)
 		})
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16ShiftGroupsAVX2 emits bf16ShiftAVX2 over groups runs of 8·blocks
+// lanes, run g at d + g·stride bytes, the shifts walked on from run to
+// run (lane i of run g takes shifts[g·8·blocks + i]).
+func bf16ShiftGroupsAVX2() {
+	TEXT("bf16ShiftGroupsAVX2", NOSPLIT, "func(d *uint32, shifts *uint32, groups int, blocks int, stride int)")
+	Pragma("noescape")
+	Doc("bf16ShiftGroupsAVX2 adds exponent shifts to the finite non-zero bf16 halves of groups runs of 8·blocks lanes stride bytes apart, the shifts consecutive across the runs; its Go twin is bf16ShiftGo run by run (bf16pack.go) (AVX2).")
+	d := Load(Param("d"), GP64())
+	sh := Load(Param("shifts"), GP64())
+	n := Load(Param("groups"), GP64())
+	yExp, yZero := Y15, Y14
+	VMOVDQU(ac(0x7F807F80), yExp)
+	VPXOR(yZero, yZero, yZero)
+	loop("bf16shiftg2", n, func() {
+		p, k := GP64(), GP64()
+		MOVQ(d, p)
+		Load(Param("blocks"), k)
+		loop("bf16shiftg2_run", k, func() {
+			bf16Shift8AVX2(p, sh, yExp, yZero)
+			ADDQ(U32(32), p)
+			ADDQ(U32(32), sh)
+		})
+		ADDQ(NewParamAddr("stride", 32), d)
 	})
 	VZEROUPPER()
 	RET()
