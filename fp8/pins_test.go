@@ -98,10 +98,21 @@ func TestMXFP8EdgeBlocksMatchTheDefinition(t *testing.T) {
 // (axis 0) from its amax, every code Encode(x·scale), and the inverse
 // writes every element.
 func TestAxiswiseMatchesTheDefinition(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	rows, cols := 7, 37
+	for _, shape := range [][3]int{{7, 37, 5}, {20, 300, 270}, {3, 530, -1}} {
+		testAxiswise(t, shape[0], shape[1], shape[2])
+	}
+}
+
+// testAxiswise is TestAxiswiseMatchesTheDefinition on one shape, with a
+// NaN in row 2 at column nanCol (none if negative): wide enough shapes
+// take the column amaxes in several chunks, the NaN in the second.
+func testAxiswise(t *testing.T, rows, cols, nanCol int) {
+	rng := rand.New(rand.NewPCG(5, uint64(cols)))
 	src := randMatrix(rng, rows*cols)
-	src[3*cols+5] = float32(math.NaN()) // a NaN row and column
+	if nanCol >= 0 {
+		src[2*cols+nanCol] = float32(math.NaN()) // a NaN row and column
+	}
+	src[cols-1] = float32(math.Inf(-1))
 	for _, axis := range []int{0, 1} {
 		for _, pow2 := range []bool{false, true} {
 			outer := map[int]int{0: cols, 1: rows}[axis]
@@ -490,4 +501,45 @@ func TestScaledGEMMReusesItsBuffers(t *testing.T) {
 			require.Zero(t, allocs, "bf16 %v, %s × %s", bf16, ops[0].kind(), ops[1].kind())
 		}
 	}
+}
+
+// QuantizeAxiswiseRange over disjoint ranges, in any order, writes what
+// QuantizeAxiswise writes, and only its own slices; a range outside the
+// slices is refused.
+func TestAxiswiseRangesMakeTheWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	rows, cols := 9, 300
+	src := randMatrix(rng, rows*cols)
+	for _, axis := range []int{0, 1} {
+		outer := map[int]int{0: cols, 1: rows}[axis]
+		want, wantS, wantA := make([]uint8, rows*cols), make([]float32, outer), make([]float32, outer)
+		require.NoError(t, QuantizeAxiswise(want, wantS, wantA, src, rows, cols, axis, E5M2, false))
+		got, gotS, gotA := make([]uint8, rows*cols), make([]float32, outer), make([]float32, outer)
+		cuts := []int{0, outer / 3, outer / 3, outer/2 + 1, outer}
+		for i := len(cuts) - 2; i >= 0; i-- {
+			require.NoError(t, QuantizeAxiswiseRange(got, gotS, gotA, src, rows, cols, axis, E5M2, false, cuts[i], cuts[i+1]))
+		}
+		require.Equal(t, want, got, "axis %d", axis)
+		require.Equal(t, wantS, gotS, "axis %d", axis)
+		require.Equal(t, wantA, gotA, "axis %d", axis)
+		// One range writes its slices only.
+		part := make([]uint8, rows*cols)
+		ps := make([]float32, outer)
+		require.NoError(t, QuantizeAxiswiseRange(part, ps, nil, src, rows, cols, axis, E5M2, false, 2, 5))
+		for i := range ps {
+			if (i < 2 || i >= 5) && ps[i] != 0 {
+				t.Fatalf("axis %d: scale %d written", axis, i)
+			}
+		}
+		for r := 0; r < rows; r++ {
+			for c := 0; c < cols; c++ {
+				s := map[int]int{0: c, 1: r}[axis]
+				if (s < 2 || s >= 5) && part[r*cols+c] != 0 {
+					t.Fatalf("axis %d: code (%d,%d) written", axis, r, c)
+				}
+			}
+		}
+		require.ErrorContains(t, QuantizeAxiswiseRange(got, gotS, nil, src, rows, cols, axis, E5M2, false, 3, outer+1), "slices [3, ")
+	}
+	require.NoError(t, QuantizeAxiswiseRange(nil, make([]float32, 5), nil, nil, 0, 5, 0, E4M3, false, 2, 5))
 }

@@ -132,6 +132,19 @@ func QuantizeAxiswise(dst []uint8, scales, amaxes []float32, src []float32, rows
 	outer := rows
 	if axis == 0 {
 		outer = cols
+	}
+	return QuantizeAxiswiseRange(dst, scales, amaxes, src, rows, cols, axis, f, pow2, 0, outer)
+}
+
+// QuantizeAxiswiseRange is QuantizeAxiswise of the slices lo … hi−1
+// along axis only (rows for axis 1, columns for axis 0), writing their
+// codes, scales and amaxes where QuantizeAxiswise writes them and
+// nothing else: calls on disjoint ranges may run concurrently, and
+// together give QuantizeAxiswise's result.
+func QuantizeAxiswiseRange(dst []uint8, scales, amaxes []float32, src []float32, rows, cols, axis int, f Format, pow2 bool, lo, hi int) error {
+	outer := rows
+	if axis == 0 {
+		outer = cols
 	} else if axis != 1 {
 		return fmt.Errorf("fp8: quantize axiswise: axis %d, want 0 or 1", axis)
 	}
@@ -142,8 +155,11 @@ func QuantizeAxiswise(dst []uint8, scales, amaxes []float32, src []float32, rows
 	if err := checkMatrix("quantize axiswise", rows, cols, lens); err != nil {
 		return err
 	}
+	if lo < 0 || hi > outer || lo > hi {
+		return fmt.Errorf("fp8: quantize axiswise: slices [%d, %d) of %d", lo, hi, outer)
+	}
 	if axis == 1 {
-		for r := 0; r < rows; r++ {
+		for r := lo; r < hi; r++ {
 			row := src[r*cols : r*cols+cols]
 			a := Amax(row)
 			s := CurrentScale(a, f, pow2)
@@ -155,32 +171,53 @@ func QuantizeAxiswise(dst []uint8, scales, amaxes []float32, src []float32, rows
 		}
 		return nil
 	}
-	for c := 0; c < cols; c++ {
-		var m float32
-		nan := false
-		for r := 0; r < rows; r++ {
-			a := float32(math.Abs(float64(src[r*cols+c])))
-			if a > m {
-				m = a
-			} else if a != a {
-				nan = true
+	if rows == 0 { // empty columns: amax 0
+		for c := lo; c < hi; c++ {
+			scales[c] = CurrentScale(0, f, pow2)
+			if amaxes != nil {
+				amaxes[c] = 0
 			}
 		}
-		if nan {
-			m = float32(math.NaN())
+		return nil
+	}
+	// Column amaxes a chunk of columns at a time (the vector kernel;
+	// a chunk holding a NaN takes the loop, whose amax is then NaN),
+	// then the cast with a scale per column.
+	var acc [256]uint32
+	for c0 := lo; c0 < hi; c0 += len(acc) {
+		n := min(len(acc), hi-c0)
+		if seen := kernels.AmaxColsBand(acc[:n], src[c0:], cols, rows, n); seen > 0x7F800000 {
+			for j := range n {
+				acc[j] = math.Float32bits(columnAmax(src, rows, cols, c0+j))
+			}
 		}
-		scales[c] = CurrentScale(m, f, pow2)
-		if amaxes != nil {
-			amaxes[c] = m
+		for j, a := range acc[:n] {
+			m := math.Float32frombits(a)
+			scales[c0+j] = CurrentScale(m, f, pow2)
+			if amaxes != nil {
+				amaxes[c0+j] = m
+			}
 		}
 	}
-	for r := 0; r < rows; r++ {
-		row, out := src[r*cols:r*cols+cols], dst[r*cols:r*cols+cols]
-		for c, v := range row {
-			out[c] = f.Encode(v * scales[c])
-		}
+	if hi > lo {
+		kernels.QuantizeFP8Cols(formats[f].cast, dst[lo:], cols, src[lo:], cols, scales[lo:hi], rows, hi-lo)
 	}
 	return nil
+}
+
+// columnAmax is max |x| down column c of a row-major [rows cols] matrix,
+// NaN if the column holds one.
+func columnAmax(src []float32, rows, cols, c int) float32 {
+	var m float32
+	for r := 0; r < rows; r++ {
+		a := float32(math.Abs(float64(src[r*cols+c])))
+		if a > m {
+			m = a
+		} else if a != a {
+			return float32(math.NaN())
+		}
+	}
+	return m
 }
 
 // DequantizeAxiswise inverts QuantizeAxiswise: Decode(q)/scale of the

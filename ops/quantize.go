@@ -391,13 +391,27 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 			return nil
 		}
 	case scAxiswise:
+		// The slices split over the workers: rows, or columns in strips
+		// of 16 (the vector cast's width).
 		inv := sc.AxisScaleInv
-		return func() error {
-			if err := fp8.QuantizeAxiswise(dst, inv, nil, src, rows, cols, cfg.Axis, f, cfg.Pow2); err != nil {
-				return err
+		outer, unit := rows, 1
+		if cfg.Axis == 0 {
+			outer, unit = cols, 16
+		}
+		errs := make([]error, parallel.Workers())
+		c := newPartChunker((outer+unit-1)/unit, len(src), func(p, lo, hi int) {
+			lo, hi = lo*unit, min(outer, hi*unit)
+			errs[p] = fp8.QuantizeAxiswiseRange(dst, inv, nil, src, rows, cols, cfg.Axis, f, cfg.Pow2, lo, hi)
+			for i := lo; i < hi; i++ { // the cast wrote the scales
+				inv[i] = 1 / inv[i]
 			}
-			for i, s := range inv { // QuantizeAxiswise wrote the scales
-				inv[i] = 1 / s
+		})
+		return func() error {
+			c.group.For(c.parts, c.run)
+			for _, err := range errs[:c.parts] {
+				if err != nil {
+					return err
+				}
 			}
 			return nil
 		}
