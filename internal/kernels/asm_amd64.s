@@ -16409,6 +16409,52 @@ widenBF16AVX512_done:
 	VZEROUPPER
 	RET
 
+// func fp16DecodeAVX2(dst *float32, src *uint16, blocks int, scale float32)
+// Requires: AVX, F16C
+TEXT ·fp16DecodeAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Y15
+	TESTQ        DX, DX
+	JZ           fp16DecodeAVX2_done
+
+fp16DecodeAVX2_loop:
+	VCVTPH2PS (CX), Y0
+	VMULPS    Y15, Y0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x00000010, CX
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       fp16DecodeAVX2_loop
+
+fp16DecodeAVX2_done:
+	VZEROUPPER
+	RET
+
+// func fp16DecodeAVX512(dst *float32, src *uint16, blocks int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·fp16DecodeAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS scale+24(FP), Z15
+	TESTQ        DX, DX
+	JZ           fp16DecodeAVX512_done
+
+fp16DecodeAVX512_loop:
+	VCVTPH2PS (CX), Z0
+	VMULPS    Z15, Z0, Z0
+	VMOVUPS   Z0, (AX)
+	ADDQ      $0x00000020, CX
+	ADDQ      $0x00000040, AX
+	DECQ      DX
+	JNZ       fp16DecodeAVX512_loop
+
+fp16DecodeAVX512_done:
+	VZEROUPPER
+	RET
+
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
 TEXT ·geluAVX2(SB), NOSPLIT, $0-24

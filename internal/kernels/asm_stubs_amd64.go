@@ -589,6 +589,16 @@ func widenBF16AVX2(v *float32, h *uint16, blocks int)
 //go:noescape
 func widenBF16AVX512(v *float32, h *uint16, blocks int)
 
+// fp16DecodeAVX2 writes the values of 8·blocks FP16 bit patterns times scale; its Go twin is the loop in DecodeFP16 (fp16.go) (AVX2, F16C).
+//
+//go:noescape
+func fp16DecodeAVX2(dst *float32, src *uint16, blocks int, scale float32)
+
+// fp16DecodeAVX512 writes the values of 16·blocks FP16 bit patterns times scale; its Go twin is the loop in DecodeFP16 (fp16.go) (AVX-512F).
+//
+//go:noescape
+func fp16DecodeAVX512(dst *float32, src *uint16, blocks int, scale float32)
+
 // geluAVX2 is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).
 //
 //go:noescape

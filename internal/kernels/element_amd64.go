@@ -253,6 +253,20 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 	return blocks * 16
 }
 
+// decodeFP16Vector does the whole vectors of DecodeFP16 (len(dst) =
+// len(src)) and returns how many values it did.
+func decodeFP16Vector(dst []float32, src []uint16, scale float32) int {
+	switch {
+	case hasAVX512 && len(src) >= 16:
+		fp16DecodeAVX512(&dst[0], &src[0], len(src)/16, scale)
+		return len(src) / 16 * 16
+	case hasAVX2 && hasF16C && len(src) >= 8:
+		fp16DecodeAVX2(&dst[0], &src[0], len(src)/8, scale)
+		return len(src) / 8 * 8
+	}
+	return 0
+}
+
 // rowKernel is the signature of the row-GEMM kernels.
 type rowKernel func(k int, a *float32, rsA, csA int, b *float32, ldb int, c *float32, ldc int, mask uint16, add *float32, ldadd int, alpha float32)
 

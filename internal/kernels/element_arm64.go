@@ -88,6 +88,9 @@ func neonAdam(w, grad, m, v *float32, n int, c *AdamConsts)
 func scaleVector(x []float32, s float32) int      { return 0 }
 func widenBF16Vector(v []float32, h []uint16) int { return 0 }
 
+// decodeFP16Vector: no NEON kernel (the table's loop does the work).
+func decodeFP16Vector(dst []float32, src []uint16, scale float32) int { return 0 }
+
 func addVector(dst, x, y []float32) bool {
 	n := len(dst) &^ 3
 	if !hasNEON || n == 0 {

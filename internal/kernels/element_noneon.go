@@ -14,6 +14,7 @@ func reluGradVector(dx, x, dy []float32) int                                    
 func addVector(dst, x, y []float32) bool                                        { return false }
 func scaleVector(x []float32, s float32) int                                    { return 0 }
 func widenBF16Vector(v []float32, h []uint16) int                               { return 0 }
+func decodeFP16Vector(dst []float32, src []uint16, scale float32) int           { return 0 }
 func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
 func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
 	return false

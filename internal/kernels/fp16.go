@@ -68,7 +68,7 @@ var fp16Table = func() *[1 << 16]float32 {
 // dst (at least as long as src).
 func DecodeFP16(dst []float32, src []uint16, scale float32) {
 	dst = dst[:len(src)]
-	for i, b := range src {
-		dst[i] = fp16Table[b] * scale
+	for i := decodeFP16Vector(dst, src, scale); i < len(src); i++ {
+		dst[i] = fp16Table[src[i]] * scale
 	}
 }

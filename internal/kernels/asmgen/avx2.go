@@ -346,6 +346,30 @@ func widenBF16Kernel(name, isa string, vec func(int) VecPhysical, lanes int) {
 	RET()
 }
 
+// fp16DecodeKernel emits dst[i] = the float32 of the FP16 bits src[i]
+// (VCVTPH2PS: exact; a signaling NaN quieted, as the multiplication
+// after the table lookup of the Go twin quiets it) times scale, over
+// lanes·blocks values.
+func fp16DecodeKernel(name, isa string, vec func(int) VecPhysical, lanes int) {
+	TEXT(name, NOSPLIT, "func(dst *float32, src *uint16, blocks int, scale float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s writes the values of %d·blocks FP16 bit patterns times scale; its Go twin is the loop in DecodeFP16 (fp16.go) (%s).", name, lanes, isa))
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("blocks"), GP64())
+	sv := vec(15)
+	VBROADCASTSS(NewParamAddr("scale", 24), sv)
+	loop(name, n, func() {
+		VCVTPH2PS(Mem{Base: src}, vec(0))
+		VMULPS(sv, vec(0), vec(0)) // the value first, as in v*scale
+		VMOVUPS(vec(0), Mem{Base: dst})
+		ADDQ(U32(2*lanes), src)
+		ADDQ(U32(4*lanes), dst)
+	})
+	VZEROUPPER()
+	RET()
+}
+
 // reluGradAVX2 is the 8-lane form of ReLUGrad's loop.
 func reluGradAVX2() {
 	TEXT("reluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
@@ -378,6 +402,8 @@ func avx2ElementKernels() {
 	scaleKernel("scaleAVX512", "AVX-512F", zmm, 16)
 	widenBF16Kernel("widenBF16AVX2", "AVX2", ymm, 8)
 	widenBF16Kernel("widenBF16AVX512", "AVX-512F", zmm, 16)
+	fp16DecodeKernel("fp16DecodeAVX2", "AVX2, F16C", ymm, 8)
+	fp16DecodeKernel("fp16DecodeAVX512", "AVX-512F", zmm, 16)
 	geluAVX2(false)
 	geluAVX2(true)
 	expSumAVX2()
