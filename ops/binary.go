@@ -73,48 +73,16 @@ func (o binaryOp) ChainStep(n *graph.Node, vi int) (ChainStep, bool) {
 	return ChainStep{}, false
 }
 
+// kernelOps maps the binary kinds to the kernels' operations.
+var kernelOps = [...]int{kindAdd: kernels.OpAdd, kindSub: kernels.OpSub, kindMul: kernels.OpMul, kindDiv: kernels.OpDiv}
+
 // binaryRow computes out[i] = x[i·sa] ∘ y[i·sb].
 func binaryRow(kind binaryKind, out, x, y []float32, sa, sb int) {
 	switch {
 	case sa == 1 && sb == 1:
-		x, y = x[:len(out)], y[:len(out)]
-		switch kind {
-		case kindAdd:
-			kernels.Add(out, x, y)
-		case kindSub:
-			for i := range out {
-				out[i] = x[i] - y[i]
-			}
-		case kindMul:
-			for i := range out {
-				out[i] = x[i] * y[i]
-			}
-		case kindDiv:
-			for i := range out {
-				out[i] = x[i] / y[i]
-			}
-		}
+		kernels.Binary(kernelOps[kind], out, x, y)
 	case sa == 1 && sb == 0:
-		x = x[:len(out)]
-		c := y[0]
-		switch kind {
-		case kindAdd:
-			for i := range out {
-				out[i] = x[i] + c
-			}
-		case kindSub:
-			for i := range out {
-				out[i] = x[i] - c
-			}
-		case kindMul:
-			for i := range out {
-				out[i] = x[i] * c
-			}
-		case kindDiv:
-			for i := range out {
-				out[i] = x[i] / c
-			}
-		}
+		kernels.BinaryScalar(kernelOps[kind], out, x, y[0])
 	default:
 		for i := range out {
 			a, b := x[i*sa], y[i*sb]

@@ -32,6 +32,66 @@ func AddTo(dst, src []float32) {
 	}
 }
 
+// The operations of Binary and BinaryScalar.
+const (
+	OpAdd = iota
+	OpSub
+	OpMul
+	OpDiv
+)
+
+// Binary writes x ∘ y to dst element by element, ∘ the operation op
+// (OpAdd, OpSub, OpMul or OpDiv); x and y are at least as long as dst,
+// which may be x or y. One float32 operation a value: the vector kernel
+// where there is one, the loop elsewhere, the same bits.
+func Binary(op int, dst, x, y []float32) {
+	if op == OpAdd {
+		Add(dst, x, y)
+		return
+	}
+	x, y = x[:len(dst)], y[:len(dst)]
+	i := binaryVector(op, dst, x, y)
+	switch op {
+	case OpSub:
+		for ; i < len(dst); i++ {
+			dst[i] = x[i] - y[i]
+		}
+	case OpMul:
+		for ; i < len(dst); i++ {
+			dst[i] = x[i] * y[i]
+		}
+	case OpDiv:
+		for ; i < len(dst); i++ {
+			dst[i] = x[i] / y[i]
+		}
+	}
+}
+
+// BinaryScalar writes x ∘ c to dst element by element (x at least as
+// long as dst, which may be x), as Binary does.
+func BinaryScalar(op int, dst, x []float32, c float32) {
+	x = x[:len(dst)]
+	i := binaryScalarVector(op, dst, x, c)
+	switch op {
+	case OpAdd:
+		for ; i < len(dst); i++ {
+			dst[i] = x[i] + c
+		}
+	case OpSub:
+		for ; i < len(dst); i++ {
+			dst[i] = x[i] - c
+		}
+	case OpMul:
+		for ; i < len(dst); i++ {
+			dst[i] = x[i] * c
+		}
+	case OpDiv:
+		for ; i < len(dst); i++ {
+			dst[i] = x[i] / c
+		}
+	}
+}
+
 // Scale multiplies x by s element by element in place: x[i] *= s, one
 // float32 multiplication each (the vector kernel where there is one,
 // the loop elsewhere, the same bits).

@@ -16455,6 +16455,334 @@ fp16DecodeAVX512_done:
 	VZEROUPPER
 	RET
 
+// func binaryAddScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX
+TEXT ·binaryAddScalarAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Y15
+	TESTQ        DX, DX
+	JZ           binaryAddScalarAVX2_done
+
+binaryAddScalarAVX2_loop:
+	VMOVUPS (CX), Y0
+	VADDPS  Y15, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	DECQ    DX
+	JNZ     binaryAddScalarAVX2_loop
+
+binaryAddScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func binarySubAVX2(dst *float32, x *float32, y *float32, blocks int)
+// Requires: AVX
+TEXT ·binarySubAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  y+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    binarySubAVX2_done
+
+binarySubAVX2_loop:
+	VMOVUPS (CX), Y0
+	VSUBPS  (DX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	DECQ    BX
+	JNZ     binarySubAVX2_loop
+
+binarySubAVX2_done:
+	VZEROUPPER
+	RET
+
+// func binarySubScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX
+TEXT ·binarySubScalarAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Y15
+	TESTQ        DX, DX
+	JZ           binarySubScalarAVX2_done
+
+binarySubScalarAVX2_loop:
+	VMOVUPS (CX), Y0
+	VSUBPS  Y15, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	DECQ    DX
+	JNZ     binarySubScalarAVX2_loop
+
+binarySubScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func binaryMulAVX2(dst *float32, x *float32, y *float32, blocks int)
+// Requires: AVX
+TEXT ·binaryMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  y+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    binaryMulAVX2_done
+
+binaryMulAVX2_loop:
+	VMOVUPS (CX), Y0
+	VMULPS  (DX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	DECQ    BX
+	JNZ     binaryMulAVX2_loop
+
+binaryMulAVX2_done:
+	VZEROUPPER
+	RET
+
+// func binaryMulScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX
+TEXT ·binaryMulScalarAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Y15
+	TESTQ        DX, DX
+	JZ           binaryMulScalarAVX2_done
+
+binaryMulScalarAVX2_loop:
+	VMOVUPS (CX), Y0
+	VMULPS  Y15, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	DECQ    DX
+	JNZ     binaryMulScalarAVX2_loop
+
+binaryMulScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func binaryDivAVX2(dst *float32, x *float32, y *float32, blocks int)
+// Requires: AVX
+TEXT ·binaryDivAVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  y+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    binaryDivAVX2_done
+
+binaryDivAVX2_loop:
+	VMOVUPS (CX), Y0
+	VDIVPS  (DX), Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, DX
+	DECQ    BX
+	JNZ     binaryDivAVX2_loop
+
+binaryDivAVX2_done:
+	VZEROUPPER
+	RET
+
+// func binaryDivScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX
+TEXT ·binaryDivScalarAVX2(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Y15
+	TESTQ        DX, DX
+	JZ           binaryDivScalarAVX2_done
+
+binaryDivScalarAVX2_loop:
+	VMOVUPS (CX), Y0
+	VDIVPS  Y15, Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000020, CX
+	DECQ    DX
+	JNZ     binaryDivScalarAVX2_loop
+
+binaryDivScalarAVX2_done:
+	VZEROUPPER
+	RET
+
+// func binaryAddScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX, AVX512F
+TEXT ·binaryAddScalarAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Z15
+	TESTQ        DX, DX
+	JZ           binaryAddScalarAVX512_done
+
+binaryAddScalarAVX512_loop:
+	VMOVUPS (CX), Z0
+	VADDPS  Z15, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	DECQ    DX
+	JNZ     binaryAddScalarAVX512_loop
+
+binaryAddScalarAVX512_done:
+	VZEROUPPER
+	RET
+
+// func binarySubAVX512(dst *float32, x *float32, y *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·binarySubAVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  y+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    binarySubAVX512_done
+
+binarySubAVX512_loop:
+	VMOVUPS (CX), Z0
+	VSUBPS  (DX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	DECQ    BX
+	JNZ     binarySubAVX512_loop
+
+binarySubAVX512_done:
+	VZEROUPPER
+	RET
+
+// func binarySubScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX, AVX512F
+TEXT ·binarySubScalarAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Z15
+	TESTQ        DX, DX
+	JZ           binarySubScalarAVX512_done
+
+binarySubScalarAVX512_loop:
+	VMOVUPS (CX), Z0
+	VSUBPS  Z15, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	DECQ    DX
+	JNZ     binarySubScalarAVX512_loop
+
+binarySubScalarAVX512_done:
+	VZEROUPPER
+	RET
+
+// func binaryMulAVX512(dst *float32, x *float32, y *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·binaryMulAVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  y+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    binaryMulAVX512_done
+
+binaryMulAVX512_loop:
+	VMOVUPS (CX), Z0
+	VMULPS  (DX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	DECQ    BX
+	JNZ     binaryMulAVX512_loop
+
+binaryMulAVX512_done:
+	VZEROUPPER
+	RET
+
+// func binaryMulScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX, AVX512F
+TEXT ·binaryMulScalarAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Z15
+	TESTQ        DX, DX
+	JZ           binaryMulScalarAVX512_done
+
+binaryMulScalarAVX512_loop:
+	VMOVUPS (CX), Z0
+	VMULPS  Z15, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	DECQ    DX
+	JNZ     binaryMulScalarAVX512_loop
+
+binaryMulScalarAVX512_done:
+	VZEROUPPER
+	RET
+
+// func binaryDivAVX512(dst *float32, x *float32, y *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·binaryDivAVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  y+16(FP), DX
+	MOVQ  blocks+24(FP), BX
+	TESTQ BX, BX
+	JZ    binaryDivAVX512_done
+
+binaryDivAVX512_loop:
+	VMOVUPS (CX), Z0
+	VDIVPS  (DX), Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, DX
+	DECQ    BX
+	JNZ     binaryDivAVX512_loop
+
+binaryDivAVX512_done:
+	VZEROUPPER
+	RET
+
+// func binaryDivScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+// Requires: AVX, AVX512F
+TEXT ·binaryDivScalarAVX512(SB), NOSPLIT, $0-28
+	MOVQ         dst+0(FP), AX
+	MOVQ         x+8(FP), CX
+	MOVQ         blocks+16(FP), DX
+	VBROADCASTSS c+24(FP), Z15
+	TESTQ        DX, DX
+	JZ           binaryDivScalarAVX512_done
+
+binaryDivScalarAVX512_loop:
+	VMOVUPS (CX), Z0
+	VDIVPS  Z15, Z0, Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, AX
+	ADDQ    $0x00000040, CX
+	DECQ    DX
+	JNZ     binaryDivScalarAVX512_loop
+
+binaryDivScalarAVX512_done:
+	VZEROUPPER
+	RET
+
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
 TEXT ·geluAVX2(SB), NOSPLIT, $0-24

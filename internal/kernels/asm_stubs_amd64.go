@@ -599,6 +599,76 @@ func fp16DecodeAVX2(dst *float32, src *uint16, blocks int, scale float32)
 //go:noescape
 func fp16DecodeAVX512(dst *float32, src *uint16, blocks int, scale float32)
 
+// binaryAddScalarAVX2 writes dst = x add c over 8·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX2).
+//
+//go:noescape
+func binaryAddScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+
+// binarySubAVX2 writes dst = x sub y over 8·blocks values; its Go twin is the loop in Binary (add.go) (AVX2).
+//
+//go:noescape
+func binarySubAVX2(dst *float32, x *float32, y *float32, blocks int)
+
+// binarySubScalarAVX2 writes dst = x sub c over 8·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX2).
+//
+//go:noescape
+func binarySubScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+
+// binaryMulAVX2 writes dst = x mul y over 8·blocks values; its Go twin is the loop in Binary (add.go) (AVX2).
+//
+//go:noescape
+func binaryMulAVX2(dst *float32, x *float32, y *float32, blocks int)
+
+// binaryMulScalarAVX2 writes dst = x mul c over 8·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX2).
+//
+//go:noescape
+func binaryMulScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+
+// binaryDivAVX2 writes dst = x div y over 8·blocks values; its Go twin is the loop in Binary (add.go) (AVX2).
+//
+//go:noescape
+func binaryDivAVX2(dst *float32, x *float32, y *float32, blocks int)
+
+// binaryDivScalarAVX2 writes dst = x div c over 8·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX2).
+//
+//go:noescape
+func binaryDivScalarAVX2(dst *float32, x *float32, blocks int, c float32)
+
+// binaryAddScalarAVX512 writes dst = x add c over 16·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX-512F).
+//
+//go:noescape
+func binaryAddScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+
+// binarySubAVX512 writes dst = x sub y over 16·blocks values; its Go twin is the loop in Binary (add.go) (AVX-512F).
+//
+//go:noescape
+func binarySubAVX512(dst *float32, x *float32, y *float32, blocks int)
+
+// binarySubScalarAVX512 writes dst = x sub c over 16·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX-512F).
+//
+//go:noescape
+func binarySubScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+
+// binaryMulAVX512 writes dst = x mul y over 16·blocks values; its Go twin is the loop in Binary (add.go) (AVX-512F).
+//
+//go:noescape
+func binaryMulAVX512(dst *float32, x *float32, y *float32, blocks int)
+
+// binaryMulScalarAVX512 writes dst = x mul c over 16·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX-512F).
+//
+//go:noescape
+func binaryMulScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+
+// binaryDivAVX512 writes dst = x div y over 16·blocks values; its Go twin is the loop in Binary (add.go) (AVX-512F).
+//
+//go:noescape
+func binaryDivAVX512(dst *float32, x *float32, y *float32, blocks int)
+
+// binaryDivScalarAVX512 writes dst = x div c over 16·blocks values; its Go twin is the loop in BinaryScalar (add.go) (AVX-512F).
+//
+//go:noescape
+func binaryDivScalarAVX512(dst *float32, x *float32, blocks int, c float32)
+
 // geluAVX2 is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).
 //
 //go:noescape

@@ -253,6 +253,49 @@ func encodeFP16Vector(dst []uint16, src []float32, scale float32) int {
 	return blocks * 16
 }
 
+// The binary kernels by operation (OpSub … OpDiv; Add has its own) and
+// the scalar ones (OpAdd … OpDiv), AVX2 then AVX-512.
+var (
+	binaryKernelsAVX2   = [4]func(dst, x, y *float32, blocks int){nil, binarySubAVX2, binaryMulAVX2, binaryDivAVX2}
+	binaryKernelsAVX512 = [4]func(dst, x, y *float32, blocks int){nil, binarySubAVX512, binaryMulAVX512, binaryDivAVX512}
+	scalarKernelsAVX2   = [4]func(dst, x *float32, blocks int, c float32){binaryAddScalarAVX2, binarySubScalarAVX2, binaryMulScalarAVX2, binaryDivScalarAVX2}
+	scalarKernelsAVX512 = [4]func(dst, x *float32, blocks int, c float32){binaryAddScalarAVX512, binarySubScalarAVX512, binaryMulScalarAVX512, binaryDivScalarAVX512}
+)
+
+// binaryVector does the whole vectors of Binary (op OpSub … OpDiv,
+// len(x) = len(y) = len(dst)) and returns how many values it did.
+func binaryVector(op int, dst, x, y []float32) int {
+	if op <= OpAdd || op > OpDiv {
+		return 0
+	}
+	switch {
+	case hasAVX512 && len(dst) >= 16:
+		binaryKernelsAVX512[op](&dst[0], &x[0], &y[0], len(dst)/16)
+		return len(dst) / 16 * 16
+	case hasAVX2 && len(dst) >= 8:
+		binaryKernelsAVX2[op](&dst[0], &x[0], &y[0], len(dst)/8)
+		return len(dst) / 8 * 8
+	}
+	return 0
+}
+
+// binaryScalarVector does the whole vectors of BinaryScalar and returns
+// how many values it did.
+func binaryScalarVector(op int, dst, x []float32, c float32) int {
+	if op < OpAdd || op > OpDiv {
+		return 0
+	}
+	switch {
+	case hasAVX512 && len(dst) >= 16:
+		scalarKernelsAVX512[op](&dst[0], &x[0], len(dst)/16, c)
+		return len(dst) / 16 * 16
+	case hasAVX2 && len(dst) >= 8:
+		scalarKernelsAVX2[op](&dst[0], &x[0], len(dst)/8, c)
+		return len(dst) / 8 * 8
+	}
+	return 0
+}
+
 // decodeFP16Vector does the whole vectors of DecodeFP16 (len(dst) =
 // len(src)) and returns how many values it did.
 func decodeFP16Vector(dst []float32, src []uint16, scale float32) int {

@@ -88,8 +88,11 @@ func neonAdam(w, grad, m, v *float32, n int, c *AdamConsts)
 func scaleVector(x []float32, s float32) int      { return 0 }
 func widenBF16Vector(v []float32, h []uint16) int { return 0 }
 
-// decodeFP16Vector: no NEON kernel (the table's loop does the work).
+// decodeFP16Vector, binaryVector, binaryScalarVector: no NEON kernels
+// (their loops do the work).
 func decodeFP16Vector(dst []float32, src []uint16, scale float32) int { return 0 }
+func binaryVector(op int, dst, x, y []float32) int                    { return 0 }
+func binaryScalarVector(op int, dst, x []float32, c float32) int      { return 0 }
 
 func addVector(dst, x, y []float32) bool {
 	n := len(dst) &^ 3

@@ -15,6 +15,8 @@ func addVector(dst, x, y []float32) bool                                        
 func scaleVector(x []float32, s float32) int                                    { return 0 }
 func widenBF16Vector(v []float32, h []uint16) int                               { return 0 }
 func decodeFP16Vector(dst []float32, src []uint16, scale float32) int           { return 0 }
+func binaryVector(op int, dst, x, y []float32) int                              { return 0 }
+func binaryScalarVector(op int, dst, x []float32, c float32) int                { return 0 }
 func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
 func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
 	return false

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -370,6 +371,58 @@ func fp16DecodeKernel(name, isa string, vec func(int) VecPhysical, lanes int) {
 	RET()
 }
 
+// binaryKernels emits dst = x ∘ y (two arrays; not +, which Add has)
+// and dst = x ∘ c (a scalar) for ∘ in +, −, ·, ÷, on AVX2 (8 lanes) and
+// AVX-512 (16): one IEEE operation a value with x first, as Go's x ∘ y.
+func binaryKernels() {
+	ops := []struct {
+		name string
+		op   func(...Op)
+	}{{"Add", VADDPS}, {"Sub", VSUBPS}, {"Mul", VMULPS}, {"Div", VDIVPS}}
+	for _, isa := range []struct {
+		sfx, doc string
+		vec      func(int) VecPhysical
+		lanes    int
+	}{{"AVX2", "AVX2", ymm, 8}, {"AVX512", "AVX-512F", zmm, 16}} {
+		for _, o := range ops {
+			if o.name != "Add" {
+				name := "binary" + o.name + isa.sfx
+				TEXT(name, NOSPLIT, "func(dst, x, y *float32, blocks int)")
+				Pragma("noescape")
+				Doc(fmt.Sprintf("%s writes dst = x %s y over %d·blocks values; its Go twin is the loop in Binary (add.go) (%s).", name, strings.ToLower(o.name), isa.lanes, isa.doc))
+				dst, x, y := Load(Param("dst"), GP64()), Load(Param("x"), GP64()), Load(Param("y"), GP64())
+				n := Load(Param("blocks"), GP64())
+				loop(name, n, func() {
+					VMOVUPS(Mem{Base: x}, isa.vec(0))
+					o.op(Mem{Base: y}, isa.vec(0), isa.vec(0))
+					VMOVUPS(isa.vec(0), Mem{Base: dst})
+					for _, p := range []Register{dst, x, y} {
+						ADDQ(U32(4*isa.lanes), p)
+					}
+				})
+				VZEROUPPER()
+				RET()
+			}
+			name := "binary" + o.name + "Scalar" + isa.sfx
+			TEXT(name, NOSPLIT, "func(dst, x *float32, blocks int, c float32)")
+			Pragma("noescape")
+			Doc(fmt.Sprintf("%s writes dst = x %s c over %d·blocks values; its Go twin is the loop in BinaryScalar (add.go) (%s).", name, strings.ToLower(o.name), isa.lanes, isa.doc))
+			dst, x := Load(Param("dst"), GP64()), Load(Param("x"), GP64())
+			n := Load(Param("blocks"), GP64())
+			VBROADCASTSS(NewParamAddr("c", 24), isa.vec(15))
+			loop(name, n, func() {
+				VMOVUPS(Mem{Base: x}, isa.vec(0))
+				o.op(isa.vec(15), isa.vec(0), isa.vec(0))
+				VMOVUPS(isa.vec(0), Mem{Base: dst})
+				ADDQ(U32(4*isa.lanes), dst)
+				ADDQ(U32(4*isa.lanes), x)
+			})
+			VZEROUPPER()
+			RET()
+		}
+	}
+}
+
 // reluGradAVX2 is the 8-lane form of ReLUGrad's loop.
 func reluGradAVX2() {
 	TEXT("reluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
@@ -404,6 +457,7 @@ func avx2ElementKernels() {
 	widenBF16Kernel("widenBF16AVX512", "AVX-512F", zmm, 16)
 	fp16DecodeKernel("fp16DecodeAVX2", "AVX2, F16C", ymm, 8)
 	fp16DecodeKernel("fp16DecodeAVX512", "AVX-512F", zmm, 16)
+	binaryKernels()
 	geluAVX2(false)
 	geluAVX2(true)
 	expSumAVX2()
