@@ -1047,6 +1047,139 @@ neonAdam_loop:
 neonAdam_done:
 	RET
 
+// func neonAddScalar(dst, x *float32, n int, c float32)
+// n a multiple of 4.
+TEXT ·neonAddScalar(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R9
+	FMOVS c+24(FP), F31
+	VDUP V31.S[0], V31.S4
+	LSR $2, R9, R9
+	CBZ R9, neonAddScalar_done
+neonAddScalar_loop:
+	VLD1.P 16(R1), [V0.S4]
+	WORD $0x4E3FD400 // FADD V0.4S, V0.4S, V31.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonAddScalar_loop
+neonAddScalar_done:
+	RET
+
+// func neonSub(dst, x, y *float32, n int)
+// n a multiple of 4.
+TEXT ·neonSub(SB), NOSPLIT, $0-32
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD y+16(FP), R2
+	MOVD n+24(FP), R9
+	LSR $2, R9, R9
+	CBZ R9, neonSub_done
+neonSub_loop:
+	VLD1.P 16(R1), [V0.S4]
+	VLD1.P 16(R2), [V1.S4]
+	WORD $0x4EA1D400 // FSUB V0.4S, V0.4S, V1.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonSub_loop
+neonSub_done:
+	RET
+
+// func neonSubScalar(dst, x *float32, n int, c float32)
+// n a multiple of 4.
+TEXT ·neonSubScalar(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R9
+	FMOVS c+24(FP), F31
+	VDUP V31.S[0], V31.S4
+	LSR $2, R9, R9
+	CBZ R9, neonSubScalar_done
+neonSubScalar_loop:
+	VLD1.P 16(R1), [V0.S4]
+	WORD $0x4EBFD400 // FSUB V0.4S, V0.4S, V31.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonSubScalar_loop
+neonSubScalar_done:
+	RET
+
+// func neonMul(dst, x, y *float32, n int)
+// n a multiple of 4.
+TEXT ·neonMul(SB), NOSPLIT, $0-32
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD y+16(FP), R2
+	MOVD n+24(FP), R9
+	LSR $2, R9, R9
+	CBZ R9, neonMul_done
+neonMul_loop:
+	VLD1.P 16(R1), [V0.S4]
+	VLD1.P 16(R2), [V1.S4]
+	WORD $0x6E21DC00 // FMUL V0.4S, V0.4S, V1.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonMul_loop
+neonMul_done:
+	RET
+
+// func neonMulScalar(dst, x *float32, n int, c float32)
+// n a multiple of 4.
+TEXT ·neonMulScalar(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R9
+	FMOVS c+24(FP), F31
+	VDUP V31.S[0], V31.S4
+	LSR $2, R9, R9
+	CBZ R9, neonMulScalar_done
+neonMulScalar_loop:
+	VLD1.P 16(R1), [V0.S4]
+	WORD $0x6E3FDC00 // FMUL V0.4S, V0.4S, V31.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonMulScalar_loop
+neonMulScalar_done:
+	RET
+
+// func neonDiv(dst, x, y *float32, n int)
+// n a multiple of 4.
+TEXT ·neonDiv(SB), NOSPLIT, $0-32
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD y+16(FP), R2
+	MOVD n+24(FP), R9
+	LSR $2, R9, R9
+	CBZ R9, neonDiv_done
+neonDiv_loop:
+	VLD1.P 16(R1), [V0.S4]
+	VLD1.P 16(R2), [V1.S4]
+	WORD $0x6E21FC00 // FDIV V0.4S, V0.4S, V1.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonDiv_loop
+neonDiv_done:
+	RET
+
+// func neonDivScalar(dst, x *float32, n int, c float32)
+// n a multiple of 4.
+TEXT ·neonDivScalar(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R9
+	FMOVS c+24(FP), F31
+	VDUP V31.S[0], V31.S4
+	LSR $2, R9, R9
+	CBZ R9, neonDivScalar_done
+neonDivScalar_loop:
+	VLD1.P 16(R1), [V0.S4]
+	WORD $0x6E3FFC00 // FDIV V0.4S, V0.4S, V31.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonDivScalar_loop
+neonDivScalar_done:
+	RET
+
 // func neonAmax(src *float32, n int, out *[4]uint32)
 // n a multiple of 16.
 TEXT ·neonAmax(SB), NOSPLIT, $0-24

@@ -83,16 +83,62 @@ func neonGELUGrad(dx, x, dy *float32, n int)
 //go:noescape
 func neonAdam(w, grad, m, v *float32, n int, c *AdamConsts)
 
-// scaleVector and widenBF16Vector: Scale and WidenBF16 have no NEON
-// kernels; their loops do the work.
-func scaleVector(x []float32, s float32) int      { return 0 }
-func widenBF16Vector(v []float32, h []uint16) int { return 0 }
+//go:noescape
+func neonSub(dst, x, y *float32, n int)
 
-// decodeFP16Vector, binaryVector, binaryScalarVector: no NEON kernels
-// (their loops do the work).
+//go:noescape
+func neonMul(dst, x, y *float32, n int)
+
+//go:noescape
+func neonDiv(dst, x, y *float32, n int)
+
+//go:noescape
+func neonAddScalar(dst, x *float32, n int, c float32)
+
+//go:noescape
+func neonSubScalar(dst, x *float32, n int, c float32)
+
+//go:noescape
+func neonMulScalar(dst, x *float32, n int, c float32)
+
+//go:noescape
+func neonDivScalar(dst, x *float32, n int, c float32)
+
+// The NEON binary kernels by operation (OpSub … OpDiv) and the scalar
+// ones (OpAdd … OpDiv).
+var (
+	neonBinary = [4]func(dst, x, y *float32, n int){nil, neonSub, neonMul, neonDiv}
+	neonScalar = [4]func(dst, x *float32, n int, c float32){neonAddScalar, neonSubScalar, neonMulScalar, neonDivScalar}
+)
+
+// binaryVector does the whole vectors of Binary (op OpSub … OpDiv) and
+// returns how many values it did.
+func binaryVector(op int, dst, x, y []float32) int {
+	n := len(dst) &^ 3
+	if !hasNEON || n == 0 || op <= OpAdd || op > OpDiv {
+		return 0
+	}
+	neonBinary[op](&dst[0], &x[0], &y[0], n)
+	return n
+}
+
+// binaryScalarVector does the whole vectors of BinaryScalar.
+func binaryScalarVector(op int, dst, x []float32, c float32) int {
+	n := len(dst) &^ 3
+	if !hasNEON || n == 0 || op < OpAdd || op > OpDiv {
+		return 0
+	}
+	neonScalar[op](&dst[0], &x[0], n, c)
+	return n
+}
+
+// scaleVector is Scale's whole vectors: x·s in place.
+func scaleVector(x []float32, s float32) int { return binaryScalarVector(OpMul, x, x, s) }
+
+// widenBF16Vector and decodeFP16Vector: no NEON kernels (their loops do
+// the work).
+func widenBF16Vector(v []float32, h []uint16) int                     { return 0 }
 func decodeFP16Vector(dst []float32, src []uint16, scale float32) int { return 0 }
-func binaryVector(op int, dst, x, y []float32) int                    { return 0 }
-func binaryScalarVector(op int, dst, x []float32, c float32) int      { return 0 }
 
 func addVector(dst, x, y []float32) bool {
 	n := len(dst) &^ 3

@@ -358,3 +358,32 @@ func moreElemKernels(b *bytes.Buffer) {
 		e.fsub(5, 5, 9) // w
 	}, []string{"VST1.P [V6.S4], 16(R2)", "VST1.P [V7.S4], 16(R3)", "VST1.P [V5.S4], 16(R0)"})
 }
+
+// binaryKernels writes dst = x ∘ y (Sub, Mul, Div: Add has its own) and
+// dst = x ∘ c with a scalar c (Add, Sub, Mul, Div): one operation a
+// lane, x first, as the Go loops of kernels.Binary and BinaryScalar.
+func binaryKernels(b *bytes.Buffer) {
+	e := emitter{b}
+	ops := []struct {
+		name string
+		op   func(d, n, m int)
+	}{{"Add", e.fadd}, {"Sub", e.fsub}, {"Mul", e.fmul}, {"Div", e.fdiv}}
+	for _, o := range ops {
+		if o.name != "Add" {
+			op := o.op
+			e.loop4("neon"+o.name, "(dst, x, y *float32, n int)", 32, func() {
+				e.w("MOVD dst+0(FP), R0")
+				e.w("MOVD x+8(FP), R1")
+				e.w("MOVD y+16(FP), R2")
+				e.w("MOVD n+24(FP), R9")
+			}, []string{"VLD1.P 16(R1), [V0.S4]", "VLD1.P 16(R2), [V1.S4]"}, func() { op(0, 0, 1) }, []string{"VST1.P [V0.S4], 16(R0)"})
+		}
+		op := o.op
+		e.loop4("neon"+o.name+"Scalar", "(dst, x *float32, n int, c float32)", 28, func() {
+			e.w("MOVD dst+0(FP), R0")
+			e.w("MOVD x+8(FP), R1")
+			e.w("MOVD n+16(FP), R9")
+			e.bcast(31, "c+24(FP)")
+		}, []string{"VLD1.P 16(R1), [V0.S4]"}, func() { op(0, 0, 31) }, []string{"VST1.P [V0.S4], 16(R0)"})
+	}
+}

@@ -27,6 +27,7 @@ func main() {
 	bf16Kernel(&b)
 	elemKernels(&b)
 	moreElemKernels(&b)
+	binaryKernels(&b)
 	actKernels(&b)
 	decodeKernels(&b)
 	normKernels(&b)
