@@ -1180,6 +1180,43 @@ neonDivScalar_loop:
 neonDivScalar_done:
 	RET
 
+// func neonWidenBF16(v *float32, h *uint16, n int)
+// n a multiple of 4.
+TEXT ·neonWidenBF16(SB), NOSPLIT, $0-24
+	MOVD v+0(FP), R0
+	MOVD h+8(FP), R1
+	MOVD n+16(FP), R9
+	LSR $2, R9, R9
+	CBZ R9, neonWidenBF16_done
+neonWidenBF16_loop:
+	VLD1.P 8(R1), [V1.H4]
+	WORD $0x2E613820 // SHLL V0.4S, V1.4H, #16
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonWidenBF16_loop
+neonWidenBF16_done:
+	RET
+
+// func neonDecodeFP16(dst *float32, src *uint16, n int, scale float32)
+// n a multiple of 4.
+TEXT ·neonDecodeFP16(SB), NOSPLIT, $0-28
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R9
+	FMOVS scale+24(FP), F31
+	VDUP V31.S[0], V31.S4
+	LSR $2, R9, R9
+	CBZ R9, neonDecodeFP16_done
+neonDecodeFP16_loop:
+	VLD1.P 8(R1), [V1.H4]
+	WORD $0x0E217820 // FCVTL V0.4S, V1.4H
+	WORD $0x6E3FDC00 // FMUL V0.4S, V0.4S, V31.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonDecodeFP16_loop
+neonDecodeFP16_done:
+	RET
+
 // func neonAmax(src *float32, n int, out *[4]uint32)
 // n a multiple of 16.
 TEXT ·neonAmax(SB), NOSPLIT, $0-24

@@ -135,10 +135,31 @@ func binaryScalarVector(op int, dst, x []float32, c float32) int {
 // scaleVector is Scale's whole vectors: x·s in place.
 func scaleVector(x []float32, s float32) int { return binaryScalarVector(OpMul, x, x, s) }
 
-// widenBF16Vector and decodeFP16Vector: no NEON kernels (their loops do
-// the work).
-func widenBF16Vector(v []float32, h []uint16) int                     { return 0 }
-func decodeFP16Vector(dst []float32, src []uint16, scale float32) int { return 0 }
+//go:noescape
+func neonWidenBF16(v *float32, h *uint16, n int)
+
+//go:noescape
+func neonDecodeFP16(dst *float32, src *uint16, n int, scale float32)
+
+// widenBF16Vector is WidenBF16's whole vectors.
+func widenBF16Vector(v []float32, h []uint16) int {
+	n := len(h) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	neonWidenBF16(&v[0], &h[0], n)
+	return n
+}
+
+// decodeFP16Vector is DecodeFP16's whole vectors.
+func decodeFP16Vector(dst []float32, src []uint16, scale float32) int {
+	n := len(src) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	neonDecodeFP16(&dst[0], &src[0], n, scale)
+	return n
+}
 
 func addVector(dst, x, y []float32) bool {
 	n := len(dst) &^ 3

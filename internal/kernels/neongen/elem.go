@@ -387,3 +387,26 @@ func binaryKernels(b *bytes.Buffer) {
 		}, []string{"VLD1.P 16(R1), [V0.S4]"}, func() { op(0, 0, 31) }, []string{"VST1.P [V0.S4], 16(R0)"})
 	}
 }
+
+// widenKernels writes WidenBF16 (each bf16 moved to the upper half of a
+// float32, SHLL #16) and DecodeFP16 (FCVTL, then times scale, as the
+// Go loop's table value times scale).
+func widenKernels(b *bytes.Buffer) {
+	e := emitter{b}
+	e.loop4("neonWidenBF16", "(v *float32, h *uint16, n int)", 24, func() {
+		e.w("MOVD v+0(FP), R0")
+		e.w("MOVD h+8(FP), R1")
+		e.w("MOVD n+16(FP), R9")
+	}, []string{"VLD1.P 8(R1), [V1.H4]"}, func() {
+		e.word(shll4s(0, 1), "SHLL V0.4S, V1.4H, #16")
+	}, []string{"VST1.P [V0.S4], 16(R0)"})
+	e.loop4("neonDecodeFP16", "(dst *float32, src *uint16, n int, scale float32)", 28, func() {
+		e.w("MOVD dst+0(FP), R0")
+		e.w("MOVD src+8(FP), R1")
+		e.w("MOVD n+16(FP), R9")
+		e.bcast(31, "scale+24(FP)")
+	}, []string{"VLD1.P 8(R1), [V1.H4]"}, func() {
+		e.word(fcvtl4s(0, 1), "FCVTL V0.4S, V1.4H")
+		e.fmul(0, 0, 31)
+	}, []string{"VST1.P [V0.S4], 16(R0)"})
+}

@@ -55,11 +55,15 @@ func TestEncodingsMatchGNUAs(t *testing.T) {
 	for _, op := range []struct {
 		name, d, n string
 		f          func(d, n int) uint32
-	}{{"xtn", "4h", "4s", xtn4h}, {"xtn2", "8h", "4s", xtn28h}, {"xtn", "8b", "8h", xtn8b}, {"xtn2", "16b", "8h", xtn216b}} {
+	}{{"xtn", "4h", "4s", xtn4h}, {"xtn2", "8h", "4s", xtn28h}, {"xtn", "8b", "8h", xtn8b}, {"xtn2", "16b", "8h", xtn216b}, {"fcvtl", "4s", "4h", fcvtl4s}} {
 		for _, c := range [][2]int{{0, 1}, {31, 17}, {6, 6}} {
 			fmt.Fprintf(&src, "%s v%d.%s, v%d.%s\n", op.name, c[0], op.d, c[1], op.n)
 			want = append(want, op.f(c[0], c[1]))
 		}
+	}
+	for _, c := range [][2]int{{0, 1}, {31, 17}, {6, 6}} {
+		fmt.Fprintf(&src, "shll v%d.4s, v%d.4h, #16\n", c[0], c[1])
+		want = append(want, shll4s(c[0], c[1]))
 	}
 	dir := t.TempDir()
 	s, o, bin := filepath.Join(dir, "x.s"), filepath.Join(dir, "x.o"), filepath.Join(dir, "x.bin")

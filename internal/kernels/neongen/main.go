@@ -28,6 +28,7 @@ func main() {
 	elemKernels(&b)
 	moreElemKernels(&b)
 	binaryKernels(&b)
+	widenKernels(&b)
 	actKernels(&b)
 	decodeKernels(&b)
 	normKernels(&b)

@@ -26,3 +26,5 @@ func xtn4h(d, n int) uint32   { return rr(0x0E612800, d, n) }     // XTN Vd.4H, 
 func xtn28h(d, n int) uint32  { return rr(0x4E612800, d, n) }     // XTN2 Vd.8H, Vn.4S
 func xtn8b(d, n int) uint32   { return rr(0x0E212800, d, n) }     // XTN Vd.8B, Vn.8H
 func xtn216b(d, n int) uint32 { return rr(0x4E212800, d, n) }     // XTN2 Vd.16B, Vn.8H
+func shll4s(d, n int) uint32  { return rr(0x2E613800, d, n) }     // SHLL Vd.4S, Vn.4H, #16
+func fcvtl4s(d, n int) uint32 { return rr(0x0E217800, d, n) }     // FCVTL Vd.4S, Vn.4H
