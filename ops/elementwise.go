@@ -81,11 +81,7 @@ func (o unaryOp) rows() func(x, y []float32) {
 			}
 		}
 	case kindScale:
-		k = func(x, y []float32) {
-			for i, v := range x {
-				y[i] = c * v
-			}
-		}
+		k = func(x, y []float32) { kernels.BinaryScalar(kernels.OpMul, y, x, c) }
 	case kindReLU:
 		k = func(x, y []float32) { kernels.ReLU(y, x) }
 	case kindGELU:
