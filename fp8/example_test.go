@@ -121,3 +121,30 @@ func ExampleQuantizeMXRange() {
 	// scales [column][band]: [2^-3 2^-2 2^-10 2^-10]
 	// as the whole cast: true true 64
 }
+
+// torchao's rowwise cast of a weight's columns (one scale per column),
+// in two ranges of columns — each range can run on its own worker —
+// writes what QuantizeAxiswise writes.
+func ExampleQuantizeAxiswiseRange() {
+	const rows, cols = 2, 4
+	x := []float32{
+		1, -2, 0.5, 100,
+		-3, 4, 0.25, -50,
+	}
+	codes, scales := make([]uint8, len(x)), make([]float32, cols)
+	for _, r := range [][2]int{{2, 4}, {0, 2}} {
+		if err := fp8.QuantizeAxiswiseRange(codes, scales, nil, x, rows, cols, 0, fp8.E4M3, true, r[0], r[1]); err != nil {
+			fmt.Println(err)
+		}
+	}
+	whole, wholeScales := make([]uint8, len(x)), make([]float32, cols)
+	if err := fp8.QuantizeAxiswise(whole, wholeScales, nil, x, rows, cols, 0, fp8.E4M3, true); err != nil {
+		fmt.Println(err)
+	}
+	// Power-of-two scales: 448/3 → 2^7, 448/4 → 2^6, 448/0.5 → 2^9, 448/100 → 2^2.
+	fmt.Println("scales:", scales)
+	fmt.Println("as the whole cast:", string(codes) == string(whole), fmt.Sprint(scales) == fmt.Sprint(wholeScales))
+	// Output:
+	// scales: [128 64 512 4]
+	// as the whole cast: true true
+}
