@@ -3,7 +3,6 @@ package ops
 import (
 	"strconv"
 
-	"github.com/chewxy/math32"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/internal/kernels"
 )
@@ -75,11 +74,7 @@ func (o unaryOp) rows() func(x, y []float32) {
 	var k func(x, y []float32)
 	switch o.kind {
 	case kindNeg:
-		k = func(x, y []float32) {
-			for i, v := range x {
-				y[i] = -v
-			}
-		}
+		k = func(x, y []float32) { kernels.Neg(y, x) }
 	case kindScale:
 		k = func(x, y []float32) { kernels.BinaryScalar(kernels.OpMul, y, x, c) }
 	case kindReLU:
@@ -109,11 +104,7 @@ func (o unaryOp) rows() func(x, y []float32) {
 			}
 		}
 	case kindSqrt:
-		k = func(x, y []float32) {
-			for i, v := range x {
-				y[i] = math32.Sqrt(v)
-			}
-		}
+		k = func(x, y []float32) { kernels.Sqrt(y, x) }
 	}
 	return k
 }

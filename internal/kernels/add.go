@@ -1,5 +1,7 @@
 package kernels
 
+import "github.com/chewxy/math32"
+
 // Add writes x + y to dst element by element (x, y at least as long as
 // dst; dst may be x or y): the vector kernel where there is one, the
 // loop addGo (its twin) elsewhere.
@@ -91,6 +93,31 @@ func BinaryScalar(op int, dst, x []float32, c float32) {
 		}
 	}
 }
+
+// Sqrt writes √x to y element by element (x at least as long as y; y
+// may be x): correctly rounded, as math32.Sqrt, the vector kernel
+// where there is one.
+func Sqrt(y, x []float32) {
+	x = x[:len(y)]
+	for i := unaryVector(unarySqrt, y, x); i < len(y); i++ {
+		y[i] = math32.Sqrt(x[i])
+	}
+}
+
+// Neg writes −x to y element by element (the sign bit flipped, NaN's
+// too; y may be x).
+func Neg(y, x []float32) {
+	x = x[:len(y)]
+	for i := unaryVector(unaryNeg, y, x); i < len(y); i++ {
+		y[i] = -x[i]
+	}
+}
+
+// The kernels of unaryVector.
+const (
+	unarySqrt = iota
+	unaryNeg
+)
 
 // Scale multiplies x by s element by element in place: x[i] *= s, one
 // float32 multiplication each (the vector kernel where there is one,

@@ -16783,6 +16783,92 @@ binaryDivScalarAVX512_done:
 	VZEROUPPER
 	RET
 
+// func sqrtAVX2(y *float32, x *float32, blocks int)
+// Requires: AVX
+TEXT ·sqrtAVX2(SB), NOSPLIT, $0-24
+	MOVQ  y+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    sqrtAVX2_done
+
+sqrtAVX2_loop:
+	VSQRTPS (CX), Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	DECQ    DX
+	JNZ     sqrtAVX2_loop
+
+sqrtAVX2_done:
+	VZEROUPPER
+	RET
+
+// func negAVX2(y *float32, x *float32, blocks int)
+// Requires: AVX
+TEXT ·negAVX2(SB), NOSPLIT, $0-24
+	MOVQ  y+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    negAVX2_done
+
+negAVX2_loop:
+	VMOVUPS (CX), Y0
+	VXORPS  avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, CX
+	ADDQ    $0x00000020, AX
+	DECQ    DX
+	JNZ     negAVX2_loop
+
+negAVX2_done:
+	VZEROUPPER
+	RET
+
+// func sqrtAVX512(y *float32, x *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·sqrtAVX512(SB), NOSPLIT, $0-24
+	MOVQ  y+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    sqrtAVX512_done
+
+sqrtAVX512_loop:
+	VSQRTPS (CX), Z0
+	VMOVUPS Z0, (AX)
+	ADDQ    $0x00000040, CX
+	ADDQ    $0x00000040, AX
+	DECQ    DX
+	JNZ     sqrtAVX512_loop
+
+sqrtAVX512_done:
+	VZEROUPPER
+	RET
+
+// func negAVX512(y *float32, x *float32, blocks int)
+// Requires: AVX, AVX512F
+TEXT ·negAVX512(SB), NOSPLIT, $0-24
+	MOVQ  y+0(FP), AX
+	MOVQ  x+8(FP), CX
+	MOVQ  blocks+16(FP), DX
+	TESTQ DX, DX
+	JZ    negAVX512_done
+
+negAVX512_loop:
+	VMOVUPS     (CX), Z0
+	VPXORD.BCST avx2Consts<>+1280(SB), Z0, Z0
+	VMOVUPS     Z0, (AX)
+	ADDQ        $0x00000040, CX
+	ADDQ        $0x00000040, AX
+	DECQ        DX
+	JNZ         negAVX512_loop
+
+negAVX512_done:
+	VZEROUPPER
+	RET
+
 // func geluAVX2(y *float32, x *float32, blocks int)
 // Requires: AVX, AVX2
 TEXT ·geluAVX2(SB), NOSPLIT, $0-24

@@ -1217,6 +1217,40 @@ neonDecodeFP16_loop:
 neonDecodeFP16_done:
 	RET
 
+// func neonSqrt(y, x *float32, n int)
+// n a multiple of 4.
+TEXT ·neonSqrt(SB), NOSPLIT, $0-24
+	MOVD y+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R9
+	LSR $2, R9, R9
+	CBZ R9, neonSqrt_done
+neonSqrt_loop:
+	VLD1.P 16(R1), [V0.S4]
+	WORD $0x6EA1F800 // FSQRT V0.4S, V0.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonSqrt_loop
+neonSqrt_done:
+	RET
+
+// func neonNeg(y, x *float32, n int)
+// n a multiple of 4.
+TEXT ·neonNeg(SB), NOSPLIT, $0-24
+	MOVD y+0(FP), R0
+	MOVD x+8(FP), R1
+	MOVD n+16(FP), R9
+	LSR $2, R9, R9
+	CBZ R9, neonNeg_done
+neonNeg_loop:
+	VLD1.P 16(R1), [V0.S4]
+	WORD $0x6EA0F800 // FNEG V0.4S, V0.4S
+	VST1.P [V0.S4], 16(R0)
+	SUBS $1, R9, R9
+	BNE neonNeg_loop
+neonNeg_done:
+	RET
+
 // func neonAmax(src *float32, n int, out *[4]uint32)
 // n a multiple of 16.
 TEXT ·neonAmax(SB), NOSPLIT, $0-24

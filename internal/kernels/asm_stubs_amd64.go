@@ -669,6 +669,26 @@ func binaryDivAVX512(dst *float32, x *float32, y *float32, blocks int)
 //go:noescape
 func binaryDivScalarAVX512(dst *float32, x *float32, blocks int, c float32)
 
+// sqrtAVX2 writes y = √x over 8·blocks values; its Go twin is the loop in Sqrt (add.go) (AVX2).
+//
+//go:noescape
+func sqrtAVX2(y *float32, x *float32, blocks int)
+
+// negAVX2 writes y = −x over 8·blocks values; its Go twin is the loop in Neg (add.go) (AVX2).
+//
+//go:noescape
+func negAVX2(y *float32, x *float32, blocks int)
+
+// sqrtAVX512 writes y = √x over 16·blocks values; its Go twin is the loop in Sqrt (add.go) (AVX-512F).
+//
+//go:noescape
+func sqrtAVX512(y *float32, x *float32, blocks int)
+
+// negAVX512 writes y = −x over 16·blocks values; its Go twin is the loop in Neg (add.go) (AVX-512F).
+//
+//go:noescape
+func negAVX512(y *float32, x *float32, blocks int)
+
 // geluAVX2 is the 8-lane form of the Go loop in GELU or GELUGrad (activation.go) over 8·blocks values, bit for bit (AVX2).
 //
 //go:noescape

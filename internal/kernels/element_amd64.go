@@ -296,6 +296,20 @@ func binaryScalarVector(op int, dst, x []float32, c float32) int {
 	return 0
 }
 
+// unaryVector does the whole vectors of Sqrt or Neg and returns how
+// many values it did.
+func unaryVector(kind int, y, x []float32) int {
+	switch {
+	case hasAVX512 && len(y) >= 16:
+		[2]func(y, x *float32, blocks int){sqrtAVX512, negAVX512}[kind](&y[0], &x[0], len(y)/16)
+		return len(y) / 16 * 16
+	case hasAVX2 && len(y) >= 8:
+		[2]func(y, x *float32, blocks int){sqrtAVX2, negAVX2}[kind](&y[0], &x[0], len(y)/8)
+		return len(y) / 8 * 8
+	}
+	return 0
+}
+
 // decodeFP16Vector does the whole vectors of DecodeFP16 (len(dst) =
 // len(src)) and returns how many values it did.
 func decodeFP16Vector(dst []float32, src []uint16, scale float32) int {

@@ -141,6 +141,22 @@ func neonWidenBF16(v *float32, h *uint16, n int)
 //go:noescape
 func neonDecodeFP16(dst *float32, src *uint16, n int, scale float32)
 
+//go:noescape
+func neonSqrt(y, x *float32, n int)
+
+//go:noescape
+func neonNeg(y, x *float32, n int)
+
+// unaryVector is the whole vectors of Sqrt or Neg.
+func unaryVector(kind int, y, x []float32) int {
+	n := len(y) &^ 3
+	if !hasNEON || n == 0 {
+		return 0
+	}
+	[2]func(y, x *float32, n int){neonSqrt, neonNeg}[kind](&y[0], &x[0], n)
+	return n
+}
+
 // widenBF16Vector is WidenBF16's whole vectors.
 func widenBF16Vector(v []float32, h []uint16) int {
 	n := len(h) &^ 3

@@ -17,6 +17,7 @@ func widenBF16Vector(v []float32, h []uint16) int                               
 func decodeFP16Vector(dst []float32, src []uint16, scale float32) int           { return 0 }
 func binaryVector(op int, dst, x, y []float32) int                              { return 0 }
 func binaryScalarVector(op int, dst, x []float32, c float32) int                { return 0 }
+func unaryVector(kind int, y, x []float32) int                                  { return 0 }
 func lnSumVector(x []float32, blocks int, mask uint16, lanes *[16]float32) bool { return false }
 func lnSqDevVector(x []float32, blocks int, mask uint16, mu float32, lanes *[16]float32) bool {
 	return false

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/chewxy/math32"
 )
 
 // TestElementKernelsStayInBounds runs every element kernel on every
@@ -472,6 +474,40 @@ func testBinaryMatchesLoop(t *testing.T) {
 				if !same(gotS[i], wantS, x[i], c) {
 					t.Fatalf("op %d n=%d: %#x ∘ c %#x = %#x, loop %#x", op, n, math.Float32bits(x[i]), math.Float32bits(c), math.Float32bits(gotS[i]), math.Float32bits(wantS))
 				}
+			}
+		}
+	}
+}
+
+// TestSqrtNegMatchLoops checks Sqrt against math32.Sqrt and Neg against
+// Go's negation value by value, bit for bit (NaN payloads, negative
+// inputs, zeros, subnormals, infinities), on every length up to 70, in
+// place and not.
+func TestSqrtNegMatchLoops(t *testing.T) { withISA(t, testSqrtNeg) }
+
+func testSqrtNeg(t *testing.T) {
+	rng := rand.New(rand.NewPCG(79, 80))
+	special := []float32{0, float32(math.Copysign(0, -1)), 1e-40, -3e-39, 3.4e38, -2, 4,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0xFFC01234), math.Float32frombits(0x7F800001)}
+	for n := 0; n <= 70; n++ {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(math.Abs(rng.NormFloat64()) * math.Pow(10, float64(rng.IntN(40)-20)))
+			if rng.IntN(3) == 0 {
+				x[i] = special[rng.IntN(len(special))]
+			}
+		}
+		s, ng := make([]float32, n), make([]float32, n)
+		Sqrt(s, x)
+		Neg(ng, x)
+		in := append([]float32(nil), x...)
+		Sqrt(in, in)
+		for i, v := range x {
+			if w := math32.Sqrt(v); math.Float32bits(s[i]) != math.Float32bits(w) || math.Float32bits(in[i]) != math.Float32bits(w) {
+				t.Fatalf("n=%d: sqrt(%#x) = %#x (in place %#x), math32 %#x", n, math.Float32bits(v), math.Float32bits(s[i]), math.Float32bits(in[i]), math.Float32bits(w))
+			}
+			if w := -v; math.Float32bits(ng[i]) != math.Float32bits(w) {
+				t.Fatalf("n=%d: −%#x = %#x, Go %#x", n, math.Float32bits(v), math.Float32bits(ng[i]), math.Float32bits(w))
 			}
 		}
 	}

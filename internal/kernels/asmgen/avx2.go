@@ -423,6 +423,45 @@ func binaryKernels() {
 	}
 }
 
+// unaryKernels emits y = √x (VSQRTPS: correctly rounded, as the
+// scalar SQRTSS of math32.Sqrt) and y = −x (the sign bit flipped, as Go
+// negates) over lanes·blocks values, for AVX2 and AVX-512.
+func unaryKernels() {
+	for _, isa := range []struct {
+		sfx, doc string
+		vec      func(int) VecPhysical
+		lanes    int
+	}{{"AVX2", "AVX2", ymm, 8}, {"AVX512", "AVX-512F", zmm, 16}} {
+		for _, k := range []string{"sqrt", "neg"} {
+			name := k + isa.sfx
+			TEXT(name, NOSPLIT, "func(y, x *float32, blocks int)")
+			Pragma("noescape")
+			twin := map[string]string{"sqrt": "Sqrt", "neg": "Neg"}[k]
+			Doc(fmt.Sprintf("%s writes y = %s over %d·blocks values; its Go twin is the loop in %s (add.go) (%s).", name, map[string]string{"sqrt": "√x", "neg": "−x"}[k], isa.lanes, twin, isa.doc))
+			y, x := Load(Param("y"), GP64()), Load(Param("x"), GP64())
+			n := Load(Param("blocks"), GP64())
+			v := isa.vec(0)
+			loop(name, n, func() {
+				switch {
+				case k == "sqrt":
+					VSQRTPS(Mem{Base: x}, v)
+				case isa.lanes == 8:
+					VMOVUPS(Mem{Base: x}, v)
+					VXORPS(ac(0x80000000), v, v)
+				default:
+					VMOVUPS(Mem{Base: x}, v)
+					VPXORD_BCST(ac(0x80000000), v, v)
+				}
+				VMOVUPS(v, Mem{Base: y})
+				ADDQ(U32(4*isa.lanes), x)
+				ADDQ(U32(4*isa.lanes), y)
+			})
+			VZEROUPPER()
+			RET()
+		}
+	}
+}
+
 // reluGradAVX2 is the 8-lane form of ReLUGrad's loop.
 func reluGradAVX2() {
 	TEXT("reluGradAVX2", NOSPLIT, "func(dx, x, dy *float32, blocks int)")
@@ -458,6 +497,7 @@ func avx2ElementKernels() {
 	fp16DecodeKernel("fp16DecodeAVX2", "AVX2, F16C", ymm, 8)
 	fp16DecodeKernel("fp16DecodeAVX512", "AVX-512F", zmm, 16)
 	binaryKernels()
+	unaryKernels()
 	geluAVX2(false)
 	geluAVX2(true)
 	expSumAVX2()

@@ -388,6 +388,24 @@ func binaryKernels(b *bytes.Buffer) {
 	}
 }
 
+// unaryKernels writes Sqrt (FSQRT, as math32.Sqrt's scalar FSQRT) and
+// Neg (FNEG: the sign bit flipped, as Go negates).
+func unaryKernels(b *bytes.Buffer) {
+	e := emitter{b}
+	for _, k := range []struct {
+		name string
+		enc  func(d, n int) uint32
+		text string
+	}{{"neonSqrt", fsqrt, "FSQRT V0.4S, V0.4S"}, {"neonNeg", fneg, "FNEG V0.4S, V0.4S"}} {
+		enc, text := k.enc, k.text
+		e.loop4(k.name, "(y, x *float32, n int)", 24, func() {
+			e.w("MOVD y+0(FP), R0")
+			e.w("MOVD x+8(FP), R1")
+			e.w("MOVD n+16(FP), R9")
+		}, []string{"VLD1.P 16(R1), [V0.S4]"}, func() { e.word(enc(0, 0), "%s", text) }, []string{"VST1.P [V0.S4], 16(R0)"})
+	}
+}
+
 // widenKernels writes WidenBF16 (each bf16 moved to the upper half of a
 // float32, SHLL #16) and DecodeFP16 (FCVTL, then times scale, as the
 // Go loop's table value times scale).

@@ -46,7 +46,7 @@ func TestEncodingsMatchGNUAs(t *testing.T) {
 	for _, op := range []struct {
 		name string
 		f    func(d, n int) uint32
-	}{{"fcvtzs", fcvtzs}, {"scvtf", scvtf}, {"fsqrt", fsqrt}} {
+	}{{"fcvtzs", fcvtzs}, {"scvtf", scvtf}, {"fsqrt", fsqrt}, {"fneg", fneg}} {
 		for _, c := range [][2]int{{0, 1}, {31, 17}, {6, 6}} {
 			fmt.Fprintf(&src, "%s v%d.4s, v%d.4s\n", op.name, c[0], c[1])
 			want = append(want, op.f(c[0], c[1]))

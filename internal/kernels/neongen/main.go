@@ -29,6 +29,7 @@ func main() {
 	moreElemKernels(&b)
 	binaryKernels(&b)
 	widenKernels(&b)
+	unaryKernels(&b)
 	actKernels(&b)
 	decodeKernels(&b)
 	normKernels(&b)

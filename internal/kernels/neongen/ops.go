@@ -18,6 +18,7 @@ func fcvtzs(d, n int) uint32   { return rr(0x4EA1B800, d, n) }     // FCVTZS Vd.
 func scvtf(d, n int) uint32    { return rr(0x4E21D800, d, n) }     // SCVTF Vd.4S, Vn.4S
 
 func fsqrt(d, n int) uint32 { return rr(0x6EA1F800, d, n) } // FSQRT Vd.4S, Vn.4S
+func fneg(d, n int) uint32  { return rr(0x6EA0F800, d, n) } // FNEG Vd.4S, Vn.4S
 
 func umax(d, n, m int) uint32 { return rrr(0x6EA06400, d, n, m) } // UMAX Vd.4S, Vn.4S, Vm.4S
 func umin(d, n, m int) uint32 { return rrr(0x6EA06C00, d, n, m) } // UMIN Vd.4S, Vn.4S, Vm.4S
