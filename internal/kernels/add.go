@@ -122,11 +122,7 @@ const (
 // Scale multiplies x by s element by element in place: x[i] *= s, one
 // float32 multiplication each (the vector kernel where there is one,
 // the loop elsewhere, the same bits).
-func Scale(x []float32, s float32) {
-	for i := scaleVector(x, s); i < len(x); i++ {
-		x[i] *= s
-	}
-}
+func Scale(x []float32, s float32) { BinaryScalar(OpMul, x, x, s) }
 
 // ReLU writes max(x, 0) to y element by element with Go's max (−0 and
 // every negative value give +0, a NaN keeps its bits but the sign); y

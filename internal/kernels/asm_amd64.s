@@ -16323,48 +16323,6 @@ rowGemm6x2mAVX2_write:
 	VZEROUPPER
 	RET
 
-// func scaleAVX2(x *float32, blocks int, s float32)
-// Requires: AVX
-TEXT ·scaleAVX2(SB), NOSPLIT, $0-20
-	MOVQ         x+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	VBROADCASTSS s+16(FP), Y15
-	TESTQ        CX, CX
-	JZ           scaleAVX2_done
-
-scaleAVX2_loop:
-	VMOVUPS (AX), Y0
-	VMULPS  Y15, Y0, Y0
-	VMOVUPS Y0, (AX)
-	ADDQ    $0x00000020, AX
-	DECQ    CX
-	JNZ     scaleAVX2_loop
-
-scaleAVX2_done:
-	VZEROUPPER
-	RET
-
-// func scaleAVX512(x *float32, blocks int, s float32)
-// Requires: AVX, AVX512F
-TEXT ·scaleAVX512(SB), NOSPLIT, $0-20
-	MOVQ         x+0(FP), AX
-	MOVQ         blocks+8(FP), CX
-	VBROADCASTSS s+16(FP), Z15
-	TESTQ        CX, CX
-	JZ           scaleAVX512_done
-
-scaleAVX512_loop:
-	VMOVUPS (AX), Z0
-	VMULPS  Z15, Z0, Z0
-	VMOVUPS Z0, (AX)
-	ADDQ    $0x00000040, AX
-	DECQ    CX
-	JNZ     scaleAVX512_loop
-
-scaleAVX512_done:
-	VZEROUPPER
-	RET
-
 // func widenBF16AVX2(v *float32, h *uint16, blocks int)
 // Requires: AVX, AVX2
 TEXT ·widenBF16AVX2(SB), NOSPLIT, $0-24

@@ -569,16 +569,6 @@ func rowGemm5x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c
 //go:noescape
 func rowGemm6x2mAVX2(k int, a *float32, rsA int, csA int, b *float32, ldb int, c *float32, ldc int, mask *int32, add *float32, ldadd int, alpha float32)
 
-// scaleAVX2 multiplies 8·blocks values by s in place; its Go twin is the loop in Scale (elementary.go) (AVX2).
-//
-//go:noescape
-func scaleAVX2(x *float32, blocks int, s float32)
-
-// scaleAVX512 multiplies 16·blocks values by s in place; its Go twin is the loop in Scale (elementary.go) (AVX-512F).
-//
-//go:noescape
-func scaleAVX512(x *float32, blocks int, s float32)
-
 // widenBF16AVX2 writes the float32 values of 8·blocks bf16 values; its Go twin is the loop in WidenBF16 (fp8cast.go) (AVX2).
 //
 //go:noescape

@@ -837,20 +837,6 @@ func addVector(dst, x, y []float32) bool {
 	return true
 }
 
-// scaleVector does the whole vectors of Scale and returns how many values
-// it did.
-func scaleVector(x []float32, s float32) int {
-	switch {
-	case hasAVX512 && len(x) >= 16:
-		scaleAVX512(&x[0], len(x)/16, s)
-		return len(x) / 16 * 16
-	case hasAVX2 && len(x) >= 8:
-		scaleAVX2(&x[0], len(x)/8, s)
-		return len(x) / 8 * 8
-	}
-	return 0
-}
-
 // widenBF16Vector does the whole vectors of WidenBF16 (len(v) = len(h))
 // and returns how many values it did.
 func widenBF16Vector(v []float32, h []uint16) int {

@@ -132,9 +132,6 @@ func binaryScalarVector(op int, dst, x []float32, c float32) int {
 	return n
 }
 
-// scaleVector is Scale's whole vectors: x·s in place.
-func scaleVector(x []float32, s float32) int { return binaryScalarVector(OpMul, x, x, s) }
-
 //go:noescape
 func neonWidenBF16(v *float32, h *uint16, n int)
 

@@ -12,7 +12,6 @@ func adamVector(w, g, m, v []float32, c *AdamConsts) int                        
 func geluGradVector(dx, x, dy []float32) int                                    { return 0 }
 func reluGradVector(dx, x, dy []float32) int                                    { return 0 }
 func addVector(dst, x, y []float32) bool                                        { return false }
-func scaleVector(x []float32, s float32) int                                    { return 0 }
 func widenBF16Vector(v []float32, h []uint16) int                               { return 0 }
 func decodeFP16Vector(dst []float32, src []uint16, scale float32) int           { return 0 }
 func binaryVector(op int, dst, x, y []float32) int                              { return 0 }

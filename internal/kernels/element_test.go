@@ -55,7 +55,7 @@ func testElementKernelsStayInBounds(t *testing.T) {
 			{"GELU", func(d []float32) int { return geluVector(d, x) }},
 			{"GELUGrad", func(d []float32) int { return geluGradVector(d, x, dy) }},
 			{"ReLUGrad", func(d []float32) int { return reluGradVector(d, x, dy) }},
-			{"Scale", func(d []float32) int { return scaleVector(d, 3) }},
+			{"Scale", func(d []float32) int { return binaryScalarVector(OpMul, d, d, 3) }},
 			{"Scale+twin", func(d []float32) int { Scale(d, 3); return n }},
 			{"WidenBF16", func(d []float32) int {
 				h := make([]uint16, n)

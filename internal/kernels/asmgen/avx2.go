@@ -305,28 +305,6 @@ func softmaxGradRowAVX2() {
 	RET()
 }
 
-// scaleKernel emits x[i] *= s over lanes·blocks values (one
-// multiplication each, the Go loop's bits) for AVX2 (8 lanes) or
-// AVX-512 (16).
-func scaleKernel(name, isa string, vec func(int) VecPhysical, lanes int) {
-	TEXT(name, NOSPLIT, "func(x *float32, blocks int, s float32)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s multiplies %d·blocks values by s in place; its Go twin is the loop in Scale (elementary.go) (%s).", name, lanes, isa))
-	x := Load(Param("x"), GP64())
-	n := Load(Param("blocks"), GP64())
-	sv := vec(15)
-	VBROADCASTSS(paramAddr("s"), sv)
-	loop(name, n, func() {
-		// x first: with two NaNs, x's is the one kept, as in Go's x*s.
-		VMOVUPS(Mem{Base: x}, vec(0))
-		VMULPS(sv, vec(0), vec(0))
-		VMOVUPS(vec(0), Mem{Base: x})
-		ADDQ(U32(4*lanes), x)
-	})
-	VZEROUPPER()
-	RET()
-}
-
 // widenBF16Kernel emits v[i] = the float32 of the bf16 bits h[i] (the
 // bits moved to the upper half) over lanes·blocks values.
 func widenBF16Kernel(name, isa string, vec func(int) VecPhysical, lanes int) {
@@ -490,8 +468,6 @@ func adamAVX2() { adamKernel("adamAVX2", "adam2", "AVX2", 8, ymm, 7) }
 
 // avx2ElementKernels emits the AVX2 element kernels and their table.
 func avx2ElementKernels() {
-	scaleKernel("scaleAVX2", "AVX2", ymm, 8)
-	scaleKernel("scaleAVX512", "AVX-512F", zmm, 16)
 	widenBF16Kernel("widenBF16AVX2", "AVX2", ymm, 8)
 	widenBF16Kernel("widenBF16AVX512", "AVX-512F", zmm, 16)
 	fp16DecodeKernel("fp16DecodeAVX2", "AVX2, F16C", ymm, 8)
