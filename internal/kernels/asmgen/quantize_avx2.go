@@ -327,9 +327,7 @@ func bf16ShiftAVX2() {
 	sh := Load(Param("shifts"), GP64())
 	n := Load(Param("blocks"), GP64())
 	step := Load(Param("step"), GP64())
-	yExp, yZero := Y15, Y14
-	VMOVDQU(ac(0x7F807F80), yExp)
-	VPXOR(yZero, yZero, yZero)
+	yExp, yZero := shiftConstsAVX2()
 	loop("bf16shift2", n, func() {
 		bf16Shift8AVX2(d, sh, yExp, yZero)
 		ADDQ(U32(32), d)
@@ -342,8 +340,7 @@ func bf16ShiftAVX2() {
 	Doc("bf16ShiftPeriodAVX2 adds exponent shifts to the finite non-zero bf16 halves of reps·8·period lanes, lane i taking shifts[i mod 8·period]; its Go twin is bf16ShiftGo (bf16pack.go) run by run (AVX2).")
 	d = Load(Param("d"), GP64())
 	n = Load(Param("reps"), GP64())
-	VMOVDQU(ac(0x7F807F80), yExp)
-	VPXOR(yZero, yZero, yZero)
+	yExp, yZero = shiftConstsAVX2()
 	loop("bf16shiftp2", n, func() {
 		s, k := GP64(), GP64()
 		Load(Param("shifts"), s)
@@ -368,9 +365,7 @@ func bf16ShiftGroupsAVX2() {
 	d := Load(Param("d"), GP64())
 	sh := Load(Param("shifts"), GP64())
 	n := Load(Param("groups"), GP64())
-	yExp, yZero := Y15, Y14
-	VMOVDQU(ac(0x7F807F80), yExp)
-	VPXOR(yZero, yZero, yZero)
+	yExp, yZero := shiftConstsAVX2()
 	loop("bf16shiftg2", n, func() {
 		p, k := GP64(), GP64()
 		MOVQ(d, p)
@@ -384,6 +379,15 @@ func bf16ShiftGroupsAVX2() {
 	})
 	VZEROUPPER()
 	RET()
+}
+
+// shiftConstsAVX2 loads the shift kernels' constants: 0x7F80 (the bf16
+// exponent field) in every 16-bit half, and zeros.
+func shiftConstsAVX2() (yExp, yZero VecPhysical) {
+	yExp, yZero = Y15, Y14
+	VMOVDQU(ac(0x7F807F80), yExp)
+	VPXOR(yZero, yZero, yZero)
+	return yExp, yZero
 }
 
 // bf16Shift8AVX2 emits bf16ShiftAVX2's step on the 8 lanes at d with the
