@@ -951,8 +951,8 @@ func TestShiftPeriodicMatchesTwin(t *testing.T) { withISA(t, testShiftPeriodic) 
 func testShiftPeriodic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(73, 74))
 	halves := []uint16{0, 0x8000, 0x0001, 0x807F, 0x7F80, 0xFF80, 0x7FC1, 0x3F80, 0x0080}
-	for _, period := range []int{5, 8, 16, 48} {
-		for reps := 1; reps <= 4; reps++ {
+	for _, period := range []int{1, 3, 4, 5, 6, 8, 12, 16, 20, 47, 48} {
+		for reps := 1; reps <= 17; reps++ {
 			shifts := make([]uint32, period)
 			for i := range shifts {
 				shifts[i] = shiftLane(-rng.IntN(9))

@@ -416,9 +416,31 @@ func shiftPeriodic(d, shifts []uint32) {
 	if shiftPeriodVector(d, shifts) {
 		return
 	}
-	for i := 0; i < len(d); i += len(shifts) {
+	// A period that is not whole vectors: the vector kernel takes the
+	// shifts repeated over lcm(period, 8) lanes, as many whole repeats
+	// of that as d holds; the loop below the rest.
+	done := 0
+	if p := len(shifts); p > 0 && p%8 != 0 && p <= 48 {
+		var ext [8 * 48]uint32
+		l := p * (8 / gcd(p, 8))
+		for i := range l {
+			ext[i] = shifts[i%p]
+		}
+		if whole := len(d) / l * l; whole > 0 && shiftPeriodVector(d[:whole], ext[:l]) {
+			done = whole
+		}
+	}
+	for i := done; i < len(d); i += len(shifts) {
 		shiftLanes(d[i:i+len(shifts)], shifts)
 	}
+}
+
+// gcd is the greatest common divisor of two positive integers.
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // e2m1Run returns NVFP4's codes and factors from element o (r·E2M1Cols
