@@ -3,6 +3,7 @@ package fp8
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/internal/parallel"
@@ -237,46 +238,48 @@ func (g *ScaledGEMM) prepareBF16(m, n, k int, a, b *Operand) (ep kernels.Epilogu
 func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand, outer, k int, rowMajor bool) (shift, minExp int, ok bool) {
 	blocks := (k + BlockSize - 1) / BlockSize
 	scales := o.Block[:outer*blocks]
-	shift = math.MinInt
-	for _, s := range scales {
-		if s != E8M0NaN {
-			shift = max(shift, s.Exp())
-		}
-	}
-	if shift == math.MinInt {
-		shift = 0 // every scale NaN: so is every value
+	codes := unsafe.Slice((*uint8)(unsafe.Pointer(&scales[0])), len(scales))
+	lo, hi, any := kernels.E8M0Range(codes)
+	shift = 0 // every scale NaN: so is every value
+	if any {
+		shift = E8M0(hi).Exp()
 	}
 	size := outer * k
 	if cap(*buf) < size {
 		*buf = make([]float32, size)
 	}
 	d := (*buf)[:size]
-	// One factor per block, transposed to [blocks][outer] when k runs
-	// down the stored rows (each stored row is one k, all outer indices).
-	if cap(g.fold) < outer*blocks {
-		g.fold = make([]float32, outer*blocks)
+	// One factor 2^(e−shift) per block (NaN for the NaN scale),
+	// transposed to [blocks][outer] when k runs down the stored rows
+	// (each stored row is one k, all outer indices).
+	if cap(g.fold) < 2*outer*blocks {
+		g.fold = make([]float32, 2*outer*blocks)
 	}
 	f := g.fold[:outer*blocks]
-	// 2^(e−shift) for every scale 2^e (NaN for the NaN scale): a lookup
-	// a block.
-	var tab [256]float32
-	for s := range tab {
-		tab[s] = pow2f(E8M0(s).Exp() - shift)
+	if rowMajor {
+		kernels.E8M0Factors(f, codes, shift)
+	} else {
+		t := g.fold[outer*blocks : 2*outer*blocks]
+		kernels.E8M0Factors(t, codes, shift)
+		kernels.Transpose(f, t, outer, blocks, 0, blocks)
 	}
-	tab[E8M0NaN] = float32(math.NaN())
+	// The smallest scale of a block holding a non-zero code: the
+	// smallest scale, or the next one up while every block with the
+	// candidate scale holds only zeros.
 	minE := math.MaxInt
-	for i := 0; i < outer; i++ {
-		for bi, s := range scales[i*blocks : (i+1)*blocks] {
-			v := tab[s]
-			if s != E8M0NaN && s.Exp() < minE && !zeroBlock(o.Codes, i, bi, outer, k, rowMajor) {
-				minE = s.Exp()
-			}
-			if rowMajor {
-				f[i*blocks+bi] = v
-			} else {
-				f[bi*outer+i] = v
+	for c := int(lo); any && c < 255 && minE == math.MaxInt; {
+		next := 255
+		for j, s := range codes {
+			if int(s) == c {
+				if !zeroBlock(o.Codes, j/blocks, j%blocks, outer, k, rowMajor) {
+					minE = c - 127
+					break
+				}
+			} else if int(s) > c && int(s) < next {
+				next = int(s)
 			}
 		}
+		c = next
 	}
 	g.job = foldJob{d: d, f: f, codes: o.Codes, format: o.Format, outer: outer, k: k, rowMajor: rowMajor}
 	parts := 1
@@ -322,15 +325,6 @@ func (g *ScaledGEMM) foldPart(i int) {
 		decodeScaled(row, codes[p*outer:(p+1)*outer], format, 1)
 		kernels.MulRow(row, f[(p/BlockSize)*outer:(p/BlockSize+1)*outer])
 	}
-}
-
-// pow2f returns 2^e as a float32 (0 below the subnormals, +inf above
-// the range).
-func pow2f(e int) float32 {
-	if e >= -126 && e <= 127 {
-		return math.Float32frombits(uint32(e+127) << 23)
-	}
-	return float32(math.Ldexp(1, e))
 }
 
 // decodeScaled writes dst[i] = decode(src[i])·scale (exact for a power of

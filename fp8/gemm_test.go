@@ -456,3 +456,99 @@ func BenchmarkScaledGEMMScalings(b *testing.B) {
 		}
 	}
 }
+
+// TestFoldBlocksMatchesReference checks foldBlocks (the vector scale
+// kernels, the zero-block search) against its definition on operands
+// with NaN scales, all-zero blocks under the smallest scales, scales
+// far apart, along either layout: the shift (largest exponent), the
+// lower bound on the folded exponents, whether the fold is exact, and
+// every folded value of an exact fold.
+func TestFoldBlocksMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(95, 96))
+	g := NewScaledGEMM()
+	folded := 0
+	defer func() {
+		if folded < 50 {
+			t.Errorf("only %d of 300 operands folded", folded)
+		}
+	}()
+	for trial := 0; trial < 300; trial++ {
+		outer, k := 1+rng.IntN(40), 1+rng.IntN(150)
+		blocks := (k + BlockSize - 1) / BlockSize
+		o := &Operand{Codes: make([]uint8, outer*k), Format: []Format{E4M3, E5M2}[rng.IntN(2)], Block: make([]E8M0, outer*blocks)}
+		for i := range o.Codes {
+			o.Codes[i] = uint8(rng.IntN(0x7E))
+		}
+		rowMajor := rng.IntN(2) == 0
+		at := func(i, p int) int {
+			if rowMajor {
+				return i*k + p
+			}
+			return p*outer + i
+		}
+		base := rng.IntN(200) + 20
+		for j := range o.Block {
+			o.Block[j] = E8M0(base + rng.IntN(8))
+			switch rng.IntN(8) {
+			case 0:
+				o.Block[j] = E8M0NaN
+			case 1, 2: // an all-zero block, often under a tiny scale
+				i, bi := j/blocks, j%blocks
+				for p := bi * BlockSize; p < min(k, (bi+1)*BlockSize); p++ {
+					o.Codes[at(i, p)] = 0x80 * uint8(rng.IntN(2))
+				}
+				if rng.IntN(2) == 0 {
+					o.Block[j] = E8M0(rng.IntN(base))
+				}
+			case 3:
+				if trial%3 == 0 {
+					o.Block[j] = E8M0(rng.IntN(255))
+				}
+			}
+		}
+		// The definition.
+		wShift, wMin, any := math.MinInt, math.MaxInt, false
+		for j, s := range o.Block {
+			if s == E8M0NaN {
+				continue
+			}
+			wShift = max(wShift, s.Exp())
+			any = true
+			if s.Exp() < wMin && !zeroBlock(o.Codes, j/blocks, j%blocks, outer, k, rowMajor) {
+				wMin = s.Exp()
+			}
+		}
+		if !any {
+			wShift = 0
+		}
+		_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
+		wMinExp, wOK := 0, true
+		if wMin != math.MaxInt {
+			wMinExp = wMin - wShift + sub - 1
+			wOK = wMinExp >= -126
+		}
+		var dst kernels.Operand
+		var buf []float32
+		shift, minExp, ok := g.foldBlocks(&dst, &buf, o, outer, k, rowMajor)
+		if shift != wShift || minExp != wMinExp || ok != wOK {
+			t.Fatalf("trial %d: shift %d minExp %d ok %v, want %d %d %v", trial, shift, minExp, ok, wShift, wMinExp, wOK)
+		}
+		if !ok {
+			continue // the values are not used
+		}
+		folded++
+		for i := 0; i < outer; i++ {
+			for p := 0; p < k; p++ {
+				s := o.Block[i*blocks+p/BlockSize]
+				want := float32(float64(o.Format.Decode(o.Codes[at(i, p)])) * math.Ldexp(1, s.Exp()-wShift))
+				if s == E8M0NaN {
+					want = float32(math.NaN())
+				}
+				got := dst.F32[at(i, p)]
+				if math.Float32bits(got) != math.Float32bits(want) && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
+					t.Fatalf("trial %d: value (%d, %d) code %#x scale %v: %g, want %g", trial, i, p, o.Codes[at(i, p)], s, got, want)
+				}
+			}
+		}
+	}
+}

@@ -686,3 +686,44 @@ func TestBlockScaleFastMatchesFloat64(t *testing.T) {
 		}
 	}
 }
+
+// TestMXScalesMatchBlockScale: mxScales (the vector kernel's integer
+// form for both formats) gives BlockScale's scale and its factor
+// 2^−e for every exponent field with mantissas around 1.75, zero,
+// subnormals, infinity and NaN patterns, both rules, written with
+// stride 1 and with a stride, and returns the largest amax bits.
+func TestMXScalesMatchBlockScale(t *testing.T) {
+	rng := rand.New(rand.NewPCG(75, 76))
+	mants := []uint32{0, 1, 0x5FFFFF, 0x600000, 0x600001, 0x7FFFFF, 0x400000}
+	var bits []uint32
+	for e := uint32(0); e < 256; e++ {
+		for _, m := range mants {
+			bits = append(bits, e<<23|m)
+		}
+		bits = append(bits, e<<23|rng.Uint32()&0x7FFFFF)
+	}
+	for _, f := range []Format{E4M3, E5M2} {
+		for _, rule := range []ExpRule{ExpRoundUp, ExpOCPFloor} {
+			for lo := 0; lo < len(bits); lo += 200 {
+				am := bits[lo:min(len(bits), lo+200)]
+				for _, stride := range []int{1, 3} {
+					scales := make([]E8M0, len(am)*stride)
+					inv := make([]float32, len(am))
+					var want uint32
+					for _, b := range am {
+						want = max(want, b)
+					}
+					if got := mxScales(scales, stride, inv, am, f, rule); got != want {
+						t.Fatalf("%v %v: largest amax %#x, want %#x", f, rule, got, want)
+					}
+					for j, b := range am {
+						s := BlockScale(fromAmaxBits(b), f, rule)
+						if scales[j*stride] != s || math.Float32bits(inv[j]) != math.Float32bits(mxInv[s]) {
+							t.Fatalf("%v %v stride %d amax %#x: scale %v factor %g, want %v %g", f, rule, stride, b, scales[j*stride], inv[j], s, mxInv[s])
+						}
+					}
+				}
+			}
+		}
+	}
+}

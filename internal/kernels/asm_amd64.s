@@ -25542,6 +25542,173 @@ nvfp4sc2_done:
 	VZEROUPPER
 	RET
 
+// func mxScalesAVX2(amax *uint32, sc *uint8, inv *float32, groups int, emax uint32, ceilThr uint32) uint32
+// Requires: AVX, AVX2, SSE2
+TEXT ·mxScalesAVX2(SB), NOSPLIT, $0-44
+	MOVQ         amax+0(FP), AX
+	MOVQ         sc+8(FP), CX
+	MOVQ         inv+16(FP), DX
+	MOVQ         groups+24(FP), BX
+	VBROADCASTSS emax+32(FP), Y8
+	VBROADCASTSS ceilThr+36(FP), Y9
+	MOVL         $0x007fffff, SI
+	MOVD         SI, X10
+	VPBROADCASTD X10, Y10
+	MOVL         $0x7f7fffff, SI
+	MOVD         SI, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x000000fe, SI
+	MOVD         SI, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x7fc00000, SI
+	MOVD         SI, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x000000ff, SI
+	MOVD         SI, X15
+	VPBROADCASTD X15, Y15
+	VPXOR        Y14, Y14, Y14
+	TESTQ        BX, BX
+	JZ           mxsc2_done
+
+mxsc2_loop:
+	VMOVDQU      (AX), Y0
+	VPMAXUD      Y0, Y14, Y14
+	VPSRLD       $0x17, Y0, Y1
+	VPAND        Y10, Y0, Y2
+	VPCMPGTD     Y9, Y2, Y2
+	VPSUBD       Y2, Y1, Y1
+	VPSUBD       Y8, Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPMAXSD      Y2, Y1, Y1
+	VPMINSD      Y12, Y1, Y1
+	VPCMPGTD     Y11, Y0, Y3
+	VPAND        Y15, Y3, Y2
+	VPOR         Y2, Y1, Y1
+	VPSUBD       Y1, Y12, Y2
+	VPSLLD       $0x17, Y2, Y2
+	VBLENDVPS    Y3, Y13, Y2, Y2
+	VMOVUPS      Y2, (DX)
+	VEXTRACTI128 $0x01, Y1, X2
+	VPACKUSDW    X2, X1, X2
+	VPACKUSWB    X2, X2, X2
+	MOVQ         X2, (CX)
+	ADDQ         $0x00000020, AX
+	ADDQ         $0x00000008, CX
+	ADDQ         $0x00000020, DX
+	DECQ         BX
+	JNZ          mxsc2_loop
+
+mxsc2_done:
+	VEXTRACTI128 $0x01, Y14, X0
+	VPMAXUD      X0, X14, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPMAXUD      X1, X0, X0
+	VPSHUFD      $0xb1, X0, X1
+	VPMAXUD      X1, X0, X0
+	MOVD         X0, AX
+	MOVL         AX, ret+40(FP)
+	VZEROUPPER
+	RET
+
+// func e8m0RangeAVX2(sc *uint8, groups int) (lo uint8, hi1 uint8)
+// Requires: AVX, AVX2, SSE2
+TEXT ·e8m0RangeAVX2(SB), NOSPLIT, $0-18
+	MOVQ     sc+0(FP), AX
+	MOVQ     groups+8(FP), CX
+	VPCMPEQB Y2, Y2, Y2
+	VMOVDQA  Y2, Y0
+	VPXOR    Y1, Y1, Y1
+	TESTQ    CX, CX
+	JZ       e8r2_done
+
+e8r2_loop:
+	VMOVDQU (AX), Y3
+	VPMINUB Y3, Y0, Y0
+	VPSUBB  Y2, Y3, Y3
+	VPMAXUB Y3, Y1, Y1
+	ADDQ    $0x00000020, AX
+	DECQ    CX
+	JNZ     e8r2_loop
+
+e8r2_done:
+	VEXTRACTI128 $0x01, Y0, X3
+	VPMINUB      X3, X0, X0
+	VPSHUFD      $0x4e, X0, X3
+	VPMINUB      X3, X0, X0
+	VPSHUFD      $0xb1, X0, X3
+	VPMINUB      X3, X0, X0
+	VPSRLD       $0x10, X0, X3
+	VPMINUB      X3, X0, X0
+	VPSRLD       $0x08, X0, X3
+	VPMINUB      X3, X0, X0
+	VEXTRACTI128 $0x01, Y1, X3
+	VPMAXUB      X3, X1, X1
+	VPSHUFD      $0x4e, X1, X3
+	VPMAXUB      X3, X1, X1
+	VPSHUFD      $0xb1, X1, X3
+	VPMAXUB      X3, X1, X1
+	VPSRLD       $0x10, X1, X3
+	VPMAXUB      X3, X1, X1
+	VPSRLD       $0x08, X1, X3
+	VPMAXUB      X3, X1, X1
+	MOVD         X0, AX
+	MOVB         AL, lo+16(FP)
+	MOVD         X1, AX
+	MOVB         AL, hi1+17(FP)
+	VZEROUPPER
+	RET
+
+// func e8m0FactorsAVX2(f *float32, sc *uint8, groups int, shift int32)
+// Requires: AVX, AVX2, SSE2
+TEXT ·e8m0FactorsAVX2(SB), NOSPLIT, $0-28
+	MOVQ         f+0(FP), AX
+	MOVQ         sc+8(FP), CX
+	MOVQ         groups+16(FP), DX
+	VBROADCASTSS shift+24(FP), Y8
+	MOVL         $0x00000016, BX
+	MOVD         BX, X9
+	VPBROADCASTD X9, Y9
+	VPXOR        Y10, Y10, Y10
+	MOVL         $0x000000ff, BX
+	MOVD         BX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x7f800000, BX
+	MOVD         BX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x7fc00000, BX
+	MOVD         BX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $0x00000001, BX
+	MOVD         BX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x000000fe, BX
+	MOVD         BX, X15
+	VPBROADCASTD X15, Y15
+	TESTQ        DX, DX
+	JZ           e8f2_done
+
+e8f2_loop:
+	VPMOVZXBD (CX), Y0
+	VPSUBD    Y8, Y0, Y1
+	VPSLLD    $0x17, Y1, Y2
+	VPADDD    Y9, Y1, Y3
+	VPSLLVD   Y3, Y14, Y3
+	VPCMPGTD  Y10, Y1, Y4
+	VBLENDVPS Y4, Y2, Y3, Y2
+	VPCMPGTD  Y15, Y1, Y4
+	VBLENDVPS Y4, Y12, Y2, Y2
+	VPCMPEQD  Y11, Y0, Y4
+	VBLENDVPS Y4, Y13, Y2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x00000008, CX
+	ADDQ      $0x00000020, AX
+	DECQ      DX
+	JNZ       e8f2_loop
+
+e8f2_done:
+	VZEROUPPER
+	RET
+
 DATA e2m1ValsAVX2<>+0(SB)/4, $0x00000000
 DATA e2m1ValsAVX2<>+4(SB)/4, $0x3f000000
 DATA e2m1ValsAVX2<>+8(SB)/4, $0x3f800000

@@ -1089,6 +1089,21 @@ func bf16ShiftGroupsAVX2(d *uint32, shifts *uint32, groups int, blocks int, stri
 //go:noescape
 func nvfp4ScalesAVX2(amax *uint32, sf *uint8, es *float32, groups int, m float32, sdec float32)
 
+// mxScalesAVX2 computes the E8M0 scales and cast factors of 8·groups MXFP8 blocks from their amax bits and returns the largest amax bits; its Go twin is mxScalesGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func mxScalesAVX2(amax *uint32, sc *uint8, inv *float32, groups int, emax uint32, ceilThr uint32) uint32
+
+// e8m0RangeAVX2 returns the smallest of 32·groups E8M0 codes and the largest code other than 255 plus one (0 if none); its Go twin is e8m0RangeGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func e8m0RangeAVX2(sc *uint8, groups int) (lo uint8, hi1 uint8)
+
+// e8m0FactorsAVX2 writes 2^(s−127−shift) for 8·groups E8M0 codes s (NaN for 255); its Go twin is e8m0FactorsGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func e8m0FactorsAVX2(f *float32, sc *uint8, groups int, shift int32)
+
 // e2m1DecodeBF16AVX2 decodes 16·blocks packed E2M1 codes times a factor per 16 to bf16; its Go twin is decodeE2M1BF16Go (fp8cast.go) (AVX2).
 //
 //go:noescape

@@ -808,3 +808,96 @@ func testBF16BitsMatchesTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestMXScalesMatchesTwin checks MXScales (the AVX2 kernel on whole
+// groups of 8 blocks) against mxScalesGo at every tail length, for
+// amaxes of every kind (zero, subnormal, normal on both sides of the
+// rounding threshold, the largest finite, infinite, NaN patterns), both
+// exponent rules and the formats' emax (and small ones the kernel
+// leaves to the twin).
+func TestMXScalesMatchesTwin(t *testing.T) { withISA(t, testMXScales) }
+
+func testMXScales(t *testing.T) {
+	rng := rand.New(rand.NewPCG(91, 92))
+	special := []uint32{0, 1, 0x7FFFFF, 0x800000, 0x3F600000, 0x3F600001, 0x3FE00001, 0x7F7FFFFF, 0x7F000000, 0x7F800000, 0x7F800001, 0x7FC00000, 0x7FFFFFFF}
+	for n := 0; n <= 70; n++ {
+		am := make([]uint32, n)
+		for i := range am {
+			switch rng.IntN(3) {
+			case 0:
+				am[i] = rng.Uint32() &^ (1 << 31)
+			case 1:
+				am[i] = special[rng.IntN(len(special))]
+			default:
+				am[i] = math.Float32bits(float32(math.Ldexp(rng.Float64(), rng.IntN(300)-150)))
+			}
+		}
+		for _, emax := range []int{0, 1, 2, 8, 15} {
+			for _, ceil := range []bool{false, true} {
+				sg, sw := make([]uint8, n), make([]uint8, n)
+				ig, iw := make([]float32, n), make([]float32, n)
+				thr := uint32(1<<23 - 1)
+				if ceil {
+					thr = 0x600000
+				}
+				mg := MXScales(sg, ig, am, emax, ceil)
+				mw := mxScalesGo(sw, iw, am, uint32(emax), thr)
+				if mg != mw {
+					t.Fatalf("n=%d emax %d ceil %v: max %#x, twin %#x", n, emax, ceil, mg, mw)
+				}
+				for j := range sg {
+					if sg[j] != sw[j] || math.Float32bits(ig[j]) != math.Float32bits(iw[j]) {
+						t.Fatalf("n=%d emax %d ceil %v block %d (amax %#x): code %d factor %g, twin %d %g", n, emax, ceil, j, am[j], sg[j], ig[j], sw[j], iw[j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestE8M0KernelsMatchTwins checks E8M0Range and E8M0Factors (the AVX2
+// kernels on whole vectors) against their Go twins and a float64
+// reference at every tail length, with NaN codes among the others and
+// shifts that make factors normal, subnormal, zero and infinite.
+func TestE8M0KernelsMatchTwins(t *testing.T) { withISA(t, testE8M0Kernels) }
+
+func testE8M0Kernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(93, 94))
+	for n := 0; n <= 100; n++ {
+		sc := make([]uint8, n)
+		for i := range sc {
+			sc[i] = uint8(rng.IntN(256))
+			if rng.IntN(4) == 0 {
+				sc[i] = 255
+			}
+		}
+		if n > 0 && rng.IntN(3) == 0 {
+			sc[rng.IntN(n)] = 0
+		}
+		lo, hi, ok := E8M0Range(sc)
+		wlo, whi, wok := uint8(255), uint8(0), false
+		for _, s := range sc {
+			wlo = min(wlo, s)
+			if s != 255 {
+				whi, wok = max(whi, s), true
+			}
+		}
+		if ok != wok || ok && (lo != wlo || hi != whi) {
+			t.Fatalf("n=%d: range %d %d %v, want %d %d %v", n, lo, hi, ok, wlo, whi, wok)
+		}
+		for _, shift := range []int{-127, -40, 0, 1, 60, 127, 200, -600, 600} {
+			got, twin := make([]float32, n), make([]float32, n)
+			E8M0Factors(got, sc, shift)
+			e8m0FactorsGo(twin, sc, min(max(shift, -512), 512))
+			for j, s := range sc {
+				want := float32(math.Ldexp(1, int(s)-127-shift))
+				if s == 255 {
+					want = float32(math.NaN())
+				}
+				if math.Float32bits(got[j]) != math.Float32bits(twin[j]) || math.Float32bits(got[j]) != math.Float32bits(want) {
+					t.Fatalf("n=%d shift %d code %d: factor %g (%#x), twin %g, want %g", n, shift, s, got[j], math.Float32bits(got[j]), twin[j], want)
+				}
+			}
+		}
+	}
+}

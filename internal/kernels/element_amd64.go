@@ -1201,6 +1201,38 @@ func amax16Vector(out []uint32, src []float32) int {
 	return blocks
 }
 
+// mxScalesVector does MXScales for the longest multiple of 8 blocks and
+// returns how many it did and their largest amax bits.
+func mxScalesVector(sc []uint8, inv []float32, amax []uint32, emax, ceilThr uint32) (int, uint32) {
+	groups := len(amax) / 8
+	if !hasAVX2 || groups == 0 || emax < 2 || len(sc) < 8*groups || len(inv) < 8*groups {
+		return 0, 0
+	}
+	return 8 * groups, mxScalesAVX2(&amax[0], &sc[0], &inv[0], groups, emax, ceilThr)
+}
+
+// e8m0RangeVector does e8m0RangeGo for the longest multiple of 32 codes
+// and returns how many it did and their range (255, 0 for none).
+func e8m0RangeVector(sc []uint8) (done int, lo, hi1 uint8) {
+	groups := len(sc) / 32
+	if !hasAVX2 || groups == 0 {
+		return 0, 255, 0
+	}
+	lo, hi1 = e8m0RangeAVX2(&sc[0], groups)
+	return 32 * groups, lo, hi1
+}
+
+// e8m0FactorsVector does E8M0Factors for the longest multiple of 8
+// codes and returns how many it did.
+func e8m0FactorsVector(f []float32, sc []uint8, shift int) int {
+	groups := len(sc) / 8
+	if !hasAVX2 || groups == 0 || len(f) < 8*groups {
+		return 0
+	}
+	e8m0FactorsAVX2(&f[0], &sc[0], groups, int32(shift))
+	return 8 * groups
+}
+
 // nvfp4ScalesVector does NVFP4BlockScales for the longest multiple of
 // 16 blocks and returns how many it did.
 func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int {

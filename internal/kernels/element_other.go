@@ -35,7 +35,12 @@ func nvfp4ColsStrips(dst32 []float32, dst16 []uint16, bam []uint32, src []float3
 
 func nvfp4ColsBands(rows, cols int) bool { return false }
 
-func amax16Vector(out []uint32, src []float32) int                                   { return 0 }
+func amax16Vector(out []uint32, src []float32) int { return 0 }
+func mxScalesVector(sc []uint8, inv []float32, amax []uint32, emax, ceilThr uint32) (int, uint32) {
+	return 0, 0
+}
+func e8m0RangeVector(sc []uint8) (int, uint8, uint8)                                 { return 0, 255, 0 }
+func e8m0FactorsVector(f []float32, sc []uint8, shift int) int                       { return 0 }
 func nvfp4ScalesVector(sf []uint8, es []float32, amax []uint32, m, sdec float32) int { return 0 }
 func e2m1BlocksVector(dst []uint8, src, es []float32) int                            { return 0 }
 func e2m1StochasticVector(dst []uint8, src, es []float32, key, base uint32) int      { return 0 }

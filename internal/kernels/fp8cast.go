@@ -561,6 +561,101 @@ func NVFP4BlockScales(sf []uint8, es []float32, amax []uint32, m, sdec float32) 
 	nvfp4ScalesGo(sf[done:], es[done:], amax[done:], m, sdec)
 }
 
+// MXScales sets, for MXFP8 blocks whose amaxes have the float32 bits
+// amax[j] (signs cleared; NaN patterns above +inf's), sc[j] to the
+// block's E8M0 scale code and inv[j] to the factor its values are cast
+// with, and returns the largest amax bits. The code is the amax's
+// exponent field less emax (the element format's largest value being
+// 1.75·2^emax), plus one when ceil and its mantissa is above 1.75's,
+// clamped to [0, 254]: ⌈log2(amax/max)⌉ + 127 (ceil) or
+// ⌊log2(amax)⌋ − emax + 127, and 0 for a zero or subnormal amax; 255
+// (NaN) for an infinite or NaN one. The factor is 2^(127−code), NaN
+// for code 255. The vector kernel does the multiples of 8 blocks (for
+// emax ≥ 2, where no code reaches 254), mxScalesGo (its twin) the rest,
+// with the same bits.
+func MXScales(sc []uint8, inv []float32, amax []uint32, emax int, ceil bool) uint32 {
+	sc, inv = sc[:len(amax)], inv[:len(amax)]
+	thr := uint32(1<<23 - 1) // no mantissa is above it
+	if ceil {
+		thr = 0x600000
+	}
+	done, m := mxScalesVector(sc, inv, amax, uint32(emax), thr)
+	return max(m, mxScalesGo(sc[done:], inv[done:], amax[done:], uint32(emax), thr))
+}
+
+// mxScalesGo is the loop mxScalesAVX2 replaces (see MXScales; ceilThr
+// the mantissa bits above which the code rounds up).
+func mxScalesGo(sc []uint8, inv []float32, amax []uint32, emax, ceilThr uint32) uint32 {
+	var m uint32
+	for j, b := range amax {
+		m = max(m, b)
+		s := int32(b>>23) - int32(emax)
+		if b&(1<<23-1) > ceilThr {
+			s++
+		}
+		s = min(max(s, 0), 254)
+		f := math.Float32frombits(uint32(254-s) << 23)
+		if s == 254 {
+			f = 0x1p-127 // subnormal
+		}
+		if b > 0x7F7FFFFF {
+			s, f = 255, float32(math.NaN())
+		}
+		sc[j], inv[j] = uint8(s), f
+	}
+	return m
+}
+
+// E8M0Range returns the smallest and the largest of the E8M0 codes sc
+// other than 255 (NaN), and ok = false when there is none.
+func E8M0Range(sc []uint8) (lo, hi uint8, ok bool) {
+	done, lo, hi1 := e8m0RangeVector(sc)
+	l, h := e8m0RangeGo(sc[done:])
+	lo, hi1 = min(lo, l), max(hi1, h)
+	return lo, hi1 - 1, hi1 != 0
+}
+
+// e8m0RangeGo is the loop e8m0RangeAVX2 replaces: the smallest code
+// (255 for none) and the largest code other than 255 plus one (0 for
+// none).
+func e8m0RangeGo(sc []uint8) (lo, hi1 uint8) {
+	lo = 255
+	for _, s := range sc {
+		lo, hi1 = min(lo, s), max(hi1, s+1) // 255 wraps to 0
+	}
+	return lo, hi1
+}
+
+// E8M0Factors writes f[j] = 2^(sc[j] − 127 − shift) for E8M0 codes
+// sc[j] (the scale 2^(s−127) over 2^shift): subnormal or zero below
+// float32's normals, +inf above them, NaN for code 255. The vector
+// kernel does the multiples of 8 codes, e8m0FactorsGo (its twin) the
+// rest, with the same bits.
+func E8M0Factors(f []float32, sc []uint8, shift int) {
+	f = f[:len(sc)]
+	shift = min(max(shift, -512), 512) // the same factors, no overflow
+	done := e8m0FactorsVector(f, sc, shift)
+	e8m0FactorsGo(f[done:], sc[done:], shift)
+}
+
+// e8m0FactorsGo is the loop e8m0FactorsAVX2 replaces.
+func e8m0FactorsGo(f []float32, sc []uint8, shift int) {
+	for j, s := range sc {
+		var b uint32
+		switch d := int(s) - shift; {
+		case s == 255:
+			b = 0x7FC00000
+		case d > 254:
+			b = 0x7F800000
+		case d > 0:
+			b = uint32(d) << 23
+		case d+22 >= 0:
+			b = 1 << (d + 22)
+		}
+		f[j] = math.Float32frombits(b)
+	}
+}
+
 // nvfp4ScalesGo is the loop nvfp4ScalesAVX512 replaces.
 func nvfp4ScalesGo(sf []uint8, es []float32, amax []uint32, m, sdec float32) {
 	for b, a := range amax {

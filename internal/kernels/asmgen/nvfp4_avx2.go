@@ -536,6 +536,9 @@ func nvfp4ScalesAVX2() {
 // nvfp4KernelsAVX2 emits the AVX2 NVFP4 kernels and their table.
 func nvfp4KernelsAVX2() {
 	nvfp4ScalesAVX2()
+	mxScalesAVX2()
+	e8m0RangeAVX2()
+	e8m0FactorsAVX2()
 	e2m1ValsData()
 	e2m1DecodeAVX2()
 	e2m1WidenAVX2()
@@ -545,4 +548,171 @@ func nvfp4KernelsAVX2() {
 	rht16AVX2()
 	amax16AVX2()
 	bf16BitsAVX2()
+}
+
+// mxScalesAVX2 is mxScalesGo on 8 blocks a vector: from each block's
+// amax bits b, its E8M0 scale code s = clamp(b>>23 − emax (+1 when the
+// mantissa bits exceed ceilThr), 0, 254), 255 for an infinite or NaN
+// amax, and the factor 2^(127−s) its values are cast with (bits
+// (254−s)<<23; NaN for 255), and the largest b.
+func mxScalesAVX2() {
+	TEXT("mxScalesAVX2", NOSPLIT, "func(amax *uint32, sc *uint8, inv *float32, groups int, emax uint32, ceilThr uint32) uint32")
+	Pragma("noescape")
+	Doc("mxScalesAVX2 computes the E8M0 scales and cast factors of 8·groups MXFP8 blocks from their amax bits and returns the largest amax bits; its Go twin is mxScalesGo (fp8cast.go) (AVX2).")
+	am := Load(Param("amax"), GP64())
+	sc := Load(Param("sc"), GP64())
+	inv := Load(Param("inv"), GP64())
+	n := Load(Param("groups"), GP64())
+	yEmax, yThr, yMant, yInfM, y254, yNaN, yMax, yFF := Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15
+	bcastY := func(v uint32, y VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		MOVD(r, y.AsX())
+		VPBROADCASTD(y.AsX(), y)
+	}
+	VBROADCASTSS(NewParamAddr("emax", 32), yEmax)
+	VBROADCASTSS(NewParamAddr("ceilThr", 36), yThr)
+	bcastY(1<<23-1, yMant)
+	bcastY(0x7F7FFFFF, yInfM)
+	bcastY(254, y254)
+	bcastY(0x7FC00000, yNaN)
+	bcastY(255, yFF)
+	VPXOR(yMax, yMax, yMax)
+	loop("mxsc2", n, func() {
+		b, s, t, sp := Y0, Y1, Y2, Y3
+		VMOVDQU(Mem{Base: am}, b)
+		VPMAXUD(b, yMax, yMax)
+		VPSRLD(U8(23), b, s)
+		VPAND(yMant, b, t)
+		VPCMPGTD(yThr, t, t) // mantissa above the threshold: −1
+		VPSUBD(t, s, s)
+		VPSUBD(yEmax, s, s)
+		VPXOR(t, t, t)
+		VPMAXSD(t, s, s)
+		VPMINSD(y254, s, s)
+		VPCMPGTD(yInfM, b, sp) // infinite or NaN amax
+		VPAND(yFF, sp, t)
+		VPOR(t, s, s)
+		// The factor 2^(127−s): bits (254−s)<<23, NaN for s = 255.
+		VPSUBD(s, y254, t)
+		VPSLLD(U8(23), t, t)
+		VBLENDVPS(sp, yNaN, t, t)
+		VMOVUPS(t, Mem{Base: inv})
+		// The 8 codes (dwords below 256) to 8 bytes.
+		VEXTRACTI128(U8(1), s, t.AsX())
+		VPACKUSDW(t.AsX(), s.AsX(), t.AsX())
+		VPACKUSWB(t.AsX(), t.AsX(), t.AsX())
+		MOVQ(t.AsX(), Mem{Base: sc})
+		ADDQ(U32(32), am)
+		ADDQ(U32(8), sc)
+		ADDQ(U32(32), inv)
+	})
+	// The largest of the 8 lanes.
+	t := Y0
+	VEXTRACTI128(U8(1), yMax, t.AsX())
+	VPMAXUD(t.AsX(), yMax.AsX(), t.AsX())
+	VPSHUFD(U8(0x4E), t.AsX(), Y1.AsX())
+	VPMAXUD(Y1.AsX(), t.AsX(), t.AsX())
+	VPSHUFD(U8(0xB1), t.AsX(), Y1.AsX())
+	VPMAXUD(Y1.AsX(), t.AsX(), t.AsX())
+	r := GP32()
+	MOVD(t.AsX(), r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// e8m0RangeAVX2 is e8m0RangeGo on 32 codes a vector: the smallest code
+// (VPMINUB; 255, NaN, is the largest byte) and the largest code other
+// than 255 plus one (codes plus one wrap 255 to 0, VPMAXUB), 0 when
+// every code is 255.
+func e8m0RangeAVX2() {
+	TEXT("e8m0RangeAVX2", NOSPLIT, "func(sc *uint8, groups int) (lo uint8, hi1 uint8)")
+	Pragma("noescape")
+	Doc("e8m0RangeAVX2 returns the smallest of 32·groups E8M0 codes and the largest code other than 255 plus one (0 if none); its Go twin is e8m0RangeGo (fp8cast.go) (AVX2).")
+	sc := Load(Param("sc"), GP64())
+	n := Load(Param("groups"), GP64())
+	lo, hi, ones := Y0, Y1, Y2
+	VPCMPEQB(ones, ones, ones) // −1 in every byte
+	VMOVDQA(ones, lo)
+	VPXOR(hi, hi, hi)
+	loop("e8r2", n, func() {
+		v := Y3
+		VMOVDQU(Mem{Base: sc}, v)
+		VPMINUB(v, lo, lo)
+		VPSUBB(ones, v, v) // plus one
+		VPMAXUB(v, hi, hi)
+		ADDQ(U32(32), sc)
+	})
+	reduce := func(y VecPhysical, op func(a, b, c Op)) {
+		t := Y3
+		VEXTRACTI128(U8(1), y, t.AsX())
+		op(t.AsX(), y.AsX(), y.AsX())
+		VPSHUFD(U8(0x4E), y.AsX(), t.AsX())
+		op(t.AsX(), y.AsX(), y.AsX())
+		VPSHUFD(U8(0xB1), y.AsX(), t.AsX())
+		op(t.AsX(), y.AsX(), y.AsX())
+		VPSRLD(U8(16), y.AsX(), t.AsX())
+		op(t.AsX(), y.AsX(), y.AsX())
+		VPSRLD(U8(8), y.AsX(), t.AsX())
+		op(t.AsX(), y.AsX(), y.AsX())
+	}
+	reduce(lo, func(a, b, c Op) { VPMINUB(a, b, c) })
+	reduce(hi, func(a, b, c Op) { VPMAXUB(a, b, c) })
+	r := GP32()
+	MOVD(lo.AsX(), r)
+	Store(r.As8(), ReturnIndex(0))
+	r2 := GP32()
+	MOVD(hi.AsX(), r2)
+	Store(r2.As8(), ReturnIndex(1))
+	VZEROUPPER()
+	RET()
+}
+
+// e8m0FactorsAVX2 is e8m0FactorsGo on 8 codes a vector: f = 2^(s −
+// 127 − shift) from d = s − shift: bits d<<23 for d in [1, 254],
+// 1<<(d+22) below (subnormal; VPSLLVD gives 0 for a negative count),
+// +inf above, NaN for s = 255.
+func e8m0FactorsAVX2() {
+	TEXT("e8m0FactorsAVX2", NOSPLIT, "func(f *float32, sc *uint8, groups int, shift int32)")
+	Pragma("noescape")
+	Doc("e8m0FactorsAVX2 writes 2^(s−127−shift) for 8·groups E8M0 codes s (NaN for 255); its Go twin is e8m0FactorsGo (fp8cast.go) (AVX2).")
+	f := Load(Param("f"), GP64())
+	sc := Load(Param("sc"), GP64())
+	n := Load(Param("groups"), GP64())
+	yShift, y22, y0, y255, yInf, yNaN, yOne, y254 := Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15
+	bcastY := func(v uint32, y VecPhysical) {
+		r := GP32()
+		MOVL(U32(v), r)
+		MOVD(r, y.AsX())
+		VPBROADCASTD(y.AsX(), y)
+	}
+	VBROADCASTSS(NewParamAddr("shift", 24), yShift)
+	bcastY(22, y22)
+	VPXOR(y0, y0, y0)
+	bcastY(255, y255)
+	bcastY(0x7F800000, yInf)
+	bcastY(0x7FC00000, yNaN)
+	bcastY(1, yOne)
+	bcastY(254, y254)
+	loop("e8f2", n, func() {
+		s, d, t, u := Y0, Y1, Y2, Y3
+		VPMOVZXBD(Mem{Base: sc}, s)
+		VPSUBD(yShift, s, d)
+		// Normal: d<<23; subnormal or zero below.
+		VPSLLD(U8(23), d, t)
+		VPADDD(y22, d, u)
+		VPSLLVD(u, yOne, u)
+		VPCMPGTD(y0, d, Y4) // d > 0
+		VBLENDVPS(Y4, t, u, t)
+		VPCMPGTD(y254, d, Y4) // d > 254
+		VBLENDVPS(Y4, yInf, t, t)
+		VPCMPEQD(y255, s, Y4)
+		VBLENDVPS(Y4, yNaN, t, t)
+		VMOVUPS(t, Mem{Base: f})
+		ADDQ(U32(8), sc)
+		ADDQ(U32(32), f)
+	})
+	VZEROUPPER()
+	RET()
 }
