@@ -314,6 +314,18 @@ func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis
 		// a ragged last block by AmaxBits), their scales, the cast with
 		// a scale per block.
 		nb := (cols + BlockSize - 1) / BlockSize
+		if cols%BlockSize == 0 {
+			// Rows of whole blocks follow one another: the slices'
+			// blocks as one run, a chunk at a time.
+			for b0 := lo * nb; b0 < hi*nb; b0 += chunk {
+				w := min(chunk, hi*nb-b0)
+				o := b0 * BlockSize
+				kernels.Amax32(acc[:w], src[o:o+w*BlockSize])
+				total = max(total, mxScales(scales[b0:], 1, inv[:w], acc[:w], f, rule))
+				kernels.QuantizeFP8Blocks32(cast, dst[o:o+w*BlockSize], src[o:o+w*BlockSize], inv[:w])
+			}
+			return fromAmaxBits(total), nil
+		}
 		for r := lo; r < hi; r++ {
 			for b0 := 0; b0 < nb; b0 += chunk {
 				w := min(chunk, nb-b0)

@@ -727,3 +727,49 @@ func TestMXScalesMatchBlockScale(t *testing.T) {
 		}
 	}
 }
+
+// TestQuantizeMXRangePiecesMatchWhole: QuantizeMXRange over disjoint
+// slices (rows of whole blocks run together, ragged rows one by one)
+// writes QuantizeMX's codes and scales, and its amaxes' largest is
+// QuantizeMX's amax.
+func TestQuantizeMXRangePiecesMatchWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(77, 78))
+	for _, sh := range [][2]int{{300, 32}, {21, 480}, {50, 96}, {37, 70}} {
+		rows, cols := sh[0], sh[1]
+		for _, axis := range []int{0, 1} {
+			src := make([]float32, rows*cols)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(30)-15))
+			}
+			n := MXScaleCount(rows, cols, axis)
+			whole, wholeSc := make([]uint8, len(src)), make([]E8M0, n)
+			want, err := QuantizeMX(whole, wholeSc, src, rows, cols, axis, E4M3, ExpRoundUp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes, sc := make([]uint8, len(src)), make([]E8M0, n)
+			slices := MXSlices(rows, cols, axis)
+			var got float32
+			for lo := 0; lo < slices; {
+				hi := min(slices, lo+1+rng.IntN(9))
+				a, err := QuantizeMXRange(codes, sc, src, rows, cols, axis, E4M3, ExpRoundUp, lo, hi)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, lo = max(got, a), hi
+			}
+			if got != want || !slices8Equal(codes, whole) || !slices8Equal(sc, wholeSc) {
+				t.Fatalf("%d×%d axis %d: pieces differ from the whole (amax %v, want %v)", rows, cols, axis, got, want)
+			}
+		}
+	}
+}
+
+func slices8Equal[T ~uint8](a, b []T) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
