@@ -1,6 +1,7 @@
 package fp8
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"unsafe"
@@ -107,6 +108,10 @@ type ScaledGEMM struct {
 // it off to run the float32 path that CPUs without AVX512_BF16 take.
 var useBF16 = kernels.HasBF16
 
+// mxShifts says whether MXFP8 operands take the exponent shifts; tests
+// turn it off to compare with the folded operands.
+var mxShifts = true
+
 // NewScaledGEMM returns a ScaledGEMM.
 func NewScaledGEMM() *ScaledGEMM {
 	g := &ScaledGEMM{gemm: kernels.NewGemm()}
@@ -200,6 +205,15 @@ func checkOperand(name string, o *Operand, outer, k int) error {
 func (g *ScaledGEMM) prepareBF16(m, n, k int, a, b *Operand) (ep kernels.Epilogue, ok bool) {
 	ep.Alpha = 1
 	if a.Block != nil {
+		// Block scales as exponent shifts of the codes as they convert
+		// (no decoded copy), unless a scale is NaN or the shifted values
+		// would leave the normal floats; then folded into float32.
+		if shiftA, minA, okA := g.mxExponents(&g.opA, &g.expShA, a, m, k, !a.Trans); okA && mxShifts {
+			if shiftB, minB, okB := g.mxExponents(&g.opB, &g.expShB, b, n, k, b.Trans); okB && minA+minB >= -126 {
+				ep.Alpha = math.Ldexp(1, shiftA+shiftB)
+				return ep, true
+			}
+		}
 		shiftA, minA, okA := g.foldBlocks(&g.opA, &g.decA, a, m, k, !a.Trans)
 		shiftB, minB, okB := g.foldBlocks(&g.opB, &g.decB, b, n, k, b.Trans)
 		// Folded values and their products must stay normal floats.
@@ -263,24 +277,7 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 		kernels.E8M0Factors(t, codes, shift)
 		kernels.Transpose(f, t, outer, blocks, 0, blocks)
 	}
-	// The smallest scale of a block holding a non-zero code: the
-	// smallest scale, or the next one up while every block with the
-	// candidate scale holds only zeros.
-	minE := math.MaxInt
-	for c := int(lo); any && c < 255 && minE == math.MaxInt; {
-		next := 255
-		for j, s := range codes {
-			if int(s) == c {
-				if !zeroBlock(o.Codes, j/blocks, j%blocks, outer, k, rowMajor) {
-					minE = c - 127
-					break
-				}
-			} else if int(s) > c && int(s) < next {
-				next = int(s)
-			}
-		}
-		c = next
-	}
+	minE := mxMinExp(o.Codes, codes, lo, any, blocks, outer, k, rowMajor)
 	g.job = foldJob{d: d, f: f, codes: o.Codes, format: o.Format, outer: outer, k: k, rowMajor: rowMajor}
 	parts := 1
 	if size >= 1<<15 {
@@ -295,6 +292,65 @@ func (g *ScaledGEMM) foldBlocks(dst *kernels.Operand, buf *[]float32, o *Operand
 	_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
 	minExp = minE - shift + sub - 1
 	return shift, minExp, minExp >= -126
+}
+
+// mxMinExp returns the exponent of the smallest scale (codes, lo the
+// smallest of them, any whether one is not NaN) of an MXFP8 block
+// holding a non-zero code — the smallest scale, or the next one up
+// while every block with the candidate scale holds only zeros — or
+// math.MaxInt if there is none.
+func mxMinExp(values, codes []uint8, lo uint8, any bool, blocks, outer, k int, rowMajor bool) int {
+	for c := int(lo); any && c < 255; {
+		next := 255
+		for j, s := range codes {
+			if int(s) == c {
+				if !zeroBlock(values, j/blocks, j%blocks, outer, k, rowMajor) {
+					return c - 127
+				}
+			} else if int(s) > c && int(s) < next {
+				next = int(s)
+			}
+		}
+		c = next
+	}
+	return math.MaxInt
+}
+
+// mxExponents points dst at an MXFP8 operand's codes with its block
+// scales 2^e as exponent shifts 2^(e−shift) per row of op(X) (or column
+// of op(B)) and 32 values of k, shift the operand's largest exponent;
+// it returns shift, a lower bound on the exponent of the smallest
+// non-zero shifted magnitude (see foldBlocks), and ok = false (dst
+// untouched) when a scale is NaN or some value might not be a normal
+// float. An all-zero block's shift is clamped: its values stay zero.
+func (g *ScaledGEMM) mxExponents(dst *kernels.Operand, buf *[]int8, o *Operand, outer, k int, rowMajor bool) (shift, minExp int, ok bool) {
+	blocks := (k + BlockSize - 1) / BlockSize
+	if outer == 0 || blocks == 0 {
+		return 0, 0, false
+	}
+	scales := o.Block[:outer*blocks]
+	codes := unsafe.Slice((*uint8)(unsafe.Pointer(&scales[0])), len(scales))
+	if bytes.IndexByte(codes, uint8(E8M0NaN)) >= 0 {
+		return 0, 0, false
+	}
+	lo, hi, _ := kernels.E8M0Range(codes)
+	shift = E8M0(hi).Exp()
+	if minE := mxMinExp(o.Codes, codes, lo, true, blocks, outer, k, rowMajor); minE != math.MaxInt {
+		_, sub := math.Frexp(float64(o.Format.MinSubnormal()))
+		minExp = minE - shift + sub - 1
+		if minExp < -126 {
+			return 0, 0, false
+		}
+	}
+	if cap(*buf) < len(codes) {
+		*buf = make([]int8, len(codes))
+	}
+	ex := (*buf)[:len(codes)]
+	for j, s := range codes {
+		ex[j] = int8(max(int(s)-127-shift, -128))
+	}
+	*dst = kernels.Operand{Codes: o.Codes, Table: decodeTable(o.Format), Cast: formats[o.Format].cast, Scale: 1, Exp: ex, ExpBlocks: blocks, ExpRun: BlockSize}
+	return shift, minExp, true
 }
 
 // foldJob is the decode foldBlocks splits over the workers.

@@ -552,3 +552,63 @@ func TestFoldBlocksMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// TestMXFP8ShiftsMatchFold: MXFP8 GEMMs with the block scales as
+// exponent shifts give C bit for bit equal to the folded operands', for
+// every layout, ragged k, zero blocks under tiny scales, scales spread
+// wide (some past the fold's reach, where both take the float32 path)
+// and a NaN scale (folded).
+func TestMXFP8ShiftsMatchFold(t *testing.T) {
+	if !useBF16() {
+		t.Skip("no bf16 kernel")
+	}
+	defer func() { mxShifts = true }()
+	rng := rand.New(rand.NewPCG(97, 98))
+	for trial := 0; trial < 40; trial++ {
+		m, n, k := 1+rng.IntN(70), 1+rng.IntN(70), 1+rng.IntN(300)
+		nb := (k + BlockSize - 1) / BlockSize
+		spread := []int{4, 30, 120}[trial%3]
+		mk := func(outer int, f Format) Operand {
+			o := Operand{Codes: make([]uint8, outer*k), Format: f, Block: make([]E8M0, outer*nb)}
+			for i := range o.Codes {
+				o.Codes[i] = uint8(rng.IntN(256))
+				if v := f.Decode(o.Codes[i]); v != v || math.IsInf(float64(v), 0) {
+					o.Codes[i] = 0x01
+				}
+			}
+			for j := range o.Block {
+				o.Block[j] = E8M0(100 + rng.IntN(spread))
+			}
+			// An all-zero block under a tiny scale.
+			if j := rng.IntN(len(o.Block)); outer > 1 {
+				o.Block[j] = 3
+				for p := (j % nb) * BlockSize; p < min(k, (j%nb+1)*BlockSize); p++ {
+					o.Codes[(j/nb)*k+p] = 0 // rows of k: A as stored when not transposed
+				}
+			}
+			if trial%10 == 9 {
+				o.Block[rng.IntN(len(o.Block))] = E8M0NaN
+			}
+			return o
+		}
+		a, b := mk(m, E4M3), mk(n, []Format{E4M3, E5M2}[trial%2])
+		// The zero block above is a zero block of op(A) only when A is
+		// stored [m][k]; transposed layouts keep it as plain codes.
+		a.Trans, b.Trans = trial%4 >= 2, trial%2 == 0
+		got, want := make([]float32, m*n), make([]float32, m*n)
+		g := NewScaledGEMM()
+		mxShifts = true
+		if err := g.Run(m, n, k, a, b, got); err != nil {
+			t.Fatal(err)
+		}
+		mxShifts = false
+		if err := g.Run(m, n, k, a, b, want); err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
+				t.Fatalf("trial %d (%d×%d×%d, trans %v %v, spread %d): C[%d] = %v, folded %v", trial, m, n, k, a.Trans, b.Trans, spread, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -120,11 +120,11 @@ func (x *Operand) rows16(dst []uint32, o, ld, rows, n, ldd int) {
 
 // rowsAt is rows16 of rows rows i0 … of a stored operand along which k
 // runs, the n values of each from k index pc, ld apart, written ldd
-// apart; with Operand.Exp (pc a multiple of ExpBlock) each k-block of
-// row i takes its shift as it converts.
+// apart; with Operand.Exp (pc a multiple of ExpBlock) each run of k
+// values of row i sharing an entry takes its shift as it converts.
 func (x *Operand) rowsAt(dst []uint32, i0, ld, pc, rows, n, ldd int) {
 	if x.Exp != nil {
-		x.rows16Exp(dst, i0*ld+pc, ld, rows, n, ldd, x.Exp[i0*x.ExpBlocks+pc/ExpBlock:], x.ExpBlocks)
+		x.rows16Exp(dst, i0*ld+pc, ld, rows, n, ldd, x.Exp[i0*x.ExpBlocks+pc/x.expRun():], x.ExpBlocks)
 		return
 	}
 	x.rows16(dst, i0*ld+pc, ld, rows, n, ldd)
@@ -133,22 +133,23 @@ func (x *Operand) rowsAt(dst []uint32, i0, ld, pc, rows, n, ldd int) {
 // pairs16Shifted is pairs16 of the n lanes of rows (or columns) i0 … of
 // op(X) that pair k indices p and p+1, and with Operand.Exp each lane's
 // k-block shift: sv holds the lanes' shifts, refilled when p starts a
-// k-block (the callers walk p up from a multiple of ExpBlock).
+// run of k values sharing an entry (the callers walk p up from a
+// multiple of ExpBlock).
 func (x *Operand) pairs16Shifted(dst []uint32, o0, o1, n, i0, p int, sv []uint32) {
 	if x.Exp == nil {
 		x.pairs16(dst, o0, o1, n)
 		return
 	}
-	if p%ExpBlock == 0 {
+	if p%x.expRun() == 0 {
 		x.expLanes(sv[:n], i0, p)
 	}
 	x.pairs16Exp(dst, o0, o1, n, sv[:n])
 }
 
-// expLanes writes the shifts (shiftLane values) of the k-block holding k
-// index p for rows (or columns) i0 … i0+len(sv)−1 of op(X).
+// expLanes writes the shifts (shiftLane values) of the run of k values
+// holding k index p for rows (or columns) i0 … i0+len(sv)−1 of op(X).
 func (x *Operand) expLanes(sv []uint32, i0, p int) {
-	e := x.Exp[i0*x.ExpBlocks+p/ExpBlock:]
+	e := x.Exp[i0*x.ExpBlocks+p/x.expRun():]
 	for j := range sv {
 		sv[j] = shiftLane(int(e[j*x.ExpBlocks]))
 	}
@@ -276,7 +277,7 @@ func packB16(dst []uint32, nr int, trans bool, b *Operand, ldb, pc, jc, kb, nb, 
 			var sv []uint32
 			if b.Exp != nil {
 				sv = shifts[:nb]
-				if q%(ExpBlock/2) == 0 {
+				if q%(b.expRun()/2) == 0 {
 					b.expLanes(sv, jc, pc+2*q)
 				}
 			}

@@ -388,7 +388,7 @@ func rowsVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int) bool {
 // rowsExpVector does Operand.rows16Exp with the vector kernel (row r's
 // k-block shifts at exp[r·es:]) and reports whether it could.
 func rowsExpVector(x *Operand, dst []uint32, o, ld, rows, n, ldd int, exp []int8, es int) bool {
-	if !fp8RowsOK(x, rows, n) {
+	if !fp8RowsOK(x, rows, n) || x.expRun() != ExpBlock {
 		return false
 	}
 	nb := (n + ExpBlock - 1) / ExpBlock

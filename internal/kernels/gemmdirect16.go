@@ -185,7 +185,7 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 			if 2*q+1 < k {
 				o1 = o0 + ldb
 			}
-			if fused && q%(ExpBlock/2) == 0 {
+			if fused && q%(x.expRun()/2) == 0 {
 				x.expLanes(sv, j0, 2*q)
 			}
 			pair := func(j, n int) {
@@ -218,13 +218,13 @@ func (g *Gemm) convertB16(w, j0, j1 int) {
 			}
 		}
 		if x.Exp != nil && !fused {
-			// Lane (q, j) takes column j's shift of k-block q/64, per
-			// panel of 64 columns.
+			// Lane (q, j) takes column j's shift of the run holding pair
+			// q, per panel of 64 columns.
 			var sv [64]uint32
 			for p0 := j0 / 64 * 64; p0 < j1; p0 += 64 {
 				c0, c1 := max(j0, p0)-p0, min(j1, p0+64)-p0
 				for q := 0; q < kp; q++ {
-					if q%(ExpBlock/2) == 0 {
+					if q%(x.expRun()/2) == 0 {
 						x.expLanes(sv[c0:c1], p0+c0, 2*q)
 					}
 					base := p0/64*64*kp + q*64
@@ -304,11 +304,11 @@ func (g *Gemm) directPart16(i int) {
 					x.pairs16(tmp[q*rows:(q+1)*rows], o0, o1, rows)
 					continue
 				}
-				if q%(ExpBlock/2) == 0 {
+				if run := x.expRun(); q%(run/2) == 0 {
 					x.expLanes(sv[:rows], r0, 2*q)
-					// The k-block's full pair rows, their whole 16-lane
+					// The run's full pair rows, their whole 16-lane
 					// runs in one call; the rest pair by pair below.
-					full := min(ExpBlock/2, k/2-q)
+					full := min(run/2, k/2-q)
 					if vec := rows / 16 * 16; full > 0 && stridedPairsExpVector(x, tmp[q*rows:], o0, o0+lda, full, vec, rows, 2*lda, sv[:vec]) {
 						expVec, expEnd = vec, q+full
 					} else {
@@ -366,8 +366,8 @@ func (g *Gemm) directPart16Split(i, m0, m1, n0, n1 int) {
 				// zero, which the pairs' shift leaves alone.
 				for r := 0; r < rows; r++ {
 					row, e := asU32(tmp[r*rsA:r*rsA+k]), x.Exp[(r0+r)*x.ExpBlocks:]
-					for b := 0; b*ExpBlock < k; b++ {
-						shiftRun(row[b*ExpBlock:min(k, (b+1)*ExpBlock)], int(e[b]))
+					for b, run := 0, x.expRun(); b*run < k; b++ {
+						shiftRun(row[b*run:min(k, (b+1)*run)], int(e[b]))
 					}
 				}
 			}
@@ -381,9 +381,9 @@ func (g *Gemm) directPart16Split(i, m0, m1, n0, n1 int) {
 				// Value p of the chunk's rows: lane r takes row r0+r's
 				// shift of p's k-block.
 				var sv [48]uint32
-				for p0 := 0; p0 < k; p0 += ExpBlock {
+				for p0, run := 0, x.expRun(); p0 < k; p0 += run {
 					x.expLanes(sv[:rows], r0, p0)
-					shiftPeriodic(asU32(tmp[p0*rows:min(k, p0+ExpBlock)*rows]), sv[:rows])
+					shiftPeriodic(asU32(tmp[p0*rows:min(k, p0+run)*rows]), sv[:rows])
 				}
 			}
 		}
@@ -486,7 +486,7 @@ func (x *Operand) row16Exp(dst []uint32, o, n int, exp []int8) {
 		return
 	}
 	x.row16(dst, o, n)
-	shiftRow(dst[:(n+1)/2], exp)
+	shiftRow(dst[:(n+1)/2], exp, x.expRun())
 }
 
 // rows16Exp is row16Exp of rows rows of n values, row r at x[o+r·ld:]
@@ -501,21 +501,25 @@ func (x *Operand) rows16Exp(dst []uint32, o, ld, rows, n, ldd int, exp []int8, e
 	}
 }
 
-// shiftRow moves a row of pairs (k along the row) by its k-blocks'
-// exponent shifts, ExpBlock/2 pairs each.
-func shiftRow(row []uint32, exp []int8) {
-	done := bf16ShiftRunsVector(row, exp)
-	bf16ShiftRunsGo(row[done*(ExpBlock/2):], exp[done:])
+// shiftRow moves a row of pairs (k along the row) by its exponent
+// shifts, one per run/2 pairs.
+func shiftRow(row []uint32, exp []int8, run int) {
+	done := 0
+	if run == ExpBlock {
+		done = bf16ShiftRunsVector(row, exp)
+	}
+	bf16ShiftRunsGo(row[min(len(row), done*(run/2)):], exp[done:], run)
 }
 
-// bf16ShiftRunsGo is the loop bf16ShiftRunsAVX512 replaces: each run of
-// ExpBlock/2 lanes of d (the last one shorter) moves by its exp entry.
-func bf16ShiftRunsGo(d []uint32, exp []int8) {
+// bf16ShiftRunsGo is the loop bf16ShiftRunsAVX512 replaces (with run
+// ExpBlock): each run of run/2 lanes of d (the last one shorter) moves
+// by its exp entry.
+func bf16ShiftRunsGo(d []uint32, exp []int8, run int) {
 	for s, e := range exp {
-		lo := s * (ExpBlock / 2)
+		lo := s * (run / 2)
 		if lo >= len(d) {
 			break
 		}
-		shiftRun(d[lo:min(len(d), lo+ExpBlock/2)], int(e))
+		shiftRun(d[lo:min(len(d), lo+run/2)], int(e))
 	}
 }

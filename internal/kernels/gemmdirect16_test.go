@@ -227,8 +227,9 @@ func testAddBiasVectorMatchesLoop(t *testing.T) {
 // factors folded in as float32, on every bf16 kernel (AMX's tiles and
 // the portable twins included), on the direct path and the blocked one
 // (several blocks of k and of rows, A packed once and shared), for every
-// layout, ragged sizes, zero and NaN codes, shifts of 0 to −40; and the
-// twin of the shift kernel equals it.
+// layout, ragged sizes, zero and NaN codes, shifts of 0 to −40, an entry
+// per 128 values along k (Float8BlockScaling), per 32 (MXFP8) or 64; and
+// the twin of the shift kernel equals it.
 func TestBF16Exp(t *testing.T) {
 	savedK, savedD := kern16, directGemm
 	defer func() { kern16, directGemm = savedK, savedD; resetParts() }()
@@ -247,9 +248,14 @@ func testBF16Exp(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	tab := &testCasts[0].Decode
 	g := NewGemm()
-	for _, sz := range [][3]int{{5, 7, 33}, {48, 70, 260}, {130, 64, 129}, {300, 45, 800}, {20, 700, 400}} {
-		m, n, k := sz[0], sz[1], sz[2]
-		nb := (k + ExpBlock - 1) / ExpBlock
+	for _, sz := range [][4]int{{5, 7, 33, 0}, {48, 70, 260, 0}, {130, 64, 129, 0}, {300, 45, 800, 0}, {20, 700, 400, 0},
+		{5, 7, 33, 32}, {48, 70, 260, 32}, {130, 64, 129, 32}, {300, 45, 800, 32}, {20, 700, 400, 32}, {37, 50, 150, 64}} {
+		m, n, k, er := sz[0], sz[1], sz[2], sz[3]
+		run := ExpBlock
+		if er != 0 {
+			run = er
+		}
+		nb := (k + run - 1) / run
 		for _, ta := range []bool{false, true} {
 			for _, tb := range []bool{false, true} {
 				mk := func(outer int) ([]uint8, []int8) {
@@ -274,7 +280,7 @@ func testBF16Exp(t *testing.T) {
 							if !rowMajor {
 								idx = p*outer + i
 							}
-							f[idx] = tab[c[idx]] * float32(math.Ldexp(1, int(e[i*nb+p/ExpBlock])))
+							f[idx] = tab[c[idx]] * float32(math.Ldexp(1, int(e[i*nb+p/run])))
 						}
 					}
 					return f
@@ -290,11 +296,16 @@ func testBF16Exp(t *testing.T) {
 				want, got := make([]float32, m*n), make([]float32, m*n)
 				ep := Epilogue{Alpha: 1}
 				g.RunBF16(ta, tb, m, n, k, &Operand{F32: fa}, lda, &Operand{F32: fb}, ldb, want, n, ep)
-				g.RunBF16(ta, tb, m, n, k, &Operand{Codes: ca, Table: tab, Exp: ea, ExpBlocks: nb}, lda,
-					&Operand{Codes: cb, Table: tab, Exp: eb, ExpBlocks: nb}, ldb, got, n, ep)
-				for i := range want {
-					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%v ta=%v tb=%v: C[%d] = %v, folded %v", sz, ta, tb, i, got[i], want[i])
+				// With the table alone, and with the cast it came from
+				// (the vector widening kernels' operands).
+				for _, cast := range []*FP8Cast{nil, testCasts[0]} {
+					clear(got)
+					g.RunBF16(ta, tb, m, n, k, &Operand{Codes: ca, Table: tab, Cast: cast, Scale: 1, Exp: ea, ExpBlocks: nb, ExpRun: er}, lda,
+						&Operand{Codes: cb, Table: tab, Cast: cast, Scale: 1, Exp: eb, ExpBlocks: nb, ExpRun: er}, ldb, got, n, ep)
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%v ta=%v tb=%v cast %v: C[%d] = %v, folded %v", sz, ta, tb, cast != nil, i, got[i], want[i])
+						}
 					}
 				}
 			}
@@ -340,7 +351,7 @@ func testBF16Exp(t *testing.T) {
 		}
 		want := append([]uint32(nil), d...)
 		bf16ShiftGo(want, lanes)
-		shiftRow(d, exp)
+		shiftRow(d, exp, ExpBlock)
 		for i := range d {
 			if d[i] != want[i] {
 				t.Fatalf("n=%d lane %d: %#x, lane by lane %#x", n, i, d[i], want[i])
@@ -399,7 +410,7 @@ func TestRowsKernelsMatchTwins(t *testing.T) {
 					w[q] = bf16Pair(x.bf16At(o+2*q), hi)
 				}
 				if shift {
-					bf16ShiftRunsGo(w, exp[r*es:r*es+nb])
+					bf16ShiftRunsGo(w, exp[r*es:r*es+nb], ExpBlock)
 				}
 			}
 			if shift {

@@ -36,15 +36,28 @@ type Operand struct {
 	Blocks int
 	// Exp, when set, holds power-of-two factors of FP8 codes as exponent
 	// shifts (each ≤ 0, keeping the values normal): element (i, p) of
-	// op(X) is Table[c]·2^Exp[i·ExpBlocks + p/ExpBlock]. Only RunBF16
-	// reads them, with a bf16 kernel (HasBF16): they are applied to the
-	// converted bf16 values, exactly, on its direct and blocked paths.
+	// op(X) is Table[c]·2^Exp[i·ExpBlocks + p/run], run being ExpRun,
+	// or ExpBlock (Float8BlockScaling's 128) when ExpRun is 0. Only
+	// RunBF16 reads them, with a bf16 kernel (HasBF16): they are applied
+	// to the converted bf16 values, exactly, on its direct and blocked
+	// paths.
 	Exp       []int8
 	ExpBlocks int
+	// ExpRun is the number of values along k that share an Exp entry:
+	// 0 for ExpBlock, or an even divisor of ExpBlock (MXFP8's 32).
+	ExpRun int
 	// bf16Tab holds the bf16 bits of Table[0:128], set by RunBF16 on its
 	// own copy of the operand when the table allows the vector packs
 	// (every value a bf16 value, Table[c|0x80] = −Table[c]).
 	bf16Tab *[128]uint16
+}
+
+// expRun returns the number of values along k that share an Exp entry.
+func (o *Operand) expRun() int {
+	if o.ExpRun == 0 {
+		return ExpBlock
+	}
+	return o.ExpRun
 }
 
 // isFP8 reports whether the operand holds FP8 codes.
