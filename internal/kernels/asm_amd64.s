@@ -25434,6 +25434,52 @@ bf16shiftp2_done:
 	VZEROUPPER
 	RET
 
+// func bf16ShiftRunsAVX2(d *uint32, exp *int8, runs int, blocks int)
+// Requires: AVX, AVX2, SSE2
+TEXT ·bf16ShiftRunsAVX2(SB), NOSPLIT, $0-32
+	MOVQ    d+0(FP), AX
+	MOVQ    exp+8(FP), CX
+	MOVQ    runs+16(FP), DX
+	VMOVDQU avx2Consts<>+1248(SB), Y15
+	VPXOR   Y14, Y14, Y14
+	TESTQ   DX, DX
+	JZ      bf16shiftr2_done
+
+bf16shiftr2_loop:
+	MOVBLSX      (CX), BX
+	SHLL         $0x07, BX
+	ANDL         $0x0000ffff, BX
+	MOVL         BX, SI
+	SHLL         $0x10, SI
+	ORL          SI, BX
+	MOVD         BX, X3
+	VPBROADCASTD X3, Y3
+	MOVQ         blocks+24(FP), BX
+	TESTQ        BX, BX
+	JZ           bf16shiftr2_run_done
+
+bf16shiftr2_run_loop:
+	VMOVDQU  (AX), Y0
+	VPAND    Y15, Y0, Y1
+	VPCMPEQW Y14, Y1, Y2
+	VPCMPEQW Y15, Y1, Y1
+	VPOR     Y1, Y2, Y2
+	VPANDN   Y3, Y2, Y1
+	VPADDW   Y1, Y0, Y0
+	VMOVDQU  Y0, (AX)
+	ADDQ     $0x00000020, AX
+	DECQ     BX
+	JNZ      bf16shiftr2_run_loop
+
+bf16shiftr2_run_done:
+	INCQ CX
+	DECQ DX
+	JNZ  bf16shiftr2_loop
+
+bf16shiftr2_done:
+	VZEROUPPER
+	RET
+
 // func bf16ShiftGroupsAVX2(d *uint32, shifts *uint32, groups int, blocks int, stride int)
 // Requires: AVX, AVX2
 TEXT ·bf16ShiftGroupsAVX2(SB), NOSPLIT, $0-40

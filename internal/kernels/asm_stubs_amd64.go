@@ -1079,6 +1079,11 @@ func bf16ShiftAVX2(d *uint32, shifts *uint32, blocks int, step int)
 //go:noescape
 func bf16ShiftPeriodAVX2(d *uint32, shifts *uint32, reps int, period int)
 
+// bf16ShiftRunsAVX2 adds the exponent shift exp[r] to the finite non-zero bf16 halves of the 8·blocks lanes of each run r; its Go twin is bf16ShiftRunsGo (gemmdirect16.go) (AVX2).
+//
+//go:noescape
+func bf16ShiftRunsAVX2(d *uint32, exp *int8, runs int, blocks int)
+
 // bf16ShiftGroupsAVX2 adds exponent shifts to the finite non-zero bf16 halves of groups runs of 8·blocks lanes stride bytes apart, the shifts consecutive across the runs; its Go twin is bf16ShiftGo run by run (bf16pack.go) (AVX2).
 //
 //go:noescape

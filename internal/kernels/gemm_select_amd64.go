@@ -480,13 +480,22 @@ func shiftPeriodVector(d, shifts []uint32) bool {
 	return true
 }
 
-// bf16ShiftRunsVector shifts the whole runs of 64 lanes of d by their
+// bf16ShiftRunsVector shifts the whole runs of lanes lanes of d by their
 // exp entries (see bf16ShiftRunsGo) and returns how many runs it did.
-func bf16ShiftRunsVector(d []uint32, exp []int8) int {
-	runs := min(len(d)/64, len(exp))
-	if !hasBF16 || runs == 0 {
+func bf16ShiftRunsVector(d []uint32, exp []int8, lanes int) int {
+	if lanes <= 0 {
 		return 0
 	}
-	bf16ShiftRunsAVX512(&d[0], &exp[0], runs)
+	runs := min(len(d)/lanes, len(exp))
+	switch {
+	case runs == 0:
+		return 0
+	case hasBF16 && lanes == 64:
+		bf16ShiftRunsAVX512(&d[0], &exp[0], runs)
+	case hasAVX2 && lanes%8 == 0:
+		bf16ShiftRunsAVX2(&d[0], &exp[0], runs, lanes/8)
+	default:
+		return 0
+	}
 	return runs
 }

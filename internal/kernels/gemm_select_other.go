@@ -37,7 +37,7 @@ const hasBF16 = false
 
 // bf16ShiftVector has no vector path on this build.
 func bf16ShiftVector(d, shifts []uint32, step int) int                     { return 0 }
-func bf16ShiftRunsVector(d []uint32, exp []int8) int                       { return 0 }
+func bf16ShiftRunsVector(d []uint32, exp []int8, lanes int) int            { return 0 }
 func shiftPeriodVector(d, shifts []uint32) bool                            { return false }
 func shiftGroupsVector(d, shifts []uint32, groups, width, stride int) bool { return false }
 

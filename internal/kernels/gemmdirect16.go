@@ -365,10 +365,9 @@ func (g *Gemm) directPart16Split(i, m0, m1, n0, n1 int) {
 				// is its bf16 in a lane's upper half, the lower half
 				// zero, which the pairs' shift leaves alone.
 				for r := 0; r < rows; r++ {
-					row, e := asU32(tmp[r*rsA:r*rsA+k]), x.Exp[(r0+r)*x.ExpBlocks:]
-					for b, run := 0, x.expRun(); b*run < k; b++ {
-						shiftRun(row[b*run:min(k, (b+1)*run)], int(e[b]))
-					}
+					run := x.expRun()
+					e := x.Exp[(r0+r)*x.ExpBlocks:]
+					shiftRuns(asU32(tmp[r*rsA:r*rsA+k]), e[:(k+run-1)/run], run)
 				}
 			}
 		} else {
@@ -503,23 +502,25 @@ func (x *Operand) rows16Exp(dst []uint32, o, ld, rows, n, ldd int, exp []int8, e
 
 // shiftRow moves a row of pairs (k along the row) by its exponent
 // shifts, one per run/2 pairs.
-func shiftRow(row []uint32, exp []int8, run int) {
-	done := 0
-	if run == ExpBlock {
-		done = bf16ShiftRunsVector(row, exp)
-	}
-	bf16ShiftRunsGo(row[min(len(row), done*(run/2)):], exp[done:], run)
+func shiftRow(row []uint32, exp []int8, run int) { shiftRuns(row, exp, run/2) }
+
+// shiftRuns moves each run of lanes lanes of d (the last one shorter)
+// by its exp entry: the vector kernel the whole runs, bf16ShiftRunsGo
+// (its twin) the rest.
+func shiftRuns(d []uint32, exp []int8, lanes int) {
+	done := bf16ShiftRunsVector(d, exp, lanes)
+	bf16ShiftRunsGo(d[min(len(d), done*lanes):], exp[done:], lanes)
 }
 
-// bf16ShiftRunsGo is the loop bf16ShiftRunsAVX512 replaces (with run
-// ExpBlock): each run of run/2 lanes of d (the last one shorter) moves
-// by its exp entry.
-func bf16ShiftRunsGo(d []uint32, exp []int8, run int) {
+// bf16ShiftRunsGo is the loop bf16ShiftRunsAVX512 and bf16ShiftRunsAVX2
+// replace: each run of lanes lanes of d (the last one shorter) moves by
+// its exp entry.
+func bf16ShiftRunsGo(d []uint32, exp []int8, lanes int) {
 	for s, e := range exp {
-		lo := s * (run / 2)
+		lo := s * lanes
 		if lo >= len(d) {
 			break
 		}
-		shiftRun(d[lo:min(len(d), lo+run/2)], int(e))
+		shiftRun(d[lo:min(len(d), lo+lanes)], int(e))
 	}
 }

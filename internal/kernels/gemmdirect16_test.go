@@ -333,31 +333,41 @@ func testBF16Exp(t *testing.T) {
 		t.Fatalf("inf or NaN halves shifted: %#x %#x", want[0], want[1])
 	}
 	// The per-run shift kernel (64 lanes a run, one int8 each) against
-	// the same shifts lane by lane, a short last run included.
-	for _, n := range []int{64, 200, 64 * 5} {
-		d := make([]uint32, n)
-		for i := range d {
-			d[i] = rng.Uint32()
-		}
-		d[0], d[1], d[n-1] = 0x7F800000, 0x7FC00000|0x8000, 0
-		exp := make([]int8, (n+63)/64)
-		for i := range exp {
-			exp[i] = int8(-rng.IntN(30))
-		}
-		exp[0] = 0
-		lanes := make([]uint32, n)
-		for i := range lanes {
-			lanes[i] = shiftLane(int(exp[i/64]))
-		}
-		want := append([]uint32(nil), d...)
-		bf16ShiftGo(want, lanes)
-		shiftRow(d, exp, ExpBlock)
-		for i := range d {
-			if d[i] != want[i] {
-				t.Fatalf("n=%d lane %d: %#x, lane by lane %#x", n, i, d[i], want[i])
+	// the same shifts lane by lane, a short last run included; and the
+	// runs of any length (the AVX2 kernel's multiples of 8, MXFP8's 16
+	// pairs, the widened values' 32) on every ISA.
+	withISA(t, func(t *testing.T) {
+		for _, rl := range []int{64, 16, 32, 8, 24, 5} {
+			for _, n := range []int{rl, 200, rl * 5, 3*rl + 7} {
+				d := make([]uint32, n)
+				for i := range d {
+					d[i] = rng.Uint32()
+				}
+				d[0], d[1], d[n-1] = 0x7F800000, 0x7FC00000|0x8000, 0
+				exp := make([]int8, (n+rl-1)/rl)
+				for i := range exp {
+					exp[i] = int8(-rng.IntN(30))
+				}
+				exp[0] = 0
+				lanes := make([]uint32, n)
+				for i := range lanes {
+					lanes[i] = shiftLane(int(exp[i/rl]))
+				}
+				want := append([]uint32(nil), d...)
+				bf16ShiftGo(want, lanes)
+				if rl%2 == 0 && rl >= 16 {
+					shiftRow(d, exp, 2*rl)
+				} else {
+					shiftRuns(d, exp, rl)
+				}
+				for i := range d {
+					if d[i] != want[i] {
+						t.Fatalf("runs of %d, n=%d lane %d: %#x, lane by lane %#x", rl, n, i, d[i], want[i])
+					}
+				}
 			}
 		}
-	}
+	})
 }
 
 // TestRowsKernelsMatchTwins checks the row kernels of FP8 codes and of
@@ -410,7 +420,7 @@ func TestRowsKernelsMatchTwins(t *testing.T) {
 					w[q] = bf16Pair(x.bf16At(o+2*q), hi)
 				}
 				if shift {
-					bf16ShiftRunsGo(w, exp[r*es:r*es+nb], ExpBlock)
+					bf16ShiftRunsGo(w, exp[r*es:r*es+nb], ExpBlock/2)
 				}
 			}
 			if shift {

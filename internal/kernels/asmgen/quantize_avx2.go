@@ -202,6 +202,7 @@ func quantizeKernelsAVX2() {
 	amaxColsBandAVX2()
 	amax32AVX2()
 	bf16ShiftAVX2()
+	bf16ShiftRunsAVX2()
 	bf16ShiftGroupsAVX2()
 }
 
@@ -329,7 +330,7 @@ func bf16ShiftAVX2() {
 	step := Load(Param("step"), GP64())
 	yExp, yZero := shiftConstsAVX2()
 	loop("bf16shift2", n, func() {
-		bf16Shift8AVX2(d, sh, yExp, yZero)
+		bf16Shift8AVX2(d, Mem{Base: sh}, yExp, yZero)
 		ADDQ(U32(32), d)
 		ADDQ(step, sh)
 	})
@@ -346,7 +347,7 @@ func bf16ShiftAVX2() {
 		Load(Param("shifts"), s)
 		Load(Param("period"), k)
 		loop("bf16shiftp2_run", k, func() {
-			bf16Shift8AVX2(d, s, yExp, yZero)
+			bf16Shift8AVX2(d, Mem{Base: s}, yExp, yZero)
 			ADDQ(U32(32), d)
 			ADDQ(U32(32), s)
 		})
@@ -371,11 +372,44 @@ func bf16ShiftGroupsAVX2() {
 		MOVQ(d, p)
 		Load(Param("blocks"), k)
 		loop("bf16shiftg2_run", k, func() {
-			bf16Shift8AVX2(p, sh, yExp, yZero)
+			bf16Shift8AVX2(p, Mem{Base: sh}, yExp, yZero)
 			ADDQ(U32(32), p)
 			ADDQ(U32(32), sh)
 		})
 		ADDQ(NewParamAddr("stride", 32), d)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// bf16ShiftRunsAVX2 emits the shift of runs runs of 8·blocks lanes, run
+// r by the exponent shift exp[r] (an int8 made a shiftLane value and
+// broadcast).
+func bf16ShiftRunsAVX2() {
+	TEXT("bf16ShiftRunsAVX2", NOSPLIT, "func(d *uint32, exp *int8, runs int, blocks int)")
+	Pragma("noescape")
+	Doc("bf16ShiftRunsAVX2 adds the exponent shift exp[r] to the finite non-zero bf16 halves of the 8·blocks lanes of each run r; its Go twin is bf16ShiftRunsGo (gemmdirect16.go) (AVX2).")
+	d := Load(Param("d"), GP64())
+	ex := Load(Param("exp"), GP64())
+	n := Load(Param("runs"), GP64())
+	yExp, yZero := shiftConstsAVX2()
+	loop("bf16shiftr2", n, func() {
+		h, h2, k := GP32(), GP32(), GP64()
+		// shiftLane(e): uint16(e<<7) in both halves.
+		MOVBLSX(Mem{Base: ex}, h)
+		SHLL(U8(7), h)
+		ANDL(U32(0xFFFF), h)
+		MOVL(h, h2)
+		SHLL(U8(16), h2)
+		ORL(h2, h)
+		MOVD(h, Y3.AsX())
+		VPBROADCASTD(Y3.AsX(), Y3)
+		Load(Param("blocks"), k)
+		loop("bf16shiftr2_run", k, func() {
+			bf16Shift8AVX2(d, Y3, yExp, yZero)
+			ADDQ(U32(32), d)
+		})
+		INCQ(ex)
 	})
 	VZEROUPPER()
 	RET()
@@ -391,15 +425,16 @@ func shiftConstsAVX2() (yExp, yZero VecPhysical) {
 }
 
 // bf16Shift8AVX2 emits bf16ShiftAVX2's step on the 8 lanes at d with the
-// shifts at sh; yExp holds 0x7F80 in every half, yZero zeros.
-func bf16Shift8AVX2(d, sh Register, yExp, yZero VecPhysical) {
+// shifts sh (in memory or a register); yExp holds 0x7F80 in every half,
+// yZero zeros.
+func bf16Shift8AVX2(d Register, sh Op, yExp, yZero VecPhysical) {
 	x, e, m := Y0, Y1, Y2
 	VMOVDQU(Mem{Base: d}, x)
 	VPAND(yExp, x, e)
 	VPCMPEQW(yZero, e, m) // zero or subnormal
 	VPCMPEQW(yExp, e, e)  // inf or NaN
 	VPOR(e, m, m)
-	VPANDN(Mem{Base: sh}, m, e) // the shift where neither
+	VPANDN(sh, m, e) // the shift where neither
 	VPADDW(e, x, x)
 	VMOVDQU(x, Mem{Base: d})
 }
