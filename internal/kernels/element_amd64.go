@@ -535,24 +535,35 @@ func widenRowsVector(x *Operand, dst []float32, o, ld, rows, n, ldd int) int {
 		if blocks == 0 {
 			return 0
 		}
-		_, _ = dst[(rows-1)*ldd+8*blocks-1], x.F32[o+(rows-1)*ld+8*blocks-1]
+		_, _ = dst[(rows-1)*ldd+n-1], x.F32[o+(rows-1)*ld+n-1]
 		bf16WidenRowsF32AVX2(&dst[0], &x.F32[o], rows, blocks, 4*ld, 4*ldd)
-		return 8 * blocks
+		if n%8 != 0 {
+			// The last 8 values of each row again: the overlap gets the
+			// same values.
+			bf16WidenRowsF32AVX2(&dst[n-8], &x.F32[o+n-8], rows, 1, 4*ld, 4*ldd)
+		}
+		return n
 	}
 	blocks := n / 16
 	if blocks == 0 || x.Scale != 1 {
 		return 0
 	}
-	_, _ = dst[(rows-1)*ldd+16*blocks-1], x.Codes[o+(rows-1)*ld+16*blocks-1]
+	_, _ = dst[(rows-1)*ldd+n-1], x.Codes[o+(rows-1)*ld+n-1]
+	var widen func(dst *float32, src *uint8, rows, blocks, ld, ldd int)
 	switch decodeFormat(x) {
 	case 0:
-		bf16WidenRowsE4M3WordsAVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
+		widen = bf16WidenRowsE4M3WordsAVX2
 	case 1:
-		bf16WidenRowsE5M2WordsAVX2(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
+		widen = bf16WidenRowsE5M2WordsAVX2
 	default:
 		return 0
 	}
-	return 16 * blocks
+	widen(&dst[0], &x.Codes[o], rows, blocks, ld, 4*ldd)
+	if n%16 != 0 {
+		// The last 16 values of each row again (see above).
+		widen(&dst[n-16], &x.Codes[o+n-16], rows, 1, ld, 4*ldd)
+	}
+	return n
 }
 
 // e2m1WidenRows is widenRowsVector for NVFP4 codes: the whole blocks of
