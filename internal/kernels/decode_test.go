@@ -690,8 +690,11 @@ func testNVFP4ScaleKernels(t *testing.T) {
 // (tiles side by side, and columns of a band) against their Go twins
 // bit for bit — codes, scale_invs, counts and amaxes — on every kind of
 // value, with power-of-two and float32 scales, an amax floor, widths
-// that are and are not multiples of 16, and NaNs that stop them.
-func TestBlockKernelsMatchTwins(t *testing.T) {
+// that are and are not multiples of 16, and NaNs that stop them, on
+// every ISA (AVX2's tiles are its column kernels).
+func TestBlockKernelsMatchTwins(t *testing.T) { withISA(t, testBlockKernels) }
+
+func testBlockKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	gen := func(n int, nanEvery int) []float32 {
 		v := make([]float32, n)

@@ -965,12 +965,21 @@ func blockTilesWith(c *FP8Cast, vec bool, dst []uint8, ldd int, src []float32, l
 	fmax := c.Decode[c.MaxCode]
 	group := blockGroup(rows, width)
 	var am [16]uint32
+	// With vec, a tile of up to 128 columns is one call each way: its
+	// column amaxes' largest, and the column cast with its scale in
+	// every column (the row kernels' bits, without a call a row).
+	var acc [128]uint32
+	var sc [128]float32
+	cols := vec && width <= len(acc)
 	for t0 := 0; t0 < tiles; t0 += group {
 		g := min(group, tiles-t0)
 		for i := range g {
 			s := (t0 + i) * ts
 			am[i] = 0
-			for r := 0; r < rows; r++ {
+			if cols {
+				am[i] = AmaxColsBand(acc[:width], src[s:], ld, rows, width)
+			}
+			for r := 0; r < rows && !cols; r++ {
 				row := src[s+r*ld : s+r*ld+width]
 				if vec {
 					am[i] = max(am[i], AmaxBits(row))
@@ -988,6 +997,13 @@ func blockTilesWith(c *FP8Cast, vec bool, dst []uint8, ldd int, src []float32, l
 			var scale float32
 			scale, inv[t] = BlockScale(math.Float32frombits(a), fmax, eps, mask)
 			s, d := t*ts, t*tds
+			if cols {
+				for j := range sc[:width] {
+					sc[j] = scale
+				}
+				QuantizeFP8Cols(c, dst[d:], ldd, src[s:], ld, sc[:width], rows, width)
+				continue
+			}
 			for r := 0; r < rows; r++ {
 				out, row := dst[d+r*ldd:d+r*ldd+width], src[s+r*ld:s+r*ld+width]
 				if vec {
