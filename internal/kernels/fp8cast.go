@@ -965,12 +965,13 @@ func blockTilesWith(c *FP8Cast, vec bool, dst []uint8, ldd int, src []float32, l
 	fmax := c.Decode[c.MaxCode]
 	group := blockGroup(rows, width)
 	var am [16]uint32
-	// With vec, a tile of up to 128 columns is one call each way: its
-	// column amaxes' largest, and the column cast with its scale in
-	// every column (the row kernels' bits, without a call a row).
+	// With vec, a tile of 16 rows or more and up to 128 columns is one
+	// call each way: its column amaxes' largest, and the column cast with
+	// its scale in every column (the row kernels' bits, without a call a
+	// row; a tile of a few rows takes the row kernels).
 	var acc [128]uint32
 	var sc [128]float32
-	cols := vec && width <= len(acc)
+	cols := vec && width <= len(acc) && rows >= 16
 	for t0 := 0; t0 < tiles; t0 += group {
 		g := min(group, tiles-t0)
 		for i := range g {
