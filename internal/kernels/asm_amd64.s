@@ -26746,6 +26746,749 @@ bf16bits2_done:
 	VZEROUPPER
 	RET
 
+// func nvfp4ColsRHTAVX2(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
+// Requires: AVX, AVX2
+TEXT ·nvfp4ColsRHTAVX2(SB), $1056-52
+	MOVQ    dst+0(FP), AX
+	MOVQ    src+8(FP), CX
+	MOVQ    bam+16(FP), DX
+	MOVQ    groups+24(FP), BX
+	MOVQ    srcStride+32(FP), SI
+	MOVQ    dstStride+40(FP), DI
+	MOVL    nb+48(FP), R8
+	MOVLQSX R8, R8
+	SHLQ    $0x02, R8
+	LEAQ    (DI)(DI*2), R9
+	TESTQ   BX, BX
+	JZ      nvfp4ColsRHTAVX2_done
+
+nvfp4ColsRHTAVX2_loop:
+	MOVQ       CX, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VMOVUPS    Y0, (SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VMOVUPS    Y0, 32(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VMOVUPS    Y0, 64(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 96(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VMOVUPS    Y0, 128(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 160(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 192(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 224(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 256(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 288(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 320(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VMOVUPS    Y0, 352(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 384(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VMOVUPS    Y0, 416(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 448(SP)
+	ADDQ       SI, R10
+	VMOVUPS    (R10), Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPXOR      avx2Consts<>+1280(SB), Y0, Y0
+	VMOVUPS    Y0, 480(SP)
+	VXORPS     Y0, Y0, Y0
+	VADDPS     (SP), Y0, Y0
+	VSUBPS     32(SP), Y0, Y1
+	VADDPS     32(SP), Y0, Y0
+	VSUBPS     64(SP), Y0, Y2
+	VSUBPS     64(SP), Y1, Y3
+	VADDPS     64(SP), Y0, Y0
+	VADDPS     64(SP), Y1, Y1
+	VADDPS     96(SP), Y0, Y0
+	VSUBPS     96(SP), Y1, Y1
+	VSUBPS     96(SP), Y2, Y2
+	VADDPS     96(SP), Y3, Y3
+	VSUBPS     128(SP), Y0, Y4
+	VSUBPS     128(SP), Y1, Y5
+	VSUBPS     128(SP), Y2, Y6
+	VSUBPS     128(SP), Y3, Y7
+	VADDPS     128(SP), Y0, Y0
+	VADDPS     128(SP), Y1, Y1
+	VADDPS     128(SP), Y2, Y2
+	VADDPS     128(SP), Y3, Y3
+	VADDPS     160(SP), Y0, Y0
+	VSUBPS     160(SP), Y1, Y1
+	VADDPS     160(SP), Y2, Y2
+	VSUBPS     160(SP), Y3, Y3
+	VSUBPS     160(SP), Y4, Y4
+	VADDPS     160(SP), Y5, Y5
+	VSUBPS     160(SP), Y6, Y6
+	VADDPS     160(SP), Y7, Y7
+	VADDPS     192(SP), Y0, Y0
+	VADDPS     192(SP), Y1, Y1
+	VSUBPS     192(SP), Y2, Y2
+	VSUBPS     192(SP), Y3, Y3
+	VSUBPS     192(SP), Y4, Y4
+	VSUBPS     192(SP), Y5, Y5
+	VADDPS     192(SP), Y6, Y6
+	VADDPS     192(SP), Y7, Y7
+	VADDPS     224(SP), Y0, Y0
+	VSUBPS     224(SP), Y1, Y1
+	VSUBPS     224(SP), Y2, Y2
+	VADDPS     224(SP), Y3, Y3
+	VSUBPS     224(SP), Y4, Y4
+	VADDPS     224(SP), Y5, Y5
+	VADDPS     224(SP), Y6, Y6
+	VSUBPS     224(SP), Y7, Y7
+	VSUBPS     256(SP), Y0, Y8
+	VSUBPS     256(SP), Y1, Y9
+	VSUBPS     256(SP), Y2, Y10
+	VSUBPS     256(SP), Y3, Y11
+	VSUBPS     256(SP), Y4, Y12
+	VSUBPS     256(SP), Y5, Y13
+	VSUBPS     256(SP), Y6, Y14
+	VSUBPS     256(SP), Y7, Y15
+	VADDPS     256(SP), Y0, Y0
+	VADDPS     256(SP), Y1, Y1
+	VADDPS     256(SP), Y2, Y2
+	VADDPS     256(SP), Y3, Y3
+	VADDPS     256(SP), Y4, Y4
+	VADDPS     256(SP), Y5, Y5
+	VADDPS     256(SP), Y6, Y6
+	VADDPS     256(SP), Y7, Y7
+	VADDPS     288(SP), Y0, Y0
+	VSUBPS     288(SP), Y1, Y1
+	VADDPS     288(SP), Y2, Y2
+	VSUBPS     288(SP), Y3, Y3
+	VADDPS     288(SP), Y4, Y4
+	VSUBPS     288(SP), Y5, Y5
+	VADDPS     288(SP), Y6, Y6
+	VSUBPS     288(SP), Y7, Y7
+	VSUBPS     288(SP), Y8, Y8
+	VADDPS     288(SP), Y9, Y9
+	VSUBPS     288(SP), Y10, Y10
+	VADDPS     288(SP), Y11, Y11
+	VSUBPS     288(SP), Y12, Y12
+	VADDPS     288(SP), Y13, Y13
+	VSUBPS     288(SP), Y14, Y14
+	VADDPS     288(SP), Y15, Y15
+	VADDPS     320(SP), Y0, Y0
+	VADDPS     320(SP), Y1, Y1
+	VSUBPS     320(SP), Y2, Y2
+	VSUBPS     320(SP), Y3, Y3
+	VADDPS     320(SP), Y4, Y4
+	VADDPS     320(SP), Y5, Y5
+	VSUBPS     320(SP), Y6, Y6
+	VSUBPS     320(SP), Y7, Y7
+	VSUBPS     320(SP), Y8, Y8
+	VSUBPS     320(SP), Y9, Y9
+	VADDPS     320(SP), Y10, Y10
+	VADDPS     320(SP), Y11, Y11
+	VSUBPS     320(SP), Y12, Y12
+	VSUBPS     320(SP), Y13, Y13
+	VADDPS     320(SP), Y14, Y14
+	VADDPS     320(SP), Y15, Y15
+	VADDPS     352(SP), Y0, Y0
+	VSUBPS     352(SP), Y1, Y1
+	VSUBPS     352(SP), Y2, Y2
+	VADDPS     352(SP), Y3, Y3
+	VADDPS     352(SP), Y4, Y4
+	VSUBPS     352(SP), Y5, Y5
+	VSUBPS     352(SP), Y6, Y6
+	VADDPS     352(SP), Y7, Y7
+	VSUBPS     352(SP), Y8, Y8
+	VADDPS     352(SP), Y9, Y9
+	VADDPS     352(SP), Y10, Y10
+	VSUBPS     352(SP), Y11, Y11
+	VSUBPS     352(SP), Y12, Y12
+	VADDPS     352(SP), Y13, Y13
+	VADDPS     352(SP), Y14, Y14
+	VSUBPS     352(SP), Y15, Y15
+	VADDPS     384(SP), Y0, Y0
+	VADDPS     384(SP), Y1, Y1
+	VADDPS     384(SP), Y2, Y2
+	VADDPS     384(SP), Y3, Y3
+	VSUBPS     384(SP), Y4, Y4
+	VSUBPS     384(SP), Y5, Y5
+	VSUBPS     384(SP), Y6, Y6
+	VSUBPS     384(SP), Y7, Y7
+	VSUBPS     384(SP), Y8, Y8
+	VSUBPS     384(SP), Y9, Y9
+	VSUBPS     384(SP), Y10, Y10
+	VSUBPS     384(SP), Y11, Y11
+	VADDPS     384(SP), Y12, Y12
+	VADDPS     384(SP), Y13, Y13
+	VADDPS     384(SP), Y14, Y14
+	VADDPS     384(SP), Y15, Y15
+	VADDPS     416(SP), Y0, Y0
+	VSUBPS     416(SP), Y1, Y1
+	VADDPS     416(SP), Y2, Y2
+	VSUBPS     416(SP), Y3, Y3
+	VSUBPS     416(SP), Y4, Y4
+	VADDPS     416(SP), Y5, Y5
+	VSUBPS     416(SP), Y6, Y6
+	VADDPS     416(SP), Y7, Y7
+	VSUBPS     416(SP), Y8, Y8
+	VADDPS     416(SP), Y9, Y9
+	VSUBPS     416(SP), Y10, Y10
+	VADDPS     416(SP), Y11, Y11
+	VADDPS     416(SP), Y12, Y12
+	VSUBPS     416(SP), Y13, Y13
+	VADDPS     416(SP), Y14, Y14
+	VSUBPS     416(SP), Y15, Y15
+	VADDPS     448(SP), Y0, Y0
+	VADDPS     448(SP), Y1, Y1
+	VSUBPS     448(SP), Y2, Y2
+	VSUBPS     448(SP), Y3, Y3
+	VSUBPS     448(SP), Y4, Y4
+	VSUBPS     448(SP), Y5, Y5
+	VADDPS     448(SP), Y6, Y6
+	VADDPS     448(SP), Y7, Y7
+	VSUBPS     448(SP), Y8, Y8
+	VSUBPS     448(SP), Y9, Y9
+	VADDPS     448(SP), Y10, Y10
+	VADDPS     448(SP), Y11, Y11
+	VADDPS     448(SP), Y12, Y12
+	VADDPS     448(SP), Y13, Y13
+	VSUBPS     448(SP), Y14, Y14
+	VSUBPS     448(SP), Y15, Y15
+	VADDPS     480(SP), Y0, Y0
+	VSUBPS     480(SP), Y1, Y1
+	VSUBPS     480(SP), Y2, Y2
+	VADDPS     480(SP), Y3, Y3
+	VSUBPS     480(SP), Y4, Y4
+	VADDPS     480(SP), Y5, Y5
+	VADDPS     480(SP), Y6, Y6
+	VSUBPS     480(SP), Y7, Y7
+	VSUBPS     480(SP), Y8, Y8
+	VADDPS     480(SP), Y9, Y9
+	VADDPS     480(SP), Y10, Y10
+	VSUBPS     480(SP), Y11, Y11
+	VADDPS     480(SP), Y12, Y12
+	VSUBPS     480(SP), Y13, Y13
+	VSUBPS     480(SP), Y14, Y14
+	VADDPS     480(SP), Y15, Y15
+	VMOVUPS    Y0, 512(SP)
+	VMOVUPS    Y1, 544(SP)
+	VMOVUPS    Y2, 576(SP)
+	VMOVUPS    Y3, 608(SP)
+	VMOVUPS    Y4, 640(SP)
+	VMOVUPS    Y5, 672(SP)
+	VMOVUPS    Y6, 704(SP)
+	VMOVUPS    Y7, 736(SP)
+	VMOVUPS    Y8, 768(SP)
+	VMOVUPS    Y9, 800(SP)
+	VMOVUPS    Y10, 832(SP)
+	VMOVUPS    Y11, 864(SP)
+	VMOVUPS    Y12, 896(SP)
+	VMOVUPS    Y13, 928(SP)
+	VMOVUPS    Y14, 960(SP)
+	VMOVUPS    Y15, 992(SP)
+	VPXOR      Y3, Y3, Y3
+	VMOVUPS    512(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    544(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y8
+	VMOVUPS    576(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    608(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y9
+	VMOVUPS    640(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    672(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y10
+	VMOVUPS    704(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    736(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y11
+	VMOVUPS    768(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    800(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y12
+	VMOVUPS    832(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    864(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y13
+	VMOVUPS    896(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    928(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y14
+	VMOVUPS    960(SP), Y0
+	VMULPS     avx2Consts<>+1376(SB), Y0, Y0
+	VPSRLD     $0x10, Y0, Y1
+	VPAND      avx2Consts<>+864(SB), Y1, Y1
+	VPADDD     avx2Consts<>+704(SB), Y1, Y1
+	VPADDD     Y0, Y1, Y1
+	VPAND      avx2Consts<>+672(SB), Y1, Y1
+	VPAND      avx2Consts<>+736(SB), Y0, Y2
+	VPCMPGTD   avx2Consts<>+768(SB), Y2, Y2
+	VBLENDVPS  Y2, Y0, Y1, Y0
+	VPAND      avx2Consts<>+736(SB), Y0, Y1
+	VPCMPGTD   avx2Consts<>+768(SB), Y1, Y2
+	VPANDN     Y1, Y2, Y1
+	VPMAXUD    Y1, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y2, Y2
+	VPOR       Y2, Y0, Y0
+	VMOVUPS    992(SP), Y4
+	VMULPS     avx2Consts<>+1376(SB), Y4, Y4
+	VPSRLD     $0x10, Y4, Y5
+	VPAND      avx2Consts<>+864(SB), Y5, Y5
+	VPADDD     avx2Consts<>+704(SB), Y5, Y5
+	VPADDD     Y4, Y5, Y5
+	VPAND      avx2Consts<>+672(SB), Y5, Y5
+	VPAND      avx2Consts<>+736(SB), Y4, Y6
+	VPCMPGTD   avx2Consts<>+768(SB), Y6, Y6
+	VBLENDVPS  Y6, Y4, Y5, Y4
+	VPAND      avx2Consts<>+736(SB), Y4, Y5
+	VPCMPGTD   avx2Consts<>+768(SB), Y5, Y6
+	VPANDN     Y5, Y6, Y5
+	VPMAXUD    Y5, Y3, Y3
+	VPAND      avx2Consts<>+1536(SB), Y6, Y6
+	VPOR       Y6, Y4, Y4
+	VPSRLD     $0x10, Y0, Y0
+	VPAND      avx2Consts<>+672(SB), Y4, Y4
+	VPOR       Y4, Y0, Y15
+	VMOVDQU    Y3, 1024(SP)
+	VUNPCKLPS  Y9, Y8, Y0
+	VUNPCKHPS  Y9, Y8, Y1
+	VUNPCKLPS  Y11, Y10, Y2
+	VUNPCKHPS  Y11, Y10, Y3
+	VUNPCKLPS  Y13, Y12, Y4
+	VUNPCKHPS  Y13, Y12, Y5
+	VUNPCKLPS  Y15, Y14, Y6
+	VUNPCKHPS  Y15, Y14, Y7
+	VSHUFPS    $0x44, Y2, Y0, Y8
+	VSHUFPS    $0xee, Y2, Y0, Y9
+	VSHUFPS    $0x44, Y3, Y1, Y10
+	VSHUFPS    $0xee, Y3, Y1, Y11
+	VSHUFPS    $0x44, Y6, Y4, Y12
+	VSHUFPS    $0xee, Y6, Y4, Y13
+	VSHUFPS    $0x44, Y7, Y5, Y14
+	VSHUFPS    $0xee, Y7, Y5, Y15
+	MOVQ       AX, R10
+	LEAQ       (R10)(DI*4), R11
+	VPERM2F128 $0x20, Y12, Y8, Y0
+	VMOVDQU    Y0, (R10)
+	VPERM2F128 $0x31, Y12, Y8, Y1
+	VMOVDQU    Y1, (R11)
+	VPERM2F128 $0x20, Y13, Y9, Y0
+	VMOVDQU    Y0, (R10)(DI*1)
+	VPERM2F128 $0x31, Y13, Y9, Y1
+	VMOVDQU    Y1, (R11)(DI*1)
+	VPERM2F128 $0x20, Y14, Y10, Y0
+	VMOVDQU    Y0, (R10)(DI*2)
+	VPERM2F128 $0x31, Y14, Y10, Y1
+	VMOVDQU    Y1, (R11)(DI*2)
+	VPERM2F128 $0x20, Y15, Y11, Y0
+	VMOVDQU    Y0, (R10)(R9*1)
+	VPERM2F128 $0x31, Y15, Y11, Y1
+	VMOVDQU    Y1, (R11)(R9*1)
+	MOVQ       DX, R10
+	MOVL       1024(SP), R11
+	MOVL       R11, (R10)
+	ADDQ       R8, R10
+	MOVL       1028(SP), R11
+	MOVL       R11, (R10)
+	ADDQ       R8, R10
+	MOVL       1032(SP), R11
+	MOVL       R11, (R10)
+	ADDQ       R8, R10
+	MOVL       1036(SP), R11
+	MOVL       R11, (R10)
+	ADDQ       R8, R10
+	MOVL       1040(SP), R11
+	MOVL       R11, (R10)
+	ADDQ       R8, R10
+	MOVL       1044(SP), R11
+	MOVL       R11, (R10)
+	ADDQ       R8, R10
+	MOVL       1048(SP), R11
+	MOVL       R11, (R10)
+	ADDQ       R8, R10
+	MOVL       1052(SP), R11
+	MOVL       R11, (R10)
+	MOVQ       SI, R10
+	SHLQ       $0x04, R10
+	ADDQ       R10, CX
+	ADDQ       $0x00000020, AX
+	ADDQ       $0x00000004, DX
+	DECQ       BX
+	JNZ        nvfp4ColsRHTAVX2_loop
+
+nvfp4ColsRHTAVX2_done:
+	VZEROUPPER
+	RET
+
 // func lnSumAVX2(x *float32, blocks int, lanes *[16]float32)
 // Requires: AVX
 TEXT ·lnSumAVX2(SB), NOSPLIT, $0-24

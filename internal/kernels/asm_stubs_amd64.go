@@ -1149,6 +1149,11 @@ func amax16AVX2(src *float32, blocks int, out *uint32)
 //go:noescape
 func bf16BitsAVX2(dst *uint16, src *float32, blocks int)
 
+// nvfp4ColsRHTAVX2 writes 8 source columns of 16·groups rows transposed, randomly Hadamard-transformed along the rows (as bf16 bits, a NaN quiet), with the amax of each block of 16; its Go twin is nvfp4ColsRHTGo (fp8cast.go) (AVX2).
+//
+//go:noescape
+func nvfp4ColsRHTAVX2(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)
+
 // lnSumAVX2 stores 16 lane sums over 16·blocks values; its Go twin is lnSumGo or lnSqDevGo (layernorm.go) (AVX2).
 //
 //go:noescape

@@ -442,14 +442,16 @@ func TestE2M1AndRHTMatchTwins(t *testing.T) {
 // 16, rows that are and are not multiples of 16, and checks that the
 // rows outside the range are not written; where the vector kernel takes
 // bands of source rows, the same by two bands.
-func TestNVFP4ColsMatchesTwin(t *testing.T) {
+func TestNVFP4ColsMatchesTwin(t *testing.T) { withISA(t, testNVFP4Cols) }
+
+func testNVFP4Cols(t *testing.T) {
 	defer func(v bool) { nvfp4ColsBF16 = v }(nvfp4ColsBF16)
 	rng := rand.New(rand.NewPCG(23, 24))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-42,
 		math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32, float32(math.NaN()), math.Float32frombits(0x7FFFFFFF), math.Float32frombits(0xFF800001)}
 	for _, c := range []struct{ rows, cols, c0, c1 int }{
 		{16, 16, 0, 16}, {64, 48, 0, 48}, {32, 40, 3, 37}, {48, 128, 16, 80}, {768, 128, 64, 128}, {20, 33, 0, 33}, {7, 16, 0, 16}, {16, 5, 1, 4},
-		{96, 32, 0, 32}, {48, 16, 0, 16},
+		{96, 32, 0, 32}, {48, 16, 0, 16}, {32, 24, 0, 24}, {48, 40, 5, 29},
 	} {
 		for _, mode := range []string{"plain", "rht", "rht-bf16"} {
 			rht := mode != "plain"

@@ -1167,12 +1167,25 @@ func rht16Vector(x []float32) int {
 }
 
 // nvfp4ColsStrips runs the strip kernels on source rows [r0, r1) (whole
-// groups of 16) of the strips of 16 columns from c0 up to c1 and returns
+// groups of 16) of the strips of 16 columns (8 on AVX2, the transform
+// only) from c0 up to c1 and returns
 // how many columns they did: the plain pass into dst32, or with dst16
 // the transform, its bf16 bits into dst16.
 func nvfp4ColsStrips(dst32 []float32, dst16 []uint16, bam []uint32, src []float32, rows, cols, r0, r1, c0, c1 int) int {
-	if !hasAVX512 || rows%16 != 0 || r0%16 != 0 || r1%16 != 0 || r0 >= r1 {
+	if rows%16 != 0 || r0%16 != 0 || r1%16 != 0 || r0 >= r1 {
 		return 0
+	}
+	if !hasAVX512 {
+		// AVX2: the transform's strips of 8 columns.
+		if !hasAVX2 || dst16 == nil {
+			return 0
+		}
+		nb, strips := rows/16, (c1-c0)/8
+		for s := 0; s < strips; s++ {
+			c := c0 + 8*s
+			nvfp4ColsRHTAVX2(&dst16[c*rows+r0], &src[r0*cols+c], &bam[c*nb+r0/16], (r1-r0)/16, 4*cols, 2*rows, int32(nb))
+		}
+		return 8 * strips
 	}
 	nb, strips := rows/16, (c1-c0)/16
 	for s := 0; s < strips; s++ {

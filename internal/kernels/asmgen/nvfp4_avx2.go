@@ -548,6 +548,7 @@ func nvfp4KernelsAVX2() {
 	rht16AVX2()
 	amax16AVX2()
 	bf16BitsAVX2()
+	nvfp4ColsRHTAVX2()
 }
 
 // mxScalesAVX2 is mxScalesGo on 8 blocks a vector: from each block's
@@ -712,6 +713,165 @@ func e8m0FactorsAVX2() {
 		VMOVUPS(t, Mem{Base: f})
 		ADDQ(U32(8), sc)
 		ADDQ(U32(32), f)
+	})
+	VZEROUPPER()
+	RET()
+}
+
+// nvfp4ColsRHTAVX2 is nvfp4Cols(rht) on 8 source columns (AVX2): for
+// each group of 16 source rows, the 16×8 values (lanes the columns)
+// rounded to bf16 (NaN kept) and signed by s_k, kept in the frame; the
+// sums y_j = Σ_k ±v_k in k order from +0 with the AVX-512 kernel's
+// shared prefixes (171 additions, the 16 partial sums in the 16
+// registers, the terms from the frame); then each output times 0.25,
+// rounded to bf16, its |y| folded into the lanes' amax (NaN left out), a
+// NaN made quiet; the outputs' high halves paired into dwords (outputs
+// 2i and 2i+1) and the 8×8 dwords transposed, so that stored row c (=
+// source column c) takes its 16 bf16 values in one store; the 8 block
+// amaxes stored nb blocks apart.
+func nvfp4ColsRHTAVX2() {
+	name := "nvfp4ColsRHTAVX2"
+	// Not NOSPLIT: the frame (1,056 bytes) is over the limit.
+	TEXT(name, 0, "func(dst *uint16, src *float32, bam *uint32, groups int, srcStride int, dstStride int, nb int32)")
+	Pragma("noescape")
+	Doc(name + " writes 8 source columns of 16·groups rows transposed, randomly Hadamard-transformed along the rows (as bf16 bits, a NaN quiet), with the amax of each block of 16; its Go twin is nvfp4ColsRHTGo (fp8cast.go) (AVX2).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	bam := Load(Param("bam"), GP64())
+	n := Load(Param("groups"), GP64())
+	ss := Load(Param("srcStride"), GP64())
+	ds := Load(Param("dstStride"), GP64())
+	nbr := Load(Param("nb"), GP32())
+	bs := GP64() // the block amaxes' stride in bytes
+	MOVLQSX(nbr, bs)
+	SHLQ(U8(2), bs)
+	ds3 := GP64()
+	LEAQ(Mem{Base: ds, Index: ds, Scale: 2}, ds3)
+	// frame: the 16 signed terms, the 16 sums, the amaxes.
+	local := AllocLocal(32*32 + 32)
+	terms := func(k int) Mem { return local.Offset(32 * k) }
+	sums := func(j int) Mem { return local.Offset(32 * (16 + j)) }
+	amaxSlot := local.Offset(32 * 32)
+	// toBF16 rounds v to bf16 in place, NaN lanes kept (t, u scratch).
+	toBF16 := func(v, t, u VecPhysical) {
+		VPSRLD(U8(16), v, t)
+		VPAND(ac(1), t, t)
+		VPADDD(ac(0x7FFF), t, t)
+		VPADDD(v, t, t)
+		VPAND(ac(0xFFFF0000), t, t)
+		VPAND(ac(0x7FFFFFFF), v, u)
+		VPCMPGTD(ac(0x7F800000), u, u) // a NaN
+		VBLENDVPS(u, v, t, v)
+	}
+	loop(name, n, func() {
+		p := GP64()
+		MOVQ(src, p)
+		for k := 0; k < 16; k++ {
+			VMOVUPS(Mem{Base: p}, Y0)
+			toBF16(Y0, Y1, Y2)
+			if 0xD7E8>>k&1 != 0 {
+				VPXOR(ac(0x80000000), Y0, Y0)
+			}
+			VMOVUPS(Y0, terms(k))
+			if k < 15 {
+				ADDQ(ss, p)
+			}
+		}
+		// The shared-prefix sums (see nvfp4Cols): pattern p in Y(p).
+		acc := ymm
+		VXORPS(Y0, Y0, Y0)
+		VADDPS(terms(0), Y0, Y0) // +0 + v_0
+		addTerm := func(dst, src VecPhysical, p, k int) {
+			if popcount4(p&k)%2 == 1 {
+				VSUBPS(terms(k), src, dst)
+			} else {
+				VADDPS(terms(k), src, dst)
+			}
+		}
+		d := 1
+		for k := 1; k < 16; k++ {
+			if k == d {
+				for p := d; p < 2*d; p++ {
+					addTerm(acc(p), acc(p-d), p, k)
+				}
+				for p := 0; p < d; p++ {
+					addTerm(acc(p), acc(p), p, k)
+				}
+				d *= 2
+				continue
+			}
+			for p := 0; p < d; p++ {
+				addTerm(acc(p), acc(p), p, k)
+			}
+		}
+		for j := 0; j < 16; j++ {
+			VMOVUPS(acc(j), sums(j))
+		}
+		// The outputs two at a time, paired into dwords in Y8…Y15.
+		m := Y3
+		VPXOR(m, m, m)
+		output := func(j int, y, t, u VecPhysical) {
+			VMOVUPS(sums(j), y)
+			VMULPS(acf(0.25), y, y)
+			toBF16(y, t, u)
+			VPAND(ac(0x7FFFFFFF), y, t)
+			VPCMPGTD(ac(0x7F800000), t, u) // a NaN
+			VPANDN(t, u, t)                 // |y|, 0 for a NaN
+			VPMAXUD(t, m, m)
+			VPAND(ac(0x00400000), u, u)
+			VPOR(u, y, y) // a NaN quiet
+		}
+		for i := 0; i < 8; i++ {
+			output(2*i, Y0, Y1, Y2)
+			output(2*i+1, Y4, Y5, Y6)
+			r := ymm(8 + i)
+			VPSRLD(U8(16), Y0, Y0)
+			VPAND(ac(0xFFFF0000), Y4, Y4)
+			VPOR(Y4, Y0, r)
+		}
+		VMOVDQU(m, amaxSlot)
+		r := []VecPhysical{Y8, Y9, Y10, Y11, Y12, Y13, Y14, Y15}
+		t := []VecPhysical{Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7}
+		transpose8x8Halves(r, t)
+		q, q4 := GP64(), GP64()
+		MOVQ(dst, q)
+		LEAQ(Mem{Base: q, Index: ds, Scale: 4}, q4)
+		row := func(c int) Mem {
+			base := q
+			if c >= 4 {
+				base, c = q4, c-4
+			}
+			switch c {
+			case 0:
+				return Mem{Base: base}
+			case 3:
+				return Mem{Base: base, Index: ds3, Scale: 1}
+			default:
+				return Mem{Base: base, Index: ds, Scale: uint8(c)}
+			}
+		}
+		for c := 0; c < 4; c++ {
+			VPERM2F128(U8(0x20), r[c+4], r[c], t[0])
+			VMOVDQU(t[0], row(c))
+			VPERM2F128(U8(0x31), r[c+4], r[c], t[1])
+			VMOVDQU(t[1], row(c+4))
+		}
+		// The 8 block amaxes, nb blocks apart.
+		b, v := GP64(), GP32()
+		MOVQ(bam, b)
+		for c := 0; c < 8; c++ {
+			MOVL(amaxSlot.Offset(4*c), v)
+			MOVL(v, Mem{Base: b})
+			if c < 7 {
+				ADDQ(bs, b)
+			}
+		}
+		// Next group: 16 source rows down, 16 stored values along.
+		MOVQ(ss, p)
+		SHLQ(U8(4), p)
+		ADDQ(p, src)
+		ADDQ(U32(32), dst)
+		ADDQ(U32(4), bam)
 	})
 	VZEROUPPER()
 	RET()
