@@ -64,19 +64,21 @@ func (o *Operand) kind() string {
 // read once, one byte per element. Run allocates only when operand
 // shapes grow.
 //
-// Where the CPU has AVX512_BF16 (kernels.HasBF16), the product runs on
-// the bf16 dot-product units: every FP8 value is exactly a bf16 value,
-// the codes decode straight to bf16 while the panels are packed, the
-// products are exact and accumulate in float32. Scales stay out of the
-// values: the two tensorwise scales multiply the accumulators as C is
-// stored (one rounding), axiswise scales are per-row and per-column
-// factors applied after the accumulation (one rounding), and MXFP8's
-// E8M0 block scales, which change along k, are folded into the values —
-// exact, as they are powers of two, shifted by each operand's largest
-// block exponent (moved into the store's factor) so that the values stay
-// normal bf16 numbers. VDPBF16PS reads denormal inputs as zero and
+// Where the CPU has a bf16 kernel (kernels.HasBF16: AVX512_BF16, or its
+// order in float32 FMAs on AVX2 and NEON), the product runs on it: every
+// FP8 value is exactly a bf16 value, the codes decode straight to bf16
+// while the panels are packed, the products are exact and accumulate in
+// float32. Scales stay out of the values: the two tensorwise scales
+// multiply the accumulators as C is stored (one rounding), axiswise
+// scales are per-row and per-column factors applied after the
+// accumulation (one rounding), and MXFP8's E8M0 block scales, which
+// change along k, are applied to the values as they convert — exponent
+// shifts, exact, as they are powers of two, relative to each operand's
+// largest block exponent (moved into the store's factor) so that the
+// values stay normal bf16 numbers (a NaN scale is folded into a decoded
+// float32 copy instead). VDPBF16PS reads denormal inputs as zero and
 // flushes denormal results; plain FP8 values (at least 2^-16, products
-// at least 2^-32) never come near, and a block-scaled GEMM whose folded
+// at least 2^-32) never come near, and a block-scaled GEMM whose shifted
 // values would (block exponents spread by more than about 100 within an
 // operand) runs on the float32 path instead.
 //

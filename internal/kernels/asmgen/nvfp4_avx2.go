@@ -816,7 +816,7 @@ func nvfp4ColsRHTAVX2() {
 			toBF16(y, t, u)
 			VPAND(ac(0x7FFFFFFF), y, t)
 			VPCMPGTD(ac(0x7F800000), t, u) // a NaN
-			VPANDN(t, u, t)                 // |y|, 0 for a NaN
+			VPANDN(t, u, t)                // |y|, 0 for a NaN
 			VPMAXUD(t, m, m)
 			VPAND(ac(0x00400000), u, u)
 			VPOR(u, y, y) // a NaN quiet
