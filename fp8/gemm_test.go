@@ -566,6 +566,11 @@ func TestMXFP8ShiftsMatchFold(t *testing.T) {
 	rng := rand.New(rand.NewPCG(97, 98))
 	for trial := 0; trial < 40; trial++ {
 		m, n, k := 1+rng.IntN(70), 1+rng.IntN(70), 1+rng.IntN(300)
+		if trial < 4 {
+			// Operands large enough for the fold to split over the
+			// workers (1<<15 values).
+			m, n, k = 150+rng.IntN(70), 150+rng.IntN(70), 250+rng.IntN(100)
+		}
 		nb := (k + BlockSize - 1) / BlockSize
 		spread := []int{4, 30, 120}[trial%3]
 		mk := func(outer int, f Format) Operand {
@@ -609,6 +614,115 @@ func TestMXFP8ShiftsMatchFold(t *testing.T) {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]) {
 				t.Fatalf("trial %d (%d×%d×%d, trans %v %v, spread %d): C[%d] = %v, folded %v", trial, m, n, k, a.Trans, b.Trans, spread, i, got[i], want[i])
 			}
+		}
+	}
+}
+
+// TestMXFP8CombinedSpreadTakesFloat32: two MXFP8 operands whose block
+// exponents each stay within the shifts' reach but whose smallest
+// products would not (the sum of their lower bounds below −126) take
+// the float32 path: the products of their small blocks, 2^−150 relative
+// to the largest scales, are kept, where the bf16 kernel would flush them.
+func TestMXFP8CombinedSpreadTakesFloat32(t *testing.T) {
+	const m, n, k = 2, 16, 64
+	one := E4M3.Encode(1)
+	a := Operand{Codes: make([]uint8, m*k), Format: E4M3, Block: make([]E8M0, m*2)}
+	b := Operand{Codes: make([]uint8, k*n), Format: E4M3, Block: make([]E8M0, n*2), Trans: true}
+	for i := 0; i < m; i++ {
+		a.Block[2*i], a.Block[2*i+1] = E8M0FromExp(60), E8M0FromExp(-15)
+		for p := 0; p < k; p++ {
+			a.Codes[i*k+p] = one
+		}
+	}
+	for j := 0; j < n; j++ {
+		// Block 0 under the large scale holds zeros; block 1 the ones.
+		b.Block[2*j], b.Block[2*j+1] = E8M0FromExp(60), E8M0FromExp(-15)
+		for p := 32; p < k; p++ {
+			b.Codes[j*k+p] = one
+		}
+	}
+	c := make([]float32, m*n)
+	if err := NewScaledGEMM().Run(m, n, k, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	want := float32(32 * math.Ldexp(1, -30))
+	for i, v := range c {
+		if v != want {
+			t.Fatalf("C[%d] = %g, want %g", i, v, want)
+		}
+	}
+}
+
+// TestMXFP8NaNScale: an MXFP8 block whose scale is NaN makes its row
+// (of A) or column (of B) of C NaN (its values are NaN), the rest exact,
+// whatever the other scales (here 2^−27: a NaN scale taken as an
+// exponent shift would give small finite values instead).
+func TestMXFP8NaNScale(t *testing.T) {
+	const m, n, k = 3, 16, 64
+	one := E4M3.Encode(1)
+	a := Operand{Codes: make([]uint8, m*k), Format: E4M3, Block: make([]E8M0, m*2)}
+	b := Operand{Codes: make([]uint8, k*n), Format: E4M3, Block: make([]E8M0, n*2), Trans: true}
+	for i := range a.Codes {
+		a.Codes[i] = one
+	}
+	for i := range b.Codes {
+		b.Codes[i] = one
+	}
+	for i := range a.Block {
+		a.Block[i] = E8M0FromExp(-27)
+	}
+	for i := range b.Block {
+		b.Block[i] = E8M0FromExp(-27)
+	}
+	a.Block[1] = E8M0NaN // row 0's second block
+	b.Block[1] = E8M0NaN // column 0's
+	c := make([]float32, m*n)
+	if err := NewScaledGEMM().Run(m, n, k, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	want := float32(64 * math.Ldexp(1, -54))
+	for i, v := range c {
+		if nan := i < n || i%n == 0; nan && v == v || !nan && v != want {
+			t.Fatalf("C[%d] = %g (row 0 and column 0 NaN, the others %g)", i, v, want)
+		}
+	}
+}
+
+// TestMXFP8FoldAtTheBoundary: folded MXFP8 operands (a NaN scale sends
+// them past the exponent shifts) whose smallest products are exactly
+// 2^−126 relative to the scales still take the bf16 kernel, whose
+// order of addition (each pair's odd product, then its even one) shows
+// in C: 0 + 2^−18 + 2^−18 + 64 in k order is 64 + 2^−17, in the pairs'
+// order (2^−18, 0, 64, 2^−18) 64.
+func TestMXFP8FoldAtTheBoundary(t *testing.T) {
+	if !useBF16() {
+		t.Skip("no bf16 kernel")
+	}
+	const m, n, k = 3, 16, 64
+	tiny, eight := E4M3.Encode(0x1p-9), E4M3.Encode(8)
+	a := Operand{Codes: make([]uint8, m*k), Format: E4M3, Block: make([]E8M0, m*2)}
+	b := Operand{Codes: make([]uint8, k*n), Format: E4M3, Block: make([]E8M0, n*2), Trans: true}
+	// Rows of op(A) and columns of op(B) alike: k = 1, 2 tiny, k = 3
+	// eight, one value in block 1 (scale 2^−54: each operand's bound
+	// −63, their sum −126).
+	fill := func(codes []uint8, blocks []E8M0) {
+		codes[1], codes[2], codes[3], codes[40] = tiny, tiny, eight, eight
+		blocks[0], blocks[1] = E8M0FromExp(0), E8M0FromExp(-54)
+	}
+	for i := 0; i < m; i++ {
+		fill(a.Codes[i*k:(i+1)*k], a.Block[2*i:2*i+2])
+	}
+	for j := 0; j < n; j++ {
+		fill(b.Codes[j*k:(j+1)*k], b.Block[2*j:2*j+2])
+	}
+	a.Block[0] = E8M0NaN // row 0
+	c := make([]float32, m*n)
+	if err := NewScaledGEMM().Run(m, n, k, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range c {
+		if i < n && v == v || i >= n && v != 64 {
+			t.Fatalf("C[%d] = %v (row 0 NaN, the others 64)", i, v)
 		}
 	}
 }
