@@ -666,14 +666,9 @@ func TestQuantizeMXMatchesLoop(t *testing.T) {
 // and around 1.75 (where ⌈log2(amax/max)⌉ steps) and at the ends, both
 // formats and rules; and both agree on zero, denormals, infinities, NaN.
 func TestBlockScaleFastMatchesFloat64(t *testing.T) {
-	rng := rand.New(rand.NewPCG(73, 74))
-	mants := []uint32{0, 1, 0x5FFFFF, 0x600000, 0x600001, 0x7FFFFF, 0x400000}
 	var vals []float32
-	for e := uint32(0); e < 255; e++ {
-		for _, m := range mants {
-			vals = append(vals, math.Float32frombits(e<<23|m))
-		}
-		vals = append(vals, math.Float32frombits(e<<23|rng.Uint32()&0x7FFFFF))
+	for _, b := range amaxBitCases(rand.New(rand.NewPCG(73, 74)), 255) {
+		vals = append(vals, math.Float32frombits(b))
 	}
 	vals = append(vals, float32(math.Inf(1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1)), -3)
 	for _, f := range []Format{E4M3, E5M2} {
@@ -687,21 +682,27 @@ func TestBlockScaleFastMatchesFloat64(t *testing.T) {
 	}
 }
 
+// amaxBitCases returns, for every exponent field below fields, float32
+// bits with the mantissas at and around 1.75's (where ⌈log2(amax/max)⌉
+// steps), at the ends, and one drawn from rng.
+func amaxBitCases(rng *rand.Rand, fields uint32) []uint32 {
+	var bits []uint32
+	for e := uint32(0); e < fields; e++ {
+		for _, m := range []uint32{0, 1, 0x5FFFFF, 0x600000, 0x600001, 0x7FFFFF, 0x400000} {
+			bits = append(bits, e<<23|m)
+		}
+		bits = append(bits, e<<23|rng.Uint32()&0x7FFFFF)
+	}
+	return bits
+}
+
 // TestMXScalesMatchBlockScale: mxScales (the vector kernel's integer
 // form for both formats) gives BlockScale's scale and its factor
 // 2^−e for every exponent field with mantissas around 1.75, zero,
 // subnormals, infinity and NaN patterns, both rules, written with
 // stride 1 and with a stride, and returns the largest amax bits.
 func TestMXScalesMatchBlockScale(t *testing.T) {
-	rng := rand.New(rand.NewPCG(75, 76))
-	mants := []uint32{0, 1, 0x5FFFFF, 0x600000, 0x600001, 0x7FFFFF, 0x400000}
-	var bits []uint32
-	for e := uint32(0); e < 256; e++ {
-		for _, m := range mants {
-			bits = append(bits, e<<23|m)
-		}
-		bits = append(bits, e<<23|rng.Uint32()&0x7FFFFF)
-	}
+	bits := amaxBitCases(rand.New(rand.NewPCG(75, 76)), 256)
 	for _, f := range []Format{E4M3, E5M2} {
 		for _, rule := range []ExpRule{ExpRoundUp, ExpOCPFloor} {
 			for lo := 0; lo < len(bits); lo += 200 {

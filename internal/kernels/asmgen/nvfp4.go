@@ -42,6 +42,37 @@ var rhtMem Mem
 
 func popcount4(v int) int { return v&1 + v>>1&1 + v>>2&1 + v>>3&1 }
 
+// rhtPrefixSums emits the transform's sums y_j = Σ_k ±v_k after +0 + v_0
+// is in acc(0): term k (term(k), a register or memory) added to or
+// subtracted from the partial sums in k order, the patterns sharing
+// their prefixes (see nvfp4Cols): after terms 0…k, pattern p's partial
+// sum is in acc(p) for p below the power of two above k.
+func rhtPrefixSums(acc func(int) VecPhysical, term func(int) Op) {
+	addTerm := func(dst, src VecPhysical, p, k int) {
+		if popcount4(p&k)%2 == 1 {
+			VSUBPS(term(k), src, dst)
+		} else {
+			VADDPS(term(k), src, dst)
+		}
+	}
+	d := 1
+	for k := 1; k < 16; k++ {
+		if k == d { // the patterns double: new ones first
+			for p := d; p < 2*d; p++ {
+				addTerm(acc(p), acc(p-d), p, k)
+			}
+			for p := 0; p < d; p++ {
+				addTerm(acc(p), acc(p), p, k)
+			}
+			d *= 2
+			continue
+		}
+		for p := 0; p < d; p++ {
+			addTerm(acc(p), acc(p), p, k)
+		}
+	}
+}
+
 // rhtGroups is how many groups of 16 the transform's main loop
 // interleaves: each group's sum is a chain of 16 dependent additions, so
 // one group at a time waits on the adder's latency.
@@ -724,29 +755,7 @@ func nvfp4Cols(rht, cvt bool) {
 			zero := Z24
 			VPXORD(zero, zero, zero)
 			VADDPS(Z0, zero, acc(0)) // +0 + v_0
-			addTerm := func(dst, src VecPhysical, p, k int) {
-				if popcount4(p&k)%2 == 1 {
-					VSUBPS(zmm(k), src, dst)
-				} else {
-					VADDPS(zmm(k), src, dst)
-				}
-			}
-			d := 1
-			for k := 1; k < 16; k++ {
-				if k == d { // the patterns double: new ones first
-					for p := d; p < 2*d; p++ {
-						addTerm(acc(p), acc(p-d), p, k)
-					}
-					for p := 0; p < d; p++ {
-						addTerm(acc(p), acc(p), p, k)
-					}
-					d *= 2
-					continue
-				}
-				for p := 0; p < d; p++ {
-					addTerm(acc(p), acc(p), p, k)
-				}
-			}
+			rhtPrefixSums(acc, func(k int) Op { return zmm(k) })
 			if cvt {
 				for j := 0; j < 16; j++ {
 					VMULPS_BCST(cm(colsQuarter), acc(j), acc(j))

@@ -335,6 +335,19 @@ func roundAVX2(shift int, ya, c, t, sub, half, magic, norm VecPhysical) {
 	VBLENDVPS(t, sub, c, c)
 }
 
+// toBF16AVX2 rounds v to bf16 in place (nearest even, as bf16RoundF32),
+// NaN lanes kept; t and u scratch.
+func toBF16AVX2(v, t, u VecPhysical) {
+	VPSRLD(U8(16), v, t)
+	VPAND(ac(1), t, t)
+	VPADDD(ac(0x7FFF), t, t)
+	VPADDD(v, t, t)
+	VPAND(ac(0xFFFF0000), t, t)
+	VPAND(ac(0x7FFFFFFF), v, u)
+	VPCMPGTD(ac(0x7F800000), u, u) // a NaN
+	VBLENDVPS(u, v, t, v)
+}
+
 // rhtGroupsAVX2 is how many groups of 16 the AVX2 transform interleaves
 // (two accumulators a group, of 16 registers).
 const rhtGroupsAVX2 = 4
@@ -352,17 +365,7 @@ func rht16AVX2() {
 	tab := GP64()
 	LEAQ(rhtMem, tab)
 	local := AllocLocal(64 * rhtGroupsAVX2)
-	// toBF16 rounds v to bf16 in place (NaN lanes kept), t and u scratch.
-	toBF16 := func(v, t, u VecPhysical) {
-		VPSRLD(U8(16), v, t)
-		VPAND(ac(1), t, t)
-		VPADDD(ac(0x7FFF), t, t)
-		VPADDD(v, t, t)
-		VPAND(ac(0xFFFF0000), t, t)
-		VPAND(ac(0x7FFFFFFF), v, u)
-		VPCMPGTD(ac(0x7F800000), u, u) // a NaN
-		VBLENDVPS(u, v, t, v)
-	}
+	toBF16 := toBF16AVX2
 	acc := func(i, h int) VecPhysical { return ymm(2*i + h) }
 	body := func(g int) {
 		t, u := Y14, Y15
@@ -752,17 +755,7 @@ func nvfp4ColsRHTAVX2() {
 	terms := func(k int) Mem { return local.Offset(32 * k) }
 	sums := func(j int) Mem { return local.Offset(32 * (16 + j)) }
 	amaxSlot := local.Offset(32 * 32)
-	// toBF16 rounds v to bf16 in place, NaN lanes kept (t, u scratch).
-	toBF16 := func(v, t, u VecPhysical) {
-		VPSRLD(U8(16), v, t)
-		VPAND(ac(1), t, t)
-		VPADDD(ac(0x7FFF), t, t)
-		VPADDD(v, t, t)
-		VPAND(ac(0xFFFF0000), t, t)
-		VPAND(ac(0x7FFFFFFF), v, u)
-		VPCMPGTD(ac(0x7F800000), u, u) // a NaN
-		VBLENDVPS(u, v, t, v)
-	}
+	toBF16 := toBF16AVX2
 	loop(name, n, func() {
 		p := GP64()
 		MOVQ(src, p)
@@ -781,29 +774,7 @@ func nvfp4ColsRHTAVX2() {
 		acc := ymm
 		VXORPS(Y0, Y0, Y0)
 		VADDPS(terms(0), Y0, Y0) // +0 + v_0
-		addTerm := func(dst, src VecPhysical, p, k int) {
-			if popcount4(p&k)%2 == 1 {
-				VSUBPS(terms(k), src, dst)
-			} else {
-				VADDPS(terms(k), src, dst)
-			}
-		}
-		d := 1
-		for k := 1; k < 16; k++ {
-			if k == d {
-				for p := d; p < 2*d; p++ {
-					addTerm(acc(p), acc(p-d), p, k)
-				}
-				for p := 0; p < d; p++ {
-					addTerm(acc(p), acc(p), p, k)
-				}
-				d *= 2
-				continue
-			}
-			for p := 0; p < d; p++ {
-				addTerm(acc(p), acc(p), p, k)
-			}
-		}
+		rhtPrefixSums(acc, func(k int) Op { return terms(k) })
 		for j := 0; j < 16; j++ {
 			VMOVUPS(acc(j), sums(j))
 		}
