@@ -24190,14 +24190,15 @@ copyrows16_done:
 	RET
 
 // func splitPairsAVX2(odd *uint32, even *uint32, src *uint32, blocks int)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
+// Requires: AVX, AVX2, SSE2
 TEXT ·splitPairsAVX2(SB), NOSPLIT, $0-32
 	MOVQ         odd+0(FP), AX
 	MOVQ         even+8(FP), CX
 	MOVQ         src+16(FP), DX
 	MOVQ         blocks+24(FP), BX
 	MOVL         $0xffff0000, SI
-	VPBROADCASTD SI, Y15
+	MOVD         SI, X15
+	VPBROADCASTD X15, Y15
 	TESTQ        BX, BX
 	JZ           splitpairs_done
 

@@ -1269,9 +1269,20 @@ func gemmKernel(name, isa string, mr, nv, nb int, vec func(int) VecPhysical, wid
 	}
 }
 
-// bcast broadcasts the 32-bit constant v to every lane of z.
+// bcast broadcasts the 32-bit constant v to every lane of z (the
+// broadcast from a general register is AVX-512's: AVX2 kernels use
+// bcastAVX2).
 func bcast(v uint32, z VecPhysical) {
 	r := GP32()
 	MOVL(U32(v), r)
 	VPBROADCASTD(r, z)
+}
+
+// bcastAVX2 broadcasts the 32-bit constant v to every lane of the YMM
+// register y with AVX2 instructions only (through y's low XMM half).
+func bcastAVX2(v uint32, y VecPhysical) {
+	r := GP32()
+	MOVL(U32(v), r)
+	MOVD(r, y.AsX())
+	VPBROADCASTD(y.AsX(), y)
 }

@@ -544,7 +544,7 @@ func splitPairsAVX2() {
 	even := Load(Param("even"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("blocks"), GP64())
-	bcast(0xFFFF0000, Y15)
+	bcastAVX2(0xFFFF0000, Y15)
 	loop("splitpairs", n, func() {
 		VMOVDQU(Mem{Base: src}, Y0)
 		VPAND(Y15, Y0, Y1)
