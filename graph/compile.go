@@ -66,6 +66,7 @@ type Program struct {
 	outputs  []*Node
 	isOutput map[*Node]bool // outputs and the handles that resolve to them
 	stepEnd  []func() error
+	preEnd   []func() error // BeforeStepEnd's, run before stepEnd
 	stats    MemoryStats
 	step     int64
 	prof     profile
@@ -516,14 +517,35 @@ func (p *Program) Run() error {
 			return fmt.Errorf("graph: run: node %q (%s): %w", n.name, n.op.Type(), err)
 		}
 	}
+	if err := p.runStepEnd(); err != nil {
+		return err
+	}
+	p.step++
+	return nil
+}
+
+// runStepEnd runs the hooks of BeforeStepEnd, then the ops' step-end
+// hooks.
+func (p *Program) runStepEnd() error {
+	for _, fn := range p.preEnd {
+		if err := fn(); err != nil {
+			return fmt.Errorf("graph: run: before step end: %w", err)
+		}
+	}
 	for _, fn := range p.stepEnd {
 		if err := fn(); err != nil {
 			return fmt.Errorf("graph: run: step end: %w", err)
 		}
 	}
-	p.step++
 	return nil
 }
+
+// BeforeStepEnd registers fn to run at the end of every Run, after the
+// kernels and before the step-end hooks the ops registered (the FP8
+// scale updates): where a data-parallel driver all-reduces the step's
+// amaxes, so that every rank's scale update sees the global amax. Hooks
+// run in the order registered; an error stops the Run.
+func (p *Program) BeforeStepEnd(fn func() error) { p.preEnd = append(p.preEnd, fn) }
 
 // HasInput reports whether n is an input the program reads (an input
 // the outputs do not depend on is dropped when compiling).

@@ -44,10 +44,8 @@ func (p *Program) runProfiled() error {
 		}
 	}
 	t0 := time.Now()
-	for _, fn := range p.stepEnd {
-		if err := fn(); err != nil {
-			return fmt.Errorf("graph: run: step end: %w", err)
-		}
+	if err := p.runStepEnd(); err != nil {
+		return err
 	}
 	p.prof.endNano += int64(time.Since(t0))
 	p.prof.steps++

@@ -1,6 +1,9 @@
 package graph
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Store holds parameter values by name, outside any graph, so that a
 // training program and an evaluation program compiled from the same graph
@@ -84,12 +87,15 @@ func (s *Store) State(key string) any { return s.state[key] }
 // SetState stores auxiliary state under key.
 func (s *Store) SetState(key string, v any) { s.state[key] = v }
 
-// StateKeys returns the keys of the auxiliary state.
+// StateKeys returns the keys of the auxiliary state, sorted (the same
+// order in every store that holds the same keys: data-parallel ranks
+// walk their states in step).
 func (s *Store) StateKeys() []string {
 	keys := make([]string, 0, len(s.state))
 	for k := range s.state {
 		keys = append(keys, k)
 	}
+	slices.Sort(keys)
 	return keys
 }
 

@@ -16,13 +16,19 @@ import (
 // float32 training (mixed_precision "no"); every FP8 field's zero value is
 // the recipe's documented default.
 //
-// The fields may be set in Go, and Resolve then applies, each overriding
-// the one before: an Accelerate config file (-config), environment
-// variables (Octet's OCTET_FP8_* and Accelerate's ACCELERATE_*) and the
-// flags registered by RegisterFlags. Sources that disagree at the same
-// level (OCTET_FP8_FORMAT and ACCELERATE_FP8_FORMAT) or a flag and its
-// environment variable that disagree are errors naming both. Every
-// setting remembers where it came from (Source, Describe).
+// Explicit beats ambient, as in Accelerate (an argument to Accelerator
+// wins over ACCELERATE_MIXED_PRECISION): Resolve takes each setting from
+// the first of these that gives it — a flag registered by RegisterFlags
+// and given on the command line; the field set in Go (a field at its
+// zero value is unset); an environment variable (Octet's OCTET_FP8_* or
+// Accelerate's ACCELERATE_*, NVTE_*); an Accelerate config file
+// (-config). A value that loses to another is not dropped silently: one
+// warning (Warnings) names both. The two variable families disagreeing
+// (OCTET_FP8_FORMAT and ACCELERATE_FP8_FORMAT) is an error naming both.
+// A recipe set in Go (Use, Custom) is the recipe: a recipe setting from
+// another source loses to it (a warning) or, when the recipe has no such
+// setting, reaches nothing (an error). Every setting remembers where it
+// came from (Source, Describe).
 type Config struct {
 	// MixedPrecision is "no" ("" or "fp32" too), "bf16" or "fp8"; "both"
 	// and "all" name several runs (see Runs).
@@ -44,6 +50,19 @@ type Config struct {
 	UseAutocastDuringEval   bool
 	UseMXFP8BlockScaling    bool
 	MXFP8Rule               string
+
+	// ReduceAmax, when set to false, keeps each data-parallel rank's
+	// delayed-scaling amaxes its own (TE's reduce_amax=False); nil or
+	// true all-reduces them every step, TE's default.
+	ReduceAmax *bool
+	// CalibrationSteps, for delayed scaling (TE's recipe without MXFP8,
+	// MS-AMP), runs that many first training steps with the converted
+	// layers in float32 while their casts record amaxes, as Transformer
+	// Engine's fp8_autocast(calibrating=True) does; FP8 training then
+	// starts from scales computed from those amaxes rather than from
+	// scale 1 (which flushes most small gradients to zero at the first
+	// step). The calibrated state is kept in checkpoints.
+	CalibrationSteps int
 
 	// Float8BlockScaling (backend block), as Transformer Engine's
 	// recipe: FP8Format "E4M3" ("") or "HYBRID"; the block dimensions
@@ -94,6 +113,10 @@ type Config struct {
 
 	src      map[string]Source
 	raw      map[string]string
+	// code holds each setting's Go value (canonical, "" unset) as the
+	// first Resolve found it, applied what a source wrote into the field,
+	// so that a second Resolve tells the two apart.
+	code, applied map[string]string
 	ignored  []string
 	warnings []string
 	flags    *flagValues
@@ -159,6 +182,17 @@ func (p *Config) Runs() ([]Config, error) {
 	for i, m := range modes {
 		out[i] = *p
 		out[i].MixedPrecision = m
+		if m == "fp8" || p.src == nil {
+			continue
+		}
+		// The FP8 settings of the environment and config file are the FP8
+		// run's: the others say so.
+		out[i].warnings = append([]string(nil), p.warnings...)
+		for _, s := range settings {
+			if src, ok := p.src[s.key]; ok && src.Kind != FromCode && !s.top {
+				out[i].warnings = append(out[i].warnings, fmt.Sprintf("%s applies to the FP8 run only", p.givenBy(s)))
+			}
+		}
 	}
 	return out, nil
 }
@@ -264,13 +298,16 @@ func (p *Config) Recipe() (recipe.Recipe, error) {
 func (p *Config) teRecipe() (recipe.Recipe, error) {
 	r := recipe.TE{Margin: p.Margin, Interval: p.Interval, AmaxHistoryLen: p.AmaxHistoryLen,
 		OverrideLinearPrecision: p.OverrideLinearPrecision, UseAutocastDuringEval: p.UseAutocastDuringEval,
-		UseMXFP8BlockScaling: p.UseMXFP8BlockScaling}
+		UseMXFP8BlockScaling: p.UseMXFP8BlockScaling, DisableAmaxReduction: p.ReduceAmax != nil && !*p.ReduceAmax}
 	if p.FP8Format != "" {
 		f, err := recipe.ParseFormats(p.FP8Format)
 		if err != nil {
 			return nil, p.blame(err)
 		}
 		r.Format = f
+	}
+	if p.CalibrationSteps > 0 && p.UseMXFP8BlockScaling {
+		return nil, p.blame(fmt.Errorf("recipe: TE recipe: calibration_steps %d: MXFP8 block scaling has no amax history to calibrate; unset it or set use_mxfp8_block_scaling=false", p.CalibrationSteps))
 	}
 	if p.AmaxComputeAlgo != "" && p.UseMXFP8BlockScaling {
 		// Given at all, even as the default, it was meant for delayed
@@ -367,10 +404,12 @@ func (p *Config) Ignored() []string { return append([]string(nil), p.ignored...)
 
 // Describe says where the settings of the run's recipe came from, as the
 // examples' summaries print it: "margin 2 (OCTET_FP8_MARGIN), fp8_format
-// E4M3 (-format); the rest defaults", or "defaults" when nothing was set;
-// for bf16, that it has none and where mixed_precision came from ("none:
-// bf16 has no recipe settings (mixed_precision from -precision bf16)");
-// "" for float32.
+// E4M3 (-format); the rest defaults" (a value set in Go says "code"), or
+// "defaults" when nothing was set; only settings the run's recipe reads
+// are listed. A recipe set in Go says so ("the program's recipe
+// (Config.Use): block/E4M3/x1w2g1"). For bf16, that it has none and where
+// mixed_precision came from ("none: bf16 has no recipe settings
+// (mixed_precision from -precision bf16)"); "" for float32.
 func (p *Config) Describe() string {
 	m, _ := p.mode()
 	if m == "bf16" {
@@ -383,17 +422,28 @@ func (p *Config) Describe() string {
 	if m != "fp8" {
 		return ""
 	}
-	b, err := p.backend()
-	if err != nil {
-		return ""
-	}
 	var parts []string
+	of := func(s setting) bool { return false }
+	if p.Use != nil || p.Custom != nil {
+		label, _ := p.goRecipe()
+		field := "Config.Use"
+		if p.Use == nil {
+			field = "Config.Custom"
+		}
+		parts = append(parts, fmt.Sprintf("the program's recipe (%s): %s", field, label))
+		of = func(s setting) bool { return !s.top && !s.recipeSetting() }
+	} else if b, err := p.backend(); err == nil {
+		of = func(s setting) bool { return s.of(b) }
+	}
 	for _, s := range settings {
-		src, ok := p.src[s.key]
-		if !s.of(b) || !ok || src.Kind == FromCode {
+		if !of(s) {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s (%s)", s.key, p.raw[s.key], src))
+		if src, ok := p.src[s.key]; ok && src.Kind != FromCode {
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", s.key, p.raw[s.key], src))
+		} else if v := s.get(p); v != "" {
+			parts = append(parts, fmt.Sprintf("%s %s (code)", s.key, v))
+		}
 	}
 	if len(parts) == 0 {
 		return "defaults"

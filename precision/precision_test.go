@@ -268,8 +268,11 @@ func TestSourcesDisagree(t *testing.T) {
 	p = Config{MixedPrecision: "both"}
 	p.RegisterFlags(fs)
 	require.NoError(t, fs.Parse([]string{"-format", "E4M3", "-precision", "fp8"}))
-	err = p.resolve(env("ACCELERATE_FP8_FORMAT", "E5M2"))
-	require.ErrorContains(t, err, "-format E4M3 and ACCELERATE_FP8_FORMAT=E5M2 disagree; set one of them")
+	// A flag beats the environment; the variable's value is named in a
+	// warning, not dropped silently.
+	require.NoError(t, p.resolve(env("ACCELERATE_FP8_FORMAT", "E5M2")))
+	require.Equal(t, "E4M3", p.FP8Format)
+	require.Equal(t, []string{"ACCELERATE_FP8_FORMAT=E5M2 is not applied: -format E4M3 wins (explicit beats ambient)"}, p.Warnings())
 	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "2")))
 	require.Equal(t, "margin 2 (OCTET_FP8_MARGIN), fp8_format E4M3 (-format); the rest defaults", p.Describe())
 
@@ -278,10 +281,13 @@ func TestSourcesDisagree(t *testing.T) {
 	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "4")))
 	require.Equal(t, 4, p.Margin)
 	require.Equal(t, "fp8", p.Name())
-	// Under bf16 an FP8 setting would be read by nothing: refused.
+	require.Equal(t, []string{path + ":3: margin 1 is not applied: OCTET_FP8_MARGIN=4 wins (explicit beats ambient)"}, p.Warnings())
+	// Under bf16 an FP8 variable is read by nothing: this run says so
+	// (an FP8 run of the same program would read it).
 	path = writeConfig(t, "mixed_precision: bf16\nfp8_config:\n  margin: 1\n")
 	p = Config{flags: &flagValues{given: map[string]string{}, config: path}}
-	require.ErrorContains(t, p.resolve(env("OCTET_FP8_MARGIN", "4")), "OCTET_FP8_MARGIN=4: an FP8 setting, and this run is bf16 (from "+path+":1 bf16)")
+	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "4")))
+	require.Contains(t, p.Warnings(), "OCTET_FP8_MARGIN=4 applies to FP8 runs only: this run is bf16 (from "+path+":1 bf16), which reads none")
 }
 
 // TestFlags: the examples' flags, their checks and messages.
@@ -306,6 +312,7 @@ func TestFlags(t *testing.T) {
 	require.Equal(t, "", runs[0].Describe())
 	bf := Config{MixedPrecision: "bf16"}
 	require.Equal(t, "none: bf16 has no recipe settings (mixed_precision from code)", bf.Describe())
+	bf = Config{}
 	require.NoError(t, bf.resolve(env("ACCELERATE_MIXED_PRECISION", "bf16")))
 	require.Equal(t, "none: bf16 has no recipe settings (mixed_precision from ACCELERATE_MIXED_PRECISION=bf16)", bf.Describe())
 	r, err := runs[1].Recipe()

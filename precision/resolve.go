@@ -54,7 +54,8 @@ func (v *configFlag) Set(s string) error {
 
 // RegisterFlags adds the precision flags to fs: -precision (fp32, bf16,
 // fp8, both or all), -recipe (te, ao or msamp), -format (TE's fp8_format),
-// -ao (a torchao recipe), -opt-level (MS-AMP's) and -config (an
+// -ao (a torchao recipe), -opt-level (MS-AMP's), -calibrate (delayed
+// scaling's calibration steps) and -config (an
 // Accelerate config file). Their defaults are p's current values; Resolve
 // applies them after fs.Parse.
 func (p *Config) RegisterFlags(fs *flag.FlagSet) {
@@ -70,6 +71,7 @@ func (p *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&precisionFlag{p.flags, "fp8_format", def(p.FP8Format, "HYBRID")}, "format", "fp8_format: HYBRID, E4M3 or E5M2 (te); E4M3 or HYBRID (block, E4M3 by default)")
 	fs.Var(&precisionFlag{p.flags, "recipe_name", def(p.AORecipe, recipe.AOTensorwise)}, "ao", "AO recipe: tensorwise, rowwise or rowwise_with_gw_hp")
 	fs.Var(&precisionFlag{p.flags, "opt_level", def(p.OptLevel, "O2")}, "opt-level", "MS-AMP optimization level with -recipe msamp: O1 or O2")
+	fs.Var(&precisionFlag{p.flags, "calibration_steps", def(intOr(p.CalibrationSteps), "0")}, "calibrate", "delayed scaling (te, msamp): run the first `N` steps in float32 recording amaxes, then start FP8 from their scales (TE's calibrating=True)")
 	fs.Var(&configFlag{p.flags}, "config", "an Accelerate config `FILE` (the YAML that accelerate config writes): mixed_precision, fp8_config, num_processes")
 }
 
@@ -116,6 +118,9 @@ func (p *Config) resolve(lookup func(string) (string, bool)) error {
 // environ lists them all (KEY=VALUE).
 func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() []string) error {
 	p.src, p.raw, p.ignored, p.warnings = map[string]Source{}, map[string]string{}, nil, nil
+	if p.code == nil {
+		p.code, p.applied = map[string]string{}, map[string]string{}
+	}
 	var err error
 	if p.warnings, err = checkEnviron(environ()); err != nil {
 		return err
@@ -128,6 +133,13 @@ func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() [
 		}
 	}
 	for _, s := range settings {
+		// The value set in Go: the field's, unless the last Resolve wrote
+		// it from a source.
+		goV := s.get(p)
+		if a, ok := p.applied[s.key]; ok && a == goV {
+			goV = p.code[s.key]
+		}
+		p.code[s.key] = goV
 		var env []value
 		for _, name := range []string{prefixed(s.octet), s.accel} {
 			if name == "" {
@@ -147,34 +159,48 @@ func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() [
 		if len(env) == 2 && env[0].canon != env[1].canon {
 			return precisionErrorf("%s=%s and %s=%s disagree; set one of them", env[0].src.Name, env[0].raw, env[1].src.Name, env[1].raw)
 		}
-		var fl *value
+		// Explicit beats ambient: the flag, the Go value, the
+		// environment, the config file.
+		var cands []value
 		if p.flags != nil {
 			if raw, ok := p.flags.given[s.key]; ok {
 				c, ok := s.canon(strings.TrimSpace(raw))
 				if !ok {
 					return precisionErrorf("-%s %q: want %s", s.flag, raw, flagAllowed(s))
 				}
-				fl = &value{c, raw, Source{Kind: FromFlag, Name: "-" + s.flag}}
+				cands = append(cands, value{c, raw, Source{Kind: FromFlag, Name: "-" + s.flag}})
 			}
 		}
-		if fl != nil && len(env) > 0 && env[0].canon != fl.canon {
-			return precisionErrorf("-%s %s and %s=%s disagree; set one of them", s.flag, fl.raw, env[0].src.Name, env[0].raw)
+		if goV != "" {
+			cands = append(cands, value{goV, goV, Source{Kind: FromCode}})
 		}
-		var win *value
-		switch {
-		case fl != nil:
-			win = fl
-		case len(env) > 0:
-			win = &env[0]
-		default:
-			if v, ok := file[s.key]; ok {
-				win = &v
+		if len(env) > 0 {
+			cands = append(cands, env[0])
+		}
+		if v, ok := file[s.key]; ok {
+			cands = append(cands, v)
+		}
+		if len(cands) == 0 || cands[0].src.Kind == FromCode {
+			if _, ok := p.applied[s.key]; ok {
+				s.apply(p, goV)
+				delete(p.applied, s.key)
 			}
 		}
-		if win == nil {
+		if len(cands) == 0 {
+			continue
+		}
+		win := cands[0]
+		for _, c := range cands[1:] {
+			// A flag's default is the Go value: no news when it wins.
+			if c.canon != win.canon && !(win.src.Kind == FromFlag && c.src.Kind == FromCode) {
+				p.warnings = append(p.warnings, fmt.Sprintf("%s is not applied: %s wins (explicit beats ambient)", c.given(s.key), win.given(s.key)))
+			}
+		}
+		if win.src.Kind == FromCode {
 			continue
 		}
 		s.apply(p, win.canon)
+		p.applied[s.key] = s.get(p)
 		p.src[s.key], p.raw[s.key] = win.src, win.raw
 	}
 	m, err := p.mode()
@@ -182,19 +208,122 @@ func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() [
 		return p.blame(err)
 	}
 	if m == "no" || m == "bf16" {
-		if err := p.checkUnread(m); err != nil {
+		return p.checkUnread(m)
+	}
+	if p.Use != nil || p.Custom != nil {
+		if err := p.checkGoRecipe(); err != nil {
+			return err
+		}
+	} else {
+		b, err := p.backend()
+		if err != nil {
+			return p.blame(err)
+		}
+		if err := p.checkRecipeFlags(b); err != nil {
+			return err
+		}
+		if err := p.checkOtherBackend(b); err != nil {
 			return err
 		}
 	}
-	b, err := p.backend()
-	if err != nil {
-		return p.blame(err)
-	}
-	if err := p.checkRecipeFlags(b); err != nil {
-		return err
-	}
 	_, err = p.FP8Recipe()
 	return err
+}
+
+// given names a source's value of a setting as messages say it:
+// "ACCELERATE_MIXED_PRECISION=bf16", "-format E4M3", "mixed_precision
+// fp8 set in Go", "accelerate.yaml:3 margin 1".
+func (v value) given(key string) string {
+	switch v.src.Kind {
+	case FromCode:
+		return fmt.Sprintf("%s %s set in Go", key, v.raw)
+	case FromEnv:
+		return v.src.Name + "=" + v.raw
+	case FromFile:
+		return fmt.Sprintf("%s: %s %s", v.src, key, v.raw)
+	}
+	return fmt.Sprintf("%s %s", v.src.Name, v.raw)
+}
+
+// givenBy names setting s's value as its source gave it (see value.given).
+func (p *Config) givenBy(s setting) string {
+	return value{raw: p.raw[s.key], src: p.src[s.key]}.given(s.key)
+}
+
+// recipeSetting reports whether s is a setting of the recipe's own
+// (not the precision, the processes or the backward override, which
+// every FP8 recipe takes).
+func (s setting) recipeSetting() bool {
+	return !s.top && s.key != "backward_override" && s.key != "calibration_steps"
+}
+
+// goRecipe returns the recipe set in Go (Use, else Custom) and its
+// family as the backend setting names it ("te", "block", "nvfp4", "ao",
+// "msamp"; "custom" or the label's first part otherwise): the first part
+// of its Label, which package recipe's recipes begin with their family.
+func (p *Config) goRecipe() (label, family string) {
+	var r recipe.Recipe = p.Use
+	if r == nil {
+		r = *p.Custom
+	}
+	label = r.Label()
+	family, _, _ = strings.Cut(label, "/")
+	return label, family
+}
+
+// checkGoRecipe refuses a recipe setting from a flag (no flag changes a
+// recipe set in Go) or, from the environment or a config file, one the
+// recipe's family has no such setting; one it has loses to the Go recipe
+// with a warning.
+func (p *Config) checkGoRecipe() error {
+	label, family := p.goRecipe()
+	field := "Config.Use"
+	if p.Use == nil {
+		field = "Config.Custom"
+	}
+	for _, s := range settings {
+		src, ok := p.src[s.key]
+		if !ok || src.Kind == FromCode || !s.recipeSetting() {
+			continue
+		}
+		if s.key == "backend" && p.raw[s.key] != "" {
+			if c, _ := s.canon(p.raw[s.key]); c == family {
+				continue
+			}
+		}
+		given := p.givenBy(s)
+		if src.Kind == FromFlag {
+			return precisionErrorf("%s reaches nothing: the recipe is set in Go (%s: %s), and no flag changes it; drop the flag or the recipe", given, field, label)
+		}
+		if s.key != "backend" && !s.of(family) {
+			return precisionErrorf("%s reaches nothing: the run's recipe is set in Go (%s: %s), which has no %s; unset it", given, field, label, s.key)
+		}
+		p.warnings = append(p.warnings, fmt.Sprintf("%s is not applied: the recipe set in Go (%s: %s) wins (explicit beats ambient)", given, field, label))
+		s.apply(p, p.code[s.key])
+		delete(p.applied, s.key)
+		delete(p.src, s.key)
+	}
+	return nil
+}
+
+// checkOtherBackend refuses a setting from the environment or a config
+// file that belongs to another recipe than backend b's: it would reach
+// nothing.
+func (p *Config) checkOtherBackend(b string) error {
+	for _, s := range settings {
+		src, ok := p.src[s.key]
+		if !ok || src.Kind == FromCode || src.Kind == FromFlag || s.backend == "" || s.of(b) {
+			continue
+		}
+		from := "by default"
+		if bs, ok := p.src["backend"]; ok && bs.Kind != FromCode {
+			from = "from " + p.givenBy(*settingByKey("backend"))
+		} else if p.code["backend"] != "" {
+			from = "set in Go"
+		}
+		return precisionErrorf("%s reaches nothing: %s is a setting of -recipe %s, and this run's recipe is %s (%s); unset it", p.givenBy(s), s.key, strings.ReplaceAll(s.backend, " ", " or "), b, from)
+	}
+	return nil
 }
 
 func prefixed(field string) string {
@@ -211,25 +340,28 @@ func flagAllowed(s setting) string {
 	return s.allowed
 }
 
-// checkUnread refuses an FP8 setting given by a flag, a variable or a
-// config file to a run of mode ("no" or "bf16"), which reads none: the
-// setting would be ignored without a word.
+// checkUnread refuses an FP8 setting given by a flag to a run of mode
+// ("no" or "bf16"), which reads none, and warns of one from the
+// environment or a config file: those apply to a program's FP8 runs only
+// (a float32 baseline beside an FP8 run shares their environment).
 func (p *Config) checkUnread(mode string) error {
+	name := DisplayName(p.Name())
+	from := "by default"
+	if ms, ok := p.src["mixed_precision"]; ok && ms.Kind != FromCode {
+		from = "from " + ms.describe(p.raw["mixed_precision"])
+	} else if p.code["mixed_precision"] != "" {
+		from = "set in Go"
+	}
 	for _, s := range settings {
 		src, ok := p.src[s.key]
 		if !ok || src.Kind == FromCode || s.top {
 			continue
 		}
-		given := src.describe(p.raw[s.key])
-		if src.Kind == FromFile {
-			given = fmt.Sprintf("%s: fp8_config.%s %s", src, s.key, p.raw[s.key])
+		given := p.givenBy(s)
+		if src.Kind == FromFlag {
+			return precisionErrorf("%s: an FP8 setting, and this run is %s (%s), which reads none; drop it, or train with -precision fp8 (or both, all)", given, name, from)
 		}
-		name := DisplayName(p.Name())
-		from := "by default"
-		if ms, ok := p.src["mixed_precision"]; ok && ms.Kind != FromCode {
-			from = "from " + ms.describe(p.raw["mixed_precision"])
-		}
-		return precisionErrorf("%s: an FP8 setting, and this run is %s (%s), which reads none; drop it, or train with -precision fp8 (or both, all)", given, name, from)
+		p.warnings = append(p.warnings, fmt.Sprintf("%s applies to FP8 runs only: this run is %s (%s), which reads none", given, name, from))
 	}
 	return nil
 }
@@ -245,17 +377,17 @@ func (p *Config) checkRecipeFlags(backend string) error {
 	if p.flags == nil {
 		return nil
 	}
-	var mine string
+	var mine []string
 	for _, s := range settings {
 		if s.flag != "" && s.of(backend) {
-			mine = s.flag
+			mine = append(mine, "-"+s.flag)
 		}
 	}
 	for _, s := range settings {
 		if _, ok := p.flags.given[s.key]; ok && s.backend != "" && !s.of(backend) {
 			reads := "no recipe flag"
-			if mine != "" {
-				reads = "-" + mine
+			if len(mine) > 0 {
+				reads = strings.Join(mine, " and ")
 			}
 			return precisionErrorf("-%s applies to -recipe %s only; -recipe %s reads %s", s.flag, strings.ReplaceAll(s.backend, " ", " or "), backend, reads)
 		}

@@ -23,9 +23,10 @@ func validValue(s setting) string {
 }
 
 // TestUnreadSettingsRefused: under -precision fp32 and bf16 every recipe
-// flag, every FP8 variable of each family and every fp8_config key is
-// refused, naming the flag, the variable or the file and line, and the
-// precision with its source; under fp8 (and both, all) they are read.
+// flag is refused, naming it and the precision with its source; every
+// FP8 variable of each family and every fp8_config key gives a warning
+// naming it (the environment and the file serve a program's FP8 runs);
+// under fp8 (and both, all) they are read.
 func TestUnreadSettingsRefused(t *testing.T) {
 	for _, mode := range []string{"fp32", "bf16"} {
 		// Flags.
@@ -70,9 +71,8 @@ func TestUnreadSettingsRefused(t *testing.T) {
 				}
 				p := Config{MixedPrecision: mode}
 				v := validValue(s)
-				err := p.resolve(env(name, v))
-				require.ErrorIs(t, err, ErrInvalid, name)
-				require.ErrorContains(t, err, fmt.Sprintf("%s=%s: an FP8 setting, and this run is %s (by default)", name, v, DisplayName(p.Name())))
+				require.NoError(t, p.resolve(env(name, v)), name)
+				require.Equal(t, []string{fmt.Sprintf("%s=%s applies to FP8 runs only: this run is %s (set in Go), which reads none", name, v, DisplayName(p.Name()))}, p.Warnings())
 			}
 		}
 		// Config file keys under fp8_config.
@@ -83,15 +83,16 @@ func TestUnreadSettingsRefused(t *testing.T) {
 			v := validValue(s)
 			path := writeConfig(t, fmt.Sprintf("mixed_precision: %s\nfp8_config:\n  %s: %s\n", map[string]string{"fp32": "'no'", "bf16": "bf16"}[mode], s.yaml[0], v))
 			p := Config{flags: &flagValues{given: map[string]string{}, config: path}}
-			err := p.resolve(env())
-			require.ErrorIs(t, err, ErrInvalid, s.key)
-			require.ErrorContains(t, err, fmt.Sprintf("%s:3: fp8_config.%s %s: an FP8 setting", path, s.key, v))
+			require.NoError(t, p.resolve(env()), s.key)
+			require.Contains(t, p.Warnings(), fmt.Sprintf("%s:3: %s %s applies to FP8 runs only", path, s.key, v)+
+				fmt.Sprintf(": this run is %s (from %s:1 %s), which reads none", DisplayName(p.Name()), path, map[string]string{"fp32": "no", "bf16": "bf16"}[mode]))
 		}
 	}
 	// The override list too.
 	path := writeConfig(t, "mixed_precision: bf16\nfp8_config:\n  override_linear_precision: [false, false, true]\n")
 	p := Config{flags: &flagValues{given: map[string]string{}, config: path}}
-	require.ErrorContains(t, p.resolve(env()), path+":3: fp8_config.override_fprop false: an FP8 setting, and this run is bf16 (from "+path+":1 bf16)")
+	require.NoError(t, p.resolve(env()))
+	require.Contains(t, p.Warnings(), path+":3: override_fprop false applies to FP8 runs only: this run is bf16 (from "+path+":1 bf16), which reads none")
 }
 
 // TestUnknownVariables: a misspelt OCTET_ variable is an error naming

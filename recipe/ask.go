@@ -12,6 +12,29 @@ func (r TE) Label() string {
 	return "te/" + r.Format.String()
 }
 
+// ReduceAmax reports whether data-parallel ranks all-reduce the
+// delayed-scaling amaxes: unless DisableAmaxReduction.
+func (r TE) ReduceAmax() bool { return !r.DisableAmaxReduction }
+
+// AmaxReducer is implemented by a recipe that says whether the
+// data-parallel ranks of a run all-reduce (MAX) the amaxes of its
+// delayed-scaling casts at the end of each step (Transformer Engine's
+// reduce_amax). A recipe that does not implement it has them reduced,
+// TE's default; a recipe without delayed scaling has nothing to reduce.
+type AmaxReducer interface {
+	ReduceAmax() bool
+}
+
+// ReducesAmax reports whether r's data-parallel ranks all-reduce their
+// delayed-scaling amaxes: r's ReduceAmax if it implements AmaxReducer,
+// else true.
+func ReducesAmax(r Recipe) bool {
+	if a, ok := r.(AmaxReducer); ok {
+		return a.ReduceAmax()
+	}
+	return true
+}
+
 // EvalQuantized returns UseAutocastDuringEval.
 func (r TE) EvalQuantized() bool { return r.UseAutocastDuringEval }
 

@@ -109,6 +109,9 @@ func (w withBackward) Lower(l Layer) (LayerPlan, error) {
 // Label is the recipe's with "/backward=" and the override.
 func (w withBackward) Label() string { return w.Recipe.Label() + "/backward=" + w.o.String() }
 
+// ReduceAmax is the wrapped recipe's.
+func (w withBackward) ReduceAmax() bool { return ReducesAmax(w.Recipe) }
+
 // Validate refuses an override that is none of the three.
 func (w withBackward) Validate() error {
 	if w.o > BackwardDequantized {

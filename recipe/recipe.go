@@ -160,6 +160,12 @@ type TE struct {
 	// MXFP8Rule chooses the block exponent rule (TE's round-up by
 	// default).
 	MXFP8Rule fp8.ExpRule
+	// DisableAmaxReduction keeps each data-parallel rank's amaxes its
+	// own (TE's reduce_amax=False). By default, as in Transformer
+	// Engine, the ranks all-reduce (MAX) every delayed-scaling amax at
+	// the end of each step, so that every rank's scales come from the
+	// global batch's amaxes, as one process's would.
+	DisableAmaxReduction bool
 }
 
 // DefaultAmaxHistoryLen is the window length when none is given.

@@ -125,6 +125,10 @@ type Result struct {
 	// With FSDP: bytes all-gathered per step and rank, and the part of
 	// them that is FP8 weights.
 	AllGatherBytes, Float8AllGatherBytes int64
+	// AmaxAllReduceBytes is what each rank sends per step in the
+	// all-reduce of the delayed-scaling amaxes (4 bytes an amax; 0 with
+	// one process, without delayed scaling or with ReduceAmax false).
+	AmaxAllReduceBytes int64
 	// With DP and the MS-AMP recipe: casts of the FP8 gradient
 	// all-reduce that saturated or flushed a value to zero.
 	FP8AllReduceOverflows, FP8AllReduceUnderflows int
@@ -418,6 +422,9 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 		}
 	}
 	res.Float8AllGatherBytes = int64(rep.srep.Float8Bytes)
+	if rep.amax != nil {
+		res.AmaxAllReduceBytes = int64(4 * len(rep.amax.buf))
+	}
 	if rep.lowBit != nil {
 		res.FP8AllReduceOverflows, res.FP8AllReduceUnderflows = rep.lowBit.Overflows, rep.lowBit.Underflows
 	}

@@ -50,6 +50,7 @@ type replica struct {
 	log      *inspect.Log
 	lbuf     []float32
 	warnings []string // Prepare's, about the joint-graph passes
+	amax     *amaxReducer // the data-parallel amax all-reduce (nil: none)
 	lossRows lossRows // how the loss treats padded rows
 }
 
@@ -96,6 +97,11 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	if m.Fixed != nil {
 		if err := m.Fixed(r.prog); err != nil {
 			return nil, fmt.Errorf("train: Fixed: %w", err)
+		}
+	}
+	if comm != nil && t.world > 1 && t.rec != nil && recipe.ReducesAmax(t.rec) {
+		if r.amax = newAmaxReducer(comm, r.store); r.amax != nil {
+			r.prog.BeforeStepEnd(r.amax.reduce)
 		}
 	}
 	r.ckptStore = r.store

@@ -54,7 +54,7 @@ func TestCommandLines(t *testing.T) {
 		{Name: "fsdp with zero epochs", Args: []string{"-fsdp", "2", "-epochs", "0"}, Code: 1, Says: "-epochs 0"},
 		{Name: "fsdp not a number", Args: []string{"-fsdp", "two"}, Code: 1, Says: `-fsdp "two"`},
 		{Name: "bogus GEMM kernel", Env: []string{"OCTET_GEMM_KERNEL=bogus"}, Code: 1, Says: `OCTET_GEMM_KERNEL="bogus"`},
-		{Name: "env and flag disagree", Env: []string{"OCTET_FP8_FORMAT=E5M2"}, Args: []string{"-format", "E4M3"}, Code: 1, Says: "-format E4M3 and OCTET_FP8_FORMAT=E5M2 disagree"},
+		{Name: "env and flag disagree: the flag wins, said", Env: []string{"OCTET_FP8_FORMAT=E5M2"}, Args: []string{"-format", "E4M3", "-precision", "fp8", "-epochs", "1", "-limit", "128", "-batch", "64"}, Code: 0, Says: "OCTET_FP8_FORMAT=E5M2 is not applied: -format E4M3 wins"},
 		{Name: "opt level O3 from env", Env: []string{"OCTET_FP8_OPT_LEVEL=O3"}, Args: []string{"-recipe", "msamp", "-precision", "fp8"}, Code: 1, Says: "OCTET_FP8_OPT_LEVEL"},
 		{Name: "margin beyond range", Env: []string{"OCTET_FP8_MARGIN=1000"}, Args: []string{"-precision", "fp8"}, Code: 1, Says: "margin 1000"},
 		{Name: "bad env format", Env: []string{"OCTET_FP8_FORMAT=E3M4"}, Code: 1, Says: "OCTET_FP8_FORMAT"},

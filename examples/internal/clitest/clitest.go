@@ -130,7 +130,7 @@ func Table(t *testing.T, program string, quick []string, cases []Case, beforeWor
 			if r.Code != c.Code {
 				t.Fatalf("exit status %d, want %d; stderr:\n%s", r.Code, c.Code, r.Stderr)
 			}
-			out := r.Stdout
+			out := r.Stdout + r.Stderr // a warning of a run that goes on
 			if c.Code != 0 {
 				out = r.Stderr
 				if !strings.HasPrefix(r.Stderr, program+": ") || strings.Contains(r.Stderr, program+": "+program+":") {
