@@ -111,15 +111,15 @@ type Config struct {
 	// the data-parallel ranks a driver starts unless told otherwise.
 	NumProcesses int
 
-	src      map[string]Source
-	raw      map[string]string
+	src map[string]Source
+	raw map[string]string
 	// code holds each setting's Go value (canonical, "" unset) as the
 	// first Resolve found it, applied what a source wrote into the field,
 	// so that a second Resolve tells the two apart.
 	code, applied map[string]string
-	ignored  []string
-	warnings []string
-	flags    *flagValues
+	ignored       []string
+	warnings      []string
+	flags         *flagValues
 }
 
 // ErrInvalid is wrapped by every error about a precision setting (a

@@ -163,10 +163,14 @@ var settings = []setting{
 	{key: "mixed_precision", get: func(p *Config) string { return canonMode(p.MixedPrecision) }, flag: "precision", accel: "ACCELERATE_MIXED_PRECISION", yaml: []string{"mixed_precision"}, top: true,
 		allowed: "no, bf16 or fp8", canon: canonModeName,
 		apply: func(p *Config, v string) { p.MixedPrecision = v }},
-	{key: "backend", get: func(p *Config) string { return canonOr(p.Backend, oneOf([]string{"te", "block", "nvfp4", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"})) }, flag: "recipe", accel: "ACCELERATE_FP8_BACKEND", yaml: []string{"backend"},
+	{key: "backend", get: func(p *Config) string {
+		return canonOr(p.Backend, oneOf([]string{"te", "block", "nvfp4", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}))
+	}, flag: "recipe", accel: "ACCELERATE_FP8_BACKEND", yaml: []string{"backend"},
 		allowed: "te, block, nvfp4, ao or msamp", canon: oneOf([]string{"te", "block", "nvfp4", "ao", "msamp"}, map[string]string{"ms-amp": "msamp", "ms_amp": "msamp"}),
 		apply: func(p *Config, v string) { p.Backend = v }},
-	{key: "backward_override", get: func(p *Config) string { return canonOr(p.BackwardOverride, oneOf([]string{"high_precision", "dequantized"}, nil)) }, backend: "te block nvfp4 ao msamp", octet: "BACKWARD_OVERRIDE", accel: "NVTE_BACKWARD_OVERRIDE", yaml: []string{"backward_override"},
+	{key: "backward_override", get: func(p *Config) string {
+		return canonOr(p.BackwardOverride, oneOf([]string{"high_precision", "dequantized"}, nil))
+	}, backend: "te block nvfp4 ao msamp", octet: "BACKWARD_OVERRIDE", accel: "NVTE_BACKWARD_OVERRIDE", yaml: []string{"backward_override"},
 		allowed: "high_precision or dequantized", canon: oneOf([]string{"high_precision", "dequantized", "none"}, nil),
 		apply: func(p *Config, v string) {
 			if v == "none" {
@@ -233,7 +237,9 @@ var settings = []setting{
 	{key: "keep_last", get: func(p *Config) string { return intOr(p.KeepLast) }, backend: "nvfp4", octet: "NVFP4_KEEP_LAST", yaml: []string{"keep_last"},
 		allowed: "an integer ≥ 0", canon: intAtLeast(0, 1<<20), apply: func(p *Config, v string) { p.KeepLast = atoi(v) }},
 
-	{key: "recipe_name", get: func(p *Config) string { return canonOr(p.AORecipe, oneOf([]string{recipe.AOTensorwise, recipe.AORowwise, recipe.AORowwiseWithGWHP}, nil)) }, backend: "ao", octet: "RECIPE_NAME", flag: "ao", yaml: []string{"recipe_name"},
+	{key: "recipe_name", get: func(p *Config) string {
+		return canonOr(p.AORecipe, oneOf([]string{recipe.AOTensorwise, recipe.AORowwise, recipe.AORowwiseWithGWHP}, nil))
+	}, backend: "ao", octet: "RECIPE_NAME", flag: "ao", yaml: []string{"recipe_name"},
 		allowed: "tensorwise, rowwise or rowwise_with_gw_hp", canon: oneOf([]string{recipe.AOTensorwise, recipe.AORowwise, recipe.AORowwiseWithGWHP}, nil),
 		apply: func(p *Config, v string) { p.AORecipe = v }},
 	{key: "pad_inner_dim", get: func(p *Config) string { return ptrOr(p.PadInnerDim) }, backend: "ao", octet: "PAD_INNER_DIM", accel: "ACCELERATE_FP8_PAD_INNER_DIM", yaml: []string{"pad_inner_dim"},

@@ -49,9 +49,9 @@ type replica struct {
 	accum    *accumulator
 	log      *inspect.Log
 	lbuf     []float32
-	warnings []string // Prepare's, about the joint-graph passes
+	warnings []string     // Prepare's, about the joint-graph passes
 	amax     *amaxReducer // the data-parallel amax all-reduce (nil: none)
-	lossRows lossRows // how the loss treats padded rows
+	lossRows lossRows     // how the loss treats padded rows
 }
 
 type feed struct {
