@@ -68,7 +68,58 @@ type Meta struct {
 	// were clamped to the largest float32.
 	Overflows int
 
+	// Start counts how the meta's first FP8 step went (see StartCount);
+	// it is not kept in checkpoints.
+	Start StartCount
+
 	recorded bool
+}
+
+// StartCount counts, over the first step in which a delayed-scaling
+// cast ran with a meta, the codes that came out zero though their inputs
+// were not: delayed scaling's first step casts with scale 1 (or with the
+// scales a calibration left), and small gradients flush to zero there.
+type StartCount struct {
+	// Flushed of Values codes were ±0 from a non-zero input.
+	Flushed, Values int64
+	// Done is set by the Update that ends that step.
+	Done bool
+}
+
+// Share returns Flushed / Values (0 when nothing was counted).
+func (s StartCount) Share() float64 {
+	if s.Values == 0 {
+		return 0
+	}
+	return float64(s.Flushed) / float64(s.Values)
+}
+
+// CountStart adds a cast of the meta's first FP8 step to Start: codes
+// are its FP8 codes, zerosIn how many of its inputs were ±0. After that
+// step (Start.Done) it does nothing, so a cast op may call it every step.
+func (m *Meta) CountStart(codes []uint8, zerosIn int) {
+	if m.Start.Done {
+		return
+	}
+	zeros := 0
+	for _, c := range codes {
+		if c&0x7F == 0 {
+			zeros++
+		}
+	}
+	m.Start.Flushed += int64(max(zeros-zerosIn, 0))
+	m.Start.Values += int64(len(codes))
+}
+
+// CountZeros returns how many values of x are ±0.
+func CountZeros(x []float32) int {
+	n := 0
+	for _, v := range x {
+		if v == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // NewMeta returns the initial state for a tensor: scale 1 and a zeroed
@@ -122,6 +173,9 @@ func (m *Meta) Amax() float32 {
 // float32 is clamped to its largest value); then the window rolls: the
 // current amax becomes the newest entry and the current slot is cleared.
 func (m *Meta) Update() {
+	if m.Start.Values > 0 {
+		m.Start.Done = true
+	}
 	if !m.recorded || m.History[0] == 0 {
 		m.recorded = false
 		return

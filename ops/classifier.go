@@ -162,6 +162,8 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		sc.Amax = partsAmax(amax)
 		if record {
 			m.Record(sc.Amax)
+			// An ignored row's gradient is zero.
+			m.CountStart(out, (len(labels)-count)*c)
 		}
 		return nil
 	}, nil

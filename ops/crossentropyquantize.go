@@ -99,6 +99,8 @@ func (o crossEntropyGradQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error)
 		sc.Amax = partsAmax(amax[:run.parts])
 		if record {
 			m.Record(sc.Amax)
+			// An ignored row's gradient is zero.
+			m.CountStart(out, (len(labels)-count)*c)
 		}
 		return nil
 	}, nil

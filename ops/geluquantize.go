@@ -85,6 +85,7 @@ func (o geluQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		sc.Amax = partsAmax(amax[:c.parts])
 		if record {
 			m.Record(sc.Amax)
+			m.CountStart(out, 0) // GELU's outputs are zero only where its inputs are
 		}
 		return nil
 	}, nil

@@ -120,6 +120,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			}
 			if record {
 				m.Record(sc.Amax)
+				m.CountStart(out, 0) // a normalised row is not exactly zero
 			}
 			return nil
 		}, nil

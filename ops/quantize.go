@@ -379,6 +379,9 @@ func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, r
 			sc.Amax = run(cast)
 			if record {
 				m.Record(sc.Amax)
+				if !m.Start.Done {
+					m.CountStart(dst[:len(src)], fp8.CountZeros(src))
+				}
 			}
 			return nil
 		}

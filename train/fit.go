@@ -78,6 +78,9 @@ type Status struct {
 	// trainer.
 	Precision string
 	Trainer   *Trainer
+	// Warning is what the step just done found worth a warning (a first
+	// FP8 step that flushed most of a tensor, see FP8Start); "" for none.
+	Warning string
 }
 
 // Hook is a named set of callbacks. Every callback may be nil; an error
@@ -125,6 +128,9 @@ type Result struct {
 	// With FSDP: bytes all-gathered per step and rank, and the part of
 	// them that is FP8 weights.
 	AllGatherBytes, Float8AllGatherBytes int64
+	// FP8Start says how delayed scaling's first FP8 step went (nil
+	// without delayed scaling, or before that step).
+	FP8Start *FP8Start
 	// AmaxAllReduceBytes is what each rank sends per step in the
 	// all-reduce of the delayed-scaling amaxes (4 bytes an amax; 0 with
 	// one process, without delayed scaling or with ReduceAmax false).
@@ -235,6 +241,8 @@ type rankRun struct {
 	evalSet data.Dataset
 	// noRecord keeps no per-step losses (a Stepper's open-ended loop).
 	noRecord bool
+	// startDone: the first FP8 step has been reported (Result.FP8Start).
+	startDone bool
 }
 
 // agree makes every rank return an error when one of them has one: the
@@ -307,6 +315,11 @@ func (t *Trainer) setup(comm dist.Communicator, ds data.Dataset) (*replica, *dat
 	}
 	if rep.feeds, err = bindFeeds(rep.m, ds.Fields(), hi-lo); err != nil {
 		return nil, nil, err
+	}
+	if rep.cal != nil {
+		if rep.cal.feeds, err = bindFeeds(rep.cal.m, ds.Fields(), hi-lo); err != nil {
+			return nil, nil, err
+		}
 	}
 	if pad := padded(ds.Len(), t.cfg.BatchSize); !t.cfg.DropLast && !t.cfg.Replacement {
 		if err := checkPadding(rep.m, rep.lossRows, ds, t.cfg.BatchSize, pad, "training"); err != nil {
@@ -441,6 +454,7 @@ func (rr *rankRun) step(step int) error {
 	if r.comm != nil {
 		r.comm.ResetStats()
 	}
+	r.calibrating = r.cal != nil && step < r.cal.steps
 	epoch := 0
 	for micro := 0; micro < t.accum; micro++ {
 		b, err := rr.loader.Next()
@@ -497,6 +511,16 @@ func (rr *rankRun) step(step int) error {
 	rr.res.End = step + 1
 	st := &rr.status
 	st.Step, st.Loss, st.LR, st.StepTime, st.Epoch = step+1, loss, lr, busy, epoch
+	st.Warning = ""
+	if !rr.startDone && !r.calibrating {
+		if s := r.fp8Start(step); s != nil || t.rec == nil {
+			rr.startDone, rr.res.FP8Start = true, s
+			if w := startWarning(s); w != "" {
+				rr.res.Warnings = append(rr.res.Warnings, w)
+				st.Warning = w
+			}
+		}
+	}
 	if r.drv != nil && r.rank == 0 {
 		rr.res.AllGatherBytes = r.comm.Stats().AllGatherBytes
 	}

@@ -99,6 +99,11 @@ func Progress(w io.Writer, o ProgressOptions) Hook {
 			return nil
 		},
 		OnStep: func(s *Status) error {
+			if s.Warning != "" {
+				if _, err := fmt.Fprintf(w, "%s warning: %s\n", name(s), s.Warning); err != nil {
+					return err
+				}
+			}
 			if bar != nil {
 				if (s.Step-1)%10 == 0 {
 					bar.Describe(describe(s))

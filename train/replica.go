@@ -51,6 +51,11 @@ type replica struct {
 	lbuf     []float32
 	warnings []string     // Prepare's, about the joint-graph passes
 	amax     *amaxReducer // the data-parallel amax all-reduce (nil: none)
+	// cal is delayed scaling's calibration program (nil: none);
+	// calibrating says the current step is one of its steps.
+	cal         *calibration
+	calibrating bool
+	calGrads    [][]float32 // progGrads, where calibration steps leave theirs
 	lossRows lossRows     // how the loss treats padded rows
 }
 
@@ -124,7 +129,26 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		}
 		r.accum = newAccumulator(r.acc, r.src)
 	}
+	if n := t.cfg.Precision.CalibrationSteps; n > 0 && t.rec != nil {
+		if r.cal, err = t.newCalibration(r, rows, n); err != nil {
+			return nil, err
+		}
+		r.calGrads = r.progGrads()
+	}
 	return r, r.newOptimizer()
+}
+
+// progGrads returns the buffers the FP8 program leaves its gradients in,
+// in parameter order.
+func (r *replica) progGrads() [][]float32 {
+	if r.acc != nil {
+		return r.src
+	}
+	out := make([][]float32, len(r.params))
+	for i, p := range r.params {
+		out[i] = p.G
+	}
+	return out
 }
 
 // build calls the model function and checks what it returned.
@@ -251,6 +275,16 @@ func (r *replica) microStep(b *data.Batch) (float32, error) {
 	}
 	n := r.t.world
 	even := b.Rows*n == b.GlobalRows
+	if r.calibrating {
+		loss, err := r.cal.run(b, r.calGrads)
+		// One step counter for both programs (dropout masks and
+		// checkpoints read it).
+		r.prog.SetStep(r.cal.prog.Step())
+		if err == nil && n > 1 {
+			err = r.reduceGrads(b, even)
+		}
+		return loss, err
+	}
 	if r.drv != nil {
 		if err := r.drv.SetStepShare(b.Rows, b.GlobalRows); err != nil {
 			return 0, err

@@ -263,6 +263,9 @@ func (rr *rankRun) restore(dir string) (int, error) {
 		}
 	}
 	r.prog.SetStep(st.Step)
+	if r.cal != nil {
+		r.cal.prog.SetStep(st.Step)
+	}
 	if r.sh != nil && r.sh.Precomputed() {
 		if err := r.drv.AfterUpdate(); err != nil { // the FP8 weights' scales from the loaded shards
 			return 0, err

@@ -113,16 +113,19 @@ func TestResumeIsExact(t *testing.T) {
 	ds := blobs(t, 100, 1) // 5 batches an epoch, the last padded
 	for _, c := range []struct {
 		name, mp, backend string
-		dp, fsdp          int
+		dp, fsdp, cal     int
 	}{
-		{"fp32", "no", "", 0, 0}, {"fp8", "fp8", "te", 0, 0},
-		{"dp2 fp32", "no", "", 2, 0}, {"dp2 fp8", "fp8", "te", 2, 0}, {"dp3 msamp", "fp8", "msamp", 3, 0},
-		{"fsdp3 fp32", "no", "", 0, 3}, {"fsdp3 ao", "fp8", "ao", 0, 3},
-		{"block", "fp8", "block", 0, 0}, {"dp2 block", "fp8", "block", 2, 0}, {"fsdp3 block", "fp8", "block", 0, 3},
-		{"nvfp4", "fp8", "nvfp4", 0, 0}, {"dp2 nvfp4", "fp8", "nvfp4", 2, 0},
+		{"fp8 calibrated", "fp8", "te", 0, 0, 3}, {"dp2 resumed mid-calibration", "fp8", "te", 2, 0, 9},
+		{"fp32", "no", "", 0, 0, 0}, {"fp8", "fp8", "te", 0, 0, 0},
+		{"dp2 fp32", "no", "", 2, 0, 0}, {"dp2 fp8", "fp8", "te", 2, 0, 0}, {"dp3 msamp", "fp8", "msamp", 3, 0, 0},
+		{"fsdp3 fp32", "no", "", 0, 3, 0}, {"fsdp3 ao", "fp8", "ao", 0, 3, 0},
+		{"block", "fp8", "block", 0, 0, 0}, {"dp2 block", "fp8", "block", 2, 0, 0}, {"fsdp3 block", "fp8", "block", 0, 3, 0},
+		{"nvfp4", "fp8", "nvfp4", 0, 0, 0}, {"dp2 nvfp4", "fp8", "nvfp4", 2, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			mod := func(cfg *train.Config) { cfg.DP, cfg.FSDP, cfg.ClipGradNorm, cfg.Prefetch = c.dp, c.fsdp, 1, 2 }
+			mod := func(cfg *train.Config) {
+				cfg.DP, cfg.FSDP, cfg.ClipGradNorm, cfg.Prefetch, cfg.Precision.CalibrationSteps = c.dp, c.fsdp, 1, 2, c.cal
+			}
 			const n = 7
 			straight := trainer(t, c.mp, c.backend, mod)
 			ref := t.TempDir()
