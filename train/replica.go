@@ -56,7 +56,7 @@ type replica struct {
 	cal         *calibration
 	calibrating bool
 	calGrads    [][]float32 // progGrads, where calibration steps leave theirs
-	lossRows lossRows     // how the loss treats padded rows
+	lossRows    lossRows    // how the loss treats padded rows
 }
 
 type feed struct {
