@@ -143,6 +143,22 @@ type Layers struct {
 	Types []string
 }
 
+// String describes the selector as a config writes it:
+// "layer_name_regex_pattern fc[12]", "layer_types [qkv, proj]".
+func (l Layers) String() string {
+	var parts []string
+	if l.Regexp != nil {
+		parts = append(parts, "layer_name_regex_pattern "+l.Regexp.String())
+	}
+	if len(l.Types) > 0 {
+		parts = append(parts, "layer_types ["+strings.Join(l.Types, ", ")+"]")
+	}
+	if len(parts) == 0 {
+		return "no layer selector"
+	}
+	return strings.Join(parts, " or ")
+}
+
 // Match reports whether the selector takes the layer named fqn.
 func (l Layers) Match(fqn string) bool {
 	if l.Regexp != nil && l.Regexp.MatchString(fqn) {

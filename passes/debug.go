@@ -65,6 +65,8 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 		isLive[n] = true
 	}
 	var stats []*graph.Node
+	selected := map[string]int{} // section name → layers it selects
+	var layers []string
 	for _, n := range g.Nodes() {
 		// A layer's original forward node: live while the layer is
 		// float32, in the registry once converted.
@@ -73,6 +75,10 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 		}
 		fqn := n.Name()
 		sec, ok := cfg.Config.SectionFor(fqn)
+		layers = append(layers, fqn)
+		if ok {
+			selected[sec.Name]++
+		}
 		if !ok || (len(sec.TensorStats) == 0 && len(sec.FP8Stats) == 0) {
 			continue
 		}
@@ -136,6 +142,17 @@ func Debug(g *graph.Graph, cfg DebugConfig, outputs ...*graph.Node) (Report, []*
 			note += " (not in this layer: " + strings.Join(missing, ", ") + ")"
 		}
 		rep.Notes = append(rep.Notes, note)
+	}
+	// A section that selects no layer would log nothing and say nothing:
+	// a pattern that does not match this model is an error.
+	for _, sec := range cfg.Config.Sections {
+		if selected[sec.Name] == 0 {
+			shown := layers
+			if len(shown) > 8 {
+				shown = append(append([]string(nil), shown[:8]...), fmt.Sprintf("… (%d in all)", len(layers)))
+			}
+			return rep, nil, fmt.Errorf("passes: debug: section %q (%s) selects no linear layer of this model (an earlier section may take them first); its linear layers: %s", sec.Name, sec.Layers, strings.Join(shown, ", "))
+		}
 	}
 	if err := g.Err(); err != nil {
 		return rep, nil, fmt.Errorf("passes: debug: %w", err)

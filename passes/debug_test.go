@@ -391,9 +391,25 @@ s:
 	require.Equal(t, graph.Shape{10, 512}, shapes["mlp.fc3/stats.wgrad"], "dW: out × in")
 	require.Equal(t, graph.Shape{16, 10}, shapes["mlp.fc3/stats.gradient"])
 	require.Equal(t, graph.Shape{10, 512}, shapes["mlp.fc3/stats.weight"])
-	_, nodes2, err := passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: cfg, Log: log}, m.trainOf...)
+	// Outputs of another graph: nothing of this one is live, so the
+	// section selects no layer, which is an error, not silence.
+	_, _, err = passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: cfg, Log: log}, m.trainOf...)
+	require.ErrorContains(t, err, `passes: debug: section "s" (layer_types [fc3]) selects no linear layer of this model`)
+	none, err := inspect.ParseConfig(strings.NewReader(`
+s:
+  enabled: True
+  layers: {layer_types: [fc3]}
+  transformer_engine:
+    LogTensorStats: {enabled: True, tensors: [activation], stats: [max]}
+typo:
+  enabled: True
+  layers: {layer_name_regex_pattern: 'mlp\.fc[45]'}
+  transformer_engine:
+    LogTensorStats: {enabled: True, tensors: [activation], stats: [max]}
+`), "none.yaml")
 	require.NoError(t, err)
-	require.Empty(t, nodes2, "outputs of another graph: nothing of this one is live")
+	_, _, err = passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: none, Log: log})
+	require.ErrorContains(t, err, `passes: debug: section "typo" (layer_name_regex_pattern mlp\.fc[45]) selects no linear layer of this model (an earlier section may take them first); its linear layers: mlp.fc1, mlp.fc2, mlp.fc3`)
 
 	_, _, err = passes.Debug(mlp(t, 16).g, passes.DebugConfig{Config: cfg})
 	require.ErrorContains(t, err, `section "s" asks for statistics of mlp.fc3, and there is no log for them`)

@@ -74,7 +74,7 @@ func ExamplePrecision_Resolve() {
 	fmt.Println(p.Describe())
 	// Output:
 	// te/E4M3, margin 1
-	// fp8_format E4M3 (-format); the rest defaults
+	// margin 1 (code), fp8_format E4M3 (-format); the rest defaults
 }
 
 // A loop of one's own: Start prepares the model and its loader, Step runs

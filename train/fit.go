@@ -513,7 +513,7 @@ func (rr *rankRun) step(step int) error {
 	st.Step, st.Loss, st.LR, st.StepTime, st.Epoch = step+1, loss, lr, busy, epoch
 	st.Warning = ""
 	if !rr.startDone && !r.calibrating {
-		if s := r.fp8Start(step); s != nil || t.rec == nil {
+		if s := r.fp8Start(step); s != nil || len(r.startMetas) == 0 {
 			rr.startDone, rr.res.FP8Start = true, s
 			if w := startWarning(s); w != "" {
 				rr.res.Warnings = append(rr.res.Warnings, w)

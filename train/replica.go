@@ -56,6 +56,7 @@ type replica struct {
 	cal         *calibration
 	calibrating bool
 	calGrads    [][]float32 // progGrads, where calibration steps leave theirs
+	startMetas  []namedMeta // the metas whose first FP8 step is reported
 	lossRows    lossRows    // how the loss treats padded rows
 }
 
@@ -129,6 +130,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		}
 		r.accum = newAccumulator(r.acc, r.src)
 	}
+	r.startMetas = r.namedMetas()
 	if n := t.cfg.Precision.CalibrationSteps; n > 0 && t.rec != nil {
 		if r.cal, err = t.newCalibration(r, rows, n); err != nil {
 			return nil, err

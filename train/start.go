@@ -38,26 +38,42 @@ func (s FP8Start) String() string {
 	return fmt.Sprintf("step %d: worst %s %s %.2f%% flushed to zero (%s)", s.Step, s.Layer, s.Tensor, 100*s.Flushed, how)
 }
 
-// fp8Start returns the first FP8 step's report once a step has ended in
-// which the store's delayed-scaling casts ran, else nil.
-func (r *replica) fp8Start(step int) *FP8Start {
-	var out *FP8Start
+// namedMeta is a delayed-scaling meta with its layer and tensor.
+type namedMeta struct {
+	layer, tensor string
+	m             *fp8.Meta
+}
+
+// namedMetas lists the delayed-scaling metas of r's store.
+func (r *replica) namedMetas() []namedMeta {
+	var out []namedMeta
 	for _, k := range r.store.StateKeys() {
 		ls, ok := r.store.State(k).(*fp8.LayerState)
 		if !ok {
 			continue
 		}
 		for _, role := range fp8.Roles {
-			m := ls.Meta(role)
-			if m == nil || !m.Start.Done {
-				continue
-			}
-			if out == nil || m.Start.Share() > out.Flushed {
-				out = &FP8Start{Step: step, Layer: ls.FQN, Tensor: role.String(), Flushed: m.Start.Share(), Calibrated: r.cal != nil}
+			if m := ls.Meta(role); m != nil {
+				out = append(out, namedMeta{ls.FQN, role.String(), m})
 			}
 		}
 	}
 	return out
+}
+
+// fp8Start returns the first FP8 step's report once a step has ended in
+// which the delayed-scaling casts ran, else nil.
+func (r *replica) fp8Start(step int) *FP8Start {
+	var worst *namedMeta
+	for i, nm := range r.startMetas {
+		if nm.m.Start.Done && (worst == nil || nm.m.Start.Share() > worst.m.Start.Share()) {
+			worst = &r.startMetas[i]
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	return &FP8Start{Step: step, Layer: worst.layer, Tensor: worst.tensor, Flushed: worst.m.Start.Share(), Calibrated: r.cal != nil}
 }
 
 // startWarning is the warning of a first FP8 step that flushed more
