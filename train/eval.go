@@ -53,16 +53,26 @@ type evaluator struct {
 	prog     *graph.Program
 	rows     int
 	lossRows lossRows
+	store    *graph.Store // the parameters it reads
 }
 
 // evaluator builds (once) the evaluation model on rank 0's store and
 // prepares it for the recipe.
 func (t *Trainer) evaluator() (*evaluator, error) {
-	if t.ev != nil {
+	store := t.evalStore()
+	if t.ev != nil && t.ev.store == store {
 		return t.ev, nil
 	}
-	if t.rep == nil {
-		return nil, configErrorf("evaluate: no model yet (call Evaluate after Fit has started)")
+	var err error
+	if store == nil {
+		// Before Fit: the parameters Fit would start from (Config.Init's,
+		// then the initialisers' with the run's seed).
+		store = graph.NewStore()
+		if t.cfg.Init != nil {
+			if err := t.cfg.Init(store); err != nil {
+				return nil, fmt.Errorf("train: Init: %w", err)
+			}
+		}
 	}
 	rows := t.cfg.EvalBatchSize
 	if rows == 0 {
@@ -71,6 +81,9 @@ func (t *Trainer) evaluator() (*evaluator, error) {
 	m, err := t.build(rows, false)
 	if err != nil {
 		return nil, err
+	}
+	if err := m.Builder.Init(store, t.cfg.Seed); err != nil { // only what the store lacks
+		return nil, fmt.Errorf("train: %w", err)
 	}
 	lr := inspectLoss(m)
 	var outs []*graph.Node
@@ -82,7 +95,7 @@ func (t *Trainer) evaluator() (*evaluator, error) {
 	if len(outs) == 0 {
 		return nil, configErrorf("the evaluation model has no Loss, Logits or Predictions")
 	}
-	prep, err := passes.Prepare(m.Builder.Graph(), t.rep.store, passes.Config{Recipe: t.rec, Seed: t.cfg.Seed, EvalOutputs: outs, Filter: t.cfg.Filter})
+	prep, err := passes.Prepare(m.Builder.Graph(), store, passes.Config{Recipe: t.rec, Seed: t.cfg.Seed, EvalOutputs: outs, Filter: t.cfg.Filter})
 	if err != nil {
 		return nil, err
 	}
@@ -91,16 +104,31 @@ func (t *Trainer) evaluator() (*evaluator, error) {
 			return nil, fmt.Errorf("train: Fixed: %w", err)
 		}
 	}
-	t.ev = &evaluator{m: m, prog: prep.Eval, rows: rows, lossRows: lr}
+	t.ev = &evaluator{m: m, prog: prep.Eval, rows: rows, lossRows: lr, store: store}
 	return t.ev, nil
+}
+
+// evalStore is the store evaluation reads: rank 0's once Fit (or Start)
+// has built it, else the store of an evaluation before training (nil
+// until one is made).
+func (t *Trainer) evalStore() *graph.Store {
+	if t.rep != nil {
+		return t.rep.store
+	}
+	if t.ev != nil {
+		return t.ev.store
+	}
+	return nil
 }
 
 // Evaluate runs the evaluation model (Config.EvalBatchSize rows a batch,
 // in order, the last batch padded) over ds with rank 0's parameters: the
 // mean loss over the examples and, with Logits, the accuracy over the
-// labelled positions of ds's first label field. Call it after Fit, or
-// from a hook during Fit (with FSDP, from OnEval or after Fit, when the
-// parameters are gathered).
+// labelled positions of ds's first label field. Call it before Fit (the
+// parameters training starts from: Config.Init's, then the initialisers'
+// with Config.Seed — a baseline, or a loaded model's score), after Fit,
+// or from a hook during Fit (with FSDP, from OnEval or after Fit, when
+// the parameters are gathered).
 func (t *Trainer) Evaluate(ds data.Dataset) (*Eval, error) {
 	e, err := t.evaluator()
 	if err != nil {

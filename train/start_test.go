@@ -1,6 +1,9 @@
 package train_test
 
 import (
+	"math"
+
+	"github.com/octetml/octet/graph"
 	"testing"
 
 	"github.com/octetml/octet/train"
@@ -51,4 +54,41 @@ func TestFirstFP8Step(t *testing.T) {
 	res, err = trainer(t, "no", "", nil).Fit(blobs(t, 48, 1), train.Run{Steps: 1})
 	require.NoError(t, err)
 	require.Nil(t, res.FP8Start)
+}
+
+// TestEvaluateBeforeFit: Evaluate before Fit scores the parameters
+// training starts from (its loss is the first step's on the same batch),
+// with Config.Init's values where it gives them; after Fit it scores the
+// trained ones.
+func TestEvaluateBeforeFit(t *testing.T) {
+	ds := blobs(t, 48, 4)
+	var first float32
+	for _, mp := range []string{"no", "fp8"} {
+		tr := trainer(t, mp, "", func(c *train.Config) { c.Model, c.BatchSize, c.NoShuffle = mlpNoDropout, 48, true })
+		before, err := tr.Evaluate(ds)
+		require.NoError(t, err, mp)
+		res, err := tr.Fit(ds, train.Run{Steps: 3})
+		require.NoError(t, err)
+		if mp == "no" {
+			first = res.Losses[0]
+		}
+		// TE's evaluation runs in float32 (no use_autocast_during_eval).
+		require.InEpsilon(t, first, before.Loss, 1e-6, mp)
+		after, err := tr.Evaluate(ds)
+		require.NoError(t, err)
+		require.Less(t, after.Loss, before.Loss, mp)
+	}
+	// Init's weights (a loaded model) are the ones scored.
+	zero := trainer(t, "no", "", func(c *train.Config) {
+		c.Model = mlpNoDropout
+		c.Init = func(s *graph.Store) error {
+			if err := s.SetFloat32("mlp.fc3.bias", make([]float32, 4), 4); err != nil {
+				return err
+			}
+			return s.SetFloat32("mlp.fc3.weight", make([]float32, 4*64), 4, 64)
+		}
+	})
+	e, err := zero.Evaluate(ds)
+	require.NoError(t, err)
+	require.InDelta(t, math.Log(4), e.Loss, 1e-6, "a zero last layer: uniform logits")
 }
