@@ -6,12 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/octetml/octet/recipe"
 )
 
 // command is one `go run` command a page shows.
@@ -264,5 +267,19 @@ func TestPagesAndLinks(t *testing.T) {
 				t.Errorf("%s links %s: %v", p, m[1], err)
 			}
 		}
+	}
+}
+
+// TestRecipeMethodCount: docs/recipes.md says how many methods a recipe
+// of one's own writes; recipe.Recipe has that many.
+func TestRecipeMethodCount(t *testing.T) {
+	b, err := os.ReadFile("recipes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := []string{"", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+	n := reflect.TypeOf((*recipe.Recipe)(nil)).Elem().NumMethod()
+	if n >= len(words) || !strings.Contains(string(b), "write the "+words[n]+" methods") {
+		t.Fatalf("recipe.Recipe has %d methods; docs/recipes.md does not say \"write the %s methods\"", n, words[min(n, len(words)-1)])
 	}
 }
