@@ -206,8 +206,8 @@ func TestRefusals(t *testing.T) {
 		{Name: "missing file", Args: []string{"-data", "/no/such.csv"}, Code: 1, Says: "/no/such.csv"},
 		{Name: "no file", Args: []string{"-label", "kind"}, Code: 1, Says: "give -data FILE"},
 		{Name: "bad config key", Args: []string{"-data", file, "-label", "kind", "-config", cfg}, Code: 1, Says: cfg + `:3: fp8_config: unknown key "marign"`},
-		{Name: "env and flag disagree", Env: []string{"ACCELERATE_FP8_FORMAT=E5M2"}, Args: []string{"-data", file, "-label", "kind", "-format", "E4M3"}, Code: 1,
-			Says: "-format E4M3 and ACCELERATE_FP8_FORMAT=E5M2 disagree"},
+		{Name: "the two variable families disagree", Env: []string{"OCTET_FP8_FORMAT=E5M2", "ACCELERATE_FP8_FORMAT=E4M3"}, Args: []string{"-data", file, "-label", "kind"}, Code: 1,
+			Says: "OCTET_FP8_FORMAT=E5M2 and ACCELERATE_FP8_FORMAT=E4M3 disagree"},
 		{Name: "resume nothing", Args: []string{"-data", file, "-label", "kind", "-resume", t.TempDir()}, Code: 1, Says: "no checkpoint-<step> directory"},
 		{Name: "batch below ranks", Args: []string{"-data", file, "-label", "kind", "-batch", "2", "-dp", "3"}, Code: 1, Says: "the batch of 2 leaves ranks without rows"},
 	}, nil)

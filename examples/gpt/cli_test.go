@@ -37,7 +37,7 @@ func TestCommandLines(t *testing.T) {
 		{Name: "huge model", Args: []string{"-embd", "65536", "-layers", "64", "-block", "4096"}, Code: 1, Says: "GiB are available"},
 		{Name: "ao with te", Args: []string{"-ao", "rowwise"}, Code: 1, Says: "-ao applies to -recipe ao only"},
 		{Name: "format with msamp", Args: []string{"-recipe", "msamp", "-format", "E4M3"}, Code: 1, Says: "-format applies to -recipe te or block only"},
-		{Name: "env and flag disagree", Env: []string{"OCTET_FP8_FORMAT=E5M2"}, Args: []string{"-format", "E4M3"}, Code: 1, Says: "disagree"},
+		{Name: "the two variable families disagree", Env: []string{"OCTET_FP8_FORMAT=E5M2", "ACCELERATE_FP8_FORMAT=E4M3"}, Code: 1, Says: "OCTET_FP8_FORMAT=E5M2 and ACCELERATE_FP8_FORMAT=E4M3 disagree"},
 		{Name: "bogus GEMM kernel", Env: []string{"OCTET_GEMM_KERNEL=bogus"}, Code: 1, Says: "OCTET_GEMM_KERNEL"},
 		{Name: "huge amax history", Env: []string{"OCTET_FP8_AMAX_HISTORY_LEN=100000000000"}, Code: 1, Says: "OCTET_FP8_AMAX_HISTORY_LEN"},
 		{Name: "margin beyond range", Env: []string{"OCTET_FP8_MARGIN=1000"}, Code: 1, Says: "margin 1000"},
