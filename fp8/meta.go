@@ -1,6 +1,7 @@
 package fp8
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 )
@@ -101,12 +102,7 @@ func (m *Meta) CountStart(codes []uint8, zerosIn int) {
 	if m.Start.Done {
 		return
 	}
-	zeros := 0
-	for _, c := range codes {
-		if c&0x7F == 0 {
-			zeros++
-		}
-	}
+	zeros := bytes.Count(codes, []byte{0x00}) + bytes.Count(codes, []byte{0x80}) // ±0 in E4M3 and E5M2
 	m.Start.Flushed += int64(max(zeros-zerosIn, 0))
 	m.Start.Values += int64(len(codes))
 }

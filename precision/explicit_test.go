@@ -19,7 +19,6 @@ func twoValues(t *testing.T, s setting) (a, b string) {
 	case "backend":
 		return "te", "ao"
 	}
-	var cands []string
 	for _, v := range []string{"1", "2", "true", "false", "E4M3", "HYBRID", "max", "most_recent", "O1", "O2",
 		"tensorwise", "rowwise", "round_up", "ocp_floor", "high_precision", "dequantized"} {
 		c, ok := s.canon(v)
@@ -38,7 +37,6 @@ func twoValues(t *testing.T, s setting) (a, b string) {
 		if c != a {
 			return a, c
 		}
-		cands = append(cands, v)
 	}
 	t.Fatalf("%s: no two values", s.key)
 	return "", ""

@@ -425,11 +425,7 @@ func (p *Config) Describe() string {
 	var parts []string
 	of := func(s setting) bool { return false }
 	if p.Use != nil || p.Custom != nil {
-		label, _ := p.goRecipe()
-		field := "Config.Use"
-		if p.Use == nil {
-			field = "Config.Custom"
-		}
+		field, label, _ := p.goRecipe()
 		parts = append(parts, fmt.Sprintf("the program's recipe (%s): %s", field, label))
 		of = func(s setting) bool { return !s.top && !s.recipeSetting() }
 	} else if b, err := p.backend(); err == nil {

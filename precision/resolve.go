@@ -257,18 +257,19 @@ func (s setting) recipeSetting() bool {
 	return !s.top && s.key != "backward_override" && s.key != "calibration_steps"
 }
 
-// goRecipe returns the recipe set in Go (Use, else Custom) and its
-// family as the backend setting names it ("te", "block", "nvfp4", "ao",
+// goRecipe returns the field holding the recipe set in Go
+// ("Config.Use", else "Config.Custom"), its label and its family as the backend setting names it ("te", "block", "nvfp4", "ao",
 // "msamp"; "custom" or the label's first part otherwise): the first part
 // of its Label, which package recipe's recipes begin with their family.
-func (p *Config) goRecipe() (label, family string) {
+func (p *Config) goRecipe() (field, label, family string) {
 	var r recipe.Recipe = p.Use
+	field = "Config.Use"
 	if r == nil {
-		r = *p.Custom
+		r, field = *p.Custom, "Config.Custom"
 	}
 	label = r.Label()
 	family, _, _ = strings.Cut(label, "/")
-	return label, family
+	return field, label, family
 }
 
 // checkGoRecipe refuses a recipe setting from a flag (no flag changes a
@@ -276,11 +277,7 @@ func (p *Config) goRecipe() (label, family string) {
 // recipe's family has no such setting; one it has loses to the Go recipe
 // with a warning.
 func (p *Config) checkGoRecipe() error {
-	label, family := p.goRecipe()
-	field := "Config.Use"
-	if p.Use == nil {
-		field = "Config.Custom"
-	}
+	field, label, family := p.goRecipe()
 	for _, s := range settings {
 		src, ok := p.src[s.key]
 		if !ok || src.Kind == FromCode || !s.recipeSetting() {

@@ -5,7 +5,6 @@ import (
 
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
-	"github.com/octetml/octet/graph"
 )
 
 // amaxReducer all-reduces (MAX) the step's amax of every delayed-scaling
@@ -19,32 +18,17 @@ type amaxReducer struct {
 	buf   []float32
 }
 
-// delayedMetas lists the delayed-scaling metas of store's FP8 layers, in
-// the store's order (the same on every rank).
-func delayedMetas(store *graph.Store) []*fp8.Meta {
-	var out []*fp8.Meta
-	for _, k := range store.StateKeys() {
-		ls, ok := store.State(k).(*fp8.LayerState)
-		if !ok {
-			continue
-		}
-		for _, r := range fp8.Roles {
-			if m := ls.Meta(r); m != nil {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
-// newAmaxReducer returns the reducer of store's metas over comm, or nil
-// when there are none.
-func newAmaxReducer(comm dist.Communicator, store *graph.Store) *amaxReducer {
-	metas := delayedMetas(store)
+// newAmaxReducer returns the reducer of metas over comm, or nil when
+// there are none.
+func newAmaxReducer(comm dist.Communicator, metas []namedMeta) *amaxReducer {
 	if len(metas) == 0 {
 		return nil
 	}
-	return &amaxReducer{comm: comm, metas: metas, buf: make([]float32, len(metas))}
+	a := &amaxReducer{comm: comm, buf: make([]float32, len(metas))}
+	for _, nm := range metas {
+		a.metas = append(a.metas, nm.m)
+	}
+	return a
 }
 
 // reduce replaces each meta's current amax by the ranks' maximum (a NaN

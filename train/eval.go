@@ -63,7 +63,6 @@ func (t *Trainer) evaluator() (*evaluator, error) {
 	if t.ev != nil && t.ev.store == store {
 		return t.ev, nil
 	}
-	var err error
 	if store == nil {
 		// Before Fit: the parameters Fit would start from (Config.Init's,
 		// then the initialisers' with the run's seed).

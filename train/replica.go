@@ -56,7 +56,7 @@ type replica struct {
 	cal         *calibration
 	calibrating bool
 	calGrads    [][]float32 // progGrads, where calibration steps leave theirs
-	startMetas  []namedMeta // the metas whose first FP8 step is reported
+	startMetas  []namedMeta // the delayed-scaling metas (first-step report, amax all-reduce)
 	lossRows    lossRows    // how the loss treats padded rows
 }
 
@@ -105,8 +105,9 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 			return nil, fmt.Errorf("train: Fixed: %w", err)
 		}
 	}
+	r.startMetas = r.namedMetas()
 	if comm != nil && t.world > 1 && t.rec != nil && recipe.ReducesAmax(t.rec) {
-		if r.amax = newAmaxReducer(comm, r.store); r.amax != nil {
+		if r.amax = newAmaxReducer(comm, r.startMetas); r.amax != nil {
 			r.prog.BeforeStepEnd(r.amax.reduce)
 		}
 	}
@@ -130,7 +131,6 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		}
 		r.accum = newAccumulator(r.acc, r.src)
 	}
-	r.startMetas = r.namedMetas()
 	if n := t.cfg.Precision.CalibrationSteps; n > 0 && t.rec != nil {
 		if r.cal, err = t.newCalibration(r, rows, n); err != nil {
 			return nil, err

@@ -44,7 +44,8 @@ type namedMeta struct {
 	m             *fp8.Meta
 }
 
-// namedMetas lists the delayed-scaling metas of r's store.
+// namedMetas lists the delayed-scaling metas of r's store, in the
+// store's order (the same on every rank).
 func (r *replica) namedMetas() []namedMeta {
 	var out []namedMeta
 	for _, k := range r.store.StateKeys() {
