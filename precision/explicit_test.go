@@ -203,3 +203,14 @@ func TestOneEnvironmentServesEveryRun(t *testing.T) {
 	require.Empty(t, runs[1].Warnings())
 	require.Equal(t, recipe.TE{Margin: 2}, recipeOf(t, &runs[1]))
 }
+
+// TestFloat32RunChecksTheRecipe: a float32 run still checks the FP8
+// recipe its Go fields describe (a program checks it before its float32
+// baseline), while FP8 variables only warn there.
+func TestFloat32RunChecksTheRecipe(t *testing.T) {
+	p := Config{MixedPrecision: "fp32", Backend: "msamp", OptLevel: "O3"}
+	require.ErrorContains(t, p.resolve(env()), "O3")
+	p = Config{MixedPrecision: "fp32", Backend: "block"}
+	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "2")))
+	require.Len(t, p.Warnings(), 1)
+}

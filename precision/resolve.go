@@ -207,10 +207,13 @@ func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() [
 	if err != nil {
 		return p.blame(err)
 	}
-	if m == "no" || m == "bf16" {
-		return p.checkUnread(m)
+	fp8Run := m != "no" && m != "bf16"
+	if !fp8Run {
+		if err := p.checkUnread(m); err != nil {
+			return err
+		}
 	}
-	if p.Use != nil || p.Custom != nil {
+	if fp8Run && (p.Use != nil || p.Custom != nil) {
 		if err := p.checkGoRecipe(); err != nil {
 			return err
 		}
@@ -222,10 +225,14 @@ func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() [
 		if err := p.checkRecipeFlags(b); err != nil {
 			return err
 		}
-		if err := p.checkOtherBackend(b); err != nil {
-			return err
+		if fp8Run {
+			if err := p.checkOtherBackend(b); err != nil {
+				return err
+			}
 		}
 	}
+	// The FP8 recipe is checked in every run: a program checks it before
+	// its float32 baseline too.
 	_, err = p.FP8Recipe()
 	return err
 }
