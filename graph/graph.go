@@ -76,6 +76,25 @@ func (g *Graph) Fail(err error) {
 	}
 }
 
+// Failed records err like Fail and returns a node that stands for the
+// result that could not be built: it belongs to g but is not in it, and
+// ops applied to it build nothing and record no error of their own, so
+// err is the only one a caller sees. A builder (an nn layer's Forward)
+// returns it when its input is wrong.
+func (g *Graph) Failed(err error) *Node {
+	g.Fail(err)
+	return &Node{g: g, op: failedOp{}, name: "failed"}
+}
+
+// failedOp is the op of the node Failed returns.
+type failedOp struct{}
+
+func (failedOp) Type() string { return "Failed" }
+func (failedOp) Infer([]*Node) (Shape, DType, error) {
+	return nil, Invalid, errors.New("a failed node has no value")
+}
+func (failedOp) Bind(*Binding) (Kernel, error) { return nil, errors.New("a failed node has no value") }
+
 // Input adds a node whose value is fed to the program at run time.
 func (g *Graph) Input(name string, dt DType, shape ...int) *Node {
 	return g.leaf(inputOp{dt: dt, shape: Shape(shape).Clone()}, name)

@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -287,3 +288,18 @@ func TestDropoutTrainVersusEval(t *testing.T) {
 	require.NoError(t, again.Run())
 	require.Equal(t, first, again.Float32(y))
 }
+
+// TestFailedNode: a node from Failed carries its one error; ops applied
+// to it add none, and it prints and compiles without a panic.
+func TestFailedNode(t *testing.T) {
+	g := graph.New()
+	f := g.Failed(errTest)
+	y := ops.ReLU(ops.Add(f, g.Input("x", graph.Float32, 2)))
+	require.Equal(t, errTest.Error(), g.Err().Error())
+	require.Contains(t, f.String(), "Failed")
+	require.Equal(t, graph.Invalid, y.DType())
+	_, err := graph.Compile(g, graph.NewStore(), graph.Options{}, y)
+	require.ErrorIs(t, err, errTest)
+}
+
+var errTest = errors.New("the builder's own error")

@@ -44,8 +44,7 @@ func NewCausalSelfAttention(b *Builder, name string, embd, heads int, dropout Dr
 func (a *CausalSelfAttention) Forward(x *graph.Node) *graph.Node {
 	s := x.Shape()
 	if len(s) != 3 {
-		x.Graph().Fail(fmt.Errorf("nn: attention %q: input %q has shape %v, want [B T C]", a.Name, x.Name(), s))
-		return ops.Reshape(x, -1) // records nothing new; the graph already has the error
+		return x.Graph().Failed(fmt.Errorf("nn: attention %q: input %q has shape %v, want [B T C]", a.Name, x.Name(), s))
 	}
 	bsz, t, c := s[0], s[1], s[2]
 	h, d := a.Heads, c/a.Heads

@@ -196,8 +196,7 @@ func (l *LlamaLayer) Forward(x *graph.Node) *graph.Node {
 func (m *Llama) Forward(ids *graph.Node) *graph.Node {
 	g := ids.Graph()
 	if s := ids.Shape(); len(s) != 2 || s[1] > m.Config.MaxPositionEmbeddings {
-		g.Fail(fmt.Errorf("nn: Llama: ids %q have shape %v, want [B T] with T ≤ max_position_embeddings %d", ids.Name(), s, m.Config.MaxPositionEmbeddings))
-		return ids
+		return g.Failed(fmt.Errorf("nn: Llama: ids %q have shape %v, want [B T] with T ≤ max_position_embeddings %d", ids.Name(), s, m.Config.MaxPositionEmbeddings))
 	}
 	x := ops.Embedding("model.embed_tokens", m.Embed, ids)
 	for _, l := range m.Layers {

@@ -157,3 +157,17 @@ func TestLlamaDefaults(t *testing.T) {
 		require.Equal(t, 2, atts)
 	}
 }
+
+// TestLlamaContextTooLong: ids longer than max_position_embeddings give
+// one error naming the limit, and the loss built on the result adds none.
+func TestLlamaContextTooLong(t *testing.T) {
+	g := graph.New()
+	m, err := nn.NewLlama(nn.NewBuilder(g), tinyLlama(false))
+	require.NoError(t, err)
+	ids := g.Input("ids", graph.Int32, 1, 17)
+	loss := ops.CrossEntropy(ops.Reshape(m.Forward(ids), 17, 64), g.Input("labels", graph.Int32, 17))
+	require.NotNil(t, loss)
+	err = g.Err()
+	require.ErrorContains(t, err, "max_position_embeddings 16")
+	require.Equal(t, 1, strings.Count(err.Error(), "\n")+1, "one error: %v", err)
+}

@@ -105,7 +105,7 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	if err := g.Err(); err != nil {
 		return Report{}, fmt.Errorf("passes: convert linear: graph has errors: %w", err)
 	}
-	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend().String()},
+	c := &converter{g: g, store: store, cfg: cfg, reg: registryOf(g), report: &Report{Backend: cfg.Recipe.Backend().String(), Recipe: cfg.Recipe.Label()},
 		quant: map[quantKey]*graph.Node{}, rows: map[string]int{}, keptBy: map[string]string{}, deq: map[*graph.Node]*graph.Node{}}
 	nodes := g.Nodes()
 	c.linIdx = map[*graph.Node]int{}

@@ -75,8 +75,15 @@ type LayerReport struct {
 // Report is the outcome of a conversion, one entry per linear layer in
 // graph order.
 type Report struct {
+	// Backend names the pass or the recipe's backend: "te" (TE's
+	// recipes: delayed and current scaling, Float8BlockScaling, MXFP8,
+	// NVFP4), "ao", "msamp", "bf16"; "float32", "ln", "debug" or
+	// "autowrap" for the passes that convert no recipe.
 	Backend string
-	Layers  []LayerReport
+	// Recipe is the recipe's Label ("te/HYBRID", "block/E4M3/x1w2g1",
+	// "nvfp4/no-rht"); "" for passes that convert no recipe.
+	Recipe string
+	Layers []LayerReport
 	// Notes holds pass-level remarks (fusions, repeated application).
 	Notes []string
 	// Fusions records each fusion ConvertLN made, in order.
@@ -148,6 +155,8 @@ func (r Report) String() string {
 	}
 	if r.Backend == "" {
 		b.WriteString("no conversion (float32):\n")
+	} else if r.Recipe != "" && r.Recipe != r.Backend {
+		fmt.Fprintf(&b, "%s conversion (recipe %s, %s backend):\n", kind, r.Recipe, r.Backend)
 	} else {
 		fmt.Fprintf(&b, "%s conversion (%s backend):\n", kind, r.Backend)
 	}

@@ -40,4 +40,5 @@ func TestFloat32ReportIsEmpty(t *testing.T) {
 	require.NotContains(t, notes, "FP8 conversion")
 	require.Contains(t, notes, "no conversion (float32)")
 	require.Contains(t, passes.Report{Backend: "te"}.String(), "FP8 conversion (te backend)")
+	require.Contains(t, passes.Report{Backend: "te", Recipe: "block/E4M3/x1w2g1"}.String(), "FP8 conversion (recipe block/E4M3/x1w2g1, te backend)")
 }

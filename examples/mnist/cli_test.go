@@ -66,6 +66,7 @@ func TestCommandLines(t *testing.T) {
 		{Name: "unknown precision", Args: []string{"-precision", "fp16"}, Code: 1, Says: "-precision"},
 		{Name: "unknown recipe", Args: []string{"-recipe", "xx"}, Code: 1, Says: "-recipe"},
 		{Name: "msamp with fsdp", Args: []string{"-recipe", "msamp", "-fsdp", "2"}, Code: 1, Quick: true, Says: "-recipe msamp does not combine with -fsdp"},
+		{Name: "batch above examples", Args: []string{"-limit", "64", "-precision", "fp8"}, Code: 1, Says: "-batch 128 is larger than the 64 training examples (-limit)"},
 		{Name: "batch below ranks", Args: []string{"-fsdp", "3", "-batch", "2", "-recipe", "ao"}, Code: 1, Says: "-fsdp 3: the batch of 2 leaves ranks without rows"},
 		{Name: "diverging run", Args: []string{"-lr", "1e30", "-precision", "fp8"}, Quick: true, Code: 1, Says: "first non-finite gradient"},
 		{Name: "diverging dp run", Args: []string{"-lr", "1e30", "-precision", "fp32", "-dp", "2"}, Quick: true, Code: 1, Says: "the loss is"},

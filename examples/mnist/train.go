@@ -80,6 +80,9 @@ func (c config) model(rows int, training bool) (*train.Model, error) {
 // this process's rank of an MPI job) and evaluates it on the test set.
 func trainOne(cfg config, p precision.Config, set, test *mnist.Set) (*result, error) {
 	total := cfg.epochs * (set.Len() / cfg.Batch)
+	if set.Len() < cfg.Batch {
+		return nil, fmt.Errorf("-batch %d is larger than the %d training examples (-limit)", cfg.Batch, set.Len())
+	}
 	tc := train.Config{Model: cfg.model, DropLast: true, WeightDecay: cfg.weightDecay, DP: cfg.dp, FSDP: cfg.fsdp, EvalBatchSize: evalBatch,
 		Schedule: optim.WarmupCosine{Base: float32(cfg.LR), Min: float32(cfg.LR) / 50, Warmup: min(200, total/10), Total: total}}
 	run := train.Run{Steps: total, Eval: test, Hint: fmt.Sprintf("learning rate %g too high?", cfg.LR)}

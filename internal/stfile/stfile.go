@@ -23,6 +23,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 )
 
 // MaxHeader is the largest header Parse accepts (100 MB, as the
@@ -95,6 +96,37 @@ type headerEntry struct {
 	DataOffsets []int64 `json:"data_offsets"`
 }
 
+// tensorEntry checks that a header entry has a tensor's keys (dtype,
+// shape, data_offsets) and no others, naming what it has instead: a
+// corrupted header (a damaged "__metadata__" name, say) shows up here.
+func tensorEntry(v json.RawMessage) error {
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(v, &keys); err != nil {
+		return fmt.Errorf("not a tensor (a tensor is an object with dtype, shape and data_offsets): %v", err)
+	}
+	var got, missing []string
+	for k := range keys {
+		got = append(got, k)
+	}
+	sort.Strings(got)
+	for _, k := range []string{"dtype", "shape", "data_offsets"} {
+		if _, ok := keys[k]; !ok {
+			missing = append(missing, k)
+		}
+	}
+	for _, k := range got {
+		switch k {
+		case "dtype", "shape", "data_offsets":
+		default:
+			return fmt.Errorf("not a tensor: it has key %q (keys %s; a tensor has dtype, shape and data_offsets): the header is corrupted or not safetensors", k, strings.Join(got, ", "))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("not a tensor: no %s (keys %s): the header is corrupted or not safetensors", strings.Join(missing, ", "), strings.Join(got, ", "))
+	}
+	return nil
+}
+
 // Parse parses a whole file's bytes; path is used in errors only. The
 // tensors' Data alias data.
 func Parse(path string, data []byte) (*File, error) {
@@ -122,12 +154,21 @@ func Parse(path string, data []byte) (*File, error) {
 		name       string
 	}
 	var spans []span
-	for name, v := range raw {
+	names := make([]string, 0, len(raw))
+	for name := range raw {
+		names = append(names, name)
+	}
+	sort.Strings(names) // the first bad entry by name, the same on every run
+	for _, name := range names {
+		v := raw[name]
 		if name == "__metadata__" {
 			if err := json.Unmarshal(v, &f.Metadata); err != nil {
 				return nil, bad("__metadata__ is not a map of strings: %v", err)
 			}
 			continue
+		}
+		if err := tensorEntry(v); err != nil {
+			return nil, bad("entry %q: %v", name, err)
 		}
 		var e headerEntry
 		dec := json.NewDecoder(bytes.NewReader(v))

@@ -109,7 +109,10 @@ func TestHostileFiles(t *testing.T) {
 		{"overlap", header(`{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}}`, 3), "overlaps"},
 		{"hole", header(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}`, 2), "belong to no tensor"},
 		{"tail", header(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 2), "belong to no tensor"},
-		{"extra field", header(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}`, 1), "unknown field"},
+		{"extra field", header(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":1}}`, 1), `entry "a": not a tensor: it has key "x"`},
+		{"damaged metadata name", header(`{"__metadata#_":{"format":"pt"},"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}`, 1), `entry "__metadata#_": not a tensor: it has key "format"`},
+		{"missing shape", header(`{"a":{"dtype":"U8","data_offsets":[0,1]}}`, 1), `entry "a": not a tensor: no shape`},
+		{"entry not an object", header(`{"a":[1,2]}`, 1), `entry "a": not a tensor`},
 		{"offsets", header(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0]}}`, 1), "data_offsets"},
 		{"metadata", header(`{"__metadata__":{"a":1}}`, 0), "__metadata__"},
 	}
