@@ -312,3 +312,23 @@ func TestParallelRunsStopOnNaN(t *testing.T) {
 	cfg.given, cfg.dp, cfg.StopAfter = nil, 2, 3
 	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-stop-after does not combine with -dp")
 }
+
+// TestAmaxAllReduceBytes: a data-parallel TE delayed-scaling run reports
+// its amax all-reduce, 4 bytes for each of the converted layers' three
+// casts (input, weight, output gradient); with reduce_amax off, none.
+func TestAmaxAllReduceBytes(t *testing.T) {
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", FP8Format: "HYBRID"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, limit: 256, dp: 2}
+	for _, reduce := range []bool{true, false} {
+		cfg.Precision.ReduceAmax = &reduce
+		var out bytes.Buffer
+		require.NoError(t, run(cfg, &out))
+		var s map[string]any
+		require.NoError(t, output.DecodeLast(out.String(), &s))
+		require.Equal(t, []any{"mlp.fc1", "mlp.fc2"}, s["converted_layers"])
+		if reduce {
+			require.Equal(t, float64(2*3*4), s["amax_allreduce_bytes_per_step"])
+		} else {
+			require.NotContains(t, s, "amax_allreduce_bytes_per_step")
+		}
+	}
+}

@@ -53,6 +53,9 @@ func (r *result) fields() map[string]any {
 	if r.AllGatherBytes > 0 {
 		f["allgather_bytes_per_step"], f["fp8_allgather_bytes_per_step"] = r.AllGatherBytes, r.Float8AllGatherBytes
 	}
+	if r.AmaxAllReduceBytes > 0 {
+		f["amax_allreduce_bytes_per_step"] = r.AmaxAllReduceBytes
+	}
 	return f
 }
 
