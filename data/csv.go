@@ -499,7 +499,7 @@ func FitStandardizer(ds Dataset, field string) (Standardizer, error) {
 	if err := each(func(v []float32) {
 		for j, x := range v {
 			d := float64(x) - sum[j]
-			ss[j] += d * d
+			ss[j] += float64(d * d)
 		}
 	}); err != nil {
 		return Standardizer{}, err
@@ -567,7 +567,7 @@ func (s Standardizer) Invert(row []float32) error {
 		return err
 	}
 	for j := range row {
-		row[j] = row[j]*s.Std[j] + s.Mean[j]
+		row[j] = float32(row[j]*s.Std[j]) + s.Mean[j]
 	}
 	return nil
 }

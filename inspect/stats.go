@@ -34,7 +34,7 @@ func (p *Partial) AddTensor(x []float32) {
 		p.N++
 		p.Min, p.Max = math.Min(p.Min, v), math.Max(p.Max, v)
 		p.Sum += v
-		p.Sq += v * v
+		p.Sq += float64(v * v)
 		a := math.Abs(v)
 		p.L1 += a
 		p.Amax = math.Max(p.Amax, a)
@@ -63,7 +63,7 @@ func (p *Partial) AddCast(x, dq float32, saturated bool) {
 		p.Over++
 	}
 	d := float64(dq) - float64(x)
-	p.SqErr += d * d
+	p.SqErr += float64(d * d)
 }
 
 // Scale records one of an FP8 tensor's inverse scales.
@@ -127,7 +127,7 @@ func (p *Partial) TensorStats(names []string, out []float64) {
 				continue
 			}
 			mean := p.Sum / p.N
-			out[i] = math.Sqrt(math.Max(0, (p.Sq-p.N*mean*mean)/(p.N-1)))
+			out[i] = math.Sqrt(math.Max(0, (p.Sq-float64(p.N*mean*mean))/(p.N-1)))
 		case "l1_norm":
 			out[i] = p.L1
 		case "l2_norm":

@@ -193,7 +193,7 @@ func (o unaryGradOp) rows() func(x, dy, dx []float32) {
 		k = func(x, dy, dx []float32) {
 			dy, dx = dy[:len(x)], dx[:len(x)]
 			for i, y := range x {
-				dx[i] = dy[i] * (1 - y*y)
+				dx[i] = dy[i] * (1 - float32(y*y))
 			}
 		}
 	}

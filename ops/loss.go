@@ -222,7 +222,7 @@ func (o lossOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 				}
 				s += o.value(float64(x[j]), tv)
 			}
-			total += w * s
+			total += float64(w * s)
 		}
 		totals[part] = total
 	})

@@ -112,13 +112,13 @@ func (o softmaxGradOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 					sum += g
 				}
 				for i, v := range yr {
-					xr[i] = gr[i] - kernels.Exp32(v)*sum
+					xr[i] = gr[i] - float32(kernels.Exp32(v)*sum)
 				}
 				continue
 			}
 			var dot float32
 			for i, v := range yr {
-				dot += v * gr[i]
+				dot += float32(v * gr[i])
 			}
 			for i, v := range yr {
 				xr[i] = v * (gr[i] - dot)

@@ -114,18 +114,18 @@ func sumSquares(x []float32) float64 {
 	i := 0
 	for ; i+8 <= len(x); i += 8 {
 		v := x[i : i+8 : i+8]
-		a0 += float64(v[0]) * float64(v[0])
-		a1 += float64(v[1]) * float64(v[1])
-		a2 += float64(v[2]) * float64(v[2])
-		a3 += float64(v[3]) * float64(v[3])
-		a4 += float64(v[4]) * float64(v[4])
-		a5 += float64(v[5]) * float64(v[5])
-		a6 += float64(v[6]) * float64(v[6])
-		a7 += float64(v[7]) * float64(v[7])
+		a0 += float64(float64(v[0]) * float64(v[0]))
+		a1 += float64(float64(v[1]) * float64(v[1]))
+		a2 += float64(float64(v[2]) * float64(v[2]))
+		a3 += float64(float64(v[3]) * float64(v[3]))
+		a4 += float64(float64(v[4]) * float64(v[4]))
+		a5 += float64(float64(v[5]) * float64(v[5]))
+		a6 += float64(float64(v[6]) * float64(v[6]))
+		a7 += float64(float64(v[7]) * float64(v[7]))
 	}
 	t := ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 	for _, v := range x[i:] {
-		t += float64(v) * float64(v)
+		t += float64(float64(v) * float64(v))
 	}
 	return t
 }

@@ -122,9 +122,9 @@ func (o *SGD) update(k, parts int) {
 			for i := range w {
 				d := g[i]
 				if p.Decay {
-					d += wd * w[i]
+					d += float32(wd * w[i])
 				}
-				w[i] -= lr * d
+				w[i] -= float32(lr * d)
 			}
 			continue
 		}
@@ -133,19 +133,19 @@ func (o *SGD) update(k, parts int) {
 		for i := range w {
 			d := g[i]
 			if p.Decay {
-				d += wd * w[i]
+				d += float32(wd * w[i])
 			}
 			if first {
 				b[i] = d
 			} else {
-				b[i] = mu*b[i] + damp*d
+				b[i] = float32(mu*b[i]) + float32(damp*d)
 			}
 			if o.Nesterov {
-				d += mu * b[i]
+				d += float32(mu * b[i])
 			} else {
 				d = b[i]
 			}
-			w[i] -= lr * d
+			w[i] -= float32(lr * d)
 		}
 	}
 }
@@ -226,7 +226,7 @@ func adamConsts(beta1, beta2, eps, step, bc2s, lr, wd float32, decay, decoupled 
 	c := kernels.AdamConsts{0, 1, beta1, 1 - beta1, beta2, 1 - beta2, step, bc2s, eps}
 	if decay && wd != 0 {
 		if decoupled {
-			c[1] = 1 - lr*wd
+			c[1] = 1 - float32(lr*wd)
 		} else {
 			c[0] = wd
 		}

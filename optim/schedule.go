@@ -36,7 +36,7 @@ func (s WarmupCosine) LR(step int) float32 {
 	p := float64(step-s.Warmup) / float64(s.Total-s.Warmup)
 	// kernels.Cos64: the same bits on every machine (math.Cos's differ
 	// between amd64 and arm64 in the last bit).
-	return s.Min + float32(0.5*(1+kernels.Cos64(float64(math.Pi*p))))*(s.Base-s.Min)
+	return s.Min + float32(float32(0.5*(1+kernels.Cos64(float64(math.Pi*p))))*(s.Base-s.Min))
 }
 
 // StepDecay multiplies Base by Gamma every Every steps.

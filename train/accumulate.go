@@ -50,7 +50,7 @@ func (a *accumulator) addShare(k, parts int) {
 			continue
 		}
 		for j := range d {
-			d[j] += w * g[j]
+			d[j] += float32(w * g[j])
 		}
 	}
 }

@@ -192,7 +192,7 @@ func (e *evaluator) run(ds data.Dataset, step int) (*Eval, error) {
 			if err != nil {
 				return nil, err
 			}
-			lossSum += float64(l) * float64(b.Rows)
+			lossSum += float64(float64(l) * float64(b.Rows))
 			meanSum += float64(l)
 		}
 		if target >= 0 {
@@ -257,11 +257,11 @@ func (r *regression) add(pred, y []float32, rows, size int) {
 	for i := range rows * cols {
 		j := i % cols
 		d := float64(pred[i]) - float64(y[i])
-		r.sse += d * d
-		r.sseColumn[j] += d * d
+		r.sse += float64(d * d)
+		r.sseColumn[j] += float64(d * d)
 		v := float64(y[i]) - r.shift[j]
 		r.sum[j] += v
-		r.sq[j] += v * v
+		r.sq[j] += float64(v * v)
 	}
 	r.n += rows * cols
 	r.rows += rows

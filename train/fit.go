@@ -474,7 +474,7 @@ func (rr *rankRun) step(step int) error {
 			lossSum, rowsSum = float64(loss), 1
 		} else {
 			r.accum.add(float32(b.GlobalRows), micro == 0)
-			lossSum += float64(b.GlobalRows) * float64(loss)
+			lossSum += float64(float64(b.GlobalRows) * float64(loss))
 			rowsSum += b.GlobalRows
 		}
 		busy += time.Since(start)

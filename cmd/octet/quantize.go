@@ -358,7 +358,7 @@ func stats(x, dq []float32, zeroCodes int) (mse, under float64, lost int) {
 			continue
 		}
 		d := float64(dq[i]) - float64(v)
-		mse += d * d
+		mse += float64(d * d)
 		n++
 	}
 	if n > 0 {

@@ -83,8 +83,8 @@ func (c *config) validate() error {
 	// sized buffers per block and token.
 	e, t := float64(c.embd), float64(c.block)
 	params := float64(c.layers) * 12 * e * e
-	acts := float64(c.layers) * float64(c.Batch) * t * (float64(c.heads)*t*3 + 20*e)
-	ch.CheckMemory(fmt.Sprintf("the model (%d layers, width %d, context %d)", c.layers, c.embd, c.block), 16*params+4*acts)
+	acts := float64(c.layers) * float64(c.Batch) * t * (float64(c.heads)*t*3 + 20*e)                                        // fused: an estimate
+	ch.CheckMemory(fmt.Sprintf("the model (%d layers, width %d, context %d)", c.layers, c.embd, c.block), 16*params+4*acts) // fused: an estimate
 	return ch.Err()
 }
 

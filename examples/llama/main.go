@@ -187,9 +187,9 @@ func (c *config) validate() error {
 	m := c.model
 	e, f, t := float64(m.HiddenSize), float64(m.IntermediateSize), float64(c.block)
 	vocab := float64(max(m.VocabSize, 50304))
-	params := float64(m.NumHiddenLayers)*(4*e*e+3*e*f) + 2*vocab*e
-	acts := float64(c.Batch) * t * (float64(m.NumHiddenLayers)*(12*e+4*f) + 2*vocab)
-	ch.CheckMemory(fmt.Sprintf("the model (%d layers, width %d, context %d)", m.NumHiddenLayers, m.HiddenSize, c.block), 16*params+4*acts)
+	params := float64(m.NumHiddenLayers)*(4*e*e+3*e*f) + 2*vocab*e                                                                         // fused: an estimate
+	acts := float64(c.Batch) * t * (float64(m.NumHiddenLayers)*(12*e+4*f) + 2*vocab)                                                       // fused: an estimate
+	ch.CheckMemory(fmt.Sprintf("the model (%d layers, width %d, context %d)", m.NumHiddenLayers, m.HiddenSize, c.block), 16*params+4*acts) // fused: an estimate
 	return ch.Err()
 }
 

@@ -91,10 +91,10 @@ func (c *config) validate() error {
 	sizes := c.sizes()
 	var params, acts float64
 	for i := 0; i+1 < len(sizes); i++ {
-		params += float64(sizes[i]+1) * float64(sizes[i+1])
+		params += float64(sizes[i]+1) * float64(sizes[i+1]) // fused: an estimate
 		acts += float64(sizes[i+1])
 	}
-	ch.CheckMemory(fmt.Sprintf("the model (-hidden %v: %.3g parameters)", c.hidden, params), 16*params+4*4*acts*float64(max(c.Batch, evalBatch)))
+	ch.CheckMemory(fmt.Sprintf("the model (-hidden %v: %.3g parameters)", c.hidden, params), 16*params+4*4*acts*float64(max(c.Batch, evalBatch))) // fused: an estimate
 	return ch.Err()
 }
 

@@ -41,9 +41,11 @@ func spirals(rng *rand.Rand, n int) ([]float32, []int32) {
 	for i := 0; i < n; i++ {
 		c := int32(rng.IntN(2))
 		r := rng.Float64()
-		a := 2*math.Pi*r + math.Pi*float64(c)
-		x[2*i] = float32(r*math.Cos(a) + 0.02*rng.NormFloat64())
-		x[2*i+1] = float32(r*math.Sin(a) + 0.02*rng.NormFloat64())
+		// float64(…) around a product rounds it, so that no machine fuses
+		// it into the add that follows (arm64 does, amd64 does not).
+		a := float64(2*math.Pi*r) + float64(math.Pi*float64(c))
+		x[2*i] = float32(float64(r*math.Cos(a)) + float64(0.02*rng.NormFloat64()))
+		x[2*i+1] = float32(float64(r*math.Sin(a)) + float64(0.02*rng.NormFloat64()))
 		y[i] = c
 	}
 	return x, y
@@ -80,7 +82,7 @@ func run(steps, batch, hidden int, lr float32, seed uint64, dump bool, dotFile s
 		if n.Shape().Rank() == 2 { // Xavier-uniform weights, zero biases
 			lim := math.Sqrt(6 / float64(n.Shape()[0]+n.Shape()[1]))
 			for i := range v {
-				v[i] = float32((2*rng.Float64() - 1) * lim)
+				v[i] = float32((2*rng.Float64() - 1) * lim) // fused: exact (k·2⁻⁵³·2 − 1)
 			}
 		}
 	}); err != nil {
@@ -130,9 +132,9 @@ func run(steps, batch, hidden int, lr float32, seed uint64, dump bool, dotFile s
 		}
 		for i, p := range params { // SGD with momentum 0.9
 			w, dw, v := store.Float32(p.Name()), train.Float32(grads[i]), velocity[i]
-			for j := range w {
-				v[j] = 0.9*v[j] + dw[j]
-				w[j] -= lr * v[j]
+			for j := range w { // float32(…): the same bits on every machine (see spirals)
+				v[j] = float32(0.9*v[j]) + dw[j]
+				w[j] -= float32(lr * v[j])
 			}
 		}
 		if step%(steps/10) == 0 || step == 1 {

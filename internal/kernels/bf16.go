@@ -44,7 +44,7 @@ func dazF32(h uint16) float64 {
 // of its sign. a·b (two bf16 values) is exact in float64, and the sum of
 // it and a float32 rounds correctly through float64 (see bf16KernelRef).
 func fmaFTZ(acc float32, a, b float64) float32 {
-	r := float32(a*b + float64(acc))
+	r := float32(a*b + float64(acc)) // fused: a·b is exact, so fused or not gives these bits
 	if b := math.Float32bits(r); b&0x7F800000 == 0 {
 		return math.Float32frombits(b & 0x80000000)
 	}

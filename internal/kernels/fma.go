@@ -19,7 +19,7 @@ import "math"
 func fma32Emulated(a, b, c float32) float32 {
 	// (The product is exact, so whether the compiler fuses this
 	// multiply-add in float64 makes no difference.)
-	s := float64(a)*float64(b) + float64(c)
+	s := float64(a)*float64(b) + float64(c) // fused: the product is exact
 	if roundsTwice(s) {
 		return fma32Slow(float64(a)*float64(b), float64(c), s)
 	}

@@ -8,4 +8,4 @@ package kernels
 // where the caller's c is itself a product, as in fma32(x, y, u*v),
 // the compiler could otherwise fuse u*v instead of a*b. TestFMA32, run
 // for arm64 under qemu in CI, checks both against math/big.
-func fma32(a, b, c float32) float32 { return a*b + float32(c) }
+func fma32(a, b, c float32) float32 { return a*b + float32(c) } // fused: on purpose

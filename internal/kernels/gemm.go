@@ -317,12 +317,13 @@ const packCost = 40
 func splitByColumns(m, n, k, parts, mr, nr int) bool {
 	rows, cols := roundUp((m+parts-1)/parts, mr), roundUp((n+parts-1)/parts, nr)
 	rows, cols = min(rows, m), min(cols, n)
-	byRows := 2*float64(rows)*float64(n)*float64(k) + packCost*(float64(rows)*float64(k)+float64(k)*float64(n))
+	// (Integer-valued products below 2^53: exact, fused or not.)
+	byRows := 2*float64(rows)*float64(n)*float64(k) + packCost*(float64(rows)*float64(k)+float64(k)*float64(n)) // fused: exact
 	packA := float64(m) * float64(k)
 	if m*k <= maxSharedA {
 		packA /= float64(parts)
 	}
-	byCols := 2*float64(m)*float64(cols)*float64(k) + packCost*(packA+float64(k)*float64(cols))
+	byCols := 2*float64(m)*float64(cols)*float64(k) + packCost*(packA+float64(k)*float64(cols)) // fused: exact
 	return byCols < byRows
 }
 
