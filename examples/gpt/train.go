@@ -38,7 +38,7 @@ func (r *result) fields() map[string]any {
 	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
 		"tokens_per_s": r.tokensPerS, "ms_per_iter": r.MsPerStep(), "params": r.params, "converted_layers": conv,
 		"optimizer_state_bytes_per_param": r.Memory.StateBytes, "recipe_settings": r.Settings,
-		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran()}
+		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran(), "sample": r.sample}
 }
 
 // model builds the GPT for a batch of sequences (its loss serves training

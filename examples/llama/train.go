@@ -121,7 +121,7 @@ func (r *result) fields() map[string]any {
 	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
 		"tokens_per_s": r.tokensPerS, "ms_per_iter": r.MsPerStep(), "params": r.params, "converted_layers": conv,
 		"optimizer_state_bytes_per_param": r.Memory.StateBytes, "recipe_settings": r.Settings,
-		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran(), "exported": r.exported,
+		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran(), "sample": r.sample, "exported": r.exported,
 		"exported_fp8": r.exportedFP8, "exported_fp8_val_loss": r.exportedValLoss}
 }
 

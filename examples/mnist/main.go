@@ -37,6 +37,7 @@ type config struct {
 	weightDecay float64
 	dataDir     string
 	limit       int // use only the first limit training examples (0: all)
+	testLimit   int // evaluate on the first testLimit test examples only (0: all; tests)
 	progress    bool
 	dp, fsdp    int
 	// mpi is set by -fsdp mpi: this process is one rank of an MPI job.
@@ -167,6 +168,9 @@ func run(cfg config, w io.Writer) error {
 	}
 	if cfg.limit > 0 {
 		set = set.Subset(cfg.limit)
+	}
+	if cfg.testLimit > 0 {
+		test = test.Subset(cfg.testLimit)
 	}
 	finishReport, err := report.Start(&cfg.Debug, &cfg.FP8Log, cfg.Report)
 	if err != nil {

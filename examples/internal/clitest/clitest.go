@@ -44,6 +44,12 @@ type Result struct {
 	Dir string
 }
 
+// ExecWrapperEnv names a variable holding a command (with its
+// arguments, space-separated) that runs the program instead of the
+// system: "qemu-aarch64-static -cpu max" when the test binary was built
+// for another architecture and runs under qemu.
+const ExecWrapperEnv = "OCTET_TEST_EXEC_WRAPPER"
+
 // Run runs the program with args and the environment of the test minus
 // every OCTET_* variable, plus env (KEY=VALUE), in a new empty working
 // directory.
@@ -55,6 +61,9 @@ func Run(t *testing.T, env []string, args ...string) Result {
 	}
 	res := Result{Dir: t.TempDir()}
 	cmd := exec.Command(exe)
+	if w := strings.Fields(os.Getenv(ExecWrapperEnv)); len(w) > 0 {
+		cmd = exec.Command(w[0], append(w[1:], exe)...)
+	}
 	cmd.Dir = res.Dir
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "OCTET_") {
