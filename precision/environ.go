@@ -20,6 +20,7 @@ var OtherEnvVars = []string{
 	"OCTET_LEAK",
 	"OCTET_TRAIN_KILL_DIR",
 	"OCTET_CLITEST_ARGS",
+	"OCTET_TEST_EXEC_WRAPPER", // the examples' tests under qemu
 }
 
 // accelFP8Prefix begins the FP8 variables of Accelerate's launcher.

@@ -214,3 +214,51 @@ func TestFloat32RunChecksTheRecipe(t *testing.T) {
 	require.NoError(t, p.resolve(env("OCTET_FP8_MARGIN", "2")))
 	require.Len(t, p.Warnings(), 1)
 }
+
+// TestErrorsNameTheirSources: a refused recipe names the sources of the
+// settings it refuses from the recipe's typed error, not from its text:
+// the margin too large for E5M2 names the format's variable although
+// the message names the format only as "E5M2", and a setting the
+// message happens to contain is not blamed when the error is not about
+// it.
+func TestErrorsNameTheirSources(t *testing.T) {
+	p := Config{MixedPrecision: "fp8"}
+	err := p.resolve(env("OCTET_FP8_FORMAT", "E5M2", "OCTET_FP8_MARGIN", "40"))
+	if err == nil {
+		_, err = p.FP8Recipe()
+	}
+	require.ErrorContains(t, err, "margin from OCTET_FP8_MARGIN=40, fp8_format from OCTET_FP8_FORMAT=E5M2")
+	var se *recipe.SettingError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, []string{"margin", "fp8_format"}, se.Settings)
+
+	p = Config{MixedPrecision: "fp8", Backend: "block"}
+	err = p.resolve(env("OCTET_FP8_X_BLOCK_SCALING_DIM", "2", "OCTET_FP8_W_BLOCK_SCALING_DIM", "2", "OCTET_FP8_FORMAT", "E4M3"))
+	if err == nil {
+		_, err = p.FP8Recipe()
+	}
+	require.ErrorContains(t, err, "x_block_scaling_dim from OCTET_FP8_X_BLOCK_SCALING_DIM=2, w_block_scaling_dim from OCTET_FP8_W_BLOCK_SCALING_DIM=2")
+	require.NotContains(t, err.Error(), "fp8_format from")
+}
+
+// TestRecipeSettingErrors: each recipe refusal names its settings as a
+// recipe.SettingError.
+func TestRecipeSettingErrors(t *testing.T) {
+	for _, c := range []struct {
+		r    recipe.Recipe
+		want []string
+	}{
+		{recipe.TE{Margin: -1}, []string{"margin"}},
+		{recipe.TE{Interval: -1}, []string{"interval"}},
+		{recipe.TE{AmaxHistoryLen: recipe.MaxAmaxHistoryLen + 1}, []string{"amax_history_len"}},
+		{recipe.TE{UseMXFP8BlockScaling: true, AmaxHistoryLen: 4}, []string{"amax_history_len", "amax_compute_algo", "use_mxfp8_block_scaling"}},
+		{recipe.Float8Block{WBlockDim: 5}, []string{"w_block_scaling_dim"}},
+		{recipe.Float8Block{XBlockDim: 2, WBlockDim: 2}, []string{"x_block_scaling_dim", "w_block_scaling_dim"}},
+		{recipe.NVFP4{KeepLast: -1}, []string{"keep_first", "keep_last"}},
+		{recipe.MSAMP{OptLevel: "O3"}, []string{"opt_level"}},
+	} {
+		var se *recipe.SettingError
+		require.ErrorAs(t, c.r.Validate(), &se, "%+v", c.r)
+		require.Equal(t, c.want, se.Settings, "%+v", c.r)
+	}
+}

@@ -3,6 +3,7 @@ package precision
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/octetml/octet/fp8"
@@ -307,17 +308,17 @@ func (p *Config) teRecipe() (recipe.Recipe, error) {
 		r.Format = f
 	}
 	if p.CalibrationSteps > 0 && p.UseMXFP8BlockScaling {
-		return nil, p.blame(fmt.Errorf("recipe: TE recipe: calibration_steps %d: MXFP8 block scaling has no amax history to calibrate; unset it or set use_mxfp8_block_scaling=false", p.CalibrationSteps))
+		return nil, p.blame(fmt.Errorf("recipe: TE recipe: calibration_steps %d: MXFP8 block scaling has no amax history to calibrate; unset it or set use_mxfp8_block_scaling=false", p.CalibrationSteps), "calibration_steps", "use_mxfp8_block_scaling")
 	}
 	if p.AmaxComputeAlgo != "" && p.UseMXFP8BlockScaling {
 		// Given at all, even as the default, it was meant for delayed
 		// scaling, which MXFP8 replaces.
-		return nil, p.blame(fmt.Errorf("recipe: TE recipe: amax_compute_algo %q does not apply to MXFP8 block scaling; unset it or set use_mxfp8_block_scaling=false", p.AmaxComputeAlgo))
+		return nil, p.blame(fmt.Errorf("recipe: TE recipe: amax_compute_algo %q does not apply to MXFP8 block scaling; unset it or set use_mxfp8_block_scaling=false", p.AmaxComputeAlgo), "amax_compute_algo", "use_mxfp8_block_scaling")
 	}
 	if p.AmaxComputeAlgo != "" {
 		a, err := fp8.ParseAmaxAlgo(p.AmaxComputeAlgo)
 		if err != nil {
-			return nil, p.blame(err)
+			return nil, p.blame(err, "amax_compute_algo")
 		}
 		r.AmaxComputeAlgo = a
 	}
@@ -326,7 +327,7 @@ func (p *Config) teRecipe() (recipe.Recipe, error) {
 	case "ocp_floor":
 		r.MXFP8Rule = fp8.ExpOCPFloor
 	default:
-		return nil, p.blame(fmt.Errorf("fp8: mxfp8_rule %q, want round_up or ocp_floor", p.MXFP8Rule))
+		return nil, p.blame(fmt.Errorf("fp8: mxfp8_rule %q, want round_up or ocp_floor", p.MXFP8Rule), "mxfp8_rule")
 	}
 	return r, nil
 }
@@ -359,14 +360,18 @@ func (p *Config) aoRecipe() (recipe.Recipe, error) {
 	return r, nil
 }
 
-// blame adds to a recipe's error the sources of the settings it names
-// ("margin 1000 ... (margin from OCTET_FP8_MARGIN=1000)").
-func (p *Config) blame(err error) error {
-	msg := err.Error()
+// blame adds to an error the sources of the settings it refuses: those
+// a recipe.SettingError names, and keys ("margin 1000 ... (margin from
+// OCTET_FP8_MARGIN=1000)"). A setting set only in Go needs no source.
+func (p *Config) blame(err error, keys ...string) error {
+	var se *recipe.SettingError
+	if errors.As(err, &se) {
+		keys = append(keys, se.Settings...)
+	}
 	var from []string
-	for _, s := range settings {
+	for _, s := range settings { // in the table's order, each once
 		src, ok := p.src[s.key]
-		if !ok || src.Kind == FromCode || !strings.Contains(msg, s.key) && !strings.Contains(msg, strings.ReplaceAll(s.key, "fp8_", "")) {
+		if !ok || src.Kind == FromCode || !slices.Contains(keys, s.key) {
 			continue
 		}
 		from = append(from, fmt.Sprintf("%s from %s", s.key, src.describe(p.raw[s.key])))

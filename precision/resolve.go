@@ -205,7 +205,7 @@ func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() [
 	}
 	m, err := p.mode()
 	if err != nil {
-		return p.blame(err)
+		return p.blame(err, "mixed_precision")
 	}
 	fp8Run := m != "no" && m != "bf16"
 	if !fp8Run {
@@ -220,7 +220,7 @@ func (p *Config) resolveEnv(lookup func(string) (string, bool), environ func() [
 	} else {
 		b, err := p.backend()
 		if err != nil {
-			return p.blame(err)
+			return p.blame(err, "backend")
 		}
 		if err := p.checkRecipeFlags(b); err != nil {
 			return err

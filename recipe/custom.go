@@ -75,7 +75,7 @@ func ParseBackwardOverride(s string) (BackwardOverride, error) {
 	case "dequantized":
 		return BackwardDequantized, nil
 	}
-	return 0, fmt.Errorf("recipe: backward override %q, want high_precision or dequantized", s)
+	return 0, refuse(on("backward_override"), "recipe: backward override %q, want high_precision or dequantized", s)
 }
 
 // WithBackward returns r with its backward GEMMs run as o says for every

@@ -1,6 +1,7 @@
 package recipe_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/octetml/octet/recipe"
@@ -24,4 +25,16 @@ func ExampleWithBackward() {
 	fmt.Println(r.Label(), p.Backward)
 	// Output:
 	// te/HYBRID/backward=dequantized dequantized
+}
+
+// A refused recipe names the settings at fault as a SettingError, by
+// the names Accelerate's fp8_config gives them.
+func ExampleSettingError() {
+	err := recipe.Float8Block{XBlockDim: 2, WBlockDim: 2}.Validate()
+	var se *recipe.SettingError
+	if errors.As(err, &se) {
+		fmt.Println(se.Settings)
+	}
+	// Output:
+	// [x_block_scaling_dim w_block_scaling_dim]
 }

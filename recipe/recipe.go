@@ -104,7 +104,7 @@ func ParseFormats(s string) (Formats, error) {
 	case "E5M2":
 		return AllE5M2, nil
 	}
-	return 0, fmt.Errorf("recipe: unknown fp8_format %q (want HYBRID, E4M3 or E5M2)", s)
+	return 0, refuse(on("fp8_format"), "recipe: unknown fp8_format %q (want HYBRID, E4M3 or E5M2)", s)
 }
 
 // Forward returns the format of forward tensors.
@@ -191,27 +191,27 @@ func (r TE) EffectiveInterval() int { return max(r.Interval, 1) }
 func (r TE) Validate() error {
 	switch {
 	case r.Margin < 0:
-		return fmt.Errorf("recipe: TE recipe: margin %d, want ≥ 0", r.Margin)
+		return refuse(on("margin"), "recipe: TE recipe: margin %d, want ≥ 0", r.Margin)
 	case r.Interval < 0:
-		return fmt.Errorf("recipe: TE recipe: interval %d, want ≥ 1", r.Interval)
+		return refuse(on("interval"), "recipe: TE recipe: interval %d, want ≥ 1", r.Interval)
 	case r.AmaxHistoryLen < 0:
-		return fmt.Errorf("recipe: TE recipe: amax_history_len %d, want ≥ 1", r.AmaxHistoryLen)
+		return refuse(on("amax_history_len"), "recipe: TE recipe: amax_history_len %d, want ≥ 1", r.AmaxHistoryLen)
 	case r.AmaxHistoryLen > MaxAmaxHistoryLen:
-		return fmt.Errorf("recipe: TE recipe: amax_history_len %d is above the maximum %d", r.AmaxHistoryLen, MaxAmaxHistoryLen)
+		return refuse(on("amax_history_len"), "recipe: TE recipe: amax_history_len %d is above the maximum %d", r.AmaxHistoryLen, MaxAmaxHistoryLen)
 	case r.Format > AllE5M2:
-		return fmt.Errorf("recipe: TE recipe: fp8_format %d, want HYBRID, E4M3 or E5M2", r.Format)
+		return refuse(on("fp8_format"), "recipe: TE recipe: fp8_format %d, want HYBRID, E4M3 or E5M2", r.Format)
 	case r.AmaxComputeAlgo > fp8.MaxAlgo:
-		return fmt.Errorf("recipe: TE recipe: amax_compute_algo %d, want max or most_recent", r.AmaxComputeAlgo)
+		return refuse(on("amax_compute_algo"), "recipe: TE recipe: amax_compute_algo %d, want max or most_recent", r.AmaxComputeAlgo)
 	case r.MXFP8Rule > fp8.ExpOCPFloor:
-		return fmt.Errorf("recipe: TE recipe: MXFP8 exponent rule %d, want round_up or ocp_floor", r.MXFP8Rule)
+		return refuse(on("mxfp8_rule"), "recipe: TE recipe: MXFP8 exponent rule %d, want round_up or ocp_floor", r.MXFP8Rule)
 	}
 	if r.UseMXFP8BlockScaling && (r.AmaxHistoryLen != 0 || r.AmaxComputeAlgo != fp8.MostRecent) {
-		return fmt.Errorf("recipe: TE recipe: amax_history_len and amax_compute_algo do not apply to MXFP8 block scaling; unset them or set use_mxfp8_block_scaling=false")
+		return refuse(on("amax_history_len", "amax_compute_algo", "use_mxfp8_block_scaling"), "recipe: TE recipe: amax_history_len and amax_compute_algo do not apply to MXFP8 block scaling; unset them or set use_mxfp8_block_scaling=false")
 	}
 	if !r.UseMXFP8BlockScaling {
 		for _, f := range []fp8.Format{r.Format.Forward(), r.Format.Backward()} {
 			if m := f.MaxMargin(); r.Margin > m {
-				return fmt.Errorf("recipe: TE recipe: margin %d divides every scale by 2^%d, which sends a tensor's largest value below %v's smallest subnormal (every cast would be zero); at most %d", r.Margin, r.Margin, f, m)
+				return refuse(on("margin", "fp8_format"), "recipe: TE recipe: margin %d divides every scale by 2^%d, which sends a tensor's largest value below %v's smallest subnormal (every cast would be zero); at most %d", r.Margin, r.Margin, f, m)
 			}
 		}
 	}
@@ -298,7 +298,7 @@ func NewAO(name string) (AO, error) {
 			PadInnerDim:             true}
 		return r, nil
 	}
-	return AO{}, fmt.Errorf("recipe: unknown AO recipe %q (want %s)", name, aoRecipeNamesHuman)
+	return AO{}, refuse(on("recipe_name"), "recipe: unknown AO recipe %q (want %s)", name, aoRecipeNamesHuman)
 }
 
 // fillDefaults makes the per-GEMM overrides equal to the tensors' casts.
@@ -335,7 +335,7 @@ func (r AO) Validate() error {
 		}
 	}
 	if r.EnableFSDPFloat8AllGather && (off(r.Weight) || r.Weight.Axiswise) {
-		return fmt.Errorf("recipe: AO recipe %q: enable_fsdp_float8_all_gather needs tensorwise FP8 weights (weight cast is %v); turn it off or use the tensorwise recipe", r.Name, r.Weight)
+		return refuse(on("enable_fsdp_float8_all_gather", "recipe_name"), "recipe: AO recipe %q: enable_fsdp_float8_all_gather needs tensorwise FP8 weights (weight cast is %v); turn it off or use the tensorwise recipe", r.Name, r.Weight)
 	}
 	return nil
 }
@@ -371,9 +371,9 @@ func (r MSAMP) Validate() error {
 	case "O1", "O2":
 		return nil
 	case "O3":
-		return fmt.Errorf("recipe: MS-AMP opt_level O3 (ZeRO with FP8 weights) exists only through DeepSpeed and Accelerate does not offer it; use O2, or FSDP with float8 all-gather for sharded FP8 weights")
+		return refuse(on("opt_level"), "recipe: MS-AMP opt_level O3 (ZeRO with FP8 weights) exists only through DeepSpeed and Accelerate does not offer it; use O2, or FSDP with float8 all-gather for sharded FP8 weights")
 	}
-	return fmt.Errorf("recipe: MS-AMP opt_level %q, want O1 or O2", r.OptLevel)
+	return refuse(on("opt_level"), "recipe: MS-AMP opt_level %q, want O1 or O2", r.OptLevel)
 }
 
 // Float8Block is Transformer Engine 2.x's Float8BlockScaling
@@ -454,7 +454,7 @@ func (r Float8Block) Validate() error {
 		v    int
 	}{{"x_block_scaling_dim", r.XBlockDim}, {"w_block_scaling_dim", r.WBlockDim}, {"grad_block_scaling_dim", r.GradBlockDim}} {
 		if d.v < 0 || d.v > 2 {
-			return fmt.Errorf("recipe: Float8BlockScaling recipe: %s %d, want 1 (1×128 blocks) or 2 (128×128 tiles)", d.name, d.v)
+			return refuse(on(d.name), "recipe: Float8BlockScaling recipe: %s %d, want 1 (1×128 blocks) or 2 (128×128 tiles)", d.name, d.v)
 		}
 	}
 	x, w, g := r.Dims()
@@ -464,11 +464,11 @@ func (r Float8Block) Validate() error {
 	}{{"fprop", "x_block_scaling_dim", "w_block_scaling_dim", x, w}, {"dgrad", "grad_block_scaling_dim", "w_block_scaling_dim", g, w},
 		{"wgrad", "grad_block_scaling_dim", "x_block_scaling_dim", g, x}} {
 		if p.da == 2 && p.db == 2 {
-			return fmt.Errorf("recipe: Float8BlockScaling recipe: %s and %s are both 2, so the %s GEMM would multiply two 128×128-tiled operands; make one of them 1", p.a, p.b, p.gemm)
+			return refuse(on(p.a, p.b), "recipe: Float8BlockScaling recipe: %s and %s are both 2, so the %s GEMM would multiply two 128×128-tiled operands; make one of them 1", p.a, p.b, p.gemm)
 		}
 	}
 	if !(r.AmaxEpsilon >= 0) || math.IsInf(float64(r.AmaxEpsilon), 0) {
-		return fmt.Errorf("recipe: Float8BlockScaling recipe: amax_epsilon %v, want a finite number ≥ 0", r.AmaxEpsilon)
+		return refuse(on("amax_epsilon"), "recipe: Float8BlockScaling recipe: amax_epsilon %v, want a finite number ≥ 0", r.AmaxEpsilon)
 	}
 	return nil
 }
@@ -482,9 +482,9 @@ func ParseFloat8BlockFormat(s string) (hybrid bool, err error) {
 	case "HYBRID":
 		return true, nil
 	case "E5M2":
-		return false, fmt.Errorf("recipe: Float8BlockScaling recipe: fp8_format E5M2 is refused (Transformer Engine's block scaling takes E4M3 or HYBRID)")
+		return false, refuse(on("fp8_format"), "recipe: Float8BlockScaling recipe: fp8_format E5M2 is refused (Transformer Engine's block scaling takes E4M3 or HYBRID)")
 	}
-	return false, fmt.Errorf("recipe: Float8BlockScaling recipe: unknown fp8_format %q (want E4M3 or HYBRID)", s)
+	return false, refuse(on("fp8_format"), "recipe: Float8BlockScaling recipe: unknown fp8_format %q (want E4M3 or HYBRID)", s)
 }
 
 // NVFP4 is Transformer Engine 2.x's NVFP4BlockScaling recipe: every
@@ -519,7 +519,7 @@ func (NVFP4) Backend() fp8.Backend { return fp8.BackendTE }
 // Validate reports settings that cannot work, naming the field.
 func (r NVFP4) Validate() error {
 	if r.KeepFirst < 0 || r.KeepLast < 0 {
-		return fmt.Errorf("recipe: NVFP4 recipe: keep_first %d and keep_last %d, want ≥ 0", r.KeepFirst, r.KeepLast)
+		return refuse(on("keep_first", "keep_last"), "recipe: NVFP4 recipe: keep_first %d and keep_last %d, want ≥ 0", r.KeepFirst, r.KeepLast)
 	}
 	return nil
 }
