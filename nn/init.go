@@ -2,10 +2,9 @@
 // names ("mlp.fc1"), their seeded initialisers, and a Builder that
 // collects a model's parameters; two whole models, GPT (GPT-2's
 // architecture) and Llama (RMSNorm, SwiGLU, rotary embeddings,
-// grouped-query attention, under Hugging Face's parameter names); and
-// Hugging Face's transformers layout in and out (config.json and
-// model.safetensors: ReadLlamaConfigHF, Llama.LoadHF, Llama.SaveHF, and
-// GPT-2's).
+// grouped-query attention, under Hugging Face's parameter names).
+// Package hf reads and writes them in Hugging Face's transformers
+// layout.
 package nn
 
 import (

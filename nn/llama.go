@@ -65,6 +65,18 @@ func (c LlamaConfig) initRange() float64 {
 	return c.InitializerRange
 }
 
+// Resolved returns the configuration with its defaults written out, as
+// a config.json states them: num_key_value_heads (num_attention_heads
+// when 0), rms_norm_eps (1e-6), rope_theta (10000) and
+// initializer_range (0.02).
+func (c LlamaConfig) Resolved() LlamaConfig {
+	if c.NumKeyValueHeads == 0 {
+		c.NumKeyValueHeads = c.NumAttentionHeads
+	}
+	c.RMSNormEps, c.RopeTheta, c.InitializerRange = c.eps(), c.theta(), c.initRange()
+	return c
+}
+
 // Validate reports a configuration that cannot build, naming the key.
 func (c LlamaConfig) Validate() error {
 	bad := func(key string, format string, args ...any) error {
@@ -115,13 +127,19 @@ type LlamaLayer struct {
 	qkvName, mlpName string
 }
 
+// FusedNames returns the names of the layer's two fused linear nodes —
+// q, k and v's one GEMM ("model.layers.0.self_attn.qkv_proj") and gate
+// and up's ("model.layers.0.mlp.gate_up_proj") — under which the FP8
+// passes keep their scaling state.
+func (l *LlamaLayer) FusedNames() (qkv, gateUp string) { return l.qkvName, l.mlpName }
+
 // Llama is a Llama-style decoder (Hugging Face's LlamaForCausalLM):
 // token embeddings (model.embed_tokens), NumHiddenLayers layers
 // (model.layers.0 …), a final RMSNorm (model.norm) and an LM head
 // (lm_head, or the embeddings' transpose with TieWordEmbeddings).
 //
 // Its parameters have Hugging Face's fully qualified names, so a
-// checkpoint in the transformers layout loads by name (see LoadHF). Each
+// checkpoint in the transformers layout loads by name (see hf.LoadLlama). Each
 // layer runs its q, k and v projections as one GEMM (the three weights
 // stacked: the FP8 compiler sees one linear layer,
 // model.layers.i.self_attn.qkv_proj, whose input cast the RMSNorm

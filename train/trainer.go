@@ -87,7 +87,7 @@ type Config struct {
 	// Seed seeds the parameters, the data order and dropout.
 	Seed uint64
 	// Init, when set, gives parameters their first values (weights
-	// loaded from a file, say nn.Llama.LoadHF) in each rank's fresh store
+	// loaded from a file, say hf.LoadLlama) in each rank's fresh store
 	// before the model's initialisers draw the rest; an error stops New's
 	// caller before training. A resumed run's checkpoint replaces them.
 	Init func(store *graph.Store) error

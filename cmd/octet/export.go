@@ -14,62 +14,27 @@ import (
 
 	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/internal/stfile"
 	"github.com/octetml/octet/nn"
 )
 
-// hfModel is a model octet export can write: a Llama or a GPT-2.
+// hfModel is a model octet export can write (a Llama or a GPT-2) and
+// the builder it was built with.
 type hfModel struct {
-	kind    string
+	*hf.Model
 	builder *nn.Builder
-	save    func(dir string, store *graph.Store, e nn.HFExport) error
-	load    func(dir string, store *graph.Store) error
 }
 
 // modelFromConfig builds the model a Hugging Face config.json describes
 // (model_type llama or gpt2). path is a directory or a config.json.
 func modelFromConfig(path string) (*hfModel, error) {
-	dir := path
-	if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
-		if filepath.Base(path) != nn.HFConfigFile {
-			return nil, fmt.Errorf("%s: want a directory holding %s, or that file", path, nn.HFConfigFile)
-		}
-		dir = filepath.Dir(path)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, nn.HFConfigFile))
+	b := nn.NewBuilder(graph.New())
+	m, err := hf.NewModel(path, b)
 	if err != nil {
 		return nil, err
 	}
-	var head struct {
-		ModelType string `json:"model_type"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("%s: not a JSON object: %v", filepath.Join(dir, nn.HFConfigFile), err)
-	}
-	b := nn.NewBuilder(graph.New())
-	switch head.ModelType {
-	case "llama":
-		cfg, err := nn.ReadLlamaConfigHF(dir)
-		if err != nil {
-			return nil, err
-		}
-		m, err := nn.NewLlama(b, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return &hfModel{"llama", b, m.ExportHF, m.LoadHF}, nil
-	case "gpt2":
-		cfg, err := nn.ReadGPTConfigHF(dir)
-		if err != nil {
-			return nil, err
-		}
-		m, err := nn.NewGPT(b, "gpt", cfg)
-		if err != nil {
-			return nil, err
-		}
-		return &hfModel{"gpt2", b, m.ExportHF, m.LoadHF}, nil
-	}
-	return nil, fmt.Errorf("%s: key \"model_type\": %q, want \"llama\" or \"gpt2\"", filepath.Join(dir, nn.HFConfigFile), head.ModelType)
+	return &hfModel{m, b}, nil
 }
 
 // exportCmd is octet export.
@@ -77,9 +42,9 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("octet export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var format, keep, config string
-	var e nn.HFExport
+	var e hf.Export
 	var shardMB float64
-	fs.StringVar(&format, "format", string(nn.HFFP8Block), "layout of the linear weights: fp8-block, fp8-tensor, fp8-channel, mxfp8, nvfp4, bf16 or f32")
+	fs.StringVar(&format, "format", string(hf.FP8Block), "layout of the linear weights: fp8-block, fp8-tensor, fp8-channel, mxfp8, nvfp4, bf16 or f32")
 	fs.StringVar(&keep, "keep", "", "comma-separated linear layers (Hugging Face names, such as model.layers.0.mlp.down_proj) kept in high precision")
 	fs.BoolVar(&e.BF16, "bf16", false, "write the high-precision tensors (embeddings, norms, head, kept layers) as BF16 instead of F32")
 	fs.BoolVar(&e.FP32Scales, "fp32-scales", false, "fp8-block: float32 tile scales (DeepSeek's) instead of powers of two")
@@ -91,12 +56,16 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 2 {
 		return usageError{fmt.Sprintf("export wants IN OUT_DIR (IN a Hugging Face directory or an Octet checkpoint), got %d argument(s)", fs.NArg())}
 	}
-	f, err := nn.ParseHFFormat(format)
+	f, err := hf.ParseFormat(format)
 	if err != nil {
-		return usageError{"-format: " + strings.TrimPrefix(err.Error(), "nn: Hugging Face checkpoint: ")}
+		names := make([]string, len(hf.Formats))
+		for i, f := range hf.Formats {
+			names[i] = string(f)
+		}
+		return usageError{fmt.Sprintf("-format %q: want one of %s", format, strings.Join(names, ", "))}
 	}
 	e.Format = f
-	if e.FP32Scales && f != nn.HFFP8Block {
+	if e.FP32Scales && f != hf.FP8Block {
 		return usageError{fmt.Sprintf("-fp32-scales applies to -format fp8-block, not %s", f)}
 	}
 	if !(shardMB >= 0) || math.IsInf(shardMB, 0) || shardMB > 1<<40 {
@@ -131,7 +100,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 		if m, err = modelFromConfig(in); err != nil {
 			return err
 		}
-		if err := m.load(in, store); err != nil {
+		if err := m.Load(in, store); err != nil {
 			return err
 		}
 		config = in
@@ -155,10 +124,10 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 	if err := copyTokenizerFiles(config, out); err != nil {
 		return err
 	}
-	if err := m.save(out, store, e); err != nil {
+	if err := m.Export(out, store, e); err != nil {
 		return err
 	}
-	return summarise(stdout, in, out, source, m.kind, e)
+	return summarise(stdout, in, out, source, m.Type, e)
 }
 
 // loadCheckpointParams reads the model's parameters from an Octet
@@ -237,7 +206,7 @@ func copyTokenizerFiles(from, out string) error {
 }
 
 // summarise prints what the export wrote.
-func summarise(w io.Writer, in, out, source, kind string, e nn.HFExport) error {
+func summarise(w io.Writer, in, out, source, kind string, e hf.Export) error {
 	entries, err := os.ReadDir(out)
 	if err != nil {
 		return err
@@ -263,7 +232,7 @@ func summarise(w io.Writer, in, out, source, kind string, e nn.HFExport) error {
 			}
 		}
 	}
-	conf, err := os.ReadFile(filepath.Join(out, nn.HFConfigFile))
+	conf, err := os.ReadFile(filepath.Join(out, hf.ConfigFile))
 	if err != nil {
 		return err
 	}

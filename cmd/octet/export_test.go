@@ -12,6 +12,7 @@ import (
 	"github.com/octetml/octet/checkpoint"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/internal/stfile"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/recipe"
@@ -28,14 +29,14 @@ func exportLlama(t *testing.T) (string, *nn.Llama, *graph.Store) {
 	store := graph.NewStore()
 	require.NoError(t, b.Init(store, 3))
 	dir := t.TempDir()
-	require.NoError(t, m.SaveHF(dir, store))
+	require.NoError(t, hf.SaveLlama(dir, m, store))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tokenizer.json"), []byte("{}"), 0o644))
 	return dir, m, store
 }
 
 // TestExportMatchesQuantize: octet export's fp8-block codes and scales
 // are octet quantize's (-recipe fp8-block -block-dim 2) on the master
-// weights, byte for byte, and the directory is nn's ExportHF's; the
+// weights, byte for byte, and the directory is hf.ExportLlama's; the
 // tokenizer is copied.
 func TestExportMatchesQuantize(t *testing.T) {
 	in, m, store := exportLlama(t)
@@ -43,8 +44,8 @@ func TestExportMatchesQuantize(t *testing.T) {
 	var so, se bytes.Buffer
 	require.NoError(t, run([]string{"export", "-format", "fp8-block", in, out}, &so, &se))
 	require.Contains(t, so.String(), "7 linear weight(s) quantized; kept in high precision: lm_head")
-	require.NoError(t, run([]string{"quantize", "-recipe", "fp8-block", "-block-dim", "2", filepath.Join(in, nn.HFWeightsFile), q}, &so, &se))
-	got, err := stfile.Read(filepath.Join(out, nn.HFWeightsFile))
+	require.NoError(t, run([]string{"quantize", "-recipe", "fp8-block", "-block-dim", "2", filepath.Join(in, hf.WeightsFile), q}, &so, &se))
+	got, err := stfile.Read(filepath.Join(out, hf.WeightsFile))
 	require.NoError(t, err)
 	ref, err := stfile.Read(q)
 	require.NoError(t, err)
@@ -57,8 +58,8 @@ func TestExportMatchesQuantize(t *testing.T) {
 		require.Equal(t, ref.Tensors[name+".scale_inv"].Data, got.Tensors[mod+".weight_scale_inv"].Data, name)
 	}
 	direct := t.TempDir()
-	require.NoError(t, m.ExportHF(direct, store, nn.HFExport{Format: nn.HFFP8Block}))
-	for _, f := range []string{nn.HFWeightsFile, nn.HFConfigFile} {
+	require.NoError(t, hf.ExportLlama(direct, m, store, hf.Export{Format: hf.FP8Block}))
+	for _, f := range []string{hf.WeightsFile, hf.ConfigFile} {
 		a, _ := os.ReadFile(filepath.Join(out, f))
 		b, _ := os.ReadFile(filepath.Join(direct, f))
 		require.Equal(t, b, a, f)
@@ -66,13 +67,13 @@ func TestExportMatchesQuantize(t *testing.T) {
 	_, err = os.Stat(filepath.Join(out, "tokenizer.json"))
 	require.NoError(t, err)
 	so.Reset()
-	require.NoError(t, run([]string{"inspect", filepath.Join(out, nn.HFWeightsFile)}, &so, &se))
+	require.NoError(t, run([]string{"inspect", filepath.Join(out, hf.WeightsFile)}, &so, &se))
 	require.Contains(t, so.String(), "model.layers.0.self_attn.q_proj.weight")
 	require.Contains(t, so.String(), "F8_E4M3")
 	// Export of the export (FP8 in, FP8 out) gives the same files.
 	again := t.TempDir()
 	require.NoError(t, run([]string{"export", "-format", "fp8-block", out, again}, &so, &se))
-	for _, f := range []string{nn.HFWeightsFile, nn.HFConfigFile} {
+	for _, f := range []string{hf.WeightsFile, hf.ConfigFile} {
 		a, _ := os.ReadFile(filepath.Join(out, f))
 		b, _ := os.ReadFile(filepath.Join(again, f))
 		require.Equal(t, a, b, f)
@@ -98,8 +99,8 @@ func TestExportMatchesQuantizeEveryFormat(t *testing.T) {
 	} {
 		out, q := t.TempDir(), filepath.Join(t.TempDir(), "q.safetensors")
 		require.NoError(t, run([]string{"export", "-format", c.format, in, out}, &so, &se))
-		require.NoError(t, run(append(append([]string{"quantize"}, c.recipe...), filepath.Join(in, nn.HFWeightsFile), q), &so, &se))
-		got, err := stfile.Read(filepath.Join(out, nn.HFWeightsFile))
+		require.NoError(t, run(append(append([]string{"quantize"}, c.recipe...), filepath.Join(in, hf.WeightsFile), q), &so, &se))
+		got, err := stfile.Read(filepath.Join(out, hf.WeightsFile))
 		require.NoError(t, err)
 		ref, err := stfile.Read(q)
 		require.NoError(t, err)
@@ -129,10 +130,10 @@ func TestExportCheckpoint(t *testing.T) {
 	require.NoError(t, checkpoint.Save(ck, &checkpoint.State{Store: store, Step: 5}))
 	out := t.TempDir()
 	var so, se bytes.Buffer
-	require.NoError(t, run([]string{"export", "-format", "fp8-tensor", "-config", filepath.Join(in, nn.HFConfigFile), ck, out}, &so, &se))
+	require.NoError(t, run([]string{"export", "-format", "fp8-tensor", "-config", filepath.Join(in, hf.ConfigFile), ck, out}, &so, &se))
 	require.Contains(t, so.String(), "2 layers trained in FP8")
 	require.Contains(t, so.String(), "4 linear weight(s) quantized")
-	f, err := stfile.Read(filepath.Join(out, nn.HFWeightsFile))
+	f, err := stfile.Read(filepath.Join(out, hf.WeightsFile))
 	require.NoError(t, err)
 	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.0.self_attn.k_proj.weight"].DType)
 	require.Equal(t, "F32", f.Tensors["model.layers.0.mlp.up_proj.weight"].DType)
@@ -145,14 +146,14 @@ func TestExportCheckpoint(t *testing.T) {
 		usage bool
 	}{
 		{[]string{"export", in}, "got 1 argument", true},
-		{[]string{"export", "-format", "int4", in, out}, `-format: format "int4"`, true},
+		{[]string{"export", "-format", "int4", in, out}, `-format "int4": want one of f32, bf16, fp8-block`, true},
 		{[]string{"export", "-format", "mxfp8", "-fp32-scales", in, out}, "-fp32-scales applies to -format fp8-block", true},
 		{[]string{"export", "-shard-mb", "-1", in, out}, "-shard-mb -1", true},
 		{[]string{"export", "-config", in, in, out}, "-config is for an Octet checkpoint", true},
 		{[]string{"export", ck, out}, "wants -config", true},
 		{[]string{"export", in, file}, "is a file", true},
 		{[]string{"export", "-keep", "model.layers.0.mlp", in, out}, `Keep names "model.layers.0.mlp"`, false},
-		{[]string{"export", "-config", in, filepath.Join(in, nn.HFWeightsFile), out}, "not an Octet checkpoint", false},
+		{[]string{"export", "-config", in, filepath.Join(in, hf.WeightsFile), out}, "not an Octet checkpoint", false},
 		{[]string{"export", "-config", file, ck, out}, "-config", false},
 		{[]string{"export", filepath.Join(in, "missing"), out}, "missing", false},
 	} {

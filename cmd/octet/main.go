@@ -41,7 +41,7 @@
 //
 // export writes a Llama or GPT-2 as a Hugging Face directory whose
 // linear weights are in an FP8 layout inference engines read
-// (nn.HFFormat: fp8-block is transformers' fine-grained FP8, the
+// (hf.Format: fp8-block is transformers' fine-grained FP8, the
 // DeepSeek-V3 layout; fp8-tensor and fp8-channel are compressed-tensors;
 // mxfp8 and nvfp4 are NVIDIA ModelOpt's), the head, embeddings and norms
 // in F32 (BF16 with -bf16). IN is a Hugging Face directory (config.json

@@ -29,6 +29,7 @@ import (
 
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/examples/internal/output"
+	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
@@ -92,7 +93,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.initDir, "init", "", "start from this Hugging Face directory (config.json + model.safetensors): its config sets the model's sizes")
 	fs.StringVar(&c.exportDir, "export", "", "write the trained model to this directory in the Hugging Face layout (a subdirectory per precision when several run)")
 	fs.StringVar(&c.exportFP8, "export-fp8", "", "write the FP8 run's model to this directory in the FP8 layout -export-format names (its FP8-trained layers quantized with the recipe's codes; head, embeddings and norms in float32), and report its validation loss")
-	fs.StringVar(&c.exportFormat, "export-format", string(nn.HFFP8Block), "-export-fp8's layout: fp8-block (Hugging Face fine-grained FP8), fp8-tensor, fp8-channel (compressed-tensors), mxfp8 or nvfp4 (ModelOpt)")
+	fs.StringVar(&c.exportFormat, "export-format", string(hf.FP8Block), "-export-fp8's layout: fp8-block (Hugging Face fine-grained FP8), fp8-tensor, fp8-channel (compressed-tensors), mxfp8 or nvfp4 (ModelOpt)")
 	fs.StringVar(&c.gradsOut, "grads-out", "", "after the first forward and backward (no update), write the loss (tensor \"loss\") and every parameter's gradient under its Hugging Face name to this safetensors file, and stop")
 	fs.IntVar(&c.sample, "sample", 200, "tokens to generate after training (0: none)")
 	fs.BoolVar(&c.dump, "dump", false, "print the compiled FP8 training graph")
@@ -146,16 +147,16 @@ func (c *config) validate() error {
 	if c.set["export-format"] && c.exportFP8 == "" {
 		ch.Fail("-export-format is the layout of -export-fp8: give -export-fp8 DIR")
 	}
-	if f, err := nn.ParseHFFormat(c.exportFormat); err != nil || f == nn.HFFloat32 || f == nn.HFBFloat16 {
+	if f, err := hf.ParseFormat(c.exportFormat); err != nil || f == hf.Float32 || f == hf.BFloat16 {
 		ch.Fail("-export-format %q: want fp8-block, fp8-tensor, fp8-channel, mxfp8 or nvfp4 (-export writes float32)", c.exportFormat)
 	}
 	if c.initDir != "" {
 		for _, f := range sizeFlags {
 			if c.set[f] {
-				ch.Fail("-%s conflicts with -init: the model's sizes come from %s", f, filepath.Join(c.initDir, nn.HFConfigFile))
+				ch.Fail("-%s conflicts with -init: the model's sizes come from %s", f, filepath.Join(c.initDir, hf.ConfigFile))
 			}
 		}
-		m, err := nn.ReadLlamaConfigHF(c.initDir)
+		m, err := hf.ReadLlamaConfig(c.initDir)
 		if err != nil {
 			ch.Fail("-init: %v", err)
 		} else {
@@ -232,7 +233,7 @@ func run(cfg config, w io.Writer) error {
 			if len(precisions) > 1 {
 				dir = filepath.Join(dir, p.Name())
 			}
-			if err := r.model.SaveHF(dir, r.store); err != nil {
+			if err := hf.SaveLlama(dir, r.model, r.store); err != nil {
 				return fmt.Errorf("-export: %w", err)
 			}
 			r.exported = dir

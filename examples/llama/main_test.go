@@ -16,6 +16,7 @@ import (
 	"github.com/octetml/octet/examples/internal/clitest"
 	"github.com/octetml/octet/examples/internal/output"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/internal/llamaref"
 	"github.com/octetml/octet/internal/stfile"
 	"github.com/octetml/octet/nn"
@@ -51,7 +52,7 @@ func hfLlama(t *testing.T, dir string, tied bool) nn.LlamaConfig {
 			}
 		}
 	}
-	require.NoError(t, m.SaveHF(dir, store))
+	require.NoError(t, hf.SaveLlama(dir, m, store))
 	return cfg
 }
 
@@ -93,7 +94,7 @@ func TestGradsOutMatchesFloat64(t *testing.T) {
 		m, err := nn.NewLlama(gb, cfg)
 		require.NoError(t, err)
 		store := graph.NewStore()
-		require.NoError(t, m.LoadHF(dir, store))
+		require.NoError(t, hf.LoadLlama(dir, m, store))
 		ref := llamaref.FromStore(cfg, store, gb.Params())
 		ids, labels := make([]int32, b*T), make([]int32, b*T)
 		for i := range ids {
@@ -129,7 +130,7 @@ func TestTrainExportInit(t *testing.T) {
 	for _, r := range runs {
 		p := r["precision"].(string)
 		require.Equal(t, filepath.Join(exp, p), r["exported"])
-		cfg, err := nn.ReadLlamaConfigHF(filepath.Join(exp, p))
+		cfg, err := hf.ReadLlamaConfig(filepath.Join(exp, p))
 		require.NoError(t, err)
 		require.Equal(t, 50304, cfg.VocabSize)
 	}
@@ -158,7 +159,7 @@ func TestExportFP8Init(t *testing.T) {
 	got, want := r["exported_fp8_val_loss"].(float64), r["val_loss"].(float64)
 	require.InEpsilon(t, want, got, 0.05, "the FP8 checkpoint's loss is the trained model's within the quantization error")
 	require.NotEqual(t, want, got, "the checkpoint holds quantized weights")
-	f, err := stfile.Read(filepath.Join(exp, nn.HFWeightsFile))
+	f, err := stfile.Read(filepath.Join(exp, hf.WeightsFile))
 	require.NoError(t, err)
 	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.0.self_attn.q_proj.weight"].DType)
 	require.Equal(t, "F32", f.Tensors["model.layers.0.self_attn.q_proj.weight_scale_inv"].DType)
@@ -172,17 +173,17 @@ func TestExportFP8Init(t *testing.T) {
 // before training, naming the flag, file, key or tensor.
 func TestCommandLines(t *testing.T) {
 	tmp := t.TempDir()
-	hf := filepath.Join(tmp, "hf")
-	hfLlama(t, hf, false)
+	hfDir := filepath.Join(tmp, "hfDir")
+	hfLlama(t, hfDir, false)
 	big := filepath.Join(tmp, "big.bin")
 	toks := make([]uint16, 300)
 	toks[123] = 41 // vocabulary 40
 	require.NoError(t, data.WriteTokenFile(big, toks))
 	broken := filepath.Join(tmp, "broken")
 	hfLlama(t, broken, false)
-	st, err := os.ReadFile(filepath.Join(broken, nn.HFWeightsFile))
+	st, err := os.ReadFile(filepath.Join(broken, hf.WeightsFile))
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(broken, nn.HFWeightsFile), st[:len(st)/2], 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(broken, hf.WeightsFile), st[:len(st)/2], 0o644))
 	quick := []string{"-hidden", "32", "-intermediate", "48", "-layers", "1", "-heads", "2", "-kv-heads", "1", "-block", "16", "-batch", "2", "-iters", "2", "-eval-batches", "1", "-eval-every", "0", "-sample", "0"}
 	clitest.Table(t, "llama", quick, []clitest.Case{
 		{Name: "kv heads not dividing", Args: []string{"-heads", "4", "-kv-heads", "3"}, Code: 1, Says: "num_key_value_heads"},
@@ -193,7 +194,7 @@ func TestCommandLines(t *testing.T) {
 		{Name: "export-format alone", Args: []string{"-export-format", "nvfp4"}, Code: 1, Says: "give -export-fp8 DIR"},
 		{Name: "text and data", Args: []string{"-text", "a.txt", "-data", "b.bin"}, Code: 1, Says: "-text and -data"},
 		{Name: "missing data", Args: []string{"-data", "/nonexistent.bin"}, Code: 1, Says: "/nonexistent.bin"},
-		{Name: "init and a size flag", Args: []string{"-init", hf, "-hidden", "32", "-block", "8"}, Code: 1, Says: "-hidden conflicts with -init"},
+		{Name: "init and a size flag", Args: []string{"-init", hfDir, "-hidden", "32", "-block", "8"}, Code: 1, Says: "-hidden conflicts with -init"},
 		{Name: "grads-out with two precisions", Args: []string{"-grads-out", filepath.Join(tmp, "g.st")}, Code: 1, Says: "-grads-out writes one precision"},
 		{Name: "bad encoding", Args: []string{"-encoding", "o300k"}, Code: 1, Says: "-encoding"},
 	}, nil)
@@ -201,10 +202,10 @@ func TestCommandLines(t *testing.T) {
 		args []string
 		says string
 	}{
-		{[]string{"-init", hf, "-data", big, "-block", "8", "-batch", "2"}, "token 41 at position 123 is outside the model's vocabulary of 40"},
+		{[]string{"-init", hfDir, "-data", big, "-block", "8", "-batch", "2"}, "token 41 at position 123 is outside the model's vocabulary of 40"},
 		{[]string{"-init", broken, "-block", "8"}, "not a valid safetensors file"},
 		{[]string{"-init", filepath.Join(tmp, "none")}, "config.json"},
-		{[]string{"-init", hf, "-block", "32"}, "-block 32 is longer than the model's max_position_embeddings 16"},
+		{[]string{"-init", hfDir, "-block", "32"}, "-block 32 is longer than the model's max_position_embeddings 16"},
 	} {
 		r := clitest.Run(t, nil, c.args...)
 		require.Equal(t, 1, r.Code, "%v: %s", c.args, r.Stdout)

@@ -17,6 +17,7 @@ import (
 	"github.com/octetml/octet/examples/internal/corpus"
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/internal/atomicfile"
 	"github.com/octetml/octet/nn"
 	"github.com/octetml/octet/ops"
@@ -93,10 +94,10 @@ func (c config) initFunc() (func(*graph.Store) error, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := m.LoadHF(c.initDir, graph.NewStore()); err != nil {
+	if err := hf.LoadLlama(c.initDir, m, graph.NewStore()); err != nil {
 		return nil, fmt.Errorf("-init: %w", err)
 	}
-	return func(s *graph.Store) error { return m.LoadHF(c.initDir, s) }, nil
+	return func(s *graph.Store) error { return hf.LoadLlama(c.initDir, m, s) }, nil
 }
 
 // result is one precision's run: what the trainer measured, with the loss
@@ -276,11 +277,11 @@ func exportFP8(cfg config, tr *train.Trainer, r *result, valSample data.Dataset)
 			layers = append(layers, st.FQN)
 		}
 	}
-	f, err := nn.ParseHFFormat(cfg.exportFormat)
+	f, err := hf.ParseFormat(cfg.exportFormat)
 	if err != nil {
 		return err
 	}
-	if err := r.model.ExportHF(cfg.exportFP8, store, nn.HFExport{Format: f, Layers: layers}); err != nil {
+	if err := hf.ExportLlama(cfg.exportFP8, r.model, store, hf.Export{Format: f, Layers: layers}); err != nil {
 		return err
 	}
 	r.exportedFP8 = cfg.exportFP8
@@ -294,7 +295,7 @@ func exportFP8(cfg config, tr *train.Trainer, r *result, valSample data.Dataset)
 			copy(store.Float32(p.Name()), saved[i])
 		}
 	}()
-	if err := r.model.LoadHF(cfg.exportFP8, store); err != nil {
+	if err := hf.LoadLlama(cfg.exportFP8, r.model, store); err != nil {
 		return err
 	}
 	e, err := tr.Evaluate(valSample)

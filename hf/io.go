@@ -1,4 +1,4 @@
-package nn
+package hf
 
 import (
 	"bytes"
@@ -18,9 +18,9 @@ import (
 	"github.com/octetml/octet/internal/stfile"
 )
 
-// HFIndexFile names the shards of a sharded checkpoint: {"metadata":
+// IndexFile names the shards of a sharded checkpoint: {"metadata":
 // {"total_size": bytes}, "weight_map": {tensor: file}}.
-const HFIndexFile = "model.safetensors.index.json"
+const IndexFile = "model.safetensors.index.json"
 
 // hfFiles are a Hugging Face directory's tensors, from model.safetensors
 // or from the shards its index names.
@@ -43,7 +43,7 @@ func readJSONFile(dir, name string) (map[string]json.RawMessage, string, error) 
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, path, nil
 	} else if err != nil {
-		return nil, path, fmt.Errorf("nn: %w: %w", ErrHF, err)
+		return nil, path, fmt.Errorf("hf: %w: %w", ErrCheckpoint, err)
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
@@ -57,23 +57,23 @@ func readJSONFile(dir, name string) (map[string]json.RawMessage, string, error) 
 // names, checking that the index and the shards agree.
 func openHF(dir string) (*hfFiles, error) {
 	out := &hfFiles{dir: dir, tensors: map[string]stfile.Tensor{}, where: map[string]string{}}
-	single := filepath.Join(dir, HFWeightsFile)
+	single := filepath.Join(dir, WeightsFile)
 	if _, err := os.Stat(single); err == nil {
 		f, err := stfile.Read(single)
 		if err != nil {
-			return nil, fmt.Errorf("nn: %w: %w", ErrHF, err)
+			return nil, fmt.Errorf("hf: %w: %w", ErrCheckpoint, err)
 		}
 		for n, t := range f.Tensors {
 			out.tensors[n], out.where[n] = t, single
 		}
 		return out, nil
 	}
-	raw, ipath, err := readJSONFile(dir, HFIndexFile)
+	raw, ipath, err := readJSONFile(dir, IndexFile)
 	if err != nil {
 		return nil, err
 	}
 	if raw == nil {
-		return nil, hfErr(dir, "neither %s nor %s: no weights", HFWeightsFile, HFIndexFile)
+		return nil, hfErr(dir, "neither %s nor %s: no weights", WeightsFile, IndexFile)
 	}
 	var wm map[string]string
 	if err := decodeHFKeys(ipath, raw, []hfKey{{"weight_map", &wm, true}}); err != nil {
@@ -100,17 +100,17 @@ func openHF(dir string) (*hfFiles, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, hfErr(ipath, "shard %q (holding %q) is missing", file, byFile[file][0])
 		} else if err != nil {
-			return nil, fmt.Errorf("nn: %w: %w", ErrHF, err)
+			return nil, fmt.Errorf("hf: %w: %w", ErrCheckpoint, err)
 		}
 		for _, name := range f.Names() {
 			if wm[name] != file {
-				return nil, hfErr(path, "tensor %q is not in %s under this shard", name, HFIndexFile)
+				return nil, hfErr(path, "tensor %q is not in %s under this shard", name, IndexFile)
 			}
 			out.tensors[name], out.where[name] = f.Tensors[name], path
 		}
 		for _, name := range byFile[file] {
 			if _, ok := f.Tensors[name]; !ok {
-				return nil, hfErr(path, "tensor %q, which %s puts here, is missing", name, HFIndexFile)
+				return nil, hfErr(path, "tensor %q, which %s puts here, is missing", name, IndexFile)
 			}
 		}
 	}
@@ -146,9 +146,9 @@ func loadHFFrom(fs *hfFiles, store *graph.Store, ts []hfTensor, skip func(string
 			want = graph.Shape{want[1], want[0]}
 		}
 		var data []float32
-		if t.linear && len(want) == 2 && (isFP8DType(v.DType) || scheme != nil && scheme.format == HFNVFP4 && v.DType == "U8") {
+		if t.linear && len(want) == 2 && (isFP8DType(v.DType) || scheme != nil && scheme.format == NVFP4 && v.DType == "U8") {
 			if scheme == nil {
-				return hfErr(path, "tensor %q is %s but %s has no quantization_config", t.name, v.DType, HFConfigFile)
+				return hfErr(path, "tensor %q is %s but %s has no quantization_config", t.name, v.DType, ConfigFile)
 			}
 			module := strings.TrimSuffix(t.name, ".weight")
 			var ten []stfile.Tensor
@@ -216,12 +216,12 @@ func transpose(v []float32, r, c int) []float32 {
 
 // exportHF writes config.json (cfg's fields, then extra's keys, then the
 // format's quantization_config) and the weights of ts in e's format.
-func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts []hfTensor, e HFExport) error {
+func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts []hfTensor, e Export) error {
 	if err := e.check(); err != nil {
 		return err
 	}
 	if e.Format == "" {
-		e.Format = HFFloat32
+		e.Format = Float32
 	}
 	keep := map[string]bool{"lm_head": true}
 	linears := map[string]bool{}
@@ -236,13 +236,13 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 	}
 	for _, k := range e.Keep {
 		if !linears[k] {
-			return fmt.Errorf("nn: %w: Keep names %q, which is not a linear layer of the model (such as %q)", ErrHF, k, example)
+			return fmt.Errorf("hf: %w: Keep names %q, which is not a linear layer of the model (such as %q)", ErrCheckpoint, k, example)
 		}
 		keep[k] = true
 	}
 	if e.Layers != nil && e.Format.quantized() {
 		if len(e.Layers) == 0 {
-			return fmt.Errorf("nn: %w: Layers is empty: no layer to quantize in %s (leave it nil to quantize every linear layer)", ErrHF, e.Format)
+			return fmt.Errorf("hf: %w: Layers is empty: no layer to quantize in %s (leave it nil to quantize every linear layer)", ErrCheckpoint, e.Format)
 		}
 		layerOf := map[string]bool{}
 		for _, t := range ts {
@@ -253,7 +253,7 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 		fp8Layers := map[string]bool{}
 		for _, l := range e.Layers {
 			if !layerOf[l] {
-				return fmt.Errorf("nn: %w: Layers names %q, which is no linear layer of the model", ErrHF, l)
+				return fmt.Errorf("hf: %w: Layers names %q, which is no linear layer of the model", ErrCheckpoint, l)
 			}
 			fp8Layers[l] = true
 		}
@@ -266,13 +266,13 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 	// The tensors, checked before anything is written.
 	var out []stfile.Tensor
 	hp := "F32"
-	if e.BF16 || e.Format == HFBFloat16 {
+	if e.BF16 || e.Format == BFloat16 {
 		hp = "BF16"
 	}
 	for _, t := range ts {
 		vals := store.Float32(t.param.Name())
 		if vals == nil {
-			return fmt.Errorf("nn: save HF: parameter %q has no value in the store", t.param.Name())
+			return fmt.Errorf("hf: save: parameter %q has no value in the store", t.param.Name())
 		}
 		sh := []int(t.param.Shape())
 		if t.transpose {
@@ -282,7 +282,7 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 		if e.Format.quantized() && t.linear && !keep[module] {
 			for i, x := range vals {
 				if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-					return fmt.Errorf("nn: %w: parameter %q (%s) element %d is %v: a weight that is not finite cannot be exported", ErrHF, t.param.Name(), t.name, i, x)
+					return fmt.Errorf("hf: %w: parameter %q (%s) element %d is %v: a weight that is not finite cannot be exported", ErrCheckpoint, t.param.Name(), t.name, i, x)
 				}
 			}
 			q, err := reusedCodes(store, t.param.Name(), e, vals, sh)
@@ -291,7 +291,7 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 			}
 			if q == nil {
 				if q, err = quantizeHF(e, vals, sh[0], sh[1]); err != nil {
-					return fmt.Errorf("nn: save HF: %s: %w", t.name, err)
+					return fmt.Errorf("hf: save: %s: %w", t.name, err)
 				}
 			}
 			for _, x := range q {
@@ -336,7 +336,7 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 	}
 	files, err := shardFiles(out, e.ShardBytes)
 	if err != nil {
-		return fmt.Errorf("nn: save HF: %w", err)
+		return fmt.Errorf("hf: save: %w", err)
 	}
 	if modelopt != nil {
 		mo, err := json.MarshalIndent(modelopt, "", "  ")
@@ -345,9 +345,9 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 		}
 		files = append(files, hfFile{hfQuantConfigFile, append(mo, '\n')})
 	}
-	files = append(files, hfFile{HFConfigFile, append(conf, '\n')})
+	files = append(files, hfFile{ConfigFile, append(conf, '\n')})
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("nn: save HF: %w", err)
+		return fmt.Errorf("hf: save: %w", err)
 	}
 	stale := staleHFFiles(dir, files)
 	for _, f := range files {
@@ -356,20 +356,20 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 			_, err := io.Copy(w, bytes.NewReader(data))
 			return err
 		}); err != nil {
-			return fmt.Errorf("nn: save HF: %w", err)
+			return fmt.Errorf("hf: save: %w", err)
 		}
 	}
 	for _, f := range stale {
 		if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("nn: save HF: %w", err)
+			return fmt.Errorf("hf: save: %w", err)
 		}
 	}
 	return nil
 }
 
-// reusedCodes returns the codes LoadHF kept for param when they are in
+// reusedCodes returns the codes a load kept for param when they are in
 // e's format and still dequantize to vals bit for bit; nil otherwise.
-func reusedCodes(store *graph.Store, param string, e HFExport, vals []float32, sh []int) ([]stfile.Tensor, error) {
+func reusedCodes(store *graph.Store, param string, e Export, vals []float32, sh []int) ([]stfile.Tensor, error) {
 	rec, ok := store.State(hfCodesKey(param)).(*hfCodes)
 	if !ok || rec == nil || rec.key != e.key() {
 		return nil, nil
@@ -390,14 +390,14 @@ func reusedCodes(store *graph.Store, param string, e HFExport, vals []float32, s
 // quantizationConfig returns config.json's quantization_config for e
 // (nil for the high-precision formats) and, for ModelOpt's formats, the
 // hf_quant_config.json it also writes.
-func quantizationConfig(e HFExport, kept []string) (qc, modelopt map[string]any) {
+func quantizationConfig(e Export, kept []string) (qc, modelopt map[string]any) {
 	switch e.Format {
-	case HFFP8Block:
+	case FP8Block:
 		return map[string]any{"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
 			"weight_block_size": []int{128, 128}, "modules_to_not_convert": kept}, nil
-	case HFFP8Tensor, HFFP8Channel:
+	case FP8Tensor, FP8Channel:
 		strategy := "tensor"
-		if e.Format == HFFP8Channel {
+		if e.Format == FP8Channel {
 			strategy = "channel"
 		}
 		quant := func(strategy string, dynamic bool) map[string]any {
@@ -408,9 +408,9 @@ func quantizationConfig(e HFExport, kept []string) (qc, modelopt map[string]any)
 			"config_groups": map[string]any{"group_0": map[string]any{"targets": []string{"Linear"}, "weights": quant(strategy, false),
 				"input_activations": quant("token", true), "output_activations": nil, "format": "float-quantized"}},
 			"ignore": kept, "kv_cache_scheme": nil, "global_compression_ratio": nil, "sparsity_config": map[string]any{}}, nil
-	case HFMXFP8, HFNVFP4:
+	case MXFP8, NVFP4:
 		algo, group := "MXFP8", 32
-		if e.Format == HFNVFP4 {
+		if e.Format == NVFP4 {
 			algo, group = "NVFP4", 16
 		}
 		q := map[string]any{"quant_algo": algo, "group_size": group, "kv_cache_quant_algo": nil, "exclude_modules": kept}
@@ -438,7 +438,7 @@ func shardFiles(ts []stfile.Tensor, shardBytes int64) ([]hfFile, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []hfFile{{HFWeightsFile, b}}, nil
+		return []hfFile{{WeightsFile, b}}, nil
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].Name < ts[j].Name })
 	var groups [][]stfile.Tensor
@@ -470,7 +470,7 @@ func shardFiles(ts []stfile.Tensor, shardBytes int64) ([]hfFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(files, hfFile{HFIndexFile, append(idx, '\n')}), nil
+	return append(files, hfFile{IndexFile, append(idx, '\n')}), nil
 }
 
 // staleHFFiles lists the weight files of an earlier export in dir that
@@ -484,14 +484,14 @@ func staleHFFiles(dir string, files []hfFile) []string {
 		writing[f.name] = true
 	}
 	var stale []string
-	for _, f := range []string{HFWeightsFile, HFIndexFile, hfQuantConfigFile} {
+	for _, f := range []string{WeightsFile, IndexFile, hfQuantConfigFile} {
 		if !writing[f] {
 			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 				stale = append(stale, f)
 			}
 		}
 	}
-	if raw, _, err := readJSONFile(dir, HFIndexFile); err == nil && raw != nil {
+	if raw, _, err := readJSONFile(dir, IndexFile); err == nil && raw != nil {
 		var wm map[string]string
 		if json.Unmarshal(raw["weight_map"], &wm) == nil {
 			seen := map[string]bool{}

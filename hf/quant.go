@@ -1,4 +1,4 @@
-package nn
+package hf
 
 import (
 	"encoding/binary"
@@ -14,76 +14,76 @@ import (
 	"github.com/octetml/octet/internal/stfile"
 )
 
-// HFFormat names how ExportHF writes a model's linear weights.
-type HFFormat string
+// Format names how ExportLlama and ExportGPT write a model's linear weights.
+type Format string
 
-// The formats ExportHF writes and LoadHF reads.
+// The formats ExportLlama and ExportGPT write and LoadLlama and LoadGPT read.
 const (
-	// HFFloat32 writes every tensor as F32 (SaveHF's layout; the zero
-	// value of HFExport.Format means it too).
-	HFFloat32 HFFormat = "f32"
-	// HFBFloat16 writes every tensor as BF16, rounded to nearest even.
-	HFBFloat16 HFFormat = "bf16"
-	// HFFP8Block is Hugging Face's fine-grained FP8 (quant_method "fp8",
+	// Float32 writes every tensor as F32 (SaveLlama's layout; the zero
+	// value of Export.Format means it too).
+	Float32 Format = "f32"
+	// BFloat16 writes every tensor as BF16, rounded to nearest even.
+	BFloat16 Format = "bf16"
+	// FP8Block is Hugging Face's fine-grained FP8 (quant_method "fp8",
 	// the DeepSeek-V3 / Qwen3-FP8 layout): E4M3 weights quantized in
 	// 128×128 tiles by Float8BlockScaling (power-of-two scales unless
-	// HFExport.FP32Scales) and an F32 <module>.weight_scale_inv
+	// Export.FP32Scales) and an F32 <module>.weight_scale_inv
 	// [⌈out/128⌉ ⌈in/128⌉], each tile's decode scale.
-	HFFP8Block HFFormat = "fp8-block"
-	// HFFP8Tensor is compressed-tensors' float-quantized layout with one
+	FP8Block Format = "fp8-block"
+	// FP8Tensor is compressed-tensors' float-quantized layout with one
 	// scale per weight (strategy "tensor"): E4M3 weights by tensorwise
 	// current scaling and an F32 <module>.weight_scale [1], the decode
 	// scale 1/scale.
-	HFFP8Tensor HFFormat = "fp8-tensor"
-	// HFFP8Channel is compressed-tensors' float-quantized layout with one
+	FP8Tensor Format = "fp8-tensor"
+	// FP8Channel is compressed-tensors' float-quantized layout with one
 	// scale per output channel (strategy "channel"): E4M3 weights by
 	// torchao's rowwise cast (power-of-two scales, one per row along the
 	// input) and an F32 <module>.weight_scale [out 1].
-	HFFP8Channel HFFormat = "fp8-channel"
-	// HFMXFP8 is NVIDIA ModelOpt's MXFP8 layout (quant_algo "MXFP8"):
+	FP8Channel Format = "fp8-channel"
+	// MXFP8 is NVIDIA ModelOpt's MXFP8 layout (quant_algo "MXFP8"):
 	// E4M3 weights in blocks of 32 along the input with E8M0 scales
 	// (Transformer Engine's rounding up), <module>.weight_scale U8 [out
 	// ⌈in/32⌉], the biased exponents.
-	HFMXFP8 HFFormat = "mxfp8"
-	// HFNVFP4 is NVIDIA ModelOpt's NVFP4 layout (quant_algo "NVFP4"):
+	MXFP8 Format = "mxfp8"
+	// NVFP4 is NVIDIA ModelOpt's NVFP4 layout (quant_algo "NVFP4"):
 	// <module>.weight U8 [out ⌈in/2⌉], two E2M1 codes a byte (the even
 	// element in the low nibble), <module>.weight_scale F8_E4M3 [out
 	// ⌈in/16⌉] and <module>.weight_scale_2 F32 [], the tensor's decode
 	// scale; the codes are the NVFP4 recipe's weight cast (16×16 tiles,
 	// whose scale each of its 16 rows repeats).
-	HFNVFP4 HFFormat = "nvfp4"
+	NVFP4 Format = "nvfp4"
 )
 
-// HFFormats lists the formats, in the order the docs give them.
-var HFFormats = []HFFormat{HFFloat32, HFBFloat16, HFFP8Block, HFFP8Tensor, HFFP8Channel, HFMXFP8, HFNVFP4}
+// Formats lists the formats, in the order the docs give them.
+var Formats = []Format{Float32, BFloat16, FP8Block, FP8Tensor, FP8Channel, MXFP8, NVFP4}
 
-// ParseHFFormat returns the format named s (as the constants spell it,
-// case-insensitive; "" is HFFloat32).
-func ParseHFFormat(s string) (HFFormat, error) {
+// ParseFormat returns the format named s (as the constants spell it,
+// case-insensitive; "" is Float32).
+func ParseFormat(s string) (Format, error) {
 	if s == "" {
-		return HFFloat32, nil
+		return Float32, nil
 	}
-	for _, f := range HFFormats {
+	for _, f := range Formats {
 		if strings.EqualFold(s, string(f)) {
 			return f, nil
 		}
 	}
-	names := make([]string, len(HFFormats))
-	for i, f := range HFFormats {
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
 		names[i] = string(f)
 	}
-	return "", fmt.Errorf("nn: %w: format %q: want one of %s", ErrHF, s, strings.Join(names, ", "))
+	return "", fmt.Errorf("hf: %w: format %q: want one of %s", ErrCheckpoint, s, strings.Join(names, ", "))
 }
 
 // quantized reports whether f writes linear weights in a low-precision
 // layout with scales.
-func (f HFFormat) quantized() bool { return f != "" && f != HFFloat32 && f != HFBFloat16 }
+func (f Format) quantized() bool { return f != "" && f != Float32 && f != BFloat16 }
 
-// HFExport says how ExportHF writes a model. The zero value writes
-// float32, as SaveHF.
-type HFExport struct {
-	// Format is the layout of the linear weights (HFFloat32 when empty).
-	Format HFFormat
+// Export says how ExportLlama and ExportGPT write a model. The zero value writes
+// float32, as SaveLlama.
+type Export struct {
+	// Format is the layout of the linear weights (Float32 when empty).
+	Format Format
 	// Keep lists modules (Hugging Face names without ".weight", such as
 	// "model.layers.0.mlp.down_proj") whose weights stay in high
 	// precision; they are named in the config's list of modules not
@@ -101,7 +101,7 @@ type HFExport struct {
 	// BF16 writes the high-precision tensors as BF16 (rounded to nearest
 	// even) instead of F32.
 	BF16 bool
-	// FP32Scales keeps HFFP8Block's tile scales in float32 (DeepSeek's
+	// FP32Scales keeps FP8Block's tile scales in float32 (DeepSeek's
 	// checkpoints) instead of rounding them down to powers of two
 	// (Transformer Engine's default).
 	FP32Scales bool
@@ -113,22 +113,22 @@ type HFExport struct {
 }
 
 // check refuses options that do not apply.
-func (e HFExport) check() error {
-	if _, err := ParseHFFormat(string(e.Format)); err != nil {
+func (e Export) check() error {
+	if _, err := ParseFormat(string(e.Format)); err != nil {
 		return err
 	}
-	if e.FP32Scales && e.Format != HFFP8Block {
-		return fmt.Errorf("nn: %w: FP32Scales applies to %s only, not %s", ErrHF, HFFP8Block, e.Format)
+	if e.FP32Scales && e.Format != FP8Block {
+		return fmt.Errorf("hf: %w: FP32Scales applies to %s only, not %s", ErrCheckpoint, FP8Block, e.Format)
 	}
 	if e.ShardBytes < 0 {
-		return fmt.Errorf("nn: %w: ShardBytes %d is negative", ErrHF, e.ShardBytes)
+		return fmt.Errorf("hf: %w: ShardBytes %d is negative", ErrCheckpoint, e.ShardBytes)
 	}
 	return nil
 }
 
 // key names the codes a format computes, for reusing imported codes.
-func (e HFExport) key() string {
-	if e.Format == HFNVFP4 {
+func (e Export) key() string {
+	if e.Format == NVFP4 {
 		return codesKey(e.Format, [2]int{}, "U8")
 	}
 	return codesKey(e.Format, [2]int{fp8.Float8BlockSize, fp8.Float8BlockSize}, "F8_E4M3")
@@ -136,14 +136,14 @@ func (e HFExport) key() string {
 
 // codesKey names a quantized layout: the format, its tile for
 // fp8-block, and the weight's dtype.
-func codesKey(f HFFormat, block [2]int, weightDType string) string {
-	if f == HFFP8Block {
+func codesKey(f Format, block [2]int, weightDType string) string {
+	if f == FP8Block {
 		return fmt.Sprintf("%s %dx%d %s", f, block[0], block[1], weightDType)
 	}
 	return string(f) + " " + weightDType
 }
 
-// hfCodesKey is the store's state key under which LoadHF keeps the codes
+// hfCodesKey is the store's state key under which LoadLlama and LoadGPT keep the codes
 // it read for a parameter.
 func hfCodesKey(param string) string { return "nn.hf.codes/" + param }
 
@@ -158,7 +158,7 @@ type hfCodes struct {
 // hfScheme is how a checkpoint's linear weights are quantized, from its
 // quantization_config.
 type hfScheme struct {
-	format  HFFormat
+	format  Format
 	block   [2]int     // fp8-block (or compressed-tensors' "block")
 	elem    fp8.Format // fp8 formats: the config's element format (E4M3 unless said)
 	elemSet bool       // the config names the element format
@@ -169,7 +169,7 @@ type hfScheme struct {
 // readHFScheme reads config.json's quantization_config (or ModelOpt's
 // hf_quant_config.json): nil when the checkpoint is not quantized.
 func readHFScheme(dir string) (*hfScheme, error) {
-	raw, path, err := readJSONFile(dir, HFConfigFile)
+	raw, path, err := readJSONFile(dir, ConfigFile)
 	if err != nil {
 		return nil, err
 	}
@@ -216,9 +216,9 @@ func readHFScheme(dir string) (*hfScheme, error) {
 		if act != "" && act != "dynamic" && act != "static" {
 			return nil, hfErr(where, "key \"activation_scheme\": %q, want \"dynamic\" or \"static\"", act)
 		}
-		s.format, s.ignore = HFFP8Block, skip
+		s.format, s.ignore = FP8Block, skip
 		if block == nil { // AutoFP8's per-tensor layout: weight_scale, a scalar
-			s.format = HFFP8Tensor
+			s.format = FP8Tensor
 		} else if err := s.setBlock(where, "weight_block_size", block); err != nil {
 			return nil, err
 		}
@@ -236,12 +236,12 @@ func readHFScheme(dir string) (*hfScheme, error) {
 		}
 		switch strings.ToUpper(algo) {
 		case "NVFP4":
-			s.format = HFNVFP4
+			s.format = NVFP4
 			if group != 0 && group != fp8.NVFP4Block {
 				return nil, hfErr(where, "key \"group_size\": %d, want %d for NVFP4", group, fp8.NVFP4Block)
 			}
 		case "MXFP8":
-			s.format = HFMXFP8
+			s.format = MXFP8
 			if group != 0 && group != fp8.BlockSize {
 				return nil, hfErr(where, "key \"group_size\": %d, want %d for MXFP8", group, fp8.BlockSize)
 			}
@@ -315,14 +315,14 @@ func (s *hfScheme) readCompressedTensors(where string, qc map[string]json.RawMes
 		}
 		switch strategy {
 		case "tensor":
-			s.format = HFFP8Tensor
+			s.format = FP8Tensor
 		case "channel":
-			s.format = HFFP8Channel
+			s.format = FP8Channel
 		case "block":
 			if err := s.setBlock(ww, "block_structure", block); err != nil {
 				return err
 			}
-			s.format = HFFP8Block
+			s.format = FP8Block
 		default:
 			return hfErr(ww, "key \"strategy\": %q is not supported (tensor, channel or block)", strategy)
 		}
@@ -356,7 +356,7 @@ func (s *hfScheme) dequantize(fs *hfFiles, module string, rows, cols int) ([]flo
 	out := make([]float32, rows*cols)
 	var used []stfile.Tensor
 	switch s.format {
-	case HFFP8Block, HFFP8Tensor, HFFP8Channel, HFMXFP8:
+	case FP8Block, FP8Tensor, FP8Channel, MXFP8:
 		f, err := s.fp8Weight(w, wpath, rows, cols)
 		if err != nil {
 			return nil, nil, err
@@ -364,7 +364,7 @@ func (s *hfScheme) dequantize(fs *hfFiles, module string, rows, cols int) ([]flo
 		tab := f.DecodeTable()
 		var sc stfile.Tensor
 		switch s.format {
-		case HFFP8Block:
+		case FP8Block:
 			bm, bn := s.block[0], s.block[1]
 			sr, scn := (rows+bm-1)/bm, (cols+bn-1)/bn
 			name := "weight_scale_inv"
@@ -383,7 +383,7 @@ func (s *hfScheme) dequantize(fs *hfFiles, module string, rows, cols int) ([]flo
 					out[r*cols+j] = tab[w.Data[r*cols+j]] * inv[(r/bm)*scn+j/bn]
 				}
 			}
-		case HFFP8Tensor:
+		case FP8Tensor:
 			if sc, err = need("weight_scale", "F32", []int{1}, []int{}); err != nil {
 				return nil, nil, err
 			}
@@ -394,7 +394,7 @@ func (s *hfScheme) dequantize(fs *hfFiles, module string, rows, cols int) ([]flo
 			for i, q := range w.Data {
 				out[i] = tab[q] * v[0]
 			}
-		case HFFP8Channel:
+		case FP8Channel:
 			if sc, err = need("weight_scale", "F32", []int{rows, 1}, []int{rows}); err != nil {
 				return nil, nil, err
 			}
@@ -405,7 +405,7 @@ func (s *hfScheme) dequantize(fs *hfFiles, module string, rows, cols int) ([]flo
 			for i, q := range w.Data {
 				out[i] = tab[q] * v[i/cols]
 			}
-		case HFMXFP8:
+		case MXFP8:
 			nb := (cols + fp8.BlockSize - 1) / fp8.BlockSize
 			if sc, err = need("weight_scale", "U8", []int{rows, nb}); err != nil {
 				sc2, err2 := need("weight_scale", "F8_E8M0", []int{rows, nb})
@@ -426,7 +426,7 @@ func (s *hfScheme) dequantize(fs *hfFiles, module string, rows, cols int) ([]flo
 			}
 		}
 		used = []stfile.Tensor{w, sc}
-	case HFNVFP4:
+	case NVFP4:
 		if w.DType != "U8" || !shapeIs(w.Shape, []int{rows, (cols + 1) / 2}) {
 			return nil, nil, hfErr(wpath, "tensor %q is %s %v; NVFP4 wants U8 [%d %d] (two E2M1 codes a byte)", w.Name, w.DType, w.Shape, rows, (cols+1)/2)
 		}
@@ -511,10 +511,10 @@ func isFP8DType(d string) bool { return d == "F8_E4M3" || d == "F8_E5M2" }
 
 // quantizeHF casts a [rows cols] weight (stored orientation) in format
 // e.Format and returns the module's tensors, named relative to it.
-func quantizeHF(e HFExport, x []float32, rows, cols int) ([]stfile.Tensor, error) {
+func quantizeHF(e Export, x []float32, rows, cols int) ([]stfile.Tensor, error) {
 	codes := make([]uint8, len(x))
 	switch e.Format {
-	case HFFP8Block:
+	case FP8Block:
 		c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 2, Format: fp8.E4M3, FP32Scales: e.FP32Scales}
 		sr, sc := fp8.Float8BlockScaleShape(rows, cols, 2)
 		inv := make([]float32, sr*sc)
@@ -522,13 +522,13 @@ func quantizeHF(e HFExport, x []float32, rows, cols int) ([]stfile.Tensor, error
 			return nil, err
 		}
 		return []stfile.Tensor{fp8Tensor("weight", codes, rows, cols), f32Tensor("weight_scale_inv", inv, sr, sc)}, nil
-	case HFFP8Tensor:
+	case FP8Tensor:
 		scale := fp8.CurrentScale(fp8.Amax(x), fp8.E4M3, false)
 		if _, err := fp8.Quantize(codes, x, fp8.E4M3, scale); err != nil {
 			return nil, err
 		}
 		return []stfile.Tensor{fp8Tensor("weight", codes, rows, cols), f32Tensor("weight_scale", []float32{1 / scale}, 1)}, nil
-	case HFFP8Channel:
+	case FP8Channel:
 		scales := make([]float32, rows)
 		if err := fp8.QuantizeAxiswise(codes, scales, nil, x, rows, cols, 1, fp8.E4M3, true); err != nil {
 			return nil, err
@@ -537,7 +537,7 @@ func quantizeHF(e HFExport, x []float32, rows, cols int) ([]stfile.Tensor, error
 			scales[i] = 1 / s // a power of two: exact
 		}
 		return []stfile.Tensor{fp8Tensor("weight", codes, rows, cols), f32Tensor("weight_scale", scales, rows, 1)}, nil
-	case HFMXFP8:
+	case MXFP8:
 		scales := make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, 1))
 		if _, err := fp8.QuantizeMX(codes, scales, x, rows, cols, 1, fp8.E4M3, fp8.ExpRoundUp); err != nil {
 			return nil, err
@@ -548,7 +548,7 @@ func quantizeHF(e HFExport, x []float32, rows, cols int) ([]stfile.Tensor, error
 		}
 		return []stfile.Tensor{fp8Tensor("weight", codes, rows, cols),
 			{Name: "weight_scale", DType: "U8", Shape: []int{rows, (cols + fp8.BlockSize - 1) / fp8.BlockSize}, Data: sb}}, nil
-	case HFNVFP4:
+	case NVFP4:
 		q, err := fp8.QuantizeNVFP4(x, rows, cols, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 		if err != nil {
 			return nil, err
@@ -562,7 +562,7 @@ func quantizeHF(e HFExport, x []float32, rows, cols int) ([]stfile.Tensor, error
 			{Name: "weight_scale", DType: "F8_E4M3", Shape: []int{rows, nb}, Data: bs},
 			f32Tensor("weight_scale_2", []float32{q.SDec})}, nil
 	}
-	return nil, fmt.Errorf("nn: %w: format %q does not quantize", ErrHF, e.Format)
+	return nil, fmt.Errorf("hf: %w: format %q does not quantize", ErrCheckpoint, e.Format)
 }
 
 func fp8Tensor(name string, codes []uint8, rows, cols int) stfile.Tensor {
@@ -648,8 +648,8 @@ func keepCodes(store *graph.Store, param string, s *hfScheme, module string, use
 		t.Data = append([]byte(nil), t.Data...)
 		rel[i] = t
 	}
-	if s.format == HFFP8Block {
-		rel[1].Name = "weight_scale_inv" // compressed-tensors' block scales, as HFFP8Block names them
+	if s.format == FP8Block {
+		rel[1].Name = "weight_scale_inv" // compressed-tensors' block scales, as FP8Block names them
 	}
 	store.SetState(hfCodesKey(param), &hfCodes{key: codesKey(s.format, s.block, used[0].DType), tensors: rel})
 }

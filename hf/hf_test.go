@@ -1,4 +1,4 @@
-package nn_test
+package hf_test
 
 import (
 	"encoding/binary"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/nn"
 )
 
@@ -34,29 +35,29 @@ func TestLlamaHFRoundTrip(t *testing.T) {
 	for _, tied := range []bool{false, true} {
 		dir := t.TempDir()
 		m, b, store := newLlama(t, tinyLlama(tied), 3)
-		require.NoError(t, m.SaveHF(dir, store))
-		cfg, err := nn.ReadLlamaConfigHF(dir)
+		require.NoError(t, hf.SaveLlama(dir, m, store))
+		cfg, err := hf.ReadLlamaConfig(dir)
 		require.NoError(t, err)
 		want := tinyLlama(tied)
 		want.InitializerRange = 0.02
 		require.Equal(t, want, cfg)
 		m2, b2, _ := newLlama(t, cfg, 99)
 		store2 := graph.NewStore()
-		require.NoError(t, m2.LoadHF(dir, store2))
+		require.NoError(t, hf.LoadLlama(dir, m2, store2))
 		for i, p := range b.Params() {
 			require.Equal(t, p.Name(), b2.Params()[i].Name())
 			require.Equal(t, bitsOf(store.Float32(p.Name())), bitsOf(store2.Float32(p.Name())), p.Name())
 		}
 		dir2 := t.TempDir()
-		require.NoError(t, m2.SaveHF(dir2, store2))
-		for _, f := range []string{nn.HFConfigFile, nn.HFWeightsFile} {
+		require.NoError(t, hf.SaveLlama(dir2, m2, store2))
+		for _, f := range []string{hf.ConfigFile, hf.WeightsFile} {
 			a, err := os.ReadFile(filepath.Join(dir, f))
 			require.NoError(t, err)
 			c, err := os.ReadFile(filepath.Join(dir2, f))
 			require.NoError(t, err)
 			require.Equal(t, a, c, f)
 		}
-		st := readST(t, filepath.Join(dir, nn.HFWeightsFile))
+		st := readST(t, filepath.Join(dir, hf.WeightsFile))
 		_, hasHead := st.Tensor("lm_head.weight")
 		require.Equal(t, !tied, hasHead, "lm_head.weight only when untied")
 	}
@@ -89,8 +90,8 @@ func writeST(t *testing.T, path string, tensors map[string]safetensors.TensorVie
 func TestLlamaHFLoadsBF16AndF16(t *testing.T) {
 	dir := t.TempDir()
 	m, _, store := newLlama(t, tinyLlama(true), 5)
-	require.NoError(t, m.SaveHF(dir, store))
-	path := filepath.Join(dir, nn.HFWeightsFile)
+	require.NoError(t, hf.SaveLlama(dir, m, store))
+	path := filepath.Join(dir, hf.WeightsFile)
 	st := readST(t, path)
 	views := map[string]safetensors.TensorView{}
 	for i, nt := range st.Tensors() {
@@ -116,7 +117,7 @@ func TestLlamaHFLoadsBF16AndF16(t *testing.T) {
 	}
 	writeST(t, path, views)
 	store2 := graph.NewStore()
-	require.NoError(t, m.LoadHF(dir, store2))
+	require.NoError(t, hf.LoadLlama(dir, m, store2))
 	for i, nt := range st.Tensors() {
 		got := store2.Float32(nt.Name)
 		f32 := nt.TensorView.Data()
@@ -137,8 +138,8 @@ func TestLlamaHFLoadsBF16AndF16(t *testing.T) {
 func TestLlamaHFRefusals(t *testing.T) {
 	good := t.TempDir()
 	m, _, store := newLlama(t, tinyLlama(false), 5)
-	require.NoError(t, m.SaveHF(good, store))
-	conf, err := os.ReadFile(filepath.Join(good, nn.HFConfigFile))
+	require.NoError(t, hf.SaveLlama(good, m, store))
+	conf, err := os.ReadFile(filepath.Join(good, hf.ConfigFile))
 	require.NoError(t, err)
 	for _, c := range []struct{ from, to, want string }{
 		{`"hidden_size": 32`, `"hidden_size": -32`, "hidden_size"},
@@ -154,19 +155,19 @@ func TestLlamaHFRefusals(t *testing.T) {
 		dir := t.TempDir()
 		edited := strings.Replace(string(conf), c.from, c.to, 1)
 		require.NotEqual(t, string(conf), edited, c.from)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), []byte(edited), 0o644))
-		_, err := nn.ReadLlamaConfigHF(dir)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), []byte(edited), 0o644))
+		_, err := hf.ReadLlamaConfig(dir)
 		require.Error(t, err, c.want)
-		require.True(t, errors.Is(err, nn.ErrHF), "%v", err)
+		require.True(t, errors.Is(err, hf.ErrCheckpoint), "%v", err)
 		require.Contains(t, err.Error(), c.want)
-		require.Contains(t, err.Error(), nn.HFConfigFile)
+		require.Contains(t, err.Error(), hf.ConfigFile)
 	}
-	_, err = nn.ReadLlamaConfigHF(t.TempDir())
-	require.ErrorIs(t, err, nn.ErrHF)
+	_, err = hf.ReadLlamaConfig(t.TempDir())
+	require.ErrorIs(t, err, hf.ErrCheckpoint)
 
-	weights, err := os.ReadFile(filepath.Join(good, nn.HFWeightsFile))
+	weights, err := os.ReadFile(filepath.Join(good, hf.WeightsFile))
 	require.NoError(t, err)
-	st := readST(t, filepath.Join(good, nn.HFWeightsFile))
+	st := readST(t, filepath.Join(good, hf.WeightsFile))
 	edit := func(f func(views map[string]safetensors.TensorView)) []byte {
 		views := map[string]safetensors.TensorView{}
 		for _, nt := range st.Tensors() {
@@ -199,11 +200,11 @@ func TestLlamaHFRefusals(t *testing.T) {
 		{[]byte("hello"), "not a valid safetensors file"},
 	} {
 		dir := t.TempDir()
-		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), c.data, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, hf.WeightsFile), c.data, 0o644))
 		fresh := graph.NewStore()
-		err := m.LoadHF(dir, fresh)
+		err := hf.LoadLlama(dir, m, fresh)
 		require.Error(t, err, c.want)
-		require.ErrorIs(t, err, nn.ErrHF)
+		require.ErrorIs(t, err, hf.ErrCheckpoint)
 		require.Contains(t, err.Error(), c.want)
 		require.Nil(t, fresh.Float32("model.embed_tokens.weight"), "nothing stored on a refusal")
 	}
@@ -226,11 +227,11 @@ func TestGPTHFRoundTrip(t *testing.T) {
 			require.NoError(t, store.SetFloat32("gpt.lm_head.weight", append([]float32(nil), store.Float32("gpt.wte.weight")...), 40, 16))
 		}
 		dir := t.TempDir()
-		require.NoError(t, m.SaveHF(dir, store))
-		got, err := nn.ReadGPTConfigHF(dir)
+		require.NoError(t, hf.SaveGPT(dir, m, store))
+		got, err := hf.ReadGPTConfig(dir)
 		require.NoError(t, err)
 		require.Equal(t, cfg, got)
-		st := readST(t, filepath.Join(dir, nn.HFWeightsFile))
+		st := readST(t, filepath.Join(dir, hf.WeightsFile))
 		_, hasHead := st.Tensor("lm_head.weight")
 		require.Equal(t, !tied, hasHead)
 		attn, ok := st.Tensor("transformer.h.0.attn.c_attn.weight")
@@ -244,13 +245,13 @@ func TestGPTHFRoundTrip(t *testing.T) {
 		mask, err := safetensors.NewTensorView(safetensors.F32, []uint64{1}, make([]byte, 4))
 		require.NoError(t, err)
 		views["transformer.h.0.attn.bias"] = mask
-		writeST(t, filepath.Join(dir, nn.HFWeightsFile), views)
+		writeST(t, filepath.Join(dir, hf.WeightsFile), views)
 
 		b2 := nn.NewBuilder(graph.New())
 		m2, err := nn.NewGPT(b2, "gpt", got)
 		require.NoError(t, err)
 		store2 := graph.NewStore()
-		require.NoError(t, m2.LoadHF(dir, store2))
+		require.NoError(t, hf.LoadGPT(dir, m2, store2))
 		for _, p := range b.Params() {
 			require.Equal(t, bitsOf(store.Float32(p.Name())), bitsOf(store2.Float32(p.Name())), p.Name())
 		}
@@ -265,14 +266,14 @@ func TestHFConfigEdges(t *testing.T) {
 	dir := t.TempDir()
 	conf := `{"model_type": "llama", "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
 		"num_attention_heads": 4, "vocab_size": 64, "max_position_embeddings": 16, "rms_norm_eps": 1e-5}`
-	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), []byte(conf), 0o644))
-	cfg, err := nn.ReadLlamaConfigHF(dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), []byte(conf), 0o644))
+	cfg, err := hf.ReadLlamaConfig(dir)
 	require.NoError(t, err)
 	require.Equal(t, 4, cfg.NumKeyValueHeads, "num_key_value_heads defaults to num_attention_heads")
 	require.Equal(t, 8, cfg.HeadDim())
 	good := `{"model_type": "gpt2", "n_embd": 16, "n_layer": 2, "n_head": 2, "n_positions": 8, "vocab_size": 40, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-05}`
-	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), []byte(good), 0o644))
-	g, err := nn.ReadGPTConfigHF(dir)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), []byte(good), 0o644))
+	g, err := hf.ReadGPTConfig(dir)
 	require.NoError(t, err)
 	require.Equal(t, nn.GPTConfig{Layers: 2, Heads: 2, Embd: 16, Block: 8, Vocab: 40}, g)
 	for _, c := range []struct{ from, to, want string }{
@@ -285,9 +286,16 @@ func TestHFConfigEdges(t *testing.T) {
 		{`{`, `[`, "not a JSON object"},
 	} {
 		edited := strings.Replace(good, c.from, c.to, 1)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), []byte(edited), 0o644))
-		_, err := nn.ReadGPTConfigHF(dir)
-		require.ErrorIs(t, err, nn.ErrHF, c.want)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), []byte(edited), 0o644))
+		_, err := hf.ReadGPTConfig(dir)
+		require.ErrorIs(t, err, hf.ErrCheckpoint, c.want)
 		require.ErrorContains(t, err, c.want)
 	}
+}
+
+// tinyLlama is a 2-layer grouped-query Llama whose widths are multiples
+// of 16 (every projection converts to FP8).
+func tinyLlama(tied bool) nn.LlamaConfig {
+	return nn.LlamaConfig{HiddenSize: 32, IntermediateSize: 48, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+		VocabSize: 64, MaxPositionEmbeddings: 16, TieWordEmbeddings: tied, RopeTheta: 10000, RMSNormEps: 1e-5}
 }

@@ -1,4 +1,4 @@
-package nn_test
+package hf_test
 
 import (
 	"encoding/binary"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/nn"
 )
 
@@ -80,11 +81,11 @@ func f32At(b []byte, i int) float32 { return math.Float32frombits(binary.LittleE
 
 // dequantRef dequantizes module's weight from the files as the format
 // describes, [rows cols] as stored.
-func dequantRef(t *testing.T, ts map[string]rawTensor, f nn.HFFormat, module string) []float32 {
+func dequantRef(t *testing.T, ts map[string]rawTensor, f hf.Format, module string) []float32 {
 	t.Helper()
 	w := ts[module+".weight"]
 	rows, cols := w.shape[0], w.shape[1]
-	if f == nn.HFNVFP4 {
+	if f == hf.NVFP4 {
 		cols = 2 * cols // even widths in these tests
 	}
 	out := make([]float32, rows*cols)
@@ -92,26 +93,26 @@ func dequantRef(t *testing.T, ts map[string]rawTensor, f nn.HFFormat, module str
 		for j := 0; j < cols; j++ {
 			i := r*cols + j
 			switch f {
-			case nn.HFFP8Block:
+			case hf.FP8Block:
 				s := ts[module+".weight_scale_inv"]
 				require.Equal(t, "F32", s.dtype)
 				require.Equal(t, []int{(rows + 127) / 128, (cols + 127) / 128}, s.shape)
 				out[i] = e4m3(w.data[i]) * f32At(s.data, (r/128)*s.shape[1]+j/128)
-			case nn.HFFP8Tensor:
+			case hf.FP8Tensor:
 				s := ts[module+".weight_scale"]
 				require.Equal(t, []int{1}, s.shape)
 				out[i] = e4m3(w.data[i]) * f32At(s.data, 0)
-			case nn.HFFP8Channel:
+			case hf.FP8Channel:
 				s := ts[module+".weight_scale"]
 				require.Equal(t, []int{rows, 1}, s.shape)
 				out[i] = e4m3(w.data[i]) * f32At(s.data, r)
-			case nn.HFMXFP8:
+			case hf.MXFP8:
 				s := ts[module+".weight_scale"]
 				require.Equal(t, "U8", s.dtype)
 				nb := (cols + 31) / 32
 				require.Equal(t, []int{rows, nb}, s.shape)
 				out[i] = e4m3(w.data[i]) * float32(math.Ldexp(1, int(s.data[r*nb+j/32])-127))
-			case nn.HFNVFP4:
+			case hf.NVFP4:
 				require.Equal(t, "U8", w.dtype)
 				s, g := ts[module+".weight_scale"], ts[module+".weight_scale_2"]
 				require.Equal(t, "F8_E4M3", s.dtype)
@@ -122,7 +123,7 @@ func dequantRef(t *testing.T, ts map[string]rawTensor, f nn.HFFormat, module str
 			}
 		}
 	}
-	if f != nn.HFNVFP4 {
+	if f != hf.NVFP4 {
 		require.Equal(t, "F8_E4M3", w.dtype)
 	}
 	return out
@@ -130,32 +131,32 @@ func dequantRef(t *testing.T, ts map[string]rawTensor, f nn.HFFormat, module str
 
 // recipeDequant is what the recipe's cast of x dequantizes to, through
 // Octet's fp8 package.
-func recipeDequant(t *testing.T, f nn.HFFormat, x []float32, rows, cols int) []float32 {
+func recipeDequant(t *testing.T, f hf.Format, x []float32, rows, cols int) []float32 {
 	t.Helper()
 	out := make([]float32, len(x))
 	codes := make([]uint8, len(x))
 	switch f {
-	case nn.HFFP8Block:
+	case hf.FP8Block:
 		c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 2, Format: fp8.E4M3}
 		sr, sc := fp8.Float8BlockScaleShape(rows, cols, 2)
 		inv := make([]float32, sr*sc)
 		require.NoError(t, fp8.QuantizeFloat8Block(codes, inv, x, rows, cols, c))
 		require.NoError(t, fp8.DequantizeFloat8Block(out, codes, inv, rows, cols, c))
-	case nn.HFFP8Tensor:
+	case hf.FP8Tensor:
 		s := fp8.CurrentScale(fp8.Amax(x), fp8.E4M3, false)
 		_, err := fp8.Quantize(codes, x, fp8.E4M3, s)
 		require.NoError(t, err)
 		require.NoError(t, fp8.Dequantize(out, codes, fp8.E4M3, 1/s))
-	case nn.HFFP8Channel:
+	case hf.FP8Channel:
 		s := make([]float32, rows)
 		require.NoError(t, fp8.QuantizeAxiswise(codes, s, nil, x, rows, cols, 1, fp8.E4M3, true))
 		require.NoError(t, fp8.DequantizeAxiswise(out, codes, s, rows, cols, 1, fp8.E4M3))
-	case nn.HFMXFP8:
+	case hf.MXFP8:
 		s := make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, 1))
 		_, err := fp8.QuantizeMX(codes, s, x, rows, cols, 1, fp8.E4M3, fp8.ExpRoundUp)
 		require.NoError(t, err)
 		require.NoError(t, fp8.DequantizeMX(out, codes, s, rows, cols, 1, fp8.E4M3))
-	case nn.HFNVFP4:
+	case hf.NVFP4:
 		q, err := fp8.QuantizeNVFP4(x, rows, cols, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: 2})
 		require.NoError(t, err)
 		require.NoError(t, q.Dequantize(out))
@@ -183,12 +184,12 @@ func quantLlama(t *testing.T) (*nn.Llama, *nn.Builder, *graph.Store) {
 var llamaLinears = []string{"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj",
 	"model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj", "model.layers.0.mlp.down_proj"}
 
-func quantizedFormats() []nn.HFFormat {
-	return []nn.HFFormat{nn.HFFP8Block, nn.HFFP8Tensor, nn.HFFP8Channel, nn.HFMXFP8, nn.HFNVFP4}
+func quantizedFormats() []hf.Format {
+	return []hf.Format{hf.FP8Block, hf.FP8Tensor, hf.FP8Channel, hf.MXFP8, hf.NVFP4}
 }
 
 func readConfig(t *testing.T, dir string) map[string]any {
-	b, err := os.ReadFile(filepath.Join(dir, nn.HFConfigFile))
+	b, err := os.ReadFile(filepath.Join(dir, hf.ConfigFile))
 	require.NoError(t, err)
 	var c map[string]any
 	require.NoError(t, json.Unmarshal(b, &c))
@@ -203,8 +204,8 @@ func TestExportHFIndependentReader(t *testing.T) {
 	m, _, store := quantLlama(t)
 	for _, f := range quantizedFormats() {
 		dir := t.TempDir()
-		require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: f}))
-		ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+		require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: f}))
+		ts := readRaw(t, filepath.Join(dir, hf.WeightsFile))
 		for _, mod := range llamaLinears {
 			w := store.Float32(mod + ".weight")
 			sh, _ := store.Shape(mod + ".weight")
@@ -223,22 +224,22 @@ func TestExportHFIndependentReader(t *testing.T) {
 		}
 		qc := readConfig(t, dir)["quantization_config"].(map[string]any)
 		switch f {
-		case nn.HFFP8Block:
+		case hf.FP8Block:
 			require.Equal(t, "fp8", qc["quant_method"])
 			require.Equal(t, []any{128.0, 128.0}, qc["weight_block_size"])
 			require.Equal(t, "dynamic", qc["activation_scheme"])
 			require.Equal(t, []any{"lm_head"}, qc["modules_to_not_convert"])
-		case nn.HFFP8Tensor, nn.HFFP8Channel:
+		case hf.FP8Tensor, hf.FP8Channel:
 			require.Equal(t, "compressed-tensors", qc["quant_method"])
 			require.Equal(t, "float-quantized", qc["format"])
 			w := qc["config_groups"].(map[string]any)["group_0"].(map[string]any)["weights"].(map[string]any)
-			require.Equal(t, map[nn.HFFormat]string{nn.HFFP8Tensor: "tensor", nn.HFFP8Channel: "channel"}[f], w["strategy"])
+			require.Equal(t, map[hf.Format]string{hf.FP8Tensor: "tensor", hf.FP8Channel: "channel"}[f], w["strategy"])
 			require.Equal(t, 8.0, w["num_bits"])
 			require.Equal(t, "float", w["type"])
 			require.Equal(t, []any{"lm_head"}, qc["ignore"])
-		case nn.HFMXFP8, nn.HFNVFP4:
+		case hf.MXFP8, hf.NVFP4:
 			require.Equal(t, "modelopt", qc["quant_method"])
-			require.Equal(t, map[nn.HFFormat]string{nn.HFMXFP8: "MXFP8", nn.HFNVFP4: "NVFP4"}[f], qc["quant_algo"])
+			require.Equal(t, map[hf.Format]string{hf.MXFP8: "MXFP8", hf.NVFP4: "NVFP4"}[f], qc["quant_algo"])
 			require.Equal(t, []any{"lm_head"}, qc["exclude_modules"])
 			_, err := os.Stat(filepath.Join(dir, "hf_quant_config.json"))
 			require.NoError(t, err)
@@ -252,21 +253,21 @@ func TestExportHFIndependentReader(t *testing.T) {
 // the import is cast afresh.
 func TestExportHFRoundTrip(t *testing.T) {
 	m, b, store := quantLlama(t)
-	for _, f := range append(quantizedFormats(), nn.HFBFloat16) {
+	for _, f := range append(quantizedFormats(), hf.BFloat16) {
 		for _, shard := range []int64{0, 40000} {
 			name := fmt.Sprintf("%s shard %d", f, shard)
-			e := nn.HFExport{Format: f, ShardBytes: shard}
+			e := hf.Export{Format: f, ShardBytes: shard}
 			dir, dir2 := t.TempDir(), t.TempDir()
-			require.NoError(t, m.ExportHF(dir, store, e), name)
+			require.NoError(t, hf.ExportLlama(dir, m, store, e), name)
 			store2 := graph.NewStore()
-			require.NoError(t, m.LoadHF(dir, store2), name)
-			if shard == 0 && f != nn.HFBFloat16 {
-				ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+			require.NoError(t, hf.LoadLlama(dir, m, store2), name)
+			if shard == 0 && f != hf.BFloat16 {
+				ts := readRaw(t, filepath.Join(dir, hf.WeightsFile))
 				for _, mod := range llamaLinears {
 					require.Equal(t, bitsOf(dequantRef(t, ts, f, mod)), bitsOf(store2.Float32(mod+".weight")), "%s %s", name, mod)
 				}
 			}
-			require.NoError(t, m.ExportHF(dir2, store2, e), name)
+			require.NoError(t, hf.ExportLlama(dir2, m, store2, e), name)
 			files, err := os.ReadDir(dir)
 			require.NoError(t, err)
 			if shard > 0 {
@@ -274,7 +275,7 @@ func TestExportHFRoundTrip(t *testing.T) {
 				var idx struct {
 					WeightMap map[string]string `json:"weight_map"`
 				}
-				b, err := os.ReadFile(filepath.Join(dir, nn.HFIndexFile))
+				b, err := os.ReadFile(filepath.Join(dir, hf.IndexFile))
 				require.NoError(t, err)
 				require.NoError(t, json.Unmarshal(b, &idx))
 				named := map[string]bool{}
@@ -296,7 +297,7 @@ func TestExportHFRoundTrip(t *testing.T) {
 			}
 			// Every parameter survives a second import unchanged.
 			store3 := graph.NewStore()
-			require.NoError(t, m.LoadHF(dir2, store3))
+			require.NoError(t, hf.LoadLlama(dir2, m, store3))
 			for _, p := range b.Params() {
 				require.Equal(t, bitsOf(store2.Float32(p.Name())), bitsOf(store3.Float32(p.Name())), p.Name())
 			}
@@ -304,17 +305,17 @@ func TestExportHFRoundTrip(t *testing.T) {
 	}
 	// A changed weight is cast afresh: the recipe's codes of its new values.
 	dir := t.TempDir()
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Block}))
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: hf.FP8Block}))
 	store2 := graph.NewStore()
-	require.NoError(t, m.LoadHF(dir, store2))
+	require.NoError(t, hf.LoadLlama(dir, m, store2))
 	mod := "model.layers.0.mlp.down_proj"
 	w := store2.Float32(mod + ".weight")
 	w[5] += 0.25
 	dir2 := t.TempDir()
-	require.NoError(t, m.ExportHF(dir2, store2, nn.HFExport{Format: nn.HFFP8Block}))
+	require.NoError(t, hf.ExportLlama(dir2, m, store2, hf.Export{Format: hf.FP8Block}))
 	sh, _ := store2.Shape(mod + ".weight")
-	got := dequantRef(t, readRaw(t, filepath.Join(dir2, nn.HFWeightsFile)), nn.HFFP8Block, mod)
-	require.Equal(t, bitsOf(recipeDequant(t, nn.HFFP8Block, w, sh[0], sh[1])), bitsOf(got))
+	got := dequantRef(t, readRaw(t, filepath.Join(dir2, hf.WeightsFile)), hf.FP8Block, mod)
+	require.Equal(t, bitsOf(recipeDequant(t, hf.FP8Block, w, sh[0], sh[1])), bitsOf(got))
 }
 
 // TestExportHFOptions: Keep, BF16, FP32Scales, a sharded export replacing
@@ -323,8 +324,8 @@ func TestExportHFOptions(t *testing.T) {
 	m, _, store := quantLlama(t)
 	dir := t.TempDir()
 	keep := "model.layers.0.mlp.down_proj"
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Block, Keep: []string{keep}, BF16: true, FP32Scales: true}))
-	ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: hf.FP8Block, Keep: []string{keep}, BF16: true, FP32Scales: true}))
+	ts := readRaw(t, filepath.Join(dir, hf.WeightsFile))
 	require.Equal(t, "BF16", ts[keep+".weight"].dtype)
 	require.Equal(t, "BF16", ts["lm_head.weight"].dtype)
 	_, ok := ts[keep+".weight_scale_inv"]
@@ -343,40 +344,40 @@ func TestExportHFOptions(t *testing.T) {
 	require.False(t, pow2, "FP32Scales keeps float32 scales")
 	// A sharded export over it removes model.safetensors; a single file
 	// over a sharded one removes the shards and the index.
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFMXFP8, ShardBytes: 50000}))
-	_, err := os.Stat(filepath.Join(dir, nn.HFWeightsFile))
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: hf.MXFP8, ShardBytes: 50000}))
+	_, err := os.Stat(filepath.Join(dir, hf.WeightsFile))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	require.NoError(t, m.LoadHF(dir, graph.NewStore()))
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{}))
+	require.NoError(t, hf.LoadLlama(dir, m, graph.NewStore()))
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{}))
 	files, _ := os.ReadDir(dir)
 	var names []string
 	for _, f := range files {
 		names = append(names, f.Name())
 	}
-	require.Equal(t, []string{nn.HFConfigFile, nn.HFWeightsFile}, names)
+	require.Equal(t, []string{hf.ConfigFile, hf.WeightsFile}, names)
 	_, hasQC := readConfig(t, dir)["quantization_config"]
 	require.False(t, hasQC)
 
 	for _, c := range []struct {
-		e    nn.HFExport
+		e    hf.Export
 		says string
 	}{
-		{nn.HFExport{Format: "fp9"}, `format "fp9"`},
-		{nn.HFExport{Format: nn.HFMXFP8, FP32Scales: true}, "FP32Scales applies to fp8-block"},
-		{nn.HFExport{Format: nn.HFFP8Block, Keep: []string{"model.layers.0.mlp"}}, `Keep names "model.layers.0.mlp"`},
-		{nn.HFExport{ShardBytes: -1}, "ShardBytes"},
-		{nn.HFExport{Format: nn.HFNVFP4, Layers: []string{}}, "Layers is empty"},
-		{nn.HFExport{Format: nn.HFNVFP4, Layers: []string{"model.layers.0.self_attn.q_proj"}}, `Layers names "model.layers.0.self_attn.q_proj"`},
+		{hf.Export{Format: "fp9"}, `format "fp9"`},
+		{hf.Export{Format: hf.MXFP8, FP32Scales: true}, "FP32Scales applies to fp8-block"},
+		{hf.Export{Format: hf.FP8Block, Keep: []string{"model.layers.0.mlp"}}, `Keep names "model.layers.0.mlp"`},
+		{hf.Export{ShardBytes: -1}, "ShardBytes"},
+		{hf.Export{Format: hf.NVFP4, Layers: []string{}}, "Layers is empty"},
+		{hf.Export{Format: hf.NVFP4, Layers: []string{"model.layers.0.self_attn.q_proj"}}, `Layers names "model.layers.0.self_attn.q_proj"`},
 	} {
-		err := m.ExportHF(t.TempDir(), store, c.e)
-		require.ErrorIs(t, err, nn.ErrHF)
+		err := hf.ExportLlama(t.TempDir(), m, store, c.e)
+		require.ErrorIs(t, err, hf.ErrCheckpoint)
 		require.Contains(t, err.Error(), c.says)
 	}
 	w := store.Float32("model.layers.0.self_attn.k_proj.weight")
 	w[3] = float32(math.NaN())
 	out := t.TempDir()
-	err = m.ExportHF(out, store, nn.HFExport{Format: nn.HFFP8Tensor})
-	require.ErrorIs(t, err, nn.ErrHF)
+	err = hf.ExportLlama(out, m, store, hf.Export{Format: hf.FP8Tensor})
+	require.ErrorIs(t, err, hf.ErrCheckpoint)
 	require.Contains(t, err.Error(), "model.layers.0.self_attn.k_proj.weight")
 	left, _ := os.ReadDir(out)
 	require.Empty(t, left, "nothing written for a NaN weight")
@@ -392,10 +393,10 @@ func TestGPTExportHF(t *testing.T) {
 	require.NoError(t, err)
 	store := graph.NewStore()
 	require.NoError(t, b.Init(store, 4))
-	for _, f := range []nn.HFFormat{nn.HFFP8Block, nn.HFFP8Tensor} {
+	for _, f := range []hf.Format{hf.FP8Block, hf.FP8Tensor} {
 		dir, dir2 := t.TempDir(), t.TempDir()
-		require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: f}))
-		ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+		require.NoError(t, hf.ExportGPT(dir, m, store, hf.Export{Format: f}))
+		ts := readRaw(t, filepath.Join(dir, hf.WeightsFile))
 		name := "transformer.h.0.mlp.c_fc"
 		w := store.Float32(m.Blocks[0].FC.Weight.Name())
 		sh := m.Blocks[0].FC.Weight.Shape()
@@ -407,15 +408,15 @@ func TestGPTExportHF(t *testing.T) {
 			}
 		}
 		store2 := graph.NewStore()
-		require.NoError(t, m.LoadHF(dir, store2))
-		require.NoError(t, m.ExportHF(dir2, store2, nn.HFExport{Format: f}))
-		a, _ := os.ReadFile(filepath.Join(dir, nn.HFWeightsFile))
-		c, _ := os.ReadFile(filepath.Join(dir2, nn.HFWeightsFile))
+		require.NoError(t, hf.LoadGPT(dir, m, store2))
+		require.NoError(t, hf.ExportGPT(dir2, m, store2, hf.Export{Format: f}))
+		a, _ := os.ReadFile(filepath.Join(dir, hf.WeightsFile))
+		c, _ := os.ReadFile(filepath.Join(dir2, hf.WeightsFile))
 		require.Equal(t, a, c)
 	}
-	for _, f := range []nn.HFFormat{nn.HFFP8Channel, nn.HFMXFP8, nn.HFNVFP4} {
-		err := m.ExportHF(t.TempDir(), store, nn.HFExport{Format: f})
-		require.ErrorIs(t, err, nn.ErrHF)
+	for _, f := range []hf.Format{hf.FP8Channel, hf.MXFP8, hf.NVFP4} {
+		err := hf.ExportGPT(t.TempDir(), m, store, hf.Export{Format: f})
+		require.ErrorIs(t, err, hf.ErrCheckpoint)
 		require.Contains(t, err.Error(), "Conv1D")
 	}
 }
@@ -424,13 +425,13 @@ func TestGPTExportHF(t *testing.T) {
 // naming the key or tensor, nothing stored, never a panic.
 func TestLoadHFHostileQuantized(t *testing.T) {
 	m, _, store := quantLlama(t)
-	src := map[nn.HFFormat]string{}
-	for _, f := range []nn.HFFormat{nn.HFFP8Block, nn.HFFP8Channel, nn.HFMXFP8, nn.HFNVFP4} {
+	src := map[hf.Format]string{}
+	for _, f := range []hf.Format{hf.FP8Block, hf.FP8Channel, hf.MXFP8, hf.NVFP4} {
 		src[f] = t.TempDir()
-		require.NoError(t, m.ExportHF(src[f], store, nn.HFExport{Format: f}))
+		require.NoError(t, hf.ExportLlama(src[f], m, store, hf.Export{Format: f}))
 	}
 	sharded := t.TempDir()
-	require.NoError(t, m.ExportHF(sharded, store, nn.HFExport{Format: nn.HFFP8Block, ShardBytes: 40000}))
+	require.NoError(t, hf.ExportLlama(sharded, m, store, hf.Export{Format: hf.FP8Block, ShardBytes: 40000}))
 	q := "model.layers.0.self_attn.q_proj"
 	copyDir := func(from string) string {
 		to := t.TempDir()
@@ -445,14 +446,14 @@ func TestLoadHFHostileQuantized(t *testing.T) {
 	// editWeights rewrites model.safetensors through fn.
 	editWeights := func(from string, fn func(ts map[string]rawTensor)) string {
 		dir := copyDir(from)
-		ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+		ts := readRaw(t, filepath.Join(dir, hf.WeightsFile))
 		fn(ts)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, hf.WeightsFile), encodeRaw(t, ts), 0o644))
 		return dir
 	}
 	editConfig := func(from, old, new string) string {
 		dir := copyDir(from)
-		p := filepath.Join(dir, nn.HFConfigFile)
+		p := filepath.Join(dir, hf.ConfigFile)
 		b, _ := os.ReadFile(p)
 		s := strings.Replace(string(b), old, new, 1)
 		require.NotEqual(t, string(b), s, old)
@@ -465,63 +466,63 @@ func TestLoadHFHostileQuantized(t *testing.T) {
 	cases := []struct {
 		name, dir, says string
 	}{
-		{"E5M2 under fmt e4m3", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) {
+		{"E5M2 under fmt e4m3", editWeights(src[hf.FP8Block], func(ts map[string]rawTensor) {
 			w := ts[q+".weight"]
 			w.dtype = "F8_E5M2"
 			ts[q+".weight"] = w
 		}), `"` + q + `.weight" is F8_E5M2 but quantization_config says E4M3`},
-		{"scale shape", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) {
+		{"scale shape", editWeights(src[hf.FP8Block], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale_inv"]
 			s.shape, s.data = []int{1, 2}, s.data[:8]
 			ts[q+".weight_scale_inv"] = s
 		}), `"` + q + `.weight_scale_inv" has shape [1 2], want [2 2]`},
-		{"missing scale", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) { delete(ts, q+".weight_scale_inv") }),
+		{"missing scale", editWeights(src[hf.FP8Block], func(ts map[string]rawTensor) { delete(ts, q+".weight_scale_inv") }),
 			`its scale "` + q + `.weight_scale_inv" is missing`},
-		{"NaN scale", editWeights(src[nn.HFFP8Block], func(ts map[string]rawTensor) {
+		{"NaN scale", editWeights(src[hf.FP8Block], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale_inv"]
 			s.data = append(append([]byte(nil), s.data[:4]...), append(nan, s.data[8:]...)...)
 			ts[q+".weight_scale_inv"] = s
 		}), `scale 1 is NaN`},
-		{"negative scale", editWeights(src[nn.HFFP8Channel], func(ts map[string]rawTensor) {
+		{"negative scale", editWeights(src[hf.FP8Channel], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale"]
 			d := append([]byte(nil), s.data...)
 			binary.LittleEndian.PutUint32(d[8:], math.Float32bits(-1))
 			s.data = d
 			ts[q+".weight_scale"] = s
 		}), "scale 2 is -1, want a finite number ≥ 0"},
-		{"scale dtype", editWeights(src[nn.HFFP8Channel], func(ts map[string]rawTensor) {
+		{"scale dtype", editWeights(src[hf.FP8Channel], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale"]
 			s.dtype = "I32"
 			ts[q+".weight_scale"] = s
 		}), `"` + q + `.weight_scale" is I32, want F32`},
-		{"E8M0 NaN", editWeights(src[nn.HFMXFP8], func(ts map[string]rawTensor) {
+		{"E8M0 NaN", editWeights(src[hf.MXFP8], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale"]
 			s.data = append([]byte{0xFF}, s.data[1:]...)
 			ts[q+".weight_scale"] = s
 		}), "NaN code 0xFF"},
-		{"NVFP4 block scale NaN", editWeights(src[nn.HFNVFP4], func(ts map[string]rawTensor) {
+		{"NVFP4 block scale NaN", editWeights(src[hf.NVFP4], func(ts map[string]rawTensor) {
 			s := ts[q+".weight_scale"]
 			s.data = append([]byte{0x7F}, s.data[1:]...)
 			ts[q+".weight_scale"] = s
 		}), "NaN code"},
-		{"NVFP4 packed shape", editWeights(src[nn.HFNVFP4], func(ts map[string]rawTensor) {
+		{"NVFP4 packed shape", editWeights(src[hf.NVFP4], func(ts map[string]rawTensor) {
 			w := ts[q+".weight"]
 			w.shape = []int{w.shape[1], w.shape[0]}
 			ts[q+".weight"] = w
 		}), "NVFP4 wants U8 [160 80]"},
-		{"FP8 without a config", editConfig(src[nn.HFFP8Block], `"quantization_config"`, `"quantization_config_x"`), "has no quantization_config"},
-		{"unknown method", editConfig(src[nn.HFFP8Block], `"quant_method": "fp8"`, `"quant_method": "gptq"`), `"quant_method": "gptq" is not supported`},
-		{"method not a string", editConfig(src[nn.HFFP8Block], `"quant_method": "fp8"`, `"quant_method": 8`), `"quant_method": 8 is not a string`},
-		{"block size", editConfig(src[nn.HFFP8Block], `"weight_block_size": [`, `"weight_block_size": [0, `), "weight_block_size"},
-		{"block size zero", editConfig(src[nn.HFFP8Block], `"weight_block_size": [
+		{"FP8 without a config", editConfig(src[hf.FP8Block], `"quantization_config"`, `"quantization_config_x"`), "has no quantization_config"},
+		{"unknown method", editConfig(src[hf.FP8Block], `"quant_method": "fp8"`, `"quant_method": "gptq"`), `"quant_method": "gptq" is not supported`},
+		{"method not a string", editConfig(src[hf.FP8Block], `"quant_method": "fp8"`, `"quant_method": 8`), `"quant_method": 8 is not a string`},
+		{"block size", editConfig(src[hf.FP8Block], `"weight_block_size": [`, `"weight_block_size": [0, `), "weight_block_size"},
+		{"block size zero", editConfig(src[hf.FP8Block], `"weight_block_size": [
       128,
       128
     ]`, `"weight_block_size": [128, 0]`), "[128 0], want two positive sizes"},
-		{"NVFP4 group", editConfig(src[nn.HFNVFP4], `"group_size": 16`, `"group_size": 32`), `"group_size": 32, want 16`},
-		{"MXFP8 group", editConfig(src[nn.HFMXFP8], `"group_size": 32`, `"group_size": 16`), `"group_size": 16, want 32`},
-		{"fmt", editConfig(src[nn.HFFP8Block], `"fmt": "e4m3"`, `"fmt": "int8"`), `"fmt": "int8"`},
-		{"strategy", editConfig(src[nn.HFFP8Channel], `"strategy": "channel"`, `"strategy": "group"`), `"strategy": "group" is not supported`},
-		{"quant_algo", editConfig(src[nn.HFMXFP8], `"quant_algo": "MXFP8"`, `"quant_algo": "W4A8_AWQ"`), `"W4A8_AWQ" is not supported`},
+		{"NVFP4 group", editConfig(src[hf.NVFP4], `"group_size": 16`, `"group_size": 32`), `"group_size": 32, want 16`},
+		{"MXFP8 group", editConfig(src[hf.MXFP8], `"group_size": 32`, `"group_size": 16`), `"group_size": 16, want 32`},
+		{"fmt", editConfig(src[hf.FP8Block], `"fmt": "e4m3"`, `"fmt": "int8"`), `"fmt": "int8"`},
+		{"strategy", editConfig(src[hf.FP8Channel], `"strategy": "channel"`, `"strategy": "group"`), `"strategy": "group" is not supported`},
+		{"quant_algo", editConfig(src[hf.MXFP8], `"quant_algo": "MXFP8"`, `"quant_algo": "W4A8_AWQ"`), `"W4A8_AWQ" is not supported`},
 		{"truncated shard", func() string {
 			dir := copyDir(sharded)
 			p := filepath.Join(dir, filepath.Base(shards[0]))
@@ -540,16 +541,16 @@ func TestLoadHFHostileQuantized(t *testing.T) {
 	}
 	for _, c := range cases {
 		fresh := graph.NewStore()
-		err := m.LoadHF(c.dir, fresh)
+		err := hf.LoadLlama(c.dir, m, fresh)
 		require.Error(t, err, c.name)
-		require.True(t, errors.Is(err, nn.ErrHF), "%s: %v", c.name, err)
+		require.True(t, errors.Is(err, hf.ErrCheckpoint), "%s: %v", c.name, err)
 		require.Contains(t, err.Error(), c.says, c.name)
 		require.Nil(t, fresh.Float32("model.embed_tokens.weight"), "%s: nothing stored on a refusal", c.name)
 	}
 }
 
 func editIndex(t *testing.T, dir, old, new string) string {
-	p := filepath.Join(dir, nn.HFIndexFile)
+	p := filepath.Join(dir, hf.IndexFile)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	s := strings.Replace(string(b), old, new, 1)
@@ -578,10 +579,10 @@ func encodeRaw(t *testing.T, ts map[string]rawTensor) []byte {
 func TestLoadHFOtherBlocks(t *testing.T) {
 	m, _, store := quantLlama(t)
 	src := t.TempDir()
-	require.NoError(t, m.ExportHF(src, store, nn.HFExport{Format: nn.HFFP8Block}))
+	require.NoError(t, hf.ExportLlama(src, m, store, hf.Export{Format: hf.FP8Block}))
 	for _, ct := range []bool{false, true} {
 		dir := t.TempDir()
-		ts := readRaw(t, filepath.Join(src, nn.HFWeightsFile))
+		ts := readRaw(t, filepath.Join(src, hf.WeightsFile))
 		for _, mod := range llamaLinears {
 			w := ts[mod+".weight"]
 			rows, cols := w.shape[0], w.shape[1]
@@ -599,7 +600,7 @@ func TestLoadHFOtherBlocks(t *testing.T) {
 			}
 			ts[name] = rawTensor{"F32", []int{sr, sc}, s}
 		}
-		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, hf.WeightsFile), encodeRaw(t, ts), 0o644))
 		conf := readConfig(t, src)
 		conf["quantization_config"] = map[string]any{"quant_method": "fp8", "weight_block_size": []int{64, 32}}
 		if ct {
@@ -607,9 +608,9 @@ func TestLoadHFOtherBlocks(t *testing.T) {
 				"config_groups": map[string]any{"g": map[string]any{"weights": map[string]any{"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []int{64, 32}}}}}
 		}
 		b, _ := json.Marshal(conf)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), b, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), b, 0o644))
 		got := graph.NewStore()
-		require.NoError(t, m.LoadHF(dir, got))
+		require.NoError(t, hf.LoadLlama(dir, m, got))
 		for _, mod := range llamaLinears {
 			w := ts[mod+".weight"]
 			rows, cols := w.shape[0], w.shape[1]
@@ -648,8 +649,8 @@ func TestLoadHFOtherBlocks(t *testing.T) {
 func TestExportHFLayers(t *testing.T) {
 	m, _, store := quantLlama(t)
 	dir := t.TempDir()
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Tensor, Layers: []string{"model.layers.0.self_attn.qkv_proj"}}))
-	ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: hf.FP8Tensor, Layers: []string{"model.layers.0.self_attn.qkv_proj"}}))
+	ts := readRaw(t, filepath.Join(dir, hf.WeightsFile))
 	require.Equal(t, "F8_E4M3", ts["model.layers.0.self_attn.q_proj.weight"].dtype)
 	require.Equal(t, "F8_E4M3", ts["model.layers.0.self_attn.v_proj.weight"].dtype)
 	require.Equal(t, "F32", ts["model.layers.0.self_attn.o_proj.weight"].dtype)
@@ -687,11 +688,11 @@ func TestExportedLogits(t *testing.T) {
 		return append([]float32(nil), prog.Float32(logits)...)
 	}
 	ref := run(store)
-	for _, f := range append(quantizedFormats(), nn.HFBFloat16) {
+	for _, f := range append(quantizedFormats(), hf.BFloat16) {
 		dir := t.TempDir()
-		require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: f}))
+		require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: f}))
 		s2 := graph.NewStore()
-		require.NoError(t, m.LoadHF(dir, s2))
+		require.NoError(t, hf.LoadLlama(dir, m, s2))
 		out := run(s2)
 		var num, den float64
 		for i := range ref {
@@ -708,7 +709,7 @@ func TestExportedLogits(t *testing.T) {
 			}
 		}
 		t.Logf("%-11s weights SQNR %.1f dB, logits SQNR %.1f dB (relative error %.2e)", f, 10*math.Log10(wd/wn), sqnr, math.Sqrt(num/den))
-		floor := map[nn.HFFormat]float64{nn.HFNVFP4: 10, nn.HFBFloat16: 40}[f]
+		floor := map[hf.Format]float64{hf.NVFP4: 10, hf.BFloat16: 40}[f]
 		if floor == 0 {
 			floor = 22
 		}
@@ -722,8 +723,8 @@ func TestExportedLogits(t *testing.T) {
 func TestLoadHFPerTensorFP8(t *testing.T) {
 	m, _, store := quantLlama(t)
 	src := t.TempDir()
-	require.NoError(t, m.ExportHF(src, store, nn.HFExport{Format: nn.HFFP8Tensor}))
-	ts := readRaw(t, filepath.Join(src, nn.HFWeightsFile))
+	require.NoError(t, hf.ExportLlama(src, m, store, hf.Export{Format: hf.FP8Tensor}))
+	ts := readRaw(t, filepath.Join(src, hf.WeightsFile))
 	for _, mod := range llamaLinears {
 		s := ts[mod+".weight_scale"]
 		s.shape = []int{}
@@ -731,13 +732,13 @@ func TestLoadHFPerTensorFP8(t *testing.T) {
 		ts[mod+".input_scale"] = rawTensor{"F32", []int{}, []byte{0, 0, 128, 63}}
 	}
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, hf.WeightsFile), encodeRaw(t, ts), 0o644))
 	conf := readConfig(t, src)
 	conf["quantization_config"] = map[string]any{"quant_method": "fp8", "activation_scheme": "static"}
 	b, _ := json.Marshal(conf)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), b, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), b, 0o644))
 	got := graph.NewStore()
-	require.NoError(t, m.LoadHF(dir, got))
+	require.NoError(t, hf.LoadLlama(dir, m, got))
 	for _, mod := range llamaLinears {
 		w := ts[mod+".weight"]
 		s := f32At(ts[mod+".weight_scale"].data, 0)
@@ -752,21 +753,21 @@ func TestLoadHFPerTensorFP8(t *testing.T) {
 func TestLoadHFModelOptConfigOnly(t *testing.T) {
 	m, _, store := quantLlama(t)
 	dir := t.TempDir()
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFMXFP8}))
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: hf.MXFP8}))
 	want := graph.NewStore()
-	require.NoError(t, m.LoadHF(dir, want))
+	require.NoError(t, hf.LoadLlama(dir, m, want))
 	conf := readConfig(t, dir)
 	delete(conf, "quantization_config")
 	b, _ := json.Marshal(conf)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFConfigFile), b, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), b, 0o644))
 	got := graph.NewStore()
-	require.NoError(t, m.LoadHF(dir, got))
+	require.NoError(t, hf.LoadLlama(dir, m, got))
 	for _, mod := range llamaLinears {
 		require.Equal(t, bitsOf(want.Float32(mod+".weight")), bitsOf(got.Float32(mod+".weight")), mod)
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "hf_quant_config.json"), []byte(`{"producer": {}}`), 0o644))
-	err := m.LoadHF(dir, graph.NewStore())
-	require.ErrorIs(t, err, nn.ErrHF)
+	err := hf.LoadLlama(dir, m, graph.NewStore())
+	require.ErrorIs(t, err, hf.ErrCheckpoint)
 	require.Contains(t, err.Error(), `"quantization" is missing`)
 }
 
@@ -775,15 +776,15 @@ func TestLoadHFModelOptConfigOnly(t *testing.T) {
 func TestLoadHFZeroScale(t *testing.T) {
 	m, _, store := quantLlama(t)
 	dir := t.TempDir()
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFFP8Channel}))
-	ts := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: hf.FP8Channel}))
+	ts := readRaw(t, filepath.Join(dir, hf.WeightsFile))
 	q := "model.layers.0.self_attn.q_proj"
 	s := ts[q+".weight_scale"]
 	s.data = append([]byte{0, 0, 0, 0}, s.data[4:]...)
 	ts[q+".weight_scale"] = s
-	require.NoError(t, os.WriteFile(filepath.Join(dir, nn.HFWeightsFile), encodeRaw(t, ts), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, hf.WeightsFile), encodeRaw(t, ts), 0o644))
 	got := graph.NewStore()
-	require.NoError(t, m.LoadHF(dir, got))
+	require.NoError(t, hf.LoadLlama(dir, m, got))
 	w := got.Float32(q + ".weight")
 	sh, _ := got.Shape(q + ".weight")
 	for j := 0; j < sh[1]; j++ {
@@ -800,8 +801,8 @@ func TestExportBF16Rounding(t *testing.T) {
 	v := store.Float32("model.norm.weight")
 	v[0], v[1], v[2], v[3] = 1+1.0/256, 1+3.0/256, math.Float32frombits(0x00012345), -2.7182817
 	dir := t.TempDir()
-	require.NoError(t, m.ExportHF(dir, store, nn.HFExport{Format: nn.HFBFloat16}))
-	r := readRaw(t, filepath.Join(dir, nn.HFWeightsFile))["model.norm.weight"]
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{Format: hf.BFloat16}))
+	r := readRaw(t, filepath.Join(dir, hf.WeightsFile))["model.norm.weight"]
 	require.Equal(t, "BF16", r.dtype)
 	for i, x := range v {
 		b := math.Float32bits(x)
