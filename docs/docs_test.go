@@ -283,3 +283,55 @@ func TestRecipeMethodCount(t *testing.T) {
 		t.Fatalf("recipe.Recipe has %d methods; docs/recipes.md does not say \"write the %s methods\"", n, words[min(n, len(words)-1)])
 	}
 }
+
+// TestLayoutNamesEveryPackage: docs/contributing.md's Layout names every
+// package directory of the module (examples/ as one), so it cannot go
+// stale as packages come and go.
+func TestLayoutNamesEveryPackage(t *testing.T) {
+	b, err := os.ReadFile("contributing.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "## Layout")
+	if i < 0 {
+		t.Fatal("contributing.md has no Layout section")
+	}
+	layout := doc[i:]
+	if j := strings.Index(layout[1:], "\n## "); j >= 0 {
+		layout = layout[:j+1]
+	}
+	var missing []string
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("..", path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			switch {
+			case rel != "." && strings.HasPrefix(d.Name(), "."), d.Name() == "testdata", rel == "docs",
+				strings.HasPrefix(rel, "examples/"):
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && rel != "." {
+				return filepath.SkipDir // a module of its own (a generator)
+			}
+			return nil
+		}
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		if dir == "." || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		if !strings.Contains(layout, "`"+dir+"`") && !strings.Contains(layout, "`"+dir+"/`") && !slices.Contains(missing, dir) {
+			missing = append(missing, dir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(missing) > 0 {
+		t.Errorf("contributing.md's Layout does not name %v", missing)
+	}
+}
