@@ -114,3 +114,31 @@ func ExampleSub_shapes() {
 	fmt.Println(g.Err())
 	// Output: graph: node "pred/sub" (Sub): "pred" [4 1] and "y" [4]: shapes [4 1] and [4]: operands of different ranks broadcast only where the smaller is a scalar or the larger's trailing axes (reshape to one rank, or ops.BroadcastTo, to broadcast them)
 }
+
+// A Mixtral-style router: softmax scores over 4 experts, each token's
+// top 2 (ties to the lower expert), their weights renormalised to sum
+// to 1. The gradient reaches the scores through the kept weights only.
+func ExampleTopK() {
+	g := graph.New()
+	logits := g.Input("router_logits", graph.Float32, 2, 4)
+	p := ops.Softmax(logits)
+	experts := ops.TopK(p, nil, ops.RouterConfig{K: 2})
+	w := ops.GatherLast(p, experts)
+	w = ops.Div(w, ops.BroadcastTo(ops.SumKeepDims(w, 1), w.Shape()))
+	prog, err := graph.Compile(g, graph.NewStore(), graph.Options{}, experts, w)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = prog.FeedFloat32(logits, []float32{0, 1, 2, 1, 3, 3, 0, 0})
+	if err := prog.Run(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	idx, _ := prog.Value(experts)
+	fmt.Println(idx.I32)
+	fmt.Printf("%.4f\n", prog.Float32(w))
+	// Output:
+	// [2 1 0 1]
+	// [0.7311 0.2689 0.5000 0.5000]
+}
