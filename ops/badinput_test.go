@@ -82,11 +82,21 @@ func TestEveryConstructorRefusesBadInput(t *testing.T) {
 		"TopK int scores":        func(o operands) *graph.Node { return ops.TopK(o.ids, nil, ops.RouterConfig{K: 1}) },
 		"GatherLast float index": func(o operands) *graph.Node { return ops.GatherLast(o.m23, o.m23) },
 		"GatherLast rows":        func(o operands) *graph.Node { return ops.GatherLast(o.m45, o.g.Input("k", graph.Int32, 2, 2)) },
-		"CausalMask vector":      func(o operands) *graph.Node { return ops.CausalMask(o.vec) },
-		"CausalMask non-square":  func(o operands) *graph.Node { return ops.CausalMask(o.m23) },
-		"Dropout p":              func(o operands) *graph.Node { return ops.Dropout(o.m23, 1.5, 1) },
-		"Dropout negative p":     func(o operands) *graph.Node { return ops.Dropout(o.m23, -0.1, 1) },
-		"LayerNorm gamma":        func(o operands) *graph.Node { return ops.LayerNorm("ln", o.m23, o.vec, o.vec, ops.LayerNormConfig{}) },
+		"Dispatch float indices": func(o operands) *graph.Node { return ops.Dispatch(o.m23, o.m23, 4) },
+		"Dispatch no experts":    func(o operands) *graph.Node { return ops.Dispatch(o.m23, o.g.Input("k", graph.Int32, 2, 2), 0) },
+		"Combine weights shape":  func(o operands) *graph.Node { return ops.Combine(o.m45, o.g.Input("k", graph.Int32, 2, 2), o.m23, 4) },
+		"ExpertCounts vector":    func(o operands) *graph.Node { return ops.ExpertCounts(o.ids, 4) },
+		"GroupedLinear 2-D w": func(o operands) *graph.Node {
+			return ops.GroupedLinear("e", o.m45, o.g.Input("c", graph.Int32, 4), o.m45)
+		},
+		"GroupedLinear width": func(o operands) *graph.Node {
+			return ops.GroupedLinear("e", o.m23, o.g.Input("c", graph.Int32, 2), o.g.Param("we", 2, 4, 5))
+		},
+		"CausalMask vector":     func(o operands) *graph.Node { return ops.CausalMask(o.vec) },
+		"CausalMask non-square": func(o operands) *graph.Node { return ops.CausalMask(o.m23) },
+		"Dropout p":             func(o operands) *graph.Node { return ops.Dropout(o.m23, 1.5, 1) },
+		"Dropout negative p":    func(o operands) *graph.Node { return ops.Dropout(o.m23, -0.1, 1) },
+		"LayerNorm gamma":       func(o operands) *graph.Node { return ops.LayerNorm("ln", o.m23, o.vec, o.vec, ops.LayerNormConfig{}) },
 		"LayerNorm eps": func(o operands) *graph.Node {
 			return ops.LayerNorm("ln", o.m23, nil, nil, ops.LayerNormConfig{Eps: -1})
 		},
