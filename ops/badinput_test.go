@@ -92,6 +92,8 @@ func TestEveryConstructorRefusesBadInput(t *testing.T) {
 		"GroupedLinear width": func(o operands) *graph.Node {
 			return ops.GroupedLinear("e", o.m23, o.g.Input("c", graph.Int32, 2), o.g.Param("we", 2, 4, 5))
 		},
+		"LogSumExp scalar":      func(o operands) *graph.Node { return ops.LogSumExp(o.scalar) },
+		"ExpertShare float":     func(o operands) *graph.Node { return ops.ExpertShare(o.m23, 3) },
 		"CausalMask vector":     func(o operands) *graph.Node { return ops.CausalMask(o.vec) },
 		"CausalMask non-square": func(o operands) *graph.Node { return ops.CausalMask(o.m23) },
 		"Dropout p":             func(o operands) *graph.Node { return ops.Dropout(o.m23, 1.5, 1) },

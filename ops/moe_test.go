@@ -179,3 +179,41 @@ func TestGroupedLinearRefusesBadCounts(t *testing.T) {
 		require.ErrorContains(t, p.Run(), c.says)
 	}
 }
+
+// TestLogSumExp: against float64 with values that overflow exp in
+// float32, and its gradient against central differences.
+func TestLogSumExp(t *testing.T) {
+	xv := []float32{100, 101, 99, -3, 0, 2.5}
+	g := graph.New()
+	x := g.Input("x", graph.Float32, 2, 3)
+	y := ops.LogSumExp(x)
+	p, err := graph.Compile(g, graph.NewStore(), graph.Options{}, y)
+	require.NoError(t, err)
+	require.NoError(t, p.FeedFloat32(x, xv))
+	require.NoError(t, p.Run())
+	for r := 0; r < 2; r++ {
+		m := math.Inf(-1)
+		for _, v := range xv[r*3 : r*3+3] {
+			m = math.Max(m, float64(v))
+		}
+		var s float64
+		for _, v := range xv[r*3 : r*3+3] {
+			s += math.Exp(float64(v) - m)
+		}
+		require.InDelta(t, m+math.Log(s), float64(p.Float32(y)[r]), 1e-5*math.Abs(m+math.Log(s))+1e-6)
+	}
+	checkGrad(t, gradCase{name: "LogSumExp", params: []graph.Shape{s(4, 6)},
+		build: func(ps, _ []*graph.Node) *graph.Node { return ops.LogSumExp(ps[0]) }})
+}
+
+// TestExpertShare: each expert's choices over the tokens.
+func TestExpertShare(t *testing.T) {
+	g := graph.New()
+	idx := g.Input("idx", graph.Int32, 4, 2)
+	f := ops.ExpertShare(idx, 3)
+	p, err := graph.Compile(g, graph.NewStore(), graph.Options{}, f)
+	require.NoError(t, err)
+	require.NoError(t, p.FeedInt32(idx, []int32{0, 1, 1, 0, 0, 2, 0, 1}))
+	require.NoError(t, p.Run())
+	require.Equal(t, []float32{1, 0.75, 0.25}, p.Float32(f))
+}
