@@ -46,3 +46,27 @@ func ExampleNewLlama() {
 	// [2 16 1000] 138048 16
 	// model.layers.0.input_layernorm.weight [64]
 }
+
+// A Mixtral-style Mixture-of-Experts block: 8 experts, each token to
+// its top 2, with transformers' load-balancing loss over the router's
+// logits.
+func ExampleNewMoE() {
+	b := nn.NewBuilder(graph.New())
+	x := b.Graph().Input("x", graph.Float32, 4, 16, 64)
+	moe, err := nn.NewMoE(b, "model.layers.0.block_sparse_moe", nn.MoEConfig{Experts: 8, TopK: 2, Hidden: 64, Intermediate: 128, NormTopKProb: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	y, logits := moe.Forward(x)
+	aux := nn.LoadBalancingLoss([]*graph.Node{logits}, 8, 2)
+	fmt.Println(y.Shape(), logits.Shape(), aux.Shape(), b.NumParams())
+	for _, p := range b.Params() {
+		fmt.Println(p.Name(), p.Shape())
+	}
+	// Output:
+	// [4 16 64] [64 8] [] 197120
+	// model.layers.0.block_sparse_moe.gate.weight [8 64]
+	// model.layers.0.block_sparse_moe.experts.gate_up_proj [8 256 64]
+	// model.layers.0.block_sparse_moe.experts.down_proj [8 64 128]
+}

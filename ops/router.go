@@ -22,8 +22,9 @@ type RouterConfig struct {
 	Groups, TopKGroups int
 }
 
-// check reports a configuration that cannot choose from e experts.
-func (c RouterConfig) check(e int) error {
+// Check reports a configuration that cannot choose from e experts,
+// naming the Hugging Face key.
+func (c RouterConfig) Check(e int) error {
 	switch {
 	case c.K < 1 || c.K > e:
 		return fmt.Errorf("top-k %d (num_experts_per_tok), want 1 to the %d experts", c.K, e)
@@ -72,7 +73,7 @@ func (o topKOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if len(in) == 2 && !in[1].Shape().Equal(graph.Shape{s[1]}) {
 		return nil, graph.Invalid, fmt.Errorf("bias %q has shape %v, want [%d] (one per expert)", in[1].Name(), in[1].Shape(), s[1])
 	}
-	if err := o.cfg.check(s[1]); err != nil {
+	if err := o.cfg.Check(s[1]); err != nil {
 		return nil, graph.Invalid, err
 	}
 	return graph.Shape{s[0], o.cfg.K}, graph.Int32, nil

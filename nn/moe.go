@@ -1,0 +1,192 @@
+package nn
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+)
+
+// ErrMoEConfig is the error every refused MoEConfig matches
+// (errors.Is); the message names the key.
+var ErrMoEConfig = errors.New("MoE config")
+
+// MoEConfig configures a Mixture-of-Experts block, in the keys of
+// Hugging Face's configs (Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3).
+type MoEConfig struct {
+	// Experts is num_local_experts / num_experts; TopK
+	// num_experts_per_tok.
+	Experts, TopK int
+	// Hidden is the model width; Intermediate each expert's SwiGLU width
+	// (moe_intermediate_size, or Mixtral's intermediate_size).
+	Hidden, Intermediate int
+	// NormTopKProb renormalises the K routing weights to sum to 1
+	// (norm_topk_prob; Mixtral always does).
+	NormTopKProb bool
+	// Sigmoid scores the experts with a sigmoid instead of a softmax
+	// (scoring_func "sigmoid", DeepSeek-V3).
+	Sigmoid bool
+	// Groups and TopKGroups limit the choice to groups of experts
+	// (n_group, topk_group; see ops.RouterConfig).
+	Groups, TopKGroups int
+	// RoutedScalingFactor multiplies the routing weights
+	// (routed_scaling_factor); 0 means 1.
+	RoutedScalingFactor float64
+	// SharedIntermediate, when above 0, adds a shared expert of this
+	// SwiGLU width that every token goes through, scaled by a sigmoid gate
+	// of the token (Qwen2-MoE's shared_expert_intermediate_size).
+	SharedIntermediate int
+	// Init draws the parameters (nil: N(0, 0.02²), as transformers'
+	// initializer_range 0.02).
+	Init Initializer
+}
+
+// Validate reports a configuration that cannot build, naming the key.
+func (c MoEConfig) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("nn: %w: %s", ErrMoEConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Experts < 1:
+		return bad("num_experts %d, want ≥ 1", c.Experts)
+	case c.Hidden < 1 || c.Intermediate < 1:
+		return bad("hidden_size %d and moe_intermediate_size %d, want ≥ 1", c.Hidden, c.Intermediate)
+	case c.SharedIntermediate < 0:
+		return bad("shared_expert_intermediate_size %d, want ≥ 0", c.SharedIntermediate)
+	case math.IsNaN(c.RoutedScalingFactor) || math.IsInf(c.RoutedScalingFactor, 0) || c.RoutedScalingFactor < 0:
+		return bad("routed_scaling_factor %v, want a finite number > 0", c.RoutedScalingFactor)
+	}
+	if err := (ops.RouterConfig{K: c.TopK, Groups: c.Groups, TopKGroups: c.TopKGroups}).Check(c.Experts); err != nil {
+		return bad("%v", err)
+	}
+	return nil
+}
+
+// MoE is a Mixture-of-Experts block: a float32 router (never converted
+// to FP8), Experts SwiGLU experts run as grouped GEMMs over their
+// tokens, and an optional shared expert. Parameter names follow
+// transformers 5's stacked layout: NAME.gate.weight [E, H],
+// NAME.experts.gate_up_proj [E, 2I, H] (gate rows first),
+// NAME.experts.down_proj [E, H, I]; the shared expert's
+// NAME.shared_expert.{gate,up,down}_proj.weight and
+// NAME.shared_expert_gate.weight [1, H].
+type MoE struct {
+	Name   string
+	Config MoEConfig
+	// Gate is the router's weight [E, H].
+	Gate *graph.Node
+	// GateUp [E, 2I, H] and Down [E, H, I] are the experts' weights.
+	GateUp, Down *graph.Node
+	// SharedGateUp, SharedDown and SharedGate are the shared expert's
+	// weights (nil without one): gate_proj stacked over up_proj [2S, H],
+	// down_proj [H, S], and its sigmoid gate [1, H].
+	SharedGateUp, SharedDown, SharedGate *graph.Node
+	sharedGate, sharedUp                 *graph.Node
+}
+
+// NewMoE creates the block's parameters under name.
+func NewMoE(b *Builder, name string, cfg MoEConfig) (*MoE, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	init := cfg.Init
+	if init == nil {
+		init = Normal(0.02)
+	}
+	s := b.Scope(name)
+	e, h, i := cfg.Experts, cfg.Hidden, cfg.Intermediate
+	m := &MoE{Name: s.Name(""), Config: cfg,
+		Gate:   s.Scope("gate").Param("weight", init, e, h),
+		GateUp: s.Scope("experts").Param("gate_up_proj", init, e, 2*i, h),
+		Down:   s.Scope("experts").Param("down_proj", init, e, h, i)}
+	if n := cfg.SharedIntermediate; n > 0 {
+		sh := s.Scope("shared_expert")
+		m.sharedGate = sh.Scope("gate_proj").Param("weight", init, n, h)
+		m.sharedUp = sh.Scope("up_proj").Param("weight", init, n, h)
+		m.SharedDown = sh.Scope("down_proj").Param("weight", init, h, n)
+		m.SharedGate = s.Scope("shared_expert_gate").Param("weight", init, 1, h)
+	}
+	return m, nil
+}
+
+// Forward maps tokens x [T, H] (or [B, T, H]) to the block's output of
+// the same shape, and returns the router's logits [tokens, E] for the
+// balancing losses.
+func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
+	c := m.Config
+	shape := x.Shape()
+	if shape.Rank() < 2 || shape[len(shape)-1] != c.Hidden {
+		f := x.Graph().Failed(fmt.Errorf("nn: MoE %q: input %q has shape %v, want [tokens %d]", m.Name, x.Name(), shape, c.Hidden))
+		return f, f
+	}
+	tokens := shape.Numel() / c.Hidden
+	x2 := ops.Reshape(x, tokens, c.Hidden)
+	logits = ops.MatMul(x2, m.Gate, false, true) // float32: MatMul is no linear layer to the FP8 passes
+	var scores *graph.Node
+	if c.Sigmoid {
+		scores = ops.Sigmoid(logits)
+	} else {
+		scores = ops.Softmax(logits)
+	}
+	idx := ops.TopK(scores, nil, ops.RouterConfig{K: c.TopK, Groups: c.Groups, TopKGroups: c.TopKGroups})
+	w := ops.GatherLast(scores, idx)
+	if c.NormTopKProb && c.TopK > 1 {
+		sum := ops.SumKeepDims(w, 1)
+		if c.Sigmoid {
+			eps := x.Graph().Const(m.Name+"router.eps", 1e-20, sum.Shape()...)
+			sum = ops.Add(sum, eps) // DeepSeek-V3's denominator
+		}
+		w = ops.Div(w, ops.BroadcastTo(sum, w.Shape()))
+	}
+	if f := c.RoutedScalingFactor; f != 0 && f != 1 {
+		w = ops.Scale(w, float32(f))
+	}
+	xs := ops.Dispatch(x2, idx, c.Experts)
+	counts := ops.ExpertCounts(idx, c.Experts)
+	hdn := ops.SwiGLUHalves(ops.GroupedLinear(m.Name+"experts.gate_up_proj", xs, counts, m.GateUp))
+	ys := ops.GroupedLinear(m.Name+"experts.down_proj", hdn, counts, m.Down)
+	y = ops.Combine(ys, idx, w, c.Experts)
+	if m.SharedDown != nil {
+		gu := ops.Linear(m.Name+"shared_expert.gate_up_proj", x2, ops.Concat(0, m.sharedGate, m.sharedUp), nil)
+		shared := ops.Linear(m.Name+"shared_expert.down_proj", ops.SwiGLUHalves(gu), m.SharedDown, nil)
+		gate := ops.Sigmoid(ops.MatMul(x2, m.SharedGate, false, true)) // [T, 1]
+		y = ops.Add(y, ops.Mul(ops.BroadcastTo(gate, shared.Shape()), shared))
+	}
+	return ops.Reshape(y, shape...), logits
+}
+
+// LoadBalancingLoss is transformers' load_balancing_loss_func (Switch
+// Transformer's auxiliary loss) over the router logits of every MoE
+// layer: the logits concatenated, softmax, each token's top k, then
+// experts · Σ_e f_e · P_e with f_e the share of the choices expert e got
+// (over the k choices) and P_e its mean probability. The gradient flows
+// through P only. Multiply by router_aux_loss_coef and add it to the
+// loss.
+func LoadBalancingLoss(logits []*graph.Node, experts, k int) *graph.Node {
+	if len(logits) == 0 {
+		return nil
+	}
+	all := logits[0]
+	if len(logits) > 1 {
+		all = ops.Concat(0, logits...)
+	}
+	p := ops.Softmax(all)
+	f := ops.ExpertShare(ops.TopK(p, nil, ops.RouterConfig{K: k}), experts)
+	return ops.Scale(ops.Sum(ops.Mul(f, ops.Mean(p, 0))), float32(experts))
+}
+
+// RouterZLoss is ST-MoE's router z-loss over the router logits of every
+// MoE layer: the mean over tokens of (log Σ_e exp(logit_e))².
+func RouterZLoss(logits []*graph.Node) *graph.Node {
+	if len(logits) == 0 {
+		return nil
+	}
+	all := logits[0]
+	if len(logits) > 1 {
+		all = ops.Concat(0, logits...)
+	}
+	z := ops.LogSumExp(all)
+	return ops.Mean(ops.Mul(z, z))
+}
