@@ -135,7 +135,7 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 	if c.NormTopKProb && c.TopK > 1 {
 		sum := ops.SumKeepDims(w, 1)
 		if c.Sigmoid {
-			eps := x.Graph().Const(m.Name+"router.eps", 1e-20, sum.Shape()...)
+			eps := x.Graph().Const(m.Name+".router.eps", 1e-20, sum.Shape()...)
 			sum = ops.Add(sum, eps) // DeepSeek-V3's denominator
 		}
 		w = ops.Div(w, ops.BroadcastTo(sum, w.Shape()))
@@ -145,12 +145,12 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 	}
 	xs := ops.Dispatch(x2, idx, c.Experts)
 	counts := ops.ExpertCounts(idx, c.Experts)
-	hdn := ops.SwiGLUHalves(ops.GroupedLinear(m.Name+"experts.gate_up_proj", xs, counts, m.GateUp))
-	ys := ops.GroupedLinear(m.Name+"experts.down_proj", hdn, counts, m.Down)
+	hdn := ops.SwiGLUHalves(ops.GroupedLinear(m.Name+".experts.gate_up", xs, counts, m.GateUp))
+	ys := ops.GroupedLinear(m.Name+".experts.down", hdn, counts, m.Down)
 	y = ops.Combine(ys, idx, w, c.Experts)
 	if m.SharedDown != nil {
-		gu := ops.Linear(m.Name+"shared_expert.gate_up_proj", x2, ops.Concat(0, m.sharedGate, m.sharedUp), nil)
-		shared := ops.Linear(m.Name+"shared_expert.down_proj", ops.SwiGLUHalves(gu), m.SharedDown, nil)
+		gu := ops.Linear(m.Name+".shared_expert.gate_up_proj", x2, ops.Concat(0, m.sharedGate, m.sharedUp), nil)
+		shared := ops.Linear(m.Name+".shared_expert.down_proj", ops.SwiGLUHalves(gu), m.SharedDown, nil)
 		gate := ops.Sigmoid(ops.MatMul(x2, m.SharedGate, false, true)) // [T, 1]
 		y = ops.Add(y, ops.Mul(ops.BroadcastTo(gate, shared.Shape()), shared))
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
 	"github.com/stretchr/testify/require"
 )
 
@@ -261,4 +263,28 @@ func TestLoadBalancingLossValue(t *testing.T) {
 	require.InDelta(t, want, float64(got), 1e-6*want)
 	gz, _ := p.Scalar(z)
 	require.InDelta(t, zs/rows, float64(gz), 1e-5*zs/rows)
+}
+
+// TestMoEUnderFP8: under TE's recipe the shared expert converts like any
+// linear layer, the router and the grouped expert GEMMs stay float32
+// and the report says so; a training step runs.
+func TestMoEUnderFP8(t *testing.T) {
+	g := graph.New()
+	b := NewBuilder(g)
+	x := g.Input("x", graph.Float32, 32, 32)
+	m, err := NewMoE(b, "moe", MoEConfig{Experts: 4, TopK: 2, Hidden: 32, Intermediate: 32, NormTopKProb: true, SharedIntermediate: 16})
+	require.NoError(t, err)
+	y, _ := m.Forward(x)
+	loss := ops.Mean(ops.Mul(y, y))
+	store := graph.NewStore()
+	require.NoError(t, b.Init(store, 1))
+	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe.TE{}, Loss: loss, Params: b.Params()})
+	require.NoError(t, err)
+	require.Equal(t, []string{"moe.shared_expert.gate_up_proj", "moe.shared_expert.down_proj"}, prep.Report.Converted())
+	report := prep.Report.String()
+	require.Contains(t, report, "moe.experts.gate_up: grouped expert GEMM [4 × 64 32] kept float32")
+	require.Contains(t, report, "moe.experts.down: grouped expert GEMM [4 × 32 32] kept float32")
+	require.NotContains(t, report, "moe.gate")
+	require.NoError(t, prep.Train.FeedFloat32(x, make([]float32, 32*32)))
+	require.NoError(t, prep.Train.Run())
 }
