@@ -217,3 +217,39 @@ func TestExpertShare(t *testing.T) {
 	require.NoError(t, p.Run())
 	require.Equal(t, []float32{1, 0.75, 0.25}, p.Float32(f))
 }
+
+// TestRoutedExpertsAllocateNothing: a training step of routed experts
+// allocates nothing after the first, whatever the routing.
+func TestRoutedExpertsAllocateNothing(t *testing.T) {
+	const tokens, k, experts, in, out = 256, 2, 4, 400, 48
+	g := graph.New()
+	x, ix, wt := g.Input("x", graph.Float32, tokens, in), g.Input("idx", graph.Int32, tokens, k), g.Input("w", graph.Float32, tokens, k)
+	w := g.Param("experts.weight", experts, out, in)
+	y := moeGraph(g, x, ix, wt, w, experts)
+	grads, err := graph.Grad(ops.Sum(ops.Mul(y, y)), w)
+	require.NoError(t, err)
+	store := graph.NewStore()
+	require.NoError(t, store.SetFloat32("experts.weight", make([]float32, experts*out*in), experts, out, in))
+	p, err := graph.Compile(g, store, graph.Options{Training: true}, grads...)
+	require.NoError(t, err)
+	require.NoError(t, p.FeedFloat32(x, make([]float32, tokens*in)))
+	require.NoError(t, p.FeedFloat32(wt, make([]float32, tokens*k)))
+	idx := make([]int32, tokens*k)
+	step := 0
+	run := func() {
+		for i := range idx { // a different routing every step
+			idx[i] = int32((i + step*(i%3+1)) % experts)
+		}
+		step++
+		if err := p.FeedInt32(ix, idx); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if a := testing.AllocsPerRun(10, run); a != 0 {
+		t.Errorf("%v allocations per step", a)
+	}
+}
