@@ -57,8 +57,21 @@ const (
 // Formats lists the formats, in the order the docs give them.
 var Formats = []Format{Float32, BFloat16, FP8Block, FP8Tensor, FP8Channel, MXFP8, NVFP4}
 
+// FormatError is ParseFormat's refusal of a name that is no Format.
+type FormatError struct{ Name string }
+
+// Error names the formats there are.
+func (e *FormatError) Error() string {
+	names := make([]string, len(Formats))
+	for i, f := range Formats {
+		names[i] = string(f)
+	}
+	return fmt.Sprintf("format %q: want one of %s", e.Name, strings.Join(names, ", "))
+}
+
 // ParseFormat returns the format named s (as the constants spell it,
-// case-insensitive; "" is Float32).
+// case-insensitive; "" is Float32). An unknown name is a *FormatError
+// (errors.As), also matching ErrCheckpoint.
 func ParseFormat(s string) (Format, error) {
 	if s == "" {
 		return Float32, nil
@@ -68,11 +81,7 @@ func ParseFormat(s string) (Format, error) {
 			return f, nil
 		}
 	}
-	names := make([]string, len(Formats))
-	for i, f := range Formats {
-		names[i] = string(f)
-	}
-	return "", fmt.Errorf("hf: %w: format %q: want one of %s", ErrCheckpoint, s, strings.Join(names, ", "))
+	return "", fmt.Errorf("hf: %w: %w", ErrCheckpoint, &FormatError{s})
 }
 
 // quantized reports whether f writes linear weights in a low-precision

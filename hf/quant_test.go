@@ -815,3 +815,16 @@ func TestExportBF16Rounding(t *testing.T) {
 		require.Equal(t, want, binary.LittleEndian.Uint16(r.data[2*i:]), "element %d (%v)", i, x)
 	}
 }
+
+// TestParseFormat: names in any case; an unknown one is a FormatError
+// listing the formats, matching ErrCheckpoint.
+func TestParseFormat(t *testing.T) {
+	f, err := hf.ParseFormat("MXFP8")
+	require.NoError(t, err)
+	require.Equal(t, hf.MXFP8, f)
+	_, err = hf.ParseFormat("int4")
+	var fe *hf.FormatError
+	require.ErrorAs(t, err, &fe)
+	require.ErrorIs(t, err, hf.ErrCheckpoint)
+	require.Equal(t, `format "int4": want one of f32, bf16, fp8-block, fp8-tensor, fp8-channel, mxfp8, nvfp4`, fe.Error())
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -57,12 +58,10 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Sprintf("export wants IN OUT_DIR (IN a Hugging Face directory or an Octet checkpoint), got %d argument(s)", fs.NArg())}
 	}
 	f, err := hf.ParseFormat(format)
-	if err != nil {
-		names := make([]string, len(hf.Formats))
-		for i, f := range hf.Formats {
-			names[i] = string(f)
-		}
-		return usageError{fmt.Sprintf("-format %q: want one of %s", format, strings.Join(names, ", "))}
+	if fe := (*hf.FormatError)(nil); errors.As(err, &fe) {
+		return usageError{"-" + fe.Error()}
+	} else if err != nil {
+		return err
 	}
 	e.Format = f
 	if e.FP32Scales && f != hf.FP8Block {
