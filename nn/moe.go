@@ -165,12 +165,9 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 // through P only. Multiply by router_aux_loss_coef and add it to the
 // loss.
 func LoadBalancingLoss(logits []*graph.Node, experts, k int) *graph.Node {
-	if len(logits) == 0 {
+	all := routerRows(logits)
+	if all == nil {
 		return nil
-	}
-	all := logits[0]
-	if len(logits) > 1 {
-		all = ops.Concat(0, logits...)
 	}
 	p := ops.Softmax(all)
 	f := ops.ExpertShare(ops.TopK(p, nil, ops.RouterConfig{K: k}), experts)
@@ -180,13 +177,22 @@ func LoadBalancingLoss(logits []*graph.Node, experts, k int) *graph.Node {
 // RouterZLoss is ST-MoE's router z-loss over the router logits of every
 // MoE layer: the mean over tokens of (log Σ_e exp(logit_e))².
 func RouterZLoss(logits []*graph.Node) *graph.Node {
-	if len(logits) == 0 {
+	all := routerRows(logits)
+	if all == nil {
 		return nil
-	}
-	all := logits[0]
-	if len(logits) > 1 {
-		all = ops.Concat(0, logits...)
 	}
 	z := ops.LogSumExp(all)
 	return ops.Mean(ops.Mul(z, z))
+}
+
+// routerRows stacks the MoE layers' router logits into one [tokens, E]
+// (nil for none).
+func routerRows(logits []*graph.Node) *graph.Node {
+	switch len(logits) {
+	case 0:
+		return nil
+	case 1:
+		return logits[0]
+	}
+	return ops.Concat(0, logits...)
 }
