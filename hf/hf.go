@@ -24,14 +24,33 @@ const (
 	WeightsFile = "model.safetensors"
 )
 
-// hfTensor maps one tensor of the layout to a parameter: transposed for
+// hfTensor maps one tensor of the layout to a parameter, or to a slice
+// of one (an expert's weight in a stacked parameter): transposed for
 // GPT-2's Conv1D weights, which are stored [in out].
 type hfTensor struct {
 	name      string
 	param     *graph.Node
+	off       int         // the slice's first element in the parameter
+	shape     graph.Shape // the slice's shape; nil: the whole parameter
 	transpose bool
 	linear    bool   // a linear layer's weight: quantized by the exports' FP8 formats
 	layer     string // the FP8 layer the weight belongs to, when not its parameter's name less ".weight" (fused q/k/v, gate/up)
+}
+
+// sliceShape is the shape of the part of its parameter t maps.
+func (t hfTensor) sliceShape() graph.Shape {
+	if t.shape != nil {
+		return t.shape
+	}
+	return t.param.Shape()
+}
+
+// codesName is the name under which a load keeps t's quantized codes.
+func (t hfTensor) codesName() string {
+	if t.shape != nil {
+		return t.param.Name() + "@" + t.name
+	}
+	return t.param.Name()
 }
 
 func hfErr(file, format string, args ...any) error {
@@ -94,7 +113,7 @@ func hfKind(dst any) string {
 // model_type, the nn model, and the functions that load its tensors
 // from a directory and export them to one.
 type Model struct {
-	// Type is config.json's model_type: "llama" or "gpt2".
+	// Type is config.json's model_type: "gpt2" or one of DecoderTypes.
 	Type string
 	// Net is the model: *nn.Llama or *nn.GPT.
 	Net any
@@ -107,8 +126,13 @@ type Model struct {
 
 // modelTypes builds each model_type Octet reads (one file each).
 var modelTypes = map[string]func(dir string, b *nn.Builder) (*Model, error){
-	"llama": newLlamaModel,
-	"gpt2":  newGPTModel,
+	"gpt2": newGPTModel,
+}
+
+func init() {
+	for t := range decoderTypes {
+		modelTypes[t] = newLlamaModel
+	}
 }
 
 // NewModel reads dir's config.json (dir may also name the config.json
@@ -131,7 +155,7 @@ func NewModel(dir string, b *nn.Builder) (*Model, error) {
 	}
 	build, ok := modelTypes[modelType]
 	if !ok {
-		return nil, hfErr(path, "key \"model_type\": %q, want \"llama\" or \"gpt2\"", modelType)
+		return nil, hfErr(path, "key \"model_type\": %q, want \"gpt2\" or one of %s", modelType, quotedTypes())
 	}
 	return build(dir, b)
 }

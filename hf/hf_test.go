@@ -39,7 +39,7 @@ func TestLlamaHFRoundTrip(t *testing.T) {
 		cfg, err := hf.ReadLlamaConfig(dir)
 		require.NoError(t, err)
 		want := tinyLlama(tied)
-		want.InitializerRange = 0.02
+		want.InitializerRange, want.ModelType = 0.02, "llama"
 		require.Equal(t, want, cfg)
 		m2, b2, _ := newLlama(t, cfg, 99)
 		store2 := graph.NewStore()
@@ -150,7 +150,9 @@ func TestLlamaHFRefusals(t *testing.T) {
 		{`"rope_scaling": null`, `"rope_scaling": {"type": "linear", "factor": 2}`, "rope_scaling"},
 		{`"hidden_act": "silu"`, `"hidden_act": "gelu"`, "hidden_act"},
 		{`"vocab_size": 64`, `"vocab_size": 0`, "vocab_size"},
-		{`"head_dim": 8`, `"head_dim": 16`, "head_dim"},
+		{`"head_dim": 8`, `"head_dim": 7`, "head_dim"},
+		{`"head_dim": 8`, `"head_dim": -8`, "head_dim"},
+		{`"model_type": "llama"`, `"model_type": "deepseek_v3"`, "model_type"},
 	} {
 		dir := t.TempDir()
 		edited := strings.Replace(string(conf), c.from, c.to, 1)

@@ -141,7 +141,7 @@ func loadHFFrom(fs *hfFiles, store *graph.Store, ts []hfTensor, skip func(string
 		if !ok {
 			return hfErr(fs.dir, "tensor %q is missing", t.name)
 		}
-		want := t.param.Shape()
+		want := t.sliceShape()
 		if t.transpose {
 			want = graph.Shape{want[1], want[0]}
 		}
@@ -158,13 +158,18 @@ func loadHFFrom(fs *hfFiles, store *graph.Store, ts []hfTensor, skip func(string
 			for _, u := range ten {
 				used[u.Name] = true
 			}
-			codes = append(codes, kept{t.param.Name(), module, ten})
+			codes = append(codes, kept{t.codesName(), module, ten})
 		} else {
 			if !shapeIs(v.Shape, want) {
 				return hfErr(path, "tensor %q has shape %v, the model wants %v", t.name, v.Shape, want)
 			}
 			if data, err = hfFloat32Of(v); err != nil {
 				return hfErr(path, "tensor %q: %v", t.name, err)
+			}
+		}
+		for j, x := range data {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return hfErr(path, "tensor %q element %d is %v: a checkpoint's weights must be finite", t.name, j, x)
 			}
 		}
 		if t.transpose {
@@ -183,11 +188,31 @@ func loadHFFrom(fs *hfFiles, store *graph.Store, ts []hfTensor, skip func(string
 			return hfErr(fs.where[name], "tensor %q is not a parameter of the model", name)
 		}
 	}
+	// Slices of one parameter fill one buffer; every parameter is
+	// covered whole (the layouts are built so).
+	whole := map[*graph.Node][]float32{}
+	var order []*graph.Node
 	for i, t := range ts {
-		if err := store.SetFloat32(t.param.Name(), values[i], t.param.Shape()...); err != nil {
+		if t.shape == nil {
+			whole[t.param] = values[i]
+			order = append(order, t.param)
+			continue
+		}
+		buf, ok := whole[t.param]
+		if !ok {
+			buf = make([]float32, t.param.Shape().Numel())
+			whole[t.param] = buf
+			order = append(order, t.param)
+		}
+		copy(buf[t.off:], values[i])
+	}
+	for _, p := range order {
+		if err := store.SetFloat32(p.Name(), whole[p], p.Shape()...); err != nil {
 			return err
 		}
-		store.SetState(hfCodesKey(t.param.Name()), nil)
+	}
+	for _, t := range ts {
+		store.SetState(hfCodesKey(t.codesName()), nil)
 	}
 	for _, k := range codes {
 		keepCodes(store, k.param, scheme, k.module, k.tensors)
@@ -274,7 +299,8 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 		if vals == nil {
 			return fmt.Errorf("hf: save: parameter %q has no value in the store", t.param.Name())
 		}
-		sh := []int(t.param.Shape())
+		sh := []int(t.sliceShape())
+		vals = vals[t.off : t.off+t.sliceShape().Numel()]
 		if t.transpose {
 			vals, sh = transpose(vals, sh[0], sh[1]), []int{sh[1], sh[0]}
 		}
@@ -285,7 +311,7 @@ func exportHF(dir string, store *graph.Store, cfg any, extra map[string]any, ts 
 					return fmt.Errorf("hf: %w: parameter %q (%s) element %d is %v: a weight that is not finite cannot be exported", ErrCheckpoint, t.param.Name(), t.name, i, x)
 				}
 			}
-			q, err := reusedCodes(store, t.param.Name(), e, vals, sh)
+			q, err := reusedCodes(store, t.codesName(), e, vals, sh)
 			if err != nil {
 				return err
 			}

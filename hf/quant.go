@@ -114,6 +114,12 @@ type Export struct {
 	// checkpoints) instead of rounding them down to powers of two
 	// (Transformer Engine's default).
 	FP32Scales bool
+	// StackedExperts writes a Mixture of Experts' experts as
+	// transformers 5 stores them, two tensors per layer
+	// (mlp.experts.gate_up_proj [E, 2I, H] and mlp.experts.down_proj
+	// [E, H, I], in high precision), instead of one tensor per expert
+	// (which transformers 4, vLLM and the FP8 formats read).
+	StackedExperts bool
 	// ShardBytes, if positive, splits the weights into
 	// model-0000k-of-0000n.safetensors files of at most about this many
 	// bytes each (a tensor larger than it gets a file of its own) with

@@ -79,11 +79,10 @@ type MoE struct {
 	Gate *graph.Node
 	// GateUp [E, 2I, H] and Down [E, H, I] are the experts' weights.
 	GateUp, Down *graph.Node
-	// SharedGateUp, SharedDown and SharedGate are the shared expert's
-	// weights (nil without one): gate_proj stacked over up_proj [2S, H],
-	// down_proj [H, S], and its sigmoid gate [1, H].
-	SharedGateUp, SharedDown, SharedGate *graph.Node
-	sharedGate, sharedUp                 *graph.Node
+	// SharedGateProj [S, H], SharedUpProj [S, H] and SharedDownProj
+	// [H, S] are the shared expert's weights, SharedExpertGate [1, H]
+	// its sigmoid gate's (all nil without a shared expert).
+	SharedGateProj, SharedUpProj, SharedDownProj, SharedExpertGate *graph.Node
 }
 
 // NewMoE creates the block's parameters under name.
@@ -103,10 +102,10 @@ func NewMoE(b *Builder, name string, cfg MoEConfig) (*MoE, error) {
 		Down:   s.Scope("experts").Param("down_proj", init, e, h, i)}
 	if n := cfg.SharedIntermediate; n > 0 {
 		sh := s.Scope("shared_expert")
-		m.sharedGate = sh.Scope("gate_proj").Param("weight", init, n, h)
-		m.sharedUp = sh.Scope("up_proj").Param("weight", init, n, h)
-		m.SharedDown = sh.Scope("down_proj").Param("weight", init, h, n)
-		m.SharedGate = s.Scope("shared_expert_gate").Param("weight", init, 1, h)
+		m.SharedGateProj = sh.Scope("gate_proj").Param("weight", init, n, h)
+		m.SharedUpProj = sh.Scope("up_proj").Param("weight", init, n, h)
+		m.SharedDownProj = sh.Scope("down_proj").Param("weight", init, h, n)
+		m.SharedExpertGate = s.Scope("shared_expert_gate").Param("weight", init, 1, h)
 	}
 	return m, nil
 }
@@ -148,10 +147,10 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 	hdn := ops.SwiGLUHalves(ops.GroupedLinear(m.Name+".experts.gate_up", xs, counts, m.GateUp))
 	ys := ops.GroupedLinear(m.Name+".experts.down", hdn, counts, m.Down)
 	y = ops.Combine(ys, idx, w, c.Experts)
-	if m.SharedDown != nil {
-		gu := ops.Linear(m.Name+".shared_expert.gate_up_proj", x2, ops.Concat(0, m.sharedGate, m.sharedUp), nil)
-		shared := ops.Linear(m.Name+".shared_expert.down_proj", ops.SwiGLUHalves(gu), m.SharedDown, nil)
-		gate := ops.Sigmoid(ops.MatMul(x2, m.SharedGate, false, true)) // [T, 1]
+	if m.SharedDownProj != nil {
+		gu := ops.Linear(m.Name+".shared_expert.gate_up_proj", x2, ops.Concat(0, m.SharedGateProj, m.SharedUpProj), nil)
+		shared := ops.Linear(m.Name+".shared_expert.down_proj", ops.SwiGLUHalves(gu), m.SharedDownProj, nil)
+		gate := ops.Sigmoid(ops.MatMul(x2, m.SharedExpertGate, false, true)) // [T, 1]
 		y = ops.Add(y, ops.Mul(ops.BroadcastTo(gate, shared.Shape()), shared))
 	}
 	return ops.Reshape(y, shape...), logits

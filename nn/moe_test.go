@@ -158,7 +158,7 @@ func TestMoEBlockAgainstDefinition(t *testing.T) {
 			}
 			return store.Float32(n.Name())
 		}
-		want := moeBlockRef(c, val(x), val(m.Gate), val(m.GateUp), val(m.Down), val(m.sharedGate), val(m.sharedUp), val(m.SharedDown), val(m.SharedGate), 10)
+		want := moeBlockRef(c, val(x), val(m.Gate), val(m.GateUp), val(m.Down), val(m.SharedGateProj), val(m.SharedUpProj), val(m.SharedDownProj), val(m.SharedExpertGate), 10)
 		for i, v := range p.Float32(y) {
 			require.InDelta(t, want[i], float64(v), 2e-5*(1+math.Abs(want[i])), "%+v: y[%d]", c, i)
 		}

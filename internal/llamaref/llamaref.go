@@ -1,6 +1,9 @@
 // Package llamaref is a float64 Llama from Hugging Face's definition
-// and central-difference gradients of its loss: the oracle the tests of
-// nn.Llama and of examples/llama compare with.
+// (with Qwen2's q/k/v biases, Qwen3's q/k norms and explicit head_dim,
+// and the Mixture-of-Experts blocks of Mixtral, Qwen2-MoE and Qwen3-MoE
+// with transformers' load-balancing loss) and central-difference
+// gradients of its loss: the oracle the tests of nn.Llama and of
+// examples/llama compare with.
 package llamaref
 
 import (
@@ -55,7 +58,8 @@ func (r *Model) rmsnorm(x []float64, rows, d int, w string) []float64 {
 func (r *Model) Loss(ids, labels []int32, b, t int) float64 {
 	c := r.Cfg
 	C, F, H, KV := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads, c.NumKeyValueHeads
-	D := C / H
+	D := c.HeadDim()
+	var router []float64 // every sparse layer's logits, stacked
 	n := b * t
 	x := make([]float64, n*C)
 	for i, id := range ids {
@@ -76,6 +80,15 @@ func (r *Model) Loss(ids, labels []int32, b, t int) float64 {
 		q := r.linear(h, n, p+"self_attn.q_proj.weight", H*D, C)
 		k := r.linear(h, n, p+"self_attn.k_proj.weight", KV*D, C)
 		v := r.linear(h, n, p+"self_attn.v_proj.weight", KV*D, C)
+		if c.QKVBias {
+			r.addBias(q, p+"self_attn.q_proj.bias")
+			r.addBias(k, p+"self_attn.k_proj.bias")
+			r.addBias(v, p+"self_attn.v_proj.bias")
+		}
+		if c.QKNorm {
+			q = r.rmsnorm(q, n*H, D, p+"self_attn.q_norm.weight")
+			k = r.rmsnorm(k, n*KV, D, p+"self_attn.k_norm.weight")
+		}
 		for row := 0; row < n; row++ {
 			for hh := 0; hh < H; hh++ {
 				rope(q[row*H*D+hh*D:row*H*D+hh*D+D], row%t)
@@ -116,6 +129,14 @@ func (r *Model) Loss(ids, labels []int32, b, t int) float64 {
 			x[i] += o[i]
 		}
 		h = r.rmsnorm(x, n, C, p+"post_attention_layernorm.weight")
+		if c.SparseLayer(l) {
+			y, logits := r.moe(h, n, p+"mlp.")
+			for i := range x {
+				x[i] += y[i]
+			}
+			router = append(router, logits...)
+			continue
+		}
 		gate, up := r.linear(h, n, p+"mlp.gate_proj.weight", F, C), r.linear(h, n, p+"mlp.up_proj.weight", F, C)
 		for i := range gate {
 			gate[i] = gate[i] / (1 + math.Exp(-gate[i])) * up[i]
@@ -143,7 +164,141 @@ func (r *Model) Loss(ids, labels []int32, b, t int) float64 {
 		}
 		total += mx + math.Log(s) - row[labels[i]]
 	}
-	return total / float64(n)
+	loss := total / float64(n)
+	if c.OutputRouterLogits && len(router) > 0 {
+		loss += c.RouterAuxLossCoef * balancing(router, c.NumExperts, c.NumExpertsPerTok)
+	}
+	return loss
+}
+
+func (r *Model) addBias(y []float64, b string) {
+	B := r.P[b]
+	for i := range y {
+		y[i] += B[i%len(B)]
+	}
+}
+
+func softmax(z []float64) []float64 {
+	mx := math.Inf(-1)
+	for _, v := range z {
+		mx = math.Max(mx, v)
+	}
+	p := make([]float64, len(z))
+	var s float64
+	for i, v := range z {
+		p[i] = math.Exp(v - mx)
+		s += p[i]
+	}
+	for i := range p {
+		p[i] /= s
+	}
+	return p
+}
+
+// topK returns the indices of the k largest values, the lower index
+// first among equals (torch.topk's order on CPU for distinct values).
+func topK(p []float64, k int) []int {
+	used := make([]bool, len(p))
+	out := make([]int, 0, k)
+	for range k {
+		best := -1
+		for e, v := range p {
+			if !used[e] && (best < 0 || v > p[best]) {
+				best = e
+			}
+		}
+		used[best] = true
+		out = append(out, best)
+	}
+	return out
+}
+
+func dot(a, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+func silu(v float64) float64 { return v / (1 + math.Exp(-v)) }
+
+// moe is transformers' sparse MoE block (Mixtral's, Qwen2-MoE's with its
+// shared expert, Qwen3-MoE's) over h [n C], with the experts' weights
+// stacked (prefix+"experts.gate_up_proj" [E 2I C], gate rows first, and
+// prefix+"experts.down_proj" [E C I]); it returns the output and the
+// router logits [n E].
+func (r *Model) moe(h []float64, n int, prefix string) (y, logits []float64) {
+	c := r.Cfg
+	E, K, C := c.NumExperts, c.NumExpertsPerTok, c.HiddenSize
+	I := c.MoEIntermediateSize
+	if I == 0 {
+		I = c.IntermediateSize
+	}
+	logits = r.linear(h, n, prefix+"gate.weight", E, C)
+	gu, dn := r.P[prefix+"experts.gate_up_proj"], r.P[prefix+"experts.down_proj"]
+	y = make([]float64, n*C)
+	act := make([]float64, I)
+	for i := 0; i < n; i++ {
+		x := h[i*C : (i+1)*C]
+		prob := softmax(logits[i*E : (i+1)*E])
+		chosen := topK(prob, K)
+		var sum float64
+		for _, e := range chosen {
+			sum += prob[e]
+		}
+		for _, e := range chosen {
+			w := prob[e]
+			if c.NormTopKProb {
+				w /= sum
+			}
+			for u := 0; u < I; u++ {
+				act[u] = silu(dot(gu[(e*2*I+u)*C:(e*2*I+u+1)*C], x)) * dot(gu[(e*2*I+I+u)*C:(e*2*I+I+u+1)*C], x)
+			}
+			for o := 0; o < C; o++ {
+				y[i*C+o] += w * dot(dn[(e*C+o)*I:(e*C+o+1)*I], act)
+			}
+		}
+	}
+	if S := c.SharedExpertIntermediateSize; S > 0 {
+		sp := prefix + "shared_expert."
+		g, u := r.linear(h, n, sp+"gate_proj.weight", S, C), r.linear(h, n, sp+"up_proj.weight", S, C)
+		for i := range g {
+			g[i] = silu(g[i]) * u[i]
+		}
+		d := r.linear(g, n, sp+"down_proj.weight", C, S)
+		gate := r.linear(h, n, prefix+"shared_expert_gate.weight", 1, C)
+		for i := 0; i < n; i++ {
+			s := 1 / (1 + math.Exp(-gate[i]))
+			for o := 0; o < C; o++ {
+				y[i*C+o] += s * d[i*C+o]
+			}
+		}
+	}
+	return y, logits
+}
+
+// balancing is transformers' load_balancing_loss_func over router logits
+// [rows E] (every sparse layer's, stacked): E · Σ_e f_e · P_e, f_e the
+// number of the rows' top-k choices that went to e over the rows, P_e
+// the mean probability of e.
+func balancing(logits []float64, E, K int) float64 {
+	rows := len(logits) / E
+	f, P := make([]float64, E), make([]float64, E)
+	for i := 0; i < rows; i++ {
+		p := softmax(logits[i*E : (i+1)*E])
+		for _, e := range topK(p, K) {
+			f[e]++
+		}
+		for e := range p {
+			P[e] += p[e]
+		}
+	}
+	var s float64
+	for e := range f {
+		s += f[e] / float64(rows) * P[e] / float64(rows)
+	}
+	return float64(E) * s
 }
 
 // FromStore returns the model with the parameters of store.
