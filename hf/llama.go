@@ -109,6 +109,27 @@ func DecoderType(cfg nn.LlamaConfig) (string, error) {
 	return name, nil
 }
 
+// WithDecoderType returns cfg made a model of type t (one of
+// DecoderTypes): ModelType set, and the switches the type fixes — q/k/v
+// biases (qwen2, qwen2_moe), q/k norms (qwen3, qwen3_moe), Mixtral's
+// renormalised top-k weights — set to the type's; the sizes are kept. A
+// configuration the type cannot hold (experts in a dense type, a shared
+// expert outside qwen2_moe) is an error naming the field.
+func WithDecoderType(cfg nn.LlamaConfig, t string) (nn.LlamaConfig, error) {
+	dt, ok := decoderTypes[t]
+	if !ok {
+		return cfg, fmt.Errorf("hf: %w: model type %q, want one of %s", ErrCheckpoint, t, quotedTypes())
+	}
+	cfg.ModelType, cfg.QKVBias, cfg.QKNorm = t, dt.qkvBias, dt.qkNorm
+	if t == "mixtral" {
+		cfg.NormTopKProb = true
+	}
+	if _, err := DecoderType(cfg); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
 // ReadLlamaConfig reads a Hugging Face config.json in dir whose
 // model_type is one of DecoderTypes ("llama" when absent) into an
 // nn.LlamaConfig: Llama; Qwen2 and Qwen3 (q/k/v biases, q/k norms,
@@ -441,4 +462,38 @@ func newLlamaModel(dir string, b *nn.Builder) (*Model, error) {
 	return &Model{Type: cfg.ModelType, Net: m,
 		Load:   func(dir string, store *graph.Store) error { return LoadLlama(dir, m, store) },
 		Export: func(dir string, store *graph.Store, e Export) error { return ExportLlama(dir, m, store, e) }}, nil
+}
+
+// Tensor is one tensor of a model's Hugging Face layout: its name in
+// the files and the part of a parameter it holds (a whole parameter, or
+// one expert's weight in a stacked parameter).
+type Tensor struct {
+	// Name is the tensor's name in the files
+	// ("model.layers.0.block_sparse_moe.experts.3.w1.weight").
+	Name string
+	// Param is the parameter holding it; Offset its first element there
+	// and Shape its shape (Param's shape for a whole parameter).
+	Param  *graph.Node
+	Offset int
+	Shape  graph.Shape
+}
+
+// Slice returns the tensor's values in v, a value of Param (a
+// parameter's or its gradient's).
+func (t Tensor) Slice(v []float32) []float32 { return v[t.Offset : t.Offset+t.Shape.Numel()] }
+
+// LlamaTensors returns m's tensors in the layout of its model type (see
+// DecoderType), a sparse layer's experts one tensor per expert or, with
+// stacked, as transformers 5 stacks them: the names LoadLlama reads and
+// ExportLlama writes, in the order of the layout.
+func LlamaTensors(m *nn.Llama, stacked bool) ([]Tensor, error) {
+	ts, err := llamaTensors(m, func(string) bool { return stacked })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Tensor, len(ts))
+	for i, t := range ts {
+		out[i] = Tensor{Name: t.name, Param: t.param, Offset: t.off, Shape: t.sliceShape()}
+	}
+	return out, nil
 }

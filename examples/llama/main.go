@@ -1,8 +1,11 @@
 // Command llama trains a Llama-style decoder (RMSNorm, SwiGLU MLP,
-// rotary embeddings, grouped-query attention) on BPE tokens, in float32
-// and FP8 (or bf16) from one Go script, prints the runs side by side and
-// samples text.
+// rotary embeddings, grouped-query attention) — or any model type of
+// its family: Qwen2, Qwen3, and the Mixtures of Experts Mixtral,
+// Qwen2-MoE and Qwen3-MoE — on BPE tokens, in float32 and FP8 (or bf16)
+// from one Go script, prints the runs side by side and samples text.
 //
+//	go run ./examples/llama -experts 8 -top-k 2 -intermediate 512  # a Mixtral-style MoE (expert load in the summary)
+//	go run ./examples/llama -model-type qwen2_moe -experts 8 -top-k 2 -moe-intermediate 256 -shared-expert 512
 //	go run ./examples/llama                                # width 288, 6 layers, 6 heads, 2 key/value heads, context 256
 //	go run ./examples/llama -precision all -iters 500
 //	go run ./examples/llama -init hf-dir -export out-dir   # start from a Hugging Face checkpoint, write the trained one
@@ -45,6 +48,9 @@ type config struct {
 	encoding, text, data           string
 	initDir, exportDir, gradsOut   string
 	exportFP8, exportFormat        string
+	modelType                      string
+	auxLossCoef                    float64
+	stackedExperts                 bool
 	sequential, dump, progress     bool
 	sample, evalEvery, evalBatches int
 	set                            map[string]bool // flags given on the command line
@@ -84,6 +90,13 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.NumKeyValueHeads, "kv-heads", 2, "key/value heads, a divisor of -heads (num_key_value_heads)")
 	fs.Float64Var(&m.RopeTheta, "rope-theta", 10000, "rotary embeddings' base θ (rope_theta)")
 	fs.BoolVar(&m.TieWordEmbeddings, "tied", false, "share the token embeddings with the LM head (tie_word_embeddings)")
+	fs.StringVar(&c.modelType, "model-type", "", "Hugging Face model type of a fresh model: llama, qwen2 (q/k/v biases), qwen3 (q/k norms), mixtral, qwen2_moe (shared expert) or qwen3_moe; default llama, or mixtral with -experts")
+	fs.IntVar(&m.NumExperts, "experts", 0, "experts per MoE layer, 0 for a dense model (num_local_experts / num_experts)")
+	fs.IntVar(&m.NumExpertsPerTok, "top-k", 2, "experts each token goes through (num_experts_per_tok)")
+	fs.IntVar(&m.MoEIntermediateSize, "moe-intermediate", 0, "each expert's SwiGLU width (moe_intermediate_size); 0: -intermediate")
+	fs.IntVar(&m.SharedExpertIntermediateSize, "shared-expert", 0, "width of Qwen2-MoE's shared expert, 0 for none (shared_expert_intermediate_size; -model-type qwen2_moe)")
+	fs.Float64Var(&c.auxLossCoef, "aux-loss-coef", 0.01, "weight of the load-balancing loss added to an MoE's training loss (router_aux_loss_coef; 0: none); with -init, the config's router_aux_loss_coef and output_router_logits unless given")
+	fs.BoolVar(&c.stackedExperts, "stacked-experts", false, "write an MoE's experts as transformers 5 stacks them (mlp.experts.gate_up_proj, down_proj) in -export, -export-fp8 and -grads-out, instead of one tensor per expert")
 	fs.IntVar(&c.block, "block", 256, "context length")
 	fs.IntVar(&c.iters, "iters", 2000, "training iterations")
 	fs.StringVar(&c.encoding, "encoding", "r50k_base", "BPE encoding of the text: r50k_base or cl100k_base")
@@ -102,7 +115,7 @@ func (c *config) register(fs *flag.FlagSet) {
 }
 
 // sizeFlags are the flags -init's config.json replaces.
-var sizeFlags = []string{"hidden", "intermediate", "layers", "heads", "kv-heads", "rope-theta", "tied"}
+var sizeFlags = []string{"hidden", "intermediate", "layers", "heads", "kv-heads", "rope-theta", "tied", "model-type", "experts", "top-k", "moe-intermediate", "shared-expert"}
 
 // validate refuses flag values that cannot train, before any work; with
 // -init it reads the model's config from the directory.
@@ -161,8 +174,33 @@ func (c *config) validate() error {
 			ch.Fail("-init: %v", err)
 		} else {
 			c.model = m
+			if c.set["aux-loss-coef"] {
+				c.model.RouterAuxLossCoef, c.model.OutputRouterLogits = c.auxLossCoef, c.auxLossCoef > 0
+			}
 		}
 	} else {
+		typ := c.modelType
+		if typ == "" {
+			typ = "llama"
+			if c.model.NumExperts > 0 {
+				typ = "mixtral"
+			}
+		}
+		if c.model.NumExperts > 0 {
+			c.model.RouterAuxLossCoef, c.model.OutputRouterLogits = c.auxLossCoef, c.auxLossCoef > 0
+		} else {
+			for _, f := range []string{"moe-intermediate", "shared-expert", "top-k", "aux-loss-coef"} {
+				if c.set[f] {
+					ch.Fail("-%s configures experts: give -experts N too", f)
+				}
+			}
+			c.model.NumExpertsPerTok = 0
+		}
+		if m, err := hf.WithDecoderType(c.model, typ); err != nil {
+			ch.Fail("-model-type: %v", err)
+		} else {
+			c.model = m
+		}
 		c.model.MaxPositionEmbeddings = c.block
 		// The encoding's vocabulary padded to a multiple of 64 (GPT-2's
 		// 50,257 → 50,304), so the LM head's GEMM converts to FP8.
@@ -172,8 +210,11 @@ func (c *config) validate() error {
 			c.model.VocabSize = (bpe.VocabSize() + 63) / 64 * 64
 		}
 		if err := c.model.Validate(); err != nil {
-			ch.Fail("%v (flags -hidden, -intermediate, -layers, -heads, -kv-heads, -rope-theta)", err)
+			ch.Fail("%v (flags -hidden, -intermediate, -layers, -heads, -kv-heads, -rope-theta, -experts, -top-k, -moe-intermediate, -shared-expert)", err)
 		}
+	}
+	if !(c.auxLossCoef >= 0) || c.auxLossCoef > 1e6 {
+		ch.Fail("-aux-loss-coef %v: want a number from 0 to 1e6", c.auxLossCoef)
 	}
 	if c.model.MaxPositionEmbeddings > 0 && c.block > c.model.MaxPositionEmbeddings {
 		ch.Fail("-block %d is longer than the model's max_position_embeddings %d", c.block, c.model.MaxPositionEmbeddings)
@@ -188,8 +229,18 @@ func (c *config) validate() error {
 	m := c.model
 	e, f, t := float64(m.HiddenSize), float64(m.IntermediateSize), float64(c.block)
 	vocab := float64(max(m.VocabSize, 50304))
-	params := float64(m.NumHiddenLayers)*(4*e*e+3*e*f) + 2*vocab*e                                                                         // fused: an estimate
-	acts := float64(c.Batch) * t * (float64(m.NumHiddenLayers)*(12*e+4*f) + 2*vocab)                                                       // fused: an estimate
+	params, acts := 2*vocab*e, float64(c.Batch)*t*2*vocab
+	for i := range m.NumHiddenLayers {
+		mlp, mlpActs := 3*e*f, 4*f // fused: an estimate
+		if m.SparseLayer(i) {
+			moe := m.MoE()
+			x, k := float64(moe.Intermediate), float64(moe.TopK)
+			mlp = float64(moe.Experts)*(3*e*x+e) + 3*e*float64(moe.SharedIntermediate) // fused: an estimate
+			mlpActs = k*(2*e+4*x) + 4*float64(moe.SharedIntermediate)                  // fused: an estimate
+		}
+		params += 4*e*e + mlp                           // fused: an estimate
+		acts += float64(c.Batch) * t * (12*e + mlpActs) // fused: an estimate
+	}
 	ch.CheckMemory(fmt.Sprintf("the model (%d layers, width %d, context %d)", m.NumHiddenLayers, m.HiddenSize, c.block), 16*params+4*acts) // fused: an estimate
 	return ch.Err()
 }
@@ -233,13 +284,22 @@ func run(cfg config, w io.Writer) error {
 			if len(precisions) > 1 {
 				dir = filepath.Join(dir, p.Name())
 			}
-			if err := hf.SaveLlama(dir, r.model, r.store); err != nil {
+			if err := hf.ExportLlama(dir, r.model, r.store, hf.Export{StackedExperts: cfg.stackedExperts}); err != nil {
 				return fmt.Errorf("-export: %w", err)
 			}
 			r.exported = dir
 		}
 		results, fields = append(results, r), append(fields, r.fields())
 		runs = append(runs, report.RunOf(r.Result, fmt.Sprintf("train loss %.4f, validation loss %.4f, %.0f tokens/s", r.TrainLoss, r.ValLoss, r.tokensPerS)))
+	}
+	for _, r := range results {
+		if len(r.load) > 0 && !cfg.JSON {
+			fmt.Fprintf(w, "%s expert load on the validation sample (share of the routed choices per layer; even %.1f%%), balancing loss %.4f:", r.Precision, 100/float64(cfg.model.NumExperts), r.balancing)
+			for _, l := range r.load {
+				fmt.Fprintf(w, "  layer %d %.1f–%.1f%%", l.Layer, 100*l.MinShare, 100*l.MaxShare)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	fmt.Fprintf(w, "\n%-9s %-12s %10s %9s %9s %10s %10s  %s\n", "precision", "recipe", "train loss", "val loss", "ms/iter", "tokens/s", "params", "converted")
 	for _, r := range results {
@@ -273,7 +333,11 @@ func run(cfg config, w io.Writer) error {
 		report.PrintProfiles(w, runs)
 	}
 	m := cfg.model
-	if err := finishReport(w, cfg.JSON, fmt.Sprintf("Llama-style decoder (%d layers, width %d, %d/%d heads, context %d)", m.NumHiddenLayers, m.HiddenSize, m.NumAttentionHeads, m.NumKeyValueHeads, cfg.block), runs); err != nil {
+	title := fmt.Sprintf("Llama-style decoder (%d layers, width %d, %d/%d heads, context %d)", m.NumHiddenLayers, m.HiddenSize, m.NumAttentionHeads, m.NumKeyValueHeads, cfg.block)
+	if m.NumExperts > 0 {
+		title = fmt.Sprintf("%s Mixture of Experts (%d layers, width %d, %d experts top-%d, %d/%d heads, context %d)", m.ModelType, m.NumHiddenLayers, m.HiddenSize, m.NumExperts, m.NumExpertsPerTok, m.NumAttentionHeads, m.NumKeyValueHeads, cfg.block)
+	}
+	if err := finishReport(w, cfg.JSON, title, runs); err != nil {
 		return err
 	}
 	return output.Finish(w, cfg.JSON, cfg.Plot, func(path string) error { return plotLosses(path, results) }, fields)

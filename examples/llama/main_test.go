@@ -39,6 +39,13 @@ func runArgs(t *testing.T, args ...string) (string, error) {
 func hfLlama(t *testing.T, dir string, tied bool) nn.LlamaConfig {
 	cfg := nn.LlamaConfig{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
 		VocabSize: 40, MaxPositionEmbeddings: 16, TieWordEmbeddings: tied, RopeTheta: 10000, RMSNormEps: 1e-5, InitializerRange: 0.3}
+	return hfDecoder(t, dir, cfg, false)
+}
+
+// hfDecoder writes a random model of cfg in the Hugging Face layout
+// (norm weights away from 1, biases away from 0; experts stacked or one
+// tensor per expert) and returns its config as read back.
+func hfDecoder(t *testing.T, dir string, cfg nn.LlamaConfig, stacked bool) nn.LlamaConfig {
 	b := nn.NewBuilder(graph.New())
 	m, err := nn.NewLlama(b, cfg)
 	require.NoError(t, err)
@@ -52,8 +59,10 @@ func hfLlama(t *testing.T, dir string, tied bool) nn.LlamaConfig {
 			}
 		}
 	}
-	require.NoError(t, hf.SaveLlama(dir, m, store))
-	return cfg
+	require.NoError(t, hf.ExportLlama(dir, m, store, hf.Export{StackedExperts: stacked}))
+	back, err := hf.ReadLlamaConfig(dir)
+	require.NoError(t, err)
+	return back
 }
 
 // TestGradsOutMatchesFloat64: -grads-out from -init of a random
@@ -109,6 +118,92 @@ func TestGradsOutMatchesFloat64(t *testing.T) {
 	}
 }
 
+// TestGradsOutMoEMatchesFloat64: -grads-out from -init of random
+// Hugging Face Mixtures of Experts — Mixtral with its balancing loss,
+// Qwen3-MoE in the stacked layout with a dense mlp_only_layers layer,
+// Qwen2-MoE with the shared expert and a tied head — gives the loss
+// (transformers' training loss) and every gradient under Hugging Face's
+// names, in the layout asked for, of the model evaluated in float64, to
+// 1e-4 relative per tensor.
+func TestGradsOutMoEMatchesFloat64(t *testing.T) {
+	base := nn.LlamaConfig{HiddenSize: 16, IntermediateSize: 24, NumHiddenLayers: 2, NumAttentionHeads: 4, NumKeyValueHeads: 2,
+		VocabSize: 40, MaxPositionEmbeddings: 16, RopeTheta: 10000, RMSNormEps: 1e-5, InitializerRange: 0.3}
+	mixtral := base
+	mixtral.NumExperts, mixtral.NumExpertsPerTok, mixtral.NormTopKProb, mixtral.IntermediateSize = 4, 2, true, 8
+	mixtral.OutputRouterLogits, mixtral.RouterAuxLossCoef = true, 0.3
+	qwen3 := base
+	qwen3.QKNorm, qwen3.HeadDimension, qwen3.NumExperts, qwen3.NumExpertsPerTok, qwen3.MoEIntermediateSize = true, 6, 5, 2, 8
+	qwen3.MLPOnlyLayers, qwen3.NormTopKProb, qwen3.OutputRouterLogits, qwen3.RouterAuxLossCoef = []int{1}, true, true, 0.2
+	qwen2 := base
+	qwen2.QKVBias, qwen2.NumExperts, qwen2.NumExpertsPerTok, qwen2.MoEIntermediateSize, qwen2.SharedExpertIntermediateSize = true, 4, 3, 8, 12
+	qwen2.TieWordEmbeddings, qwen2.RouterAuxLossCoef = true, 0.001
+	for _, c := range []struct {
+		name    string
+		cfg     nn.LlamaConfig
+		stacked bool
+		tensor  string // one tensor of the layout
+	}{
+		{"mixtral", mixtral, false, "model.layers.1.block_sparse_moe.experts.3.w3.weight"},
+		{"qwen3_moe", qwen3, true, "model.layers.0.mlp.experts.gate_up_proj"},
+		{"qwen2_moe", qwen2, false, "model.layers.0.mlp.shared_expert_gate.weight"},
+	} {
+		dir := t.TempDir()
+		cfg := hfDecoder(t, dir, c.cfg, c.stacked)
+		require.Equal(t, c.name, cfg.ModelType)
+		toks := make([]uint16, 400)
+		for i := range toks {
+			toks[i] = uint16((i*13 + i*i%7) % 40)
+		}
+		bin := filepath.Join(dir, "tokens.bin")
+		require.NoError(t, data.WriteTokenFile(bin, toks))
+		out := filepath.Join(dir, "grads.safetensors")
+		const b, T = 2, 6
+		args := []string{"-init", dir, "-data", bin, "-sequential", "-batch", "2", "-block", "6", "-precision", "fp32", "-grads-out", out}
+		if c.stacked {
+			args = append(args, "-stacked-experts")
+		}
+		_, err := runArgs(t, args...)
+		require.NoError(t, err, c.name)
+		f, err := stfile.Read(out)
+		require.NoError(t, err)
+		gb := nn.NewBuilder(graph.New())
+		m, err := nn.NewLlama(gb, cfg)
+		require.NoError(t, err)
+		store := graph.NewStore()
+		require.NoError(t, hf.LoadLlama(dir, m, store))
+		ref := llamaref.FromStore(cfg, store, gb.Params())
+		ids, labels := make([]int32, b*T), make([]int32, b*T)
+		for i := range ids {
+			ids[i], labels[i] = int32(toks[i]), int32(toks[i+1])
+		}
+		f32 := func(name string) []float32 {
+			v, ok := f.Tensors[name]
+			require.True(t, ok, name)
+			require.Equal(t, "F32", v.DType)
+			o := make([]float32, len(v.Data)/4)
+			for i := range o {
+				o[i] = math.Float32frombits(uint32(v.Data[4*i]) | uint32(v.Data[4*i+1])<<8 | uint32(v.Data[4*i+2])<<16 | uint32(v.Data[4*i+3])<<24)
+			}
+			return o
+		}
+		loss := f32("loss")
+		require.InEpsilon(t, ref.Loss(ids, labels, b, T), float64(loss[0]), 1e-5, c.name)
+		layout, err := hf.LlamaTensors(m, c.stacked)
+		require.NoError(t, err)
+		require.Len(t, f.Names(), len(layout)+1, "the loss and one gradient per tensor of the layout")
+		require.Contains(t, f.Names(), c.tensor)
+		want := map[string][]float64{}
+		for _, p := range gb.Params() {
+			want[p.Name()] = ref.Grad(p.Name(), ids, labels, b, T)
+		}
+		for _, ht := range layout {
+			got := f32(ht.Name)
+			w := want[ht.Param.Name()][ht.Offset : ht.Offset+ht.Shape.Numel()]
+			require.Less(t, llamaref.RelErr(got, w), 1e-4, "%s %s", c.name, ht.Name)
+		}
+	}
+}
+
 // TestTrainExportInit: a short run in every precision exports each
 // trained model, which -init then starts from; the JSON names what was
 // exported.
@@ -137,6 +232,52 @@ func TestTrainExportInit(t *testing.T) {
 	require.Len(t, runs[2]["converted_layers"], 5, "FP8: qkv_proj, o_proj, gate_up_proj, down_proj and the head")
 	out, err = runArgs(t, "-text", text, "-init", filepath.Join(exp, "fp8"), "-block", "16", "-batch", "2", "-iters", "2", "-eval-batches", "1",
 		"-eval-every", "0", "-sample", "0", "-precision", "fp8")
+	require.NoError(t, err, out)
+}
+
+// TestMoETrainExportInit: a Mixtral-style MoE trains in every
+// precision, reports its expert load, exports (float32 and the FP8
+// layout; experts one tensor per expert) and fine-tunes from the
+// exports.
+func TestMoETrainExportInit(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "corpus.txt")
+	require.NoError(t, os.WriteFile(text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200)), 0o644))
+	exp, exp8 := filepath.Join(dir, "out"), filepath.Join(dir, "fp8")
+	quick := []string{"-text", text, "-block", "16", "-batch", "2", "-eval-batches", "2", "-eval-every", "0", "-sample", "0"}
+	out, err := runArgs(t, append(quick, "-hidden", "32", "-intermediate", "32", "-layers", "2", "-heads", "2", "-kv-heads", "1", "-iters", "3",
+		"-experts", "4", "-top-k", "2", "-precision", "all", "-export", exp, "-export-fp8", exp8, "-json")...)
+	require.NoError(t, err, out)
+	var summary struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	require.NoError(t, output.DecodeLast(out, &summary))
+	require.Len(t, summary.Runs, 3)
+	for _, r := range summary.Runs {
+		load := r["expert_load"].([]any)
+		require.Len(t, load, 2, "two sparse layers")
+		l := load[1].(map[string]any)
+		require.EqualValues(t, 1, l["layer"])
+		lo, hi := l["min_share"].(float64), l["max_share"].(float64)
+		require.True(t, lo >= 0 && lo <= 0.25 && hi >= 0.25 && hi <= 1, "%v %v", lo, hi)
+		require.Greater(t, r["balancing_loss"].(float64), 1.0, "≈ top-k when balanced")
+	}
+	cfg, err := hf.ReadLlamaConfig(filepath.Join(exp, "fp32"))
+	require.NoError(t, err)
+	require.Equal(t, "mixtral", cfg.ModelType)
+	require.Equal(t, 4, cfg.NumExperts)
+	require.True(t, cfg.OutputRouterLogits)
+	f, err := stfile.Read(filepath.Join(exp, "fp32", hf.WeightsFile))
+	require.NoError(t, err)
+	require.Contains(t, f.Names(), "model.layers.1.block_sparse_moe.experts.3.w2.weight")
+	f, err = stfile.Read(filepath.Join(exp8, hf.WeightsFile))
+	require.NoError(t, err)
+	require.Equal(t, "F32", f.Tensors["model.layers.1.block_sparse_moe.experts.3.w2.weight"].DType, "experts are not trained in FP8 yet")
+	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.1.self_attn.q_proj.weight"].DType)
+	out, err = runArgs(t, append(quick, "-init", filepath.Join(exp, "fp32"), "-iters", "2", "-precision", "fp8")...)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "expert load")
+	out, err = runArgs(t, append(quick, "-init", exp8, "-iters", "2", "-precision", "fp32")...)
 	require.NoError(t, err, out)
 }
 
@@ -197,6 +338,14 @@ func TestCommandLines(t *testing.T) {
 		{Name: "init and a size flag", Args: []string{"-init", hfDir, "-hidden", "32", "-block", "8"}, Code: 1, Says: "-hidden conflicts with -init"},
 		{Name: "grads-out with two precisions", Args: []string{"-grads-out", filepath.Join(tmp, "g.st")}, Code: 1, Says: "-grads-out writes one precision"},
 		{Name: "bad encoding", Args: []string{"-encoding", "o300k"}, Code: 1, Says: "-encoding"},
+		{Name: "top-k without experts", Args: []string{"-top-k", "2"}, Code: 1, Says: "-top-k configures experts"},
+		{Name: "top-k above experts", Args: []string{"-experts", "4", "-top-k", "5"}, Code: 1, Says: "num_experts_per_tok"},
+		{Name: "zero top-k", Args: []string{"-experts", "4", "-top-k", "0"}, Code: 1, Says: "num_experts_per_tok"},
+		{Name: "shared expert in mixtral", Args: []string{"-experts", "4", "-shared-expert", "16"}, Code: 1, Says: "shared_expert_intermediate_size"},
+		{Name: "experts in a dense type", Args: []string{"-experts", "4", "-model-type", "qwen3"}, Code: 1, Says: "-model-type"},
+		{Name: "unknown model type", Args: []string{"-model-type", "deepseek_v3"}, Code: 1, Says: "deepseek_v3"},
+		{Name: "negative aux loss", Args: []string{"-experts", "4", "-aux-loss-coef", "-1"}, Code: 1, Says: "-aux-loss-coef"},
+		{Name: "init and experts", Args: []string{"-init", hfDir, "-experts", "4", "-block", "8"}, Code: 1, Says: "-experts conflicts with -init"},
 	}, nil)
 	for _, c := range []struct {
 		args []string

@@ -112,6 +112,17 @@ type result struct {
 	exportedValLoss             float64
 	model                       *nn.Llama
 	store                       *graph.Store
+	load                        []layerLoad // an MoE's expert load on the validation sample
+	balancing                   float64     // its load-balancing loss there (unweighted)
+}
+
+// layerLoad is one sparse layer's expert load: the smallest and largest
+// share of the routed choices an expert got.
+type layerLoad struct {
+	Layer              int     `json:"layer"`
+	MinShare, MaxShare float64 `json:"-"`
+	Min                float64 `json:"min_share"`
+	Max                float64 `json:"max_share"`
 }
 
 func (r *result) fields() map[string]any {
@@ -119,17 +130,30 @@ func (r *result) fields() map[string]any {
 	if conv == nil {
 		conv = []string{}
 	}
-	return map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
+	f := map[string]any{"precision": r.Precision, "recipe": r.Recipe, "train_loss": r.TrainLoss, "val_loss": r.ValLoss,
 		"tokens_per_s": r.tokensPerS, "ms_per_iter": r.MsPerStep(), "params": r.params, "converted_layers": conv,
 		"optimizer_state_bytes_per_param": r.Memory.StateBytes, "recipe_settings": r.Settings,
 		"iters": r.End, "planned_iters": r.Total, "iters_run": r.Ran(), "sample": r.sample, "exported": r.exported,
 		"exported_fp8": r.exportedFP8, "exported_fp8_val_loss": r.exportedValLoss}
+	if r.load != nil { // a Mixture of Experts
+		f["expert_load"], f["balancing_loss"] = r.jsonLoad(), r.balancing
+	}
+	return f
+}
+
+func (r *result) jsonLoad() []layerLoad {
+	out := make([]layerLoad, len(r.load))
+	for i, l := range r.load {
+		l.Min, l.Max = l.MinShare, l.MaxShare
+		out[i] = l
+	}
+	return out
 }
 
 // modelFunc builds the Llama for a batch of sequences (its loss serves
 // training and evaluation alike).
 func (c config) modelFunc() train.ModelFunc {
-	return func(rows int, _ bool) (*train.Model, error) {
+	return func(rows int, training bool) (*train.Model, error) {
 		g := graph.New()
 		b := nn.NewBuilder(g)
 		m, err := nn.NewLlama(b, c.model)
@@ -137,8 +161,12 @@ func (c config) modelFunc() train.ModelFunc {
 			return nil, err
 		}
 		ids, labels := g.Input("ids", graph.Int32, rows, c.block), g.Input("labels", graph.Int32, rows, c.block)
-		logits := m.Forward(ids)
-		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": ids, "y": labels}, Loss: ops.CrossEntropy(logits, labels), Logits: logits}, g.Err()
+		logits, router := m.ForwardRouter(ids)
+		loss := ops.CrossEntropy(logits, labels)
+		if aux := m.AuxLoss(router); aux != nil && training {
+			loss = ops.Add(loss, aux) // transformers' training loss; evaluation reports the cross-entropy
+		}
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": ids, "y": labels}, Loss: loss, Logits: logits}, g.Err()
 	}
 }
 
@@ -174,12 +202,99 @@ func sampleWindows(cfg config, tok []int32, seed uint64) (data.Dataset, error) {
 	return data.NewTensors(data.Int32Column("x", x, cfg.block), data.Column{Field: w.Fields()[1], I32: y})
 }
 
+// expertLoad routes the sample's windows through the trained model and
+// returns each sparse layer's expert load and the load-balancing loss
+// (transformers' load_balancing_loss_func over all layers, averaged over
+// the batches).
+func expertLoad(cfg config, tr *train.Trainer, sample data.Dataset) ([]layerLoad, float64, error) {
+	c := cfg.model
+	if c.NumExperts == 0 {
+		return nil, 0, nil
+	}
+	g := graph.New()
+	m, err := nn.NewLlama(nn.NewBuilder(g), c)
+	if err != nil {
+		return nil, 0, err
+	}
+	ids := g.Input("ids", graph.Int32, cfg.Batch, cfg.block)
+	_, router := m.ForwardRouter(ids)
+	outs := []*graph.Node{nn.LoadBalancingLoss(router, c.NumExperts, c.NumExpertsPerTok)}
+	for _, r := range router {
+		outs = append(outs, ops.ExpertCounts(ops.TopK(ops.Softmax(r), nil, ops.RouterConfig{K: c.NumExpertsPerTok}), c.NumExperts))
+	}
+	if err := g.Err(); err != nil {
+		return nil, 0, err
+	}
+	prep, err := passes.Prepare(g, tr.Store(), passes.Config{Recipe: tr.Recipe(), EvalOutputs: outs})
+	if err != nil {
+		return nil, 0, err
+	}
+	l, err := data.NewLoader(sample, data.Config{BatchSize: cfg.Batch, DropLast: true})
+	if err != nil {
+		return nil, 0, err
+	}
+	counts := make([][]float64, len(router))
+	for i := range counts {
+		counts[i] = make([]float64, c.NumExperts)
+	}
+	var balancing float64
+	batches := l.BatchesPerEpoch()
+	for range batches {
+		b, err := l.Next()
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := prep.Eval.FeedInt32(ids, b.Int32("x")); err != nil {
+			return nil, 0, err
+		}
+		if err := prep.Eval.Run(); err != nil {
+			return nil, 0, err
+		}
+		balancing += float64(prep.Eval.Float32(outs[0])[0])
+		for i, n := range outs[1:] {
+			v, err := prep.Eval.Value(n)
+			if err != nil {
+				return nil, 0, err
+			}
+			for e, k := range v.I32 {
+				counts[i][e] += float64(k)
+			}
+		}
+	}
+	var load []layerLoad
+	j := 0
+	for i := range c.NumHiddenLayers {
+		if !c.SparseLayer(i) {
+			continue
+		}
+		var total float64
+		for _, k := range counts[j] {
+			total += k
+		}
+		ll := layerLoad{Layer: i, MinShare: 1}
+		for _, k := range counts[j] {
+			ll.MinShare, ll.MaxShare = min(ll.MinShare, k/total), max(ll.MaxShare, k/total)
+		}
+		load = append(load, ll)
+		j++
+	}
+	return load, balancing / float64(max(batches, 1)), nil
+}
+
 // meta describes the model for checkpoints: a checkpoint of another
 // model or vocabulary is refused on resume.
 func (c config) meta(t *tokens) map[string]string {
 	m := c.model
-	return map[string]string{"model": fmt.Sprintf("llama hidden=%d intermediate=%d layers=%d heads=%d kv=%d theta=%g tied=%v vocab=%d block=%d encoding=%s",
-		m.HiddenSize, m.IntermediateSize, m.NumHiddenLayers, m.NumAttentionHeads, m.NumKeyValueHeads, m.RopeTheta, m.TieWordEmbeddings, m.VocabSize, c.block, t.encoding)}
+	desc := fmt.Sprintf("llama hidden=%d intermediate=%d layers=%d heads=%d kv=%d theta=%g tied=%v vocab=%d block=%d encoding=%s",
+		m.HiddenSize, m.IntermediateSize, m.NumHiddenLayers, m.NumAttentionHeads, m.NumKeyValueHeads, m.RopeTheta, m.TieWordEmbeddings, m.VocabSize, c.block, t.encoding)
+	if m.ModelType != "" && m.ModelType != "llama" || m.HeadDimension != 0 {
+		desc += fmt.Sprintf(" type=%s head_dim=%d", m.ModelType, m.HeadDim())
+	}
+	if m.NumExperts > 0 {
+		desc += fmt.Sprintf(" experts=%d top_k=%d moe_intermediate=%d shared=%d sparse_step=%d mlp_only=%v norm_topk=%v aux=%g/%v",
+			m.NumExperts, m.NumExpertsPerTok, m.MoE().Intermediate, m.SharedExpertIntermediateSize, m.DecoderSparseStep, m.MLPOnlyLayers, m.NormTopKProb, m.RouterAuxLossCoef, m.OutputRouterLogits)
+	}
+	return map[string]string{"model": desc}
 }
 
 // trainOne trains one precision (AdamW, warmup-cosine, gradients clipped
@@ -243,13 +358,26 @@ func trainOne(cfg config, p precision.Config, t *tokens, init func(*graph.Store)
 	r := &result{Result: res, TrainLoss: te.Loss, ValLoss: res.Eval.Loss, params: tr.Model().Builder.NumParams(), linears: len(res.Report.Layers), store: tr.Store()}
 	r.tokensPerS = float64(cfg.Batch*cfg.block) / (r.MsPerStep() / 1000)
 	if tr.Recipe() == nil {
-		r.linears = 4*cfg.model.NumHiddenLayers + 1
+		r.linears = 1 // the head, then each layer's fused linear layers (an MoE's grouped expert GEMMs are not linear layers)
+		for i := range cfg.model.NumHiddenLayers {
+			switch {
+			case !cfg.model.SparseLayer(i):
+				r.linears += 4
+			case cfg.model.SharedExpertIntermediateSize > 0:
+				r.linears += 4
+			default:
+				r.linears += 2
+			}
+		}
 	}
 	if cfg.FP8Debug != "" { // not the report's own temporary log
 		r.statsFile = res.StatsFile
 	}
 	if r.model, err = nn.NewLlama(nn.NewBuilder(graph.New()), cfg.model); err != nil {
 		return nil, err
+	}
+	if r.load, r.balancing, err = expertLoad(cfg, tr, valSample); err != nil {
+		return nil, fmt.Errorf("expert load: %w", err)
 	}
 	if cfg.sample > 0 {
 		if r.sample, err = sample(cfg, tr, t); err != nil {
@@ -281,7 +409,7 @@ func exportFP8(cfg config, tr *train.Trainer, r *result, valSample data.Dataset)
 	if err != nil {
 		return err
 	}
-	if err := hf.ExportLlama(cfg.exportFP8, r.model, store, hf.Export{Format: f, Layers: layers}); err != nil {
+	if err := hf.ExportLlama(cfg.exportFP8, r.model, store, hf.Export{Format: f, Layers: layers, StackedExperts: cfg.stackedExperts}); err != nil {
 		return err
 	}
 	r.exportedFP8 = cfg.exportFP8
@@ -389,8 +517,20 @@ func writeGrads(cfg config, p precision.Config, t *tokens, init func(*graph.Stor
 	if err := add("loss", graph.Shape{1}, loss); err != nil {
 		return err
 	}
+	grads := map[string][]float32{}
 	for i, pn := range params {
-		if err := add(pn.Name(), pn.Shape(), prep.Train.Float32(prep.Grads[i])); err != nil {
+		grads[pn.Name()] = prep.Train.Float32(prep.Grads[i])
+	}
+	model, err := nn.NewLlama(nn.NewBuilder(graph.New()), cfg.model)
+	if err != nil {
+		return err
+	}
+	layout, err := hf.LlamaTensors(model, cfg.stackedExperts)
+	if err != nil {
+		return err
+	}
+	for _, ht := range layout {
+		if err := add(ht.Name, ht.Shape, ht.Slice(grads[ht.Param.Name()])); err != nil {
 			return err
 		}
 	}
@@ -401,7 +541,7 @@ func writeGrads(cfg config, p precision.Config, t *tokens, init func(*graph.Stor
 	if err := atomicfile.Write(cfg.gradsOut, func(f io.Writer) error { _, err := f.Write(buf); return err }); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s: loss %.6f and %d gradients after the first forward and backward (%s) → %s\n", p.Name(), loss[0], len(params), precision.DisplayName(p.Name()), cfg.gradsOut)
+	fmt.Fprintf(w, "%s: loss %.6f and %d gradients after the first forward and backward (%s) → %s\n", p.Name(), loss[0], len(layout), precision.DisplayName(p.Name()), cfg.gradsOut)
 	return nil
 }
 
