@@ -74,7 +74,7 @@ func c8mask(fp32Scales bool) uint32 {
 // only its own elements. Short slices or a bad cast are errors, and
 // nothing is written.
 func QuantizeFloat8Block(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Quantizer) error {
-	_, err := QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, 1, c, 0, Float8BlockSlices(rows, cols, 1, c.Dim()), nil)
+	_, err := quantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, 1, c, 0, float8BlockSlices(rows, cols, 1, c.Dim()), nil)
 	return err
 }
 
@@ -200,14 +200,14 @@ func Float8BlockScaleCount(rows, cols, axis, dim int) int {
 // values, is the column-wise cast's scratch (so that a training step
 // allocates nothing); otherwise that cast allocates its own.
 func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Quantizer, work []float32) (float32, error) {
-	return QuantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, axis, c, 0, Float8BlockSlices(rows, cols, axis, c.Dim()), work)
+	return quantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, axis, c, 0, float8BlockSlices(rows, cols, axis, c.Dim()), work)
 }
 
-// Float8BlockSlices returns into how many independent slices
-// QuantizeFloat8BlockRange divides a cast: rows (1-D blocks along axis
+// float8BlockSlices returns into how many independent slices
+// quantizeFloat8BlockRange divides a cast: rows (1-D blocks along axis
 // 1), bands of 128 rows (2-D tiles) or columns (1-D blocks along axis
 // 0).
-func Float8BlockSlices(rows, cols, axis, dim int) int {
+func float8BlockSlices(rows, cols, axis, dim int) int {
 	switch {
 	case dim == 2:
 		return (rows + Float8BlockSize - 1) / Float8BlockSize
@@ -217,8 +217,8 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 	return rows
 }
 
-// QuantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
-// [lo, hi) of the cast (Float8BlockSlices), so that parts of one cast
+// quantizeFloat8BlockRange is QuantizeFloat8BlockAxis for the slices
+// [lo, hi) of the cast (float8BlockSlices), so that parts of one cast
 // can run concurrently; it returns their amax. Blocks go through fused
 // kernels (each block's amax, scale and codes from one read of it); a
 // block holding a NaN goes through a slower path that leaves the NaN
@@ -226,7 +226,7 @@ func Float8BlockSlices(rows, cols, axis, dim int) int {
 // column-wise cast, 129·⌈cols/128⌉ for 128×128 tiles, ⌈cols/128⌉
 // otherwise, is the cast's scratch (else it allocates its own when it
 // needs one).
-func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Quantizer, lo, hi int, work []float32) (float32, error) {
+func quantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Quantizer, lo, hi int, work []float32) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize block: axis %d, want 0 or 1", axis)
 	}
@@ -237,7 +237,7 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 		"scale_inv": {len(scaleInv), Float8BlockScaleCount(rows, cols, axis, c.Dim())}}); err != nil {
 		return 0, err
 	}
-	if n := Float8BlockSlices(rows, cols, axis, c.Dim()); lo < 0 || hi > n || lo > hi {
+	if n := float8BlockSlices(rows, cols, axis, c.Dim()); lo < 0 || hi > n || lo > hi {
 		return 0, fmt.Errorf("fp8: quantize block: slices [%d, %d) of %d", lo, hi, n)
 	}
 	var total uint32 // amax bits: NaN sorts above +inf
@@ -325,13 +325,13 @@ func QuantizeFloat8BlockRange(dst []uint8, scaleInv []float32, src []float32, ro
 	return math.Float32frombits(total), nil
 }
 
-// QuantizeFloat8BlockBands is the column-wise cast (1-D blocks along
+// quantizeFloat8BlockBands is the column-wise cast (1-D blocks along
 // axis 0, QuantizeFloat8BlockAxis with axis 0) of the bands [b0, b1) of
 // 128 rows, every column: a part of the cast that reads only its own
 // rows, as the part of the producer that wrote them did. work, when it
 // holds at least cols values, is its scratch. It returns the bands'
 // amax (NaN if an element is NaN).
-func QuantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Quantizer, b0, b1 int, work []float32) (float32, error) {
+func quantizeFloat8BlockBands(dst []uint8, scaleInv []float32, src []float32, rows, cols int, c Quantizer, b0, b1 int, work []float32) (float32, error) {
 	if err := c.checkFloat8Blocks("quantize block"); err != nil {
 		return 0, err
 	}
@@ -383,7 +383,7 @@ func castColsBand(dst []uint8, scaleInv []float32, src []float32, rows, cols int
 	return total
 }
 
-// raggedRows is how many rows QuantizeFloat8BlockRange's row-wise cast
+// raggedRows is how many rows quantizeFloat8BlockRange's row-wise cast
 // of rows with a ragged last block takes at a time: a band whose
 // columns of blocks are one call each (so that the calls fill the fused
 // kernel's groups of 16) and whose rows stay in the cache from one

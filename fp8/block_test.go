@@ -465,17 +465,17 @@ func testFloat8BlockRangeSplits(t *testing.T, rng *rand.Rand, cols int) {
 	src[7*cols+3], src[90*cols+200] = float32(math.NaN()), float32(math.Inf(-1))
 	for _, cfg := range []struct{ axis, dim int }{{1, 1}, {0, 1}, {1, 2}} {
 		c := Quantizer{Kind: Float8Blocks, BlockDim: cfg.dim, Format: E4M3}
-		n := Float8BlockSlices(rows, cols, cfg.axis, cfg.dim)
+		n := float8BlockSlices(rows, cols, cfg.axis, cfg.dim)
 		nsc := Float8BlockScaleCount(rows, cols, cfg.axis, cfg.dim)
 		wc, wi := make([]uint8, len(src)), make([]float32, nsc)
-		wa, err := QuantizeFloat8BlockRange(wc, wi, src, rows, cols, cfg.axis, c, 0, n, nil)
+		wa, err := quantizeFloat8BlockRange(wc, wi, src, rows, cols, cfg.axis, c, 0, n, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, k := range []int{0, 1, n / 3, n - 1, n} {
 			gc, gi := make([]uint8, len(src)), make([]float32, nsc)
-			a1, err1 := QuantizeFloat8BlockRange(gc, gi, src, rows, cols, cfg.axis, c, 0, k, make([]float32, 2*cols+rows*3))
-			a2, err2 := QuantizeFloat8BlockRange(gc, gi, src, rows, cols, cfg.axis, c, k, n, make([]float32, 2*cols+rows*3))
+			a1, err1 := quantizeFloat8BlockRange(gc, gi, src, rows, cols, cfg.axis, c, 0, k, make([]float32, 2*cols+rows*3))
+			a2, err2 := quantizeFloat8BlockRange(gc, gi, src, rows, cols, cfg.axis, c, k, n, make([]float32, 2*cols+rows*3))
 			if err1 != nil || err2 != nil {
 				t.Fatal(err1, err2)
 			}
@@ -499,14 +499,14 @@ func testFloat8BlockRangeSplits(t *testing.T, rng *rand.Rand, cols int) {
 			short = 2*cols - 1
 		}
 		sc, si := make([]uint8, len(src)), make([]float32, nsc)
-		if _, err := QuantizeFloat8BlockRange(sc, si, src, rows, cols, cfg.axis, c, 0, n, make([]float32, short)); err != nil {
+		if _, err := quantizeFloat8BlockRange(sc, si, src, rows, cols, cfg.axis, c, 0, n, make([]float32, short)); err != nil {
 			t.Fatal(err)
 		}
 		if string(sc) != string(wc) {
 			t.Fatalf("%+v with short scratch: codes differ", cfg)
 		}
 		for _, r := range [][2]int{{-1, 1}, {0, n + 1}, {2, 1}} {
-			if _, err := QuantizeFloat8BlockRange(wc, wi, src, rows, cols, cfg.axis, c, r[0], r[1], nil); err == nil {
+			if _, err := quantizeFloat8BlockRange(wc, wi, src, rows, cols, cfg.axis, c, r[0], r[1], nil); err == nil {
 				t.Fatalf("%+v range %v: no error", cfg, r)
 			}
 		}
@@ -514,7 +514,7 @@ func testFloat8BlockRangeSplits(t *testing.T, rng *rand.Rand, cols int) {
 }
 
 // TestFloat8BlockBandsSplits: the column-wise cast split into bands of
-// 128 rows (QuantizeFloat8BlockBands) writes exactly the codes and
+// 128 rows (quantizeFloat8BlockBands) writes exactly the codes and
 // scales of the whole cast, whatever the split (a ragged last band, NaN
 // and infinity included), each band's amax combining to the whole's;
 // bad bands and 2-D blocks are refused.
@@ -537,8 +537,8 @@ func TestFloat8BlockBandsSplits(t *testing.T) {
 		const bands = 3
 		for k := 0; k <= bands; k++ {
 			gc, gi := make([]uint8, len(src)), make([]float32, nsc)
-			a1, err1 := QuantizeFloat8BlockBands(gc, gi, src, rows, cols, c, 0, k, nil)
-			a2, err2 := QuantizeFloat8BlockBands(gc, gi, src, rows, cols, c, k, bands, make([]float32, 2*cols))
+			a1, err1 := quantizeFloat8BlockBands(gc, gi, src, rows, cols, c, 0, k, nil)
+			a2, err2 := quantizeFloat8BlockBands(gc, gi, src, rows, cols, c, k, bands, make([]float32, 2*cols))
 			if err1 != nil || err2 != nil {
 				t.Fatal(err1, err2)
 			}
@@ -555,20 +555,20 @@ func TestFloat8BlockBandsSplits(t *testing.T) {
 			}
 		}
 		for _, r := range [][2]int{{-1, 1}, {0, bands + 1}, {2, 1}} {
-			if _, err := QuantizeFloat8BlockBands(wc, wi, src, rows, cols, c, r[0], r[1], nil); err == nil {
+			if _, err := quantizeFloat8BlockBands(wc, wi, src, rows, cols, c, r[0], r[1], nil); err == nil {
 				t.Fatalf("bands %v: no error", r)
 			}
 		}
 	}
 	// A band past the last is refused when the rows fill their bands
 	// exactly too.
-	if _, err := QuantizeFloat8BlockBands(make([]uint8, 256*cols), make([]float32, 2*cols), make([]float32, 256*cols), 256, cols, Quantizer{Kind: Float8Blocks, BlockDim: 1}, 0, 3, nil); err == nil {
+	if _, err := quantizeFloat8BlockBands(make([]uint8, 256*cols), make([]float32, 2*cols), make([]float32, 256*cols), 256, cols, Quantizer{Kind: Float8Blocks, BlockDim: 1}, 0, 3, nil); err == nil {
 		t.Fatal("band 2 of 256 rows: no error")
 	}
-	if _, err := QuantizeFloat8BlockBands(make([]uint8, rows*cols), make([]float32, 9), src, rows, cols, Quantizer{Kind: Float8Blocks, BlockDim: 2}, 0, 1, nil); err == nil {
+	if _, err := quantizeFloat8BlockBands(make([]uint8, rows*cols), make([]float32, 9), src, rows, cols, Quantizer{Kind: Float8Blocks, BlockDim: 2}, 0, 1, nil); err == nil {
 		t.Fatal("2-D blocks in bands: no error")
 	}
-	if _, err := QuantizeFloat8BlockBands(make([]uint8, 10), make([]float32, 1000), src, rows, cols, Quantizer{Kind: Float8Blocks, BlockDim: 1}, 0, 1, nil); err == nil {
+	if _, err := quantizeFloat8BlockBands(make([]uint8, 10), make([]float32, 1000), src, rows, cols, Quantizer{Kind: Float8Blocks, BlockDim: 1}, 0, 1, nil); err == nil {
 		t.Fatal("short dst: no error")
 	}
 }
@@ -670,10 +670,10 @@ func TestFloat8BlockFastPath(t *testing.T) {
 				f := Quantizer{Kind: Float8Blocks, BlockDim: c.dim, Format: E4M3}
 				inv := make([]float32, Float8BlockScaleCount(rows, cols, c.axis, c.dim))
 				codes := make([]uint8, len(y))
-				n := Float8BlockSlices(rows, cols, c.axis, c.dim)
+				n := float8BlockSlices(rows, cols, c.axis, c.dim)
 				before := nanPaths.Load()
 				for _, part := range [][2]int{{0, n / 2}, {n / 2, n}} {
-					if _, err := QuantizeFloat8BlockRange(codes, inv, y, rows, cols, c.axis, f, part[0], part[1], nil); err != nil {
+					if _, err := quantizeFloat8BlockRange(codes, inv, y, rows, cols, c.axis, f, part[0], part[1], nil); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -33,11 +33,11 @@ func BenchmarkCasts(b *testing.B) {
 		cast := Quantizer{Kind: Float8Blocks, BlockDim: c.dim, Format: E4M3}
 		inv := make([]float32, Float8BlockScaleCount(rows, cols, c.axis, c.dim))
 		work := make([]float32, 2*cols+rows*cols/Float8BlockSize)
-		n := Float8BlockSlices(rows, cols, c.axis, c.dim)
+		n := float8BlockSlices(rows, cols, c.axis, c.dim)
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(4 * rows * cols)
 			for i := 0; i < b.N; i++ {
-				if _, err := QuantizeFloat8BlockRange(dst, inv, src, rows, cols, c.axis, cast, 0, n, work); err != nil {
+				if _, err := quantizeFloat8BlockRange(dst, inv, src, rows, cols, c.axis, cast, 0, n, work); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,7 +1,10 @@
 // Package fp8 is Octet's FP8 numerics core: the OCP 8-bit formats, their
 // casts (tensorwise, axiswise, MXFP8, Float8BlockScaling, NVFP4), the
 // delayed-scaling state (Meta), the Quantizer that describes one cast,
-// the per-layer state the compiler keeps, and a scaled GEMM on slices.
+// the Cast that performs it on a GEMM operand (kernel, worker split,
+// scales and state, the GEMM's Operand: ops carries a Quantizer and
+// builds a Cast from it, nothing else), the per-layer state the compiler
+// keeps, and a scaled GEMM on slices.
 // It knows no graph types and no recipes: package recipe decides, per
 // layer and GEMM operand, which Quantizer to use; ops and the compiler
 // passes build on both. This

@@ -62,89 +62,69 @@ func ExampleScaledGEMM() {
 	// [0.5 0.5 1.5 1] <nil>
 }
 
-// A column-wise Float8BlockScaling cast (blocks of 128 values down each
-// column) split by bands of 128 rows: each part can run on its own
-// worker, reading only its rows, and together they write what the
-// whole cast writes.
-func ExampleQuantizeFloat8BlockBands() {
+// A Cast is an operand's cast, built once for its quantizer, shape and
+// contraction axis: here a column-wise Float8BlockScaling cast (blocks
+// of 128 values down each column, the wgrad operand), which writes what
+// QuantizeFloat8BlockAxis writes and hands the GEMM its operand.
+func ExampleCast() {
 	const rows, cols = 256, 2
 	x := make([]float32, rows*cols)
 	for r := 0; r < rows; r++ {
 		x[r*cols] = float32(r + 1) // column 0: 1 … 256
 		x[r*cols+1] = 0.5          // column 1: 0.5
 	}
-	c := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}
-	n := fp8.Float8BlockScaleCount(rows, cols, 0, 1) // [cols][bands]
-	codes, inv := make([]uint8, len(x)), make([]float32, n)
-	for band := 0; band < 2; band++ {
-		if _, err := fp8.QuantizeFloat8BlockBands(codes, inv, x, rows, cols, c, band, band+1, nil); err != nil {
-			fmt.Println(err)
-		}
+	q := fp8.Quantizer{Kind: fp8.Float8Blocks, BlockDim: 1, Format: fp8.E4M3}
+	c, err := fp8.NewCast(q, rows, cols, 0, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	whole, wholeInv := make([]uint8, len(x)), make([]float32, n)
-	amax, _ := fp8.QuantizeFloat8BlockAxis(whole, wholeInv, x, rows, cols, 0, c, nil)
+	codes := make([]uint8, len(x))
+	if err := c.Quantize(codes, x, 0, false); err != nil {
+		fmt.Println(err)
+	}
+	whole, wholeInv := make([]uint8, len(x)), make([]float32, fp8.Float8BlockScaleCount(rows, cols, 0, 1))
+	amax, _ := fp8.QuantizeFloat8BlockAxis(whole, wholeInv, x, rows, cols, 0, q, nil)
 	// Column 0's bands have amaxes 128 and 256: scales 448/128 and
 	// 448/256 rounded down to powers of two, 2 and 1; column 1's 0.5:
 	// 896, rounded down to 512.
-	fmt.Println("scale_inv [column][band]:", inv)
-	fmt.Println("as the whole cast:", string(codes) == string(whole), amax)
+	fmt.Println("scale_inv [column][band]:", c.BlockScaleInv)
+	fmt.Println("as the whole cast:", string(codes) == string(whole), c.Amax == amax, c.Amax)
+	op := c.Operand(codes, false, true)
+	fmt.Println("operand:", len(op.Codes), op.BlockScaleInv)
 	// Output:
 	// scale_inv [column][band]: [0.5 1 0.001953125 0.001953125]
-	// as the whole cast: true 256
+	// as the whole cast: true true 256
+	// operand: 512 [0.5 1 0.001953125 0.001953125]
 }
 
-// An MXFP8 cast along the columns (blocks of 32 values down each
-// column) in two ranges of bands of 32 rows — each range can run on its
-// own worker — writes what QuantizeMX writes.
-func ExampleQuantizeMXRange() {
-	const rows, cols = 64, 2
-	x := make([]float32, rows*cols)
-	for r := 0; r < rows; r++ {
+// A Cast casts fewer rows than it was built for as a Cast built for
+// those rows does: one expert's tokens in a grouped GEMM. Here an MXFP8
+// cast along the columns (blocks of 32 values down each column, the
+// expert's wgrad operand) of 40 of up to 64 rows.
+func ExampleCast_QuantizeRows() {
+	const maxRows, rows, cols = 64, 40, 2
+	x := make([]float32, maxRows*cols)
+	for r := 0; r < maxRows; r++ {
 		x[r*cols] = float32(r + 1) // column 0: 1 … 64
 		x[r*cols+1] = 0.25         // column 1: 0.25
 	}
-	slices := fp8.MXSlices(rows, cols, 0) // 2 bands of 32 rows
-	n := fp8.MXScaleCount(rows, cols, 0)  // [cols][bands]
-	codes, scales := make([]uint8, len(x)), make([]fp8.E8M0, n)
-	for s := 0; s < slices; s++ {
-		if _, err := fp8.QuantizeMXRange(codes, scales, x, rows, cols, 0, fp8.E4M3, fp8.ExpRoundUp, s, s+1); err != nil {
-			fmt.Println(err)
-		}
-	}
-	whole, wholeScales := make([]uint8, len(x)), make([]fp8.E8M0, n)
-	amax, _ := fp8.QuantizeMX(whole, wholeScales, x, rows, cols, 0, fp8.E4M3, fp8.ExpRoundUp)
-	// Column 0's bands have amaxes 32 and 64: ⌈log2(32/448)⌉ = −3 and
-	// −2; column 1's 0.25: −10.
-	fmt.Println("scales [column][band]:", scales)
-	fmt.Println("as the whole cast:", string(codes) == string(whole), fmt.Sprint(scales) == fmt.Sprint(wholeScales), amax)
-	// Output:
-	// scales [column][band]: [2^-3 2^-2 2^-10 2^-10]
-	// as the whole cast: true true 64
-}
-
-// torchao's rowwise cast of a weight's columns (one scale per column),
-// in two ranges of columns — each range can run on its own worker —
-// writes what QuantizeAxiswise writes.
-func ExampleQuantizeAxiswiseRange() {
-	const rows, cols = 2, 4
-	x := []float32{
-		1, -2, 0.5, 100,
-		-3, 4, 0.25, -50,
-	}
-	codes, scales := make([]uint8, len(x)), make([]float32, cols)
-	for _, r := range [][2]int{{2, 4}, {0, 2}} {
-		if err := fp8.QuantizeAxiswiseRange(codes, scales, nil, x, rows, cols, 0, fp8.E4M3, true, r[0], r[1]); err != nil {
-			fmt.Println(err)
-		}
-	}
-	whole, wholeScales := make([]uint8, len(x)), make([]float32, cols)
-	if err := fp8.QuantizeAxiswise(whole, wholeScales, nil, x, rows, cols, 0, fp8.E4M3, true); err != nil {
+	q := fp8.Quantizer{Kind: fp8.MXFP8Blocks, Format: fp8.E4M3}
+	grouped, _ := fp8.NewCast(q, maxRows, cols, 0, nil)
+	exact, _ := fp8.NewCast(q, rows, cols, 0, nil)
+	a, b := make([]uint8, maxRows*cols), make([]uint8, rows*cols)
+	if err := grouped.QuantizeRows(a, x, rows, 0, false); err != nil {
 		fmt.Println(err)
 	}
-	// Power-of-two scales: 448/3 → 2^7, 448/4 → 2^6, 448/0.5 → 2^9, 448/100 → 2^2.
-	fmt.Println("scales:", scales)
-	fmt.Println("as the whole cast:", string(codes) == string(whole), fmt.Sprint(scales) == fmt.Sprint(wholeScales))
+	if err := exact.Quantize(b, x[:rows*cols], 0, false); err != nil {
+		fmt.Println(err)
+	}
+	n := fp8.MXScaleCount(rows, cols, 0) // [cols][⌈rows/32⌉]
+	// Column 0's blocks have amaxes 32 and 40 (rows 33…40 only):
+	// ⌈log2(32/448)⌉ = −3 and ⌈log2(40/448)⌉ = −3; column 1's 0.25: −10.
+	fmt.Println("scales [column][block]:", grouped.Block[:n])
+	fmt.Println("as a cast of those rows:", string(a[:rows*cols]) == string(b), fmt.Sprint(grouped.Block[:n]) == fmt.Sprint(exact.Block), grouped.Amax)
 	// Output:
-	// scales: [128 64 512 4]
-	// as the whole cast: true true
+	// scales [column][block]: [2^-3 2^-3 2^-10 2^-10]
+	// as a cast of those rows: true true 40
 }

@@ -503,7 +503,7 @@ func TestScaledGEMMReusesItsBuffers(t *testing.T) {
 	}
 }
 
-// QuantizeAxiswiseRange over disjoint ranges, in any order, writes what
+// quantizeAxiswiseRange over disjoint ranges, in any order, writes what
 // QuantizeAxiswise writes, and only its own slices; a range outside the
 // slices is refused.
 func TestAxiswiseRangesMakeTheWhole(t *testing.T) {
@@ -517,7 +517,7 @@ func TestAxiswiseRangesMakeTheWhole(t *testing.T) {
 		got, gotS, gotA := make([]uint8, rows*cols), make([]float32, outer), make([]float32, outer)
 		cuts := []int{0, outer / 3, outer / 3, outer/2 + 1, outer}
 		for i := len(cuts) - 2; i >= 0; i-- {
-			require.NoError(t, QuantizeAxiswiseRange(got, gotS, gotA, src, rows, cols, axis, E5M2, false, cuts[i], cuts[i+1]))
+			require.NoError(t, quantizeAxiswiseRange(got, gotS, gotA, src, rows, cols, axis, E5M2, false, cuts[i], cuts[i+1]))
 		}
 		require.Equal(t, want, got, "axis %d", axis)
 		require.Equal(t, wantS, gotS, "axis %d", axis)
@@ -525,7 +525,7 @@ func TestAxiswiseRangesMakeTheWhole(t *testing.T) {
 		// One range writes its slices only.
 		part := make([]uint8, rows*cols)
 		ps := make([]float32, outer)
-		require.NoError(t, QuantizeAxiswiseRange(part, ps, nil, src, rows, cols, axis, E5M2, false, 2, 5))
+		require.NoError(t, quantizeAxiswiseRange(part, ps, nil, src, rows, cols, axis, E5M2, false, 2, 5))
 		for i := range ps {
 			if (i < 2 || i >= 5) && ps[i] != 0 {
 				t.Fatalf("axis %d: scale %d written", axis, i)
@@ -539,7 +539,7 @@ func TestAxiswiseRangesMakeTheWhole(t *testing.T) {
 				}
 			}
 		}
-		require.ErrorContains(t, QuantizeAxiswiseRange(got, gotS, nil, src, rows, cols, axis, E5M2, false, 3, outer+1), "slices [3, ")
+		require.ErrorContains(t, quantizeAxiswiseRange(got, gotS, nil, src, rows, cols, axis, E5M2, false, 3, outer+1), "slices [3, ")
 	}
-	require.NoError(t, QuantizeAxiswiseRange(nil, make([]float32, 5), nil, nil, 0, 5, 0, E4M3, false, 2, 5))
+	require.NoError(t, quantizeAxiswiseRange(nil, make([]float32, 5), nil, nil, 0, 5, 0, E4M3, false, 2, 5))
 }

@@ -134,15 +134,15 @@ func QuantizeAxiswise(dst []uint8, scales, amaxes []float32, src []float32, rows
 	if axis == 0 {
 		outer = cols
 	}
-	return QuantizeAxiswiseRange(dst, scales, amaxes, src, rows, cols, axis, f, pow2, 0, outer)
+	return quantizeAxiswiseRange(dst, scales, amaxes, src, rows, cols, axis, f, pow2, 0, outer)
 }
 
-// QuantizeAxiswiseRange is QuantizeAxiswise of the slices lo … hi−1
+// quantizeAxiswiseRange is QuantizeAxiswise of the slices lo … hi−1
 // along axis only (rows for axis 1, columns for axis 0), writing their
 // codes, scales and amaxes where QuantizeAxiswise writes them and
 // nothing else: calls on disjoint ranges may run concurrently, and
 // together give QuantizeAxiswise's result.
-func QuantizeAxiswiseRange(dst []uint8, scales, amaxes []float32, src []float32, rows, cols, axis int, f Format, pow2 bool, lo, hi int) error {
+func quantizeAxiswiseRange(dst []uint8, scales, amaxes []float32, src []float32, rows, cols, axis int, f Format, pow2 bool, lo, hi int) error {
 	outer := rows
 	if axis == 0 {
 		outer = cols
@@ -270,27 +270,27 @@ func MXScaleCount(rows, cols, axis int) int {
 // Encode(x / 2^e), saturating. It returns the amax of the whole input
 // (NaN when it holds a NaN).
 func QuantizeMX(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int, f Format, rule ExpRule) (float32, error) {
-	return QuantizeMXRange(dst, scales, src, rows, cols, axis, f, rule, 0, MXSlices(rows, cols, axis))
+	return quantizeMXRange(dst, scales, src, rows, cols, axis, f, rule, 0, mXSlices(rows, cols, axis))
 }
 
-// MXSlices is the number of independent slices of an MXFP8 cast that
-// QuantizeMXRange takes: rows along axis 1, bands of 32 rows along
+// mXSlices is the number of independent slices of an MXFP8 cast that
+// quantizeMXRange takes: rows along axis 1, bands of 32 rows along
 // axis 0.
-func MXSlices(rows, cols, axis int) int {
+func mXSlices(rows, cols, axis int) int {
 	if axis == 0 {
 		return (rows + BlockSize - 1) / BlockSize
 	}
 	return rows
 }
 
-// QuantizeMXRange is QuantizeMX for slices lo ≤ s < hi of the matrix
-// (see MXSlices): their codes and scales, and the amax of their values
+// quantizeMXRange is QuantizeMX for slices lo ≤ s < hi of the matrix
+// (see mXSlices): their codes and scales, and the amax of their values
 // (NaN when they hold a NaN). Disjoint ranges may run at once; the
 // slices together give QuantizeMX's codes and scales, and the largest
 // of their amaxes its amax. Blocks are read by the vector kernels: a
 // row's blocks one by one, a band's columns a chunk at a time (a chunk
 // holding a NaN column by column).
-func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int, f Format, rule ExpRule, lo, hi int) (float32, error) {
+func quantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis int, f Format, rule ExpRule, lo, hi int) (float32, error) {
 	if axis != 0 && axis != 1 {
 		return 0, fmt.Errorf("fp8: quantize MXFP8: axis %d, want 0 or 1", axis)
 	}
@@ -301,7 +301,7 @@ func QuantizeMXRange(dst []uint8, scales []E8M0, src []float32, rows, cols, axis
 		"src": {len(src), rows * cols}, "dst": {len(dst), rows * cols}, "scales": {len(scales), MXScaleCount(rows, cols, axis)}}); err != nil {
 		return 0, err
 	}
-	if n := MXSlices(rows, cols, axis); lo < 0 || hi > n || lo > hi {
+	if n := mXSlices(rows, cols, axis); lo < 0 || hi > n || lo > hi {
 		return 0, fmt.Errorf("fp8: quantize MXFP8: slices [%d, %d) of %d", lo, hi, n)
 	}
 	var total uint32 // amax bits: NaN sorts above +inf

@@ -584,7 +584,7 @@ func quantizeMXLoop(dst []uint8, scales []E8M0, src []float32, rows, cols, axis 
 }
 
 // TestQuantizeMXMatchesLoop holds QuantizeMX (vector kernels, a band's
-// columns a chunk at a time) and QuantizeMXRange over two ranges to the
+// columns a chunk at a time) and quantizeMXRange over two ranges to the
 // block loop, bit for bit: both axes, rules and formats, ragged shapes
 // (short last blocks, more columns than a chunk), blocks of zeros, of
 // denormals, with ±inf, and with NaN (one NaN in a column block of an
@@ -636,12 +636,12 @@ func TestQuantizeMXMatchesLoop(t *testing.T) {
 							}
 						}
 						// Two ranges give the same codes and scales.
-						slices := MXSlices(rows, cols, axis)
+						slices := mXSlices(rows, cols, axis)
 						half := slices / 2
 						clear(got)
 						clear(gs)
-						a1, err1 := QuantizeMXRange(got, gs, src, rows, cols, axis, f, rule, half, slices)
-						a0, err0 := QuantizeMXRange(got, gs, src, rows, cols, axis, f, rule, 0, half)
+						a1, err1 := quantizeMXRange(got, gs, src, rows, cols, axis, f, rule, half, slices)
+						a0, err0 := quantizeMXRange(got, gs, src, rows, cols, axis, f, rule, 0, half)
 						if err0 != nil || err1 != nil {
 							t.Fatal(err0, err1)
 						}
@@ -656,7 +656,7 @@ func TestQuantizeMXMatchesLoop(t *testing.T) {
 			}
 		}
 	}
-	if _, err := QuantizeMXRange(make([]uint8, 4), make([]E8M0, 4), make([]float32, 4), 4, 1, 1, E4M3, ExpRoundUp, 2, 5); err == nil {
+	if _, err := quantizeMXRange(make([]uint8, 4), make([]E8M0, 4), make([]float32, 4), 4, 1, 1, E4M3, ExpRoundUp, 2, 5); err == nil {
 		t.Fatal("a range past the slices: no error")
 	}
 }
@@ -729,7 +729,7 @@ func TestMXScalesMatchBlockScale(t *testing.T) {
 	}
 }
 
-// TestQuantizeMXRangePiecesMatchWhole: QuantizeMXRange over disjoint
+// TestQuantizeMXRangePiecesMatchWhole: quantizeMXRange over disjoint
 // slices (rows of whole blocks run together, ragged rows one by one)
 // writes QuantizeMX's codes and scales, and its amaxes' largest is
 // QuantizeMX's amax.
@@ -749,11 +749,11 @@ func TestQuantizeMXRangePiecesMatchWhole(t *testing.T) {
 				t.Fatal(err)
 			}
 			codes, sc := make([]uint8, len(src)), make([]E8M0, n)
-			slices := MXSlices(rows, cols, axis)
+			slices := mXSlices(rows, cols, axis)
 			var got float32
 			for lo := 0; lo < slices; {
 				hi := min(slices, lo+1+rng.IntN(9))
-				a, err := QuantizeMXRange(codes, sc, src, rows, cols, axis, E4M3, ExpRoundUp, lo, hi)
+				a, err := quantizeMXRange(codes, sc, src, rows, cols, axis, E4M3, ExpRoundUp, lo, hi)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -94,7 +94,10 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if len(b.In) == 5 {
 		bias = b.In[4].F32
 	}
-	sc := newScales(o.q, graph.Shape{n, c})
+	sc, err := newScales(o.q, graph.Shape{n, c})
+	if err != nil {
+		return nil, err
+	}
 	graph.SetMeta(b.Out, scalesKey, sc)
 	terms := make([]float32, n)
 	graph.SetMeta(b.Out, rowLossKey, terms)

@@ -146,7 +146,10 @@ func (o fp8AllGatherOp) bindBlock(b *graph.Binding, sc *fp8Scales) graph.Kernel 
 
 func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	sh, cfg := o.sh, o.cfg
-	sc := newScales(cfg, b.Out.Shape)
+	sc, err := newScales(cfg, b.Out.Shape)
+	if err != nil {
+		return nil, err
+	}
 	graph.SetMeta(b.Out, scalesKey, sc)
 	if cfg.scaling() == scFloat8Block {
 		return o.bindBlock(b, sc), nil

@@ -52,7 +52,10 @@ func (o crossEntropyGradQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error)
 	x, labels, dl, out := b.In[0].F32, b.In[1].I32, b.In[2].F32, b.Out.U8
 	s := b.In[0].Shape
 	c := s[len(s)-1]
-	sc := newScales(o.q, s)
+	sc, err := newScales(o.q, s)
+	if err != nil {
+		return nil, err
+	}
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training
 	m, f := o.q.Meta, o.q.Format

@@ -231,8 +231,8 @@ func nvfp4CastStats(c *inspect.Partial, sc *fp8Scales, x []float32) {
 	c.Reset()
 	q := sc.FP4
 	src := x
-	if sc.nvq != nil {
-		src = sc.nvq.Cast()
+	if t := sc.Transformed(); t != nil {
+		src = t
 	}
 	_, bc := fp8.NVFP4ScaleShape(q.Rows, q.Cols, q.TwoD)
 	for _, sf := range q.BlockScales {

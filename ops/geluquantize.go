@@ -40,7 +40,10 @@ const geluQuantizeBlock = 4096
 
 func (o geluQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	x, out := b.In[0].F32, b.Out.U8
-	sc := bindScales(b, o.q, b.In[0].Shape)
+	sc, err := bindScales(b, o.q, b.In[0].Shape)
+	if err != nil {
+		return nil, err
+	}
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.q.scaling() == scDelayed
 	if record {

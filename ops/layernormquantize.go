@@ -64,7 +64,10 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		eps, zc := o.ln.cfg.eps(), o.ln.cfg.ZeroCenteredGamma
 		normRow = func(y, x []float32) { layerNormRow(y, x, gamma, beta, eps, zc) }
 	}
-	sc := bindScales(b, o.q, b.In[0].Shape)
+	sc, err := bindScales(b, o.q, b.In[0].Shape)
+	if err != nil {
+		return nil, err
+	}
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.q.scaling() == scDelayed
 	if record {

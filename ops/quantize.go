@@ -7,7 +7,6 @@ import (
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
-	"github.com/octetml/octet/internal/parallel"
 )
 
 // scaling is how a cast picks its scale: the families of fp8.Quantizer
@@ -101,64 +100,15 @@ func (c QuantizeConfig) scaling() scaling {
 var scalesKey = graph.NewValueKey[*fp8Scales]("fp8 scales")
 
 // fp8Scales travel with an FP8 value in a compiled program (its
-// graph.Value's metadata under scalesKey): what a consumer needs to
-// decode it.
+// graph.Value's metadata under scalesKey): the value's cast (its
+// fp8.Cast, which keeps the scales a consumer decodes with and hands a
+// GEMM its operand) and what the graph adds.
 type fp8Scales struct {
 	Config QuantizeConfig
-	// Rows and Cols are the value's 2-D view.
-	Rows, Cols int
-	// ScaleInv is the tensorwise factor (Delayed, Current).
-	ScaleInv float32
-	// AxisScaleInv has one factor per slice along Config.Axis (Axiswise).
-	AxisScaleInv []float32
-	// Block holds MXFP8 scales (Block).
-	Block []fp8.E8M0
-	// BlockScaleInv holds Float8BlockScaling decode factors in
-	// fp8.QuantizeFloat8BlockAxis's layout (Float8Block); tilesT is the
-	// transposed tile grid a GEMM contracting a 2-D operand along its rows
-	// reads, and work the cast's scratch.
-	BlockScaleInv []float32
-	tilesT, work  []float32
-	// FP4 is the NVFP4 tensor (NVFP4): its codes are the value's bytes,
-	// stored transposed for a 1-D cast along axis 0; key and step seed its
-	// stochastic rounding.
-	FP4  *fp8.NVFP4
-	nvq  *fp8.NVFP4Quantizer
+	*fp8.Cast
+	// key and step seed an NVFP4 cast's stochastic rounding.
 	key  uint64
 	step *int64
-	// Amax is the amax of the last cast.
-	Amax float32
-}
-
-// Operand returns the fp8.Operand for codes, transposed or not; kRows
-// says the GEMM contracts the stored matrix along its rows (A
-// transposed, or B not transposed), which turns a 2-D operand's tile
-// grid around.
-func (s *fp8Scales) Operand(codes []uint8, trans, kRows bool) fp8.Operand {
-	o := fp8.Operand{Codes: codes, Format: s.Config.Format, Trans: trans,
-		ScaleInv: s.ScaleInv, AxisScaleInv: s.AxisScaleInv, Block: s.Block}
-	if s.FP4 != nil {
-		// A column-wise copy is stored transposed: op(X) flips.
-		if s.Config.Axis == 0 && s.Config.BlockDim == 1 {
-			trans = !trans
-		}
-		return fp8.Operand{FP4: s.FP4, Trans: trans}
-	}
-	if s.Config.scaling() == scFloat8Block {
-		o.BlockScaleInv, o.BlockTiles = s.BlockScaleInv, s.Config.BlockDim == 2
-		if o.BlockTiles && kRows {
-			// Tiles [⌈rows/128⌉][⌈cols/128⌉] with k along the rows: the
-			// GEMM wants [outer = cols][k].
-			tr, tc := fp8.Float8BlockScaleShape(s.Rows, s.Cols, 2)
-			for i := 0; i < tr; i++ {
-				for j := 0; j < tc; j++ {
-					s.tilesT[j*tr+i] = s.BlockScaleInv[i*tc+j]
-				}
-			}
-			o.BlockScaleInv = s.tilesT
-		}
-	}
-	return o
 }
 
 // float8BlockCast is the fp8 cast of a Float8Block config.
@@ -288,207 +238,49 @@ func checkNVFP4Shape(cfg QuantizeConfig, x *graph.Node) error {
 // bindScales is newScales for a node being bound: an NVFP4 cast's codes
 // are the output's bytes, and its stochastic rounding is keyed by the
 // seed, the node's name and the program's step.
-func bindScales(b *graph.Binding, cfg QuantizeConfig, s graph.Shape) *fp8Scales {
-	sc := newScales(cfg, s)
+func bindScales(b *graph.Binding, cfg QuantizeConfig, s graph.Shape) (*fp8Scales, error) {
+	sc, err := newScales(cfg, s)
+	if err != nil {
+		return nil, err
+	}
 	if sc.FP4 != nil {
 		sc.FP4.Codes = b.Out.U8[:len(sc.FP4.Codes)]
 		h := fnv.New64a()
 		h.Write([]byte(b.Node.Name()))
 		sc.key, sc.step = cfg.Seed^h.Sum64(), b.Step()
 	}
-	return sc
+	return sc, nil
 }
 
-// newScales allocates the scales of a value of shape s cast per cfg.
-func newScales(cfg QuantizeConfig, s graph.Shape) *fp8Scales {
+// newScales builds the cast of a value of shape s per cfg.
+func newScales(cfg QuantizeConfig, s graph.Shape) (*fp8Scales, error) {
 	rows, cols := view2D(s)
-	sc := &fp8Scales{Config: cfg, Rows: rows, Cols: cols, ScaleInv: 1}
-	switch cfg.scaling() {
-	case scAxiswise:
-		n := rows
-		if cfg.Axis == 0 {
-			n = cols
-		}
-		sc.AxisScaleInv = make([]float32, n)
-	case scMXFP8:
-		sc.Block = make([]fp8.E8M0, fp8.MXScaleCount(rows, cols, cfg.Axis))
-	case scNVFP4:
-		r, c := rows, cols
-		if cfg.Axis == 0 && cfg.BlockDim == 1 {
-			r, c = cols, rows // the column-wise copy, stored transposed
-		}
-		sc.FP4 = fp8.NewNVFP4(r, c, cfg.BlockDim == 2)
-		// The shape was checked when the node was built (checkNVFP4Shape).
-		sc.nvq, _ = fp8.NewNVFP4Quantizer(rows, cols, cfg.Axis, fp8.Quantizer{Kind: fp8.NVFP4Blocks, BlockDim: cfg.BlockDim, RHT: cfg.RHT, Stochastic: cfg.Stochastic})
-	case scFloat8Block:
-		n := fp8.Float8BlockScaleCount(rows, cols, cfg.Axis, cfg.BlockDim)
-		sc.BlockScaleInv = make([]float32, n)
-		if cfg.BlockDim == 2 {
-			sc.tilesT = make([]float32, n)
-		} else if cfg.Axis == 0 {
-			sc.work = make([]float32, cols)
-		}
+	c, err := fp8.NewCast(cfg.Quantizer, rows, cols, cfg.Axis, cfg.Meta)
+	if err != nil {
+		return nil, err
 	}
-	return sc
+	return &fp8Scales{Config: cfg, Cast: c}, nil
 }
 
-// castKernel returns the function that casts src into dst and fills sc,
-// recording amaxes into a delayed meta when record is set. Quantize and
-// the fused LayerNormQuantize share it.
+// castKernel returns the function that casts src into dst with sc's
+// cast, recording amaxes into a delayed meta when record is set.
+// Quantize and the fused casts (LayerNormQuantize, GELUQuantize) share
+// it.
 func castKernel(cfg QuantizeConfig, sc *fp8Scales, dst []uint8, src []float32, record bool) func() error {
-	rows, cols, f := sc.Rows, sc.Cols, cfg.Format
-	// Tensorwise casts split over the workers, each piece keeping its
-	// amax (as float32 bits, so that NaN sorts above +inf).
-	if cfg.scaling() == scNVFP4 {
-		return func() error {
-			var key uint64
-			if cfg.Stochastic {
-				key = nvfp4Key(sc.key, *sc.step)
-			}
-			if sc.nvq == nil {
-				return fmt.Errorf("NVFP4 cast of a %d × %d tensor along axis %d: the transform needs a multiple of 16", rows, cols, cfg.Axis)
-			}
-			if err := sc.nvq.Quantize(sc.FP4, src, key); err != nil {
-				return err
-			}
-			sc.Amax = sc.FP4.Amax
-			return nil
+	return func() error {
+		var key uint64
+		if cfg.Stochastic && sc.step != nil {
+			key = nvfp4Key(sc.key, *sc.step)
 		}
-	}
-	var scale float32
-	amax := make([]uint32, parallel.Workers())
-	if len(dst) < len(src) {
-		return func() error { return fmt.Errorf("FP8 buffer of %d values for %d inputs", len(dst), len(src)) }
-	}
-	cast := newPartChunker(len(src), len(src), func(p, lo, hi int) {
-		a, _ := fp8.Quantize(dst[lo:hi], src[lo:hi], f, scale) // lengths checked above, format by the op
-		amax[p] = math.Float32bits(a)
-	})
-	measure := newPartChunker(len(src), len(src), func(p, lo, hi int) {
-		amax[p] = math.Float32bits(fp8.Amax(src[lo:hi]))
-	})
-	run := func(c *chunker) float32 {
-		c.group.For(c.parts, c.run)
-		return partsAmax(amax[:c.parts])
-	}
-	switch cfg.scaling() {
-	case scDelayed:
-		m := cfg.Meta
-		return func() error {
-			sc.ScaleInv, scale = m.ScaleInv, m.Scale
-			sc.Amax = run(cast)
-			if record {
-				m.Record(sc.Amax)
-				if !m.Start.Done {
-					m.CountStart(dst[:len(src)], fp8.CountZeros(src))
-				}
-			}
-			return nil
-		}
-	case scCurrent:
-		return func() error {
-			sc.Amax = run(measure)
-			scale = fp8.CurrentScale(sc.Amax, f, cfg.Pow2)
-			run(cast)
-			sc.ScaleInv = 1 / scale
-			return nil
-		}
-	case scAxiswise:
-		// The slices split over the workers: rows, or columns in strips
-		// of 16 (the vector cast's width).
-		inv := sc.AxisScaleInv
-		outer, unit := rows, 1
-		if cfg.Axis == 0 {
-			outer, unit = cols, 16
-		}
-		errs := make([]error, parallel.Workers())
-		c := newPartChunker((outer+unit-1)/unit, len(src), func(p, lo, hi int) {
-			lo, hi = lo*unit, min(outer, hi*unit)
-			errs[p] = fp8.QuantizeAxiswiseRange(dst, inv, nil, src, rows, cols, cfg.Axis, f, cfg.Pow2, lo, hi)
-			for i := lo; i < hi; i++ { // the cast wrote the scales
-				inv[i] = 1 / inv[i]
-			}
-		})
-		return func() error {
-			c.group.For(c.parts, c.run)
-			for _, err := range errs[:c.parts] {
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	case scFloat8Block:
-		// The cast's independent slices (rows, bands of 128 rows, or
-		// columns) split over the workers, each with its own scratch.
-		bc := cfg.float8BlockCast()
-		slices := fp8.Float8BlockSlices(rows, cols, cfg.Axis, cfg.BlockDim)
-		errs := make([]error, parallel.Workers())
-		nb := (cols + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
-		partWork := make([][]float32, parallel.Workers())
-		perPart := (rows + parallel.Workers() - 1) / parallel.Workers()
-		for i := range partWork {
-			partWork[i] = make([]float32, max(cols, (fp8.Float8BlockSize+1)*nb, perPart*nb))
-		}
-		// A column-wise cast splits into bands of 128 rows when there
-		// are enough of them — each part reads the rows the same part
-		// of the producer wrote — and otherwise at strips of 16
-		// columns, so that each part's columns are whole vectors.
-		colWise := cfg.BlockDim == 1 && cfg.Axis == 0
-		bands := colWise && (rows+fp8.Float8BlockSize-1)/fp8.Float8BlockSize >= parallel.Workers()
-		units := slices
-		switch {
-		case bands:
-			units = (rows + fp8.Float8BlockSize - 1) / fp8.Float8BlockSize
-		case colWise:
-			units = (cols + 15) / 16
-		}
-		split := newPartChunker(units, len(src), func(p, lo, hi int) {
-			work := partWork[p]
-			var a float32
-			var err error
-			switch {
-			case bands:
-				a, err = fp8.QuantizeFloat8BlockBands(dst, sc.BlockScaleInv, src, rows, cols, bc, lo, hi, work)
-			case colWise:
-				lo, hi = 16*lo, min(cols, 16*hi)
-				a, err = fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, sc.work[lo:hi])
-			default:
-				a, err = fp8.QuantizeFloat8BlockRange(dst, sc.BlockScaleInv, src, rows, cols, cfg.Axis, bc, lo, hi, work)
-			}
-			amax[p], errs[p] = math.Float32bits(a), err
-		})
-		return func() error {
-			sc.Amax = run(split)
-			for _, err := range errs[:split.parts] {
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	default:
-		// MXFP8: the cast's independent slices (rows, or bands of 32
-		// rows) split over the workers.
-		errs := make([]error, parallel.Workers())
-		split := newPartChunker(fp8.MXSlices(rows, cols, cfg.Axis), len(src), func(p, lo, hi int) {
-			a, err := fp8.QuantizeMXRange(dst, sc.Block, src, rows, cols, cfg.Axis, f, cfg.Rule, lo, hi)
-			amax[p], errs[p] = math.Float32bits(a), err
-		})
-		return func() error {
-			sc.Amax = run(split)
-			for _, err := range errs[:split.parts] {
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		}
+		return sc.Quantize(dst, src, key, record)
 	}
 }
 
 func (o quantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
-	sc := bindScales(b, o.cfg, b.In[0].Shape)
+	sc, err := bindScales(b, o.cfg, b.In[0].Shape)
+	if err != nil {
+		return nil, err
+	}
 	graph.SetMeta(b.Out, scalesKey, sc)
 	record := b.Training && o.cfg.scaling() == scDelayed
 	if record {

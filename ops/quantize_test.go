@@ -25,7 +25,8 @@ func TestCastSplitAmax(t *testing.T) {
 				}
 				xs[where] = special
 				cfg := QuantizeConfig{Quantizer: fp8.Quantizer{Kind: scaling, Format: fp8.E4M3}, Meta: recipe.TE{Margin: 3}.NewMeta(false)}
-				sc := newScales(cfg, graph.Shape{rows, cols})
+				sc, err := newScales(cfg, graph.Shape{rows, cols})
+				require.NoError(t, err)
 				dst := make([]uint8, len(xs))
 				require.NoError(t, castKernel(cfg, sc, dst, xs, false)())
 				if special != special {
