@@ -146,9 +146,11 @@ func (o groupedOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 	out := make([]*graph.Node, 3)
 	if need[0] {
 		out[0] = apply(groupedOp{groupedGradX}, n.Name()+".dx", dy, counts, w)
+		out[0].SetRole(graph.Dgrad, n)
 	}
 	if need[2] {
 		out[2] = apply(groupedOp{groupedGradW}, n.Name()+".dw", dy, counts, x)
+		out[2].SetRole(graph.Wgrad, n)
 	}
 	return out
 }
@@ -162,5 +164,7 @@ func (o groupedOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // weight gradient. Group sizes that are negative or do not add up to N
 // fail the run, naming them.
 func GroupedLinear(name string, x, counts, w *graph.Node) *graph.Node {
-	return apply(groupedOp{groupedForward}, name, x, counts, w)
+	y := apply(groupedOp{groupedForward}, name, x, counts, w)
+	y.SetRole(graph.Fprop, nil)
+	return y
 }

@@ -76,6 +76,7 @@ var (
 	KindGroupedLinear            = graph.NewKind("GroupedLinear")
 	KindGroupedLinearGradX       = graph.NewKind("GroupedLinearGradX")
 	KindGroupedLinearGradW       = graph.NewKind("GroupedLinearGradW")
+	KindGroupedScaledMatMul      = graph.NewKind("GroupedScaledMatMul")
 	KindLogSumExp                = graph.NewKind("LogSumExp")
 	KindLogSumExpGrad            = graph.NewKind("LogSumExpGrad")
 	KindExpertShare              = graph.NewKind("ExpertShare")

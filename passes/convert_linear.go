@@ -86,6 +86,16 @@ type quantKey struct {
 //     operands rounded to bf16 (no casts, no scaling state; any layer
 //     size).
 //
+// A Mixture of Experts' grouped GEMMs (ops.GroupedLinear and its
+// gradients) convert as a linear layer of one expert's weight shape
+// would, into ops.GroupedScaledMatMul nodes: every expert casts its own
+// rows and weight with its own scaling state (a LayerState per expert,
+// named after the grouped layer and the expert's index: fqn.0, fqn.1,
+// …), bit for bit the converted linear layer of that expert's rows
+// (NVFP4 grouped GEMMs stay float32 for now, with a reason in the
+// report). The router's GEMM is a MatMul, no linear layer: it is never
+// converted.
+//
 // A layer is eligible when both weight dims are divisible by 16 (with the
 // AO recipe, torchao's default filter or the given one decides, and
 // PadInnerDim admits other sizes). A layer that is not eligible is
@@ -118,20 +128,14 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	// A layer's forward GEMM x·Wᵀ (+ b), then its backward GEMMs dy·W
 	// and dyᵀ·x; the rules bind the operands they use.
 	fprop := []graph.Role{graph.Fprop}
-	_, err := Rewrite(g, nodes,
-		Rule{Name: "fprop", Pattern: &Pattern{Kind: ops.KindLinear, Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}}}, Apply: c.fprop},
-		Rule{Name: "fprop+bias", Pattern: &Pattern{Kind: ops.KindLinear, Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}, {Bind: "b"}}}, Apply: c.fprop},
-		Rule{Name: "dgrad", Pattern: &Pattern{Kind: ops.KindMatMul, Roles: []graph.Role{graph.Dgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
-		Rule{Name: "wgrad", Pattern: &Pattern{Kind: ops.KindMatMul, Roles: []graph.Role{graph.Wgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
-	)
-	if err != nil {
-		return *c.report, fmt.Errorf("passes: convert linear: %w", err)
+	rules := []Rule{
+		{Name: "fprop", Pattern: &Pattern{Kind: ops.KindLinear, Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}}}, Apply: c.fprop},
+		{Name: "fprop+bias", Pattern: &Pattern{Kind: ops.KindLinear, Roles: fprop, Inputs: []*Pattern{{Bind: "x"}, {Bind: "w"}, {Bind: "b"}}}, Apply: c.fprop},
+		{Name: "dgrad", Pattern: &Pattern{Kind: ops.KindMatMul, Roles: []graph.Role{graph.Dgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
+		{Name: "wgrad", Pattern: &Pattern{Kind: ops.KindMatMul, Roles: []graph.Role{graph.Wgrad}, Inputs: []*Pattern{{Bind: "dy"}, nil}}, Apply: c.backward},
 	}
-	for _, n := range nodes {
-		if n.Is(ops.KindGroupedLinear) {
-			w := n.Input(2).Shape()
-			c.report.Notes = append(c.report.Notes, fmt.Sprintf("%s: grouped expert GEMM [%d × %d %d] kept float32 (the FP8 passes do not convert grouped GEMMs yet)", n.Name(), w[0], w[1], w[2]))
-		}
+	if _, err := Rewrite(g, nodes, append(rules, c.groupedRules()...)...); err != nil {
+		return *c.report, fmt.Errorf("passes: convert linear: %w", err)
 	}
 	return *c.report, nil
 }

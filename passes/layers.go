@@ -33,7 +33,8 @@ type lnFusion struct {
 type registry struct {
 	layers  map[string]*layer
 	order   []string
-	byNode  map[*graph.Node]*layer // original fprop node → layer
+	byNode  map[*graph.Node]*layer        // original fprop node → layer
+	grouped map[*graph.Node]*groupedLayer // original grouped fprop node → its conversion
 	ln      []*lnFusion
 	wrapped bool
 }
@@ -45,7 +46,7 @@ func registryOf(g *graph.Graph) *registry {
 	if r, ok := graph.Annotation(g, registryKey); ok {
 		return r
 	}
-	r := &registry{layers: map[string]*layer{}, byNode: map[*graph.Node]*layer{}}
+	r := &registry{layers: map[string]*layer{}, byNode: map[*graph.Node]*layer{}, grouped: map[*graph.Node]*groupedLayer{}}
 	graph.Annotate(g, registryKey, r)
 	return r
 }
@@ -198,6 +199,11 @@ func convertedLayers(g *graph.Graph, bf16 bool) []string {
 	for name, l := range r.layers {
 		if l.fp8 && (l.state.Backend == fp8.BackendBF16) == bf16 {
 			out = append(out, name)
+		}
+	}
+	for _, gl := range r.grouped { // a Mixture of Experts' grouped GEMMs
+		if gl.fwd != nil && len(gl.states) > 0 && (gl.states[0].Backend == fp8.BackendBF16) == bf16 {
+			out = append(out, gl.fqn)
 		}
 	}
 	sort.Strings(out)

@@ -236,9 +236,9 @@ func TestTrainExportInit(t *testing.T) {
 }
 
 // TestMoETrainExportInit: a Mixtral-style MoE trains in every
-// precision, reports its expert load, exports (float32 and the FP8
-// layout; experts one tensor per expert) and fine-tunes from the
-// exports.
+// precision (its experts' grouped GEMMs converted, the router not),
+// reports its expert load, exports (float32 and the FP8 layout; experts
+// one tensor per expert, quantized) and fine-tunes from the exports.
 func TestMoETrainExportInit(t *testing.T) {
 	dir := t.TempDir()
 	text := filepath.Join(dir, "corpus.txt")
@@ -272,7 +272,10 @@ func TestMoETrainExportInit(t *testing.T) {
 	require.Contains(t, f.Names(), "model.layers.1.block_sparse_moe.experts.3.w2.weight")
 	f, err = stfile.Read(filepath.Join(exp8, hf.WeightsFile))
 	require.NoError(t, err)
-	require.Equal(t, "F32", f.Tensors["model.layers.1.block_sparse_moe.experts.3.w2.weight"].DType, "experts are not trained in FP8 yet")
+	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.1.block_sparse_moe.experts.3.w2.weight"].DType, "the experts trained in FP8")
+	require.Contains(t, f.Names(), "model.layers.1.block_sparse_moe.experts.3.w2.weight_scale_inv")
+	require.Equal(t, "F32", f.Tensors["model.layers.1.block_sparse_moe.gate.weight"].DType, "the router stays float32")
+	require.Contains(t, summary.Runs[2]["converted_layers"], "model.layers.1.mlp.experts.gate_up")
 	require.Equal(t, "F8_E4M3", f.Tensors["model.layers.1.self_attn.q_proj.weight"].DType)
 	out, err = runArgs(t, append(quick, "-init", filepath.Join(exp, "fp32"), "-iters", "2", "-precision", "fp8")...)
 	require.NoError(t, err, out)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/examples/internal/corpus"
-	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/internal/atomicfile"
@@ -393,18 +392,13 @@ func trainOne(cfg config, p precision.Config, t *tokens, init func(*graph.Store)
 }
 
 // exportFP8 writes the trained model in -export-format, its FP8-trained
-// layers (those with FP8 scaling state) quantized, and measures the
+// layers (those the conversion converted, experts included) quantized, and measures the
 // validation loss of the checkpoint's dequantized weights on the
 // validation sample the run measured; the trained weights are restored
 // after.
 func exportFP8(cfg config, tr *train.Trainer, r *result, valSample data.Dataset) error {
 	store := tr.Store()
-	var layers []string
-	for _, k := range store.StateKeys() {
-		if st, ok := store.State(k).(*fp8.LayerState); ok {
-			layers = append(layers, st.FQN)
-		}
-	}
+	layers := r.Report.Converted() // with a grouped layer's experts
 	f, err := hf.ParseFormat(cfg.exportFormat)
 	if err != nil {
 		return err

@@ -1,0 +1,193 @@
+package passes
+
+import (
+	"fmt"
+
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/recipe"
+)
+
+// groupedLayer is a grouped expert GEMM (ops.GroupedLinear) being
+// converted: its plan, each expert's scaling state and the node that
+// replaced its forward GEMM.
+type groupedLayer struct {
+	fqn     string
+	experts int
+	plan    recipe.LayerPlan
+	states  []*fp8.LayerState
+	fwd     *graph.Node
+	row     int // its conversion report row
+}
+
+// groupedRules are ConvertLinear's rules for grouped expert GEMMs:
+// GroupedLinear (role Fprop) and its dx and dw nodes (Dgrad, Wgrad).
+func (c *converter) groupedRules() []Rule {
+	return []Rule{
+		{Name: "grouped fprop", Pattern: &Pattern{Kind: ops.KindGroupedLinear, Roles: []graph.Role{graph.Fprop}, Inputs: []*Pattern{{Bind: "x"}, {Bind: "counts"}, {Bind: "w"}}}, Apply: c.groupedFprop},
+		{Name: "grouped dgrad", Pattern: &Pattern{Kind: ops.KindGroupedLinearGradX, Roles: []graph.Role{graph.Dgrad}}, Apply: c.groupedBackward},
+		{Name: "grouped wgrad", Pattern: &Pattern{Kind: ops.KindGroupedLinearGradW, Roles: []graph.Role{graph.Wgrad}}, Apply: c.groupedBackward},
+	}
+}
+
+// groupedFprop converts a grouped expert GEMM's forward product as the
+// recipe lowers a linear layer of one expert's weight shape: each expert
+// casts with its own scaling state (a LayerState per expert, named
+// fqn.N), the router staying float32 (it is no linear layer).
+func (c *converter) groupedFprop(n *graph.Node, m Match) (*graph.Node, error) {
+	fqn := n.Name()
+	if c.reg.grouped[n] != nil {
+		return nil, nil // converted by an earlier ConvertLinear
+	}
+	x, counts, w := m["x"], m["counts"], m["w"]
+	ws := w.Shape()
+	experts, out, in := ws[0], ws[1], ws[2]
+	lr := LayerReport{FQN: fqn, Out: out, In: in}
+	skip := func(why string) (*graph.Node, error) {
+		lr.Reason = why
+		c.addReport(lr)
+		return nil, nil
+	}
+	if sec, ok := c.cfg.Debug.SectionFor(fqn); ok && sec.DisableLayer {
+		return skip(fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name))
+	}
+	idx := 0
+	for _, o := range c.g.Nodes() { // its place among the linear layers
+		if o == n {
+			break
+		}
+		if isLinear(o) {
+			idx++
+		}
+	}
+	// Among the linear layers it stands where it runs: after idx of
+	// them (a first or last layer to torchao's default filter and
+	// NVFP4's keep_first and keep_last as such a linear layer would be).
+	l := recipe.Layer{FQN: fqn, Node: n, Index: idx, Count: c.nLin + 1, Out: out, In: in, Rows: x.Shape()[0], Seed: c.cfg.Seed}
+	if f := c.cfg.Filter; f != nil {
+		l.Accept = func() bool { return f(n, fqn) }
+	}
+	plan, err := c.cfg.Recipe.Lower(l)
+	if err != nil {
+		return nil, err
+	}
+	if plan.Skip != "" {
+		return skip(plan.Skip)
+	}
+	for _, pair := range plan.GEMMs {
+		if pair[0].Kind == fp8.NVFP4Blocks || pair[1].Kind == fp8.NVFP4Blocks {
+			return skip("NVFP4 grouped expert GEMMs are not supported yet: kept float32")
+		}
+	}
+	c.report.Notes = append(c.report.Notes, plan.Notes...)
+	gl := &groupedLayer{fqn: fqn, experts: experts, plan: plan}
+	for e := range experts {
+		st, err := c.layerState(fmt.Sprintf("%s.%d", fqn, e))
+		if err != nil {
+			return nil, err
+		}
+		gl.states = append(gl.states, st)
+	}
+	c.reg.grouped[n] = gl
+	lr.Converted = true
+	gl.row = len(c.report.Layers)
+	c.addReport(lr)
+	cast, ok := c.groupedCast(gl, fp8.Fprop, 1, 1)
+	if !ok {
+		c.groupedKept(gl, fp8.Fprop, "by the recipe")
+		return nil, nil
+	}
+	y := ops.GroupedScaledMatMul(fqn+".fp8", fp8.Fprop, x, counts, w, cast)
+	if y.DType() == graph.Invalid {
+		return nil, fmt.Errorf("layer %q: %w", fqn, c.g.Err())
+	}
+	y.SetRole(graph.Fprop, nil)
+	gl.fwd = y
+	c.groupedConverted(gl, fp8.Fprop)
+	return y, nil
+}
+
+// groupedBackward converts the dgrad or wgrad product of a converted
+// grouped layer.
+func (c *converter) groupedBackward(n *graph.Node, _ Match) (*graph.Node, error) {
+	gl := c.reg.grouped[n.Forward()]
+	if gl == nil || gl.row >= len(c.report.Layers) || c.report.Layers[gl.row].FQN != gl.fqn {
+		return nil, nil // not converted by this run
+	}
+	which, axisA, suffix := fp8.Wgrad, 0, ".wgrad.fp8"
+	if n.Role() == graph.Dgrad {
+		which, axisA, suffix = fp8.Dgrad, 1, ".dgrad.fp8"
+	}
+	if ov := gl.plan.Backward; ov != recipe.BackwardQuantized {
+		c.groupedKept(gl, which, "by the backward override "+ov.String())
+		return nil, nil
+	}
+	cast, ok := c.groupedCast(gl, which, axisA, 0)
+	if !ok {
+		c.groupedKept(gl, which, "by the recipe")
+		return nil, nil
+	}
+	fwd := gl.fwd
+	if fwd == nil {
+		fwd = n.Forward()
+	}
+	y := ops.GroupedScaledMatMul(gl.fqn+suffix, which, n.Input(0), n.Input(1), n.Input(2), cast)
+	if y.DType() == graph.Invalid {
+		return nil, fmt.Errorf("layer %q: %w", gl.fqn, c.g.Err())
+	}
+	y.SetRole(n.Role(), fwd)
+	c.groupedConverted(gl, which)
+	return y, nil
+}
+
+// groupedCast is the cast of a grouped GEMM's operands, contracting
+// along axisA and axisB, with each expert's metas; ok is false when the
+// recipe keeps the GEMM in float32.
+func (c *converter) groupedCast(gl *groupedLayer, which fp8.GEMM, axisA, axisB int) (ops.GroupedCast, bool) {
+	pair := gl.plan.GEMMs[which]
+	if pair[0].Kind == fp8.HighPrecision {
+		return ops.GroupedCast{}, false
+	}
+	roles := which.Operands()
+	var gc ops.GroupedCast
+	for i, q := range pair {
+		cfg := ops.QuantizeConfig{Quantizer: q, Tensor: roles[i], Axis: []int{axisA, axisB}[i]}
+		var metas []*fp8.Meta
+		switch q.Kind {
+		case fp8.DelayedScaling:
+			cfg.Axis = 0
+			for _, st := range gl.states {
+				metas = append(metas, st.Meta(roles[i]))
+			}
+		case fp8.CurrentScaling:
+			if !q.Axiswise {
+				cfg.Axis = 0
+			}
+		}
+		if cfg.Kind == fp8.Float8Blocks && cfg.Dim() == 2 {
+			cfg.Axis = 0 // tiles serve both GEMMs
+		}
+		if i == 0 {
+			gc.A, gc.MetasA = cfg, metas
+		} else {
+			gc.B, gc.MetasB = cfg, metas
+		}
+	}
+	return gc, true
+}
+
+func (c *converter) groupedConverted(gl *groupedLayer, which fp8.GEMM) {
+	r := &c.report.Layers[gl.row]
+	r.FP8 = append(r.FP8, which.String())
+}
+
+func (c *converter) groupedKept(gl *groupedLayer, which fp8.GEMM, why string) {
+	r := &c.report.Layers[gl.row]
+	msg := which.String() + " kept in float32 " + why
+	if r.Reason == "" {
+		r.Reason = msg
+	} else {
+		r.Reason += "; " + msg
+	}
+}
