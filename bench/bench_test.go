@@ -245,8 +245,8 @@ func TestFusionTrainsBitForBit(t *testing.T) {
 
 // TestStepsAllocateNothing checks that a whole training step — program
 // (fused attention, fused chains, GEMM epilogues) and AdamW — allocates
-// nothing after the first, for the MLP and the baby GPT in every
-// precision.
+// nothing after the first, for the MLP, the baby GPT, a small Llama and
+// a small Mixture of Experts in every precision.
 func TestStepsAllocateNothing(t *testing.T) {
 	recs := smallRecipes // the precisions, Float8BlockScaling, NVFP4 and MXFP8
 	if pureGo {
@@ -267,7 +267,13 @@ func TestStepsAllocateNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, step := range map[string]func() error{"mlp": mlp, "gpt": gpt, "llama": llama} {
+		moeCfg := smallLlama
+		moeCfg.NumExperts, moeCfg.NumExpertsPerTok, moeCfg.NormTopKProb = 4, 2, true
+		moe, _, err := llamaTraining(moeCfg, 2, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, step := range map[string]func() error{"mlp": mlp, "gpt": gpt, "llama": llama, "moe": moe} {
 			if err := step(); err != nil {
 				t.Fatal(err)
 			}

@@ -57,6 +57,7 @@ func main() {
 	gpt2 := flag.Bool("gpt2", true, "measure the GPT-2 124M iteration and plan its context-512 programs")
 	gpt2Reps := flag.Int("gpt2-reps", 3, "timed repetitions of each GPT-2 124M figure (median reported)")
 	llama := flag.Bool("llama", true, "measure an iteration of examples/llama's default model")
+	moe := flag.Bool("moe", true, "measure an iteration of a Mixtral-style Mixture of Experts and its grouped GEMM")
 	flag.Parse()
 	if *reps < 1 || *gpt2Reps < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -reps and -gpt2-reps must be at least 1")
@@ -68,6 +69,9 @@ func main() {
 	}
 	if err == nil && *llama {
 		err = runLlama(res, *gpt2Reps, llamaConfig, llamaBatch)
+	}
+	if err == nil && *moe {
+		err = runMoE(res, *gpt2Reps)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -154,6 +158,17 @@ type Results struct {
 	LlamaFP8          float64 `json:"llama_iter_ms_fp8,omitempty"`
 	LlamaBF16OverFP32 float64 `json:"ratio_llama_bf16_over_fp32,omitempty"`
 	LlamaFP8OverFP32  float64 `json:"ratio_llama_fp8_over_fp32,omitempty"`
+	// One iteration of a Mixtral-style MoE (see runMoE), and its first
+	// grouped GEMM in float32 beside the dense GEMM of the same rows;
+	// zero with -moe=false.
+	MoEFP32             float64 `json:"moe_iter_ms_fp32,omitempty"`
+	MoEBF16             float64 `json:"moe_iter_ms_bf16,omitempty"`
+	MoEFP8              float64 `json:"moe_iter_ms_fp8,omitempty"`
+	MoEBF16OverFP32     float64 `json:"ratio_moe_bf16_over_fp32,omitempty"`
+	MoEFP8OverFP32      float64 `json:"ratio_moe_fp8_over_fp32,omitempty"`
+	MoEGroupedGFLOPS    float64 `json:"moe_grouped_gemm_gflops,omitempty"`
+	MoEDenseGFLOPS      float64 `json:"moe_dense_gemm_gflops,omitempty"`
+	MoEGroupedOverDense float64 `json:"ratio_moe_grouped_over_dense_rate,omitempty"`
 }
 
 // median returns the median of each contender's samples.
@@ -528,5 +543,10 @@ func printTable(r *Results) {
 	if r.LlamaFP32 > 0 {
 		fmt.Printf("Llama (examples/llama's default: width 288, 6 layers, 6/2 heads, context 256, batch %d)\n", llamaBatch)
 		fmt.Printf("  %-34s float32 %.1f ms, bf16 %.1f ms (%.2f×), FP8 %.1f ms (%.2f×)\n", "iteration", r.LlamaFP32, r.LlamaBF16, r.LlamaBF16OverFP32, r.LlamaFP8, r.LlamaFP8OverFP32)
+	}
+	if r.MoEFP32 > 0 {
+		fmt.Printf("Mixtral-style MoE (width 256, 4 layers, 8/2 heads, 8 experts top-2 of width 512, vocabulary 8192, context 128, batch %d)\n", moeBatch)
+		fmt.Printf("  %-34s float32 %.1f ms, bf16 %.1f ms (%.2f×), FP8 %.1f ms (%.2f×)\n", "iteration", r.MoEFP32, r.MoEBF16, r.MoEBF16OverFP32, r.MoEFP8, r.MoEFP8OverFP32)
+		fmt.Printf("  %-34s %.1f GFLOP/s grouped, %.1f dense (grouped %.2f× the dense rate)\n", "gate_up GEMM, 2048 rows", r.MoEGroupedGFLOPS, r.MoEDenseGFLOPS, r.MoEGroupedOverDense)
 	}
 }

@@ -144,15 +144,48 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}
 	}
 	g := fp8.NewScaledGEMM()
-	cast := func(c *fp8.Cast, metas []*fp8.Meta, e int, dst []uint8, src []float32, r int) error {
-		if metas != nil {
-			c.Meta = metas[e]
+	// expert runs expert e's cast and GEMM on its c rows from row r0.
+	expert := func(e, r0, c int, record bool) error {
+		cast := func(cc *fp8.Cast, metas []*fp8.Meta, dst []uint8, src []float32, r int) error {
+			if metas != nil {
+				cc.Meta = metas[e]
+			}
+			return cc.QuantizeRows(dst, src, r, 0, record)
 		}
-		return c.QuantizeRows(dst, src, r, 0, record)
+		if err := cast(ca, o.cast.MetasA, codesA, rows[r0*aCols:], c); err != nil {
+			return err
+		}
+		switch o.gemm {
+		case fp8.Fprop:
+			if err := cast(cb, o.cast.MetasB, codesB, third[e*nOut*in:], bRows); err != nil {
+				return err
+			}
+			return g.Run(c, nOut, in, ca.Operand(codesA, false, false), cb.Operand(codesB, true, false), out[r0*nOut:])
+		case fp8.Dgrad:
+			if err := cast(cb, o.cast.MetasB, codesB, third[e*nOut*in:], bRows); err != nil {
+				return err
+			}
+			return g.Run(c, in, nOut, ca.Operand(codesA, false, false), cb.Operand(codesB, false, true), out[r0*in:])
+		}
+		if err := cast(cb, o.cast.MetasB, codesB, third[r0*in:], c); err != nil {
+			return err
+		}
+		return g.Run(nOut, in, c, ca.Operand(codesA, true, true), cb.Operand(codesB, false, true), out[e*nOut*in:])
 	}
+	warm := false
 	return func() error {
 		if err := checkCounts(counts, n, name); err != nil {
 			return err
+		}
+		if !warm && n > 0 {
+			// The scaled GEMM's buffers grow with the shapes it has seen:
+			// the first run sizes them for the largest group, all the
+			// rows (into out, which the run then writes), so that no
+			// later routing allocates. It records no amax.
+			warm = true
+			if err := expert(0, 0, n, false); err != nil {
+				return err
+			}
 		}
 		r0 := 0
 		for e, cnt := range counts {
@@ -163,25 +196,7 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 				}
 				continue // an expert without tokens casts nothing: its state is not rolled
 			}
-			if err := cast(ca, o.cast.MetasA, e, codesA, rows[r0*aCols:], c); err != nil {
-				return fmt.Errorf("expert %d: %w", e, err)
-			}
-			var err error
-			switch o.gemm {
-			case fp8.Fprop:
-				if err = cast(cb, o.cast.MetasB, e, codesB, third[e*nOut*in:], bRows); err == nil {
-					err = g.Run(c, nOut, in, ca.Operand(codesA, false, false), cb.Operand(codesB, true, false), out[r0*nOut:])
-				}
-			case fp8.Dgrad:
-				if err = cast(cb, o.cast.MetasB, e, codesB, third[e*nOut*in:], bRows); err == nil {
-					err = g.Run(c, in, nOut, ca.Operand(codesA, false, false), cb.Operand(codesB, false, true), out[r0*in:])
-				}
-			default:
-				if err = cast(cb, o.cast.MetasB, e, codesB, third[r0*in:], c); err == nil {
-					err = g.Run(nOut, in, c, ca.Operand(codesA, true, true), cb.Operand(codesB, false, true), out[e*nOut*in:])
-				}
-			}
-			if err != nil {
+			if err := expert(e, r0, c, record); err != nil {
 				return fmt.Errorf("expert %d: %w", e, err)
 			}
 			r0 += c
