@@ -16,8 +16,9 @@ type Builder struct {
 }
 
 type param struct {
-	node *graph.Node
-	init Initializer
+	node   *graph.Node
+	init   Initializer
+	buffer bool // state the optimizer does not train
 }
 
 // NewBuilder returns a builder for g with an empty scope.
@@ -50,17 +51,42 @@ func (b *Builder) Param(name string, init Initializer, shape ...int) *graph.Node
 	return n
 }
 
+// Buffer adds a buffer named in this scope: a value kept in the
+// parameter store (so checkpoints save it, and Init draws it) that the
+// optimizer does not train — an op updates it, as a router's selection
+// bias (PyTorch's register_buffer).
+func (b *Builder) Buffer(name string, init Initializer, shape ...int) *graph.Node {
+	n := b.g.Param(b.Name(name), shape...)
+	*b.params = append(*b.params, param{node: n, init: init, buffer: true})
+	return n
+}
+
 // Params returns every parameter created through this builder or its
-// scopes, in creation order.
+// scopes, in creation order: the values the optimizer trains (not the
+// buffers).
 func (b *Builder) Params() []*graph.Node {
-	out := make([]*graph.Node, len(*b.params))
-	for i, p := range *b.params {
-		out[i] = p.node
+	var out []*graph.Node
+	for _, p := range *b.params {
+		if !p.buffer {
+			out = append(out, p.node)
+		}
 	}
 	return out
 }
 
-// Init gives every parameter that has no value in store one drawn by its
+// Buffers returns every buffer created through this builder or its
+// scopes, in creation order.
+func (b *Builder) Buffers() []*graph.Node {
+	var out []*graph.Node
+	for _, p := range *b.params {
+		if p.buffer {
+			out = append(out, p.node)
+		}
+	}
+	return out
+}
+
+// Init gives every parameter and buffer that has no value in store one drawn by its
 // initialiser from a generator seeded by seed and the parameter's name.
 // Parameters already in the store (say, from a checkpoint) are kept.
 func (b *Builder) Init(store *graph.Store, seed uint64) error {
@@ -86,11 +112,14 @@ func (b *Builder) Init(store *graph.Store, seed uint64) error {
 	return nil
 }
 
-// NumParams returns the number of parameter values.
+// NumParams returns the number of parameter values (buffers not
+// counted).
 func (b *Builder) NumParams() int {
 	n := 0
 	for _, p := range *b.params {
-		n += p.node.Shape().Numel()
+		if !p.buffer {
+			n += p.node.Shape().Numel()
+		}
 	}
 	return n
 }

@@ -34,6 +34,14 @@ type MoEConfig struct {
 	// RoutedScalingFactor multiplies the routing weights
 	// (routed_scaling_factor); 0 means 1.
 	RoutedScalingFactor float64
+	// SelectionBias gives the router DeepSeek-V3's selection bias
+	// (e_score_correction_bias, NAME.gate.e_score_correction_bias [E], a
+	// buffer starting at 0): added to the scores for the choice only.
+	// BiasUpdateSpeed γ > 0 moves it after every training step toward an
+	// even load (auxiliary-loss-free balancing, bias_update_speed; see
+	// ops.RouterConfig); it needs SelectionBias.
+	SelectionBias   bool
+	BiasUpdateSpeed float64
 	// SharedIntermediate, when above 0, adds a shared expert of this
 	// SwiGLU width that every token goes through, scaled by a sigmoid gate
 	// of the token (Qwen2-MoE's shared_expert_intermediate_size).
@@ -41,6 +49,10 @@ type MoEConfig struct {
 	// Init draws the parameters (nil: N(0, 0.02²), as transformers'
 	// initializer_range 0.02).
 	Init Initializer
+}
+
+func (c MoEConfig) router() ops.RouterConfig {
+	return ops.RouterConfig{K: c.TopK, Groups: c.Groups, TopKGroups: c.TopKGroups, BiasUpdateSpeed: c.BiasUpdateSpeed}
 }
 
 // Validate reports a configuration that cannot build, naming the key.
@@ -57,8 +69,10 @@ func (c MoEConfig) Validate() error {
 		return bad("shared_expert_intermediate_size %d, want ≥ 0", c.SharedIntermediate)
 	case math.IsNaN(c.RoutedScalingFactor) || math.IsInf(c.RoutedScalingFactor, 0) || c.RoutedScalingFactor < 0:
 		return bad("routed_scaling_factor %v, want a finite number > 0", c.RoutedScalingFactor)
+	case c.BiasUpdateSpeed != 0 && !c.SelectionBias:
+		return bad("bias_update_speed %v without a selection bias (e_score_correction_bias)", c.BiasUpdateSpeed)
 	}
-	if err := (ops.RouterConfig{K: c.TopK, Groups: c.Groups, TopKGroups: c.TopKGroups}).Check(c.Experts); err != nil {
+	if err := c.router().Check(c.Experts); err != nil {
 		return bad("%v", err)
 	}
 	return nil
@@ -75,8 +89,9 @@ func (c MoEConfig) Validate() error {
 type MoE struct {
 	Name   string
 	Config MoEConfig
-	// Gate is the router's weight [E, H].
-	Gate *graph.Node
+	// Gate is the router's weight [E, H]; SelectionBias its selection
+	// bias [E] (a buffer; nil without one).
+	Gate, SelectionBias *graph.Node
 	// GateUp [E, 2I, H] and Down [E, H, I] are the experts' weights.
 	GateUp, Down *graph.Node
 	// SharedGateProj [S, H], SharedUpProj [S, H] and SharedDownProj
@@ -100,6 +115,9 @@ func NewMoE(b *Builder, name string, cfg MoEConfig) (*MoE, error) {
 		Gate:   s.Scope("gate").Param("weight", init, e, h),
 		GateUp: s.Scope("experts").Param("gate_up_proj", init, e, 2*i, h),
 		Down:   s.Scope("experts").Param("down_proj", init, e, h, i)}
+	if cfg.SelectionBias {
+		m.SelectionBias = s.Scope("gate").Buffer("e_score_correction_bias", Zeros, e)
+	}
 	if n := cfg.SharedIntermediate; n > 0 {
 		sh := s.Scope("shared_expert")
 		m.SharedGateProj = sh.Scope("gate_proj").Param("weight", init, n, h)
@@ -129,7 +147,7 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 	} else {
 		scores = ops.Softmax(logits)
 	}
-	idx := ops.TopK(scores, nil, ops.RouterConfig{K: c.TopK, Groups: c.Groups, TopKGroups: c.TopKGroups})
+	idx := ops.TopK(scores, m.SelectionBias, c.router())
 	w := ops.GatherLast(scores, idx)
 	if c.NormTopKProb && c.TopK > 1 {
 		sum := ops.SumKeepDims(w, 1)

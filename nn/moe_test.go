@@ -198,6 +198,9 @@ func TestMoEConfigRefusals(t *testing.T) {
 		{func(c *MoEConfig) { c.RoutedScalingFactor = math.NaN() }, "routed_scaling_factor"},
 		{func(c *MoEConfig) { c.Groups = 3 }, "n_group"},
 		{func(c *MoEConfig) { c.SharedIntermediate = -1 }, "shared_expert_intermediate_size"},
+		{func(c *MoEConfig) { c.BiasUpdateSpeed = 0.001 }, "bias_update_speed"},
+		{func(c *MoEConfig) { c.SelectionBias, c.BiasUpdateSpeed = true, -1 }, "bias_update_speed"},
+		{func(c *MoEConfig) { c.SelectionBias, c.BiasUpdateSpeed = true, math.Inf(1) }, "bias_update_speed"},
 	} {
 		cfg := ok
 		c.edit(&cfg)
@@ -266,8 +269,8 @@ func TestLoadBalancingLossValue(t *testing.T) {
 }
 
 // TestMoEUnderFP8: under TE's recipe the shared expert converts like any
-// linear layer, the router and the grouped expert GEMMs stay float32
-// and the report says so; a training step runs.
+// linear layer and the grouped expert GEMMs convert with a scaling state
+// per expert; the router stays float32; a training step runs.
 func TestMoEUnderFP8(t *testing.T) {
 	g := graph.New()
 	b := NewBuilder(g)
@@ -280,11 +283,50 @@ func TestMoEUnderFP8(t *testing.T) {
 	require.NoError(t, b.Init(store, 1))
 	prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe.TE{}, Loss: loss, Params: b.Params()})
 	require.NoError(t, err)
-	require.Equal(t, []string{"moe.shared_expert.gate_up_proj", "moe.shared_expert.down_proj"}, prep.Report.Converted())
-	report := prep.Report.String()
-	require.Contains(t, report, "moe.experts.gate_up: grouped expert GEMM [4 × 64 32] kept float32")
-	require.Contains(t, report, "moe.experts.down: grouped expert GEMM [4 × 32 32] kept float32")
-	require.NotContains(t, report, "moe.gate")
+	require.Equal(t, []string{"moe.shared_expert.gate_up_proj", "moe.shared_expert.down_proj", "moe.experts.gate_up", "moe.experts.down"}, prep.Report.Converted())
+	for _, l := range prep.Report.Layers { // x is an input: the first GEMMs have no dgrad
+		require.Subset(t, l.FP8, []string{"fprop", "wgrad"}, l.FQN)
+	}
+	down, _ := prep.Report.Layer("moe.experts.down")
+	require.Equal(t, []string{"fprop", "dgrad", "wgrad"}, down.FP8)
+	require.NotContains(t, prep.Report.String(), "moe.gate", "the router stays float32")
+	require.NotNil(t, store.State("moe.experts.down.3.fp8_state"), "each expert's own scaling state")
 	require.NoError(t, prep.Train.FeedFloat32(x, make([]float32, 32*32)))
 	require.NoError(t, prep.Train.Run())
+}
+
+// TestMoESelectionBiasBuffer: the selection bias is a buffer — in the
+// store (so checkpoints keep it), not among the trained parameters —
+// that training steps move toward an even load and evaluation leaves.
+func TestMoESelectionBiasBuffer(t *testing.T) {
+	g := graph.New()
+	b := NewBuilder(g)
+	m, err := NewMoE(b, "moe", MoEConfig{Experts: 4, TopK: 1, Hidden: 8, Intermediate: 4, SelectionBias: true, BiasUpdateSpeed: 0.5, Init: Normal(0.5)})
+	require.NoError(t, err)
+	require.Equal(t, []*graph.Node{m.SelectionBias}, b.Buffers())
+	require.NotContains(t, b.Params(), m.SelectionBias)
+	require.Equal(t, "moe.gate.e_score_correction_bias", m.SelectionBias.Name())
+	x := g.Input("x", graph.Float32, 16, 8)
+	y, _ := m.Forward(x)
+	loss := ops.Mean(ops.Mul(y, y))
+	store := graph.NewStore()
+	require.NoError(t, b.Init(store, 1))
+	require.Equal(t, make([]float32, 4), store.Float32("moe.gate.e_score_correction_bias"))
+	prep, err := passes.Prepare(g, store, passes.Config{Loss: loss, Params: b.Params()})
+	require.NoError(t, err)
+	xv := make([]float32, 16*8)
+	for i := range xv {
+		xv[i] = float32(math.Sin(float64(i)))
+	}
+	require.NoError(t, prep.Train.FeedFloat32(x, xv))
+	require.NoError(t, prep.Train.Run())
+	bias := store.Float32("moe.gate.e_score_correction_bias")
+	moved := 0
+	for _, v := range bias {
+		require.Contains(t, []float32{-0.5, 0, 0.5}, v)
+		if v != 0 {
+			moved++
+		}
+	}
+	require.Greater(t, moved, 0, "16 tokens over 4 experts by a random router are not evenly spread")
 }

@@ -20,6 +20,14 @@ type RouterConfig struct {
 	// groups score 0 for the choice, as in transformers'
 	// DeepseekV3TopkRouter.
 	Groups, TopKGroups int
+	// BiasUpdateSpeed, when above 0, is DeepSeek-V3's auxiliary-loss-free
+	// balancing (its bias_update_speed γ): at the end of each training
+	// step the selection bias (TopK's second input, a parameter the
+	// optimizer does not train) moves by γ toward an even load — expert
+	// e's bias rises by γ when it got fewer of the step's choices than
+	// the mean, falls by γ when it got more (sign(mean − load_e)). The
+	// bias is updated in the parameter store, so checkpoints keep it.
+	BiasUpdateSpeed float64
 }
 
 // Check reports a configuration that cannot choose from e experts,
@@ -32,6 +40,8 @@ func (c RouterConfig) Check(e int) error {
 		return fmt.Errorf("%d expert groups (n_group), want ≥ 0", c.Groups)
 	case c.Groups == 0 && c.TopKGroups != 0:
 		return fmt.Errorf("topk_group %d without expert groups (n_group 0)", c.TopKGroups)
+	case !(c.BiasUpdateSpeed >= 0) || math.IsInf(c.BiasUpdateSpeed, 0):
+		return fmt.Errorf("bias update speed %v (bias_update_speed), want a finite number ≥ 0", c.BiasUpdateSpeed)
 	case c.Groups == 0:
 		return nil
 	case e%c.Groups != 0 || e/c.Groups < 2:
@@ -51,10 +61,14 @@ type topKOp struct{ cfg RouterConfig }
 func (topKOp) Type() string     { return KindTopK.String() }
 func (topKOp) Kind() graph.Kind { return KindTopK }
 func (o topKOp) Attrs() string {
+	s := fmt.Sprintf("k=%d", o.cfg.K)
 	if o.cfg.Groups > 0 {
-		return fmt.Sprintf("k=%d,groups=%d/%d", o.cfg.K, o.cfg.TopKGroups, o.cfg.Groups)
+		s += fmt.Sprintf(",groups=%d/%d", o.cfg.TopKGroups, o.cfg.Groups)
 	}
-	return fmt.Sprintf("k=%d", o.cfg.K)
+	if o.cfg.BiasUpdateSpeed > 0 {
+		s += fmt.Sprintf(",bias_update_speed=%g", o.cfg.BiasUpdateSpeed)
+	}
+	return s
 }
 
 func (o topKOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
@@ -98,6 +112,33 @@ func (o topKOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	for range chunks.parts {
 		work = append(work, make([]float32, e+max(cfg.Groups, 0)))
 	}
+	var load []int
+	if cfg.BiasUpdateSpeed > 0 && bias != nil && b.Training {
+		// The step's load, counted as the choices are made (the output's
+		// buffer may serve another node by the step's end).
+		load = make([]int, e)
+		gamma := float32(cfg.BiasUpdateSpeed)
+		b.AtStepEnd(func() error {
+			total := 0
+			for _, n := range load {
+				total += n
+			}
+			if total == 0 {
+				return nil
+			}
+			mean := float64(total) / float64(e)
+			for i, n := range load {
+				switch {
+				case float64(n) < mean:
+					bias[i] += gamma
+				case float64(n) > mean:
+					bias[i] -= gamma
+				}
+			}
+			clear(load)
+			return nil
+		})
+	}
 	return func() error {
 		for i, v := range scores {
 			if v != v || math.IsInf(float64(v), 0) {
@@ -110,6 +151,11 @@ func (o topKOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			}
 		}
 		chunks.group.For(chunks.parts, chunks.run)
+		if load != nil {
+			for _, x := range out[:t*cfg.K] {
+				load[x]++
+			}
+		}
 		return nil
 	}, nil
 }

@@ -184,3 +184,54 @@ func TestGatherLastRefusesBadIndex(t *testing.T) {
 	require.NoError(t, p.FeedInt32(idx, []int32{0, 2, 1, 3}))
 	require.ErrorContains(t, p.Run(), `"idx": index 3 at token 1, choice 1 is outside [0, 3)`)
 }
+
+// TestTopKBiasUpdate: with a bias update speed, each training step moves
+// the selection bias by γ toward an even load (up for an expert below
+// the mean, down above it, unchanged at it), from the step's own
+// choices; an evaluation program leaves it alone; and the bias steers
+// the next step's choice.
+func TestTopKBiasUpdate(t *testing.T) {
+	const tokens, experts = 4, 4
+	g := graph.New()
+	scores := g.Input("scores", graph.Float32, tokens, experts)
+	bias := g.Param("bias", experts)
+	idx := ops.TopK(scores, bias, ops.RouterConfig{K: 1, BiasUpdateSpeed: 0.25})
+	store := graph.NewStore()
+	require.NoError(t, store.SetFloat32("bias", make([]float32, experts), experts))
+	// Tokens 0–2 prefer expert 0, token 3 expert 1: loads 3, 1, 0, 0
+	// against a mean of 1.
+	sc := []float32{
+		0.9, 0.1, 0, 0,
+		0.8, 0.2, 0, 0,
+		0.7, 0.3, 0, 0,
+		0.1, 0.6, 0.3, 0,
+	}
+	eval, err := graph.Compile(g, store, graph.Options{}, idx)
+	require.NoError(t, err)
+	require.NoError(t, eval.FeedFloat32(scores, sc))
+	require.NoError(t, eval.Run())
+	require.Equal(t, []float32{0, 0, 0, 0}, store.Float32("bias"), "evaluation updates nothing")
+	train, err := graph.Compile(g, store, graph.Options{Training: true}, idx)
+	require.NoError(t, err)
+	require.NoError(t, train.FeedFloat32(scores, sc))
+	require.NoError(t, train.Run())
+	require.Equal(t, []int32{0, 0, 0, 1}, int32Of(t, train, idx))
+	require.Equal(t, []float32{-0.25, 0, 0.25, 0.25}, store.Float32("bias"))
+	require.NoError(t, train.Run())
+	// Token 2 (0.7 − 0.25 = 0.45 vs expert 2's 0 + 0.25, expert 1's 0.3):
+	// still expert 0; token 0's 0.9 − 0.25 too. Token 3: expert 1 (0.6)
+	// over expert 2 (0.3 + 0.25).
+	require.Equal(t, []float32{-0.5, 0, 0.5, 0.5}, store.Float32("bias"))
+	for range 2 {
+		require.NoError(t, train.Run())
+	}
+	// Bias 1 for experts 2 and 3 now outbids expert 0 (0.9 − 1): the
+	// choice moved.
+	require.NotEqual(t, []int32{0, 0, 0, 1}, int32Of(t, train, idx))
+}
+
+func int32Of(t *testing.T, p *graph.Program, n *graph.Node) []int32 {
+	v, err := p.Value(n)
+	require.NoError(t, err)
+	return append([]int32(nil), v.I32...)
+}

@@ -153,3 +153,11 @@ func (o layerNormQuantizeOp) ReadSettings(dst any) bool {
 	}
 	return true
 }
+
+func (o topKOp) ReadSettings(dst any) bool {
+	d, ok := dst.(*RouterConfig)
+	if ok {
+		*d = o.cfg
+	}
+	return ok
+}

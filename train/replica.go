@@ -11,6 +11,7 @@ import (
 	"github.com/octetml/octet/graph"
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/kernels"
+	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
 	"github.com/octetml/octet/recipe"
@@ -75,6 +76,13 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	m, err := t.build(rows, true)
 	if err != nil {
 		return nil, err
+	}
+	if t.world > 1 {
+		for _, n := range m.Builder.Graph().Nodes() {
+			if rc, ok := graph.SettingsOf[ops.RouterConfig](n); ok && rc.BiasUpdateSpeed > 0 && len(n.Inputs()) > 1 {
+				return nil, fmt.Errorf("train: selection bias %q: auxiliary-loss-free balancing (bias update speed %g) under data parallelism is not supported yet: each rank would move the bias by its own tokens' load", n.Inputs()[1].Name(), rc.BiasUpdateSpeed)
+			}
+		}
 	}
 	r.m, r.lossRows = m, inspectLoss(m)
 	params := m.Builder.Params()

@@ -478,3 +478,29 @@ func TestFSDPFloat8BlockAllGather(t *testing.T) {
 	require.Zero(t, f32.Float8AllGatherBytes)
 	require.Positive(t, f8.Float8AllGatherBytes)
 }
+
+// TestBiasBalancingRefusedUnderDP: a router with auxiliary-loss-free
+// balancing is refused under data parallelism (each rank would move its
+// bias by its own load), naming the router; one process trains it.
+func TestBiasBalancingRefusedUnderDP(t *testing.T) {
+	moe := func(rows int, _ bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		x := g.Input("x", graph.Float32, rows, features)
+		y := g.Input("label", graph.Int32, rows)
+		m, err := nn.NewMoE(b, "moe", nn.MoEConfig{Experts: 4, TopK: 1, Hidden: features, Intermediate: 8, SelectionBias: true, BiasUpdateSpeed: 0.01})
+		if err != nil {
+			return nil, err
+		}
+		h, _ := m.Forward(x)
+		head := nn.NewLinear(b, "head", features, classes)
+		logits := head.Forward(h)
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, g.Err()
+	}
+	ds := blobs(t, 96, 4)
+	_, err := trainer(t, "no", "", func(c *train.Config) { c.Model = moe }).Fit(ds, train.Run{Steps: 2})
+	require.NoError(t, err)
+	_, err = trainer(t, "no", "", func(c *train.Config) { c.Model, c.DP = moe, 2 }).Fit(ds, train.Run{Steps: 2})
+	require.ErrorContains(t, err, "auxiliary-loss-free balancing")
+	require.ErrorContains(t, err, "moe")
+}
