@@ -105,3 +105,42 @@ func TestCastAllocatesNothing(t *testing.T) {
 		require.Zero(t, allocs, "%v", q)
 	}
 }
+
+// TestQuantizerAxes: which casts run along an axis, the axis a cast is
+// made along, the names dumps show, and the canonical form that two
+// quantizers casting alike share.
+func TestQuantizerAxes(t *testing.T) {
+	for _, c := range []struct {
+		q       Quantizer
+		along   bool
+		scaling string
+	}{
+		{Quantizer{Kind: DelayedScaling}, false, "delayed"},
+		{Quantizer{Kind: CurrentScaling}, false, "current"},
+		{Quantizer{Kind: CurrentScaling, Axiswise: true}, true, "axiswise"},
+		{Quantizer{Kind: MXFP8Blocks}, true, "mxfp8"},
+		{Quantizer{Kind: Float8Blocks}, true, "float8block"},
+		{Quantizer{Kind: Float8Blocks, BlockDim: 2}, false, "float8block"},
+		{Quantizer{Kind: NVFP4Blocks, BlockDim: 1}, true, "nvfp4"},
+		{Quantizer{Kind: NVFP4Blocks, BlockDim: 2}, false, "nvfp4"},
+		{Quantizer{Kind: BF16Rounding}, false, "bf16"},
+		{Quantizer{}, false, "none"},
+	} {
+		require.Equal(t, c.along, c.q.AlongAxis(), "%v", c.q)
+		require.Equal(t, c.scaling, c.q.Scaling(), "%v", c.q)
+		want := 0
+		if c.along {
+			want = 1
+		}
+		require.Equal(t, want, c.q.CastAxis(1), "%v", c.q)
+		require.Equal(t, c.q.Kind != HighPrecision && c.q.Kind != BF16Rounding, c.q.Casts(), "%v", c.q)
+	}
+	// Fields a kind does not read do not tell two quantizers apart.
+	a := Quantizer{Kind: MXFP8Blocks, Format: E4M3, Pow2: true, Eps: 3, BlockDim: 2}
+	require.Equal(t, Quantizer{Kind: MXFP8Blocks, Format: E4M3}, a.Canonical())
+	n := Quantizer{Kind: NVFP4Blocks, Format: E5M2, RHT: true, Seed: 9}
+	require.Equal(t, Quantizer{Kind: NVFP4Blocks, BlockDim: 1, RHT: true, Seed: 9}, n.Canonical())
+	f := Quantizer{Kind: Float8Blocks, Format: E4M3, FP32Scales: true, Eps: 1e-6, Axiswise: true}
+	require.Equal(t, Quantizer{Kind: Float8Blocks, Format: E4M3, BlockDim: 1, FP32Scales: true, Eps: 1e-6}, f.Canonical())
+	require.False(t, Quantizer{Kind: BF16Rounding + 1}.Casts())
+}

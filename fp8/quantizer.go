@@ -184,3 +184,85 @@ func Multiplies(a, b Quantizer) error {
 	}
 	return nil
 }
+
+// Scaling names the quantizer's scaling as dumps show it: "delayed",
+// "current" (tensorwise), "axiswise", "mxfp8", "float8block", "nvfp4",
+// "bf16" or "none" (high precision).
+func (q Quantizer) Scaling() string {
+	switch q.Kind {
+	case DelayedScaling:
+		return "delayed"
+	case CurrentScaling:
+		if q.Axiswise {
+			return "axiswise"
+		}
+		return "current"
+	case MXFP8Blocks:
+		return "mxfp8"
+	case Float8Blocks:
+		return "float8block"
+	case NVFP4Blocks:
+		return "nvfp4"
+	case BF16Rounding:
+		return "bf16"
+	}
+	return "none"
+}
+
+// Casts reports whether the quantizer casts to codes (a Cast serves
+// it): delayed or current scaling, MXFP8, Float8BlockScaling, NVFP4.
+func (q Quantizer) Casts() bool {
+	return q.Kind != HighPrecision && q.Kind != BF16Rounding && q.Kind <= BF16Rounding
+}
+
+// Tensorwise reports one scale for the whole tensor: delayed or
+// tensorwise current scaling.
+func (q Quantizer) Tensorwise() bool {
+	return q.Kind == DelayedScaling || q.Kind == CurrentScaling && !q.Axiswise
+}
+
+// AlongAxis reports whether the cast's scales run along one axis of
+// the operand — axiswise current scaling, MXFP8, 1-D Float8BlockScaling
+// and NVFP4 blocks — so that it must be cast along its GEMM's
+// contraction axis; tensorwise scales and 2-D tiles serve either axis.
+func (q Quantizer) AlongAxis() bool {
+	switch q.Kind {
+	case CurrentScaling:
+		return q.Axiswise
+	case MXFP8Blocks:
+		return true
+	case Float8Blocks, NVFP4Blocks:
+		return q.Dim() == 1
+	}
+	return false
+}
+
+// CastAxis is the axis an operand contracting along axis is cast
+// along: axis for casts whose scales run along one (AlongAxis), 0 for
+// the others, whose one cast serves both axes.
+func (q Quantizer) CastAxis(axis int) int {
+	if q.AlongAxis() {
+		return axis
+	}
+	return 0
+}
+
+// Canonical returns q with the fields its kind does not read cleared
+// (and NVFP4's format, which E2M1 fixes), so that two quantizers that
+// cast alike compare equal.
+func (q Quantizer) Canonical() Quantizer {
+	c := Quantizer{Kind: q.Kind, Format: q.Format}
+	switch q.Kind {
+	case CurrentScaling:
+		c.Pow2, c.Axiswise = q.Pow2, q.Axiswise
+	case MXFP8Blocks:
+		c.Rule = q.Rule
+	case Float8Blocks:
+		c.BlockDim, c.FP32Scales, c.Eps = q.Dim(), q.FP32Scales, q.Eps
+	case NVFP4Blocks:
+		c.Format, c.BlockDim, c.RHT, c.Stochastic, c.Seed = 0, q.Dim(), q.RHT, q.Stochastic, q.Seed
+	case HighPrecision, BF16Rounding:
+		c.Format = 0
+	}
+	return c
+}

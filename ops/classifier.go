@@ -64,8 +64,8 @@ func (o classifierCrossEntropyOp) Infer(in []*graph.Node) (graph.Shape, graph.DT
 	if err := validateQuantize(o.q); err != nil {
 		return nil, graph.Invalid, err
 	}
-	if o.q.scaling() != scDelayed {
-		return nil, graph.Invalid, fmt.Errorf("ClassifierCrossEntropy casts its gradient with delayed tensorwise scaling, got %v", o.q.scaling())
+	if o.q.Kind != fp8.DelayedScaling {
+		return nil, graph.Invalid, fmt.Errorf("ClassifierCrossEntropy casts its gradient with delayed tensorwise scaling, got %v", o.q.Scaling())
 	}
 	return graph.Shape{rows, classes}, formatDType(o.q.Format), nil
 }
@@ -73,7 +73,7 @@ func (o classifierCrossEntropyOp) Infer(in []*graph.Node) (graph.Shape, graph.DT
 // tensorwise reports whether an operand has one scale for the whole
 // tensor, so that a band of its rows is a GEMM operand as it stands.
 func (s *fp8Scales) tensorwise() bool {
-	return s.Config.scaling() == scDelayed || s.Config.scaling() == scCurrent
+	return s.Config.Tensorwise()
 }
 
 func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
@@ -83,7 +83,7 @@ func (o classifierCrossEntropyOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, fmt.Errorf("operands must come from casts (they carry the scales)")
 	}
 	if !sa.tensorwise() || !sb.tensorwise() {
-		return nil, fmt.Errorf("the fused classifier multiplies tensorwise-scaled operands (x is %v, w is %v)", sa.Config.scaling(), sb.Config.scaling())
+		return nil, fmt.Errorf("the fused classifier multiplies tensorwise-scaled operands (x is %v, w is %v)", sa.Config.Scaling(), sb.Config.Scaling())
 	}
 	if err := kernels.CheckEnv(); err != nil {
 		return nil, err

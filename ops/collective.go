@@ -90,8 +90,8 @@ func (o fp8AllGatherOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 	if err != nil {
 		return nil, graph.Invalid, err
 	}
-	if o.cfg.scaling() != scCurrent && o.cfg.scaling() != scFloat8Block {
-		return nil, graph.Invalid, fmt.Errorf("float8 all-gather needs tensorwise current scaling or Float8BlockScaling, not %v", o.cfg.scaling())
+	if !(o.cfg.Kind == fp8.CurrentScaling && !o.cfg.Axiswise) && o.cfg.Kind != fp8.Float8Blocks {
+		return nil, graph.Invalid, fmt.Errorf("float8 all-gather needs tensorwise current scaling or Float8BlockScaling, not %v", o.cfg.Scaling())
 	}
 	if err := validateQuantize(o.cfg); err != nil {
 		return nil, graph.Invalid, err
@@ -151,7 +151,7 @@ func (o fp8AllGatherOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, err
 	}
 	graph.SetMeta(b.Out, scalesKey, sc)
-	if cfg.scaling() == scFloat8Block {
+	if cfg.Kind == fp8.Float8Blocks {
 		return o.bindBlock(b, sc), nil
 	}
 	codes := make([]uint8, len(sh.Data))

@@ -35,8 +35,8 @@ func (o crossEntropyGradQuantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.
 	if err := validateQuantize(o.q); err != nil {
 		return nil, graph.Invalid, err
 	}
-	if o.q.scaling() != scDelayed {
-		return nil, graph.Invalid, fmt.Errorf("CrossEntropyGradQuantize casts with delayed tensorwise scaling, got %v", o.q.scaling())
+	if o.q.Kind != fp8.DelayedScaling {
+		return nil, graph.Invalid, fmt.Errorf("CrossEntropyGradQuantize casts with delayed tensorwise scaling, got %v", o.q.Scaling())
 	}
 	return graph.Shape{rows, classes}, formatDType(o.q.Format), nil
 }

@@ -45,11 +45,11 @@ func (o geluQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, err
 	}
 	graph.SetMeta(b.Out, scalesKey, sc)
-	record := b.Training && o.q.scaling() == scDelayed
+	record := b.Training && o.q.Kind == fp8.DelayedScaling
 	if record {
 		b.AtStepEnd(func() error { o.q.Meta.Update(); return nil })
 	}
-	if o.q.scaling() != scDelayed {
+	if o.q.Kind != fp8.DelayedScaling {
 		// The scale depends on the whole tensor: GELU into scratch, then
 		// the cast.
 		tmp := make([]float32, len(x))

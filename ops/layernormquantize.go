@@ -69,7 +69,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, err
 	}
 	graph.SetMeta(b.Out, scalesKey, sc)
-	record := b.Training && o.q.scaling() == scDelayed
+	record := b.Training && o.q.Kind == fp8.DelayedScaling
 	if record {
 		b.AtStepEnd(func() error { o.q.Meta.Update(); return nil })
 	}
@@ -77,7 +77,7 @@ func (o layerNormQuantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	// delayed scaling (cast as soon as normalised, each worker on its
 	// share of the rows with a row and an amax of its own), the whole
 	// tensor when the scale depends on all of it.
-	if o.q.scaling() == scDelayed {
+	if o.q.Kind == fp8.DelayedScaling {
 		rows := len(x) / max(d, 1)
 		out := b.Out.U8
 		m := o.q.Meta

@@ -9,49 +9,6 @@ import (
 	"github.com/octetml/octet/graph"
 )
 
-// scaling is how a cast picks its scale: the families of fp8.Quantizer
-// a graph casts with, the current-scaling one split by granularity.
-type scaling uint8
-
-const (
-	// scDelayed uses the scale of an fp8.Meta computed from earlier steps
-	// and records the amax of this step into it (Transformer Engine).
-	scDelayed scaling = iota
-	// scCurrent computes one scale from this tensor's amax (torchao
-	// tensorwise dynamic scaling).
-	scCurrent
-	// scAxiswise computes one scale per slice along the GEMM's
-	// contraction axis (torchao rowwise).
-	scAxiswise
-	// scMXFP8: one E8M0 scale per 32 values along the contraction axis.
-	scMXFP8
-	// scFloat8Block is Transformer Engine's Float8BlockScaling: a float32
-	// scale per 128 values along the contraction axis (BlockDim 1) or per
-	// 128×128 tile (BlockDim 2), computed from the block's own amax at
-	// every cast (fp8.QuantizeFloat8BlockAxis).
-	scFloat8Block
-	// scNVFP4 is Transformer Engine's NVFP4BlockScaling: 4-bit E2M1
-	// elements (dtype Float4E2M1, two per byte) with an E4M3 scale per 16
-	// values along the contraction axis (BlockDim 1) or per 16×16 tile
-	// (BlockDim 2) and a float32 scale per tensor, optionally after the
-	// random Hadamard transform along the contraction axis (RHT) and
-	// with stochastic rounding (Stochastic, keyed by Seed, the node's
-	// name, the step and the element, so a resumed run draws the same).
-	scNVFP4
-	// scNone: a quantizer kind no graph cast has (high precision, bf16).
-	scNone
-)
-
-var scalingNames = [...]string{"delayed", "current", "axiswise", "mxfp8", "float8block", "nvfp4"}
-
-// String names the scaling as dumps show it.
-func (s scaling) String() string {
-	if int(s) < len(scalingNames) {
-		return scalingNames[s]
-	}
-	return "none"
-}
-
 // QuantizeConfig describes one cast to FP8 (or NVFP4) in a graph: the
 // cast, an fp8.Quantizer — its Kind DelayedScaling, CurrentScaling
 // (Axiswise for one scale per slice along the contraction axis),
@@ -76,26 +33,6 @@ type QuantizeConfig struct {
 	Tensor fp8.TensorRole
 }
 
-// scaling is the cast's family, scNone for a kind no graph cast has.
-func (c QuantizeConfig) scaling() scaling {
-	switch c.Kind {
-	case fp8.DelayedScaling:
-		return scDelayed
-	case fp8.CurrentScaling:
-		if c.Axiswise {
-			return scAxiswise
-		}
-		return scCurrent
-	case fp8.MXFP8Blocks:
-		return scMXFP8
-	case fp8.Float8Blocks:
-		return scFloat8Block
-	case fp8.NVFP4Blocks:
-		return scNVFP4
-	}
-	return scNone
-}
-
 // scalesKey is the metadata an FP8 value carries for its consumers.
 var scalesKey = graph.NewValueKey[*fp8Scales]("fp8 scales")
 
@@ -118,7 +55,7 @@ func (c QuantizeConfig) float8BlockCast() fp8.Quantizer {
 
 // castDType is the dtype a cast per cfg produces.
 func castDType(cfg QuantizeConfig) graph.DType {
-	if cfg.scaling() == scNVFP4 {
+	if cfg.Kind == fp8.NVFP4Blocks {
 		return graph.Float4E2M1
 	}
 	return formatDType(cfg.Format)
@@ -146,29 +83,29 @@ type quantizeOp struct{ cfg QuantizeConfig }
 func (o quantizeOp) Type() string     { return KindQuantize.String() }
 func (o quantizeOp) Kind() graph.Kind { return KindQuantize }
 func (o quantizeOp) Attrs() string {
-	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.scaling())
+	s := fmt.Sprintf("%v,%v", o.cfg.Format, o.cfg.Scaling())
 	switch {
-	case o.cfg.scaling() == scNVFP4 && o.cfg.BlockDim == 2:
+	case o.cfg.Kind == fp8.NVFP4Blocks && o.cfg.BlockDim == 2:
 		s += ",16x16"
-	case o.cfg.scaling() == scNVFP4:
+	case o.cfg.Kind == fp8.NVFP4Blocks:
 		s += fmt.Sprintf(",1x16,axis=%d", o.cfg.Axis)
-	case o.cfg.scaling() == scFloat8Block && o.cfg.BlockDim == 2:
+	case o.cfg.Kind == fp8.Float8Blocks && o.cfg.BlockDim == 2:
 		s += ",128x128"
-	case o.cfg.scaling() == scFloat8Block:
+	case o.cfg.Kind == fp8.Float8Blocks:
 		s += fmt.Sprintf(",1x128,axis=%d", o.cfg.Axis)
-	case o.cfg.scaling() == scAxiswise || o.cfg.scaling() == scMXFP8:
+	case o.cfg.Kind == fp8.CurrentScaling && o.cfg.Axiswise || o.cfg.Kind == fp8.MXFP8Blocks:
 		s += fmt.Sprintf(",axis=%d", o.cfg.Axis)
 	}
-	if o.cfg.scaling() == scFloat8Block && o.cfg.FP32Scales {
+	if o.cfg.Kind == fp8.Float8Blocks && o.cfg.FP32Scales {
 		s += ",fp32-scales"
 	}
-	if o.cfg.scaling() == scNVFP4 && o.cfg.RHT {
+	if o.cfg.Kind == fp8.NVFP4Blocks && o.cfg.RHT {
 		s += ",rht"
 	}
-	if o.cfg.scaling() == scNVFP4 && o.cfg.Stochastic {
+	if o.cfg.Kind == fp8.NVFP4Blocks && o.cfg.Stochastic {
 		s += ",stochastic"
 	}
-	if o.cfg.scaling() == scFloat8Block && o.cfg.Eps != 0 {
+	if o.cfg.Kind == fp8.Float8Blocks && o.cfg.Eps != 0 {
 		s += fmt.Sprintf(",eps=%g", o.cfg.Eps)
 	}
 	if o.cfg.Tensor != 0 {
@@ -184,19 +121,19 @@ func validateQuantize(cfg QuantizeConfig) error {
 	switch {
 	case cfg.Format > fp8.E5M2:
 		return fmt.Errorf("unknown FP8 format %v", cfg.Format)
-	case cfg.scaling() == scNone:
+	case !cfg.Casts():
 		return fmt.Errorf("the quantizer is %v, which does not cast in a graph (want delayed or current scaling, MXFP8, Float8BlockScaling or NVFP4)", cfg.Kind)
-	case cfg.scaling() == scNVFP4 && cfg.BlockDim != 1 && cfg.BlockDim != 2:
+	case cfg.Kind == fp8.NVFP4Blocks && cfg.BlockDim != 1 && cfg.BlockDim != 2:
 		return fmt.Errorf("NVFP4 block dimension %d, want 1 (1×16) or 2 (16×16)", cfg.BlockDim)
-	case cfg.scaling() == scFloat8Block && cfg.BlockDim != 1 && cfg.BlockDim != 2:
+	case cfg.Kind == fp8.Float8Blocks && cfg.BlockDim != 1 && cfg.BlockDim != 2:
 		return fmt.Errorf("Float8BlockScaling block dimension %d, want 1 (1×128) or 2 (128×128)", cfg.BlockDim)
-	case cfg.scaling() == scFloat8Block && (!(cfg.Eps >= 0) || math.IsInf(float64(cfg.Eps), 0)):
+	case cfg.Kind == fp8.Float8Blocks && (!(cfg.Eps >= 0) || math.IsInf(float64(cfg.Eps), 0)):
 		return fmt.Errorf("Float8BlockScaling amax epsilon %v, want a finite number ≥ 0", cfg.Eps)
-	case cfg.scaling() == scDelayed && cfg.Meta == nil:
+	case cfg.Kind == fp8.DelayedScaling && cfg.Meta == nil:
 		return fmt.Errorf("delayed scaling needs an fp8.Meta")
-	case cfg.scaling() == scDelayed && cfg.Meta.Format != cfg.Format:
+	case cfg.Kind == fp8.DelayedScaling && cfg.Meta.Format != cfg.Format:
 		return fmt.Errorf("meta format %v differs from cast format %v", cfg.Meta.Format, cfg.Format)
-	case (cfg.scaling() == scAxiswise || cfg.scaling() == scMXFP8 || cfg.scaling() == scFloat8Block || cfg.scaling() == scNVFP4) && cfg.Axis != 0 && cfg.Axis != 1:
+	case cfg.Axis != 0 && cfg.Axis != 1:
 		return fmt.Errorf("axis %d, want 0 or 1", cfg.Axis)
 	}
 	return nil
@@ -221,7 +158,7 @@ func (o quantizeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 // checkNVFP4Shape refuses an NVFP4 cast whose transform would run along
 // a length that is not a multiple of 16.
 func checkNVFP4Shape(cfg QuantizeConfig, x *graph.Node) error {
-	if cfg.scaling() != scNVFP4 || !cfg.RHT {
+	if cfg.Kind != fp8.NVFP4Blocks || !cfg.RHT {
 		return nil
 	}
 	rows, cols := view2D(x.Shape())
@@ -282,7 +219,7 @@ func (o quantizeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil, err
 	}
 	graph.SetMeta(b.Out, scalesKey, sc)
-	record := b.Training && o.cfg.scaling() == scDelayed
+	record := b.Training && o.cfg.Kind == fp8.DelayedScaling
 	if record {
 		b.AtStepEnd(func() error { o.cfg.Meta.Update(); return nil })
 	}

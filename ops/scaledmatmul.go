@@ -78,14 +78,8 @@ func (o scaledMatMulOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error
 // checkAxis verifies that an axiswise or block-scaled operand was cast
 // along the contraction dimension of this GEMM.
 func checkAxis(name string, sc *fp8Scales, wantAxis int) error {
-	switch sc.Config.scaling() {
-	case scAxiswise, scMXFP8, scFloat8Block, scNVFP4:
-		if (sc.Config.scaling() == scFloat8Block || sc.Config.scaling() == scNVFP4) && sc.Config.BlockDim == 2 {
-			return nil // tiles serve either axis
-		}
-		if sc.Config.Axis != wantAxis {
-			return fmt.Errorf("operand %s was cast with %v scales along axis %d, but this GEMM contracts along axis %d", name, sc.Config.scaling(), sc.Config.Axis, wantAxis)
-		}
+	if sc.Config.AlongAxis() && sc.Config.Axis != wantAxis {
+		return fmt.Errorf("operand %s was cast with %v scales along axis %d, but this GEMM contracts along axis %d", name, sc.Config.Scaling(), sc.Config.Axis, wantAxis)
 	}
 	return nil
 }
@@ -118,16 +112,12 @@ func (o scaledMatMulOp) bind(b *graph.Binding, epi func(r0, r1, c0, c1 int)) (gr
 	if err := checkAxis("B", sb, axisB); err != nil {
 		return nil, err
 	}
-	if (sa.Config.scaling() == scMXFP8) != (sb.Config.scaling() == scMXFP8) {
-		return nil, fmt.Errorf("MXFP8 needs block scales on both operands (A is %v, B is %v)", sa.Config.scaling(), sb.Config.scaling())
+	for _, k := range []fp8.QuantizerKind{fp8.MXFP8Blocks, fp8.NVFP4Blocks, fp8.Float8Blocks} {
+		if (sa.Config.Kind == k) != (sb.Config.Kind == k) {
+			return nil, fmt.Errorf("%v needs both operands cast by it (A is %v, B is %v)", k, sa.Config.Scaling(), sb.Config.Scaling())
+		}
 	}
-	if (sa.Config.scaling() == scNVFP4) != (sb.Config.scaling() == scNVFP4) {
-		return nil, fmt.Errorf("NVFP4 needs both operands in NVFP4 (A is %v, B is %v)", sa.Config.scaling(), sb.Config.scaling())
-	}
-	if (sa.Config.scaling() == scFloat8Block) != (sb.Config.scaling() == scFloat8Block) {
-		return nil, fmt.Errorf("Float8BlockScaling needs block scales on both operands (A is %v, B is %v)", sa.Config.scaling(), sb.Config.scaling())
-	}
-	if sa.Config.scaling() == scFloat8Block && sa.Config.BlockDim == 2 && sb.Config.BlockDim == 2 {
+	if sa.Config.Kind == fp8.Float8Blocks && sa.Config.BlockDim == 2 && sb.Config.BlockDim == 2 {
 		return nil, fmt.Errorf("both operands have 128×128 Float8BlockScaling tiles; a 2-D operand multiplies only a 1-D one")
 	}
 	a, bb, c := b.In[0].U8, b.In[1].U8, b.Out.F32

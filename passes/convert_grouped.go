@@ -152,21 +152,12 @@ func (c *converter) groupedCast(gl *groupedLayer, which fp8.GEMM, axisA, axisB i
 	roles := which.Operands()
 	var gc ops.GroupedCast
 	for i, q := range pair {
-		cfg := ops.QuantizeConfig{Quantizer: q, Tensor: roles[i], Axis: []int{axisA, axisB}[i]}
+		cfg := ops.QuantizeConfig{Quantizer: q.Canonical(), Tensor: roles[i], Axis: q.CastAxis([]int{axisA, axisB}[i])}
 		var metas []*fp8.Meta
-		switch q.Kind {
-		case fp8.DelayedScaling:
-			cfg.Axis = 0
+		if q.Kind == fp8.DelayedScaling {
 			for _, st := range gl.states {
 				metas = append(metas, st.Meta(roles[i]))
 			}
-		case fp8.CurrentScaling:
-			if !q.Axiswise {
-				cfg.Axis = 0
-			}
-		}
-		if cfg.Kind == fp8.Float8Blocks && cfg.Dim() == 2 {
-			cfg.Axis = 0 // tiles serve both GEMMs
 		}
 		if i == 0 {
 			gc.A, gc.MetasA = cfg, metas

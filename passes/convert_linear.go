@@ -265,26 +265,13 @@ func (c *converter) recipeCasts(l *layer, which gemm, axisA, axisB int) (a, b op
 }
 
 // quantizerConfig is the cast of a quantizer for the operand of tensor
-// role tensor contracting along axis (of its 2-D view).
+// role tensor contracting along axis (of its 2-D view): the quantizer
+// as it is (the fields its kind reads), the axis its cast runs along,
+// and a delayed cast's meta.
 func (c *converter) quantizerConfig(l *layer, q fp8.Quantizer, axis int, tensor fp8.TensorRole) ops.QuantizeConfig {
-	cfg := ops.QuantizeConfig{Quantizer: fp8.Quantizer{Kind: q.Kind, Format: q.Format}, Tensor: tensor, Axis: axis}
-	switch q.Kind {
-	case fp8.DelayedScaling:
-		cfg.Meta, cfg.Axis = l.state.Meta(tensor), 0
-	case fp8.CurrentScaling:
-		cfg.Pow2, cfg.Axis = q.Pow2, 0
-		if q.Axiswise {
-			cfg.Axiswise, cfg.Axis = true, axis
-		}
-	case fp8.MXFP8Blocks:
-		cfg.Rule = q.Rule
-	case fp8.Float8Blocks:
-		cfg.BlockDim, cfg.FP32Scales, cfg.Eps = q.Dim(), q.FP32Scales, q.Eps
-	case fp8.NVFP4Blocks:
-		cfg.BlockDim, cfg.RHT, cfg.Stochastic, cfg.Seed, cfg.Format = q.Dim(), q.RHT, q.Stochastic, q.Seed, 0
-	}
-	if cfg.BlockDim == 2 {
-		cfg.Axis = 0 // tiles serve both GEMMs: one cast
+	cfg := ops.QuantizeConfig{Quantizer: q.Canonical(), Tensor: tensor, Axis: q.CastAxis(axis)}
+	if q.Kind == fp8.DelayedScaling {
+		cfg.Meta = l.state.Meta(tensor)
 	}
 	return cfg
 }
@@ -298,7 +285,7 @@ func (c *converter) quantize(l *layer, x *graph.Node, cfg ops.QuantizeConfig) *g
 	name := l.fqn + "/quantize." + cfg.Tensor.String()
 	if (cfg.Kind == fp8.Float8Blocks || cfg.Kind == fp8.NVFP4Blocks) && cfg.BlockDim == 2 {
 		name += ".tiles"
-	} else if (cfg.Kind == fp8.CurrentScaling && cfg.Axiswise) || cfg.Kind == fp8.MXFP8Blocks || cfg.Kind == fp8.Float8Blocks || cfg.Kind == fp8.NVFP4Blocks {
+	} else if cfg.AlongAxis() {
 		name += fmt.Sprintf(".axis%d", cfg.Axis)
 	}
 	if cfg.RHT {
