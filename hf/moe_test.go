@@ -114,14 +114,22 @@ func TestDecoderFP8ExpertsRoundTrip(t *testing.T) {
 	down := store2.Float32("model.layers.1.mlp.experts.down_proj")
 	want := dequantRef(t, ts, hf.FP8Block, "model.layers.1.block_sparse_moe.experts.2.w2")
 	require.Equal(t, bitsOf(want), bitsOf(down[2*H*I:3*H*I]))
-	// Load then export gives the same file.
-	dir2 := t.TempDir()
-	require.NoError(t, hf.ExportLlama(dir2, m2, store2, hf.Export{Format: hf.FP8Block}))
-	a, err := os.ReadFile(filepath.Join(dir, hf.WeightsFile))
-	require.NoError(t, err)
-	c, err := os.ReadFile(filepath.Join(dir2, hf.WeightsFile))
-	require.NoError(t, err)
-	require.Equal(t, a, c)
+	// Load then export gives the same file: each expert's codes are kept
+	// (float32 tile scales, which a fresh cast of the dequantized weights
+	// would not reproduce, too).
+	for _, e := range []hf.Export{{Format: hf.FP8Block}, {Format: hf.FP8Block, FP32Scales: true}} {
+		src, dst := t.TempDir(), t.TempDir()
+		require.NoError(t, hf.ExportLlama(src, m, store, e))
+		m3, _, _ := newLlama(t, cfg, 5)
+		store3 := graph.NewStore()
+		require.NoError(t, hf.LoadLlama(src, m3, store3))
+		require.NoError(t, hf.ExportLlama(dst, m3, store3, e))
+		a, err := os.ReadFile(filepath.Join(src, hf.WeightsFile))
+		require.NoError(t, err)
+		c, err := os.ReadFile(filepath.Join(dst, hf.WeightsFile))
+		require.NoError(t, err)
+		require.Equal(t, a, c, "FP32Scales %v", e.FP32Scales)
+	}
 }
 
 // TestDecoderHostile: configs and checkpoints that cannot be the model
@@ -148,6 +156,9 @@ func TestDecoderHostile(t *testing.T) {
 		{"qwen3_moe", `"model_type": "qwen3_moe"`, `"model_type": "deepseek_v3"`, "model_type"},
 		{"qwen2_moe", `"shared_expert_intermediate_size": 32`, `"shared_expert_intermediate_size": -1`, "shared_expert_intermediate_size"},
 		{"qwen2_moe", `"moe_intermediate_size": 16,`, ``, `key "moe_intermediate_size" is missing`},
+		{"qwen2_moe", `"model_type": "qwen2_moe"`, `"layer_types": ["full_attention", "sliding_attention"], "model_type": "qwen2_moe"`, `layer 1 is "sliding_attention"`},
+		{"qwen2_moe", `"model_type": "qwen2_moe"`, `"layer_types": "full", "model_type": "qwen2_moe"`, `key "layer_types"`},
+		{"qwen3_moe", `"num_attention_heads": 4`, `"num_attention_heads": 0`, "num_attention_heads"},
 	} {
 		conf, err := os.ReadFile(filepath.Join(good[c.typ], hf.ConfigFile))
 		require.NoError(t, err)
@@ -160,6 +171,14 @@ func TestDecoderHostile(t *testing.T) {
 		require.True(t, errors.Is(err, hf.ErrCheckpoint), "%v", err)
 		require.Contains(t, err.Error(), c.want)
 	}
+
+	// Full attention in every layer, stated, is accepted.
+	conf, err := os.ReadFile(filepath.Join(good["qwen2_moe"], hf.ConfigFile))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, hf.ConfigFile), []byte(strings.Replace(string(conf), `"model_type"`, `"layer_types": ["full_attention", "full_attention"], "model_type"`, 1)), 0o644))
+	_, err = hf.ReadLlamaConfig(dir)
+	require.NoError(t, err)
 
 	// Tensors: a missing expert, a stacked tensor with the wrong number
 	// of experts, NaN router weights.

@@ -364,7 +364,7 @@ func TestExportHFOptions(t *testing.T) {
 	}{
 		{hf.Export{Format: "fp9"}, `format "fp9"`},
 		{hf.Export{Format: hf.MXFP8, FP32Scales: true}, "FP32Scales applies to fp8-block"},
-		{hf.Export{Format: hf.FP8Block, Keep: []string{"model.layers.0.mlp"}}, `Keep names "model.layers.0.mlp"`},
+		{hf.Export{Format: hf.FP8Block, Keep: []string{"model.layers.0.mlp"}}, `Keep names "model.layers.0.mlp", which is not a linear layer of the model (such as "model.layers.0.self_attn.q_proj")`},
 		{hf.Export{ShardBytes: -1}, "ShardBytes"},
 		{hf.Export{Format: hf.NVFP4, Layers: []string{}}, "Layers is empty"},
 		{hf.Export{Format: hf.NVFP4, Layers: []string{"model.layers.0.self_attn.q_proj"}}, `Layers names "model.layers.0.self_attn.q_proj"`},
@@ -574,19 +574,27 @@ func encodeRaw(t *testing.T, ts map[string]rawTensor) []byte {
 }
 
 // TestLoadHFOtherBlocks: checkpoints written by other tools — block
-// sizes other than 128×128 ([64 32]), compressed-tensors' "block"
+// sizes other than 128×128 ([64 32], a row or a column per block, one
+// block of the largest size accepted), compressed-tensors' "block"
 // strategy and F8_E5M2 weights under it — dequantize as the format says.
 func TestLoadHFOtherBlocks(t *testing.T) {
 	m, _, store := quantLlama(t)
 	src := t.TempDir()
 	require.NoError(t, hf.ExportLlama(src, m, store, hf.Export{Format: hf.FP8Block}))
-	for _, ct := range []bool{false, true} {
+	type blocks struct {
+		ct   bool
+		r, c int
+	}
+	// Blocks of one row or one column, and one block of the largest size
+	// accepted (2^20), besides the [64 32] of both schemes.
+	for _, bl := range []blocks{{false, 64, 32}, {true, 64, 32}, {false, 1, 128}, {false, 128, 1}, {false, 1 << 20, 1 << 20}} {
+		ct, br, bc := bl.ct, bl.r, bl.c
 		dir := t.TempDir()
 		ts := readRaw(t, filepath.Join(src, hf.WeightsFile))
 		for _, mod := range llamaLinears {
 			w := ts[mod+".weight"]
 			rows, cols := w.shape[0], w.shape[1]
-			sr, sc := (rows+63)/64, (cols+31)/32
+			sr, sc := (rows+br-1)/br, (cols+bc-1)/bc
 			s := make([]byte, 4*sr*sc)
 			for i := 0; i < sr*sc; i++ {
 				binary.LittleEndian.PutUint32(s[4*i:], math.Float32bits(float32(i+1)/1024))
@@ -602,7 +610,7 @@ func TestLoadHFOtherBlocks(t *testing.T) {
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, hf.WeightsFile), encodeRaw(t, ts), 0o644))
 		conf := readConfig(t, src)
-		conf["quantization_config"] = map[string]any{"quant_method": "fp8", "weight_block_size": []int{64, 32}}
+		conf["quantization_config"] = map[string]any{"quant_method": "fp8", "weight_block_size": []int{br, bc}}
 		if ct {
 			conf["quantization_config"] = map[string]any{"quant_method": "compressed-tensors", "format": "float-quantized",
 				"config_groups": map[string]any{"g": map[string]any{"weights": map[string]any{"num_bits": 8, "type": "float", "strategy": "block", "block_structure": []int{64, 32}}}}}
@@ -636,8 +644,8 @@ func TestLoadHFOtherBlocks(t *testing.T) {
 							continue // the exported E4M3 bytes read as E5M2 can be inf/NaN codes
 						}
 					}
-					want := v * f32At(s.data, (r/64)*((cols+31)/32)+j/32)
-					require.Equal(t, math.Float32bits(want), math.Float32bits(got.Float32(mod + ".weight")[r*cols+j]), "%s ct=%v (%d,%d)", mod, ct, r, j)
+					want := v * f32At(s.data, (r/br)*((cols+bc-1)/bc)+j/bc)
+					require.Equal(t, math.Float32bits(want), math.Float32bits(got.Float32(mod + ".weight")[r*cols+j]), "%s ct=%v blocks %d×%d (%d,%d)", mod, ct, br, bc, r, j)
 				}
 			}
 		}
