@@ -229,7 +229,7 @@ func (c *config) validate() error {
 	m := c.model
 	e, f, t := float64(m.HiddenSize), float64(m.IntermediateSize), float64(c.block)
 	vocab := float64(max(m.VocabSize, 50304))
-	params, acts := 2*vocab*e, float64(c.Batch)*t*2*vocab
+	params, acts := 2*vocab*e, float64(c.Batch)*t*2*vocab // fused: an estimate
 	for i := range m.NumHiddenLayers {
 		mlp, mlpActs := 3*e*f, 4*f // fused: an estimate
 		if m.SparseLayer(i) {
