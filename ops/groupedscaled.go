@@ -214,37 +214,54 @@ func (o groupedScaledOp) bindBF16(rows []float32, counts []int32, third, out []f
 	}
 	a, bb := &kernels.Operand{}, &kernels.Operand{}
 	ep := kernels.Epilogue{Alpha: 1}
+	warm := false
 	return func() error {
 		if err := checkCounts(counts, n, name); err != nil {
 			return err
 		}
+		if !warm && n > 0 {
+			// As the scaled path: the first run sizes the kernels' scratch
+			// for all the rows (into out, which the run then writes).
+			warm = true
+			if err := o.runBF16(g, a, bb, ep, rows, third, out, 0, 0, n, nOut, in); err != nil {
+				return err
+			}
+		}
 		r0 := 0
 		for e, cnt := range counts {
 			c := int(cnt)
-			switch o.gemm {
-			case fp8.Fprop:
-				if c > 0 {
-					a.F32, bb.F32 = rows[r0*in:(r0+c)*in], third[e*nOut*in:(e+1)*nOut*in]
-					g.RunBF16(false, true, c, nOut, in, a, in, bb, in, out[r0*nOut:], nOut, ep)
-				}
-			case fp8.Dgrad:
-				if c > 0 {
-					a.F32, bb.F32 = rows[r0*nOut:(r0+c)*nOut], third[e*nOut*in:(e+1)*nOut*in]
-					g.RunBF16(false, false, c, in, nOut, a, nOut, bb, in, out[r0*in:], in, ep)
-				}
-			default:
-				w := out[e*nOut*in : (e+1)*nOut*in]
-				if c == 0 {
-					clear(w)
-					break
-				}
-				a.F32, bb.F32 = rows[r0*nOut:(r0+c)*nOut], third[r0*in:(r0+c)*in]
-				g.RunBF16(true, false, nOut, in, c, a, nOut, bb, in, w, in, ep)
+			if err := o.runBF16(g, a, bb, ep, rows, third, out, e, r0, c, nOut, in); err != nil {
+				return err
 			}
 			r0 += c
 		}
 		return nil
 	}, nil
+}
+
+// runBF16 runs expert e's bf16 GEMM on its c rows from row r0.
+func (o groupedScaledOp) runBF16(g *kernels.Gemm, a, bb *kernels.Operand, ep kernels.Epilogue, rows, third, out []float32, e, r0, c, nOut, in int) error {
+	switch o.gemm {
+	case fp8.Fprop:
+		if c > 0 {
+			a.F32, bb.F32 = rows[r0*in:(r0+c)*in], third[e*nOut*in:(e+1)*nOut*in]
+			g.RunBF16(false, true, c, nOut, in, a, in, bb, in, out[r0*nOut:], nOut, ep)
+		}
+	case fp8.Dgrad:
+		if c > 0 {
+			a.F32, bb.F32 = rows[r0*nOut:(r0+c)*nOut], third[e*nOut*in:(e+1)*nOut*in]
+			g.RunBF16(false, false, c, in, nOut, a, nOut, bb, in, out[r0*in:], in, ep)
+		}
+	default:
+		w := out[e*nOut*in : (e+1)*nOut*in]
+		if c == 0 {
+			clear(w)
+			return nil
+		}
+		a.F32, bb.F32 = rows[r0*nOut:(r0+c)*nOut], third[r0*in:(r0+c)*in]
+		g.RunBF16(true, false, nOut, in, c, a, nOut, bb, in, w, in, ep)
+	}
+	return nil
 }
 
 // GroupedScaledMatMul is the grouped GEMM gemm of a grouped linear layer
