@@ -56,6 +56,20 @@ func Autowrap(g *graph.Graph, cfg AutowrapConfig) (Report, error) {
 		l.autocast = sw
 		wrapped++
 	}
+	for _, gl := range groupedInOrder(reg) { // a Mixture of Experts' grouped GEMMs likewise
+		if gl.sw != nil {
+			continue
+		}
+		sw := g.Switch(gl.fqn+".autocast", label, pred, gl.fwd, gl.hp)
+		if err := g.Err(); err != nil {
+			return rep, fmt.Errorf("passes: autowrap %q: %w", gl.fqn, err)
+		}
+		if err := g.ReplaceUses(gl.fwd, sw); err != nil {
+			return rep, fmt.Errorf("passes: autowrap %q: %w", gl.fqn, err)
+		}
+		gl.sw = sw
+		wrapped++
+	}
 	reg.wrapped = true
 	converted := cfg.Precision
 	if converted == "" {
@@ -164,6 +178,16 @@ func checkWrapped(g *graph.Graph) error {
 		for _, c := range cons[l.fpFprop] {
 			if c != l.autocast {
 				return fmt.Errorf("check: %q reads %q around its autocast Switch %q", c.Name(), l.fpFprop.Name(), l.autocast.Name())
+			}
+		}
+	}
+	for _, gl := range groupedInOrder(registryOf(g)) {
+		if gl.sw == nil {
+			continue
+		}
+		for _, c := range cons[gl.fwd] {
+			if c != gl.sw {
+				return fmt.Errorf("check: %q reads %q around its autocast Switch %q", c.Name(), gl.fwd.Name(), gl.sw.Name())
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package passes
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
@@ -17,8 +18,9 @@ type groupedLayer struct {
 	experts int
 	plan    recipe.LayerPlan
 	states  []*fp8.LayerState
-	fwd     *graph.Node
-	row     int // its conversion report row
+	hp, fwd *graph.Node // the float32 forward node and its replacement
+	sw      *graph.Node // the autocast Switch between them (Autowrap)
+	row     int         // its conversion report row
 }
 
 // groupedRules are ConvertLinear's rules for grouped expert GEMMs:
@@ -81,7 +83,7 @@ func (c *converter) groupedFprop(n *graph.Node, m Match) (*graph.Node, error) {
 		}
 	}
 	c.report.Notes = append(c.report.Notes, plan.Notes...)
-	gl := &groupedLayer{fqn: fqn, experts: experts, plan: plan}
+	gl := &groupedLayer{fqn: fqn, experts: experts, plan: plan, hp: n}
 	for e := range experts {
 		st, err := c.layerState(fmt.Sprintf("%s.%d", fqn, e))
 		if err != nil {
@@ -91,6 +93,13 @@ func (c *converter) groupedFprop(n *graph.Node, m Match) (*graph.Node, error) {
 	}
 	c.reg.grouped[n] = gl
 	lr.Converted = true
+	lr.Reason = fmt.Sprintf("grouped: %d experts", experts)
+	switch k := plan.GEMMs[fp8.Fprop][0].Kind; {
+	case k == fp8.DelayedScaling:
+		lr.Reason += ", each with its own delayed-scaling state"
+	case k != fp8.BF16Rounding && k != fp8.HighPrecision:
+		lr.Reason += ", each cast on its own rows"
+	}
 	gl.row = len(c.report.Layers)
 	c.addReport(lr)
 	cast, ok := c.groupedCast(gl, fp8.Fprop, 1, 1)
@@ -181,4 +190,16 @@ func (c *converter) groupedKept(gl *groupedLayer, which fp8.GEMM, why string) {
 	} else {
 		r.Reason += "; " + msg
 	}
+}
+
+// groupedInOrder returns the converted grouped layers of reg by name.
+func groupedInOrder(reg *registry) []*groupedLayer {
+	var out []*groupedLayer
+	for _, gl := range reg.grouped {
+		if gl.fwd != nil {
+			out = append(out, gl)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].fqn < out[j].fqn })
+	return out
 }

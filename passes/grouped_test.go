@@ -229,3 +229,38 @@ func TestGroupedGEMMReported(t *testing.T) {
 	require.False(t, l.Converted)
 	require.Contains(t, l.Reason, "NVFP4")
 }
+
+// TestGroupedGEMMEvaluation: without use_autocast_during_eval an
+// evaluation program runs the grouped GEMM in float32, bit for bit the
+// unconverted model's, as it does a linear layer; with it, in FP8.
+func TestGroupedGEMMEvaluation(t *testing.T) {
+	const rows, experts, in, out = 48, 3, 32, 16
+	counts := []int32{20, 0, 28}
+	xv := make([]float32, rows*in)
+	for i := range xv {
+		xv[i] = float32(math.Sin(float64(i))) * 3
+	}
+	eval := func(rc recipe.Recipe) []float32 {
+		g := graph.New()
+		x, w := g.Param("x", rows, in), g.Param("w", experts, out, in)
+		cn := g.Input("counts", graph.Int32, experts)
+		y := ops.GroupedLinear("experts", x, cn, w)
+		yOut := ops.Scale(y, 1)
+		store := graph.NewStore()
+		require.NoError(t, store.SetFloat32("x", xv, rows, in))
+		wv := make([]float32, experts*out*in)
+		for i := range wv {
+			wv[i] = float32(math.Cos(float64(i))) * 0.3
+		}
+		require.NoError(t, store.SetFloat32("w", wv, experts, out, in))
+		prep, err := passes.Prepare(g, store, passes.Config{Recipe: rc, Loss: ops.Mean(y), Params: []*graph.Node{x, w}, EvalOutputs: []*graph.Node{yOut},
+			Filter: func(*graph.Node, string) bool { return true }})
+		require.NoError(t, err)
+		require.NoError(t, prep.Eval.FeedInt32(cn, counts))
+		require.NoError(t, prep.Eval.Run())
+		return append([]float32(nil), prep.Eval.Float32(yOut)...)
+	}
+	f32 := eval(nil)
+	require.Equal(t, bitsOf(f32), bitsOf(eval(recipe.TE{})), "evaluation runs float32")
+	require.NotEqual(t, bitsOf(f32), bitsOf(eval(recipe.TE{UseAutocastDuringEval: true})), "evaluation runs FP8")
+}
