@@ -20,7 +20,36 @@ type groupedLayer struct {
 	states  []*fp8.LayerState
 	hp, fwd *graph.Node // the float32 forward node and its replacement
 	sw      *graph.Node // the autocast Switch between them (Autowrap)
-	row     int         // its conversion report row
+	// hpD, fpD, hpW, fpW are the dgrad and wgrad nodes and their
+	// replacements; fp8 says the layer's consumers read the
+	// replacements (ConvertModel converts back and forth).
+	hpD, fpD, hpW, fpW *graph.Node
+	fp8                bool
+	row                int // its conversion report row
+}
+
+// point makes the layer's consumers read its FP8 nodes, or its float32
+// ones (the Switch keeps reading both branches).
+func (gl *groupedLayer) point(g *graph.Graph, toFP8 bool) error {
+	fwdFP := gl.fwd
+	if gl.sw != nil {
+		fwdFP = gl.sw
+	}
+	for _, p := range [][2]*graph.Node{{gl.hp, fwdFP}, {gl.hpD, gl.fpD}, {gl.hpW, gl.fpW}} {
+		hp, fp := p[0], p[1]
+		if hp == nil || fp == nil {
+			continue
+		}
+		from, to := fp, hp
+		if toFP8 {
+			from, to = hp, fp
+		}
+		if err := g.ReplaceUses(from, to); err != nil {
+			return fmt.Errorf("layer %q: %w", gl.fqn, err)
+		}
+	}
+	gl.fp8 = toFP8
+	return nil
 }
 
 // groupedRules are ConvertLinear's rules for grouped expert GEMMs:
@@ -39,13 +68,22 @@ func (c *converter) groupedRules() []Rule {
 // fqn.N), the router staying float32 (it is no linear layer).
 func (c *converter) groupedFprop(n *graph.Node, m Match) (*graph.Node, error) {
 	fqn := n.Name()
-	if c.reg.grouped[n] != nil {
-		return nil, nil // converted by an earlier ConvertLinear
-	}
 	x, counts, w := m["x"], m["counts"], m["w"]
 	ws := w.Shape()
 	experts, out, in := ws[0], ws[1], ws[2]
 	lr := LayerReport{FQN: fqn, Out: out, In: in}
+	if gl := c.reg.grouped[n]; gl != nil { // converted by an earlier ConvertLinear
+		lr.Converted, lr.FP8 = true, gl.gemms()
+		lr.Reason = "already FP8 (unchanged)"
+		if !gl.fp8 {
+			if err := gl.point(c.g, true); err != nil {
+				return nil, err
+			}
+			lr.Reason = "converted again (earlier FP8 nodes reused)"
+		}
+		c.addReport(lr)
+		return nil, nil
+	}
 	skip := func(why string) (*graph.Node, error) {
 		lr.Reason = why
 		c.addReport(lr)
@@ -83,7 +121,7 @@ func (c *converter) groupedFprop(n *graph.Node, m Match) (*graph.Node, error) {
 		}
 	}
 	c.report.Notes = append(c.report.Notes, plan.Notes...)
-	gl := &groupedLayer{fqn: fqn, experts: experts, plan: plan, hp: n}
+	gl := &groupedLayer{fqn: fqn, experts: experts, plan: plan, hp: n, fp8: true}
 	for e := range experts {
 		st, err := c.layerState(fmt.Sprintf("%s.%d", fqn, e))
 		if err != nil {
@@ -124,9 +162,12 @@ func (c *converter) groupedBackward(n *graph.Node, _ Match) (*graph.Node, error)
 	if gl == nil || gl.row >= len(c.report.Layers) || c.report.Layers[gl.row].FQN != gl.fqn {
 		return nil, nil // not converted by this run
 	}
-	which, axisA, suffix := fp8.Wgrad, 0, ".wgrad.fp8"
+	which, axisA, suffix, hp, fp := fp8.Wgrad, 0, ".wgrad.fp8", &gl.hpW, &gl.fpW
 	if n.Role() == graph.Dgrad {
-		which, axisA, suffix = fp8.Dgrad, 1, ".dgrad.fp8"
+		which, axisA, suffix, hp, fp = fp8.Dgrad, 1, ".dgrad.fp8", &gl.hpD, &gl.fpD
+	}
+	if *hp != nil {
+		return nil, nil // converted earlier (this is the same node)
 	}
 	if ov := gl.plan.Backward; ov != recipe.BackwardQuantized {
 		c.groupedKept(gl, which, "by the backward override "+ov.String())
@@ -146,8 +187,20 @@ func (c *converter) groupedBackward(n *graph.Node, _ Match) (*graph.Node, error)
 		return nil, fmt.Errorf("layer %q: %w", gl.fqn, c.g.Err())
 	}
 	y.SetRole(n.Role(), fwd)
+	*hp, *fp = n, y
 	c.groupedConverted(gl, which)
 	return y, nil
+}
+
+// gemms lists the GEMMs the layer runs converted.
+func (gl *groupedLayer) gemms() []string {
+	var out []string
+	for i, n := range []*graph.Node{gl.fwd, gl.fpD, gl.fpW} {
+		if n != nil {
+			out = append(out, gemmNames[i])
+		}
+	}
+	return out
 }
 
 // groupedCast is the cast of a grouped GEMM's operands, contracting

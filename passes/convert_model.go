@@ -89,6 +89,17 @@ func ConvertModel(g *graph.Graph, store *graph.Store, cfg ModelConfig) (Report, 
 			}
 			rep.Layers = append(rep.Layers, lr)
 		}
+		for _, gl := range groupedInOrder(reg) { // a Mixture of Experts' grouped GEMMs
+			w := gl.hp.Input(2).Shape()
+			lr := LayerReport{FQN: gl.fqn, Out: w[1], In: w[2], Reason: "already float32"}
+			if gl.fp8 {
+				if err := gl.point(g, false); err != nil {
+					return rep, err
+				}
+				lr.Reason = "converted back to float32"
+			}
+			rep.Layers = append(rep.Layers, lr)
+		}
 	}
 	return rep, graph.Verify(g)
 }

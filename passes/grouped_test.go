@@ -264,3 +264,60 @@ func TestGroupedGEMMEvaluation(t *testing.T) {
 	require.Equal(t, bitsOf(f32), bitsOf(eval(recipe.TE{})), "evaluation runs float32")
 	require.NotEqual(t, bitsOf(f32), bitsOf(eval(recipe.TE{UseAutocastDuringEval: true})), "evaluation runs FP8")
 }
+
+// TestGroupedConvertModelRoundTrip: ConvertModel converts a grouped
+// layer to FP8 and back — the float32 outputs again bit for bit, no FP8
+// layer left — and to FP8 once more, reusing the earlier FP8 nodes.
+func TestGroupedConvertModelRoundTrip(t *testing.T) {
+	const rows, experts, in, out = 40, 2, 32, 16
+	g := graph.New()
+	x, w := g.Param("x", rows, in), g.Param("w", experts, out, in)
+	cn := g.Input("counts", graph.Int32, experts)
+	y := ops.GroupedLinear("experts", x, cn, w)
+	loss := ops.Mean(ops.Mul(y, y))
+	grads, err := graph.Grad(loss, x, w)
+	require.NoError(t, err)
+	outs := append([]*graph.Node{loss}, grads...)
+	store := graph.NewStore()
+	xv, wv := make([]float32, rows*in), make([]float32, experts*out*in)
+	for i := range xv {
+		xv[i] = float32(math.Sin(float64(i)))
+	}
+	for i := range wv {
+		wv[i] = float32(math.Cos(float64(i))) * 0.2
+	}
+	require.NoError(t, store.SetFloat32("x", xv, rows, in))
+	require.NoError(t, store.SetFloat32("w", wv, experts, out, in))
+	run := func() [][]float32 {
+		p, err := graph.Compile(g, store, graph.Options{Training: true}, outs...)
+		require.NoError(t, err)
+		require.NoError(t, p.FeedInt32(cn, []int32{15, 25}))
+		require.NoError(t, p.Run())
+		var res [][]float32
+		for _, o := range outs {
+			res = append(res, append([]float32(nil), p.Float32(o)...))
+		}
+		return res
+	}
+	ref := run()
+	to := func(fp bool) passes.Report {
+		rep, err := passes.ConvertModel(g, store, passes.ModelConfig{ToFP8: fp, Linear: true, Recipe: recipe.Float8Block{}, Outputs: outs,
+			Filter: func(*graph.Node, string) bool { return true }})
+		require.NoError(t, err)
+		return rep
+	}
+	rep := to(true)
+	require.Equal(t, []string{"experts"}, rep.Converted())
+	require.True(t, passes.HasFP8Layers(g))
+	fp := run()
+	require.NotEqual(t, ref[0], fp[0], "FP8 changes the loss")
+	rep = to(false)
+	require.Contains(t, rep.String(), "converted back to float32")
+	require.False(t, passes.HasFP8Layers(g))
+	require.Equal(t, ref, run(), "the float32 outputs again, bit for bit")
+	rep = to(true)
+	l := mustLayer(t, rep, "experts")
+	require.Contains(t, l.Reason, "converted again")
+	require.True(t, passes.HasFP8Layers(g))
+	require.Equal(t, fp, run(), "the same FP8 nodes")
+}

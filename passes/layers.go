@@ -202,7 +202,7 @@ func convertedLayers(g *graph.Graph, bf16 bool) []string {
 		}
 	}
 	for _, gl := range r.grouped { // a Mixture of Experts' grouped GEMMs
-		if gl.fwd != nil && len(gl.states) > 0 && (gl.states[0].Backend == fp8.BackendBF16) == bf16 {
+		if gl.fp8 && gl.fwd != nil && len(gl.states) > 0 && (gl.states[0].Backend == fp8.BackendBF16) == bf16 {
 			out = append(out, gl.fqn)
 		}
 	}
