@@ -145,12 +145,12 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	g := fp8.NewScaledGEMM()
 	// expert runs expert e's cast and GEMM on its c rows from row r0.
-	expert := func(e, r0, c int, record bool) error {
+	return o.experts(counts, out, n, nOut, in, name, func(e, r0, c int, warm bool) error {
 		cast := func(cc *fp8.Cast, metas []*fp8.Meta, dst []uint8, src []float32, r int) error {
 			if metas != nil {
 				cc.Meta = metas[e]
 			}
-			return cc.QuantizeRows(dst, src, r, 0, record)
+			return cc.QuantizeRows(dst, src, r, 0, record && !warm)
 		}
 		if err := cast(ca, o.cast.MetasA, codesA, rows[r0*aCols:], c); err != nil {
 			return err
@@ -171,19 +171,25 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			return err
 		}
 		return g.Run(nOut, in, c, ca.Operand(codesA, true, true), cb.Operand(codesB, false, true), out[e*nOut*in:])
-	}
+	}), nil
+}
+
+// experts returns the kernel that runs run for each expert with tokens
+// (its index, first row and row count) after checking the group sizes;
+// an expert without tokens gets a zero weight gradient. The first run
+// begins with run over all the rows (warm set; into out, which the run
+// then writes): the GEMMs' buffers and scratch grow with the shapes they
+// have seen, and this sizes them for the largest group, so that no
+// later routing allocates. A warm run records no amax.
+func (o groupedScaledOp) experts(counts []int32, out []float32, n, nOut, in int, name string, run func(e, r0, c int, warm bool) error) graph.Kernel {
 	warm := false
 	return func() error {
 		if err := checkCounts(counts, n, name); err != nil {
 			return err
 		}
 		if !warm && n > 0 {
-			// The scaled GEMM's buffers grow with the shapes it has seen:
-			// the first run sizes them for the largest group, all the
-			// rows (into out, which the run then writes), so that no
-			// later routing allocates. It records no amax.
 			warm = true
-			if err := expert(0, 0, n, false); err != nil {
+			if err := run(0, 0, n, true); err != nil {
 				return err
 			}
 		}
@@ -196,13 +202,13 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 				}
 				continue // an expert without tokens casts nothing: its state is not rolled
 			}
-			if err := expert(e, r0, c, record); err != nil {
+			if err := run(e, r0, c, false); err != nil {
 				return fmt.Errorf("expert %d: %w", e, err)
 			}
 			r0 += c
 		}
 		return nil
-	}, nil
+	}
 }
 
 // bindBF16 is Bind for bf16 operands: each expert's GEMM is the
@@ -214,52 +220,23 @@ func (o groupedScaledOp) bindBF16(rows []float32, counts []int32, third, out []f
 	}
 	a, bb := &kernels.Operand{}, &kernels.Operand{}
 	ep := kernels.Epilogue{Alpha: 1}
-	warm := false
-	return func() error {
-		if err := checkCounts(counts, n, name); err != nil {
-			return err
-		}
-		if !warm && n > 0 {
-			// As the scaled path: the first run sizes the kernels' scratch
-			// for all the rows (into out, which the run then writes).
-			warm = true
-			if err := o.runBF16(g, a, bb, ep, rows, third, out, 0, 0, n, nOut, in); err != nil {
-				return err
-			}
-		}
-		r0 := 0
-		for e, cnt := range counts {
-			c := int(cnt)
-			if err := o.runBF16(g, a, bb, ep, rows, third, out, e, r0, c, nOut, in); err != nil {
-				return err
-			}
-			r0 += c
-		}
-		return nil
-	}, nil
+	return o.experts(counts, out, n, nOut, in, name, func(e, r0, c int, _ bool) error {
+		return o.runBF16(g, a, bb, ep, rows, third, out, e, r0, c, nOut, in)
+	}), nil
 }
 
-// runBF16 runs expert e's bf16 GEMM on its c rows from row r0.
+// runBF16 runs expert e's bf16 GEMM on its c > 0 rows from row r0.
 func (o groupedScaledOp) runBF16(g *kernels.Gemm, a, bb *kernels.Operand, ep kernels.Epilogue, rows, third, out []float32, e, r0, c, nOut, in int) error {
 	switch o.gemm {
 	case fp8.Fprop:
-		if c > 0 {
-			a.F32, bb.F32 = rows[r0*in:(r0+c)*in], third[e*nOut*in:(e+1)*nOut*in]
-			g.RunBF16(false, true, c, nOut, in, a, in, bb, in, out[r0*nOut:], nOut, ep)
-		}
+		a.F32, bb.F32 = rows[r0*in:(r0+c)*in], third[e*nOut*in:(e+1)*nOut*in]
+		g.RunBF16(false, true, c, nOut, in, a, in, bb, in, out[r0*nOut:], nOut, ep)
 	case fp8.Dgrad:
-		if c > 0 {
-			a.F32, bb.F32 = rows[r0*nOut:(r0+c)*nOut], third[e*nOut*in:(e+1)*nOut*in]
-			g.RunBF16(false, false, c, in, nOut, a, nOut, bb, in, out[r0*in:], in, ep)
-		}
+		a.F32, bb.F32 = rows[r0*nOut:(r0+c)*nOut], third[e*nOut*in:(e+1)*nOut*in]
+		g.RunBF16(false, false, c, in, nOut, a, nOut, bb, in, out[r0*in:], in, ep)
 	default:
-		w := out[e*nOut*in : (e+1)*nOut*in]
-		if c == 0 {
-			clear(w)
-			return nil
-		}
 		a.F32, bb.F32 = rows[r0*nOut:(r0+c)*nOut], third[r0*in:(r0+c)*in]
-		g.RunBF16(true, false, nOut, in, c, a, nOut, bb, in, w, in, ep)
+		g.RunBF16(true, false, nOut, in, c, a, nOut, bb, in, out[e*nOut*in:(e+1)*nOut*in], in, ep)
 	}
 	return nil
 }
