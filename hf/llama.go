@@ -242,27 +242,17 @@ func ReadLlamaConfig(dir string) (nn.LlamaConfig, error) {
 		// unused.
 		c.NumExpertsPerTok, c.MoEIntermediateSize, c.SharedExpertIntermediateSize, c.MLPOnlyLayers = 0, 0, 0, nil
 	}
+	if c.NumExperts < 0 { // under the type's own key (num_local_experts for Mixtral)
+		return c, hfErr(path, "key %q: %d, want 0 (dense) or more", dt.expertsKey, c.NumExperts)
+	}
 	if err := c.Validate(); err != nil {
-		msg := err.Error()
-		if dt.expertsKey != "num_experts" {
-			msg = strings.ReplaceAll(msg, "num_experts:", dt.expertsKey+":")
-		}
-		return c, fmt.Errorf("hf: %w: %s: %w", ErrCheckpoint, path, errString{msg, err})
+		return c, fmt.Errorf("hf: %w: %s: %w", ErrCheckpoint, path, err)
 	}
 	if _, err := DecoderType(c); err != nil {
 		return c, fmt.Errorf("%w (%s)", err, path)
 	}
 	return c, nil
 }
-
-// errString keeps an error's chain under another message.
-type errString struct {
-	msg string
-	err error
-}
-
-func (e errString) Error() string { return e.msg }
-func (e errString) Unwrap() error { return e.err }
 
 // expertNames are the names of one expert's three weights in the
 // per-expert layout.
