@@ -92,15 +92,7 @@ func (c *converter) groupedFprop(n *graph.Node, m Match) (*graph.Node, error) {
 	if sec, ok := c.cfg.Debug.SectionFor(fqn); ok && sec.DisableLayer {
 		return skip(fmt.Sprintf("DisableFP8Layer (debug config section %q)", sec.Name))
 	}
-	idx := 0
-	for _, o := range c.g.Nodes() { // its place among the linear layers
-		if o == n {
-			break
-		}
-		if isLinear(o) {
-			idx++
-		}
-	}
+	idx := c.linIdx[n]
 	// Among the linear layers it stands where it runs: after idx of
 	// them (a first or last layer to torchao's default filter and
 	// NVFP4's keep_first and keep_last as such a linear layer would be).

@@ -41,7 +41,7 @@ type converter struct {
 	reg    *registry
 	report *Report
 	deq    map[*graph.Node]*graph.Node // Dequantize node of each forward cast
-	linIdx map[*graph.Node]int         // each linear layer's place in graph order
+	linIdx map[*graph.Node]int         // each linear layer's (and grouped GEMM's) place in graph order
 	nLin   int
 	quant  map[quantKey]*graph.Node
 	rows   map[string]int // report index by fqn
@@ -120,8 +120,10 @@ func ConvertLinear(g *graph.Graph, store *graph.Store, cfg LinearConfig) (Report
 	nodes := g.Nodes()
 	c.linIdx = map[*graph.Node]int{}
 	for _, n := range nodes {
+		if isLinear(n) || n.Is(ops.KindGroupedLinear) {
+			c.linIdx[n] = c.nLin // a grouped GEMM: the linear layers before it
+		}
 		if isLinear(n) {
-			c.linIdx[n] = c.nLin
 			c.nLin++
 		}
 	}
