@@ -141,13 +141,7 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 	tokens := shape.Numel() / c.Hidden
 	x2 := ops.Reshape(x, tokens, c.Hidden)
 	logits = ops.MatMul(x2, m.Gate, false, true) // float32: MatMul is no linear layer to the FP8 passes
-	var scores *graph.Node
-	if c.Sigmoid {
-		scores = ops.Sigmoid(logits)
-	} else {
-		scores = ops.Softmax(logits)
-	}
-	idx := ops.TopK(scores, m.SelectionBias, c.router())
+	scores, idx := m.Choose(logits)
 	w := ops.GatherLast(scores, idx)
 	if c.NormTopKProb && c.TopK > 1 {
 		sum := ops.SumKeepDims(w, 1)
@@ -172,6 +166,19 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 		y = ops.Add(y, ops.Mul(ops.BroadcastTo(gate, shared.Shape()), shared))
 	}
 	return ops.Reshape(y, shape...), logits
+}
+
+// Choose is the router's choice from its logits [tokens, E]: the scores
+// (softmax, or sigmoid) and each token's experts [tokens, K] (int32),
+// chosen with the selection bias if the block has one. Forward routes
+// with it; ops.ExpertCounts of its choice is the load.
+func (m *MoE) Choose(logits *graph.Node) (scores, idx *graph.Node) {
+	if m.Config.Sigmoid {
+		scores = ops.Sigmoid(logits)
+	} else {
+		scores = ops.Softmax(logits)
+	}
+	return scores, ops.TopK(scores, m.SelectionBias, m.Config.router())
 }
 
 // LoadBalancingLoss is transformers' load_balancing_loss_func (Switch

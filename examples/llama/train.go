@@ -218,8 +218,13 @@ func expertLoad(cfg config, tr *train.Trainer, sample data.Dataset) ([]layerLoad
 	ids := g.Input("ids", graph.Int32, cfg.Batch, cfg.block)
 	_, router := m.ForwardRouter(ids)
 	outs := []*graph.Node{nn.LoadBalancingLoss(router, c.NumExperts, c.NumExpertsPerTok)}
-	for _, r := range router {
-		outs = append(outs, ops.ExpertCounts(ops.TopK(ops.Softmax(r), nil, ops.RouterConfig{K: c.NumExpertsPerTok}), c.NumExperts))
+	j := 0
+	for _, l := range m.Layers {
+		if l.MoE != nil { // the router's own choice from its logits
+			_, idx := l.MoE.Choose(router[j])
+			outs = append(outs, ops.ExpertCounts(idx, c.NumExperts))
+			j++
+		}
 	}
 	if err := g.Err(); err != nil {
 		return nil, 0, err
@@ -261,7 +266,7 @@ func expertLoad(cfg config, tr *train.Trainer, sample data.Dataset) ([]layerLoad
 		}
 	}
 	var load []layerLoad
-	j := 0
+	j = 0
 	for i := range c.NumHiddenLayers {
 		if !c.SparseLayer(i) {
 			continue
