@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nlpodyssey/safetensors"
 	"github.com/stretchr/testify/require"
 
 	"github.com/octetml/octet/data"
@@ -65,6 +64,64 @@ func hfDecoder(t *testing.T, dir string, cfg nn.LlamaConfig, stacked bool) nn.Ll
 	return back
 }
 
+// gradsRun is a -grads-out run from -init of the model in dir on
+// llm.c's first batch of a token file: the file's tensors as float32,
+// and the model (loaded from dir) with its float64 reference on the same
+// batch.
+type gradsRun struct {
+	got         map[string][]float32
+	model       *nn.Llama
+	params      []*graph.Node
+	ref         *llamaref.Model
+	ids, labels []int32
+}
+
+const gradsB, gradsT = 2, 6
+
+// runGradsOut runs -grads-out of dir's model of cfg with extra flags.
+func runGradsOut(t *testing.T, dir string, cfg nn.LlamaConfig, extra ...string) gradsRun {
+	t.Helper()
+	toks := make([]uint16, 400)
+	for i := range toks {
+		toks[i] = uint16((i*13 + i*i%7) % 40)
+	}
+	bin := filepath.Join(dir, "tokens.bin")
+	require.NoError(t, data.WriteTokenFile(bin, toks))
+	out := filepath.Join(dir, "grads.safetensors")
+	say, err := runArgs(t, append([]string{"-init", dir, "-data", bin, "-sequential", "-batch", "2", "-block", "6", "-precision", "fp32", "-grads-out", out}, extra...)...)
+	require.NoError(t, err)
+	require.Contains(t, say, "after the first forward and backward")
+	f, err := stfile.Read(out)
+	require.NoError(t, err)
+	r := gradsRun{got: map[string][]float32{}}
+	for name, v := range f.Tensors {
+		require.Equal(t, "F32", v.DType, name)
+		o := make([]float32, len(v.Data)/4)
+		for i := range o {
+			o[i] = math.Float32frombits(uint32(v.Data[4*i]) | uint32(v.Data[4*i+1])<<8 | uint32(v.Data[4*i+2])<<16 | uint32(v.Data[4*i+3])<<24)
+		}
+		r.got[name] = o
+	}
+	gb := nn.NewBuilder(graph.New())
+	r.model, err = nn.NewLlama(gb, cfg)
+	require.NoError(t, err)
+	store := graph.NewStore()
+	require.NoError(t, hf.LoadLlama(dir, r.model, store))
+	r.params = gb.Params()
+	r.ref = llamaref.FromStore(cfg, store, r.params)
+	r.ids, r.labels = make([]int32, gradsB*gradsT), make([]int32, gradsB*gradsT)
+	for i := range r.ids {
+		r.ids[i], r.labels[i] = int32(toks[i]), int32(toks[i+1])
+	}
+	require.InEpsilon(t, r.ref.Loss(r.ids, r.labels, gradsB, gradsT), float64(r.got["loss"][0]), 1e-5, "the loss")
+	return r
+}
+
+// grad is the reference gradient of a parameter.
+func (r gradsRun) grad(param string) []float64 {
+	return r.ref.Grad(param, r.ids, r.labels, gradsB, gradsT)
+}
+
 // TestGradsOutMatchesFloat64: -grads-out from -init of a random
 // Hugging Face Llama (tied and untied) on llm.c's first batch of a token
 // file gives the loss and every gradient, under Hugging Face's names,
@@ -72,48 +129,10 @@ func hfDecoder(t *testing.T, dir string, cfg nn.LlamaConfig, stacked bool) nn.Ll
 func TestGradsOutMatchesFloat64(t *testing.T) {
 	for _, tied := range []bool{false, true} {
 		dir := t.TempDir()
-		cfg := hfLlama(t, dir, tied)
-		toks := make([]uint16, 400)
-		for i := range toks {
-			toks[i] = uint16((i*13 + i*i%7) % 40)
-		}
-		bin := filepath.Join(dir, "tokens.bin")
-		require.NoError(t, data.WriteTokenFile(bin, toks))
-		out := filepath.Join(dir, "grads.safetensors")
-		const b, T = 2, 6
-		say, err := runArgs(t, "-init", dir, "-data", bin, "-sequential", "-batch", "2", "-block", "6", "-precision", "fp32", "-grads-out", out)
-		require.NoError(t, err)
-		require.Contains(t, say, "after the first forward and backward")
-		raw, err := os.ReadFile(out)
-		require.NoError(t, err)
-		st, err := safetensors.Deserialize(raw)
-		require.NoError(t, err)
-		f32 := func(name string) []float32 {
-			v, ok := st.Tensor(name)
-			require.True(t, ok, name)
-			d := v.Data()
-			o := make([]float32, len(d)/4)
-			for i := range o {
-				o[i] = math.Float32frombits(uint32(d[4*i]) | uint32(d[4*i+1])<<8 | uint32(d[4*i+2])<<16 | uint32(d[4*i+3])<<24)
-			}
-			return o
-		}
-		// The same model and batch in float64.
-		gb := nn.NewBuilder(graph.New())
-		m, err := nn.NewLlama(gb, cfg)
-		require.NoError(t, err)
-		store := graph.NewStore()
-		require.NoError(t, hf.LoadLlama(dir, m, store))
-		ref := llamaref.FromStore(cfg, store, gb.Params())
-		ids, labels := make([]int32, b*T), make([]int32, b*T)
-		for i := range ids {
-			ids[i], labels[i] = int32(toks[i]), int32(toks[i+1])
-		}
-		require.InEpsilon(t, ref.Loss(ids, labels, b, T), float64(f32("loss")[0]), 1e-5)
-		require.Len(t, st.Names(), len(gb.Params())+1, "the loss and one gradient per parameter")
-		for _, p := range gb.Params() {
-			e := llamaref.RelErr(f32(p.Name()), ref.Grad(p.Name(), ids, labels, b, T))
-			require.Less(t, e, 1e-4, "tied=%v %s", tied, p.Name())
+		r := runGradsOut(t, dir, hfLlama(t, dir, tied))
+		require.Len(t, r.got, len(r.params)+1, "the loss and one gradient per parameter")
+		for _, p := range r.params {
+			require.Less(t, llamaref.RelErr(r.got[p.Name()], r.grad(p.Name())), 1e-4, "tied=%v %s", tied, p.Name())
 		}
 	}
 }
@@ -150,56 +169,22 @@ func TestGradsOutMoEMatchesFloat64(t *testing.T) {
 		dir := t.TempDir()
 		cfg := hfDecoder(t, dir, c.cfg, c.stacked)
 		require.Equal(t, c.name, cfg.ModelType)
-		toks := make([]uint16, 400)
-		for i := range toks {
-			toks[i] = uint16((i*13 + i*i%7) % 40)
-		}
-		bin := filepath.Join(dir, "tokens.bin")
-		require.NoError(t, data.WriteTokenFile(bin, toks))
-		out := filepath.Join(dir, "grads.safetensors")
-		const b, T = 2, 6
-		args := []string{"-init", dir, "-data", bin, "-sequential", "-batch", "2", "-block", "6", "-precision", "fp32", "-grads-out", out}
+		var extra []string
 		if c.stacked {
-			args = append(args, "-stacked-experts")
+			extra = append(extra, "-stacked-experts")
 		}
-		_, err := runArgs(t, args...)
-		require.NoError(t, err, c.name)
-		f, err := stfile.Read(out)
+		r := runGradsOut(t, dir, cfg, extra...)
+		layout, err := hf.LlamaTensors(r.model, c.stacked)
 		require.NoError(t, err)
-		gb := nn.NewBuilder(graph.New())
-		m, err := nn.NewLlama(gb, cfg)
-		require.NoError(t, err)
-		store := graph.NewStore()
-		require.NoError(t, hf.LoadLlama(dir, m, store))
-		ref := llamaref.FromStore(cfg, store, gb.Params())
-		ids, labels := make([]int32, b*T), make([]int32, b*T)
-		for i := range ids {
-			ids[i], labels[i] = int32(toks[i]), int32(toks[i+1])
-		}
-		f32 := func(name string) []float32 {
-			v, ok := f.Tensors[name]
-			require.True(t, ok, name)
-			require.Equal(t, "F32", v.DType)
-			o := make([]float32, len(v.Data)/4)
-			for i := range o {
-				o[i] = math.Float32frombits(uint32(v.Data[4*i]) | uint32(v.Data[4*i+1])<<8 | uint32(v.Data[4*i+2])<<16 | uint32(v.Data[4*i+3])<<24)
-			}
-			return o
-		}
-		loss := f32("loss")
-		require.InEpsilon(t, ref.Loss(ids, labels, b, T), float64(loss[0]), 1e-5, c.name)
-		layout, err := hf.LlamaTensors(m, c.stacked)
-		require.NoError(t, err)
-		require.Len(t, f.Names(), len(layout)+1, "the loss and one gradient per tensor of the layout")
-		require.Contains(t, f.Names(), c.tensor)
+		require.Len(t, r.got, len(layout)+1, "the loss and one gradient per tensor of the layout")
+		require.Contains(t, r.got, c.tensor)
 		want := map[string][]float64{}
-		for _, p := range gb.Params() {
-			want[p.Name()] = ref.Grad(p.Name(), ids, labels, b, T)
+		for _, p := range r.params {
+			want[p.Name()] = r.grad(p.Name())
 		}
 		for _, ht := range layout {
-			got := f32(ht.Name)
 			w := want[ht.Param.Name()][ht.Offset : ht.Offset+ht.Shape.Numel()]
-			require.Less(t, llamaref.RelErr(got, w), 1e-4, "%s %s", c.name, ht.Name)
+			require.Less(t, llamaref.RelErr(r.got[ht.Name], w), 1e-4, "%s %s", c.name, ht.Name)
 		}
 	}
 }
