@@ -98,6 +98,7 @@ type MoE struct {
 	// [H, S] are the shared expert's weights, SharedExpertGate [1, H]
 	// its sigmoid gate's (all nil without a shared expert).
 	SharedGateProj, SharedUpProj, SharedDownProj, SharedExpertGate *graph.Node
+	chosen                                                         map[*graph.Node][2]*graph.Node // Choose's nodes by logits
 }
 
 // NewMoE creates the block's parameters under name.
@@ -171,14 +172,24 @@ func (m *MoE) Forward(x *graph.Node) (y, logits *graph.Node) {
 // Choose is the router's choice from its logits [tokens, E]: the scores
 // (softmax, or sigmoid) and each token's experts [tokens, K] (int32),
 // chosen with the selection bias if the block has one. Forward routes
-// with it; ops.ExpertCounts of its choice is the load.
+// with it; ops.ExpertCounts of its choice is the load. Choose of logits
+// it has chosen from before (those Forward returned) returns the same
+// nodes: one choice, so a selection bias moves once per step.
 func (m *MoE) Choose(logits *graph.Node) (scores, idx *graph.Node) {
+	if c, ok := m.chosen[logits]; ok {
+		return c[0], c[1]
+	}
 	if m.Config.Sigmoid {
 		scores = ops.Sigmoid(logits)
 	} else {
 		scores = ops.Softmax(logits)
 	}
-	return scores, ops.TopK(scores, m.SelectionBias, m.Config.router())
+	idx = ops.TopK(scores, m.SelectionBias, m.Config.router())
+	if m.chosen == nil {
+		m.chosen = map[*graph.Node][2]*graph.Node{}
+	}
+	m.chosen[logits] = [2]*graph.Node{scores, idx}
+	return scores, idx
 }
 
 // LoadBalancingLoss is transformers' load_balancing_loss_func (Switch

@@ -307,12 +307,14 @@ func TestMoESelectionBiasBuffer(t *testing.T) {
 	require.NotContains(t, b.Params(), m.SelectionBias)
 	require.Equal(t, "moe.gate.e_score_correction_bias", m.SelectionBias.Name())
 	x := g.Input("x", graph.Float32, 16, 8)
-	y, _ := m.Forward(x)
+	y, logits := m.Forward(x)
+	_, idx := m.Choose(logits) // Forward's own choice: the bias moves once
+	load := ops.ExpertCounts(idx, 4)
 	loss := ops.Mean(ops.Mul(y, y))
 	store := graph.NewStore()
 	require.NoError(t, b.Init(store, 1))
 	require.Equal(t, make([]float32, 4), store.Float32("moe.gate.e_score_correction_bias"))
-	prep, err := passes.Prepare(g, store, passes.Config{Loss: loss, Params: b.Params()})
+	prep, err := passes.Prepare(g, store, passes.Config{Loss: loss, Params: b.Params(), TrainOutputs: []*graph.Node{load}})
 	require.NoError(t, err)
 	xv := make([]float32, 16*8)
 	for i := range xv {
