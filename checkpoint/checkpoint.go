@@ -77,6 +77,12 @@ type State struct {
 	// Meta is free-form metadata (model config, recipe, …). On Load, the
 	// keys "model" and "recipe", when set, must equal the file's.
 	Meta map[string]string
+	// Slices, when set, says that parameters of Store are slices of
+	// larger tensors (one rank's shards): their global shape and offset.
+	// Save records them, so that LoadShards can re-cut a checkpoint of
+	// one file per rank for another layout. The optimizer buffers of a
+	// sliced parameter hold the same slice.
+	Slices map[string]Slice
 	// Saved is set by Load to the file's metadata: Meta as saved, and
 	// Octet's own keys ("octet.step", "octet.format", ...).
 	Saved map[string]string
@@ -176,6 +182,16 @@ func build(s *State) (map[string]safetensors.TensorView, map[string]string, erro
 	meta := map[string]string{}
 	for k, v := range s.Meta {
 		meta[k] = v
+	}
+	if len(s.Slices) > 0 {
+		if err := checkSlices(s); err != nil {
+			return nil, nil, err
+		}
+		j, err := json.Marshal(s.Slices)
+		if err != nil {
+			return nil, nil, err
+		}
+		meta[slicesKey] = string(j)
 	}
 	meta["octet.format"] = Format
 	meta["octet.go"] = runtime.Version()

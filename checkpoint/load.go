@@ -193,6 +193,23 @@ func (l *loader) params() error {
 
 // optimizer stages the optimizer's float32 buffers and step count.
 func (l *loader) optimizer() error {
+	if err := l.optimizerSteps(); err != nil || l.s.Optimizer == nil {
+		return err
+	}
+	bufs := l.s.Optimizer.StateBuffers()
+	for _, name := range sortedKeys(bufs) {
+		data, err := l.f32("optim/"+name, []int{len(bufs[name])})
+		if err != nil {
+			return err
+		}
+		l.jobs = append(l.jobs, copyJob{bufs[name], data})
+	}
+	return nil
+}
+
+// optimizerSteps reads the optimizer's step count, refusing a file with
+// optimizer state loaded without an optimizer (unless SkipOptimizer).
+func (l *loader) optimizerSteps() error {
 	if l.s.Optimizer == nil {
 		if _, saved := l.meta["octet.optimizer.steps"]; saved && !l.s.SkipOptimizer {
 			return l.errorf("%w (%s steps of it); pass the optimizer, or set SkipOptimizer to load without it", ErrOptimizerState, l.meta["octet.optimizer.steps"])
@@ -202,14 +219,6 @@ func (l *loader) optimizer() error {
 	var err error
 	if l.optSteps, err = strconv.Atoi(l.meta["octet.optimizer.steps"]); err != nil || l.optSteps < 0 {
 		return l.mismatchf("metadata octet.optimizer.steps %q is not a step count (was it saved without an optimizer?)", l.meta["octet.optimizer.steps"])
-	}
-	bufs := l.s.Optimizer.StateBuffers()
-	for _, name := range sortedKeys(bufs) {
-		data, err := l.f32("optim/"+name, []int{len(bufs[name])})
-		if err != nil {
-			return err
-		}
-		l.jobs = append(l.jobs, copyJob{bufs[name], data})
 	}
 	return nil
 }

@@ -369,9 +369,11 @@ func (l *Loader) fingerprint() [len(fingerprintNames)]uint64 {
 }
 
 // UnmarshalBinary restores a position written by MarshalBinary, refusing
-// one of a loader with other examples, batch size, ranks, seed, shuffle,
+// one of a loader with other examples, batch size, seed, shuffle,
 // drop-last, stream or replacement (an error wrapping ErrState that names
-// the setting).
+// the setting). A position saved by a loader of another rank count
+// restores: it is a place in the sequence of global batches, which does
+// not depend on how the ranks share them.
 func (l *Loader) UnmarshalBinary(b []byte) error {
 	want := len(stateMagic) + 8*(len(fingerprintNames)+2)
 	if len(b) != want || string(b[:len(stateMagic)]) != stateMagic {
@@ -380,7 +382,7 @@ func (l *Loader) UnmarshalBinary(b []byte) error {
 	b = b[len(stateMagic):]
 	fp := l.fingerprint()
 	for i, name := range fingerprintNames {
-		if got := binary.LittleEndian.Uint64(b[8*i:]); got != fp[i] {
+		if got := binary.LittleEndian.Uint64(b[8*i:]); got != fp[i] && name != "ranks" {
 			return fmt.Errorf("data: loader state saved with %s %d, this loader has %d: %w", name, got, fp[i], ErrState)
 		}
 	}

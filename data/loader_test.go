@@ -176,7 +176,6 @@ func TestLoaderStateRefusesAnotherLoader(t *testing.T) {
 		{40, data.Config{BatchSize: 4, Shuffle: true, Seed: 1}, "batch size 8"},
 		{40, data.Config{BatchSize: 8, Shuffle: true, Seed: 2}, "seed 1"},
 		{40, data.Config{BatchSize: 8, Seed: 1}, "shuffle 1"},
-		{40, data.Config{BatchSize: 8, Shuffle: true, Seed: 1, World: 2}, "ranks 1"},
 	} {
 		b, err := data.NewLoader(ids(t, c.n), c.cfg)
 		require.NoError(t, err)
@@ -186,6 +185,47 @@ func TestLoaderStateRefusesAnotherLoader(t *testing.T) {
 	}
 	require.ErrorIs(t, a.UnmarshalBinary(saved[:10]), data.ErrState)
 	require.ErrorIs(t, a.Restore(data.State{Index: 5}), data.ErrState)
+}
+
+// A position saved by one rank count restores into another: the ranks'
+// rows after it, put together, are the global batches a single loader
+// draws after the same position.
+func TestLoaderStateMovesBetweenRankCounts(t *testing.T) {
+	cfg := data.Config{BatchSize: 6, Shuffle: true, Seed: 3}
+	one, err := data.NewLoader(ids(t, 40), cfg)
+	require.NoError(t, err)
+	for i := 0; i < 9; i++ { // into the second epoch
+		_, err := one.Next()
+		require.NoError(t, err)
+	}
+	saved, _ := one.MarshalBinary()
+	var want [][]float32
+	for i := 0; i < 4; i++ {
+		b, err := one.Next()
+		require.NoError(t, err)
+		want = append(want, append([]float32(nil), b.Float32At(0)...))
+	}
+	require.Len(t, want[0], 12) // 6 rows of two values
+	for _, world := range []int{2, 4} {
+		var ranks []*data.Loader
+		for r := 0; r < world; r++ {
+			c := cfg
+			c.Rank, c.World = r, world
+			l, err := data.NewLoader(ids(t, 40), c)
+			require.NoError(t, err)
+			require.NoError(t, l.UnmarshalBinary(saved))
+			ranks = append(ranks, l)
+		}
+		for i := range want {
+			var got []float32
+			for _, l := range ranks {
+				b, err := l.Next()
+				require.NoError(t, err)
+				got = append(got, b.Float32At(0)...)
+			}
+			require.Equal(t, want[i], got, "%d ranks, batch %d after the position", world, i)
+		}
+	}
 }
 
 // TestLoaderRefusesBadConfig before any batch.

@@ -305,6 +305,26 @@ func (s *Sharded) ShardStore(store *graph.Store) (*graph.Store, error) {
 	return out, nil
 }
 
+// Part is the slice of one parameter a rank holds: the parameter's
+// global shape and the flat (row-major) offset of the rank's elements.
+type Part struct {
+	Name   string
+	Shape  []int
+	Offset int
+}
+
+// Parts returns this rank's slice of every sharded parameter, in
+// parameter order (what a checkpoint records so that another layout can
+// re-cut the shards).
+func (s *Sharded) Parts() []Part {
+	rank := s.comm.Rank()
+	out := make([]Part, len(s.params))
+	for i, p := range s.params {
+		out[i] = Part{Name: p.Name(), Shape: append([]int(nil), p.Shape()...), Offset: dist.Offsets(s.shards[i].Counts)[rank]}
+	}
+	return out
+}
+
 // Gather writes the full parameters into store (for evaluation or a
 // checkpoint on one rank); every rank must call it.
 func (s *Sharded) Gather(store *graph.Store) error {

@@ -72,8 +72,10 @@ type Status struct {
 	// last one written ("" for none).
 	Checkpoint string
 	// Resumed is the checkpoint directory the run resumed from ("" for a
-	// fresh run); it resumed after step First.
-	Resumed string
+	// fresh run); it resumed after step First. Resharded says from which
+	// layout to which the checkpoint was re-cut ("FSDP 3 to DP 2"; ""
+	// when the layout did not change).
+	Resumed, Resharded string
 	// Precision names the run ("fp32", "bf16", "fp8"); Trainer is the
 	// trainer.
 	Precision string
@@ -148,6 +150,10 @@ type Result struct {
 	// Checkpoint is the last checkpoint written ("" for none); Resumed
 	// the one the run resumed from ("" for a fresh run).
 	Checkpoint, Resumed string
+	// Resharded says, when the run resumed from a checkpoint saved with
+	// another layout, from which to which ("FSDP 3 to DP 2"); "" when
+	// the layout did not change.
+	Resharded string
 }
 
 // Ran returns the number of steps this process ran.
@@ -392,7 +398,7 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 	}
 	res.First, res.End = first, first
 	res.Losses = make([]float32, 0, end-first)
-	rr.status = Status{Step: first, Total: total, First: first, Epoch: loader.Epoch(), Precision: res.Precision, Trainer: t, Resumed: resume}
+	rr.status = Status{Step: first, Total: total, First: first, Epoch: loader.Epoch(), Precision: res.Precision, Trainer: t, Resumed: resume, Resharded: res.Resharded}
 	if t.cfg.Profile && rank == 0 {
 		rep.prog.SetProfiling(true)
 		defer func() {

@@ -87,7 +87,11 @@ func Progress(w io.Writer, o ProgressOptions) Hook {
 				}
 			}
 			if s.Resumed != "" {
-				if _, err := fmt.Fprintf(w, "%s resumed from %s after %s %d of %d\n", name(s), s.Resumed, unit, s.First, s.Total); err != nil {
+				resharded := ""
+				if s.Resharded != "" {
+					resharded = "; resharded from " + s.Resharded
+				}
+				if _, err := fmt.Fprintf(w, "%s resumed from %s after %s %d of %d%s\n", name(s), s.Resumed, unit, s.First, s.Total, resharded); err != nil {
 					return err
 				}
 			}

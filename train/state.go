@@ -109,15 +109,92 @@ func (t *Trainer) latestCheckpoint(path string) (string, error) {
 	if len(cks) > 0 {
 		return cks[len(cks)-1], nil
 	}
-	for r := 0; r < t.world; r++ {
-		if _, err := os.Stat(t.stateFile(path, r)); err != nil {
-			if r == 0 {
-				return "", noCk(fmt.Errorf("train: resume %s: no checkpoint-<step> directory in it, nor %s", path, filepath.Base(t.stateFile(path, 0))))
-			}
-			return "", noCk(fmt.Errorf("train: resume: %w", err))
-		}
+	if _, _, err := t.savedFiles(path); errors.Is(err, errNoFiles) {
+		return "", noCk(fmt.Errorf("train: resume %s: no checkpoint-<step> directory in it, nor %s", path, filepath.Base(t.stateFile(path, 0))))
+	} else if err != nil {
+		return "", noCk(err)
 	}
 	return path, nil
+}
+
+// errNoFiles: a directory holds no state file of the run's name.
+var errNoFiles = errkind.With(errors.New("no state files"), ErrNoCheckpoint)
+
+// layoutKey is the metadata key of the layout a checkpoint was saved
+// with ("FSDP 3").
+const layoutKey = "train.layout"
+
+// savedFiles finds the files of the checkpoint in dir, one per rank of
+// the run that saved it, in rank order, and that run's world size: this
+// run's own files when they are there, else the one set of another world
+// size. It refuses a set with a rank's file missing (naming it; an error
+// wrapping ErrNoCheckpoint) and a directory with sets of several other
+// world sizes; with none it returns errNoFiles.
+func (t *Trainer) savedFiles(dir string) ([]string, int, error) {
+	name := t.cfg.Name
+	if name == "" {
+		name = "state"
+	}
+	worlds := map[int]bool{}
+	if _, err := os.Stat(filepath.Join(dir, name+".safetensors")); err == nil {
+		worlds[1] = true
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("train: resume: %w", err)
+	}
+	for _, e := range ents {
+		var r, n int
+		rest, ok := strings.CutPrefix(e.Name(), name+"-rank")
+		if !ok {
+			continue
+		}
+		if _, err := fmt.Sscanf(rest, "%d-of-%d.safetensors", &r, &n); err == nil && n > 1 && r >= 0 && r < n && e.Name() == fmt.Sprintf("%s-rank%d-of-%d.safetensors", name, r, n) {
+			worlds[n] = true
+		}
+	}
+	world := t.world
+	if !worlds[world] {
+		switch len(worlds) {
+		case 0:
+			return nil, 0, errkind.With(fmt.Errorf("train: resume %s: no %s", dir, filepath.Base(t.stateFile(dir, 0))), errNoFiles)
+		case 1:
+			for w := range worlds {
+				world = w
+			}
+		default:
+			var ws []int
+			for w := range worlds {
+				ws = append(ws, w)
+			}
+			sort.Ints(ws)
+			return nil, 0, fmt.Errorf("train: resume %s: it holds checkpoints of %v ranks and none of this run's %d; keep one set in the directory", dir, ws, t.world)
+		}
+	}
+	paths := make([]string, world)
+	for r := range paths {
+		paths[r] = filepath.Join(dir, name+".safetensors")
+		if world > 1 {
+			paths[r] = filepath.Join(dir, fmt.Sprintf("%s-rank%d-of-%d.safetensors", name, r, world))
+		}
+		if _, err := os.Stat(paths[r]); err != nil {
+			return nil, 0, errkind.With(fmt.Errorf("train: resume %s: rank %d's file of the %d that saved it is missing: %w", dir, r, world, err), ErrNoCheckpoint)
+		}
+	}
+	return paths, world, nil
+}
+
+// slices returns what a checkpoint of this rank records of its FSDP
+// shards (nil without FSDP).
+func (r *replica) slices() map[string]checkpoint.Slice {
+	if r.sh == nil {
+		return nil
+	}
+	out := map[string]checkpoint.Slice{}
+	for _, p := range r.sh.Parts() {
+		out[p.Name] = checkpoint.Slice{Shape: p.Shape, Offset: p.Offset}
+	}
+	return out
 }
 
 // stateFile is the file a rank saves in a checkpoint directory: one per
@@ -143,6 +220,7 @@ func (t *Trainer) meta() map[string]string {
 	}
 	m["recipe"] = precision.Label(t.rec) // with "/backward=…": a resume must run the same backward
 	m["train.accumulation"] = strconv.Itoa(t.accum)
+	m[layoutKey] = t.layout()
 	return m
 }
 
@@ -218,7 +296,7 @@ func (rr *rankRun) writeState(path string, step int) error {
 	if err != nil {
 		return err
 	}
-	st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Step: r.prog.Step(), RNG: map[string][]byte{"loader": lb}, Meta: t.meta()}
+	st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Step: r.prog.Step(), RNG: map[string][]byte{"loader": lb}, Meta: t.meta(), Slices: r.slices()}
 	st.Meta["train.step"] = strconv.Itoa(step)
 	return checkpoint.Save(path, st)
 }
@@ -245,13 +323,22 @@ func rotate(dir string, keep int) error {
 // returns the step to continue from.
 func (rr *rankRun) restore(dir string) (int, error) {
 	t, r := rr.t, rr.r
-	path := t.stateFile(dir, r.rank)
-	st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Meta: t.meta()}
-	step, err := rr.loadState(path, st)
+	st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Meta: t.meta(), Slices: r.slices()}
+	paths, world, err := t.savedFiles(dir)
+	var step int
+	var from string
+	if err == nil {
+		step, from, err = rr.loadState(paths, world, st)
+	} else {
+		err = resumeErr(err)
+	}
 	// Every rank must have read the same step (a flat layout's files are
 	// replaced one by one).
 	if err := rr.agree(err); err != nil {
 		return 0, err
+	}
+	if from != t.layout() {
+		rr.res.Resharded = from + " to " + t.layout()
 	}
 	if r.comm != nil {
 		lohi := []float32{float32(step), -float32(step)}
@@ -274,29 +361,53 @@ func (rr *rankRun) restore(dir string) (int, error) {
 	return step, nil
 }
 
-// loadState reads one rank's file and positions the loader.
-func (rr *rankRun) loadState(path string, st *checkpoint.State) (int, error) {
-	if err := checkpoint.Load(path, st); err != nil {
-		return 0, resumeErr(fmt.Errorf("train: resume: %w", err))
+// loadState reads this rank's state from the files of a checkpoint saved
+// over world ranks (paths, in rank order) and positions the loader: its
+// own file when the checkpoint has this run's layout, else every file,
+// re-cut for this rank (checkpoint.LoadShards). It returns the step and
+// the layout the checkpoint was saved with.
+func (rr *rankRun) loadState(paths []string, world int, st *checkpoint.State) (int, string, error) {
+	t := rr.t
+	path := paths[0]
+	from := t.layout()
+	if world == t.world {
+		path = paths[rr.r.rank]
+	}
+	meta, err := checkpoint.ReadMeta(path)
+	if err != nil {
+		return 0, "", resumeErr(fmt.Errorf("train: resume: %w", err))
+	}
+	if l, ok := meta[layoutKey]; ok {
+		from = l
+	} else if world != t.world { // saved before checkpoints named their layout
+		from = fmt.Sprintf("%d ranks", world)
+	}
+	if from == t.layout() {
+		err = checkpoint.Load(path, st)
+	} else {
+		err = checkpoint.LoadShards(paths, st)
+	}
+	if err != nil {
+		return 0, "", resumeErr(fmt.Errorf("train: resume: %w", err))
 	}
 	step, err := strconv.Atoi(st.Saved["train.step"])
 	if err != nil || step < 0 {
-		return 0, resumeErr(fmt.Errorf("train: resume: %s: no train.step in its metadata (not saved by train?)", path))
+		return 0, "", resumeErr(fmt.Errorf("train: resume: %s: no train.step in its metadata (not saved by train?)", path))
 	}
 	// The loader refuses another batch size or rank count; accumulation
 	// changes the effective batch too, so the run would not continue
 	// the same optimisation.
 	if a, ok := st.Saved["train.accumulation"]; ok && a != strconv.Itoa(rr.t.accum) {
-		return 0, resumeErr(configErrorf("resume: %s was saved with gradient accumulation over %s micro-batches, and this run accumulates %d: the effective batch would change; resume with GradientAccumulationSteps %s", path, a, rr.t.accum, a))
+		return 0, "", resumeErr(configErrorf("resume: %s was saved with gradient accumulation over %s micro-batches, and this run accumulates %d: the effective batch would change; resume with GradientAccumulationSteps %s", path, a, rr.t.accum, a))
 	}
 	lb, ok := st.RNG["loader"]
 	if !ok {
-		return 0, resumeErr(fmt.Errorf("train: resume: %s: no loader state", path))
+		return 0, "", resumeErr(fmt.Errorf("train: resume: %s: no loader state", path))
 	}
 	if err := rr.loader.UnmarshalBinary(lb); err != nil {
-		return 0, resumeErr(fmt.Errorf("train: resume: %s: %w", path, err))
+		return 0, "", resumeErr(fmt.Errorf("train: resume: %s: %w", path, err))
 	}
-	return step, nil
+	return step, from, nil
 }
 
 // SaveState writes the state of a model outside Fit: store, optimizer,

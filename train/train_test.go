@@ -504,3 +504,80 @@ func TestBiasBalancingRefusedUnderDP(t *testing.T) {
 	require.ErrorContains(t, err, "auxiliary-loss-free balancing")
 	require.ErrorContains(t, err, "moe")
 }
+
+// TestResumeReshards: a checkpoint saved by one layout resumes in any
+// other (FSDP 3 into FSDP 2, DP 2 and one process; DP 2 and one process
+// into FSDP 3), in float32 and TE delayed FP8 (amaxes reduced over the
+// ranks): the resumed run continues on the same global batches from the
+// saved parameters, optimizer and scaling state, so every later loss
+// equals the uninterrupted run's up to the order of the sums (float32;
+// FP8's first step), and the run says what changed.
+func TestResumeReshards(t *testing.T) {
+	ds := blobs(t, 100, 2)
+	type lay struct{ dp, fsdp int }
+	name := func(l lay) string {
+		switch {
+		case l.fsdp > 0:
+			return fmt.Sprintf("FSDP %d", l.fsdp)
+		case l.dp > 0:
+			return fmt.Sprintf("DP %d", l.dp)
+		}
+		return "one process"
+	}
+	for _, mp := range []struct{ mp, backend string }{{"no", ""}, {"fp8", "te"}} {
+		for _, c := range []struct {
+			from lay
+			to   []lay
+		}{
+			{lay{fsdp: 3}, []lay{{fsdp: 2}, {dp: 2}, {}}},
+			{lay{dp: 2}, []lay{{fsdp: 3}}},
+			{lay{}, []lay{{fsdp: 3}, {dp: 3}}},
+		} {
+			mod := func(l lay) func(*train.Config) {
+				return func(cfg *train.Config) { cfg.Model, cfg.DP, cfg.FSDP = mlpNoDropout, l.dp, l.fsdp }
+			}
+			const n = 6
+			full, err := trainer(t, mp.mp, mp.backend, mod(c.from)).Fit(ds, train.Run{Steps: 2 * n})
+			require.NoError(t, err)
+			dir := t.TempDir()
+			_, err = trainer(t, mp.mp, mp.backend, mod(c.from)).Fit(ds, train.Run{Steps: 2 * n, StopAfter: n, SaveDir: dir})
+			require.NoError(t, err)
+			for _, to := range c.to {
+				var log bytes.Buffer
+				rest, err := trainer(t, mp.mp, mp.backend, mod(to)).Fit(ds, train.Run{Steps: 2 * n, Resume: dir,
+					Hooks: []train.Hook{train.Progress(&log, train.ProgressOptions{Name: "run", NoEval: true})}})
+				require.NoError(t, err, "%s to %s", name(c.from), name(to))
+				require.Equal(t, n, rest.First)
+				require.Equal(t, name(c.from)+" to "+name(to), rest.Resharded)
+				require.Contains(t, log.String(), "resharded from "+name(c.from)+" to "+name(to))
+				for i, l := range rest.Losses {
+					// FP8 runs of different layouts drift apart after a
+					// step (each rank's gradients, scaled by its own row
+					// count, round differently to E5M2), as uninterrupted
+					// runs of those layouts do; the first resumed step
+					// reads only the loaded state and the batch.
+					eps := 1e-5
+					if mp.mp == "fp8" && i > 0 {
+						eps = 2e-2
+					}
+					require.InEpsilon(t, full.Losses[n+i], l, eps, "%s %s to %s: step %d", mp.mp, name(c.from), name(to), n+i)
+				}
+			}
+		}
+	}
+}
+
+// A checkpoint of FSDP 3 with a rank's file removed is refused, naming
+// the file, whatever layout resumes it.
+func TestResumeRefusesMissingShard(t *testing.T) {
+	ds := blobs(t, 100, 2)
+	dir := t.TempDir()
+	_, err := trainer(t, "no", "", func(c *train.Config) { c.FSDP = 3 }).Fit(ds, train.Run{Steps: 4, StopAfter: 2, SaveDir: dir, Flat: true})
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, "state-rank1-of-3.safetensors")))
+	for _, mod := range []func(*train.Config){nil, func(c *train.Config) { c.FSDP = 2 }, func(c *train.Config) { c.FSDP = 3 }} {
+		_, err = trainer(t, "no", "", mod).Fit(ds, train.Run{Steps: 4, Resume: dir})
+		require.ErrorIs(t, err, train.ErrResume)
+		require.ErrorContains(t, err, "state-rank1-of-3.safetensors")
+	}
+}

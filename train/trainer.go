@@ -256,6 +256,19 @@ func (t *Trainer) worldName() string {
 	return "one process"
 }
 
+// layout names how the parameters are laid out over the ranks, as a
+// checkpoint records it: "one process", "DP 2", "FSDP 3" (in-process
+// or MPI alike: the files do not differ).
+func (t *Trainer) layout() string {
+	switch {
+	case t.world == 1:
+		return "one process"
+	case t.fsdp:
+		return fmt.Sprintf("FSDP %d", t.world)
+	}
+	return fmt.Sprintf("DP %d", t.world)
+}
+
 // Recipe returns the recipe the trainer prepares its model with (nil for
 // float32).
 func (t *Trainer) Recipe() recipe.Recipe { return t.rec }
