@@ -134,6 +134,20 @@ func (c *Checks) InputFiles(flag string, paths ...string) {
 	}
 }
 
+// InputCheckpoint checks, before any work, that dir holds a whole
+// checkpoint whose files are called name (Config.Name): name.safetensors,
+// or one file per rank of a parallel run, any number of ranks (a resume
+// re-cuts them for its own).
+func (c *Checks) InputCheckpoint(flag, dir, name string) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		c.Fail("-%s %s: not a directory (want one holding %s.safetensors, or the files of a parallel run, %s-rank0-of-N.safetensors …)", flag, dir, name, name)
+		return
+	}
+	if _, _, err := savedFiles(dir, name, 1); err != nil {
+		c.Fail("-%s: %s", flag, strings.TrimPrefix(err.Error(), "train: resume "))
+	}
+}
+
 // DebugConfig reads the -fp8-debug file (a debug config in Transformer
 // Engine's YAML schema, see package inspect), or returns nil for no path.
 // logDir is -fp8-log, which a config needs.

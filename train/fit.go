@@ -115,8 +115,9 @@ type Result struct {
 	// ("te/HYBRID"); Settings where its settings came from.
 	Precision, Recipe, Settings string
 	// Losses holds each step's loss, from First to End; Total is the
-	// schedule's length.
-	Losses            []float32
+	// schedule's length. Earlier holds the losses of steps 0 to First
+	// that the checkpoint resumed from recorded (nil for a fresh run).
+	Losses, Earlier   []float32
 	First, End, Total int
 	// Busy is the time spent in steps (data loading excluded).
 	Busy time.Duration
@@ -164,9 +165,14 @@ func (r *Result) MsPerStep() float64 {
 	return float64(r.Busy.Microseconds()) / 1000 / float64(max(1, r.Ran()))
 }
 
-// MeanLoss returns the mean of the last n steps' losses (all if fewer).
+// MeanLoss returns the mean of the last n steps' losses (all if fewer),
+// those before a resume included when the checkpoint recorded them, so
+// that an interrupted run reports what the uninterrupted one would.
 func (r *Result) MeanLoss(n int) float64 {
 	tail := r.Losses[max(0, len(r.Losses)-n):]
+	if k := n - len(tail); k > 0 && len(r.Earlier) > 0 {
+		tail = append(append([]float32(nil), r.Earlier[max(0, len(r.Earlier)-k):]...), tail...)
+	}
 	if len(tail) == 0 {
 		return 0
 	}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/inspect"
 )
 
@@ -34,6 +35,12 @@ type CommandFlags struct {
 	JSON         bool
 	// Unit names a step in the flags' help ("step" when empty).
 	Unit string
+	// Parallel registers -dp and -fsdp (DP, FSDP: a number of in-process
+	// ranks or "mpi"); Connect joins the MPI job they may ask for and
+	// sets Comm.
+	Parallel bool
+	DP, FSDP Ranks
+	Comm     dist.Communicator
 }
 
 // Register adds the flags to fs, with the struct's values as defaults.
@@ -56,6 +63,9 @@ func (f *CommandFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Profile, "profile", f.Profile, "time every op of the training step and print the table per op type and per layer")
 	fs.StringVar(&f.Plot, "plot", f.Plot, "write the loss curves to this PNG file")
 	fs.BoolVar(&f.JSON, "json", f.JSON, "print one JSON object as the last line")
+	if f.Parallel {
+		f.registerParallel(func(v *Ranks, name, usage string) { fs.Var(v, name, usage) })
+	}
 }
 
 // Check records the flags' problems in ch, before any work: the
@@ -75,14 +85,16 @@ func (f *CommandFlags) Check(ch *Checks) {
 	ch.OutputFile("report", f.Report)
 	ch.OutputFile("plot", f.Plot)
 	ch.OutputDir("save", f.Save)
+	f.checkParallel(ch)
 }
 
 // Apply sets what the flags say in a trainer's configuration and a run
 // (checkpoints in the flat layout: one file per precision and rank in the
 // -save directory), for the run of precision p (one of Precision.Runs)
-// whose checkpoint files are called name.
+// whose checkpoint files are called name; with Parallel, the ranks.
 func (f *CommandFlags) Apply(p Precision, name string, cfg *Config, run *Run) {
 	cfg.Precision, cfg.BatchSize, cfg.LR, cfg.Seed, cfg.Name = p, f.Batch, f.LR, f.Seed, name
 	cfg.Debug, cfg.DebugLogDir, cfg.Profile = f.Debug, f.FP8Log, f.Profile
 	run.SaveDir, run.Resume, run.SaveEvery, run.StopAfter, run.Flat = f.Save, f.Resume, f.SaveEvery, f.StopAfter, true
+	f.applyParallel(cfg)
 }

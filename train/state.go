@@ -1,8 +1,10 @@
 package train
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -117,6 +119,10 @@ func (t *Trainer) latestCheckpoint(path string) (string, error) {
 	return path, nil
 }
 
+// lossesKey names the losses of the steps so far among a checkpoint's
+// generator states (float32, little-endian).
+const lossesKey = "train.losses"
+
 // errNoFiles: a directory holds no state file of the run's name.
 var errNoFiles = errkind.With(errors.New("no state files"), ErrNoCheckpoint)
 
@@ -135,6 +141,12 @@ func (t *Trainer) savedFiles(dir string) ([]string, int, error) {
 	if name == "" {
 		name = "state"
 	}
+	return savedFiles(dir, name, t.world)
+}
+
+// savedFiles is Trainer.savedFiles for files called name and a run of
+// world ranks.
+func savedFiles(dir, name string, world int) ([]string, int, error) {
 	worlds := map[int]bool{}
 	if _, err := os.Stat(filepath.Join(dir, name+".safetensors")); err == nil {
 		worlds[1] = true
@@ -153,11 +165,11 @@ func (t *Trainer) savedFiles(dir string) ([]string, int, error) {
 			worlds[n] = true
 		}
 	}
-	world := t.world
+	own := world
 	if !worlds[world] {
 		switch len(worlds) {
 		case 0:
-			return nil, 0, errkind.With(fmt.Errorf("train: resume %s: no %s", dir, filepath.Base(t.stateFile(dir, 0))), errNoFiles)
+			return nil, 0, errkind.With(fmt.Errorf("train: resume %s: no %s.safetensors (nor the files of a parallel run, %s-rank0-of-N.safetensors …)", dir, name, name), errNoFiles)
 		case 1:
 			for w := range worlds {
 				world = w
@@ -168,7 +180,7 @@ func (t *Trainer) savedFiles(dir string) ([]string, int, error) {
 				ws = append(ws, w)
 			}
 			sort.Ints(ws)
-			return nil, 0, fmt.Errorf("train: resume %s: it holds checkpoints of %v ranks and none of this run's %d; keep one set in the directory", dir, ws, t.world)
+			return nil, 0, fmt.Errorf("train: resume %s: it holds checkpoints of %v ranks and none of this run's %d; keep one set in the directory", dir, ws, own)
 		}
 	}
 	paths := make([]string, world)
@@ -298,6 +310,15 @@ func (rr *rankRun) writeState(path string, step int) error {
 	}
 	st := &checkpoint.State{Store: r.ckptStore, Optimizer: r.opt, Step: r.prog.Step(), RNG: map[string][]byte{"loader": lb}, Meta: t.meta(), Slices: r.slices()}
 	st.Meta["train.step"] = strconv.Itoa(step)
+	// The losses so far, so that a resumed run's mean of the last steps
+	// (Result.MeanLoss) covers the steps before it.
+	if losses := append(append([]float32(nil), rr.res.Earlier...), rr.res.Losses...); !rr.noRecord && len(losses) == step {
+		b := make([]byte, 4*len(losses))
+		for i, x := range losses {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		st.RNG[lossesKey] = b
+	}
 	return checkpoint.Save(path, st)
 }
 
@@ -399,6 +420,12 @@ func (rr *rankRun) loadState(paths []string, world int, st *checkpoint.State) (i
 	// the same optimisation.
 	if a, ok := st.Saved["train.accumulation"]; ok && a != strconv.Itoa(rr.t.accum) {
 		return 0, "", resumeErr(configErrorf("resume: %s was saved with gradient accumulation over %s micro-batches, and this run accumulates %d: the effective batch would change; resume with GradientAccumulationSteps %s", path, a, rr.t.accum, a))
+	}
+	if b, ok := st.RNG[lossesKey]; ok && len(b) == 4*step {
+		rr.res.Earlier = make([]float32, step)
+		for i := range rr.res.Earlier {
+			rr.res.Earlier[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
 	}
 	lb, ok := st.RNG["loader"]
 	if !ok {

@@ -143,6 +143,8 @@ func TestResumeIsExact(t *testing.T) {
 			require.Equal(t, n, rest.First)
 			require.Equal(t, 2*n, rest.End)
 			require.Equal(t, bits(full.Losses), bits(append(half.Losses, rest.Losses...)))
+			require.Equal(t, bits(half.Losses), bits(rest.Earlier), "the losses before the resume, from the checkpoint")
+			require.Equal(t, full.MeanLoss(10), rest.MeanLoss(10))
 			require.Equal(t, snapshot(t, straight.Store()), snapshot(t, second.Store()))
 			// The final checkpoints — parameters, optimizer state, FP8
 			// state, the loader's position, every rank's — are the same

@@ -25,5 +25,5 @@ func TestFixedBits(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
 	}
 	fig := fixedbits.Lines(r.Stdout, regexp.MustCompile(`accuracy|loss`), regexp.MustCompile(`, [0-9.]+ ms/step`))
-	fixedbits.Check(t, fig, filepath.Join(r.Dir, "ckpt"), "6a7aef70a346e794")
+	fixedbits.Check(t, fig, filepath.Join(r.Dir, "ckpt"), "216ec0d018031763")
 }

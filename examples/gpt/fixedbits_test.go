@@ -23,5 +23,5 @@ func TestFixedBits(t *testing.T) {
 	if err := run(cfg, &out); err != nil {
 		t.Fatal(err)
 	}
-	fixedbits.CheckJSON(t, out.String(), dir, "d631e75948fa96db")
+	fixedbits.CheckJSON(t, out.String(), dir, "e64eed30ece3896d")
 }

@@ -26,5 +26,5 @@ func TestFixedBits(t *testing.T) {
 	if err := run(cfg, &out); err != nil {
 		t.Fatal(err)
 	}
-	fixedbits.CheckJSON(t, out.String(), dir, "b05ce25a2783ae81")
+	fixedbits.CheckJSON(t, out.String(), dir, "2e1702caee233827")
 }

@@ -48,7 +48,8 @@ func TestCommandLines(t *testing.T) {
 		{Name: "format with ao", Args: []string{"-recipe", "ao", "-format", "E4M3"}, Code: 1, Says: "-format applies to -recipe te or block only"},
 		{Name: "dp 0", Args: []string{"-dp", "0"}, Code: 1, Says: "-dp 0"},
 		{Name: "dp negative", Args: []string{"-dp", "-2"}, Code: 1, Says: "-dp -2"},
-		{Name: "dp with stop-after", Args: []string{"-dp", "2", "-stop-after", "3"}, Code: 1, Says: "-stop-after does not combine with -dp"},
+		{Name: "dp and fsdp", Args: []string{"-dp", "2", "-fsdp", "2"}, Code: 1, Says: "-dp 2 and -fsdp 2: choose one"},
+		{Name: "dp mpi without the build", Args: []string{"-dp", "mpi"}, Code: 1, Says: "-dp mpi: this program was built without MPI"},
 		{Name: "dp with zero epochs", Args: []string{"-dp", "2", "-epochs", "0"}, Code: 1, Says: "-epochs 0"},
 		{Name: "dp with negative epochs", Args: []string{"-dp", "2", "-epochs", "-1"}, Code: 1, Says: "-epochs -1"},
 		{Name: "fsdp with zero epochs", Args: []string{"-fsdp", "2", "-epochs", "0"}, Code: 1, Says: "-epochs 0"},
@@ -107,7 +108,7 @@ func TestCommandLineCheckpoints(t *testing.T) {
 	require.Equal(t, []string{"mnist-fp32.safetensors", "mnist-fp8.safetensors"}, names)
 	r = clitest.Run(t, nil, append(quick, "-resume", ckpt)...)
 	require.Equal(t, 0, r.Code, r.Stderr)
-	require.Contains(t, r.Stdout, "ran steps 4–4 of 4; final loss: mean of steps 4–4")
+	require.Contains(t, r.Stdout, "ran steps 4–4 of 4; final loss: mean of steps 1–4") // the checkpoint keeps the earlier losses
 	r = clitest.Run(t, nil, append(quick, "-resume", ckpt, "-stop-after", "2")...)
 	require.Equal(t, 1, r.Code)
 	require.Contains(t, r.Stderr, "-resume: the checkpoint is at step 3, nothing left to train before step 2")

@@ -23,5 +23,5 @@ func TestFixedBits(t *testing.T) {
 	if err := run(cfg, &out); err != nil {
 		t.Fatal(err)
 	}
-	fixedbits.CheckJSON(t, out.String(), dir, "86d63ac6b350e54c")
+	fixedbits.CheckJSON(t, out.String(), dir, "7b3fbb2dd4753887")
 }

@@ -15,12 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/octetml/octet/data/mnist"
-	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/examples/internal/output"
 	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
@@ -39,11 +37,7 @@ type config struct {
 	limit       int // use only the first limit training examples (0: all)
 	testLimit   int // evaluate on the first testLimit test examples only (0: all; tests)
 	progress    bool
-	dp, fsdp    int
-	// mpi is set by -fsdp mpi: this process is one rank of an MPI job.
-	mpi     bool
-	mpiComm dist.Communicator
-	given   map[string]string // the flags set on the command line
+	given       map[string]string // the flags set on the command line
 }
 
 func parseHidden(s string) ([]int, error) {
@@ -71,20 +65,13 @@ func (c *config) validate() error {
 	ch.AtLeast("epochs", c.epochs, 1)
 	ch.NonNegative("wd", c.weightDecay)
 	ch.AtLeast("limit", c.limit, 0)
-	ch.AtLeast("dp", c.dp, 0)
 	if len(c.hidden) == 0 {
 		ch.Fail("-hidden: want at least one layer size")
 	}
-	if v, ok := c.given["dp"]; ok && c.dp == 0 {
-		ch.Fail("-dp %s: want at least 1 replica (leave -dp out for one process)", v)
-	}
-	if ps, err := c.Precision.Runs(); err == nil && c.Resume != "" && c.fsdp == 0 && !c.mpi && c.dp == 0 {
+	if ps, err := c.Precision.Runs(); err == nil && c.Resume != "" {
 		for _, p := range ps {
-			ch.InputFiles("resume", filepath.Join(c.Resume, "mnist-"+p.Name()+".safetensors"))
+			ch.InputCheckpoint("resume", c.Resume, "mnist-"+p.Name())
 		}
-	}
-	if c.dp > 0 && c.StopAfter > 0 {
-		ch.Fail("-stop-after does not combine with -dp (a data-parallel run saves no checkpoint to resume)")
 	}
 	// Parameters, their gradients and two Adam moments (16 bytes each),
 	// and the step's activations (a few buffers per layer and row, for
@@ -100,7 +87,7 @@ func (c *config) validate() error {
 }
 
 func main() {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 128, LR: 1e-3, Seed: 1}}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 128, LR: 1e-3, Seed: 1, Parallel: true}}
 	cfg.Register(flag.CommandLine)
 	var hidden string
 	flag.IntVar(&cfg.epochs, "epochs", 5, "training epochs")
@@ -108,23 +95,12 @@ func main() {
 	flag.Float64Var(&cfg.weightDecay, "wd", 0.01, "AdamW weight decay")
 	flag.StringVar(&cfg.dataDir, "data", "", "directory with the MNIST IDX files (default: the GoMNIST module)")
 	flag.IntVar(&cfg.limit, "limit", 0, "train on the first N examples only (0: all 60000)")
-	flag.IntVar(&cfg.dp, "dp", 0, "train data-parallel over N in-process replicas (with -recipe msamp: MS-AMP's FP8 gradient all-reduce)")
-	fsdpFlag := flag.String("fsdp", "", "train sharded (FSDP; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
 	flag.Parse()
 	cfg.given = map[string]string{}
 	flag.Visit(func(f *flag.Flag) { cfg.given[f.Name] = f.Value.String() })
 	var err error
 	if cfg.hidden, err = parseHidden(hidden); err != nil {
 		fatal(err)
-	}
-	switch *fsdpFlag {
-	case "":
-	case "mpi":
-		cfg.mpi = true
-	default:
-		if cfg.fsdp, err = strconv.Atoi(*fsdpFlag); err != nil || cfg.fsdp < 1 {
-			fatal(fmt.Errorf("-fsdp %q: want a number of ranks or mpi", *fsdpFlag))
-		}
 	}
 	cfg.progress = !cfg.JSON && term.IsTerminal(int(os.Stderr.Fd()))
 	if err := run(cfg, os.Stdout); err != nil {
@@ -139,27 +115,21 @@ func run(cfg config, w io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	if cfg.mpi {
-		comm, err := dist.NewMPI(0)
-		if err != nil {
-			return err
-		}
-		defer dist.FinalizeMPI()
-		cfg.mpiComm = comm
-		if comm.Rank() != 0 {
-			w, cfg.Plot = io.Discard, "" // rank 0 reports
-		}
+	finish, err := cfg.Connect()
+	if err != nil {
+		return err
+	}
+	defer finish()
+	if !cfg.Rank0() {
+		w, cfg.Plot = io.Discard, "" // rank 0 reports
 	}
 	precisions, err := cfg.Precision.Runs()
 	if err != nil {
 		return err
 	}
-	if cfg.dp > 0 && (cfg.fsdp > 0 || cfg.mpi || cfg.Save != "" || cfg.Resume != "") {
-		return fmt.Errorf("-dp does not combine with -fsdp, -save or -resume")
-	}
 	if r, err := cfg.Precision.FP8Recipe(); err != nil {
 		return err
-	} else if _, ms := r.LowBitOptimizer(); ms && (cfg.fsdp > 0 || cfg.mpi) {
+	} else if _, ms := r.LowBitOptimizer(); ms && cfg.FSDP.IsSet() {
 		return fmt.Errorf("-recipe msamp does not combine with -fsdp: MS-AMP shards nothing; use -recipe ao for float8 all-gather")
 	}
 	set, test, err := mnist.Load(cfg.dataDir)

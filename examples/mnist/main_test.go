@@ -94,7 +94,7 @@ func TestBadFlags(t *testing.T) {
 		says string
 	}{
 		{func(c *config) { c.Precision.MixedPrecision = "fp16" }, "-precision"},
-		{func(c *config) { c.Precision.Backend, c.fsdp = "msamp", 2 }, "msamp"},
+		{func(c *config) { c.Precision.Backend, c.FSDP = "msamp", train.Ranks{N: 2} }, "msamp"},
 		{func(c *config) { c.Precision.Backend, c.Precision.OptLevel = "msamp", "O3" }, "DeepSpeed"},
 		{func(c *config) { c.Precision.Backend = "xx" }, "-recipe"},
 		{func(c *config) { c.Precision.FP8Format = "E3M4" }, "E3M4"},
@@ -151,7 +151,8 @@ func TestSaveResume(t *testing.T) {
 }
 
 func TestFSDPFlag(t *testing.T) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, fsdp: 2}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280}
+	cfg.FSDP = train.Ranks{N: 2}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
@@ -162,7 +163,7 @@ func TestFSDPFlag(t *testing.T) {
 	total := 4*(784*64+64+64*64+64+64*10+10) - 3*64*64
 	require.Equal(t, float64(total), s["allgather_bytes_per_step"])
 	require.Greater(t, s["test_accuracy"].(float64), 0.7)
-	cfg.Batch, cfg.fsdp = 1, 2
+	cfg.Batch = 1
 	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-fsdp 2: the batch of 1 leaves ranks without rows")
 }
 
@@ -176,7 +177,7 @@ func TestUnevenSplits(t *testing.T) {
 	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te"}, Batch: 64, LR: 3e-3, Seed: 5}, epochs: 1, hidden: []int{32}, weightDecay: 0.01}
 	one, err := trainOne(base, base.Precision, set, test)
 	require.NoError(t, err)
-	for _, mut := range []func(*config){func(c *config) { c.fsdp = 3 }, func(c *config) { c.dp = 3 }} {
+	for _, mut := range []func(*config){func(c *config) { c.FSDP = train.Ranks{N: 3} }, func(c *config) { c.DP = train.Ranks{N: 3} }} {
 		cfg := base
 		mut(&cfg)
 		r, err := trainOne(cfg, cfg.Precision, set, test)
@@ -217,7 +218,8 @@ func TestMSAMPLevels(t *testing.T) {
 
 // A sharded run checkpoints one file per rank and resumes exactly.
 func TestFSDPSaveResume(t *testing.T) {
-	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 2, hidden: []int{64, 64}, weightDecay: 0.01, limit: 640, fsdp: 2}
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "ao", FP8Format: "HYBRID", AORecipe: "tensorwise"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 2, hidden: []int{64, 64}, weightDecay: 0.01, limit: 640}
+	base.FSDP = train.Ranks{N: 2}
 	var straight bytes.Buffer
 	require.NoError(t, run(base, &straight))
 	dir := t.TempDir()
@@ -244,7 +246,8 @@ func TestFSDPSaveResume(t *testing.T) {
 // replicas identical, and the casts' overflows and underflows are
 // reported.
 func TestDataParallelMSAMP(t *testing.T) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "msamp", FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280, dp: 4}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", Backend: "msamp", FP8Format: "HYBRID", OptLevel: "O2"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, weightDecay: 0.01, limit: 1280}
+	cfg.DP = train.Ranks{N: 4}
 	var out bytes.Buffer
 	require.NoError(t, run(cfg, &out))
 	var s map[string]any
@@ -252,8 +255,8 @@ func TestDataParallelMSAMP(t *testing.T) {
 	require.Contains(t, s, "fp8_allreduce_overflows")
 	require.Contains(t, s, "fp8_allreduce_underflows")
 	require.Greater(t, s["test_accuracy"].(float64), 0.6)
-	cfg.fsdp = 2
-	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-dp")
+	cfg.FSDP = train.Ranks{N: 2}
+	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-dp 4 and -fsdp 2: choose one")
 }
 
 // TestBadNumbersAreRefusedBeforeWork runs the example with values that
@@ -272,7 +275,6 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 		{func(c *config) { c.LR = -1 }, "-lr -1"},
 		{func(c *config) { c.LR = nan }, "-lr NaN"},
 		{func(c *config) { c.weightDecay = nan }, "-wd NaN"},
-		{func(c *config) { c.dp = -2 }, "-dp -2"},
 		{func(c *config) { c.limit = -5 }, "-limit -5"},
 		{func(c *config) { c.hidden = nil }, "-hidden"},
 		{func(c *config) { c.hidden = []int{100000000} }, "GiB are available"},
@@ -296,28 +298,24 @@ func TestBadNumbersAreRefusedBeforeWork(t *testing.T) {
 
 // TestParallelRunsStopOnNaN: a data-parallel or sharded run whose loss
 // turns NaN stops with an error naming the step, instead of exiting 0
-// with a NaN final loss; -dp 0 and -dp with -stop-after are refused.
+// with a NaN final loss.
 func TestParallelRunsStopOnNaN(t *testing.T) {
 	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32", Backend: "te", FP8Format: "HYBRID"}, Batch: 16, LR: 1e30, Seed: 1}, epochs: 1, hidden: []int{16}, limit: 640}
-	for _, mut := range []func(*config){func(c *config) { c.dp = 2 }, func(c *config) { c.fsdp = 2 }} {
+	for _, mut := range []func(*config){func(c *config) { c.DP = train.Ranks{N: 2} }, func(c *config) { c.FSDP = train.Ranks{N: 2} }} {
 		cfg := base
 		mut(&cfg)
 		err := run(cfg, &bytes.Buffer{})
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "the loss is")
 	}
-	cfg := base
-	cfg.LR, cfg.given = 1e-3, map[string]string{"dp": "0"}
-	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-dp 0")
-	cfg.given, cfg.dp, cfg.StopAfter = nil, 2, 3
-	require.ErrorContains(t, run(cfg, &bytes.Buffer{}), "-stop-after does not combine with -dp")
 }
 
 // TestAmaxAllReduceBytes: a data-parallel TE delayed-scaling run reports
 // its amax all-reduce, 4 bytes for each of the converted layers' three
 // casts (input, weight, output gradient); with reduce_amax off, none.
 func TestAmaxAllReduceBytes(t *testing.T) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", FP8Format: "HYBRID"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, limit: 256, dp: 2}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp8", FP8Format: "HYBRID"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{64, 64}, limit: 256}
+	cfg.DP = train.Ranks{N: 2}
 	for _, reduce := range []bool{true, false} {
 		cfg.Precision.ReduceAmax = &reduce
 		var out bytes.Buffer
@@ -331,4 +329,56 @@ func TestAmaxAllReduceBytes(t *testing.T) {
 			require.NotContains(t, s, "amax_allreduce_bytes_per_step")
 		}
 	}
+}
+
+// A run saved by -fsdp 3 resumes with -fsdp 2, -dp 2 and in one process
+// (float32: the final loss, over the steps before the resume too, within
+// 1e-5 of the uninterrupted run's); -dp 2 saves and resumes exactly; a
+// removed shard is refused by name.
+func TestReshardedResume(t *testing.T) {
+	base := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "fp32"}, Batch: 64, LR: 3e-3, Seed: 3, JSON: true}, epochs: 1, hidden: []int{32}, weightDecay: 0.01, limit: 1280, testLimit: 500}
+	last := func(b *bytes.Buffer) map[string]any {
+		var m map[string]any
+		require.NoError(t, output.DecodeLast(b.String(), &m))
+		return m
+	}
+	with := func(c config, dp, fsdp int) config {
+		c.DP, c.FSDP = train.Ranks{N: dp}, train.Ranks{N: fsdp}
+		return c
+	}
+	var straight bytes.Buffer
+	require.NoError(t, run(with(base, 0, 3), &straight))
+	dir := t.TempDir()
+	half := with(base, 0, 3)
+	half.StopAfter, half.Save = 10, dir
+	require.NoError(t, run(half, &bytes.Buffer{}))
+	for _, to := range [][2]int{{0, 2}, {2, 0}, {0, 0}} {
+		rest := with(base, to[0], to[1])
+		rest.Resume = dir
+		var out bytes.Buffer
+		require.NoError(t, run(rest, &out))
+		got := last(&out)
+		require.InEpsilon(t, last(&straight)["final_loss"], got["final_loss"], 1e-5, "%v", to)
+		require.Contains(t, got["resharded"], "FSDP 3 to ")
+	}
+
+	// DP 2: save and resume are exact.
+	var dpStraight bytes.Buffer
+	require.NoError(t, run(with(base, 2, 0), &dpStraight))
+	dpDir := t.TempDir()
+	half = with(base, 2, 0)
+	half.StopAfter, half.Save = 10, dpDir
+	require.NoError(t, run(half, &bytes.Buffer{}))
+	rest := with(base, 2, 0)
+	rest.Resume = dpDir
+	var out bytes.Buffer
+	require.NoError(t, run(rest, &out))
+	require.Equal(t, last(&dpStraight)["final_loss"], last(&out)["final_loss"])
+	require.Equal(t, last(&dpStraight)["test_accuracy"], last(&out)["test_accuracy"])
+	require.NotContains(t, last(&out), "resharded")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "mnist-fp32-rank1-of-3.safetensors")))
+	rest = with(base, 0, 2)
+	rest.Resume = dir
+	require.ErrorContains(t, run(rest, &bytes.Buffer{}), "mnist-fp32-rank1-of-3.safetensors")
 }

@@ -53,6 +53,9 @@ func (r *result) fields() map[string]any {
 	if r.AllGatherBytes > 0 {
 		f["allgather_bytes_per_step"], f["fp8_allgather_bytes_per_step"] = r.AllGatherBytes, r.Float8AllGatherBytes
 	}
+	if r.Resharded != "" {
+		f["resharded"] = r.Resharded
+	}
 	if r.AmaxAllReduceBytes > 0 {
 		f["amax_allreduce_bytes_per_step"] = r.AmaxAllReduceBytes
 	}
@@ -86,21 +89,14 @@ func trainOne(cfg config, p precision.Config, set, test *mnist.Set) (*result, er
 	if set.Len() < cfg.Batch {
 		return nil, fmt.Errorf("-batch %d is larger than the %d training examples (-limit)", cfg.Batch, set.Len())
 	}
-	tc := train.Config{Model: cfg.model, DropLast: true, WeightDecay: cfg.weightDecay, DP: cfg.dp, FSDP: cfg.fsdp, EvalBatchSize: evalBatch,
+	tc := train.Config{Model: cfg.model, DropLast: true, WeightDecay: cfg.weightDecay, EvalBatchSize: evalBatch,
 		Schedule: optim.WarmupCosine{Base: float32(cfg.LR), Min: float32(cfg.LR) / 50, Warmup: min(200, total/10), Total: total}}
 	run := train.Run{Steps: total, Eval: test, Hint: fmt.Sprintf("learning rate %g too high?", cfg.LR)}
 	cfg.Apply(p, "mnist-"+p.Name(), &tc, &run)
-	extra := ""
-	if n := cfg.fsdp; n > 0 || cfg.mpiComm != nil {
-		if cfg.mpiComm != nil {
-			tc.Comm, tc.FSDP, n = cfg.mpiComm, -1, cfg.mpiComm.Size()
-		}
-		if cfg.Batch < n {
-			return nil, fmt.Errorf("%s: the batch of %d leaves ranks without rows", cfg.world(n), cfg.Batch)
-		}
-		extra = fmt.Sprintf(" fsdp %d", n)
+	if n := cfg.World(); cfg.Batch < n {
+		return nil, fmt.Errorf("%s: the batch of %d leaves ranks without rows", cfg.world(), cfg.Batch)
 	}
-	tc.Meta = map[string]string{"model": fmt.Sprintf("mlp %v%s", cfg.sizes(), extra)}
+	tc.Meta = map[string]string{"model": fmt.Sprintf("mlp %v", cfg.sizes())}
 	tr, err := train.New(tc)
 	if err != nil {
 		return nil, err
@@ -117,23 +113,26 @@ func trainOne(cfg config, p precision.Config, set, test *mnist.Set) (*result, er
 	} else if err != nil {
 		return nil, err
 	}
-	r := &result{Result: res, TestAccuracy: res.Eval.Accuracy, FinalLoss: res.MeanLoss(100), lossFrom: res.End - min(100, len(res.Losses))}
+	r := &result{Result: res, TestAccuracy: res.Eval.Accuracy, FinalLoss: res.MeanLoss(100), lossFrom: res.End - min(100, len(res.Earlier)+len(res.Losses))}
 	msamp := false
 	if rec := tr.Recipe(); rec != nil {
 		_, msamp = rec.LowBitOptimizer()
 	}
-	r.dp = msamp && cfg.dp > 0
+	r.dp = msamp && cfg.DP.IsSet()
 	if cfg.FP8Debug != "" { // not the report's own temporary log
 		r.statsFile = res.StatsFile
 	}
 	return r, nil
 }
 
-// world names the ranks of a sharded run in messages: "-fsdp 3", or "the
-// MPI world of 3 ranks" under mpirun.
-func (c config) world(n int) string {
-	if c.mpiComm != nil {
-		return fmt.Sprintf("the MPI world of %d ranks", n)
+// world names the ranks in messages: "-fsdp 3", "-dp 2", or "the MPI
+// world of 3 ranks" under mpirun.
+func (c config) world() string {
+	switch {
+	case c.Comm != nil:
+		return fmt.Sprintf("the MPI world of %d ranks", c.Comm.Size())
+	case c.DP.IsSet():
+		return "-dp " + c.DP.String()
 	}
-	return fmt.Sprintf("-fsdp %d", n)
+	return "-fsdp " + c.FSDP.String()
 }
