@@ -1,6 +1,7 @@
 // Package dist holds Octet's communicators: the collectives sharded
 // training needs (AllGather, ReduceScatter, AllReduce with sum or max,
-// Broadcast), with a byte counter per collective.
+// Broadcast, AllToAll with uneven counts for expert parallelism), with a
+// byte counter per collective.
 //
 // The in-process backend (NewLocal) runs N ranks as goroutines over shared
 // buffers. Reductions add the ranks' contributions in rank order, so a run
@@ -8,18 +9,15 @@
 //
 // # Across machines
 //
-// A multi-machine backend would sit on MPI (OpenMPI), the engine CPU
-// clusters already run, through cgo behind a build tag so the default
-// build stays cgo-free: AllGather maps to MPI_Allgatherv (shard counts
-// and displacements from the same split this package uses), ReduceScatter
-// to MPI_Reduce_scatter with per-rank counts, AllReduce to MPI_Allreduce
-// with MPI_SUM or MPI_MAX, Broadcast to MPI_Bcast; FP8 payloads travel as
-// MPI_BYTE. For reductions to match the in-process backend bit for bit,
-// the MPI backend would gather the contributions and add them in rank
-// order rather than rely on MPI's reduction order. MPI errors (a dead
-// rank, a mismatched world size) would come back as Go errors naming the
-// collective and the rank, with MPI_Comm_set_errhandler set to
-// MPI_ERRORS_RETURN and a timeout around each collective.
+// NewMPI (build tag mpi; cgo against OpenMPI, so the default build stays
+// cgo-free) is a Communicator over MPI_COMM_WORLD: AllGather maps to
+// MPI_Iallgatherv, ReduceScatter and AllToAll to MPI_Ialltoallv (the
+// reduction then added in rank order, so that it equals the in-process
+// backend to the bit), AllReduce gathers and adds in rank order,
+// Broadcast is MPI_Ibcast; FP8 payloads travel as MPI_BYTE. Errors come
+// back as Go errors naming the collective and the rank (MPI_ERRORS_RETURN),
+// and a collective the other ranks do not answer within OCTET_MPI_TIMEOUT
+// fails instead of hanging.
 package dist
 
 import (
@@ -40,9 +38,16 @@ const (
 // Stats counts collectives and their bytes: for AllGather the bytes of
 // the gathered result, for ReduceScatter and AllReduce the bytes of the
 // input reduced, for Broadcast the bytes of the buffer.
+// For AllToAll, the bytes this rank sends to the other ranks (what it
+// keeps for itself is not counted).
 type Stats struct {
-	AllGatherCalls, ReduceScatterCalls, AllReduceCalls, BroadcastCalls int
-	AllGatherBytes, ReduceScatterBytes, AllReduceBytes, BroadcastBytes int64
+	AllGatherCalls, ReduceScatterCalls, AllReduceCalls, BroadcastCalls, AllToAllCalls int
+	AllGatherBytes, ReduceScatterBytes, AllReduceBytes, BroadcastBytes, AllToAllBytes int64
+}
+
+// Bytes returns the bytes of every collective Stats counts.
+func (s Stats) Bytes() int64 {
+	return s.AllGatherBytes + s.ReduceScatterBytes + s.AllReduceBytes + s.BroadcastBytes + s.AllToAllBytes
 }
 
 // Communicator is one rank's view of a group of ranks. Every rank must
@@ -62,6 +67,14 @@ type Communicator interface {
 	AllReduceF32(buf []float32, op ReduceOp) error
 	// BroadcastF32 copies root's buf to every rank.
 	BroadcastF32(buf []float32, root int) error
+	// AllToAllF32 sends every rank its own part of src and receives
+	// every rank's part for this one into dst: src holds, in rank order,
+	// send[r] values for rank r; dst receives, in rank order, recv[r]
+	// values from rank r. recv[r] on this rank must equal send[this
+	// rank] on rank r (uneven and zero counts are fine).
+	AllToAllF32(dst, src []float32, send, recv []int) error
+	// AllToAllU8 is AllToAllF32 for bytes (FP8 codes, scales).
+	AllToAllU8(dst, src []uint8, send, recv []int) error
 	// Stats returns this rank's counters.
 	Stats() Stats
 	// ResetStats zeroes the counters.
@@ -103,6 +116,8 @@ type group struct {
 	phase   uint64
 	f32     [][]float32
 	u8      [][]uint8
+	send    [][]int // each rank's send counts (all-to-all)
+	recv    [][]int // and its receive counts
 	errs    []error
 }
 
@@ -173,7 +188,7 @@ func NewLocal(size int) ([]Communicator, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("dist: %d ranks", size)
 	}
-	g := &group{size: size, f32: make([][]float32, size), u8: make([][]uint8, size), errs: make([]error, size)}
+	g := &group{size: size, f32: make([][]float32, size), u8: make([][]uint8, size), send: make([][]int, size), recv: make([][]int, size), errs: make([]error, size)}
 	g.cond = sync.NewCond(&g.mu)
 	out := make([]Communicator, size)
 	for r := range out {
@@ -321,4 +336,69 @@ func (c *local) BroadcastF32(buf []float32, root int) error {
 	c.stats.BroadcastCalls++
 	c.stats.BroadcastBytes += int64(4 * len(buf))
 	return err
+}
+
+// checkAllToAll checks one rank's all-to-all arguments: counts for every
+// rank, none negative, and buffers that hold them. It returns the bytes
+// sent to the other ranks.
+func checkAllToAll(rank, size, nsrc, ndst int, send, recv []int, elem int) (int64, error) {
+	if len(send) != size || len(recv) != size {
+		return 0, fmt.Errorf("dist: all-to-all on rank %d: %d send and %d receive counts for %d ranks", rank, len(send), len(recv), size)
+	}
+	var ns, nr int
+	for r := range send {
+		if send[r] < 0 || recv[r] < 0 {
+			return 0, fmt.Errorf("dist: all-to-all on rank %d: rank %d's counts are %d (send) and %d (receive)", rank, r, send[r], recv[r])
+		}
+		ns += send[r]
+		nr += recv[r]
+	}
+	if nsrc < ns || ndst < nr {
+		return 0, fmt.Errorf("dist: all-to-all on rank %d: src %d (want %d), dst %d (want %d)", rank, nsrc, ns, ndst, nr)
+	}
+	return int64((ns - send[rank]) * elem), nil
+}
+
+// allToAll is AllToAll over the typed slots: each rank publishes src and
+// its send counts, then copies its part of every rank's src.
+func allToAll[T any](c *local, slots [][]T, dst, src []T, send, recv []int, elem int) error {
+	sent, err := checkAllToAll(c.rank, c.g.size, len(src), len(dst), send, recv, elem)
+	slots[c.rank], c.g.send[c.rank], c.g.recv[c.rank], c.g.errs[c.rank] = src, send, recv, err
+	c.g.barrier()
+	if err = c.g.firstErr(); err == nil {
+		// Every rank checks every pair, so that all fail alike.
+		for r := 0; r < c.g.size && err == nil; r++ {
+			for q := 0; q < c.g.size; q++ {
+				if s, v := c.g.send[r][q], c.g.recv[q][r]; s != v {
+					err = fmt.Errorf("dist: all-to-all: rank %d sends %d values to rank %d, which expects %d", r, s, q, v)
+					break
+				}
+			}
+		}
+	}
+	if err == nil {
+		off := 0
+		for r, part := range slots {
+			// Rank r's values for this rank start after those it sends
+			// to the ranks before this one.
+			from, n := 0, recv[r]
+			for q := 0; q < c.rank; q++ {
+				from += c.g.send[r][q]
+			}
+			copy(dst[off:off+n], part[from:from+n])
+			off += n
+		}
+	}
+	c.g.barrier()
+	c.stats.AllToAllCalls++
+	c.stats.AllToAllBytes += sent
+	return err
+}
+
+func (c *local) AllToAllF32(dst, src []float32, send, recv []int) error {
+	return allToAll(c, c.g.f32, dst, src, send, recv, 4)
+}
+
+func (c *local) AllToAllU8(dst, src []uint8, send, recv []int) error {
+	return allToAll(c, c.g.u8, dst, src, send, recv, 1)
 }

@@ -33,6 +33,15 @@ static int octet_iallgatherv(void *src, int n, void *dst, int *counts, int *disp
 static int octet_ialltoallv(void *src, int *scounts, int *sdispls, void *dst, int *rcounts, int *rdispls, MPI_Request *req) {
 	return MPI_Ialltoallv(src, scounts, sdispls, MPI_FLOAT, dst, rcounts, rdispls, MPI_FLOAT, MPI_COMM_WORLD, req);
 }
+static int octet_ialltoallv_elem(void *src, int *scounts, int *sdispls, void *dst, int *rcounts, int *rdispls, int elem, MPI_Request *req) {
+	return MPI_Ialltoallv(src, scounts, sdispls, octet_type(elem), dst, rcounts, rdispls, octet_type(elem), MPI_COMM_WORLD, req);
+}
+static int octet_ialltoall_int(int *src, int *dst, MPI_Request *req) {
+	return MPI_Ialltoall(src, 1, MPI_INT, dst, 1, MPI_INT, MPI_COMM_WORLD, req);
+}
+static int octet_iallreduce_max_int(int *buf, MPI_Request *req) {
+	return MPI_Iallreduce(MPI_IN_PLACE, buf, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, req);
+}
 static int octet_ibcast(void *buf, int n, int root, MPI_Request *req) {
 	return MPI_Ibcast(buf, n, MPI_FLOAT, root, MPI_COMM_WORLD, req);
 }
@@ -64,6 +73,13 @@ type mpiComm struct {
 	stats   Stats
 	f32     []float32
 	req     C.MPI_Request
+	done    C.int // MPI_Test's flag (a field: a local would escape per call)
+	// a2a holds the all-to-all's counts and displacements in C memory
+	// (allocated once: MPI reads them until the collective completes):
+	// send counts, send displacements, receive counts, receive
+	// displacements, the counts received from each rank, one flag.
+	a2a []C.int
+	pin runtime.Pinner
 }
 
 var mpiOnce struct {
@@ -135,11 +151,10 @@ func (c *mpiComm) ResetStats()  { c.stats = Stats{} }
 func (c *mpiComm) wait(op string) error {
 	deadline := time.Now().Add(c.timeout)
 	for spins := 0; ; spins++ {
-		var done C.int
-		if rc := C.octet_test(&c.req, &done); rc != C.MPI_SUCCESS {
+		if rc := C.octet_test(&c.req, &c.done); rc != C.MPI_SUCCESS {
 			return mpiError(op, c.rank, rc)
 		}
-		if done != 0 {
+		if c.done != 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -305,4 +320,72 @@ func (c *mpiComm) BroadcastF32(buf []float32, root int) error {
 	c.stats.BroadcastCalls++
 	c.stats.BroadcastBytes += int64(4 * len(buf))
 	return err
+}
+
+// allToAll runs MPI_Ialltoallv after checking, on every rank, that each
+// rank sends what its receiver expects: the send counts are exchanged
+// first (MPI_Ialltoall), and a mismatch found by any rank fails the
+// collective on all of them (MPI_Iallreduce of a flag).
+func (c *mpiComm) allToAll(dst, src unsafe.Pointer, nsrc, ndst int, send, recv []int, elem int) error {
+	sent, err := checkAllToAll(c.rank, c.size, nsrc, ndst, send, recv, elem)
+	if err != nil {
+		return err
+	}
+	n := c.size
+	if c.a2a == nil {
+		c.a2a = unsafe.Slice((*C.int)(C.malloc(C.size_t(6*n+1)*C.size_t(unsafe.Sizeof(C.int(0))))), 6*n+1)
+	}
+	sc, sd, rc, rd, got, flag := c.a2a[:n], c.a2a[n:2*n], c.a2a[2*n:3*n], c.a2a[3*n:4*n], c.a2a[4*n:5*n], c.a2a[6*n:]
+	so, ro := 0, 0
+	for r := 0; r < n; r++ {
+		sc[r], sd[r], rc[r], rd[r] = C.int(send[r]), C.int(so), C.int(recv[r]), C.int(ro)
+		so += send[r]
+		ro += recv[r]
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if code := C.octet_ialltoall_int(&sc[0], &got[0], &c.req); code != C.MPI_SUCCESS {
+		return mpiError("all-to-all", c.rank, code)
+	}
+	if err := c.wait("all-to-all"); err != nil {
+		return err
+	}
+	bad := -1
+	for r := 0; r < n; r++ {
+		if int(got[r]) != recv[r] {
+			bad = r
+			break
+		}
+	}
+	flag[0] = C.int(bad + 1)
+	if code := C.octet_iallreduce_max_int(&flag[0], &c.req); code != C.MPI_SUCCESS {
+		return mpiError("all-to-all", c.rank, code)
+	}
+	if err := c.wait("all-to-all"); err != nil {
+		return err
+	}
+	switch {
+	case bad >= 0:
+		return fmt.Errorf("dist: all-to-all: rank %d sends %d values to rank %d, which expects %d", bad, int(got[bad]), c.rank, recv[bad])
+	case flag[0] != 0:
+		return fmt.Errorf("dist: all-to-all on rank %d: rank %d's counts do not match what it is sent (see its error)", c.rank, int(flag[0])-1)
+	}
+	c.pin.Pin(src)
+	c.pin.Pin(dst)
+	defer c.pin.Unpin()
+	if code := C.octet_ialltoallv_elem(src, &sc[0], &sd[0], dst, &rc[0], &rd[0], C.int(elem), &c.req); code != C.MPI_SUCCESS {
+		return mpiError("all-to-all", c.rank, code)
+	}
+	err = c.wait("all-to-all")
+	c.stats.AllToAllCalls++
+	c.stats.AllToAllBytes += sent
+	return err
+}
+
+func (c *mpiComm) AllToAllF32(dst, src []float32, send, recv []int) error {
+	return c.allToAll(ptrF32(dst), ptrF32(src), len(src), len(dst), send, recv, 4)
+}
+
+func (c *mpiComm) AllToAllU8(dst, src []uint8, send, recv []int) error {
+	return c.allToAll(ptrU8(dst), ptrU8(src), len(src), len(dst), send, recv, 1)
 }

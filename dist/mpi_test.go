@@ -68,6 +68,31 @@ func TestMPICollectives(t *testing.T) {
 	if err := c.BroadcastF32(b, n-1); err != nil || b[0] != float32(n-1) {
 		t.Fatalf("broadcast = %v, %v", b, err)
 	}
+	if err := checkAllToAllOn(c); err != nil {
+		t.Fatal(err)
+	}
+	// The all-to-all allocates nothing per call (its counts live in C
+	// memory, kept from the first call).
+	src, dst := make([]float32, 4*n), make([]float32, 4*n)
+	counts := make([]int, n)
+	for i := range counts {
+		counts[i] = 4
+	}
+	if a := testing.AllocsPerRun(10, func() {
+		if err := c.AllToAllF32(dst, src, counts, counts); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Fatalf("all-to-all: %v allocations per call", a)
+	}
+	// Counts that do not pair up fail on every rank.
+	bad := append([]int(nil), counts...)
+	if r == 1 {
+		bad[0] = 3
+	}
+	if err := c.AllToAllF32(dst, src, bad, counts); n > 1 && (err == nil || !strings.Contains(err.Error(), "rank 1")) {
+		t.Fatalf("mismatched all-to-all: %v", err)
+	}
 	if _, err := NewMPI(n + 1); err == nil {
 		t.Fatal("a mismatched world size was accepted")
 	}
