@@ -138,6 +138,10 @@ type Result struct {
 	// all-reduce of the delayed-scaling amaxes (4 bytes an amax; 0 with
 	// one process, without delayed scaling or with ReduceAmax false).
 	AmaxAllReduceBytes int64
+	// CommBytesPerStep is the payload of every collective this rank ran
+	// in the last step (dist.Stats.Bytes: gradients, gathers, amaxes,
+	// the loss, the expert dispatch; 0 for one process).
+	CommBytesPerStep int64
 	// With DP and the MS-AMP recipe: casts of the FP8 gradient
 	// all-reduce that saturated or flushed a value to zero.
 	FP8AllReduceOverflows, FP8AllReduceUnderflows int
@@ -535,6 +539,9 @@ func (rr *rankRun) step(step int) error {
 	}
 	if r.drv != nil && r.rank == 0 {
 		rr.res.AllGatherBytes = r.comm.Stats().AllGatherBytes
+	}
+	if r.comm != nil {
+		rr.res.CommBytesPerStep = r.comm.Stats().Bytes()
 	}
 	return rr.hooks(func(h *Hook) func(*Status) error {
 		if h.Every > 1 && (step+1)%h.Every != 0 && step+1 != rr.total {

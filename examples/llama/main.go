@@ -69,7 +69,7 @@ func main() {
 
 // parse reads the command line into a config with the defaults.
 func parse(fs *flag.FlagSet, args []string) (config, error) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 4, LR: 5e-4, Seed: 1, Unit: "iteration"}}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 4, LR: 5e-4, Seed: 1, Unit: "iteration", Parallel: true}}
 	cfg.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -147,6 +147,9 @@ func (c *config) validate() error {
 		if ps, err := c.Precision.Runs(); err == nil && len(ps) != 1 {
 			ch.Fail("-grads-out writes one precision's gradients; give -precision fp32, bf16 or fp8")
 		}
+		if c.DP.IsSet() || c.FSDP.IsSet() {
+			ch.Fail("-grads-out writes the gradients of one process's batch; leave out -dp and -fsdp")
+		}
 	}
 	if c.exportDir != "" {
 		ch.OutputDir("export", c.exportDir)
@@ -221,7 +224,7 @@ func (c *config) validate() error {
 	}
 	if ps, err := c.Precision.Runs(); err == nil && c.Resume != "" {
 		for _, p := range ps {
-			ch.InputFiles("resume", filepath.Join(c.Resume, "llama-"+p.Name()+".safetensors"))
+			ch.InputCheckpoint("resume", c.Resume, "llama-"+p.Name())
 		}
 	}
 	// Parameters with gradients and Adam moments (the vocabulary may not
@@ -248,6 +251,14 @@ func (c *config) validate() error {
 func run(cfg config, w io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	finish, err := cfg.Connect()
+	if err != nil {
+		return err
+	}
+	defer finish()
+	if !cfg.Rank0() { // under mpirun rank 0 reports and writes the files
+		w, cfg.Plot, cfg.Report, cfg.exportDir, cfg.exportFP8, cfg.sample = io.Discard, "", "", "", "", 0
 	}
 	precisions, err := cfg.Precision.Runs()
 	if err != nil {

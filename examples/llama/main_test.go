@@ -350,3 +350,40 @@ func TestCommandLines(t *testing.T) {
 		require.False(t, r.Panicked())
 	}
 }
+
+// An MoE decoder trains data-parallel (-dp 2) and sharded (-fsdp 3) as
+// one process does (float32: losses within 1e-5), reports the bytes its
+// collectives move per iteration, and a checkpoint of -fsdp 3 resumes
+// with -dp 2 and in one process.
+func TestParallelMoE(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "corpus.txt")
+	require.NoError(t, os.WriteFile(text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200)), 0o644))
+	quick := []string{"-text", text, "-block", "16", "-batch", "6", "-eval-batches", "2", "-eval-every", "0", "-sample", "0", "-hidden", "32",
+		"-intermediate", "32", "-layers", "2", "-heads", "2", "-kv-heads", "1", "-iters", "6", "-experts", "4", "-top-k", "2", "-precision", "fp32", "-json"}
+	runJSON := func(args ...string) map[string]any {
+		out, err := runArgs(t, append(append([]string(nil), quick...), args...)...)
+		require.NoError(t, err, out)
+		var m map[string]any
+		require.NoError(t, output.DecodeLast(out, &m))
+		return m
+	}
+	one := runJSON()
+	require.NotContains(t, one, "comm_bytes_per_iter")
+	for _, par := range [][]string{{"-dp", "2"}, {"-fsdp", "3"}} {
+		got := runJSON(par...)
+		require.InEpsilon(t, one["val_loss"], got["val_loss"], 1e-5, "%v", par)
+		require.InEpsilon(t, one["train_loss"], got["train_loss"], 1e-5, "%v", par)
+		require.Greater(t, got["comm_bytes_per_iter"].(float64), 4.0*one["params"].(float64), "%v: at least the gradients", par)
+	}
+	ck := filepath.Join(dir, "ck")
+	straight := runJSON("-fsdp", "3")
+	runJSON("-fsdp", "3", "-stop-after", "3", "-save", ck)
+	for _, par := range [][]string{{"-dp", "2"}, {}} {
+		got := runJSON(append(par, "-resume", ck)...)
+		require.InEpsilon(t, straight["val_loss"], got["val_loss"], 1e-5, "%v", par)
+		require.Contains(t, got["resharded"], "FSDP 3 to ")
+	}
+	_, err := runArgs(t, append(append([]string(nil), quick...), "-dp", "2", "-fsdp", "2")...)
+	require.ErrorContains(t, err, "choose one")
+}

@@ -137,6 +137,12 @@ func (r *result) fields() map[string]any {
 	if r.load != nil { // a Mixture of Experts
 		f["expert_load"], f["balancing_loss"] = r.jsonLoad(), r.balancing
 	}
+	if r.Ranks > 1 {
+		f["ranks"], f["comm_bytes_per_iter"] = r.Ranks, r.CommBytesPerStep
+	}
+	if r.Resharded != "" {
+		f["resharded"] = r.Resharded
+	}
 	return f
 }
 
@@ -350,6 +356,11 @@ func trainOne(cfg config, p precision.Config, t *tokens, init func(*graph.Store)
 		return nil, fmt.Errorf("-resume: %s", strings.TrimPrefix(err.Error(), "train: resume: "))
 	} else if err != nil {
 		return nil, err
+	}
+	if !cfg.Rank0() {
+		// Under mpirun the other ranks have trained; rank 0 measures,
+		// samples and exports.
+		return &result{Result: res}, nil
 	}
 	trainSample, err := sampleWindows(cfg, t.train, 98)
 	if err != nil {
