@@ -168,6 +168,21 @@ func (g *Graph) Apply(op Op, name string, inputs ...*Node) *Node {
 	return n
 }
 
+// Rename gives n the name name, which no other node of the graph may
+// have; passes use it to hand a replaced node's name to its replacement.
+func (g *Graph) Rename(n *Node, name string) error {
+	if n == nil || n.g != g {
+		return fmt.Errorf("graph: rename: the node is not in this graph")
+	}
+	if other := g.names[name]; other != nil && other != n {
+		return fmt.Errorf("graph: rename %q to %q: another node has that name", n.name, name)
+	}
+	delete(g.names, n.name)
+	n.name = name
+	g.names[name] = n
+	return nil
+}
+
 // ReplaceUses makes every consumer of old read new instead (compiler
 // passes use it). The shapes and dtypes must match.
 func (g *Graph) ReplaceUses(old, new *Node) error {

@@ -22,7 +22,26 @@ const (
 // weight gradient is zero).
 type groupedOp struct {
 	mode groupedMode
+	// first is the layer's index of w's first expert (an
+	// expert-parallel rank holds experts first, first+1, …).
+	first int
 }
+
+// GroupedFirstExpert returns the layer's index of the first expert whose
+// weight a grouped GEMM node (GroupedLinear or its gradients) holds: 0,
+// or an expert-parallel rank's first (GroupedLinearExperts).
+func GroupedFirstExpert(n *graph.Node) int {
+	if o, ok := n.Op().(groupedOp); ok {
+		return o.first
+	}
+	return 0
+}
+
+// paddedRows reports whether a grouped GEMM's group sizes (its input
+// counts) come from an expert-parallel receive (EPLocalCounts): the
+// groups may then end before the operand's last row, the rest being
+// padding the GEMM leaves out (its output rows there are zero).
+func paddedRows(counts *graph.Node) bool { return counts != nil && counts.Is(KindEPLocalCounts) }
 
 func (o groupedOp) Type() string { return o.Kind().String() }
 func (o groupedOp) Kind() graph.Kind {
@@ -78,18 +97,20 @@ func (o groupedOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	}
 }
 
-func checkCounts(counts []int32, n int, name string) error {
+// checkCounts checks group sizes against an operand of n rows (at most
+// n when padded) and returns their total.
+func checkCounts(counts []int32, n int, name string, padded bool) (int, error) {
 	total := 0
 	for e, c := range counts {
 		if c < 0 {
-			return fmt.Errorf("group sizes %q: expert %d has %d rows", name, e, c)
+			return 0, fmt.Errorf("group sizes %q: expert %d has %d rows", name, e, c)
 		}
 		total += int(c)
 	}
-	if total != n {
-		return fmt.Errorf("group sizes %q add up to %d rows, the operand has %d", name, total, n)
+	if total != n && !(padded && total < n) {
+		return 0, fmt.Errorf("group sizes %q add up to %d rows, the operand has %d", name, total, n)
 	}
-	return nil
+	return total, nil
 }
 
 func (o groupedOp) Bind(b *graph.Binding) (graph.Kernel, error) {
@@ -99,16 +120,19 @@ func (o groupedOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	rows, counts, third, out := b.In[0].F32, b.In[1].I32, b.In[2].F32, b.Out.F32
 	n, width := b.In[0].Shape[0], b.In[0].Shape[1]
-	name := b.Node.Input(1).Name()
+	name, padded := b.Node.Input(1).Name(), paddedRows(b.Node.Input(1))
+	outWidth := 0 // the output's row width (forward and gradX)
 	var run func(e, r0, c int)
 	switch o.mode {
 	case groupedForward: // y [N out] = x [c in] · W_eᵀ
 		nOut, in := b.In[2].Shape[1], b.In[2].Shape[2]
+		outWidth = nOut
 		run = func(e, r0, c int) {
 			g.Run(false, true, c, nOut, in, 1, rows[r0*in:], in, third[e*nOut*in:], in, 0, out[r0*nOut:], nOut)
 		}
 	case groupedGradX: // dx [N in] = dy [c out] · W_e
 		nOut, in := b.In[2].Shape[1], b.In[2].Shape[2]
+		outWidth = in
 		run = func(e, r0, c int) {
 			g.Run(false, false, c, in, nOut, 1, rows[r0*nOut:], nOut, third[e*nOut*in:], in, 0, out[r0*in:], in)
 		}
@@ -124,7 +148,8 @@ func (o groupedOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		}
 	}
 	return func() error {
-		if err := checkCounts(counts, n, name); err != nil {
+		total, err := checkCounts(counts, n, name, padded)
+		if err != nil {
 			return err
 		}
 		r0 := 0
@@ -133,6 +158,9 @@ func (o groupedOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 				run(e, r0, int(c))
 			}
 			r0 += int(c)
+		}
+		if total < n && outWidth > 0 {
+			clear(out[total*outWidth:])
 		}
 		return nil
 	}, nil
@@ -145,11 +173,11 @@ func (o groupedOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 	x, counts, w := n.Input(0), n.Input(1), n.Input(2)
 	out := make([]*graph.Node, 3)
 	if need[0] {
-		out[0] = apply(groupedOp{groupedGradX}, n.Name()+".dx", dy, counts, w)
+		out[0] = apply(groupedOp{groupedGradX, o.first}, n.Name()+".dx", dy, counts, w)
 		out[0].SetRole(graph.Dgrad, n)
 	}
 	if need[2] {
-		out[2] = apply(groupedOp{groupedGradW}, n.Name()+".dw", dy, counts, x)
+		out[2] = apply(groupedOp{groupedGradW, o.first}, n.Name()+".dw", dy, counts, x)
 		out[2].SetRole(graph.Wgrad, n)
 	}
 	return out
@@ -164,7 +192,17 @@ func (o groupedOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // weight gradient. Group sizes that are negative or do not add up to N
 // fail the run, naming them.
 func GroupedLinear(name string, x, counts, w *graph.Node) *graph.Node {
-	y := apply(groupedOp{groupedForward}, name, x, counts, w)
+	return GroupedLinearExperts(name, x, counts, w, 0)
+}
+
+// GroupedLinearExperts is GroupedLinear for an expert-parallel rank whose
+// weights w are the layer's experts first, first+1, … (the FP8 passes
+// name each expert's scaling state by its index in the layer). With
+// group sizes from EPLocalCounts the row groups may end before x's last
+// row (the receive buffer's padding, left out; the output is zero
+// there).
+func GroupedLinearExperts(name string, x, counts, w *graph.Node, first int) *graph.Node {
+	y := apply(groupedOp{mode: groupedForward, first: first}, name, x, counts, w)
 	y.SetRole(graph.Fprop, nil)
 	return y
 }

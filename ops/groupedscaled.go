@@ -81,7 +81,7 @@ func (o groupedScaledOp) Attrs() string {
 func (o groupedScaledOp) Config() (fp8.GEMM, GroupedCast) { return o.gemm, o.cast }
 
 func (o groupedScaledOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
-	s, dt, err := groupedOp{o.mode()}.Infer(in)
+	s, dt, err := groupedOp{mode: o.mode()}.Infer(in)
 	if err != nil {
 		return nil, graph.Invalid, err
 	}
@@ -124,7 +124,7 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 		return nil
 	}
 	if o.cast.A.Kind == fp8.BF16Rounding {
-		return o.bindBF16(rows, counts, third, out, n, nOut, in, name)
+		return o.bindBF16(rows, counts, third, out, n, nOut, in, name, paddedRows(b.Node.Input(1)))
 	}
 	ca, err := fp8.NewCast(o.cast.A.Quantizer, aRows, aCols, o.cast.A.Axis, metaOf(o.cast.MetasA))
 	if err != nil {
@@ -145,7 +145,7 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	g := fp8.NewScaledGEMM()
 	// expert runs expert e's cast and GEMM on its c rows from row r0.
-	return o.experts(counts, out, n, nOut, in, name, func(e, r0, c int, warm bool) error {
+	return o.experts(counts, out, n, nOut, in, name, paddedRows(b.Node.Input(1)), func(e, r0, c int, warm bool) error {
 		cast := func(cc *fp8.Cast, metas []*fp8.Meta, dst []uint8, src []float32, r int) error {
 			if metas != nil {
 				cc.Meta = metas[e]
@@ -181,10 +181,15 @@ func (o groupedScaledOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 // then writes): the GEMMs' buffers and scratch grow with the shapes they
 // have seen, and this sizes them for the largest group, so that no
 // later routing allocates. A warm run records no amax.
-func (o groupedScaledOp) experts(counts []int32, out []float32, n, nOut, in int, name string, run func(e, r0, c int, warm bool) error) graph.Kernel {
+func (o groupedScaledOp) experts(counts []int32, out []float32, n, nOut, in int, name string, padded bool, run func(e, r0, c int, warm bool) error) graph.Kernel {
 	warm := false
+	outWidth := nOut // the output's row width (fprop: out, dgrad: in)
+	if o.gemm == fp8.Dgrad {
+		outWidth = in
+	}
 	return func() error {
-		if err := checkCounts(counts, n, name); err != nil {
+		total, err := checkCounts(counts, n, name, padded)
+		if err != nil {
 			return err
 		}
 		if !warm && n > 0 {
@@ -192,6 +197,9 @@ func (o groupedScaledOp) experts(counts []int32, out []float32, n, nOut, in int,
 			if err := run(0, 0, n, true); err != nil {
 				return err
 			}
+		}
+		if total < n && o.gemm != fp8.Wgrad {
+			defer clear(out[total*outWidth:]) // the padding rows, after the warm run
 		}
 		r0 := 0
 		for e, cnt := range counts {
@@ -213,14 +221,14 @@ func (o groupedScaledOp) experts(counts []int32, out []float32, n, nOut, in int,
 
 // bindBF16 is Bind for bf16 operands: each expert's GEMM is the
 // BF16MatMul of its rows.
-func (o groupedScaledOp) bindBF16(rows []float32, counts []int32, third, out []float32, n, nOut, in int, name string) (graph.Kernel, error) {
+func (o groupedScaledOp) bindBF16(rows []float32, counts []int32, third, out []float32, n, nOut, in int, name string, padded bool) (graph.Kernel, error) {
 	g, err := newGemm()
 	if err != nil {
 		return nil, err
 	}
 	a, bb := &kernels.Operand{}, &kernels.Operand{}
 	ep := kernels.Epilogue{Alpha: 1}
-	return o.experts(counts, out, n, nOut, in, name, func(e, r0, c int, _ bool) error {
+	return o.experts(counts, out, n, nOut, in, name, padded, func(e, r0, c int, _ bool) error {
 		return o.runBF16(g, a, bb, ep, rows, third, out, e, r0, c, nOut, in)
 	}), nil
 }

@@ -114,8 +114,9 @@ func (c *converter) groupedFprop(n *graph.Node, m Match) (*graph.Node, error) {
 	}
 	c.report.Notes = append(c.report.Notes, plan.Notes...)
 	gl := &groupedLayer{fqn: fqn, experts: experts, plan: plan, hp: n, fp8: true}
+	first := ops.GroupedFirstExpert(n) // an expert-parallel rank's experts keep their index in the layer
 	for e := range experts {
-		st, err := c.layerState(fmt.Sprintf("%s.%d", fqn, e))
+		st, err := c.layerState(fmt.Sprintf("%s.%d", fqn, first+e))
 		if err != nil {
 			return nil, err
 		}

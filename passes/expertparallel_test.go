@@ -1,0 +1,110 @@
+package passes_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/passes"
+	"github.com/octetml/octet/recipe"
+)
+
+// moeStep is one training step of an MoE layer: the loss, and each
+// parameter's gradient by name.
+type moeStep struct {
+	loss  uint32
+	grads map[string][]uint32
+}
+
+// runMoE builds an MoE layer over tokens rows (the rows themselves a
+// parameter, so that their gradient is checked), with loss Σ y·dy,
+// prepares it under rc (nil: float32), with expert parallelism over ep
+// when set, and runs two steps on the same inputs; it returns the second.
+func runMoE(t *testing.T, rc recipe.Recipe, ep *ops.ExpertParallel, tokens int) (moeStep, []passes.ExpertShard) {
+	const hidden, inter, experts = 32, 32, 5
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	x := b.Scope("input").Param("rows", nn.Normal(1), tokens, hidden)
+	moe, err := nn.NewMoE(b, "moe", nn.MoEConfig{Experts: experts, TopK: 2, Hidden: hidden, Intermediate: inter, NormTopKProb: true, Init: nn.Normal(0.2)})
+	require.NoError(t, err)
+	y, _ := moe.Forward(x)
+	dy := g.Input("dy", graph.Float32, tokens, hidden)
+	loss := ops.Sum(ops.Mul(y, dy))
+	store := graph.NewStore()
+	require.NoError(t, b.Init(store, 11))
+	var shards []passes.ExpertShard
+	cfg := passes.Config{Recipe: rc, Loss: loss, Params: b.Params(), Filter: func(*graph.Node, string) bool { return true }}
+	if ep != nil {
+		cfg.ForwardPasses = []passes.Pass{passes.ExpertParallelPass(ep, &shards)}
+	}
+	prep, err := passes.Prepare(g, store, cfg)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(3, 4))
+	dys := make([]float32, tokens*hidden)
+	for i := range dys {
+		dys[i] = float32(rng.NormFloat64())
+	}
+	require.NoError(t, prep.Train.FeedFloat32(dy, dys))
+	var out moeStep
+	for range 2 {
+		require.NoError(t, prep.Train.Run())
+	}
+	l, err := prep.Train.Scalar(prep.Loss)
+	require.NoError(t, err)
+	out.loss = math.Float32bits(l)
+	out.grads = map[string][]uint32{}
+	for i, p := range b.Params() {
+		out.grads[p.Name()] = bitsOf(prep.Train.Float32(prep.Grads[i]))
+	}
+	return out, shards
+}
+
+// Expert parallelism over 2 and 3 ranks (10 tokens: uneven) gives the
+// loss and every gradient one process gives, bit for bit — the rows', the
+// router's, and each rank's slice of the expert weights' — in float32,
+// bf16 and FP8 with block scaling, MXFP8 and delayed scaling (the
+// experts' casts see one process's rows).
+func TestExpertParallelEqualsOneProcess(t *testing.T) {
+	recipes := map[string]recipe.Recipe{"fp32": nil, "bf16": recipe.BF16{}, "block": recipe.Float8Block{},
+		"mxfp8": recipe.TE{UseMXFP8BlockScaling: true}, "te delayed": recipe.TE{Margin: 1, AmaxHistoryLen: 4, AmaxComputeAlgo: fp8.MaxAlgo}}
+	for name, rc := range recipes {
+		one, _ := runMoE(t, rc, nil, 10)
+		for _, p := range []int{2, 3} {
+			err := dist.RunLocal(p, func(c dist.Communicator) error {
+				got, shards := runMoE(t, rc, &ops.ExpertParallel{Comm: c}, 10)
+				if got.loss != one.loss {
+					return fmt.Errorf("loss %v, one process %v", math.Float32frombits(got.loss), math.Float32frombits(one.loss))
+				}
+				held := map[string]passes.ExpertShard{}
+				for _, s := range shards {
+					held[s.Param.Name()] = s
+				}
+				if len(held) != 2 {
+					return fmt.Errorf("%d expert weights sharded, want 2", len(held))
+				}
+				for pn, want := range one.grads {
+					g := got.grads[pn]
+					if s, ok := held[pn]; ok {
+						per := len(want) / 5
+						want, g = want[s.First*per:(s.First+s.N)*per], g[s.First*per:(s.First+s.N)*per]
+					}
+					for i := range want {
+						if g[i] != want[i] {
+							return fmt.Errorf("gradient of %q [%d]: %v, one process %v", pn, i, math.Float32frombits(g[i]), math.Float32frombits(want[i]))
+						}
+					}
+				}
+				return nil
+			})
+			require.NoError(t, err, "%s over %d ranks", name, p)
+		}
+	}
+}
