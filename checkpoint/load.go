@@ -249,28 +249,55 @@ func (l *loader) rawOptimizer() error {
 // backends, formats and delayed-scaling settings as the file's, with
 // finite positive scales and amaxes that are not negative.
 func (l *loader) scalingStates() error {
+	layers, err := l.fp8Layers()
+	if err != nil {
+		return err
+	}
+	src := map[string]layerSource{}
+	for fqn, lm := range layers {
+		src[fqn] = layerSource{l, lm}
+	}
+	return stageScaling(l, src, false)
+}
+
+// fp8Layers reads the file's record of its FP8 layers.
+func (l *loader) fp8Layers() (map[string]*layerMeta, error) {
 	var layers map[string]*layerMeta
 	if err := json.Unmarshal([]byte(l.meta["octet.fp8"]), &layers); err != nil {
-		return l.corruptf("metadata octet.fp8 is not valid: %w", err)
+		return nil, l.corruptf("metadata octet.fp8 is not valid: %w", err)
 	}
-	have := fp8Layers(l.s.Store)
-	if len(have) == 0 && len(layers) > 0 {
-		first := sortedKeys(layers)[0]
-		return l.errorf("layer %q was converted with the %s backend (%d FP8 layer(s) in the file) and this store has no FP8 layer state: %w", first, layers[first].Backend, len(layers), ErrNotPrepared)
+	return layers, nil
+}
+
+// layerSource is the file a layer's scaling state is read from.
+type layerSource struct {
+	l  *loader
+	lm *layerMeta
+}
+
+// stageScaling stages into to every FP8 layer state of to's store from
+// the files src names for each; layers the files hold and the store
+// does not are refused unless extra (a rank's part of a model).
+func stageScaling(to *loader, src map[string]layerSource, extra bool) error {
+	have := fp8Layers(to.s.Store)
+	if len(have) == 0 && len(src) > 0 && !extra {
+		first := sortedKeys(src)[0]
+		return src[first].l.errorf("layer %q was converted with the %s backend (%d FP8 layer(s) in the file) and this store has no FP8 layer state: %w", first, src[first].lm.Backend, len(src), ErrNotPrepared)
 	}
 	// Layers in name order, so that the first problem reported does not
 	// depend on map order.
-	for _, fqn := range sortedKeys(layers) {
-		if _, ok := have[fqn]; !ok {
-			return l.mismatchf("layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", fqn, layers[fqn].Backend)
+	for _, fqn := range sortedKeys(src) {
+		if _, ok := have[fqn]; !ok && !extra {
+			return src[fqn].l.mismatchf("layer %q was converted with the %s backend but this model does not convert it; use the recipe it was saved with", fqn, src[fqn].lm.Backend)
 		}
 	}
 	for _, fqn := range sortedKeys(have) {
 		ls := have[fqn]
-		lm, ok := layers[fqn]
+		ss, ok := src[fqn]
 		if !ok {
-			return l.mismatchf("this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", fqn, ls.Backend)
+			return to.mismatchf("this model converts layer %q (%s backend) but the checkpoint has no state for it (saved in float32 or with another filter?)", fqn, ls.Backend)
 		}
+		l, lm := ss.l, ss.lm
 		if lm.Backend != ls.Backend {
 			return l.mismatchf("layer %q was saved with the %s backend, this run uses %s", fqn, lm.Backend, ls.Backend)
 		}
@@ -279,24 +306,27 @@ func (l *loader) scalingStates() error {
 			return l.mismatchf("layer %q has %d scaling states, the checkpoint %d", fqn, len(metas), len(lm.Metas))
 		}
 		for _, tensor := range sortedKeys(metas) {
-			if err := l.scalingState(fqn, tensor, metas[tensor], lm.Metas[tensor]); err != nil {
+			j, err := l.scalingState(fqn, tensor, metas[tensor], lm.Metas[tensor])
+			if err != nil {
 				return err
 			}
+			to.metaJobs = append(to.metaJobs, j)
 		}
 	}
 	return nil
 }
 
-// scalingState stages one tensor's delayed-scaling state.
-func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) error {
+// scalingState reads and checks one tensor's delayed-scaling state, to
+// be committed.
+func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) (metaJob, error) {
 	if ms == nil {
-		return l.mismatchf("layer %q: no %s scaling state", fqn, tensor)
+		return metaJob{}, l.mismatchf("layer %q: no %s scaling state", fqn, tensor)
 	}
 	if ms.Format != m.Format.String() {
-		return l.mismatchf("layer %q %s was cast to %s, this run casts to %v (fp8_format differs)", fqn, tensor, ms.Format, m.Format)
+		return metaJob{}, l.mismatchf("layer %q %s was cast to %s, this run casts to %v (fp8_format differs)", fqn, tensor, ms.Format, m.Format)
 	}
 	if ms.Steps < 0 || ms.NonFinite < 0 || ms.Overflows < 0 {
-		return l.corruptf("layer %q %s: negative counters", fqn, tensor)
+		return metaJob{}, l.corruptf("layer %q %s: negative counters", fqn, tensor)
 	}
 	// The recipe's scaling settings must be the ones it was saved with: a
 	// changed margin, interval, algorithm or power-of-two rule would
@@ -306,20 +336,20 @@ func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) er
 		saved, now any
 	}{{"margin", ms.Margin, m.Margin}, {"interval", ms.Interval, m.Interval}, {"amax_compute_algo", ms.Algo, m.Algo.String()}, {"power-of-two scales", ms.Pow2, m.Pow2}} {
 		if d.saved != d.now {
-			return l.mismatchf("layer %q %s was saved with %s %v, this run uses %v; resume with the recipe it was saved with", fqn, tensor, d.field, d.saved, d.now)
+			return metaJob{}, l.mismatchf("layer %q %s was saved with %s %v, this run uses %v; resume with the recipe it was saved with", fqn, tensor, d.field, d.saved, d.now)
 		}
 	}
 	p := "fp8/" + fqn + "/" + tensor + "/"
 	j := metaJob{m: m, ms: ms}
 	var err error
 	if j.scale, err = l.f32(p+"scale", []int{1}); err != nil {
-		return err
+		return metaJob{}, err
 	}
 	if j.inv, err = l.f32(p+"scale_inv", []int{1}); err != nil {
-		return err
+		return metaJob{}, err
 	}
 	if j.hist, err = l.f32(p+"amax_history", []int{len(m.History)}); err != nil {
-		return err
+		return metaJob{}, err
 	}
 	// Scales are finite and positive, the inverse the reciprocal;
 	// histories hold amaxes (≥ 0, or the inf and NaN the spec keeps
@@ -328,17 +358,16 @@ func (l *loader) scalingState(fqn, tensor string, m *fp8.Meta, ms *metaState) er
 	decode(sc[:], j.scale)
 	decode(inv[:], j.inv)
 	if !(sc[0] > 0) || math.IsInf(float64(sc[0]), 0) || !(inv[0] > 0) || math.IsInf(float64(inv[0]), 0) || inv[0] != 1/sc[0] {
-		return l.corruptf("layer %q %s: scale %v and scale_inv %v are not a finite positive pair", fqn, tensor, sc[0], inv[0])
+		return metaJob{}, l.corruptf("layer %q %s: scale %v and scale_inv %v are not a finite positive pair", fqn, tensor, sc[0], inv[0])
 	}
 	hist := make([]float32, len(m.History))
 	decode(hist, j.hist)
 	for i, a := range hist {
 		if a < 0 {
-			return l.corruptf("layer %q %s: amax_history[%d] is %v, an amax is never negative", fqn, tensor, i, a)
+			return metaJob{}, l.corruptf("layer %q %s: amax_history[%d] is %v, an amax is never negative", fqn, tensor, i, a)
 		}
 	}
-	l.metaJobs = append(l.metaJobs, j)
-	return nil
+	return j, nil
 }
 
 // generators stages the named generator states the caller asks for.

@@ -102,10 +102,12 @@ type piece struct {
 // (the slice s.Slices gives, or the whole parameter) and each optimizer
 // buffer that goes with it ("<kind>/<parameter>", as long as the
 // parameter's buffer) is assembled from the files' slices; files without
-// slices hold whole tensors (data-parallel replicas). The optimizer's
-// other buffers, its encoded state, the FP8 scaling states and the
-// generator states come from the first file (every rank holds the same
-// when the ranks reduce their amaxes). Every file is checked as Load
+// slices hold whole tensors (data-parallel replicas). Each FP8 layer's
+// scaling state comes from the first file that has it (every rank holds
+// the same when the ranks reduce their amaxes; an expert-parallel rank
+// its experts'; a State with Slices may hold fewer layers than the
+// files). The optimizer's other buffers, its encoded state and the
+// generator states come from the first file. Every file is checked as Load
 // checks one, and they must be of one step; a parameter some element of
 // which is in no file (a shard missing) is refused naming it. Nothing is
 // written into s unless all of it loads.
@@ -247,7 +249,24 @@ func LoadShards(paths []string, s *State) (err error) {
 			}
 		}
 	}
-	for _, stage := range []func() error{first.rawOptimizer, first.scalingStates, first.generators} {
+	// Each FP8 layer's state from the first file that has it (an
+	// expert-parallel rank's file holds its experts' only).
+	src := map[string]layerSource{}
+	for _, l := range ls {
+		layers, err := l.fp8Layers()
+		if err != nil {
+			return err
+		}
+		for fqn, lm := range layers {
+			if _, ok := src[fqn]; !ok {
+				src[fqn] = layerSource{l, lm}
+			}
+		}
+	}
+	if err := stageScaling(first, src, len(s.Slices) > 0); err != nil {
+		return err
+	}
+	for _, stage := range []func() error{first.rawOptimizer, first.generators} {
 		if err := stage(); err != nil {
 			return err
 		}

@@ -404,3 +404,65 @@ func EPToOwners(xs, plan *graph.Node, capacity int, ep *ExpertParallel) *graph.N
 func EPFromOwners(ys, plan *graph.Node, rows int, ep *ExpertParallel) *graph.Node {
 	return apply(epExchangeOp{ep: ep, rows: rows}, scopedName(ys, "ep_from_owners"), ys, plan)
 }
+
+// epDispatchOp is Dispatch of this rank's tokens: x [T, H] and idx
+// [T, K] in, this rank's tokens' rows in expert order out.
+type epDispatchOp struct {
+	ep      *ExpertParallel
+	experts int
+}
+
+func (epDispatchOp) Type() string     { return KindEPDispatch.String() }
+func (epDispatchOp) Kind() graph.Kind { return KindEPDispatch }
+func (o epDispatchOp) Attrs() string  { return fmt.Sprintf("%s,experts=%d", o.ep.attrs(), o.experts) }
+
+func (o epDispatchOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
+	s, dt, err := dispatchOp{o.experts}.Infer(in)
+	if err != nil {
+		return nil, graph.Invalid, err
+	}
+	if !o.ep.valid() {
+		return nil, graph.Invalid, fmt.Errorf("%q: no expert-parallel group", in[0].Name())
+	}
+	tokens, k := in[1].Shape()[0], in[1].Shape()[1]
+	if tokens < o.ep.Comm.Size() {
+		return nil, graph.Invalid, fmt.Errorf("%q: %d tokens leave some of the %d expert-parallel ranks none", in[0].Name(), tokens, o.ep.Comm.Size())
+	}
+	_, n := o.ep.LocalTokens(tokens)
+	return graph.Shape{n * k, s[1]}, dt, nil
+}
+
+func (o epDispatchOp) Bind(b *graph.Binding) (graph.Kernel, error) {
+	tokens, k := b.In[1].Shape[0], b.In[1].Shape[1]
+	first, n := o.ep.LocalTokens(tokens)
+	r := &routeState{experts: o.experts, k: k, counts: make([]int32, o.experts), pos: make([]int32, n*k), nx: make([]int32, o.experts), name: b.Node.Input(1).Name()}
+	x, idx, out := b.In[0].F32, b.In[1].I32[first*k:(first+n)*k], b.Out.F32
+	h := b.In[0].Shape[1]
+	return func() error {
+		if err := r.plan(idx); err != nil {
+			return err
+		}
+		for i, p := range r.pos {
+			t := first + i/r.k
+			copy(out[int(p)*h:int(p)*h+h], x[t*h:t*h+h])
+		}
+		return nil
+	}, nil
+}
+
+// Grad adds each of this rank's tokens' K rows back (DispatchGrad) and
+// gathers every rank's tokens.
+func (o epDispatchOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
+	idx := n.Input(1)
+	dx := apply(dispatchGradOp{o.experts}, n.Name()+".dx", dy, EPSlice(idx, o.ep))
+	return []*graph.Node{EPGather(dx, idx.Shape()[0], o.ep), nil}
+}
+
+// EPDispatch is Dispatch of this rank's tokens (ExpertParallel.LocalTokens)
+// of x [T, H] with the choices idx [T, K]: [local tokens·K, H] in expert
+// order. It reads x and idx where Dispatch does, so a graph's other
+// readers of x see their gradients added in the order one process adds
+// them; its gradient gathers every rank's tokens' rows.
+func EPDispatch(x, idx *graph.Node, experts int, ep *ExpertParallel) *graph.Node {
+	return apply(epDispatchOp{ep: ep, experts: experts}, scopedName(x, "ep_dispatch"), x, idx)
+}

@@ -98,6 +98,7 @@ var (
 	KindEPSlice                  = graph.NewKind("EPSlice")
 	KindEPGather                 = graph.NewKind("EPGather")
 	KindEPPlan                   = graph.NewKind("EPPlan")
+	KindEPDispatch               = graph.NewKind("EPDispatch")
 	KindEPLocalCounts            = graph.NewKind("EPLocalCounts")
 	KindEPToOwners               = graph.NewKind("EPToOwners")
 	KindEPFromOwners             = graph.NewKind("EPFromOwners")

@@ -8,18 +8,20 @@ import (
 )
 
 // ExpertShard is the part of one expert weight [experts, out, in] an
-// expert-parallel rank holds: experts [First, First+N) of Param.
+// expert-parallel rank holds: experts [First, First+N) of Param, the
+// weight of the grouped GEMM Layer (whose experts' FP8 states are named
+// Layer.0, Layer.1, …).
 type ExpertShard struct {
 	Param    *graph.Node
+	Layer    string
 	First, N int
 }
 
 // ShardExperts rewrites every Mixture-of-Experts layer of the forward
 // graph g (Dispatch → grouped expert GEMMs and the row-wise ops between
 // them → Combine, as nn.MoE builds it) for expert parallelism over ep:
-// this rank slices its tokens (EPSlice of the layer's input rows, expert
-// choices and weights), dispatches them to the experts' ranks
-// (EPToOwners), runs its own experts (GroupedLinearExperts on its slice
+// this rank dispatches its tokens (EPDispatch, and EPSlice of the expert
+// choices and weights) to the experts' ranks (EPToOwners), runs its own experts (GroupedLinearExperts on its slice
 // of each expert weight, the receive buffer as large as one process's
 // rows), sends the rows back (EPFromOwners), combines its tokens and
 // gathers every rank's (EPGather). It returns each expert weight's
@@ -112,8 +114,10 @@ func shardLayer(g *graph.Graph, comb *graph.Node, ep *ops.ExpertParallel, seen m
 	}
 	first, n := ep.LocalExperts(experts)
 	_, nTok := ep.LocalTokens(tokens)
-	xq, idxq, wq := ops.EPSlice(x2, ep), ops.EPSlice(idx, ep), ops.EPSlice(w, ep)
-	xs := ops.Dispatch(xq, idxq, experts)
+	// The dispatch reads the layer's rows and choices as Dispatch did, so
+	// that the rows' gradient sums its parts in one process's order.
+	xs := ops.EPDispatch(x2, idx, experts, ep)
+	idxq, wq := ops.EPSlice(idx, ep), ops.EPSlice(w, ep)
 	plan := ops.EPPlan(ops.ExpertCounts(idxq, experts), ep)
 	local := ops.EPLocalCounts(plan, ep)
 	recv := ops.EPToOwners(xs, plan, dispatch.Shape()[0], ep)
@@ -127,11 +131,14 @@ func shardLayer(g *graph.Graph, comb *graph.Node, ep *ops.ExpertParallel, seen m
 		if old.Is(ops.KindGroupedLinear) {
 			wt := old.Input(2)
 			seen[wt] = true
-			shards = append(shards, ExpertShard{Param: wt, First: first, N: n})
 			name := old.Name()
+			shards = append(shards, ExpertShard{Param: wt, Layer: name, First: first, N: n})
 			if err := g.Rename(old, name+"/replaced by expert parallelism"); err != nil {
 				return nil, err
 			}
+			// The replaced node stays in the graph, dead: no longer a
+			// layer's forward GEMM, the FP8 passes leave it alone.
+			old.SetRole(graph.RoleNone, nil)
 			built[old] = ops.GroupedLinearExperts(name, built[old.Input(0)], local, ops.Slice(wt, 0, first, first+n), first)
 			continue
 		}

@@ -338,6 +338,11 @@ func (rr *rankRun) evaluate() error {
 			return err
 		}
 	}
+	if r.experts != nil {
+		if err := r.gatherExperts(); err != nil {
+			return err
+		}
+	}
 	var err error
 	ev := &Eval{Step: rr.status.Step}
 	if r.rank == 0 {

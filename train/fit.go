@@ -311,7 +311,11 @@ func (t *Trainer) setup(comm dist.Communicator, ds data.Dataset) (*replica, *dat
 	if comm != nil {
 		rank = comm.Rank()
 	}
-	lo, hi := data.Shard(t.cfg.BatchSize, t.world, rank)
+	dataRank := rank
+	if t.ep {
+		dataRank = 0 // every expert-parallel rank runs the whole batch
+	}
+	lo, hi := data.Shard(t.cfg.BatchSize, t.dataRanks(), dataRank)
 	// Rank 0 alone opens the debug log; a failure there must stop every
 	// rank before the collectives of the set-up.
 	var log *inspect.Log
@@ -343,7 +347,7 @@ func (t *Trainer) setup(comm dist.Communicator, ds data.Dataset) (*replica, *dat
 		}
 	}
 	loader, err := data.NewLoader(ds, data.Config{BatchSize: t.cfg.BatchSize, Shuffle: !t.cfg.NoShuffle, Seed: t.cfg.Seed,
-		DropLast: t.cfg.DropLast, Rank: rank, World: t.world, Prefetch: t.cfg.Prefetch, Replacement: t.cfg.Replacement, Stream: t.cfg.Stream})
+		DropLast: t.cfg.DropLast, Rank: dataRank, World: t.dataRanks(), Prefetch: t.cfg.Prefetch, Replacement: t.cfg.Replacement, Stream: t.cfg.Stream})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -442,6 +446,11 @@ func (t *Trainer) fitRank(comm dist.Communicator, ds data.Dataset, run Run, resu
 	}
 	if rep.sh != nil {
 		if err := rep.sh.Gather(rep.store); err != nil {
+			return err
+		}
+	}
+	if rep.experts != nil {
+		if err := rep.gatherExperts(); err != nil {
 			return err
 		}
 	}

@@ -41,6 +41,11 @@ type CommandFlags struct {
 	Parallel bool
 	DP, FSDP Ranks
 	Comm     dist.Communicator
+	// ExpertParallel registers -ep (EP: a number of in-process ranks or
+	// "mpi"), expert parallelism for models with Mixture-of-Experts
+	// layers (Config.EP).
+	ExpertParallel bool
+	EP             Ranks
 }
 
 // Register adds the flags to fs, with the struct's values as defaults.
@@ -63,7 +68,7 @@ func (f *CommandFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.Profile, "profile", f.Profile, "time every op of the training step and print the table per op type and per layer")
 	fs.StringVar(&f.Plot, "plot", f.Plot, "write the loss curves to this PNG file")
 	fs.BoolVar(&f.JSON, "json", f.JSON, "print one JSON object as the last line")
-	if f.Parallel {
+	if f.Parallel || f.ExpertParallel {
 		f.registerParallel(func(v *Ranks, name, usage string) { fs.Var(v, name, usage) })
 	}
 }

@@ -64,21 +64,31 @@ func (r Ranks) check(ch *Checks, name string) {
 	}
 }
 
-// registerParallel adds -dp and -fsdp.
+// registerParallel adds -dp and -fsdp (Parallel) and -ep (ExpertParallel).
 func (f *CommandFlags) registerParallel(fsFlag func(v *Ranks, name, usage string)) {
+	if f.ExpertParallel {
+		fsFlag(&f.EP, "ep", "shard the experts of the Mixture-of-Experts layers over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi); every rank runs the whole batch through the other layers and its experts on the tokens routed to them, so the losses equal one process's bit for bit")
+	}
+	if !f.Parallel {
+		return
+	}
 	fsFlag(&f.DP, "dp", "train data-parallel over N in-process replicas, or \"mpi\": one replica per process under mpirun (build with -tags mpi); every rank holds the whole model, gradients are averaged")
 	fsFlag(&f.FSDP, "fsdp", "train sharded (FSDP: each rank holds a shard of every parameter and of the optimizer state; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
 }
 
-// checkParallel refuses -dp with -fsdp, and mpi in a build without MPI.
+// checkParallel refuses -dp with -fsdp, -ep with either, and mpi in a
+// build without MPI.
 func (f *CommandFlags) checkParallel(ch *Checks) {
 	if f.DP.IsSet() && f.FSDP.IsSet() {
 		ch.Fail("-dp %s and -fsdp %s: choose one", f.DP.String(), f.FSDP.String())
 	}
+	if f.EP.IsSet() && (f.DP.IsSet() || f.FSDP.IsSet()) {
+		ch.Fail("-ep %s with -dp or -fsdp: expert parallelism does not combine with data parallelism yet", f.EP.String())
+	}
 	for _, p := range []struct {
 		name string
 		r    Ranks
-	}{{"dp", f.DP}, {"fsdp", f.FSDP}} {
+	}{{"dp", f.DP}, {"fsdp", f.FSDP}, {"ep", f.EP}} {
 		p.r.check(ch, p.name)
 		if p.r.MPI && !dist.MPIAvailable() {
 			ch.Fail("-%s mpi: this program was built without MPI; build it with -tags mpi (OpenMPI's libopenmpi-dev) and start it under mpirun", p.name)
@@ -90,7 +100,7 @@ func (f *CommandFlags) checkParallel(ch *Checks) {
 // process's rank) and returns the function that leaves it, to call
 // before the process exits; without MPI it does nothing.
 func (f *CommandFlags) Connect() (finish func() error, err error) {
-	if !f.DP.MPI && !f.FSDP.MPI {
+	if !f.DP.MPI && !f.FSDP.MPI && !f.EP.MPI {
 		return func() error { return nil }, nil
 	}
 	comm, err := dist.NewMPI(0)
@@ -110,6 +120,8 @@ func (f *CommandFlags) World() int {
 		return f.DP.N
 	case f.FSDP.N > 0:
 		return f.FSDP.N
+	case f.EP.N > 0:
+		return f.EP.N
 	}
 	return 1
 }
@@ -120,11 +132,14 @@ func (f *CommandFlags) Rank0() bool { return f.Comm == nil || f.Comm.Rank() == 0
 
 // applyParallel sets the trainer's ranks from the flags.
 func (f *CommandFlags) applyParallel(cfg *Config) {
-	cfg.DP, cfg.FSDP = f.DP.N, f.FSDP.N
+	cfg.DP, cfg.FSDP, cfg.EP = f.DP.N, f.FSDP.N, f.EP.N
 	if f.Comm != nil {
-		cfg.Comm, cfg.DP, cfg.FSDP = f.Comm, 0, 0
-		if f.FSDP.MPI {
+		cfg.Comm, cfg.DP, cfg.FSDP, cfg.EP = f.Comm, 0, 0, 0
+		switch {
+		case f.FSDP.MPI:
 			cfg.FSDP = -1
+		case f.EP.MPI:
+			cfg.EP = -1
 		}
 	}
 }

@@ -35,6 +35,14 @@ type replica struct {
 	opt    optim.Stateful
 	lowBit *optim.LowBitAdam
 	memory optim.MemoryStats
+	// With expert parallelism: the expert weights' slices this rank
+	// holds, and for each the index into params and the full gradient
+	// buffer (zero outside the slice).
+	experts     []passes.ExpertShard
+	expertParam []int
+	expertFull  [][]float32
+	normParams  []optim.Param // params with the experts' full gradients (the clipping norm)
+	stateBuf    []float32     // an expert's packed scaling state (gatherExpertStates)
 	// With FSDP.
 	sh   *fsdp.Sharded
 	drv  *fsdp.Rank
@@ -77,7 +85,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	if err != nil {
 		return nil, err
 	}
-	if t.world > 1 {
+	if t.dataRanks() > 1 {
 		for _, n := range m.Builder.Graph().Nodes() {
 			if rc, ok := graph.SettingsOf[ops.RouterConfig](n); ok && rc.BiasUpdateSpeed > 0 && len(n.Inputs()) > 1 {
 				return nil, fmt.Errorf("train: selection bias %q: auxiliary-loss-free balancing (bias update speed %g) under data parallelism is not supported yet: each rank would move the bias by its own tokens' load", n.Inputs()[1].Name(), rc.BiasUpdateSpeed)
@@ -98,6 +106,9 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	// the backward (the same graph.Grad as without any).
 	pc := passes.Config{Recipe: t.rec, Seed: t.cfg.Seed, Filter: t.cfg.Filter, Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
 		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
+	if t.ep {
+		pc.ForwardPasses = append(append([]passes.Pass(nil), pc.ForwardPasses...), passes.ExpertParallelPass(&ops.ExpertParallel{Comm: comm}, &r.experts))
+	}
 	if t.fsdp {
 		f8 := t.rec != nil && t.rec.Float8AllGather()
 		pc.Passes = append(pc.Passes, fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep))
@@ -114,7 +125,13 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		}
 	}
 	r.startMetas = r.namedMetas()
-	if comm != nil && t.world > 1 && t.rec != nil && recipe.ReducesAmax(t.rec) {
+	if t.ep && len(r.experts) == 0 {
+		return nil, configErrorf("%s: the model has no Mixture-of-Experts layer to shard", t.worldName())
+	}
+	// Expert-parallel ranks hold one process's scaling states: the
+	// layers around the experts see the same rows on every rank, and each
+	// expert's rows are on its rank alone.
+	if comm != nil && t.world > 1 && !t.ep && t.rec != nil && recipe.ReducesAmax(t.rec) {
 		if r.amax = newAmaxReducer(comm, r.startMetas); r.amax != nil {
 			r.prog.BeforeStepEnd(r.amax.reduce)
 		}
@@ -130,6 +147,10 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		}
 	} else if r.params, err = optim.Bind(r.store, r.prog, params, r.grads); err != nil {
 		return nil, err
+	} else if t.ep {
+		if err := r.shardExperts(); err != nil {
+			return nil, err
+		}
 	}
 	if t.accum > 1 {
 		for i := range r.params {
@@ -283,7 +304,7 @@ func (r *replica) microStep(b *data.Batch) (float32, error) {
 	if err := feedBatch(r.prog, r.feeds, b); err != nil {
 		return 0, err
 	}
-	n := r.t.world
+	n := r.t.dataRanks()
 	even := b.Rows*n == b.GlobalRows
 	if r.calibrating {
 		loss, err := r.cal.run(b, r.calGrads)
@@ -344,7 +365,7 @@ func (r *replica) reduceGrads(b *data.Batch, even bool) error {
 // globalLoss is the global batch's mean loss from each rank's: summed and
 // divided on an even split, weighted by rows otherwise.
 func (r *replica) globalLoss(loss float32, rows, global int) (float32, error) {
-	n := r.t.world
+	n := r.t.dataRanks()
 	if n == 1 {
 		return loss, nil
 	}
@@ -364,6 +385,9 @@ func (r *replica) clip() error {
 	maxNorm := float32(r.t.cfg.ClipGradNorm)
 	if maxNorm <= 0 {
 		return nil
+	}
+	if r.t.ep {
+		return r.clipExperts(maxNorm)
 	}
 	if r.drv == nil {
 		optim.ClipGradNorm(r.params, maxNorm)

@@ -197,15 +197,18 @@ func savedFiles(dir, name string, world int) ([]string, int, error) {
 }
 
 // slices returns what a checkpoint of this rank records of its FSDP
-// shards (nil without FSDP).
+// shards or expert slices (nil without either).
 func (r *replica) slices() map[string]checkpoint.Slice {
-	if r.sh == nil {
+	if r.sh == nil && r.experts == nil {
 		return nil
 	}
 	out := map[string]checkpoint.Slice{}
-	for _, p := range r.sh.Parts() {
-		out[p.Name] = checkpoint.Slice{Shape: p.Shape, Offset: p.Offset}
+	if r.sh != nil {
+		for _, p := range r.sh.Parts() {
+			out[p.Name] = checkpoint.Slice{Shape: p.Shape, Offset: p.Offset}
+		}
 	}
+	r.expertSlices(out)
 	return out
 }
 

@@ -116,6 +116,16 @@ type Config struct {
 	// data-parallel. Uneven splits of a batch weight each rank by its rows.
 	DP, FSDP int
 	Comm     dist.Communicator
+	// EP shards the experts of every Mixture-of-Experts layer over EP
+	// in-process ranks (expert parallelism, passes.ShardExperts): each
+	// rank runs the whole batch through the other layers and its own
+	// experts on the tokens routed to them (all-to-all), so the losses
+	// and parameters equal one process's bit for bit while each rank
+	// keeps the optimizer state of its experts only. With Comm, EP -1
+	// makes the world's ranks the expert-parallel group. It does not
+	// combine with DP or FSDP yet, nor with the MS-AMP recipe or
+	// calibration steps.
+	EP int
 	// EvalBatchSize is the batch of evaluation (BatchSize when 0).
 	EvalBatchSize int
 	// Debug and DebugLogDir turn on FP8 precision debugging (see package
@@ -155,6 +165,7 @@ type Trainer struct {
 	rec   recipe.Recipe
 	world int
 	fsdp  bool
+	ep    bool // expert parallelism over the world's ranks
 	accum int
 	// after a run: rank 0's replica (its store holds the trained,
 	// gathered parameters).
@@ -187,8 +198,11 @@ func New(cfg Config) (*Trainer, error) {
 	default:
 		return nil, configErrorf("optimizer %q: want adamw, adam or sgd", cfg.Optimizer)
 	}
-	if cfg.GradientAccumulationSteps < 0 || cfg.DP < 0 || cfg.FSDP < -1 || cfg.Prefetch < 0 || cfg.EvalBatchSize < 0 {
-		return nil, configErrorf("negative GradientAccumulationSteps, DP, FSDP, Prefetch or EvalBatchSize")
+	if cfg.GradientAccumulationSteps < 0 || cfg.DP < 0 || cfg.FSDP < -1 || cfg.EP < -1 || cfg.Prefetch < 0 || cfg.EvalBatchSize < 0 {
+		return nil, configErrorf("negative GradientAccumulationSteps, DP, FSDP, EP, Prefetch or EvalBatchSize")
+	}
+	if cfg.EP != 0 && (cfg.DP > 0 || cfg.FSDP != 0) {
+		return nil, configErrorf("EP %d with DP %d or FSDP %d: expert parallelism does not combine with data parallelism yet", cfg.EP, cfg.DP, cfg.FSDP)
 	}
 	t := &Trainer{cfg: cfg, accum: max(1, cfg.GradientAccumulationSteps), world: 1}
 	if !cfg.Precision.Resolved() {
@@ -203,10 +217,14 @@ func New(cfg Config) (*Trainer, error) {
 	t.rec = r
 	switch {
 	case cfg.Comm != nil:
-		if cfg.DP > 0 || cfg.FSDP > 0 {
-			return nil, configErrorf("Comm (one rank of a world) does not combine with in-process DP or FSDP ranks")
+		if cfg.DP > 0 || cfg.FSDP > 0 || cfg.EP > 0 {
+			return nil, configErrorf("Comm (one rank of a world) does not combine with in-process DP, FSDP or EP ranks")
 		}
-		t.world, t.fsdp = cfg.Comm.Size(), cfg.FSDP == -1
+		t.world, t.fsdp, t.ep = cfg.Comm.Size(), cfg.FSDP == -1, cfg.EP == -1
+	case cfg.EP == -1:
+		return nil, configErrorf("EP -1 (a rank of a world) needs Comm")
+	case cfg.EP > 0:
+		t.world, t.ep = cfg.EP, true
 	case cfg.DP > 0 && cfg.FSDP > 0:
 		return nil, configErrorf("DP %d and FSDP %d: choose one", cfg.DP, cfg.FSDP)
 	case cfg.FSDP == -1:
@@ -221,7 +239,13 @@ func New(cfg Config) (*Trainer, error) {
 	if t.lowBit() && t.fsdp {
 		return nil, configErrorf("the MS-AMP recipe does not combine with FSDP: MS-AMP shards nothing; use the AO recipe for float8 all-gather")
 	}
-	if cfg.BatchSize < t.world {
+	if t.ep && t.lowBit() {
+		return nil, configErrorf("the MS-AMP recipe does not combine with expert parallelism yet")
+	}
+	if t.ep && cfg.Precision.CalibrationSteps > 0 {
+		return nil, configErrorf("calibration steps do not combine with expert parallelism yet")
+	}
+	if cfg.BatchSize < t.world && !t.ep {
 		return nil, configErrorf("%s: the batch of %d leaves ranks without rows", t.worldName(), cfg.BatchSize)
 	}
 	if t.cfg.Optimizer != "" && !strings.EqualFold(t.cfg.Optimizer, "adamw") {
@@ -250,10 +274,21 @@ func (t *Trainer) worldName() string {
 		return fmt.Sprintf("the world of %d ranks", t.world)
 	case t.fsdp:
 		return fmt.Sprintf("FSDP over %d ranks", t.world)
+	case t.ep:
+		return fmt.Sprintf("EP over %d ranks", t.world)
 	case t.world > 1:
 		return fmt.Sprintf("DP over %d ranks", t.world)
 	}
 	return "one process"
+}
+
+// dataRanks is the number of ranks that share each global batch (every
+// expert-parallel rank runs the whole batch).
+func (t *Trainer) dataRanks() int {
+	if t.ep {
+		return 1
+	}
+	return t.world
 }
 
 // layout names how the parameters are laid out over the ranks, as a
@@ -265,6 +300,8 @@ func (t *Trainer) layout() string {
 		return "one process"
 	case t.fsdp:
 		return fmt.Sprintf("FSDP %d", t.world)
+	case t.ep:
+		return fmt.Sprintf("EP %d", t.world)
 	}
 	return fmt.Sprintf("DP %d", t.world)
 }

@@ -69,7 +69,7 @@ func main() {
 
 // parse reads the command line into a config with the defaults.
 func parse(fs *flag.FlagSet, args []string) (config, error) {
-	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 4, LR: 5e-4, Seed: 1, Unit: "iteration", Parallel: true}}
+	cfg := config{CommandFlags: train.CommandFlags{Precision: precision.Config{MixedPrecision: "both"}, Batch: 4, LR: 5e-4, Seed: 1, Unit: "iteration", Parallel: true, ExpertParallel: true}}
 	cfg.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -147,8 +147,8 @@ func (c *config) validate() error {
 		if ps, err := c.Precision.Runs(); err == nil && len(ps) != 1 {
 			ch.Fail("-grads-out writes one precision's gradients; give -precision fp32, bf16 or fp8")
 		}
-		if c.DP.IsSet() || c.FSDP.IsSet() {
-			ch.Fail("-grads-out writes the gradients of one process's batch; leave out -dp and -fsdp")
+		if c.DP.IsSet() || c.FSDP.IsSet() || c.EP.IsSet() {
+			ch.Fail("-grads-out writes the gradients of one process's batch; leave out -dp, -fsdp and -ep")
 		}
 	}
 	if c.exportDir != "" {

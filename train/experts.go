@@ -1,0 +1,216 @@
+package train
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/octetml/octet/checkpoint"
+	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/optim"
+)
+
+// expertSpan returns where this rank's slice of expert weight i starts
+// and ends in the flattened weight, and every rank's element count.
+func (r *replica) expertSpan(i int) (lo, hi int, counts []int) {
+	s := r.experts[i]
+	shape := s.Param.Shape()
+	per := shape.Numel() / shape[0]
+	counts = dist.Split(shape[0], r.t.world)
+	for q := range counts {
+		counts[q] *= per
+	}
+	return s.First * per, (s.First + s.N) * per, counts
+}
+
+// shardExperts makes the optimizer update this rank's slice of each
+// expert weight only (its parameter and gradient views into the store's
+// and the program's full buffers), prepares the full-gradient buffers
+// the clipping norm reads, and the checkpoint store: the other
+// parameters whole, the expert weights' slices (with their global shape
+// and offset, so that any layout resumes them).
+func (r *replica) shardExperts() error {
+	index := map[string]int{}
+	for i, p := range r.params {
+		index[p.Name] = i
+	}
+	r.normParams = make([]optim.Param, len(r.params))
+	sliced := map[string][2]int{}
+	for i, s := range r.experts {
+		pi, ok := index[s.Param.Name()]
+		if !ok {
+			return fmt.Errorf("train: expert weight %q is not a trained parameter", s.Param.Name())
+		}
+		lo, hi, _ := r.expertSpan(i)
+		p := &r.params[pi]
+		p.W, p.G = p.W[lo:hi], p.G[lo:hi]
+		r.expertParam = append(r.expertParam, pi)
+		full := make([]float32, s.Param.Shape().Numel())
+		r.expertFull = append(r.expertFull, full)
+		sliced[s.Param.Name()] = [2]int{lo, hi}
+	}
+	ck := graph.NewStore()
+	for _, name := range r.store.Names() {
+		full := r.store.Float32(name)
+		if s, ok := sliced[name]; ok {
+			if err := ck.Bind(name, full[s[0]:s[1]], s[1]-s[0]); err != nil {
+				return err
+			}
+			continue
+		}
+		shape, _ := r.store.Shape(name)
+		if err := ck.Bind(name, full, shape...); err != nil {
+			return err
+		}
+	}
+	for _, k := range r.store.StateKeys() {
+		ck.SetState(k, r.store.State(k))
+	}
+	r.ckptStore = ck
+	return nil
+}
+
+// expertSlices is what a checkpoint records of the expert weights'
+// slices.
+func (r *replica) expertSlices(out map[string]checkpoint.Slice) {
+	for i, s := range r.experts {
+		lo, _, _ := r.expertSpan(i)
+		out[s.Param.Name()] = checkpoint.Slice{Shape: append([]int(nil), s.Param.Shape()...), Offset: lo}
+	}
+}
+
+// clipExperts is clip under expert parallelism: the norm is the one a
+// single process computes — the other parameters' gradients are the same
+// on every rank, and each expert weight's whole gradient is put together
+// from the ranks' slices (an all-reduce of slices padded with zeros,
+// exact) — and every rank scales its own gradients by it.
+func (r *replica) clipExperts(maxNorm float32) error {
+	for i, pi := range r.expertParam {
+		lo, hi, _ := r.expertSpan(i)
+		full := r.expertFull[i]
+		clear(full)
+		copy(full[lo:hi], r.params[pi].G)
+		if err := r.comm.AllReduceF32(full, dist.Sum); err != nil {
+			return err
+		}
+	}
+	// The other parameters' gradients as the optimizer sees them (with
+	// accumulation, the accumulators), the experts' whole.
+	copy(r.normParams, r.params)
+	for i, pi := range r.expertParam {
+		r.normParams[pi].G = r.expertFull[i]
+	}
+	norm := float32(math.Sqrt(optim.GradSumSquares(r.normParams)))
+	if norm <= maxNorm || math.IsNaN(float64(norm)) || math.IsInf(float64(norm), 0) {
+		return nil
+	}
+	optim.ScaleGrads(r.params, maxNorm/(norm+1e-6))
+	return nil
+}
+
+// gatherExperts writes every rank's slices of the expert weights, and
+// their experts' scaling states, into this rank's store (for evaluation,
+// and the trained model Fit leaves); every rank must call it.
+func (r *replica) gatherExperts() error {
+	for i, s := range r.experts {
+		lo, hi, counts := r.expertSpan(i)
+		full := r.store.Float32(s.Param.Name())
+		scratch := r.expertFull[i][:hi-lo]
+		copy(scratch, full[lo:hi])
+		if err := r.comm.AllGatherF32(full, scratch, counts); err != nil {
+			return fmt.Errorf("train: gathering expert weight %q: %w", s.Param.Name(), err)
+		}
+	}
+	return r.gatherExpertStates()
+}
+
+// expertMetas returns the delayed-scaling metas of expert e of grouped
+// layer layer in store (nil when the store has none for it).
+func expertMetas(store *graph.Store, layer string, e int) []*fp8.Meta {
+	st, _ := store.State(fp8.LayerStateKey(fmt.Sprintf("%s.%d", layer, e))).(*fp8.LayerState)
+	if st == nil {
+		return nil
+	}
+	var out []*fp8.Meta
+	for _, r := range fp8.Roles {
+		if m := st.Meta(r); m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// gatherExpertStates copies every expert's delayed-scaling state from
+// the rank that holds the expert into the other ranks' stores where they
+// have a state of that name (rank 0's evaluation program converts every
+// expert), so that evaluation and the trained model Fit leaves scale as
+// one process does. Every rank must call it.
+func (r *replica) gatherExpertStates() error {
+	for _, s := range r.experts {
+		experts := s.Param.Shape()[0]
+		// Every rank holds experts of the layer with the same states:
+		// its first one says how long a packed expert state is.
+		local := expertMetas(r.store, s.Layer, s.First)
+		size := 0
+		for _, m := range local {
+			size += 5 + len(m.History)
+		}
+		if size == 0 {
+			continue
+		}
+		if cap(r.stateBuf) < size {
+			r.stateBuf = make([]float32, size)
+		}
+		buf := r.stateBuf[:size]
+		owners := dist.Split(experts, r.t.world)
+		owner := 0
+		for e := range experts {
+			for e >= dist.Offsets(owners)[owner]+owners[owner] {
+				owner++
+			}
+			metas := expertMetas(r.store, s.Layer, e)
+			if len(metas) != len(local) {
+				metas = nil // a rank without this expert's state takes part only
+			}
+			if owner == r.rank {
+				packMetas(buf, metas)
+			}
+			if err := r.comm.BroadcastF32(buf, owner); err != nil {
+				return fmt.Errorf("train: expert %d of %q: %w", e, s.Layer, err)
+			}
+			if owner != r.rank && metas != nil {
+				unpackMetas(metas, buf)
+			}
+		}
+	}
+	return nil
+}
+
+// packMetas writes metas' scales, histories and counters into buf (the
+// counters exact as float32 below 2^24).
+func packMetas(buf []float32, metas []*fp8.Meta) {
+	i := 0
+	for _, m := range metas {
+		buf[i], buf[i+1] = m.Scale, m.ScaleInv
+		i += 2
+		i += copy(buf[i:], m.History)
+		buf[i], buf[i+1], buf[i+2] = float32(m.Steps), float32(m.NonFinite), float32(m.Overflows)
+		i += 3
+	}
+}
+
+// unpackMetas is packMetas's reverse.
+func unpackMetas(metas []*fp8.Meta, buf []float32) {
+	i := 0
+	for _, m := range metas {
+		if len(buf) < i+5+len(m.History) {
+			return
+		}
+		m.Scale, m.ScaleInv = buf[i], buf[i+1]
+		i += 2
+		i += copy(m.History, buf[i:])
+		m.Steps, m.NonFinite, m.Overflows = int(buf[i]), int(buf[i+1]), int(buf[i+2])
+		i += 3
+	}
+}

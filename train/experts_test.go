@@ -1,0 +1,111 @@
+package train_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
+	"github.com/octetml/octet/precision"
+	"github.com/octetml/octet/train"
+)
+
+// moeModel is a classifier with a Mixture-of-Experts layer between two
+// linear layers (5 experts, top 2).
+func moeModel(rows int, training bool) (*train.Model, error) {
+	g := graph.New()
+	b := nn.NewBuilder(g)
+	x := g.Input("x", graph.Float32, rows, features)
+	y := g.Input("label", graph.Int32, rows)
+	in := nn.NewLinear(b, "in", features, 32)
+	moe, err := nn.NewMoE(b, "moe", nn.MoEConfig{Experts: 5, TopK: 2, Hidden: 32, Intermediate: 32, NormTopKProb: true})
+	if err != nil {
+		return nil, err
+	}
+	out := nn.NewLinear(b, "out", 32, classes)
+	h := in.Forward(x)
+	m, _ := moe.Forward(h)
+	logits := out.Forward(ops.Add(h, m))
+	return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": x, "label": y}, Loss: ops.CrossEntropy(logits, y), Logits: logits}, nil
+}
+
+// Expert parallelism over 2 and 3 ranks trains what one process trains,
+// bit for bit — every loss, every parameter after the run, the
+// evaluation — in float32 and TE delayed FP8, with gradient clipping and
+// accumulation (the clipping norm is one process's); and a checkpoint it
+// saves resumes in one process and over another number of ranks, and
+// one process's resumes under it, exactly.
+func TestExpertParallelTrainsAsOneProcess(t *testing.T) {
+	ds := blobs(t, 100, 2)
+	for _, mp := range []struct{ mp, backend string }{{"no", ""}, {"fp8", "te"}} {
+		mod := func(ep int) func(*train.Config) {
+			return func(c *train.Config) {
+				c.Model, c.EP, c.ClipGradNorm, c.GradientAccumulationSteps, c.LR = moeModel, ep, 0.5, 2, 1e-2
+			}
+		}
+		one := trainer(t, mp.mp, mp.backend, mod(0))
+		want, err := one.Fit(ds, train.Run{Steps: 8, Eval: blobs(t, 30, 5)})
+		require.NoError(t, err)
+		for _, ep := range []int{2, 3} {
+			tr := trainer(t, mp.mp, mp.backend, mod(ep))
+			got, err := tr.Fit(ds, train.Run{Steps: 8, Eval: blobs(t, 30, 5)})
+			require.NoError(t, err, "%s EP %d", mp.mp, ep)
+			require.Equal(t, bits(want.Losses), bits(got.Losses), "%s EP %d", mp.mp, ep)
+			sameState(t, one.Store(), tr.Store(), "%s EP %d", mp.mp, ep)
+			require.Equal(t, want.Eval.Loss, got.Eval.Loss)
+			require.Greater(t, got.CommBytesPerStep, int64(0))
+		}
+		// EP 3 saves; one process and EP 2 resume; EP 2 resumes one
+		// process's checkpoint.
+		for _, c := range []struct{ from, to int }{{3, 0}, {3, 2}, {0, 2}} {
+			dir := t.TempDir()
+			_, err := trainer(t, mp.mp, mp.backend, mod(c.from)).Fit(ds, train.Run{Steps: 8, StopAfter: 4, SaveDir: dir})
+			require.NoError(t, err)
+			rest := trainer(t, mp.mp, mp.backend, mod(c.to))
+			got, err := rest.Fit(ds, train.Run{Steps: 8, Resume: dir})
+			require.NoError(t, err, "%s EP %d to %d", mp.mp, c.from, c.to)
+			require.NotEmpty(t, got.Resharded)
+			require.Equal(t, bits(want.Losses[4:]), bits(got.Losses), "%s EP %d to %d", mp.mp, c.from, c.to)
+			sameState(t, one.Store(), rest.Store(), "%s EP %d to %d", mp.mp, c.from, c.to)
+		}
+	}
+}
+
+// Expert parallelism is refused, naming the reason, with data
+// parallelism, on a model without experts, with more ranks than experts,
+// and with MS-AMP.
+func TestExpertParallelRefuses(t *testing.T) {
+	for _, c := range []struct {
+		cfg  train.Config
+		says string
+	}{
+		{train.Config{Model: moeModel, BatchSize: 8, EP: 2, DP: 2}, "does not combine with data parallelism"},
+		{train.Config{Model: moeModel, BatchSize: 8, EP: -1}, "needs Comm"},
+	} {
+		_, err := train.New(c.cfg)
+		require.ErrorContains(t, err, c.says)
+	}
+	ds := blobs(t, 40, 1)
+	_, err := trainer(t, "no", "", func(c *train.Config) { c.EP = 2 }).Fit(ds, train.Run{Steps: 1})
+	require.ErrorContains(t, err, "no Mixture-of-Experts layer")
+	_, err = trainer(t, "no", "", func(c *train.Config) { c.EP, c.Model = 6, moeModel }).Fit(ds, train.Run{Steps: 1})
+	require.ErrorContains(t, err, "5 experts cannot be shared by 6")
+	_, err = train.New(train.Config{Model: moeModel, BatchSize: 8, EP: 2, Precision: precision.Config{MixedPrecision: "fp8", Backend: "msamp"}})
+	require.ErrorContains(t, err, "MS-AMP")
+}
+
+// sameState requires got's parameters to equal want's and each FP8
+// scaling state got holds (an expert-parallel rank holds its experts')
+// to equal want's, bit for bit.
+func sameState(t *testing.T, want, got *graph.Store, msg ...any) {
+	t.Helper()
+	w, g := snapshot(t, want), snapshot(t, got)
+	for _, name := range want.Names() {
+		require.Equal(t, w[name], g[name], append([]any{"parameter " + name + ": "}, msg...)...)
+	}
+	for k, v := range g {
+		require.Equal(t, w[k], v, append([]any{k + ": "}, msg...)...)
+	}
+}
