@@ -387,3 +387,31 @@ func TestParallelMoE(t *testing.T) {
 	_, err := runArgs(t, append(append([]string(nil), quick...), "-dp", "2", "-fsdp", "2")...)
 	require.ErrorContains(t, err, "choose one")
 }
+
+// -ep 2 and -ep 3 train an MoE decoder to one process's losses bit for
+// bit, in float32 and FP8 block scaling, and report what the expert
+// exchange moves per iteration.
+func TestExpertParallelMatchesOneProcess(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "corpus.txt")
+	require.NoError(t, os.WriteFile(text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 200)), 0o644))
+	quick := []string{"-text", text, "-block", "16", "-batch", "3", "-eval-batches", "2", "-eval-every", "0", "-sample", "0", "-hidden", "32",
+		"-intermediate", "32", "-layers", "2", "-heads", "2", "-kv-heads", "1", "-iters", "5", "-experts", "4", "-top-k", "2", "-json"}
+	for _, prec := range [][]string{{"-precision", "fp32"}, {"-precision", "fp8", "-recipe", "block"}} {
+		runJSON := func(args ...string) map[string]any {
+			out, err := runArgs(t, append(append(append([]string(nil), quick...), prec...), args...)...)
+			require.NoError(t, err, out)
+			var m map[string]any
+			require.NoError(t, output.DecodeLast(out, &m))
+			return m
+		}
+		one := runJSON()
+		for _, ep := range []string{"2", "3"} {
+			got := runJSON("-ep", ep)
+			for _, k := range []string{"train_loss", "val_loss"} {
+				require.Equal(t, one[k], got[k], "%v -ep %s: %s", prec, ep, k)
+			}
+			require.Greater(t, got["comm_bytes_per_iter"].(float64), 0.0)
+		}
+	}
+}
