@@ -1,10 +1,15 @@
 package ops
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/octetml/octet/dist"
+	"github.com/octetml/octet/fp8"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 )
 
 // ExpertParallel shards the experts of Mixture-of-Experts layers over the
@@ -21,6 +26,124 @@ import (
 // same order: the group's results equal one process's bit for bit.
 type ExpertParallel struct {
 	Comm dist.Communicator
+	// Dispatch is how the tokens' rows travel to the experts' ranks:
+	// float32 (the zero value: exact, one process's bits), bf16, or FP8
+	// (E4M3 codes with a float32 scale per 1×128 tile of a row, as
+	// DeepSeek-V3 dispatches). With bf16 or FP8 every other exchange of
+	// the group (the combine, the gathers, the gradients) travels in
+	// bf16; every row is rounded the same whichever rank holds it, so the
+	// results still do not depend on the number of ranks.
+	Dispatch WireFormat
+}
+
+// WireFormat is the format rows travel in between expert-parallel ranks.
+type WireFormat uint8
+
+const (
+	// WireFloat32 sends float32: exact.
+	WireFloat32 WireFormat = iota
+	// WireBF16 rounds to bfloat16 (to nearest even): 2 bytes a value.
+	WireBF16
+	// WireFP8 casts to E4M3 with a float32 scale (448 over the tile's
+	// amax) per 1×128 tile: about 1 byte a value.
+	WireFP8
+)
+
+// String returns "fp32", "bf16" or "fp8".
+func (f WireFormat) String() string {
+	switch f {
+	case WireBF16:
+		return "bf16"
+	case WireFP8:
+		return "fp8"
+	}
+	return "fp32"
+}
+
+// ParseWireFormat reads "fp32" (or "" or "float32"), "bf16" or "fp8".
+func ParseWireFormat(s string) (WireFormat, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "fp32", "float32":
+		return WireFloat32, nil
+	case "bf16", "bfloat16":
+		return WireBF16, nil
+	case "fp8", "e4m3":
+		return WireFP8, nil
+	}
+	return 0, fmt.Errorf("expert dispatch format %q: want fp32, bf16 or fp8", s)
+}
+
+// wire returns the format of an exchange: the dispatch's for the
+// forward dispatch, bf16 for the rest when the dispatch is narrowed.
+func (ep *ExpertParallel) wire(dispatch bool) WireFormat {
+	switch {
+	case dispatch:
+		return ep.Dispatch
+	case ep.Dispatch != WireFloat32:
+		return WireBF16
+	}
+	return WireFloat32
+}
+
+// wireTile is the FP8 wire format's scaling tile (values of a row).
+const wireTile = 128
+
+// rowBytes is how many bytes a row of h values takes in format f.
+func (f WireFormat) rowBytes(h int) int {
+	switch f {
+	case WireBF16:
+		return 2 * h
+	case WireFP8:
+		return h + 4*((h+wireTile-1)/wireTile)
+	}
+	return 4 * h
+}
+
+// encode writes rows of h values of src into dst in format f (not
+// float32).
+func (f WireFormat) encode(dst []byte, src []float32, h int) {
+	rb := f.rowBytes(h)
+	for r := 0; r*h < len(src); r++ {
+		row, out := src[r*h:(r+1)*h], dst[r*rb:(r+1)*rb]
+		if f == WireBF16 {
+			for i, v := range row {
+				binary.LittleEndian.PutUint16(out[2*i:], kernels.BF16FromFloat32(v))
+			}
+			continue
+		}
+		for t := 0; t*wireTile < h; t++ {
+			tile := row[t*wireTile : min(h, (t+1)*wireTile)]
+			var amax float32
+			for _, v := range tile {
+				amax = max(amax, float32(math.Abs(float64(v))))
+			}
+			scale := float32(float64(fp8.E4M3.Max()) / math.Max(float64(amax), 1e-12))
+			binary.LittleEndian.PutUint32(out[h+4*t:], math.Float32bits(scale))
+			for i, v := range tile {
+				out[t*wireTile+i] = fp8.E4M3.Encode(v * scale)
+			}
+		}
+	}
+}
+
+// decode is encode's reverse, into float32 rows.
+func (f WireFormat) decode(dst []float32, src []byte, h int) {
+	rb := f.rowBytes(h)
+	for r := 0; r*h < len(dst); r++ {
+		row, in := dst[r*h:(r+1)*h], src[r*rb:(r+1)*rb]
+		if f == WireBF16 {
+			for i := range row {
+				row[i] = kernels.BF16ToFloat32(binary.LittleEndian.Uint16(in[2*i:]))
+			}
+			continue
+		}
+		for t := 0; t*wireTile < h; t++ {
+			scale := math.Float32frombits(binary.LittleEndian.Uint32(in[h+4*t:]))
+			for i := t * wireTile; i < min(h, (t+1)*wireTile); i++ {
+				row[i] = fp8.E4M3.Decode(in[i]) / scale
+			}
+		}
+	}
 }
 
 // valid reports whether the group has a communicator.
@@ -110,12 +233,31 @@ func (o epRowsOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			return nil
 		}, nil
 	}
-	counts := dist.Split(o.tokens, o.ep.Comm.Size())
+	counts := dist.Split(o.tokens, o.ep.Comm.Size()) // rows, then values or bytes
+	f := o.ep.wire(false)
+	rb := f.rowBytes(width)
 	for i := range counts {
-		counts[i] *= width
+		if f == WireFloat32 {
+			counts[i] *= width
+		} else {
+			counts[i] *= rb
+		}
 	}
 	src, dst := b.In[0].F32, b.Out.F32
-	return func() error { return o.ep.Comm.AllGatherF32(dst, src, counts) }, nil
+	if f == WireFloat32 {
+		return func() error { return o.ep.Comm.AllGatherF32(dst, src, counts) }, nil
+	}
+	// Every rank's rows, its own included, are what the wire carries,
+	// so that the ranks hold the same values.
+	sb, rbuf := make([]byte, len(src)/max(width, 1)*rb), make([]byte, o.tokens*rb)
+	return func() error {
+		f.encode(sb, src, width)
+		if err := o.ep.Comm.AllGatherU8(rbuf, sb, counts); err != nil {
+			return err
+		}
+		f.decode(dst, rbuf, width)
+		return nil
+	}, nil
 }
 
 func (o epRowsOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
@@ -255,7 +397,8 @@ func EPLocalCounts(plan *graph.Node, ep *ExpertParallel) *graph.Node {
 type epExchangeOp struct {
 	ep       *ExpertParallel
 	toOwners bool
-	rows     int // the output's rows
+	rows     int  // the output's rows
+	dispatch bool // the forward dispatch (its wire format is ep.Dispatch)
 }
 
 func (o epExchangeOp) Type() string { return o.Kind().String() }
@@ -265,7 +408,9 @@ func (o epExchangeOp) Kind() graph.Kind {
 	}
 	return KindEPFromOwners
 }
-func (o epExchangeOp) Attrs() string { return fmt.Sprintf("%s,rows=%d", o.ep.attrs(), o.rows) }
+func (o epExchangeOp) Attrs() string {
+	return fmt.Sprintf("%s,rows=%d,wire=%v", o.ep.attrs(), o.rows, o.ep.wire(o.dispatch))
+}
 
 func (o epExchangeOp) Infer(in []*graph.Node) (graph.Shape, graph.DType, error) {
 	if err := wantInputs(in, 2); err != nil {
@@ -292,14 +437,45 @@ type exchange struct {
 	firsts, ns        []int // every rank's experts
 	send, recv        []int // values to and from each rank, toOwners' direction
 	scratch           []float32
+	// With a narrowed wire format: the bytes of a row, the byte counts
+	// and the encoded rows sent and received.
+	f              WireFormat
+	rb             int
+	sendB, recvB   []int
+	sbytes, rbytes []byte
 }
 
-func newExchange(ep *ExpertParallel, experts, h, capRows int) *exchange {
+func newExchange(ep *ExpertParallel, f WireFormat, experts, h, capRows, inRows int) *exchange {
 	p := ep.Comm.Size()
 	x := &exchange{ep: ep, p: p, me: ep.Comm.Rank(), experts: experts, h: h, ns: dist.Split(experts, p),
-		send: make([]int, p), recv: make([]int, p), scratch: make([]float32, capRows*h)}
+		send: make([]int, p), recv: make([]int, p), scratch: make([]float32, capRows*h), f: f}
 	x.firsts = dist.Offsets(x.ns)
+	if f != WireFloat32 {
+		x.rb = f.rowBytes(h)
+		x.sendB, x.recvB = make([]int, p), make([]int, p)
+		x.sbytes, x.rbytes = make([]byte, max(capRows, inRows)*x.rb), make([]byte, max(capRows, inRows)*x.rb)
+	}
 	return x
+}
+
+// allToAll sends src's rows (send[q] values to rank q) and receives
+// recv[r] values from rank r into dst, in the exchange's wire format.
+func (x *exchange) allToAll(dst, src []float32, send, recv []int) error {
+	if x.f == WireFloat32 {
+		return x.ep.Comm.AllToAllF32(dst, src, send, recv)
+	}
+	ns, nr := 0, 0
+	for q := range send {
+		x.sendB[q], x.recvB[q] = send[q]/x.h*x.rb, recv[q]/x.h*x.rb
+		ns += send[q]
+		nr += recv[q]
+	}
+	x.f.encode(x.sbytes[:ns/x.h*x.rb], src[:ns], x.h)
+	if err := x.ep.Comm.AllToAllU8(x.rbytes, x.sbytes[:ns/x.h*x.rb], x.sendB, x.recvB); err != nil {
+		return err
+	}
+	x.f.decode(dst[:nr], x.rbytes[:nr/x.h*x.rb], x.h)
+	return nil
 }
 
 // counts fills send and recv from plan [p, experts] and returns the rows
@@ -357,14 +533,14 @@ func (o epExchangeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	if o.toOwners {
 		capRows = o.rows
 	}
-	x := newExchange(o.ep, b.In[1].Shape[1], h, capRows)
+	x := newExchange(o.ep, o.ep.wire(o.dispatch), b.In[1].Shape[1], h, capRows, b.In[0].Shape[0])
 	if o.toOwners {
 		return func() error {
 			total := x.counts(plan)
 			if total > o.rows {
 				return fmt.Errorf("ep: rank %d receives %d rows, its buffer holds %d", x.me, total, o.rows)
 			}
-			if err := o.ep.Comm.AllToAllF32(x.scratch, in, x.send, x.recv); err != nil {
+			if err := x.allToAll(x.scratch, in, x.send, x.recv); err != nil {
 				return err
 			}
 			x.permute(out, x.scratch, plan, true)
@@ -378,7 +554,7 @@ func (o epExchangeOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 			return fmt.Errorf("ep: rank %d holds %d rows, its input %d", x.me, total, len(in)/max(h, 1))
 		}
 		x.permute(x.scratch, in, plan, false)
-		return o.ep.Comm.AllToAllF32(out, x.scratch[:total*h], x.recv, x.send)
+		return x.allToAll(out, x.scratch[:total*h], x.recv, x.send)
 	}, nil
 }
 
@@ -391,10 +567,11 @@ func (o epExchangeOp) Grad(n, dy *graph.Node, need []bool) []*graph.Node {
 // order) to the ranks holding their experts, by the plan (EPPlan), and
 // returns what this rank receives: capacity rows, its experts' rows
 // expert by expert (EPLocalCounts' groups), each expert's from rank 0,
-// 1, … in turn (so in the order of the tokens), then zeros. Its
-// gradient is EPFromOwners of the output's gradient.
+// 1, … in turn (so in the order of the tokens), then zeros. The rows
+// travel in ep.Dispatch's format. Its gradient is EPFromOwners of the
+// output's gradient.
 func EPToOwners(xs, plan *graph.Node, capacity int, ep *ExpertParallel) *graph.Node {
-	return apply(epExchangeOp{ep: ep, toOwners: true, rows: capacity}, scopedName(xs, "ep_to_owners"), xs, plan)
+	return apply(epExchangeOp{ep: ep, toOwners: true, rows: capacity, dispatch: true}, scopedName(xs, "ep_to_owners"), xs, plan)
 }
 
 // EPFromOwners is EPToOwners's reverse: this rank's experts' rows ys

@@ -10,6 +10,10 @@ import (
 // only on it and the parameters' sizes, never on the number of workers.
 const normChunk = 1 << 14
 
+// NormChunk is how many values of a parameter's gradient one of
+// GradChunkSums's sums covers (the last of a parameter may cover fewer).
+const NormChunk = normChunk
+
 // clipScratch is the shared state of GradSumSquares and ScaleGrads: one
 // call at a time uses it, so that a training step's clipping allocates
 // nothing once the first call has sized it.
@@ -48,6 +52,32 @@ func GradSumSquares(params []Param) float64 {
 	s := &clipping
 	s.lock()
 	defer s.mu.Unlock()
+	s.chunkSums(params)
+	var sum float64
+	for _, v := range s.partial {
+		sum += v
+	}
+	return sum
+}
+
+// GradChunkSums returns the sums GradSumSquares adds up, in the order it
+// adds them: one per chunk of NormChunk values of each parameter's
+// gradient, parameter after parameter, in sums (dst, grown as needed);
+// starts[i] is parameter i's first chunk (starts is also dst's). A run
+// whose ranks hold parts of a parameter puts the parts' chunk sums
+// together in order and adds them up to the norm one process computes.
+func GradChunkSums(params []Param, dst []float64, starts []int) ([]float64, []int) {
+	s := &clipping
+	s.lock()
+	defer s.mu.Unlock()
+	s.chunkSums(params)
+	dst = append(dst[:0], s.partial...)
+	starts = append(starts[:0], s.starts...)
+	return dst, starts
+}
+
+// chunkSums fills partial and starts for params.
+func (s *clipScratch) chunkSums(params []Param) {
 	s.starts = s.starts[:0]
 	chunks, total := 0, 0
 	for _, p := range params {
@@ -62,11 +92,6 @@ func GradSumSquares(params []Param) float64 {
 	s.params = params
 	s.split.shares(total, s.sumFn)
 	s.params = nil
-	var sum float64
-	for _, v := range s.partial {
-		sum += v
-	}
-	return sum
 }
 
 // ScaleGrads multiplies every gradient value of params by f (a float32

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -86,13 +87,90 @@ func (r *replica) expertSlices(out map[string]checkpoint.Slice) {
 // from the ranks' slices (an all-reduce of slices padded with zeros,
 // exact) — and every rank scales its own gradients by it.
 func (r *replica) clipExperts(maxNorm float32) error {
+	sum, err := r.expertNormSquared()
+	if err != nil {
+		return err
+	}
+	norm := float32(math.Sqrt(sum))
+	if norm <= maxNorm || math.IsNaN(float64(norm)) || math.IsInf(float64(norm), 0) {
+		return nil
+	}
+	optim.ScaleGrads(r.params, maxNorm/(norm+1e-6))
+	return nil
+}
+
+// expertNormSquared returns the squared gradient norm one process
+// computes. When every expert's weight is a whole number of the norm's
+// chunks (optim.NormChunk values), the ranks exchange the chunk sums of
+// their slices (8 bytes a chunk) and add every chunk's in one process's
+// order; otherwise they put each expert weight's whole gradient
+// together.
+func (r *replica) expertNormSquared() (float64, error) {
+	aligned := true
+	for _, s := range r.experts {
+		shape := s.Param.Shape()
+		aligned = aligned && (shape.Numel()/shape[0])%optim.NormChunk == 0
+	}
+	if !aligned {
+		return r.expertNormSquaredWhole()
+	}
+	var err error
+	r.chunkSums, r.chunkStarts = optim.GradChunkSums(r.params, r.chunkSums, r.chunkStarts)
+	expertOf := map[int]int{}
+	for i, pi := range r.expertParam {
+		expertOf[pi] = i
+	}
+	var sum float64
+	for pi := range r.params {
+		end := len(r.chunkSums)
+		if pi+1 < len(r.chunkStarts) {
+			end = r.chunkStarts[pi+1]
+		}
+		own := r.chunkSums[r.chunkStarts[pi]:end]
+		i, ok := expertOf[pi]
+		if !ok {
+			for _, v := range own {
+				sum += v
+			}
+			continue
+		}
+		_, _, counts := r.expertSpan(i)
+		total := 0
+		for q := range counts {
+			counts[q] = counts[q] / optim.NormChunk * 8
+			total += counts[q]
+		}
+		if cap(r.chunkSend) < 8*len(own) {
+			r.chunkSend = make([]byte, 8*len(own))
+		}
+		if cap(r.chunkRecv) < total {
+			r.chunkRecv = make([]byte, total)
+		}
+		send, recv := r.chunkSend[:8*len(own)], r.chunkRecv[:total]
+		for j, v := range own {
+			binary.LittleEndian.PutUint64(send[8*j:], math.Float64bits(v))
+		}
+		if err = r.comm.AllGatherU8(recv, send, counts); err != nil {
+			return 0, err
+		}
+		for j := 0; j < total; j += 8 {
+			sum += math.Float64frombits(binary.LittleEndian.Uint64(recv[j:]))
+		}
+	}
+	return sum, nil
+}
+
+// expertNormSquaredWhole is expertNormSquared by whole gradients: each
+// expert weight's gradient put together from the ranks' slices padded
+// with zeros (an exact all-reduce).
+func (r *replica) expertNormSquaredWhole() (float64, error) {
 	for i, pi := range r.expertParam {
 		lo, hi, _ := r.expertSpan(i)
 		full := r.expertFull[i]
 		clear(full)
 		copy(full[lo:hi], r.params[pi].G)
 		if err := r.comm.AllReduceF32(full, dist.Sum); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	// The other parameters' gradients as the optimizer sees them (with
@@ -101,12 +179,7 @@ func (r *replica) clipExperts(maxNorm float32) error {
 	for i, pi := range r.expertParam {
 		r.normParams[pi].G = r.expertFull[i]
 	}
-	norm := float32(math.Sqrt(optim.GradSumSquares(r.normParams)))
-	if norm <= maxNorm || math.IsNaN(float64(norm)) || math.IsInf(float64(norm), 0) {
-		return nil
-	}
-	optim.ScaleGrads(r.params, maxNorm/(norm+1e-6))
-	return nil
+	return optim.GradSumSquares(r.normParams), nil
 }
 
 // gatherExperts writes every rank's slices of the expert weights, and

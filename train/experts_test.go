@@ -14,17 +14,24 @@ import (
 
 // moeModel is a classifier with a Mixture-of-Experts layer between two
 // linear layers (5 experts, top 2).
-func moeModel(rows int, training bool) (*train.Model, error) {
+func moeModel(rows int, training bool) (*train.Model, error) { return moeModelOf(32, 32)(rows, training) }
+
+// moeModelOf is moeModel of another width and expert width.
+func moeModelOf(width, inter int) train.ModelFunc {
+	return func(rows int, training bool) (*train.Model, error) { return moeClassifier(rows, width, inter) }
+}
+
+func moeClassifier(rows, width, inter int) (*train.Model, error) {
 	g := graph.New()
 	b := nn.NewBuilder(g)
 	x := g.Input("x", graph.Float32, rows, features)
 	y := g.Input("label", graph.Int32, rows)
-	in := nn.NewLinear(b, "in", features, 32)
-	moe, err := nn.NewMoE(b, "moe", nn.MoEConfig{Experts: 5, TopK: 2, Hidden: 32, Intermediate: 32, NormTopKProb: true})
+	in := nn.NewLinear(b, "in", features, width)
+	moe, err := nn.NewMoE(b, "moe", nn.MoEConfig{Experts: 5, TopK: 2, Hidden: width, Intermediate: inter, NormTopKProb: true})
 	if err != nil {
 		return nil, err
 	}
-	out := nn.NewLinear(b, "out", 32, classes)
+	out := nn.NewLinear(b, "out", width, classes)
 	h := in.Forward(x)
 	m, _ := moe.Forward(h)
 	logits := out.Forward(ops.Add(h, m))
@@ -71,6 +78,26 @@ func TestExpertParallelTrainsAsOneProcess(t *testing.T) {
 			sameState(t, one.Store(), rest.Store(), "%s EP %d to %d", mp.mp, c.from, c.to)
 		}
 	}
+}
+
+// With expert weights of whole clipping chunks (128 wide: 16,384 and
+// 32,768 values an expert) the ranks exchange chunk sums, not gradients,
+// and the clipped run still equals one process's bit for bit.
+func TestExpertParallelClipsByChunkSums(t *testing.T) {
+	ds := blobs(t, 60, 4)
+	mod := func(ep int) func(*train.Config) {
+		return func(c *train.Config) { c.Model, c.EP, c.ClipGradNorm, c.LR = moeModelOf(128, 128), ep, 0.05, 1e-2 }
+	}
+	one := trainer(t, "no", "", mod(0))
+	want, err := one.Fit(ds, train.Run{Steps: 4})
+	require.NoError(t, err)
+	tr := trainer(t, "no", "", mod(3))
+	got, err := tr.Fit(ds, train.Run{Steps: 4})
+	require.NoError(t, err)
+	require.Equal(t, bits(want.Losses), bits(got.Losses))
+	sameState(t, one.Store(), tr.Store())
+	// The exchange moved chunk sums: far less than the expert weights.
+	require.Less(t, got.CommBytesPerStep, int64(4*5*3*128*128))
 }
 
 // Expert parallelism is refused, naming the reason, with data

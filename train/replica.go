@@ -43,6 +43,10 @@ type replica struct {
 	expertFull  [][]float32
 	normParams  []optim.Param // params with the experts' full gradients (the clipping norm)
 	stateBuf    []float32     // an expert's packed scaling state (gatherExpertStates)
+	// The clipping norm's chunk sums, and the experts' exchanged.
+	chunkSums            []float64
+	chunkStarts          []int
+	chunkSend, chunkRecv []byte
 	// With FSDP.
 	sh   *fsdp.Sharded
 	drv  *fsdp.Rank
@@ -107,7 +111,7 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	pc := passes.Config{Recipe: t.rec, Seed: t.cfg.Seed, Filter: t.cfg.Filter, Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
 		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
 	if t.ep {
-		pc.ForwardPasses = append(append([]passes.Pass(nil), pc.ForwardPasses...), passes.ExpertParallelPass(&ops.ExpertParallel{Comm: comm}, &r.experts))
+		pc.ForwardPasses = append(append([]passes.Pass(nil), pc.ForwardPasses...), passes.ExpertParallelPass(&ops.ExpertParallel{Comm: comm, Dispatch: t.cfg.EPDispatch}, &r.experts))
 	}
 	if t.fsdp {
 		f8 := t.rec != nil && t.rec.Float8AllGather()

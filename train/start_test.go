@@ -3,8 +3,9 @@ package train_test
 import (
 	"math"
 
-	"github.com/octetml/octet/graph"
 	"testing"
+
+	"github.com/octetml/octet/graph"
 
 	"github.com/octetml/octet/train"
 	"github.com/stretchr/testify/require"

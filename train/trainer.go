@@ -12,6 +12,7 @@ import (
 	"github.com/octetml/octet/inspect"
 	"github.com/octetml/octet/internal/errkind"
 	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/optim"
 	"github.com/octetml/octet/passes"
 	"github.com/octetml/octet/recipe"
@@ -126,6 +127,10 @@ type Config struct {
 	// combine with DP or FSDP yet, nor with the MS-AMP recipe or
 	// calibration steps.
 	EP int
+	// EPDispatch is how tokens travel to the experts' ranks under EP:
+	// float32 (the zero value, exact), bf16, or FP8 (E4M3 with a scale per
+	// 1×128 tile, DeepSeek-V3's dispatch); see ops.ExpertParallel.
+	EPDispatch ops.WireFormat
 	// EvalBatchSize is the batch of evaluation (BatchSize when 0).
 	EvalBatchSize int
 	// Debug and DebugLogDir turn on FP8 precision debugging (see package

@@ -34,6 +34,7 @@ import (
 	"github.com/octetml/octet/examples/internal/output"
 	"github.com/octetml/octet/hf"
 	"github.com/octetml/octet/nn"
+	"github.com/octetml/octet/ops"
 	"github.com/octetml/octet/precision"
 	"github.com/octetml/octet/train"
 	"github.com/octetml/octet/train/report"
@@ -52,6 +53,7 @@ type config struct {
 	auxLossCoef                    float64
 	stackedExperts                 bool
 	sequential, dump, progress     bool
+	epDispatch                     string
 	sample, evalEvery, evalBatches int
 	set                            map[string]bool // flags given on the command line
 }
@@ -97,6 +99,7 @@ func (c *config) register(fs *flag.FlagSet) {
 	fs.IntVar(&m.SharedExpertIntermediateSize, "shared-expert", 0, "width of Qwen2-MoE's shared expert, 0 for none (shared_expert_intermediate_size; -model-type qwen2_moe)")
 	fs.Float64Var(&c.auxLossCoef, "aux-loss-coef", 0.01, "weight of the load-balancing loss added to an MoE's training loss (router_aux_loss_coef; 0: none); with -init, the config's router_aux_loss_coef and output_router_logits unless given")
 	fs.BoolVar(&c.stackedExperts, "stacked-experts", false, "write an MoE's experts as transformers 5 stacks them (mlp.experts.gate_up_proj, down_proj) in -export, -export-fp8 and -grads-out, instead of one tensor per expert")
+	fs.StringVar(&c.epDispatch, "ep-dispatch", "fp32", "with -ep: how tokens travel to the experts' ranks: fp32 (exact: one process's bits), bf16, or fp8 (E4M3 with a float32 scale per 1×128 tile, DeepSeek-V3's dispatch; the rest of the exchange in bf16)")
 	fs.IntVar(&c.block, "block", 256, "context length")
 	fs.IntVar(&c.iters, "iters", 2000, "training iterations")
 	fs.StringVar(&c.encoding, "encoding", "r50k_base", "BPE encoding of the text: r50k_base or cl100k_base")
@@ -215,6 +218,11 @@ func (c *config) validate() error {
 		if err := c.model.Validate(); err != nil {
 			ch.Fail("%v (flags -hidden, -intermediate, -layers, -heads, -kv-heads, -rope-theta, -experts, -top-k, -moe-intermediate, -shared-expert)", err)
 		}
+	}
+	if _, err := ops.ParseWireFormat(c.epDispatch); err != nil {
+		ch.Fail("-ep-dispatch: %v", err)
+	} else if c.set["ep-dispatch"] && !c.EP.IsSet() {
+		ch.Fail("-ep-dispatch is the wire format of expert parallelism: give -ep N")
 	}
 	if !(c.auxLossCoef >= 0) || c.auxLossCoef > 1e6 {
 		ch.Fail("-aux-loss-coef %v: want a number from 0 to 1e6", c.auxLossCoef)

@@ -323,6 +323,9 @@ func trainOne(cfg config, p precision.Config, t *tokens, init func(*graph.Store)
 		Init:     init, Meta: cfg.meta(t)}
 	run := train.Run{Steps: cfg.iters, Eval: valSample, Hint: fmt.Sprintf("learning rate %g too high?", cfg.LR)}
 	cfg.Apply(p, "llama-"+p.Name(), &tc, &run)
+	if tc.EPDispatch, err = ops.ParseWireFormat(cfg.epDispatch); err != nil {
+		return nil, err
+	}
 	tr, err := train.New(tc)
 	if err != nil {
 		return nil, err
