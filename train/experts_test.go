@@ -14,7 +14,9 @@ import (
 
 // moeModel is a classifier with a Mixture-of-Experts layer between two
 // linear layers (5 experts, top 2).
-func moeModel(rows int, training bool) (*train.Model, error) { return moeModelOf(32, 32)(rows, training) }
+func moeModel(rows int, training bool) (*train.Model, error) {
+	return moeModelOf(32, 32)(rows, training)
+}
 
 // moeModelOf is moeModel of another width and expert width.
 func moeModelOf(width, inter int) train.ModelFunc {
