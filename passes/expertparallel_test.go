@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -152,4 +153,55 @@ func TestExpertParallelNarrowDispatch(t *testing.T) {
 	}
 	_, err := ops.ParseWireFormat("fp16")
 	require.ErrorContains(t, err, `"fp16"`)
+}
+
+// An expert-parallel step allocates nothing after the first: the
+// exchanges, plans and gathers reuse their buffers (every rank's
+// allocations are counted, the ranks running at once).
+func TestExpertParallelStepAllocatesNothing(t *testing.T) {
+	for _, f := range []ops.WireFormat{ops.WireFloat32, ops.WireFP8} {
+		var mallocs [2]uint64
+		require.NoError(t, dist.RunLocal(2, func(c dist.Communicator) error {
+			g := graph.New()
+			b := nn.NewBuilder(g)
+			x := b.Scope("input").Param("rows", nn.Normal(1), 12, 32)
+			moe, err := nn.NewMoE(b, "moe", nn.MoEConfig{Experts: 4, TopK: 2, Hidden: 32, Intermediate: 32, Init: nn.Normal(0.2)})
+			if err != nil {
+				return err
+			}
+			y, _ := moe.Forward(x)
+			loss := ops.Sum(ops.Mul(y, y))
+			store := graph.NewStore()
+			if err := b.Init(store, 5); err != nil {
+				return err
+			}
+			var shards []passes.ExpertShard
+			prep, err := passes.Prepare(g, store, passes.Config{Recipe: recipe.Float8Block{}, Loss: loss, Params: b.Params(),
+				ForwardPasses: []passes.Pass{passes.ExpertParallelPass(&ops.ExpertParallel{Comm: c, Dispatch: f}, &shards)}})
+			if err != nil {
+				return err
+			}
+			sync := []float32{0}
+			var ms runtime.MemStats
+			for i := range 2 {
+				for range 3 {
+					if err := prep.Train.Run(); err != nil {
+						return err
+					}
+				}
+				if err := c.AllReduceF32(sync, dist.Sum); err != nil {
+					return err
+				}
+				if c.Rank() == 0 {
+					runtime.ReadMemStats(&ms)
+					mallocs[i] = ms.Mallocs
+				}
+				if err := c.AllReduceF32(sync, dist.Sum); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		require.Zero(t, mallocs[1]-mallocs[0], "%v: allocations in 3 steps of 2 ranks", f)
+	}
 }

@@ -116,9 +116,16 @@ func (r *replica) expertNormSquared() (float64, error) {
 	}
 	var err error
 	r.chunkSums, r.chunkStarts = optim.GradChunkSums(r.params, r.chunkSums, r.chunkStarts)
-	expertOf := map[int]int{}
-	for i, pi := range r.expertParam {
-		expertOf[pi] = i
+	if r.expertOf == nil { // once: the step allocates nothing after its first run
+		r.expertOf = map[int]int{}
+		for i, pi := range r.expertParam {
+			r.expertOf[pi] = i
+			_, _, counts := r.expertSpan(i)
+			for q := range counts {
+				counts[q] = counts[q] / optim.NormChunk * 8
+			}
+			r.chunkCounts = append(r.chunkCounts, counts)
+		}
 	}
 	var sum float64
 	for pi := range r.params {
@@ -127,18 +134,17 @@ func (r *replica) expertNormSquared() (float64, error) {
 			end = r.chunkStarts[pi+1]
 		}
 		own := r.chunkSums[r.chunkStarts[pi]:end]
-		i, ok := expertOf[pi]
+		i, ok := r.expertOf[pi]
 		if !ok {
 			for _, v := range own {
 				sum += v
 			}
 			continue
 		}
-		_, _, counts := r.expertSpan(i)
+		counts := r.chunkCounts[i]
 		total := 0
-		for q := range counts {
-			counts[q] = counts[q] / optim.NormChunk * 8
-			total += counts[q]
+		for _, c := range counts {
+			total += c
 		}
 		if cap(r.chunkSend) < 8*len(own) {
 			r.chunkSend = make([]byte, 8*len(own))

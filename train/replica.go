@@ -47,6 +47,8 @@ type replica struct {
 	chunkSums            []float64
 	chunkStarts          []int
 	chunkSend, chunkRecv []byte
+	expertOf             map[int]int // params index → experts index
+	chunkCounts          [][]int     // each expert weight's chunk-sum bytes per rank
 	// With FSDP.
 	sh   *fsdp.Sharded
 	drv  *fsdp.Rank
