@@ -159,3 +159,62 @@ func TestAllToAllAllocatesNothing(t *testing.T) {
 		_ = c.AllToAllU8(d8, s8, counts, counts)
 	}))
 }
+
+// checkSubgroups splits c's ranks two ways (consecutive blocks of three,
+// and the ranks at the same place in each block) and checks each group's
+// ranks, sizes and collectives.
+func checkSubgroups(c Communicator) error {
+	n, r := c.Size(), c.Rank()
+	block, err := Subgroup(c, r/3, r)
+	if err != nil {
+		return err
+	}
+	across, err := Subgroup(c, r%3, -r) // keys reversed: the last rank first
+	if err != nil {
+		return err
+	}
+	if want := min(3, n-r/3*3); block.Size() != want || block.Rank() != r%3 {
+		return fmt.Errorf("rank %d: block group rank %d of %d, want %d of %d", r, block.Rank(), block.Size(), r%3, want)
+	}
+	members := (n - r%3 + 2) / 3
+	if across.Size() != members || across.Rank() != members-1-r/3 {
+		return fmt.Errorf("rank %d: across group rank %d of %d, want %d of %d", r, across.Rank(), across.Size(), members-1-r/3, members)
+	}
+	buf := []float32{float32(r)}
+	if err := block.AllReduceF32(buf, Sum); err != nil {
+		return err
+	}
+	var want float32
+	for q := r / 3 * 3; q < min(n, r/3*3+3); q++ {
+		want += float32(q)
+	}
+	if buf[0] != want {
+		return fmt.Errorf("rank %d: block sum %v, want %v", r, buf[0], want)
+	}
+	buf[0] = float32(r)
+	if err := across.AllReduceF32(buf, Max); err != nil {
+		return err
+	}
+	if last := (n-1-r%3)/3*3 + r%3; buf[0] != float32(last) {
+		return fmt.Errorf("rank %d: across max %v, want %d", r, buf[0], last)
+	}
+	return nil
+}
+
+// Subgroup makes MPI_Comm_split's groups of in-process ranks, twice in a
+// row, with collectives of their own.
+func TestSubgroups(t *testing.T) {
+	for _, n := range []int{1, 3, 5, 6} {
+		errs := onRanks(t, n, func(c Communicator) error {
+			for range 2 {
+				if err := checkSubgroups(c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for r, err := range errs {
+			require.NoError(t, err, "%d ranks, rank %d", n, r)
+		}
+	}
+}

@@ -22,6 +22,7 @@ package dist
 
 import (
 	"fmt"
+	"sort"
 	"sync"
 )
 
@@ -119,6 +120,11 @@ type group struct {
 	send    [][]int // each rank's send counts (all-to-all)
 	recv    [][]int // and its receive counts
 	errs    []error
+	// Subgroup's state: each rank's color and key, the groups being
+	// made, and how many splits the group has done.
+	colors, keys []int
+	subs         map[[2]int]*group
+	splits       int
 }
 
 // barrier blocks until every rank has arrived.
@@ -401,4 +407,75 @@ func (c *local) AllToAllF32(dst, src []float32, send, recv []int) error {
 
 func (c *local) AllToAllU8(dst, src []uint8, send, recv []int) error {
 	return allToAll(c, c.g.u8, dst, src, send, recv, 1)
+}
+
+// Subgroup returns this rank's communicator among the ranks of c that
+// give the same color, ordered by key (then by rank in c), as
+// MPI_Comm_split does: a data-parallel group and an expert-parallel
+// group inside it, say. Every rank of c must call it, in the same order
+// as its other collectives.
+func Subgroup(c Communicator, color, key int) (Communicator, error) {
+	switch c := c.(type) {
+	case *local:
+		return c.split(color, key)
+	case interface {
+		split(color, key int) (Communicator, error)
+	}:
+		return c.split(color, key)
+	}
+	return nil, fmt.Errorf("dist: %T cannot form subgroups", c)
+}
+
+// split is Subgroup for an in-process rank: the ranks publish their
+// color and key, the first of each color to arrive makes the group, and
+// each finds its place in it.
+func (c *local) split(color, key int) (Communicator, error) {
+	g := c.g
+	g.mu.Lock()
+	if g.colors == nil {
+		g.colors, g.keys = make([]int, g.size), make([]int, g.size)
+	}
+	g.colors[c.rank], g.keys[c.rank] = color, key
+	g.mu.Unlock()
+	c.g.barrier()
+	var members []int
+	for r := 0; r < g.size; r++ {
+		if g.colors[r] == color {
+			members = append(members, r)
+		}
+	}
+	sort.SliceStable(members, func(i, j int) bool { return g.keys[members[i]] < g.keys[members[j]] })
+	me := 0
+	for i, r := range members {
+		if r == c.rank {
+			me = i
+		}
+	}
+	// The group's first member makes it (keyed by the split's round and
+	// the color); the others take it after a second barrier.
+	g.mu.Lock()
+	if g.subs == nil {
+		g.subs = map[[2]int]*group{}
+	}
+	k := [2]int{g.splits, color}
+	if me == 0 {
+		sub := &group{size: len(members), f32: make([][]float32, len(members)), u8: make([][]uint8, len(members)),
+			send: make([][]int, len(members)), recv: make([][]int, len(members)), errs: make([]error, len(members))}
+		sub.cond = sync.NewCond(&sub.mu)
+		g.subs[k] = sub
+	}
+	g.mu.Unlock()
+	c.g.barrier()
+	g.mu.Lock()
+	sub := g.subs[k]
+	g.mu.Unlock()
+	c.g.barrier()
+	if c.rank == 0 {
+		g.mu.Lock()
+		g.splits++
+		clear(g.subs)
+		g.mu.Unlock()
+	}
+	c.g.barrier()
+	return &local{g: sub, rank: me}, nil
 }

@@ -7,17 +7,36 @@ package dist
 #include <mpi.h>
 #include <stdlib.h>
 
+// Communicators by index: 0 is MPI_COMM_WORLD, the rest made by
+// octet_split.
+#define OCTET_MAX_COMMS 256
+static MPI_Comm octet_comms[OCTET_MAX_COMMS];
+static int octet_ncomms = 0;
+
 static int octet_init(void) {
 	int inited = 0, provided = 0;
 	MPI_Initialized(&inited);
-	if (inited) return MPI_SUCCESS;
-	int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
-	if (rc != MPI_SUCCESS) return rc;
+	if (!inited) {
+		int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+		if (rc != MPI_SUCCESS) return rc;
+	}
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	octet_comms[0] = MPI_COMM_WORLD;
+	if (octet_ncomms == 0) octet_ncomms = 1;
 	return MPI_SUCCESS;
 }
-static int octet_rank(int *r) { return MPI_Comm_rank(MPI_COMM_WORLD, r); }
-static int octet_size(int *s) { return MPI_Comm_size(MPI_COMM_WORLD, s); }
+static int octet_split(int c, int color, int key, int *out) {
+	if (octet_ncomms >= OCTET_MAX_COMMS) return MPI_ERR_OTHER;
+	MPI_Comm nc;
+	int rc = MPI_Comm_split(octet_comms[c], color, key, &nc);
+	if (rc != MPI_SUCCESS) return rc;
+	MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+	octet_comms[octet_ncomms] = nc;
+	*out = octet_ncomms++;
+	return MPI_SUCCESS;
+}
+static int octet_rank(int c, int *r) { return MPI_Comm_rank(octet_comms[c], r); }
+static int octet_size(int c, int *s) { return MPI_Comm_size(octet_comms[c], s); }
 static int octet_finalize(void) {
 	int i = 0, f = 0;
 	MPI_Initialized(&i);
@@ -27,23 +46,23 @@ static int octet_finalize(void) {
 
 static MPI_Datatype octet_type(int elem) { return elem == 4 ? MPI_FLOAT : MPI_BYTE; }
 
-static int octet_iallgatherv(void *src, int n, void *dst, int *counts, int *displs, int elem, MPI_Request *req) {
-	return MPI_Iallgatherv(src, n, octet_type(elem), dst, counts, displs, octet_type(elem), MPI_COMM_WORLD, req);
+static int octet_iallgatherv(int c, void *src, int n, void *dst, int *counts, int *displs, int elem, MPI_Request *req) {
+	return MPI_Iallgatherv(src, n, octet_type(elem), dst, counts, displs, octet_type(elem), octet_comms[c], req);
 }
-static int octet_ialltoallv(void *src, int *scounts, int *sdispls, void *dst, int *rcounts, int *rdispls, MPI_Request *req) {
-	return MPI_Ialltoallv(src, scounts, sdispls, MPI_FLOAT, dst, rcounts, rdispls, MPI_FLOAT, MPI_COMM_WORLD, req);
+static int octet_ialltoallv(int c, void *src, int *scounts, int *sdispls, void *dst, int *rcounts, int *rdispls, MPI_Request *req) {
+	return MPI_Ialltoallv(src, scounts, sdispls, MPI_FLOAT, dst, rcounts, rdispls, MPI_FLOAT, octet_comms[c], req);
 }
-static int octet_ialltoallv_elem(void *src, int *scounts, int *sdispls, void *dst, int *rcounts, int *rdispls, int elem, MPI_Request *req) {
-	return MPI_Ialltoallv(src, scounts, sdispls, octet_type(elem), dst, rcounts, rdispls, octet_type(elem), MPI_COMM_WORLD, req);
+static int octet_ialltoallv_elem(int c, void *src, int *scounts, int *sdispls, void *dst, int *rcounts, int *rdispls, int elem, MPI_Request *req) {
+	return MPI_Ialltoallv(src, scounts, sdispls, octet_type(elem), dst, rcounts, rdispls, octet_type(elem), octet_comms[c], req);
 }
-static int octet_ialltoall_int(int *src, int *dst, MPI_Request *req) {
-	return MPI_Ialltoall(src, 1, MPI_INT, dst, 1, MPI_INT, MPI_COMM_WORLD, req);
+static int octet_ialltoall_int(int c, int *src, int *dst, MPI_Request *req) {
+	return MPI_Ialltoall(src, 1, MPI_INT, dst, 1, MPI_INT, octet_comms[c], req);
 }
-static int octet_iallreduce_max_int(int *buf, MPI_Request *req) {
-	return MPI_Iallreduce(MPI_IN_PLACE, buf, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, req);
+static int octet_iallreduce_max_int(int c, int *buf, MPI_Request *req) {
+	return MPI_Iallreduce(MPI_IN_PLACE, buf, 1, MPI_INT, MPI_MAX, octet_comms[c], req);
 }
-static int octet_ibcast(void *buf, int n, int root, MPI_Request *req) {
-	return MPI_Ibcast(buf, n, MPI_FLOAT, root, MPI_COMM_WORLD, req);
+static int octet_ibcast(int c, void *buf, int n, int root, MPI_Request *req) {
+	return MPI_Ibcast(buf, n, MPI_FLOAT, root, octet_comms[c], req);
 }
 static int octet_test(MPI_Request *req, int *done) { return MPI_Test(req, done, MPI_STATUS_IGNORE); }
 static void octet_error_string(int code, char *buf) { int len = 0; MPI_Error_string(code, buf, &len); }
@@ -64,9 +83,10 @@ import (
 // collectives); OCTET_MPI_TIMEOUT (a Go duration, e.g. "30s") overrides it.
 const DefaultMPITimeout = 60 * time.Second
 
-// mpiComm is a rank of MPI_COMM_WORLD.
+// mpiComm is a rank of MPI_COMM_WORLD, or of a group split from it.
 type mpiComm struct {
-	mu      sync.Mutex // MPI_THREAD_SERIALIZED: one call at a time
+	mu      *sync.Mutex // MPI_THREAD_SERIALIZED: one call at a time, shared by a world's groups
+	c       C.int       // the communicator's index (octet_comms)
 	rank    int
 	size    int
 	timeout time.Duration
@@ -81,6 +101,9 @@ type mpiComm struct {
 	a2a []C.int
 	pin runtime.Pinner
 }
+
+// mpiMu serialises every MPI call of the process (MPI_THREAD_SERIALIZED).
+var mpiMu sync.Mutex
 
 var mpiOnce struct {
 	sync.Once
@@ -108,12 +131,12 @@ func NewMPI(size int) (Communicator, error) {
 	if mpiOnce.err != nil {
 		return nil, mpiOnce.err
 	}
-	c := &mpiComm{timeout: DefaultMPITimeout}
+	c := &mpiComm{timeout: DefaultMPITimeout, mu: &mpiMu}
 	var r, s C.int
-	if rc := C.octet_rank(&r); rc != C.MPI_SUCCESS {
+	if rc := C.octet_rank(0, &r); rc != C.MPI_SUCCESS {
 		return nil, mpiError("rank", -1, rc)
 	}
-	if rc := C.octet_size(&s); rc != C.MPI_SUCCESS {
+	if rc := C.octet_size(0, &s); rc != C.MPI_SUCCESS {
 		return nil, mpiError("size", int(r), rc)
 	}
 	c.rank, c.size = int(r), int(s)
@@ -191,7 +214,7 @@ func (c *mpiComm) gather(dst, src unsafe.Pointer, n int, counts []int, elem int)
 	defer pin.Unpin()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if rc := C.octet_iallgatherv(src, C.int(n), dst, &cc[0], &dd[0], C.int(elem), &c.req); rc != C.MPI_SUCCESS {
+	if rc := C.octet_iallgatherv(c.c, src, C.int(n), dst, &cc[0], &dd[0], C.int(elem), &c.req); rc != C.MPI_SUCCESS {
 		return mpiError("all-gather", c.rank, rc)
 	}
 	err = c.wait("all-gather")
@@ -258,7 +281,7 @@ func (c *mpiComm) ReduceScatterF32(dst, src []float32, counts []int, op ReduceOp
 	}
 	defer pin.Unpin()
 	c.mu.Lock()
-	if code := C.octet_ialltoallv(ptrF32(src), &sc[0], &sd[0], ptrF32(recv), &rcc[0], &rdd[0], &c.req); code != C.MPI_SUCCESS {
+	if code := C.octet_ialltoallv(c.c, ptrF32(src), &sc[0], &sd[0], ptrF32(recv), &rcc[0], &rdd[0], &c.req); code != C.MPI_SUCCESS {
 		c.mu.Unlock()
 		return mpiError("reduce-scatter", c.rank, code)
 	}
@@ -313,7 +336,7 @@ func (c *mpiComm) BroadcastF32(buf []float32, root int) error {
 	defer pin.Unpin()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if rc := C.octet_ibcast(ptrF32(buf), C.int(len(buf)), C.int(root), &c.req); rc != C.MPI_SUCCESS {
+	if rc := C.octet_ibcast(c.c, ptrF32(buf), C.int(len(buf)), C.int(root), &c.req); rc != C.MPI_SUCCESS {
 		return mpiError("broadcast", c.rank, rc)
 	}
 	err := c.wait("broadcast")
@@ -344,7 +367,7 @@ func (c *mpiComm) allToAll(dst, src unsafe.Pointer, nsrc, ndst int, send, recv [
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if code := C.octet_ialltoall_int(&sc[0], &got[0], &c.req); code != C.MPI_SUCCESS {
+	if code := C.octet_ialltoall_int(c.c, &sc[0], &got[0], &c.req); code != C.MPI_SUCCESS {
 		return mpiError("all-to-all", c.rank, code)
 	}
 	if err := c.wait("all-to-all"); err != nil {
@@ -358,7 +381,7 @@ func (c *mpiComm) allToAll(dst, src unsafe.Pointer, nsrc, ndst int, send, recv [
 		}
 	}
 	flag[0] = C.int(bad + 1)
-	if code := C.octet_iallreduce_max_int(&flag[0], &c.req); code != C.MPI_SUCCESS {
+	if code := C.octet_iallreduce_max_int(c.c, &flag[0], &c.req); code != C.MPI_SUCCESS {
 		return mpiError("all-to-all", c.rank, code)
 	}
 	if err := c.wait("all-to-all"); err != nil {
@@ -373,7 +396,7 @@ func (c *mpiComm) allToAll(dst, src unsafe.Pointer, nsrc, ndst int, send, recv [
 	c.pin.Pin(src)
 	c.pin.Pin(dst)
 	defer c.pin.Unpin()
-	if code := C.octet_ialltoallv_elem(src, &sc[0], &sd[0], dst, &rc[0], &rd[0], C.int(elem), &c.req); code != C.MPI_SUCCESS {
+	if code := C.octet_ialltoallv_elem(c.c, src, &sc[0], &sd[0], dst, &rc[0], &rd[0], C.int(elem), &c.req); code != C.MPI_SUCCESS {
 		return mpiError("all-to-all", c.rank, code)
 	}
 	err = c.wait("all-to-all")
@@ -388,4 +411,21 @@ func (c *mpiComm) AllToAllF32(dst, src []float32, send, recv []int) error {
 
 func (c *mpiComm) AllToAllU8(dst, src []uint8, send, recv []int) error {
 	return c.allToAll(ptrU8(dst), ptrU8(src), len(src), len(dst), send, recv, 1)
+}
+
+// split is Split for an MPI rank: MPI_Comm_split of its communicator.
+func (c *mpiComm) split(color, key int) (Communicator, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var idx, r, s C.int
+	if rc := C.octet_split(c.c, C.int(color), C.int(key), &idx); rc != C.MPI_SUCCESS {
+		return nil, mpiError("split", c.rank, rc)
+	}
+	if rc := C.octet_rank(idx, &r); rc != C.MPI_SUCCESS {
+		return nil, mpiError("rank", c.rank, rc)
+	}
+	if rc := C.octet_size(idx, &s); rc != C.MPI_SUCCESS {
+		return nil, mpiError("size", c.rank, rc)
+	}
+	return &mpiComm{mu: c.mu, c: idx, rank: int(r), size: int(s), timeout: c.timeout}, nil
 }

@@ -71,6 +71,11 @@ func TestMPICollectives(t *testing.T) {
 	if err := checkAllToAllOn(c); err != nil {
 		t.Fatal(err)
 	}
+	for range 2 {
+		if err := checkSubgroups(c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The all-to-all allocates nothing per call (its counts live in C
 	// memory, kept from the first call).
 	src, dst := make([]float32, 4*n), make([]float32, 4*n)
