@@ -18,7 +18,7 @@ func (r *replica) expertSpan(i int) (lo, hi int, counts []int) {
 	s := r.experts[i]
 	shape := s.Param.Shape()
 	per := shape.Numel() / shape[0]
-	counts = dist.Split(shape[0], r.t.world)
+	counts = dist.Split(shape[0], r.t.epSize)
 	for q := range counts {
 		counts[q] *= per
 	}
@@ -156,7 +156,7 @@ func (r *replica) expertNormSquared() (float64, error) {
 		for j, v := range own {
 			binary.LittleEndian.PutUint64(send[8*j:], math.Float64bits(v))
 		}
-		if err = r.comm.AllGatherU8(recv, send, counts); err != nil {
+		if err = r.epComm.AllGatherU8(recv, send, counts); err != nil {
 			return 0, err
 		}
 		for j := 0; j < total; j += 8 {
@@ -175,7 +175,7 @@ func (r *replica) expertNormSquaredWhole() (float64, error) {
 		full := r.expertFull[i]
 		clear(full)
 		copy(full[lo:hi], r.params[pi].G)
-		if err := r.comm.AllReduceF32(full, dist.Sum); err != nil {
+		if err := r.epComm.AllReduceF32(full, dist.Sum); err != nil {
 			return 0, err
 		}
 	}
@@ -197,7 +197,7 @@ func (r *replica) gatherExperts() error {
 		full := r.store.Float32(s.Param.Name())
 		scratch := r.expertFull[i][:hi-lo]
 		copy(scratch, full[lo:hi])
-		if err := r.comm.AllGatherF32(full, scratch, counts); err != nil {
+		if err := r.epComm.AllGatherF32(full, scratch, counts); err != nil {
 			return fmt.Errorf("train: gathering expert weight %q: %w", s.Param.Name(), err)
 		}
 	}
@@ -242,7 +242,8 @@ func (r *replica) gatherExpertStates() error {
 			r.stateBuf = make([]float32, size)
 		}
 		buf := r.stateBuf[:size]
-		owners := dist.Split(experts, r.t.world)
+		owners := dist.Split(experts, r.t.epSize)
+		me := r.epComm.Rank()
 		owner := 0
 		for e := range experts {
 			for e >= dist.Offsets(owners)[owner]+owners[owner] {
@@ -252,13 +253,13 @@ func (r *replica) gatherExpertStates() error {
 			if len(metas) != len(local) {
 				metas = nil // a rank without this expert's state takes part only
 			}
-			if owner == r.rank {
+			if owner == me {
 				packMetas(buf, metas)
 			}
-			if err := r.comm.BroadcastF32(buf, owner); err != nil {
+			if err := r.epComm.BroadcastF32(buf, owner); err != nil {
 				return fmt.Errorf("train: expert %d of %q: %w", e, s.Layer, err)
 			}
-			if owner != r.rank && metas != nil {
+			if owner != me && metas != nil {
 				unpackMetas(metas, buf)
 			}
 		}
@@ -292,4 +293,56 @@ func unpackMetas(metas []*fp8.Meta, buf []float32) {
 		m.Steps, m.NonFinite, m.Overflows = int(buf[i]), int(buf[i+1]), int(buf[i+2])
 		i += 3
 	}
+}
+
+// splitGroups makes this rank's expert-parallel group (the epSize
+// consecutive ranks it is one of) and, with several groups, its
+// data-parallel group (the ranks at its place in every group).
+func (r *replica) splitGroups() error {
+	t := r.t
+	if t.dataRanks() == 1 {
+		r.epComm = r.comm
+		return nil
+	}
+	var err error
+	if r.epComm, err = dist.Subgroup(r.comm, r.rank/t.epSize, r.rank); err != nil {
+		return err
+	}
+	r.dpComm, err = dist.Subgroup(r.comm, r.rank%t.epSize, r.rank)
+	return err
+}
+
+// dataComm is the communicator of the ranks that average gradients: the
+// world's, or under expert parallelism the data-parallel group's (nil:
+// none).
+func (r *replica) dataComm() dist.Communicator {
+	if r.t.ep {
+		return r.dpComm
+	}
+	return r.comm
+}
+
+// resetStats zeroes the byte counters of every communicator of the rank.
+func (r *replica) resetStats() {
+	for _, c := range []dist.Communicator{r.comm, r.epComm, r.dpComm} {
+		if c != nil {
+			c.ResetStats()
+		}
+	}
+}
+
+// commBytes is what the rank's collectives moved since resetStats, over
+// every communicator it has.
+func (r *replica) commBytes() int64 {
+	var n int64
+	if r.comm != nil {
+		n += r.comm.Stats().Bytes()
+	}
+	if r.epComm != nil && r.epComm != r.comm {
+		n += r.epComm.Stats().Bytes()
+	}
+	if r.dpComm != nil {
+		n += r.dpComm.Stats().Bytes()
+	}
+	return n
 }

@@ -82,6 +82,38 @@ func TestExpertParallelTrainsAsOneProcess(t *testing.T) {
 	}
 }
 
+// Expert-parallel groups inside data parallelism (EP 3 × DP 2, EP 2 ×
+// DP 2) train what DP 2 trains, bit for bit: each group runs its data
+// rank's batch, and the ranks at the same place in each group average
+// their gradients as DP's ranks do. A checkpoint of EP 3 × DP 2 resumes
+// under DP 2 exactly.
+func TestExpertParallelInsideDataParallel(t *testing.T) {
+	ds := blobs(t, 100, 2)
+	for _, mp := range []struct{ mp, backend string }{{"no", ""}, {"fp8", "te"}} {
+		mod := func(ep, dp int) func(*train.Config) {
+			return func(c *train.Config) { c.Model, c.EP, c.DP, c.ClipGradNorm, c.LR = moeModel, ep, dp, 0.5, 1e-2 }
+		}
+		dp := trainer(t, mp.mp, mp.backend, mod(0, 2))
+		want, err := dp.Fit(ds, train.Run{Steps: 6})
+		require.NoError(t, err)
+		for _, ep := range []int{2, 3} {
+			tr := trainer(t, mp.mp, mp.backend, mod(ep, 2))
+			got, err := tr.Fit(ds, train.Run{Steps: 6})
+			require.NoError(t, err, "%s EP %d × DP 2", mp.mp, ep)
+			require.Equal(t, 2*ep, got.Ranks)
+			require.Equal(t, bits(want.Losses), bits(got.Losses), "%s EP %d × DP 2", mp.mp, ep)
+			sameState(t, dp.Store(), tr.Store(), "%s EP %d × DP 2", mp.mp, ep)
+		}
+		dir := t.TempDir()
+		_, err = trainer(t, mp.mp, mp.backend, mod(3, 2)).Fit(ds, train.Run{Steps: 6, StopAfter: 3, SaveDir: dir})
+		require.NoError(t, err)
+		rest, err := trainer(t, mp.mp, mp.backend, mod(0, 2)).Fit(ds, train.Run{Steps: 6, Resume: dir})
+		require.NoError(t, err)
+		require.Equal(t, "EP 3 × DP 2 to DP 2", rest.Resharded)
+		require.Equal(t, bits(want.Losses[3:]), bits(rest.Losses), mp.mp)
+	}
+}
+
 // With expert weights of whole clipping chunks (128 wide: 16,384 and
 // 32,768 values an expert) the ranks exchange chunk sums, not gradients,
 // and the clipped run still equals one process's bit for bit.
@@ -110,7 +142,7 @@ func TestExpertParallelRefuses(t *testing.T) {
 		cfg  train.Config
 		says string
 	}{
-		{train.Config{Model: moeModel, BatchSize: 8, EP: 2, DP: 2}, "does not combine with data parallelism"},
+		{train.Config{Model: moeModel, BatchSize: 8, EP: 2, FSDP: 2}, "does not combine with FSDP"},
 		{train.Config{Model: moeModel, BatchSize: 8, EP: -1}, "needs Comm"},
 	} {
 		_, err := train.New(c.cfg)

@@ -313,7 +313,7 @@ func (t *Trainer) setup(comm dist.Communicator, ds data.Dataset) (*replica, *dat
 	}
 	dataRank := rank
 	if t.ep {
-		dataRank = 0 // every expert-parallel rank runs the whole batch
+		dataRank = rank / t.epSize // an expert-parallel group runs its data rank's batch
 	}
 	lo, hi := data.Shard(t.cfg.BatchSize, t.dataRanks(), dataRank)
 	// Rank 0 alone opens the debug log; a failure there must stop every
@@ -476,9 +476,7 @@ func (rr *rankRun) step(step int) error {
 	var busy time.Duration
 	var lossSum float64
 	var rowsSum int
-	if r.comm != nil {
-		r.comm.ResetStats()
-	}
+	r.resetStats()
 	r.calibrating = r.cal != nil && step < r.cal.steps
 	epoch := 0
 	for micro := 0; micro < t.accum; micro++ {
@@ -549,9 +547,7 @@ func (rr *rankRun) step(step int) error {
 	if r.drv != nil && r.rank == 0 {
 		rr.res.AllGatherBytes = r.comm.Stats().AllGatherBytes
 	}
-	if r.comm != nil {
-		rr.res.CommBytesPerStep = r.comm.Stats().Bytes()
-	}
+	rr.res.CommBytesPerStep = r.commBytes()
 	return rr.hooks(func(h *Hook) func(*Status) error {
 		if h.Every > 1 && (step+1)%h.Every != 0 && step+1 != rr.total {
 			return nil

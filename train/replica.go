@@ -39,6 +39,8 @@ type replica struct {
 	// holds, and for each the index into params and the full gradient
 	// buffer (zero outside the slice).
 	experts     []passes.ExpertShard
+	epComm      dist.Communicator // this rank's expert-parallel group
+	dpComm      dist.Communicator // the ranks at its place in every group (nil: one group)
 	expertParam []int
 	expertFull  [][]float32
 	normParams  []optim.Param // params with the experts' full gradients (the clipping norm)
@@ -113,7 +115,10 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	pc := passes.Config{Recipe: t.rec, Seed: t.cfg.Seed, Filter: t.cfg.Filter, Debug: t.cfg.Debug, DebugComm: comm, DebugLog: log, NoFusion: t.cfg.NoFusion,
 		Passes: t.cfg.Passes, Loss: m.Loss, Params: params, ForwardPasses: t.cfg.ForwardPasses}
 	if t.ep {
-		pc.ForwardPasses = append(append([]passes.Pass(nil), pc.ForwardPasses...), passes.ExpertParallelPass(&ops.ExpertParallel{Comm: comm, Dispatch: t.cfg.EPDispatch}, &r.experts))
+		if err := r.splitGroups(); err != nil {
+			return nil, err
+		}
+		pc.ForwardPasses = append(append([]passes.Pass(nil), pc.ForwardPasses...), passes.ExpertParallelPass(&ops.ExpertParallel{Comm: r.epComm, Dispatch: t.cfg.EPDispatch}, &r.experts))
 	}
 	if t.fsdp {
 		f8 := t.rec != nil && t.rec.Float8AllGather()
@@ -134,11 +139,12 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	if t.ep && len(r.experts) == 0 {
 		return nil, configErrorf("%s: the model has no Mixture-of-Experts layer to shard", t.worldName())
 	}
-	// Expert-parallel ranks hold one process's scaling states: the
-	// layers around the experts see the same rows on every rank, and each
-	// expert's rows are on its rank alone.
-	if comm != nil && t.world > 1 && !t.ep && t.rec != nil && recipe.ReducesAmax(t.rec) {
-		if r.amax = newAmaxReducer(comm, r.startMetas); r.amax != nil {
+	// Expert-parallel ranks of a group hold one process's scaling states
+	// (the layers around the experts see the group's rows on every rank,
+	// each expert's rows are on its rank alone): the amaxes are reduced
+	// across the data-parallel groups only.
+	if dc := r.dataComm(); dc != nil && t.dataRanks() > 1 && t.rec != nil && recipe.ReducesAmax(t.rec) {
+		if r.amax = newAmaxReducer(dc, r.startMetas); r.amax != nil {
 			r.prog.BeforeStepEnd(r.amax.reduce)
 		}
 	}
@@ -346,7 +352,7 @@ func (r *replica) microStep(b *data.Batch) (float32, error) {
 // weighted by its rows when the split is uneven (MS-AMP's optimizer
 // all-reduces in FP8 itself).
 func (r *replica) reduceGrads(b *data.Batch, even bool) error {
-	n := r.t.world
+	n := r.t.dataRanks()
 	w := float32(b.Rows) * float32(n) / float32(b.GlobalRows)
 	inv := 1 / float32(n)
 	for i, p := range r.params {
@@ -360,7 +366,7 @@ func (r *replica) reduceGrads(b *data.Batch, even bool) error {
 		if r.lowBit != nil {
 			continue
 		}
-		if err := r.comm.AllReduceF32(g, dist.Sum); err != nil {
+		if err := r.dataComm().AllReduceF32(g, dist.Sum); err != nil {
 			return err
 		}
 		kernels.Scale(g, inv)
@@ -379,7 +385,7 @@ func (r *replica) globalLoss(loss float32, rows, global int) (float32, error) {
 	if rows*n != global {
 		r.lbuf[0] *= float32(rows) * float32(n) / float32(global)
 	}
-	if err := r.comm.AllReduceF32(r.lbuf[:1], dist.Sum); err != nil {
+	if err := r.dataComm().AllReduceF32(r.lbuf[:1], dist.Sum); err != nil {
 		return 0, err
 	}
 	return r.lbuf[0] / float32(n), nil

@@ -122,10 +122,13 @@ type Config struct {
 	// rank runs the whole batch through the other layers and its own
 	// experts on the tokens routed to them (all-to-all), so the losses
 	// and parameters equal one process's bit for bit while each rank
-	// keeps the optimizer state of its experts only. With Comm, EP -1
-	// makes the world's ranks the expert-parallel group. It does not
-	// combine with DP or FSDP yet, nor with the MS-AMP recipe or
-	// calibration steps.
+	// keeps the optimizer state of its experts only. With DP the world is
+	// DP groups of EP ranks, data-parallel across the groups (each
+	// group's batch, and the ranks at the same place in each group
+	// averaging their gradients): the run equals DP alone bit for bit.
+	// With Comm, EP -1 makes the world's ranks one expert-parallel group
+	// and EP n > 0 splits it into groups of n. It does not combine with
+	// FSDP yet, nor with the MS-AMP recipe or calibration steps.
 	EP int
 	// EPDispatch is how tokens travel to the experts' ranks under EP:
 	// float32 (the zero value, exact), bf16, or FP8 (E4M3 with a scale per
@@ -170,7 +173,8 @@ type Trainer struct {
 	rec   recipe.Recipe
 	world int
 	fsdp  bool
-	ep    bool // expert parallelism over the world's ranks
+	ep     bool // expert parallelism: groups of epSize ranks, data-parallel across them
+	epSize int
 	accum int
 	// after a run: rank 0's replica (its store holds the trained,
 	// gathered parameters).
@@ -206,8 +210,8 @@ func New(cfg Config) (*Trainer, error) {
 	if cfg.GradientAccumulationSteps < 0 || cfg.DP < 0 || cfg.FSDP < -1 || cfg.EP < -1 || cfg.Prefetch < 0 || cfg.EvalBatchSize < 0 {
 		return nil, configErrorf("negative GradientAccumulationSteps, DP, FSDP, EP, Prefetch or EvalBatchSize")
 	}
-	if cfg.EP != 0 && (cfg.DP > 0 || cfg.FSDP != 0) {
-		return nil, configErrorf("EP %d with DP %d or FSDP %d: expert parallelism does not combine with data parallelism yet", cfg.EP, cfg.DP, cfg.FSDP)
+	if cfg.EP != 0 && cfg.FSDP != 0 {
+		return nil, configErrorf("EP %d with FSDP %d: expert parallelism does not combine with FSDP yet (it does with DP)", cfg.EP, cfg.FSDP)
 	}
 	t := &Trainer{cfg: cfg, accum: max(1, cfg.GradientAccumulationSteps), world: 1}
 	if !cfg.Precision.Resolved() {
@@ -222,14 +226,21 @@ func New(cfg Config) (*Trainer, error) {
 	t.rec = r
 	switch {
 	case cfg.Comm != nil:
-		if cfg.DP > 0 || cfg.FSDP > 0 || cfg.EP > 0 {
-			return nil, configErrorf("Comm (one rank of a world) does not combine with in-process DP, FSDP or EP ranks")
+		if cfg.DP > 0 || cfg.FSDP > 0 {
+			return nil, configErrorf("Comm (one rank of a world) does not combine with in-process DP or FSDP ranks")
 		}
-		t.world, t.fsdp, t.ep = cfg.Comm.Size(), cfg.FSDP == -1, cfg.EP == -1
+		t.world, t.fsdp, t.ep = cfg.Comm.Size(), cfg.FSDP == -1, cfg.EP != 0
+		t.epSize = t.world
+		if cfg.EP > 0 {
+			if t.world%cfg.EP != 0 {
+				return nil, configErrorf("EP %d: the world of %d ranks does not split into expert-parallel groups of %d", cfg.EP, t.world, cfg.EP)
+			}
+			t.epSize = cfg.EP
+		}
 	case cfg.EP == -1:
 		return nil, configErrorf("EP -1 (a rank of a world) needs Comm")
 	case cfg.EP > 0:
-		t.world, t.ep = cfg.EP, true
+		t.world, t.ep, t.epSize = cfg.EP*max(1, cfg.DP), true, cfg.EP
 	case cfg.DP > 0 && cfg.FSDP > 0:
 		return nil, configErrorf("DP %d and FSDP %d: choose one", cfg.DP, cfg.FSDP)
 	case cfg.FSDP == -1:
@@ -250,7 +261,7 @@ func New(cfg Config) (*Trainer, error) {
 	if t.ep && cfg.Precision.CalibrationSteps > 0 {
 		return nil, configErrorf("calibration steps do not combine with expert parallelism yet")
 	}
-	if cfg.BatchSize < t.world && !t.ep {
+	if cfg.BatchSize < t.dataRanks() {
 		return nil, configErrorf("%s: the batch of %d leaves ranks without rows", t.worldName(), cfg.BatchSize)
 	}
 	if t.cfg.Optimizer != "" && !strings.EqualFold(t.cfg.Optimizer, "adamw") {
@@ -279,6 +290,8 @@ func (t *Trainer) worldName() string {
 		return fmt.Sprintf("the world of %d ranks", t.world)
 	case t.fsdp:
 		return fmt.Sprintf("FSDP over %d ranks", t.world)
+	case t.ep && t.dataRanks() > 1:
+		return fmt.Sprintf("EP over %d ranks in %d data-parallel groups", t.epSize, t.dataRanks())
 	case t.ep:
 		return fmt.Sprintf("EP over %d ranks", t.world)
 	case t.world > 1:
@@ -291,7 +304,7 @@ func (t *Trainer) worldName() string {
 // expert-parallel rank runs the whole batch).
 func (t *Trainer) dataRanks() int {
 	if t.ep {
-		return 1
+		return t.world / t.epSize
 	}
 	return t.world
 }
@@ -305,6 +318,8 @@ func (t *Trainer) layout() string {
 		return "one process"
 	case t.fsdp:
 		return fmt.Sprintf("FSDP %d", t.world)
+	case t.ep && t.dataRanks() > 1:
+		return fmt.Sprintf("EP %d × DP %d", t.epSize, t.dataRanks())
 	case t.ep:
 		return fmt.Sprintf("EP %d", t.world)
 	}

@@ -390,7 +390,7 @@ func TestParallelMoE(t *testing.T) {
 
 // -ep 2 and -ep 3 train an MoE decoder to one process's losses bit for
 // bit, in float32 and FP8 block scaling, and report what the expert
-// exchange moves per iteration.
+// exchange moves per iteration; -ep 3 -dp 2 trains -dp 2's.
 func TestExpertParallelMatchesOneProcess(t *testing.T) {
 	dir := t.TempDir()
 	text := filepath.Join(dir, "corpus.txt")
@@ -412,6 +412,13 @@ func TestExpertParallelMatchesOneProcess(t *testing.T) {
 				require.Equal(t, one[k], got[k], "%v -ep %s: %s", prec, ep, k)
 			}
 			require.Greater(t, got["comm_bytes_per_iter"].(float64), 0.0)
+		}
+		// Expert-parallel groups inside data parallelism train as -dp 2.
+		dp := runJSON("-dp", "2")
+		got := runJSON("-ep", "3", "-dp", "2")
+		require.Equal(t, 6.0, got["ranks"])
+		for _, k := range []string{"train_loss", "val_loss"} {
+			require.Equal(t, dp[k], got[k], "%v -ep 3 -dp 2: %s", prec, k)
 		}
 	}
 }
