@@ -169,13 +169,13 @@ func configErrorf(format string, args ...any) error {
 
 // Trainer runs training for one precision.
 type Trainer struct {
-	cfg   Config
-	rec   recipe.Recipe
-	world int
-	fsdp  bool
+	cfg    Config
+	rec    recipe.Recipe
+	world  int
+	fsdp   bool
 	ep     bool // expert parallelism: groups of epSize ranks, data-parallel across them
 	epSize int
-	accum int
+	accum  int
 	// after a run: rank 0's replica (its store holds the trained,
 	// gathered parameters).
 	rep *replica
