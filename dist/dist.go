@@ -120,11 +120,10 @@ type group struct {
 	send    [][]int // each rank's send counts (all-to-all)
 	recv    [][]int // and its receive counts
 	errs    []error
-	// Subgroup's state: each rank's color and key, the groups being
-	// made, and how many splits the group has done.
+	// Subgroup's state: each rank's color and key, and the groups being
+	// made (by color).
 	colors, keys []int
-	subs         map[[2]int]*group
-	splits       int
+	subs         map[int]*group
 }
 
 // barrier blocks until every rank has arrived.
@@ -451,13 +450,13 @@ func (c *local) split(color, key int) (Communicator, error) {
 			me = i
 		}
 	}
-	// The group's first member makes it (keyed by the split's round and
-	// the color); the others take it after a second barrier.
+	// The group's first member makes it; the others take it after a
+	// second barrier.
 	g.mu.Lock()
 	if g.subs == nil {
-		g.subs = map[[2]int]*group{}
+		g.subs = map[int]*group{}
 	}
-	k := [2]int{g.splits, color}
+	k := color
 	if me == 0 {
 		sub := &group{size: len(members), f32: make([][]float32, len(members)), u8: make([][]uint8, len(members)),
 			send: make([][]int, len(members)), recv: make([][]int, len(members)), errs: make([]error, len(members))}
@@ -470,9 +469,8 @@ func (c *local) split(color, key int) (Communicator, error) {
 	sub := g.subs[k]
 	g.mu.Unlock()
 	c.g.barrier()
-	if c.rank == 0 {
+	if c.rank == 0 { // the next split makes its own groups
 		g.mu.Lock()
-		g.splits++
 		clear(g.subs)
 		g.mu.Unlock()
 	}

@@ -80,6 +80,9 @@ func TestCollectives(t *testing.T) {
 				require.Equal(t, int64(4*total+total), st.AllGatherBytes, "gathered bytes: 4 per float32, 1 per FP8 code")
 				require.Equal(t, 2, st.AllGatherCalls)
 				require.Equal(t, 2, st.AllReduceCalls)
+				// Bytes adds every collective's: 5 all-gathered per
+				// value, 4 reduce-scattered, 12 all-reduced, 8 broadcast.
+				require.Equal(t, int64(5*total+4*total+12+8), st.Bytes())
 				return nil
 			})
 			for _, err := range errs {
