@@ -354,9 +354,18 @@ func TestGenerate(t *testing.T) {
 	require.NoError(t, store.SetFloat32("w", tab, 5, 5))
 	p, err := graph.Compile(g, store, graph.Options{}, logits)
 	require.NoError(t, err)
+	// A prompt longer than the context keeps its last tokens: after
+	// …, 4 comes 0.
 	out, err := train.Generate(p, ids, logits, []int32{0, 1, 2, 4}, 6, 0.8, rand.New(rand.NewPCG(1, 1)))
 	require.NoError(t, err)
-	require.Equal(t, []int32{3, 4, 0, 1, 2, 3}, out)
+	require.Equal(t, []int32{0, 1, 2, 3, 4, 0}, out)
+	out, err = train.Generate(p, ids, logits, []int32{3, 3, 3, 3, 3, 3, 1}, 3, 0.8, rand.New(rand.NewPCG(1, 1)))
+	require.NoError(t, err)
+	require.Equal(t, []int32{2, 3, 4}, out, "two prompts that differ at the end continue differently")
+	// Temperature 0 takes the most likely token, the lowest among equals.
+	out, err = train.Generate(p, ids, logits, []int32{1}, 4, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int32{2, 3, 4, 0}, out)
 	// Prompts shorter than the context run on their prefix: the logits
 	// read are the last prompt token's, then the last generated one's.
 	for _, prompt := range [][]int32{{2}, {1, 2}} {
@@ -366,8 +375,17 @@ func TestGenerate(t *testing.T) {
 	}
 	_, err = train.Generate(p, ids, logits, nil, 2, 0.8, rand.New(rand.NewPCG(1, 1)))
 	require.ErrorContains(t, err, "an empty prompt")
-	_, err = train.Generate(p, ids, logits, []int32{0, 1, 2}, 2, 0, rand.New(rand.NewPCG(1, 1)))
+	_, err = train.Generate(p, ids, logits, []int32{0, 1, 2}, 2, -1, rand.New(rand.NewPCG(1, 1)))
 	require.ErrorContains(t, err, "temperature")
+	_, err = train.Generate(p, ids, logits, []int32{0, 1, 2}, 2, math.NaN(), rand.New(rand.NewPCG(1, 1)))
+	require.ErrorContains(t, err, "temperature")
+	// Equal logits: the lowest id.
+	require.NoError(t, store.SetFloat32("w", make([]float32, 25), 5, 5))
+	p, err = graph.Compile(g, store, graph.Options{}, logits)
+	require.NoError(t, err)
+	out, err = train.Generate(p, ids, logits, []int32{3}, 2, 0, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int32{0, 0}, out)
 }
 
 // TestRanksOfAWorld: processes that are each one rank of a world (Comm,

@@ -176,7 +176,7 @@ func trainOne(cfg config, p precision.Config, voc *data.Chars, trainTok, val []i
 		if err != nil {
 			return nil, err
 		}
-		ids, err := train.Generate(prep.Eval, m.Inputs["x"], m.Logits, val, cfg.sample, 0.8, rand.New(rand.NewPCG(cfg.Seed, 5)))
+		ids, err := train.Generate(prep.Eval, m.Inputs["x"], m.Logits, val[:min(len(val), cfg.block)], cfg.sample, 0.8, rand.New(rand.NewPCG(cfg.Seed, 5)))
 		if err != nil {
 			return nil, err
 		}

@@ -460,7 +460,7 @@ func sample(cfg config, tr *train.Trainer, t *tokens) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ids, err := train.Generate(prep.Eval, m.Inputs["x"], m.Logits, t.val, cfg.sample, 0.8, rand.New(rand.NewPCG(cfg.Seed, 5)))
+	ids, err := train.Generate(prep.Eval, m.Inputs["x"], m.Logits, t.val[:min(len(t.val), cfg.block)], cfg.sample, 0.8, rand.New(rand.NewPCG(cfg.Seed, 5)))
 	if err != nil {
 		return "", err
 	}
