@@ -6,9 +6,12 @@ import (
 	"math"
 
 	"github.com/octetml/octet/checkpoint"
+	"github.com/octetml/octet/data"
 	"github.com/octetml/octet/dist"
 	"github.com/octetml/octet/fp8"
+	"github.com/octetml/octet/fsdp"
 	"github.com/octetml/octet/graph"
+	"github.com/octetml/octet/internal/kernels"
 	"github.com/octetml/octet/optim"
 )
 
@@ -50,6 +53,22 @@ func (r *replica) shardExperts() error {
 		full := make([]float32, s.Param.Shape().Numel())
 		r.expertFull = append(r.expertFull, full)
 		sliced[s.Param.Name()] = [2]int{lo, hi}
+	}
+	if r.sh != nil {
+		// With FSDP: its shards of the layers around the experts, and the
+		// expert slices.
+		ck, err := r.sh.ShardStore(r.store)
+		if err != nil {
+			return err
+		}
+		for _, s := range r.experts {
+			lohi, full := sliced[s.Param.Name()], r.store.Float32(s.Param.Name())
+			if err := ck.Bind(s.Param.Name(), full[lohi[0]:lohi[1]], lohi[1]-lohi[0]); err != nil {
+				return err
+			}
+		}
+		r.ckptStore = ck
+		return nil
 	}
 	ck := graph.NewStore()
 	for _, name := range r.store.Names() {
@@ -114,19 +133,11 @@ func (r *replica) expertNormSquared() (float64, error) {
 	if !aligned {
 		return r.expertNormSquaredWhole()
 	}
-	var err error
-	r.chunkSums, r.chunkStarts = optim.GradChunkSums(r.params, r.chunkSums, r.chunkStarts)
-	if r.expertOf == nil { // once: the step allocates nothing after its first run
-		r.expertOf = map[int]int{}
-		for i, pi := range r.expertParam {
-			r.expertOf[pi] = i
-			_, _, counts := r.expertSpan(i)
-			for q := range counts {
-				counts[q] = counts[q] / optim.NormChunk * 8
-			}
-			r.chunkCounts = append(r.chunkCounts, counts)
-		}
+	if r.drv != nil {
+		return r.shardedNormSquared()
 	}
+	r.chunkSums, r.chunkStarts = optim.GradChunkSums(r.params, r.chunkSums, r.chunkStarts)
+	r.chunkLookups()
 	var sum float64
 	for pi := range r.params {
 		end := len(r.chunkSums)
@@ -141,27 +152,57 @@ func (r *replica) expertNormSquared() (float64, error) {
 			}
 			continue
 		}
-		counts := r.chunkCounts[i]
-		total := 0
-		for _, c := range counts {
-			total += c
-		}
-		if cap(r.chunkSend) < 8*len(own) {
-			r.chunkSend = make([]byte, 8*len(own))
-		}
-		if cap(r.chunkRecv) < total {
-			r.chunkRecv = make([]byte, total)
-		}
-		send, recv := r.chunkSend[:8*len(own)], r.chunkRecv[:total]
-		for j, v := range own {
-			binary.LittleEndian.PutUint64(send[8*j:], math.Float64bits(v))
-		}
-		if err = r.epComm.AllGatherU8(recv, send, counts); err != nil {
+		var err error
+		if sum, err = r.exchangeChunkSums(i, own, sum); err != nil {
 			return 0, err
 		}
-		for j := 0; j < total; j += 8 {
-			sum += math.Float64frombits(binary.LittleEndian.Uint64(recv[j:]))
+	}
+	return sum, nil
+}
+
+// chunkLookups builds, once (the step allocates nothing after its first
+// run), which parameter is which expert weight and how many bytes of
+// chunk sums each rank holds of each.
+func (r *replica) chunkLookups() {
+	if r.expertOf != nil {
+		return
+	}
+	r.expertOf = map[int]int{}
+	for i, pi := range r.expertParam {
+		r.expertOf[pi] = i
+		_, _, counts := r.expertSpan(i)
+		for q := range counts {
+			counts[q] = counts[q] / optim.NormChunk * 8
 		}
+		r.chunkCounts = append(r.chunkCounts, counts)
+	}
+}
+
+// exchangeChunkSums gathers every rank's chunk sums of expert weight i
+// (own: this rank's) and adds them to sum, in the weight's order (one
+// process adds its chunk sums to the running total one by one).
+func (r *replica) exchangeChunkSums(i int, own []float64, sum float64) (float64, error) {
+	r.chunkLookups()
+	counts := r.chunkCounts[i]
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	if cap(r.chunkSend) < 8*len(own) {
+		r.chunkSend = make([]byte, 8*len(own))
+	}
+	if cap(r.chunkRecv) < total {
+		r.chunkRecv = make([]byte, total)
+	}
+	send, recv := r.chunkSend[:8*len(own)], r.chunkRecv[:total]
+	for j, v := range own {
+		binary.LittleEndian.PutUint64(send[8*j:], math.Float64bits(v))
+	}
+	if err := r.epComm.AllGatherU8(recv, send, counts); err != nil {
+		return 0, err
+	}
+	for j := 0; j < total; j += 8 {
+		sum += math.Float64frombits(binary.LittleEndian.Uint64(recv[j:]))
 	}
 	return sum, nil
 }
@@ -345,4 +386,105 @@ func (r *replica) commBytes() int64 {
 		n += r.dpComm.Stats().Bytes()
 	}
 	return n
+}
+
+// denseParams returns params without the expert weights (the ones FSDP
+// shards when it combines with expert parallelism).
+func (r *replica) denseParams(params []*graph.Node) []*graph.Node {
+	expert := map[*graph.Node]bool{}
+	for _, s := range r.experts {
+		expert[s.Param] = true
+	}
+	var out []*graph.Node
+	for _, p := range params {
+		if !expert[p] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// bindShardedExperts binds the optimizer under EP with FSDP: the FSDP
+// driver's shards of the layers around the experts, then this rank's
+// slices of the expert weights (and the checkpoint store of both).
+func (r *replica) bindShardedExperts(params []*graph.Node) error {
+	dense := r.denseParams(params)
+	index := map[*graph.Node]int{}
+	for i, p := range params {
+		index[p] = i
+	}
+	var denseGrads, expertNodes, expertGrads []*graph.Node
+	for _, p := range dense {
+		denseGrads = append(denseGrads, r.grads[index[p]])
+	}
+	for _, s := range r.experts {
+		expertNodes = append(expertNodes, s.Param)
+		expertGrads = append(expertGrads, r.grads[index[s.Param]])
+	}
+	var err error
+	if r.drv, err = fsdp.NewRank(r.sh, r.prog, denseGrads); err != nil {
+		return err
+	}
+	ep, err := optim.Bind(r.store, r.prog, expertNodes, expertGrads)
+	if err != nil {
+		return err
+	}
+	r.params = append(append([]optim.Param(nil), r.drv.Params()...), ep...)
+	return r.shardExperts()
+}
+
+// reduceExpertGrads sums this rank's expert-weight gradients over the
+// data-parallel group as FSDP's reduce-scatter sums the shards it holds
+// (weighted by rows on an uneven split, else summed and averaged).
+func (r *replica) reduceExpertGrads(b *data.Batch) error {
+	n := r.t.dataRanks()
+	if n == 1 {
+		return nil
+	}
+	even := b.Rows*n == b.GlobalRows
+	w := float32(b.Rows) / float32(b.GlobalRows)
+	inv := 1 / float32(n)
+	for _, pi := range r.expertParam {
+		g := r.params[pi].G
+		if r.acc != nil {
+			g = r.src[pi]
+		}
+		if !even {
+			kernels.Scale(g, w)
+		}
+		if err := r.dpComm.AllReduceF32(g, dist.Sum); err != nil {
+			return err
+		}
+		if even {
+			kernels.Scale(g, inv)
+		}
+	}
+	return nil
+}
+
+// shardedNormSquared is expertNormSquared with FSDP: the shards of the
+// layers around the experts add their sums of squares over the
+// data-parallel group (in float32, as FSDP's clipping does), the expert
+// slices theirs over the expert-parallel group; every rank gets the same
+// norm.
+func (r *replica) shardedNormSquared() (float64, error) {
+	nd := len(r.drv.Params())
+	r.lbuf[1] = float32(optim.GradSumSquares(r.params[:nd]))
+	if err := r.dpComm.AllReduceF32(r.lbuf[1:2], dist.Sum); err != nil {
+		return 0, err
+	}
+	sum := float64(r.lbuf[1])
+	r.chunkSums, r.chunkStarts = optim.GradChunkSums(r.params[nd:], r.chunkSums, r.chunkStarts)
+	for i := range r.expertParam {
+		end := len(r.chunkSums)
+		if i+1 < len(r.chunkStarts) {
+			end = r.chunkStarts[i+1]
+		}
+		own := r.chunkSums[r.chunkStarts[i]:end]
+		var err error
+		if sum, err = r.exchangeChunkSums(i, own, sum); err != nil {
+			return 0, err
+		}
+	}
+	return sum, nil
 }

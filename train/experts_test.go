@@ -114,6 +114,37 @@ func TestExpertParallelInsideDataParallel(t *testing.T) {
 	}
 }
 
+// Expert-parallel groups inside FSDP (EP 3 × FSDP 2: the layers around
+// the experts sharded over the data-parallel groups) train what FSDP 2
+// trains, bit for bit, without gradient clipping (FSDP adds its norm's
+// parts in float32 over its shards, which EP's slices are not); a
+// checkpoint of EP 3 × FSDP 2 resumes under FSDP 2 exactly.
+func TestExpertParallelInsideFSDP(t *testing.T) {
+	ds := blobs(t, 100, 2)
+	for _, mp := range []struct{ mp, backend string }{{"no", ""}, {"fp8", "te"}} {
+		mod := func(ep, f int) func(*train.Config) {
+			return func(c *train.Config) { c.Model, c.EP, c.FSDP, c.LR = moeModel, ep, f, 1e-2 }
+		}
+		fs := trainer(t, mp.mp, mp.backend, mod(0, 2))
+		want, err := fs.Fit(ds, train.Run{Steps: 6})
+		require.NoError(t, err)
+		tr := trainer(t, mp.mp, mp.backend, mod(3, 2))
+		got, err := tr.Fit(ds, train.Run{Steps: 6})
+		require.NoError(t, err)
+		require.Equal(t, bits(want.Losses), bits(got.Losses), "%s EP 3 × FSDP 2", mp.mp)
+		sameState(t, fs.Store(), tr.Store(), "%s EP 3 × FSDP 2", mp.mp)
+		dir := t.TempDir()
+		_, err = trainer(t, mp.mp, mp.backend, mod(3, 2)).Fit(ds, train.Run{Steps: 6, StopAfter: 3, SaveDir: dir})
+		require.NoError(t, err)
+		rest, err := trainer(t, mp.mp, mp.backend, mod(0, 2)).Fit(ds, train.Run{Steps: 6, Resume: dir})
+		require.NoError(t, err)
+		require.Equal(t, "EP 3 × FSDP 2 to FSDP 2", rest.Resharded)
+		require.Equal(t, bits(want.Losses[3:]), bits(rest.Losses), mp.mp)
+	}
+	_, err := train.New(train.Config{Model: moeModel, BatchSize: 8, EP: 2, FSDP: 1})
+	require.ErrorContains(t, err, "give more than one")
+}
+
 // With expert weights of whole clipping chunks (128 wide: 16,384 and
 // 32,768 values an expert) the ranks exchange chunk sums, not gradients,
 // and the clipped run still equals one process's bit for bit.
@@ -142,7 +173,7 @@ func TestExpertParallelRefuses(t *testing.T) {
 		cfg  train.Config
 		says string
 	}{
-		{train.Config{Model: moeModel, BatchSize: 8, EP: 2, FSDP: 2}, "does not combine with FSDP"},
+		{train.Config{Model: moeModel, BatchSize: 8, EP: 2, DP: 2, FSDP: 2}, "give DP or FSDP"},
 		{train.Config{Model: moeModel, BatchSize: 8, EP: -1}, "needs Comm"},
 	} {
 		_, err := train.New(c.cfg)

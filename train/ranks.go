@@ -76,17 +76,14 @@ func (f *CommandFlags) registerParallel(fsFlag func(v *Ranks, name, usage string
 	fsFlag(&f.FSDP, "fsdp", "train sharded (FSDP: each rank holds a shard of every parameter and of the optimizer state; float8 all-gather with -recipe ao) over N in-process ranks, or \"mpi\": one rank per process under mpirun (build with -tags mpi)")
 }
 
-// checkParallel refuses -dp with -fsdp, -ep with -fsdp, -ep mpi with
-// -dp, and mpi in a build without MPI.
+// checkParallel refuses -dp with -fsdp, -ep mpi with either, and mpi in
+// a build without MPI.
 func (f *CommandFlags) checkParallel(ch *Checks) {
 	if f.DP.IsSet() && f.FSDP.IsSet() {
 		ch.Fail("-dp %s and -fsdp %s: choose one", f.DP.String(), f.FSDP.String())
 	}
-	if f.EP.IsSet() && f.FSDP.IsSet() {
-		ch.Fail("-ep %s with -fsdp: expert parallelism does not combine with FSDP yet (it does with -dp)", f.EP.String())
-	}
-	if f.EP.MPI && f.DP.IsSet() {
-		ch.Fail("-ep mpi makes every process one expert-parallel group; for groups inside data parallelism give -ep N -dp mpi")
+	if f.EP.MPI && (f.DP.IsSet() || f.FSDP.IsSet()) {
+		ch.Fail("-ep mpi makes every process one expert-parallel group; for groups inside data parallelism give -ep N with -dp mpi or -fsdp mpi")
 	}
 	for _, p := range []struct {
 		name string
@@ -120,7 +117,7 @@ func (f *CommandFlags) World() int {
 	case f.Comm != nil:
 		return f.Comm.Size()
 	case f.EP.N > 0:
-		return f.EP.N * max(1, f.DP.N)
+		return f.EP.N * max(1, f.DP.N, f.FSDP.N)
 	case f.DP.N > 0:
 		return f.DP.N
 	case f.FSDP.N > 0:
@@ -141,6 +138,7 @@ func (f *CommandFlags) applyParallel(cfg *Config) {
 		switch {
 		case f.FSDP.MPI:
 			cfg.FSDP = -1
+			cfg.EP = f.EP.N // with -ep N: groups of N, sharded across them
 		case f.EP.MPI:
 			cfg.EP = -1
 		case f.DP.MPI && f.EP.N > 0:

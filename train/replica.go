@@ -122,7 +122,20 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 	}
 	if t.fsdp {
 		f8 := t.rec != nil && t.rec.Float8AllGather()
-		pc.Passes = append(pc.Passes, fsdp.Pass(r.store, comm, params, fsdp.Config{Float8AllGather: f8, Precompute: true}, &r.sh, &r.srep))
+		fc := fsdp.Config{Float8AllGather: f8, Precompute: true}
+		if t.ep {
+			// The layers around the experts are sharded over the
+			// data-parallel group (the same shard on every rank of an
+			// expert-parallel group, which runs the same batch); the
+			// experts are the expert-parallel pass's.
+			pc.Passes = append(pc.Passes, passes.Pass{Name: "Shard", Run: func(g *graph.Graph) (string, error) {
+				sh, rep, err := fsdp.Shard(g, r.store, r.dpComm, r.denseParams(params), fc)
+				r.sh, r.srep = sh, rep
+				return fmt.Sprintf("%d parameters around the experts sharded over %d data-parallel ranks", rep.Params, t.dataRanks()), err
+			}})
+		} else {
+			pc.Passes = append(pc.Passes, fsdp.Pass(r.store, comm, params, fc, &r.sh, &r.srep))
+		}
 	}
 	prep, err := passes.Prepare(m.Builder.Graph(), r.store, pc)
 	if err != nil {
@@ -149,7 +162,11 @@ func (t *Trainer) newReplica(comm dist.Communicator, rows int, log *inspect.Log)
 		}
 	}
 	r.ckptStore = r.store
-	if t.fsdp {
+	if t.fsdp && t.ep {
+		if err := r.bindShardedExperts(params); err != nil {
+			return nil, err
+		}
+	} else if t.fsdp {
 		if r.drv, err = fsdp.NewRank(r.sh, r.prog, r.grads); err != nil {
 			return nil, err
 		}
@@ -334,6 +351,11 @@ func (r *replica) microStep(b *data.Batch) (float32, error) {
 		}
 		if err := r.drv.Run(); err != nil {
 			return 0, err
+		}
+		if r.experts != nil {
+			if err := r.reduceExpertGrads(b); err != nil {
+				return 0, err
+			}
 		}
 	} else {
 		if err := r.prog.Run(); err != nil {

@@ -126,9 +126,12 @@ type Config struct {
 	// DP groups of EP ranks, data-parallel across the groups (each
 	// group's batch, and the ranks at the same place in each group
 	// averaging their gradients): the run equals DP alone bit for bit.
-	// With Comm, EP -1 makes the world's ranks one expert-parallel group
-	// and EP n > 0 splits it into groups of n. It does not combine with
-	// FSDP yet, nor with the MS-AMP recipe or calibration steps.
+	// With FSDP instead the layers around the experts are sharded over
+	// the data-parallel groups (the run equals FSDP alone bit for bit
+	// without gradient clipping). With Comm, EP -1 makes the world's ranks
+	// one expert-parallel group and EP n > 0 splits it into groups of n
+	// (data-parallel, or with FSDP -1 sharded, across them). It does not
+	// combine with the MS-AMP recipe or calibration steps yet.
 	EP int
 	// EPDispatch is how tokens travel to the experts' ranks under EP:
 	// float32 (the zero value, exact), bf16, or FP8 (E4M3 with a scale per
@@ -210,8 +213,8 @@ func New(cfg Config) (*Trainer, error) {
 	if cfg.GradientAccumulationSteps < 0 || cfg.DP < 0 || cfg.FSDP < -1 || cfg.EP < -1 || cfg.Prefetch < 0 || cfg.EvalBatchSize < 0 {
 		return nil, configErrorf("negative GradientAccumulationSteps, DP, FSDP, EP, Prefetch or EvalBatchSize")
 	}
-	if cfg.EP != 0 && cfg.FSDP != 0 {
-		return nil, configErrorf("EP %d with FSDP %d: expert parallelism does not combine with FSDP yet (it does with DP)", cfg.EP, cfg.FSDP)
+	if cfg.EP != 0 && cfg.DP > 0 && cfg.FSDP != 0 {
+		return nil, configErrorf("EP %d with DP %d and FSDP %d: give DP or FSDP for the data-parallel groups", cfg.EP, cfg.DP, cfg.FSDP)
 	}
 	t := &Trainer{cfg: cfg, accum: max(1, cfg.GradientAccumulationSteps), world: 1}
 	if !cfg.Precision.Resolved() {
@@ -240,7 +243,7 @@ func New(cfg Config) (*Trainer, error) {
 	case cfg.EP == -1:
 		return nil, configErrorf("EP -1 (a rank of a world) needs Comm")
 	case cfg.EP > 0:
-		t.world, t.ep, t.epSize = cfg.EP*max(1, cfg.DP), true, cfg.EP
+		t.world, t.ep, t.epSize, t.fsdp = cfg.EP*max(1, cfg.DP, cfg.FSDP), true, cfg.EP, cfg.FSDP > 0
 	case cfg.DP > 0 && cfg.FSDP > 0:
 		return nil, configErrorf("DP %d and FSDP %d: choose one", cfg.DP, cfg.FSDP)
 	case cfg.FSDP == -1:
@@ -254,6 +257,9 @@ func New(cfg Config) (*Trainer, error) {
 	}
 	if t.lowBit() && t.fsdp {
 		return nil, configErrorf("the MS-AMP recipe does not combine with FSDP: MS-AMP shards nothing; use the AO recipe for float8 all-gather")
+	}
+	if t.ep && t.fsdp && t.dataRanks() < 2 {
+		return nil, configErrorf("%s: FSDP with expert parallelism shards over the data-parallel groups; give more than one", t.worldName())
 	}
 	if t.ep && t.lowBit() {
 		return nil, configErrorf("the MS-AMP recipe does not combine with expert parallelism yet")
@@ -288,6 +294,8 @@ func (t *Trainer) worldName() string {
 	switch {
 	case t.cfg.Comm != nil:
 		return fmt.Sprintf("the world of %d ranks", t.world)
+	case t.ep && t.fsdp:
+		return fmt.Sprintf("EP over %d ranks in %d FSDP groups", t.epSize, t.dataRanks())
 	case t.fsdp:
 		return fmt.Sprintf("FSDP over %d ranks", t.world)
 	case t.ep && t.dataRanks() > 1:
@@ -316,6 +324,8 @@ func (t *Trainer) layout() string {
 	switch {
 	case t.world == 1:
 		return "one process"
+	case t.ep && t.fsdp:
+		return fmt.Sprintf("EP %d × FSDP %d", t.epSize, t.dataRanks())
 	case t.fsdp:
 		return fmt.Sprintf("FSDP %d", t.world)
 	case t.ep && t.dataRanks() > 1:
