@@ -130,11 +130,11 @@ func (r *replica) expertNormSquared() (float64, error) {
 		shape := s.Param.Shape()
 		aligned = aligned && (shape.Numel()/shape[0])%optim.NormChunk == 0
 	}
+	if r.drv != nil {
+		return r.shardedNormSquared(aligned)
+	}
 	if !aligned {
 		return r.expertNormSquaredWhole()
-	}
-	if r.drv != nil {
-		return r.shardedNormSquared()
 	}
 	r.chunkSums, r.chunkStarts = optim.GradChunkSums(r.params, r.chunkSums, r.chunkStarts)
 	r.chunkLookups()
@@ -467,13 +467,29 @@ func (r *replica) reduceExpertGrads(b *data.Batch) error {
 // data-parallel group (in float32, as FSDP's clipping does), the expert
 // slices theirs over the expert-parallel group; every rank gets the same
 // norm.
-func (r *replica) shardedNormSquared() (float64, error) {
+func (r *replica) shardedNormSquared(aligned bool) (float64, error) {
 	nd := len(r.drv.Params())
 	r.lbuf[1] = float32(optim.GradSumSquares(r.params[:nd]))
 	if err := r.dpComm.AllReduceF32(r.lbuf[1:2], dist.Sum); err != nil {
 		return 0, err
 	}
 	sum := float64(r.lbuf[1])
+	if !aligned {
+		// Each expert weight's whole gradient, put together over the
+		// expert-parallel group.
+		for i, pi := range r.expertParam {
+			lo, hi, _ := r.expertSpan(i)
+			full := r.expertFull[i]
+			clear(full)
+			copy(full[lo:hi], r.params[pi].G)
+			if err := r.epComm.AllReduceF32(full, dist.Sum); err != nil {
+				return 0, err
+			}
+			r.onePar[0].G = full
+			sum += optim.GradSumSquares(r.onePar[:])
+		}
+		return sum, nil
+	}
 	r.chunkSums, r.chunkStarts = optim.GradChunkSums(r.params[nd:], r.chunkSums, r.chunkStarts)
 	for i := range r.expertParam {
 		end := len(r.chunkSums)

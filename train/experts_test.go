@@ -141,6 +141,14 @@ func TestExpertParallelInsideFSDP(t *testing.T) {
 		require.Equal(t, "EP 3 × FSDP 2 to FSDP 2", rest.Resharded)
 		require.Equal(t, bits(want.Losses[3:]), bits(rest.Losses), mp.mp)
 	}
+	// With clipping, every rank takes the same norm, whatever the number
+	// of ranks holding the experts.
+	clipped := func(ep int) []float32 {
+		res, err := trainer(t, "no", "", func(c *train.Config) { c.Model, c.EP, c.FSDP, c.ClipGradNorm, c.LR = moeModel, ep, 2, 0.5, 1e-2 }).Fit(ds, train.Run{Steps: 6})
+		require.NoError(t, err)
+		return res.Losses
+	}
+	require.Equal(t, bits(clipped(2)), bits(clipped(3)))
 	_, err := train.New(train.Config{Model: moeModel, BatchSize: 8, EP: 2, FSDP: 1})
 	require.ErrorContains(t, err, "give more than one")
 }

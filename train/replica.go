@@ -50,7 +50,8 @@ type replica struct {
 	chunkStarts          []int
 	chunkSend, chunkRecv []byte
 	expertOf             map[int]int // params index → experts index
-	chunkCounts          [][]int     // each expert weight's chunk-sum bytes per rank
+	onePar               [1]optim.Param
+	chunkCounts          [][]int // each expert weight's chunk-sum bytes per rank
 	// With FSDP.
 	sh   *fsdp.Sharded
 	drv  *fsdp.Rank
