@@ -3,6 +3,7 @@ package train_test
 import (
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 
@@ -232,4 +233,58 @@ func ExampleFP8Start() {
 	fmt.Printf("first FP8 step %d, calibrated %v, under 1%% flushed: %v; loss fell from the start: %v\n",
 		res.FP8Start.Step, res.FP8Start.Calibrated, res.FP8Start.Flushed < 0.01, res.Losses[len(res.Losses)-1] < float32(before.Loss))
 	// Output: first FP8 step 2, calibrated true, under 1% flushed: true; loss fell from the start: true
+}
+
+// A Mixture-of-Experts classifier trained with its experts sharded over
+// three in-process ranks (expert parallelism), in FP8 with block
+// scaling: the losses are one process's, bit for bit.
+func ExampleConfig_expertParallel() {
+	rng := rand.New(rand.NewPCG(3, 4))
+	x, y := make([]float32, 120*16), make([]int32, 120)
+	for i := range y {
+		y[i] = int32(rng.IntN(3))
+		for j := range 16 {
+			x[i*16+j] = float32(rng.NormFloat64()) + float32(y[i])*float32(j%3)
+		}
+	}
+	ds, _ := data.NewTensors(data.Float32Column("x", x, 16), data.LabelColumn("label", y, 3))
+	model := func(rows int, training bool) (*train.Model, error) {
+		g := graph.New()
+		b := nn.NewBuilder(g)
+		in, lbl := g.Input("x", graph.Float32, rows, 16), g.Input("label", graph.Int32, rows)
+		moe, err := nn.NewMoE(b, "moe", nn.MoEConfig{Experts: 6, TopK: 2, Hidden: 16, Intermediate: 32})
+		if err != nil {
+			return nil, err
+		}
+		out := nn.NewLinear(b, "out", 16, 3)
+		h, _ := moe.Forward(in)
+		logits := out.Forward(ops.Add(in, h))
+		return &train.Model{Builder: b, Inputs: map[string]*graph.Node{"x": in, "label": lbl}, Loss: ops.CrossEntropy(logits, lbl), Logits: logits}, nil
+	}
+	losses := map[int][]float32{}
+	for _, ep := range []int{0, 3} {
+		tr, err := train.New(train.Config{Model: model, BatchSize: 24, Seed: 1, EP: ep,
+			Precision: precision.Config{MixedPrecision: "fp8", Backend: "block"}})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		res, err := tr.Fit(ds, train.Run{Steps: 10})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		losses[ep] = res.Losses
+		if ep > 0 {
+			fmt.Printf("%d ranks, %s, exchanging tokens: %v\n", res.Ranks, res.Recipe, res.CommBytesPerStep > 0)
+		}
+	}
+	same := len(losses[0]) == 10
+	for i := range losses[0] {
+		same = same && math.Float32bits(losses[0][i]) == math.Float32bits(losses[3][i])
+	}
+	fmt.Println("losses equal to one process's, bit for bit:", same)
+	// Output:
+	// 3 ranks, block/E4M3/x1w2g1, exchanging tokens: true
+	// losses equal to one process's, bit for bit: true
 }
