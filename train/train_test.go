@@ -601,3 +601,80 @@ func TestResumeRefusesMissingShard(t *testing.T) {
 		require.ErrorContains(t, err, "state-rank1-of-3.safetensors")
 	}
 }
+
+// GenerateWith: top-k 1 and a tiny top-p are greedy decoding; top-k 2
+// and top-p 0.6 draw only among the tokens they keep; a stop token ends
+// the generation (and is returned); tokens stream as they are drawn; a
+// seed makes the draws repeatable; bad options are refused by name.
+func TestGenerateWith(t *testing.T) {
+	g := graph.New()
+	ids := g.Input("ids", graph.Int32, 1, 3)
+	w := g.Param("w", 5, 5)
+	logits := ops.Embedding("emb", w, ids)
+	store := graph.NewStore()
+	// After any token: 0 likeliest, then 1, 2, 3, 4 (probabilities about
+	// 0.43, 0.26, 0.16, 0.09, 0.06 at temperature 1).
+	tab := make([]float32, 25)
+	for v := 0; v < 5; v++ {
+		for j := 0; j < 5; j++ {
+			tab[v*5+j] = -0.5 * float32(j)
+		}
+	}
+	require.NoError(t, store.SetFloat32("w", tab, 5, 5))
+	p, err := graph.Compile(g, store, graph.Options{}, logits)
+	require.NoError(t, err)
+	gen := func(o train.GenerateOptions) []int32 {
+		out, err := train.GenerateWith(p, ids, logits, []int32{4}, o)
+		require.NoError(t, err)
+		return out
+	}
+	require.Equal(t, []int32{0, 0, 0, 0, 0}, gen(train.GenerateOptions{MaxTokens: 5, Temperature: 1, TopK: 1, Seed: 3}))
+	require.Equal(t, []int32{0, 0, 0, 0, 0}, gen(train.GenerateOptions{MaxTokens: 5, Temperature: 1, TopP: 0.01, Seed: 3}))
+	seen := map[int32]int{}
+	for _, id := range gen(train.GenerateOptions{MaxTokens: 2000, Temperature: 1, TopK: 2, Seed: 4}) {
+		seen[id]++
+	}
+	require.Len(t, seen, 2, "top-k 2 draws 0 and 1 only: %v", seen)
+	require.InDelta(t, 0.62, float64(seen[0])/2000, 0.04, "0 keeps its share of the two: e^0/(e^0+e^-0.5)")
+	seen = map[int32]int{}
+	for _, id := range gen(train.GenerateOptions{MaxTokens: 2000, Temperature: 1, TopP: 0.6, Seed: 5}) {
+		seen[id]++
+	}
+	require.Len(t, seen, 2, "top-p 0.6 keeps 0 and 1 (0.43 + 0.26 ≥ 0.6): %v", seen)
+	all := gen(train.GenerateOptions{MaxTokens: 2000, Temperature: 1, Seed: 6})
+	seen = map[int32]int{}
+	for _, id := range all {
+		seen[id]++
+	}
+	require.Len(t, seen, 5, "no filter: every token")
+	require.Equal(t, all, gen(train.GenerateOptions{MaxTokens: 2000, Temperature: 1, Seed: 6}), "a seed repeats")
+	out := gen(train.GenerateOptions{MaxTokens: 50, Temperature: 1, Seed: 7, Stop: []int32{3}})
+	require.Equal(t, int32(3), out[len(out)-1])
+	require.NotContains(t, out[:len(out)-1], int32(3))
+	var streamed []int32
+	out = gen(train.GenerateOptions{MaxTokens: 6, Temperature: 1, Seed: 8, OnToken: func(id int32) error {
+		streamed = append(streamed, id)
+		return nil
+	}})
+	require.Equal(t, out, streamed)
+	stop := errors.New("enough")
+	out, err = train.GenerateWith(p, ids, logits, []int32{4}, train.GenerateOptions{MaxTokens: 6, OnToken: func(int32) error { return stop }})
+	require.ErrorIs(t, err, stop)
+	require.Len(t, out, 1)
+	for _, c := range []struct {
+		o    train.GenerateOptions
+		says string
+	}{
+		{train.GenerateOptions{}, "MaxTokens 0"},
+		{train.GenerateOptions{MaxTokens: 1, TopK: -1}, "TopK -1"},
+		{train.GenerateOptions{MaxTokens: 1, TopP: 1.5}, "TopP 1.5"},
+		{train.GenerateOptions{MaxTokens: 1, TopP: math.NaN()}, "TopP NaN"},
+		{train.GenerateOptions{MaxTokens: 1, Temperature: math.Inf(1)}, "temperature"},
+		{train.GenerateOptions{MaxTokens: 1, Stop: []int32{9}}, "token 9 is outside the vocabulary of 5"},
+	} {
+		_, err := train.GenerateWith(p, ids, logits, []int32{4}, c.o)
+		require.ErrorContains(t, err, c.says)
+	}
+	_, err = train.GenerateWith(p, ids, logits, []int32{-1}, train.GenerateOptions{MaxTokens: 1})
+	require.ErrorContains(t, err, "token -1")
+}
