@@ -196,9 +196,10 @@ func Float8BlockScaleCount(rows, cols, axis, dim int) int {
 // tiles do not depend on the axis (their column-wise copy is the exact
 // transpose). It returns the amax of the whole input (NaN if an element
 // is NaN; block amaxes leave NaN out). Short slices or a bad cast are
-// errors, and nothing is written. work, when it holds at least cols
-// values, is the column-wise cast's scratch (so that a training step
-// allocates nothing); otherwise that cast allocates its own.
+// errors, and nothing is written. work, when it holds at least max(cols,
+// 32) values (129·⌈cols/128⌉ with 128×128 tiles), is the cast's scratch
+// (so that a training step allocates nothing); otherwise the cast
+// allocates its own.
 func QuantizeFloat8BlockAxis(dst []uint8, scaleInv []float32, src []float32, rows, cols, axis int, c Quantizer, work []float32) (float32, error) {
 	return quantizeFloat8BlockRange(dst, scaleInv, src, rows, cols, axis, c, 0, float8BlockSlices(rows, cols, axis, c.Dim()), work)
 }

@@ -44,8 +44,8 @@ const (
 	WireFloat32 WireFormat = iota
 	// WireBF16 rounds to bfloat16 (to nearest even): 2 bytes a value.
 	WireBF16
-	// WireFP8 casts to E4M3 with a float32 scale (448 over the tile's
-	// amax) per 1×128 tile: about 1 byte a value.
+	// WireFP8 casts to E4M3 with a float32 scale per 1×128 tile
+	// (Float8BlockScaling's cast, fp32 scales): about 1 byte a value.
 	WireFP8
 )
 
@@ -85,65 +85,87 @@ func (ep *ExpertParallel) wire(dispatch bool) WireFormat {
 	return WireFloat32
 }
 
-// wireTile is the FP8 wire format's scaling tile (values of a row).
-const wireTile = 128
+// wireQuantizer is the FP8 wire format's cast: Float8BlockScaling's
+// 1×128 tiles of a row, E4M3, float32 scales (fp8's block cast, the one
+// the block-scaled GEMMs use).
+var wireQuantizer = fp8.Quantizer{Kind: fp8.Float8Blocks, Format: fp8.E4M3, BlockDim: 1, FP32Scales: true}
 
-// rowBytes is how many bytes a row of h values takes in format f.
+// rowBytes is how many bytes a row of h values takes in format f: FP8
+// sends a row's codes, then its tiles' scale_inv.
 func (f WireFormat) rowBytes(h int) int {
 	switch f {
 	case WireBF16:
 		return 2 * h
 	case WireFP8:
-		return h + 4*((h+wireTile-1)/wireTile)
+		return h + 4*((h+fp8.Float8BlockSize-1)/fp8.Float8BlockSize)
 	}
 	return 4 * h
 }
 
-// encode writes rows of h values of src into dst in format f (not
-// float32).
-func (f WireFormat) encode(dst []byte, src []float32, h int) {
-	rb := f.rowBytes(h)
-	for r := 0; r*h < len(src); r++ {
-		row, out := src[r*h:(r+1)*h], dst[r*rb:(r+1)*rb]
-		if f == WireBF16 {
-			for i, v := range row {
-				binary.LittleEndian.PutUint16(out[2*i:], kernels.BF16FromFloat32(v))
-			}
-			continue
-		}
-		for t := 0; t*wireTile < h; t++ {
-			tile := row[t*wireTile : min(h, (t+1)*wireTile)]
-			var amax float32
-			for _, v := range tile {
-				amax = max(amax, float32(math.Abs(float64(v))))
-			}
-			scale := float32(float64(fp8.E4M3.Max()) / math.Max(float64(amax), 1e-12))
-			binary.LittleEndian.PutUint32(out[h+4*t:], math.Float32bits(scale))
-			for i, v := range tile {
-				out[t*wireTile+i] = fp8.E4M3.Encode(v * scale)
-			}
-		}
-	}
+// wireCodec encodes rows of h values in a narrowed wire format (bf16 or
+// FP8) and back, with the FP8 cast's scratch sized once for up to rows
+// rows.
+type wireCodec struct {
+	f     WireFormat
+	h, rb int
+	codes []uint8
+	inv   []float32
+	work  []float32 // the block cast's scratch
 }
 
-// decode is encode's reverse, into float32 rows.
-func (f WireFormat) decode(dst []float32, src []byte, h int) {
-	rb := f.rowBytes(h)
-	for r := 0; r*h < len(dst); r++ {
-		row, in := dst[r*h:(r+1)*h], src[r*rb:(r+1)*rb]
-		if f == WireBF16 {
-			for i := range row {
-				row[i] = kernels.BF16ToFloat32(binary.LittleEndian.Uint16(in[2*i:]))
-			}
-			continue
+func newWireCodec(f WireFormat, h, rows int) *wireCodec {
+	c := &wireCodec{f: f, h: h, rb: f.rowBytes(h)}
+	if f == WireFP8 {
+		c.codes = make([]uint8, rows*h)
+		c.inv = make([]float32, rows*((h+fp8.Float8BlockSize-1)/fp8.Float8BlockSize))
+		c.work = make([]float32, max(h, 32))
+	}
+	return c
+}
+
+// encode writes src's rows into dst.
+func (c *wireCodec) encode(dst []byte, src []float32) error {
+	h, rows := c.h, len(src)/max(c.h, 1)
+	if c.f == WireBF16 {
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], kernels.BF16FromFloat32(v))
 		}
-		for t := 0; t*wireTile < h; t++ {
-			scale := math.Float32frombits(binary.LittleEndian.Uint32(in[h+4*t:]))
-			for i := t * wireTile; i < min(h, (t+1)*wireTile); i++ {
-				row[i] = fp8.E4M3.Decode(in[i]) / scale
-			}
+		return nil
+	}
+	tiles := (c.rb - h) / 4
+	codes, inv := c.codes[:rows*h], c.inv[:rows*tiles]
+	if _, err := fp8.QuantizeFloat8BlockAxis(codes, inv, src, rows, h, 1, wireQuantizer, c.work); err != nil {
+		return err
+	}
+	for r := range rows {
+		out := dst[r*c.rb : (r+1)*c.rb]
+		copy(out, codes[r*h:(r+1)*h])
+		for t, v := range inv[r*tiles : (r+1)*tiles] {
+			binary.LittleEndian.PutUint32(out[h+4*t:], math.Float32bits(v))
 		}
 	}
+	return nil
+}
+
+// decode is encode's reverse, into dst's rows.
+func (c *wireCodec) decode(dst []float32, src []byte) error {
+	h, rows := c.h, len(dst)/max(c.h, 1)
+	if c.f == WireBF16 {
+		for i := range dst {
+			dst[i] = kernels.BF16ToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+		return nil
+	}
+	tiles := (c.rb - h) / 4
+	codes, inv := c.codes[:rows*h], c.inv[:rows*tiles]
+	for r := range rows {
+		in := src[r*c.rb : (r+1)*c.rb]
+		copy(codes[r*h:(r+1)*h], in)
+		for t := range tiles {
+			inv[r*tiles+t] = math.Float32frombits(binary.LittleEndian.Uint32(in[h+4*t:]))
+		}
+	}
+	return fp8.DequantizeFloat8Block(dst, codes, inv, rows, h, wireQuantizer)
 }
 
 // valid reports whether the group has a communicator.
@@ -249,14 +271,16 @@ func (o epRowsOp) Bind(b *graph.Binding) (graph.Kernel, error) {
 	}
 	// Every rank's rows, its own included, are what the wire carries,
 	// so that the ranks hold the same values.
+	codec := newWireCodec(f, width, o.tokens)
 	sb, rbuf := make([]byte, len(src)/max(width, 1)*rb), make([]byte, o.tokens*rb)
 	return func() error {
-		f.encode(sb, src, width)
+		if err := codec.encode(sb, src); err != nil {
+			return err
+		}
 		if err := o.ep.Comm.AllGatherU8(rbuf, sb, counts); err != nil {
 			return err
 		}
-		f.decode(dst, rbuf, width)
-		return nil
+		return codec.decode(dst, rbuf)
 	}, nil
 }
 
@@ -441,6 +465,7 @@ type exchange struct {
 	// and the encoded rows sent and received.
 	f              WireFormat
 	rb             int
+	codec          *wireCodec
 	sendB, recvB   []int
 	sbytes, rbytes []byte
 }
@@ -452,6 +477,7 @@ func newExchange(ep *ExpertParallel, f WireFormat, experts, h, capRows, inRows i
 	x.firsts = dist.Offsets(x.ns)
 	if f != WireFloat32 {
 		x.rb = f.rowBytes(h)
+		x.codec = newWireCodec(f, h, max(capRows, inRows))
 		x.sendB, x.recvB = make([]int, p), make([]int, p)
 		x.sbytes, x.rbytes = make([]byte, max(capRows, inRows)*x.rb), make([]byte, max(capRows, inRows)*x.rb)
 	}
@@ -470,12 +496,13 @@ func (x *exchange) allToAll(dst, src []float32, send, recv []int) error {
 		ns += send[q]
 		nr += recv[q]
 	}
-	x.f.encode(x.sbytes[:ns/x.h*x.rb], src[:ns], x.h)
+	if err := x.codec.encode(x.sbytes[:ns/x.h*x.rb], src[:ns]); err != nil {
+		return err
+	}
 	if err := x.ep.Comm.AllToAllU8(x.rbytes, x.sbytes[:ns/x.h*x.rb], x.sendB, x.recvB); err != nil {
 		return err
 	}
-	x.f.decode(dst[:nr], x.rbytes[:nr/x.h*x.rb], x.h)
-	return nil
+	return x.codec.decode(dst[:nr], x.rbytes[:nr/x.h*x.rb])
 }
 
 // counts fills send and recv from plan [p, experts] and returns the rows
