@@ -2,8 +2,6 @@ package checkpoint
 
 import (
 	"encoding/binary"
-	"fmt"
-	"os"
 
 	"github.com/nlpodyssey/safetensors"
 
@@ -42,16 +40,9 @@ func Inspect(path string) (info *Info, err error) {
 			info, err = nil, corruptErr(path, "corrupt file: %v", r)
 		}
 	}()
-	fi, err := os.Stat(path)
+	buf, err := readFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if fi.Size() > maxFileSize {
-		return nil, fmt.Errorf("checkpoint: %s: %d bytes is more than this reader takes", path, fi.Size())
-	}
-	buf, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return nil, err
 	}
 	if len(buf) < 8 {
 		return nil, corruptErr(path, "%d bytes, too short for a header length at offset 0", len(buf))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,16 +35,9 @@ func Load(path string, s *State) (err error) {
 	if s == nil || s.Store == nil {
 		return fmt.Errorf("checkpoint: load %s: no state (or no store) to load into", path)
 	}
-	fi, err := os.Stat(path)
+	buf, err := readFile(path)
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	if fi.Size() > maxFileSize {
-		return fmt.Errorf("checkpoint: %s: %d bytes is more than this reader takes", path, fi.Size())
-	}
-	buf, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return err
 	}
 	return loadBytes(path, buf, s)
 }

@@ -276,7 +276,8 @@ func LoadShards(paths []string, s *State) (err error) {
 	return nil
 }
 
-// readFile reads a checkpoint file, refusing one larger than Load takes.
+// readFile reads a checkpoint file whole (Load, LoadShards, Inspect),
+// refusing one larger than maxFileSize.
 func readFile(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {

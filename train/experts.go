@@ -47,6 +47,7 @@ func (r *replica) shardExperts() error {
 			return fmt.Errorf("train: expert weight %q is not a trained parameter", s.Param.Name())
 		}
 		lo, hi, _ := r.expertSpan(i)
+		r.expertLo, r.expertHi = append(r.expertLo, lo), append(r.expertHi, hi)
 		p := &r.params[pi]
 		p.W, p.G = p.W[lo:hi], p.G[lo:hi]
 		r.expertParam = append(r.expertParam, pi)
@@ -211,12 +212,8 @@ func (r *replica) exchangeChunkSums(i int, own []float64, sum float64) (float64,
 // expert weight's gradient put together from the ranks' slices padded
 // with zeros (an exact all-reduce).
 func (r *replica) expertNormSquaredWhole() (float64, error) {
-	for i, pi := range r.expertParam {
-		lo, hi, _ := r.expertSpan(i)
-		full := r.expertFull[i]
-		clear(full)
-		copy(full[lo:hi], r.params[pi].G)
-		if err := r.epComm.AllReduceF32(full, dist.Sum); err != nil {
+	for i := range r.expertParam {
+		if err := r.wholeExpertGrad(i); err != nil {
 			return 0, err
 		}
 	}
@@ -477,15 +474,11 @@ func (r *replica) shardedNormSquared(aligned bool) (float64, error) {
 	if !aligned {
 		// Each expert weight's whole gradient, put together over the
 		// expert-parallel group.
-		for i, pi := range r.expertParam {
-			lo, hi, _ := r.expertSpan(i)
-			full := r.expertFull[i]
-			clear(full)
-			copy(full[lo:hi], r.params[pi].G)
-			if err := r.epComm.AllReduceF32(full, dist.Sum); err != nil {
+		for i := range r.expertParam {
+			if err := r.wholeExpertGrad(i); err != nil {
 				return 0, err
 			}
-			r.onePar[0].G = full
+			r.onePar[0].G = r.expertFull[i]
 			sum += optim.GradSumSquares(r.onePar[:])
 		}
 		return sum, nil
@@ -503,4 +496,15 @@ func (r *replica) shardedNormSquared(aligned bool) (float64, error) {
 		}
 	}
 	return sum, nil
+}
+
+// wholeExpertGrad puts expert weight i's whole gradient together in
+// expertFull[i] over the expert-parallel group: this rank's slice padded
+// with zeros, all-reduced (exact: every element is one rank's).
+func (r *replica) wholeExpertGrad(i int) error {
+	lo, hi := r.expertLo[i], r.expertHi[i]
+	full := r.expertFull[i]
+	clear(full)
+	copy(full[lo:hi], r.params[r.expertParam[i]].G)
+	return r.epComm.AllReduceF32(full, dist.Sum)
 }

@@ -43,6 +43,8 @@ type replica struct {
 	dpComm      dist.Communicator // the ranks at its place in every group (nil: one group)
 	expertParam []int
 	expertFull  [][]float32
+	expertLo    []int // where each expert weight's slice starts and ends
+	expertHi    []int
 	normParams  []optim.Param // params with the experts' full gradients (the clipping norm)
 	stateBuf    []float32     // an expert's packed scaling state (gatherExpertStates)
 	// The clipping norm's chunk sums, and the experts' exchanged.

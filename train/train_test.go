@@ -339,21 +339,27 @@ func TestStepperIsFitsStep(t *testing.T) {
 	require.ErrorContains(t, err, "trains through Fit")
 }
 
+// bigramLM compiles a language model over 5 tokens and a context of 3
+// whose logits after token v are tab[5v : 5v+5].
+func bigramLM(t *testing.T, tab []float32) (*graph.Program, *graph.Node, *graph.Node) {
+	g := graph.New()
+	ids := g.Input("ids", graph.Int32, 1, 3)
+	logits := ops.Embedding("emb", g.Param("w", 5, 5), ids)
+	store := graph.NewStore()
+	require.NoError(t, store.SetFloat32("w", tab, 5, 5))
+	p, err := graph.Compile(g, store, graph.Options{}, logits)
+	require.NoError(t, err)
+	return p, ids, logits
+}
+
 // TestGenerate: a model whose logits put token (v+1) mod 5 after v counts
 // on from the prompt's last token.
 func TestGenerate(t *testing.T) {
-	g := graph.New()
-	ids := g.Input("ids", graph.Int32, 1, 3)
-	w := g.Param("w", 5, 5)
-	logits := ops.Embedding("emb", w, ids)
-	store := graph.NewStore()
 	tab := make([]float32, 25)
 	for v := 0; v < 5; v++ {
 		tab[v*5+(v+1)%5] = 60
 	}
-	require.NoError(t, store.SetFloat32("w", tab, 5, 5))
-	p, err := graph.Compile(g, store, graph.Options{}, logits)
-	require.NoError(t, err)
+	p, ids, logits := bigramLM(t, tab)
 	// A prompt longer than the context keeps its last tokens: after
 	// …, 4 comes 0.
 	out, err := train.Generate(p, ids, logits, []int32{0, 1, 2, 4}, 6, 0.8, rand.New(rand.NewPCG(1, 1)))
@@ -380,9 +386,7 @@ func TestGenerate(t *testing.T) {
 	_, err = train.Generate(p, ids, logits, []int32{0, 1, 2}, 2, math.NaN(), rand.New(rand.NewPCG(1, 1)))
 	require.ErrorContains(t, err, "temperature")
 	// Equal logits: the lowest id.
-	require.NoError(t, store.SetFloat32("w", make([]float32, 25), 5, 5))
-	p, err = graph.Compile(g, store, graph.Options{}, logits)
-	require.NoError(t, err)
+	p, ids, logits = bigramLM(t, make([]float32, 25))
 	out, err = train.Generate(p, ids, logits, []int32{3}, 2, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, []int32{0, 0}, out)
@@ -607,11 +611,6 @@ func TestResumeRefusesMissingShard(t *testing.T) {
 // the generation (and is returned); tokens stream as they are drawn; a
 // seed makes the draws repeatable; bad options are refused by name.
 func TestGenerateWith(t *testing.T) {
-	g := graph.New()
-	ids := g.Input("ids", graph.Int32, 1, 3)
-	w := g.Param("w", 5, 5)
-	logits := ops.Embedding("emb", w, ids)
-	store := graph.NewStore()
 	// After any token: 0 likeliest, then 1, 2, 3, 4 (probabilities about
 	// 0.43, 0.26, 0.16, 0.09, 0.06 at temperature 1).
 	tab := make([]float32, 25)
@@ -620,9 +619,7 @@ func TestGenerateWith(t *testing.T) {
 			tab[v*5+j] = -0.5 * float32(j)
 		}
 	}
-	require.NoError(t, store.SetFloat32("w", tab, 5, 5))
-	p, err := graph.Compile(g, store, graph.Options{}, logits)
-	require.NoError(t, err)
+	p, ids, logits := bigramLM(t, tab)
 	gen := func(o train.GenerateOptions) []int32 {
 		out, err := train.GenerateWith(p, ids, logits, []int32{4}, o)
 		require.NoError(t, err)
@@ -658,7 +655,7 @@ func TestGenerateWith(t *testing.T) {
 	}})
 	require.Equal(t, out, streamed)
 	stop := errors.New("enough")
-	out, err = train.GenerateWith(p, ids, logits, []int32{4}, train.GenerateOptions{MaxTokens: 6, OnToken: func(int32) error { return stop }})
+	out, err := train.GenerateWith(p, ids, logits, []int32{4}, train.GenerateOptions{MaxTokens: 6, OnToken: func(int32) error { return stop }})
 	require.ErrorIs(t, err, stop)
 	require.Len(t, out, 1)
 	for _, c := range []struct {
